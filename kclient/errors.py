@@ -1,0 +1,257 @@
+"""One exception tree for kclient.
+
+Broker errors carry the Kafka error code (see the "Error Codes" table of the
+Kafka protocol guide) and whether a client may retry them. ``error_for_code``
+maps a code read off the wire to its class; ``raise_for_code`` raises it.
+
+Client-side errors (configuration, queue full, timeouts, corrupt data that the
+client itself detected) derive from :class:`KafkaError` too, so an application
+can catch everything kclient raises with one ``except``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KafkaError(Exception):
+    """Base of every error kclient raises."""
+
+    #: Kafka error code, or ``None`` for errors that are not broker errors.
+    code: ClassVar[int | None] = None
+    #: Kafka's upper-case name of the error code (``"OFFSET_OUT_OF_RANGE"``).
+    name: ClassVar[str] = "KAFKA_ERROR"
+    #: Whether the operation may succeed if retried (after a backoff and,
+    #: for leadership errors, a metadata refresh).
+    retriable: ClassVar[bool] = False
+    #: Whether a metadata refresh should precede the retry.
+    invalid_metadata: ClassVar[bool] = False
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration value is missing, unknown or out of range."""
+
+    name = "CONFIG_ERROR"
+
+
+class KafkaTimeoutError(KafkaError):
+    """An operation did not finish within its timeout (ms in the message)."""
+
+    name = "TIMEOUT"
+    retriable = True
+
+
+class KafkaConnectionError(KafkaError):
+    """A broker connection could not be made or was lost mid-request."""
+
+    name = "CONNECTION_ERROR"
+    retriable = True
+    invalid_metadata = True
+
+
+class QueueFullError(KafkaError):
+    """The async producer's queue (``queue.buffering.max.messages``) is full and
+    ``queue.enqueue.timeout.ms`` said not to wait (0) or the wait ran out."""
+
+    name = "QUEUE_FULL"
+
+
+class ProducerClosedError(KafkaError):
+    """``send`` was called on a producer after ``close()``."""
+
+    name = "PRODUCER_CLOSED"
+
+
+class FailedToSendMessageError(KafkaError):
+    """The producer gave up on a batch after ``message.send.max.retries``
+    retries; ``__cause__`` is the last broker or connection error."""
+
+    name = "FAILED_TO_SEND_MESSAGE"
+
+
+class ProtocolError(KafkaError):
+    """Bytes on the wire do not follow the Kafka protocol (truncated or
+    malformed frame, unknown correlation id, bad length)."""
+
+    name = "PROTOCOL_ERROR"
+
+
+class NoBrokersAvailableError(KafkaError):
+    """None of the bootstrap brokers (``metadata.broker.list``) answered."""
+
+    name = "NO_BROKERS_AVAILABLE"
+    retriable = True
+
+
+class BrokerResponseError(KafkaError):
+    """An error code a broker returned. Subclasses are named after the code."""
+
+    def __init__(self, message: str = "") -> None:
+        text = f"[Error {self.code}] {self.name}"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+
+
+def _code(code: int, name: str, *, retriable: bool = False, invalid_metadata: bool = False):
+    def register(cls: type[BrokerResponseError]) -> type[BrokerResponseError]:
+        cls.code = code
+        cls.name = name
+        cls.retriable = retriable
+        cls.invalid_metadata = invalid_metadata
+        _BY_CODE[code] = cls
+        return cls
+
+    return register
+
+
+@_code(-1, "UNKNOWN_SERVER_ERROR")
+class UnknownServerError(BrokerResponseError):
+    """-1: the broker hit an unexpected error."""
+
+
+@_code(1, "OFFSET_OUT_OF_RANGE")
+class OffsetOutOfRangeError(BrokerResponseError):
+    """1: the requested offset is below the log start offset or above the log
+    end offset of the partition (seed 001, "Reads": OutOfRangeException)."""
+
+
+@_code(2, "CORRUPT_MESSAGE", retriable=True)
+class CorruptRecordError(BrokerResponseError):
+    """2: a record batch failed its CRC or size check."""
+
+
+@_code(3, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True, invalid_metadata=True)
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    """3: this broker does not host the topic-partition."""
+
+
+@_code(4, "INVALID_FETCH_SIZE")
+class InvalidFetchSizeError(BrokerResponseError):
+    """4: the requested fetch size is invalid."""
+
+
+@_code(5, "LEADER_NOT_AVAILABLE", retriable=True, invalid_metadata=True)
+class LeaderNotAvailableError(BrokerResponseError):
+    """5: the partition has no leader right now (e.g. just created)."""
+
+
+@_code(6, "NOT_LEADER_OR_FOLLOWER", retriable=True, invalid_metadata=True)
+class NotLeaderForPartitionError(BrokerResponseError):
+    """6: this broker is not the leader of the partition."""
+
+
+@_code(7, "REQUEST_TIMED_OUT", retriable=True)
+class RequestTimedOutError(BrokerResponseError):
+    """7: the broker could not complete the request within its timeout."""
+
+
+@_code(8, "BROKER_NOT_AVAILABLE")
+class BrokerNotAvailableError(BrokerResponseError):
+    """8: the broker is not alive."""
+
+
+@_code(10, "MESSAGE_TOO_LARGE")
+class MessageSizeTooLargeError(BrokerResponseError):
+    """10: a record batch is larger than ``message.max.bytes``, or (client
+    side) a single batch is larger than the fetch size asked for."""
+
+
+@_code(13, "NETWORK_EXCEPTION", retriable=True, invalid_metadata=True)
+class NetworkExceptionError(BrokerResponseError):
+    """13: the server disconnected before a response was received."""
+
+
+@_code(15, "COORDINATOR_NOT_AVAILABLE", retriable=True)
+class CoordinatorNotAvailableError(BrokerResponseError):
+    """15: the group coordinator is not available."""
+
+
+@_code(16, "NOT_COORDINATOR", retriable=True)
+class NotCoordinatorError(BrokerResponseError):
+    """16: this broker is not the coordinator of the group."""
+
+
+@_code(17, "INVALID_TOPIC_EXCEPTION")
+class InvalidTopicError(BrokerResponseError):
+    """17: the topic name is invalid (empty, too long, bad characters)."""
+
+
+@_code(18, "RECORD_LIST_TOO_LARGE")
+class RecordListTooLargeError(BrokerResponseError):
+    """18: a produce request's record set is larger than the segment size."""
+
+
+@_code(19, "NOT_ENOUGH_REPLICAS", retriable=True)
+class NotEnoughReplicasError(BrokerResponseError):
+    """19: fewer in-sync replicas than required."""
+
+
+@_code(21, "INVALID_REQUIRED_ACKS")
+class InvalidRequiredAcksError(BrokerResponseError):
+    """21: ``acks`` is not -1, 0 or 1."""
+
+
+@_code(35, "UNSUPPORTED_VERSION")
+class UnsupportedVersionError(BrokerResponseError):
+    """35: the API version of the request is not supported by the broker."""
+
+
+@_code(36, "TOPIC_ALREADY_EXISTS")
+class TopicAlreadyExistsError(BrokerResponseError):
+    """36: the topic exists already."""
+
+
+@_code(42, "INVALID_REQUEST")
+class InvalidRequestError(BrokerResponseError):
+    """42: the request is malformed or violates the protocol."""
+
+
+@_code(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+class UnsupportedForMessageFormatError(BrokerResponseError):
+    """43: the message format version does not support the request."""
+
+
+@_code(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    """45: an idempotent producer's sequence number is out of order."""
+
+
+@_code(46, "DUPLICATE_SEQUENCE_NUMBER")
+class DuplicateSequenceNumberError(BrokerResponseError):
+    """46: an idempotent producer's batch was already written."""
+
+
+@_code(76, "UNSUPPORTED_COMPRESSION_TYPE")
+class UnsupportedCompressionTypeError(BrokerResponseError):
+    """76: the compression codec cannot be used with this request version."""
+
+
+@_code(87, "INVALID_RECORD")
+class InvalidRecordError(BrokerResponseError):
+    """87: a record failed the broker's validation."""
+
+
+def error_for_code(code: int) -> type[BrokerResponseError]:
+    """Return the exception class for Kafka error ``code`` (never for 0).
+
+    Unknown codes map to a fresh subclass of :class:`BrokerResponseError`
+    named ``UNKNOWN_<code>`` so the code is never lost.
+    """
+    try:
+        return _BY_CODE[code]
+    except KeyError:
+        cls = type(f"KafkaError{code}", (BrokerResponseError,), {"__doc__": f"Kafka error code {code}."})
+        cls.code = code
+        cls.name = f"UNKNOWN_{code}"
+        _BY_CODE[code] = cls
+        return cls
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    """Raise the error for ``code`` unless it is 0 (NONE)."""
+    if code:
+        raise error_for_code(code)(message)

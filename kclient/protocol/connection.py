@@ -1,0 +1,241 @@
+"""Sans-I/O framing for both ends of a Kafka connection (the h11 pattern).
+
+Client side: :class:`ClientConnection` turns requests into bytes
+(``send``) and bytes into completed responses (``receive_data`` +
+``next_response``), pairing each response with its request by correlation id.
+Server side: :class:`FrameBuffer` splits a byte stream into frames,
+:func:`parse_request_header` reads a request header, and
+:func:`encode_response` frames a response.
+
+Frame = int32 big-endian size of what follows, then header, then body.
+Request header v1: api_key int16, api_version int16, correlation_id int32,
+client_id nullable string; v2 (flexible versions) adds a tagged-field
+section. Response header v0: correlation_id; v1 adds tagged fields, except
+that ApiVersions responses always use v0 (KIP-511). Source: Kafka protocol
+guide "Headers"; PROTOCOL-NOTES "Framing".
+
+Pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+
+import attrs
+
+from kclient.errors import ProtocolError
+from kclient.protocol import primitives as p
+from kclient.protocol.messages import API_VERSIONS, APIS
+from kclient.protocol.schema import Api
+
+_SIZE = struct.Struct(">i")
+_REQ_HEAD = struct.Struct(">hhi")
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+
+
+class FrameBuffer:
+    """Accumulates received bytes and yields complete frames (without their
+    4-byte size). A size below 0 or above ``max_frame_bytes`` raises
+    :class:`ProtocolError` before any of the frame is buffered."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_frame_bytes = max_frame_bytes
+
+    def feed(self, data) -> None:
+        """Add received bytes."""
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return len(self._buf) - self._pos
+
+    def pending_frame_size(self) -> int | None:
+        """Size of the frame now being received, if its size is known."""
+        if self.buffered < 4:
+            return None
+        return _SIZE.unpack_from(self._buf, self._pos)[0]
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or None if more bytes are needed."""
+        buf = self._buf
+        pos = self._pos
+        if len(buf) - pos < 4:
+            return None
+        (size,) = _SIZE.unpack_from(buf, pos)
+        if size < 0 or size > self.max_frame_bytes:
+            raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_bytes}")
+        end = pos + 4 + size
+        if len(buf) < end:
+            return None
+        frame = bytes(buf[pos + 4 : end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = end
+            if end > 1 << 20 and end * 2 > len(buf):
+                del buf[:end]
+                self._pos = 0
+        return frame
+
+
+@attrs.frozen
+class RequestHeader:
+    """A decoded request header; ``body_offset`` is where the body starts."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def request_header_version(api: Api, version: int) -> int:
+    """2 for flexible versions of ``api``, else 1."""
+    return 2 if api.flexible(version) else 1
+
+
+def response_header_version(api: Api, version: int) -> int:
+    """1 for flexible versions, else 0; ApiVersions is always 0 (KIP-511)."""
+    if api.key == API_VERSIONS.key:
+        return 0
+    return 1 if api.flexible(version) else 0
+
+
+def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
+    """Frame a request: size, header (v1 or v2), body encoded by the schema."""
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += _REQ_HEAD.pack(api.key, version, correlation_id)
+    p.write_string(out, client_id)
+    if request_header_version(api, version) == 2:
+        out.append(0)
+    api.request(version).write(out, body)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def parse_request_header(frame) -> RequestHeader:
+    """Read the header of a request frame (without its size prefix).
+
+    Only the fixed start (api_key, api_version, correlation_id, client_id) is
+    read for unknown APIs/versions, so a broker can still answer them.
+    Raises :class:`ProtocolError` if the frame is too short.
+    """
+    if len(frame) < 8:
+        raise ProtocolError(f"request frame of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _REQ_HEAD.unpack_from(frame, 0)
+    client_id, pos = p.read_string(frame, 8)
+    api = APIS.get(api_key)
+    if api is not None and api.min_version <= api_version <= api.max_version and api.flexible(api_version):
+        _, pos = p.read_tagged_fields(frame, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def decode_request(header: RequestHeader, frame) -> dict:
+    """Decode a request body with the schema for ``header``'s API version.
+
+    Raises ValueError for an API/version kclient does not implement and
+    :class:`ProtocolError` for malformed bytes.
+    """
+    api = APIS.get(header.api_key)
+    if api is None:
+        raise ValueError(f"unknown api key {header.api_key}")
+    return api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
+
+
+def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> bytes:
+    """Frame a response: size, header (v0 or v1), body."""
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += _SIZE.pack(correlation_id)
+    if response_header_version(api, version) == 1:
+        out.append(0)
+    api.response(version).write(out, body)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_unsupported_api_versions(correlation_id: int, supported: list[tuple[int, int, int]]) -> bytes:
+    """The KIP-511 answer to an ApiVersions request of a version the broker
+    lacks: response header v0 and a v0 body with error 35 and the array of
+    supported (api_key, min, max)."""
+    body = {
+        "error_code": 35,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported],
+    }
+    return encode_response(API_VERSIONS, 0, correlation_id, body)
+
+
+@attrs.frozen
+class Response:
+    """A completed response: the API and version it answers, and its body."""
+
+    correlation_id: int
+    api: Api
+    version: int
+    body: dict
+
+
+class ClientConnection:
+    """Client-side protocol state for one broker connection.
+
+    ``send(api, version, body)`` returns ``(correlation_id, bytes)``; feed
+    received bytes to ``receive_data``; ``next_response()`` returns the next
+    completed :class:`Response` or None. Responses arrive in request order
+    (Kafka answers each connection's requests in order); a response whose
+    correlation id is not the oldest outstanding one raises
+    :class:`ProtocolError`. Requests sent with ``expect_response=False``
+    (Produce with acks=0) are not waited for.
+    """
+
+    def __init__(self, client_id: str | None = "kclient", max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
+        self.client_id = client_id
+        self._next_id = 0
+        self._in_flight: collections.deque[tuple[int, Api, int]] = collections.deque()
+        self._frames = FrameBuffer(max_frame_bytes)
+
+    @property
+    def in_flight(self) -> int:
+        """Number of requests awaiting a response."""
+        return len(self._in_flight)
+
+    def send(self, api: Api, version: int, body: dict, *, expect_response: bool = True) -> tuple[int, bytes]:
+        correlation_id = self._next_id
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        data = encode_request(api, version, correlation_id, self.client_id, body)
+        if expect_response:
+            self._in_flight.append((correlation_id, api, version))
+        return correlation_id, data
+
+    def receive_data(self, data) -> None:
+        self._frames.feed(data)
+
+    def next_response(self) -> Response | None:
+        frame = self._frames.next_frame()
+        if frame is None:
+            return None
+        if len(frame) < 4:
+            raise ProtocolError("response frame shorter than its header")
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        if not self._in_flight:
+            raise ProtocolError(f"response with correlation id {correlation_id} but no request outstanding")
+        expected, api, version = self._in_flight[0]
+        if correlation_id != expected:
+            raise ProtocolError(f"response correlation id {correlation_id}, expected {expected}")
+        self._in_flight.popleft()
+        pos = 4
+        if response_header_version(api, version) == 1:
+            _, pos = p.read_tagged_fields(frame, pos)
+        view = memoryview(frame)[pos:]
+        if api.key == API_VERSIONS.key and version > 0 and len(view) >= 2 and view[0:2] == b"\x00\x23":
+            # KIP-511: a broker lacking this ApiVersions version answers with
+            # error 35 in a v0-shaped body listing the versions it has.
+            version = 0
+        body = api.response(version).decode(view)
+        return Response(correlation_id, api, version, body)

@@ -1,0 +1,249 @@
+"""Kafka protocol primitive types: fixed-width integers, varints, strings,
+bytes and their compact (flexible-version) forms.
+
+Pure functions over ``bytes``/``bytearray``/``memoryview``: encoders append to
+a ``bytearray``; decoders take ``(buf, pos)`` and return ``(value, new_pos)``.
+Truncated input raises :class:`kclient.errors.ProtocolError`.
+
+Source: Kafka protocol guide, "Protocol Primitive Types"; record varints are
+zigzag encoded (seed 002, record format), protocol varints are unsigned.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid as _uuid
+
+from kclient.errors import ProtocolError
+
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+UINT32 = struct.Struct(">I")
+FLOAT64 = struct.Struct(">d")
+
+
+def _fixed(st: struct.Struct):
+    size = st.size
+    pack = st.pack
+    unpack_from = st.unpack_from
+
+    def write(out: bytearray, value: int) -> None:
+        out += pack(value)
+
+    def read(buf, pos: int):
+        if pos + size > len(buf):
+            raise ProtocolError(f"truncated: need {size} bytes at {pos}, have {len(buf) - pos}")
+        return unpack_from(buf, pos)[0], pos + size
+
+    return write, read
+
+
+write_int8, read_int8 = _fixed(INT8)
+write_int16, read_int16 = _fixed(INT16)
+write_int32, read_int32 = _fixed(INT32)
+write_int64, read_int64 = _fixed(INT64)
+write_uint32, read_uint32 = _fixed(UINT32)
+write_float64, read_float64 = _fixed(FLOAT64)
+
+
+def write_bool(out: bytearray, value: bool) -> None:
+    out.append(1 if value else 0)
+
+
+def read_bool(buf, pos: int):
+    if pos >= len(buf):
+        raise ProtocolError(f"truncated: need a boolean at {pos}")
+    return buf[pos] != 0, pos + 1
+
+
+# --- varints --------------------------------------------------------------
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    """Append ``value`` (>= 0) as an unsigned LEB128 varint."""
+    if value < 0:
+        raise ValueError(f"unsigned varint cannot hold {value}")
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def read_uvarint(buf, pos: int):
+    """Read an unsigned varint (at most 5 bytes for 32 bits, 10 for 64)."""
+    result = 0
+    shift = 0
+    n = len(buf)
+    while True:
+        if pos >= n:
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtocolError("varint longer than 10 bytes")
+
+
+def zigzag_encode(value: int) -> int:
+    """Map a signed 64-bit int to an unsigned one (0, -1, 1, -2 -> 0, 1, 2, 3)."""
+    return (value << 1) ^ (value >> 63)
+
+
+def zigzag_decode(value: int) -> int:
+    """Inverse of :func:`zigzag_encode`."""
+    return (value >> 1) ^ -(value & 1)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append a signed zigzag varint (record fields, seed 002)."""
+    write_uvarint(out, zigzag_encode(value))
+
+
+def read_varint(buf, pos: int):
+    """Read a signed zigzag varint."""
+    raw, pos = read_uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def varint_size(value: int) -> int:
+    """Bytes taken by ``value`` as a zigzag varint."""
+    v = zigzag_encode(value)
+    size = 1
+    while v > 0x7F:
+        v >>= 7
+        size += 1
+    return size
+
+
+# --- strings and bytes -------------------------------------------------------
+
+
+def _take(buf, pos: int, length: int):
+    end = pos + length
+    if end > len(buf):
+        raise ProtocolError(f"truncated: need {length} bytes at {pos}, have {len(buf) - pos}")
+    return buf[pos:end], end
+
+
+def write_string(out: bytearray, value: str | None) -> None:
+    """int16 length + UTF-8 bytes; ``None`` is length -1 (NULLABLE_STRING)."""
+    if value is None:
+        out += b"\xff\xff"
+        return
+    data = value.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise ValueError(f"string of {len(data)} bytes exceeds 32767")
+    out += INT16.pack(len(data))
+    out += data
+
+
+def read_string(buf, pos: int):
+    length, pos = read_int16(buf, pos)
+    if length < 0:
+        if length != -1:
+            raise ProtocolError(f"bad string length {length}")
+        return None, pos
+    raw, pos = _take(buf, pos, length)
+    try:
+        return bytes(raw).decode("utf-8"), pos
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"string is not UTF-8: {exc}") from None
+
+
+def write_bytes(out: bytearray, value) -> None:
+    """int32 length + bytes; ``None`` is length -1 (NULLABLE_BYTES)."""
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    out += INT32.pack(len(value))
+    out += value
+
+
+def read_bytes(buf, pos: int):
+    """Read int32-length bytes; returns a slice of ``buf`` (a memoryview if
+    ``buf`` is one, so large record sets are not copied)."""
+    length, pos = read_int32(buf, pos)
+    if length < 0:
+        if length != -1:
+            raise ProtocolError(f"bad bytes length {length}")
+        return None, pos
+    return _take(buf, pos, length)
+
+
+def write_compact_string(out: bytearray, value: str | None) -> None:
+    """Unsigned varint length+1 (0 = null) + UTF-8 bytes."""
+    if value is None:
+        out.append(0)
+        return
+    data = value.encode("utf-8")
+    write_uvarint(out, len(data) + 1)
+    out += data
+
+
+def read_compact_string(buf, pos: int):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    raw, pos = _take(buf, pos, n - 1)
+    try:
+        return bytes(raw).decode("utf-8"), pos
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"string is not UTF-8: {exc}") from None
+
+
+def write_compact_bytes(out: bytearray, value) -> None:
+    if value is None:
+        out.append(0)
+        return
+    write_uvarint(out, len(value) + 1)
+    out += value
+
+
+def read_compact_bytes(buf, pos: int):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return _take(buf, pos, n - 1)
+
+
+def write_uuid(out: bytearray, value) -> None:
+    if value is None:
+        out += bytes(16)
+    elif isinstance(value, _uuid.UUID):
+        out += value.bytes
+    else:
+        out += bytes(value)
+
+
+def read_uuid(buf, pos: int):
+    raw, pos = _take(buf, pos, 16)
+    return _uuid.UUID(bytes=bytes(raw)), pos
+
+
+def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None = None) -> None:
+    """Write a tagged-field section (flexible versions); empty is one 0 byte."""
+    if not fields:
+        out.append(0)
+        return
+    write_uvarint(out, len(fields))
+    for tag in sorted(fields):
+        write_uvarint(out, tag)
+        write_uvarint(out, len(fields[tag]))
+        out += fields[tag]
+
+
+def read_tagged_fields(buf, pos: int):
+    """Read a tagged-field section; returns ``({tag: bytes}, pos)``."""
+    count, pos = read_uvarint(buf, pos)
+    fields: dict[int, bytes] = {}
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        raw, pos = _take(buf, pos, size)
+        fields[tag] = bytes(raw)
+    return fields, pos

@@ -1,0 +1,89 @@
+"""Walk the batches of a record set without decoding their records.
+
+Every format puts the same two fields first: offset int64 at byte 0 and a
+size int32 at byte 8 (the bytes that follow), and the magic byte at byte 16
+(seed 002; PROTOCOL-NOTES "Records"). For a v2 batch the offset is the base
+offset and ``lastOffsetDelta`` sits at byte 23; for a v0/v1 entry the offset
+is the entry's own (for a compressed wrapper, that of its last inner message).
+
+Pure: used by the broker's log, the dump tool and the consumers.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+import attrs
+
+from kclient.errors import CorruptRecordError
+
+LOG_OVERHEAD = 12  # offset int64 + size int32
+_HEAD = struct.Struct(">qi")
+_V2_TAIL = struct.Struct(">iqq")  # lastOffsetDelta @23, baseTimestamp @27, maxTimestamp @35
+_V1_TS = struct.Struct(">q")  # timestamp @18 in a v1 entry
+V2_HEADER_SIZE = 61
+MIN_V0_SIZE = 14  # crc4 magic1 attr1 keylen4 vallen4
+MIN_V1_SIZE = 22
+
+
+@attrs.frozen
+class BatchInfo:
+    """Where one batch (v2) or entry (v0/v1) sits in a buffer.
+
+    ``position``: byte position of its first byte; ``size``: total bytes
+    including the 12-byte log overhead; ``base_offset`` / ``last_offset``:
+    its first and last offsets (equal for a v0/v1 entry, whose base is not
+    known without decompressing); ``max_timestamp``: ms, -1 for v0.
+    """
+
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    magic: int
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def read_batch_info(buf, position: int) -> BatchInfo | None:
+    """Header facts of the batch at ``position``; ``None`` if the buffer
+    ends before the batch does (a partial batch). Raises
+    :class:`CorruptRecordError` for an impossible size or unknown magic."""
+    end = len(buf)
+    if position + 17 > end:
+        return None
+    offset, size = _HEAD.unpack_from(buf, position)
+    magic = buf[position + 16]
+    if magic == 2:
+        if size < V2_HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch at byte {position} claims size {size}, below the v2 header size")
+        if position + LOG_OVERHEAD + size > end:
+            return None
+        delta, _, max_ts = _V2_TAIL.unpack_from(buf, position + 23)
+        return BatchInfo(position, offset, offset + delta, size + LOG_OVERHEAD, 2, max_ts)
+    if magic in (0, 1):
+        minimum = MIN_V0_SIZE if magic == 0 else MIN_V1_SIZE
+        if size < minimum:
+            raise CorruptRecordError(f"message at byte {position} claims size {size}, below the v{magic} minimum {minimum}")
+        if position + LOG_OVERHEAD + size > end:
+            return None
+        ts = _V1_TS.unpack_from(buf, position + 18)[0] if magic == 1 else -1
+        return BatchInfo(position, offset, offset, size + LOG_OVERHEAD, magic, ts)
+    raise CorruptRecordError(f"unknown magic byte {magic} at byte {position}")
+
+
+def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
+    """Yield :class:`BatchInfo` for each complete batch from ``start``; stop
+    silently at a partial batch at the end. Raises :class:`CorruptRecordError`
+    at a batch whose header is impossible."""
+    pos = start
+    while True:
+        info = read_batch_info(buf, pos)
+        if info is None:
+            return
+        yield info
+        pos += info.size

@@ -1,0 +1,293 @@
+"""Record batch v2 (magic 2): build and parse, CRC-32C checked on read.
+
+Layout (seed 002 "RecordBatch"; PROTOCOL-NOTES "Records"), 61-byte header:
+baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12,
+magic int8 @16, crc uint32 @17, attributes int16 @21, lastOffsetDelta int32
+@23, baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64 @43,
+producerEpoch int16 @51, baseSequence int32 @53, recordsCount int32 @57.
+The CRC-32C covers attributes..end. Each record: length varint, attributes
+int8, timestampDelta varint, offsetDelta varint, key (varint length, -1 =
+null), value (same), headers count varint, each header key (varint length +
+UTF-8) and value (varint length, -1 = null). All record varints are zigzag.
+
+Attributes: bits 0-2 codec, bit 3 LogAppendTime, bit 4 transactional, bit 5
+control. Only the bytes after recordsCount are compressed.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable, Iterator, Sequence
+
+import attrs
+import crc32c
+
+from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import read_varint, write_varint
+from kclient.protocol.records import codecs
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+CRC_START = 21
+_CRC_AT = 17
+
+ATTR_CODEC_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+@attrs.frozen(slots=True)
+class Header:
+    """A record header: ``key`` str, ``value`` bytes or None."""
+
+    key: str
+    value: bytes | None
+
+
+@attrs.frozen(slots=True)
+class Record:
+    """One decoded record: ``offset`` (absolute), ``timestamp`` (ms since the
+    epoch), ``key``/``value`` bytes or None, ``headers`` tuple of Header."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()
+
+
+@attrs.frozen(slots=True)
+class BatchHeader:
+    """The 61-byte v2 header, fields named as in Kafka's DefaultRecordBatch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & ATTR_CODEC_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch including the 12-byte log overhead."""
+        return self.batch_length + 12
+
+
+def _write_bytes_varint(out: bytearray, data) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers: Sequence = ()) -> None:
+    """Append one record (length-prefixed) to ``out``."""
+    body = bytearray(b"\x00")  # attributes
+    write_varint(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    _write_bytes_varint(body, key)
+    _write_bytes_varint(body, value)
+    write_varint(body, len(headers))
+    for h in headers:
+        hk, hv = (h.key, h.value) if isinstance(h, Header) else h
+        kb = hk.encode("utf-8")
+        write_varint(body, len(kb))
+        body += kb
+        _write_bytes_varint(body, hv)
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Iterable[tuple],
+    *,
+    base_offset: int = 0,
+    codec: int = codecs.NONE,
+    timestamp_type_log_append: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """Encode one v2 record batch.
+
+    ``records``: iterable of ``(key, value, timestamp_ms)`` or
+    ``(key, value, timestamp_ms, headers)``; key/value bytes or None;
+    headers a sequence of ``(str, bytes|None)`` or :class:`Header`. Offsets
+    are ``base_offset + i``. ``codec``: one of :mod:`codecs`' ids; the
+    records section is compressed as a whole. Returns the batch bytes with
+    the CRC-32C filled in. Raises ValueError for an empty ``records``.
+    """
+    body = bytearray()
+    base_ts = None
+    max_ts = -1
+    count = 0
+    for rec in records:
+        key, value, ts = rec[0], rec[1], rec[2]
+        headers = rec[3] if len(rec) > 3 else ()
+        if base_ts is None:
+            base_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        encode_record(body, count, ts - base_ts, key, value, headers)
+        count += 1
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    payload = codecs.compress(codec, bytes(body)) if codec else body
+    attributes = (codec & ATTR_CODEC_MASK) | (ATTR_TIMESTAMP_TYPE if timestamp_type_log_append else 0)
+    if is_transactional:
+        attributes |= ATTR_TRANSACTIONAL
+    if is_control:
+        attributes |= ATTR_CONTROL
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - 12 + len(payload),
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        count - 1,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    out += payload
+    struct.pack_into(">I", out, _CRC_AT, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def read_header(buf, pos: int = 0) -> BatchHeader:
+    """Decode the 61-byte header at ``pos``. Raises CorruptRecordError if the
+    buffer is too short or the magic is not 2."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"record batch header truncated at byte {pos}")
+    fields = HEADER.unpack_from(buf, pos)
+    if fields[3] != 2:
+        raise CorruptRecordError(f"magic {fields[3]} at byte {pos} is not a v2 record batch")
+    return BatchHeader(*fields)
+
+
+def compute_crc(batch) -> int:
+    """CRC-32C of a whole batch's bytes from ``attributes`` to the end."""
+    return crc32c.crc32c(memoryview(batch)[CRC_START:])
+
+
+def validate_batch(batch) -> BatchHeader:
+    """Check one complete batch's size and CRC-32C; return its header.
+
+    Raises :class:`CorruptRecordError` naming the expected and actual CRC.
+    """
+    header = read_header(batch)
+    if header.size != len(batch):
+        raise CorruptRecordError(f"batch length field says {header.size} bytes, have {len(batch)}")
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise CorruptRecordError("negative record count or last offset delta")
+    actual = compute_crc(batch)
+    if actual != header.crc:
+        raise CorruptRecordError(f"CRC-32C mismatch at base offset {header.base_offset}: stored {header.crc:#010x}, computed {actual:#010x}")
+    return header
+
+
+def _read_nullable(buf, pos: int):
+    n, pos = read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return bytes(buf[pos:end]), end
+
+
+def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
+    """Yield the records of one complete v2 batch with absolute offsets and
+    timestamps (LogAppendTime batches report ``max_timestamp`` for every
+    record, as Kafka does). Raises :class:`CorruptRecordError` on a CRC
+    mismatch (when ``check_crc``) or malformed records."""
+    if header is None:
+        header = validate_batch(batch) if check_crc else read_header(batch)
+    view = memoryview(batch)[HEADER_SIZE : header.size]
+    if header.codec:
+        try:
+            data = codecs.decompress(header.codec, view)
+        except Exception as exc:
+            raise CorruptRecordError(f"cannot decompress batch at offset {header.base_offset}: {exc}") from None
+    else:
+        data = view
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append = header.is_log_append_time
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(header.records_count):
+            length, pos = read_varint(data, pos)
+            rec_end = pos + length
+            if length < 0 or rec_end > end:
+                raise CorruptRecordError(f"record length {length} runs past the batch at offset {base_offset}")
+            pos += 1  # attributes
+            ts_delta, pos = read_varint(data, pos)
+            off_delta, pos = read_varint(data, pos)
+            key, pos = _read_nullable(data, pos)
+            value, pos = _read_nullable(data, pos)
+            n_headers, pos = read_varint(data, pos)
+            headers: tuple = ()
+            if n_headers:
+                hs = []
+                for _ in range(n_headers):
+                    hk, pos = _read_nullable(data, pos)
+                    hv, pos = _read_nullable(data, pos)
+                    hs.append(Header(hk.decode("utf-8") if hk is not None else "", hv))
+                headers = tuple(hs)
+            if pos != rec_end:
+                raise CorruptRecordError(f"record at offset {base_offset + off_delta} has {rec_end - pos} stray bytes")
+            yield Record(
+                base_offset + off_delta,
+                header.max_timestamp if log_append else base_ts + ts_delta,
+                key,
+                value,
+                headers,
+            )
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # ProtocolError from varints, UnicodeDecodeError, ...
+        raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {exc}") from None

@@ -1,0 +1,264 @@
+"""Declarative message schemas, one definition per API for all its versions.
+
+A schema is a list of :class:`Field` objects, each with the versions it exists
+in (``"3+"``, ``"0-2"``), the way Kafka's own message JSON files
+(``clients/src/main/resources/common/message/*.json``) describe them. A schema
+is compiled once per version into a :class:`StructCodec` that encodes a
+``dict`` to bytes and decodes bytes to a ``dict``. In flexible versions
+(KIP-482) strings, bytes and arrays take their compact forms and every struct
+ends with a tagged-field section; unknown tagged fields are skipped on read.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import attrs
+
+from kclient.errors import ProtocolError
+from kclient.protocol import primitives as p
+
+Writer = Callable[[bytearray, Any], None]
+Reader = Callable[[Any, int], "tuple[Any, int]"]
+
+
+def parse_versions(spec: str) -> tuple[int, int]:
+    """``"3+"`` -> (3, 32767); ``"0-2"`` -> (0, 2); ``"5"`` -> (5, 5);
+    ``"none"`` -> (1, 0) (an empty range)."""
+    if spec == "none":
+        return (1, 0)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), 0x7FFF)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+@attrs.frozen
+class Field:
+    """One field of a request or response.
+
+    ``type`` is a primitive name (``int8 int16 int32 int64 uint32 float64 bool
+    uuid string nullable_string bytes nullable_bytes records``), a list of
+    Fields (an array of structs), or ``("array", "<primitive>")``.
+    ``versions`` says in which versions the field is present; ``default`` is
+    used when encoding a dict that lacks the field.
+    """
+
+    name: str
+    type: Any
+    versions: str = "0+"
+    default: Any = None
+
+    def present_in(self, version: int) -> bool:
+        lo, hi = parse_versions(self.versions)
+        return lo <= version <= hi
+
+
+_PRIMITIVES: dict[str, tuple[Writer, Reader, Any]] = {
+    "int8": (p.write_int8, p.read_int8, 0),
+    "int16": (p.write_int16, p.read_int16, 0),
+    "int32": (p.write_int32, p.read_int32, 0),
+    "int64": (p.write_int64, p.read_int64, 0),
+    "uint32": (p.write_uint32, p.read_uint32, 0),
+    "float64": (p.write_float64, p.read_float64, 0.0),
+    "bool": (p.write_bool, p.read_bool, False),
+    "uuid": (p.write_uuid, p.read_uuid, None),
+}
+
+
+def _non_null(reader: Reader, what: str) -> Reader:
+    def read(buf, pos):
+        value, pos = reader(buf, pos)
+        if value is None:
+            raise ProtocolError(f"null {what} where a value is required")
+        return value, pos
+
+    return read
+
+
+def _null_checked(writer: Writer, what: str) -> Writer:
+    def write(out, value):
+        if value is None:
+            raise ValueError(f"{what} may not be null")
+        writer(out, value)
+
+    return write
+
+
+def _primitive(name: str, flexible: bool) -> tuple[Writer, Reader, Any]:
+    if name in _PRIMITIVES:
+        return _PRIMITIVES[name]
+    if name in ("string", "nullable_string"):
+        w, r = (p.write_compact_string, p.read_compact_string) if flexible else (p.write_string, p.read_string)
+        if name == "string":
+            return _null_checked(w, "string"), _non_null(r, "string"), ""
+        return w, r, None
+    if name in ("bytes", "nullable_bytes", "records"):
+        w, r = (p.write_compact_bytes, p.read_compact_bytes) if flexible else (p.write_bytes, p.read_bytes)
+        if name == "bytes":
+            return _null_checked(w, "bytes"), _non_null(r, "bytes"), b""
+        return w, r, None
+    raise ValueError(f"unknown primitive type {name!r}")
+
+
+def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Reader]:
+    if flexible:
+
+        def write(out, values):
+            if values is None:
+                out.append(0)
+                return
+            p.write_uvarint(out, len(values) + 1)
+            for v in values:
+                item_w(out, v)
+
+        def read(buf, pos):
+            n, pos = p.read_uvarint(buf, pos)
+            if n == 0:
+                return None, pos
+            n -= 1
+            if n > len(buf) - pos:
+                raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
+            items = []
+            append = items.append
+            for _ in range(n):
+                v, pos = item_r(buf, pos)
+                append(v)
+            return items, pos
+
+    else:
+
+        def write(out, values):
+            if values is None:
+                out += b"\xff\xff\xff\xff"
+                return
+            out += p.INT32.pack(len(values))
+            for v in values:
+                item_w(out, v)
+
+        def read(buf, pos):
+            n, pos = p.read_int32(buf, pos)
+            if n < 0:
+                if n != -1:
+                    raise ProtocolError(f"bad array length {n}")
+                return None, pos
+            if n > len(buf) - pos:
+                raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
+            items = []
+            append = items.append
+            for _ in range(n):
+                v, pos = item_r(buf, pos)
+                append(v)
+            return items, pos
+
+    return write, read
+
+
+class StructCodec:
+    """A schema compiled for one version: ``encode(dict) -> bytes`` appends,
+    ``decode(buf, pos) -> (dict, pos)``."""
+
+    def __init__(self, fields: Sequence[Field], version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        compiled: list[tuple[str, Writer, Reader, Any]] = []
+        for f in fields:
+            if not f.present_in(version):
+                continue
+            w, r, default = _compile_type(f.type, version, flexible)
+            compiled.append((f.name, w, r, f.default if f.default is not None else default))
+        self._fields = compiled
+        #: names of the fields present in this version
+        self.names = tuple(name for name, _, _, _ in compiled)
+
+    def write(self, out: bytearray, value: dict) -> None:
+        """Append the encoding of ``value`` to ``out``."""
+        get = value.get
+        for name, w, _, default in self._fields:
+            v = get(name, default)
+            if v is None and default is not None:
+                v = default
+            try:
+                w(out, v)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ValueError(f"field {name!r}: {exc}") from None
+            except Exception as exc:  # struct.error
+                raise ValueError(f"field {name!r}: {exc}") from None
+        if self.flexible:
+            out.append(0)
+
+    def read(self, buf, pos: int):
+        """Decode a struct at ``pos``; returns ``(dict, new_pos)``."""
+        result = {}
+        for name, _, r, _ in self._fields:
+            result[name], pos = r(buf, pos)
+        if self.flexible:
+            _, pos = p.read_tagged_fields(buf, pos)
+        return result, pos
+
+    def encode(self, value: dict) -> bytes:
+        out = bytearray()
+        self.write(out, value)
+        return bytes(out)
+
+    def decode(self, buf) -> dict:
+        """Decode a whole buffer; trailing bytes are a :class:`ProtocolError`."""
+        value, pos = self.read(buf, 0)
+        if pos != len(buf):
+            raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")
+        return value
+
+
+def _compile_type(t: Any, version: int, flexible: bool) -> tuple[Writer, Reader, Any]:
+    if isinstance(t, str):
+        return _primitive(t, flexible)
+    if isinstance(t, tuple) and t[0] == "array":
+        iw, ir, _ = _compile_type(t[1], version, flexible)
+        w, r = _array(iw, ir, flexible)
+        return w, r, []
+    if isinstance(t, (list, tuple)):
+        sub = StructCodec(t, version, flexible)
+        w, r = _array(sub.write, sub.read, flexible)
+        return w, r, []
+    raise ValueError(f"bad field type {t!r}")
+
+
+@attrs.frozen
+class Api:
+    """One Kafka API: its key, the versions kclient implements, the first
+    flexible version, and the request/response field lists."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    flexible_from: int
+    request_fields: tuple
+    response_fields: tuple
+    _cache: dict = attrs.field(factory=dict, eq=False, repr=False)
+
+    def flexible(self, version: int) -> bool:
+        return version >= self.flexible_from
+
+    def _codec(self, kind: str, version: int) -> StructCodec:
+        key = (kind, version)
+        codec = self._cache.get(key)
+        if codec is None:
+            if not self.min_version <= version <= self.max_version:
+                raise ValueError(f"{self.name} v{version} is not implemented ({self.min_version}-{self.max_version})")
+            fields = self.request_fields if kind == "request" else self.response_fields
+            codec = StructCodec(fields, version, self.flexible(version))
+            self._cache[key] = codec
+        return codec
+
+    def request(self, version: int) -> StructCodec:
+        """The request codec for ``version``; ValueError if not implemented."""
+        return self._codec("request", version)
+
+    def response(self, version: int) -> StructCodec:
+        """The response codec for ``version``; ValueError if not implemented."""
+        return self._codec("response", version)

@@ -1,0 +1,216 @@
+"""Cluster metadata and broker connections for the clients (trio).
+
+:class:`Cluster` bootstraps from ``metadata.broker.list``, keeps a metadata
+cache (brokers, topics, partition leaders) refreshed on demand and every
+``topic.metadata.refresh.interval.ms``, and one :class:`BrokerConnection`
+per broker, reconnecting with backoff when one is lost. Clients reconnect to
+the host/port that Metadata advertises (PROTOCOL-NOTES "Traps").
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Iterable, Sequence
+
+import attrs
+import trio
+
+from kclient.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NoBrokersAvailableError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kclient.net.connection import BrokerConnection
+from kclient.protocol.messages import METADATA
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class BrokerInfo:
+    """A broker as Metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class PartitionInfo:
+    """One partition's leader (-1 when none), replicas and ISR."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    error_code: int = 0
+
+
+@attrs.frozen
+class ClusterMetadata:
+    """A snapshot of the cluster: brokers by node id and partitions by topic
+    (each a tuple sorted by partition id), plus per-topic error codes."""
+
+    brokers: dict
+    topics: dict
+    topic_errors: dict
+    cluster_id: str | None = None
+    controller_id: int = -1
+
+    def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        return self.topics.get(topic, ())
+
+
+class Cluster:
+    """Metadata cache and connection pool (use inside a trio nursery).
+
+    ``bootstrap``: sequence of (host, port). Raises
+    :class:`NoBrokersAvailableError` when no bootstrap broker answers.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        bootstrap: Sequence[tuple[str, int]],
+        *,
+        client_id: str | None = "kclient",
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 600000,
+    ) -> None:
+        if not bootstrap:
+            raise KafkaError("no bootstrap brokers given (metadata.broker.list)")
+        self._nursery = nursery
+        self._bootstrap = list(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.metadata = ClusterMetadata({}, {}, {})
+        self._metadata_time = -1e18
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._connect_locks: dict[tuple[str, int], trio.Lock] = {}
+        self._refresh_lock = trio.Lock()
+        self._known_topics: set[str] = set()
+
+    async def connection(self, host: str, port: int) -> BrokerConnection:
+        """A live connection to ``host:port`` (opened if needed)."""
+        key = (host, port)
+        conn = self._connections.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connect_locks.setdefault(key, trio.Lock())
+        async with lock:
+            conn = self._connections.get(key)
+            if conn is not None and not conn.closed:
+                return conn
+            conn = await BrokerConnection.connect(
+                self._nursery,
+                host,
+                port,
+                client_id=self.client_id,
+                connect_timeout_ms=self.connect_timeout_ms,
+                request_timeout_ms=self.request_timeout_ms,
+            )
+            self._connections[key] = conn
+            return conn
+
+    async def broker_connection(self, node_id: int) -> BrokerConnection:
+        """A connection to broker ``node_id`` as Metadata advertises it."""
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            await self.refresh_metadata()
+            broker = self.metadata.brokers.get(node_id)
+            if broker is None:
+                raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
+        return await self.connection(broker.host, broker.port)
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to any known broker, bootstrap list first in random
+        order; raises :class:`NoBrokersAvailableError`."""
+        candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
+        boot = list(self._bootstrap)
+        random.shuffle(boot)
+        errors = []
+        for host, port in dict.fromkeys([*candidates, *boot]):
+            try:
+                return await self.connection(host, port)
+            except KafkaError as exc:
+                errors.append(f"{host}:{port}: {exc}")
+        raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors))
+
+    async def refresh_metadata(self, topics: Iterable[str] = (), *, allow_auto_create: bool = True) -> ClusterMetadata:
+        """Fetch metadata for the known topics plus ``topics``; returns the new
+        snapshot. Retries over the known brokers once per broker."""
+        self._known_topics.update(topics)
+        async with self._refresh_lock:
+            last: BaseException | None = None
+            for attempt in range(max(1, len(self._bootstrap) + len(self.metadata.brokers))):
+                try:
+                    conn = await self.any_connection()
+                    version = conn.version_for(METADATA)
+                    names = sorted(self._known_topics)
+                    body = {"topics": [{"name": t} for t in names], "allow_auto_topic_creation": allow_auto_create}
+                    response = await conn.request(METADATA, body, version=version)
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    last = exc
+                    await trio.sleep(self.retry_backoff_ms / 1000)
+                    continue
+                self.metadata = _parse_metadata(response)
+                self._metadata_time = trio.current_time()
+                return self.metadata
+            raise NoBrokersAvailableError(f"metadata refresh failed: {last}")
+
+    def metadata_stale(self) -> bool:
+        return (trio.current_time() - self._metadata_time) * 1000 > self.metadata_max_age_ms
+
+    async def partitions_for(self, topic: str, *, retries: int = 5) -> tuple[PartitionInfo, ...]:
+        """The partitions of ``topic`` (auto-created by the broker if it allows),
+        waiting with backoff while the topic has no leaders yet. Raises the
+        topic's error (e.g. :class:`UnknownTopicOrPartitionError`)."""
+        if topic not in self._known_topics or self.metadata_stale():
+            await self.refresh_metadata([topic])
+        for attempt in range(retries + 1):
+            code = self.metadata.topic_errors.get(topic, 0)
+            parts = self.metadata.partitions_for(topic)
+            if code == 0 and parts and all(p.leader >= 0 for p in parts):
+                return parts
+            if attempt == retries:
+                break
+            await trio.sleep(self.retry_backoff_ms * (2**attempt) / 1000)
+            await self.refresh_metadata([topic])
+        code = self.metadata.topic_errors.get(topic, 0)
+        if code:
+            raise error_for_code(code)(f"topic {topic!r}")
+        if not self.metadata.partitions_for(topic):
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partitions")
+        raise LeaderNotAvailableError(f"topic {topic!r} has partitions without a leader")
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        for conn in list(self._connections.values()):
+            await conn.aclose()
+        self._connections.clear()
+
+
+def _parse_metadata(body: dict) -> ClusterMetadata:
+    brokers = {b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack")) for b in body["brokers"]}
+    topics: dict[str, tuple[PartitionInfo, ...]] = {}
+    errors: dict[str, int] = {}
+    for t in body["topics"]:
+        errors[t["name"]] = t["error_code"]
+        parts = [
+            PartitionInfo(t["name"], p["partition_index"], p["leader_id"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()), p["error_code"])
+            for p in t["partitions"] or ()
+        ]
+        topics[t["name"]] = tuple(sorted(parts, key=lambda p: p.partition))
+    return ClusterMetadata(brokers, topics, errors, body.get("cluster_id"), body.get("controller_id", -1))

@@ -1,0 +1,148 @@
+"""What a fetch returns: :class:`ByteBufferMessageSet` over the raw record
+bytes of one partition, iterated as :class:`MessageAndOffset`, and
+:class:`MultiFetchResponse` holding one set per request.
+
+Source: seed 000 "Consumer APIs" (SimpleConsumer returns a
+ByteBufferMessageSet; multifetch a MultiFetchResponse) and seed 001 "Reads"
+(a read returns the messages that fit in S bytes; a partial message at the
+end is not an error; a single message bigger than S needs a bigger S).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import attrs
+
+from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
+from kclient.protocol.records import Header, read_batch_info, scan_batches
+from kclient.protocol.records.v2 import iter_records, validate_batch
+from kclient.errors import CorruptRecordError
+
+
+@attrs.frozen(slots=True)
+class Message:
+    """A record as the application sees it: ``key`` and ``payload`` (bytes
+    or None), ``timestamp`` (ms since the epoch; CreateTime unless the topic
+    uses LogAppendTime), ``headers`` (tuple of :class:`Header`)."""
+
+    key: bytes | None
+    payload: bytes | None
+    timestamp: int
+    headers: tuple = ()
+
+
+@attrs.frozen(slots=True)
+class MessageAndOffset:
+    """A message with its logical offset; ``next_offset`` is the offset to
+    fetch from to continue after it (seed 001 "Reads")."""
+
+    message: Message
+    offset: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + 1
+
+
+@attrs.define
+class ByteBufferMessageSet:
+    """The messages of one partition from one fetch.
+
+    ``buffer``: the raw record bytes the broker returned (may end with a
+    partial batch, which is dropped). ``start_offset``: the offset asked for;
+    messages before it (the same batch may begin earlier) are skipped.
+    ``high_watermark``: the partition's high watermark at fetch time.
+    ``error_code``: the partition's Kafka error code (0 = none); iterating a
+    set with an error raises that error. Iterating raises
+    :class:`CorruptRecordError` for a batch that fails its CRC.
+    """
+
+    topic: str
+    partition: int
+    buffer: bytes | memoryview
+    start_offset: int = 0
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    error_code: int = 0
+    max_size: int | None = None
+
+    @property
+    def error(self) -> BrokerResponseError | None:
+        """The partition's error as an exception instance, or None."""
+        if not self.error_code:
+            return None
+        return error_for_code(self.error_code)(f"{self.topic}-{self.partition} at offset {self.start_offset}")
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes the broker returned for this partition."""
+        return len(self.buffer)
+
+    @property
+    def valid_bytes(self) -> int:
+        """Bytes taken by complete batches (the rest is a partial tail)."""
+        total = 0
+        for info in scan_batches(self.buffer):
+            total = info.position + info.size
+        return total
+
+    def check_fits(self) -> None:
+        """Raise :class:`MessageSizeTooLargeError` if the buffer holds no
+        complete batch because the first batch is bigger than the fetch size,
+        naming the size to retry with."""
+        if not self.buffer:
+            return
+        if read_batch_info(self.buffer, 0) is None and len(self.buffer) >= 12:
+            needed = int.from_bytes(bytes(self.buffer[8:12]), "big", signed=True) + 12
+            if needed > len(self.buffer):
+                raise MessageSizeTooLargeError(
+                    f"{self.topic}-{self.partition}: the batch at offset {self.start_offset} is {needed} bytes, "
+                    f"larger than the fetch size {self.max_size or len(self.buffer)}; retry with max_size >= {needed}"
+                )
+
+    def __iter__(self) -> Iterator[MessageAndOffset]:
+        if self.error_code:
+            raise self.error  # type: ignore[misc]
+        self.check_fits()
+        start = self.start_offset
+        view = memoryview(self.buffer)
+        for info in scan_batches(view):
+            if info.last_offset < start:
+                continue
+            batch = view[info.position : info.position + info.size]
+            if info.magic != 2:
+                raise CorruptRecordError(f"{self.topic}-{self.partition}: message format v{info.magic} at offset {info.base_offset} is not supported yet")
+            try:
+                header = validate_batch(batch)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
+            if header.is_control:
+                continue
+            for rec in iter_records(batch, header, check_crc=False):
+                if rec.offset >= start:
+                    yield MessageAndOffset(Message(rec.key, rec.value, rec.timestamp, rec.headers), rec.offset)
+
+    def messages(self) -> list[MessageAndOffset]:
+        """All messages as a list."""
+        return list(self)
+
+
+class MultiFetchResponse(Sequence[ByteBufferMessageSet]):
+    """The answer to ``multifetch``: one :class:`ByteBufferMessageSet` per
+    FetchRequest, in request order."""
+
+    def __init__(self, sets: Sequence[ByteBufferMessageSet]) -> None:
+        self._sets = list(sets)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._sets[index]
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def __repr__(self) -> str:
+        return f"MultiFetchResponse({len(self._sets)} message sets)"
+
+
+__all__ = ["ByteBufferMessageSet", "Header", "Message", "MessageAndOffset", "MultiFetchResponse"]

@@ -1,0 +1,248 @@
+"""SimpleConsumer: the low-level consumer of seed 000 "Consumer APIs".
+
+It keeps one connection to one broker and no offset state: the caller says
+which offset to read from. ``fetch`` reads one partition, ``multifetch``
+several in one round trip, ``get_offsets_before`` lists valid offsets before
+a time (ListOffsets; v0 is the old getOffsetsBefore, with a fallback built on
+v1+ for brokers that dropped v0, such as Kafka 4).
+
+:class:`TrioSimpleConsumer` is the trio API; :class:`SimpleConsumer` the
+blocking facade over it (a trio loop in a background thread, one thread
+crossing per call).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import attrs
+import trio
+
+from kclient.client.message_set import ByteBufferMessageSet, MultiFetchResponse
+from kclient.errors import UnsupportedVersionError, raise_for_code
+from kclient.net.connection import BrokerConnection
+from kclient.protocol.messages import FETCH, LIST_OFFSETS
+from kclient.sync import LoopThread
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class FetchRequest:
+    """Read ``topic``/``partition`` from ``offset``, at most ``max_size``
+    bytes (seed 000: ``FetchRequest(topic, partition, offset, maxSize)``)."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_size: int = 1024 * 1024
+
+
+class OffsetRequest:
+    """Special times for :meth:`SimpleConsumer.get_offsets_before`."""
+
+    #: the log end offset (the offset the next message will get)
+    LATEST_TIME = -1
+    #: the log start offset (the earliest offset still held)
+    EARLIEST_TIME = -2
+
+
+class TrioSimpleConsumer:
+    """The SimpleConsumer for trio code: ``async with TrioSimpleConsumer(host,
+    port) as c: ms = await c.fetch(FetchRequest(...))``.
+
+    ``so_timeout_ms``: request timeout (ms); ``buffer_size``: socket receive
+    buffer (bytes, advisory); ``client_id``: sent in every request header.
+    """
+
+    def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
+        self.host = host
+        self.port = port
+        self.so_timeout_ms = so_timeout_ms
+        self.buffer_size = buffer_size
+        self.client_id = client_id
+        self._conn: BrokerConnection | None = None
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm = None
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> "TrioSimpleConsumer":
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+        assert self._nursery_cm is not None
+        await self._nursery_cm.__aexit__(*exc)
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Use ``nursery`` for the connection's reader task (for owners that
+        manage their own nursery, like the blocking facade)."""
+        self._nursery = nursery
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is None or self._conn.closed:
+            if self._nursery is None:
+                raise RuntimeError("use 'async with TrioSimpleConsumer(...)' or attach() a nursery first")
+            async with self._lock:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await BrokerConnection.connect(
+                        self._nursery,
+                        self.host,
+                        self.port,
+                        client_id=self.client_id,
+                        connect_timeout_ms=self.so_timeout_ms,
+                        request_timeout_ms=self.so_timeout_ms,
+                    )
+        return self._conn
+
+    async def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
+        """Fetch one partition. Raises the partition's error
+        (:class:`OffsetOutOfRangeError` past the log end or before the log
+        start, :class:`UnknownTopicOrPartitionError`, ...) and
+        :class:`MessageSizeTooLargeError` when the first batch is bigger than
+        ``request.max_size``."""
+        (result,) = await self.multifetch([request], max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+        if result.error_code:
+            raise result.error  # type: ignore[misc]
+        result.check_fits()
+        return result
+
+    async def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
+        """Fetch several partitions in one round trip (one Fetch request; a
+        partition asked for twice needs a second round trip). Errors are not
+        raised here: each :class:`ByteBufferMessageSet` carries its partition's
+        ``error_code`` and raises it when iterated."""
+        results: list[ByteBufferMessageSet | None] = [None] * len(requests)
+        remaining = list(enumerate(requests))
+        conn = await self._connection()
+        version = conn.version_for(FETCH, floor=4)
+        while remaining:
+            seen: set[tuple[str, int]] = set()
+            this_round, later = [], []
+            for i, req in remaining:
+                key = (req.topic, req.partition)
+                (later if key in seen else this_round).append((i, req))
+                seen.add(key)
+            remaining = later
+            topics: dict[str, list[dict]] = {}
+            for _, req in this_round:
+                topics.setdefault(req.topic, []).append(
+                    {"partition": req.partition, "fetch_offset": req.offset, "partition_max_bytes": req.max_size, "log_start_offset": -1}
+                )
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": max_wait_ms,
+                "min_bytes": min_bytes,
+                "max_bytes": max(1, sum(r.max_size for _, r in this_round)),
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
+            timeout = self.so_timeout_ms + max_wait_ms
+            response = await conn.request(FETCH, body, version=version, timeout_ms=timeout)
+            if response.get("error_code"):
+                raise_for_code(response["error_code"], "fetch")
+            by_key = {}
+            for t in response["responses"]:
+                for p in t["partitions"]:
+                    by_key[(t["topic"], p["partition_index"])] = p
+            for i, req in this_round:
+                p = by_key.get((req.topic, req.partition))
+                if p is None:
+                    results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=3, max_size=req.max_size)
+                    continue
+                results[i] = ByteBufferMessageSet(
+                    req.topic,
+                    req.partition,
+                    p["records"] if p["records"] is not None else b"",
+                    req.offset,
+                    p["high_watermark"],
+                    p.get("log_start_offset", -1),
+                    p["error_code"],
+                    req.max_size,
+                )
+        return MultiFetchResponse(results)  # type: ignore[arg-type]
+
+    async def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
+        """Valid offsets before ``time`` (ms since the epoch, or
+        OffsetRequest.LATEST_TIME / EARLIEST_TIME), at most
+        ``max_num_offsets``, in descending order (seed 000
+        ``getOffsetsBefore``). Uses ListOffsets v0; on a broker without v0
+        (Kafka 4) falls back to v1+, which can only answer one offset."""
+        conn = await self._connection()
+        try:
+            version = conn.version_for(LIST_OFFSETS, ceiling=0)
+        except UnsupportedVersionError:
+            version = conn.version_for(LIST_OFFSETS, floor=1)
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": time, "max_num_offsets": max_num_offsets, "current_leader_epoch": -1}]}],
+        }
+        response = await conn.request(LIST_OFFSETS, body, version=version)
+        part = response["topics"][0]["partitions"][0]
+        raise_for_code(part["error_code"], f"{topic}-{partition}")
+        if version == 0:
+            return list(part["old_style_offsets"])[:max_num_offsets]
+        return [part["offset"]] if part["offset"] >= 0 and max_num_offsets > 0 else []
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        if self._conn is not None:
+            await self._conn.aclose()
+            self._conn = None
+
+
+class SimpleConsumer:
+    """Blocking SimpleConsumer (seed 000): ``SimpleConsumer(host, port,
+    so_timeout_ms, buffer_size, client_id)``.
+
+    Methods mirror :class:`TrioSimpleConsumer`: ``fetch``, ``multifetch``,
+    ``get_offsets_before``, ``close``; usable as a context manager. Each call
+    crosses into the client's trio thread once.
+    """
+
+    def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
+        self._loop = LoopThread(name=f"kclient-simple-consumer-{host}:{port}")
+        self._core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id)
+        self._loop.call_sync(self._core.attach, self._loop.nursery)
+
+    @property
+    def host(self) -> str:
+        return self._core.host
+
+    @property
+    def port(self) -> int:
+        return self._core.port
+
+    def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
+        """See :meth:`TrioSimpleConsumer.fetch`."""
+        return self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+
+    def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
+        """See :meth:`TrioSimpleConsumer.multifetch`."""
+        return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+
+    def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
+        """See :meth:`TrioSimpleConsumer.get_offsets_before`."""
+        return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
+
+    def close(self) -> None:
+        """Close the connection and stop the client's trio thread."""
+        try:
+            self._loop.call(self._core.aclose)
+        except Exception:  # loop already gone
+            pass
+        self._loop.close()
+
+    def __enter__(self) -> "SimpleConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,206 @@
+"""A trio connection to one broker: pipelined requests, correlation ids,
+timeouts, ApiVersions negotiation.
+
+:class:`BrokerConnection` wraps the sans-I/O
+:class:`kclient.protocol.connection.ClientConnection`. Many tasks may call
+:meth:`BrokerConnection.request` at once: sends are serialized, responses
+come back in request order on a reader task that lives in the nursery given
+to :meth:`BrokerConnection.connect`. On a timeout or a lost connection every
+pending request fails with :class:`KafkaTimeoutError` /
+:class:`KafkaConnectionError` and the connection is closed (responses are
+ordered, so one lost response would misalign all that follow).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from kclient.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
+from kclient.protocol.connection import ClientConnection
+from kclient.protocol.messages import API_VERSIONS, choose_version
+from kclient.protocol.schema import Api
+
+log = logging.getLogger(__name__)
+
+_RECV_BYTES = 1 << 20
+
+
+class _Pending:
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response = None
+        self.error: BaseException | None = None
+
+
+class BrokerConnection:
+    """One TCP connection to ``host:port``.
+
+    Create with ``await BrokerConnection.connect(nursery, host, port, ...)``.
+    ``api_versions`` holds the broker's {api_key: (min, max)} after connect.
+    """
+
+    def __init__(self, stream: trio.SocketStream, host: str, port: int, client_id: str | None, request_timeout_ms: int) -> None:
+        self.host = host
+        self.port = port
+        self._stream = stream
+        self._proto = ClientConnection(client_id)
+        self._pending: dict[int, _Pending] = {}
+        self._send_lock = trio.Lock()
+        self._closed = False
+        self._close_reason: BaseException | None = None
+        self.request_timeout_ms = request_timeout_ms
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @classmethod
+    async def connect(
+        cls,
+        nursery: trio.Nursery,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "kclient",
+        connect_timeout_ms: int = 10000,
+        request_timeout_ms: int = 30000,
+        negotiate: bool = True,
+    ) -> "BrokerConnection":
+        """Open a connection, start its reader in ``nursery`` and (unless
+        ``negotiate`` is False) fetch the broker's ApiVersions.
+
+        Raises :class:`KafkaConnectionError` if the broker cannot be reached
+        within ``connect_timeout_ms``.
+        """
+        try:
+            with trio.fail_after(connect_timeout_ms / 1000):
+                stream = await trio.open_tcp_stream(host, port)
+        except (OSError, trio.TooSlowError) as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+        try:
+            stream.setsockopt(__import__("socket").IPPROTO_TCP, __import__("socket").TCP_NODELAY, 1)
+        except OSError:
+            pass
+        conn = cls(stream, host, port, client_id, request_timeout_ms)
+        nursery.start_soon(conn._reader)
+        if negotiate:
+            try:
+                await conn._negotiate()
+            except BaseException:
+                await conn.aclose()
+                raise
+        log.debug("connected to %s:%d", host, port)
+        return conn
+
+    async def _negotiate(self) -> None:
+        body = {"client_software_name": "kclient", "client_software_version": "0.1.0"}
+        response = await self._request(API_VERSIONS, API_VERSIONS.max_version, body)
+        if response.version != API_VERSIONS.max_version or response.body["error_code"] == 35:
+            # KIP-511: retry with the highest version the broker has.
+            versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
+            version = choose_version(API_VERSIONS, versions)
+            response = await self._request(API_VERSIONS, version, body if version >= 3 else {})
+        if response.body["error_code"]:
+            raise UnsupportedVersionError(f"ApiVersions failed with error {response.body['error_code']}")
+        self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
+
+    def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:
+        """Highest version of ``api`` both sides support (raises
+        :class:`UnsupportedVersionError`)."""
+        return choose_version(api, self.api_versions, floor=floor, ceiling=ceiling)
+
+    async def request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> dict:
+        """Send one request and return the decoded response body (a dict), or
+        None when ``expect_response`` is False (Produce acks=0).
+
+        ``version`` defaults to the negotiated one. Raises
+        :class:`KafkaTimeoutError` after ``timeout_ms`` (default
+        request.timeout.ms) and :class:`KafkaConnectionError` if the
+        connection is lost.
+        """
+        if version is None:
+            version = self.version_for(api)
+        response = await self._request(api, version, body, expect_response=expect_response, timeout_ms=timeout_ms)
+        return None if response is None else response.body
+
+    async def _request(self, api: Api, version: int, body: dict, *, expect_response: bool = True, timeout_ms: int | None = None):
+        if self._closed:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
+        pending = None
+        async with self._send_lock:
+            correlation_id, data = self._proto.send(api, version, body, expect_response=expect_response)
+            if expect_response:
+                pending = _Pending()
+                self._pending[correlation_id] = pending
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                error = KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}")
+                await self._fail(error)
+                raise error from None
+        if pending is None:
+            return None
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf) as scope:
+            await pending.event.wait()
+        if scope.cancelled_caught:
+            error = KafkaTimeoutError(f"{api.name} to {self.host}:{self.port} got no response in {timeout} ms")
+            await self._fail(error)
+            raise error
+        if pending.error is not None:
+            raise pending.error
+        return pending.response
+
+    async def _reader(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self._stream.receive_some(_RECV_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    await self._fail(KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}"))
+                    return
+                if not data:
+                    await self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
+                    return
+                self._proto.receive_data(data)
+                while True:
+                    try:
+                        response = self._proto.next_response()
+                    except (ProtocolError, ValueError) as exc:
+                        await self._fail(ProtocolError(f"bad response from {self.host}:{self.port}: {exc}"))
+                        return
+                    if response is None:
+                        break
+                    pending = self._pending.pop(response.correlation_id, None)
+                    if pending is not None:
+                        pending.response = response
+                        pending.event.set()
+        finally:
+            if not self._closed:
+                await self._fail(KafkaConnectionError("reader stopped"))
+
+    async def _fail(self, error: BaseException) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = error
+        for pending in self._pending.values():
+            pending.error = error
+            pending.event.set()
+        self._pending.clear()
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; pending requests fail with
+        :class:`KafkaConnectionError`."""
+        await self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed by the client"))

@@ -1,0 +1,97 @@
+"""kclient: a Python client SDK for the Kafka protocol, with a bundled
+reference broker.
+
+The classic API with Python names (seed 000 "API Design"):
+
+- :class:`Producer` (sync and async modes) with :class:`ProducerData`,
+  pluggable :class:`Encoder`, :class:`Partitioner`, :class:`EventHandler` and
+  :class:`CallbackHandler`; configured by :class:`ProducerConfig` or Kafka's
+  dotted property names.
+- :class:`SimpleConsumer` with :class:`FetchRequest` and
+  :class:`OffsetRequest`; fetches return :class:`ByteBufferMessageSet`.
+- The trio API underneath: :class:`TrioProducer`, :class:`TrioSimpleConsumer`.
+- Errors named after Kafka error codes, all under :class:`KafkaError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# Public name -> module. Loaded on first use (PEP 562) so that importing the
+# pure protocol layer does not pull in trio, threads or the broker.
+_EXPORTS = {
+    "BrokerConfig": "kclient.config",
+    "BrokerResponseError": "kclient.errors",
+    "ByteBufferMessageSet": "kclient.client.message_set",
+    "CallbackHandler": "kclient.client.callback_handler",
+    "ConfigError": "kclient.errors",
+    "ConsumerConfig": "kclient.config",
+    "CorruptRecordError": "kclient.errors",
+    "DefaultEncoder": "kclient.client.encoder",
+    "DefaultEventHandler": "kclient.client.event_handler",
+    "DefaultPartitioner": "kclient.client.partitioner",
+    "Encoder": "kclient.client.encoder",
+    "EventHandler": "kclient.client.event_handler",
+    "FailedToSendMessageError": "kclient.errors",
+    "FetchRequest": "kclient.client.simple_consumer",
+    "Header": "kclient.protocol.records",
+    "InvalidTopicError": "kclient.errors",
+    "KafkaConnectionError": "kclient.errors",
+    "KafkaError": "kclient.errors",
+    "KafkaTimeoutError": "kclient.errors",
+    "LeaderNotAvailableError": "kclient.errors",
+    "Message": "kclient.client.message_set",
+    "MessageAndOffset": "kclient.client.message_set",
+    "MessageSizeTooLargeError": "kclient.errors",
+    "MultiFetchResponse": "kclient.client.message_set",
+    "NoBrokersAvailableError": "kclient.errors",
+    "NotLeaderForPartitionError": "kclient.errors",
+    "OffsetOutOfRangeError": "kclient.errors",
+    "OffsetRequest": "kclient.client.simple_consumer",
+    "Partitioner": "kclient.client.partitioner",
+    "Producer": "kclient.client.producer",
+    "ProducerClosedError": "kclient.errors",
+    "ProducerConfig": "kclient.config",
+    "ProducerData": "kclient.client.producer",
+    "ProtocolError": "kclient.errors",
+    "QueueFullError": "kclient.errors",
+    "SimpleConsumer": "kclient.client.simple_consumer",
+    "StringEncoder": "kclient.client.encoder",
+    "TrioProducer": "kclient.client.producer_core",
+    "TrioSimpleConsumer": "kclient.client.simple_consumer",
+    "UnknownTopicOrPartitionError": "kclient.errors",
+    "UnsupportedVersionError": "kclient.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'kclient' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from kclient.client.callback_handler import CallbackHandler
+    from kclient.client.encoder import DefaultEncoder, Encoder, StringEncoder
+    from kclient.client.event_handler import DefaultEventHandler, EventHandler
+    from kclient.client.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
+    from kclient.client.partitioner import DefaultPartitioner, Partitioner
+    from kclient.client.producer import Producer, ProducerData
+    from kclient.client.producer_core import TrioProducer
+    from kclient.client.simple_consumer import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
+    from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
+    from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
+    from kclient.protocol.records import Header
+
+__all__ = sorted(_EXPORTS)

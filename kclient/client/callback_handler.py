@@ -1,0 +1,106 @@
+"""Hooks into the async producer's queue pipeline (``callback.handler``).
+
+Source: seed 000, section 5.1 "producer design": users plug in logging,
+tracing or monitoring code "by implementing the
+kafka.producer.async.CallbackHandler interface and setting the
+callback.handler config parameter to that class". The hooks are the ones of
+Kafka 0.7's ``kafka.producer.async.CallbackHandler`` with Python names, plus
+:meth:`CallbackHandler.on_send_error` so that errors in async sends are never
+silent.
+
+The default implementation is the identity / a no-op for every hook, and the
+pipeline skips calling hooks a subclass does not override (so an unused
+handler costs nothing per record).
+
+Which thread calls each hook (blocking :class:`kclient.Producer`):
+
+================================  ==========================================
+hook                              called on
+================================  ==========================================
+``before_enqueue``                the thread calling ``Producer.send`` (async)
+``after_enqueue``                 the thread calling ``Producer.send`` (async)
+``after_dequeuing_existing_data`` the ProducerSendThread (async)
+``before_sending_data``           the ProducerSendThread (async); the thread
+                                  calling ``Producer.send`` (sync); the trio
+                                  task calling ``TrioProducer.send``
+``last_batch_before_close``       the ProducerSendThread, during ``close()``,
+                                  after the queue is drained (async)
+``on_send_error``                 the ProducerSendThread (async); the thread
+                                  calling ``Producer.send`` (sync), just
+                                  before the error is raised; the trio task
+                                  calling ``TrioProducer.send``
+``close``                         the thread calling ``Producer.close()``,
+                                  after the send thread has stopped
+================================  ==========================================
+
+Hooks never run on the producer's trio loop thread when the blocking
+``Producer`` is used, so a slow hook delays only its own caller.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.producer import ProducerData
+
+
+class CallbackHandler:
+    """Base class and default (pass-through) implementation of the hooks.
+
+    Subclass it, override the hooks you need, and pass an instance or the
+    dotted class path (``"mypkg.mod.MyHandler"``, built with no arguments) as
+    ``callback.handler``. An exception raised by a hook on the send thread
+    fails that batch like a send error (logged, counted, reported to
+    :meth:`on_send_error`, raised by ``close()``); one raised on the caller's
+    thread propagates out of ``send``.
+    """
+
+    def before_enqueue(self, data: "ProducerData") -> "ProducerData | None":
+        """Called with each item before it is put on the async queue; returns
+        the item to enqueue (possibly a changed copy), or ``None`` to drop it
+        silently. Runs on the thread calling ``send``."""
+        return data
+
+    def after_enqueue(self, data: "ProducerData", added: bool) -> None:
+        """Called after each attempt to enqueue ``data``; ``added`` is False
+        when the queue was full (``queue.enqueue.timeout.ms`` ran out) and
+        :class:`~kclient.errors.QueueFullError` is about to be raised. Runs on
+        the thread calling ``send``."""
+
+    def after_dequeuing_existing_data(self, data: "ProducerData") -> "list[ProducerData]":
+        """Called by the ProducerSendThread with each item taken off the
+        queue; returns the list of items to add to the batch in its place
+        (``[data]`` keeps it, ``[]`` drops it, more items add some)."""
+        return [data]
+
+    def before_sending_data(self, batch: "list[ProducerData]") -> "list[ProducerData]":
+        """Called with each batch (a list of ProducerData) before it is
+        serialized and sent; returns the batch to send."""
+        return batch
+
+    def last_batch_before_close(self) -> "list[ProducerData]":
+        """Called by the ProducerSendThread once during ``close()`` after the
+        queue has been drained; returns extra items to send as a last batch
+        (default: none)."""
+        return []
+
+    def on_send_error(self, events: "Sequence[ProducerData]", exc: BaseException) -> None:
+        """Called when sending ``events`` failed for good (retries exhausted
+        or a non-retriable error); ``exc`` is usually a
+        :class:`~kclient.errors.FailedToSendMessageError` whose ``__cause__``
+        is the broker or connection error. The default does nothing (the
+        producer logs and counts the failure itself)."""
+
+    def close(self) -> None:
+        """Called once by ``Producer.close()`` after the last batch was sent
+        and the send thread stopped."""
+
+
+def overrides(handler: object, name: str) -> bool:
+    """True when ``handler``'s class overrides :class:`CallbackHandler`'s hook
+    ``name`` (so the pipeline must call it), or when ``handler`` is not a
+    CallbackHandler at all (duck-typed: always call)."""
+    if not isinstance(handler, CallbackHandler):
+        return hasattr(handler, name)
+    return getattr(type(handler), name, None) is not getattr(CallbackHandler, name)

@@ -1,0 +1,146 @@
+"""SimpleConsumer against a real bundled broker process: fetch, multifetch,
+get_offsets_before, out-of-range, oversize batches, partial tails."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+
+from kclient import FetchRequest, OffsetRequest, SimpleConsumer
+from kclient.client.simple_consumer import TrioSimpleConsumer
+from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kclient.net.connection import BrokerConnection
+from kclient.protocol.messages import METADATA, PRODUCE
+from kclient.protocol.records import build_batch
+
+
+def _produce_batches(host: str, port: int, topic: str, batches_by_partition: dict[int, list[list[tuple]]]) -> dict[int, list[int]]:
+    """Write record batches with raw Produce requests (acks=1); returns the
+    base offsets the broker assigned, per partition."""
+
+    async def run():
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, host, port)
+            await conn.request(METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+            bases: dict[int, list[int]] = {}
+            for partition, batches in batches_by_partition.items():
+                for records in batches:
+                    body = {
+                        "transactional_id": None,
+                        "acks": 1,
+                        "timeout_ms": 5000,
+                        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": build_batch(records)}]}],
+                    }
+                    resp = await conn.request(PRODUCE, body, version=conn.version_for(PRODUCE, floor=3))
+                    part = resp["responses"][0]["partition_responses"][0]
+                    assert part["error_code"] == 0, part
+                    bases.setdefault(partition, []).append(part["base_offset"])
+            await conn.aclose()
+            return bases
+
+    return trio.run(run)
+
+
+def _records(prefix: str, n: int, size: int = 10) -> list[tuple]:
+    return [(f"{prefix}-k{i}".encode(), (f"{prefix}-v{i}-".encode() + b"x" * size), 1_700_000_000_000 + i) for i in range(n)]
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"sc-{uuid.uuid4().hex[:10]}"
+
+
+def test_fetch_returns_every_message_with_offsets(broker, topic):
+    batches = [_records("a", 3), _records("b", 4)]
+    bases = _produce_batches(broker.host, broker.port, topic, {0: batches})
+    assert bases[0] == [0, 3]
+    with SimpleConsumer(broker.host, broker.port, 10_000, 64 * 1024, "test") as consumer:
+        messages = list(consumer.fetch(FetchRequest(topic, 0, 0, 1 << 20)))
+        assert [m.offset for m in messages] == list(range(7))
+        assert [m.message.key for m in messages] == [r[0] for r in batches[0] + batches[1]]
+        assert [m.message.payload for m in messages] == [r[1] for r in batches[0] + batches[1]]
+        assert [m.message.timestamp for m in messages] == [r[2] for r in batches[0] + batches[1]]
+        assert messages[-1].next_offset == 7
+        # starting inside a batch skips the earlier records of that batch
+        assert [m.offset for m in consumer.fetch(FetchRequest(topic, 0, 4, 1 << 20))] == [4, 5, 6]
+        # at the log end: an empty set, not an error
+        assert list(consumer.fetch(FetchRequest(topic, 0, 7, 1 << 20))) == []
+
+
+def test_fetch_past_log_end_raises_offset_out_of_range(broker, topic):
+    _produce_batches(broker.host, broker.port, topic, {0: [_records("a", 2)]})
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        with pytest.raises(OffsetOutOfRangeError):
+            consumer.fetch(FetchRequest(topic, 0, 3, 1 << 20))
+        # the good data is still there
+        assert len(list(consumer.fetch(FetchRequest(topic, 0, 0, 1 << 20)))) == 2
+
+
+def test_partial_batch_at_buffer_end_is_dropped_not_an_error(broker, topic):
+    batches = [_records(str(i), 5, size=100) for i in range(4)]
+    _produce_batches(broker.host, broker.port, topic, {0: batches})
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        whole = consumer.fetch(FetchRequest(topic, 0, 0, 1 << 20))
+        first_batch = len(build_batch(batches[0]))
+        # room for one and a half batches: only the first comes back
+        partial = consumer.fetch(FetchRequest(topic, 0, 0, first_batch + first_batch // 2))
+        assert [m.offset for m in partial] == [0, 1, 2, 3, 4]
+        assert partial.valid_bytes < partial.size_in_bytes
+        assert len(list(whole)) == 20
+
+
+def test_batch_larger_than_max_size_gives_a_clear_error(broker, topic):
+    big = [(b"k", b"y" * 5000, 1)]
+    _produce_batches(broker.host, broker.port, topic, {0: [big], 1: [big]})
+    size = len(build_batch(big))
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        # second partition in the request: no KIP-74 exemption, so the broker
+        # returns a truncated batch and the client names the size to retry with
+        response = consumer.multifetch([FetchRequest(topic, 0, 0, 100_000), FetchRequest(topic, 1, 0, 1000)])
+        with pytest.raises(MessageSizeTooLargeError, match=str(size)):
+            list(response[1])
+        assert [m.message.payload for m in response[0]] == [b"y" * 5000]
+        ms = consumer.fetch(FetchRequest(topic, 1, 0, size))
+        assert [m.message.payload for m in ms] == [b"y" * 5000]
+
+
+def test_multifetch_keeps_request_order_and_reports_errors_per_partition(broker, topic):
+    _produce_batches(broker.host, broker.port, topic, {0: [_records("p0", 2)]})
+    other = f"{topic}-other"
+    _produce_batches(broker.host, broker.port, other, {0: [_records("o0", 3)]})
+    requests = [
+        FetchRequest(other, 0, 1, 1 << 16),
+        FetchRequest(topic, 0, 0, 1 << 16),
+        FetchRequest(topic, 0, 1, 1 << 16),  # same partition twice: a second round trip
+        FetchRequest(topic, 0, 99, 1 << 16),  # out of range, reported on its own set
+    ]
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        response = consumer.multifetch(requests)
+        assert len(response) == 4
+        assert [m.message.key for m in response[0]] == [b"o0-k1", b"o0-k2"]
+        assert [m.offset for m in response[1]] == [0, 1]
+        assert [m.offset for m in response[2]] == [1]
+        assert response[3].error_code == 1
+        with pytest.raises(OffsetOutOfRangeError):
+            list(response[3])
+
+
+def test_get_offsets_before(broker, topic):
+    _produce_batches(broker.host, broker.port, topic, {0: [_records("a", 3), _records("b", 2)]})
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        assert consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1) == [5]
+        assert consumer.get_offsets_before(topic, 0, OffsetRequest.EARLIEST_TIME, 1) == [0]
+        latest = consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 10)
+        assert latest == sorted(latest, reverse=True) and latest[0] == 5 and latest[-1] == 0
+        with pytest.raises(UnknownTopicOrPartitionError):
+            consumer.get_offsets_before(topic, 7, OffsetRequest.LATEST_TIME, 1)
+
+
+async def test_trio_api(broker, topic):
+    await trio.to_thread.run_sync(_produce_batches, broker.host, broker.port, topic, {0: [_records("t", 3)]})
+    async with TrioSimpleConsumer(broker.host, broker.port) as consumer:
+        ms = await consumer.fetch(FetchRequest(topic, 0, 0, 1 << 16))
+        assert [m.message.key for m in ms] == [b"t-k0", b"t-k1", b"t-k2"]
+        assert await consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1) == [3]

@@ -203,7 +203,7 @@ class LogSegment:
 
     # ------------------------------------------------------------ walking
 
-    def _walk(self, start: int, end: int, chunk: int = _WALK_CHUNK) -> Iterator[tuple[BatchInfo, bytes, int]]:
+    def _walk(self, start: int, end: int, chunk: int | None = None) -> Iterator[tuple[BatchInfo, bytes, int]]:
         """Yield ``(info with absolute position, chunk, position in chunk)``
         for each complete batch in bytes ``start``..``end`` of the file,
         pread-ing ``chunk`` bytes at a time (more for a batch that does not
@@ -211,6 +211,8 @@ class LogSegment:
         :class:`CorruptRecordError` naming the file and absolute byte
         position at an impossible header."""
         fd = self._require_fd()
+        if chunk is None:
+            chunk = _WALK_CHUNK
         pos = start
         want = chunk
         while pos < end:

@@ -1,0 +1,496 @@
+"""Request handlers of the bundled broker, one coroutine per API.
+
+:data:`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
+PROTOCOL-NOTES "Ranges a broker that implements only non-flexible versions
+can advertise", with ApiVersions v3 answered natively). Every handler takes
+the decoded request ``dict`` and returns the response ``dict`` for the
+schemas in :mod:`kclient.protocol.messages`, or ``None`` for "send nothing"
+(Produce with acks=0). Errors are Kafka's error codes in the response's
+error fields (Kafka protocol guide, "Error Codes"); a handler raises
+:class:`CloseConnection` where Kafka closes the connection instead.
+
+Storage calls (:class:`kclient.storage.Log`) are plain blocking file I/O on
+the page cache; they are made on the trio thread, which serialises them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from kclient.errors import (
+    BrokerResponseError,
+    CorruptRecordError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+)
+from kclient.protocol.connection import RequestHeader
+from kclient.protocol.records.scan import scan_batches
+from kclient.protocol.records.v2 import validate_batch
+from kclient.storage import LogConfig, LogManager, validate_topic_name
+
+from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
+
+log = logging.getLogger("kclient.broker")
+
+# Kafka error codes (Kafka protocol guide, "Error Codes").
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+FETCH_SESSION_ID_NOT_FOUND = 70
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+#: api key -> (min, max) version the broker advertises in ApiVersions.
+#: Produce 0-2 are advertised (librdkafka < 2.11.1 needs Produce 0 in the
+#: range, PROTOCOL-NOTES "Traps") but answered with UNSUPPORTED_VERSION per
+#: partition until message sets v0/v1 are implemented.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    0: (0, 8),  # Produce
+    1: (4, 11),  # Fetch
+    2: (0, 5),  # ListOffsets
+    3: (0, 8),  # Metadata
+    18: (0, 3),  # ApiVersions
+    22: (0, 1),  # InitProducerId
+}
+
+#: Produce versions that are served (record batch v2 needs v3+).
+PRODUCE_SERVED_FROM = 3
+_ZSTD = 4
+
+
+def supported_triples() -> list[tuple[int, int, int]]:
+    """``[(api_key, min_version, max_version), ...]`` sorted by key, as the
+    ApiVersions response (and the KIP-511 reply) lists them."""
+    return [(key, lo, hi) for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection instead of
+    answering (e.g. a failed Produce with acks=0)."""
+
+
+def _cfg(config: Any, *names: str, default: Any = None) -> Any:
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+class AppendNotifier:
+    """Wakes Fetch long polls when a partition they wait on is appended to.
+
+    A waiter registers one :class:`trio.Event` under every ``(topic,
+    partition)`` it reads; :meth:`notify` sets (and forgets) the events
+    registered for a partition. Trio-thread only.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[trio.Event]] = {}
+
+    def register(self, keys: list[tuple[str, int]]) -> trio.Event:
+        """A new event set by the next append to any of ``keys``."""
+        event = trio.Event()
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(event)
+        return event
+
+    def unregister(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
+        """Forget ``event`` (after it fired or the wait timed out)."""
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[key]
+
+    def notify(self, key: tuple[str, int]) -> None:
+        """Wake every waiter of partition ``key``."""
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for event in waiters:
+                event.set()
+
+
+class BrokerState:
+    """What the handlers share: the config, the :class:`LogManager`, the
+    broker's identity (broker id, cluster id, advertised address), the
+    producer id allocator and the :class:`AppendNotifier`.
+
+    Build it with :meth:`open`; :meth:`close` flushes and closes the logs.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        logs: LogManager,
+        *,
+        cluster_id: str,
+        advertised_host: str,
+        advertised_port: int,
+    ) -> None:
+        self.config = config
+        self.logs = logs
+        self.cluster_id = cluster_id
+        self.broker_id: int = int(_cfg(config, "broker_id", default=0))
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        self.log_dirs = list(logs.log_dirs)
+        self.auto_create_topics: bool = bool(_cfg(config, "auto_create_topics_enable", default=True))
+        self.num_partitions: int = int(_cfg(config, "num_partitions", default=1))
+        self.message_max_bytes: int = int(_cfg(config, "message_max_bytes", default=1048588))
+        self.producer_ids = ProducerIdAllocator(self.log_dirs[0])
+        self.transactional_ids: dict[str, tuple[int, int]] = {}
+        self.appends = AppendNotifier()
+        self._closed = False
+
+    @classmethod
+    def open(cls, config: Any, *, advertised_host: str, advertised_port: int) -> BrokerState:
+        """Open the logs under ``config.log_dirs`` and read (or create) the
+        cluster id in the first log dir's ``meta.properties``. Raises
+        :class:`kclient.errors.ConfigError` for inconsistent metadata and
+        OSError for unusable directories."""
+        log_dirs = _cfg(config, "log_dirs", default=None)
+        if isinstance(log_dirs, (str, os.PathLike)):
+            log_dirs = [log_dirs]
+        if not log_dirs:
+            from kclient.errors import ConfigError
+
+            raise ConfigError("log.dirs is empty")
+        broker_id = int(_cfg(config, "broker_id", default=0))
+        cluster_id = load_or_create_meta(log_dirs[0], broker_id)
+        log_config = _log_config(config)
+        logs = LogManager(list(log_dirs), log_config, default_num_partitions=int(_cfg(config, "num_partitions", default=1)))
+        return cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
+
+    def close(self) -> None:
+        """Flush and close every log (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.logs.close()
+
+    # ------------------------------------------------------------ topics
+
+    def ensure_topic(self, name: str, *, allow_create: bool) -> int:
+        """Error code for using topic ``name``: NONE if it exists (after
+        creating it with ``num.partitions`` partitions when ``allow_create``
+        and ``auto.create.topics.enable``), INVALID_TOPIC_EXCEPTION for an
+        illegal name that would have been created, else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        if name in self.logs.topics():
+            return NONE
+        if not (allow_create and self.auto_create_topics):
+            return UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            validate_topic_name(name)
+            self.logs.create_topic(name, self.num_partitions)
+            log.info("auto-created topic %s with %d partition(s)", name, self.num_partitions)
+        except TopicAlreadyExistsError:
+            pass
+        except InvalidTopicError as exc:
+            log.info("not creating topic %r: %s", name, exc)
+            return INVALID_TOPIC_EXCEPTION
+        return NONE
+
+
+def _log_config(config: Any) -> LogConfig:
+    make = getattr(config, "log_config", None)
+    if callable(make):
+        return make()
+    if isinstance(make, LogConfig):
+        return make
+    kwargs = {}
+    segment_bytes = _cfg(config, "log_segment_bytes")
+    if segment_bytes is not None:
+        kwargs["segment_bytes"] = int(segment_bytes)
+    max_message = _cfg(config, "message_max_bytes")
+    if max_message is not None:
+        kwargs["max_message_bytes"] = int(max_message)
+    interval = _cfg(config, "log_index_interval_bytes")
+    if interval is not None:
+        kwargs["index_interval_bytes"] = int(interval)
+    return LogConfig(**kwargs)
+
+
+Handler = Callable[[RequestHeader, dict], Awaitable["dict | None"]]
+
+
+class RequestHandlers:
+    """Dispatches decoded requests to the per-API handlers.
+
+    ``await handle(header, body)`` returns the response body dict or None
+    (no response). Raises :class:`CloseConnection` where Kafka would close
+    the connection. The caller has already checked the version against
+    :data:`SUPPORTED_VERSIONS`.
+    """
+
+    def __init__(self, state: BrokerState) -> None:
+        from kclient.broker.fetch import handle_fetch
+
+        self.state = state
+        self._table: dict[int, Handler] = {
+            0: self.produce,
+            1: lambda header, body: handle_fetch(state, header, body),
+            2: self.list_offsets,
+            3: self.metadata,
+            18: self.api_versions,
+            22: self.init_producer_id,
+        }
+
+    async def handle(self, header: RequestHeader, body: dict) -> dict | None:
+        """Answer one request (see the class docstring)."""
+        handler = self._table.get(header.api_key)
+        if handler is None:
+            raise CloseConnection(f"no handler for api key {header.api_key}")
+        return await handler(header, body)
+
+    # ------------------------------------------------------------ ApiVersions
+
+    async def api_versions(self, header: RequestHeader, body: dict) -> dict:
+        """ApiVersions v0-3: every API and version range this broker serves.
+        v3 requests carry the client software name/version (KIP-511), logged
+        at DEBUG."""
+        if header.api_version >= 3:
+            log.debug(
+                "client %s runs %s %s",
+                header.client_id,
+                body.get("client_software_name"),
+                body.get("client_software_version"),
+            )
+        return {
+            "error_code": NONE,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_triples()],
+            "throttle_time_ms": 0,
+        }
+
+    # ------------------------------------------------------------ Metadata
+
+    async def metadata(self, header: RequestHeader, body: dict) -> dict:
+        """Metadata v0-8. ``topics`` null (v1+) or empty (v0) means every
+        topic; listed topics that do not exist are created when
+        ``auto.create.topics.enable`` and the request allows it (v4+
+        ``allow_auto_topic_creation``), else UNKNOWN_TOPIC_OR_PARTITION.
+        This broker leads every partition with a stable leader epoch 0 and
+        is the controller."""
+        state = self.state
+        version = header.api_version
+        requested = body.get("topics")
+        if requested is None or (version == 0 and not requested):
+            names = sorted(state.logs.topics())
+            allow_create = False
+        else:
+            names = []
+            seen = set()
+            for t in requested:
+                if t["name"] not in seen:
+                    seen.add(t["name"])
+                    names.append(t["name"])
+            allow_create = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
+        topics = []
+        for name in names:
+            error = state.ensure_topic(name, allow_create=allow_create)
+            partitions = []
+            if error == NONE:
+                count = state.logs.topics().get(name, 0)
+                for index in range(count):
+                    hosted = state.logs.get(name, index) is not None
+                    partitions.append(
+                        {
+                            "error_code": NONE if hosted else 5,  # LEADER_NOT_AVAILABLE
+                            "partition_index": index,
+                            "leader_id": state.broker_id if hosted else -1,
+                            "leader_epoch": 0,
+                            "replica_nodes": [state.broker_id],
+                            "isr_nodes": [state.broker_id] if hosted else [],
+                            "offline_replicas": [] if hosted else [state.broker_id],
+                        }
+                    )
+            topics.append({"error_code": error, "name": name, "is_internal": False, "partitions": partitions})
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {
+                    "node_id": state.broker_id,
+                    "host": state.advertised_host,
+                    "port": state.advertised_port,
+                    "rack": None,
+                }
+            ],
+            "cluster_id": state.cluster_id,
+            "controller_id": state.broker_id,
+            "topics": topics,
+        }
+
+    # ------------------------------------------------------------ Produce
+
+    async def produce(self, header: RequestHeader, body: dict) -> dict | None:
+        """Produce v0-8 (served from v3; v0-2 get UNSUPPORTED_VERSION per
+        partition). ``acks`` 1 and -1 are answered after the append (one
+        replica: the same thing); ``acks`` 0 gets no response, or a closed
+        connection if any partition failed, as Kafka does; any other value
+        gets INVALID_REQUIRED_ACKS. Every batch of a partition's record set
+        is checked (whole batches, magic 2, size <= message.max.bytes, CRC-32C)
+        before any of it is appended; the log assigns the offsets."""
+        state = self.state
+        version = header.api_version
+        acks = body["acks"]
+        responses = []
+        failed = False
+        for topic_data in body["topic_data"]:
+            name = topic_data["name"]
+            parts = []
+            topic_error = NONE
+            if version >= PRODUCE_SERVED_FROM and acks in (0, 1, -1):
+                topic_error = state.ensure_topic(name, allow_create=True)
+            for pdata in topic_data["partition_data"]:
+                index = pdata["index"]
+                if version < PRODUCE_SERVED_FROM:
+                    error, base, start = UNSUPPORTED_VERSION, -1, -1
+                elif acks not in (0, 1, -1):
+                    error, base, start = INVALID_REQUIRED_ACKS, -1, -1
+                elif topic_error != NONE:
+                    error, base, start = topic_error, -1, -1
+                else:
+                    error, base, start = self._append(name, index, pdata["records"], version)
+                if error != NONE:
+                    failed = True
+                parts.append(
+                    {
+                        "index": index,
+                        "error_code": error,
+                        "base_offset": base,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": start,
+                        "record_errors": [],
+                        "error_message": None,
+                    }
+                )
+            responses.append({"name": name, "partition_responses": parts})
+        if acks == 0:
+            if failed:
+                raise CloseConnection("a Produce with acks=0 failed")
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _append(self, topic: str, partition: int, records, version: int) -> tuple[int, int, int]:
+        """Validate and append one partition's record set; returns
+        ``(error_code, base_offset, log_start_offset)``."""
+        state = self.state
+        plog = state.logs.get(topic, partition)
+        if plog is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        error = self._validate(topic, partition, records, version)
+        if error != NONE:
+            return error, -1, plog.log_start_offset
+        try:
+            result = plog.append(records)
+        except BrokerResponseError as exc:
+            log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
+            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset
+        except Exception:
+            log.exception("append to %s-%d failed", topic, partition)
+            return UNKNOWN_SERVER_ERROR, -1, -1
+        state.appends.notify((topic, partition))
+        return NONE, result.base_offset, plog.log_start_offset
+
+    def _validate(self, topic: str, partition: int, records, version: int) -> int:
+        where = f"{topic}-{partition}"
+        if not records:
+            log.info("produce to %s: empty record set", where)
+            return INVALID_RECORD
+        view = memoryview(records)
+        covered = 0
+        try:
+            for info in scan_batches(view):
+                if info.magic != 2:
+                    log.info("produce v%d to %s: message format v%d is not accepted", version, where, info.magic)
+                    return INVALID_RECORD
+                if info.size > self.state.message_max_bytes:
+                    log.info(
+                        "produce to %s: batch of %d bytes exceeds message.max.bytes %d",
+                        where,
+                        info.size,
+                        self.state.message_max_bytes,
+                    )
+                    return MESSAGE_TOO_LARGE
+                header = validate_batch(view[info.position : info.position + info.size])
+                if header.codec > _ZSTD:
+                    log.info("produce to %s: unknown compression codec %d", where, header.codec)
+                    return CORRUPT_MESSAGE
+                if header.codec == _ZSTD and version < 7:
+                    return UNSUPPORTED_COMPRESSION_TYPE
+                covered += info.size
+        except CorruptRecordError as exc:
+            log.info("produce to %s: corrupt batch: %s", where, exc)
+            return CORRUPT_MESSAGE
+        if covered != len(view):
+            log.info("produce to %s: record set ends with a partial batch of %d bytes", where, len(view) - covered)
+            return CORRUPT_MESSAGE
+        return NONE
+
+    # ------------------------------------------------------------ ListOffsets
+
+    async def list_offsets(self, header: RequestHeader, body: dict) -> dict:
+        """ListOffsets v0-5. v0 (getOffsetsBefore) answers up to
+        ``max_num_offsets`` offsets, descending, from
+        :meth:`kclient.storage.Log.offsets_before`; v1+ answers one
+        ``(timestamp, offset)``: -1 = latest (log end offset), -2 = earliest
+        (log start offset), else the first batch whose max timestamp is at
+        least the one asked for (offset -1 if none)."""
+        state = self.state
+        version = header.api_version
+        topics = []
+        for t in body["topics"]:
+            name = t["name"]
+            parts = []
+            for p in t["partitions"]:
+                index = p["partition_index"]
+                ts = p["timestamp"]
+                entry: dict[str, Any] = {"partition_index": index, "error_code": NONE}
+                plog = state.logs.get(name, index)
+                if plog is None:
+                    entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+                    entry.update(old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
+                elif version == 0:
+                    entry["old_style_offsets"] = plog.offsets_before(ts, p.get("max_num_offsets", 1))
+                else:
+                    found = plog.offset_for_timestamp(ts)
+                    if found is None:
+                        entry.update(timestamp=-1, offset=-1, leader_epoch=-1)
+                    else:
+                        offset, found_ts = found
+                        entry.update(timestamp=found_ts, offset=offset, leader_epoch=0)
+                parts.append(entry)
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------ InitProducerId
+
+    async def init_producer_id(self, header: RequestHeader, body: dict) -> dict:
+        """InitProducerId v0-1 (KIP-98): a new producer id with epoch 0 for
+        an idempotent producer; a transactional id keeps its producer id and
+        gets the next epoch. Sequence numbers are not checked yet."""
+        state = self.state
+        txn = body.get("transactional_id")
+        if txn is None:
+            pid, epoch = state.producer_ids.allocate(), 0
+        else:
+            known = state.transactional_ids.get(txn)
+            if known is None or known[1] >= 0x7FFE:
+                pid, epoch = state.producer_ids.allocate(), 0
+            else:
+                pid, epoch = known[0], known[1] + 1
+            state.transactional_ids[txn] = (pid, epoch)
+        log.debug("InitProducerId for %s: producer id %d epoch %d", txn or header.client_id, pid, epoch)
+        return {"throttle_time_ms": 0, "error_code": NONE, "producer_id": pid, "producer_epoch": epoch}

@@ -1,0 +1,458 @@
+"""EventHandler: serialize, partition, group per leader, send (trio side).
+
+Source: seed 000, section 5.1 "producer design": "a background thread
+(kafka.producer.async.ProducerSendThread) dequeues batches of data and lets
+the kafka.producer.EventHandler serialize and send the data to the
+appropriate kafka broker partition. A custom event handler can be plugged in
+through the event.handler config parameter."
+
+:class:`DefaultEventHandler` is what both producer modes use. For one batch
+(a list of :class:`~kclient.client.producer.ProducerData`) it
+
+1. looks up each topic's partitions in the cluster metadata cache;
+2. serializes keys (``key.serializer.class``) and values
+   (``serializer.class``) with ``to_message(value) -> bytes``;
+3. picks one partition per ProducerData with ``partitioner.class``
+   (``partition(key_bytes_or_None, num_partitions) -> int``), checking that
+   the result is in range;
+4. builds ONE v2 record batch per partition (split only when it would exceed
+   the size limit), compressed with ``compression.codec`` when the topic is in
+   ``compressed.topics`` (all topics when that list is empty), with the
+   timestamp recorded when the user called ``send``;
+5. sends one Produce request per leader broker (several when the batches
+   exceed ``max.request.size``), concurrently to different brokers, with the
+   highest Produce version both sides support (at least 3: record batch v2);
+6. retries only the partitions that failed with a retriable error, up to
+   ``message.send.max.retries`` times, backing off exponentially from
+   ``retry.backoff.ms`` (capped at 10 s) and refreshing metadata in between.
+
+Failures raise :class:`~kclient.errors.FailedToSendMessageError` naming the
+topic-partitions and how many messages were lost, with the broker or
+connection error chained as ``__cause__``. The error also carries
+``lost_messages`` (int) and ``failed_partitions`` (dict of (topic,
+partition) -> message count; partition -1 when the topic itself failed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+import attrs
+import trio
+
+from kclient.errors import (
+    FailedToSendMessageError,
+    KafkaError,
+    LeaderNotAvailableError,
+    MessageSizeTooLargeError,
+    UnsupportedCompressionTypeError,
+    error_for_code,
+)
+from kclient.protocol.messages import PRODUCE
+from kclient.protocol.records import build_batch
+from kclient.protocol.records import codecs as _codecs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.cluster import Cluster
+    from kclient.client.producer import ProducerData
+
+log = logging.getLogger(__name__)
+
+#: Produce v3 is the first carrying record batch v2.
+MIN_PRODUCE_VERSION = 3
+#: zstd batches need Produce v7+ (KIP-110).
+MIN_ZSTD_PRODUCE_VERSION = 7
+#: Upper bound of the exponential retry backoff, ms.
+MAX_BACKOFF_MS = 10_000
+#: Per-record overhead assumed when sizing batches: length, attributes,
+#: timestamp and offset deltas, key/value lengths, header count (bytes).
+RECORD_OVERHEAD = 24
+#: v2 batch header (bytes).
+BATCH_OVERHEAD = 61
+#: Per-partition overhead of a Produce request besides the batch (bytes).
+PARTITION_OVERHEAD = 16
+
+
+@attrs.frozen
+class ProducerSettings:
+    """The producer settings the send path reads, taken from a
+    ProducerConfig once (see :func:`settings_from_config`).
+
+    ``acks``: request.required.acks (0, 1, -1); ``timeout_ms``:
+    request.timeout.ms, the time the broker may wait for acks (ms);
+    ``retries``: message.send.max.retries; ``backoff_ms``: retry.backoff.ms
+    (ms); ``codec``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4,
+    4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
+    all when a codec is set); ``max_request_bytes``: the most bytes a Produce
+    request (and so a record batch) may carry.
+    """
+
+    acks: int = 1
+    timeout_ms: int = 10000
+    retries: int = 3
+    backoff_ms: int = 100
+    codec: int = 0
+    compressed_topics: frozenset = frozenset()
+    max_request_bytes: int = 1_000_000
+
+
+def _first_attr(config: Any, names: Sequence[str], default: Any) -> Any:
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def settings_from_config(config: Any) -> ProducerSettings:
+    """Read the send-path settings off a :class:`kclient.config.ProducerConfig`
+    (the one place the event handler reads configuration)."""
+    codec = _first_attr(config, ("compression_codec",), 0)
+    codec = _codecs.codec_id(codec) if codec is not None else 0
+    topics = _first_attr(config, ("compressed_topics",), ())
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    max_bytes = _first_attr(config, ("max_request_size", "message_max_bytes"), 1_000_000)
+    return ProducerSettings(
+        acks=int(_first_attr(config, ("request_required_acks",), 1)),
+        timeout_ms=int(_first_attr(config, ("request_timeout_ms",), 10000)),
+        retries=int(_first_attr(config, ("message_send_max_retries",), 3)),
+        backoff_ms=int(_first_attr(config, ("retry_backoff_ms",), 100)),
+        codec=codec,
+        compressed_topics=frozenset(topics or ()),
+        max_request_bytes=int(max_bytes),
+    )
+
+
+@attrs.frozen
+class ProducerContext:
+    """What a producer hands its EventHandler in :meth:`EventHandler.open`:
+    the config, its :class:`ProducerSettings`, the trio
+    :class:`~kclient.client.cluster.Cluster` (metadata + connections), and
+    the plug-ins (value encoder, key encoder, partitioner)."""
+
+    config: Any
+    settings: ProducerSettings
+    cluster: "Cluster"
+    encoder: Any
+    key_encoder: Any
+    partitioner: Any
+
+
+class EventHandler:
+    """Base class of the producer's event handlers (``event.handler``).
+
+    Lifecycle, all on the producer's trio loop: ``await open(context)`` once,
+    then ``await handle(events)`` per batch (possibly concurrently from
+    several tasks in sync mode), then ``await aclose()``. Plug one in by
+    instance or by dotted class path (built with no arguments). A subclass
+    of :class:`DefaultEventHandler` can wrap ``handle`` to add tracing or
+    monitoring around the default send path.
+    """
+
+    async def open(self, context: ProducerContext) -> None:
+        """Bind to the producer (called once, before the first ``handle``)."""
+        self.context = context
+
+    async def handle(self, events: "list[ProducerData]") -> None:
+        """Serialize and send ``events``; return once they are acknowledged
+        per request.required.acks. Raise
+        :class:`~kclient.errors.FailedToSendMessageError` on failure."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release resources (called once by the producer's close)."""
+
+
+class _Partition:
+    """Send state of one topic-partition within one ``handle`` call."""
+
+    __slots__ = ("topic", "partition", "records", "batches", "counts", "error")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list = []
+        self.batches: list[bytes] = []  # not yet acknowledged, in order
+        self.counts: list[int] = []  # records per batch
+        self.error: BaseException | None = None
+
+    @property
+    def pending_messages(self) -> int:
+        return sum(self.counts)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _is_passthrough(encoder: Any) -> bool:
+    return bool(getattr(encoder, "passthrough", False))
+
+
+class DefaultEventHandler(EventHandler):
+    """The default pipeline stage: serialize, partition, build one v2 batch
+    per partition, send per leader with retries (module docstring)."""
+
+    def __init__(self) -> None:
+        self.context: ProducerContext | None = None
+
+    async def open(self, context: ProducerContext) -> None:
+        self.context = context
+        self._settings = context.settings
+        self._cluster = context.cluster
+        self._encode = None if _is_passthrough(context.encoder) else context.encoder.to_message
+        self._encode_key = None if _is_passthrough(context.key_encoder) else context.key_encoder.to_message
+        self._partition = context.partitioner.partition
+        s = context.settings
+        # A batch must fit in one request next to the request's own fields.
+        self._max_batch_bytes = max(1024, s.max_request_bytes - 512)
+
+    # -- step 1-3: serialize and partition ---------------------------------
+
+    async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], _Partition]:
+        now = _now_ms()
+        by_topic: dict[str, list] = {}
+        for d in events:
+            lst = by_topic.get(d.topic)
+            if lst is None:
+                by_topic[d.topic] = [d]
+            else:
+                lst.append(d)
+        encode = self._encode
+        encode_key = self._encode_key
+        choose = self._partition
+        out: dict[tuple[str, int], _Partition] = {}
+        for topic, datas in by_topic.items():
+            try:
+                parts = await self._cluster.partitions_for(topic)
+            except KafkaError as exc:
+                n = sum(len(d.messages) for d in datas)
+                failed[(topic, -1)] = (n, exc)
+                continue
+            n_parts = len(parts)
+            by_partition: dict[int, _Partition] = {}
+            for d in datas:
+                key = d.key
+                if key is not None and encode_key is not None:
+                    key = encode_key(key)
+                p = choose(key, n_parts)
+                target = by_partition.get(p)
+                if target is None:
+                    if not isinstance(p, int) or not 0 <= p < n_parts:
+                        raise FailedToSendMessageError(
+                            f"partitioner {type(self.context.partitioner).__qualname__} returned {p!r} for topic "
+                            f"{topic!r}, which has {n_parts} partitions: expected an int in [0, {n_parts})"
+                        )
+                    target = by_partition[p] = _Partition(topic, p)
+                ts = d.timestamp_ms
+                if ts is None:
+                    ts = now
+                append = target.records.append
+                if encode is None:
+                    for m in d.messages:
+                        append((key, m, ts))
+                else:
+                    for m in d.messages:
+                        append((key, None if m is None else encode(m), ts))
+            for p, target in by_partition.items():
+                out[(topic, p)] = target
+        return out
+
+    # -- step 4: build batches ----------------------------------------------
+
+    def _build(self, part: _Partition) -> None:
+        s = self._settings
+        codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
+        limit = self._max_batch_bytes
+        records = part.records
+        chunks = []
+        start = 0
+        size = BATCH_OVERHEAD
+        for i, r in enumerate(records):
+            k, v = r[0], r[1]
+            n = RECORD_OVERHEAD + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+            if size + n > limit:
+                if BATCH_OVERHEAD + n > limit:
+                    raise MessageSizeTooLargeError(
+                        f"a record of about {n} bytes for topic {part.topic!r} partition {part.partition} is larger "
+                        f"than max.request.size ({s.max_request_bytes} bytes)"
+                    )
+                chunks.append(records[start:i])
+                start = i
+                size = BATCH_OVERHEAD
+            size += n
+        chunks.append(records[start:] if start else records)
+        try:
+            part.batches = [build_batch(c, codec=codec) for c in chunks]
+        except TypeError as exc:
+            raise TypeError(
+                f"cannot encode a record for topic {part.topic!r}: keys and values must be bytes after "
+                f"serialization (check serializer.class / key.serializer.class): {exc}"
+            ) from None
+        part.counts = [len(c) for c in chunks]
+        part.records = []
+
+    # -- step 5-6: send with retries ------------------------------------------
+
+    async def handle(self, events: "list[ProducerData]") -> None:
+        """Send ``events`` (list of ProducerData); see the module docstring.
+
+        Raises :class:`FailedToSendMessageError` (with ``lost_messages``
+        and ``failed_partitions``) if any partition could not be written.
+        """
+        if not events:
+            return
+        s = self._settings
+        failed: dict[tuple[str, int], tuple[int, BaseException]] = {}
+        parts = await self._collate(events, failed)
+        for part in parts.values():
+            try:
+                self._build(part)
+            except (MessageSizeTooLargeError, TypeError) as exc:
+                failed[(part.topic, part.partition)] = (len(part.records), exc)
+                part.batches = []
+                part.counts = []
+        pending = [p for p in parts.values() if p.batches]
+        attempt = 0
+        while pending:
+            await self._send_round(pending)
+            retry = []
+            for part in pending:
+                if not part.batches:
+                    continue
+                err = part.error
+                if err is not None and getattr(err, "retriable", False) and attempt < s.retries:
+                    retry.append(part)
+                else:
+                    failed[(part.topic, part.partition)] = (part.pending_messages, err)
+            if not retry:
+                break
+            attempt += 1
+            refresh = any(getattr(p.error, "invalid_metadata", False) for p in retry)
+            log.debug(
+                "retrying %d partition(s) (attempt %d of %d) after %s",
+                len(retry),
+                attempt,
+                s.retries,
+                "; ".join(f"{p.topic}-{p.partition}: {p.error}" for p in retry[:5]),
+            )
+            await trio.sleep(min(s.backoff_ms * (2 ** (attempt - 1)), MAX_BACKOFF_MS) / 1000)
+            if refresh:
+                try:
+                    await self._cluster.refresh_metadata({p.topic for p in retry})
+                except KafkaError as exc:  # the next round fails and is counted
+                    log.debug("metadata refresh before retry failed: %s", exc)
+            for part in retry:
+                part.error = None
+            pending = retry
+        if failed:
+            raise _failure(failed)
+
+    async def _send_round(self, parts: list[_Partition]) -> None:
+        """One attempt: group ``parts`` by leader and send to every leader
+        concurrently; record per-partition errors on the parts."""
+        by_leader: dict[int, list[_Partition]] = {}
+        metadata = self._cluster.metadata
+        for part in parts:
+            leader = -1
+            for info in metadata.partitions_for(part.topic):
+                if info.partition == part.partition:
+                    leader = info.leader
+                    break
+            if leader < 0:
+                part.error = LeaderNotAvailableError(f"topic {part.topic!r} partition {part.partition} has no leader")
+                continue
+            by_leader.setdefault(leader, []).append(part)
+        if len(by_leader) == 1:
+            ((node, group),) = by_leader.items()
+            await self._send_to_leader(node, group)
+            return
+        async with trio.open_nursery() as nursery:
+            for node, group in by_leader.items():
+                nursery.start_soon(self._send_to_leader, node, group)
+
+    async def _send_to_leader(self, node_id: int, parts: list[_Partition]) -> None:
+        """Send the batches of ``parts`` to broker ``node_id`` in as few
+        Produce requests as max.request.size allows, one request at a time
+        so that each partition's batches stay in order."""
+        s = self._settings
+        try:
+            conn = await self._cluster.broker_connection(node_id)
+            version = conn.version_for(PRODUCE, floor=MIN_PRODUCE_VERSION)
+        except KafkaError as exc:
+            for part in parts:
+                part.error = exc
+            return
+        if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION:
+            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}")
+            for part in parts:
+                part.error = exc
+            return
+        active = list(parts)
+        while active:
+            # Take the head batch of each partition while the request stays
+            # within max.request.size (always at least one batch).
+            budget = s.max_request_bytes
+            chosen: list[_Partition] = []
+            for part in active:
+                n = len(part.batches[0]) + PARTITION_OVERHEAD + len(part.topic)
+                if chosen and n > budget:
+                    continue
+                chosen.append(part)
+                budget -= n
+            topics: dict[str, list] = {}
+            for part in chosen:
+                topics.setdefault(part.topic, []).append({"index": part.partition, "records": part.batches[0]})
+            body = {
+                "transactional_id": None,
+                "acks": s.acks,
+                "timeout_ms": s.timeout_ms,
+                "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()],
+            }
+            try:
+                response = await conn.request(PRODUCE, body, version=version, expect_response=s.acks != 0)
+            except KafkaError as exc:
+                for part in active:
+                    part.error = exc
+                return
+            errors: dict[tuple[str, int], BaseException] = {}
+            if response is not None:
+                for t in response["responses"]:
+                    name = t["name"]
+                    for pr in t["partition_responses"]:
+                        code = pr["error_code"]
+                        if code:
+                            msg = pr.get("error_message") or ""
+                            errors[(name, pr["index"])] = error_for_code(code)(
+                                f"topic {name!r} partition {pr['index']} on broker {node_id}" + (f": {msg}" if msg else "")
+                            )
+            still = []
+            for part in active:
+                if part not in chosen:
+                    still.append(part)
+                    continue
+                err = errors.get((part.topic, part.partition))
+                if err is not None:
+                    part.error = err  # keep its batches for a retry
+                    continue
+                del part.batches[0]
+                del part.counts[0]
+                if part.batches:
+                    still.append(part)
+            active = still
+
+
+def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]]) -> FailedToSendMessageError:
+    lost = sum(n for n, _ in failed.values())
+    names = ", ".join(f"{t}-{p}" if p >= 0 else f"{t}" for t, p in list(failed)[:10])
+    if len(failed) > 10:
+        names += f" and {len(failed) - 10} more"
+    cause = next((e for _, e in failed.values() if e is not None), None)
+    exc = FailedToSendMessageError(f"failed to send {lost} message(s) to {names}: {cause}")
+    exc.lost_messages = lost  # type: ignore[attr-defined]
+    exc.failed_partitions = {tp: n for tp, (n, _) in failed.items()}  # type: ignore[attr-defined]
+    exc.__cause__ = cause
+    return exc

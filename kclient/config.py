@@ -197,7 +197,11 @@ class _KafkaConfig:
                 f"{cls.__name__}.from_properties expects a mapping, a path or a {cls.__name__}, "
                 f"not {type(source).__name__}"
             )
-        return cls(**cls._kwargs_from(source))  # type: ignore[call-arg]
+        kwargs, used = cls._kwargs_from(source, with_keys=True)
+        try:
+            return cls(**kwargs)  # type: ignore[call-arg]
+        except ConfigError as exc:
+            raise _name_alias(exc, used) from exc.__cause__
 
     @classmethod
     def from_file(
@@ -217,7 +221,11 @@ class _KafkaConfig:
 
     def with_properties(self: _C, changes: Mapping[str, Any]) -> _C:
         """A copy with some Kafka properties changed (dotted names, aliases ok)."""
-        return attrs.evolve(self, **type(self)._kwargs_from(changes))  # type: ignore[misc]
+        kwargs, used = type(self)._kwargs_from(changes, with_keys=True)
+        try:
+            return attrs.evolve(self, **kwargs)  # type: ignore[misc]
+        except ConfigError as exc:
+            raise _name_alias(exc, used) from exc.__cause__
 
     def as_properties(self) -> dict[str, Any]:
         """The config as ``{"kafka.name": value}`` with stored (typed) values.
@@ -227,7 +235,7 @@ class _KafkaConfig:
         return {spec.name: getattr(self, attr) for attr, spec in self.properties().items()}
 
     @classmethod
-    def _kwargs_from(cls, source: Mapping[str, Any]) -> dict[str, Any]:
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False) -> Any:
         table = cls.properties()
         by_name: dict[str, tuple[str, int]] = {}
         for attr, spec in table.items():
@@ -252,7 +260,20 @@ class _KafkaConfig:
                 chosen[attr] = (rank, key, value)
             else:
                 _warn_shadowed(key, value, previous[1], previous[2])
-        return {attr: value for attr, (_, _, value) in chosen.items()}
+        kwargs = {attr: value for attr, (_, _, value) in chosen.items()}
+        if not with_keys:
+            return kwargs
+        used = {table[attr].name: key for attr, (rank, key, _) in chosen.items() if rank}
+        return kwargs, used
+
+
+def _name_alias(exc: ConfigError, used_aliases: Mapping[str, str]) -> ConfigError:
+    """Add "(given as <alias>)" to ``exc`` when the property was spelled by an alias."""
+    text = str(exc)
+    for canonical, alias in used_aliases.items():
+        if f"configuration {canonical}:" in text:
+            return ConfigError(f"{text} (given as {alias})")
+    return exc
 
 
 def _warn_shadowed(lost_key: str, lost_value: Any, won_key: str, won_value: Any) -> None:
@@ -562,8 +583,8 @@ class ProducerConfig(_KafkaConfig):
     """How long the broker may wait to satisfy ``request.required.acks`` (ms)."""
     serializer_class: Any = prop("serializer.class", _to_plugin, "kclient.DefaultEncoder")
     """Encoder of message values: dotted class path, class or instance."""
-    key_serializer_class: Any = prop("key.serializer.class", _to_plugin, _same_as("serializer_class"))
-    """Encoder of keys; defaults to ``serializer.class``."""
+    key_serializer_class: Any = prop("key.serializer.class", _to_optional_plugin, _same_as("serializer_class"))
+    """Encoder of keys; defaults to (and ``None`` means) ``serializer.class``."""
     serializer_encoding: str = prop("serializer.encoding", _to_encoding, "utf-8")
     """Text encoding a :class:`~kclient.StringEncoder` uses (Kafka's default UTF8)."""
     partitioner_class: Any = prop("partitioner.class", _to_plugin, "kclient.DefaultPartitioner")

@@ -46,8 +46,10 @@ def resolve_dotted(path: str) -> Any:
         module_name = ".".join(parts[:cut])
         try:
             spec = importlib.util.find_spec(module_name)
-        except (ImportError, ValueError):
+        except (ImportError, ValueError):  # a parent is not a package, or is missing
             spec = None
+        except Exception as exc:  # a parent package raised while importing
+            raise ConfigError(f"Cannot load {path!r}: importing {module_name} failed: {exc!r}") from exc
         if spec is None:
             continue
         try:

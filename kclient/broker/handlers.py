@@ -28,6 +28,7 @@ from kclient.errors import (
     TopicAlreadyExistsError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import validate_batch
 from kclient.storage import LogConfig, LogManager, validate_topic_name
@@ -188,7 +189,7 @@ class BrokerState:
         and ``auto.create.topics.enable``), INVALID_TOPIC_EXCEPTION for an
         illegal name that would have been created, else
         UNKNOWN_TOPIC_OR_PARTITION."""
-        if name in self.logs.topics():
+        if self.logs.get(name, 0) is not None or name in self.logs.topics():
             return NONE
         if not (allow_create and self.auto_create_topics):
             return UNKNOWN_TOPIC_OR_PARTITION
@@ -202,6 +203,21 @@ class BrokerState:
             log.info("not creating topic %r: %s", name, exc)
             return INVALID_TOPIC_EXCEPTION
         return NONE
+
+
+def _first_record_at(plog: Any, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:
+    """Kafka's ListOffsets answer for a timestamp: the first *record* at or
+    after ``offset`` whose timestamp is ``>= timestamp``
+    (``LogSegment.findOffsetByTimestamp``). The log locates the batch;
+    this looks inside it. Falls back to ``(offset, batch_max_ts)``."""
+    try:
+        data = plog.read(offset, 1, min_one_batch=True).records
+        for rec in iter_record_set(data):
+            if rec.offset >= offset and rec.timestamp >= timestamp:
+                return rec.offset, rec.timestamp
+    except Exception as exc:  # a batch it cannot decode: keep the batch answer
+        log.debug("cannot look inside the batch at offset %d of %s: %s", offset, plog, exc)
+    return offset, batch_max_ts
 
 
 def _log_config(config: Any) -> LogConfig:
@@ -470,6 +486,8 @@ class RequestHandlers:
                         entry.update(timestamp=-1, offset=-1, leader_epoch=-1)
                     else:
                         offset, found_ts = found
+                        if ts >= 0:
+                            offset, found_ts = _first_record_at(plog, offset, ts, found_ts)
                         entry.update(timestamp=found_ts, offset=offset, leader_epoch=0)
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})

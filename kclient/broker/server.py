@@ -27,7 +27,6 @@ import trio
 from kclient.errors import ProtocolError
 from kclient.protocol.connection import (
     FrameBuffer,
-    RequestHeader,
     decode_request,
     encode_response,
     encode_unsupported_api_versions,
@@ -35,7 +34,7 @@ from kclient.protocol.connection import (
 )
 from kclient.protocol.messages import API_VERSIONS, APIS
 
-from kclient.broker.handlers import SUPPORTED_VERSIONS, BrokerState, RequestHandlers
+from kclient.broker.handlers import SUPPORTED_VERSIONS, BrokerState, CloseConnection, RequestHandlers, supported_triples
 
 log = logging.getLogger("kclient.broker")
 
@@ -64,22 +63,31 @@ class Broker:
         self.port: int | None = None
         self.state: BrokerState | None = None
         self._handlers: RequestHandlers | None = None
+        self._scope: trio.CancelScope | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Open the logs, listen on ``listen_host:listen_port`` (port 0 picks
         a free one), call ``task_status.started(bound_port)``, then serve
-        until cancelled. On the way out every log is flushed and closed.
+        until cancelled or :meth:`stop` is called (then it returns
+        normally). On the way out every connection is closed and every log
+        flushed and closed.
 
         Raises OSError if the address cannot be bound and
         :class:`kclient.errors.ConfigError` for an unusable log directory.
         """
         config = self.config
-        host = config.listen_host or None
+        host = config.listen_host
         listeners = await trio.open_tcp_listeners(config.listen_port, host=host)
         try:
-            bound = listeners[0].socket.getsockname()
-            self.port = bound[1]
-            advertised_host = config.advertised_host or _default_advertised_host(host)
+            self.port = listeners[0].socket.getsockname()[1]
+            if config.listen_port == 0 and len(listeners) > 1:
+                # Port 0 gives each address of a multi-address host its own
+                # port; keep the one we report.
+                extra = [lst for lst in listeners[1:] if lst.socket.getsockname()[1] != self.port]
+                for lst in extra:
+                    await lst.aclose()
+                listeners = [lst for lst in listeners if lst not in extra]
+            advertised_host = config.advertised_host
             advertised_port = config.advertised_port or self.port
             state = BrokerState.open(config, advertised_host=advertised_host, advertised_port=advertised_port)
         except BaseException:
@@ -92,7 +100,7 @@ class Broker:
             log.info(
                 "broker %d listening on %s:%d (advertised as %s:%d), cluster id %s, log dirs %s",
                 state.broker_id,
-                host or "0.0.0.0",
+                host,
                 self.port,
                 advertised_host,
                 advertised_port,
@@ -100,14 +108,23 @@ class Broker:
                 ", ".join(str(d) for d in state.log_dirs),
             )
             async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
                 nursery.start_soon(self._accept_all, listeners)
                 task_status.started(self.port)
         finally:
+            self._scope = None
             with trio.CancelScope(shield=True):
                 for listener in listeners:
                     await listener.aclose()
             state.close()
             log.info("broker %d stopped; logs flushed and closed", state.broker_id)
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to stop (it closes every connection, flushes and
+        closes the logs, and returns). No effect if it is not serving.
+        Call from the trio thread."""
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _accept_all(self, listeners) -> None:
         await trio.serve_listeners(self._serve_connection, listeners)
@@ -204,21 +221,14 @@ class Broker:
             raise _CloseConnection from None
         assert self._handlers is not None
         log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
-        result = await self._handlers.handle(header, body)
+        try:
+            result = await self._handlers.handle(header, body)
+        except CloseConnection as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+            raise _CloseConnection from None
         if result is None:
             return None
         return encode_response(api, header.api_version, header.correlation_id, result)
 
 
-def supported_triples() -> list[tuple[int, int, int]]:
-    """``[(api_key, min_version, max_version), ...]`` as ApiVersions lists them."""
-    return [(key, lo, hi) for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
-
-
-def _default_advertised_host(listen_host: str | None) -> str:
-    if listen_host and listen_host not in ("0.0.0.0", "::"):
-        return listen_host
-    return socket.gethostname()
-
-
-__all__ = ["Broker", "RequestHeader", "supported_triples"]
+__all__ = ["Broker"]

@@ -57,6 +57,7 @@ from kclient.protocol.records import codecs as _codecs
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
     from kclient.client.producer import ProducerData
+    from kclient.config import ProducerConfig
 
 log = logging.getLogger(__name__)
 
@@ -95,34 +96,20 @@ class ProducerSettings:
     backoff_ms: int = 100
     codec: int = 0
     compressed_topics: frozenset = frozenset()
-    max_request_bytes: int = 1_000_000
+    max_request_bytes: int = 1_048_576
 
 
-def _first_attr(config: Any, names: Sequence[str], default: Any) -> Any:
-    for name in names:
-        value = getattr(config, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def settings_from_config(config: Any) -> ProducerSettings:
+def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
     """Read the send-path settings off a :class:`kclient.config.ProducerConfig`
-    (the one place the event handler reads configuration)."""
-    codec = _first_attr(config, ("compression_codec",), 0)
-    codec = _codecs.codec_id(codec) if codec is not None else 0
-    topics = _first_attr(config, ("compressed_topics",), ())
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
-    max_bytes = _first_attr(config, ("max_request_size", "message_max_bytes"), 1_000_000)
+    (the one place the send path reads configuration)."""
     return ProducerSettings(
-        acks=int(_first_attr(config, ("request_required_acks",), 1)),
-        timeout_ms=int(_first_attr(config, ("request_timeout_ms",), 10000)),
-        retries=int(_first_attr(config, ("message_send_max_retries",), 3)),
-        backoff_ms=int(_first_attr(config, ("retry_backoff_ms",), 100)),
-        codec=codec,
-        compressed_topics=frozenset(topics or ()),
-        max_request_bytes=int(max_bytes),
+        acks=config.request_required_acks,
+        timeout_ms=config.request_timeout_ms,
+        retries=config.message_send_max_retries,
+        backoff_ms=config.retry_backoff_ms,
+        codec=_codecs.codec_id(config.compression_codec),
+        compressed_topics=frozenset(config.compressed_topics),
+        max_request_bytes=config.max_request_size,
     )
 
 

@@ -1,0 +1,40 @@
+# kclient: `make demo` and `make test` set up what they need (a .venv with the
+# package installed editable plus its test, demo and docs extras), then run.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Reinstall only when pyproject.toml changes (or the venv is new).
+STAMP  := $(VENV)/.kclient-installed
+
+.DEFAULT_GOAL := test
+.PHONY: venv demo test docs bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,demo,docs]'
+	@touch $@
+
+demo: venv
+	$(BIN)/python examples/flights.py
+
+# pytest's own exit code is the target's: 1 for failures, 5 when no test was
+# collected, so an empty run fails too.
+test: venv
+	$(BIN)/python -m pytest -q
+
+docs: venv
+	$(BIN)/mkdocs build --strict
+
+bench: venv
+	@if [ -f benchmarks/run.py ]; then \
+		$(BIN)/python benchmarks/run.py; \
+	else \
+		echo "benchmarks/run.py does not exist yet; nothing to run"; \
+	fi
+
+clean:
+	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis
+	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,17 @@
+"""The bundled reference broker: a trio server speaking the Kafka protocol
+over :mod:`kclient.storage` logs (standalone, no ZooKeeper yet).
+
+- :class:`Broker` (``server.py``): ``await nursery.start(Broker(config).serve)``
+  returns the bound port; cancel to stop (logs are flushed and closed).
+- :data:`SUPPORTED_VERSIONS` (``handlers.py``): the API version ranges
+  advertised in ApiVersions.
+
+Run it from the shell with ``kclient broker [server.properties]
+[--override key=value ...]``, or from tests with
+:class:`kclient.testing.BrokerProcess`.
+"""
+
+from kclient.broker.handlers import SUPPORTED_VERSIONS
+from kclient.broker.server import Broker
+
+__all__ = ["Broker", "SUPPORTED_VERSIONS"]

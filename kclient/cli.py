@@ -1,0 +1,138 @@
+"""The ``kclient`` command line (argparse, stdlib).
+
+Subcommands (more arrive with later issues: ``produce``, ``consume``,
+``dump-log``, ``topics``):
+
+``kclient broker [server.properties] [--override key=value ...]``
+    Run the bundled broker, the way Kafka's ``kafka-server-start.sh`` takes
+    a properties file and overrides. Once it listens it prints one line to
+    stdout, ``kclient broker listening on HOST:PORT`` (the bound port, also
+    when ``port=0`` asked for a free one), which
+    :class:`kclient.testing.BrokerProcess` waits for. SIGINT/SIGTERM stop it
+    cleanly: connections are closed, logs flushed and closed, exit status 0.
+
+Logging goes to stderr (``-v`` for DEBUG, ``-q`` for warnings only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Callable, Sequence
+
+import trio
+
+log = logging.getLogger("kclient.cli")
+
+#: The line printed on stdout once the broker listens; ``{host}``/``{port}``
+#: are the advertised host and the bound port.
+LISTENING_LINE = "kclient broker listening on {host}:{port}"
+
+_SubcommandAdder = Callable[["argparse._SubParsersAction"], None]
+
+
+def _add_broker(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "broker",
+        help="run the bundled Kafka-protocol broker",
+        description="Run the bundled broker. Properties (server.properties names) come from the file, "
+        "then from each --override key=value.",
+    )
+    p.add_argument("properties", nargs="?", help="a server.properties file (optional)")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one property, e.g. --override port=0 --override log.dirs=/tmp/k (repeatable)",
+    )
+    p.set_defaults(func=_cmd_broker)
+
+
+#: Subcommand registrars, in help order. Later issues append theirs.
+SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kclient`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="kclient", description="kclient: Kafka-protocol client SDK and bundled broker")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v: DEBUG)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def run_broker_until_signalled(config, *, on_listening: Callable[[str, int], None] | None = None) -> None:
+    """Run a :class:`kclient.broker.Broker` for ``config`` until SIGINT or
+    SIGTERM arrives (or the surrounding scope is cancelled), then stop it
+    cleanly. ``on_listening(host, port)`` is called once it listens, with
+    the advertised host and the bound port. Must run in the main thread
+    (signal handling)."""
+    from kclient.broker import Broker
+
+    broker = Broker(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(broker.serve)
+            assert broker.state is not None
+            if on_listening is not None:
+                on_listening(broker.state.advertised_host, port)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from kclient.config import BrokerConfig
+
+    config = BrokerConfig.from_file(args.properties, args.override)
+
+    def announce(host: str, port: int) -> None:
+        """Print the listening line (the one thing the CLI prints rather
+        than logs: BrokerProcess reads it)."""
+        print(LISTENING_LINE.format(host=host, port=port), flush=True)
+
+    trio.run(lambda: run_broker_until_signalled(config, on_listening=announce))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point (``kclient`` in pyproject.toml): parse ``argv``
+    (default ``sys.argv[1:]``), run the subcommand, return the exit status.
+    Configuration errors print a one-line message and give status 2."""
+    from kclient.errors import ConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose, args.quiet)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        log.error("%s", exc)
+        return 1
+    finally:
+        logging.shutdown()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Encoders (``serializer.class``) turn message values and keys into bytes;
+decoders do the reverse for consumers.
+
+Kafka 0.8's ``kafka.serializer`` has the same four pieces: ``Encoder`` with
+``toBytes``, ``DefaultEncoder`` (bytes as they are), ``StringEncoder``
+(``serializer.encoding``, UTF8 by default) and the matching decoders. Here
+the encoder method is ``to_message(value) -> bytes | None``, as the seed
+API names it. ``None`` always stays ``None``: it is a null key or a null
+value (a tombstone), not an empty one.
+"""
+
+from __future__ import annotations
+
+import abc
+import codecs
+from typing import Any, ClassVar
+
+__all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDecoder", "StringEncoder"]
+
+
+class Encoder(abc.ABC):
+    """Serializes a message value or key to bytes.
+
+    Subclasses implement :meth:`to_message`. Any class defining a
+    ``to_message`` method counts as an Encoder for ``isinstance`` checks, so
+    plug-ins need not inherit from this class. Plug-ins named by class path
+    are built with no arguments, or with ``config=`` (the ProducerConfig) if
+    their constructor takes it (see :mod:`kclient.plugins`).
+    """
+
+    #: True if :meth:`to_message` returns every value it is given unchanged,
+    #: so the pipeline may skip calling it. False for the provided encoders,
+    #: which check types to give clear errors.
+    passthrough: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def to_message(self, value: Any) -> bytes | None:
+        """Return the bytes to send for ``value`` (``None`` for a null)."""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Encoder:
+            return callable(getattr(other, "to_message", None)) or NotImplemented
+        return NotImplemented
+
+
+class DefaultEncoder(Encoder):
+    """Bytes in, bytes out: ``bytes`` is returned as is, ``bytearray`` and
+    ``memoryview`` are copied to ``bytes`` (so later changes to the buffer do
+    not change a queued message), ``None`` stays ``None``. Anything else
+    raises ``TypeError`` suggesting :class:`StringEncoder` or a custom one."""
+
+    def to_message(self, value: Any) -> bytes | None:
+        """See the class docstring."""
+        if type(value) is bytes or value is None:
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        hint = "; use serializer.class=kclient.StringEncoder for str" if isinstance(value, str) else ""
+        raise TypeError(
+            f"DefaultEncoder sends bytes as they are; cannot send a {type(value).__name__}{hint} "
+            "or set serializer.class / key.serializer.class to an Encoder for this type"
+        )
+
+
+class StringEncoder(Encoder):
+    """``str`` -> bytes in ``encoding`` (default UTF-8; Kafka's property
+    ``serializer.encoding``, read from ``config`` when ``encoding`` is not
+    given). Bytes-like values pass through as bytes, ``None`` stays ``None``;
+    anything else raises ``TypeError``. An unknown encoding raises
+    ``LookupError`` at construction."""
+
+    def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
+        if encoding is None:
+            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
+        codecs.lookup(encoding)
+        self.encoding = encoding
+
+    def to_message(self, value: Any) -> bytes | None:
+        """See the class docstring."""
+        if isinstance(value, str):
+            return value.encode(self.encoding)
+        if value is None or type(value) is bytes:
+            return value
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(f"StringEncoder encodes str; cannot send a {type(value).__name__}")
+
+    def __repr__(self) -> str:
+        return f"StringEncoder(encoding={self.encoding!r})"
+
+
+class Decoder(abc.ABC):
+    """Deserializes message bytes for a consumer (Kafka's ``Decoder.fromBytes``).
+
+    Any class defining ``from_bytes`` counts as a Decoder for ``isinstance``.
+    """
+
+    @abc.abstractmethod
+    def from_bytes(self, data: bytes | None) -> Any:
+        """Return the value for ``data`` (``None`` for a null)."""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Decoder:
+            return callable(getattr(other, "from_bytes", None)) or NotImplemented
+        return NotImplemented
+
+
+class DefaultDecoder(Decoder):
+    """Returns the bytes as they are (``None`` stays ``None``)."""
+
+    def from_bytes(self, data: bytes | None) -> bytes | None:
+        """See the class docstring."""
+        return data
+
+
+class StringDecoder(Decoder):
+    """Bytes -> ``str`` in ``encoding`` (default UTF-8, or ``config``'s
+    ``serializer_encoding``); ``None`` stays ``None``; undecodable bytes
+    raise ``UnicodeDecodeError``."""
+
+    def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
+        if encoding is None:
+            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
+        codecs.lookup(encoding)
+        self.encoding = encoding
+
+    def from_bytes(self, data: bytes | None) -> str | None:
+        """See the class docstring."""
+        return None if data is None else bytes(data).decode(self.encoding)

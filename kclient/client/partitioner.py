@@ -1,0 +1,118 @@
+"""Partitioners: choose the partition of a keyed message.
+
+:class:`DefaultPartitioner` puts a key where the Java client puts it:
+``toPositive(murmur2(key)) % num_partitions`` over the *serialized* key bytes
+(Java ``org.apache.kafka.common.utils.Utils.murmur2`` and ``toPositive``), so
+kclient, the Java producer, kafka-python and librdkafka's ``murmur2_random``
+partitioner agree. A null key goes to a random partition.
+
+Custom partitioners subclass :class:`Partitioner` (or just define
+``partition(key, num_partitions)``) and are named by ``partitioner.class``.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import random
+import struct
+from typing import Any
+
+__all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "to_positive"]
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK = 0xFFFFFFFF
+_U32 = struct.Struct("<I")
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """32-bit MurmurHash2 of ``data`` exactly as Kafka's Java ``Utils.murmur2``.
+
+    Seed ``0x9747b28c``, little-endian 4-byte blocks, Java's ``>>>`` shifts.
+    Returns the Java ``int``: a signed value in ``[-2**31, 2**31)``
+    (kafka-python's ``murmur2`` returns the same bits as an unsigned value).
+    """
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    length = len(view)
+    h = (_SEED ^ length) & _MASK
+    tail = length & ~3
+    for (k,) in _U32.iter_unpack(view[:tail]):
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
+    rest = length & 3
+    if rest:
+        if rest == 3:
+            h ^= view[tail + 2] << 16
+        if rest >= 2:
+            h ^= view[tail + 1] << 8
+        h ^= view[tail]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def to_positive(number: int) -> int:
+    """Java ``Utils.toPositive``: clear the sign bit (``number & 0x7fffffff``)."""
+    return number & 0x7FFFFFFF
+
+
+# Keys repeat (a carrier code, a user id): remember recent short ones.
+_cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
+
+
+class Partitioner(abc.ABC):
+    """Chooses a partition for a message from its serialized key.
+
+    Subclasses implement :meth:`partition`. Any class defining a
+    ``partition`` method counts as a Partitioner for ``isinstance`` checks,
+    so plug-ins need not inherit from this class.
+    """
+
+    @abc.abstractmethod
+    def partition(self, key: bytes | None, num_partitions: int) -> int:
+        """Return a partition in ``range(num_partitions)`` for ``key``.
+
+        ``key`` is the key as serialized by ``key.serializer.class`` (or
+        ``None`` for a message without a key); ``num_partitions`` >= 1.
+        """
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Partitioner:
+            return callable(getattr(other, "partition", None)) or NotImplemented
+        return NotImplemented
+
+
+class DefaultPartitioner(Partitioner):
+    """Kafka's default: murmur2 of the key bytes, random for a null key.
+
+    ``partition(key, n) == to_positive(murmur2(key)) % n`` for a key (bytes,
+    bytearray or memoryview); ``rng.randrange(n)`` for ``None``. ``rng`` is a
+    ``random.Random`` (pass a seeded one for repeatable tests).
+    Raises ``ValueError`` if ``num_partitions < 1`` and ``TypeError`` for a
+    key that is not bytes-like (serialize it with an Encoder first).
+    """
+
+    def __init__(self, *, rng: random.Random | None = None) -> None:
+        self._rng = rng if rng is not None else random.Random()
+
+    def partition(self, key: bytes | bytearray | memoryview | None, num_partitions: int) -> int:
+        """See the class docstring."""
+        if num_partitions < 1:
+            raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
+        if key is None:
+            return self._rng.randrange(num_partitions)
+        if type(key) is bytes and len(key) <= 256:
+            h = _cached_murmur2(key)
+        elif isinstance(key, (bytes, bytearray, memoryview)):
+            h = murmur2(key)
+        else:
+            raise TypeError(
+                f"DefaultPartitioner needs the serialized key (bytes), got {type(key).__name__}; "
+                "set key.serializer.class to an Encoder that produces bytes"
+            )
+        return (h & 0x7FFFFFFF) % num_partitions

@@ -1,0 +1,365 @@
+"""The blocking Producer of seed 000 section 5.1, and ProducerData.
+
+Source: seed 000 "Producer APIs"::
+
+    class Producer {
+      public void send(ProducerData<K,V> producerData);
+      public void send(java.util.List<ProducerData<K,V>> producerData);
+      public void close();
+    }
+
+with the two modes of ``producer.type``:
+
+- ``sync``: :meth:`Producer.send` returns once the broker acknowledged the
+  records per ``request.required.acks`` (with 0: once they were written to
+  the socket), retrying retriable errors up to ``message.send.max.retries``
+  times with ``retry.backoff.ms`` backoff and a metadata refresh between
+  tries. One thread crossing into the producer's trio loop per call.
+- ``async``: :meth:`Producer.send` puts the data on a bounded queue
+  (``queue.buffering.max.messages`` messages) and returns without touching
+  the trio loop. A :class:`~kclient.client.send_thread.ProducerSendThread`
+  sends a batch when ``batch.num.messages`` messages are waiting or
+  ``queue.buffering.max.ms`` passed since the oldest waiting one was queued,
+  crossing into trio once per batch. When the queue is full,
+  ``queue.enqueue.timeout.ms`` says: -1 block until there is room, 0 raise
+  :class:`~kclient.errors.QueueFullError` at once, >0 wait that many ms and
+  then raise it. :meth:`Producer.close` sends everything queued first.
+
+The Producer owns one :class:`kclient.sync.LoopThread` (a trio loop in a
+background thread, non-daemon, stopped by ``close()``) running a
+:class:`~kclient.client.producer_core.TrioProducer`, and in async mode one
+ProducerSendThread. Always close it (or use it as a context manager): there
+is no ``__del__``/``atexit`` cleanup.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from kclient.client.callback_handler import overrides
+from kclient.client.producer_core import TrioProducer, as_config
+from kclient.client.send_thread import MessageQueue, ProducerSendThread
+from kclient.config import ProducerConfig
+from kclient.errors import FailedToSendMessageError, KafkaError, KafkaTimeoutError, ProducerClosedError, QueueFullError
+from kclient.sync import LoopThread
+
+__all__ = ["Producer", "ProducerData", "ProducerStatistics"]
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+
+
+def _to_messages(value: Any) -> tuple:
+    if type(value) is tuple:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        raise TypeError(
+            f"ProducerData.messages must be a list of messages, not a single {type(value).__name__}; wrap it: messages=[value]"
+        )
+    return tuple(value)
+
+
+@attrs.frozen(slots=True)
+class ProducerData:
+    """Messages for one topic, all with the same key (seed 000
+    ``ProducerData<K,V>(topic, key, data)``).
+
+    ``topic``: str; ``key``: any value the ``key.serializer.class`` Encoder
+    accepts (bytes with the default one) or None (the partitioner then picks
+    a random partition); ``messages``: the values (stored as a tuple; each
+    goes through ``serializer.class``; None is sent as a null value without
+    calling the Encoder). All messages of one ProducerData go to the same
+    partition. ``timestamp_ms``: the records' CreateTime (ms since the
+    epoch); None lets the producer use the time of the ``send`` call.
+    """
+
+    topic: str
+    key: Any = None
+    messages: tuple = attrs.field(default=(), converter=_to_messages)
+    timestamp_ms: int | None = None
+
+    def _stamped(self, timestamp_ms: int) -> "ProducerData":
+        """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
+        new = object.__new__(ProducerData)
+        object.__setattr__(new, "topic", self.topic)
+        object.__setattr__(new, "key", self.key)
+        object.__setattr__(new, "messages", self.messages)
+        object.__setattr__(new, "timestamp_ms", timestamp_ms)
+        return new
+
+
+@attrs.frozen
+class ProducerStatistics:
+    """A snapshot of a Producer (see :meth:`Producer.statistics`).
+
+    ``queued_messages``: waiting in the async queue now;
+    ``sent_messages`` / ``sent_batches``: acknowledged (async: batches the
+    send thread sent; sync: ``send`` calls); ``failed_messages`` /
+    ``failed_batches``: given up on; ``first_error``: the first failure.
+    """
+
+    producer_type: str
+    queued_messages: int
+    sent_messages: int
+    sent_batches: int
+    failed_messages: int
+    failed_batches: int
+    first_error: BaseException | None
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Producer:
+    """The blocking producer: ``Producer(config).send(ProducerData(...))``.
+
+    ``config``: a :class:`~kclient.config.ProducerConfig`, a mapping of Kafka
+    property names (``{"metadata.broker.list": "host:9092",
+    "producer.type": "async", ...}``) or a ``.properties`` path.
+    ``event_handler`` / ``callback_handler`` override ``event.handler`` /
+    ``callback.handler`` (instance, class or dotted path).
+
+    Raises :class:`~kclient.errors.ConfigError` for a bad config or plug-in.
+    Use as a context manager or call :meth:`close`. Thread-safe: several
+    threads may call :meth:`send` at once.
+    """
+
+    def __init__(
+        self,
+        config: "ProducerConfig | Mapping[str, Any] | str",
+        *,
+        event_handler: Any = None,
+        callback_handler: Any = None,
+    ) -> None:
+        cfg = as_config(config)
+        self.config = cfg
+        self._core = TrioProducer(cfg, event_handler=event_handler, callback_handler=callback_handler)
+        self._callbacks = self._core.callback_handler
+        self._before_enqueue = overrides(self._callbacks, "before_enqueue")
+        self._after_enqueue = overrides(self._callbacks, "after_enqueue")
+        self._before_send = overrides(self._callbacks, "before_sending_data")
+        self._on_error = overrides(self._callbacks, "on_send_error")
+        self._async = cfg.producer_type == "async"
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self._stats_lock = threading.Lock()
+        self._sync_sent = [0, 0]  # messages, calls
+        self._sync_failed = [0, 0]
+        self._sync_first_error: BaseException | None = None
+        number = next(_ids)
+        label = cfg.client_id or str(number)
+        self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
+        try:
+            self._loop.call(self._open_core)
+        except BaseException:
+            self._loop.close()
+            raise
+        self._queue: MessageQueue | None = None
+        self._thread: ProducerSendThread | None = None
+        if self._async:
+            self._queue = MessageQueue(cfg.queue_buffering_max_messages)
+            self._thread = ProducerSendThread(
+                self._queue,
+                self._send_batch,
+                callback_handler=self._callbacks,
+                batch_num_messages=cfg.batch_num_messages,
+                queue_time_ms=cfg.queue_buffering_max_ms,
+                name=f"kclient-producer-{label}-send",
+            )
+            self._thread.start()
+
+    async def _open_core(self) -> None:
+        await self._core.open(self._loop.nursery)
+
+    def _send_batch(self, batch: list) -> None:
+        # The ProducerSendThread's one crossing into trio per batch.
+        self._loop.call(self._core.send_batch, batch)
+
+    @property
+    def producer_type(self) -> str:
+        """``"sync"`` or ``"async"`` (``producer.type``)."""
+        return self.config.producer_type
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def trio_producer(self) -> TrioProducer:
+        """The TrioProducer running on this producer's loop thread."""
+        return self._core
+
+    def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
+        """Send one :class:`ProducerData` or a list of them.
+
+        sync: returns once acknowledged; raises
+        :class:`~kclient.errors.FailedToSendMessageError` (cause chained,
+        topic-partitions named, ``lost_messages`` attribute) on a
+        non-retriable error or when retries ran out.
+
+        async: returns once queued; raises
+        :class:`~kclient.errors.QueueFullError` when the queue stayed full
+        for ``queue.enqueue.timeout.ms`` (its ``not_enqueued`` attribute
+        lists the ProducerData that were not queued; the ones before them
+        were). Send errors surface later through the log, the
+        CallbackHandler's ``on_send_error``, :meth:`statistics` and
+        :meth:`close`.
+
+        Both: :class:`~kclient.errors.InvalidTopicError` for an illegal topic
+        name (nothing is sent or queued), :class:`ProducerClosedError` after
+        :meth:`close`.
+        """
+        if self._closed:
+            raise ProducerClosedError("send() called after the producer was closed")
+        events = self._core.prepare(data_or_list)
+        if self._async:
+            self._enqueue(events)
+            return
+        if self._before_send:
+            events = list(self._callbacks.before_sending_data(events) or ())
+        try:
+            self._loop.call(self._core.send_batch, events)
+        except Exception as exc:
+            lost = getattr(exc, "lost_messages", None)
+            with self._stats_lock:
+                n = sum(len(d.messages) for d in events)
+                lost = n if lost is None else lost
+                self._sync_failed[0] += lost
+                self._sync_failed[1] += 1
+                self._sync_sent[0] += n - lost
+                if self._sync_first_error is None:
+                    self._sync_first_error = exc
+            if self._on_error:
+                self._callbacks.on_send_error(events, exc)
+            if isinstance(exc, KafkaError) and "event loop is closed" in str(exc) and self._closed:
+                raise ProducerClosedError("the producer was closed during send()") from exc
+            raise
+        with self._stats_lock:
+            self._sync_sent[0] += sum(len(d.messages) for d in events)
+            self._sync_sent[1] += 1
+
+    def _enqueue(self, events: list) -> None:
+        queue = self._queue
+        assert queue is not None
+        timeout = self.config.queue_enqueue_timeout_ms
+        now = _now_ms()
+        if not (self._before_enqueue or self._after_enqueue):
+            stamped = [d if d.timestamp_ms is not None else d._stamped(now) for d in events]
+            done = queue.put_many(stamped, timeout)
+            if done < len(stamped):
+                raise self._queue_full(stamped[done:], len(stamped), timeout)
+            return
+        callbacks = self._callbacks
+        for i, d in enumerate(events):
+            if self._before_enqueue:
+                d = callbacks.before_enqueue(d)
+                if d is None:
+                    continue
+            if d.timestamp_ms is None:
+                d = d._stamped(now)
+            added = queue.put(d, len(d.messages), timeout)
+            if self._after_enqueue:
+                callbacks.after_enqueue(d, added)
+            if not added:
+                raise self._queue_full([d, *events[i + 1 :]], len(events), timeout)
+
+    def _queue_full(self, rest: list, total: int, timeout: int) -> QueueFullError:
+        n_messages = sum(len(d.messages) for d in rest)
+        topics = ", ".join(sorted({d.topic for d in rest})[:5])
+        waited = "did not wait (queue.enqueue.timeout.ms=0)" if timeout == 0 else f"waited queue.enqueue.timeout.ms={timeout} ms"
+        exc = QueueFullError(
+            f"the async producer's queue is full (queue.buffering.max.messages={self.config.queue_buffering_max_messages}); "
+            f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued"
+        )
+        exc.not_enqueued = rest  # type: ignore[attr-defined]
+        return exc
+
+    def flush(self, timeout_ms: int | None = None) -> None:
+        """Async mode: send everything queued now, ignoring the batch
+        thresholds, and wait until it was sent or failed. ``timeout_ms``:
+        None waits as long as it takes; raises
+        :class:`~kclient.errors.KafkaTimeoutError` when it runs out. Sync
+        mode: nothing to do."""
+        if self._queue is None:
+            return
+        if self._thread is not None and threading.current_thread() is self._thread:
+            raise KafkaError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
+        if not self._queue.flush(None if timeout_ms is None else timeout_ms / 1000):
+            raise KafkaTimeoutError(f"flush() did not finish within {timeout_ms} ms")
+
+    def statistics(self) -> ProducerStatistics:
+        """Counters of what was sent and lost so far (see
+        :class:`ProducerStatistics`)."""
+        if self._thread is not None and self._queue is not None:
+            s = self._thread.statistics()
+            return ProducerStatistics(
+                "async",
+                self._queue.statistics().queued_messages,
+                s.sent_messages,
+                s.sent_batches,
+                s.failed_messages,
+                s.failed_batches,
+                s.first_error,
+            )
+        with self._stats_lock:
+            return ProducerStatistics(
+                "sync", 0, self._sync_sent[0], self._sync_sent[1], self._sync_failed[0], self._sync_failed[1], self._sync_first_error
+            )
+
+    def close(self) -> None:
+        """Send everything queued (async), stop the send thread, call the
+        CallbackHandler's ``close``, close the connections and stop the trio
+        loop thread. Idempotent.
+
+        Raises :class:`~kclient.errors.FailedToSendMessageError` (the first
+        send error chained) if any async send failed since the producer
+        started, naming how many messages were lost. Sends from other
+        threads that are blocked on a full queue get
+        :class:`ProducerClosedError`.
+        """
+        if self._thread is not None and threading.current_thread() is self._thread:
+            raise KafkaError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            if self._queue is not None and self._thread is not None:
+                self._queue.close()
+                self._thread.join()
+            try:
+                self._callbacks.close()
+            finally:
+                try:
+                    self._loop.call(self._core.aclose)
+                finally:
+                    self._loop.close()
+        finally:
+            log.debug("producer closed: %s", self.statistics())
+        if self._thread is not None:
+            stats = self._thread.statistics()
+            if stats.failed_messages or stats.failed_batches:
+                exc = FailedToSendMessageError(
+                    f"{stats.failed_messages} message(s) in {stats.failed_batches} batch(es) could not be sent by the "
+                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}"
+                )
+                exc.lost_messages = stats.failed_messages  # type: ignore[attr-defined]
+                raise exc from stats.first_error
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Producer {self.config.producer_type} {state} {self.config.metadata_broker_list}>"

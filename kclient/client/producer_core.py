@@ -1,0 +1,256 @@
+"""The producer's trio core: :class:`TrioProducer`.
+
+Trio applications use it directly::
+
+    async with TrioProducer({"metadata.broker.list": "127.0.0.1:9092"}) as p:
+        await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
+
+``send`` returns once the broker acknowledged the records per
+``request.required.acks`` (the sync mode of seed 000 section 5.1), retrying
+retriable errors. The blocking :class:`kclient.Producer` runs one TrioProducer
+on a trio loop in a background thread (:class:`kclient.sync.LoopThread`) and
+adds the async mode's queue and ProducerSendThread in front of it.
+
+The TrioProducer owns the plug-ins named by the config (loaded with
+:func:`kclient.plugins.load_plugin`, each given ``config=`` if its
+constructor takes it): the value Encoder (``serializer.class``), the key
+Encoder (``key.serializer.class``), the Partitioner (``partitioner.class``),
+the EventHandler (``event.handler``, default
+:class:`~kclient.client.event_handler.DefaultEventHandler`) and the
+CallbackHandler (``callback.handler``), and a
+:class:`~kclient.client.cluster.Cluster` (metadata cache and one connection
+per broker) opened in a nursery.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import trio
+
+from kclient.client.callback_handler import CallbackHandler, overrides
+from kclient.client.cluster import Cluster
+from kclient.client.event_handler import DefaultEventHandler, EventHandler, ProducerContext, settings_from_config
+from kclient.config import ProducerConfig
+from kclient.errors import InvalidTopicError, ProducerClosedError
+from kclient.plugins import load_plugin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.producer import ProducerData
+
+log = logging.getLogger(__name__)
+
+#: Kafka's legal topic names (``org.apache.kafka.common.internals.Topic``):
+#: 1-249 characters from ASCII letters, digits, ``.``, ``_`` and ``-``, and
+#: not ``.`` or ``..``.
+TOPIC_PATTERN = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+MAX_TOPIC_LENGTH = 249
+
+
+def check_topic(topic: Any) -> None:
+    """Raise :class:`~kclient.errors.InvalidTopicError` (Kafka error 17,
+    INVALID_TOPIC_EXCEPTION) unless ``topic`` is a legal Kafka topic name."""
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic must be a str, not {type(topic).__name__} ({topic!r})")
+    if topic in (".", "..") or not TOPIC_PATTERN.fullmatch(topic):
+        why = (
+            "it is empty"
+            if not topic
+            else f"it is longer than {MAX_TOPIC_LENGTH} characters"
+            if len(topic) > MAX_TOPIC_LENGTH
+            else "'.' and '..' are reserved"
+            if topic in (".", "..")
+            else "legal characters are ASCII letters, digits, '.', '_' and '-'"
+        )
+        raise InvalidTopicError(f"invalid topic name {topic!r}: {why}")
+
+
+def as_config(config: "ProducerConfig | Mapping[str, Any] | str") -> ProducerConfig:
+    """A :class:`ProducerConfig` from itself, a mapping of Kafka property
+    names, or a ``.properties`` path. Raises :class:`~kclient.errors.ConfigError`."""
+    return ProducerConfig.from_properties(config)
+
+
+class TrioProducer:
+    """A producer for trio code: ``async with TrioProducer(config) as p``.
+
+    ``config``: a :class:`~kclient.config.ProducerConfig`, a mapping of Kafka
+    property names, or a ``.properties`` path (``producer.type`` and the
+    queue settings are ignored here: every ``send`` is sent at once).
+    ``event_handler`` / ``callback_handler`` override the config's
+    ``event.handler`` / ``callback.handler`` (instance, class or dotted path).
+
+    Plug-ins are loaded in the constructor, so a bad class path raises
+    :class:`~kclient.errors.ConfigError` there. No connection is made until
+    the first send. To run it inside an existing nursery instead of
+    ``async with``, call ``await p.open(nursery)`` and later
+    ``await p.aclose()``.
+    """
+
+    def __init__(
+        self,
+        config: "ProducerConfig | Mapping[str, Any] | str",
+        *,
+        event_handler: Any = None,
+        callback_handler: Any = None,
+    ) -> None:
+        from kclient.client.encoder import Encoder
+        from kclient.client.partitioner import Partitioner
+
+        cfg = as_config(config)
+        self.config = cfg
+        self.settings = settings_from_config(cfg)
+        self.encoder = load_plugin(cfg.serializer_class, Encoder, property_name="serializer.class", config=cfg)
+        if cfg.key_serializer_class is cfg.serializer_class or cfg.key_serializer_class == cfg.serializer_class:
+            self.key_encoder = self.encoder
+        else:
+            self.key_encoder = load_plugin(cfg.key_serializer_class, Encoder, property_name="key.serializer.class", config=cfg)
+        self.partitioner = load_plugin(cfg.partitioner_class, Partitioner, property_name="partitioner.class", config=cfg)
+        handler = event_handler if event_handler is not None else cfg.event_handler
+        self.event_handler: EventHandler = load_plugin(
+            handler if handler is not None else DefaultEventHandler, EventHandler, property_name="event.handler", config=cfg
+        )
+        callbacks = callback_handler if callback_handler is not None else cfg.callback_handler
+        self.callback_handler: CallbackHandler = load_plugin(
+            callbacks if callbacks is not None else CallbackHandler, CallbackHandler, property_name="callback.handler", config=cfg
+        )
+        self._before_send = overrides(self.callback_handler, "before_sending_data")
+        self._on_error = overrides(self.callback_handler, "on_send_error")
+        self._cluster: Cluster | None = None
+        self._nursery_manager: Any = None
+        self._closed = False
+        self._valid_topics: set[str] = set()
+        if cfg.enable_idempotence:
+            log.warning("enable.idempotence=true: the producer does not number batches yet; retries may duplicate records")
+
+    @property
+    def cluster(self) -> Cluster:
+        """The :class:`Cluster` (metadata cache, connections); after ``open``."""
+        if self._cluster is None:
+            raise ProducerClosedError("the producer is not open")
+        return self._cluster
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        """Create the Cluster in ``nursery`` (its connection readers live
+        there) and open the EventHandler. Connects lazily, on first send."""
+        cfg = self.config
+        refresh = cfg.topic_metadata_refresh_interval_ms
+        self._cluster = Cluster(
+            nursery,
+            cfg.metadata_broker_list,
+            client_id=cfg.client_id or "kclient-producer",
+            # The broker may take request.timeout.ms to gather acks; give the
+            # response a little longer to arrive before giving up on it.
+            request_timeout_ms=cfg.request_timeout_ms + 1000,
+            retry_backoff_ms=max(1, cfg.retry_backoff_ms),
+            metadata_max_age_ms=refresh if refresh >= 0 else 2**62,
+        )
+        context = ProducerContext(
+            config=cfg,
+            settings=self.settings,
+            cluster=self._cluster,
+            encoder=self.encoder,
+            key_encoder=self.key_encoder,
+            partitioner=self.partitioner,
+        )
+        await self.event_handler.open(context)
+
+    async def __aenter__(self) -> "TrioProducer":
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        try:
+            await self.open(nursery)
+        except BaseException as exc:
+            manager, self._nursery_manager = self._nursery_manager, None
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        manager, self._nursery_manager = self._nursery_manager, None
+        try:
+            await self.aclose()
+        except BaseException as exc:
+            if manager is not None:
+                await manager.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if manager is not None:
+            return await manager.__aexit__(*exc_info)
+        return None
+
+    def prepare(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[ProducerData]":
+        """Normalize ``send``'s argument to a list of ProducerData and check
+        every topic name (raises :class:`~kclient.errors.InvalidTopicError`,
+        or TypeError for something that is not ProducerData). Plain function,
+        safe from any thread."""
+        if hasattr(data_or_list, "messages") and hasattr(data_or_list, "topic"):
+            events = [data_or_list]
+        elif isinstance(data_or_list, list):
+            events = data_or_list
+        else:
+            try:
+                events = list(data_or_list)  # type: ignore[arg-type]
+            except TypeError:
+                raise TypeError(f"send() takes a ProducerData or a list of them, not {type(data_or_list).__name__}") from None
+        valid = self._valid_topics
+        for d in events:
+            try:
+                topic = d.topic
+            except AttributeError:
+                raise TypeError(f"send() takes ProducerData items, not {type(d).__name__}") from None
+            if topic not in valid:
+                check_topic(topic)
+                valid.add(topic)
+        return events
+
+    async def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
+        """Send one ProducerData or a list of them and wait for the
+        acknowledgements (request.required.acks; with 0, until written).
+
+        Calls the CallbackHandler's ``before_sending_data`` first and its
+        ``on_send_error`` on failure (both on this task). Raises
+        :class:`~kclient.errors.InvalidTopicError` for an illegal topic name,
+        :class:`~kclient.errors.FailedToSendMessageError` when records could
+        not be written (after ``message.send.max.retries`` retries for
+        retriable errors), :class:`~kclient.errors.ProducerClosedError` after
+        ``aclose``.
+        """
+        if self._closed or self._cluster is None:
+            raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
+        events = self.prepare(data_or_list)
+        if self._before_send:
+            events = list(self.callback_handler.before_sending_data(events) or ())
+        try:
+            await self.send_batch(events)
+        except Exception as exc:
+            if self._on_error:
+                self.callback_handler.on_send_error(events, exc)
+            raise
+
+    async def send_batch(self, events: "list[ProducerData]") -> None:
+        """Hand ``events`` (already prepared, hooks already run) to the
+        EventHandler; the blocking Producer's path into trio. Raises as
+        :meth:`send` does."""
+        if self._closed or self._cluster is None:
+            raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
+        if events:
+            await self.event_handler.handle(events)
+
+    async def aclose(self) -> None:
+        """Close the EventHandler and every broker connection. Sends after
+        this raise :class:`~kclient.errors.ProducerClosedError`."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.event_handler.aclose()
+        finally:
+            if self._cluster is not None:
+                with trio.CancelScope(shield=True):
+                    await self._cluster.aclose()

@@ -1,0 +1,694 @@
+"""The bundled broker over loopback: raw frames built with
+kclient.protocol.connection.ClientConnection, answered by a real broker
+subprocess (kclient.testing.BrokerProcess)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import trio
+
+from kclient.broker.handlers import SUPPORTED_VERSIONS
+from kclient.protocol.connection import ClientConnection, Response, encode_unsupported_api_versions
+from kclient.protocol.messages import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
+from kclient.protocol.records import build_batch, iter_record_set, scan_batches
+from kclient.testing import BrokerProcess
+
+from conftest import BROKER_PARTITIONS
+
+VECTORS = Path("/work/shared/vectors/first_requests.json")
+if not VECTORS.exists():  # a copy kept next to the tests
+    VECTORS = Path(__file__).parent / "vectors" / "first_requests.json"
+
+TIMEOUT = 15  # seconds any single exchange may take before the test fails
+
+
+class RawClient:
+    """One loopback connection speaking raw Kafka frames."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.conn = ClientConnection(client_id="test-broker")
+
+    @classmethod
+    async def connect(cls, broker: BrokerProcess) -> RawClient:
+        return cls(await trio.open_tcp_stream(broker.host, broker.port))
+
+    async def send(self, api, version: int, body: dict, *, expect_response: bool = True) -> int:
+        correlation_id, data = self.conn.send(api, version, body, expect_response=expect_response)
+        await self.stream.send_all(data)
+        return correlation_id
+
+    async def receive(self) -> Response:
+        with trio.fail_after(TIMEOUT):
+            while True:
+                response = self.conn.next_response()
+                if response is not None:
+                    return response
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    raise ConnectionError("broker closed the connection")
+                self.conn.receive_data(data)
+
+    async def request(self, api, version: int, body: dict) -> dict:
+        await self.send(api, version, body)
+        response = await self.receive()
+        assert response.version == version
+        return response.body
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def receive_raw_frame(self) -> bytes:
+        buf = b""
+        with trio.fail_after(TIMEOUT):
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    raise ConnectionError("broker closed the connection")
+                buf += data
+        return buf
+
+    async def closed_by_broker(self) -> bool:
+        """True once the broker closes the connection (EOF or reset)."""
+        with trio.fail_after(TIMEOUT):
+            try:
+                while await self.stream.receive_some(65536):
+                    pass
+            except trio.BrokenResourceError:
+                pass
+        return True
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+async def connect(broker) -> RawClient:
+    return await RawClient.connect(broker)
+
+
+def records(n: int, *, prefix: str = "r", ts: int = 1_700_000_000_000) -> list[tuple]:
+    return [(f"k{i}".encode(), f"{prefix}{i}".encode() * 3, ts + i) for i in range(n)]
+
+
+async def produce(client: RawClient, topic: str, partition: int, batch: bytes, *, acks: int = 1, version: int = 8) -> dict:
+    body = await client.request(
+        PRODUCE,
+        version,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+        },
+    )
+    (t,) = body["responses"]
+    (p,) = t["partition_responses"]
+    return p
+
+
+def fetch_body(topic: str, partitions, *, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50_000_000, partition_max_bytes: int = 10_000_000) -> dict:
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": p, "fetch_offset": off, "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}
+                    for p, off in partitions
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+async def fetch(client: RawClient, topic: str, partition: int, offset: int, *, version: int = 11, **kw) -> dict:
+    body = await client.request(FETCH, version, fetch_body(topic, [(partition, offset)], **kw))
+    (t,) = body["responses"]
+    (p,) = t["partitions"]
+    return p
+
+
+async def metadata(client: RawClient, topics, *, version: int = 8, allow_auto: bool = True) -> dict:
+    if topics is None:
+        # "All topics" is a null array (v1+). The schema writes [] for None,
+        # so patch the encoded empty array (int32 0) into a null one (-1).
+        assert 1 <= version <= 3
+        _, data = client.conn.send(METADATA, version, {"topics": []})
+        assert data.endswith(b"\x00\x00\x00\x00")
+        await client.send_raw(data[:-4] + b"\xff\xff\xff\xff")
+        return (await client.receive()).body
+    return await client.request(
+        METADATA,
+        version,
+        {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto,
+        },
+    )
+
+
+async def list_offsets(client: RawClient, topic: str, partition: int, timestamp: int, *, version: int = 1, max_num_offsets: int = 1) -> dict:
+    body = await client.request(
+        LIST_OFFSETS,
+        version,
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp, "max_num_offsets": max_num_offsets}],
+                }
+            ],
+        },
+    )
+    return body["topics"][0]["partitions"][0]
+
+
+def with_base_offset(batch: bytes, base_offset: int) -> bytes:
+    return struct.pack(">q", base_offset) + batch[8:]
+
+
+async def create(client: RawClient, topic: str) -> None:
+    body = await metadata(client, [topic])
+    assert body["topics"][0]["error_code"] == 0
+
+
+# ---------------------------------------------------------------- ApiVersions
+
+
+EXPECTED_VERSIONS = {0: (0, 8), 1: (4, 11), 2: (0, 5), 3: (0, 8), 18: (0, 3), 22: (0, 1)}
+
+
+def test_advertised_table_matches_protocol_notes():
+    assert SUPPORTED_VERSIONS == EXPECTED_VERSIONS
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+async def test_api_versions(broker, version):
+    client = await connect(broker)
+    body = await client.request(
+        API_VERSIONS, version, {"client_software_name": "kclient-tests", "client_software_version": "0.1"}
+    )
+    assert body["error_code"] == 0
+    got = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert got == EXPECTED_VERSIONS
+    if version >= 1:
+        assert body["throttle_time_ms"] == 0
+    await client.aclose()
+
+
+@pytest.mark.parametrize("vector", json.loads(VECTORS.read_text()), ids=lambda v: v["client"].split()[0])
+async def test_first_requests_of_real_clients(broker, vector):
+    """The exact first frame each real client sends gets an answer it can
+    use: v3 natively, v4 with the KIP-511 reply (header v0, v0 body,
+    error 35, the supported ranges including ApiVersions 0-3)."""
+    client = await connect(broker)
+    await client.send_raw(bytes.fromhex(vector["hex"]))
+    frame = await client.receive_raw_frame()
+    (size, correlation_id) = struct.unpack(">ii", frame[:8])
+    assert size == len(frame) - 4
+    assert correlation_id == vector["correlation_id"]
+    if vector["api_version"] <= 3:
+        body = API_VERSIONS.response(vector["api_version"]).decode(frame[8:])
+        assert body["error_code"] == 0
+        got = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+        assert got == EXPECTED_VERSIONS
+    else:
+        expected = encode_unsupported_api_versions(
+            vector["correlation_id"], [(k, lo, hi) for k, (lo, hi) in sorted(EXPECTED_VERSIONS.items())]
+        )
+        assert frame == expected
+        body = API_VERSIONS.response(0).decode(frame[8:])
+        assert body["error_code"] == 35
+        assert {"api_key": 18, "min_version": 0, "max_version": 3} in body["api_keys"]
+    # The connection stays usable: the client retries with a version we have.
+    body = await client.request(API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert body["error_code"] == 0
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- Metadata
+
+
+@pytest.mark.parametrize("version", range(0, 9))
+async def test_metadata_auto_creates_topic(broker, topic, version):
+    client = await connect(broker)
+    body = await metadata(client, [topic], version=version)
+    (broker_entry,) = body["brokers"]
+    assert (broker_entry["host"], broker_entry["port"]) == (broker.host, broker.port)
+    (t,) = body["topics"]
+    assert t["name"] == topic and t["error_code"] == 0
+    assert [p["partition_index"] for p in t["partitions"]] == list(range(BROKER_PARTITIONS))
+    for p in t["partitions"]:
+        assert p["error_code"] == 0
+        assert p["leader_id"] == broker_entry["node_id"]
+        assert p["replica_nodes"] == [broker_entry["node_id"]] == p["isr_nodes"]
+        if version >= 7:
+            assert p["leader_epoch"] == 0
+    if version >= 1:
+        assert body["controller_id"] == broker_entry["node_id"]
+    if version >= 2:
+        assert isinstance(body["cluster_id"], str) and len(body["cluster_id"]) == 22
+    # Asking again gives the same answer (no second creation, stable epoch).
+    again = await metadata(client, [topic], version=version)
+    assert again["topics"] == body["topics"]
+    await client.aclose()
+
+
+async def test_metadata_all_topics_and_no_auto_create(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    everything = await metadata(client, None, version=1)
+    assert topic in {t["name"] for t in everything["topics"]}
+    v0_all = await metadata(client, [], version=0)
+    assert topic in {t["name"] for t in v0_all["topics"]}
+    none = await metadata(client, [], version=1)
+    assert none["topics"] == []
+    missing = await metadata(client, [topic + "-absent"], version=4, allow_auto=False)
+    assert missing["topics"][0]["error_code"] == 3
+    assert missing["topics"][0]["partitions"] == []
+    bad = await metadata(client, ["no/slashes"], version=4)
+    assert bad["topics"][0]["error_code"] == 17
+    assert (await metadata(client, [], version=2))["cluster_id"] == (await metadata(client, None, version=3))["cluster_id"]
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- Produce / Fetch
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+async def test_produce_then_fetch_exact_bytes(broker, topic, acks):
+    client = await connect(broker)
+    await create(client, topic)
+    batch1 = build_batch(records(3))
+    batch2 = build_batch(records(2, prefix="second"), base_offset=77)  # the broker reassigns it
+    r1 = await produce(client, topic, 0, batch1, acks=acks)
+    assert (r1["error_code"], r1["base_offset"], r1["log_start_offset"]) == (0, 0, 0)
+    r2 = await produce(client, topic, 0, batch2, acks=acks)
+    assert (r2["error_code"], r2["base_offset"]) == (0, 3)
+    for version in (4, 7, 11):
+        p = await fetch(client, topic, 0, 0, version=version)
+        assert p["error_code"] == 0
+        assert p["high_watermark"] == 5
+        assert p["last_stable_offset"] == 5
+        assert bytes(p["records"]) == batch1 + with_base_offset(batch2, 3)
+        if version >= 5:
+            assert p["log_start_offset"] == 0
+        assert p["aborted_transactions"] == []
+    # Fetching from an offset inside the second batch returns that batch.
+    p = await fetch(client, topic, 0, 4)
+    assert bytes(p["records"]) == with_base_offset(batch2, 3)
+    # The other partition stayed empty.
+    p = await fetch(client, topic, 1, 0)
+    assert (p["error_code"], p["high_watermark"], bytes(p["records"])) == (0, 0, b"")
+    await client.aclose()
+
+
+async def test_produce_acks_0_sends_no_response(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    batch = build_batch(records(4))
+    await client.send(
+        PRODUCE,
+        7,
+        {
+            "transactional_id": None,
+            "acks": 0,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+        expect_response=False,
+    )
+    # The next response on the connection answers the next request: had the
+    # broker answered the produce, ClientConnection would see a correlation
+    # id mismatch.
+    p = await list_offsets(client, topic, 0, -1)
+    assert (p["error_code"], p["offset"]) == (0, 4)
+    f = await fetch(client, topic, 0, 0)
+    assert bytes(f["records"]) == batch
+    await client.aclose()
+
+
+async def test_produce_auto_creates_topic_and_unknown_partition(broker, topic):
+    client = await connect(broker)
+    r = await produce(client, topic, 1, build_batch(records(1)))
+    assert (r["error_code"], r["base_offset"]) == (0, 0)
+    r = await produce(client, topic, 99, build_batch(records(1)))
+    assert r["error_code"] == 3
+    await client.aclose()
+
+
+async def test_produce_v2_and_bad_acks_are_rejected(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    r = await produce(client, topic, 0, build_batch(records(1)), version=2)
+    assert r["error_code"] == 35
+    r = await produce(client, topic, 0, build_batch(records(1)), acks=2)
+    assert r["error_code"] == 21
+    p = await list_offsets(client, topic, 0, -1)
+    assert p["offset"] == 0  # nothing was written
+    await client.aclose()
+
+
+async def test_init_producer_id_hands_out_increasing_ids(broker):
+    client = await connect(broker)
+    ids = []
+    for version in (0, 1, 1):
+        body = await client.request(INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        assert body["error_code"] == 0 and body["producer_epoch"] == 0
+        ids.append(body["producer_id"])
+    assert ids == sorted(set(ids))
+    # An idempotent batch carrying that producer id is accepted as is.
+    topic = f"idempotent-{ids[0]}"
+    await create(client, topic)
+    batch = build_batch(records(2), producer_id=ids[0], producer_epoch=0, base_sequence=0)
+    r = await produce(client, topic, 0, batch)
+    assert r["error_code"] == 0
+    assert bytes((await fetch(client, topic, 0, 0))["records"]) == batch
+    await client.aclose()
+
+
+async def test_fetch_long_poll_wakes_on_append(broker, topic):
+    consumer = await connect(broker)
+    producer = await connect(broker)
+    await create(consumer, topic)
+    batch = build_batch(records(2))
+    result = {}
+
+    async def long_poll():
+        result["p"] = await fetch(consumer, topic, 0, 0, max_wait_ms=TIMEOUT * 1000 - 3000, min_bytes=1)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_poll)
+        await trio.sleep(0.3)  # let the fetch park on the broker
+        assert "p" not in result
+        r = await produce(producer, topic, 0, batch)
+        assert r["error_code"] == 0
+    p = result["p"]
+    assert p["error_code"] == 0
+    assert bytes(p["records"]) == batch
+    await consumer.aclose()
+    await producer.aclose()
+
+
+async def test_fetch_long_poll_times_out_empty(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    p = await fetch(client, topic, 0, 0, max_wait_ms=100, min_bytes=1)
+    assert (p["error_code"], bytes(p["records"]), p["high_watermark"]) == (0, b"", 0)
+    await client.aclose()
+
+
+async def test_fetch_size_limits(broker, topic):
+    """partition_max_bytes and max_bytes cap the answer, except that the
+    first batch of the first non-empty partition comes whole (KIP-74)."""
+    client = await connect(broker)
+    await create(client, topic)
+    batches = [build_batch([(None, bytes([i]) * 1000, 1000 + i)]) for i in range(3)]
+    for b in batches:
+        assert (await produce(client, topic, 0, b))["error_code"] == 0
+    await produce(client, topic, 1, batches[0])
+    size = len(batches[0])
+    # Smaller than one batch: the first batch anyway.
+    p = await fetch(client, topic, 0, 0, partition_max_bytes=10)
+    assert bytes(p["records"]) == batches[0]
+    # Two and a half batches: two whole ones plus a cut one the reader drops.
+    p = await fetch(client, topic, 0, 0, partition_max_bytes=size * 2 + size // 2)
+    data = bytes(p["records"])
+    assert len(data) == size * 2 + size // 2
+    assert [i.base_offset for i in scan_batches(data)] == [0, 1]
+    assert [r.value for r in iter_record_set(data)] == [bytes([0]) * 1000, bytes([1]) * 1000]
+    # Request max_bytes: the first partition uses it all, the second gets nothing.
+    body = await client.request(FETCH, 11, fetch_body(topic, [(0, 0), (1, 0)], max_bytes=size))
+    p0, p1 = body["responses"][0]["partitions"]
+    assert bytes(p0["records"]) == batches[0]
+    assert bytes(p1["records"]) == b"" and p1["high_watermark"] == 1
+    # max_bytes below one batch: still the first batch (KIP-74), nothing more.
+    body = await client.request(FETCH, 11, fetch_body(topic, [(1, 0), (0, 0)], max_bytes=5))
+    p1, p0 = body["responses"][0]["partitions"]
+    assert bytes(p1["records"]) == batches[0]
+    assert bytes(p0["records"]) == b""
+    await client.aclose()
+
+
+async def test_fetch_errors(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    await produce(client, topic, 0, build_batch(records(3)))
+    for offset in (4, 1000, -1):
+        p = await fetch(client, topic, 0, offset)
+        assert p["error_code"] == 1, offset
+        assert p["high_watermark"] == 3
+    p = await fetch(client, topic, 0, 3)  # the log end: empty, no error
+    assert (p["error_code"], bytes(p["records"])) == (0, b"")
+    p = await fetch(client, topic + "-absent", 0, 0, max_wait_ms=5000, min_bytes=1)
+    assert p["error_code"] == 3
+    p = await fetch(client, topic, 7, 0)
+    assert p["error_code"] == 3
+    await client.aclose()
+
+
+async def test_fetch_sessions_are_not_kept(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    body = fetch_body(topic, [(0, 0)])
+    body["session_epoch"] = 0  # ask for a new session
+    answer = await client.request(FETCH, 7, body)
+    assert (answer["error_code"], answer["session_id"]) == (0, 0)
+    body["session_id"], body["session_epoch"] = 12345, 3  # an incremental fetch
+    answer = await client.request(FETCH, 7, body)
+    assert answer["error_code"] == 70
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- ListOffsets
+
+
+async def test_list_offsets(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    empty = await list_offsets(client, topic, 0, -1, version=0, max_num_offsets=10)
+    assert (empty["error_code"], empty["old_style_offsets"]) == (0, [0])
+    await produce(client, topic, 0, build_batch([(b"a", b"1", 1000), (b"b", b"2", 1500)]))
+    await produce(client, topic, 0, build_batch([(b"c", b"3", 2000)]))
+    v0 = await list_offsets(client, topic, 0, -1, version=0, max_num_offsets=10)
+    assert v0["old_style_offsets"] == [3, 0]
+    assert (await list_offsets(client, topic, 0, -1, version=0, max_num_offsets=1))["old_style_offsets"] == [3]
+    assert (await list_offsets(client, topic, 0, -2, version=0, max_num_offsets=10))["old_style_offsets"] == [0]
+    for version in (1, 2, 3, 4, 5):
+        latest = await list_offsets(client, topic, 0, -1, version=version)
+        earliest = await list_offsets(client, topic, 0, -2, version=version)
+        assert (latest["error_code"], latest["offset"], latest["timestamp"]) == (0, 3, -1)
+        assert (earliest["error_code"], earliest["offset"], earliest["timestamp"]) == (0, 0, -1)
+        if version >= 4:
+            assert latest["leader_epoch"] == 0
+    by_time = await list_offsets(client, topic, 0, 1800)
+    assert (by_time["offset"], by_time["timestamp"]) == (2, 2000)
+    # The first record with a timestamp at or after the one asked for.
+    by_time = await list_offsets(client, topic, 0, 1200)
+    assert (by_time["offset"], by_time["timestamp"]) == (1, 1500)
+    by_time = await list_offsets(client, topic, 0, 0)
+    assert (by_time["offset"], by_time["timestamp"]) == (0, 1000)
+    future = await list_offsets(client, topic, 0, 10**13)
+    assert (future["error_code"], future["offset"], future["timestamp"]) == (0, -1, -1)
+    unknown = await list_offsets(client, topic + "-absent", 0, -1)
+    assert unknown["error_code"] == 3
+    unknown0 = await list_offsets(client, topic, 9, -1, version=0)
+    assert unknown0["error_code"] == 3
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- validation
+
+
+async def test_corrupt_batch_rejected_and_earlier_data_intact(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    good = build_batch(records(3))
+    assert (await produce(client, topic, 0, good))["error_code"] == 0
+    bad = bytearray(build_batch(records(2, prefix="bad")))
+    bad[-3] ^= 0x01  # flip a bit in the last record's value
+    assert (await produce(client, topic, 0, bytes(bad)))["error_code"] == 2
+    # A good batch followed by a corrupt one: nothing of the set is written.
+    assert (await produce(client, topic, 0, good + bytes(bad)))["error_code"] == 2
+    # A partial batch at the end.
+    assert (await produce(client, topic, 0, good + good[:30]))["error_code"] == 2
+    # Not a v2 batch at all.
+    wrong_magic = bytearray(good)
+    wrong_magic[16] = 1
+    assert (await produce(client, topic, 0, bytes(wrong_magic)))["error_code"] in (2, 87)
+    assert (await produce(client, topic, 0, b""))["error_code"] == 87
+    p = await fetch(client, topic, 0, 0)
+    assert p["high_watermark"] == 3
+    assert bytes(p["records"]) == good
+    # Several good batches in one set are accepted, offsets assigned in turn.
+    r = await produce(client, topic, 0, good + good)
+    assert (r["error_code"], r["base_offset"]) == (0, 3)
+    assert (await list_offsets(client, topic, 0, -1))["offset"] == 9
+    await client.aclose()
+
+
+@pytest.fixture(scope="module")
+def strict_broker():
+    """A broker with small limits and no topic auto-creation."""
+    with BrokerProcess(
+        properties={
+            "message.max.bytes": 2000,
+            "socket.request.max.bytes": 100_000,
+            "auto.create.topics.enable": False,
+            "num.partitions": 1,
+        }
+    ) as proc:
+        yield proc
+
+
+async def test_no_auto_create(strict_broker):
+    client = await connect(strict_broker)
+    body = await metadata(client, ["strict"], version=8)
+    assert body["topics"][0]["error_code"] == 3
+    r = await produce(client, "strict", 0, build_batch(records(1)))
+    assert r["error_code"] == 3
+    await client.aclose()
+
+
+async def test_message_too_large(tmp_path):
+    log_dir = tmp_path / "logs"
+    with BrokerProcess(log_dir=log_dir, properties={"message.max.bytes": 2000}) as b:
+        client = await connect(b)
+        await create(client, "big")
+        small = build_batch([(None, b"x" * 100, 1)])
+        big = build_batch([(None, b"y" * 3000, 2)])
+        assert len(big) > 2000
+        assert (await produce(client, "big", 0, small))["error_code"] == 0
+        assert (await produce(client, "big", 0, big))["error_code"] == 10
+        p = await fetch(client, "big", 0, 0)
+        assert (p["high_watermark"], bytes(p["records"])) == (1, small)
+        await client.aclose()
+
+
+# ---------------------------------------------------------------- robustness
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+GARBAGE = {
+    "negative-size": b"\xff\xff\xff\xfe" + b"junk",
+    "huge-size": struct.pack(">i", 200_000) + b"\x00" * 64,
+    "truncated-header": _frame(b"\x00\x03\x00"),
+    "short-client-id": _frame(struct.pack(">hhih", 3, 1, 7, 40) + b"abc"),
+    "unknown-api-key": _frame(struct.pack(">hhih", 999, 0, 7, -1)),
+    "unsupported-fetch-version": _frame(struct.pack(">hhih", 1, 0, 7, -1) + b"\x00" * 40),
+    "undecodable-metadata": _frame(struct.pack(">hhih", 3, 1, 7, -1) + struct.pack(">i", 1_000_000)),
+    "trailing-bytes": _frame(struct.pack(">hhih", 3, 1, 7, -1) + struct.pack(">i", 0) + b"extra"),
+    "random": _frame(bytes(range(7, 107))),
+    "empty-frame": _frame(b""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GARBAGE))
+async def test_garbage_does_not_kill_the_broker(strict_broker, name):
+    victim = await connect(strict_broker)
+    await victim.send_raw(GARBAGE[name])
+    assert await victim.closed_by_broker()
+    await victim.aclose()
+
+    after = await connect(strict_broker)
+    body = await after.request(API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert body["error_code"] == 0
+    await after.aclose()
+
+
+@pytest.mark.parametrize("name", sorted(GARBAGE))
+async def test_data_survives_garbage(broker, topic, name):
+    client = await connect(broker)
+    await create(client, topic)
+    batch = build_batch(records(5))
+    assert (await produce(client, topic, 0, batch))["error_code"] == 0
+    victim = await connect(broker)
+    payload = GARBAGE[name]
+    if name == "huge-size":  # the session broker allows 100 MB frames
+        payload = b"\x7f\xff\xff\xff" + b"\x00" * 64
+    await victim.send_raw(payload)
+    assert await victim.closed_by_broker()
+    await victim.aclose()
+    # The first connection still works and the data reads back intact.
+    assert bytes((await fetch(client, topic, 0, 0))["records"]) == batch
+    fresh = await connect(broker)
+    assert bytes((await fetch(fresh, topic, 0, 0))["records"]) == batch
+    await fresh.aclose()
+    await client.aclose()
+
+
+async def test_pipelined_requests_are_answered_in_order(broker, topic):
+    client = await connect(broker)
+    await create(client, topic)
+    batches = [build_batch(records(1, prefix=f"p{i}")) for i in range(20)]
+    wire = b""
+    for b in batches:
+        _, data = client.conn.send(
+            PRODUCE,
+            8,
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": b}]}],
+            },
+        )
+        wire += data
+        _, data = client.conn.send(METADATA, 1, {"topics": []})
+        wire += data
+    await client.send_raw(wire)  # everything in one write
+    offsets = []
+    for _ in batches:
+        r = await client.receive()
+        offsets.append(r.body["responses"][0]["partition_responses"][0]["base_offset"])
+        m = await client.receive()
+        assert m.api is METADATA
+    assert offsets == list(range(20))
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- restart
+
+
+async def test_restart_keeps_data_and_cluster_id(tmp_path):
+    proc = BrokerProcess(log_dir=tmp_path / "logs")
+    try:
+        proc.start()
+        client = await connect(proc)
+        first = await metadata(client, ["durable"])
+        batch = build_batch(records(4))
+        assert (await produce(client, "durable", 0, batch))["error_code"] == 0
+        await client.aclose()
+        assert proc.stop() == 0
+        assert (tmp_path / "logs" / "meta.properties").exists()
+        assert (tmp_path / "logs" / "durable-0" / f"{0:020d}.log").exists()
+
+        proc.start()
+        client = await connect(proc)
+        second = await metadata(client, ["durable"])
+        assert second["cluster_id"] == first["cluster_id"]
+        assert bytes((await fetch(client, "durable", 0, 0))["records"]) == batch
+        r = await produce(client, "durable", 0, batch)
+        assert r["base_offset"] == 4
+        await client.aclose()
+    finally:
+        proc.cleanup()

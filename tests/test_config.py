@@ -1,0 +1,530 @@
+"""Configs from Kafka property names, files and overrides; plug-in loading."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import kclient
+from kclient.client.encoder import DefaultEncoder, Encoder, StringDecoder, StringEncoder
+from kclient.client.partitioner import DefaultPartitioner, Partitioner
+from kclient.config import (
+    BrokerConfig,
+    ConsumerConfig,
+    ProducerConfig,
+    load_properties,
+    parse_overrides,
+)
+from kclient.errors import ConfigError
+from kclient.plugins import load_plugin, resolve_dotted
+
+BROKERS = {"metadata.broker.list": "localhost:9092"}
+
+
+def producer(**props: Any) -> ProducerConfig:
+    return ProducerConfig.from_properties({**BROKERS, **props})
+
+
+# -- ProducerConfig ------------------------------------------------------------
+
+
+def test_producer_defaults() -> None:
+    c = producer()
+    assert c.metadata_broker_list == (("localhost", 9092),)
+    assert c.producer_type == "sync" and not c.is_async
+    assert c.request_required_acks == 1  # kclient's deliberate default
+    assert c.request_timeout_ms == 10000
+    assert c.serializer_class == "kclient.DefaultEncoder"
+    assert c.key_serializer_class == "kclient.DefaultEncoder"
+    assert c.partitioner_class == "kclient.DefaultPartitioner"
+    assert c.compression_codec == "none" and c.compressed_topics == ()
+    assert c.message_send_max_retries == 3 and c.retry_backoff_ms == 100
+    assert c.topic_metadata_refresh_interval_ms == 600000
+    assert c.client_id == ""
+    assert c.queue_buffering_max_ms == 5000
+    assert c.queue_buffering_max_messages == 10000
+    assert c.queue_enqueue_timeout_ms == -1
+    assert c.batch_num_messages == 200
+    assert c.send_buffer_bytes == 102400
+    assert c.event_handler is None and c.callback_handler is None
+    assert c.enable_idempotence is False
+    assert c.max_request_size == 1048576
+
+
+def test_dotted_names_and_snake_case_build_the_same_config() -> None:
+    props = {
+        "metadata.broker.list": "h1:9092, h2:9093,[::1]:9094",
+        "producer.type": "async",
+        "request.required.acks": "-1",
+        "request.timeout.ms": "2500",
+        "compression.codec": "gzip",
+        "compressed.topics": "a, b",
+        "client.id": "demo",
+        "batch.num.messages": "50",
+        "enable.idempotence": "true",
+    }
+    from_props = ProducerConfig.from_properties(props)
+    direct = ProducerConfig(
+        metadata_broker_list=[("h1", 9092), "h2:9093", ("::1", 9094)],
+        producer_type="async",
+        request_required_acks=-1,
+        request_timeout_ms=2500,
+        compression_codec="gzip",
+        compressed_topics=["a", "b"],
+        client_id="demo",
+        batch_num_messages=50,
+        enable_idempotence=True,
+    )
+    assert from_props == direct
+    assert direct.metadata_broker_list == (("h1", 9092), ("h2", 9093), ("::1", 9094))
+    assert direct.is_async and direct.enable_idempotence
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical", "attribute", "value", "stored"),
+    [
+        ("queue.time", "queue.buffering.max.ms", "queue_buffering_max_ms", "250", 250),
+        ("queue.size", "queue.buffering.max.messages", "queue_buffering_max_messages", "500", 500),
+        ("queue.enqueueTimeout.ms", "queue.enqueue.timeout.ms", "queue_enqueue_timeout_ms", "0", 0),
+        ("batch.size", "batch.num.messages", "batch_num_messages", "20", 20),
+        ("acks", "request.required.acks", "request_required_acks", "all", -1),
+        ("compression.type", "compression.codec", "compression_codec", "lz4", "lz4"),
+    ],
+)
+def test_07_and_new_client_aliases_map_to_the_same_field(
+    alias: str, canonical: str, attribute: str, value: str, stored: Any
+) -> None:
+    via_alias = producer(**{alias: value})
+    via_name = producer(**{canonical: value})
+    assert getattr(via_alias, attribute) == getattr(via_name, attribute) == stored
+    assert via_alias == via_name
+
+
+def test_bootstrap_servers_is_an_alias() -> None:
+    c = ProducerConfig.from_properties({"bootstrap.servers": "k:1"})
+    assert c.metadata_broker_list == (("k", 1),)
+
+
+def test_canonical_name_wins_over_alias(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = producer(**{"queue.time": "1", "queue.buffering.max.ms": "2"})
+    assert c.queue_buffering_max_ms == 2
+    assert "queue.time" in caplog.text
+
+
+def test_typed_values_are_accepted() -> None:
+    c = producer(**{"request.required.acks": 0, "enable.idempotence": False, "compression.codec": 2})
+    assert c.request_required_acks == 0 and c.compression_codec == "snappy"
+    assert producer(**{"compression.codec": "4"}).compression_codec == "zstd"
+    assert producer(**{"compression.codec": "GZIP"}).compression_codec == "gzip"
+
+
+def test_key_serializer_defaults_to_serializer() -> None:
+    c = producer(**{"serializer.class": "kclient.StringEncoder"})
+    assert c.key_serializer_class == "kclient.StringEncoder"
+    c = producer(**{"serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.DefaultEncoder"})
+    assert c.key_serializer_class == "kclient.DefaultEncoder"
+    assert ProducerConfig(metadata_broker_list="h:1", key_serializer_class=None).key_serializer_class == (
+        "kclient.DefaultEncoder"
+    )
+
+
+def test_plugins_are_stored_as_given() -> None:
+    enc = StringEncoder()
+    c = producer(**{"serializer.class": enc, "partitioner.class": DefaultPartitioner})
+    assert c.serializer_class is enc and c.key_serializer_class is enc
+    assert c.partitioner_class is DefaultPartitioner
+
+
+def test_codec_for_topic() -> None:
+    assert producer().codec_for("t") == "none"
+    assert producer(**{"compression.codec": "gzip"}).codec_for("t") == "gzip"
+    c = producer(**{"compression.codec": "gzip", "compressed.topics": "a,b"})
+    assert (c.codec_for("a"), c.codec_for("x")) == ("gzip", "none")
+
+
+def test_round_trip_and_changes() -> None:
+    c = producer(**{"producer.type": "async", "queue.size": "1000"})
+    assert ProducerConfig.from_properties(c.as_properties()) == c
+    assert ProducerConfig.from_properties(c) is c
+    d = c.with_properties({"queue.time": "5"})
+    assert d.queue_buffering_max_ms == 5 and d.queue_buffering_max_messages == 1000
+    assert attrs.evolve(c, producer_type="sync") == c.with_properties({"producer.type": "sync"})
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        c.client_id = "x"  # type: ignore[misc]
+
+
+def test_table_knows_kafka_names() -> None:
+    table = ProducerConfig.properties()
+    assert table["queue_buffering_max_ms"].name == "queue.buffering.max.ms"
+    assert "queue.time" in table["queue_buffering_max_ms"].aliases
+    assert table["metadata_broker_list"].aliases == ("bootstrap.servers",)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("producer.type", "asynchronous"),  # bad enum
+        ("producer.type", 1),  # wrong type
+        ("request.required.acks", "2"),  # out of range
+        ("request.required.acks", "one"),  # not a number
+        ("request.timeout.ms", "0"),
+        ("request.timeout.ms", "10s"),
+        ("request.timeout.ms", 1.5),
+        ("request.timeout.ms", True),
+        ("compression.codec", "brotli"),
+        ("compression.codec", 7),
+        ("message.send.max.retries", "-1"),
+        ("queue.enqueue.timeout.ms", "-2"),
+        ("queue.enqueueTimeout.ms", "-5"),  # an alias: both spellings are named
+        ("queue.buffering.max.messages", "0"),
+        ("batch.num.messages", "0"),
+        ("enable.idempotence", "yes"),
+        ("serializer.class", "not a path!"),
+        ("serializer.class", ""),
+        ("partitioner.class", None),
+        ("serializer.encoding", "no-such-codec"),
+        ("metadata.broker.list", "localhost"),
+        ("metadata.broker.list", "localhost:http"),
+        ("metadata.broker.list", "localhost:70000"),
+        ("metadata.broker.list", ""),
+        ("client.id", 42),
+    ],
+)
+def test_bad_producer_value_names_key_and_value(key: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig.from_properties({**BROKERS, key: value})
+    message = str(info.value)
+    canonical = next(
+        s.name for s in ProducerConfig.properties().values() if key == s.name or key in s.aliases
+    )
+    assert canonical in message and key in message
+    if value not in ("", None):
+        assert str(value) in message or repr(value) in message
+
+
+def test_bad_value_through_snake_case_constructor() -> None:
+    with pytest.raises(ConfigError, match="queue.buffering.max.ms"):
+        ProducerConfig(metadata_broker_list="h:1", queue_buffering_max_ms=-3)
+
+
+def test_missing_required_property() -> None:
+    with pytest.raises(ConfigError, match="metadata.broker.list"):
+        ProducerConfig.from_properties({})
+    with pytest.raises(ConfigError, match="metadata.broker.list"):
+        ProducerConfig()
+
+
+def test_cross_field_checks() -> None:
+    with pytest.raises(ConfigError, match="batch.num.messages"):
+        producer(**{"producer.type": "async", "batch.num.messages": "500", "queue.buffering.max.messages": "100"})
+    # Only async mode queues, so sync mode does not care.
+    producer(**{"batch.num.messages": "500", "queue.buffering.max.messages": "100"})
+    with pytest.raises(ConfigError, match="request.required.acks"):
+        producer(**{"enable.idempotence": "true"})
+    assert producer(**{"enable.idempotence": "true", "acks": "all"}).enable_idempotence
+
+
+def test_unknown_key_warns_and_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = producer(**{"no.such.setting": "1"})
+    assert c == producer()
+    assert "'no.such.setting' is not a known config" in caplog.text
+    assert caplog.records[0].levelno == logging.WARNING
+
+
+def test_non_mapping_source() -> None:
+    with pytest.raises(ConfigError):
+        ProducerConfig.from_properties(42)  # type: ignore[arg-type]
+
+
+# -- files and overrides ---------------------------------------------------------
+
+SERVER_PROPERTIES = """\
+# A server.properties as Kafka ships it, trimmed.
+broker.id=3
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+listeners=PLAINTEXT://127.0.0.1:19092
+log.dirs={logs}/a,{logs}/b
+num.partitions = 4
+log.segment.bytes: 1048576
+auto.create.topics.enable=false
+message.max.bytes=2000000
+socket.request.max.bytes=\\
+  209715200
+zookeeper.connect=localhost:2181
+"""
+
+
+@pytest.fixture
+def server_properties(tmp_path: Path) -> Path:
+    path = tmp_path / "server.properties"
+    path.write_text(SERVER_PROPERTIES.format(logs=tmp_path / "logs"), encoding="utf-8")
+    return path
+
+
+def test_broker_from_file(server_properties: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = BrokerConfig.from_file(server_properties)
+    assert caplog.text == ""  # stock Kafka keys are known (and ignored) quietly
+    assert c.broker_id == 3
+    assert c.listeners == (("PLAINTEXT", "127.0.0.1", 19092),)
+    assert (c.listen_host, c.listen_port) == ("127.0.0.1", 19092)
+    assert (c.advertised_host, c.advertised_port) == ("127.0.0.1", 19092)
+    assert c.log_dirs == (str(tmp_path / "logs" / "a"), str(tmp_path / "logs" / "b"))
+    assert c.num_partitions == 4
+    assert c.log_segment_bytes == 1048576
+    assert c.auto_create_topics_enable is False
+    assert c.message_max_bytes == 2000000
+    assert c.socket_request_max_bytes == 209715200
+    assert c.zookeeper_connect == "localhost:2181"
+
+
+def test_broker_overrides_like_kafka_server_start(server_properties: Path) -> None:
+    c = BrokerConfig.from_file(
+        server_properties,
+        ["broker.id=7", "listeners=PLAINTEXT://:0", "num.partitions = 8", "log.dirs=/data/x=y"],
+    )
+    assert c.broker_id == 7
+    assert (c.listen_host, c.listen_port) == ("0.0.0.0", 0)
+    assert (c.advertised_host, c.advertised_port) == ("127.0.0.1", 0)
+    assert c.num_partitions == 8
+    assert c.log_dirs == ("/data/x=y",)  # split on the first '=' only
+    assert c.log_segment_bytes == 1048576  # untouched by overrides
+
+
+def test_bad_overrides_and_files(server_properties: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="key=value"):
+        BrokerConfig.from_file(server_properties, ["broker.id"])
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["=3"])
+    with pytest.raises(ConfigError, match="num.partitions"):
+        BrokerConfig.from_file(server_properties, ["num.partitions=0"])
+    with pytest.raises(ConfigError, match="missing.properties"):
+        BrokerConfig.from_file(tmp_path / "missing.properties")
+    assert parse_overrides(["a=1", "a=2", " b = x "]) == {"a": "2", "b": "x"}
+
+
+def test_load_properties_handles_java_syntax(tmp_path: Path) -> None:
+    path = tmp_path / "p.properties"
+    path.write_bytes(b"! comment\na=1\nb : two\nc three\nd=caf\\u00e9\ne=x\\\n   y\n")
+    assert load_properties(path) == {"a": "1", "b": "two", "c": "three", "d": "caf\u00e9", "e": "xy"}
+    latin = tmp_path / "latin.properties"
+    latin.write_bytes("name=caf\u00e9\n".encode("iso-8859-1"))
+    assert load_properties(latin) == {"name": "caf\u00e9"}
+
+
+def test_producer_from_properties_path(tmp_path: Path) -> None:
+    path = tmp_path / "producer.properties"
+    path.write_text("metadata.broker.list=a:1\nproducer.type=async\nqueue.size=42\nbatch.size=42\n")
+    c = ProducerConfig.from_properties(path)
+    assert c.is_async and c.queue_buffering_max_messages == 42 and c.batch_num_messages == 42
+    assert ProducerConfig.from_properties(str(path)) == c
+
+
+# -- BrokerConfig ------------------------------------------------------------------
+
+
+def test_broker_defaults() -> None:
+    c = BrokerConfig()
+    assert c.broker_id == 0 and c.port == 9092 and c.host_name == ""
+    assert c.log_dirs == ("/tmp/kafka-logs",)
+    assert c.num_partitions == 1
+    assert c.log_segment_bytes == 1073741824
+    assert c.log_index_interval_bytes == 4096
+    assert c.auto_create_topics_enable is True
+    assert c.message_max_bytes == 1048588
+    assert c.socket_request_max_bytes == 104857600
+    assert (c.listen_host, c.listen_port) == ("0.0.0.0", 9092)
+    assert (c.advertised_host, c.advertised_port) == ("127.0.0.1", 9092)
+
+
+def test_broker_addresses() -> None:
+    c = BrokerConfig.from_properties({"host.name": "10.0.0.5", "port": "9999"})
+    assert (c.listen_host, c.listen_port, c.advertised_host, c.advertised_port) == ("10.0.0.5", 9999, "10.0.0.5", 9999)
+    c = BrokerConfig.from_properties(
+        {"port": "1", "listeners": "PLAINTEXT://0.0.0.0:9093", "advertised.host.name": "kafka.example", "advertised.port": "19093"}
+    )
+    assert (c.listen_host, c.listen_port, c.advertised_host, c.advertised_port) == (
+        "0.0.0.0", 9093, "kafka.example", 19093
+    )
+    assert c.advertised_port_number == 19093
+    c = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://[::1]:9092,CONTROLLER://:9093", "advertised.listeners": "PLAINTEXT://ext:1234"}
+    )
+    assert c.listeners == (("PLAINTEXT", "::1", 9092), ("CONTROLLER", "", 9093))
+    assert (c.listen_host, c.advertised_host, c.advertised_port) == ("::1", "ext", 1234)
+
+
+def test_broker_aliases_and_precedence() -> None:
+    assert BrokerConfig.from_properties({"log.dir": "/x"}).log_dirs == ("/x",)
+    assert BrokerConfig.from_properties({"log.dir": "/x", "log.dirs": "/y,/z"}).log_dirs == ("/y", "/z")
+    assert BrokerConfig.from_properties({"node.id": "5"}).broker_id == 5
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("broker.id", "-1"),
+        ("broker.id", "x"),
+        ("port", "65536"),
+        ("port", "-1"),
+        ("listeners", "127.0.0.1:9092"),
+        ("listeners", "SSL://:9093"),
+        ("num.partitions", "0"),
+        ("log.segment.bytes", "10"),
+        ("log.dirs", " , "),
+        ("auto.create.topics.enable", "maybe"),
+        ("message.max.bytes", "-1"),
+        ("socket.request.max.bytes", "0"),
+        ("advertised.port", "99999"),
+    ],
+)
+def test_bad_broker_value_names_key_and_value(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_properties({key: value})
+    assert key in str(info.value) and value.strip(" ,") in str(info.value)
+
+
+# -- ConsumerConfig ------------------------------------------------------------------
+
+
+def test_consumer_defaults_follow_kafka_08() -> None:
+    c = ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:2181/kafka"})
+    assert c.client_id == "g" and c.consumer_id is None
+    assert c.socket_timeout_ms == 30000 and c.fetch_message_max_bytes == 1048576
+    assert c.auto_commit_enable and c.auto_commit_interval_ms == 60000
+    assert c.queued_max_message_chunks == 2 and c.rebalance_max_retries == 4
+    assert c.fetch_min_bytes == 1 and c.fetch_wait_max_ms == 100
+    assert c.auto_offset_reset == "largest" and c.consumer_timeout_ms == -1
+    assert c.offsets_storage == "zookeeper" and c.partition_assignment_strategy == "range"
+    assert c.zookeeper_session_timeout_ms == 6000 and c.zookeeper_sync_time_ms == 2000
+    assert c.with_properties({"auto.offset.reset": "earliest"}).auto_offset_reset == "smallest"
+
+
+def test_consumer_validation() -> None:
+    with pytest.raises(ConfigError, match="group.id"):
+        ConsumerConfig.from_properties({"zookeeper.connect": "zk:2181"})
+    base = {"group.id": "g", "zookeeper.connect": "zk:2181"}
+    with pytest.raises(ConfigError, match="auto.offset.reset"):
+        ConsumerConfig.from_properties({**base, "auto.offset.reset": "middle"})
+    with pytest.raises(ConfigError, match="socket.timeout.ms"):
+        ConsumerConfig.from_properties({**base, "socket.timeout.ms": "50", "fetch.wait.max.ms": "100"})
+
+
+# -- plug-ins --------------------------------------------------------------------------
+
+
+class UpperEncoder(Encoder):
+    """A custom encoder, loadable by its dotted path."""
+
+    def to_message(self, value: Any) -> bytes | None:
+        return None if value is None else str(value).upper().encode()
+
+
+class NeedsArgument(Encoder):
+    def __init__(self, required: int) -> None:
+        self.required = required
+
+    def to_message(self, value: Any) -> bytes | None:
+        return b""
+
+
+def test_load_plugin_by_dotted_path() -> None:
+    enc = load_plugin(f"{__name__}.UpperEncoder", Encoder)
+    assert isinstance(enc, UpperEncoder) and enc.to_message("a") == b"A"
+    assert isinstance(load_plugin("kclient.client.partitioner.DefaultPartitioner", Partitioner), DefaultPartitioner)
+    assert resolve_dotted("kclient.client.encoder.StringEncoder.to_message") is StringEncoder.to_message
+
+
+def test_load_plugin_defaults_from_the_package_namespace() -> None:
+    if getattr(kclient, "__file__", None) is None:
+        pytest.skip("kclient/__init__.py is not written yet")
+    c = producer()
+    assert isinstance(load_plugin(c.serializer_class, Encoder), DefaultEncoder)
+    assert isinstance(load_plugin(c.partitioner_class, Partitioner), DefaultPartitioner)
+
+
+def test_load_plugin_by_class_and_instance() -> None:
+    p = DefaultPartitioner(rng=random.Random(1))
+    assert load_plugin(p, Partitioner) is p
+    assert isinstance(load_plugin(DefaultPartitioner, Partitioner), DefaultPartitioner)
+
+
+def test_load_plugin_passes_only_accepted_kwargs() -> None:
+    config = producer(**{"serializer.encoding": "utf-16-le"})
+    enc = load_plugin(StringEncoder, Encoder, config=config)
+    assert enc.to_message("é") == "é".encode("utf-16-le")
+    assert isinstance(load_plugin(UpperEncoder, Encoder, config=config), UpperEncoder)
+    assert StringDecoder(config=config).from_bytes(enc.to_message("hé")) == "hé"
+
+
+def test_duck_typed_plugin_is_accepted() -> None:
+    class Duck:
+        def to_message(self, value: Any) -> bytes | None:
+            return b"quack"
+
+    assert load_plugin(Duck, Encoder).to_message(1) == b"quack"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("no_such_module_xyz.Encoder", "no module named 'no_such_module_xyz'"),
+        ("kclient.client.encoder.NoSuchEncoder", "has no attribute 'NoSuchEncoder'"),
+        ("kclient.client.partitioner.DefaultPartitioner", "is not a subclass"),
+        ("kclient.client.encoder.__doc__", "is not a"),
+        ("not a path", "not a dotted path"),
+        (f"{__name__}.NeedsArgument", "Cannot instantiate NeedsArgument"),
+        (42, "is not a"),
+    ],
+)
+def test_load_plugin_failures_are_config_errors(value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match="serializer.class") as info:
+        load_plugin(value, Encoder, property_name="serializer.class")
+    assert message in str(info.value)
+
+
+def test_import_error_inside_plugin_module_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_plugin_mod.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="importing broken_plugin_mod failed") as info:
+        load_plugin("broken_plugin_mod.Encoder", Encoder)
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+# -- encoders ------------------------------------------------------------------------------
+
+
+def test_default_encoder() -> None:
+    enc = DefaultEncoder()
+    data = b"abc"
+    assert enc.to_message(data) is data
+    buf = bytearray(b"xy")
+    out = enc.to_message(buf)
+    buf[0] = 0
+    assert out == b"xy" and type(out) is bytes
+    assert enc.to_message(memoryview(b"mv")) == b"mv"
+    assert enc.to_message(None) is None
+    with pytest.raises(TypeError, match="StringEncoder"):
+        enc.to_message("text")
+    with pytest.raises(TypeError, match="int"):
+        enc.to_message(5)
+
+
+def test_string_encoder() -> None:
+    assert StringEncoder().to_message("héllo") == "héllo".encode()
+    assert StringEncoder("latin-1").to_message("é") == b"\xe9"
+    assert StringEncoder().to_message(None) is None
+    assert StringEncoder().to_message(b"raw") == b"raw"
+    with pytest.raises(TypeError):
+        StringEncoder().to_message(3.5)
+    with pytest.raises(LookupError):
+        StringEncoder("no-such-codec")

@@ -1,0 +1,271 @@
+"""Real peer clients against the bundled broker: kafka-python 3.x (idempotent
+producer by default) and confluent-kafka (librdkafka) each produce to it and
+consume back with assign(), and each consumes what the other produced.
+Every loop has a deadline; record contents are compared exactly."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import pytest
+
+from kclient.protocol.connection import ClientConnection
+from kclient.protocol.messages import FETCH
+from kclient.protocol.records import iter_record_set, scan_batches
+from kclient.protocol.records.v2 import read_header
+
+pytestmark = pytest.mark.interop
+
+kafka = pytest.importorskip("kafka")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+N = 250
+DEADLINE = 30.0  # seconds for a whole produce or consume phase
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def make_records(n: int = N, tag: str = "") -> list[tuple[bytes, bytes, tuple]]:
+    """(key, value, headers) with repeating keys, a null key now and then
+    and a header on every record."""
+    out = []
+    for i in range(n):
+        key = None if i % 41 == 40 else f"key-{i % 17}".encode()
+        value = f'{{"i": {i}, "tag": "{tag}", "pad": "{"x" * (i % 50)}"}}'.encode()
+        out.append((key, value, (("seq", str(i).encode()),)))
+    return out
+
+
+# ---------------------------------------------------------------- kafka-python
+
+
+def kp_produce(bootstrap: str, topic: str, records, *, compression: str = "none") -> list:
+    """Produce with kafka-python's KafkaProducer (idempotent by default);
+    returns the RecordMetadata of each record, in order."""
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if compression == "none" else compression,
+        request_timeout_ms=10000,
+        linger_ms=5,
+    )
+    try:
+        futures = [producer.send(topic, key=k, value=v, headers=list(h)) for k, v, h in records]
+        producer.flush(timeout=DEADLINE)
+        return [f.get(timeout=DEADLINE) for f in futures]
+    finally:
+        producer.close(timeout=10)
+
+
+def kp_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
+    """Read ``n`` records from every partition of ``topic`` from the
+    beginning with kafka-python (assign + seek_to_beginning, no group).
+    Returns (partition, offset, key, value, headers) tuples."""
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10000)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        partitions = None
+        while not partitions and time.monotonic() < deadline:
+            partitions = consumer.partitions_for_topic(topic)
+        assert partitions, f"kafka-python sees no partitions for {topic}"
+        tps = [kafka.TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        got: list[tuple] = []
+        while len(got) < n and time.monotonic() < deadline:
+            for tp, batch in consumer.poll(timeout_ms=500).items():
+                for r in batch:
+                    got.append((tp.partition, r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers)))
+        return got
+    finally:
+        consumer.close()
+
+
+# ---------------------------------------------------------------- confluent-kafka
+
+
+def ck_produce(bootstrap: str, topic: str, records, *, compression: str = "none") -> list[tuple[int, int]]:
+    """Produce with confluent-kafka; returns (partition, offset) per record,
+    in order. Fails on any delivery error."""
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": compression,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
+    results: dict[int, tuple[int, int]] = {}
+    errors = []
+
+    def delivered(i):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                results[i] = (msg.partition(), msg.offset())
+
+        return callback
+
+    for i, (k, v, h) in enumerate(records):
+        producer.produce(topic, key=k, value=v, headers=list(h), on_delivery=delivered(i))
+        producer.poll(0)
+    left = producer.flush(DEADLINE)
+    assert left == 0, f"{left} records not delivered"
+    assert not errors, errors
+    return [results[i] for i in range(len(records))]
+
+
+def ck_consume(bootstrap: str, topic: str, partitions: list[int], n: int) -> list[tuple]:
+    """Read ``n`` records of ``topic`` from offset 0 of every partition with
+    confluent-kafka (assign with explicit offsets; group.id is required by
+    the client but no group protocol is used and nothing is committed).
+    Returns (partition, offset, key, value, headers) tuples."""
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"interop-{topic}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+        got: list[tuple] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(got) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())))
+        return got
+    finally:
+        consumer.close()
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check(records, placed: list[tuple[int, int]], got: list[tuple], num_partitions: int) -> None:
+    """Every produced record read back once, with its key, value and
+    headers, at the partition and offset the producer was told; offsets in
+    each partition are 0..count-1; equal keys share a partition."""
+    assert len(got) == len(records), f"read {len(got)} of {len(records)} records"
+    by_position = {(p, o): (k, v, h) for p, o, k, v, h in got}
+    assert len(by_position) == len(got), "a record was read twice"
+    for (k, v, h), (p, o) in zip(records, placed):
+        assert by_position[(p, o)] == (k, v, h)
+    per_partition = collections.defaultdict(list)
+    for p, o, *_ in got:
+        per_partition[p].append(o)
+    for p, offsets in per_partition.items():
+        assert 0 <= p < num_partitions
+        assert sorted(offsets) == list(range(len(offsets)))
+    key_home = {}
+    for (k, _, _), (p, _) in zip(records, placed):
+        if k is not None:
+            assert key_home.setdefault(k, p) == p, f"key {k!r} went to two partitions"
+
+
+def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
+    """The v2 batch headers stored for a partition, read with kclient's own
+    protocol layer over a plain socket."""
+    import socket
+
+    host, port = bootstrap.rsplit(":", 1)
+    conn = ClientConnection(client_id="interop-check")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        _, data = conn.send(
+            FETCH,
+            4,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": 50_000_000,
+                "isolation_level": 0,
+                "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0, "partition_max_bytes": 50_000_000}]}],
+            },
+        )
+        sock.sendall(data)
+        response = None
+        while response is None:
+            chunk = sock.recv(1 << 20)
+            assert chunk, "broker closed the connection"
+            conn.receive_data(chunk)
+            response = conn.next_response()
+    records = bytes(response.body["responses"][0]["partitions"][0]["records"])
+    return [read_header(records, info.position) for info in scan_batches(records)], list(iter_record_set(records))
+
+
+# ---------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_kafka_python_round_trip(broker, topic, compression):
+    from conftest import BROKER_PARTITIONS
+
+    records = make_records(tag=compression)
+    meta = kp_produce(broker.bootstrap, topic, records, compression=compression)
+    placed = [(m.partition, m.offset) for m in meta]
+    got = kp_consume(broker.bootstrap, topic, len(records))
+    check(records, placed, got, BROKER_PARTITIONS)
+    # The idempotent producer's batches carry its producer id and sequences.
+    headers, stored = raw_batches(broker.bootstrap, topic, placed[0][0])
+    assert headers and all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)
+    assert [r.offset for r in stored] == list(range(len(stored)))
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_confluent_round_trip(broker, topic, compression):
+    from conftest import BROKER_PARTITIONS
+
+    records = make_records(tag=compression)
+    placed = ck_produce(broker.bootstrap, topic, records, compression=compression)
+    got = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
+    check(records, placed, got, BROKER_PARTITIONS)
+
+
+def test_kafka_python_produces_confluent_consumes(broker, topic):
+    from conftest import BROKER_PARTITIONS
+
+    records = make_records(tag="kp->ck")
+    placed = [(m.partition, m.offset) for m in kp_produce(broker.bootstrap, topic, records, compression="gzip")]
+    got = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
+    check(records, placed, got, BROKER_PARTITIONS)
+
+
+def test_confluent_produces_kafka_python_consumes(broker, topic):
+    from conftest import BROKER_PARTITIONS
+
+    records = make_records(tag="ck->kp")
+    placed = ck_produce(broker.bootstrap, topic, records, compression="lz4")
+    got = kp_consume(broker.bootstrap, topic, len(records))
+    check(records, placed, got, BROKER_PARTITIONS)
+
+
+def test_consumers_wait_for_late_records(broker, topic):
+    """Both consumers start on an empty topic (Fetch long polls) and get
+    records produced afterwards by the other client."""
+    import threading
+
+    from conftest import BROKER_PARTITIONS
+
+    records = make_records(40, tag="late")
+    kp_produce(broker.bootstrap, topic, records[:1])  # create the topic
+    results: dict[str, list] = {}
+
+    def consume_ck():
+        results["ck"] = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
+
+    thread = threading.Thread(target=consume_ck)
+    thread.start()
+    try:
+        time.sleep(1.0)
+        ck_produce(broker.bootstrap, topic, records[1:])
+    finally:
+        thread.join(DEADLINE + 10)
+    assert not thread.is_alive()
+    got = results["ck"]
+    assert collections.Counter((k, v, h) for _, _, k, v, h in got) == collections.Counter(records)

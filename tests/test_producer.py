@@ -1,0 +1,599 @@
+"""The Producer (sync and async), TrioProducer, EventHandler and
+CallbackHandler against a real bundled broker subprocess.
+
+Every test reads what it produced back with the SimpleConsumer and checks
+exact keys, values and partitions. Flush triggers are checked by counting
+messages per batch, never by wall time; the queue is filled
+deterministically by holding the send thread on a threading.Event.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+import pytest
+import trio
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+import plugins_for_tests as plugins
+from kclient.client.callback_handler import CallbackHandler
+from kclient.client.producer import Producer, ProducerData
+from kclient.client.producer_core import TrioProducer
+from kclient.client.send_thread import MessageQueue
+from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.config import ProducerConfig
+from kclient.errors import (
+    FailedToSendMessageError,
+    InvalidTopicError,
+    KafkaConnectionError,
+    MessageSizeTooLargeError,
+    NoBrokersAvailableError,
+    ProducerClosedError,
+    QueueFullError,
+    UnknownTopicOrPartitionError,
+)
+from kclient.testing import BrokerProcess
+
+PLUGINS = plugins.__name__
+#: Partitions of auto-created topics on this module's own broker.
+PARTITIONS = 5
+
+
+@pytest.fixture(scope="module")
+def broker5():
+    """A broker whose auto-created topics get 5 partitions (so partition
+    choices are checked over more than two partitions)."""
+    with BrokerProcess(properties={"num.partitions": PARTITIONS}) as proc:
+        yield proc
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def read_partition(broker, topic, partition):
+    """Every record of ``topic``/``partition`` as (offset, key, value, timestamp)."""
+    out = []
+    with SimpleConsumer("127.0.0.1", broker.port, 10000, 1 << 20, "test-reader") as consumer:
+        offset = 0
+        while True:
+            try:
+                batch = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
+            except UnknownTopicOrPartitionError:
+                return out
+            if not batch:
+                return out
+            for m in batch:
+                out.append((m.offset, m.message.key, m.message.payload, m.message.timestamp))
+            offset = batch[-1].next_offset
+
+
+def read_topic(broker, topic, partitions):
+    """{partition: [(key, value), ...]} over ``partitions`` partitions."""
+    return {p: [(k, v) for _, k, v, _ in read_partition(broker, topic, p)] for p in range(partitions)}
+
+
+def all_records(by_partition):
+    return [kv for p in sorted(by_partition) for kv in by_partition[p]]
+
+
+def kafka_python_partition(key: bytes, n: int) -> int:
+    """What kafka-python's DefaultPartitioner picks for ``key``."""
+    return (kafka_python_murmur2(key) & 0x7FFFFFFF) % n
+
+
+def config(broker, **props):
+    base = {"metadata.broker.list": broker.bootstrap, "retry.backoff.ms": 20}
+    base.update({k.replace("_", "."): v for k, v in props.items()})
+    return base
+
+
+def async_config(broker, **props):
+    return config(broker, producer_type="async", **props)
+
+
+def producer_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("kclient-producer-")]
+
+
+# -- sync mode -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("acks", [1, -1, 0])
+def test_sync_send_lands_where_murmur2_says(broker5, topic, acks):
+    keys = [f"user-{i}".encode() for i in range(40)]
+    data = [ProducerData(topic, key=k, messages=[k + b"-a", k + b"-b"]) for k in keys]
+    with Producer(config(broker5, request_required_acks=acks)) as producer:
+        assert producer.producer_type == "sync"
+        producer.send(data)
+        producer.send(ProducerData(topic, key=b"single", messages=[b"one"]))
+        assert producer.statistics().sent_messages == 81
+    expected = {p: [] for p in range(PARTITIONS)}
+    for k in keys:
+        expected[kafka_python_partition(k, PARTITIONS)] += [(k, k + b"-a"), (k, k + b"-b")]
+    expected[kafka_python_partition(b"single", PARTITIONS)].append((b"single", b"one"))
+    deadline = time.monotonic() + 15  # acks=0: the broker may still be appending
+    while True:
+        got = read_topic(broker5, topic, PARTITIONS)
+        if got == expected or acks != 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert got == expected
+    assert len({p for p, recs in got.items() if recs}) > 1
+
+
+def test_sync_null_keys_and_values(broker, topic):
+    with Producer(config(broker)) as producer:
+        producer.send([ProducerData(topic, messages=[b"no key", None]) for _ in range(10)])
+    records = all_records(read_topic(broker, topic, 2))
+    assert sorted(records, key=repr) == sorted([(None, b"no key"), (None, None)] * 10, key=repr)
+
+
+def test_sync_timestamps_are_send_time(broker, topic):
+    before = time.time_ns() // 1_000_000
+    with Producer(config(broker)) as producer:
+        producer.send(ProducerData(topic, key=b"k", messages=[b"v"]))
+        producer.send(ProducerData(topic, key=b"k", messages=[b"w"], timestamp_ms=1_600_000_000_000))
+    after = time.time_ns() // 1_000_000
+    recs = [r for p in range(2) for r in read_partition(broker, topic, p)]
+    stamps = {v: ts for _, _, v, ts in recs}
+    assert before <= stamps[b"v"] <= after
+    assert stamps[b"w"] == 1_600_000_000_000
+
+
+def test_sync_large_send_is_split_and_stays_in_order(broker, topic):
+    # ~3 MB for one partition: more than max.request.size (1 MiB), so several
+    # batches and requests; order within the partition must hold.
+    values = [b"%06d" % i + b"x" * 20_000 for i in range(150)]
+    with Producer(config(broker, partitioner_class=f"{PLUGINS}.LastPartitioner")) as producer:
+        producer.send(ProducerData(topic, key=b"k", messages=values))
+    got = read_topic(broker, topic, 2)
+    assert got[0] == []
+    assert [v for _, v in got[1]] == values
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_sync_compressed(broker, topic, codec):
+    values = [b"compress me %d " % i * 10 for i in range(200)]
+    with Producer(config(broker, compression_codec=codec, partitioner_class=f"{PLUGINS}.LastPartitioner")) as producer:
+        producer.send(ProducerData(topic, key=b"k", messages=values))
+    assert [v for _, v in read_topic(broker, topic, 2)[1]] == values
+
+
+def test_sync_record_larger_than_max_request_size(broker, topic):
+    with Producer(config(broker, max_request_size=10_000)) as producer:
+        with pytest.raises(FailedToSendMessageError, match=topic) as info:
+            producer.send(ProducerData(topic, key=b"k", messages=[b"x" * 20_000]))
+    assert isinstance(info.value.__cause__, MessageSizeTooLargeError)
+    assert info.value.lost_messages == 1
+
+
+def test_sync_broker_rejects_too_large_batch(broker, topic):
+    # The broker's message.max.bytes is ~1 MiB; the producer allows 4 MiB.
+    with Producer(config(broker, max_request_size=4 << 20, partitioner_class=f"{PLUGINS}.LastPartitioner")) as producer:
+        with pytest.raises(FailedToSendMessageError) as info:
+            producer.send(ProducerData(topic, key=b"k", messages=[b"y" * (2 << 20)]))
+        producer.send(ProducerData(topic, key=b"k", messages=[b"small"]))
+    assert isinstance(info.value.__cause__, MessageSizeTooLargeError)
+    assert f"{topic}-1" in str(info.value)
+    assert read_topic(broker, topic, 2)[1] == [(b"k", b"small")]
+
+
+def test_custom_partitioner_and_encoders_by_class_path(broker5, topic):
+    props = config(
+        broker5,
+        partitioner_class=f"{PLUGINS}.KeyDigitPartitioner",
+        serializer_class=f"{PLUGINS}.UpperStringEncoder",
+        key_serializer_class=f"{PLUGINS}.PrefixKeyEncoder",
+    )
+    with Producer(props) as producer:
+        core = producer.trio_producer
+        assert isinstance(core.partitioner, plugins.KeyDigitPartitioner)
+        assert isinstance(core.encoder, plugins.UpperStringEncoder)
+        assert isinstance(core.key_encoder, plugins.PrefixKeyEncoder)
+        assert isinstance(core.key_encoder.config, ProducerConfig)
+        producer.send([ProducerData(topic, key=f"k{i}", messages=[f"hello {i}", f"bye {i}"]) for i in range(7)])
+    got = read_topic(broker5, topic, PARTITIONS)
+    for i in range(7):
+        assert (f"key:k{i}".encode(), f"HELLO {i}".encode()) in got[i % PARTITIONS]
+        assert (f"key:k{i}".encode(), f"BYE {i}".encode()) in got[i % PARTITIONS]
+    assert sum(len(v) for v in got.values()) == 14
+
+
+def test_partitioner_out_of_range_is_a_clear_error(broker, topic):
+    with Producer(config(broker, partitioner_class=f"{PLUGINS}.OutOfRangePartitioner")) as producer:
+        with pytest.raises(FailedToSendMessageError, match=r"OutOfRangePartitioner returned 9 .* 2 partitions"):
+            producer.send(ProducerData(topic, key=b"k", messages=[b"v"]))
+
+
+def test_bad_plugin_path_is_a_config_error(broker):
+    from kclient.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="partitioner.class"):
+        Producer(config(broker, partitioner_class=f"{PLUGINS}.NoSuchPartitioner"))
+    assert producer_threads() == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("name", ["bad topic", "", "a" * 250, "..", "tópico"])
+def test_invalid_topic_name(broker, mode, name):
+    with Producer(config(broker, producer_type=mode)) as producer:
+        with pytest.raises(InvalidTopicError, match="invalid topic name"):
+            producer.send([ProducerData("fine-topic", messages=[b"a"]), ProducerData(name, messages=[b"b"])])
+        assert producer.statistics().sent_messages == 0
+        assert producer.statistics().queued_messages == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_send_after_close(broker, topic, mode):
+    producer = Producer(config(broker, producer_type=mode))
+    producer.send(ProducerData(topic, messages=[b"a"]))
+    producer.close()
+    producer.close()  # idempotent
+    with pytest.raises(ProducerClosedError):
+        producer.send(ProducerData(topic, messages=[b"b"]))
+    assert producer_threads() == []
+    assert all_records(read_topic(broker, topic, 2)) == [(None, b"a")]
+
+
+def test_producer_data_shape():
+    d = ProducerData("t", key=b"k", messages=[b"a", b"b"])
+    assert d.messages == (b"a", b"b")
+    assert ProducerData("t", None, (b"x",)) == ProducerData("t", messages=[b"x"])
+    with pytest.raises(TypeError, match="wrap it"):
+        ProducerData("t", messages=b"not a list")
+    with pytest.raises(Exception):
+        d.topic = "u"  # frozen
+
+
+def test_sync_retries_across_a_broker_restart(topic):
+    # A broker on a fixed port, stopped while the producer is connected: the
+    # send fails over connection errors, refreshes metadata and succeeds
+    # once the broker is back on the same port and logs.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with BrokerProcess(port=port, properties={"num.partitions": 1}) as proc:
+        props = config(proc, message_send_max_retries=30, retry_backoff_ms=50)
+        with Producer(props) as producer:
+            producer.send(ProducerData(topic, messages=[b"before"]))
+            proc.stop()
+            outcome = []
+
+            def send_while_down():
+                try:
+                    producer.send(ProducerData(topic, messages=[b"after"]))
+                    outcome.append("ok")
+                except Exception as exc:  # pragma: no cover - reported below
+                    outcome.append(exc)
+
+            sender = threading.Thread(target=send_while_down, name="test-sender")
+            sender.start()
+            sender.join(0.3)  # let it fail at least once against the dead port
+            proc.start()
+            sender.join(30)
+            assert outcome == ["ok"]
+        assert [v for _, _, v, _ in read_partition(proc, topic, 0)] == [b"before", b"after"]
+
+
+def test_sync_retries_exhausted(topic):
+    with BrokerProcess(properties={"num.partitions": 1}) as proc:
+        with Producer(config(proc, message_send_max_retries=2, retry_backoff_ms=10)) as producer:
+            producer.send(ProducerData(topic, messages=[b"first"]))
+            proc.stop()
+            with pytest.raises(FailedToSendMessageError, match=f"{topic}-0") as info:
+                producer.send(ProducerData(topic, messages=[b"lost"]))
+            assert isinstance(info.value.__cause__, (KafkaConnectionError, NoBrokersAvailableError))
+            assert producer.statistics().failed_messages == 1
+
+
+# -- async mode -------------------------------------------------------------------
+
+
+def test_async_batch_num_messages_trigger(broker, topic):
+    props = async_config(
+        broker,
+        batch_num_messages=5,
+        queue_buffering_max_ms=600_000,
+        queue_buffering_max_messages=100,
+        event_handler=f"{PLUGINS}.RecordingEventHandler",
+    )
+    producer = Producer(props)
+    handler = producer.trio_producer.event_handler
+    assert isinstance(handler, plugins.RecordingEventHandler)
+    producer.send([ProducerData(topic, key=b"k", messages=[b"%d" % i]) for i in range(12)])
+    assert handler.wait_for(2)
+    assert handler.batch_sizes == [5, 5]
+    assert producer.statistics().queued_messages == 2  # waiting for 10 minutes or close()
+    producer.close()
+    assert handler.batch_sizes == [5, 5, 2]
+    got = read_topic(broker, topic, 2)
+    part = kafka_python_partition(b"k", 2)
+    assert [v for _, v in got[part]] == [b"%d" % i for i in range(12)]
+
+
+def test_async_queue_time_trigger(broker, topic):
+    handler = plugins.RecordingEventHandler()
+    props = async_config(broker, batch_num_messages=1000, queue_buffering_max_ms=20, queue_buffering_max_messages=5000)
+    with Producer(props, event_handler=handler) as producer:
+        producer.send([ProducerData(topic, messages=[b"a", b"b"]), ProducerData(topic, messages=[b"c"])])
+        assert handler.wait_for(1)
+        assert handler.batch_sizes == [3]  # sent well below batch.num.messages
+        assert producer.statistics().queued_messages == 0
+        producer.flush()
+        assert producer.statistics().sent_messages == 3
+    assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"a", b"b", b"c"]
+
+
+def _held_producer(broker, enqueue_timeout_ms):
+    """An async producer whose send thread is held in before_sending_data
+    after taking the first message; the queue (3 messages) is then filled."""
+    gate = plugins.GateCallbacks()
+    props = async_config(
+        broker,
+        batch_num_messages=1,
+        queue_buffering_max_messages=3,
+        queue_buffering_max_ms=0,
+        queue_enqueue_timeout_ms=enqueue_timeout_ms,
+        callback_handler=gate,
+    )
+    producer = Producer(props)
+    return producer, gate
+
+
+def _fill(producer, gate, topic):
+    producer.send(ProducerData(topic, messages=[b"m0"]))
+    assert gate.entered.wait(20)
+    for i in (1, 2, 3):
+        producer.send(ProducerData(topic, messages=[b"m%d" % i]))
+    assert producer.statistics().queued_messages == 3
+
+
+def test_async_queue_full_timeout_zero_raises_at_once(broker, topic):
+    producer, gate = _held_producer(broker, 0)
+    try:
+        _fill(producer, gate, topic)
+        with pytest.raises(QueueFullError, match="NOT enqueued") as info:
+            producer.send(ProducerData(topic, messages=[b"dropped"]))
+        assert [d.messages for d in info.value.not_enqueued] == [(b"dropped",)]
+        assert gate.enqueued[-1][1] is False
+        assert [added for _, added in gate.enqueued[:-1]] == [True] * 4
+    finally:
+        gate.release.set()
+        producer.close()
+    assert gate.closed
+    values = sorted(v for _, v in all_records(read_topic(broker, topic, 2)))
+    assert values == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_async_queue_full_timeout_positive_waits_then_raises(broker, topic):
+    producer, gate = _held_producer(broker, 300)
+    try:
+        _fill(producer, gate, topic)
+        start = time.monotonic()
+        with pytest.raises(QueueFullError, match="waited queue.enqueue.timeout.ms=300"):
+            producer.send(ProducerData(topic, messages=[b"dropped"]))
+        assert time.monotonic() - start >= 0.25  # it did wait (lower bound only)
+    finally:
+        gate.release.set()
+        producer.close()
+    assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_async_queue_full_timeout_positive_succeeds_when_room_appears(broker, topic):
+    producer, gate = _held_producer(broker, 30_000)
+    outcome = []
+    try:
+        _fill(producer, gate, topic)
+        sender = threading.Thread(
+            target=lambda: outcome.append(producer.send(ProducerData(topic, messages=[b"m4"])) or "ok"), name="test-sender"
+        )
+        sender.start()
+        sender.join(0.2)
+        assert sender.is_alive()  # waiting for room
+        gate.release.set()
+        sender.join(20)
+        assert outcome == ["ok"]
+    finally:
+        gate.release.set()
+        producer.close()
+    assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"m%d" % i for i in range(5)]
+
+
+def test_async_queue_full_blocks_until_room(broker, topic):
+    producer, gate = _held_producer(broker, -1)
+    outcome = []
+    try:
+        _fill(producer, gate, topic)
+        sender = threading.Thread(
+            target=lambda: outcome.append(producer.send([ProducerData(topic, messages=[b"m4"]), ProducerData(topic, messages=[b"m5"])]) or "ok"),
+            name="test-sender",
+        )
+        sender.start()
+        sender.join(0.3)
+        assert sender.is_alive() and outcome == []  # blocked on the full queue
+        gate.release.set()
+        sender.join(20)
+        assert outcome == ["ok"]
+    finally:
+        gate.release.set()
+        producer.close()
+    assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"m%d" % i for i in range(6)]
+
+
+def test_async_close_wakes_a_blocked_sender(broker, topic):
+    producer, gate = _held_producer(broker, -1)
+    outcome = []
+    try:
+        _fill(producer, gate, topic)
+
+        def send_blocked():
+            try:
+                producer.send(ProducerData(topic, messages=[b"m4"]))
+                outcome.append("ok")
+            except ProducerClosedError as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=send_blocked, name="test-sender")
+        sender.start()
+        sender.join(0.2)
+        closer = threading.Thread(target=producer.close, name="test-closer")
+        closer.start()
+        sender.join(20)
+        assert len(outcome) == 1 and isinstance(outcome[0], ProducerClosedError)
+    finally:
+        gate.release.set()
+        closer.join(20)
+    assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_async_close_flushes_everything(broker5, topic):
+    n = 5000
+    props = async_config(broker5, batch_num_messages=700, queue_buffering_max_ms=600_000, queue_buffering_max_messages=n)
+    data = [ProducerData(topic, key=b"key-%d" % (i % 37), messages=[b"value-%d" % i]) for i in range(n)]
+    producer = Producer(props)
+    for i in range(0, n, 250):
+        producer.send(data[i : i + 250])
+    producer.close()
+    stats = producer.statistics()
+    assert (stats.sent_messages, stats.failed_messages, stats.queued_messages) == (n, 0, 0)
+    got = read_topic(broker5, topic, PARTITIONS)
+    assert sum(len(v) for v in got.values()) == n
+    for d in data:
+        assert (d.key, d.messages[0]) in got[kafka_python_partition(d.key, PARTITIONS)] or False
+    # per key, order is preserved
+    for p, recs in got.items():
+        by_key = {}
+        for k, v in recs:
+            by_key.setdefault(k, []).append(int(v.split(b"-")[1]))
+        assert all(vals == sorted(vals) for vals in by_key.values())
+
+
+def test_async_flush(broker, topic):
+    props = async_config(broker, batch_num_messages=1000, queue_buffering_max_ms=600_000)
+    with Producer(props) as producer:
+        producer.send([ProducerData(topic, messages=[b"x%d" % i]) for i in range(10)])
+        producer.flush()
+        assert producer.statistics().sent_messages == 10
+        assert len(all_records(read_topic(broker, topic, 2))) == 10
+
+
+def test_async_timestamp_recorded_at_send(broker, topic):
+    producer, gate = _held_producer(broker, -1)
+    try:
+        before = time.time_ns() // 1_000_000
+        producer.send(ProducerData(topic, messages=[b"m0"]))
+        after = time.time_ns() // 1_000_000
+        assert gate.entered.wait(20)
+        time.sleep(0.05)  # the batch is sent later than send() was called
+        release_time = time.time_ns() // 1_000_000
+        gate.release.set()
+    finally:
+        gate.release.set()
+        producer.close()
+    [(_, _, _, ts)] = [r for p in range(2) for r in read_partition(broker, topic, p)]
+    assert before <= ts <= after < release_time
+
+
+def test_async_callback_hooks_and_threads(broker, topic):
+    class Hooks(plugins.GateCallbacks):
+        def before_enqueue(self, data):
+            super().before_enqueue(data)
+            return None if data.messages == (b"drop",) else data
+
+        def after_dequeuing_existing_data(self, data):
+            super().after_dequeuing_existing_data(data)
+            return [data, ProducerData(data.topic, messages=[data.messages[0] + b"-copy"])]
+
+        def last_batch_before_close(self):
+            self._note("last_batch_before_close")
+            return [ProducerData(topic, messages=[b"last"])]
+
+    hooks = Hooks()
+    hooks.release.set()
+    props = async_config(broker, batch_num_messages=2, queue_buffering_max_ms=600_000, callback_handler=hooks)
+    producer = Producer(props)
+    producer.send([ProducerData(topic, messages=[b"a"]), ProducerData(topic, messages=[b"drop"]), ProducerData(topic, messages=[b"b"])])
+    producer.close()
+    values = sorted(v for _, v in all_records(read_topic(broker, topic, 2)))
+    assert values == [b"a", b"a-copy", b"b", b"b-copy", b"last"]
+    me = threading.current_thread().name
+    threads = {}
+    for hook, thread in hooks.calls:
+        threads.setdefault(hook, set()).add(thread)
+    assert threads["before_enqueue"] == {me} and threads["after_enqueue"] == {me}
+    assert threads["close"] == {me}
+    send_threads = threads["after_dequeuing_existing_data"] | threads["before_sending_data"] | threads["last_batch_before_close"]
+    assert len(send_threads) == 1 and next(iter(send_threads)).endswith("-send")
+    assert [h for h, _ in hooks.calls][-1] == "close"
+
+
+def test_async_errors_surface_at_close(broker, topic, caplog):
+    hooks = plugins.GateCallbacks()
+    hooks.release.set()
+    bad_topic = topic + "-big"
+    props = async_config(broker, max_request_size=5000, batch_num_messages=10, queue_buffering_max_ms=600_000, callback_handler=hooks)
+    producer = Producer(props)
+    producer.send([ProducerData(topic, messages=[b"fine"]), ProducerData(bad_topic, messages=[b"z" * 10_000, b"y"])])
+    with caplog.at_level(logging.ERROR, logger="kclient"):
+        with pytest.raises(FailedToSendMessageError, match=r"2 message\(s\) in 1 batch") as info:
+            producer.close()
+    assert isinstance(info.value.__cause__, FailedToSendMessageError)
+    assert isinstance(info.value.__cause__.__cause__, MessageSizeTooLargeError)
+    [(events, exc)] = hooks.errors
+    assert {d.topic for d in events} == {topic, bad_topic}
+    assert exc is info.value.__cause__
+    assert any(bad_topic in r.getMessage() and "2 message" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert producer.statistics().failed_messages == 2
+    assert producer.statistics().sent_messages == 1
+    assert all_records(read_topic(broker, topic, 2)) == [(None, b"fine")]
+
+
+def test_async_send_thread_is_named_and_not_daemon(broker):
+    with Producer(async_config(broker, client_id="thread-check")) as producer:
+        names = {t.name: t for t in producer_threads()}
+        assert names["kclient-producer-thread-check-send"].daemon is False
+        assert names["kclient-producer-thread-check-trio"].daemon is False
+    assert producer_threads() == []
+
+
+def test_message_queue_counts_messages():
+    q = MessageQueue(4)
+    assert q.put(ProducerData("t", messages=[b"a", b"b", b"c"]), 3, 0)
+    assert not q.put(ProducerData("t", messages=[b"d", b"e"]), 2, 0)
+    assert q.put(ProducerData("t", messages=[b"f"]), 1, 0)
+    assert q.statistics().queued_messages == 4
+    q.close()
+    assert [len(d.messages) for d in q.take_batch(10, 0)] == [3, 1]
+    assert q.take_batch(10, 0) is None
+    # an item bigger than the whole queue is accepted when the queue is empty
+    q2 = MessageQueue(2)
+    assert q2.put(ProducerData("t", messages=[b"x"] * 5), 5, 0)
+
+
+# -- the trio API --------------------------------------------------------------------
+
+
+async def test_trio_producer(broker, topic):
+    errors = []
+
+    class Hooks(CallbackHandler):
+        def on_send_error(self, events, exc):
+            errors.append(exc)
+
+    async with TrioProducer(config(broker), callback_handler=Hooks()) as producer:
+        async with trio.open_nursery() as nursery:
+            for i in range(4):
+                nursery.start_soon(producer.send, [ProducerData(topic, key=b"k%d" % i, messages=[b"v%d" % i])])
+        with pytest.raises(InvalidTopicError):
+            await producer.send(ProducerData("no spaces allowed", messages=[b"x"]))
+        producer.config  # noqa: B018
+    with pytest.raises(ProducerClosedError):
+        await producer.send(ProducerData(topic, messages=[b"late"]))
+    got = await trio.to_thread.run_sync(read_topic, broker, topic, 2)
+    assert sorted(all_records(got)) == [(b"k%d" % i, b"v%d" % i) for i in range(4)]
+    for i in range(4):
+        assert (b"k%d" % i, b"v%d" % i) in got[kafka_python_partition(b"k%d" % i, 2)]
+    assert errors == []

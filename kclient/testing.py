@@ -49,11 +49,13 @@ class BrokerProcess:
     ``host``: loopback address to bind and advertise (default
     ``127.0.0.1``). ``port``: 0 (default) for a free port chosen by the OS,
     or a fixed one. ``log_dir``: where the partition logs go; default a
-    fresh temporary directory, deleted by :meth:`stop` (pass a path to keep
-    the data, e.g. to restart a broker on the same logs). ``properties``:
+    fresh temporary directory, deleted by :meth:`cleanup` (pass a path to
+    keep the data). ``properties``:
     more ``server.properties`` settings (``{"num.partitions": 4}``), applied
-    as ``--override`` after the defaults above. ``startup_timeout``: seconds
-    to wait for the broker to listen. ``verbose``: run it with ``-v``.
+    as ``--override`` after the defaults above. ``config_file``: a
+    ``server.properties`` file passed to the broker first (the overrides
+    still win). ``startup_timeout``:
+    seconds to wait for the broker to listen. ``verbose``: run it with ``-v``.
 
     The broker's stderr (its log) goes to :attr:`output_path` (read it with
     :meth:`output`). Use as a context manager, or call :meth:`start`,
@@ -69,6 +71,7 @@ class BrokerProcess:
         port: int = 0,
         log_dir: str | os.PathLike[str] | None = None,
         properties: Mapping[str, Any] | None = None,
+        config_file: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
         verbose: bool = False,
         python: str = sys.executable,
@@ -79,6 +82,7 @@ class BrokerProcess:
         self._workdir = Path(tempfile.mkdtemp(prefix="kclient-broker-")) if log_dir is None else None
         self.log_dir: Path = Path(log_dir) if log_dir is not None else self._workdir / "logs"  # type: ignore[operator]
         self.properties = dict(properties or {})
+        self.config_file = config_file
         self.startup_timeout = startup_timeout
         self.verbose = verbose
         self.python = python
@@ -87,7 +91,9 @@ class BrokerProcess:
         if self._workdir is not None:
             self.output_path = self._workdir / "broker.out"
         else:
-            self.output_path = Path(tempfile.mkstemp(prefix="kclient-broker-", suffix=".out")[1])
+            fd, name = tempfile.mkstemp(prefix="kclient-broker-", suffix=".out")
+            os.close(fd)
+            self.output_path = Path(name)
 
     # ------------------------------------------------------------ properties
 
@@ -119,6 +125,8 @@ class BrokerProcess:
         if self.verbose:
             cmd.append("-v")
         cmd.append("broker")
+        if self.config_file is not None:
+            cmd.append(os.fspath(self.config_file))
         settings: dict[str, Any] = {
             "host.name": self.host,
             "port": self._requested_port,

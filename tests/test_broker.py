@@ -4,8 +4,8 @@ subprocess (kclient.testing.BrokerProcess)."""
 
 from __future__ import annotations
 
-import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +17,40 @@ from kclient.protocol.messages import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIS
 from kclient.protocol.records import build_batch, iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
 
-from conftest import BROKER_PARTITIONS
-
-VECTORS = Path("/work/shared/vectors/first_requests.json")
-if not VECTORS.exists():  # a copy kept next to the tests
-    VECTORS = Path(__file__).parent / "vectors" / "first_requests.json"
+#: The first frame each real client sends on a new connection, captured on
+#: loopback (the project's shared golden vectors, first_requests.json):
+#: librdkafka 2.16 via confluent-kafka and Debian's librdkafka 2.0.2 via kcat
+#: send ApiVersions v3, kafka-python 3.0 sends ApiVersions v4.
+FIRST_REQUESTS = [
+    {
+        "client": "confluent-kafka (librdkafka) first request",
+        "hex": (
+            "000000400012000300000001000772646b61666b610017636f6e666c75656e74"
+            "2d6b61666b612d707974686f6e16322e31362e312d72646b61666b612d322e31"
+            "362e3000"
+        ),
+        "api_version": 3,
+        "correlation_id": 1,
+    },
+    {
+        "client": "kafka-python first request",
+        "hex": (
+            "0000002c0012000400000001000c6b61666b612d707974686f6e000d6b61666b"
+            "612d707974686f6e07332e302e313200"
+        ),
+        "api_version": 4,
+        "correlation_id": 1,
+    },
+    {
+        "client": "kcat (Debian's librdkafka) first request",
+        "hex": (
+            "000000240012000300000001000772646b61666b61000b6c696272646b61666b"
+            "6106322e302e3200"
+        ),
+        "api_version": 3,
+        "correlation_id": 1,
+    },
+]
 
 TIMEOUT = 15  # seconds any single exchange may take before the test fails
 
@@ -212,7 +241,7 @@ async def test_api_versions(broker, version):
     await client.aclose()
 
 
-@pytest.mark.parametrize("vector", json.loads(VECTORS.read_text()), ids=lambda v: v["client"].split()[0])
+@pytest.mark.parametrize("vector", FIRST_REQUESTS, ids=lambda v: v["client"].split()[0])
 async def test_first_requests_of_real_clients(broker, vector):
     """The exact first frame each real client sends gets an answer it can
     use: v3 natively, v4 with the KIP-511 reply (header v0, v0 body,
@@ -253,7 +282,7 @@ async def test_metadata_auto_creates_topic(broker, topic, version):
     assert (broker_entry["host"], broker_entry["port"]) == (broker.host, broker.port)
     (t,) = body["topics"]
     assert t["name"] == topic and t["error_code"] == 0
-    assert [p["partition_index"] for p in t["partitions"]] == list(range(BROKER_PARTITIONS))
+    assert [p["partition_index"] for p in t["partitions"]] == list(range(broker.properties["num.partitions"]))
     for p in t["partitions"]:
         assert p["error_code"] == 0
         assert p["leader_id"] == broker_entry["node_id"]
@@ -692,3 +721,59 @@ async def test_restart_keeps_data_and_cluster_id(tmp_path):
         await client.aclose()
     finally:
         proc.cleanup()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+async def test_cli_properties_file_and_sigint(tmp_path):
+    """``kclient broker server.properties --override ...``: the file is read,
+    overrides win, and SIGINT stops the broker cleanly (status 0)."""
+    import os
+    import signal
+    import subprocess
+
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a Kafka-style server.properties\n"
+        "broker.id=7\n"
+        "num.partitions=3\n"
+        "port=9\n"  # overridden to 0 by BrokerProcess
+        f"log.dirs={tmp_path / 'ignored'}\n"
+    )
+    proc = BrokerProcess(log_dir=tmp_path / "logs", config_file=props)
+    try:
+        proc.start()
+        client = await connect(proc)
+        body = await metadata(client, ["from-file"])
+        assert body["brokers"][0]["node_id"] == 7 == body["controller_id"]
+        assert len(body["topics"][0]["partitions"]) == 3
+        await client.aclose()
+        os.kill(proc.pid, signal.SIGINT)
+        with trio.fail_after(TIMEOUT):
+            while proc.running:
+                await trio.sleep(0.05)
+        assert proc.stop() == 0
+        assert "received SIGINT" in proc.output()
+        assert (tmp_path / "logs" / "from-file-2").is_dir()
+        assert not (tmp_path / "ignored").exists()
+    finally:
+        proc.cleanup()
+    out = subprocess.run([sys.executable, "-m", "kclient", "broker", "--override", "nonsense"], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert out.returncode == 2
+    assert "key=value" in out.stderr
+
+
+async def test_malformed_api_versions_gets_invalid_request(broker):
+    client = await connect(broker)
+    _, data = client.conn.send(API_VERSIONS, 3, {"client_software_name": "abc", "client_software_version": "1"})
+    # Cut the body short: the length says 4 bytes of name, 2 follow.
+    broken = bytearray(data[: len(data) - 6])
+    struct.pack_into(">i", broken, 0, len(broken) - 4)
+    await client.send_raw(bytes(broken))
+    response = await client.receive()
+    assert response.body["error_code"] == 42
+    # The connection stays open.
+    body = await client.request(API_VERSIONS, 2, {})
+    assert body["error_code"] == 0
+    await client.aclose()

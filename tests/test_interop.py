@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import collections
 import time
+import warnings
 
+import confluent_kafka
 import pytest
+
+with warnings.catch_warnings():
+    # kafka-python 3.0 loads its schemas with importlib.resources' legacy
+    # (deprecated) API; that is its business, not a finding of these tests.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
 
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH
@@ -17,8 +25,6 @@ from kclient.protocol.records.v2 import read_header
 
 pytestmark = pytest.mark.interop
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 N = 250
 DEADLINE = 30.0  # seconds for a whole produce or consume phase
@@ -147,7 +153,7 @@ def ck_consume(bootstrap: str, topic: str, partitions: list[int], n: int) -> lis
 # ---------------------------------------------------------------- checks
 
 
-def check(records, placed: list[tuple[int, int]], got: list[tuple], num_partitions: int) -> None:
+def check(records, placed: list[tuple[int, int]], got: list[tuple], partitions: int) -> None:
     """Every produced record read back once, with its key, value and
     headers, at the partition and offset the producer was told; offsets in
     each partition are 0..count-1; equal keys share a partition."""
@@ -160,7 +166,7 @@ def check(records, placed: list[tuple[int, int]], got: list[tuple], num_partitio
     for p, o, *_ in got:
         per_partition[p].append(o)
     for p, offsets in per_partition.items():
-        assert 0 <= p < num_partitions
+        assert 0 <= p < partitions
         assert sorted(offsets) == list(range(len(offsets)))
     key_home = {}
     for (k, _, _), (p, _) in zip(records, placed):
@@ -204,13 +210,12 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
 
 @pytest.mark.parametrize("compression", CODECS)
 def test_kafka_python_round_trip(broker, topic, compression):
-    from conftest import BROKER_PARTITIONS
-
+    num_partitions = broker.properties["num.partitions"]
     records = make_records(tag=compression)
     meta = kp_produce(broker.bootstrap, topic, records, compression=compression)
     placed = [(m.partition, m.offset) for m in meta]
     got = kp_consume(broker.bootstrap, topic, len(records))
-    check(records, placed, got, BROKER_PARTITIONS)
+    check(records, placed, got, num_partitions)
     # The idempotent producer's batches carry its producer id and sequences.
     headers, stored = raw_batches(broker.bootstrap, topic, placed[0][0])
     assert headers and all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)
@@ -219,30 +224,27 @@ def test_kafka_python_round_trip(broker, topic, compression):
 
 @pytest.mark.parametrize("compression", CODECS)
 def test_confluent_round_trip(broker, topic, compression):
-    from conftest import BROKER_PARTITIONS
-
+    num_partitions = broker.properties["num.partitions"]
     records = make_records(tag=compression)
     placed = ck_produce(broker.bootstrap, topic, records, compression=compression)
-    got = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
-    check(records, placed, got, BROKER_PARTITIONS)
+    got = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
+    check(records, placed, got, num_partitions)
 
 
 def test_kafka_python_produces_confluent_consumes(broker, topic):
-    from conftest import BROKER_PARTITIONS
-
+    num_partitions = broker.properties["num.partitions"]
     records = make_records(tag="kp->ck")
     placed = [(m.partition, m.offset) for m in kp_produce(broker.bootstrap, topic, records, compression="gzip")]
-    got = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
-    check(records, placed, got, BROKER_PARTITIONS)
+    got = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
+    check(records, placed, got, num_partitions)
 
 
 def test_confluent_produces_kafka_python_consumes(broker, topic):
-    from conftest import BROKER_PARTITIONS
-
+    num_partitions = broker.properties["num.partitions"]
     records = make_records(tag="ck->kp")
     placed = ck_produce(broker.bootstrap, topic, records, compression="lz4")
     got = kp_consume(broker.bootstrap, topic, len(records))
-    check(records, placed, got, BROKER_PARTITIONS)
+    check(records, placed, got, num_partitions)
 
 
 def test_consumers_wait_for_late_records(broker, topic):
@@ -250,14 +252,13 @@ def test_consumers_wait_for_late_records(broker, topic):
     records produced afterwards by the other client."""
     import threading
 
-    from conftest import BROKER_PARTITIONS
-
+    num_partitions = broker.properties["num.partitions"]
     records = make_records(40, tag="late")
     kp_produce(broker.bootstrap, topic, records[:1])  # create the topic
     results: dict[str, list] = {}
 
     def consume_ck():
-        results["ck"] = ck_consume(broker.bootstrap, topic, list(range(BROKER_PARTITIONS)), len(records))
+        results["ck"] = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
 
     thread = threading.Thread(target=consume_ck)
     thread.start()

@@ -67,9 +67,13 @@ MIN_PRODUCE_VERSION = 3
 MIN_ZSTD_PRODUCE_VERSION = 7
 #: Upper bound of the exponential retry backoff, ms.
 MAX_BACKOFF_MS = 10_000
-#: Per-record overhead assumed when sizing batches: length, attributes,
-#: timestamp and offset deltas, key/value lengths, header count (bytes).
-RECORD_OVERHEAD = 24
+#: Per-record overhead assumed when sizing batches, the worst case of: length
+#: (3), attributes (1), timestamp delta (10) and offset delta (5) varints,
+#: key/value lengths (5 + 5), header count (1); in bytes.
+RECORD_OVERHEAD = 30
+#: Room left for a codec's worst-case growth of incompressible data (lz4
+#: adds n/255, gzip and xerial-framed snappy a few bytes per block).
+COMPRESSION_MARGIN = 1 / 32
 #: v2 batch header (bytes).
 BATCH_OVERHEAD = 61
 #: Per-partition overhead of a Produce request besides the batch (bytes).
@@ -221,29 +225,40 @@ class DefaultEventHandler(EventHandler):
                 continue
             n_parts = len(parts)
             by_partition: dict[int, _Partition] = {}
-            for d in datas:
-                key = d.key
-                if key is not None and encode_key is not None:
-                    key = encode_key(key)
-                p = choose(key, n_parts)
-                target = by_partition.get(p)
-                if target is None:
-                    if not isinstance(p, int) or not 0 <= p < n_parts:
-                        raise FailedToSendMessageError(
-                            f"partitioner {type(self.context.partitioner).__qualname__} returned {p!r} for topic "
-                            f"{topic!r}, which has {n_parts} partitions: expected an int in [0, {n_parts})"
-                        )
-                    target = by_partition[p] = _Partition(topic, p)
-                ts = d.timestamp_ms
-                if ts is None:
-                    ts = now
-                append = target.records.append
-                if encode is None:
-                    for m in d.messages:
-                        append((key, m, ts))
-                else:
-                    for m in d.messages:
-                        append((key, None if m is None else encode(m), ts))
+            try:
+                for d in datas:
+                    if not d.messages:
+                        continue
+                    key = d.key
+                    if key is not None and encode_key is not None:
+                        key = encode_key(key)
+                    p = choose(key, n_parts)
+                    target = by_partition.get(p)
+                    if target is None:
+                        if not isinstance(p, int) or not 0 <= p < n_parts:
+                            raise ValueError(
+                                f"partitioner {type(self.context.partitioner).__qualname__} returned {p!r} for topic "
+                                f"{topic!r}, which has {n_parts} partitions: expected an int in [0, {n_parts})"
+                            )
+                        target = by_partition[p] = _Partition(topic, p)
+                    ts = d.timestamp_ms
+                    if ts is None:
+                        ts = now
+                    append = target.records.append
+                    if encode is None:
+                        for m in d.messages:
+                            append((key, m, ts))
+                    else:
+                        for m in d.messages:
+                            append((key, None if m is None else encode(m), ts))
+            except Exception as exc:
+                # A plug-in (encoder, partitioner) failed: a programming or
+                # data error, so nothing of this batch is sent.
+                lost = sum(len(d.messages) for d in events)
+                error = FailedToSendMessageError(f"cannot serialize or partition a message for topic {topic!r}: {exc}")
+                error.lost_messages = lost  # type: ignore[attr-defined]
+                error.failed_partitions = {(topic, -1): lost}  # type: ignore[attr-defined]
+                raise error from exc
             for p, target in by_partition.items():
                 out[(topic, p)] = target
         return out
@@ -254,6 +269,8 @@ class DefaultEventHandler(EventHandler):
         s = self._settings
         codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
         limit = self._max_batch_bytes
+        if codec:
+            limit -= int(limit * COMPRESSION_MARGIN)
         records = part.records
         chunks = []
         start = 0
@@ -336,7 +353,7 @@ class DefaultEventHandler(EventHandler):
                 part.error = None
             pending = retry
         if failed:
-            raise _failure(failed)
+            raise _failure(failed, attempt)
 
     async def _send_round(self, parts: list[_Partition]) -> None:
         """One attempt: group ``parts`` by leader and send to every leader
@@ -432,13 +449,14 @@ class DefaultEventHandler(EventHandler):
             active = still
 
 
-def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]]) -> FailedToSendMessageError:
+def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]], retries: int) -> FailedToSendMessageError:
     lost = sum(n for n, _ in failed.values())
     names = ", ".join(f"{t}-{p}" if p >= 0 else f"{t}" for t, p in list(failed)[:10])
     if len(failed) > 10:
         names += f" and {len(failed) - 10} more"
     cause = next((e for _, e in failed.values() if e is not None), None)
-    exc = FailedToSendMessageError(f"failed to send {lost} message(s) to {names}: {cause}")
+    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    exc = FailedToSendMessageError(f"failed to send {lost} message(s) to {names}{after}: {cause}")
     exc.lost_messages = lost  # type: ignore[attr-defined]
     exc.failed_partitions = {tp: n for tp, (n, _) in failed.items()}  # type: ignore[attr-defined]
     exc.__cause__ = cause

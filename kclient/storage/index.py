@@ -12,6 +12,10 @@ The index is a pure accelerator: it can always be rebuilt from the
 :meth:`OffsetIndex.flush` / :meth:`OffsetIndex.close` (or every 4 KiB of
 entries). A crash loses at most the buffered tail, which only makes the
 index sparser, never wrong.
+
+:class:`IndexFile` holds what the offset index and the time index
+(:mod:`kclient.storage.timeindex`) share: two int64 columns in memory, a
+buffered append-only file, truncation, flush and close.
 """
 
 from __future__ import annotations
@@ -31,28 +35,32 @@ _INT32_MAX = 2**31 - 1
 _WRITE_BUFFER_BYTES = 4096
 
 
-class OffsetIndex:
-    """In-memory plus on-disk sparse offset index for one segment.
+class IndexFile:
+    """Base of the segment index files: entries of two integer columns kept
+    in memory (``array('q')``) and appended to a file in a fixed binary
+    layout.
 
-    ``path``: the ``.index`` file (created if missing; a trailing partial
-    entry is dropped on load). ``base_offset``: the segment's base offset,
-    which the stored relative offsets are added to.
-
-    Entries are kept in two ``array('q')`` columns (absolute offsets, byte
-    positions) so :meth:`lookup` is a ``bisect``. Raises ``OSError`` on I/O
-    failure and ``ValueError`` for an entry that would break the ordering
-    or does not fit the int32 fields.
-
-    Source: Kafka's ``OffsetIndex`` / ``AbstractIndex`` (no mmap or
-    preallocation here: the file holds exactly the entries written).
+    Subclasses set :attr:`ENTRY` (a ``struct.Struct`` of one entry) and
+    implement :meth:`_decode` (file fields -> column values) and
+    :meth:`_encode` (column values -> file bytes). ``path`` is created if
+    missing; a trailing partial entry is dropped (WARNING) on load.
+    ``base_offset`` is the segment's base offset. Raises ``OSError`` on
+    I/O failure. Not thread-safe for writers; readers only touch the
+    in-memory columns.
     """
+
+    ENTRY: struct.Struct = ENTRY
+    KIND = "index"
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
         self.path = Path(path)
         self.base_offset = int(base_offset)
-        self._offsets = array("q")
-        self._positions = array("q")
+        # Both columns in one tuple, replaced as a whole on truncation so a
+        # lock-free reader always bisects a consistent pair of arrays;
+        # appends grow the current arrays in place.
+        self._cols: tuple[array, array] = (array("q"), array("q"))
         self._pending = bytearray()  # encoded entries not yet written
+        self._persisted = 0
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._load()
@@ -61,103 +69,86 @@ class OffsetIndex:
             self._fd = None
             raise
 
+    # ------------------------------------------------------------ codec
+
+    def _decode(self, x: int, y: int) -> tuple[int, int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _encode(self, a: int, b: int) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def _load(self) -> None:
         size = os.fstat(self._fd).st_size
-        usable = size - size % ENTRY_SIZE
+        entry_size = self.ENTRY.size
+        usable = size - size % entry_size
         if usable != size:
-            logger.warning("index %s: dropping %d trailing bytes of a partial entry", self.path, size - usable)
+            logger.warning("%s %s: dropping %d trailing bytes of a partial entry", self.KIND, self.path, size - usable)
             os.ftruncate(self._fd, usable)
         data = os.pread(self._fd, usable, 0) if usable else b""
-        base = self.base_offset
-        for rel, pos in ENTRY.iter_unpack(data):
-            self._offsets.append(base + rel)
-            self._positions.append(pos)
-        self._persisted = len(self._offsets)
+        if len(data) != usable:
+            raise OSError(f"{self.KIND} {self.path}: short read ({len(data)} of {usable} bytes)")
+        col_a, col_b = self._cols
+        for x, y in self.ENTRY.iter_unpack(data):
+            a, b = self._decode(x, y)
+            col_a.append(a)
+            col_b.append(b)
+        self._persisted = len(col_a)
 
-    # ------------------------------------------------------------------ queries
+    # ------------------------------------------------------------ queries
 
     def __len__(self) -> int:
         """Number of entries."""
-        return len(self._offsets)
+        return len(self._a)
 
     @property
-    def last_entry(self) -> tuple[int, int]:
-        """``(absolute offset, byte position)`` of the last entry, or
-        ``(base_offset, 0)`` when the index is empty."""
-        if not self._offsets:
-            return (self.base_offset, 0)
-        return (self._offsets[-1], self._positions[-1])
+    def size_bytes(self) -> int:
+        """Bytes the entries take in the file (written or still buffered)."""
+        return len(self._a) * self.ENTRY.size
 
-    def entries(self) -> list[tuple[int, int]]:
-        """All entries as ``(absolute offset, byte position)`` pairs."""
-        return list(zip(self._offsets, self._positions))
+    def is_full(self, max_bytes: int) -> bool:
+        """Whether the index holds ``max_bytes // entry size`` entries or more
+        (Kafka's ``isFull`` against ``segment.index.bytes``): the segment
+        must then roll."""
+        return len(self._a) >= max(1, max_bytes // self.ENTRY.size)
 
-    def lookup(self, offset: int) -> tuple[int, int]:
-        """The entry with the largest offset ``<= offset`` as
-        ``(absolute offset, byte position)``; ``(base_offset, 0)`` if there
-        is none. The caller then walks batches forward from that position."""
-        i = bisect_right(self._offsets, offset) - 1
-        if i < 0:
-            return (self.base_offset, 0)
-        return (self._offsets[i], self._positions[i])
+    # ------------------------------------------------------------ updates
 
-    def sanity_check(self, log_size: int) -> bool:
-        """True if entries are strictly increasing in offset and position,
-        offsets are ``>= base_offset`` and every position is ``< log_size``
-        bytes (Kafka's ``sanityCheck``). A failing index should be rebuilt."""
-        prev_off, prev_pos = self.base_offset - 1, -1
-        for off, pos in zip(self._offsets, self._positions):
-            if off <= prev_off or pos <= prev_pos or pos >= log_size:
-                return False
-            prev_off, prev_pos = off, pos
-        return True
+    @property
+    def _a(self) -> array:
+        return self._cols[0]
 
-    # ------------------------------------------------------------------ updates
+    @property
+    def _b(self) -> array:
+        return self._cols[1]
 
-    def append(self, offset: int, position: int) -> None:
-        """Add the entry ``(offset, position)``: ``offset`` absolute, of the
-        batch that starts at byte ``position`` of the ``.log`` file. Both
-        must be larger than the last entry's and fit the int32 fields
-        (``ValueError`` otherwise)."""
-        rel = offset - self.base_offset
-        if not (0 <= rel <= _INT32_MAX) or not (0 <= position <= _INT32_MAX):
-            raise ValueError(f"index {self.path}: entry ({offset}, {position}) does not fit relative to base {self.base_offset}")
-        if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
-            raise ValueError(
-                f"index {self.path}: entry ({offset}, {position}) is not after the last entry "
-                f"({self._offsets[-1]}, {self._positions[-1]})"
-            )
-        self._offsets.append(offset)
-        self._positions.append(position)
-        self._pending += ENTRY.pack(rel, position)
+    def _add(self, a: int, b: int) -> None:
+        col_a, col_b = self._cols
+        col_a.append(a)
+        col_b.append(b)
+        self._pending += self._encode(a, b)
         if len(self._pending) >= _WRITE_BUFFER_BYTES:
             self._write_pending()
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is ``>= offset`` (Kafka's
-        ``truncateTo``), in memory and on disk."""
-        keep = bisect_right(self._offsets, offset - 1)
-        self._truncate_entries(keep)
 
     def reset(self) -> None:
         """Remove every entry (before a rebuild)."""
         self._truncate_entries(0)
 
     def _truncate_entries(self, keep: int) -> None:
-        if keep >= len(self._offsets):
+        col_a, col_b = self._cols
+        if keep >= len(col_a):
             return
-        del self._offsets[keep:]
-        del self._positions[keep:]
+        self._cols = (col_a[:keep], col_b[:keep])  # new arrays: readers keep the old pair
+        size = self.ENTRY.size
         if keep >= self._persisted:
-            del self._pending[(keep - self._persisted) * ENTRY_SIZE :]
+            del self._pending[(keep - self._persisted) * size :]
         else:
             self._pending.clear()
-            os.ftruncate(self._require_fd(), keep * ENTRY_SIZE)
+            os.ftruncate(self._require_fd(), keep * size)
             self._persisted = keep
 
     def _require_fd(self) -> int:
         if self._fd is None:
-            raise ValueError(f"index {self.path} is closed")
+            raise ValueError(f"{self.KIND} {self.path} is closed")
         return self._fd
 
     def _write_pending(self) -> None:
@@ -165,12 +156,12 @@ class OffsetIndex:
             return
         fd = self._require_fd()
         data = memoryview(bytes(self._pending))
-        pos = self._persisted * ENTRY_SIZE
+        pos = self._persisted * self.ENTRY.size
         while data:
             n = os.pwrite(fd, data, pos)
             data = data[n:]
             pos += n
-        self._persisted += len(self._pending) // ENTRY_SIZE
+        self._persisted += len(self._pending) // self.ENTRY.size
         self._pending.clear()
 
     def flush(self, fsync: bool = True) -> None:
@@ -179,6 +170,11 @@ class OffsetIndex:
         self._write_pending()
         if fsync:
             os.fsync(self._require_fd())
+
+    def sync(self) -> None:
+        """``os.fsync`` the file without writing buffered entries (call
+        ``flush(fsync=False)`` first, under the writer's lock)."""
+        os.fsync(self._require_fd())
 
     def close(self) -> None:
         """Write buffered entries (no fsync) and close the file. Idempotent."""
@@ -200,6 +196,102 @@ class OffsetIndex:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+    def rename(self, path: str | os.PathLike[str]) -> None:
+        """Rename the file to ``path`` (the open descriptor stays valid);
+        used to mark a deleted segment's files ``.deleted``."""
+        new = Path(path)
+        try:
+            os.replace(self.path, new)
+        except FileNotFoundError:
+            pass
+        self.path = new
+
+
+class OffsetIndex(IndexFile):
+    """In-memory plus on-disk sparse offset index for one segment.
+
+    ``path``: the ``.index`` file (created if missing; a trailing partial
+    entry is dropped on load). ``base_offset``: the segment's base offset,
+    which the stored relative offsets are added to.
+
+    Entries are kept in two ``array('q')`` columns (absolute offsets, byte
+    positions) so :meth:`lookup` is a ``bisect``. Raises ``OSError`` on I/O
+    failure and ``ValueError`` for an entry that would break the ordering
+    or does not fit the int32 fields.
+
+    Source: Kafka's ``OffsetIndex`` / ``AbstractIndex`` (no mmap or
+    preallocation here: the file holds exactly the entries written).
+    """
+
+    ENTRY = ENTRY
+    KIND = "index"
+
+    def _decode(self, rel: int, pos: int) -> tuple[int, int]:
+        return self.base_offset + rel, pos
+
+    def _encode(self, offset: int, position: int) -> bytes:
+        return ENTRY.pack(offset - self.base_offset, position)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """``(absolute offset, byte position)`` of the last entry, or
+        ``(base_offset, 0)`` when the index is empty."""
+        offsets, positions = self._cols
+        if not offsets:
+            return (self.base_offset, 0)
+        return (offsets[-1], positions[-1])
+
+    def entries(self) -> list[tuple[int, int]]:
+        """All entries as ``(absolute offset, byte position)`` pairs."""
+        offsets, positions = self._cols
+        return list(zip(offsets, positions))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The entry with the largest offset ``<= offset`` as
+        ``(absolute offset, byte position)``; ``(base_offset, 0)`` if there
+        is none. The caller then walks batches forward from that position."""
+        offsets, positions = self._cols
+        i = bisect_right(offsets, offset) - 1
+        if i < 0:
+            return (self.base_offset, 0)
+        return (offsets[i], positions[i])
+
+    def sanity_check(self, log_size: int) -> bool:
+        """True if entries are strictly increasing in offset and position,
+        offsets are ``>= base_offset`` and every position is ``< log_size``
+        bytes (Kafka's ``sanityCheck``). A failing index should be rebuilt."""
+        prev_off, prev_pos = self.base_offset - 1, -1
+        for off, pos in zip(self._a, self._b):
+            if off <= prev_off or pos <= prev_pos or pos >= log_size:
+                return False
+            prev_off, prev_pos = off, pos
+        return True
+
+    # ------------------------------------------------------------------ updates
+
+    def append(self, offset: int, position: int) -> None:
+        """Add the entry ``(offset, position)``: ``offset`` absolute, of the
+        batch that starts at byte ``position`` of the ``.log`` file. Both
+        must be larger than the last entry's and fit the int32 fields
+        (``ValueError`` otherwise)."""
+        rel = offset - self.base_offset
+        if not (0 <= rel <= _INT32_MAX) or not (0 <= position <= _INT32_MAX):
+            raise ValueError(f"index {self.path}: entry ({offset}, {position}) does not fit relative to base {self.base_offset}")
+        if self._a and (offset <= self._a[-1] or position <= self._b[-1]):
+            raise ValueError(
+                f"index {self.path}: entry ({offset}, {position}) is not after the last entry "
+                f"({self._a[-1]}, {self._b[-1]})"
+            )
+        self._add(offset, position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is ``>= offset`` (Kafka's
+        ``truncateTo``), in memory and on disk."""
+        keep = bisect_right(self._a, offset - 1)
+        self._truncate_entries(keep)
 
     def __repr__(self) -> str:
         return f"OffsetIndex({str(self.path)!r}, base_offset={self.base_offset}, entries={len(self)})"

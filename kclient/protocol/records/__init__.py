@@ -1,10 +1,10 @@
-"""Record formats: v2 record batches (:mod:`.v2`), batch scanning
-(:mod:`.scan`) and compression codecs (:mod:`.codecs`).
+"""Record formats: v2 record batches (:mod:`.v2`), v0/v1 message sets
+(:mod:`.legacy`), batch scanning (:mod:`.scan`) and compression codecs
+(:mod:`.codecs`).
 
 Dispatch on the magic byte at position 16: every format keeps offset and
-size at the same place (PROTOCOL-NOTES "Records"). Message sets v0/v1 are
-read by the legacy module of a later issue; :func:`iter_record_set` raises a
-clear error for them until then.
+size at the same place (PROTOCOL-NOTES "Records"), so one record set may
+even mix formats (a log converted from v1 to v2 keeps its old entries).
 """
 
 from __future__ import annotations
@@ -14,17 +14,32 @@ from typing import Iterator
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import BatchInfo, read_batch_info, scan_batches
 from kclient.protocol.records.v2 import BatchHeader, Header, Record, build_batch, iter_records, validate_batch
+from kclient.protocol.records.legacy import (
+    LegacyEntryInfo,
+    LegacyMessage,
+    assign_legacy_offsets,
+    build_message,
+    build_message_set,
+    iter_entry_records,
+    iter_legacy_records,
+    read_message,
+    validate_legacy_entry,
+)
 
 
 def iter_record_set(buf) -> Iterator[Record]:
     """Yield every record of every complete batch in ``buf`` (a Fetch
-    response's records), skipping control batches and dropping a partial
-    batch at the end. Raises :class:`CorruptRecordError` on a bad batch."""
+    response's records), in any message format: v2 batches (control
+    batches skipped) and v0/v1 entries (compressed wrappers expanded with
+    absolute offsets, see :mod:`.legacy`). A partial batch at the end is
+    dropped. Raises :class:`CorruptRecordError` on a bad batch or entry
+    (CRC mismatch, damaged or undecodable data, unknown magic)."""
     view = memoryview(buf)
     for info in scan_batches(view):
         batch = view[info.position : info.position + info.size]
         if info.magic != 2:
-            raise CorruptRecordError(f"message format v{info.magic} at offset {info.base_offset} is not supported yet")
+            yield from iter_entry_records(batch)
+            continue
         header = validate_batch(batch)
         if header.is_control:
             continue
@@ -34,12 +49,22 @@ def iter_record_set(buf) -> Iterator[Record]:
 __all__ = [
     "BatchHeader",
     "BatchInfo",
+    "CorruptRecordError",
     "Header",
+    "LegacyEntryInfo",
+    "LegacyMessage",
     "Record",
+    "assign_legacy_offsets",
     "build_batch",
+    "build_message",
+    "build_message_set",
+    "iter_entry_records",
+    "iter_legacy_records",
     "iter_record_set",
     "iter_records",
     "read_batch_info",
+    "read_message",
     "scan_batches",
     "validate_batch",
+    "validate_legacy_entry",
 ]

@@ -296,7 +296,9 @@ def decompress_lz4_magic0(data) -> bytes:
     return _unlz4(bytes(frame))
 
 
-def _check_legacy(codec: int, magic: int) -> None:
+def check_legacy_codec(codec: int, magic: int) -> None:
+    """Raise :class:`CodecError` unless ``codec`` may compress a message of
+    format ``magic`` (0 or 1): zstd is v2 only, ids above 4 are unknown."""
     if magic not in (0, 1):
         raise CodecError(f"magic {magic} is not a v0/v1 message format")
     if codec == ZSTD:
@@ -312,7 +314,7 @@ def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
     """Compress the inner message set of a v0/v1 wrapper message. As
     :func:`compress`, except lz4 for magic 0 (:func:`compress_lz4_magic0`).
     Raises :class:`CodecError` for zstd (v2 only) or an unknown codec."""
-    _check_legacy(codec, magic)
+    check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return compress_lz4_magic0(data)
     return compress(codec, data)
@@ -322,7 +324,7 @@ def decompress_legacy(codec: int, data, magic: int) -> bytes:
     """Decompress a v0/v1 wrapper message's value. As :func:`decompress`,
     except lz4 for magic 0 (:func:`decompress_lz4_magic0`). Raises
     :class:`CodecError` for zstd, an unknown codec or a bad payload."""
-    _check_legacy(codec, magic)
+    check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return decompress_lz4_magic0(data)
     return decompress(codec, data)

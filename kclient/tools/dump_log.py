@@ -1,0 +1,486 @@
+"""``kclient dump-log``: print log segment and index files the way Kafka's
+``kafka.tools.DumpLogSegments`` does (``kafka-dump-log.sh``), so that people
+who know that tool read kclient's files the same way.
+
+Usage::
+
+    kclient dump-log FILE... [--deep-iteration] [--print-data-log]
+    kclient dump-log --files a.log,a.index        # Kafka's spelling also works
+
+Output (stdout), per file, modelled on Kafka 2.x's DumpLogSegments (field
+names and order as Kafka prints them; compression codecs by Kafka's
+``CompressionType`` enum names NONE/GZIP/SNAPPY/LZ4/ZSTD as in seed 004's
+sample; the per-record line uses the newer ``keySize``/``valueSize``)::
+
+    Dumping 00000000000000000000.log
+    Starting offset: 0
+    baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1
+      producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0
+      CreateTime: 1524709879130 size: 76 magic: 2 compresscodec: NONE crc: 2857248333 isvalid: true
+    | offset: 0 CreateTime: 1524709879130 keySize: 3 valueSize: 5 sequence: -1 headerKeys: [] key: key payload: value
+
+(each of those is one line). A v0/v1 entry prints ``offset: O position: P
+CreateTime: T size: S magic: M compresscodec: C crc: C isvalid: B`` (v0:
+``NoTimestampType: -1``), and with ``--deep-iteration`` one ``| offset: ..
+keySize: .. valueSize: .. isValid: .. crc: ..`` line per (inner) message.
+Control batches show ``endTxnMarker: COMMIT coordinatorEpoch: N``. An
+``.index`` file prints ``offset: X position: Y`` per entry (offset
+absolute) and a ``.timeindex`` file ``timestamp: T offset: O``.
+
+Damage never raises: a damaged or truncated tail is reported as Kafka does,
+``Found N invalid bytes at the end of NAME``, followed here by ``(from
+position P: reason)``; a batch whose CRC fails prints ``isvalid: false`` and
+the dump goes on with the next batch; records that cannot be decoded print
+one ``| cannot read the records ...`` line. Problems Kafka sends to stderr
+(non-consecutive offsets, index entries that do not match the log) go to
+``err`` after all files. The exit code is 0 when everything was readable and
+valid, 1 otherwise (Kafka always exits 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import struct
+import sys
+import zlib
+from pathlib import Path
+from typing import Iterable, TextIO
+
+import attrs
+
+from kclient.errors import KafkaError
+from kclient.protocol.records import codecs, legacy, v2
+from kclient.protocol.records.scan import LOG_OVERHEAD, read_batch_info
+
+RECORD_INDENT = "|"
+
+_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
+_TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_INT32_MAX = 2**31 - 1
+
+#: Kafka's ``ControlRecordType`` ids and names.
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
+@attrs.define
+class _Report:
+    """Problems collected while dumping, printed to ``err`` at the end."""
+
+    non_consecutive: dict = attrs.Factory(dict)  # path -> [(last, next)]
+    index_mismatches: dict = attrs.Factory(dict)  # path -> [(index offset, log offset)]
+    failed: bool = False
+
+    def print(self, err: TextIO) -> None:
+        for path, pairs in self.index_mismatches.items():
+            print(f"Mismatches in :{path}", file=err)
+            for index_offset, log_offset in pairs:
+                print(f"  Index offset: {index_offset}, log offset: {log_offset}", file=err)
+        for path, pairs in self.non_consecutive.items():
+            print(f"Non-consecutive offsets in {path}", file=err)
+            for first, second in pairs:
+                print(f"  {first} is followed by {second}", file=err)
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's message without kclient's ``[Error 2] NAME: `` prefix."""
+    text = str(exc)
+    if isinstance(exc, KafkaError) and text.startswith("[Error "):
+        _, sep, rest = text.partition(": ")
+        if sep:
+            return rest
+    return text or type(exc).__name__
+
+
+def _codec_name(codec: int) -> str:
+    return codecs.JAVA_NAMES.get(codec, f"UNKNOWN({codec})")
+
+
+def _increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: int32 sequences
+    wrap from Integer.MAX_VALUE to 0."""
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def _base_offset_of(path: Path) -> int | None:
+    stem = path.name.split(".")[0]
+    return int(stem) if stem.isdigit() else None
+
+
+class _FileBytes:
+    """A read-only whole file: an ``mmap`` (``b""`` when empty). Slicing it
+    copies, so no buffer outlives :meth:`close`."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self.data: mmap.mmap | bytes = b""
+        try:
+            size = os.fstat(self._fd).st_size
+            if size:
+                self.data = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def close(self) -> None:
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+        os.close(self._fd)
+
+    def __enter__(self):
+        return self.data
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _text(data: bytes) -> str:
+    """Kafka's StringDecoder: UTF-8 with replacement characters."""
+    return data.decode("utf-8", errors="replace")
+
+
+class _LogDumper:
+    """Dumps one ``.log`` file (state: offsets seen, for non-consecutive checks)."""
+
+    def __init__(self, path: Path, deep: bool, print_data: bool, out: TextIO, report: _Report) -> None:
+        self.path = path
+        self.deep = deep
+        self.print_data = print_data
+        self.out = out
+        self.report = report
+        self.last_offset: int | None = None
+
+    def _p(self, line: str) -> None:
+        print(line, file=self.out)
+
+    def _seen(self, offset: int) -> None:
+        if self.last_offset is not None and offset != self.last_offset + 1:
+            self.report.non_consecutive.setdefault(str(self.path.resolve()), []).append((self.last_offset, offset))
+        self.last_offset = offset
+
+    def run(self) -> None:
+        base = _base_offset_of(self.path)
+        if base is not None:
+            self._p(f"Starting offset: {base}")
+        with _FileBytes(self.path) as data:
+            size = len(data)
+            pos = 0
+            problem = ""
+            while pos < size:
+                try:
+                    info = read_batch_info(data, pos)
+                except KafkaError as exc:
+                    problem = _reason(exc)
+                    break
+                if info is None:
+                    remaining = size - pos
+                    if remaining >= LOG_OVERHEAD:
+                        need = _I32.unpack_from(data, pos + 8)[0] + LOG_OVERHEAD
+                        problem = f"a batch of {need} bytes starts here but the file ends after {remaining}"
+                    else:
+                        problem = f"{remaining} bytes are too few for a batch header"
+                    break
+                batch = data[pos : pos + info.size]
+                if info.magic == 2:
+                    self._v2(batch, pos)
+                else:
+                    self._legacy(batch, pos, info.magic)
+                pos += info.size
+            trailing = size - pos
+            if trailing > 0:
+                self.report.failed = True
+                self._p(f"Found {trailing} invalid bytes at the end of {self.path.name} (from position {pos}: {problem})")
+
+    # ---------------------------------------------------------------- v2
+
+    def _v2(self, batch: bytes, position: int) -> None:
+        h = v2.read_header(batch)
+        valid = v2.compute_crc(batch) == h.crc
+        if not valid:
+            self.report.failed = True
+        ts_type = "LogAppendTime" if h.is_log_append_time else "CreateTime"
+        last_seq = -1 if h.base_sequence < 0 else _increment_sequence(h.base_sequence, h.last_offset_delta)
+        self._p(
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+            f"baseSequence: {h.base_sequence} lastSequence: {last_seq} producerId: {h.producer_id} "
+            f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+            f"isTransactional: {_b(h.is_transactional)} isControl: {_b(h.is_control)} position: {position} "
+            f"{ts_type}: {h.max_timestamp} size: {len(batch)} magic: 2 compresscodec: {_codec_name(h.codec)} "
+            f"crc: {h.crc} isvalid: {_b(valid)}"
+        )
+        if not self.deep:
+            return
+        try:
+            for rec in v2.iter_records(batch, h, check_crc=False):
+                self._seen(rec.offset)
+                seq = -1 if h.base_sequence < 0 else _increment_sequence(h.base_sequence, rec.offset - h.base_offset)
+                keys = ",".join(hd.key for hd in rec.headers)
+                line = (
+                    f"{RECORD_INDENT} offset: {rec.offset} {ts_type}: {rec.timestamp} "
+                    f"keySize: {_size(rec.key)} valueSize: {_size(rec.value)} sequence: {seq} headerKeys: [{keys}]"
+                )
+                if h.is_control:
+                    line += _control_text(rec.key, rec.value)
+                elif self.print_data:
+                    line += _data_text(rec.key, rec.value)
+                self._p(line)
+        except Exception as exc:  # damaged records must not stop the dump
+            self.report.failed = True
+            self._p(f"{RECORD_INDENT} cannot read the records of the batch at position {position}: {_reason(exc)}")
+
+    # ---------------------------------------------------------------- v0 / v1
+
+    def _legacy(self, batch: bytes, position: int, magic: int) -> None:
+        offset = _I64.unpack_from(batch, 0)[0]
+        crc = _U32.unpack_from(batch, LOG_OVERHEAD)[0]
+        attributes = batch[17]
+        valid = (zlib.crc32(batch[16:]) & 0xFFFFFFFF) == crc
+        if not valid:
+            self.report.failed = True
+        if magic == 0:
+            ts_type, timestamp = "NoTimestampType", -1
+        else:
+            ts_type = "LogAppendTime" if attributes & legacy.ATTR_TIMESTAMP_TYPE else "CreateTime"
+            timestamp = _I64.unpack_from(batch, 18)[0]
+        codec = attributes & legacy.ATTR_CODEC_MASK
+        self._p(
+            f"offset: {offset} position: {position} {ts_type}: {timestamp} size: {len(batch)} magic: {magic} "
+            f"compresscodec: {_codec_name(codec)} crc: {crc} isvalid: {_b(valid)}"
+        )
+        if not self.deep:
+            return
+        try:
+            msg = legacy.read_message(batch, 0)
+            if msg.codec == codecs.NONE:
+                items = [(msg.offset, msg.timestamp, msg)]
+            else:
+                items = legacy.absolute_inner(msg, legacy.decompress_inner(msg, check_crc=False))
+        except Exception as exc:
+            self.report.failed = True
+            self._p(f"{RECORD_INDENT} cannot read the records of the message at position {position}: {_reason(exc)}")
+            return
+        for rec_offset, rec_ts, m in items:
+            self._seen(rec_offset)
+            if not m.is_valid:
+                self.report.failed = True
+            line = (
+                f"{RECORD_INDENT} offset: {rec_offset} {ts_type}: {rec_ts} keySize: {m.key_size} "
+                f"valueSize: {m.value_size} isValid: {_b(m.is_valid)} crc: {m.crc}"
+            )
+            if self.print_data:
+                line += _data_text(m.key, m.value)
+            self._p(line)
+
+
+def _size(data) -> int:
+    return -1 if data is None else len(data)
+
+
+def _data_text(key, value) -> str:
+    text = ""
+    if key is not None:
+        text += f" key: {_text(key)}"
+    if value is not None:
+        text += f" payload: {_text(value)}"
+    return text
+
+
+def _control_text(key, value) -> str:
+    """Kafka's rendering of a control record: ``endTxnMarker: COMMIT
+    coordinatorEpoch: N`` for transaction markers (key: int16 version, int16
+    type; value: int16 version, int32 coordinator epoch)."""
+    if key is None or len(key) < 4:
+        return " controlType: UNKNOWN(-1)"
+    type_id = _I16.unpack_from(key, 2)[0]
+    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
+    if type_id in (0, 1):
+        if value is not None and len(value) >= 6:
+            return f" endTxnMarker: {name} coordinatorEpoch: {_I32.unpack_from(value, 2)[0]}"
+        return f" endTxnMarker: {name} (value too short)"
+    return f" controlType: {name}({type_id})"
+
+
+# -------------------------------------------------------------------- indexes
+
+
+def _dump_index(path: Path, out: TextIO, report: _Report) -> None:
+    """Kafka's ``dumpIndex``: one ``offset: X position: Y`` line per entry,
+    stopping at the first zero entry after the first (a preallocated sparse
+    file); each entry is checked against the ``.log`` file beside it (the
+    batch at ``position`` must hold ``offset``)."""
+    base = _base_offset_of(path) or 0
+    data = path.read_bytes()
+    count = len(data) // _INDEX_ENTRY.size
+    if count == 0 and not data:
+        print(f"{path} is empty.", file=out)
+        return
+    log_path = path.with_suffix(".log")
+    log_file = _FileBytes(log_path) if log_path.exists() else None
+    mismatches = []
+    try:
+        for i in range(count):
+            rel, position = _INDEX_ENTRY.unpack_from(data, i * _INDEX_ENTRY.size)
+            offset = base + rel
+            if rel == 0 and i > 0:
+                break
+            if log_file is not None:
+                found = -1
+                try:
+                    info = read_batch_info(log_file.data, position) if 0 <= position < len(log_file.data) else None
+                    if info is not None:
+                        found = info.last_offset
+                        if info.base_offset <= offset <= info.last_offset:
+                            found = offset
+                except KafkaError:
+                    found = -1
+                if found != offset:
+                    mismatches.append((offset, found))
+            print(f"offset: {offset} position: {position}", file=out)
+    finally:
+        if log_file is not None:
+            log_file.close()
+    if mismatches:
+        report.failed = True
+        report.index_mismatches[str(path.resolve())] = mismatches
+    trailing = len(data) % _INDEX_ENTRY.size
+    if trailing:
+        report.failed = True
+        print(f"Found {trailing} invalid bytes at the end of {path.name} (a partial index entry)", file=out)
+
+
+def _dump_time_index(path: Path, out: TextIO, report: _Report) -> None:
+    """Kafka's ``dumpTimeIndex`` output: ``timestamp: T offset: O`` per
+    12-byte entry (int64 timestamp, int32 relative offset), stopping at the
+    first zero entry after the first."""
+    base = _base_offset_of(path) or 0
+    data = path.read_bytes()
+    count = len(data) // _TIME_INDEX_ENTRY.size
+    if not data:
+        print(f"{path} is empty.", file=out)
+        return
+    for i in range(count):
+        ts, rel = _TIME_INDEX_ENTRY.unpack_from(data, i * _TIME_INDEX_ENTRY.size)
+        if rel == 0 and i > 0:
+            break
+        print(f"timestamp: {ts} offset: {base + rel}", file=out)
+    trailing = len(data) % _TIME_INDEX_ENTRY.size
+    if trailing:
+        report.failed = True
+        print(f"Found {trailing} invalid bytes at the end of {path.name} (a partial time index entry)", file=out)
+
+
+# -------------------------------------------------------------------- entry points
+
+
+def dump_files(
+    paths: Iterable[str | os.PathLike[str]],
+    deep_iteration: bool = False,
+    print_data_log: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Dump each file of ``paths`` to ``out`` (default ``sys.stdout``) the
+    way Kafka's DumpLogSegments does; see the module docstring for the
+    format. Files are recognised by suffix: ``.log`` (segments), ``.index``
+    (offset index) and ``.timeindex``; others are skipped with ``Ignoring
+    unknown file`` on ``err`` (default ``sys.stderr``).
+
+    ``deep_iteration``: one line per record as well as per batch.
+    ``print_data_log``: also print keys and values as UTF-8 text (implies
+    ``deep_iteration``, as in Kafka).
+
+    Never raises for damaged or unreadable files: returns 0 if every file
+    was read and valid, 1 if any had invalid bytes, a CRC mismatch, records
+    that could not be decoded, index entries that do not match the log, or
+    could not be opened (reported on ``err``)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    deep = deep_iteration or print_data_log
+    report = _Report()
+    for raw in paths:
+        path = Path(raw)
+        print(f"Dumping {raw}", file=out)
+        try:
+            if path.suffix == ".log":
+                _LogDumper(path, deep, print_data_log, out, report).run()
+            elif path.suffix == ".index":
+                _dump_index(path, out, report)
+            elif path.suffix == ".timeindex":
+                _dump_time_index(path, out, report)
+            else:
+                print(f"Ignoring unknown file {raw}", file=err)
+        except OSError as exc:
+            report.failed = True
+            print(f"Cannot read {raw}: {exc.strerror or exc}", file=err)
+    out.flush()
+    report.print(err)
+    return 1 if report.failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``dump-log`` subcommand to ``subparsers`` (from
+    ``ArgumentParser.add_subparsers``); it sets ``func`` to :func:`run`,
+    which returns the exit code. Returns the new sub-parser."""
+    p = subparsers.add_parser(
+        "dump-log",
+        help="print log segment and index files like Kafka's DumpLogSegments",
+        description="Print the batches of .log segment files and the entries of .index/.timeindex files, "
+        "in the format of Kafka's kafka.tools.DumpLogSegments. Exit status 1 if any file is damaged.",
+    )
+    p.add_argument("paths", nargs="*", metavar="FILE", help="a .log, .index or .timeindex file")
+    p.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        metavar="FILE1,FILE2",
+        help="comma-separated files, as DumpLogSegments --files takes them (repeatable)",
+    )
+    p.add_argument("--deep-iteration", action="store_true", help="one line per record, not only per batch")
+    p.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print each record's key and payload as text (implies --deep-iteration)",
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``dump-log`` for parsed ``args`` (see :func:`register`); returns
+    the exit code (2 when no file was given)."""
+    paths = list(args.paths) + [f for csv in args.files for f in csv.split(",") if f]
+    if not paths:
+        print("dump-log: give at least one FILE (or --files a,b)", file=sys.stderr)
+        return 2
+    return dump_files(paths, deep_iteration=args.deep_iteration, print_data_log=args.print_data_log)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kclient.tools.dump_log FILE...``: the subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="kclient")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["dump-log", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -16,22 +16,23 @@ the page cache; they are made on the trio thread, which serialises them.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Awaitable, Callable
 
 import trio
 
 from kclient.errors import (
     BrokerResponseError,
+    ConfigError,
     CorruptRecordError,
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
+from kclient.config import BrokerConfig
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import validate_batch
-from kclient.storage import LogConfig, LogManager, validate_topic_name
+from kclient.storage import Log, LogConfig, LogManager, validate_topic_name
 
 from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 
@@ -81,14 +82,6 @@ class CloseConnection(Exception):
     answering (e.g. a failed Produce with acks=0)."""
 
 
-def _cfg(config: Any, *names: str, default: Any = None) -> Any:
-    for name in names:
-        value = getattr(config, name, None)
-        if value is not None:
-            return value
-    return default
-
-
 class AppendNotifier:
     """Wakes Fetch long polls when a partition they wait on is appended to.
 
@@ -134,7 +127,7 @@ class BrokerState:
 
     def __init__(
         self,
-        config: Any,
+        config: BrokerConfig,
         logs: LogManager,
         *,
         cluster_id: str,
@@ -144,35 +137,34 @@ class BrokerState:
         self.config = config
         self.logs = logs
         self.cluster_id = cluster_id
-        self.broker_id: int = int(_cfg(config, "broker_id", default=0))
+        self.broker_id: int = config.broker_id
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
         self.log_dirs = list(logs.log_dirs)
-        self.auto_create_topics: bool = bool(_cfg(config, "auto_create_topics_enable", default=True))
-        self.num_partitions: int = int(_cfg(config, "num_partitions", default=1))
-        self.message_max_bytes: int = int(_cfg(config, "message_max_bytes", default=1048588))
+        self.auto_create_topics: bool = config.auto_create_topics_enable
+        self.num_partitions: int = config.num_partitions
+        self.message_max_bytes: int = config.message_max_bytes
         self.producer_ids = ProducerIdAllocator(self.log_dirs[0])
         self.transactional_ids: dict[str, tuple[int, int]] = {}
         self.appends = AppendNotifier()
         self._closed = False
 
     @classmethod
-    def open(cls, config: Any, *, advertised_host: str, advertised_port: int) -> BrokerState:
+    def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
         """Open the logs under ``config.log_dirs`` and read (or create) the
         cluster id in the first log dir's ``meta.properties``. Raises
         :class:`kclient.errors.ConfigError` for inconsistent metadata and
         OSError for unusable directories."""
-        log_dirs = _cfg(config, "log_dirs", default=None)
-        if isinstance(log_dirs, (str, os.PathLike)):
-            log_dirs = [log_dirs]
+        log_dirs = list(config.log_dirs)
         if not log_dirs:
-            from kclient.errors import ConfigError
-
             raise ConfigError("log.dirs is empty")
-        broker_id = int(_cfg(config, "broker_id", default=0))
-        cluster_id = load_or_create_meta(log_dirs[0], broker_id)
-        log_config = _log_config(config)
-        logs = LogManager(list(log_dirs), log_config, default_num_partitions=int(_cfg(config, "num_partitions", default=1)))
+        cluster_id = load_or_create_meta(log_dirs[0], config.broker_id)
+        log_config = LogConfig(
+            segment_bytes=config.log_segment_bytes,
+            index_interval_bytes=config.log_index_interval_bytes,
+            max_message_bytes=config.message_max_bytes,
+        )
+        logs = LogManager(log_dirs, log_config, default_num_partitions=config.num_partitions)
         return cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
 
     def close(self) -> None:
@@ -205,7 +197,7 @@ class BrokerState:
         return NONE
 
 
-def _first_record_at(plog: Any, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:
+def _first_record_at(plog: Log, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:
     """Kafka's ListOffsets answer for a timestamp: the first *record* at or
     after ``offset`` whose timestamp is ``>= timestamp``
     (``LogSegment.findOffsetByTimestamp``). The log locates the batch;
@@ -218,25 +210,6 @@ def _first_record_at(plog: Any, offset: int, timestamp: int, batch_max_ts: int) 
     except Exception as exc:  # a batch it cannot decode: keep the batch answer
         log.debug("cannot look inside the batch at offset %d of %s: %s", offset, plog, exc)
     return offset, batch_max_ts
-
-
-def _log_config(config: Any) -> LogConfig:
-    make = getattr(config, "log_config", None)
-    if callable(make):
-        return make()
-    if isinstance(make, LogConfig):
-        return make
-    kwargs = {}
-    segment_bytes = _cfg(config, "log_segment_bytes")
-    if segment_bytes is not None:
-        kwargs["segment_bytes"] = int(segment_bytes)
-    max_message = _cfg(config, "message_max_bytes")
-    if max_message is not None:
-        kwargs["max_message_bytes"] = int(max_message)
-    interval = _cfg(config, "log_index_interval_bytes")
-    if interval is not None:
-        kwargs["index_interval_bytes"] = int(interval)
-    return LogConfig(**kwargs)
 
 
 Handler = Callable[[RequestHeader, dict], Awaitable["dict | None"]]

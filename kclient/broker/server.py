@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Any
-
 import trio
 
+from kclient.config import BrokerConfig
 from kclient.errors import ProtocolError
 from kclient.protocol.connection import (
     FrameBuffer,
@@ -58,7 +57,7 @@ class Broker:
     (the :class:`~kclient.broker.handlers.BrokerState`).
     """
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.port: int | None = None
         self.state: BrokerState | None = None

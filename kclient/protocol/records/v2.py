@@ -104,6 +104,18 @@ class BatchHeader:
         return self.batch_length + 12
 
 
+def _zigzag_bytes(value: int) -> bytes:
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
+
+
+# zigzag varint encodings of 0..16383, the sizes, deltas and lengths most
+# records use, so the batch builder's hot loop does no arithmetic for them.
+_ZIGZAG_LIMIT = 1 << 14
+_ZIGZAG = [_zigzag_bytes(n) for n in range(_ZIGZAG_LIMIT)]
+
+
 def _write_bytes_varint(out: bytearray, data) -> None:
     if data is None:
         out.append(1)  # zigzag(-1)
@@ -152,22 +164,59 @@ def build_batch(
     records section is compressed as a whole. Returns the batch bytes with
     the CRC-32C filled in. Raises ValueError for an empty ``records``.
     """
-    body = bytearray()
-    base_ts = None
+    records = records if isinstance(records, (list, tuple)) else list(records)
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    parts: list = []
+    append = parts.append
+    zz = _ZIGZAG
+    limit = _ZIGZAG_LIMIT
+    base_ts = records[0][2]
     max_ts = -1
     count = 0
     for rec in records:
         key, value, ts = rec[0], rec[1], rec[2]
-        headers = rec[3] if len(rec) > 3 else ()
-        if base_ts is None:
-            base_ts = ts
         if ts > max_ts:
             max_ts = ts
-        encode_record(body, count, ts - base_ts, key, value, headers)
+        headers = rec[3] if len(rec) > 3 else ()
+        delta = ts - base_ts
+        if headers or not (0 <= delta < limit and count < limit):
+            one = bytearray()
+            encode_record(one, count, delta, key, value, headers)
+            append(bytes(one))
+            count += 1
+            continue
+        # Fast path, no headers: length, attributes 0, timestamp delta,
+        # offset delta, key, value, header count 0 (all zigzag varints).
+        td = zz[delta]
+        od = zz[count]
+        if key is None:
+            kl = b"\x01"
+            klen = 0
+        else:
+            klen = len(key)
+            kl = zz[klen] if klen < limit else _zigzag_bytes(klen)
+        if value is None:
+            vl = b"\x01"
+            vlen = 0
+        else:
+            vlen = len(value)
+            vl = zz[vlen] if vlen < limit else _zigzag_bytes(vlen)
+        size = 2 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen
+        append(zz[size] if size < limit else _zigzag_bytes(size))
+        append(b"\x00")
+        append(td)
+        append(od)
+        append(kl)
+        if klen:
+            append(key)
+        append(vl)
+        if vlen:
+            append(value)
+        append(b"\x00")
         count += 1
-    if count == 0:
-        raise ValueError("a record batch needs at least one record")
-    payload = codecs.compress(codec, bytes(body)) if codec else body
+    body = b"".join(parts)
+    payload = codecs.compress(codec, body) if codec else body
     attributes = (codec & ATTR_CODEC_MASK) | (ATTR_TIMESTAMP_TYPE if timestamp_type_log_append else 0)
     if is_transactional:
         attributes |= ATTR_TRANSACTIONAL

@@ -132,7 +132,7 @@ def main() -> int:
     expected = collections.Counter(f["carrier"] for f in flights)
     print(f"kclient {kclient.__version__}: {len(flights):,} flights from {path.name}")
 
-    with BrokerProcess(overrides={"num.partitions": str(PARTITIONS)}) as broker:
+    with BrokerProcess(properties={"num.partitions": str(PARTITIONS)}) as broker:
         print(f"bundled broker on {broker.bootstrap}, log dir {broker.log_dir}")
         produce_s, payload_bytes, sent = produce(broker.bootstrap, flights)
         consume_s, total, per_carrier, problems = consume(broker.host, broker.port)

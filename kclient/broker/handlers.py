@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
+from kclient.config import BrokerConfig
 from kclient.errors import (
     BrokerResponseError,
     ConfigError,
@@ -27,7 +28,6 @@ from kclient.errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
-from kclient.config import BrokerConfig
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches

@@ -50,8 +50,9 @@ class Broker:
     from a :class:`kclient.storage.LogManager` under ``config.log_dirs``.
 
     ``config`` is a :class:`kclient.config.BrokerConfig`. Run it with
-    ``port = await nursery.start(broker.serve)``; cancel the surrounding
-    scope to stop it: the log manager is then flushed and closed.
+    ``port = await nursery.start(broker.serve)``; call :meth:`stop` (or
+    cancel the surrounding scope) to stop it: connections are closed, the
+    log manager flushed and closed.
 
     Attributes set once serving: ``port`` (the bound TCP port), ``state``
     (the :class:`~kclient.broker.handlers.BrokerState`).

@@ -158,6 +158,9 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
     return write, read
 
 
+_MISSING = object()
+
+
 class StructCodec:
     """A schema compiled for one version: ``encode(dict) -> bytes`` appends,
     ``decode(buf, pos) -> (dict, pos)``."""
@@ -179,8 +182,8 @@ class StructCodec:
         """Append the encoding of ``value`` to ``out``."""
         get = value.get
         for name, w, _, default in self._fields:
-            v = get(name, default)
-            if v is None and default is not None:
+            v = get(name, _MISSING)
+            if v is _MISSING:
                 v = default
             try:
                 w(out, v)

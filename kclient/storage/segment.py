@@ -1,10 +1,12 @@
-"""One log segment: a ``.log`` file of record batches plus its ``.index``.
+"""One log segment: a ``.log`` file of record batches plus its ``.index``
+and ``.timeindex``.
 
 Files are named by the segment's base offset zero-padded to 20 digits
-(``00000000000000000000.log`` / ``.index``; PROTOCOL-NOTES "Log files").
-The ``.log`` file is the exact concatenation of the batches appended, each
-already carrying its final offsets, so a fetch can send its bytes as they
-are (seed 001: "transferred ... without recopying or conversion").
+(``00000000000000000000.log`` / ``.index`` / ``.timeindex``; PROTOCOL-NOTES
+"Log files"). The ``.log`` file is the exact concatenation of the batches
+appended, each already carrying its final offsets, so a fetch can send its
+bytes as they are (seed 001: "transferred ... without recopying or
+conversion"), with ``os.sendfile`` (see :class:`kclient.storage.FileSlice`).
 
 Recovery follows seed 001 ("On startup a log recovery process ... verifies
 that each message entry is valid"): a batch is valid if it lies wholly
@@ -14,6 +16,13 @@ CRC32 over magic..end for v0/v1). The file is truncated at the first
 invalid batch, which handles both a lost tail and a nonsense block added by
 a crash. Modelled on Kafka's ``LogSegment``.
 
+Lifetime: readers take a reference (:meth:`LogSegment.try_acquire` /
+:meth:`LogSegment.release`) for as long as they use the file descriptor.
+:meth:`LogSegment.delete` renames the files to ``*.deleted`` at once (so a
+restart never loads them again) but closes and unlinks them only when the
+last reference is released, so a reader never sees a closed (or, worse,
+reused) descriptor and a pending ``sendfile`` still finds its bytes.
+
 Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio.
 """
 
@@ -22,7 +31,10 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
+import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -31,15 +43,22 @@ import crc32c
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import LOG_OVERHEAD, BatchInfo, read_batch_info, scan_batches
 from kclient.storage.index import OffsetIndex
+from kclient.storage.timeindex import TimeIndex
 
 logger = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
 _U32 = struct.Struct(">I")
 _WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
 _RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def file_stem(base_offset: int) -> str:
@@ -72,20 +91,38 @@ def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
     return (zlib.crc32(view[position + 16 : end]) & 0xFFFFFFFF) == stored
 
 
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """``os.fsync`` a directory so file creations, renames and deletions in
+    it survive a system crash. Raises ``OSError`` on failure."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _BadIndex(Exception):
+    """An index entry does not point at the batch it names."""
+
+
 class LogSegment:
-    """One ``.log`` + ``.index`` pair holding offsets ``base_offset`` ..
-    ``last_offset``.
+    """One ``.log`` + ``.index`` + ``.timeindex`` triple holding offsets
+    ``base_offset`` .. ``last_offset``.
 
     Build with :meth:`create` (new empty segment) or :meth:`open` (existing
-    files; call :meth:`recover` for the active segment after a restart).
-    ``size`` is the number of valid bytes in the ``.log`` file. An index
-    entry ``(batch base offset, byte position)`` is added before a batch
-    when more than ``index_interval_bytes`` bytes were appended since the
-    last entry (Kafka's rule).
+    files; call :meth:`recover` for a segment that may hold unflushed data
+    after a crash). ``size`` is the number of valid bytes in the ``.log``
+    file. An offset index entry ``(batch base offset, byte position)`` is
+    added before a batch when more than ``index_interval_bytes`` bytes were
+    appended since the last entry (Kafka's rule); at the same moment a time
+    index entry ``(largest timestamp so far, last offset of the batch that
+    first reached it)`` is added if that timestamp grew.
 
     Not thread-safe for concurrent writers; reads (``read``,
-    ``find_position``) may run alongside one writer because they never
-    look past ``size``. Raises ``OSError`` on I/O failure.
+    ``find_batch``, ``find_offset_by_timestamp``) may run alongside one
+    writer because they never look past ``size``, and they should hold a
+    reference (:meth:`try_acquire`) so the files stay open. Raises
+    ``OSError`` on I/O failure.
     """
 
     def __init__(
@@ -97,65 +134,131 @@ class LogSegment:
         size: int,
         index_interval_bytes: int,
         last_offset: int | None,
+        timeindex: TimeIndex | None = None,
+        created_ms: int | None = None,
     ) -> None:
-        self.directory = directory
+        self.directory = Path(directory)
         self.base_offset = base_offset
-        self.log_path = directory / (file_stem(base_offset) + LOG_SUFFIX)
+        stem = file_stem(base_offset)
+        self.log_path = self.directory / (stem + LOG_SUFFIX)
         self.index = index
+        if timeindex is None:
+            timeindex = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset)
+        self.timeindex = timeindex
         self.index_interval_bytes = index_interval_bytes
+        self.created_ms = _wall_clock_ms() if created_ms is None else created_ms
         self._fd: int | None = fd
         self._size = size
-        self._last_offset = last_offset  # None = not computed yet (lazy)
+        # Tail state, computed lazily for a segment opened without recovery.
+        self._last_offset = last_offset  # None = not computed yet
+        self._max_timestamp = -1
+        self._offset_of_max = base_offset - 1
+        self._tail_known = last_offset is not None and size == 0
         self._bytes_since_index = 0
+        # Time of the first append (ms), None = unknown yet (see rolling_base_ms).
+        self._rolling_base_ms: int | None = None
+        self.index_suspect = False
         self.deleted = False
+        self._ref_lock = threading.Lock()
+        self._refs = 0
+        self._retired = False  # close() or delete() was called
+        self._released = False  # descriptors closed
 
     # ------------------------------------------------------------ construction
 
     @classmethod
-    def create(cls, directory: str | os.PathLike[str], base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+    def create(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        index_interval_bytes: int = 4096,
+        *,
+        now_ms: int | None = None,
+    ) -> LogSegment:
         """Create a new empty segment in ``directory`` starting at
         ``base_offset``. Raises ``FileExistsError`` if its ``.log`` file
-        exists already (an existing ``.index`` without its log is reset)."""
+        exists already (existing ``.index`` / ``.timeindex`` files without
+        their log are reset). ``now_ms``: creation time (default: wall
+        clock)."""
         directory = Path(directory)
         stem = file_stem(base_offset)
         fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        index = timeindex = None
         try:
             index = OffsetIndex(directory / (stem + INDEX_SUFFIX), base_offset)
             index.reset()
+            timeindex = TimeIndex(directory / (stem + TIMEINDEX_SUFFIX), base_offset)
+            timeindex.reset()
         except BaseException:
+            for ix in (index, timeindex):
+                if ix is not None:
+                    ix.close()
             os.close(fd)
             raise
-        return cls(directory, base_offset, fd, index, 0, index_interval_bytes, base_offset - 1)
+        return cls(directory, base_offset, fd, index, 0, index_interval_bytes, base_offset - 1, timeindex, now_ms)
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], base_offset: int, index_interval_bytes: int = 4096) -> LogSegment:
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        index_interval_bytes: int = 4096,
+        *,
+        check_indexes: bool = True,
+        now_ms: int | None = None,
+    ) -> LogSegment:
         """Open the existing segment ``base_offset`` in ``directory``
         without validating its batches (see :meth:`recover`). ``size`` is
-        the file length. A missing index, or one that fails
-        :meth:`OffsetIndex.sanity_check`, is rebuilt from the log. Raises
-        ``FileNotFoundError`` if the ``.log`` file is missing."""
+        the file length. With ``check_indexes`` (default), a missing
+        ``.index`` or ``.timeindex``, or one that fails its sanity check,
+        is rebuilt from the log (WARNING for a corrupt one); pass
+        ``False`` when :meth:`recover` follows (it rebuilds both anyway).
+        ``now_ms``: when the segment was loaded (default: wall clock).
+        Raises ``FileNotFoundError`` if the ``.log`` file is missing."""
         directory = Path(directory)
         stem = file_stem(base_offset)
         fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR)
+        index = timeindex = None
         try:
             size = os.fstat(fd).st_size
             index_path = directory / (stem + INDEX_SUFFIX)
+            time_path = directory / (stem + TIMEINDEX_SUFFIX)
             had_index = index_path.exists()
+            had_timeindex = time_path.exists()
             index = OffsetIndex(index_path, base_offset)
+            timeindex = TimeIndex(time_path, base_offset)
         except BaseException:
+            for ix in (index, timeindex):
+                if ix is not None:
+                    ix.close()
             os.close(fd)
             raise
-        seg = cls(directory, base_offset, fd, index, size, index_interval_bytes, None if size else base_offset - 1)
-        if size and (not had_index or not index.sanity_check(size)):
-            if had_index:
-                logger.warning("segment %s: index %s is corrupt, rebuilding it", seg.log_path, index_path)
+        seg = cls(
+            directory, base_offset, fd, index, size, index_interval_bytes, None if size else base_offset - 1, timeindex, now_ms
+        )
+        seg._bytes_since_index = size - index.last_entry[1]
+        if not check_indexes or not size:
+            if not size:
+                index.reset()
+                timeindex.reset()
+            return seg
+        problems = []
+        if not had_index:
+            problems.append("index is missing")
+        elif not index.sanity_check(size):
+            problems.append("index is corrupt")
+        if not had_timeindex:
+            problems.append("time index is missing")
+        elif not timeindex.sanity_check():
+            problems.append("time index is corrupt")
+        if problems:
+            level = logging.INFO if all("missing" in p for p in problems) else logging.WARNING
+            logger.log(level, "segment %s: %s; rebuilding the indexes", seg.log_path, ", ".join(problems))
             try:
-                seg._rebuild_index()
+                seg.rebuild_indexes()
             except BaseException:
                 seg.close()
                 raise
-        else:
-            seg._bytes_since_index = size - index.last_entry[1]
         return seg
 
     # ------------------------------------------------------------ properties
@@ -167,28 +270,58 @@ class LogSegment:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` or :meth:`delete` was called."""
-        return self._fd is None
+        """Whether :meth:`close` or :meth:`delete` was called (the files may
+        stay open a little longer for readers holding a reference)."""
+        return self._retired or self._fd is None
 
     @property
     def last_offset(self) -> int:
         """Last offset held (``base_offset - 1`` when empty). Computed on
         first use for a segment opened without :meth:`recover` by walking
-        from the last index entry."""
-        if self._last_offset is None:
-            last = self.base_offset - 1
-            try:
-                for info in self.iter_batches(self.index.last_entry[1]):
-                    last = info.last_offset
-            except CorruptRecordError as exc:
-                logger.warning("segment %s: %s", self.log_path, exc)
-            self._last_offset = last
+        from the last index entries."""
+        self._ensure_tail()
         return self._last_offset
 
     @property
     def next_offset(self) -> int:
         """``last_offset + 1``: the offset the next batch appended would get."""
         return self.last_offset + 1
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch timestamp in the segment (ms), -1 if none (empty or
+        v0 entries only)."""
+        self._ensure_tail()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch holding :attr:`max_timestamp`
+        (``base_offset - 1`` if there is none)."""
+        self._ensure_tail()
+        return self._offset_of_max
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time-based retention compares with (Kafka's
+        ``largestTimestamp``): :attr:`max_timestamp`, or the ``.log``
+        file's mtime (ms) when the segment has no timestamps."""
+        ts = self.max_timestamp
+        return ts if ts >= 0 else self.mtime
+
+    @property
+    def rolling_base_ms(self) -> int | None:
+        """Time (ms) the segment's age is measured from for ``roll_ms``:
+        the clock time of its first append when that happened in this
+        process; for a segment loaded from disk, the largest timestamp of
+        its first batch (Kafka's ``rollingBasedTimestamp``) capped at the
+        load time, or the load time when the batch has none. ``None`` for
+        an empty segment."""
+        if self._rolling_base_ms is None and self._size:
+            first = self._first_batch()
+            ts = first.max_timestamp if first is not None else -1
+            self._rolling_base_ms = min(ts, self.created_ms) if ts >= 0 else self.created_ms
+        return self._rolling_base_ms
 
     @property
     def mtime(self) -> int:
@@ -200,6 +333,52 @@ class LogSegment:
         if self._fd is None:
             raise ValueError(f"segment {self.log_path} is closed")
         return self._fd
+
+    def fileno(self) -> int:
+        """The ``.log`` file descriptor (valid while a reference is held)."""
+        return self._require_fd()
+
+    # ------------------------------------------------------------ references
+
+    def try_acquire(self) -> bool:
+        """Take a reference that keeps the files open; ``False`` if the
+        segment is closed or deleted already (the caller should take a new
+        snapshot of the log). Pair with :meth:`release`."""
+        with self._ref_lock:
+            if self._retired or self._fd is None:
+                return False
+            self._refs += 1
+            return True
+
+    def release(self) -> None:
+        """Drop a reference taken with :meth:`try_acquire`; the last one
+        after :meth:`close` / :meth:`delete` closes (and for a deleted
+        segment unlinks) the files."""
+        with self._ref_lock:
+            if self._refs <= 0:
+                raise RuntimeError(f"segment {self.log_path}: release without acquire")
+            self._refs -= 1
+            finish = self._refs == 0 and self._retired and not self._released
+            if finish:
+                self._released = True
+        if finish:
+            self._release_files()
+
+    @property
+    def references(self) -> int:
+        """Number of references currently held."""
+        return self._refs
+
+    @contextmanager
+    def reference(self) -> Iterator[LogSegment]:
+        """``with seg.reference():`` holds a reference for the block. Raises
+        ``ValueError`` if the segment is closed or deleted."""
+        if not self.try_acquire():
+            raise ValueError(f"segment {self.log_path} is closed")
+        try:
+            yield self
+        finally:
+            self.release()
 
     # ------------------------------------------------------------ walking
 
@@ -251,12 +430,36 @@ class LogSegment:
         for info, _, _ in self._walk(position, self._size):
             yield info
 
+    def _first_batch(self) -> BatchInfo | None:
+        for info in self.iter_batches(0):
+            return info
+        return None
+
+    def _suspect(self, what: str, detail: str) -> None:
+        if not self.index_suspect:
+            logger.warning("segment %s: %s is inconsistent with the log (%s); scanning instead, rebuild pending", self.log_path, what, detail)
+        self.index_suspect = True
+
     def find_batch(self, offset: int) -> BatchInfo | None:
         """The first batch whose ``last_offset >= offset``, found by an
         index lookup and a walk over batch headers; ``None`` if every
-        batch of the segment ends before ``offset``."""
-        _, start = self.index.lookup(offset)
-        for info in self.iter_batches(start):
+        batch of the segment ends before ``offset``. An index entry that
+        does not name the batch at its position marks the index suspect
+        (see :attr:`index_suspect`) and the walk restarts from byte 0."""
+        entry_offset, start = self.index.lookup(offset)
+        if start > 0:
+            try:
+                first = True
+                for info in self.iter_batches(start):
+                    if first and info.base_offset != entry_offset:
+                        raise _BadIndex(f"entry ({entry_offset}, {start}) points at a batch with offset {info.base_offset}")
+                    first = False
+                    if info.last_offset >= offset:
+                        return info
+                return None
+            except (_BadIndex, CorruptRecordError) as exc:
+                self._suspect("offset index", str(exc))
+        for info in self.iter_batches(0):
             if info.last_offset >= offset:
                 return info
         return None
@@ -268,30 +471,101 @@ class LogSegment:
         info = self.find_batch(offset)
         return None if info is None else info.position
 
+    def find_offset_by_timestamp(self, timestamp: int) -> BatchInfo | None:
+        """The first batch whose largest timestamp is ``>= timestamp``, or
+        ``None``: time index lookup (largest entry ``<= timestamp``), offset
+        index lookup of that entry's offset, then a walk over batch headers
+        (Kafka's ``LogSegment.findOffsetByTimestamp``, at batch level). A
+        time index entry that does not match its batch marks the index
+        suspect and the walk restarts from byte 0."""
+        entry = self.timeindex.lookup(timestamp)
+        if entry is not None:
+            entry_ts, entry_offset = entry
+            _, start = self.index.lookup(entry_offset)
+            try:
+                checked = False
+                for info in self.iter_batches(start):
+                    if not checked and info.last_offset >= entry_offset:
+                        checked = True
+                        if info.max_timestamp != entry_ts or info.base_offset > entry_offset:
+                            raise _BadIndex(
+                                f"entry ({entry_ts}, {entry_offset}) but that batch has largest timestamp {info.max_timestamp}"
+                            )
+                    if checked and info.max_timestamp >= timestamp:
+                        return info
+                if not checked:
+                    raise _BadIndex(f"entry ({entry_ts}, {entry_offset}) is past the end of the segment")
+                return None
+            except (_BadIndex, CorruptRecordError) as exc:
+                self._suspect("time index", str(exc))
+        for info in self.iter_batches(0):
+            if info.max_timestamp >= timestamp:
+                return info
+        return None
+
     def read(self, position: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` bytes from byte ``position``, never past
         ``size`` (the tail may cut a batch). Empty at or past the end."""
         end = min(self._size, position + max(0, max_bytes))
         if position < 0 or position >= end:
             return b""
-        return os.pread(self._require_fd(), end - position, position)
+        fd = self._require_fd()
+        out = os.pread(fd, end - position, position)
+        while len(out) < end - position:  # short read (rare on regular files)
+            more = os.pread(fd, end - position - len(out), position + len(out))
+            if not more:
+                break
+            out += more
+        return out
+
+    # ------------------------------------------------------------ tail state
+
+    def _ensure_tail(self) -> None:
+        """Compute last offset, largest timestamp and its offset of a
+        segment opened without recovery, by walking from the last index
+        entries to the end of the file."""
+        if self._tail_known:
+            return
+        t_ts, t_off = self.timeindex.last_entry
+        start = self.index.last_entry[1]
+        max_ts, off_max = -1, self.base_offset - 1
+        if t_ts >= 0:
+            start = min(start, self.index.lookup(t_off)[1])
+            max_ts, off_max = t_ts, t_off
+        last = self.base_offset - 1
+        try:
+            for info in self.iter_batches(start):
+                last = info.last_offset
+                if info.max_timestamp > max_ts:
+                    max_ts, off_max = info.max_timestamp, info.last_offset
+        except CorruptRecordError as exc:
+            logger.warning("segment %s: %s", self.log_path, exc)
+        if self._last_offset is None:
+            self._last_offset = last
+        self._max_timestamp, self._offset_of_max = max_ts, off_max
+        self._tail_known = True
 
     # ------------------------------------------------------------ writing
 
-    def _index_batch(self, offset: int, position: int, size: int) -> None:
+    def _index_batch(self, base_offset: int, last_offset: int, position: int, size: int, max_timestamp: int) -> None:
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max = last_offset
         if self._bytes_since_index > self.index_interval_bytes:
-            self.index.append(offset, position)
+            self.index.append(base_offset, position)
+            self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
-    def append(self, data, first_offset: int, last_offset: int) -> None:
+    def append(self, data, first_offset: int, last_offset: int, now_ms: int | None = None) -> None:
         """Write ``data`` (bytes-like: one or more complete batches already
         carrying offsets ``first_offset``..``last_offset``) at the end of
-        the ``.log`` file and index it. Raises ``ValueError`` if the data
-        is not whole batches, the offsets do not match it or do not follow
-        ``last_offset``, or the segment would outgrow the int32 positions /
-        relative offsets; ``OSError`` (after truncating back) if the write
-        fails."""
+        the ``.log`` file and index it. ``now_ms``: the append time (for
+        :attr:`rolling_base_ms`; default: wall clock). Raises
+        ``ValueError`` if the data is not whole batches, the offsets do not
+        match it or do not follow ``last_offset``, or the segment would
+        outgrow the int32 positions / relative offsets; ``OSError`` (after
+        truncating back) if the write fails."""
         view = memoryview(data).cast("B")
         n = len(view)
         if not n:
@@ -321,34 +595,54 @@ class LogSegment:
             except OSError:
                 logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
             raise
+        if start == 0:
+            self._rolling_base_ms = _wall_clock_ms() if now_ms is None else now_ms
         for info in infos:
-            self._index_batch(info.base_offset, start + info.position, info.size)
+            self._index_batch(info.base_offset, info.last_offset, start + info.position, info.size, info.max_timestamp)
         self._size = start + n
         self._last_offset = last_offset
 
+    def mark_inactive(self) -> None:
+        """Called when the segment stops being the active one (rolled):
+        add the final time index entry so its last entry carries the
+        segment's largest timestamp (Kafka's ``onBecomeInactiveSegment``)."""
+        self._ensure_tail()
+        self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
+
     # ------------------------------------------------------------ recovery
 
-    def _rebuild_index(self) -> None:
-        """Rebuild the index from the batches in bytes 0..size."""
+    def rebuild_indexes(self) -> None:
+        """Rebuild the ``.index`` and ``.timeindex`` from the batches in
+        bytes 0..size (the arrays are replaced, so concurrent readers keep
+        a consistent, if sparser, view). Clears :attr:`index_suspect`."""
         self.index.reset()
+        self.timeindex.reset()
         self._bytes_since_index = 0
+        self._max_timestamp, self._offset_of_max = -1, self.base_offset - 1
         last = self.base_offset - 1
         for info, _, _ in self._walk(0, self._size, _RECOVER_CHUNK):
-            self._index_batch(info.base_offset, info.position, info.size)
+            self._index_batch(info.base_offset, info.last_offset, info.position, info.size, info.max_timestamp)
             last = info.last_offset
         self._last_offset = last
+        self._tail_known = True
+        self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
+        self.index.flush(fsync=False)
+        self.timeindex.flush(fsync=False)
+        self.index_suspect = False
 
     def recover(self) -> int:
         """Validate every batch from byte 0 (complete, possible header,
         offsets increasing from ``base_offset``, CRC), truncate the ``.log``
-        file after the last valid batch, rebuild the index and set ``size``
-        and ``last_offset``. Returns the number of bytes truncated (logged at
-        WARNING when non-zero). Seed 001 "log recovery"; Kafka's
-        ``LogSegment.recover``."""
+        file after the last valid batch, rebuild both indexes and set
+        ``size``, ``last_offset`` and the largest timestamp. Returns the
+        number of bytes truncated (logged at WARNING when non-zero). Seed
+        001 "log recovery"; Kafka's ``LogSegment.recover``."""
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
         self.index.reset()
+        self.timeindex.reset()
         self._bytes_since_index = 0
+        self._max_timestamp, self._offset_of_max = -1, self.base_offset - 1
         valid_end = 0
         expected = self.base_offset
         last = self.base_offset - 1
@@ -365,7 +659,7 @@ class LogSegment:
                     reason = f"batch at byte {info.position} (offset {info.base_offset}) fails its CRC"
                 if reason:
                     break
-                self._index_batch(info.base_offset, info.position, info.size)
+                self._index_batch(info.base_offset, info.last_offset, info.position, info.size, info.max_timestamp)
                 valid_end = info.position + info.size
                 expected = info.last_offset + 1
                 last = info.last_offset
@@ -385,35 +679,118 @@ class LogSegment:
             os.ftruncate(fd, valid_end)
         self._size = valid_end
         self._last_offset = last
+        self._tail_known = True
+        self._rolling_base_ms = None
+        self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
+        self.index.flush(fsync=False)
+        self.timeindex.flush(fsync=False)
+        self.index_suspect = False
         return truncated
+
+    def verify_tail(self) -> bool:
+        """Cheap check of a segment trusted after a clean shutdown: the
+        batches from the last index entry end exactly at the end of the
+        file and the last one's CRC matches. ``False`` means the segment
+        should be recovered."""
+        start = self.index.last_entry[1]
+        last = None
+        try:
+            for info, buf, off in self._walk(start, self._size):
+                last = (info, bytes(memoryview(buf)[off : off + info.size]))
+        except CorruptRecordError:
+            return False
+        if last is None:
+            return self._size == 0
+        info, data = last
+        return info.position + info.size == self._size and batch_crc_ok(data, 0, info)
 
     # ------------------------------------------------------------ lifecycle
 
-    def flush(self) -> None:
-        """Write buffered index entries and ``os.fsync`` the log and index."""
-        self.index.flush(fsync=True)
+    def prepare_flush(self) -> None:
+        """Write buffered index entries to their files (no fsync); call
+        under the writer's lock before :meth:`sync`."""
+        self.index.flush(fsync=False)
+        self.timeindex.flush(fsync=False)
+
+    def sync(self) -> None:
+        """``os.fsync`` the log, index and time index files (safe alongside
+        appends; the caller holds a reference)."""
         os.fsync(self._require_fd())
+        self.index.sync()
+        self.timeindex.sync()
+
+    def flush(self) -> None:
+        """Write buffered index entries and ``os.fsync`` the log and both
+        indexes."""
+        self.prepare_flush()
+        self.sync()
 
     def close(self) -> None:
-        """Close both files (buffered index entries are written, nothing is
-        fsync-ed). Idempotent."""
+        """Write buffered index entries (nothing is fsync-ed) and close the
+        files, at once or, if readers hold references, when the last one is
+        released. Idempotent."""
+        with self._ref_lock:
+            if self._retired:
+                return
+            self._retired = True
+            finish = self._refs == 0 and not self._released
+            if finish:
+                self._released = True
+        if finish:
+            self._release_files()
+
+    def _release_files(self) -> None:
+        """Close the descriptors (and unlink the files of a deleted segment)."""
         try:
-            self.index.close()
+            if self.deleted:
+                self.index.delete()
+                self.timeindex.delete()
+            else:
+                try:
+                    self.index.close()
+                finally:
+                    self.timeindex.close()
         finally:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+            if self.deleted:
+                for path in (self.log_path, self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)):
+                    try:
+                        path.unlink()
+                    except FileNotFoundError:
+                        pass
 
     def delete(self) -> None:
-        """Close and remove both files (seed 001: "Data is deleted one log
-        segment at a time")."""
-        self.close()
-        self.deleted = True
-        self.index.delete()
-        try:
-            self.log_path.unlink()
-        except FileNotFoundError:
-            pass
+        """Delete the segment (seed 001: "Data is deleted one log segment at
+        a time"): its files are renamed ``*.deleted`` at once (a restart
+        removes such files instead of loading them) and closed and unlinked
+        when no reader holds a reference any more. Idempotent."""
+        with self._ref_lock:
+            if self.deleted:
+                return
+            self.deleted = True
+            self._retired = True
+            if self._refs > 0:
+                # Readers still use the files: rename them now (the open
+                # descriptors stay valid); the last release unlinks them.
+                try:
+                    os.replace(self.log_path, self.log_path.with_name(self.log_path.name + DELETED_SUFFIX))
+                except FileNotFoundError:
+                    pass
+                for ix in (self.index, self.timeindex):
+                    ix.rename(ix.path.with_name(ix.path.name + DELETED_SUFFIX))
+                return
+            already_released = self._released
+            self._released = True
+        if not already_released:
+            self._release_files()
+            return
+        for path in (self.log_path, self.index.path, self.timeindex.path):  # closed before: just unlink
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
 
     def __repr__(self) -> str:
         return f"LogSegment({str(self.log_path)!r}, size={self._size})"

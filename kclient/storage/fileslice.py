@@ -1,0 +1,166 @@
+"""A byte range of one segment file, for zero-copy fetch responses.
+
+:meth:`kclient.storage.Log.read_slice` returns a :class:`FileSlice`: the
+``.log`` file descriptor, the byte position and length of the batches to
+send, and the partition's offsets at read time. The broker hands the range
+to ``os.sendfile`` (seed 002 5.1: "The sendfile implementation is done by
+giving the MessageSet interface a writeTo method ... transferTo") so record
+data goes from the page cache to the socket without passing through Python.
+
+The slice holds a reference on its segment: the file stays open (and its
+bytes readable) until :meth:`FileSlice.release`, even if retention deletes
+the segment meanwhile. Use it as a context manager.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kclient.storage.segment import LogSegment
+
+_SENDFILE_FALLBACK_ERRNOS = {errno.EINVAL, errno.ENOSYS, getattr(errno, "EOPNOTSUPP", -1), getattr(errno, "ENOTSUP", -1)}
+_FALLBACK_CHUNK = 256 * 1024
+
+
+class FileSlice:
+    """Bytes ``position`` .. ``position + length`` of a segment's ``.log``
+    file, plus the partition's ``high_watermark``, ``log_start_offset`` and
+    ``log_end_offset`` when the read was made (offsets, not bytes).
+
+    ``fd`` is the open file descriptor (-1 for an empty slice); ``path``
+    the file (``None`` when empty). The range starts at a batch boundary
+    and may end inside a batch (seed 001 "Reads": clients drop a partial
+    last batch). The bytes never change while the slice is held (segments
+    are append-only). Not thread-safe: one consumer per slice.
+
+    Call :meth:`release` (or use ``with``) when done; a slice that is
+    garbage-collected unreleased releases itself with a
+    ``ResourceWarning``.
+    """
+
+    __slots__ = ("_segment", "_fd", "path", "position", "length", "high_watermark", "log_start_offset", "log_end_offset")
+
+    def __init__(
+        self,
+        segment: LogSegment | None,
+        position: int,
+        length: int,
+        high_watermark: int,
+        log_start_offset: int,
+        log_end_offset: int,
+    ) -> None:
+        """``segment``: a segment on which the caller has taken a reference
+        (:meth:`LogSegment.try_acquire`) that the slice now owns, or
+        ``None`` for an empty slice."""
+        self._segment = segment
+        self._fd = segment.fileno() if segment is not None else -1
+        self.path = segment.log_path if segment is not None else None
+        self.position = position
+        self.length = length if segment is not None else 0
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+    @classmethod
+    def empty(cls, high_watermark: int, log_start_offset: int, log_end_offset: int) -> FileSlice:
+        """A slice of no bytes (a read at the log end offset)."""
+        return cls(None, 0, 0, high_watermark, log_start_offset, log_end_offset)
+
+    # ------------------------------------------------------------ access
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file descriptor to ``os.sendfile`` from; -1 when the
+        slice is empty. Raises ``ValueError`` after :meth:`release`."""
+        if self._segment is None and self._fd != -1:
+            raise ValueError("file slice was released")
+        return self._fd
+
+    def fileno(self) -> int:
+        """Same as :attr:`fd`."""
+        return self.fd
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called (always ``True`` for an empty
+        slice, which holds nothing)."""
+        return self._segment is None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self, offset: int = 0, size: int | None = None) -> bytes:
+        """The slice's bytes from ``offset`` (relative to the slice), at most
+        ``size`` of them (default: to the end), with ``os.pread``. Raises
+        ``ValueError`` after :meth:`release`."""
+        end = self.length if size is None else min(self.length, offset + max(0, size))
+        if offset < 0 or offset >= end:
+            return b""
+        fd = self.fd
+        out = bytearray()
+        pos = self.position + offset
+        want = end - offset
+        while len(out) < want:
+            chunk = os.pread(fd, want - len(out), pos + len(out))
+            if not chunk:
+                break  # the file is shorter than promised: return what is there
+            out += chunk
+        return bytes(out)
+
+    def transfer_to(self, out_fd: int, offset: int = 0, count: int | None = None) -> int:
+        """Send slice bytes ``offset`` .. ``offset + count`` (default: to the
+        end) to the file descriptor ``out_fd`` (usually a socket) with one
+        ``os.sendfile`` call; returns the number of bytes sent (0 at the
+        end). Falls back to ``os.pread`` + ``os.write`` where ``sendfile``
+        is unavailable or refuses the descriptors. A non-blocking
+        ``out_fd`` may raise ``BlockingIOError``: wait until it is writable
+        and call again with the new offset."""
+        end = self.length if count is None else min(self.length, offset + max(0, count))
+        if offset >= end:
+            return 0
+        fd = self.fd
+        n = end - offset
+        sendfile = getattr(os, "sendfile", None)
+        if sendfile is not None:
+            try:
+                return sendfile(out_fd, fd, self.position + offset, n)
+            except OSError as exc:
+                if isinstance(exc, BlockingIOError) or exc.errno not in _SENDFILE_FALLBACK_ERRNOS:
+                    raise
+        data = os.pread(fd, min(n, _FALLBACK_CHUNK), self.position + offset)
+        if not data:
+            return 0
+        return os.write(out_fd, data)
+
+    # ------------------------------------------------------------ lifetime
+
+    def release(self) -> None:
+        """Give the segment reference back (the file may then be closed and,
+        if deleted, unlinked). Idempotent."""
+        seg, self._segment = self._segment, None
+        if seg is not None:
+            seg.release()
+
+    def __enter__(self) -> FileSlice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            if self._segment is not None:
+                warnings.warn(f"unreleased FileSlice of {self.path}", ResourceWarning, stacklevel=1)
+                self.release()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return (
+            f"FileSlice({str(self.path)!r}, position={self.position}, length={self.length}, "
+            f"hw={self.high_watermark}, log_start={self.log_start_offset}, log_end={self.log_end_offset})"
+        )

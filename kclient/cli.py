@@ -52,7 +52,13 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
 
 
 #: Subcommand registrars, in help order. Later issues append theirs.
-SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker]
+def _add_dump_log(subparsers) -> None:
+    from kclient.tools.dump_log import register
+
+    register(subparsers)
+
+
+SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker, _add_dump_log]
 
 
 def build_parser() -> argparse.ArgumentParser:

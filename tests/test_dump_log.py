@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from kclient.protocol.records import build_batch, codecs
-from kclient.protocol.records.legacy import build_entry, build_message, build_message_set
+from kclient.protocol.records.legacy import build_message_set
 from kclient.storage.log import Log, LogConfig
 from kclient.tools import dump_log
 from kclient.tools.dump_log import dump_files

@@ -280,8 +280,6 @@ def test_round_trip_one_megabyte_value(magic, codec):
 @pytest.mark.parametrize("magic", [0, 1])
 @pytest.mark.parametrize("codec", [codecs.GZIP, codecs.SNAPPY, codecs.LZ4], ids=lambda c: codecs.NAMES[c])
 def test_kafka_python_reads_what_we_build(magic, codec):
-    if magic == 0 and codec == codecs.LZ4:
-        pytest.skip("kafka-python needs the xxhash package for magic 0 lz4")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka.record import MemoryRecords

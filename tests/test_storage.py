@@ -169,7 +169,7 @@ def test_roll_and_reads_across_segments(tmp_path):
     assert all(s.size <= 1000 for s in segs)
     assert [s.base_offset for s in segs] == sorted(s.base_offset for s in segs)
     names = sorted(p.name for p in d.iterdir())
-    assert names == sorted([file_stem(s.base_offset) + ".log" for s in segs] + [file_stem(s.base_offset) + ".index" for s in segs])
+    assert names == sorted(file_stem(s.base_offset) + suffix for s in segs for suffix in (".log", ".index", ".timeindex"))
     # Every offset reads from the batch that holds it; a read ends at its segment.
     for off in range(20):
         res = log.read(off, 1 << 20)

@@ -16,7 +16,8 @@ import attrs
 
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
 from kclient.protocol.records import Header, read_batch_info, scan_batches
-from kclient.protocol.records.v2 import iter_records, validate_batch
+from kclient.protocol.records.legacy import iter_entry_records
+from kclient.protocol.records.v2 import decode_records, validate_batch
 from kclient.errors import CorruptRecordError
 
 
@@ -112,16 +113,27 @@ class ByteBufferMessageSet:
                 continue
             batch = view[info.position : info.position + info.size]
             if info.magic != 2:
-                raise CorruptRecordError(f"{self.topic}-{self.partition}: message format v{info.magic} at offset {info.base_offset} is not supported yet")
+                try:
+                    records = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_entry_records(batch)]
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
+                for offset, timestamp, key, value, headers in records:
+                    if offset >= start:
+                        yield MessageAndOffset(Message(key, value, timestamp, headers), offset)
+                continue
             try:
                 header = validate_batch(batch)
             except CorruptRecordError as exc:
                 raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
             if header.is_control:
                 continue
-            for rec in iter_records(batch, header, check_crc=False):
-                if rec.offset >= start:
-                    yield MessageAndOffset(Message(rec.key, rec.value, rec.timestamp, rec.headers), rec.offset)
+            try:
+                records = decode_records(batch, header, check_crc=False)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
+            for offset, timestamp, key, value, headers in records:
+                if offset >= start:
+                    yield MessageAndOffset(Message(key, value, timestamp, headers), offset)
 
     def messages(self) -> list[MessageAndOffset]:
         """All messages as a list."""

@@ -1,18 +1,33 @@
 """The broker's log engine: plain file I/O, no sockets, no trio.
 
 * :class:`OffsetIndex` (``index.py``): sparse ``.index`` file.
-* :class:`LogSegment` (``segment.py``): one ``.log`` + ``.index`` pair.
-* :class:`Log` (``log.py``): one partition's segments, offsets, reads.
-* :class:`LogManager` (``manager.py``): every partition under the log dirs.
+* :class:`TimeIndex` (``timeindex.py``): sparse ``.timeindex`` file.
+* :class:`LogSegment` (``segment.py``): one ``.log`` + indexes triple.
+* :class:`FileSlice` (``fileslice.py``): a byte range of a segment file
+  for ``os.sendfile``, holding the segment open.
+* :class:`Log` (``log.py``): one partition's segments, offsets, reads,
+  flush policy, retention, recovery.
+* :class:`LogManager` (``manager.py``): every partition under the log
+  dirs, recovery point checkpoints, clean-shutdown marker.
+* ``checkpoint.py``: the checkpoint file format and the marker.
 
-Layout and semantics follow seed 001 (log writes, reads, deletes,
-recovery) and Kafka's ``Log`` / ``LogSegment`` / ``LogManager``.
+Layout and semantics follow seeds 001 / 002 (log writes, reads, deletes,
+recovery guarantees) and Kafka's ``Log`` / ``LogSegment`` / ``LogManager``.
 """
 
+from kclient.storage.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    read_checkpoint,
+    write_checkpoint,
+)
+from kclient.storage.fileslice import FileSlice
 from kclient.storage.index import OffsetIndex
 from kclient.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     AppendResult,
     Log,
     LogConfig,
@@ -20,17 +35,26 @@ from kclient.storage.log import (
 )
 from kclient.storage.manager import LogManager, parse_partition_dir, validate_topic_name
 from kclient.storage.segment import LogSegment
+from kclient.storage.timeindex import TimeIndex
 
 __all__ = [
+    "CLEAN_SHUTDOWN_FILE",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "RECOVERY_POINT_CHECKPOINT",
     "AppendResult",
+    "CheckpointError",
+    "FileSlice",
     "Log",
     "LogConfig",
     "LogManager",
     "LogSegment",
     "OffsetIndex",
     "ReadResult",
+    "TimeIndex",
     "parse_partition_dir",
+    "read_checkpoint",
     "validate_topic_name",
+    "write_checkpoint",
 ]

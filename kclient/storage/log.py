@@ -1,20 +1,30 @@
 """The log of one partition: an ordered list of segments in one directory.
 
-Seed 001 ("The log allows serial appends which always go to the last
-file", "Reads are done by giving the 64-bit logical offset ... and an
-S-byte max chunk size", copy-on-write segment list, OutOfRangeException)
-and Kafka's ``Log`` / ``UnifiedLog``:
+Seed 001 / seed 002 5.4 ("Writes", "Reads", "Deletes", "Guarantees") and
+Kafka's ``Log`` / ``UnifiedLog``:
 
 * appends go to the last (active) segment, which rolls over to a new file
-  named by the next offset when it would grow past ``segment_bytes``;
+  named by the next offset when it would grow past ``segment_bytes``, when
+  its first batch is older than ``roll_ms`` or when an index is full;
 * the log assigns offsets by overwriting each batch's first 8 bytes;
-* reads locate the segment by ``bisect`` over an immutable tuple of base
-  offsets (replaced, never mutated, so a reader always searches a
-  consistent snapshot while segments are rolled or deleted), then the
-  batch by the segment's sparse index.
+* flush policy: after ``flush_interval_messages`` unflushed messages (the
+  seeds' M) the log and its indexes are fsync-ed; :meth:`Log.flush_if_due`
+  does the same once the oldest unflushed append is ``flush_interval_ms``
+  old (S). A system crash loses at most M messages or S ms of appends;
+* reads locate the segment by ``bisect`` over an immutable snapshot of the
+  segment list (replaced, never mutated, so a reader always searches a
+  consistent view while segments are rolled or deleted), then the batch
+  by the segment's sparse index; :meth:`Log.read_slice` returns the byte
+  range for ``os.sendfile`` while holding the segment open;
+* ListOffsets by timestamp bisects the segments' largest timestamps, then
+  uses the segment's time index;
+* retention deletes whole segments, oldest first, never the active one;
+* on open after an unclean shutdown every segment from the one holding the
+  recovery point is validated (size + CRC of each batch); the first invalid
+  batch truncates its segment and every later segment is deleted.
 
 Plain blocking file I/O; writers are serialised by a ``threading.Lock`` so
-the broker may call from worker threads.
+the broker may call from worker threads. Readers take no lock.
 """
 
 from __future__ import annotations
@@ -24,9 +34,9 @@ import os
 import struct
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import attrs
 
@@ -39,39 +49,126 @@ from kclient.errors import (
     RecordListTooLargeError,
 )
 from kclient.protocol.records.scan import scan_batches
-from kclient.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, parse_base_offset
+from kclient.storage.fileslice import FileSlice
+from kclient.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    file_stem,
+    fsync_dir,
+    parse_base_offset,
+)
 
 logger = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # KIP-734: the batch holding the largest timestamp
 _INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
 _OFFSET = struct.Struct(">q")
 _V01_ATTRIBUTES_AT = 17  # attributes byte of a v0/v1 entry
 _CODEC_MASK = 0x07
+_SNAPSHOT_RETRIES = 16
+_WEEK_MS = 7 * 24 * 60 * 60 * 1000
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 
 
-def _check_config(instance: LogConfig, attribute: attrs.Attribute, value: int) -> None:
-    lows = {"segment_bytes": 14, "index_interval_bytes": 0, "max_message_bytes": 0}
-    low = lows[attribute.name]
-    if not isinstance(value, int) or not low <= value <= _INT32_MAX:
-        raise ConfigError(f"{attribute.name} must be an int in [{low}, {_INT32_MAX}], got {value!r}")
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch (the default clock of :class:`Log`)."""
+    return time.time_ns() // 1_000_000
+
+
+def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if optional and value is None:
+            return
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ConfigError(f"{attribute.name} must be an int in [{low}, {high}]{' or None' if optional else ''}, got {value!r}")
+
+    return check
 
 
 @attrs.frozen
 class LogConfig:
-    """Per-log settings, all in bytes (Kafka topic configs ``segment.bytes``,
-    ``index.interval.bytes``, ``max.message.bytes`` and their defaults).
+    """Per-log settings (Kafka broker ``log.*`` / topic configs and their
+    defaults). Sizes in bytes, times in ms.
 
-    ``segment_bytes``: roll the active segment when an append would take it
-    past this size (14 .. 2**31-1). ``index_interval_bytes``: add an index
-    entry after about this many bytes. ``max_message_bytes``: the largest
-    single batch accepted, including its 12-byte log overhead. Raises
-    :class:`ConfigError` for a value out of range."""
+    * ``segment_bytes`` (``log.segment.bytes``, 1 GiB): roll the active
+      segment when an append would take it past this size (14 .. 2**31-1).
+    * ``index_interval_bytes`` (``log.index.interval.bytes``, 4096): add
+      offset / time index entries after about this many bytes.
+    * ``max_message_bytes`` (``message.max.bytes``): the largest single
+      batch accepted, including its 12-byte log overhead.
+    * ``roll_ms`` (``log.roll.ms`` / ``log.roll.hours``, 7 days): roll the
+      active segment when its first batch is older than this.
+    * ``flush_interval_messages`` (``log.flush.interval.messages``, the
+      seeds' M; default 2**63-1 = never): fsync after this many unflushed
+      messages.
+    * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
+      never by time): :meth:`Log.flush_if_due` fsyncs once the oldest
+      unflushed append is this old.
+    * ``retention_ms`` (``log.retention.ms/minutes/hours``, 7 days; -1 =
+      unlimited): delete segments whose largest timestamp is older.
+    * ``retention_bytes`` (``log.retention.bytes``, -1 = unlimited): delete
+      the oldest segments while the log is larger.
+    * ``index_max_bytes`` (``log.index.size.max.bytes``, 10 MiB): roll when
+      an index file reaches this size.
 
-    segment_bytes: int = attrs.field(default=1073741824, validator=_check_config)
-    index_interval_bytes: int = attrs.field(default=4096, validator=_check_config)
-    max_message_bytes: int = attrs.field(default=1048588, validator=_check_config)
+    Raises :class:`ConfigError` for a value out of range.
+    """
+
+    segment_bytes: int = attrs.field(default=1073741824, validator=_int_field(14, _INT32_MAX))
+    index_interval_bytes: int = attrs.field(default=4096, validator=_int_field(0, _INT32_MAX))
+    max_message_bytes: int = attrs.field(default=1048588, validator=_int_field(0, _INT32_MAX))
+    roll_ms: int = attrs.field(default=_WEEK_MS, validator=_int_field(1, LONG_MAX))
+    flush_interval_messages: int = attrs.field(default=LONG_MAX, validator=_int_field(1, LONG_MAX))
+    flush_interval_ms: int | None = attrs.field(default=None, validator=_int_field(0, LONG_MAX, optional=True))
+    retention_ms: int = attrs.field(default=_WEEK_MS, validator=_int_field(-1, LONG_MAX))
+    retention_bytes: int = attrs.field(default=-1, validator=_int_field(-1, LONG_MAX))
+    index_max_bytes: int = attrs.field(default=10485760, validator=_int_field(4, _INT32_MAX))
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> LogConfig:
+        """Build from a broker config object by attribute name (missing or
+        ``None`` attributes keep the defaults): ``log_segment_bytes``,
+        ``log_index_interval_bytes``, ``message_max_bytes``,
+        ``log_index_size_max_bytes``, ``log_roll_ms`` else
+        ``log_roll_hours``, ``log_flush_interval_messages``,
+        ``log_flush_interval_ms``, ``log_retention_ms`` else
+        ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
+        precedence; a negative value means unlimited),
+        ``log_retention_bytes``. Raises :class:`ConfigError` for values
+        out of range."""
+
+        def get(name: str) -> Any:
+            return getattr(config, name, None)
+
+        kwargs: dict[str, Any] = {}
+        for field, name in (
+            ("segment_bytes", "log_segment_bytes"),
+            ("index_interval_bytes", "log_index_interval_bytes"),
+            ("max_message_bytes", "message_max_bytes"),
+            ("index_max_bytes", "log_index_size_max_bytes"),
+            ("flush_interval_messages", "log_flush_interval_messages"),
+            ("retention_bytes", "log_retention_bytes"),
+        ):
+            if get(name) is not None:
+                kwargs[field] = int(get(name))
+        if get("log_flush_interval_ms") is not None:
+            kwargs["flush_interval_ms"] = int(get("log_flush_interval_ms"))
+        if get("log_roll_ms") is not None:
+            kwargs["roll_ms"] = int(get("log_roll_ms"))
+        elif get("log_roll_hours") is not None:
+            kwargs["roll_ms"] = int(get("log_roll_hours")) * 3_600_000
+        for name, unit in (("log_retention_ms", 1), ("log_retention_minutes", 60_000), ("log_retention_hours", 3_600_000)):
+            if get(name) is not None:
+                value = int(get(name))
+                kwargs["retention_ms"] = -1 if value < 0 else value * unit
+                break
+        return cls(**kwargs)
 
 
 @attrs.frozen
@@ -97,66 +194,229 @@ class ReadResult:
     log_end_offset: int
 
 
+class _Stale(Exception):
+    """A segment of a snapshot was deleted meanwhile: take a new snapshot."""
+
+
+class _View:
+    """Immutable snapshot of the segment list (copy-on-write: the log
+    replaces its view, never mutates it). ``bases`` are the segments' base
+    offsets for ``bisect``; the running maximum of the sealed (non-active)
+    segments' largest timestamps is computed once per view."""
+
+    __slots__ = ("bases", "segments", "_prefix")
+
+    def __init__(self, segments: Sequence[LogSegment]) -> None:
+        self.segments: tuple[LogSegment, ...] = tuple(segments)
+        self.bases: tuple[int, ...] = tuple(s.base_offset for s in self.segments)
+        self._prefix: list[int] | None = None
+
+    def sealed_timestamp_prefix(self) -> list[int]:
+        """``prefix[i]`` = largest timestamp of segments ``0..i`` (all but
+        the active one); non-decreasing, so it can be bisected. Raises
+        :class:`_Stale` if a segment was deleted meanwhile."""
+        prefix = self._prefix
+        if prefix is None:
+            prefix = []
+            running = -1
+            for seg in self.segments[:-1]:
+                if not seg.try_acquire():
+                    raise _Stale
+                try:
+                    running = max(running, seg.max_timestamp)
+                finally:
+                    seg.release()
+                prefix.append(running)
+            self._prefix = prefix
+        return prefix
+
+
 class Log:
     """The log of one partition, stored in ``directory``
     (``<log_dir>/<topic>-<partition>/``).
 
     ``Log(directory, config)`` (or :meth:`open`) loads every
-    ``<20 digits>.log`` segment found, sorted by base offset; the last one
-    is recovered (validated and truncated after its last valid batch, see
-    :meth:`LogSegment.recover`) and gives the log end offset. An empty
+    ``<20 digits>.log`` segment found, sorted by base offset (leftover
+    ``*.deleted`` files and indexes without a log are removed). An empty
     directory (created if missing) gets a first segment at offset 0.
+
+    Recovery (seed 001 / 002 "Guarantees"): with ``clean_shutdown`` the
+    segments are trusted (indexes sanity-checked, the last batch of the last
+    segment verified; a failure there recovers that segment). Otherwise
+    every segment from the one holding ``recovery_point`` (an offset; every
+    offset below it was fsync-ed) onwards is recovered, or only the last
+    segment when ``recovery_point`` is ``None``: each batch's size, offsets
+    and CRC are checked, the segment is truncated after its last valid batch
+    and all later segments are deleted. :attr:`recovery_truncated_bytes`
+    tells how many bytes that removed (also logged at WARNING). Missing or
+    corrupt ``.index`` / ``.timeindex`` files are rebuilt.
+
+    ``clock``: a function returning the time in ms (default: wall clock);
+    used for time-based roll and flush when no ``now_ms`` is passed.
 
     Errors: :class:`OffsetOutOfRangeError` on reads outside
     ``[log_start_offset, log_end_offset]``; :class:`MessageSizeTooLargeError`,
     :class:`RecordListTooLargeError`, :class:`InvalidRecordError`,
-    :class:`CorruptRecordError` on appends; ``OSError`` on I/O failure.
+    :class:`CorruptRecordError` on appends; ``OSError`` on I/O failure;
+    ``ValueError`` when used after :meth:`close`.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
+        self._clock = clock if clock is not None else wall_clock_ms
         self._lock = threading.Lock()
         self._closed = False
+        self._dir_dirty = False
+        #: Bytes removed by recovery when the log was opened: the truncated
+        #: tail of the damaged segment plus every later segment deleted.
+        self.recovery_truncated_bytes = 0
+        #: Number of segments validated batch by batch when the log was opened.
+        self.recovered_segments = 0
+        #: Number of flushes (fsync rounds) done since the log was opened.
+        self.flush_count = 0
         self.directory.mkdir(parents=True, exist_ok=True)
-        bases = sorted(
-            b for name in os.listdir(self.directory) if name.endswith(LOG_SUFFIX) and (b := parse_base_offset(name)) is not None
-        )
-        self._remove_orphan_indexes(set(bases))
-        segments: list[LogSegment] = []
-        try:
-            for base in bases:
-                segments.append(LogSegment.open(self.directory, base, self.config.index_interval_bytes))
-            if segments:
-                segments[-1].recover()
-            else:
-                segments.append(LogSegment.create(self.directory, 0, self.config.index_interval_bytes))
-        except BaseException:
-            for seg in segments:
-                seg.close()
-            raise
-        # Copy-on-write view: (base offsets, segments), replaced as a whole.
-        self._view: tuple[tuple[int, ...], tuple[LogSegment, ...]] = (
-            tuple(s.base_offset for s in segments),
-            tuple(segments),
-        )
+        segments = self._load(recovery_point, clean_shutdown)
+        self._view = _View(segments)
         self._log_end_offset = segments[-1].next_offset
+        # Everything loaded was validated or trusted and is on disk.
+        self._recovery_point = self._log_end_offset
+        self._first_unflushed_ms: int | None = None
         logger.debug(
             "loaded log %s: %d segment(s), offsets %d..%d", self.directory, len(segments), self.log_start_offset, self._log_end_offset
         )
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None) -> Log:
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] | None = None,
+    ) -> Log:
         """Load (or create) the log in ``directory``; same as the constructor."""
-        return cls(directory, config)
+        return cls(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown, clock=clock)
 
-    def _remove_orphan_indexes(self, bases: set[int]) -> None:
+    # ------------------------------------------------------------ loading
+
+    def _remove_leftovers(self, bases: set[int]) -> None:
         for name in os.listdir(self.directory):
-            if name.endswith(INDEX_SUFFIX):
+            path = self.directory / name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                logger.info("log %s: removing leftover file %s", self.directory, name)
+                path.unlink(missing_ok=True)
+                self._dir_dirty = True
+            elif name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
                 base = parse_base_offset(name)
                 if base is not None and base not in bases:
                     logger.info("log %s: removing index %s without its log file", self.directory, name)
-                    (self.directory / name).unlink(missing_ok=True)
+                    path.unlink(missing_ok=True)
+                    self._dir_dirty = True
+
+    def _delete_segment_files(self, base: int) -> int:
+        """Remove the files of segment ``base`` (not opened); returns the
+        size of its ``.log`` file."""
+        stem = file_stem(base)
+        size = 0
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            path = self.directory / (stem + suffix)
+            try:
+                if suffix == LOG_SUFFIX:
+                    size = path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        self._dir_dirty = True
+        return size
+
+    def _load(self, recovery_point: int | None, clean_shutdown: bool) -> list[LogSegment]:
+        now = self._clock()
+        interval = self.config.index_interval_bytes
+        names = os.listdir(self.directory)
+        bases = sorted(b for name in names if name.endswith(LOG_SUFFIX) and (b := parse_base_offset(name)) is not None)
+        self._remove_leftovers(set(bases))
+        if not bases:
+            seg = LogSegment.create(self.directory, 0, interval, now_ms=now)
+            self._dir_dirty = True
+            return [seg]
+        if clean_shutdown:
+            first_recover = len(bases)
+        elif recovery_point is None:
+            first_recover = len(bases) - 1
+        else:
+            first_recover = max(0, bisect_right(bases, recovery_point) - 1)
+        segments: list[LogSegment] = []
+        recovered: list[LogSegment] = []
+        truncated = 0
+        try:
+            for i, base in enumerate(bases):
+                if i < first_recover:
+                    segments.append(LogSegment.open(self.directory, base, interval, now_ms=now))
+                    continue
+                prev = segments[-1] if segments else None
+                if prev is not None and base <= prev.last_offset:
+                    logger.warning(
+                        "log %s: segment %d overlaps the previous one (last offset %d); deleting it and every later segment",
+                        self.directory,
+                        base,
+                        prev.last_offset,
+                    )
+                    truncated += sum(self._delete_segment_files(b) for b in bases[i:])
+                    break
+                seg = LogSegment.open(self.directory, base, interval, check_indexes=False, now_ms=now)
+                segments.append(seg)
+                recovered.append(seg)
+                cut = seg.recover()
+                if cut:
+                    truncated += cut
+                    self._dir_dirty = True
+                    later = bases[i + 1 :]
+                    if later:
+                        dropped = sum(self._delete_segment_files(b) for b in later)
+                        truncated += dropped
+                        logger.warning(
+                            "log %s: deleted %d segment(s) (%d bytes) after the damaged segment %d: %s",
+                            self.directory,
+                            len(later),
+                            dropped,
+                            base,
+                            ", ".join(str(b) for b in later),
+                        )
+                    break
+            if clean_shutdown and not segments[-1].verify_tail():
+                last = segments[-1]
+                logger.warning("log %s: clean shutdown marker found but segment %d ends badly; recovering it", self.directory, last.base_offset)
+                truncated += last.recover()
+                recovered.append(last)
+            if not segments:  # every segment overlapped (impossible unless files were renamed)
+                segments.append(LogSegment.create(self.directory, bases[0], interval, now_ms=now))
+            segments[-1].last_offset  # compute the active segment's tail state now, single-threaded
+            for seg in recovered:
+                seg.flush()
+            if recovered and self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
+        self.recovered_segments = len(recovered)
+        self.recovery_truncated_bytes = truncated
+        if truncated:
+            logger.warning(
+                "log %s: recovery truncated %d bytes; log end offset is now %d", self.directory, truncated, segments[-1].next_offset
+            )
+        return segments
 
     # ------------------------------------------------------------ offsets
 
@@ -168,12 +428,12 @@ class Log:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         """Snapshot of the segments, oldest first (the last is active)."""
-        return self._view[1]
+        return self._view.segments
 
     @property
     def active_segment(self) -> LogSegment:
         """The segment appends go to."""
-        return self._view[1][-1]
+        return self._view.segments[-1]
 
     @property
     def log_end_offset(self) -> int:
@@ -183,7 +443,7 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         """The first offset still held: the base offset of the oldest segment."""
-        return self._view[0][0]
+        return self._view.bases[0]
 
     @property
     def high_watermark(self) -> int:
@@ -192,13 +452,25 @@ class Log:
         return self._log_end_offset
 
     @property
+    def recovery_point(self) -> int:
+        """Every offset below this one is fsync-ed (what the recovery point
+        checkpoint records; recovery after a crash starts from here)."""
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Messages appended but not yet fsync-ed (``log_end_offset -
+        recovery_point``)."""
+        return self._log_end_offset - self._recovery_point
+
+    @property
     def size_bytes(self) -> int:
         """Total bytes of all segments' ``.log`` files."""
-        return sum(s.size for s in self._view[1])
+        return sum(s.size for s in self._view.segments)
 
     # ------------------------------------------------------------ append
 
-    def append(self, records) -> AppendResult:
+    def append(self, records, now_ms: int | None = None) -> AppendResult:
         """Assign offsets to ``records`` and append them; return the offsets.
 
         ``records``: bytes / bytearray / memoryview holding one or more
@@ -206,9 +478,14 @@ class Log:
         the caller. The input is copied, never modified: a v2 batch gets base
         offset = log end offset and consumes ``lastOffsetDelta + 1`` offsets;
         a v0/v1 entry gets one offset. Nothing else is rewritten (the v2 CRC
-        does not cover the base offset). The active segment is rolled first
-        if it is non-empty and the append would take it past
-        ``segment_bytes``.
+        does not cover the base offset). ``now_ms``: the append time
+        (default: the log's clock).
+
+        The active segment is rolled first if it is non-empty and the append
+        would take it past ``segment_bytes``, its first batch is older than
+        ``roll_ms``, or an index is full. After the append, if
+        ``flush_interval_messages`` or more messages are unflushed, the log
+        is fsync-ed before returning.
 
         All-or-nothing per call. Raises :class:`MessageSizeTooLargeError` if
         one batch is larger than ``max_message_bytes``;
@@ -216,8 +493,10 @@ class Log:
         ``segment_bytes``; :class:`InvalidRecordError` for a negative
         ``lastOffsetDelta`` or a compressed v0/v1 wrapper (whose inner
         offsets would need re-encoding); :class:`CorruptRecordError` for an
-        impossible header or a partial trailing batch. An empty ``records``
-        writes nothing and returns ``(log_end_offset, log_end_offset - 1)``.
+        impossible header or a partial trailing batch; ``OSError`` if the
+        write fails, or if the policy flush fails (the records are then
+        appended but not known to be durable). An empty ``records`` writes
+        nothing and returns ``(log_end_offset, log_end_offset - 1)``.
         """
         buf = bytearray(records)
         total = len(buf)
@@ -245,43 +524,196 @@ class Log:
                     )
             if total > self.config.segment_bytes:
                 raise RecordListTooLargeError(f"record set of {total} bytes is larger than segment.bytes {self.config.segment_bytes}")
+            now = self._clock() if now_ms is None else now_ms
             first = next_offset
             for info in infos:
                 _OFFSET.pack_into(buf, info.position, next_offset)
                 next_offset += info.last_offset - info.base_offset + 1
             last = next_offset - 1
             active = self.active_segment
-            if active.size and (
-                active.size + total > self.config.segment_bytes or last - active.base_offset > _INT32_MAX
-            ):
-                active = self._roll(first)
-            active.append(buf, first, last)
+            if active.index_suspect:
+                active.rebuild_indexes()
+            reason = self._roll_reason(active, total, last, now)
+            if reason:
+                active = self._roll(first, now, reason)
+            active.append(buf, first, last, now_ms=now)
             self._log_end_offset = next_offset
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now
+            flush_due = self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
+        if flush_due:
+            self.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
-    def _roll(self, base_offset: int) -> LogSegment:
+    def _roll_reason(self, active: LogSegment, total: int, last: int, now: int) -> str | None:
+        if not active.size:
+            return None
+        cfg = self.config
+        if active.size + total > cfg.segment_bytes:
+            return f"segment would grow past segment.bytes {cfg.segment_bytes}"
+        if last - active.base_offset > _INT32_MAX:
+            return "relative offsets would overflow"
+        if active.index.is_full(cfg.index_max_bytes) or active.timeindex.is_full(cfg.index_max_bytes):
+            return f"an index reached {cfg.index_max_bytes} bytes"
+        base = active.rolling_base_ms
+        if base is not None and now - base > cfg.roll_ms:
+            return f"first batch is {now - base} ms old, above roll.ms {cfg.roll_ms}"
+        return None
+
+    def _roll(self, base_offset: int, now: int | None = None, reason: str = "forced") -> LogSegment:
         """Start a new active segment at ``base_offset`` (lock held)."""
         old = self.active_segment
+        old.mark_inactive()
         old.flush()  # a rolled segment is never written again: make it durable now
-        seg = LogSegment.create(self.directory, base_offset, self.config.index_interval_bytes)
-        bases, segs = self._view
-        self._view = (bases + (base_offset,), segs + (seg,))
-        logger.info("log %s: rolled new segment at offset %d (previous %d bytes)", self.directory, base_offset, old.size)
+        if old.next_offset > self._recovery_point:
+            self._recovery_point = old.next_offset
+            if self._recovery_point >= self._log_end_offset:
+                self._first_unflushed_ms = None
+        seg = LogSegment.create(
+            self.directory, base_offset, self.config.index_interval_bytes, now_ms=self._clock() if now is None else now
+        )
+        self._view = _View(self._view.segments + (seg,))
+        self._dir_dirty = True
+        logger.info("log %s: rolled new segment at offset %d (previous %d bytes; %s)", self.directory, base_offset, old.size, reason)
         return seg
 
-    def roll(self) -> LogSegment:
+    def roll(self, now_ms: int | None = None) -> LogSegment:
         """Force a new active segment at the log end offset unless the active
         one is empty; returns the active segment."""
         with self._lock:
             self._check_open()
             if self.active_segment.size:
-                return self._roll(self._log_end_offset)
+                return self._roll(self._log_end_offset, now_ms)
             return self.active_segment
+
+    # ------------------------------------------------------------ flush
+
+    def flush(self, now_ms: int | None = None) -> bool:
+        """``os.fsync`` every segment holding unflushed data (log, index and
+        time index files) and, after a roll or deletion, the directory; then
+        the recovery point becomes the log end offset seen at the start.
+        The fsyncs run outside the writer lock, so appends continue
+        meanwhile. Returns ``False`` if there was nothing to flush. Seed
+        001's guarantee: what is flushed survives a system crash. Raises
+        ``OSError`` if an fsync fails."""
+        with self._lock:
+            self._check_open()
+            target = self._log_end_offset
+            rp = self._recovery_point
+            dir_dirty = self._dir_dirty
+            if target <= rp and not dir_dirty:
+                return False
+            started = self._clock() if now_ms is None else now_ms
+            for seg in self._view.segments:
+                if seg.index_suspect:
+                    seg.rebuild_indexes()
+            held = []
+            for seg in self._view.segments:
+                if seg.next_offset > rp and seg.size:
+                    seg.prepare_flush()
+                    if seg.try_acquire():
+                        held.append(seg)
+            self._dir_dirty = False
+        try:
+            for seg in held:
+                seg.sync()
+            if dir_dirty:
+                fsync_dir(self.directory)
+        except BaseException:
+            with self._lock:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
+        finally:
+            for seg in held:
+                seg.release()
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = target
+            if self._recovery_point >= self._log_end_offset:
+                self._first_unflushed_ms = None
+            elif self._first_unflushed_ms is None or self._first_unflushed_ms < started:
+                # Appends made during the fsync: they are no older than ``started``.
+                self._first_unflushed_ms = started
+            self.flush_count += 1
+        return True
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """Time-based flush policy (``flush_interval_ms``, the seeds' S):
+        flush if messages are unflushed and the oldest of them was appended
+        ``flush_interval_ms`` or more ago. ``now_ms``: the time (default:
+        the log's clock). Returns whether it flushed. The broker calls this
+        periodically (``log.flush.scheduler.interval.ms``)."""
+        interval = self.config.flush_interval_ms
+        if interval is None:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return False
+            first = self._first_unflushed_ms
+            due = first is not None and self._log_end_offset > self._recovery_point and now - first >= interval
+        if due:
+            return self.flush(now_ms=now)
+        return False
 
     # ------------------------------------------------------------ read
 
+    def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileSlice:
+        """Locate the bytes to return for a fetch at ``offset`` without
+        reading them: a :class:`FileSlice` of one segment file starting at
+        the batch that holds ``offset``, at most ``max_bytes`` long (the
+        last batch may be cut; seed 001 "Reads"), or the whole first batch
+        if ``min_one_batch`` and it is larger (KIP-74). An offset equal to
+        the log end offset (or in a segment rolled after the snapshot) gives
+        an empty slice. The slice keeps the segment open until released,
+        even if retention deletes it meanwhile.
+
+        Raises :class:`OffsetOutOfRangeError` if ``offset`` is below
+        ``log_start_offset`` or above ``log_end_offset`` (also when its
+        segment is deleted while being located), :class:`CorruptRecordError`
+        if a segment holds an impossible header, ``ValueError`` if the log
+        is closed."""
+        for _ in range(_SNAPSHOT_RETRIES):
+            end = self._log_end_offset
+            view = self._view  # one consistent snapshot
+            start = view.bases[0]
+            if offset == end:
+                return FileSlice.empty(end, start, end)
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.name}: valid offsets are {start}..{end} (log end offset {end})"
+                )
+            i = max(0, bisect_right(view.bases, offset) - 1)
+            stale = False
+            while i < len(view.segments):
+                seg = view.segments[i]
+                if not seg.try_acquire():
+                    stale = True
+                    break
+                keep = False
+                try:
+                    info = seg.find_batch(offset)
+                    if info is not None:
+                        want = info.size if (min_one_batch and info.size > max_bytes) else max(0, max_bytes)
+                        length = max(0, min(seg.size - info.position, want))
+                        result = FileSlice(seg, info.position, length, end, start, end)
+                        keep = True
+                        return result
+                finally:
+                    if not keep:
+                        seg.release()
+                i += 1  # this segment ends before ``offset``: continue in the next one
+            if not stale:
+                return FileSlice.empty(end, start, end)
+            if self._closed:
+                raise ValueError(f"log {self.directory} is closed")
+        raise OffsetOutOfRangeError(
+            f"offset {offset} of {self.name} was deleted while being read; log start offset is now {self.log_start_offset}"
+        )
+
     def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
-        """Read batches starting with the one that holds ``offset``.
+        """Read batches starting with the one that holds ``offset``, as
+        bytes (:meth:`read_slice` then ``pread``).
 
         Returns up to ``max_bytes`` bytes from one segment (the last batch
         may be partial; the client detects that by its size field, seed 001
@@ -292,31 +724,9 @@ class Log:
         ``log_start_offset`` or above ``log_end_offset``, and
         :class:`CorruptRecordError` if a segment holds an impossible header.
         """
-        bases, segs = self._view  # one consistent snapshot
-        end = self._log_end_offset
-        start = bases[0]
-        if offset == end:
-            return ReadResult(b"", end, start, end)
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.name}: valid offsets are {start}..{end} (log end offset {end})"
-            )
-        i = max(0, bisect_right(bases, offset) - 1)
-        while i < len(segs):
-            seg = segs[i]
-            try:
-                info = seg.find_batch(offset)
-                if info is not None:
-                    want = info.size if (min_one_batch and info.size > max_bytes) else max_bytes
-                    return ReadResult(seg.read(info.position, want), end, start, end)
-            except (OSError, ValueError):
-                if seg.deleted or seg.closed:
-                    raise OffsetOutOfRangeError(
-                        f"offset {offset} of {self.name} was deleted while being read; log start offset is now {self.log_start_offset}"
-                    ) from None
-                raise
-            i += 1  # this segment ends before ``offset``: continue in the next one
-        return ReadResult(b"", end, start, end)
+        with self.read_slice(offset, max_bytes, min_one_batch) as piece:
+            data = piece.read()
+        return ReadResult(data, piece.high_watermark, piece.log_start_offset, piece.log_end_offset)
 
     # ------------------------------------------------------------ offsets by time
 
@@ -329,10 +739,18 @@ class Log:
         first; any other value starts from the last candidate whose time is
         ``<= timestamp_ms`` (none: empty list). Returns at most
         ``max_num_offsets`` offsets from the start going back, descending."""
-        segs = self._view[1]
-        candidates = [(s.base_offset, s.mtime) for s in segs]
+        end = self._log_end_offset
+        segs = self._view.segments
+        candidates = []
+        for seg in segs:
+            if not seg.try_acquire():
+                continue  # deleted meanwhile
+            try:
+                candidates.append((seg.base_offset, seg.mtime))
+            finally:
+                seg.release()
         if segs[-1].size > 0:
-            candidates.append((self._log_end_offset, int(time.time() * 1000)))
+            candidates.append((end, self._clock()))
         if timestamp_ms == LATEST_TIMESTAMP:
             start = len(candidates) - 1
         elif timestamp_ms == EARLIEST_TIMESTAMP:
@@ -346,21 +764,98 @@ class Log:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """ListOffsets v1+: ``(offset, timestamp_ms)``. -1 gives
-        ``(log_end_offset, -1)``, -2 gives ``(log_start_offset, -1)``;
-        otherwise the first batch whose max timestamp is ``>= timestamp_ms``
-        gives ``(its base offset, its max timestamp)``, found by scanning
-        batch headers (no time index yet); ``None`` if there is none."""
+        ``(log_end_offset, -1)``, -2 gives ``(log_start_offset, -1)``, -3
+        (KIP-734) gives the batch holding the largest timestamp as ``(its
+        base offset, that timestamp)``; otherwise the first batch whose
+        largest timestamp is ``>= timestamp_ms`` gives ``(its base offset,
+        its largest timestamp)`` (batch granularity). ``None`` if there is
+        none.
+
+        Found by lookup: bisect over the running maximum of the segments'
+        largest timestamps picks the segment, then its time index, its
+        offset index and a short walk over batch headers."""
         if timestamp_ms == LATEST_TIMESTAMP:
             return (self._log_end_offset, -1)
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return (self.log_start_offset, -1)
-        for seg in self._view[1]:
-            for info in seg.iter_batches():
-                if info.max_timestamp >= timestamp_ms:
-                    return (info.base_offset, info.max_timestamp)
+        for _ in range(_SNAPSHOT_RETRIES):
+            view = self._view
+            try:
+                if timestamp_ms == MAX_TIMESTAMP:
+                    return self._max_timestamp_offset(view)
+                if timestamp_ms < 0:
+                    return self._scan_for_timestamp(view, timestamp_ms)
+                prefix = view.sealed_timestamp_prefix()
+                i = bisect_left(prefix, timestamp_ms)
+                seg = view.segments[i] if i < len(prefix) else view.segments[-1]
+                if not seg.try_acquire():
+                    raise _Stale
+                try:
+                    info = seg.find_offset_by_timestamp(timestamp_ms)
+                finally:
+                    seg.release()
+                return None if info is None else (info.base_offset, info.max_timestamp)
+            except _Stale:
+                continue
+        raise OffsetOutOfRangeError(f"segments of {self.name} were deleted while looking up timestamp {timestamp_ms}")
+
+    @staticmethod
+    def _scan_for_timestamp(view: _View, timestamp_ms: int) -> tuple[int, int] | None:
+        for seg in view.segments:
+            if not seg.try_acquire():
+                raise _Stale
+            try:
+                for info in seg.iter_batches():
+                    if info.max_timestamp >= timestamp_ms:
+                        return (info.base_offset, info.max_timestamp)
+            finally:
+                seg.release()
         return None
 
+    @staticmethod
+    def _max_timestamp_offset(view: _View) -> tuple[int, int] | None:
+        best: LogSegment | None = None
+        best_ts = -1
+        for seg in view.segments:
+            if not seg.try_acquire():
+                raise _Stale
+            try:
+                if seg.max_timestamp > best_ts:
+                    best, best_ts = seg, seg.max_timestamp
+            finally:
+                seg.release()
+        if best is None:
+            return None
+        if not best.try_acquire():
+            raise _Stale
+        try:
+            info = best.find_batch(best.offset_of_max_timestamp)
+        finally:
+            best.release()
+        return None if info is None else (info.base_offset, best_ts)
+
     # ------------------------------------------------------------ deletion
+
+    def _delete_prefix(self, n: int, reason: str) -> None:
+        """Drop the ``n`` oldest segments (lock held): swap in the shorter
+        view first, then delete the files (deferred while readers hold
+        them)."""
+        old = self._view
+        self._view = _View(old.segments[n:])
+        self._dir_dirty = True
+        for seg in old.segments[:n]:
+            logger.info(
+                "log %s: deleting segment %s (offsets %d..%d, %d bytes): %s",
+                self.directory,
+                seg.log_path.name,
+                seg.base_offset,
+                seg.last_offset,
+                seg.size,
+                reason,
+            )
+            seg.delete()
+        if self._recovery_point < self.log_start_offset:
+            self._recovery_point = self.log_start_offset
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
         """Delete segments from the oldest while ``should_delete(segment)``
@@ -371,16 +866,52 @@ class Log:
         of segments deleted."""
         with self._lock:
             self._check_open()
-            bases, segs = self._view
+            segs = self._view.segments
             n = 0
             while n < len(segs) - 1 and should_delete(segs[n]):
                 n += 1
-            if not n:
+            if n:
+                self._delete_prefix(n, "delete policy")
+            return n
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Retention (``log.retention.ms`` / ``log.retention.bytes``):
+        delete whole segments, oldest first, never the active one, while
+        the segment's largest timestamp (its file mtime when it has no
+        timestamps) is more than ``retention_ms`` before ``now_ms``, or
+        while the log minus that segment still holds ``retention_bytes``
+        or more (Kafka's rules). ``now_ms`` defaults to the log's clock.
+        The log start offset advances to the oldest remaining segment; reads
+        below it raise :class:`OffsetOutOfRangeError`. Returns the number of
+        segments deleted. Also rebuilds indexes that readers found
+        inconsistent."""
+        now = self._clock() if now_ms is None else now_ms
+        cfg = self.config
+        with self._lock:
+            if self._closed:
                 return 0
-            self._view = (bases[n:], segs[n:])
-            for seg in segs[:n]:
-                logger.info("log %s: deleting segment %s", self.directory, seg.log_path.name)
-                seg.delete()
+            segs = self._view.segments
+            for seg in segs:
+                if seg.index_suspect:
+                    seg.rebuild_indexes()
+            by_time = 0
+            if cfg.retention_ms >= 0:
+                while by_time < len(segs) - 1 and now - segs[by_time].largest_timestamp > cfg.retention_ms:
+                    by_time += 1
+            by_size = 0
+            if cfg.retention_bytes >= 0:
+                excess = sum(s.size for s in segs) - cfg.retention_bytes
+                while by_size < len(segs) - 1 and excess - segs[by_size].size >= 0:
+                    excess -= segs[by_size].size
+                    by_size += 1
+            n = max(by_time, by_size)
+            if n:
+                why = []
+                if by_time:
+                    why.append(f"{by_time} older than retention.ms {cfg.retention_ms}")
+                if by_size:
+                    why.append(f"{by_size} beyond retention.bytes {cfg.retention_bytes}")
+                self._delete_prefix(n, "retention: " + ", ".join(why))
             return n
 
     # ------------------------------------------------------------ lifecycle
@@ -389,23 +920,31 @@ class Log:
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
 
-    def flush(self) -> None:
-        """``os.fsync`` the active segment's log and index (older segments
-        were fsync-ed when they were rolled). Seed 001's flush guarantee:
-        what is flushed survives a crash."""
-        with self._lock:
-            self._check_open()
-            self.active_segment.flush()
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
     def close(self) -> None:
-        """Flush and close every segment. Idempotent."""
+        """Flush (fsync) and close every segment; the recovery point then
+        equals the log end offset. Files still used by a
+        :class:`FileSlice` close when it is released. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            segs = self._view[1]
+            segs = self._view.segments
             try:
-                segs[-1].flush()
+                active = segs[-1]
+                active.mark_inactive()
+                for seg in segs:
+                    if seg is active or (seg.next_offset > self._recovery_point and seg.size):
+                        seg.flush()
+                if self._dir_dirty:
+                    fsync_dir(self.directory)
+                    self._dir_dirty = False
+                self._recovery_point = self._log_end_offset
+                self._first_unflushed_ms = None
             finally:
                 for seg in segs:
                     seg.close()

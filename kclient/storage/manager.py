@@ -5,6 +5,19 @@ Each partition lives in ``<log_dir>/<topic>-<partition>/`` (PROTOCOL-NOTES
 directories"). Modelled on Kafka's ``LogManager``: on start it loads every
 partition directory it finds; new partitions go to the log directory that
 holds the fewest partitions.
+
+Each log dir also holds ``recovery-point-offset-checkpoint`` (every
+partition's recovery point, written by :meth:`LogManager.checkpoint_recovery_points`
+after flushes) and, between a clean :meth:`LogManager.close` and the next
+start, ``.kafka_cleanshutdown`` (see :mod:`kclient.storage.checkpoint`).
+After an unclean shutdown each partition recovers from its checkpointed
+recovery point (0 when absent: the whole log).
+
+The broker drives the periodic work: :meth:`LogManager.flush_if_due`
+(``log.flush.scheduler.interval.ms``), :meth:`LogManager.cleanup`
+(``log.retention.check.interval.ms``) and
+:meth:`LogManager.checkpoint_recovery_points`
+(``log.flush.offset.checkpoint.interval.ms``).
 """
 
 from __future__ import annotations
@@ -15,9 +28,19 @@ import re
 import shutil
 import threading
 from pathlib import Path
+from typing import Callable
 
 from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError
-from kclient.storage.log import Log, LogConfig
+from kclient.storage.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    read_checkpoint,
+    remove_clean_shutdown_marker,
+    write_checkpoint,
+    write_clean_shutdown_marker,
+)
+from kclient.storage.log import Log, LogConfig, wall_clock_ms
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +84,17 @@ class LogManager:
     ``log_dirs``: one or more directories (created if missing).
     ``config``: the :class:`LogConfig` for every log.
     ``default_num_partitions``: used by :meth:`create_topic` when no count
-    is given (Kafka's ``num.partitions``). On construction every
-    ``<topic>-<partition>`` directory found is loaded (last segment
-    recovered). Raises :class:`ConfigError` if no log dir is given or a
-    partition exists in two log dirs, ``OSError`` on I/O failure.
-    Thread-safe.
+    is given (Kafka's ``num.partitions``). ``clock``: ms clock handed to
+    every log (default: wall clock).
+
+    On construction every ``<topic>-<partition>`` directory found is
+    loaded: if the log dir holds ``.kafka_cleanshutdown`` the logs are
+    trusted (no recovery), else each log recovers from its recovery point
+    in the dir's ``recovery-point-offset-checkpoint`` (0 if absent or the
+    file is unreadable); the marker is then removed.
+    :meth:`recovery_truncated_bytes` reports what recovery cut. Raises
+    :class:`ConfigError` if no log dir is given or a partition exists in
+    two log dirs, ``OSError`` on I/O failure. Thread-safe.
     """
 
     def __init__(
@@ -73,6 +102,8 @@ class LogManager:
         log_dirs: list[str | os.PathLike[str]],
         config: LogConfig | None = None,
         default_num_partitions: int = 1,
+        *,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
@@ -83,18 +114,35 @@ class LogManager:
             raise ConfigError(f"num.partitions must be >= 1, got {default_num_partitions}")
         self.config = config if config is not None else LogConfig()
         self.default_num_partitions = default_num_partitions
+        self._clock = clock if clock is not None else wall_clock_ms
         self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
+        self._checkpointed: dict[tuple[str, int], int] = {}
+        self._closed = False
+        #: Log dirs that held a clean-shutdown marker at startup.
+        self.clean_shutdown_dirs: list[Path] = []
         try:
             self._load_all()
         except BaseException:
-            self.close()
+            self._close(clean=False)
             raise
 
     def _load_all(self) -> None:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+            clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+            if clean:
+                self.clean_shutdown_dirs.append(log_dir)
+            try:
+                points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            except (CheckpointError, OSError, UnicodeDecodeError) as exc:
+                logger.warning("log dir %s: unreadable recovery point checkpoint (%s); recovering every log in full", log_dir, exc)
+                points = {}
+            logger.info(
+                "log dir %s: %s", log_dir, "clean shutdown, skipping recovery" if clean else "unclean shutdown, recovering from checkpoints"
+            )
             for entry in sorted(os.listdir(log_dir)):
                 parsed = parse_partition_dir(entry)
                 path = log_dir / entry
@@ -102,12 +150,21 @@ class LogManager:
                     continue
                 if parsed in self._logs:
                     raise ConfigError(f"partition {entry} exists in both {self._dir_of[parsed]} and {log_dir}")
-                self._logs[parsed] = Log.open(path, self.config)
+                plog = Log.open(path, self.config, recovery_point=points.get(parsed, 0), clean_shutdown=clean, clock=self._clock)
+                self._logs[parsed] = plog
                 self._dir_of[parsed] = log_dir
+                if plog.recovery_truncated_bytes:
+                    logger.warning("partition %s: recovery truncated %d bytes", entry, plog.recovery_truncated_bytes)
         for topic, count in self.topics().items():
             missing = [p for p in range(count) if (topic, p) not in self._logs]
             if missing:
                 logger.warning("topic %s: partitions %s have no log directory", topic, missing)
+        # Record the recovery points now reached (every log is validated or
+        # trusted), then forget the clean shutdown: from here on a crash
+        # must lead to recovery.
+        self.checkpoint_recovery_points()
+        for log_dir in self.log_dirs:
+            remove_clean_shutdown_marker(log_dir)
         logger.info("loaded %d partition log(s) from %s", len(self._logs), ", ".join(map(str, self.log_dirs)))
 
     # ------------------------------------------------------------ queries
@@ -126,6 +183,15 @@ class LogManager:
     def logs(self) -> dict[tuple[str, int], Log]:
         """Snapshot ``{(topic, partition): Log}`` of every hosted log."""
         return dict(self._logs)
+
+    def recovery_truncated_bytes(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): bytes}`` removed by recovery at startup,
+        for the partitions where it removed anything."""
+        return {key: plog.recovery_truncated_bytes for key, plog in self._logs.items() if plog.recovery_truncated_bytes}
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding ``topic``/``partition``, or ``None``."""
+        return self._dir_of.get((topic, partition))
 
     # ------------------------------------------------------------ creation
 
@@ -159,7 +225,7 @@ class LogManager:
                     if path.exists():
                         raise TopicAlreadyExistsError(f"directory {path} exists already")
                     key = (name, partition)
-                    self._logs[key] = Log.open(path, self.config)
+                    self._logs[key] = Log.open(path, self.config, clock=self._clock)
                     self._dir_of[key] = log_dir
                     created.append((key, path))
             except BaseException:
@@ -177,21 +243,95 @@ class LogManager:
             counts[d] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    # ------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------ periodic work
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log dir's ``recovery-point-offset-checkpoint`` with
+        the current recovery point of each of its partitions (atomically:
+        temp file, fsync, rename, dir fsync). Raises ``OSError`` on
+        failure."""
+        with self._checkpoint_lock:
+            points = {key: plog.recovery_point for key, plog in list(self._logs.items())}
+            dirs = dict(self._dir_of)
+            for log_dir in self.log_dirs:
+                entries = {key: off for key, off in points.items() if dirs.get(key) == log_dir}
+                write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, entries)
+            self._checkpointed = points
+
+    def _checkpoint_if_moved(self) -> bool:
+        current = {key: plog.recovery_point for key, plog in list(self._logs.items())}
+        if current == self._checkpointed:
+            return False
+        self.checkpoint_recovery_points()
+        return True
 
     def flush(self) -> None:
-        """Flush (fsync) every log."""
-        for log in list(self._logs.values()):
-            log.flush()
+        """Flush (fsync) every log, then write the recovery point
+        checkpoints."""
+        for plog in list(self._logs.values()):
+            plog.flush()
+        self.checkpoint_recovery_points()
+
+    def flush_if_due(self, now_ms: int | None = None) -> int:
+        """Apply the time-based flush policy to every log
+        (:meth:`Log.flush_if_due`), then rewrite the checkpoints if any
+        recovery point moved (including flushes the message-count policy
+        did during appends). Returns the number of logs flushed. Kafka's
+        ``flushDirtyLogs``; the broker calls it every
+        ``log.flush.scheduler.interval.ms``."""
+        now = self._clock() if now_ms is None else now_ms
+        flushed = 0
+        for plog in list(self._logs.values()):
+            try:
+                if plog.flush_if_due(now):
+                    flushed += 1
+            except ValueError:
+                pass  # closed meanwhile
+        self._checkpoint_if_moved()
+        return flushed
+
+    def cleanup(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log (:meth:`Log.apply_retention`);
+        returns the number of segments deleted. The broker calls it every
+        ``log.retention.check.interval.ms``."""
+        now = self._clock() if now_ms is None else now_ms
+        deleted = 0
+        for key, plog in list(self._logs.items()):
+            try:
+                deleted += plog.apply_retention(now)
+            except OSError:
+                logger.exception("retention of %s-%d failed", key[0], key[1])
+        if deleted:
+            logger.info("retention deleted %d segment(s)", deleted)
+        return deleted
+
+    # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Flush and close every log. Idempotent; the first error is
-        re-raised after every log was tried."""
+        """Flush and close every log, write the recovery point checkpoints
+        and, if all of that succeeded, the clean-shutdown marker of every
+        log dir (so the next start skips recovery). Idempotent; the first
+        error is re-raised after every log was tried (no marker is then
+        written)."""
+        self._close(clean=True)
+
+    def _close(self, clean: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         first: BaseException | None = None
-        for log in list(self._logs.values()):
+        for plog in list(self._logs.values()):
             try:
-                log.close()
+                plog.close()
             except BaseException as exc:  # keep closing the others
                 first = first or exc
+        if clean and first is None:
+            try:
+                self.checkpoint_recovery_points()
+                for log_dir in self.log_dirs:
+                    write_clean_shutdown_marker(log_dir)
+            except BaseException as exc:
+                first = exc
         if first is not None:
             raise first

@@ -428,6 +428,8 @@ def dump_files(
                 _dump_time_index(path, out, report)
             else:
                 print(f"Ignoring unknown file {raw}", file=err)
+        except BrokenPipeError:  # the reader went away (``| head``): not a file problem
+            raise
         except OSError as exc:
             report.failed = True
             print(f"Cannot read {raw}: {exc.strerror or exc}", file=err)
@@ -471,7 +473,15 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         print("dump-log: give at least one FILE (or --files a,b)", file=sys.stderr)
         return 2
-    return dump_files(paths, deep_iteration=args.deep_iteration, print_data_log=args.print_data_log)
+    try:
+        return dump_files(paths, deep_iteration=args.deep_iteration, print_data_log=args.print_data_log)
+    except BrokenPipeError:
+        # ``kclient dump-log ... | head``: stop quietly; point stdout at
+        # /dev/null so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Message sets of message format v0 and v1 (magic 0 / magic 1): build,
 parse, validate and re-offset.
 
-Layout of one entry (seed 002 "Message sets"; seed 004 sections 2-4;
+Layout of one entry (seed 002 section 5.3.3, the old message format; seed 004 sections 2-4;
 PROTOCOL-NOTES "Records"), all big-endian::
 
     offset      int64   \\ log overhead, 12 bytes

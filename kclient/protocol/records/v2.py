@@ -287,11 +287,11 @@ def _read_nullable(buf, pos: int):
     return bytes(buf[pos:end]), end
 
 
-def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
-    """Yield the records of one complete v2 batch with absolute offsets and
-    timestamps (LogAppendTime batches report ``max_timestamp`` for every
-    record, as Kafka does). Raises :class:`CorruptRecordError` on a CRC
-    mismatch (when ``check_crc``) or malformed records."""
+def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
+    """Decode one complete v2 batch into a list of plain tuples
+    ``(offset, timestamp, key, value, headers)`` — the consumers' hot path,
+    with no per-record objects beyond the tuple. Same checks and errors as
+    :func:`iter_records`."""
     if header is None:
         header = validate_batch(batch) if check_crc else read_header(batch)
     view = memoryview(batch)[HEADER_SIZE : header.size]
@@ -301,26 +301,67 @@ def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = 
         except Exception as exc:
             raise CorruptRecordError(f"cannot decompress batch at offset {header.base_offset}: {exc}") from None
     else:
-        data = view
+        data = bytes(view)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
-    log_append = header.is_log_append_time
+    fixed_ts = header.max_timestamp if header.is_log_append_time else None
+    rv = read_varint
+    out: list[tuple] = []
+    append = out.append
     pos = 0
     end = len(data)
     try:
         for _ in range(header.records_count):
-            length, pos = read_varint(data, pos)
+            # Single-byte zigzag varints (the common case) are decoded inline.
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = rv(data, pos)
             rec_end = pos + length
             if length < 0 or rec_end > end:
                 raise CorruptRecordError(f"record length {length} runs past the batch at offset {base_offset}")
             pos += 1  # attributes
-            ts_delta, pos = read_varint(data, pos)
-            off_delta, pos = read_varint(data, pos)
-            key, pos = _read_nullable(data, pos)
-            value, pos = _read_nullable(data, pos)
-            n_headers, pos = read_varint(data, pos)
-            headers: tuple = ()
-            if n_headers:
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = rv(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = rv(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = rv(data, pos)
+            if n < 0:
+                key = None
+            else:
+                key = data[pos : pos + n]
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = rv(data, pos)
+            if n < 0:
+                value = None
+            else:
+                value = data[pos : pos + n]
+                pos += n
+            if data[pos] == 0:
+                headers: tuple = ()
+                pos += 1
+            else:
+                n_headers, pos = rv(data, pos)
                 hs = []
                 for _ in range(n_headers):
                     hk, pos = _read_nullable(data, pos)
@@ -329,14 +370,18 @@ def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = 
                 headers = tuple(hs)
             if pos != rec_end:
                 raise CorruptRecordError(f"record at offset {base_offset + off_delta} has {rec_end - pos} stray bytes")
-            yield Record(
-                base_offset + off_delta,
-                header.max_timestamp if log_append else base_ts + ts_delta,
-                key,
-                value,
-                headers,
-            )
+            append((base_offset + off_delta, base_ts + ts_delta if fixed_ts is None else fixed_ts, key, value, headers))
     except CorruptRecordError:
         raise
-    except Exception as exc:  # ProtocolError from varints, UnicodeDecodeError, ...
+    except Exception as exc:  # ProtocolError from varints, IndexError, UnicodeDecodeError, ...
         raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {exc}") from None
+    return out
+
+
+def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
+    """Yield the records of one complete v2 batch with absolute offsets and
+    timestamps (LogAppendTime batches report ``max_timestamp`` for every
+    record, as Kafka does). Raises :class:`CorruptRecordError` on a CRC
+    mismatch (when ``check_crc``) or malformed records."""
+    for t in decode_records(batch, header, check_crc=check_crc):
+        yield Record(*t)

@@ -28,12 +28,13 @@ test: venv
 docs: venv
 	$(BIN)/mkdocs build --strict
 
+# The bench extra (aiokafka, profilers) is installed on first use and again
+# whenever pyproject.toml changes. BENCH_ARGS: e.g. --quick, --repeat 5.
 bench: venv
-	@if [ -f benchmarks/run.py ]; then \
-		$(BIN)/python benchmarks/run.py; \
-	else \
-		echo "benchmarks/run.py does not exist yet; nothing to run"; \
-	fi
+	@test $(VENV)/.kclient-bench-installed -nt pyproject.toml || { \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]' && \
+		touch $(VENV)/.kclient-bench-installed; }
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis

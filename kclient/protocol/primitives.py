@@ -49,10 +49,12 @@ write_float64, read_float64 = _fixed(FLOAT64)
 
 
 def write_bool(out: bytearray, value: bool) -> None:
+    """Append a BOOLEAN: one byte, 1 for true, 0 for false."""
     out.append(1 if value else 0)
 
 
 def read_bool(buf, pos: int):
+    """Read a BOOLEAN (any non-zero byte is true); ProtocolError if truncated."""
     if pos >= len(buf):
         raise ProtocolError(f"truncated: need a boolean at {pos}")
     return buf[pos] != 0, pos + 1
@@ -143,6 +145,8 @@ def write_string(out: bytearray, value: str | None) -> None:
 
 
 def read_string(buf, pos: int):
+    """Read an int16-length (NULLABLE_)STRING; length -1 is None. Raises
+    ProtocolError for truncation, other negative lengths or bad UTF-8."""
     length, pos = read_int16(buf, pos)
     if length < 0:
         if length != -1:
@@ -186,6 +190,7 @@ def write_compact_string(out: bytearray, value: str | None) -> None:
 
 
 def read_compact_string(buf, pos: int):
+    """Read a COMPACT_(NULLABLE_)STRING (uvarint length+1, 0 = None)."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -197,6 +202,7 @@ def read_compact_string(buf, pos: int):
 
 
 def write_compact_bytes(out: bytearray, value) -> None:
+    """Append COMPACT_(NULLABLE_)BYTES (uvarint length+1, 0 = None)."""
     if value is None:
         out.append(0)
         return
@@ -205,6 +211,7 @@ def write_compact_bytes(out: bytearray, value) -> None:
 
 
 def read_compact_bytes(buf, pos: int):
+    """Read COMPACT_(NULLABLE_)BYTES; returns a slice of ``buf``."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -212,6 +219,7 @@ def read_compact_bytes(buf, pos: int):
 
 
 def write_uuid(out: bytearray, value) -> None:
+    """Append a UUID (16 bytes); None is the all-zero UUID."""
     if value is None:
         out += bytes(16)
     elif isinstance(value, _uuid.UUID):
@@ -221,6 +229,7 @@ def write_uuid(out: bytearray, value) -> None:
 
 
 def read_uuid(buf, pos: int):
+    """Read a 16-byte UUID as :class:`uuid.UUID`."""
     raw, pos = _take(buf, pos, 16)
     return _uuid.UUID(bytes=bytes(raw)), pos
 

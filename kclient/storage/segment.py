@@ -632,7 +632,7 @@ class LogSegment:
 
     def recover(self) -> int:
         """Validate every batch from byte 0 (complete, possible header,
-        offsets increasing from ``base_offset``, CRC), truncate the ``.log``
+        offsets contiguous from ``base_offset``, CRC), truncate the ``.log``
         file after the last valid batch, rebuild both indexes and set
         ``size``, ``last_offset`` and the largest timestamp. Returns the
         number of bytes truncated (logged at WARNING when non-zero). Seed
@@ -649,8 +649,10 @@ class LogSegment:
         reason = None
         try:
             for info, buf, off in self._walk(0, file_size, _RECOVER_CHUNK):
-                if info.base_offset < expected:
-                    reason = f"batch at byte {info.position} has offset {info.base_offset}, expected >= {expected}"
+                if info.base_offset != expected:
+                    # Offsets are contiguous in this log (no compaction), so a
+                    # gap means damage to the base offset, which no CRC covers.
+                    reason = f"batch at byte {info.position} has offset {info.base_offset}, expected {expected}"
                 elif info.last_offset < info.base_offset:
                     reason = f"batch at byte {info.position} has last offset {info.last_offset} below its base {info.base_offset}"
                 elif info.last_offset - self.base_offset > _INT32_MAX:

@@ -54,7 +54,12 @@ __all__ = [
     "ProducerConfig",
     "Property",
     "REQUIRED",
+    "TIMESTAMP_TYPES",
+    "TOPIC_CONFIGS",
     "load_properties",
+    "load_topic_configs",
+    "message_format_magic",
+    "parse_kafka_version",
     "parse_overrides",
     "prop",
 ]
@@ -511,6 +516,125 @@ def _to_encoding(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------
+# Message formats: Kafka version strings, timestamp types, per-topic configs
+# --------------------------------------------------------------------------
+
+_KAFKA_VERSION = re.compile(r"([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:\.[0-9]+)?(?:-IV[0-9]+)?")
+
+#: Timestamp types of ``log.message.timestamp.type`` / ``message.timestamp.type``
+#: (Kafka's ``TimestampType`` names).
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+#: Per-topic settings a ``topic.config.file`` may give, each the topic-level
+#: name of a broker property: ``message.format.version`` overrides
+#: ``log.message.format.version``, ``message.timestamp.type`` overrides
+#: ``log.message.timestamp.type``.
+TOPIC_CONFIGS = ("message.format.version", "message.timestamp.type")
+
+
+def parse_kafka_version(value: Any) -> tuple[int, int, int]:
+    """A Kafka release as ``(major, minor, patch)``.
+
+    Accepts Kafka's spellings of ``log.message.format.version`` /
+    ``inter.broker.protocol.version`` (``"0.8.2"``, ``"0.10.0"``,
+    ``"0.10.2-IV0"``, ``"0.11.0"``, ``"2.8"``, ``"3.0-IV1"``, also
+    ``"0.10.0.1"``, whose fourth part is ignored as Kafka does) and
+    kafka-python's ``api_version`` tuples (``(0, 10)``, ``(0, 8, 2)``).
+    A missing patch is 0. Raises ValueError for anything else, or for a
+    release before 0.8.0 (no message format of this protocol).
+    """
+    if isinstance(value, (tuple, list)):
+        if not 2 <= len(value) <= 4 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise ValueError("expected a Kafka version such as 0.10.2 or (0, 10, 2)")
+        parts = tuple(value[:3]) + (0,) * (3 - len(value[:3]))
+    elif isinstance(value, str):
+        m = _KAFKA_VERSION.fullmatch(value.strip())
+        if m is None:
+            raise ValueError("expected a Kafka version such as 0.8.2, 0.10.2-IV0, 0.11.0 or 2.8")
+        parts = (int(m[1]), int(m[2]), int(m[3] or 0))
+    else:
+        raise TypeError(f"expected a Kafka version string, not {type(value).__name__}")
+    if parts < (0, 8, 0):
+        raise ValueError("Kafka versions before 0.8.0 are not supported")
+    return parts  # type: ignore[return-value]
+
+
+def message_format_magic(version: Any) -> int:
+    """The message format (magic) a Kafka release writes, for
+    ``log.message.format.version`` / topic ``message.format.version``:
+    0.8.x and 0.9.x -> 0 (message set v0), 0.10.x (all its IV steps) -> 1
+    (message set v1, KIP-31/32), 0.11.0 and later -> 2 (record batch v2,
+    KIP-98). Source: Kafka's ``ApiVersion`` / ``RecordVersion`` table.
+    ``version`` as :func:`parse_kafka_version` takes it; raises ValueError
+    for a bad one."""
+    parts = parse_kafka_version(version)
+    if parts < (0, 10, 0):
+        return 0
+    if parts < (0, 11, 0):
+        return 1
+    return 2
+
+
+def _to_format_version(value: Any) -> str:
+    """A Kafka version string (kept as given, stripped) that
+    :func:`message_format_magic` understands."""
+    text = _to_str(value)
+    message_format_magic(text)
+    return text
+
+
+def _to_timestamp_type(value: Any) -> str:
+    """``CreateTime`` or ``LogAppendTime`` (any case) -> Kafka's spelling."""
+    if isinstance(value, str):
+        for name in TIMESTAMP_TYPES:
+            if value.strip().lower() == name.lower():
+                return name
+    raise ValueError(f"expected one of {', '.join(TIMESTAMP_TYPES)}")
+
+
+def _to_api_version(value: Any) -> tuple[int, int, int] | None:
+    """``auto`` / empty / None -> None; else a Kafka version -> tuple."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    return parse_kafka_version(value)
+
+
+def load_topic_configs(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
+    """Read a ``topic.config.file``: a ``.properties`` file of lines
+    ``<topic>.<config>=<value>`` where ``<config>`` is one of
+    :data:`TOPIC_CONFIGS` (a topic name may itself hold dots: the config
+    name is matched at the end of the key). Returns ``{topic: {config:
+    value}}`` with values normalised (``message.timestamp.type`` in Kafka's
+    spelling, ``message.format.version`` as given). Keys naming another
+    topic config are logged as a warning and ignored. Raises
+    :class:`ConfigError` naming the key for an unreadable file, an empty
+    topic name or a bad value."""
+    result: dict[str, dict[str, str]] = {}
+    for key, value in load_properties(path).items():
+        key = key.strip()
+        for name in TOPIC_CONFIGS:
+            if key.endswith("." + name):
+                topic = key[: -len(name) - 1]
+                break
+        else:
+            log.warning("%s: %r is not a topic config kclient knows (%s); ignored", os.fspath(path), key, ", ".join(TOPIC_CONFIGS))
+            continue
+        if not topic:
+            raise ConfigError(f"Invalid key {key!r} in topic config file {os.fspath(path)!r}: no topic name")
+        try:
+            normalised = _to_format_version(value) if name == "message.format.version" else _to_timestamp_type(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"Invalid value {value!r} for {key} in topic config file {os.fspath(path)!r}: {exc}") from None
+        result.setdefault(topic, {})[name] = normalised
+    return result
+
+
+def _check_topic_config_file(value: Any) -> None:
+    if value is not None:
+        load_topic_configs(value)  # ConfigError names the file and key
+
+
+# --------------------------------------------------------------------------
 # Validators (converted value -> None; ValueError on a bad one)
 # --------------------------------------------------------------------------
 
@@ -624,6 +748,13 @@ class ProducerConfig(_KafkaConfig):
     """Get a producer id (InitProducerId) and number batches so retries do not duplicate."""
     max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
     """Largest produce request the producer builds (bytes)."""
+    api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
+    """Cap on the protocol the producer speaks, as a Kafka release (kafka-python's
+    ``api_version``): ``auto`` / ``None`` (default) negotiates with ApiVersions;
+    ``0.8.2`` (also ``0.8.0``/``0.8.1``) -> Produce v0, ``0.9`` -> Produce v1,
+    both with message set v0; ``0.10`` -> Produce v2 with message set v1;
+    ``0.11`` and later -> Produce v3+ with record batch v2 (``2.1`` for zstd).
+    Stored as ``(major, minor, patch)``."""
 
     def __attrs_post_init__(self) -> None:
         if self.key_serializer_class is None:
@@ -826,6 +957,35 @@ class BrokerConfig(_KafkaConfig):
     """ZooKeeper session timeout (ms)."""
     zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))
     """Longest wait to connect to ZooKeeper (ms)."""
+    log_message_format_version: str = prop("log.message.format.version", _to_format_version, "3.0")
+    """Message format the broker stores, as a Kafka release (``0.8.2`` -> v0,
+    ``0.10.0``/``0.10.2-IV0`` -> v1, ``0.11.0``/``2.8``/``3.0`` -> v2; see
+    :func:`message_format_magic`). Appends in another format are converted,
+    as Kafka 2.x does. Overridden per topic by ``message.format.version`` in
+    ``topic.config.file``."""
+    log_message_timestamp_type: str = prop("log.message.timestamp.type", _to_timestamp_type, "CreateTime")
+    """``CreateTime`` keeps the producer's timestamps; ``LogAppendTime`` makes
+    the broker stamp every appended batch (v1/v2) with its clock. Overridden
+    per topic by ``message.timestamp.type`` in ``topic.config.file``."""
+    topic_config_file: str | None = prop("topic.config.file", _to_optional_str, None, _check_topic_config_file)
+    """A ``.properties`` file of per-topic overrides, one
+    ``<topic>.message.format.version=...`` or
+    ``<topic>.message.timestamp.type=...`` per line (read when the broker
+    starts; see :func:`load_topic_configs`). ``None``: no overrides."""
+
+    @property
+    def message_format_magic(self) -> int:
+        """The magic (0, 1 or 2) ``log.message.format.version`` stands for."""
+        return message_format_magic(self.log_message_format_version)
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """The per-topic overrides of ``topic.config.file``
+        (``{topic: {config: value}}``, see :func:`load_topic_configs`);
+        empty without a file. Reads the file on every call; raises
+        :class:`ConfigError` if it is unreadable or holds a bad value."""
+        if self.topic_config_file is None:
+            return {}
+        return load_topic_configs(self.topic_config_file)
 
     @property
     def listen_host(self) -> str:

@@ -1,4 +1,4 @@
-"""The Fetch handler (v4-11) with its long poll.
+"""The Fetch handler (v0-11) with its long poll.
 
 Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 ``ReplicaManager.fetchMessages``):
@@ -18,7 +18,12 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
   always empty;
 - fetch sessions (v7+) are not kept: the answer's session id is 0, so
   clients keep sending full fetch requests; an incremental request (epoch
-  > 0) gets FETCH_SESSION_ID_NOT_FOUND.
+  > 0) gets FETCH_SESSION_ID_NOT_FOUND;
+- message formats (``KafkaApis`` down-conversion): v4+ gets the stored
+  bytes as they are; v2-3 can carry message sets up to v1 and v0-1 only v0,
+  so newer batches are down-converted for them with exact offsets
+  (:func:`kclient.broker.convert.down_convert`); a partition whose data holds
+  zstd batches gets UNSUPPORTED_COMPRESSION_TYPE below v10 (KIP-110).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from kclient.errors import BrokerResponseError
+from kclient.broker.convert import ZSTD_MIN_FETCH_VERSION, down_convert, fetch_magic, has_zstd
+from kclient.errors import BrokerResponseError, CorruptRecordError
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.records.codecs import CodecError
 
 if TYPE_CHECKING:
     from kclient.broker.handlers import BrokerState
@@ -41,6 +48,7 @@ UNKNOWN_SERVER_ERROR = -1
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 FETCH_SESSION_ID_NOT_FOUND = 70
+UNSUPPORTED_COMPRESSION_TYPE = 76
 _NO_LIMIT = 0x7FFFFFFF
 
 
@@ -61,9 +69,11 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
     """Read every requested partition once.
 
     Returns ``(responses, total_record_bytes, any_error)`` where
-    ``responses`` is the Fetch response's ``responses`` array.
+    ``responses`` is the Fetch response's ``responses`` array; records are
+    down-converted for ``version`` < 4 (module docstring).
     """
     remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
+    to_magic = fetch_magic(version)
     min_one = True
     total = 0
     any_error = False
@@ -94,6 +104,20 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
                 any_error = True
                 continue
             records = result.records
+            if records and version < ZSTD_MIN_FETCH_VERSION:
+                try:
+                    if has_zstd(records):
+                        log.info("fetch v%d from %s-%d: the data is zstd-compressed, which needs Fetch v10+", version, name, index)
+                        parts.append(_partition_error(index, UNSUPPORTED_COMPRESSION_TYPE, result.high_watermark, result.log_start_offset))
+                        any_error = True
+                        continue
+                    if to_magic < 2:
+                        records = down_convert(records, to_magic, fetch_offset=p["fetch_offset"], max_bytes=max(limit, 0))
+                except (CorruptRecordError, CodecError) as exc:
+                    log.warning("fetch v%d from %s-%d: cannot down-convert the stored data: %s", version, name, index, exc)
+                    parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, result.high_watermark, result.log_start_offset))
+                    any_error = True
+                    continue
             if records:
                 min_one = False
                 remaining -= len(records)
@@ -115,7 +139,7 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
 
 
 async def handle_fetch(state: BrokerState, header: RequestHeader, body: dict) -> dict:
-    """Answer a Fetch request v4-11 (see the module docstring), waiting up to
+    """Answer a Fetch request v0-11 (see the module docstring), waiting up to
     ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records."""
     version = header.api_version
     if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):

@@ -16,24 +16,24 @@ the page cache; they are made on the trio thread, which serialises them.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
+import attrs
 import trio
 
-from kclient.config import BrokerConfig
+from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
     BrokerResponseError,
     ConfigError,
-    CorruptRecordError,
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records import iter_record_set
-from kclient.protocol.records.scan import scan_batches
-from kclient.protocol.records.v2 import validate_batch
 from kclient.storage import Log, LogConfig, LogManager, validate_topic_name
 
+from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 
 log = logging.getLogger("kclient.broker")
@@ -54,21 +54,18 @@ UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 
 #: api key -> (min, max) version the broker advertises in ApiVersions.
-#: Produce 0-2 are advertised (librdkafka < 2.11.1 needs Produce 0 in the
-#: range, PROTOCOL-NOTES "Traps") but answered with UNSUPPORTED_VERSION per
-#: partition until message sets v0/v1 are implemented.
+#: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
+#: and down-converted on fetch, :mod:`kclient.broker.convert`); the ranges
+#: contain Produce 0, 3 and 7 and Fetch 4 and 10, which librdkafka < 2.11.1
+#: looks for (PROTOCOL-NOTES "Traps").
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 8),  # Produce
-    1: (4, 11),  # Fetch
+    1: (0, 11),  # Fetch
     2: (0, 5),  # ListOffsets
     3: (0, 8),  # Metadata
     18: (0, 3),  # ApiVersions
     22: (0, 1),  # InitProducerId
 }
-
-#: Produce versions that are served (record batch v2 needs v3+).
-PRODUCE_SERVED_FROM = 3
-_ZSTD = 4
 
 
 def supported_triples() -> list[tuple[int, int, int]]:
@@ -117,10 +114,27 @@ class AppendNotifier:
                 event.set()
 
 
+@attrs.frozen
+class TopicFormat:
+    """How a topic stores records: ``magic`` 0, 1 or 2 (topic
+    ``message.format.version``, else ``log.message.format.version``) and
+    ``log_append_time`` (topic ``message.timestamp.type``, else
+    ``log.message.timestamp.type``, is LogAppendTime)."""
+
+    magic: int = 2
+    log_append_time: bool = False
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: the broker's LogAppendTime clock."""
+    return time.time_ns() // 1_000_000
+
+
 class BrokerState:
     """What the handlers share: the config, the :class:`LogManager`, the
     broker's identity (broker id, cluster id, advertised address), the
-    producer id allocator and the :class:`AppendNotifier`.
+    producer id allocator, the :class:`AppendNotifier` and each topic's
+    :class:`TopicFormat` (:meth:`topic_format`).
 
     Build it with :meth:`open`; :meth:`close` flushes and closes the logs.
     """
@@ -147,7 +161,28 @@ class BrokerState:
         self.producer_ids = ProducerIdAllocator(self.log_dirs[0])
         self.transactional_ids: dict[str, tuple[int, int]] = {}
         self.appends = AppendNotifier()
+        self.topic_configs: dict[str, dict[str, str]] = config.topic_configs()
+        self._default_format = TopicFormat(
+            config.message_format_magic, config.log_message_timestamp_type == "LogAppendTime"
+        )
+        self._formats: dict[str, TopicFormat] = {}
+        self.clock: Callable[[], int] = wall_clock_ms
         self._closed = False
+
+    def topic_format(self, topic: str) -> TopicFormat:
+        """The :class:`TopicFormat` of ``topic``: the broker's
+        ``log.message.format.version`` / ``log.message.timestamp.type``,
+        overridden by the topic's entries in ``topic.config.file``."""
+        fmt = self._formats.get(topic)
+        if fmt is None:
+            override = self.topic_configs.get(topic, {})
+            fmt = self._default_format
+            if "message.format.version" in override:
+                fmt = attrs.evolve(fmt, magic=message_format_magic(override["message.format.version"]))
+            if "message.timestamp.type" in override:
+                fmt = attrs.evolve(fmt, log_append_time=override["message.timestamp.type"] == "LogAppendTime")
+            self._formats[topic] = fmt
+        return fmt
 
     @classmethod
     def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
@@ -324,13 +359,17 @@ class RequestHandlers:
     # ------------------------------------------------------------ Produce
 
     async def produce(self, header: RequestHeader, body: dict) -> dict | None:
-        """Produce v0-8 (served from v3; v0-2 get UNSUPPORTED_VERSION per
-        partition). ``acks`` 1 and -1 are answered after the append (one
-        replica: the same thing); ``acks`` 0 gets no response, or a closed
-        connection if any partition failed, as Kafka does; any other value
-        gets INVALID_REQUIRED_ACKS. Every batch of a partition's record set
-        is checked (whole batches, magic 2, size <= message.max.bytes, CRC-32C)
-        before any of it is appended; the log assigns the offsets."""
+        """Produce v0-8. v0-2 carry message sets v0/v1, v3+ record batches
+        v2 only; each partition's set is validated and converted to the
+        topic's stored format by :func:`kclient.broker.convert.prepare_append`
+        (Kafka's error codes: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+        INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE for zstd below v7,
+        UNSUPPORTED_FOR_MESSAGE_FORMAT) before any of it is appended; the log
+        assigns the offsets. ``acks`` 1 and -1 are answered after the append
+        (one replica: the same thing); ``acks`` 0 gets no response, or a
+        closed connection if any partition failed, as Kafka does; any other
+        value gets INVALID_REQUIRED_ACKS. ``log_append_time_ms`` (v2+) is
+        the broker time stamped on a LogAppendTime topic, else -1."""
         state = self.state
         version = header.api_version
         acks = body["acks"]
@@ -340,18 +379,17 @@ class RequestHandlers:
             name = topic_data["name"]
             parts = []
             topic_error = NONE
-            if version >= PRODUCE_SERVED_FROM and acks in (0, 1, -1):
+            if acks in (0, 1, -1):
                 topic_error = state.ensure_topic(name, allow_create=True)
             for pdata in topic_data["partition_data"]:
                 index = pdata["index"]
-                if version < PRODUCE_SERVED_FROM:
-                    error, base, start = UNSUPPORTED_VERSION, -1, -1
-                elif acks not in (0, 1, -1):
+                append_time = -1
+                if acks not in (0, 1, -1):
                     error, base, start = INVALID_REQUIRED_ACKS, -1, -1
                 elif topic_error != NONE:
                     error, base, start = topic_error, -1, -1
                 else:
-                    error, base, start = self._append(name, index, pdata["records"], version)
+                    error, base, start, append_time = self._append(name, index, pdata["records"], version)
                 if error != NONE:
                     failed = True
                 parts.append(
@@ -359,7 +397,7 @@ class RequestHandlers:
                         "index": index,
                         "error_code": error,
                         "base_offset": base,
-                        "log_append_time_ms": -1,
+                        "log_append_time_ms": append_time,
                         "log_start_offset": start,
                         "record_errors": [],
                         "error_message": None,
@@ -372,61 +410,36 @@ class RequestHandlers:
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _append(self, topic: str, partition: int, records, version: int) -> tuple[int, int, int]:
-        """Validate and append one partition's record set; returns
-        ``(error_code, base_offset, log_start_offset)``."""
+    def _append(self, topic: str, partition: int, records, version: int) -> tuple[int, int, int, int]:
+        """Validate, convert and append one partition's record set; returns
+        ``(error_code, base_offset, log_start_offset, log_append_time_ms)``."""
         state = self.state
         plog = state.logs.get(topic, partition)
         if plog is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        error = self._validate(topic, partition, records, version)
-        if error != NONE:
-            return error, -1, plog.log_start_offset
+            return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+        fmt = state.topic_format(topic)
+        now = state.clock()
         try:
-            result = plog.append(records)
+            prepared = prepare_append(
+                records if records is not None else b"",
+                produce_version=version,
+                stored_magic=fmt.magic,
+                log_append_time_ms=now if fmt.log_append_time else None,
+                max_message_bytes=state.message_max_bytes,
+            )
+        except AppendRejected as exc:
+            log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)
+            return exc.code, -1, plog.log_start_offset, -1
+        try:
+            result = plog.append(prepared.records, now_ms=now)
         except BrokerResponseError as exc:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
-            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset
+            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset, -1
         except Exception:
             log.exception("append to %s-%d failed", topic, partition)
-            return UNKNOWN_SERVER_ERROR, -1, -1
+            return UNKNOWN_SERVER_ERROR, -1, -1, -1
         state.appends.notify((topic, partition))
-        return NONE, result.base_offset, plog.log_start_offset
-
-    def _validate(self, topic: str, partition: int, records, version: int) -> int:
-        where = f"{topic}-{partition}"
-        if not records:
-            log.info("produce to %s: empty record set", where)
-            return INVALID_RECORD
-        view = memoryview(records)
-        covered = 0
-        try:
-            for info in scan_batches(view):
-                if info.magic != 2:
-                    log.info("produce v%d to %s: message format v%d is not accepted", version, where, info.magic)
-                    return INVALID_RECORD
-                if info.size > self.state.message_max_bytes:
-                    log.info(
-                        "produce to %s: batch of %d bytes exceeds message.max.bytes %d",
-                        where,
-                        info.size,
-                        self.state.message_max_bytes,
-                    )
-                    return MESSAGE_TOO_LARGE
-                header = validate_batch(view[info.position : info.position + info.size])
-                if header.codec > _ZSTD:
-                    log.info("produce to %s: unknown compression codec %d", where, header.codec)
-                    return CORRUPT_MESSAGE
-                if header.codec == _ZSTD and version < 7:
-                    return UNSUPPORTED_COMPRESSION_TYPE
-                covered += info.size
-        except CorruptRecordError as exc:
-            log.info("produce to %s: corrupt batch: %s", where, exc)
-            return CORRUPT_MESSAGE
-        if covered != len(view):
-            log.info("produce to %s: record set ends with a partial batch of %d bytes", where, len(view) - covered)
-            return CORRUPT_MESSAGE
-        return NONE
+        return NONE, result.base_offset, plog.log_start_offset, prepared.log_append_time_ms
 
     # ------------------------------------------------------------ ListOffsets
 

@@ -15,16 +15,29 @@ through the event.handler config parameter."
 3. picks one partition per ProducerData with ``partitioner.class``
    (``partition(key_bytes_or_None, num_partitions) -> int``), checking that
    the result is in range;
-4. builds ONE v2 record batch per partition (split only when it would exceed
-   the size limit), compressed with ``compression.codec`` when the topic is in
-   ``compressed.topics`` (all topics when that list is empty), with the
-   timestamp recorded when the user called ``send``;
+4. splits each partition's records into as few chunks as the size limit
+   allows (usually one) and, once the leader's Produce version is known,
+   encodes each chunk as ONE record batch v2, or as one message set v0/v1
+   when that version cannot carry v2 (below; the whole set is compressed
+   into one wrapper message, never message by message), compressed with
+   ``compression.codec`` when the topic is in ``compressed.topics`` (all
+   topics when that list is empty), with the timestamp recorded when the
+   user called ``send``;
 5. sends one Produce request per leader broker (several when the batches
    exceed ``max.request.size``), concurrently to different brokers, with the
-   highest Produce version both sides support (at least 3: record batch v2);
+   highest Produce version both sides support, capped by ``api.version``;
 6. retries only the partitions that failed with a retriable error, up to
    ``message.send.max.retries`` times, backing off exponentially from
    ``retry.backoff.ms`` (capped at 10 s) and refreshing metadata in between.
+
+Message format by Produce version (Kafka protocol guide; kafka-python's
+``max_usable_produce_magic``): v3+ carries record batch v2 (zstd from v7),
+v2 message set v1 (with timestamps), v0-1 message set v0 (no timestamps,
+lz4 with the KIP-57 header checksum). The version is the highest both the
+broker (ApiVersions) and ``api.version`` allow (:func:`produce_version_cap`):
+an old broker or a cap such as ``api.version=0.10`` gets v0/v1 message
+sets. Record headers need v2 (ProducerData carries none). zstd needs v7:
+below it the send fails with UnsupportedCompressionTypeError.
 
 Failures raise :class:`~kclient.errors.FailedToSendMessageError` naming the
 topic-partitions and how many messages were lost, with the broker or
@@ -51,7 +64,7 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import PRODUCE
-from kclient.protocol.records import build_batch
+from kclient.protocol.records import build_batch, build_message_set
 from kclient.protocol.records import codecs as _codecs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,6 +76,8 @@ log = logging.getLogger(__name__)
 
 #: Produce v3 is the first carrying record batch v2.
 MIN_PRODUCE_VERSION = 3
+#: Produce v2 carries message set v1 (timestamps), v0 and v1 message set v0.
+MIN_MAGIC1_PRODUCE_VERSION = 2
 #: zstd batches need Produce v7+ (KIP-110).
 MIN_ZSTD_PRODUCE_VERSION = 7
 #: Upper bound of the exponential retry backoff, ms.
@@ -74,8 +89,34 @@ RECORD_OVERHEAD = 30
 #: Room left for a codec's worst-case growth of incompressible data (lz4
 #: adds n/255, gzip and xerial-framed snappy a few bytes per block).
 COMPRESSION_MARGIN = 1 / 32
+#: Per-message size of a v1 message set entry beyond key and value: offset
+#: (8), size (4), crc (4), magic (1), attributes (1), timestamp (8), key and
+#: value lengths (4 + 4); seed 004. v0 is 8 bytes less.
+LEGACY_RECORD_OVERHEAD = 34
 #: v2 batch header (bytes).
 BATCH_OVERHEAD = 61
+
+
+def produce_version_cap(api_version: tuple | None) -> int | None:
+    """Highest Produce version a client of Kafka release ``api_version``
+    (``(major, minor, patch)``, kclient's ``api.version``) sends, as
+    kafka-python picks it: 0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3,
+    1.0 -> 4, 1.1 -> 5, 2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8. ``None`` (auto)
+    gives ``None``: no cap beyond what the broker advertises."""
+    if api_version is None:
+        return None
+    for release, version in (((2, 4), 8), ((2, 1), 7), ((2, 0), 6), ((1, 1), 5), ((1, 0), 4), ((0, 11), 3), ((0, 10), 2), ((0, 9), 1)):
+        if tuple(api_version[:2]) >= release:
+            return version
+    return 0
+
+
+def magic_for_produce_version(version: int) -> int:
+    """Message format a Produce request of ``version`` carries: 2 for v3+,
+    1 for v2, 0 for v0-1."""
+    if version >= MIN_PRODUCE_VERSION:
+        return 2
+    return 1 if version >= MIN_MAGIC1_PRODUCE_VERSION else 0
 #: Per-partition overhead of a Produce request besides the batch (bytes).
 PARTITION_OVERHEAD = 16
 
@@ -91,7 +132,8 @@ class ProducerSettings:
     (ms); ``codec``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4,
     4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
     all when a codec is set); ``max_request_bytes``: the most bytes a Produce
-    request (and so a record batch) may carry.
+    request (and so a record batch) may carry; ``max_produce_version``: the
+    cap from ``api.version`` (:func:`produce_version_cap`), None for none.
     """
 
     acks: int = 1
@@ -101,6 +143,7 @@ class ProducerSettings:
     codec: int = 0
     compressed_topics: frozenset = frozenset()
     max_request_bytes: int = 1_048_576
+    max_produce_version: int | None = None
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
@@ -114,6 +157,7 @@ def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
         codec=_codecs.codec_id(config.compression_codec),
         compressed_topics=frozenset(config.compressed_topics),
         max_request_bytes=config.max_request_size,
+        max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
     )
 
 
@@ -160,14 +204,17 @@ class EventHandler:
 class _Partition:
     """Send state of one topic-partition within one ``handle`` call."""
 
-    __slots__ = ("topic", "partition", "records", "batches", "counts", "error")
+    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.records: list = []
-        self.batches: list[bytes] = []  # not yet acknowledged, in order
+        self.codec = 0
+        self.chunks: list[list] = []  # records of each batch not yet acknowledged, in order
+        self.batches: list[bytes] = []  # the chunks encoded in message format ``magic``
         self.counts: list[int] = []  # records per batch
+        self.magic = 2
         self.error: BaseException | None = None
 
     @property
@@ -265,19 +312,32 @@ class DefaultEventHandler(EventHandler):
 
     # -- step 4: build batches ----------------------------------------------
 
-    def _build(self, part: _Partition) -> None:
+    def _build(self, part: _Partition, magic: int | None = None) -> None:
+        """Split ``part.records`` into chunks that fit a request and encode
+        them in message format ``magic`` (default: the format the
+        ``api.version`` cap allows, else v2)."""
         s = self._settings
         codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
+        if magic is None:
+            magic = 2 if s.max_produce_version is None else magic_for_produce_version(s.max_produce_version)
+        part.codec = codec
+        part.chunks = self._chunk(part, part.records, codec, magic)
+        part.counts = [len(c) for c in part.chunks]
+        part.records = []
+        self._encode_chunks(part, magic)
+
+    def _chunk(self, part: _Partition, records: list, codec: int, magic: int) -> list[list]:
+        s = self._settings
         limit = self._max_batch_bytes
         if codec:
             limit -= int(limit * COMPRESSION_MARGIN)
-        records = part.records
+        overhead = RECORD_OVERHEAD if magic == 2 else LEGACY_RECORD_OVERHEAD
         chunks = []
         start = 0
         size = BATCH_OVERHEAD
         for i, r in enumerate(records):
             k, v = r[0], r[1]
-            n = RECORD_OVERHEAD + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+            n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
             if size + n > limit:
                 if BATCH_OVERHEAD + n > limit:
                     raise MessageSizeTooLargeError(
@@ -289,15 +349,35 @@ class DefaultEventHandler(EventHandler):
                 size = BATCH_OVERHEAD
             size += n
         chunks.append(records[start:] if start else records)
+        return chunks
+
+    def _encode_chunks(self, part: _Partition, magic: int) -> None:
+        """Encode every pending chunk of ``part`` as one record batch v2
+        (``magic`` 2) or one message set v0/v1, whole-set compressed."""
+        codec = part.codec
         try:
-            part.batches = [build_batch(c, codec=codec) for c in chunks]
+            if magic == 2:
+                part.batches = [build_batch(c, codec=codec) for c in part.chunks]
+            else:
+                part.batches = [build_message_set(c, magic=magic, codec=codec) for c in part.chunks]
         except TypeError as exc:
             raise TypeError(
                 f"cannot encode a record for topic {part.topic!r}: keys and values must be bytes after "
                 f"serialization (check serializer.class / key.serializer.class): {exc}"
             ) from None
-        part.counts = [len(c) for c in chunks]
-        part.records = []
+        part.magic = magic
+
+    def _use_magic(self, part: _Partition, magic: int) -> None:
+        """Re-encode ``part``'s pending chunks for message format ``magic``
+        (a leader that negotiated another Produce version than expected),
+        re-chunking when the per-record overhead grows (v2 -> v0/v1)."""
+        if part.magic == magic:
+            return
+        if magic < 2 <= part.magic:
+            records = [r for c in part.chunks for r in c]
+            part.chunks = self._chunk(part, records, part.codec, magic)
+            part.counts = [len(c) for c in part.chunks]
+        self._encode_chunks(part, magic)
 
     # -- step 5-6: send with retries ------------------------------------------
 
@@ -318,6 +398,7 @@ class DefaultEventHandler(EventHandler):
             except (MessageSizeTooLargeError, TypeError) as exc:
                 failed[(part.topic, part.partition)] = (len(part.records), exc)
                 part.batches = []
+                part.chunks = []
                 part.counts = []
         pending = [p for p in parts.values() if p.batches]
         attempt = 0
@@ -385,16 +466,27 @@ class DefaultEventHandler(EventHandler):
         s = self._settings
         try:
             conn = await self._cluster.broker_connection(node_id)
-            version = conn.version_for(PRODUCE, floor=MIN_PRODUCE_VERSION)
+            version = conn.version_for(PRODUCE, ceiling=s.max_produce_version)
         except KafkaError as exc:
             for part in parts:
                 part.error = exc
             return
-        if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION:
-            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}")
+        if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION and any(p.codec for p in parts):
+            cap = "" if s.max_produce_version is None else f" (api.version caps it at v{s.max_produce_version})"
+            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
             for part in parts:
+                if part.codec:
+                    part.error = exc
+            parts = [p for p in parts if not p.codec]
+            if not parts:
+                return
+        magic = magic_for_produce_version(version)
+        for part in parts:
+            try:
+                self._use_magic(part, magic)
+            except (MessageSizeTooLargeError, TypeError) as exc:
                 part.error = exc
-            return
+        parts = [p for p in parts if p.error is None]
         active = list(parts)
         while active:
             # Take the head batch of each partition while the request stays
@@ -443,6 +535,7 @@ class DefaultEventHandler(EventHandler):
                     part.error = err  # keep its batches for a retry
                     continue
                 del part.batches[0]
+                del part.chunks[0]
                 del part.counts[0]
                 if part.batches:
                     still.append(part)

@@ -73,7 +73,7 @@ _V01_ATTRIBUTES_AT = 17  # attributes byte of a v0/v1 entry
 _CODEC_MASK = 0x07
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)
 
 
 def wall_clock_ms() -> int:
@@ -364,14 +364,22 @@ class Log:
                     segments.append(LogSegment.open(self.directory, base, interval, now_ms=now))
                     continue
                 prev = segments[-1] if segments else None
-                if prev is not None and base <= prev.last_offset:
+                if prev is not None and base != prev.next_offset:
+                    # Each segment starts where the previous one ends (rolls
+                    # happen at the log end offset and nothing is compacted):
+                    # a gap means the previous segment lost its tail, an
+                    # overlap means damaged names. Later data cannot be kept.
+                    dropped = sum(self._delete_segment_files(b) for b in bases[i:])
+                    truncated += dropped
                     logger.warning(
-                        "log %s: segment %d overlaps the previous one (last offset %d); deleting it and every later segment",
+                        "log %s: segment %d does not start where the previous one ends (offset %d); "
+                        "deleted it and every later segment (%d segment(s), %d bytes)",
                         self.directory,
                         base,
-                        prev.last_offset,
+                        prev.next_offset,
+                        len(bases) - i,
+                        dropped,
                     )
-                    truncated += sum(self._delete_segment_files(b) for b in bases[i:])
                     break
                 seg = LogSegment.open(self.directory, base, interval, check_indexes=False, now_ms=now)
                 segments.append(seg)
@@ -598,15 +606,15 @@ class Log:
         ``OSError`` if an fsync fails."""
         with self._lock:
             self._check_open()
+            for seg in self._view.segments:
+                if seg.index_suspect:
+                    seg.rebuild_indexes()
             target = self._log_end_offset
             rp = self._recovery_point
             dir_dirty = self._dir_dirty
             if target <= rp and not dir_dirty:
                 return False
             started = self._clock() if now_ms is None else now_ms
-            for seg in self._view.segments:
-                if seg.index_suspect:
-                    seg.rebuild_indexes()
             held = []
             for seg in self._view.segments:
                 if seg.next_offset > rp and seg.size:

@@ -41,6 +41,7 @@ from kclient.storage.checkpoint import (
     write_clean_shutdown_marker,
 )
 from kclient.storage.log import Log, LogConfig, wall_clock_ms
+from kclient.storage.segment import fsync_dir
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +229,10 @@ class LogManager:
                     self._logs[key] = Log.open(path, self.config, clock=self._clock)
                     self._dir_of[key] = log_dir
                     created.append((key, path))
+                # Make the new partition directories durable (their own
+                # contents are fsync-ed with the first flush).
+                for log_dir in {self._dir_of[key] for key, _ in created}:
+                    fsync_dir(log_dir)
             except BaseException:
                 for key, path in created:
                     log = self._logs.pop(key)

@@ -613,21 +613,33 @@ class LogSegment:
 
     def rebuild_indexes(self) -> None:
         """Rebuild the ``.index`` and ``.timeindex`` from the batches in
-        bytes 0..size (the arrays are replaced, so concurrent readers keep
-        a consistent, if sparser, view). Clears :attr:`index_suspect`."""
+        bytes 0..size, at the usual cadence plus a final time index entry.
+        The index arrays are replaced, so concurrent readers keep a
+        consistent (if temporarily sparser) view, and the tail state is
+        assigned only at the end. Clears :attr:`index_suspect`."""
         self.index.reset()
         self.timeindex.reset()
-        self._bytes_since_index = 0
-        self._max_timestamp, self._offset_of_max = -1, self.base_offset - 1
+        interval = self.index_interval_bytes
+        since = 0
+        max_ts, off_max = -1, self.base_offset - 1
         last = self.base_offset - 1
         for info, _, _ in self._walk(0, self._size, _RECOVER_CHUNK):
-            self._index_batch(info.base_offset, info.last_offset, info.position, info.size, info.max_timestamp)
+            if info.max_timestamp > max_ts:
+                max_ts, off_max = info.max_timestamp, info.last_offset
+            if since > interval:
+                self.index.append(info.base_offset, info.position)
+                self.timeindex.maybe_append(max_ts, off_max)
+                since = 0
+            since += info.size
             last = info.last_offset
-        self._last_offset = last
-        self._tail_known = True
-        self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
+        self.timeindex.maybe_append(max_ts, off_max)
         self.index.flush(fsync=False)
         self.timeindex.flush(fsync=False)
+        self._bytes_since_index = since
+        self._max_timestamp, self._offset_of_max = max_ts, off_max
+        if self._last_offset is None or last > self._last_offset:
+            self._last_offset = last
+        self._tail_known = True
         self.index_suspect = False
 
     def recover(self) -> int:

@@ -1,0 +1,859 @@
+"""kclient's benchmark suite: kclient vs kafka-python, aiokafka and
+confluent-kafka against ONE bundled broker (issue 5).
+
+    python benchmarks/run.py [--quick] [--repeat N] [--json PATH] [--only NAME[,NAME...]]
+                             [--clients NAME[,NAME...]] [--log-dir DIR]
+
+(``make bench`` runs it with the bench extra installed.) One session:
+
+- starts one bundled broker (:class:`kclient.testing.BrokerProcess`) and,
+  with 2+ cores, pins it (every thread) to the first core and this process
+  and every client subprocess to the second;
+- pre-creates every topic the session will use, with its partition count,
+  by making the partition directories before the broker starts (the broker
+  has no CreateTopics API and ``num.partitions`` is one number for all
+  auto-created topics), so each client run writes to a fresh topic;
+- generates the payloads once, from a fixed seed, and gives the same ones to
+  every client: random bytes for the throughput rows, JSON-like text for the
+  compression rows (random bytes do not compress);
+- runs every measurement in a fresh subprocess (``benchmarks/worker.py``),
+  ``--repeat`` times (default 3, clients interleaved), and reports the
+  median of each metric: records/s, MB/s (record value bytes, 10^6 bytes),
+  CPU seconds of the client process per million records (all threads,
+  ``getrusage``), peak RSS of the client process (``VmHWM``; see
+  ``worker.peak_rss_kb`` for why not ``ru_maxrss``), CPU
+  seconds the broker spent during the run, and kclient's ratio to each peer;
+- checks correctness: every produce run must leave the topic's log end
+  offsets summing to the record count, every consume run must read every
+  record (count and value bytes);
+- prints the tables and writes JSON (default ``benchmarks/results/latest.json``).
+
+Timings are never asserted anywhere; ``tests/test_benchmarks_smoke.py`` runs
+``--quick`` and checks only counts and the JSON's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+WORKER = _HERE / "worker.py"
+RESULT_PREFIX = "BENCH-RESULT "
+DEFAULT_JSON = _HERE / "results" / "latest.json"
+
+KCLIENT = "kclient"
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka"]
+CLIENTS = [KCLIENT, *PEERS]
+#: import name of each client, to skip the ones not installed
+MODULES = {KCLIENT: "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
+DISTRIBUTIONS = {KCLIENT: "kclient", "kafka-python": "kafka-python", "aiokafka": "aiokafka", "confluent-kafka": "confluent-kafka"}
+CODECS = ["gzip", "snappy", "lz4", "zstd"]
+
+#: Distinct payloads per size; record i uses payload i % POOL.
+POOL = 10_000
+SEED = 20240505
+LINGER_MS = 5
+BATCH_BYTES = 16384
+
+
+# ============================================================ the plan
+
+
+def sizes(quick: bool) -> dict[str, int]:
+    """Record counts and byte totals of each workload (full or --quick)."""
+    if quick:
+        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000)
+    return dict(
+        small=1_000_000,  # 100-byte records
+        large=100_000,  # 1,000-byte records
+        latency=2_000,  # sync sends timed one by one
+        latency_warmup=50,
+        compression=200_000,  # 100-byte text records per codec
+        ingest_records=200_000,  # 1,000-byte records: 200 MB through the broker
+        ingest_size=1_000,
+    )
+
+
+def plan(quick: bool) -> list[dict]:
+    """The groups of the suite, in the order they run. A group is one
+    workload measured for several clients; ratios compare clients within a
+    group."""
+    n = sizes(quick)
+    groups: list[dict] = []
+    for size, count in ((100, n["small"]), (1000, n["large"])):
+        for parts in (1, 8):
+            groups.append(
+                dict(
+                    name=f"produce-{size}B-{parts}p",
+                    kind="produce",
+                    title=f"produce {count:,} x {size} B, {parts} partition{'s' if parts > 1 else ''}, acks=1",
+                    size=size,
+                    count=count,
+                    partitions=parts,
+                    payload="random",
+                    clients=list(CLIENTS),
+                )
+            )
+    groups.append(
+        dict(
+            name="latency-100B-1p",
+            kind="latency",
+            title=f"produce latency: sync, one 100 B record per send, acks=1, {n['latency']:,} sends",
+            size=100,
+            count=n["latency"],
+            warmup=n["latency_warmup"],
+            partitions=1,
+            payload="random",
+            clients=list(CLIENTS),
+        )
+    )
+    for size, count in ((100, n["small"]), (1000, n["large"])):
+        for parts in (1, 8):
+            groups.append(
+                dict(
+                    name=f"consume-{size}B-{parts}p",
+                    kind="consume",
+                    title=f"consume {count:,} x {size} B from offset 0, {parts} partition{'s' if parts > 1 else ''}",
+                    size=size,
+                    count=count,
+                    partitions=parts,
+                    payload="random",
+                    clients=list(CLIENTS),
+                )
+            )
+    for codec in CODECS:
+        groups.append(
+            dict(
+                name=f"compression-{codec}",
+                kind="compression",
+                title=f"{codec}: produce then consume {n['compression']:,} x 100 B JSON-like text, 1 partition",
+                size=100,
+                count=n["compression"],
+                partitions=1,
+                payload="text",
+                codec=codec,
+                clients=[KCLIENT, "confluent-kafka"],
+            )
+        )
+    groups.append(
+        dict(
+            name="broker-bounds",
+            kind="bounds",
+            title=(
+                f"broker bounds: {n['ingest_records'] * n['ingest_size'] / 1e6:,.0f} MB "
+                f"({n['ingest_records']:,} x {n['ingest_size']:,} B), 1 partition"
+            ),
+            size=n["ingest_size"],
+            count=n["ingest_records"],
+            partitions=1,
+            payload="random",
+            clients=["ingest (confluent-kafka)", "raw-append-fsync", "broker-fetch", "raw-sendfile"],
+        )
+    )
+    return groups
+
+
+def select(groups: list[dict], only: str | None) -> list[dict]:
+    """Groups whose name or kind contains one of the comma-separated
+    ``only`` words."""
+    if not only:
+        return groups
+    words = [w.strip() for w in only.split(",") if w.strip()]
+    return [g for g in groups if any(w in g["name"] or w == g["kind"] for w in words)]
+
+
+# ============================================================ machine, pinning
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict:
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+    }
+
+
+def versions() -> dict:
+    out = {}
+    for client, dist in DISTRIBUTIONS.items():
+        try:
+            out[client] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[client] = None
+    try:
+        import confluent_kafka
+
+        out["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    return out
+
+
+def pin_process(pid: int, cpu: int) -> None:
+    """Pin every thread of ``pid`` to ``cpu`` (threads it creates later
+    inherit the affinity of the thread that creates them)."""
+    try:
+        tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tasks = [pid]
+    for tid in tasks:
+        try:
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:
+            pass
+
+
+def proc_cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of process ``pid`` (all its threads) so far."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+# ============================================================ payloads
+
+
+def make_payloads(workdir: Path, kind: str, size: int) -> Path:
+    """``POOL`` payloads of ``size`` bytes in one file, from a fixed seed."""
+    path = workdir / f"payload-{kind}-{size}.bin"
+    if path.exists():
+        return path
+    rng = random.Random(f"{SEED}-{kind}-{size}")
+    if kind == "random":
+        data = rng.randbytes(POOL * size)
+    else:
+        events = ["click", "view", "purchase", "signup", "logout", "search", "add_to_cart"]
+        words = ["alpha", "beta", "gamma", "delta", "kafka", "stream", "record", "batch", "offset", "topic"]
+        out = bytearray()
+        for i in range(POOL):
+            text = (
+                f'{{"id":{100000 + i},"user":"user-{rng.randrange(5000)}","event":"{rng.choice(events)}",'
+                f'"ts":{1700000000000 + i * 37},"page":"/p/{rng.randrange(1000)}","tags":"'
+            )
+            while len(text) < size - 2:
+                text += rng.choice(words) + " "
+            out += (text[: size - 2] + '"}').encode()
+        data = bytes(out)
+    path.write_bytes(data)
+    return path
+
+
+# ============================================================ the session
+
+
+class Session:
+    """One broker, the client-side pinning, and the run loop."""
+
+    def __init__(self, args: argparse.Namespace, groups: list[dict]) -> None:
+        self.args = args
+        self.groups = groups
+        self.quick = args.quick
+        self.repeat = 1 if args.quick and args.repeat is None else (args.repeat or 3)
+        self.notes: list[str] = []
+        self.skipped: dict[str, str] = {}
+        self.failures: list[dict] = []
+        self.workdir = Path(tempfile.mkdtemp(prefix="kclient-bench-", dir=args.log_dir))
+        self.log_dir = self.workdir / "logs"
+        self.log_dir.mkdir()
+        self.topics: dict[str, int] = {}
+        self.broker: Any = None
+        self.checker: Any = None
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if len(cpus) >= 2 and not args.no_pin:
+            self.broker_cpu, self.client_cpu = cpus[0], cpus[1]
+        else:
+            self.broker_cpu = self.client_cpu = None
+        wanted = [c.strip() for c in args.clients.split(",")] if args.clients else CLIENTS
+        self.available = []
+        for client in CLIENTS:
+            if client not in wanted:
+                continue
+            if importlib.util.find_spec(MODULES[client]) is None:
+                self.skipped[client] = f"{client} is not installed (pip install -e '.[bench]'); its rows are skipped"
+            else:
+                self.available.append(client)
+        self.filler = "confluent-kafka" if "confluent-kafka" in self.available or importlib.util.find_spec("confluent_kafka") else KCLIENT
+
+    # ------------------------------------------------------------ helpers
+
+    def log(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    def topic(self, name: str, partitions: int) -> str:
+        """Register a fresh topic (created before the broker starts)."""
+        assert name not in self.topics, name
+        self.topics[name] = partitions
+        return name
+
+    def spec(self, group: dict, **kw: Any) -> dict:
+        payload = make_payloads(self.workdir, group["payload"], group["size"])
+        spec = dict(
+            bootstrap=self.broker.bootstrap if self.broker is not None else None,
+            size=group["size"],
+            count=group["count"],
+            partitions=group["partitions"],
+            payload_file=str(payload),
+            linger_ms=LINGER_MS,
+            batch_bytes=BATCH_BYTES,
+            acks=1,
+            cpu=self.client_cpu,
+        )
+        if group["kind"] == "latency":
+            spec["warmup"] = group["warmup"]
+        spec.update(kw)
+        return spec
+
+    def run_worker(self, spec: dict) -> dict:
+        """Run one measurement in a fresh subprocess; returns its result
+        (with ``broker_cpu_s``) or raises RuntimeError."""
+        pid = self.broker.pid if self.broker is not None else None
+        b0 = proc_cpu_seconds(pid)
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, str(WORKER), json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            cwd=str(_ROOT),
+        )
+        wall = time.monotonic() - t0
+        b1 = proc_cpu_seconds(pid)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr or proc.stdout)[-3000:]
+            raise RuntimeError(f"worker {spec['kind']}/{spec['client']} exited {proc.returncode}:\n{tail}")
+        result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+        result["broker_cpu_s"] = b1 - b0
+        result["process_wall_s"] = wall
+        return result
+
+    def end_offsets(self, topic: str, partitions: int) -> int:
+        from kclient import OffsetRequest
+
+        return sum(self.checker.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(partitions))
+
+    # ------------------------------------------------------------ lifecycle
+
+    def prepare(self) -> None:
+        """Name every topic the session will use and make its directories."""
+        for g in self.groups:
+            g["runs"] = []
+            k = g["kind"]
+            if k in ("produce", "latency"):
+                for rep in range(self.repeat):
+                    for client in g["clients"]:
+                        if client in self.available:
+                            t = self.topic(f"{g['name']}-{client}-r{rep}", g["partitions"])
+                            g["runs"].append(dict(rep=rep, client=client, topic=t, kind=k))
+            elif k == "consume":
+                g["source_topic"] = self.topic(f"{g['name']}-source", g["partitions"])
+                for rep in range(self.repeat):
+                    for client in g["clients"]:
+                        if client in self.available:
+                            g["runs"].append(dict(rep=rep, client=client, topic=g["source_topic"], kind="consume"))
+            elif k == "compression":
+                for rep in range(self.repeat):
+                    for client in g["clients"]:
+                        if client in self.available:
+                            t = self.topic(f"{g['name']}-{client}-r{rep}", 1)
+                            g["runs"].append(dict(rep=rep, client=client, topic=t, kind="produce", label=f"{client} produce"))
+                            g["runs"].append(dict(rep=rep, client=client, topic=t, kind="consume", label=f"{client} consume"))
+            elif k == "bounds":
+                for rep in range(self.repeat):
+                    t = self.topic(f"{g['name']}-ingest-r{rep}", 1)
+                    g["runs"].append(dict(rep=rep, client=self.filler, topic=t, kind="produce", label="ingest (confluent-kafka)" if self.filler != KCLIENT else "ingest (kclient)"))
+                    g["runs"].append(dict(rep=rep, client="raw-append-fsync", kind="bound", label="raw-append-fsync"))
+                    g["runs"].append(dict(rep=rep, client="broker-fetch", topic=t, kind="bound", label="broker-fetch"))
+                    g["runs"].append(dict(rep=rep, client="raw-sendfile", topic=t, kind="bound", label="raw-sendfile"))
+        for name, parts in self.topics.items():
+            for p in range(parts):
+                (self.log_dir / f"{name}-{p}").mkdir()
+
+    def start(self) -> None:
+        from kclient import SimpleConsumer
+        from kclient.testing import BrokerProcess
+
+        if self.client_cpu is not None:
+            os.sched_setaffinity(0, {self.client_cpu})
+        self.broker = BrokerProcess(log_dir=self.log_dir, properties={"num.partitions": 1}, startup_timeout=120)
+        self.broker.start()
+        if self.broker_cpu is not None:
+            pin_process(self.broker.pid, self.broker_cpu)
+        host, port = self.broker.host, self.broker.port
+        self.checker = SimpleConsumer(host, port, so_timeout_ms=30000, client_id="bench-check")
+        self.log(
+            f"broker pid {self.broker.pid} on {self.broker.bootstrap}, log dir {self.log_dir}; "
+            + (f"broker pinned to cpu {self.broker_cpu}, clients to cpu {self.client_cpu}" if self.broker_cpu is not None else "not pinned (fewer than 2 usable cores)")
+        )
+
+    def stop(self) -> None:
+        if self.checker is not None:
+            try:
+                self.checker.close()
+            except Exception:
+                pass
+        if self.broker is not None:
+            self.broker.cleanup()  # stops it; keeps self.log_dir (ours), removes its output file
+        if not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> None:
+        for g in self.groups:
+            self.log(f"== {g['title']}")
+            if g["kind"] == "consume":
+                self.fill(g)
+            for run in g["runs"]:
+                self.one(g, run)
+
+    def fill(self, g: dict) -> None:
+        """Produce the consume group's source topic once (not timed)."""
+        spec = self.spec(g, kind="produce", client=self.filler, topic=g["source_topic"])
+        result = self.run_worker(spec)
+        got = self.end_offsets(g["source_topic"], g["partitions"])
+        if got != g["count"]:
+            raise RuntimeError(f"filling {g['source_topic']}: log end offsets sum to {got}, expected {g['count']}")
+        g["filled_by"] = self.filler
+        self.log(f"   filled {g['source_topic']} with {g['count']:,} records using {self.filler} ({result['elapsed_s']:.1f} s)")
+
+    def one(self, g: dict, run: dict) -> None:
+        client, kind = run["client"], run["kind"]
+        label = run.get("label", client)
+        kw: dict[str, Any] = dict(kind=kind, client=client)
+        if "topic" in run:
+            kw["topic"] = run["topic"]
+        if g["kind"] == "compression":
+            kw["codec"] = g["codec"]
+        if g["kind"] == "bounds":
+            kw.update(self.bounds_spec(g, run))
+        spec = self.spec(g, **kw)
+        try:
+            result = self.run_worker(spec)
+            self.verify(g, run, spec, result)
+        except Exception as exc:  # recorded, reported, and the suite goes on
+            msg = str(exc).strip()
+            self.failures.append(dict(group=g["name"], client=label, rep=run["rep"], error=msg))
+            run["error"] = msg
+            self.log(f"   {label:<26} rep {run['rep'] + 1}: FAILED: {msg.splitlines()[-1] if msg else exc!r}")
+            return
+        run["result"] = result
+        rate = result["records"] / result["elapsed_s"] if result["records"] else 0
+        mbs = result["bytes"] / result["elapsed_s"] / 1e6
+        extra = f", p50 {result['p50_ms']:.3f} ms, p99 {result['p99_ms']:.3f} ms" if "p50_ms" in result else ""
+        self.log(
+            f"   {label:<26} rep {run['rep'] + 1}: {rate:>12,.0f} rec/s {mbs:>8.1f} MB/s  cpu {result['cpu_s']:.2f} s  "
+            f"rss {result['peak_rss_kb'] / 1024:.0f} MB  broker cpu {result['broker_cpu_s']:.2f} s{extra}"
+        )
+
+    def bounds_spec(self, g: dict, run: dict) -> dict:
+        kw: dict[str, Any] = {}
+        total = g["count"] * g["size"]
+        if run["kind"] == "produce":  # the load generator: big batches
+            kw.update(batch_bytes=1 << 20, extra_confluent={"queue.buffering.max.kbytes": 1 << 20})
+        elif run["client"] == "raw-append-fsync":
+            kw.update(total_bytes=total, dir=str(self.log_dir), cpu=self.broker_cpu)
+        elif run["client"] == "broker-fetch":
+            kw.update(end_offset=g["count"], fetch_bytes=8 << 20)
+        elif run["client"] == "raw-sendfile":
+            segments = sorted((self.log_dir / f"{run['topic']}-0").glob("*.log"))
+            kw.update(file=str(segments[0]) if segments else "", sender_cpu=self.broker_cpu)
+        return kw
+
+    def verify(self, g: dict, run: dict, spec: dict, result: dict) -> None:
+        kind = run["kind"]
+        if kind in ("produce", "latency"):
+            expected = result.get("expected_end_offsets", spec["count"])
+            got = self.end_offsets(run["topic"], spec["partitions"])
+            result["log_end_offsets"] = got
+            if got != expected:
+                raise RuntimeError(f"{run['topic']}: log end offsets sum to {got}, expected {expected}")
+        elif kind == "consume":
+            if result["records"] != spec["count"]:
+                raise RuntimeError(f"consumed {result['records']} of {spec['count']}")
+        elif run["client"] == "broker-fetch" and result["records"] != g["count"]:
+            raise RuntimeError(f"raw fetch reached offset {result['records']}, expected {g['count']}")
+
+
+# ============================================================ summarising
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarise(groups: list[dict]) -> None:
+    """Per row (client, or client + produce/consume), the median of each
+    metric over the repeats, and kclient's ratios to each peer."""
+    for g in groups:
+        rows: dict[str, list[dict]] = {}
+        errors: dict[str, int] = {}
+        settings: dict[str, Any] = {}
+        for run in g["runs"]:
+            label = run.get("label", run["client"])
+            rows.setdefault(label, [])
+            if "result" in run:
+                rows[label].append(run["result"])
+                settings.setdefault(label, run["result"].get("settings"))
+            else:
+                errors[label] = errors.get(label, 0) + 1
+        medians: dict[str, dict] = {}
+        for label, results in rows.items():
+            if not results:
+                medians[label] = {"runs": 0, "failed": errors.get(label, 0)}
+                continue
+            m = {
+                "runs": len(results),
+                "failed": errors.get(label, 0),
+                "records": results[0]["records"],
+                "records_per_s": _median([r["records"] / r["elapsed_s"] for r in results]) if results[0]["records"] else None,
+                "mb_per_s": _median([r["bytes"] / r["elapsed_s"] / 1e6 for r in results]),
+                "elapsed_s": _median([r["elapsed_s"] for r in results]),
+                "cpu_s_per_million": _median([r["cpu_s"] / r["records"] * 1e6 for r in results]) if results[0]["records"] else None,
+                "cpu_s": _median([r["cpu_s"] for r in results]),
+                "peak_rss_mb": _median([r["peak_rss_kb"] / 1024 for r in results]),
+                "broker_cpu_s": _median([r.get("broker_cpu_s") for r in results]),
+            }
+            for key in ("p50_ms", "p99_ms", "max_ms"):
+                if key in results[0]:
+                    m[key] = _median([r[key] for r in results])
+            medians[label] = m
+        g["rows"] = medians
+        g["settings"] = settings
+        g["ratios"] = ratios(g, medians)
+
+
+def ratios(g: dict, medians: dict[str, dict]) -> dict:
+    """kclient ÷ peer on records/s (MB/s for the broker bounds): > 1 means
+    kclient is faster. Latency: peer p50 ÷ kclient p50 (> 1: kclient's
+    round trip is shorter)."""
+    def rate(label: str, key: str = "records_per_s") -> float | None:
+        m = medians.get(label) or {}
+        return m.get(key)
+
+    out: dict[str, Any] = {}
+    if g["kind"] == "bounds":
+        ingest = next((k for k in medians if k.startswith("ingest")), None)
+        if ingest and rate(ingest, "mb_per_s") and rate("raw-append-fsync", "mb_per_s"):
+            out["ingest / raw append+fsync"] = rate(ingest, "mb_per_s") / rate("raw-append-fsync", "mb_per_s")
+        if rate("broker-fetch", "mb_per_s") and rate("raw-sendfile", "mb_per_s"):
+            out["fetch / raw sendfile"] = rate("broker-fetch", "mb_per_s") / rate("raw-sendfile", "mb_per_s")
+        return out
+    if g["kind"] == "compression":
+        for phase in ("produce", "consume"):
+            k, c = rate(f"{KCLIENT} {phase}"), rate(f"confluent-kafka {phase}")
+            if k and c:
+                out[f"{phase}: kclient / confluent-kafka"] = k / c
+        return out
+    if g["kind"] == "latency":
+        k = (medians.get(KCLIENT) or {}).get("p50_ms")
+        for peer in PEERS:
+            p = (medians.get(peer) or {}).get("p50_ms")
+            if k and p:
+                out[peer] = p / k
+        return out
+    k = rate(KCLIENT)
+    for peer in PEERS:
+        p = rate(peer)
+        if k and p:
+            out[peer] = k / p
+    return out
+
+
+TARGETS = [
+    # (group kind, peer, minimum kclient/peer ratio, text)
+    ("produce", "kafka-python", 3.0, "kclient async produce >= 3x kafka-python"),
+    ("produce", "aiokafka", 1.0, "kclient async produce >= 1x aiokafka"),
+    ("produce", "confluent-kafka", 0.5, "kclient async produce toward >= 0.5x confluent-kafka"),
+    ("consume", "kafka-python", 3.0, "kclient consume >= 3x kafka-python"),
+    ("consume", "aiokafka", 1.0, "kclient consume >= 1x aiokafka"),
+    ("consume", "confluent-kafka", 0.5, "kclient consume toward >= 0.5x confluent-kafka"),
+]
+
+
+def targets(groups: list[dict]) -> list[dict]:
+    out = []
+    for kind, peer, minimum, text in TARGETS:
+        for g in groups:
+            if g["kind"] == kind and peer in g.get("ratios", {}):
+                r = g["ratios"][peer]
+                out.append(dict(target=text, group=g["name"], ratio=r, minimum=minimum, met=r >= minimum))
+    for g in groups:
+        if g["kind"] == "bounds":
+            for key, minimum, text in (
+                ("ingest / raw append+fsync", 0.5, "broker ingest >= 0.5x raw append + fsync"),
+                ("fetch / raw sendfile", 0.5, "broker fetch >= 0.5x raw loopback sendfile"),
+            ):
+                if key in g["ratios"]:
+                    r = g["ratios"][key]
+                    out.append(dict(target=text, group=g["name"], ratio=r, minimum=minimum, met=r >= minimum))
+    return out
+
+
+# ============================================================ printing
+
+
+def _fmt(value: Any, spec: str = ",.0f", dash: str = "-") -> str:
+    if value is None:
+        return dash
+    return format(value, spec)
+
+
+def table(headers: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    """A plain-text table; ``align``: one of l/r per column."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def render(report: dict) -> str:
+    parts: list[str] = []
+    m = report["machine"]
+    parts.append(
+        f"kclient benchmarks ({'quick' if report['quick'] else 'full'}, median of {report['repeat']} run(s) per row)\n"
+        f"machine: {m['nproc']} cores, {m['cpu_model']}, Python {m['python']} ({m['platform']})\n"
+        f"pinning: {report['pinning']}\n"
+        f"versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)
+    )
+    throughput = [g for g in report["groups"] if g["kind"] in ("produce", "consume", "compression", "bounds")]
+    if throughput:
+        headers = ["workload", "client", "records/s", "MB/s", "CPU s/M rec", "peak RSS MB", "broker CPU s", "kclient ÷ this"]
+        rows = []
+        for g in throughput:
+            first = True
+            for label, med in g["rows"].items():
+                ratio = ""
+                if g["kind"] in ("produce", "consume") and label in g["ratios"]:
+                    ratio = f"{g['ratios'][label]:.2f}x"
+                elif g["kind"] == "compression" and not label.startswith(KCLIENT):
+                    phase = label.rsplit(" ", 1)[-1]
+                    r = g["ratios"].get(f"{phase}: kclient / confluent-kafka")
+                    ratio = f"{r:.2f}x" if r else ""
+                if not med.get("runs"):
+                    cells = ["FAILED"] + [""] * 5
+                else:
+                    cells = [
+                        _fmt(med.get("records_per_s")),
+                        _fmt(med.get("mb_per_s"), ",.1f"),
+                        _fmt(med.get("cpu_s_per_million"), ",.2f"),
+                        _fmt(med.get("peak_rss_mb"), ",.0f"),
+                        _fmt(med.get("broker_cpu_s"), ",.2f"),
+                    ]
+                    cells.append(ratio)
+                rows.append([g["short"] if first else "", label, *cells])
+                first = False
+        parts.append(table(headers, rows, "llrrrrrr"))
+    for g in report["groups"]:
+        if g["kind"] == "latency":
+            headers = ["client", "p50 ms", "p99 ms", "max ms", "sends/s", "CPU s/M rec", "peak RSS MB", "this p50 ÷ kclient p50"]
+            rows = []
+            for label, med in g["rows"].items():
+                if not med.get("runs"):
+                    rows.append([label, "FAILED", "", "", "", "", "", ""])
+                    continue
+                r = g["ratios"].get(label)
+                rows.append(
+                    [
+                        label,
+                        _fmt(med.get("p50_ms"), ".3f"),
+                        _fmt(med.get("p99_ms"), ".3f"),
+                        _fmt(med.get("max_ms"), ".3f"),
+                        _fmt(med.get("records_per_s")),
+                        _fmt(med.get("cpu_s_per_million"), ",.1f"),
+                        _fmt(med.get("peak_rss_mb"), ",.0f"),
+                        f"{r:.2f}x" if r else "",
+                    ]
+                )
+            parts.append(g["title"] + "\n" + table(headers, rows, "lrrrrrrr"))
+    bounds = [g for g in report["groups"] if g["kind"] == "bounds"]
+    for g in bounds:
+        if g["ratios"]:
+            parts.append("broker bounds: " + ", ".join(f"{k} = {v:.2f}" for k, v in g["ratios"].items()))
+    if report["targets"]:
+        rows = [[t["target"], t["group"], f"{t['ratio']:.2f}x", "met" if t["met"] else "MISSED"] for t in report["targets"]]
+        parts.append("issue 5 targets (ratios of medians, same run)\n" + table(["target", "workload", "ratio", ""], rows, "llrl"))
+    parts.append("settings\n" + "\n".join(f"  - {s}" for s in report["settings_text"]))
+    if report["notes"]:
+        parts.append("notes\n" + "\n".join(f"  - {n}" for n in report["notes"]))
+    if report["failures"]:
+        parts.append("FAILURES\n" + "\n".join(f"  - {f['group']} / {f['client']} rep {f['rep'] + 1}: {f['error'].splitlines()[-1] if f['error'] else ''}" for f in report["failures"]))
+    return "\n\n".join(parts) + "\n"
+
+
+SHORT_NAMES = {
+    "produce": "produce {size} B x {count}, {partitions}p",
+    "consume": "consume {size} B x {count}, {partitions}p",
+    "compression": "{codec} {size} B text x {count}",
+    "bounds": "broker bounds {mb} MB",
+    "latency": "latency",
+}
+
+
+def short_name(g: dict) -> str:
+    count = g["count"]
+    c = f"{count // 1_000_000}M" if count >= 1_000_000 and count % 1_000_000 == 0 else f"{count // 1000}k" if count >= 1000 and count % 1000 == 0 else str(count)
+    return SHORT_NAMES[g["kind"]].format(size=g["size"], count=c, partitions=g["partitions"], codec=g.get("codec", ""), mb=f"{g['count'] * g['size'] / 1e6:,.0f}")
+
+
+def settings_text(quick: bool) -> list[str]:
+    return [
+        f"produce throughput, acks=1, linger {LINGER_MS} ms, batches up to {BATCH_BYTES // 1024} KB per partition, one record per send call, null keys: "
+        f"kclient Producer(producer.type=async, queue.buffering.max.ms={LINGER_MS}, batch.num.messages = records per "
+        f"{BATCH_BYTES // 1024} KB x partitions (148 x P for 100 B, 16 x P for 1000 B; kclient's batch spans all partitions), "
+        "queue.buffering.max.messages=max(10000, 2 x batch)), send(ProducerData(topic, None, [value])) then flush(); "
+        f"kafka-python KafkaProducer(acks=1, linger_ms={LINGER_MS}, batch_size={BATCH_BYTES}, enable_idempotence=False), send() then flush(); "
+        f"aiokafka AIOKafkaProducer(acks=1, linger_ms={LINGER_MS}, max_batch_size={BATCH_BYTES}, enable_idempotence=False), await send() then flush(); "
+        f"confluent-kafka Producer(acks=1, linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}), produce() (poll(0) every 1024) then flush()",
+        "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync).send(); "
+        "kafka-python send().get(); aiokafka await send_and_wait(); confluent-kafka produce() + flush(); after a warm-up of 50 sends",
+        "consume: every record from offset 0, reading each value in Python: kclient SimpleConsumer.multifetch over all partitions "
+        "(FetchRequest.max_size 1 MB per partition); kafka-python KafkaConsumer assign + seek_to_beginning + poll(); aiokafka "
+        "AIOKafkaConsumer assign + seek_to_beginning + getmany(); confluent-kafka Consumer assign(offset 0) + consume(num_messages=10000). "
+        "The source topic is produced once, untimed, by confluent-kafka (linger 5 ms, 16 KB batches)",
+        "compression: same producer settings as above plus kclient compression.codec / confluent-kafka compression.type; each client then "
+        "consumes the topic it produced; payloads are JSON-like text (random bytes do not compress)",
+        "broker bounds: ingest = confluent-kafka producing to the broker with batch.size 1 MB, linger 5 ms, acks=1; raw append+fsync = "
+        "the same number of bytes written to a file in the broker's log dir in 1 MB chunks, fsync every 16 MB and at the end, on the "
+        "broker's core; fetch = Fetch v4 requests (partition_max_bytes 8 MB) built with kclient.protocol over a blocking socket, "
+        "only batch headers parsed (no record decoded); raw sendfile = os.sendfile of the ingest topic's segment file over a loopback "
+        "TCP connection from a process on the broker's core to one on the client's core (1 MB recv_into buffer); MB/s of these rows "
+        "counts record-batch bytes on disk / on the wire, the producers' rows count value bytes",
+        "every measurement runs in a fresh process; CPU = user + system of that process (all its threads) during the timed section; "
+        "peak RSS = its VmHWM (peak resident set) over its whole life (interpreter, library, 10,000-payload pool); broker CPU = the broker's CPU "
+        "seconds while the process ran",
+    ]
+
+
+# ============================================================ main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="kclient benchmarks vs kafka-python, aiokafka, confluent-kafka (issue 5)")
+    ap.add_argument("--quick", action="store_true", help="tiny counts and 1 repeat (smoke test)")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
+    ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
+    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, gzip, 8p ...")
+    ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(CLIENTS)}")
+    ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the broker and the clients to separate cores")
+    args = ap.parse_args(argv)
+    if args.repeat is not None and args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    groups = select(plan(args.quick), args.only)
+    if not groups:
+        print(f"--only {args.only!r} matches no benchmark group", file=sys.stderr)
+        return 2
+    for g in groups:
+        g["short"] = short_name(g)
+    started = _dt.datetime.now(_dt.timezone.utc)
+    t0 = time.monotonic()
+    session = Session(args, groups)
+    notes = [
+        "KafkaStream / ConsumerConnector: not implemented in kclient yet, so that consume row is skipped",
+        "records/s and MB/s are medians over the repeats; ratios are kclient's median ÷ the peer's median from this same session "
+        "(> 1: kclient faster; for latency: the peer's p50 ÷ kclient's p50)",
+    ]
+    try:
+        import kclient
+
+        if "ConsumerConnector" in getattr(kclient, "_EXPORTS", {}):
+            notes[0] = "KafkaStream / ConsumerConnector exist in kclient now but have no benchmark yet (add a worker for them)"
+    except ImportError:
+        pass
+    try:
+        session.prepare()
+        session.start()
+        session.run()
+    finally:
+        session.stop()
+    summarise(groups)
+    notes += list(session.skipped.values())
+    if session.broker_cpu is None:
+        notes.append("broker and clients were NOT pinned to separate cores (fewer than 2 usable cores, or --no-pin)")
+    report = {
+        "suite": "kclient benchmarks (issue 5)",
+        "schema": 1,
+        "command": " ".join([Path(sys.executable).name, "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - t0, 1),
+        "quick": args.quick,
+        "repeat": session.repeat,
+        "machine": machine_info(),
+        "pinning": (
+            f"broker on cpu {session.broker_cpu}, clients on cpu {session.client_cpu} (sched_setaffinity)"
+            if session.broker_cpu is not None
+            else "none"
+        ),
+        "versions": versions(),
+        "clients": session.available,
+        "skipped": session.skipped,
+        "settings_text": settings_text(args.quick),
+        "notes": notes,
+        "groups": [
+            {k: v for k, v in g.items() if k not in ("clients",)} | {"clients": [c for c in g["clients"] if c in session.available or g["kind"] == "bounds"]}
+            for g in groups
+        ],
+        "targets": [],
+        "failures": session.failures,
+    }
+    report["targets"] = targets(report["groups"])
+    text = render(report)
+    print(text)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"JSON written to {out}  (took {report['duration_s']:.0f} s)")
+    return 1 if session.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

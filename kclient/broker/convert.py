@@ -1,0 +1,476 @@
+"""Message format conversion in the broker: validation and conversion of a
+Produce request's record set to the format a topic stores (on append), and
+down-conversion of stored data to the format a Fetch version can carry.
+
+Formats: message sets v0 / v1 (magic 0 / 1) and record batches v2 (magic 2);
+seed 002 sections 5.3.1-5.3.3, seed 004, PROTOCOL-NOTES "Records". Which
+request versions carry which format (Kafka protocol guide; KIP-31/32,
+KIP-98): Produce v0-1 and Fetch v0-1 carry v0, Produce v2 and Fetch v2-3
+carry v0 or v1, Produce v3+ and Fetch v4+ carry v2 (and, on Fetch, whatever
+the log holds). zstd needs Produce v7+ / Fetch v10+ (KIP-110).
+
+On append (:func:`prepare_append`, Kafka 2.x ``LogValidator``):
+
+- every batch / entry is checked: whole (no partial tail), size <=
+  ``message.max.bytes`` (MESSAGE_TOO_LARGE), checksum (CRC-32C for v2,
+  CRC32 for v0/v1, inner messages of a compressed wrapper too) and
+  structure (CORRUPT_MESSAGE), Produce v3+ carries magic 2 only
+  (INVALID_RECORD), zstd only on Produce v7+ and only in v2
+  (UNSUPPORTED_COMPRESSION_TYPE), no control batches from clients
+  (INVALID_RECORD), no idempotent / transactional batch into a v0/v1 topic
+  (UNSUPPORTED_FOR_MESSAGE_FORMAT, as Kafka);
+- a batch already in the stored format is kept as it arrived (no
+  recompression): a v2 batch byte for byte, a v0/v1 entry byte for byte
+  except its offset field, which the log assigns;
+- otherwise it is converted: v0/v1 entries into a v2 topic become v2
+  batches (one per compressed wrapper with the same codec, consecutive
+  uncompressed entries grouped into one uncompressed batch; v0 messages get
+  timestamp -1, Kafka's NO_TIMESTAMP); v2 batches into a v0/v1 topic and v0
+  <-> v1 become messages of the stored magic (record headers are dropped,
+  v0 drops timestamps);
+- LogAppendTime (``log.message.timestamp.type`` / topic
+  ``message.timestamp.type``) stamps the broker's clock as Kafka does: a v2
+  batch gets attribute bit 3 and ``maxTimestamp = now`` (CRC-32C
+  recomputed, records untouched), a v1 message gets bit 3 and ``timestamp =
+  now`` (CRC32 recomputed); v0 has no timestamp.
+
+Deviation (storage): the log (:meth:`kclient.storage.Log.append`) gives
+every v0/v1 entry exactly one offset, so it cannot hold a compressed v0/v1
+wrapper, whose inner messages own several offsets. A compressed wrapper
+appended to a v0/v1 topic is therefore stored as its inner messages, one
+uncompressed entry each (their bytes unchanged, CRCs intact); Kafka would
+keep the wrapper. Everything else is exact.
+
+On fetch (:func:`down_convert`, Kafka's ``RecordsUtil.downConvert`` and
+``LazyDownConversionRecords``): batches newer than the request can carry
+are rewritten with the same codec and exact offsets (a compressed v2 batch
+becomes one v1 wrapper with relative inner offsets and the last offset on
+the wrapper, or one v0 wrapper with absolute inner offsets), control
+batches are dropped, entries already old enough are passed through.
+
+Pure functions over bytes; the clock is passed in.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable
+
+import attrs
+import crc32c
+
+from kclient.errors import CorruptRecordError
+from kclient.protocol.records import codecs
+from kclient.protocol.records.legacy import (
+    ATTR_TIMESTAMP_TYPE,
+    NO_TIMESTAMP,
+    LegacyMessage,
+    absolute_inner,
+    assign_legacy_offsets,
+    build_entry,
+    build_message,
+    decompress_inner,
+    read_message,
+    validate_legacy_entry,
+)
+from kclient.protocol.records.scan import BatchInfo, scan_batches
+from kclient.protocol.records.v2 import (
+    ATTR_CODEC_MASK,
+    HEADER_SIZE,
+    build_batch,
+    decode_records,
+    read_header,
+    validate_batch,
+)
+
+# Kafka error codes (Kafka protocol guide, "Error Codes").
+CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+#: First Produce / Fetch version that may carry zstd (KIP-110).
+ZSTD_MIN_PRODUCE_VERSION = 7
+ZSTD_MIN_FETCH_VERSION = 10
+
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_V2_ATTRIBUTES_AT = 21
+_V2_MAX_TIMESTAMP_AT = 35
+_V2_CRC_AT = 17
+_V2_CRC_START = 21
+_V01_ATTRIBUTES_AT = 17
+#: Bytes a record may take in a v2 batch beyond its key and value (see
+#: :data:`kclient.client.event_handler.RECORD_OVERHEAD`), used to group
+#: up-converted messages into batches below ``message.max.bytes``.
+_V2_RECORD_OVERHEAD = 30
+
+
+def produce_magic_max(produce_version: int) -> int:
+    """Newest message format a Produce request of ``produce_version`` may
+    carry: 0 for v0-1, 1 for v2, 2 for v3+ (Kafka protocol guide)."""
+    return 0 if produce_version <= 1 else 1 if produce_version == 2 else 2
+
+
+def fetch_magic(fetch_version: int) -> int:
+    """Newest message format a Fetch response of ``fetch_version`` may
+    carry: 0 for v0-1, 1 for v2-3, 2 for v4+ (Kafka protocol guide;
+    ``KafkaApis`` down-converts above it)."""
+    return 0 if fetch_version <= 1 else 1 if fetch_version <= 3 else 2
+
+
+class AppendRejected(Exception):
+    """A Produce record set fails validation. ``code`` is the Kafka error
+    code to answer with (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_COMPRESSION_TYPE or
+    INVALID_RECORD); the message says why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@attrs.frozen
+class PreparedAppend:
+    """What :func:`prepare_append` made of a Produce record set.
+
+    ``records``: bytes for :meth:`kclient.storage.Log.append`, every batch
+    in the stored format (offset fields are placeholders the log
+    overwrites). ``record_count``: records in it. ``log_append_time_ms``:
+    the LogAppendTime stamped (ms), -1 for CreateTime (or a v0 topic, which
+    has no timestamps), for the Produce response. ``converted``: whether any
+    batch was re-encoded (False: the input bytes are stored as they came,
+    offsets aside).
+    """
+
+    records: bytes
+    record_count: int
+    log_append_time_ms: int = -1
+    converted: bool = False
+
+
+# --------------------------------------------------------------------- stamping
+
+
+def stamp_v2_log_append_time(batch, now_ms: int) -> bytes:
+    """A copy of one complete v2 batch stamped with LogAppendTime: attribute
+    bit 3 set and ``maxTimestamp = now_ms``, CRC-32C recomputed; records
+    (and ``baseTimestamp``) untouched, as Kafka's
+    ``DefaultRecordBatch.setMaxTimestamp`` does. Readers then report
+    ``now_ms`` for every record."""
+    out = bytearray(batch)
+    (attributes,) = _I16.unpack_from(out, _V2_ATTRIBUTES_AT)
+    _I16.pack_into(out, _V2_ATTRIBUTES_AT, attributes | ATTR_TIMESTAMP_TYPE)
+    _I64.pack_into(out, _V2_MAX_TIMESTAMP_AT, now_ms)
+    _U32.pack_into(out, _V2_CRC_AT, crc32c.crc32c(memoryview(out)[_V2_CRC_START:]))
+    return bytes(out)
+
+
+def _legacy_entry(magic: int, key, value, timestamp: int, log_append_time_ms: int | None, offset: int = 0) -> bytes:
+    """One uncompressed v0/v1 entry; LogAppendTime (v1) replaces the
+    timestamp and sets attribute bit 3."""
+    attributes = 0
+    if magic == 1 and log_append_time_ms is not None:
+        timestamp = log_append_time_ms
+        attributes = ATTR_TIMESTAMP_TYPE
+    return build_entry(offset, build_message(key, value, magic=magic, timestamp=timestamp, attributes=attributes))
+
+
+# --------------------------------------------------------------------- append
+
+
+@attrs.frozen
+class _Unit:
+    info: BatchInfo
+    codec: int
+    v2_header: object = None  # BatchHeader for magic 2
+
+
+def _codec_of(view, info: BatchInfo) -> int:
+    if info.magic == 2:
+        return _I16.unpack_from(view, info.position + _V2_ATTRIBUTES_AT)[0] & ATTR_CODEC_MASK
+    return view[info.position + _V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
+
+
+def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: int) -> list[_Unit]:
+    if not len(view):
+        raise AppendRejected(INVALID_RECORD, "empty record set")
+    try:
+        infos = list(scan_batches(view))
+    except CorruptRecordError as exc:
+        raise AppendRejected(CORRUPT_MESSAGE, f"impossible batch header: {exc}") from None
+    covered = sum(i.size for i in infos)
+    if covered != len(view):
+        raise AppendRejected(CORRUPT_MESSAGE, f"record set ends with a partial batch of {len(view) - covered} bytes")
+    units = []
+    for info in infos:
+        if produce_version >= 3 and info.magic != 2:
+            raise AppendRejected(
+                INVALID_RECORD, f"Produce v{produce_version} may only carry record batches v2, not message format v{info.magic}"
+            )
+        codec = _codec_of(view, info)
+        if codec == codecs.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
+            raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, got v{produce_version}")
+        if info.size > max_message_bytes:
+            raise AppendRejected(
+                MESSAGE_TOO_LARGE, f"batch at offset {info.base_offset} is {info.size} bytes, above message.max.bytes {max_message_bytes}"
+            )
+        raw = view[info.position : info.position + info.size]
+        if info.magic == 2:
+            try:
+                header = validate_batch(raw)
+            except CorruptRecordError as exc:
+                raise AppendRejected(CORRUPT_MESSAGE, f"corrupt record batch: {exc}") from None
+            if codec > codecs.ZSTD:
+                raise AppendRejected(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+            if header.is_control:
+                raise AppendRejected(INVALID_RECORD, "clients may not write control batches")
+            if stored_magic < 2:
+                if header.producer_id >= 0 or header.is_transactional:
+                    raise AppendRejected(
+                        UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                        f"an idempotent or transactional batch cannot be stored in message format v{stored_magic}",
+                    )
+                if codec == codecs.ZSTD:
+                    raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd cannot be stored in message format v{stored_magic}")
+            units.append(_Unit(info, codec, header))
+        else:
+            if codec == codecs.ZSTD:
+                raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"message format v{info.magic} cannot carry zstd")
+            try:
+                validate_legacy_entry(raw)
+            except CorruptRecordError as exc:
+                raise AppendRejected(CORRUPT_MESSAGE, f"corrupt message: {exc}") from None
+            units.append(_Unit(info, codec))
+    return units
+
+
+def _legacy_messages(raw) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]]]:
+    """The entry and its ``(timestamp, message)`` list: itself when
+    uncompressed, else its inner messages (timestamps per Kafka's rule:
+    the wrapper's when it says LogAppendTime)."""
+    msg = read_message(raw, 0)
+    if msg.codec == codecs.NONE:
+        return msg, [(msg.timestamp, msg)]
+    return msg, [(ts, m) for _, ts, m in absolute_inner(msg, decompress_inner(msg))]
+
+
+def prepare_append(
+    records,
+    *,
+    produce_version: int,
+    stored_magic: int = 2,
+    log_append_time_ms: int | None = None,
+    max_message_bytes: int = 1048588,
+) -> PreparedAppend:
+    """Validate one partition's Produce record set and convert it to the
+    stored format (module docstring).
+
+    ``records``: the partition's record set (bytes-like). ``produce_version``:
+    the request's version (decides which formats and codecs are allowed).
+    ``stored_magic``: 0, 1 or 2, from ``log.message.format.version`` /
+    topic ``message.format.version``. ``log_append_time_ms``: the broker's
+    clock (ms) when the topic uses LogAppendTime, None for CreateTime.
+    ``max_message_bytes``: ``message.max.bytes``, checked on each incoming
+    batch / entry (the log checks the stored ones again).
+
+    All or nothing: raises :class:`AppendRejected` carrying the Kafka error
+    code for the first failing batch, and nothing of the set may then be
+    appended.
+    """
+    view = memoryview(records).cast("B")
+    units = _validate(view, produce_version, stored_magic, max_message_bytes)
+    lat = log_append_time_ms
+    stamped = -1 if lat is None or stored_magic == 0 else lat
+    out = bytearray()
+    count = 0
+    converted = False
+    group: list[tuple] = []  # uncompressed legacy records waiting for one v2 batch
+    group_bytes = HEADER_SIZE
+
+    def flush_group() -> None:
+        nonlocal group, group_bytes
+        if group:
+            batch = build_batch(group, timestamp_type_log_append=lat is not None)
+            out.extend(batch if lat is None else stamp_v2_log_append_time(batch, lat))
+            group = []
+            group_bytes = HEADER_SIZE
+
+    try:
+        for unit in units:
+            info = unit.info
+            raw = view[info.position : info.position + info.size]
+            if info.magic == 2:
+                header = unit.v2_header
+                count += header.records_count  # type: ignore[attr-defined]
+                if stored_magic == 2:
+                    flush_group()
+                    out += raw if lat is None else stamp_v2_log_append_time(raw, lat)
+                    continue
+                converted = True
+                for _, ts, key, value, _headers in decode_records(raw, header, check_crc=False):  # type: ignore[arg-type]
+                    out += _legacy_entry(stored_magic, key, value, ts, lat)
+                continue
+            # v0 / v1 entry
+            if info.magic == stored_magic and unit.codec == codecs.NONE:
+                count += 1
+                if lat is not None and stored_magic == 1:
+                    stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=lat)
+                    out += stamped_entry
+                else:
+                    out += raw
+                continue
+            wrapper, messages = _legacy_messages(raw)
+            count += len(messages)
+            if stored_magic == 2:
+                converted = True
+                items = [(m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP) for ts, m in messages]
+                if unit.codec == codecs.NONE:
+                    for item in items:
+                        size = _V2_RECORD_OVERHEAD + len(item[0] or b"") + len(item[1] or b"")
+                        if group and group_bytes + size > max_message_bytes:
+                            flush_group()
+                        group.append(item)
+                        group_bytes += size
+                    continue
+                flush_group()
+                batch = build_batch(items, codec=unit.codec, timestamp_type_log_append=lat is not None)
+                out += batch if lat is None else stamp_v2_log_append_time(batch, lat)
+                continue
+            # Into a v0/v1 topic: one uncompressed entry per message (the log
+            # cannot hold a compressed wrapper; module docstring).
+            converted = converted or info.magic != stored_magic or unit.codec != codecs.NONE
+            for ts, m in messages:
+                if m.magic == stored_magic and lat is None:
+                    out += build_entry(0, build_message(m.key, m.value, magic=m.magic, timestamp=m.timestamp, attributes=m.attributes))
+                else:
+                    out += _legacy_entry(stored_magic, m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP, lat)
+        flush_group()
+    except CorruptRecordError as exc:  # a compressed payload that does not decode
+        raise AppendRejected(CORRUPT_MESSAGE, f"corrupt records: {exc}") from None
+    except codecs.CodecError as exc:
+        raise AppendRejected(CORRUPT_MESSAGE, f"cannot re-encode records: {exc}") from None
+    return PreparedAppend(bytes(out), count, stamped, converted)
+
+
+# --------------------------------------------------------------------- fetch
+
+
+def has_zstd(data) -> bool:
+    """Whether any complete v2 batch of ``data`` is zstd-compressed (a Fetch
+    below v10 must then answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's
+    ``KafkaApis`` does). Raises :class:`CorruptRecordError` for an
+    impossible batch header."""
+    view = memoryview(data)
+    for info in scan_batches(view):
+        if info.magic == 2 and _codec_of(view, info) == codecs.ZSTD:
+            return True
+    return False
+
+
+def _v2_to_legacy(raw, to_magic: int, fetch_offset: int) -> bytes:
+    header = read_header(raw)
+    if header.is_control:
+        return b""  # control batches have no v0/v1 form; old clients never see them
+    rows = decode_records(raw, header, check_crc=False)
+    if not rows:
+        return b""
+    lat = header.is_log_append_time
+    ts_bit = ATTR_TIMESTAMP_TYPE if (lat and to_magic == 1) else 0
+    codec = header.codec
+    if codec == codecs.NONE:
+        out = bytearray()
+        for offset, ts, key, value, _ in rows:
+            if offset < fetch_offset:
+                continue  # as Kafka: uncompressed records before the fetch offset are left out
+            out += build_entry(offset, build_message(key, value, magic=to_magic, timestamp=ts, attributes=ts_bit))
+        return bytes(out)
+    first = rows[0][0]
+    last = rows[-1][0]
+    inner = bytearray()
+    max_ts = NO_TIMESTAMP
+    for offset, ts, key, value, _ in rows:
+        inner += build_entry(offset - first if to_magic == 1 else offset, build_message(key, value, magic=to_magic, timestamp=ts))
+        max_ts = max(max_ts, ts)
+    if lat:
+        max_ts = header.max_timestamp
+    payload = codecs.compress_legacy(codec, bytes(inner), to_magic)
+    return build_entry(last, build_message(None, payload, magic=to_magic, timestamp=max_ts, attributes=codec | ts_bit))
+
+
+def _v1_to_v0(raw) -> bytes:
+    msg = read_message(raw, 0)
+    if msg.codec == codecs.NONE:
+        return build_entry(msg.offset, build_message(msg.key, msg.value, magic=0))
+    rows = absolute_inner(msg, decompress_inner(msg))
+    inner = bytearray()
+    for offset, _, m in rows:
+        inner += build_entry(offset, build_message(m.key, m.value, magic=0))
+    payload = codecs.compress_legacy(msg.codec, bytes(inner), 0)
+    return build_entry(rows[-1][0], build_message(None, payload, magic=0, attributes=msg.codec))
+
+
+def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
+    """One complete stored batch / entry (``raw``) in message format
+    ``to_magic`` (0 or 1, below its own), offsets exact (module docstring).
+    Returns ``raw`` unchanged if it is not newer than ``to_magic``, and
+    b"" for a control batch. Raises :class:`CorruptRecordError` for data
+    that does not decode and :class:`codecs.CodecError` for zstd (no v0/v1
+    form)."""
+    magic = raw[16]
+    if magic <= to_magic:
+        return bytes(raw)
+    if magic == 2:
+        return _v2_to_legacy(raw, to_magic, fetch_offset)
+    return _v1_to_v0(raw)
+
+
+def down_convert(data, to_magic: int, *, fetch_offset: int = 0, max_bytes: int = 0x7FFFFFFF) -> bytes:
+    """The records of a Fetch read (``data``: whole batches, maybe a
+    partial one at the end) in a format a Fetch response of magic
+    ``to_magic`` can carry.
+
+    If no complete batch is newer than ``to_magic`` the bytes are returned
+    unchanged. Otherwise every batch is converted (:func:`convert_batch`),
+    the partial tail is dropped (it cannot be converted; the client asks
+    again from there), and whole converted batches are kept while the total
+    stays within ``max_bytes`` (bytes), always at least the first (KIP-74).
+    Offsets are those stored. Raises :class:`CorruptRecordError` /
+    :class:`codecs.CodecError` as :func:`convert_batch`.
+    """
+    view = memoryview(data)
+    infos = list(scan_batches(view))
+    if all(info.magic <= to_magic for info in infos):
+        return bytes(data)
+    out = bytearray()
+    for info in infos:
+        piece = convert_batch(view[info.position : info.position + info.size], to_magic, fetch_offset)
+        if out and len(out) + len(piece) > max_bytes:
+            break
+        out += piece
+    return bytes(out)
+
+
+def iter_magics(data) -> Iterable[int]:
+    """The magic of each complete batch of ``data`` (a diagnostic helper for
+    tests and tools). Raises :class:`CorruptRecordError` for an impossible
+    header."""
+    return [info.magic for info in scan_batches(memoryview(data))]
+
+
+__all__ = [
+    "AppendRejected",
+    "PreparedAppend",
+    "ZSTD_MIN_FETCH_VERSION",
+    "ZSTD_MIN_PRODUCE_VERSION",
+    "convert_batch",
+    "down_convert",
+    "fetch_magic",
+    "has_zstd",
+    "iter_magics",
+    "prepare_append",
+    "produce_magic_max",
+    "stamp_v2_log_append_time",
+]

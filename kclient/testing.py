@@ -226,6 +226,14 @@ class BrokerProcess:
         self._port = None
         return status
 
+    def kill(self) -> None:
+        """Kill the broker with SIGKILL (``kill -9``): no shutdown, no flush,
+        no clean-shutdown marker — a simulated crash. The log directory is
+        kept, so :meth:`start` brings the broker back and runs recovery."""
+        self._kill()
+        self._proc = None
+        self._port = None
+
     def cleanup(self) -> None:
         """Stop the broker, then delete the temporary directory this object
         made (logs and broker output), or just the output file when the

@@ -749,12 +749,13 @@ class ProducerConfig(_KafkaConfig):
     max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
     """Largest produce request the producer builds (bytes)."""
     api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
-    """Cap on the protocol the producer speaks, as a Kafka release (kafka-python's
-    ``api_version``): ``auto`` / ``None`` (default) negotiates with ApiVersions;
-    ``0.8.2`` (also ``0.8.0``/``0.8.1``) -> Produce v0, ``0.9`` -> Produce v1,
-    both with message set v0; ``0.10`` -> Produce v2 with message set v1;
-    ``0.11`` and later -> Produce v3+ with record batch v2 (``2.1`` for zstd).
-    Stored as ``(major, minor, patch)``."""
+    """Cap on the Produce version, and with it the message format, as a Kafka
+    release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)
+    takes the highest the broker advertises; ``0.8.2`` (also
+    ``0.8.0``/``0.8.1``) -> Produce v0, ``0.9`` -> Produce v1, both with
+    message set v0; ``0.10`` -> Produce v2 with message set v1; ``0.11`` and
+    later -> Produce v3+ with record batch v2 (``2.1`` for zstd). Metadata is
+    still negotiated with ApiVersions. Stored as ``(major, minor, patch)``."""
 
     def __attrs_post_init__(self) -> None:
         if self.key_serializer_class is None:

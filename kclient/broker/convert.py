@@ -54,8 +54,6 @@ Pure functions over bytes; the clock is passed in.
 from __future__ import annotations
 
 import struct
-from typing import Iterable
-
 import attrs
 import crc32c
 
@@ -283,6 +281,10 @@ def prepare_append(
     view = memoryview(records).cast("B")
     units = _validate(view, produce_version, stored_magic, max_message_bytes)
     lat = log_append_time_ms
+    if lat is None and all(u.info.magic == stored_magic and (stored_magic == 2 or u.codec == codecs.NONE) for u in units):
+        # The common case: already in the stored format, nothing to stamp.
+        count = sum(u.v2_header.records_count if u.v2_header is not None else 1 for u in units)  # type: ignore[attr-defined]
+        return PreparedAppend(records if isinstance(records, bytes) else bytes(view), count)
     stamped = -1 if lat is None or stored_magic == 0 else lat
     out = bytearray()
     count = 0
@@ -359,10 +361,9 @@ def prepare_append(
 
 
 def has_zstd(data) -> bool:
-    """Whether any complete v2 batch of ``data`` is zstd-compressed (a Fetch
-    below v10 must then answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's
-    ``KafkaApis`` does). Raises :class:`CorruptRecordError` for an
-    impossible batch header."""
+    """Whether any complete v2 batch of ``data`` is zstd-compressed (it then
+    has no v0/v1 form: a Fetch v0-3 answers UNSUPPORTED_COMPRESSION_TYPE).
+    Raises :class:`CorruptRecordError` for an impossible batch header."""
     view = memoryview(data)
     for info in scan_batches(view):
         if info.magic == 2 and _codec_of(view, info) == codecs.ZSTD:
@@ -453,13 +454,6 @@ def down_convert(data, to_magic: int, *, fetch_offset: int = 0, max_bytes: int =
     return bytes(out)
 
 
-def iter_magics(data) -> Iterable[int]:
-    """The magic of each complete batch of ``data`` (a diagnostic helper for
-    tests and tools). Raises :class:`CorruptRecordError` for an impossible
-    header."""
-    return [info.magic for info in scan_batches(memoryview(data))]
-
-
 __all__ = [
     "AppendRejected",
     "PreparedAppend",
@@ -469,7 +463,6 @@ __all__ = [
     "down_convert",
     "fetch_magic",
     "has_zstd",
-    "iter_magics",
     "prepare_append",
     "produce_magic_max",
     "stamp_v2_log_append_time",

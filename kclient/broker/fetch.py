@@ -22,8 +22,11 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 - message formats (``KafkaApis`` down-conversion): v4+ gets the stored
   bytes as they are; v2-3 can carry message sets up to v1 and v0-1 only v0,
   so newer batches are down-converted for them with exact offsets
-  (:func:`kclient.broker.convert.down_convert`); a partition whose data holds
-  zstd batches gets UNSUPPORTED_COMPRESSION_TYPE below v10 (KIP-110).
+  (:func:`kclient.broker.convert.down_convert`); zstd batches have no v0/v1
+  form, so a v0-3 read that meets one gets UNSUPPORTED_COMPRESSION_TYPE.
+  Fetch v4-9 get zstd batches as stored, as Kafka does for a topic whose
+  ``compression.type`` is ``producer`` (KIP-110 refuses v4-9 only for
+  topics configured as zstd, a setting this broker does not have).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from kclient.broker.convert import ZSTD_MIN_FETCH_VERSION, down_convert, fetch_magic, has_zstd
+from kclient.broker.convert import down_convert, fetch_magic, has_zstd
 from kclient.errors import BrokerResponseError, CorruptRecordError
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
@@ -104,15 +107,14 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
                 any_error = True
                 continue
             records = result.records
-            if records and version < ZSTD_MIN_FETCH_VERSION:
+            if records and to_magic < 2:
                 try:
                     if has_zstd(records):
-                        log.info("fetch v%d from %s-%d: the data is zstd-compressed, which needs Fetch v10+", version, name, index)
+                        log.info("fetch v%d from %s-%d: zstd batches have no v%d form", version, name, index, to_magic)
                         parts.append(_partition_error(index, UNSUPPORTED_COMPRESSION_TYPE, result.high_watermark, result.log_start_offset))
                         any_error = True
                         continue
-                    if to_magic < 2:
-                        records = down_convert(records, to_magic, fetch_offset=p["fetch_offset"], max_bytes=max(limit, 0))
+                    records = down_convert(records, to_magic, fetch_offset=p["fetch_offset"], max_bytes=max(limit, 0))
                 except (CorruptRecordError, CodecError) as exc:
                     log.warning("fetch v%d from %s-%d: cannot down-convert the stored data: %s", version, name, index, exc)
                     parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, result.high_watermark, result.log_start_offset))

@@ -2,7 +2,8 @@
 
 :data:`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
 PROTOCOL-NOTES "Ranges a broker that implements only non-flexible versions
-can advertise", with ApiVersions v3 answered natively). Every handler takes
+can advertise", with ApiVersions v3 answered natively, and Fetch from v0:
+message formats v0/v1 are served, :mod:`kclient.broker.convert`). Every handler takes
 the decoded request ``dict`` and returns the response ``dict`` for the
 schemas in :mod:`kclient.protocol.messages`, or ``None`` for "send nothing"
 (Produce with acks=0). Errors are Kafka's error codes in the response's
@@ -57,7 +58,9 @@ INVALID_RECORD = 87
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
 #: and down-converted on fetch, :mod:`kclient.broker.convert`); the ranges
 #: contain Produce 0, 3 and 7 and Fetch 4 and 10, which librdkafka < 2.11.1
-#: looks for (PROTOCOL-NOTES "Traps").
+#: looks for (PROTOCOL-NOTES "Traps"). librdkafka also enables its LZ4
+#: feature only with FindCoordinator (10) advertised, which is not served
+#: yet: until then its v2 producer sends lz4 batches uncompressed.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 8),  # Produce
     1: (0, 11),  # Fetch

@@ -95,6 +95,8 @@ COMPRESSION_MARGIN = 1 / 32
 LEGACY_RECORD_OVERHEAD = 34
 #: v2 batch header (bytes).
 BATCH_OVERHEAD = 61
+#: Per-partition overhead of a Produce request besides the batch (bytes).
+PARTITION_OVERHEAD = 16
 
 
 def produce_version_cap(api_version: tuple | None) -> int | None:
@@ -117,8 +119,6 @@ def magic_for_produce_version(version: int) -> int:
     if version >= MIN_PRODUCE_VERSION:
         return 2
     return 1 if version >= MIN_MAGIC1_PRODUCE_VERSION else 0
-#: Per-partition overhead of a Produce request besides the batch (bytes).
-PARTITION_OVERHEAD = 16
 
 
 @attrs.frozen

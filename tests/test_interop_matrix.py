@@ -1,0 +1,370 @@
+"""Interop matrix (issue 3): every codec, every message format, each cell a
+real exchange through ONE bundled broker process shared by the module.
+
+- kafka-python and confluent-kafka (librdkafka) produce N records (keys,
+  null keys, headers) with each codec; kclient's SimpleConsumer reads every
+  record intact at the partition and offset the producer was told.
+- kclient's Producer produces with each codec; kafka-python (assign +
+  seek_to_beginning) and confluent-kafka (assign at offset 0) read every
+  record intact.
+- Old protocol: kafka-python with ``api_version`` (0, 10) (Produce v2,
+  message set v1), (0, 9) (Produce v1, v0) and (0, 8, 2) (Produce v0, v0),
+  and librdkafka with ``broker.version.fallback`` 0.9.0 / 0.8.2, produce
+  gzip / snappy / lz4 message sets; kclient reads them (up-converted by the
+  broker). kafka-python consumers with api_version (0, 10) / (0, 9) read
+  kclient's v2 data through Fetch v2-3 / v0-1 (down-converted).
+
+The broker runs with ``-v`` so its log names the version of every request:
+the old-protocol cells check that the peers really spoke Produce/Fetch of
+that version. Every loop has a deadline.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+import warnings
+
+import confluent_kafka
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+
+from kclient.client.producer import Producer, ProducerData
+from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.errors import UnknownTopicOrPartitionError
+from kclient.protocol.connection import ClientConnection
+from kclient.protocol.messages import FETCH
+from kclient.protocol.records import codecs, scan_batches
+from kclient.protocol.records.v2 import read_header
+from kclient.testing import BrokerProcess
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
+
+N = 120
+PARTITIONS = 2
+DEADLINE = 20.0  # seconds for one produce or consume phase
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+LEGACY_CODECS = ["gzip", "snappy", "lz4"]
+
+
+@pytest.fixture(scope="module")
+def mbroker():
+    """The one broker of the matrix (DEBUG log: request versions)."""
+    with BrokerProcess(properties={"num.partitions": PARTITIONS}, verbose=True) as proc:
+        yield proc
+
+
+class RequestLog:
+    """Counts ``<Api> v<N>`` requests in the broker's log between two points."""
+
+    _LINE = re.compile(r"DEBUG kclient\.broker: (\w+) v(\d+) from ")
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.broker = broker
+        self.start = len(broker.output())
+
+    def versions(self, api: str) -> collections.Counter:
+        text = self.broker.output()[self.start :]
+        return collections.Counter(int(v) for name, v in self._LINE.findall(text) if name == api)
+
+
+def make_records(n: int = N, tag: str = "", headers: bool = True) -> list[tuple]:
+    """(key, value, headers): repeating keys, a null key now and then, a
+    unique value per record, an empty value once, a header on each record
+    (when the format can carry headers)."""
+    out = []
+    for i in range(n):
+        key = None if i % 7 == 3 else f"key-{i % 11}".encode()
+        value = b"" if i == 5 else f'{{"i": {i}, "tag": "{tag}", "pad": "{"x" * (20 + i % 40)}"}}'.encode()
+        hdrs = (("seq", str(i).encode()), ("tag", tag.encode())) if headers else ()
+        out.append((key, value, hdrs))
+    return out
+
+
+# ---------------------------------------------------------------- readers
+
+
+def kclient_read(broker: BrokerProcess, topic: str, n: int) -> list[tuple]:
+    """Every record of every partition with kclient's SimpleConsumer, as
+    (partition, offset, key, value, headers)."""
+    got: list[tuple] = []
+    deadline = time.monotonic() + DEADLINE
+    with SimpleConsumer("127.0.0.1", broker.port, 10000, 1 << 20, "matrix") as consumer:
+        while time.monotonic() < deadline:
+            got = []
+            for p in range(PARTITIONS):
+                offset = 0
+                while True:
+                    try:
+                        batch = list(consumer.fetch(FetchRequest(topic, p, offset, 4 << 20)))
+                    except UnknownTopicOrPartitionError:
+                        break
+                    if not batch:
+                        break
+                    for m in batch:
+                        hdrs = tuple((h.key, h.value) for h in m.message.headers)
+                        got.append((p, m.offset, m.message.key, m.message.payload, hdrs))
+                    offset = batch[-1].next_offset
+            if len(got) >= n:
+                return got
+            time.sleep(0.05)
+    return got
+
+
+def kp_consume(bootstrap: str, topic: str, n: int, **extra) -> list[tuple]:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10000, **extra)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        tps = [kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        got: list[tuple] = []
+        while len(got) < n and time.monotonic() < deadline:
+            for tp, batch in consumer.poll(timeout_ms=300).items():
+                for r in batch:
+                    got.append((tp.partition, r.offset, r.key, r.value, tuple((k, v) for k, v in (r.headers or ()))))
+        return got
+    finally:
+        consumer.close()
+
+
+def ck_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"matrix-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got: list[tuple] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(got) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.3)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())))
+        return got
+    finally:
+        consumer.close()
+
+
+# ---------------------------------------------------------------- producers
+
+
+def kp_produce(bootstrap: str, topic: str, records, *, compression: str, **extra) -> list[tuple[int, int]]:
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if compression == "none" else compression,
+        request_timeout_ms=10000,
+        linger_ms=5,
+        **extra,
+    )
+    try:
+        futures = [producer.send(topic, key=k, value=v, headers=list(h) or None) for k, v, h in records]
+        producer.flush(timeout=DEADLINE)
+        return [(m.partition, m.offset) for m in (f.get(timeout=DEADLINE) for f in futures)]
+    finally:
+        producer.close(timeout=10)
+
+
+def ck_produce(bootstrap: str, topic: str, records, *, compression: str, **extra) -> list[tuple[int, int]]:
+    producer = confluent_kafka.Producer(
+        # linger.ms 50: full batches even on a busy machine (librdkafka sends a
+        # batch uncompressed when compression would not shrink it).
+        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 50, "log_level": 3, **extra}
+    )
+    results: dict[int, tuple[int, int]] = {}
+    errors = []
+
+    def delivered(i):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                results[i] = (msg.partition(), msg.offset())
+
+        return callback
+
+    for i, (k, v, h) in enumerate(records):
+        producer.produce(topic, key=k, value=v, headers=list(h) or None, on_delivery=delivered(i))
+        producer.poll(0)
+    assert producer.flush(DEADLINE) == 0, "records not delivered"
+    assert not errors, errors
+    return [results[i] for i in range(len(records))]
+
+
+def kclient_produce(broker: BrokerProcess, topic: str, records, *, compression: str) -> None:
+    config = {"metadata.broker.list": broker.bootstrap, "compression.codec": compression, "retry.backoff.ms": 20}
+    with Producer(config) as producer:
+        producer.send([ProducerData(topic, key=k, messages=[v]) for k, v, _ in records])
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_placed(records, placed: list[tuple[int, int]], got: list[tuple]) -> None:
+    """Every record read once, intact, where the producer was told it went;
+    offsets in each partition are 0..count-1."""
+    assert len(got) == len(records), f"read {len(got)} of {len(records)} records"
+    by_position = {(p, o): (k, v, h) for p, o, k, v, h in got}
+    assert len(by_position) == len(got), "a record was read twice"
+    for (k, v, h), pos in zip(records, placed):
+        assert by_position[pos] == (k, v, tuple(h)), pos
+    check_offsets(got)
+
+
+def check_offsets(got: list[tuple]) -> None:
+    per_partition = collections.defaultdict(list)
+    for p, o, *_ in got:
+        per_partition[p].append(o)
+    for offsets in per_partition.values():
+        assert sorted(offsets) == list(range(len(offsets)))
+
+
+def check_unplaced(records, got: list[tuple]) -> None:
+    """For a producer that does not report offsets: every record read once
+    and intact, each partition holding its records in send order at offsets
+    0..count-1, equal keys in one partition."""
+    assert len(got) == len(records), f"read {len(got)} of {len(records)} records"
+    assert collections.Counter((k, v) for _, _, k, v, _ in got) == collections.Counter((k, v) for k, v, _ in records)
+    check_offsets(got)
+    order = {v: i for i, (_, v, _) in enumerate(records)}
+    for p in range(PARTITIONS):
+        mine = sorted((o, order[v]) for q, o, _, v, _ in got if q == p)
+        assert [i for _, i in mine] == sorted(i for _, i in mine)
+    homes: dict = {}
+    for p, _, k, _, _ in got:
+        if k is not None:
+            assert homes.setdefault(k, p) == p
+
+
+def stored_codecs(broker: BrokerProcess, topic: str) -> set[int]:
+    """Codecs of the v2 batches stored for ``topic`` (Fetch v10, the first
+    that may carry zstd, over a plain socket)."""
+    import socket
+
+    out: set[int] = set()
+    conn = ClientConnection(client_id="matrix-check")
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        for p in range(PARTITIONS):
+            _, data = conn.send(
+                FETCH,
+                10,
+                {
+                    "replica_id": -1,
+                    "max_wait_ms": 0,
+                    "min_bytes": 0,
+                    "max_bytes": 50_000_000,
+                    "isolation_level": 0,
+                    "session_id": 0,
+                    "session_epoch": -1,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [
+                                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 50_000_000}
+                            ],
+                        }
+                    ],
+                    "forgotten_topics_data": [],
+                },
+            )
+            sock.sendall(data)
+            response = None
+            while response is None:
+                chunk = sock.recv(1 << 20)
+                assert chunk
+                conn.receive_data(chunk)
+                response = conn.next_response()
+            part = response.body["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0, part
+            records = bytes(part["records"])
+            out |= {read_header(records, i.position).codec for i in scan_batches(records)}
+    return out
+
+
+# ---------------------------------------------------------------- cells
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("peer", ["kafka-python", "confluent-kafka"])
+def test_peer_produces_kclient_consumes(mbroker, topic, peer, codec):
+    records = make_records(tag=f"{peer}-{codec}")
+    produce = kp_produce if peer == "kafka-python" else ck_produce
+    placed = produce(mbroker.bootstrap, topic, records, compression=codec)
+    check_placed(records, placed, kclient_read(mbroker, topic, len(records)))
+    stored = stored_codecs(mbroker, topic)
+    if peer == "kafka-python":
+        assert stored == {codecs.BY_NAME[codec]}
+    else:
+        # librdkafka sends a batch uncompressed when compression would not
+        # make it smaller. It also enables its LZ4 feature only when the
+        # broker advertises FindCoordinator, which the bundled broker does
+        # not serve yet: until then its lz4 batches arrive uncompressed
+        # (librdkafka's lz4 is exercised by the old-protocol cells below).
+        assert stored <= {0, codecs.BY_NAME[codec]}
+        if codec != "lz4":
+            assert codecs.BY_NAME[codec] in stored
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kclient_produces_peers_consume(mbroker, topic, codec):
+    records = make_records(tag=f"kclient-{codec}", headers=False)
+    kclient_produce(mbroker, topic, records, compression=codec)
+    assert stored_codecs(mbroker, topic) == {codecs.BY_NAME[codec]}
+    reference = kclient_read(mbroker, topic, len(records))
+    check_unplaced(records, reference)
+    for consume in (kp_consume, ck_consume):
+        got = consume(mbroker.bootstrap, topic, len(records))
+        assert sorted(got) == sorted(reference), consume.__name__
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+@pytest.mark.parametrize(("api_version", "produce_version"), [((0, 10), 2), ((0, 9), 1), ((0, 8, 2), 0)])
+def test_old_kafka_python_produces_kclient_consumes(mbroker, topic, api_version, produce_version, codec):
+    records = make_records(60, tag=f"kp{api_version}-{codec}", headers=False)
+    requests = RequestLog(mbroker)
+    placed = kp_produce(mbroker.bootstrap, topic, records, compression=codec, api_version=api_version)
+    check_placed(records, placed, kclient_read(mbroker, topic, len(records)))
+    seen = requests.versions("Produce")
+    assert seen and set(seen) == {produce_version}, seen
+    # Each compressed message set became a v2 batch with the same codec.
+    assert stored_codecs(mbroker, topic) == {codecs.BY_NAME[codec]}
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+@pytest.mark.parametrize(("fallback", "produce_version"), [("0.9.0", 1), ("0.8.2", 0)])
+def test_old_librdkafka_produces_kclient_consumes(mbroker, topic, fallback, produce_version, codec):
+    records = make_records(60, tag=f"rdk{fallback}-{codec}", headers=False)
+    requests = RequestLog(mbroker)
+    placed = ck_produce(
+        mbroker.bootstrap, topic, records, compression=codec, **{"api.version.request": False, "broker.version.fallback": fallback}
+    )
+    check_placed(records, placed, kclient_read(mbroker, topic, len(records)))
+    seen = requests.versions("Produce")
+    assert seen and set(seen) == {produce_version}, seen
+    # Each compressed message set became a v2 batch with the same codec
+    # (librdkafka leaves a set uncompressed when that is smaller).
+    stored = stored_codecs(mbroker, topic)
+    assert codecs.BY_NAME[codec] in stored and stored <= {0, codecs.BY_NAME[codec]}
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4"])
+@pytest.mark.parametrize(("api_version", "fetch_versions"), [((0, 10), {2, 3}), ((0, 9), {0, 1})])
+def test_old_kafka_python_consumes_down_converted(mbroker, topic, api_version, fetch_versions, codec):
+    records = make_records(60, tag=f"down{api_version}-{codec}", headers=False)
+    kclient_produce(mbroker, topic, records, compression=codec)
+    reference = kclient_read(mbroker, topic, len(records))
+    requests = RequestLog(mbroker)
+    got = kp_consume(mbroker.bootstrap, topic, len(records), api_version=api_version)
+    assert sorted(got) == sorted(reference)
+    seen = requests.versions("Fetch")
+    assert seen and set(seen) <= fetch_versions, seen

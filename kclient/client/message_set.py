@@ -10,6 +10,7 @@ end is not an error; a single message bigger than S needs a bigger S).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Iterator, Sequence
 
 import attrs
@@ -21,29 +22,49 @@ from kclient.protocol.records.v2 import decode_records, validate_batch
 from kclient.errors import CorruptRecordError
 
 
-@attrs.frozen(slots=True)
-class Message:
+class Message(tuple):
     """A record as the application sees it: ``key`` and ``payload`` (bytes
     or None), ``timestamp`` (ms since the epoch; CreateTime unless the topic
-    uses LogAppendTime), ``headers`` (tuple of :class:`Header`)."""
+    uses LogAppendTime), ``headers`` (tuple of :class:`Header`).
 
-    key: bytes | None
-    payload: bytes | None
-    timestamp: int
-    headers: tuple = ()
+    An immutable value (a tuple underneath, so building one per record in
+    the consumer's hot loop costs one C call)."""
+
+    __slots__ = ()
+
+    def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple = ()) -> "Message":
+        return tuple.__new__(cls, (key, payload, timestamp, headers))
+
+    key = property(itemgetter(0), doc="The key (bytes or None).")
+    payload = property(itemgetter(1), doc="The value (bytes or None).")
+    timestamp = property(itemgetter(2), doc="ms since the epoch.")
+    headers = property(itemgetter(3), doc="Tuple of Header.")
+
+    def __repr__(self) -> str:
+        return f"Message(key={self[0]!r}, payload={self[1]!r}, timestamp={self[2]!r}, headers={self[3]!r})"
 
 
-@attrs.frozen(slots=True)
-class MessageAndOffset:
+class MessageAndOffset(tuple):
     """A message with its logical offset; ``next_offset`` is the offset to
     fetch from to continue after it (seed 001 "Reads")."""
 
-    message: Message
-    offset: int
+    __slots__ = ()
+
+    def __new__(cls, message: Message, offset: int) -> "MessageAndOffset":
+        return tuple.__new__(cls, (message, offset))
+
+    message = property(itemgetter(0), doc="The :class:`Message`.")
+    offset = property(itemgetter(1), doc="Its offset in the partition.")
 
     @property
     def next_offset(self) -> int:
-        return self.offset + 1
+        return self[1] + 1
+
+    def __repr__(self) -> str:
+        return f"MessageAndOffset(offset={self[1]!r}, message={self[0]!r})"
+
+
+_new = tuple.__new__
 
 
 @attrs.define
@@ -119,7 +140,7 @@ class ByteBufferMessageSet:
                     raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
                 for offset, timestamp, key, value, headers in records:
                     if offset >= start:
-                        yield MessageAndOffset(Message(key, value, timestamp, headers), offset)
+                        yield _new(MessageAndOffset, (_new(Message, (key, value, timestamp, headers)), offset))
                 continue
             try:
                 header = validate_batch(batch)
@@ -133,7 +154,7 @@ class ByteBufferMessageSet:
                 raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
             for offset, timestamp, key, value, headers in records:
                 if offset >= start:
-                    yield MessageAndOffset(Message(key, value, timestamp, headers), offset)
+                    yield _new(MessageAndOffset, (_new(Message, (key, value, timestamp, headers)), offset))
 
     def messages(self) -> list[MessageAndOffset]:
         """All messages as a list."""

@@ -317,6 +317,10 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 length, pos = rv(data, pos)
             rec_end = pos + length
@@ -327,18 +331,30 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 ts_delta, pos = rv(data, pos)
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                off_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 off_delta, pos = rv(data, pos)
             b = data[pos]
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                n = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 n, pos = rv(data, pos)
             if n < 0:
@@ -350,6 +366,10 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                n = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 n, pos = rv(data, pos)
             if n < 0:

@@ -61,10 +61,19 @@ RESULT_PREFIX = "BENCH-RESULT "
 DEFAULT_JSON = _HERE / "results" / "latest.json"
 
 KCLIENT = "kclient"
-PEERS = ["kafka-python", "aiokafka", "confluent-kafka"]
-CLIENTS = [KCLIENT, *PEERS]
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults"]
+CLIENTS = [KCLIENT, "kafka-python", "aiokafka", "confluent-kafka"]
+#: consume rows add confluent-kafka with librdkafka's defaults untouched
+#: ("confluent-kafka" there sets fetch.queue.backoff.ms=0, see worker.py)
+CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults"]
 #: import name of each client, to skip the ones not installed
-MODULES = {KCLIENT: "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka"}
+MODULES = {
+    KCLIENT: "kclient",
+    "kafka-python": "kafka",
+    "aiokafka": "aiokafka",
+    "confluent-kafka": "confluent_kafka",
+    "confluent-kafka-defaults": "confluent_kafka",
+}
 DISTRIBUTIONS = {KCLIENT: "kclient", "kafka-python": "kafka-python", "aiokafka": "aiokafka", "confluent-kafka": "confluent-kafka"}
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 
@@ -137,7 +146,7 @@ def plan(quick: bool) -> list[dict]:
                     count=count,
                     partitions=parts,
                     payload="random",
-                    clients=list(CLIENTS),
+                    clients=list(CONSUME_CLIENTS),
                 )
             )
     for codec in CODECS:
@@ -299,9 +308,9 @@ class Session:
             self.broker_cpu, self.client_cpu = cpus[0], cpus[1]
         else:
             self.broker_cpu = self.client_cpu = None
-        wanted = [c.strip() for c in args.clients.split(",")] if args.clients else CLIENTS
+        wanted = [c.strip() for c in args.clients.split(",")] if args.clients else CONSUME_CLIENTS
         self.available = []
-        for client in CLIENTS:
+        for client in CONSUME_CLIENTS:
             if client not in wanted:
                 continue
             if importlib.util.find_spec(MODULES[client]) is None:
@@ -519,6 +528,15 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _spread(values: list[float]) -> float | None:
+    """Half the range of ``values`` as a % of their median (0 for one run):
+    how far apart the repeats were."""
+    values = [v for v in values if v]
+    if not values:
+        return None
+    return (max(values) - min(values)) / 2 / statistics.median(values) * 100
+
+
 def summarise(groups: list[dict]) -> None:
     """Per row (client, or client + produce/consume), the median of each
     metric over the repeats, and kclient's ratios to each peer."""
@@ -545,12 +563,16 @@ def summarise(groups: list[dict]) -> None:
                 "records": results[0]["records"],
                 "records_per_s": _median([r["records"] / r["elapsed_s"] for r in results]) if results[0]["records"] else None,
                 "mb_per_s": _median([r["bytes"] / r["elapsed_s"] / 1e6 for r in results]),
+                "spread_pct": _spread([r["bytes"] / r["elapsed_s"] for r in results]),
                 "elapsed_s": _median([r["elapsed_s"] for r in results]),
                 "cpu_s_per_million": _median([r["cpu_s"] / r["records"] * 1e6 for r in results]) if results[0]["records"] else None,
                 "cpu_s": _median([r["cpu_s"] for r in results]),
                 "peak_rss_mb": _median([r["peak_rss_kb"] / 1024 for r in results]),
                 "broker_cpu_s": _median([r.get("broker_cpu_s") for r in results]),
             }
+            if all(r.get("broker_cpu_s") for r in results):
+                # what the broker could do if it were the only limit
+                m["mb_per_broker_cpu_s"] = _median([r["bytes"] / 1e6 / r["broker_cpu_s"] for r in results])
             for key in ("p50_ms", "p99_ms", "max_ms"):
                 if key in results[0]:
                     m[key] = _median([r[key] for r in results])
@@ -660,7 +682,7 @@ def render(report: dict) -> str:
     )
     throughput = [g for g in report["groups"] if g["kind"] in ("produce", "consume", "compression", "bounds")]
     if throughput:
-        headers = ["workload", "client", "records/s", "MB/s", "CPU s/M rec", "peak RSS MB", "broker CPU s", "kclient ÷ this"]
+        headers = ["workload", "client", "records/s", "±%", "MB/s", "CPU s/M rec", "peak RSS MB", "broker CPU s", "kclient ÷ this"]
         rows = []
         for g in throughput:
             first = True
@@ -673,10 +695,11 @@ def render(report: dict) -> str:
                     r = g["ratios"].get(f"{phase}: kclient / confluent-kafka")
                     ratio = f"{r:.2f}x" if r else ""
                 if not med.get("runs"):
-                    cells = ["FAILED"] + [""] * 5
+                    cells = ["FAILED"] + [""] * 6
                 else:
                     cells = [
                         _fmt(med.get("records_per_s")),
+                        _fmt(med.get("spread_pct"), ".0f"),
                         _fmt(med.get("mb_per_s"), ",.1f"),
                         _fmt(med.get("cpu_s_per_million"), ",.2f"),
                         _fmt(med.get("peak_rss_mb"), ",.0f"),
@@ -685,7 +708,7 @@ def render(report: dict) -> str:
                     cells.append(ratio)
                 rows.append([g["short"] if first else "", label, *cells])
                 first = False
-        parts.append(table(headers, rows, "llrrrrrr"))
+        parts.append(table(headers, rows, "llrrrrrrr"))
     for g in report["groups"]:
         if g["kind"] == "latency":
             headers = ["client", "p50 ms", "p99 ms", "max ms", "sends/s", "CPU s/M rec", "peak RSS MB", "this p50 ÷ kclient p50"]
@@ -711,7 +734,15 @@ def render(report: dict) -> str:
     bounds = [g for g in report["groups"] if g["kind"] == "bounds"]
     for g in bounds:
         if g["ratios"]:
-            parts.append("broker bounds: " + ", ".join(f"{k} = {v:.2f}" for k, v in g["ratios"].items()))
+            text = "broker bounds: " + ", ".join(f"{k} = {v:.2f}" for k, v in g["ratios"].items())
+            cpu_bound = [
+                f"{label} {med['mb_per_broker_cpu_s']:,.0f} MB per broker CPU second"
+                for label, med in g["rows"].items()
+                if med.get("mb_per_broker_cpu_s") and (label.startswith("ingest") or label == "broker-fetch")
+            ]
+            if cpu_bound:
+                text += "\n  (the broker's own CPU cost: " + "; ".join(cpu_bound) + ")"
+            parts.append(text)
     if report["targets"]:
         rows = [[t["target"], t["group"], f"{t['ratio']:.2f}x", "met" if t["met"] else "MISSED"] for t in report["targets"]]
         parts.append("issue 5 targets (ratios of medians, same run)\n" + table(["target", "workload", "ratio", ""], rows, "llrl"))
@@ -751,7 +782,9 @@ def settings_text(quick: bool) -> list[str]:
         "kafka-python send().get(); aiokafka await send_and_wait(); confluent-kafka produce() + flush(); after a warm-up of 50 sends",
         "consume: every record from offset 0, reading each value in Python: kclient SimpleConsumer.multifetch over all partitions "
         "(FetchRequest.max_size 1 MB per partition); kafka-python KafkaConsumer assign + seek_to_beginning + poll(); aiokafka "
-        "AIOKafkaConsumer assign + seek_to_beginning + getmany(); confluent-kafka Consumer assign(offset 0) + consume(num_messages=10000). "
+        "AIOKafkaConsumer assign + seek_to_beginning + getmany(); confluent-kafka Consumer assign(offset 0) + consume(num_messages=10000) "
+        "with fetch.queue.backoff.ms=0 (librdkafka's default of 1000 ms stalls a fast consumer at random: 270k-1.3M records/s for the same "
+        "run), and confluent-kafka-defaults, the same with every librdkafka default; the issue's confluent targets use the tuned one. "
         "The source topic is produced once, untimed, by confluent-kafka (linger 5 ms, 16 KB batches)",
         "compression: same producer settings as above plus kclient compression.codec / confluent-kafka compression.type; each client then "
         "consumes the topic it produced; payloads are JSON-like text (random bytes do not compress)",
@@ -776,7 +809,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
     ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, gzip, 8p ...")
-    ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(CLIENTS)}")
+    ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(CONSUME_CLIENTS)}")
     ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the broker and the clients to separate cores")

@@ -1,0 +1,123 @@
+"""The benchmark suite (benchmarks/run.py) runs end to end in --quick mode.
+
+Only correctness is checked here: every run succeeded (the suite itself
+verifies log end offsets after each produce and record counts after each
+consume), every row counted the records it should, and the JSON report has
+its documented shape. Timings are never asserted: performance is measured
+by `make bench`, not by tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "benchmarks" / "run.py"
+
+GROUP_KEYS = {"name", "kind", "title", "size", "count", "partitions", "runs", "rows", "ratios", "settings", "clients"}
+ROW_KEYS = {"runs", "failed", "records", "records_per_s", "mb_per_s", "elapsed_s", "cpu_s_per_million", "cpu_s", "peak_rss_mb", "broker_cpu_s"}
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, f"benchmarks/run.py --quick failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return json.loads(out.read_text()), proc.stdout
+
+
+def installed(client: str) -> bool:
+    module = {"kclient": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
+    return importlib.util.find_spec(module) is not None
+
+
+def test_report_shape(quick_report) -> None:
+    report, _ = quick_report
+    assert report["quick"] is True and report["repeat"] == 1
+    assert report["failures"] == []
+    for key in ("nproc", "cpu_model", "python"):
+        assert key in report["machine"]
+    assert report["versions"]["kclient"]
+    names = [g["name"] for g in report["groups"]]
+    assert names == [
+        "produce-100B-1p",
+        "produce-100B-8p",
+        "produce-1000B-1p",
+        "produce-1000B-8p",
+        "latency-100B-1p",
+        "consume-100B-1p",
+        "consume-100B-8p",
+        "consume-1000B-1p",
+        "consume-1000B-8p",
+        "compression-gzip",
+        "compression-snappy",
+        "compression-lz4",
+        "compression-zstd",
+        "broker-bounds",
+    ]
+    for g in report["groups"]:
+        assert GROUP_KEYS <= set(g), g["name"]
+        for label, row in g["rows"].items():
+            assert ROW_KEYS <= set(row), (g["name"], label)
+    assert any("KafkaStream" in n for n in report["notes"])
+    assert isinstance(report["targets"], list)
+    for t in report["targets"]:
+        assert {"target", "group", "ratio", "minimum", "met"} <= set(t)
+
+
+def test_every_client_row_counted_every_record(quick_report) -> None:
+    report, _ = quick_report
+    for g in report["groups"]:
+        if g["kind"] == "bounds":
+            continue
+        expected_clients = [c for c in g["clients"] if installed(c)]
+        assert expected_clients and "kclient" in expected_clients, g["name"]
+        for client in expected_clients:
+            labels = [client] if g["kind"] != "compression" else [f"{client} produce", f"{client} consume"]
+            for label in labels:
+                row = g["rows"][label]
+                assert row["runs"] == 1 and row["failed"] == 0, (g["name"], label)
+                assert row["records"] == g["count"], (g["name"], label, row["records"])
+        for run in g["runs"]:
+            result = run["result"]
+            if run["kind"] in ("produce", "latency"):
+                # the suite compared the topic's log end offsets with the count
+                assert result["log_end_offsets"] == result.get("expected_end_offsets", g["count"]), (g["name"], run["client"])
+            else:
+                assert result["bytes"] == g["count"] * g["size"], (g["name"], run["client"])
+        if g["kind"] in ("produce", "consume"):
+            assert set(g["ratios"]) == {c for c in expected_clients if c != "kclient"}
+
+
+def test_latency_and_bounds_rows(quick_report) -> None:
+    report, _ = quick_report
+    latency = next(g for g in report["groups"] if g["kind"] == "latency")
+    for label, row in latency["rows"].items():
+        assert row["records"] == latency["count"]
+        assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+    bounds = next(g for g in report["groups"] if g["kind"] == "bounds")
+    assert set(bounds["rows"]) >= {"raw-append-fsync", "broker-fetch", "raw-sendfile"}
+    assert set(bounds["ratios"]) == {"ingest / raw append+fsync", "fetch / raw sendfile"}
+    assert bounds["rows"]["broker-fetch"]["records"] == bounds["count"]
+    total = bounds["count"] * bounds["size"]
+    append = next(r for r in bounds["runs"] if r["client"] == "raw-append-fsync")
+    assert append["result"]["bytes"] == total
+
+
+def test_table_printed(quick_report) -> None:
+    _, stdout = quick_report
+    assert "records/s" in stdout and "kclient ÷ this" in stdout
+    assert "issue 5 targets" in stdout
+    assert "JSON written to" in stdout

@@ -900,7 +900,7 @@ class BrokerConfig(_KafkaConfig):
             "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
             "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
             "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-            "transaction.state.log.min.isr", "log.retention.check.interval.ms",
+            "transaction.state.log.min.isr",
             "group.initial.rebalance.delay.ms", "default.replication.factor",
             "num.replica.fetchers", "log.cleaner.enable", "share.coordinator.state.topic.replication.factor",
             "share.coordinator.state.topic.min.isr", "process.roles", "controller.quorum.voters",
@@ -942,16 +942,44 @@ class BrokerConfig(_KafkaConfig):
     """fsync a log after this many messages (Kafka's default: never)."""
     log_flush_interval_ms: int | None = prop("log.flush.interval.ms", _to_optional_int, None, _at_least(0))
     """fsync a log when its oldest unflushed message is this old (ms); ``None``: never."""
+    log_flush_scheduler_interval_ms: int | None = prop(
+        "log.flush.scheduler.interval.ms", _to_optional_int, None, _at_least(1)
+    )
+    """How often (ms) the broker applies ``log.flush.interval.ms`` to every
+    log; ``None`` (default): ``log.flush.interval.ms`` itself, clamped to
+    10..1000 ms (see :attr:`flush_scheduler_interval_ms`). Deviation: Kafka's
+    default is Long.MaxValue, which never runs the time-based flush."""
+    log_flush_offset_checkpoint_interval_ms: int = prop(
+        "log.flush.offset.checkpoint.interval.ms", _to_int, 60000, _at_least(1)
+    )
+    """How often (ms) each log dir's ``recovery-point-offset-checkpoint`` is
+    rewritten (only when a recovery point moved)."""
+    log_roll_ms: int | None = prop("log.roll.ms", _to_optional_int, None, _at_least(1))
+    """Roll the active segment once its first batch is this old (ms);
+    ``None``: ``log.roll.hours``."""
+    log_roll_hours: int = prop("log.roll.hours", _to_int, 168, _at_least(1))
+    """Roll the active segment once its first batch is this old (hours)."""
+    log_retention_ms: int | None = prop("log.retention.ms", _to_optional_int, None, _at_least(-1))
+    """Delete segments older than this (ms); wins over the minutes and hours
+    settings; -1 keeps them forever; ``None``: ``log.retention.minutes``."""
+    log_retention_minutes: int | None = prop("log.retention.minutes", _to_optional_int, None, _at_least(-1))
+    """Delete segments older than this (minutes); wins over hours; -1 keeps
+    them forever; ``None``: ``log.retention.hours``."""
     log_retention_hours: int = prop("log.retention.hours", _to_int, 168, _at_least(-1))
     """Delete segments older than this (hours); -1 keeps them forever."""
     log_retention_bytes: int = prop("log.retention.bytes", _to_int, -1, _at_least(-1))
     """Delete old segments while a partition is larger than this (bytes); -1: no limit."""
+    log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", _to_int, 300000, _at_least(1))
+    """How often (ms) the broker applies the retention settings to every log."""
     auto_create_topics_enable: bool = prop("auto.create.topics.enable", _to_bool, True)
     """Create unknown topics when a client asks for their metadata."""
     message_max_bytes: int = prop("message.max.bytes", _to_int, 1048588, _at_least(0))
     """Largest record batch the broker accepts (bytes)."""
     socket_request_max_bytes: int = prop("socket.request.max.bytes", _to_int, 104857600, _at_least(1))
     """Largest request frame the broker reads (bytes); larger closes the connection."""
+    max_connections: int = prop("max.connections", _to_int, 2147483647, _at_least(0))
+    """Most client connections served at once; a connection beyond it is
+    closed at once with a WARNING (Kafka instead delays accepting it)."""
     zookeeper_connect: str | None = prop("zookeeper.connect", _to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
@@ -973,6 +1001,20 @@ class BrokerConfig(_KafkaConfig):
     ``<topic>.message.format.version=...`` or
     ``<topic>.message.timestamp.type=...`` per line (read when the broker
     starts; see :func:`load_topic_configs`). ``None``: no overrides."""
+
+    @property
+    def flush_scheduler_interval_ms(self) -> int | None:
+        """Period (ms) of the broker's time-based flush task: ``None`` when
+        ``log.flush.interval.ms`` is not set (nothing to schedule), else
+        ``log.flush.scheduler.interval.ms`` if given, else
+        ``log.flush.interval.ms`` clamped to 10..1000 ms. A system crash
+        then loses at most about ``log.flush.interval.ms`` plus this period
+        of acknowledged appends."""
+        if self.log_flush_interval_ms is None:
+            return None
+        if self.log_flush_scheduler_interval_ms is not None:
+            return self.log_flush_scheduler_interval_ms
+        return min(1000, max(10, self.log_flush_interval_ms))
 
     @property
     def message_format_magic(self) -> int:

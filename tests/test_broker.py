@@ -13,7 +13,7 @@ import trio
 
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import ClientConnection, Response, encode_unsupported_api_versions
-from kclient.protocol.messages import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
+from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FETCH, PRODUCE
 from kclient.protocol.records import build_batch, iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
 
@@ -220,8 +220,10 @@ async def create(client: RawClient, topic: str) -> None:
 # ---------------------------------------------------------------- ApiVersions
 
 
-# Fetch 0-3 are served with down-converted message sets (issue 3).
-EXPECTED_VERSIONS = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 3), 22: (0, 1)}
+# Fetch 0-3 are served with down-converted message sets (issue 3);
+# FindCoordinator 0-2 answers with this broker and OffsetFetch 1-5 with "no
+# committed offset" (issue 4).
+EXPECTED_VERSIONS = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 9: (1, 5), 10: (0, 2), 18: (0, 3), 22: (0, 1)}
 
 
 def test_advertised_table_matches_protocol_notes():
@@ -777,3 +779,182 @@ async def test_malformed_api_versions_gets_invalid_request(broker):
     body = await client.request(API_VERSIONS, 2, {})
     assert body["error_code"] == 0
     await client.aclose()
+
+
+# ---------------------------------------------------------------- FindCoordinator / OffsetFetch
+
+
+@pytest.mark.parametrize(("version", "key_type"), [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1)])
+async def test_find_coordinator_names_this_broker(broker, version, key_type):
+    client = await connect(broker)
+    body = await client.request(FIND_COORDINATOR, version, {"key": "some-group", "key_type": key_type})
+    assert body["error_code"] == 0
+    assert (body["node_id"], body["host"], body["port"]) == (0, broker.host, broker.port)
+    if version >= 1:
+        assert body["throttle_time_ms"] == 0 and body["error_message"] is None
+    await client.aclose()
+
+
+async def test_find_coordinator_unknown_key_type(broker):
+    client = await connect(broker)
+    body = await client.request(FIND_COORDINATOR, 2, {"key": "g", "key_type": 7})
+    assert body["error_code"] == 42  # INVALID_REQUEST
+    assert body["node_id"] == -1 and body["error_message"]
+    # The connection stays usable.
+    body = await client.request(FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
+    assert body["error_code"] == 0
+    await client.aclose()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+async def test_offset_fetch_reports_nothing_committed(broker, topic, version):
+    client = await connect(broker)
+    await create(client, topic)
+    body = await client.request(
+        OFFSET_FETCH, version, {"group_id": "g", "topics": [{"name": topic, "partition_indexes": [0, 1]}]}
+    )
+    (t,) = body["topics"]
+    assert t["name"] == topic
+    assert [(p["partition_index"], p["committed_offset"], p["error_code"]) for p in t["partitions"]] == [(0, -1, 0), (1, -1, 0)]
+    if version >= 2:
+        assert body["error_code"] == 0
+        # A null topic array asks for every committed offset: there are none.
+        _, data = client.conn.send(OFFSET_FETCH, version, {"group_id": "g", "topics": []})
+        assert data.endswith(b"\x00\x00\x00\x00")
+        await client.send_raw(data[:-4] + b"\xff\xff\xff\xff")
+        assert (await client.receive()).body["topics"] == []
+    await client.aclose()
+
+
+# ---------------------------------------------------------------- zero-copy responses
+
+
+def _spliced_fixture(tmp_path, n_batches: int = 6, *, segment_bytes: int = 600, pad: int = 0):
+    from kclient.storage import Log, LogConfig
+
+    plog = Log(tmp_path / "t-0", LogConfig(segment_bytes=segment_bytes))
+    batches = [build_batch(records(3, prefix=f"b{i}-" + "x" * pad)) for i in range(n_batches)]
+    for b in batches:
+        plog.append(b)
+    if n_batches >= 6 and segment_bytes == 600:
+        assert len(plog.segments) > 1  # the reads span segment files
+    return plog, batches
+
+
+def _fetch_response_body(plog, reads) -> dict:
+    parts = []
+    for index, (offset, max_bytes) in enumerate(reads):
+        piece = plog.read_slice(offset, max_bytes)
+        parts.append(
+            {
+                "partition_index": index,
+                "error_code": 0,
+                "high_watermark": piece.high_watermark,
+                "last_stable_offset": piece.high_watermark,
+                "log_start_offset": piece.log_start_offset,
+                "aborted_transactions": [],
+                "preferred_read_replica": -1,
+                "records": piece,
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": parts}]}
+
+
+@pytest.mark.parametrize("version", [4, 7, 11])
+def test_spliced_fetch_response_equals_the_copied_one(tmp_path, version):
+    """Header bytes + file slices add up to exactly the frame the schema
+    would encode with the bytes copied in: every records length prefix
+    equals its slice length; empty reads stay plain bytes."""
+    from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
+    from kclient.protocol.connection import encode_response
+
+    plog, batches = _spliced_fixture(tmp_path)
+    end = plog.log_end_offset
+    reads = [(0, 10_000), (4, 100), (end, 1000), (9, 1 << 20)]  # whole segment, cut batch, empty, later segment
+    body = _fetch_response_body(plog, reads)
+    copied = {
+        **body,
+        "responses": [
+            {"topic": "t", "partitions": [{**p, "records": p["records"].read()} for p in body["responses"][0]["partitions"]]}
+        ],
+    }
+    expected = encode_response(FETCH, version, 42, copied)
+    response = encode_spliced_response(FETCH, version, 42, body, min_sendfile_bytes=1)
+    assert isinstance(response, SplicedResponse)
+    with response:
+        assert len(response.slices) == 3
+        assert response.size == len(expected)
+        assert response.to_bytes() == expected
+    assert all(p["records"].released for p in body["responses"][0]["partitions"])
+    decoded = FETCH.response(version).decode(expected[8:])
+    got = b"".join(bytes(p["records"]) for p in decoded["responses"][0]["partitions"][:1])
+    assert got.startswith(batches[0])
+    plog.close()
+
+
+def test_spliced_response_without_data_is_plain_bytes(tmp_path):
+    from kclient.broker.zerocopy import encode_spliced_response
+
+    plog, _ = _spliced_fixture(tmp_path, 3)
+    body = _fetch_response_body(plog, [(plog.log_end_offset, 1000)])
+    data = encode_spliced_response(FETCH, 11, 1, body)
+    assert isinstance(data, bytes)
+    assert body["responses"][0]["partitions"][0]["records"].released
+    plog.close()
+
+
+def test_small_slices_are_inlined_large_ones_sent_from_the_file(tmp_path):
+    """Below SENDFILE_MIN_BYTES a slice is read into the bytes (one send);
+    from it on, the slice stays in its file. The frame is the same."""
+    from kclient.broker.zerocopy import SENDFILE_MIN_BYTES, SplicedResponse, encode_spliced_response
+
+    plog, _ = _spliced_fixture(tmp_path, 40, segment_bytes=1 << 30, pad=300)
+    small, large = 2000, 20_000
+    assert small < SENDFILE_MIN_BYTES <= large
+    body = _fetch_response_body(plog, [(0, small), (10, large), (20, small)])
+    pieces = [p["records"] for p in body["responses"][0]["partitions"]]
+    copied = encode_spliced_response(FETCH, 11, 5, _fetch_response_body(plog, [(0, small), (10, large), (20, small)]), min_sendfile_bytes=1 << 30)
+    assert isinstance(copied, bytes)
+    response = encode_spliced_response(FETCH, 11, 5, body)
+    assert isinstance(response, SplicedResponse)
+    with response:
+        assert response.slices == [pieces[1]]
+        assert pieces[0].released and pieces[2].released
+        assert [type(p) for p in response.parts] == [bytes, type(pieces[1]), bytes]
+        assert response.to_bytes() == copied
+    assert pieces[1].released
+    plog.close()
+
+
+async def test_spliced_response_sent_through_a_tiny_socket_buffer(tmp_path):
+    """The sendfile loop resumes after partial sends and full buffers
+    (BlockingIOError) and sends every byte exactly once, in order."""
+    import socket as socket_module
+
+    from kclient.broker.zerocopy import encode_spliced_response
+
+    plog, _ = _spliced_fixture(tmp_path, 100, segment_bytes=1 << 30, pad=2000)
+    body = _fetch_response_body(plog, [(0, 1 << 20), (150, 1 << 20)])
+    response = encode_spliced_response(FETCH, 11, 7, body)
+    expected = response.to_bytes()
+    a, b = trio.socket.socketpair()
+    a.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_SNDBUF, 1024)
+    sender = trio.SocketStream(a)
+    received = bytearray()
+
+    async def slow_reader():
+        while len(received) < len(expected):
+            chunk = await b.recv(97)
+            assert chunk
+            received.extend(chunk)
+            await trio.sleep(0)
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow_reader)
+            with response:
+                await response.send(sender)
+    assert bytes(received) == expected
+    await sender.aclose()
+    b.close()
+    plog.close()

@@ -5,6 +5,9 @@ over :mod:`kclient.storage` logs (standalone, no ZooKeeper yet).
   returns the bound port; cancel to stop (logs are flushed and closed).
 - :data:`SUPPORTED_VERSIONS` (``handlers.py``): the API version ranges
   advertised in ApiVersions.
+- ``fetch.py``: Fetch with its long poll; ``zerocopy.py``: responses sent
+  with ``os.sendfile`` from the segment files; ``convert.py``: message
+  format conversion; ``meta.py``: ``meta.properties`` and producer ids.
 
 Run it from the shell with ``kclient broker [server.properties]
 [--override key=value ...]``, or from tests with

@@ -10,7 +10,10 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
   end with a partial batch, which clients drop;
 - if fewer than ``min_bytes`` bytes are available and no partition has an
   error, the request waits up to ``max_wait_ms``, woken early by any append
-  to a requested partition, and is then read again;
+  to a requested partition, and is then read again; a client that
+  disconnects meanwhile ends the wait (:class:`ClientGone`), so it does not
+  hold a task for ``max_wait_ms`` (unless it pipelined more requests,
+  whose pending bytes hide the disconnect until they are read);
 - an offset outside ``[log_start_offset, log_end_offset]`` gets
   OFFSET_OUT_OF_RANGE, an unknown topic or partition
   UNKNOWN_TOPIC_OR_PARTITION; high watermark and last stable offset are the
@@ -19,8 +22,14 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 - fetch sessions (v7+) are not kept: the answer's session id is 0, so
   clients keep sending full fetch requests; an incremental request (epoch
   > 0) gets FETCH_SESSION_ID_NOT_FOUND;
-- message formats (``KafkaApis`` down-conversion): v4+ gets the stored
-  bytes as they are; v2-3 can carry message sets up to v1 and v0-1 only v0,
+- zero copy: v4+ gets the stored bytes as they are, as
+  :class:`kclient.storage.FileSlice` ranges of the segment files
+  (:meth:`kclient.storage.Log.read_slice`) that the server sends with
+  ``os.sendfile`` (:mod:`kclient.broker.zerocopy`); the response owns the
+  slices until it is sent (or dropped), so a segment deleted by retention
+  meanwhile stays readable until then;
+- message formats (``KafkaApis`` down-conversion): v2-3 can carry message
+  sets up to v1 and v0-1 only v0,
   so newer batches are down-converted for them with exact offsets
   (:func:`kclient.broker.convert.down_convert`); zstd batches have no v0/v1
   form, so a v0-3 read that meets one gets UNSUPPORTED_COMPRESSION_TYPE.
@@ -32,11 +41,12 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
 
 from kclient.broker.convert import down_convert, fetch_magic, has_zstd
+from kclient.broker.zerocopy import release_slices
 from kclient.errors import BrokerResponseError, CorruptRecordError
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
@@ -55,6 +65,11 @@ UNSUPPORTED_COMPRESSION_TYPE = 76
 _NO_LIMIT = 0x7FFFFFFF
 
 
+class ClientGone(Exception):
+    """The client closed its connection while its Fetch long poll waited;
+    there is no one to answer."""
+
+
 def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> dict[str, Any]:
     return {
         "partition_index": index,
@@ -68,22 +83,35 @@ def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> d
     }
 
 
-def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict], int, bool]:
+def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
     """Read every requested partition once.
 
     Returns ``(responses, total_record_bytes, any_error)`` where
-    ``responses`` is the Fetch response's ``responses`` array; records are
-    down-converted for ``version`` < 4 (module docstring).
+    ``responses`` is the Fetch response's ``responses`` array. Records are
+    down-converted bytes for ``version`` < 4; for v4+ they are
+    :class:`kclient.storage.FileSlice` objects when ``zero_copy`` (the
+    caller owns them: :func:`kclient.broker.zerocopy.release_slices`),
+    else bytes read from the files. An empty read is ``b""``.
     """
+    responses: list[dict] = []
+    try:
+        return _read_fetch(state, body, version, zero_copy, responses)
+    except BaseException:
+        release_slices(responses)
+        raise
+
+
+def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, responses: list[dict]) -> tuple[list[dict], int, bool]:
     remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
     to_magic = fetch_magic(version)
+    use_slices = zero_copy and to_magic >= 2
     min_one = True
     total = 0
     any_error = False
-    responses = []
     for topic in body["topics"]:
         name = topic["topic"]
-        parts = []
+        parts: list[dict] = []
+        responses.append({"topic": name, "partitions": parts})
         for p in topic["partitions"]:
             index = p["partition"]
             plog = state.logs.get(name, index)
@@ -93,7 +121,14 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
                 continue
             limit = min(p["partition_max_bytes"], remaining)
             try:
-                result = plog.read(p["fetch_offset"], max(limit, 0), min_one_batch=min_one)
+                if use_slices:
+                    result: Any = plog.read_slice(p["fetch_offset"], max(limit, 0), min_one_batch=min_one)
+                    records: Any = result if result.length else b""
+                    if not result.length:
+                        result.release()
+                else:
+                    result = plog.read(p["fetch_offset"], max(limit, 0), min_one_batch=min_one)
+                    records = result.records
             except BrokerResponseError as exc:
                 code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
                 if code != OFFSET_OUT_OF_RANGE:
@@ -106,7 +141,6 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
                 parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, plog.high_watermark, plog.log_start_offset))
                 any_error = True
                 continue
-            records = result.records
             if records and to_magic < 2:
                 try:
                     if has_zstd(records):
@@ -136,13 +170,22 @@ def read_fetch(state: BrokerState, body: dict, version: int) -> tuple[list[dict]
                     "records": records,
                 }
             )
-        responses.append({"topic": name, "partitions": parts})
     return responses, total, any_error
 
 
-async def handle_fetch(state: BrokerState, header: RequestHeader, body: dict) -> dict:
+async def handle_fetch(
+    state: BrokerState, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+) -> dict:
     """Answer a Fetch request v0-11 (see the module docstring), waiting up to
-    ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records."""
+    ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records. While it
+    waits it also awaits ``peer_gone()`` (if given: True once the client
+    disconnected, False when it cannot tell) and raises
+    :class:`ClientGone` if that says the client is gone. For v4+ the
+    response's ``records`` are :class:`kclient.storage.FileSlice` objects
+    owned by the caller (encode them with
+    :func:`kclient.broker.zerocopy.encode_spliced_response`); reads
+    superseded during the long poll, and every read when cancelled, are
+    released here."""
     version = header.api_version
     if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
         log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)
@@ -156,8 +199,31 @@ async def handle_fetch(state: BrokerState, header: RequestHeader, body: dict) ->
             responses, total, any_error = read_fetch(state, body, version)
             if total >= min_bytes or any_error or not keys or trio.current_time() >= deadline:
                 break
+            release_slices(responses)
             with trio.move_on_at(deadline):
-                await event.wait()
+                if peer_gone is None:
+                    await event.wait()
+                elif await _wait_unless_gone(event, peer_gone):
+                    raise ClientGone
         finally:
             state.appends.unregister(keys, event)
     return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
+
+
+async def _wait_unless_gone(event: trio.Event, peer_gone: Callable[[], Awaitable[bool]]) -> bool:
+    """Wait for ``event``; return True early if ``peer_gone()`` reports the
+    client gone (False once the event fired)."""
+    gone = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            """Cancel the wait if the client is gone."""
+            nonlocal gone
+            if await peer_gone():
+                gone = True
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        await event.wait()
+        nursery.cancel_scope.cancel()
+    return gone

@@ -11,7 +11,11 @@ error fields (Kafka protocol guide, "Error Codes"); a handler raises
 :class:`CloseConnection` where Kafka closes the connection instead.
 
 Storage calls (:class:`kclient.storage.Log`) are plain blocking file I/O on
-the page cache; they are made on the trio thread, which serialises them.
+the page cache; the handlers make them on the trio thread, which
+serialises them (an append may fsync there when
+``log.flush.interval.messages`` says so). The broker's periodic tasks
+(flush, retention, checkpoints; :mod:`kclient.broker.server`) run theirs in
+worker threads: the storage engine is thread-safe.
 """
 
 from __future__ import annotations
@@ -57,15 +61,22 @@ INVALID_RECORD = 87
 #: api key -> (min, max) version the broker advertises in ApiVersions.
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
 #: and down-converted on fetch, :mod:`kclient.broker.convert`); the ranges
-#: contain Produce 0, 3 and 7 and Fetch 4 and 10, which librdkafka < 2.11.1
-#: looks for (PROTOCOL-NOTES "Traps"). librdkafka also enables its LZ4
-#: feature only with FindCoordinator (10) advertised, which is not served
-#: yet: until then its v2 producer sends lz4 batches uncompressed.
+#: contain Produce 0, 3 and 7, Fetch 4 and 10 and FindCoordinator 0, which
+#: librdkafka < 2.11.1 looks for (PROTOCOL-NOTES "Traps"): without
+#: FindCoordinator its LZ4 feature stays off and its v2 producer sends lz4
+#: batches uncompressed. Once a coordinator is found, librdkafka (2.16 at
+#: least) segfaults if OffsetFetch is missing (librdkafka issue #4789,
+#: ``rd_kafka_assignment_handle_OffsetFetch``) when a consumer assigns
+#: partitions without explicit offsets: hence the minimal OffsetFetch
+#: ("nothing committed"). OffsetCommit is not advertised; librdkafka
+#: reports its commits as _UNSUPPORTED_FEATURE.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 8),  # Produce
     1: (0, 11),  # Fetch
     2: (0, 5),  # ListOffsets
     3: (0, 8),  # Metadata
+    9: (1, 5),  # OffsetFetch
+    10: (0, 2),  # FindCoordinator
     18: (0, 3),  # ApiVersions
     22: (0, 1),  # InitProducerId
 }
@@ -189,20 +200,25 @@ class BrokerState:
 
     @classmethod
     def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
-        """Open the logs under ``config.log_dirs`` and read (or create) the
-        cluster id in the first log dir's ``meta.properties``. Raises
+        """Open the logs under ``config.log_dirs`` (settings from
+        :meth:`kclient.storage.LogConfig.from_broker_config`: segment,
+        index, roll, flush and retention properties) and read (or create)
+        the cluster id in the first log dir's ``meta.properties``. What
+        recovery truncated is logged at WARNING per partition
+        (``recovered <topic>-<p>: truncated N bytes``); a clean start at
+        INFO. Raises
         :class:`kclient.errors.ConfigError` for inconsistent metadata and
         OSError for unusable directories."""
         log_dirs = list(config.log_dirs)
         if not log_dirs:
             raise ConfigError("log.dirs is empty")
         cluster_id = load_or_create_meta(log_dirs[0], config.broker_id)
-        log_config = LogConfig(
-            segment_bytes=config.log_segment_bytes,
-            index_interval_bytes=config.log_index_interval_bytes,
-            max_message_bytes=config.message_max_bytes,
-        )
+        log_config = LogConfig.from_broker_config(config)
         logs = LogManager(log_dirs, log_config, default_num_partitions=config.num_partitions)
+        for (topic, partition), cut in sorted(logs.recovery_truncated_bytes().items()):
+            log.warning("recovered %s-%d: truncated %d bytes", topic, partition, cut)
+        if logs.clean_shutdown_dirs:
+            log.info("clean shutdown marker found in %s: recovery skipped", ", ".join(map(str, logs.clean_shutdown_dirs)))
         return cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
 
     def close(self) -> None:
@@ -256,31 +272,45 @@ Handler = Callable[[RequestHeader, dict], Awaitable["dict | None"]]
 class RequestHandlers:
     """Dispatches decoded requests to the per-API handlers.
 
-    ``await handle(header, body)`` returns the response body dict or None
-    (no response). Raises :class:`CloseConnection` where Kafka would close
-    the connection. The caller has already checked the version against
-    :data:`SUPPORTED_VERSIONS`.
+    ``await handle(header, body, peer_gone=...)`` returns the response body
+    dict or None (no response). Raises :class:`CloseConnection` where Kafka
+    would close the connection, and :class:`kclient.broker.fetch.ClientGone`
+    when the client disconnected during a Fetch long poll. The caller has
+    already checked the version against :data:`SUPPORTED_VERSIONS`.
     """
 
     def __init__(self, state: BrokerState) -> None:
-        from kclient.broker.fetch import handle_fetch
-
         self.state = state
         self._table: dict[int, Handler] = {
             0: self.produce,
-            1: lambda header, body: handle_fetch(state, header, body),
+            1: self.fetch,
             2: self.list_offsets,
             3: self.metadata,
+            9: self.offset_fetch,
+            10: self.find_coordinator,
             18: self.api_versions,
             22: self.init_producer_id,
         }
 
-    async def handle(self, header: RequestHeader, body: dict) -> dict | None:
-        """Answer one request (see the class docstring)."""
+    async def handle(
+        self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+    ) -> dict | None:
+        """Answer one request (see the class docstring). ``peer_gone``:
+        an async function that returns True once the client has closed the
+        connection (False: it cannot tell, data is pending); a Fetch long
+        poll watches it while waiting."""
+        if header.api_key == 1:
+            return await self.fetch(header, body, peer_gone=peer_gone)
         handler = self._table.get(header.api_key)
         if handler is None:
             raise CloseConnection(f"no handler for api key {header.api_key}")
         return await handler(header, body)
+
+    async def fetch(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
+        """Fetch v0-11: :func:`kclient.broker.fetch.handle_fetch`."""
+        from kclient.broker.fetch import handle_fetch
+
+        return await handle_fetch(self.state, header, body, peer_gone=peer_gone)
 
     # ------------------------------------------------------------ ApiVersions
 
@@ -481,6 +511,57 @@ class RequestHandlers:
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------ FindCoordinator
+
+    async def find_coordinator(self, header: RequestHeader, body: dict) -> dict:
+        """FindCoordinator v0-2: this broker (the only one) coordinates
+        every consumer group (``key_type`` 0, the only type in v0) and
+        every transactional id (1); another ``key_type`` gets
+        INVALID_REQUEST. The group APIs themselves (OffsetCommit,
+        OffsetFetch, JoinGroup, ...) are not served yet: a client that
+        needs them sees them missing from ApiVersions."""
+        state = self.state
+        key_type = body.get("key_type", 0)
+        if key_type not in (0, 1):
+            log.info("FindCoordinator from %s with unknown key type %d", header.client_id, key_type)
+            return {
+                "throttle_time_ms": 0,
+                "error_code": INVALID_REQUEST,
+                "error_message": f"unknown coordinator key type {key_type}",
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+        log.debug("FindCoordinator for %s %r from %s", "group" if key_type == 0 else "transactional id", body["key"], header.client_id)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "node_id": state.broker_id,
+            "host": state.advertised_host,
+            "port": state.advertised_port,
+        }
+
+    # ------------------------------------------------------------ OffsetFetch
+
+    async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
+        """OffsetFetch v1-5 without offset storage: this broker keeps no
+        committed offsets (OffsetCommit is not served), so every requested
+        partition gets ``committed_offset`` -1 (none; the consumer applies
+        its ``auto.offset.reset``), metadata ``""`` and no error, as Kafka
+        answers for a group that never committed; ``topics`` null (v2+,
+        "all") gets an empty list. Served because librdkafka crashes when a
+        coordinator lacks it (see :data:`SUPPORTED_VERSIONS`)."""
+        topics = []
+        for t in body.get("topics") or []:
+            parts = [
+                {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": NONE}
+                for index in t["partition_indexes"]
+            ]
+            topics.append({"name": t["name"], "partitions": parts})
+        log.debug("OffsetFetch for group %r from %s: no committed offsets kept", body["group_id"], header.client_id)
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": NONE}
 
     # ------------------------------------------------------------ InitProducerId
 

@@ -6,20 +6,54 @@ time, in order, as Kafka does (its network layer mutes a connection while one
 of its requests is being processed). What cannot be answered is answered the
 way Kafka does it:
 
-- a frame whose size is negative or above ``socket.request.max.bytes``, a
-  frame too short for a request header, an unknown API key, an API version
-  outside the advertised range (other than ApiVersions), or a body that does
-  not decode: the connection is closed and a WARNING logged;
+- a frame whose size is negative or above ``socket.request.max.bytes``: the
+  connection is closed with a WARNING as soon as the 4-byte size has
+  arrived, before any of the frame is buffered (at most one receive chunk,
+  :data:`RECEIVE_CHUNK` bytes, is ever read past a size prefix);
+- a frame too short for a request header, an unreadable header, an unknown
+  API key, an API version outside the advertised range (other than
+  ApiVersions), or a body that does not decode: the connection is closed
+  and a WARNING logged;
 - an ApiVersions request of a version the broker lacks: the KIP-511 reply
   (response header v0, error 35 and the supported ranges in a v0 body);
 - a handler that fails unexpectedly: logged with its traceback, connection
   closed. The broker itself keeps serving in every case.
+
+Memory per connection is bounded: receives are at most
+:data:`RECEIVE_CHUNK` bytes, a frame is buffered only once its size is
+accepted, and a connection has at most one response in flight (the next
+request is read only after the previous response was sent), so a client
+that does not read its responses only blocks itself. At most
+``max.connections`` connections are served at once; one more is closed
+with a WARNING.
+
+Fetch v4+ responses are sent zero-copy (:mod:`kclient.broker.zerocopy`):
+header bytes with ``send``, record data with ``os.sendfile`` straight from
+the segment files. A Fetch long poll ends early when its client
+disconnects.
+
+Periodic work runs as tasks of the broker's nursery, each calling the
+blocking storage method in a worker thread (``trio.to_thread``) and
+cancelled (after the call in progress finishes) when the broker stops:
+
+- every :attr:`~kclient.config.BrokerConfig.flush_scheduler_interval_ms`
+  (when ``log.flush.interval.ms`` is set):
+  :meth:`kclient.storage.LogManager.flush_if_due`, the time-based flush
+  policy (the message-count policy, ``log.flush.interval.messages``, is
+  applied by the log on append);
+- every ``log.retention.check.interval.ms``:
+  :meth:`kclient.storage.LogManager.cleanup` (retention);
+- every ``log.flush.offset.checkpoint.interval.ms``:
+  :meth:`kclient.storage.LogManager.checkpoint_recovery_points`.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import struct
+from typing import Any, Callable
+
 import trio
 
 from kclient.config import BrokerConfig
@@ -31,13 +65,21 @@ from kclient.protocol.connection import (
     encode_unsupported_api_versions,
     parse_request_header,
 )
-from kclient.protocol.messages import API_VERSIONS, APIS
+from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
 
+from kclient.broker.fetch import ClientGone
 from kclient.broker.handlers import SUPPORTED_VERSIONS, BrokerState, CloseConnection, RequestHandlers, supported_triples
+from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
 
 log = logging.getLogger("kclient.broker")
 
-_RECV_BYTES = 256 * 1024
+#: Largest single receive from a client socket (bytes): what a connection
+#: may buffer beyond the frame it is reading.
+RECEIVE_CHUNK = 64 * 1024
+
+#: Errors that mean "these bytes are not a request" when reading a header
+#: or decoding a body (besides ProtocolError).
+_DECODE_ERRORS = (ProtocolError, ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError)
 
 
 class _CloseConnection(Exception):
@@ -55,13 +97,15 @@ class Broker:
     log manager flushed and closed.
 
     Attributes set once serving: ``port`` (the bound TCP port), ``state``
-    (the :class:`~kclient.broker.handlers.BrokerState`).
+    (the :class:`~kclient.broker.handlers.BrokerState`),
+    ``connection_count`` (connections being served now).
     """
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.port: int | None = None
         self.state: BrokerState | None = None
+        self.connection_count = 0
         self._handlers: RequestHandlers | None = None
         self._scope: trio.CancelScope | None = None
 
@@ -110,6 +154,8 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 nursery.start_soon(self._accept_all, listeners)
+                for name, period_ms, job in self._periodic_jobs(state):
+                    nursery.start_soon(self._run_periodically, name, period_ms, job)
                 task_status.started(self.port)
         finally:
             self._scope = None
@@ -126,6 +172,33 @@ class Broker:
         if self._scope is not None:
             self._scope.cancel()
 
+    def _periodic_jobs(self, state: BrokerState) -> list[tuple[str, int, Callable[[], Any]]]:
+        """``(name, period_ms, blocking_call)`` of each periodic task (see
+        the module docstring)."""
+        config = self.config
+        logs = state.logs
+        jobs: list[tuple[str, int, Callable[[], Any]]] = [
+            ("retention", config.log_retention_check_interval_ms, logs.cleanup),
+            ("recovery point checkpoint", config.log_flush_offset_checkpoint_interval_ms, logs.checkpoint_recovery_points),
+        ]
+        flush_period = config.flush_scheduler_interval_ms
+        if flush_period is not None:
+            jobs.append(("log flush", flush_period, logs.flush_if_due))
+        return jobs
+
+    async def _run_periodically(self, name: str, period_ms: int, job: Callable[[], Any]) -> None:
+        """Call ``job`` in a worker thread every ``period_ms`` ms until
+        cancelled; a failure is logged and the schedule goes on. The call
+        in progress always completes (worker threads cannot be cancelled),
+        so the logs are never closed under it."""
+        log.debug("periodic task %r every %d ms", name, period_ms)
+        while True:
+            await trio.sleep(period_ms / 1000.0)
+            try:
+                await trio.to_thread.run_sync(job)
+            except Exception:
+                log.exception("periodic task %r failed", name)
+
     async def _accept_all(self, listeners) -> None:
         await trio.serve_listeners(self._serve_connection, listeners)
 
@@ -135,6 +208,13 @@ class Broker:
             peer_name = f"{peer[0]}:{peer[1]}"
         except OSError:
             peer_name = "?"
+        limit = self.config.max_connections
+        if self.connection_count >= limit:
+            log.warning("closing connection from %s: max.connections (%d) reached", peer_name, limit)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return
+        self.connection_count += 1
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         except OSError:
@@ -151,17 +231,29 @@ class Broker:
             log.exception("closing connection from %s after an unexpected error", peer_name)
         else:
             log.debug("connection from %s closed by the client", peer_name)
+        finally:
+            self.connection_count -= 1
 
     async def _connection_loop(self, stream: trio.SocketStream, peer: str) -> None:
         frames = FrameBuffer(max_frame_bytes=self.config.socket_request_max_bytes)
         while True:
-            data = await stream.receive_some(_RECV_BYTES)
+            data = await stream.receive_some(RECEIVE_CHUNK)
             if not data:
                 if frames.buffered:
                     log.warning("connection from %s closed mid-frame (%d bytes buffered)", peer, frames.buffered)
                 return
             frames.feed(data)
             while True:
+                size = frames.pending_frame_size()
+                if size is not None and not 0 <= size <= frames.max_frame_bytes:
+                    # Refused from the size alone: the frame is never buffered.
+                    log.warning(
+                        "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
+                        peer,
+                        size,
+                        frames.max_frame_bytes,
+                    )
+                    raise _CloseConnection
                 try:
                     frame = frames.next_frame()
                 except ProtocolError as exc:
@@ -169,15 +261,23 @@ class Broker:
                     raise _CloseConnection from None
                 if frame is None:
                     break
-                response = await self._answer(frame, peer)
-                if response is not None:
+                response = await self._answer(frame, peer, stream)
+                if response is None:
+                    continue
+                if isinstance(response, SplicedResponse):
+                    with response:
+                        await response.send(stream)
+                else:
                     await stream.send_all(response)
 
-    async def _answer(self, frame: bytes, peer: str) -> bytes | None:
-        """Bytes to send back for one request frame (None: no response)."""
+    async def _answer(self, frame: bytes, peer: str, stream: trio.SocketStream) -> bytes | SplicedResponse | None:
+        """What to send back for one request frame: bytes, a zero-copy
+        :class:`SplicedResponse` (Fetch v4+), or None (no response).
+        Raises :class:`_CloseConnection` where the connection is to be
+        closed instead."""
         try:
             header = parse_request_header(frame)
-        except ProtocolError as exc:
+        except _DECODE_ERRORS as exc:
             log.warning("closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
         api = APIS.get(header.api_key)
@@ -207,7 +307,7 @@ class Broker:
             raise _CloseConnection
         try:
             body = decode_request(header, frame)
-        except (ProtocolError, ValueError) as exc:
+        except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
                 log.warning("malformed ApiVersions v%d from %s: %s", header.api_version, peer, exc)
@@ -222,13 +322,29 @@ class Broker:
         assert self._handlers is not None
         log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
         try:
-            result = await self._handlers.handle(header, body)
+            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(stream.socket))
         except CloseConnection as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _CloseConnection from None
+        except ClientGone:
+            log.debug("connection from %s closed during a %s long poll", peer, api.name)
+            raise _CloseConnection from None
         if result is None:
             return None
+        if header.api_key == FETCH.key:
+            return encode_spliced_response(api, header.api_version, header.correlation_id, result)
         return encode_response(api, header.api_version, header.correlation_id, result)
+
+
+async def _peer_closed(sock: Any) -> bool:
+    """Wait until ``sock`` is readable; True if the peer closed it (EOF or
+    reset), False if data arrived instead (left unread)."""
+    await trio.lowlevel.wait_readable(sock)
+    try:
+        data = await sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
+    return not data
 
 
 __all__ = ["Broker"]

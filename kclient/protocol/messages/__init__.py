@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from kclient.protocol.messages.api_versions import API_VERSIONS
 from kclient.protocol.messages.fetch import FETCH
+from kclient.protocol.messages.find_coordinator import FIND_COORDINATOR
 from kclient.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS
 from kclient.protocol.messages.metadata import METADATA
+from kclient.protocol.messages.offset_fetch import OFFSET_FETCH
 from kclient.protocol.messages.produce import PRODUCE
 from kclient.protocol.schema import Api
 
-APIS: dict[int, Api] = {api.key: api for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID)}
+APIS: dict[int, Api] = {api.key: api for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID)}
 
 
 def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, floor: int | None = None, ceiling: int | None = None) -> int:
@@ -43,9 +45,11 @@ __all__ = [
     "APIS",
     "API_VERSIONS",
     "FETCH",
+    "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
     "LIST_OFFSETS",
     "METADATA",
+    "OFFSET_FETCH",
     "PRODUCE",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",

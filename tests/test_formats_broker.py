@@ -341,8 +341,12 @@ async def test_v1_format_topic_stores_v1(fmt_broker):
     assert set(magics0) == {0} and got0 == [(o, -1, k, v, h) for o, _, k, v, h in want]
     # The segment on disk says the same (kclient dump-log, Kafka's format).
     lines = dump_log(fmt_broker.log_dir / f"{topic}-0" / "00000000000000000000.log")
-    assert len(lines) == len(want)
+    # the v2 batch became 4 v1 messages, the snappy v1 set is kept as ONE
+    # wrapper carrying its last inner offset (4..6 -> 6), v0 -> 2 v1, 1 more
+    assert len(lines) == 4 + 1 + 2 + 1
     assert all("magic: 1" in line and "isvalid: true" in line for line in lines)
+    assert [line.split()[1] for line in lines] == ["0", "1", "2", "3", "6", "7", "8", "9"]
+    assert "compresscodec: SNAPPY" in lines[4]
     # Kafka refuses what a v1 log cannot keep: an idempotent batch (43) and zstd (76).
     idempotent = build_batch(sample(2), producer_id=7, producer_epoch=0, base_sequence=0)
     assert (await client.produce(topic, idempotent, version=8))["error_code"] == 43

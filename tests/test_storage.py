@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kclient.errors import (
+    CorruptRecordError,
     ConfigError,
     InvalidRecordError,
     InvalidTopicError,
@@ -96,10 +97,22 @@ def test_multi_batch_append_and_v1_entries(tmp_path):
     r = log.append(v1_entry(b"a") + v1_entry(b"bb"))
     assert (r.base_offset, r.last_offset) == (6, 7)
     assert offsets_in(log.read(0, 1 << 20).records) == [(0, 1), (2, 4), (5, 5), (6, 6), (7, 7)]
-    with pytest.raises(InvalidRecordError):
-        log.append(v1_entry(b"zz", attributes=1))  # gzip wrapper: inner offsets unknown
+    with pytest.raises(CorruptRecordError):
+        log.append(v1_entry(b"zz", attributes=1))  # a "gzip wrapper" whose value is not gzip
     assert log.append(b"") == AppendResult(8, 7, -1)
     assert log.log_end_offset == 8
+    # a real compressed v1 wrapper takes one offset per inner message and
+    # carries the last one (seed 004: relative inner offsets)
+    from kclient.protocol.records import build_message_set, iter_record_set
+    from kclient.protocol.records import codecs
+
+    r = log.append(build_message_set([(b"x", b"1", 5), (b"y", b"2", 6), (b"z", b"3", 7)], magic=1, codec=codecs.GZIP))
+    assert (r.base_offset, r.last_offset) == (8, 10)
+    assert [(rec.offset, rec.key) for rec in iter_record_set(log.read(9, 1 << 20).records)] == [(8, b"x"), (9, b"y"), (10, b"z")]
+    assert log.log_end_offset == 11
+    log.close()
+    log = Log(tmp_path / "t-0")  # recovery walks the wrapper and keeps it
+    assert (log.log_end_offset, log.recovery_truncated_bytes) == (11, 0)
     log.close()
 
 

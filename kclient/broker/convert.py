@@ -34,12 +34,10 @@ On append (:func:`prepare_append`, Kafka 2.x ``LogValidator``):
   recomputed, records untouched), a v1 message gets bit 3 and ``timestamp =
   now`` (CRC32 recomputed); v0 has no timestamp.
 
-Deviation (storage): the log (:meth:`kclient.storage.Log.append`) gives
-every v0/v1 entry exactly one offset, so it cannot hold a compressed v0/v1
-wrapper, whose inner messages own several offsets. A compressed wrapper
-appended to a v0/v1 topic is therefore stored as its inner messages, one
-uncompressed entry each (their bytes unchanged, CRCs intact); Kafka would
-keep the wrapper. Everything else is exact.
+A compressed v0/v1 wrapper appended to a topic of its own format is kept
+as it came (the log gives it as many offsets as it has inner messages and
+writes the last one on the wrapper, rebuilding a v0 set whose inner offsets
+are absolute), as Kafka does.
 
 On fetch (:func:`down_convert`, Kafka's ``RecordsUtil.downConvert`` and
 ``LazyDownConversionRecords``): batches newer than the request can carry
@@ -341,8 +339,14 @@ def prepare_append(
                 batch = build_batch(items, codec=unit.codec, timestamp_type_log_append=lat is not None)
                 out += batch if lat is None else stamp_v2_log_append_time(batch, lat)
                 continue
-            # Into a v0/v1 topic: one uncompressed entry per message (the log
-            # cannot hold a compressed wrapper; module docstring).
+            if info.magic == stored_magic and lat is None:
+                out += raw  # a compressed wrapper kept as it came; the log assigns its inner offsets
+                continue
+            if info.magic == stored_magic == 1:
+                stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=lat)
+                out += stamped_entry
+                continue
+            # Into a v0/v1 topic of the other format: one uncompressed entry per message.
             converted = converted or info.magic != stored_magic or unit.codec != codecs.NONE
             for ts, m in messages:
                 if m.magic == stored_magic and lat is None:

@@ -70,6 +70,28 @@ _INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 _OFFSET = struct.Struct(">q")
 _V01_ATTRIBUTES_AT = 17  # attributes byte of a v0/v1 entry
+
+
+def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tuple[bytearray, int]:
+    """Offsets for a record set holding compressed v0/v1 wrappers: each
+    wrapper takes as many offsets as it has inner messages and carries the
+    last one (v1 inner offsets stay relative, so only the wrapper header is
+    rewritten; v0 inner offsets are absolute, so that set is rebuilt —
+    seed 004, compressed message sets). Returns (new bytes, next offset)."""
+    from kclient.protocol.records.legacy import assign_legacy_offsets
+
+    out = bytearray()
+    for info in infos:
+        entry = buf[info.position : info.position + info.size]
+        if info.magic != 2 and entry[_V01_ATTRIBUTES_AT] & _CODEC_MASK:
+            new, last = assign_legacy_offsets(entry, next_offset)
+            out += new
+            next_offset = last + 1
+        else:
+            _OFFSET.pack_into(entry, 0, next_offset)
+            out += entry
+            next_offset += info.last_offset - info.base_offset + 1
+    return out, next_offset
 _CODEC_MASK = 0x07
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
@@ -518,6 +540,7 @@ class Log:
             if covered != total:
                 raise CorruptRecordError(f"record set of {total} bytes ends with a partial batch of {total - covered} bytes")
             limit = self.config.max_message_bytes
+            wrappers = False  # compressed v0/v1 wrappers, whose inner messages own several offsets
             for info in infos:
                 if info.size > limit:
                     raise MessageSizeTooLargeError(
@@ -527,16 +550,18 @@ class Log:
                     if info.last_offset < info.base_offset:
                         raise InvalidRecordError(f"batch at byte {info.position} has negative lastOffsetDelta")
                 elif buf[info.position + _V01_ATTRIBUTES_AT] & _CODEC_MASK:
-                    raise InvalidRecordError(
-                        f"compressed v{info.magic} message at byte {info.position}: the log cannot assign its inner offsets"
-                    )
+                    wrappers = True
             if total > self.config.segment_bytes:
                 raise RecordListTooLargeError(f"record set of {total} bytes is larger than segment.bytes {self.config.segment_bytes}")
             now = self._clock() if now_ms is None else now_ms
             first = next_offset
-            for info in infos:
-                _OFFSET.pack_into(buf, info.position, next_offset)
-                next_offset += info.last_offset - info.base_offset + 1
+            if wrappers:
+                buf, next_offset = _assign_with_wrappers(buf, infos, next_offset)
+                total = len(buf)
+            else:
+                for info in infos:
+                    _OFFSET.pack_into(buf, info.position, next_offset)
+                    next_offset += info.last_offset - info.base_offset + 1
             last = next_offset - 1
             active = self.active_segment
             if active.index_suspect:

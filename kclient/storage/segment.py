@@ -578,7 +578,9 @@ class LogSegment:
         covered = sum(i.size for i in infos)
         if covered != n:
             raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
-        if infos[0].base_offset != first_offset or infos[-1].last_offset != last_offset:
+        # (a compressed v0/v1 wrapper shows only its last inner offset)
+        first_wrapper = infos[0].magic != 2 and view[17] & 0x07
+        if (infos[0].base_offset != first_offset and not (first_wrapper and infos[0].last_offset >= first_offset)) or infos[-1].last_offset != last_offset:
             raise ValueError(
                 f"segment {self.log_path}: batches hold {infos[0].base_offset}..{infos[-1].last_offset}, "
                 f"not {first_offset}..{last_offset}"
@@ -661,7 +663,11 @@ class LogSegment:
         reason = None
         try:
             for info, buf, off in self._walk(0, file_size, _RECOVER_CHUNK):
-                if info.base_offset != expected:
+                wrapper = info.magic != 2 and buf[off + 17] & 0x07
+                if wrapper and info.last_offset < expected:
+                    # A compressed v0/v1 wrapper carries its last inner offset only.
+                    reason = f"message set at byte {info.position} ends at offset {info.last_offset}, expected at least {expected}"
+                elif not wrapper and info.base_offset != expected:
                     # Offsets are contiguous in this log (no compaction), so a
                     # gap means damage to the base offset, which no CRC covers.
                     reason = f"batch at byte {info.position} has offset {info.base_offset}, expected {expected}"

@@ -492,7 +492,7 @@ async def test_legacy_into_legacy_topic_errors(fmt_broker):
 def produce_requests(monkeypatch):
     """Record ``(version, records)`` of every Produce request kclient sends."""
     seen: list[tuple[int, bytes]] = []
-    original = BrokerConnection.request
+    original = BrokerConnection.start_request
 
     async def spy(self, api, body, *, version=None, **kw):
         if api is PRODUCE:
@@ -501,7 +501,7 @@ def produce_requests(monkeypatch):
                     seen.append((version, bytes(p["records"])))
         return await original(self, api, body, version=version, **kw)
 
-    monkeypatch.setattr(BrokerConnection, "request", spy)
+    monkeypatch.setattr(BrokerConnection, "start_request", spy)
     return seen
 
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
 import trio
@@ -204,7 +204,7 @@ class EventHandler:
 class _Partition:
     """Send state of one topic-partition within one ``handle`` call."""
 
-    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error")
+    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -216,6 +216,7 @@ class _Partition:
         self.counts: list[int] = []  # records per batch
         self.magic = 2
         self.error: BaseException | None = None
+        self.failed_from: int | None = None  # first batch index not written in this round
 
     @property
     def pending_messages(self) -> int:
@@ -387,9 +388,19 @@ class DefaultEventHandler(EventHandler):
         Raises :class:`FailedToSendMessageError` (with ``lost_messages``
         and ``failed_partitions``) if any partition could not be written.
         """
+        finish = await self.start(events)
+        await finish()
+
+    async def start(self, events: "list[ProducerData]") -> "Callable[[], Awaitable[None]]":
+        """The first half of :meth:`handle`: serialize, partition, build the
+        batches and WRITE the first attempt's Produce requests; return a
+        coroutine function that awaits the responses, retries, and raises as
+        :meth:`handle` does. A producer keeping several batches in flight
+        (``max.in.flight.requests.per.connection``) calls ``start`` for each
+        batch in order, so every partition's data reaches the broker in order
+        (a retry may still reorder, as in Kafka)."""
         if not events:
-            return
-        s = self._settings
+            return _nothing
         failed: dict[tuple[str, int], tuple[int, BaseException]] = {}
         parts = await self._collate(events, failed)
         for part in parts.values():
@@ -401,9 +412,25 @@ class DefaultEventHandler(EventHandler):
                 part.chunks = []
                 part.counts = []
         pending = [p for p in parts.values() if p.batches]
+        plan = await self._write_round(pending) if pending else []
+
+        async def finish() -> None:
+            await self._finish(pending, plan, failed)
+
+        return finish
+
+    # -- step 5-6: send with retries ------------------------------------------
+
+    async def _finish(self, pending: list[_Partition], plan: list, failed: dict) -> None:
+        s = self._settings
         attempt = 0
+        first = True
         while pending:
-            await self._send_round(pending)
+            if first:
+                await self._read_round(plan, pending)
+                first = False
+            else:
+                await self._send_round(pending)
             retry = []
             for part in pending:
                 if not part.batches:
@@ -437,8 +464,15 @@ class DefaultEventHandler(EventHandler):
             raise _failure(failed, attempt)
 
     async def _send_round(self, parts: list[_Partition]) -> None:
-        """One attempt: group ``parts`` by leader and send to every leader
-        concurrently; record per-partition errors on the parts."""
+        """One attempt: write every request, then read every response;
+        per-partition errors are recorded on the parts."""
+        await self._read_round(await self._write_round(parts), parts)
+
+    async def _write_round(self, parts: list[_Partition]) -> list:
+        """Group ``parts`` by leader and write their Produce requests (each
+        request takes the next batch of each partition while it stays within
+        max.request.size), leader by leader; returns the plan of
+        ``(node_id, [(part, batch_index), ...], PendingResponse | None)``."""
         by_leader: dict[int, list[_Partition]] = {}
         metadata = self._cluster.metadata
         for part in parts:
@@ -448,60 +482,58 @@ class DefaultEventHandler(EventHandler):
                     leader = info.leader
                     break
             if leader < 0:
-                part.error = LeaderNotAvailableError(f"topic {part.topic!r} partition {part.partition} has no leader")
+                _fail(part, 0, LeaderNotAvailableError(f"topic {part.topic!r} partition {part.partition} has no leader"))
                 continue
             by_leader.setdefault(leader, []).append(part)
-        if len(by_leader) == 1:
-            ((node, group),) = by_leader.items()
-            await self._send_to_leader(node, group)
-            return
-        async with trio.open_nursery() as nursery:
-            for node, group in by_leader.items():
-                nursery.start_soon(self._send_to_leader, node, group)
+        plan: list = []
+        for node, group in by_leader.items():
+            plan.extend(await self._write_to_leader(node, group))
+        return plan
 
-    async def _send_to_leader(self, node_id: int, parts: list[_Partition]) -> None:
-        """Send the batches of ``parts`` to broker ``node_id`` in as few
-        Produce requests as max.request.size allows, one request at a time
-        so that each partition's batches stay in order."""
+    async def _write_to_leader(self, node_id: int, parts: list[_Partition]) -> list:
+        """Write the batches of ``parts`` to broker ``node_id`` in as few
+        Produce requests as max.request.size allows, back to back (the
+        broker answers a connection's requests in order)."""
         s = self._settings
         try:
             conn = await self._cluster.broker_connection(node_id)
             version = conn.version_for(PRODUCE, ceiling=s.max_produce_version)
         except KafkaError as exc:
             for part in parts:
-                part.error = exc
-            return
+                _fail(part, 0, exc)
+            return []
         if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION and any(p.codec for p in parts):
             cap = "" if s.max_produce_version is None else f" (api.version caps it at v{s.max_produce_version})"
             exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
             for part in parts:
                 if part.codec:
-                    part.error = exc
+                    _fail(part, 0, exc)
             parts = [p for p in parts if not p.codec]
             if not parts:
-                return
+                return []
         magic = magic_for_produce_version(version)
         for part in parts:
             try:
                 self._use_magic(part, magic)
             except (MessageSizeTooLargeError, TypeError) as exc:
-                part.error = exc
+                _fail(part, 0, exc)
         parts = [p for p in parts if p.error is None]
+        cursor = {id(part): 0 for part in parts}
         active = list(parts)
+        requests: list = []
         while active:
-            # Take the head batch of each partition while the request stays
-            # within max.request.size (always at least one batch).
             budget = s.max_request_bytes
-            chosen: list[_Partition] = []
+            chosen: list[tuple[_Partition, int]] = []
             for part in active:
-                n = len(part.batches[0]) + PARTITION_OVERHEAD + len(part.topic)
+                i = cursor[id(part)]
+                n = len(part.batches[i]) + PARTITION_OVERHEAD + len(part.topic)
                 if chosen and n > budget:
                     continue
-                chosen.append(part)
+                chosen.append((part, i))
                 budget -= n
             topics: dict[str, list] = {}
-            for part in chosen:
-                topics.setdefault(part.topic, []).append({"index": part.partition, "records": part.batches[0]})
+            for part, i in chosen:
+                topics.setdefault(part.topic, []).append({"index": part.partition, "records": part.batches[i]})
             body = {
                 "transactional_id": None,
                 "acks": s.acks,
@@ -509,37 +541,61 @@ class DefaultEventHandler(EventHandler):
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()],
             }
             try:
-                response = await conn.request(PRODUCE, body, version=version, expect_response=s.acks != 0)
+                handle = await conn.start_request(PRODUCE, body, version=version, expect_response=s.acks != 0)
             except KafkaError as exc:
                 for part in active:
-                    part.error = exc
-                return
-            errors: dict[tuple[str, int], BaseException] = {}
-            if response is not None:
-                for t in response["responses"]:
-                    name = t["name"]
-                    for pr in t["partition_responses"]:
-                        code = pr["error_code"]
-                        if code:
-                            msg = pr.get("error_message") or ""
-                            errors[(name, pr["index"])] = error_for_code(code)(
-                                f"topic {name!r} partition {pr['index']} on broker {node_id}" + (f": {msg}" if msg else "")
-                            )
-            still = []
-            for part in active:
-                if part not in chosen:
-                    still.append(part)
-                    continue
-                err = errors.get((part.topic, part.partition))
-                if err is not None:
-                    part.error = err  # keep its batches for a retry
-                    continue
-                del part.batches[0]
-                del part.chunks[0]
-                del part.counts[0]
-                if part.batches:
-                    still.append(part)
-            active = still
+                    _fail(part, cursor[id(part)], exc)
+                break
+            requests.append((node_id, chosen, handle))
+            for part, _ in chosen:
+                cursor[id(part)] += 1
+            active = [part for part in active if cursor[id(part)] < len(part.batches)]
+        return requests
+
+    async def _read_round(self, plan: list, parts: list[_Partition]) -> None:
+        """Await every response of ``plan`` in order, record per-partition
+        errors, then drop each part's acknowledged batches (everything before
+        its first failed batch)."""
+        for node_id, chosen, handle in plan:
+            if handle is None:  # acks=0: written is all there is
+                continue
+            try:
+                response = await handle.wait()
+            except KafkaError as exc:
+                for part, i in chosen:
+                    _fail(part, i, exc)
+                continue
+            for t in response["responses"]:
+                name = t["name"]
+                for pr in t["partition_responses"]:
+                    code = pr["error_code"]
+                    if not code:
+                        continue
+                    msg = pr.get("error_message") or ""
+                    err = error_for_code(code)(f"topic {name!r} partition {pr['index']} on broker {node_id}" + (f": {msg}" if msg else ""))
+                    for part, i in chosen:
+                        if part.topic == name and part.partition == pr["index"]:
+                            _fail(part, i, err)
+        for part in parts:
+            cut = len(part.batches) if part.failed_from is None else part.failed_from
+            del part.batches[:cut]
+            del part.chunks[:cut]
+            del part.counts[:cut]
+            part.failed_from = None
+
+
+def _fail(part: _Partition, index: int, error: BaseException) -> None:
+    """Record that ``part``'s batch ``index`` (and so every later one) was
+    not written; the first failure's error is the one reported."""
+    if part.failed_from is None or index < part.failed_from:
+        part.failed_from = index
+        part.error = error
+    elif part.error is None:
+        part.error = error
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]], retries: int) -> FailedToSendMessageError:

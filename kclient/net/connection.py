@@ -37,6 +37,24 @@ class _Pending:
         self.error: BaseException | None = None
 
 
+class PendingResponse:
+    """A request already written to a :class:`BrokerConnection`, whose
+    response has not been awaited yet (see
+    :meth:`BrokerConnection.start_request`)."""
+
+    def __init__(self, conn: "BrokerConnection", api: Api, pending: _Pending) -> None:
+        self._conn = conn
+        self._api = api
+        self._pending = pending
+
+    async def wait(self, timeout_ms: int | None = None) -> dict:
+        """The decoded response body. Raises :class:`KafkaTimeoutError` after
+        ``timeout_ms`` (default request.timeout.ms) and
+        :class:`KafkaConnectionError` if the connection is lost."""
+        response = await self._conn._wait(self._api, self._pending, timeout_ms)
+        return response.body
+
+
 class BrokerConnection:
     """One TCP connection to ``host:port``.
 
@@ -132,7 +150,18 @@ class BrokerConnection:
         response = await self._request(api, version, body, expect_response=expect_response, timeout_ms=timeout_ms)
         return None if response is None else response.body
 
-    async def _request(self, api: Api, version: int, body: dict, *, expect_response: bool = True, timeout_ms: int | None = None):
+    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True) -> "PendingResponse | None":
+        """Write one request and return without waiting for its response:
+        a :class:`PendingResponse` to ``await .wait()`` later, or None when
+        ``expect_response`` is False. Requests started one after another on
+        a connection are written, and answered, in that order (how a
+        producer keeps several requests in flight without reordering).
+        Raises :class:`KafkaConnectionError` if the write fails."""
+        if version is None:
+            version = self.version_for(api)
+        return await self._start(api, version, body, expect_response)
+
+    async def _start(self, api: Api, version: int, body: dict, expect_response: bool) -> "PendingResponse | None":
         if self._closed:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
         pending = None
@@ -147,8 +176,9 @@ class BrokerConnection:
                 error = KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}")
                 await self._fail(error)
                 raise error from None
-        if pending is None:
-            return None
+        return None if pending is None else PendingResponse(self, api, pending)
+
+    async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None):
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf) as scope:
             await pending.event.wait()
@@ -159,6 +189,12 @@ class BrokerConnection:
         if pending.error is not None:
             raise pending.error
         return pending.response
+
+    async def _request(self, api: Api, version: int, body: dict, *, expect_response: bool = True, timeout_ms: int | None = None):
+        handle = await self._start(api, version, body, expect_response)
+        if handle is None:
+            return None
+        return await self._wait(api, handle._pending, timeout_ms)
 
     async def _reader(self) -> None:
         try:

@@ -774,7 +774,7 @@ def settings_text(quick: bool) -> list[str]:
         f"produce throughput, acks=1, linger {LINGER_MS} ms, batches up to {BATCH_BYTES // 1024} KB per partition, one record per send call, null keys: "
         f"kclient Producer(producer.type=async, queue.buffering.max.ms={LINGER_MS}, batch.num.messages = records per "
         f"{BATCH_BYTES // 1024} KB x partitions (148 x P for 100 B, 16 x P for 1000 B; kclient's batch spans all partitions), "
-        "queue.buffering.max.messages=max(10000, 2 x batch)), send(ProducerData(topic, None, [value])) then flush(); "
+        "queue.buffering.max.messages=max(10000, 2 x batch), max.in.flight.requests.per.connection=5 as the peers' default), send(ProducerData(topic, None, [value])) then flush(); "
         f"kafka-python KafkaProducer(acks=1, linger_ms={LINGER_MS}, batch_size={BATCH_BYTES}, enable_idempotence=False), send() then flush(); "
         f"aiokafka AIOKafkaProducer(acks=1, linger_ms={LINGER_MS}, max_batch_size={BATCH_BYTES}, enable_idempotence=False), await send() then flush(); "
         f"confluent-kafka Producer(acks=1, linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}), produce() (poll(0) every 1024) then flush()",

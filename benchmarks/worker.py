@@ -157,6 +157,8 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "queue.buffering.max.ms": spec["linger_ms"],
         "batch.num.messages": batch,
         "queue.buffering.max.messages": max(10000, 2 * batch),
+        # the peers keep 5 requests in flight (kafka-python, aiokafka defaults)
+        "max.in.flight.requests.per.connection": 5,
         "compression.codec": spec.get("codec", "none"),
         "client.id": "bench",
     }

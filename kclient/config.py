@@ -748,6 +748,12 @@ class ProducerConfig(_KafkaConfig):
     """Get a producer id (InitProducerId) and number batches so retries do not duplicate."""
     max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
     """Largest produce request the producer builds (bytes)."""
+    max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", _to_int, 1, _at_least(1))
+    """Async mode: batches the ProducerSendThread may have sent and not yet
+    had acknowledged (Kafka's property of the same name). 1 (the default)
+    keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
+    retries; more pipelines Produce requests for throughput, and a retried
+    batch may then land after a later one, as in Kafka."""
     api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
     """Cap on the Produce version, and with it the message format, as a Kafka
     release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)

@@ -456,9 +456,18 @@ def test_async_close_wakes_a_blocked_sender(broker, topic):
     assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"m0", b"m1", b"m2", b"m3"]
 
 
-def test_async_close_flushes_everything(broker5, topic):
+@pytest.mark.parametrize("in_flight", [1, 5])
+def test_async_close_flushes_everything(broker5, topic, in_flight):
+    # in_flight 5: batches are pipelined (max.in.flight.requests.per.connection)
+    # and must still arrive complete and in order per key.
     n = 5000
-    props = async_config(broker5, batch_num_messages=700, queue_buffering_max_ms=600_000, queue_buffering_max_messages=n)
+    props = async_config(
+        broker5,
+        batch_num_messages=700 if in_flight == 1 else 90,
+        queue_buffering_max_ms=600_000,
+        queue_buffering_max_messages=n,
+        max_in_flight_requests_per_connection=in_flight,
+    )
     data = [ProducerData(topic, key=b"key-%d" % (i % 37), messages=[b"value-%d" % i]) for i in range(n)]
     producer = Producer(props)
     for i in range(0, n, 250):
@@ -538,11 +547,19 @@ def test_async_callback_hooks_and_threads(broker, topic):
     assert [h for h, _ in hooks.calls][-1] == "close"
 
 
-def test_async_errors_surface_at_close(broker, topic, caplog):
+@pytest.mark.parametrize("in_flight", [1, 5])
+def test_async_errors_surface_at_close(broker, topic, caplog, in_flight):
     hooks = plugins.GateCallbacks()
     hooks.release.set()
     bad_topic = topic + "-big"
-    props = async_config(broker, max_request_size=5000, batch_num_messages=10, queue_buffering_max_ms=600_000, callback_handler=hooks)
+    props = async_config(
+        broker,
+        max_request_size=5000,
+        batch_num_messages=10,
+        queue_buffering_max_ms=600_000,
+        callback_handler=hooks,
+        max_in_flight_requests_per_connection=in_flight,
+    )
     producer = Producer(props)
     producer.send([ProducerData(topic, messages=[b"fine"]), ProducerData(bad_topic, messages=[b"z" * 10_000, b"y"])])
     with caplog.at_level(logging.ERROR, logger="kclient"):

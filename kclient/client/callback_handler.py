@@ -25,7 +25,9 @@ hook                              called on
                                   task calling ``TrioProducer.send``
 ``last_batch_before_close``       the ProducerSendThread, during ``close()``,
                                   after the queue is drained (async)
-``on_send_error``                 the ProducerSendThread (async); the thread
+``on_send_error``                 the ProducerSendThread (async; the producer's
+                                  trio thread when max.in.flight.requests.per.connection
+                                  > 1 pipelines batches); the thread
                                   calling ``Producer.send`` (sync), just
                                   before the error is raised; the trio task
                                   calling ``TrioProducer.send``

@@ -173,6 +173,7 @@ class Producer:
                 batch_num_messages=cfg.batch_num_messages,
                 queue_time_ms=cfg.queue_buffering_max_ms,
                 name=f"kclient-producer-{label}-send",
+                submit_batch=self._submit_batch if cfg.max_in_flight_requests_per_connection > 1 else None,
             )
             self._thread.start()
 
@@ -182,6 +183,10 @@ class Producer:
     def _send_batch(self, batch: list) -> None:
         # The ProducerSendThread's one crossing into trio per batch.
         self._loop.call(self._core.send_batch, batch)
+
+    def _submit_batch(self, batch: list, done: Any) -> None:
+        # Pipelined: returns once the batch is written; done() comes later.
+        self._loop.call(self._core.submit_batch, batch, done)
 
     @property
     def producer_type(self) -> str:

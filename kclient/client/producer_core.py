@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
@@ -120,6 +120,7 @@ class TrioProducer:
         self._on_error = overrides(self.callback_handler, "on_send_error")
         self._cluster: Cluster | None = None
         self._nursery_manager: Any = None
+        self._nursery: trio.Nursery | None = None
         self._closed = False
         self._valid_topics: set[str] = set()
         if cfg.enable_idempotence:
@@ -141,6 +142,8 @@ class TrioProducer:
         there) and open the EventHandler. Connects lazily, on first send."""
         cfg = self.config
         refresh = cfg.topic_metadata_refresh_interval_ms
+        self._nursery = nursery
+        self._in_flight = trio.Semaphore(max(1, cfg.max_in_flight_requests_per_connection))
         self._cluster = Cluster(
             nursery,
             cfg.metadata_broker_list,
@@ -241,6 +244,52 @@ class TrioProducer:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
         if events:
             await self.event_handler.handle(events)
+
+    async def submit_batch(self, events: "list[ProducerData]", on_done: "Callable[[BaseException | None], None]") -> None:
+        """Pipelined :meth:`send_batch` (``max.in.flight.requests.per.connection``
+        > 1): wait for a free in-flight slot, write the batch's Produce
+        requests, and return; ``on_done(None)`` or ``on_done(exc)`` is called
+        later, on the trio thread, once the broker answered (or the retries
+        ran out). Batches submitted one after another reach each broker in
+        that order. An ``event.handler`` that replaces ``handle`` is called
+        one batch at a time instead (its ``handle`` runs before this returns).
+        Raises :class:`ProducerClosedError` if the producer is closed (then
+        ``on_done`` is not called)."""
+        if self._closed or self._cluster is None or self._nursery is None:
+            raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
+        handler = self.event_handler
+        if not events:
+            on_done(None)
+            return
+        if type(handler).handle is not DefaultEventHandler.handle or not hasattr(handler, "start"):
+            try:
+                await handler.handle(events)
+            except Exception as exc:
+                on_done(exc)
+            else:
+                on_done(None)
+            return
+        await self._in_flight.acquire()
+        try:
+            finish = await handler.start(events)
+        except Exception as exc:
+            self._in_flight.release()
+            on_done(exc)
+            return
+        except BaseException:
+            self._in_flight.release()
+            raise
+        self._nursery.start_soon(self._complete, finish, on_done)
+
+    async def _complete(self, finish: "Callable[[], Awaitable[None]]", on_done: "Callable[[BaseException | None], None]") -> None:
+        error: BaseException | None = None
+        try:
+            await finish()
+        except Exception as exc:
+            error = exc
+        finally:
+            self._in_flight.release()
+        on_done(error)
 
     async def aclose(self) -> None:
         """Close the EventHandler and every broker connection. Sends after

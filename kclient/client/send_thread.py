@@ -254,10 +254,18 @@ class ProducerSendThread(threading.Thread):
         batch_num_messages: int = 200,
         queue_time_ms: int = 5000,
         name: str = "kclient-producer-send",
+        submit_batch: "Callable[[list, Callable[[BaseException | None], None]], None] | None" = None,
     ) -> None:
         super().__init__(name=name, daemon=False)
         self.queue = queue
         self._send_batch = send_batch
+        # Pipelined mode (max.in.flight.requests.per.connection > 1):
+        # submit_batch(batch, done) returns once the batch is written and
+        # calls done(exc_or_None) later from the producer's trio thread.
+        self._submit = submit_batch
+        self._counters = threading.Lock()
+        self._idle = threading.Condition()
+        self._outstanding = 0
         self._callbacks = callback_handler if callback_handler is not None else CallbackHandler()
         self.batch_num_messages = max(1, batch_num_messages)
         self.queue_time_ms = max(0, queue_time_ms)
@@ -276,20 +284,27 @@ class ProducerSendThread(threading.Thread):
             if items is None:
                 break
             taken = sum(len(d.messages) for d in items)
+            deferred = False
             try:
-                self._process(items)
+                deferred = self._process(items, taken=taken)
             finally:
-                queue.task_done(taken)
+                if not deferred:
+                    queue.task_done(taken)
         try:
             last = self._callbacks.last_batch_before_close() if overrides(self._callbacks, "last_batch_before_close") else None
         except Exception as exc:
             log.exception("CallbackHandler.last_batch_before_close failed")
             self._record_failure([], exc, 0)
-            return
+            last = None
         if last:
             self._process(list(last), dequeued=False)
+        with self._idle:  # pipelined batches still awaiting their acks
+            self._idle.wait_for(lambda: self._outstanding == 0)
 
-    def _process(self, items: list, dequeued: bool = True) -> None:
+    def _process(self, items: list, dequeued: bool = True, taken: int = 0) -> bool:
+        """Run the hooks and send ``items``; returns True when the batch was
+        submitted for a pipelined send whose completion will call
+        ``queue.task_done(taken)`` itself."""
         batch = items
         try:
             if dequeued and self._after_dequeue:
@@ -298,13 +313,48 @@ class ProducerSendThread(threading.Thread):
             if self._before_send:
                 batch = list(self._callbacks.before_sending_data(batch) or ())
             if not batch:
-                return
+                return False
+            if self._submit is not None:
+                return self._submit_one(batch, taken if dequeued else 0)
             self._send_batch(batch)
         except Exception as exc:
             self._record_failure(batch, exc, sum(len(d.messages) for d in batch))
-            return
-        self._sent_messages += sum(len(d.messages) for d in batch)
-        self._sent_batches += 1
+            return False
+        self._count_sent(sum(len(d.messages) for d in batch))
+        return False
+
+    def _submit_one(self, batch: list, taken: int) -> bool:
+        n = sum(len(d.messages) for d in batch)
+        finished = threading.Event()
+
+        def done(exc: BaseException | None) -> None:
+            if finished.is_set():
+                return
+            finished.set()
+            try:
+                if exc is None:
+                    self._count_sent(n)
+                else:
+                    self._record_failure(batch, exc, n)
+            finally:
+                if taken:
+                    self.queue.task_done(taken)
+                with self._idle:
+                    self._outstanding -= 1
+                    self._idle.notify_all()
+
+        with self._idle:
+            self._outstanding += 1
+        try:
+            self._submit(batch, done)  # type: ignore[misc]
+        except Exception as exc:
+            done(exc)
+        return True
+
+    def _count_sent(self, messages: int) -> None:
+        with self._counters:
+            self._sent_messages += messages
+            self._sent_batches += 1
 
     def _record_failure(self, batch: list, exc: BaseException, messages: int) -> None:
         lost = getattr(exc, "lost_messages", None)

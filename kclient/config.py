@@ -295,7 +295,7 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a Java ``.properties`` file into ``{key: value}`` (strings).
 
     Parsed with ``jproperties`` (``#``/``!`` comments, ``=``/``:``/space
-    separators, line continuations, ``\\uXXXX`` escapes). The file is decoded
+    separators, line continuations, ``\\u0041``-style escapes). The file is decoded
     as UTF-8, falling back to ISO-8859-1 (Java's ``Properties.load``
     encoding) if it is not valid UTF-8. Raises :class:`ConfigError` if the
     file cannot be read or parsed.

@@ -38,6 +38,7 @@ import itertools
 import logging
 import threading
 import time
+from operator import itemgetter
 from typing import Any, Iterable, Mapping
 
 import attrs
@@ -66,8 +67,7 @@ def _to_messages(value: Any) -> tuple:
     return tuple(value)
 
 
-@attrs.frozen(slots=True)
-class ProducerData:
+class ProducerData(tuple):
     """Messages for one topic, all with the same key (seed 000
     ``ProducerData<K,V>(topic, key, data)``).
 
@@ -78,21 +78,44 @@ class ProducerData:
     calling the Encoder). All messages of one ProducerData go to the same
     partition. ``timestamp_ms``: the records' CreateTime (ms since the
     epoch); None lets the producer use the time of the ``send`` call.
+
+    An immutable value: a tuple underneath, so that the async producer's
+    per-record path (construct, stamp, enqueue) stays cheap. Raises
+    TypeError when ``messages`` is a single bytes/str value.
     """
 
-    topic: str
-    key: Any = None
-    messages: tuple = attrs.field(default=(), converter=_to_messages)
-    timestamp_ms: int | None = None
+    __slots__ = ()
+
+    def __new__(cls, topic: str, key: Any = None, messages: Any = (), timestamp_ms: int | None = None) -> "ProducerData":
+        if type(messages) is not tuple:
+            messages = _to_messages(messages)
+        return tuple.__new__(cls, (topic, key, messages, timestamp_ms))
+
+    topic = property(itemgetter(0), doc="The topic (str).")
+    key = property(itemgetter(1), doc="The key, before the key encoder, or None.")
+    messages = property(itemgetter(2), doc="The values (tuple).")
+    timestamp_ms = property(itemgetter(3), doc="CreateTime in ms since the epoch, or None for the send time.")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r})"
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
 
     def _stamped(self, timestamp_ms: int) -> "ProducerData":
         """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
-        new = object.__new__(ProducerData)
-        object.__setattr__(new, "topic", self.topic)
-        object.__setattr__(new, "key", self.key)
-        object.__setattr__(new, "messages", self.messages)
-        object.__setattr__(new, "timestamp_ms", timestamp_ms)
-        return new
+        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms))
+
+
+_new_tuple = tuple.__new__
 
 
 @attrs.frozen

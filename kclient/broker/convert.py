@@ -132,7 +132,7 @@ class AppendRejected(Exception):
 class PreparedAppend:
     """What :func:`prepare_append` made of a Produce record set.
 
-    ``records``: bytes for :meth:`kclient.storage.Log.append`, every batch
+    ``records``: bytes-like (a view of the request when nothing changed) for :meth:`kclient.storage.Log.append`, every batch
     in the stored format (offset fields are placeholders the log
     overwrites). ``record_count``: records in it. ``log_append_time_ms``:
     the LogAppendTime stamped (ms), -1 for CreateTime (or a v0 topic, which
@@ -141,7 +141,7 @@ class PreparedAppend:
     offsets aside).
     """
 
-    records: bytes
+    records: "bytes | memoryview"
     record_count: int
     log_append_time_ms: int = -1
     converted: bool = False
@@ -282,7 +282,7 @@ def prepare_append(
     if lat is None and all(u.info.magic == stored_magic and (stored_magic == 2 or u.codec == codecs.NONE) for u in units):
         # The common case: already in the stored format, nothing to stamp.
         count = sum(u.v2_header.records_count if u.v2_header is not None else 1 for u in units)  # type: ignore[attr-defined]
-        return PreparedAppend(records if isinstance(records, bytes) else bytes(view), count)
+        return PreparedAppend(records if isinstance(records, bytes) else view, count)  # the log copies it once
     stamped = -1 if lat is None or stored_magic == 0 else lat
     out = bytearray()
     count = 0

@@ -74,7 +74,8 @@ class FrameBuffer:
         end = pos + 4 + size
         if len(buf) < end:
             return None
-        frame = bytes(buf[pos + 4 : end])
+        with memoryview(buf) as view:  # one copy, not two (a bytearray slice copies too)
+            frame = bytes(view[pos + 4 : end])
         if end == len(buf):
             buf.clear()
             self._pos = 0

@@ -91,7 +91,7 @@ class DefaultPartitioner(Partitioner):
     """Kafka's default: murmur2 of the key bytes, random for a null key.
 
     ``partition(key, n) == to_positive(murmur2(key)) % n`` for a key (bytes,
-    bytearray or memoryview); ``rng.randrange(n)`` for ``None``. ``rng`` is a
+    bytearray or memoryview); a uniform ``int(rng.random() * n)`` for ``None``. ``rng`` is a
     ``random.Random`` (pass a seeded one for repeatable tests).
     Raises ``ValueError`` if ``num_partitions < 1`` and ``TypeError`` for a
     key that is not bytes-like (serialize it with an Encoder first).
@@ -99,13 +99,14 @@ class DefaultPartitioner(Partitioner):
 
     def __init__(self, *, rng: random.Random | None = None) -> None:
         self._rng = rng if rng is not None else random.Random()
+        self._random = self._rng.random
 
     def partition(self, key: bytes | bytearray | memoryview | None, num_partitions: int) -> int:
         """See the class docstring."""
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
         if key is None:
-            return self._rng.randrange(num_partitions)
+            return int(self._random() * num_partitions)  # uniform, cheaper than randrange
         if type(key) is bytes and len(key) <= 256:
             h = _cached_murmur2(key)
         elif isinstance(key, (bytes, bytearray, memoryview)):

@@ -6,18 +6,12 @@ Every loop has a deadline; record contents are compared exactly."""
 from __future__ import annotations
 
 import collections
+import functools
 import time
-import warnings
 
-import confluent_kafka
 import pytest
 
-with warnings.catch_warnings():
-    # kafka-python 3.0 loads its schemas with importlib.resources' legacy
-    # (deprecated) API; that is its business, not a finding of these tests.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka
-
+import peers
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import iter_record_set, scan_batches
@@ -42,112 +36,16 @@ def make_records(n: int = N, tag: str = "") -> list[tuple[bytes, bytes, tuple]]:
     return out
 
 
-# ---------------------------------------------------------------- kafka-python
+# ---------------------------------------------------------------- peers
 
 
-def kp_produce(bootstrap: str, topic: str, records, *, compression: str = "none") -> list:
-    """Produce with kafka-python's KafkaProducer (idempotent by default);
-    returns the RecordMetadata of each record, in order."""
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=bootstrap,
-        compression_type=None if compression == "none" else compression,
-        request_timeout_ms=10000,
-        linger_ms=5,
-    )
-    try:
-        futures = [producer.send(topic, key=k, value=v, headers=list(h)) for k, v, h in records]
-        producer.flush(timeout=DEADLINE)
-        return [f.get(timeout=DEADLINE) for f in futures]
-    finally:
-        producer.close(timeout=10)
-
-
-def kp_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
-    """Read ``n`` records from every partition of ``topic`` from the
-    beginning with kafka-python (assign + seek_to_beginning, no group).
-    Returns (partition, offset, key, value, headers) tuples."""
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10000)
-    try:
-        deadline = time.monotonic() + DEADLINE
-        partitions = None
-        while not partitions and time.monotonic() < deadline:
-            partitions = consumer.partitions_for_topic(topic)
-        assert partitions, f"kafka-python sees no partitions for {topic}"
-        tps = [kafka.TopicPartition(topic, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        got: list[tuple] = []
-        while len(got) < n and time.monotonic() < deadline:
-            for tp, batch in consumer.poll(timeout_ms=500).items():
-                for r in batch:
-                    got.append((tp.partition, r.offset, r.key, r.value, tuple((k, v) for k, v in r.headers)))
-        return got
-    finally:
-        consumer.close()
-
-
-# ---------------------------------------------------------------- confluent-kafka
-
-
-def ck_produce(bootstrap: str, topic: str, records, *, compression: str = "none") -> list[tuple[int, int]]:
-    """Produce with confluent-kafka; returns (partition, offset) per record,
-    in order. Fails on any delivery error."""
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "compression.type": compression,
-            "linger.ms": 5,
-            "enable.idempotence": True,
-        }
-    )
-    results: dict[int, tuple[int, int]] = {}
-    errors = []
-
-    def delivered(i):
-        def callback(err, msg):
-            if err is not None:
-                errors.append(err)
-            else:
-                results[i] = (msg.partition(), msg.offset())
-
-        return callback
-
-    for i, (k, v, h) in enumerate(records):
-        producer.produce(topic, key=k, value=v, headers=list(h), on_delivery=delivered(i))
-        producer.poll(0)
-    left = producer.flush(DEADLINE)
-    assert left == 0, f"{left} records not delivered"
-    assert not errors, errors
-    return [results[i] for i in range(len(records))]
-
-
-def ck_consume(bootstrap: str, topic: str, partitions: list[int], n: int) -> list[tuple]:
-    """Read ``n`` records of ``topic`` from offset 0 of every partition with
-    confluent-kafka (assign with explicit offsets; group.id is required by
-    the client but no group protocol is used and nothing is committed).
-    Returns (partition, offset, key, value, headers) tuples."""
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"interop-{topic}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
-        got: list[tuple] = []
-        deadline = time.monotonic() + DEADLINE
-        while len(got) < n and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())))
-        return got
-    finally:
-        consumer.close()
+# The peer clients (tests/peers.py) with this module's settings: 30 s
+# phases, an idempotent confluent producer, kafka-python finding the
+# topic's partitions itself.
+kp_produce = functools.partial(peers.kp_produce, deadline=DEADLINE)
+kp_consume = functools.partial(peers.kp_consume, deadline=DEADLINE)
+ck_produce = functools.partial(peers.ck_produce, deadline=DEADLINE, idempotent=True)
+ck_consume = functools.partial(peers.ck_consume, deadline=DEADLINE)
 
 
 # ---------------------------------------------------------------- checks
@@ -212,8 +110,7 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
 def test_kafka_python_round_trip(broker, topic, compression):
     num_partitions = broker.properties["num.partitions"]
     records = make_records(tag=compression)
-    meta = kp_produce(broker.bootstrap, topic, records, compression=compression)
-    placed = [(m.partition, m.offset) for m in meta]
+    placed = kp_produce(broker.bootstrap, topic, records, compression=compression)
     got = kp_consume(broker.bootstrap, topic, len(records))
     check(records, placed, got, num_partitions)
     # The idempotent producer's batches carry its producer id and sequences.
@@ -227,15 +124,15 @@ def test_confluent_round_trip(broker, topic, compression):
     num_partitions = broker.properties["num.partitions"]
     records = make_records(tag=compression)
     placed = ck_produce(broker.bootstrap, topic, records, compression=compression)
-    got = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
+    got = ck_consume(broker.bootstrap, topic, len(records), partitions=range(num_partitions))
     check(records, placed, got, num_partitions)
 
 
 def test_kafka_python_produces_confluent_consumes(broker, topic):
     num_partitions = broker.properties["num.partitions"]
     records = make_records(tag="kp->ck")
-    placed = [(m.partition, m.offset) for m in kp_produce(broker.bootstrap, topic, records, compression="gzip")]
-    got = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
+    placed = kp_produce(broker.bootstrap, topic, records, compression="gzip")
+    got = ck_consume(broker.bootstrap, topic, len(records), partitions=range(num_partitions))
     check(records, placed, got, num_partitions)
 
 
@@ -258,7 +155,7 @@ def test_consumers_wait_for_late_records(broker, topic):
     results: dict[str, list] = {}
 
     def consume_ck():
-        results["ck"] = ck_consume(broker.bootstrap, topic, list(range(num_partitions)), len(records))
+        results["ck"] = ck_consume(broker.bootstrap, topic, len(records), partitions=range(num_partitions))
 
     thread = threading.Thread(target=consume_ck)
     thread.start()

@@ -24,15 +24,10 @@ from __future__ import annotations
 import collections
 import re
 import time
-import warnings
 
-import confluent_kafka
 import pytest
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka
-
+import peers
 from kclient.client.producer import Producer, ProducerData
 from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError
@@ -116,89 +111,39 @@ def kclient_read(broker: BrokerProcess, topic: str, n: int) -> list[tuple]:
 
 
 def kp_consume(bootstrap: str, topic: str, n: int, **extra) -> list[tuple]:
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10000, **extra)
-    try:
-        deadline = time.monotonic() + DEADLINE
-        tps = [kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        got: list[tuple] = []
-        while len(got) < n and time.monotonic() < deadline:
-            for tp, batch in consumer.poll(timeout_ms=300).items():
-                for r in batch:
-                    got.append((tp.partition, r.offset, r.key, r.value, tuple((k, v) for k, v in (r.headers or ()))))
-        return got
-    finally:
-        consumer.close()
+    """:func:`peers.kp_consume` of this module's partitions within its deadline."""
+    return peers.kp_consume(bootstrap, topic, n, deadline=DEADLINE, partitions=range(PARTITIONS), **extra)
 
 
 def ck_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"matrix-{topic}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        got: list[tuple] = []
-        deadline = time.monotonic() + DEADLINE
-        while len(got) < n and time.monotonic() < deadline:
-            msg = consumer.poll(0.3)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())))
-        return got
-    finally:
-        consumer.close()
+    """:func:`peers.ck_consume` of this module's partitions within its deadline."""
+    return peers.ck_consume(bootstrap, topic, n, deadline=DEADLINE, partitions=range(PARTITIONS))
 
 
 # ---------------------------------------------------------------- producers
 
 
 def kp_produce(bootstrap: str, topic: str, records, *, compression: str, **extra) -> list[tuple[int, int]]:
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=bootstrap,
-        compression_type=None if compression == "none" else compression,
-        request_timeout_ms=10000,
-        linger_ms=5,
-        **extra,
-    )
-    try:
-        futures = [producer.send(topic, key=k, value=v, headers=list(h) or None) for k, v, h in records]
-        producer.flush(timeout=DEADLINE)
-        return [(m.partition, m.offset) for m in (f.get(timeout=DEADLINE) for f in futures)]
-    finally:
-        producer.close(timeout=10)
+    """:func:`peers.kp_produce` within this module's deadline."""
+    return peers.kp_produce(bootstrap, topic, records, deadline=DEADLINE, compression=compression, **extra)
 
 
-def ck_produce(bootstrap: str, topic: str, records, *, compression: str, **extra) -> list[tuple[int, int]]:
-    producer = confluent_kafka.Producer(
+def ck_produce(bootstrap: str, topic: str, records, *, compression: str, **config) -> list[tuple[int, int]]:
+    """:func:`peers.ck_produce` within this module's deadline, not
+    idempotent (librdkafka's default; the old Produce versions of some cells
+    carry no producer ids), logging errors only; ``config``: more librdkafka
+    properties."""
+    return peers.ck_produce(
+        bootstrap,
+        topic,
+        records,
+        deadline=DEADLINE,
+        compression=compression,
         # linger.ms 50: full batches even on a busy machine (librdkafka sends a
         # batch uncompressed when compression would not shrink it).
-        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 50, "log_level": 3, **extra}
+        linger_ms=50,
+        config={"log_level": 3, **config},
     )
-    results: dict[int, tuple[int, int]] = {}
-    errors = []
-
-    def delivered(i):
-        def callback(err, msg):
-            if err is not None:
-                errors.append(err)
-            else:
-                results[i] = (msg.partition(), msg.offset())
-
-        return callback
-
-    for i, (k, v, h) in enumerate(records):
-        producer.produce(topic, key=k, value=v, headers=list(h) or None, on_delivery=delivered(i))
-        producer.poll(0)
-    assert producer.flush(DEADLINE) == 0, "records not delivered"
-    assert not errors, errors
-    return [results[i] for i in range(len(records))]
 
 
 def kclient_produce(broker: BrokerProcess, topic: str, records, *, compression: str) -> None:

@@ -83,6 +83,44 @@ class NoBrokersAvailableError(KafkaError):
     retriable = True
 
 
+class ConsumerTimeoutError(KafkaError):
+    """No message reached a :class:`~kclient.client.kafka_stream.KafkaStream`
+    within ``consumer.timeout.ms`` (Kafka's ConsumerTimeoutException). The
+    stream stays usable: iterate it again to keep waiting."""
+
+    name = "CONSUMER_TIMEOUT"
+
+
+class ConsumerRebalanceFailedError(KafkaError):
+    """A consumer could not take ownership of its partitions in ZooKeeper
+    after ``rebalance.max.retries`` retries, ``rebalance.backoff.ms`` apart
+    (Kafka's ConsumerRebalanceFailedException; seed 003, "Consumer
+    rebalancing algorithm", step 9)."""
+
+    name = "CONSUMER_REBALANCE_FAILED"
+
+
+class ZooKeeperError(KafkaError):
+    """A ZooKeeper operation failed (``__cause__`` is kazoo's exception)."""
+
+    name = "ZOOKEEPER_ERROR"
+    retriable = True
+
+
+class ZkTimeoutError(ZooKeeperError, KafkaTimeoutError):
+    """No ZooKeeper server of ``zookeeper.connect`` answered within
+    ``zookeeper.connection.timeout.ms`` (Kafka's ZkTimeoutException)."""
+
+    name = "ZK_TIMEOUT"
+
+
+class NotSupportedError(KafkaError):
+    """A configured feature exists in Kafka but not in kclient (e.g.
+    ``offsets.storage=kafka`` for the ZooKeeper consumer)."""
+
+    name = "NOT_SUPPORTED"
+
+
 class BrokerResponseError(KafkaError):
     """An error code a broker returned. Subclasses are named after the code."""
 

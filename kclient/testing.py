@@ -1,5 +1,6 @@
 """Helpers for tests (yours and kclient's): run the bundled broker on a free
-loopback port with a temporary log directory.
+loopback port with a temporary log directory, and a real ZooKeeper server
+(:class:`ZooKeeperProcess`) for the ZooKeeper-based consumer.
 
 Blocking, in a subprocess (works from any test framework)::
 
@@ -269,6 +270,321 @@ class BrokerProcess:
         return f"<BrokerProcess {state} log_dir={str(self.log_dir)!r}>"
 
 
+class ZooKeeperUnavailableError(BrokerProcessError):
+    """Java or the ZooKeeper jars are not installed (the message says which
+    and where it looked)."""
+
+
+#: Where :class:`ZooKeeperProcess` looks for jars (in order): ``$ZOOKEEPER_HOME``
+#: (``lib/*.jar`` and ``*.jar``, a ZooKeeper tarball), then Debian's
+#: ``zookeeper`` package (``/usr/share/java``, ``/usr/share/zookeeper``).
+ZOOKEEPER_JAR_DIRS = ("/usr/share/java", "/usr/share/zookeeper", "/usr/share/zookeeper/lib")
+
+_ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+def _find_java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
+
+
+def zookeeper_classpath() -> list[str]:
+    """The jars needed to run a ZooKeeper server (zookeeper, zookeeper-jute,
+    slf4j-api and a binding, and the optional helpers ZooKeeper 3.5+ loads),
+    found in ``$ZOOKEEPER_HOME`` or :data:`ZOOKEEPER_JAR_DIRS`. Raises
+    :class:`ZooKeeperUnavailableError` if ``zookeeper.jar`` is not found."""
+    dirs: list[Path] = []
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        dirs += [Path(home) / "lib", Path(home)]
+    dirs += [Path(d) for d in ZOOKEEPER_JAR_DIRS]
+    # Tarball layout: every jar of lib/ plus the zookeeper jars beside it.
+    if home and (Path(home) / "lib").is_dir():
+        jars = sorted(str(p) for d in (Path(home) / "lib", Path(home)) for p in d.glob("*.jar"))
+        if any("zookeeper" in Path(j).name for j in jars):
+            return jars
+
+    def find(*names: str) -> str | None:
+        for name in names:
+            for d in dirs:
+                path = d / name
+                if path.is_file():
+                    return str(path)
+        return None
+
+    main = find("zookeeper.jar")
+    if main is None:
+        raise ZooKeeperUnavailableError(
+            "ZooKeeper is not installed: no zookeeper.jar in "
+            + ", ".join(str(d) for d in dirs)
+            + " (Debian/Ubuntu: apt-get install zookeeper; or set ZOOKEEPER_HOME)"
+        )
+    classpath = [main]
+    for names in (
+        ("zookeeper-jute.jar",),
+        ("slf4j-api.jar",),
+        ("slf4j-simple.jar", "slf4j-nop.jar", "slf4j-log4j12.jar"),
+        ("commons-io.jar",),
+        ("metrics-core.jar",),
+        ("netty-handler.jar",),
+        ("netty-common.jar",),
+        ("netty-transport.jar",),
+        ("netty-buffer.jar",),
+        ("netty-resolver.jar",),
+        ("netty-codec.jar",),
+        ("netty-transport-native-epoll.jar",),
+        ("netty-transport-native-unix-common.jar",),
+    ):
+        jar = find(*names)
+        if jar is not None:
+            classpath.append(jar)
+    return classpath
+
+
+def zookeeper_unavailable_reason() -> str | None:
+    """Why :class:`ZooKeeperProcess` cannot run here (no java, no
+    ZooKeeper jars), or None if it can."""
+    if _find_java() is None:
+        return "java is not installed (needed to run ZooKeeper; Debian/Ubuntu: apt-get install zookeeper)"
+    try:
+        zookeeper_classpath()
+    except ZooKeeperUnavailableError as exc:
+        return str(exc)
+    return None
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 2.0) -> str:
+    """Send a ZooKeeper four-letter command (``ruok``, ``srvr``, ``stat``) and
+    return the answer (``"imok"`` for a healthy server). Raises OSError if
+    nothing listens."""
+    import socket
+
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode("ascii"))
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+class ZooKeeperProcess:
+    """A real ZooKeeper server (standalone, ``ZooKeeperServerMain``) as a
+    Java subprocess on a free loopback port with a temporary data directory.
+
+    Needs ``java`` and ZooKeeper's jars (:func:`zookeeper_classpath`; the
+    Debian ``zookeeper`` package provides both). ``host``: loopback
+    address (default ``127.0.0.1``); ``port``: 0 (default) for a free port;
+    ``tick_time_ms``: ZooKeeper's ``tickTime`` (sessions may last 2..20
+    ticks; the default 500 allows 1-10 s sessions, Kafka's default 6 s
+    included); ``max_session_timeout_ms``: ``maxSessionTimeout``;
+    ``startup_timeout``: seconds to wait for ``ruok`` -> ``imok``.
+
+    Use as a context manager, or :meth:`start`, :meth:`stop`,
+    :meth:`cleanup`. :attr:`connect` is the ``zookeeper.connect`` string;
+    :meth:`connect_string` adds a chroot. The server's log goes to
+    :attr:`output_path`. :meth:`start` raises
+    :class:`ZooKeeperUnavailableError` when java or the jars are missing,
+    :class:`BrokerProcessError` if the server does not come up.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tick_time_ms: int = 500,
+        max_session_timeout_ms: int = 60000,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.startup_timeout = startup_timeout
+        self._workdir = Path(tempfile.mkdtemp(prefix="kclient-zookeeper-"))
+        self.data_dir = self._workdir / "data"
+        self.config_path = self._workdir / "zoo.cfg"
+        self.output_path = self._workdir / "zookeeper.out"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output_file: Any = None
+
+    @property
+    def port(self) -> int:
+        """The client port. Raises :class:`BrokerProcessError` if not started."""
+        if self._port is None:
+            raise BrokerProcessError("ZooKeeper is not running")
+        return self._port
+
+    @property
+    def connect(self) -> str:
+        """``"host:port"``, for ``zookeeper.connect``."""
+        return f"{self.host}:{self.port}"
+
+    def connect_string(self, chroot: str = "") -> str:
+        """``"host:port/chroot"`` (kclient creates a missing chroot node)."""
+        return self.connect + (("/" + chroot.strip("/")) if chroot.strip("/") else "")
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def output(self) -> str:
+        """What the server has logged so far."""
+        try:
+            return self.output_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def command(self) -> list[str]:
+        """The java command line (raises :class:`ZooKeeperUnavailableError`)."""
+        java = _find_java()
+        if java is None:
+            raise ZooKeeperUnavailableError("java is not installed (needed to run ZooKeeper)")
+        return [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            os.pathsep.join(zookeeper_classpath()),
+            _ZK_MAIN,
+            str(self.config_path),
+        ]
+
+    def start(self) -> ZooKeeperProcess:
+        """Write ``zoo.cfg``, start the server and wait until it answers
+        ``ruok``; returns ``self``. A port taken between choosing and
+        binding it is retried with another free port."""
+        if self.running:
+            raise BrokerProcessError("ZooKeeper is already running")
+        command = self.command()
+        attempts = 1 if self._requested_port else 3
+        for attempt in range(attempts):
+            port = self._requested_port or _free_port(self.host)
+            self._write_config(port)
+            self._output_file = open(self.output_path, "ab")
+            self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output_file, stderr=subprocess.STDOUT)
+            try:
+                self._wait_ready(port)
+            except BrokerProcessError:
+                self._kill()
+                self._proc = None
+                if attempt + 1 < attempts and "Address already in use" in self.output():
+                    continue
+                raise
+            except BaseException:
+                self._kill()
+                self._proc = None
+                raise
+            self._port = port
+            log.info("ZooKeeper pid %d serving on %s", self._proc.pid, self.connect)
+            return self
+        raise AssertionError("unreachable")
+
+    def _write_config(self, port: int) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_time_ms}",
+                    f"dataDir={self.data_dir}",
+                    f"clientPort={port}",
+                    f"clientPortAddress={self.host}",
+                    f"maxSessionTimeout={self.max_session_timeout_ms}",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat",
+                    "autopurge.purgeInterval=0",
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+
+    def _wait_ready(self, port: int) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise BrokerProcessError(
+                    f"ZooKeeper exited with status {self._proc.returncode} before serving; its log:\n{self.output()[-4000:]}"
+                )
+            try:
+                if four_letter_word(self.host, port, "ruok", timeout=1.0).startswith("imok"):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerProcessError(
+                    f"ZooKeeper did not answer ruok within {self.startup_timeout}s; its log:\n{self.output()[-4000:]}"
+                )
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s); the
+        data directory is kept. Returns the exit status."""
+        status = None
+        if self._proc is not None:
+            proc = self._proc
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            status = proc.returncode
+            self._proc = None
+        if self._output_file is not None:
+            self._output_file.close()
+            self._output_file = None
+        self._port = None
+        return status
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        if self._output_file is not None:
+            self._output_file.close()
+            self._output_file = None
+
+    def cleanup(self) -> None:
+        """Stop the server and delete its temporary directory."""
+        self.stop()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __enter__(self) -> ZooKeeperProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.cleanup()
+
+    def __repr__(self) -> str:
+        state = self.connect if self._port is not None else "stopped"
+        return f"<ZooKeeperProcess {state}>"
+
+
 @contextlib.asynccontextmanager
 async def run_broker(config: Any = None, **properties: Any) -> AsyncIterator[Any]:
     """Run a :class:`kclient.broker.Broker` inside the current trio task
@@ -300,4 +616,13 @@ async def run_broker(config: Any = None, **properties: Any) -> AsyncIterator[Any
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["BrokerProcess", "BrokerProcessError", "run_broker"]
+__all__ = [
+    "BrokerProcess",
+    "BrokerProcessError",
+    "ZooKeeperProcess",
+    "ZooKeeperUnavailableError",
+    "four_letter_word",
+    "run_broker",
+    "zookeeper_classpath",
+    "zookeeper_unavailable_reason",
+]

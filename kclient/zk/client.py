@@ -1,0 +1,256 @@
+"""A thin ZooKeeper client on kazoo, and its bridge into trio.
+
+:class:`ZkClient` is blocking (kazoo's own threads do the I/O); every call
+maps kazoo's errors onto :class:`kclient.errors.ZooKeeperError` except the
+ones the callers act on (a missing node is ``None`` / ``[]``, an existing
+node is ``False`` from the ``create_*_if_absent`` calls).
+
+:class:`TrioZk` makes it usable from trio code without blocking the event
+loop: each call runs in a worker thread (``trio.to_thread.run_sync``), and
+watch callbacks, which kazoo runs on its event thread, are handed to the
+trio loop with ``TrioToken.run_sync_soon`` (never blocking kazoo's thread).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, TypeVar
+
+import trio
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from kclient.errors import ZkTimeoutError, ZooKeeperError
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+def _zk_errors(fn: Callable[..., _T]) -> Callable[..., _T]:
+    @functools.wraps(fn)
+    def wrapper(self: "ZkClient", *args: Any, **kwargs: Any) -> _T:
+        try:
+            return fn(self, *args, **kwargs)
+        except (KazooException, KazooTimeoutError) as exc:
+            if isinstance(exc, (NodeExistsError, NoNodeError)):
+                raise
+            raise ZooKeeperError(f"ZooKeeper {fn.__name__}{args[:1]!r} on {self.connect} failed: {type(exc).__name__} {exc}") from exc
+
+    return wrapper
+
+
+class ZkClient:
+    """A ZooKeeper session to ``connect`` (``"host:port,host:port/chroot"``,
+    Kafka's ``zookeeper.connect``) with a session timeout of
+    ``session_timeout_ms`` (ms). :meth:`start` waits at most
+    ``connection_timeout_ms`` (ms) for a server to answer and raises
+    :class:`~kclient.errors.ZkTimeoutError` otherwise. Blocking calls; use
+    :class:`TrioZk` from trio code."""
+
+    def __init__(self, connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        self._kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._started = False
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The underlying :class:`kazoo.client.KazooClient`."""
+        return self._kazoo
+
+    @property
+    def connected(self) -> bool:
+        return self._kazoo.connected
+
+    def start(self) -> None:
+        """Connect; raises :class:`ZkTimeoutError` if no server of
+        ``connect`` answers within ``connection_timeout_ms``."""
+        try:
+            self._kazoo.start(timeout=self.connection_timeout_ms / 1000.0)
+        except KazooTimeoutError:
+            self._shutdown_kazoo()
+            raise ZkTimeoutError(
+                f"Unable to connect to ZooKeeper at {self.connect!r} within "
+                f"zookeeper.connection.timeout.ms={self.connection_timeout_ms} ms"
+            ) from None
+        self._started = True
+        log.debug("connected to ZooKeeper %s (session 0x%x)", self.connect, self._kazoo.client_id[0] if self._kazoo.client_id else 0)
+
+    def close(self) -> None:
+        """End the session (its ephemeral nodes disappear at once) and stop
+        kazoo's threads. Idempotent."""
+        if self._started:
+            self._started = False
+            self._shutdown_kazoo()
+
+    def _shutdown_kazoo(self) -> None:
+        try:
+            self._kazoo.stop()
+        finally:
+            self._kazoo.close()
+
+    def add_state_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        """Call ``listener(state)`` (on kazoo's connection thread; it must not
+        block) when the session is SUSPENDED, CONNECTED again or LOST."""
+        self._kazoo.add_listener(listener)
+
+    # ------------------------------------------------------------ reads
+
+    @_zk_errors
+    def get(self, path: str) -> bytes | None:
+        """The node's data, or None if it does not exist."""
+        try:
+            data, _ = self._kazoo.get(path)
+        except NoNodeError:
+            return None
+        return data
+
+    @_zk_errors
+    def get_children(self, path: str) -> list[str]:
+        """The node's children (unsorted), ``[]`` if it does not exist."""
+        try:
+            return self._kazoo.get_children(path)
+        except NoNodeError:
+            return []
+
+    @_zk_errors
+    def exists(self, path: str) -> bool:
+        return self._kazoo.exists(path) is not None
+
+    # ------------------------------------------------------------ writes
+
+    @_zk_errors
+    def create_ephemeral_if_absent(self, path: str, data: bytes) -> bool:
+        """Create an ephemeral node (parents as persistent nodes); False if
+        it exists already."""
+        try:
+            self._kazoo.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    @_zk_errors
+    def create_persistent_if_absent(self, path: str, data: bytes = b"") -> bool:
+        """Create a persistent node (and its parents); False if it exists."""
+        try:
+            self._kazoo.create(path, data, makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    @_zk_errors
+    def write_persistent(self, path: str, data: bytes) -> None:
+        """Create the persistent node with ``data`` or overwrite its data."""
+        try:
+            self._kazoo.set(path, data)
+        except NoNodeError:
+            try:
+                self._kazoo.create(path, data, makepath=True)
+            except NodeExistsError:
+                self._kazoo.set(path, data)
+
+    @_zk_errors
+    def write_ephemeral(self, path: str, data: bytes) -> None:
+        """Make ``path`` an ephemeral node of this session holding ``data``:
+        created if absent, its data replaced if this session owns it, and
+        replaced (deleted and created) if another session or a persistent
+        node holds it."""
+        try:
+            self._kazoo.create(path, data, ephemeral=True, makepath=True)
+            return
+        except NodeExistsError:
+            pass
+        stat = self._kazoo.exists(path)
+        if stat is not None and stat.ephemeralOwner == self._kazoo.client_id[0]:
+            self._kazoo.set(path, data)
+            return
+        try:
+            self._kazoo.delete(path)
+        except NoNodeError:
+            pass
+        self._kazoo.create(path, data, ephemeral=True, makepath=True)
+
+    @_zk_errors
+    def ensure_path(self, path: str) -> None:
+        """Create the persistent node and its parents if missing."""
+        self._kazoo.ensure_path(path)
+
+    @_zk_errors
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Delete the node; False if it did not exist."""
+        try:
+            self._kazoo.delete(path, recursive=recursive)
+        except NoNodeError:
+            return False
+        except NotEmptyError:
+            raise
+        return True
+
+    @_zk_errors
+    def owner_session(self, path: str) -> int | None:
+        """The session id owning ephemeral node ``path`` (0 for a persistent
+        node), None if it does not exist."""
+        stat = self._kazoo.exists(path)
+        return None if stat is None else stat.ephemeralOwner
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self._kazoo.client_id
+        return None if cid is None else cid[0]
+
+    def transaction(self):
+        """A kazoo transaction (``create``/``set_data``/``delete``, then
+        ``commit()``), applied atomically."""
+        return self._kazoo.transaction()
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> ChildrenWatch:
+        """Call ``callback(children)`` now and after every change of
+        ``path``'s children, on kazoo's event thread, until the client is
+        closed (kazoo's ChildrenWatch re-arms the watch and survives
+        reconnects). ``path`` is created first if missing."""
+        self.ensure_path(path)
+
+        def on_change(children: list[str]) -> None:
+            callback(children)
+
+        return ChildrenWatch(self._kazoo, path, on_change)
+
+
+class TrioZk:
+    """:class:`ZkClient` for trio code: ``await zk.call(ZkClient.get, path)``
+    style calls in worker threads, and watches delivered on the trio loop.
+
+    Build it inside the trio loop that will use it (it captures that
+    loop's :class:`trio.lowlevel.TrioToken`).
+    """
+
+    def __init__(self, client: ZkClient) -> None:
+        self.client = client
+        self._token = trio.lowlevel.current_trio_token()
+
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` in a worker thread (``fn`` is usually a bound
+        :class:`ZkClient` method)."""
+        return await trio.to_thread.run_sync(fn, *args)
+
+    def deliver(self, fn: Callable[..., Any], *args: Any) -> None:
+        """From any thread: run the plain function ``fn(*args)`` on the trio
+        loop soon (never blocks; dropped if the loop has finished)."""
+        try:
+            self._token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    async def watch_children(self, path: str, on_change: Callable[[list[str]], Any]) -> ChildrenWatch:
+        """Watch ``path``'s children; ``on_change(children)`` runs on the trio
+        loop (a plain function: set an event, ``send_nowait`` ...) now and
+        after each change."""
+        return await self.run(self.client.watch_children, path, lambda children: self.deliver(on_change, children))
+
+
+__all__ = ["TrioZk", "ZkClient"]

@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point (``kclient`` in pyproject.toml): parse ``argv``
     (default ``sys.argv[1:]``), run the subcommand, return the exit status.
     Configuration errors print a one-line message and give status 2."""
-    from kclient.errors import ConfigError
+    from kclient.errors import ConfigError, ZooKeeperError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
+    except ZooKeeperError as exc:
+        log.error("%s", exc)
+        return 1
     except KeyboardInterrupt:
         return 130
     except OSError as exc:

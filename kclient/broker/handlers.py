@@ -181,6 +181,9 @@ class BrokerState:
         )
         self._formats: dict[str, TopicFormat] = {}
         self.clock: Callable[[], int] = wall_clock_ms
+        #: Called as ``listener(topic, partitions)`` on the trio thread after
+        #: a topic is auto-created (the ZooKeeper registration listens here).
+        self.topic_listeners: list[Callable[[str, int], None]] = []
         self._closed = False
 
     def topic_format(self, topic: str) -> TopicFormat:
@@ -243,6 +246,8 @@ class BrokerState:
             validate_topic_name(name)
             self.logs.create_topic(name, self.num_partitions)
             log.info("auto-created topic %s with %d partition(s)", name, self.num_partitions)
+            for listener in self.topic_listeners:
+                listener(name, self.num_partitions)
         except TopicAlreadyExistsError:
             pass
         except InvalidTopicError as exc:

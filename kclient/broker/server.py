@@ -70,6 +70,7 @@ from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
 from kclient.broker.fetch import ClientGone
 from kclient.broker.handlers import SUPPORTED_VERSIONS, BrokerState, CloseConnection, RequestHandlers, supported_triples
 from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
+from kclient.broker.zk_registration import BrokerRegistrar
 
 log = logging.getLogger("kclient.broker")
 
@@ -87,7 +88,7 @@ class _CloseConnection(Exception):
 
 
 class Broker:
-    """A standalone Kafka-protocol broker (no ZooKeeper yet) serving the
+    """A Kafka-protocol broker serving the
     APIs and versions of :data:`kclient.broker.handlers.SUPPORTED_VERSIONS`
     from a :class:`kclient.storage.LogManager` under ``config.log_dirs``.
 
@@ -95,6 +96,13 @@ class Broker:
     ``port = await nursery.start(broker.serve)``; call :meth:`stop` (or
     cancel the surrounding scope) to stop it: connections are closed, the
     log manager flushed and closed.
+
+    With ``zookeeper.connect`` set it registers itself and its topics in
+    ZooKeeper before it starts listening
+    (:mod:`kclient.broker.zk_registration`); an unreachable ZooKeeper makes
+    :meth:`serve` raise :class:`kclient.errors.ZkTimeoutError` after
+    ``zookeeper.connection.timeout.ms``. Without it the broker is
+    standalone.
 
     Attributes set once serving: ``port`` (the bound TCP port), ``state``
     (the :class:`~kclient.broker.handlers.BrokerState`),
@@ -107,6 +115,7 @@ class Broker:
         self.state: BrokerState | None = None
         self.connection_count = 0
         self._handlers: RequestHandlers | None = None
+        self.registrar: BrokerRegistrar | None = None
         self._scope: trio.CancelScope | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -138,7 +147,25 @@ class Broker:
             for listener in listeners:
                 await listener.aclose()
             raise
+        registrar = None
+        if config.zookeeper_connect:
+            registrar = BrokerRegistrar(
+                state,
+                config.zookeeper_connect,
+                session_timeout_ms=config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            )
+            try:
+                await registrar.start()
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    for listener in listeners:
+                        await listener.aclose()
+                state.close()
+                raise
+            state.topic_listeners.append(registrar.topic_created)
         self.state = state
+        self.registrar = registrar
         self._handlers = RequestHandlers(state)
         try:
             log.info(
@@ -156,10 +183,14 @@ class Broker:
                 nursery.start_soon(self._accept_all, listeners)
                 for name, period_ms, job in self._periodic_jobs(state):
                     nursery.start_soon(self._run_periodically, name, period_ms, job)
+                if registrar is not None:
+                    nursery.start_soon(registrar.run)
                 task_status.started(self.port)
         finally:
             self._scope = None
             with trio.CancelScope(shield=True):
+                if registrar is not None:
+                    await registrar.close()
                 for listener in listeners:
                     await listener.aclose()
             state.close()

@@ -1,0 +1,173 @@
+"""The bundled broker's ZooKeeper registration (seed 003 "Broker node
+registration", "Broker Topic 注册").
+
+With ``zookeeper.connect`` set, :class:`BrokerRegistrar`:
+
+- registers ``/brokers/ids/<broker.id>`` as an ephemeral node with Kafka's
+  JSON (host, port, endpoints, jmx_port, timestamp, version); a node held
+  by another live session (the same ``broker.id`` used twice) fails the
+  start-up once that node has outlived ``zookeeper.session.timeout.ms``
+  (a broker killed and restarted quickly waits for its old session to
+  expire, as Kafka 0.8 did);
+- creates ``/cluster/id`` if absent and claims ``/controller`` (ephemeral)
+  when no broker holds it, with ``/controller_epoch``;
+- writes ``/brokers/topics/<topic>`` (partition -> ``[broker.id]``) and
+  every partition's ``state`` (leader and ISR = this broker) for the topics
+  in its logs at start-up and for each topic created later (auto-creation):
+  the topic node first, then the state nodes, so a consumer never sees a
+  topic without its partition map;
+- after its session is lost and a new one established, registers all of it
+  again.
+
+The ZooKeeper calls run in worker threads (``trio.to_thread``); kazoo's
+state changes reach the trio loop through ``TrioToken.run_sync_soon``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import trio
+from kazoo.client import KazooState
+
+from kclient.errors import ZooKeeperError
+from kclient.zk.client import TrioZk, ZkClient
+from kclient.zk.paths import (
+    CLUSTER_ID_PATH,
+    CONTROLLER_PATH,
+    BrokerRegistration,
+    ControllerRegistration,
+    PartitionState,
+    TopicAssignment,
+    broker_path,
+    encode_cluster_id,
+    partition_state_path,
+    topic_path,
+)
+
+log = logging.getLogger("kclient.broker")
+
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+
+_RESYNC = object()
+
+
+class BrokerRegistrar:
+    """Keeps one broker's registration in ZooKeeper (see the module
+    docstring). ``state`` is the broker's
+    :class:`~kclient.broker.handlers.BrokerState`. Use from the broker's
+    trio loop: ``await start()``, run :meth:`run` as a task, call
+    :meth:`topic_created` (trio thread) when a topic is created, and
+    ``await close()`` at shutdown (ends the session: the ephemeral nodes go
+    at once)."""
+
+    def __init__(self, state, connect: str, *, session_timeout_ms: int, connection_timeout_ms: int) -> None:
+        self.state = state
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.client = ZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms)
+        self._zk: TrioZk | None = None
+        self._send, self._receive = trio.open_memory_channel(math.inf)
+        self._lost = False
+        self.controller_epoch = 1
+
+    async def start(self) -> None:
+        """Connect (raises :class:`~kclient.errors.ZkTimeoutError` after
+        ``zookeeper.connection.timeout.ms``) and register the broker and its
+        topics. Raises :class:`~kclient.errors.ZooKeeperError` if another
+        live broker holds this ``broker.id``."""
+        self._zk = TrioZk(self.client)
+        await trio.to_thread.run_sync(self.client.start)
+        try:
+            self.client.add_state_listener(self._on_state)
+            await self._zk.run(self._register_all)
+        except BaseException:
+            await trio.to_thread.run_sync(self.client.close)
+            raise
+
+    def _on_state(self, state: KazooState) -> None:
+        # kazoo's connection thread: never block here.
+        if state == KazooState.LOST:
+            self._lost = True
+            log.warning("ZooKeeper session lost; will register broker %d again on reconnect", self.state.broker_id)
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            assert self._zk is not None
+            self._zk.deliver(self._send.send_nowait, _RESYNC)
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        """Queue the registration of a new topic (trio thread; never blocks)."""
+        self._send.send_nowait(topic)
+
+    async def run(self) -> None:
+        """Register topics as they are created (and everything again after a
+        new session) until cancelled. Failures are logged and retried on the
+        next event."""
+        assert self._zk is not None
+        async for item in self._receive:
+            try:
+                if item is _RESYNC:
+                    await self._zk.run(self._register_all)
+                else:
+                    count = self.state.logs.topics().get(item, 0)
+                    await self._zk.run(self._register_topic, item, count)
+            except ZooKeeperError as exc:
+                log.error("ZooKeeper registration of %s failed: %s", "broker" if item is _RESYNC else f"topic {item}", exc)
+
+    async def close(self) -> None:
+        """End the ZooKeeper session (ephemeral nodes disappear)."""
+        await trio.to_thread.run_sync(self.client.close)
+
+    # ------------------------------------------------------------ blocking, in worker threads
+
+    def _register_all(self) -> None:
+        zk = self.client
+        state = self.state
+        broker_id = state.broker_id
+        now = int(time.time() * 1000)
+        zk.create_persistent_if_absent(CLUSTER_ID_PATH, encode_cluster_id(state.cluster_id))
+        registration = BrokerRegistration.create(broker_id, state.advertised_host, state.advertised_port, now)
+        path = broker_path(broker_id)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 1.0
+        while not zk.create_ephemeral_if_absent(path, registration.to_json()):
+            owner = zk.owner_session(path)
+            if owner == zk.session_id:
+                zk.write_ephemeral(path, registration.to_json())
+                break
+            if time.monotonic() > deadline:
+                raise ZooKeeperError(
+                    f"A broker is already registered on the path {path}: broker.id={broker_id} is in use by "
+                    f"another live broker (its ZooKeeper session outlived zookeeper.session.timeout.ms="
+                    f"{self.session_timeout_ms} ms)"
+                )
+            log.info("%s exists (an older session of this broker?); waiting for it to expire", path)
+            time.sleep(0.5)
+        log.info("registered broker %d at %s as %s:%d", broker_id, path, state.advertised_host, state.advertised_port)
+        epoch = zk.get(CONTROLLER_EPOCH_PATH)
+        if epoch is None:
+            zk.create_persistent_if_absent(CONTROLLER_EPOCH_PATH, b"1")
+            epoch = zk.get(CONTROLLER_EPOCH_PATH) or b"1"
+        self.controller_epoch = int(epoch)
+        if zk.create_ephemeral_if_absent(CONTROLLER_PATH, ControllerRegistration(broker_id, now).to_json()):
+            log.info("broker %d is the controller (epoch %d)", broker_id, self.controller_epoch)
+        for topic, count in sorted(state.logs.topics().items()):
+            self._register_topic(topic, count)
+
+    def _register_topic(self, topic: str, count: int) -> None:
+        if count <= 0:
+            return
+        zk = self.client
+        broker_id = self.state.broker_id
+        assignment = TopicAssignment({p: (broker_id,) for p in range(count)})
+        zk.write_persistent(topic_path(topic), assignment.to_json())
+        for p in range(count):
+            zk.write_ephemeral(
+                partition_state_path(topic, p),
+                PartitionState(broker_id, (broker_id,), 0, self.controller_epoch).to_json(),
+            )
+        log.info("registered topic %s (%d partitions, leader %d) in ZooKeeper", topic, count, broker_id)
+
+
+__all__ = ["BrokerRegistrar", "CONTROLLER_EPOCH_PATH"]

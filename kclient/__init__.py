@@ -55,7 +55,7 @@ _EXPORTS = {
     "Producer": "kclient.client.producer",
     "ProducerClosedError": "kclient.errors",
     "ProducerConfig": "kclient.config",
-    "ProducerData": "kclient.client.producer",
+    "ProducerData": "kclient.client.producer_data",
     "ProtocolError": "kclient.errors",
     "QueueFullError": "kclient.errors",
     "SimpleConsumer": "kclient.client.simple_consumer",
@@ -87,7 +87,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.event_handler import DefaultEventHandler, EventHandler
     from kclient.client.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
     from kclient.client.partitioner import DefaultPartitioner, Partitioner
-    from kclient.client.producer import Producer, ProducerData
+    from kclient.client.producer import Producer
+    from kclient.client.producer_data import ProducerData
     from kclient.client.producer_core import TrioProducer
     from kclient.client.simple_consumer import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig

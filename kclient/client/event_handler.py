@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 import attrs
 import trio
 
+from kclient.client.producer_data import ProducerData as _ProducerData
 from kclient.errors import (
     FailedToSendMessageError,
     KafkaError,
@@ -227,6 +228,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+
 def _is_passthrough(encoder: Any) -> bool:
     return bool(getattr(encoder, "passthrough", False))
 
@@ -273,32 +275,39 @@ class DefaultEventHandler(EventHandler):
                 continue
             n_parts = len(parts)
             by_partition: dict[int, _Partition] = {}
+            # One records list per partition, looked up by partition number.
+            lists: dict[int, list] = {}
             try:
                 for d in datas:
-                    if not d.messages:
+                    # ProducerData is a (topic, key, messages, timestamp_ms)
+                    # tuple; other objects only need the attributes.
+                    if type(d) is _ProducerData:
+                        _, key, messages, ts = d
+                    else:
+                        key, messages, ts = d.key, d.messages, d.timestamp_ms
+                    if not messages:
                         continue
-                    key = d.key
                     if key is not None and encode_key is not None:
                         key = encode_key(key)
                     p = choose(key, n_parts)
-                    target = by_partition.get(p)
-                    if target is None:
+                    records = lists.get(p)
+                    if records is None:
                         if not isinstance(p, int) or not 0 <= p < n_parts:
                             raise ValueError(
                                 f"partitioner {type(self.context.partitioner).__qualname__} returned {p!r} for topic "
                                 f"{topic!r}, which has {n_parts} partitions: expected an int in [0, {n_parts})"
                             )
                         target = by_partition[p] = _Partition(topic, p)
-                    ts = d.timestamp_ms
+                        records = lists[p] = target.records
                     if ts is None:
                         ts = now
-                    append = target.records.append
-                    if encode is None:
-                        for m in d.messages:
-                            append((key, m, ts))
+                    if len(messages) == 1:
+                        m = messages[0]
+                        records.append((key, m if encode is None or m is None else encode(m), ts))
+                    elif encode is None:
+                        records.extend([(key, m, ts) for m in messages])
                     else:
-                        for m in d.messages:
-                            append((key, None if m is None else encode(m), ts))
+                        records.extend([(key, None if m is None else encode(m), ts) for m in messages])
             except Exception as exc:
                 # A plug-in (encoder, partitioner) failed: a programming or
                 # data error, so nothing of this batch is sent.

@@ -38,84 +38,25 @@ import itertools
 import logging
 import threading
 import time
-from operator import itemgetter
 from typing import Any, Iterable, Mapping
 
 import attrs
 
 from kclient.client.callback_handler import overrides
+from kclient.client.producer_data import ProducerData, _new_tuple
 from kclient.client.producer_core import TrioProducer, as_config
 from kclient.client.send_thread import MessageQueue, ProducerSendThread
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, KafkaError, KafkaTimeoutError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
-__all__ = ["Producer", "ProducerData", "ProducerStatistics"]
+__all__ = ["Producer", "ProducerStatistics"]
 
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
 
 
-def _to_messages(value: Any) -> tuple:
-    if type(value) is tuple:
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview, str)):
-        raise TypeError(
-            f"ProducerData.messages must be a list of messages, not a single {type(value).__name__}; wrap it: messages=[value]"
-        )
-    return tuple(value)
-
-
-class ProducerData(tuple):
-    """Messages for one topic, all with the same key (seed 000
-    ``ProducerData<K,V>(topic, key, data)``).
-
-    ``topic``: str; ``key``: any value the ``key.serializer.class`` Encoder
-    accepts (bytes with the default one) or None (the partitioner then picks
-    a random partition); ``messages``: the values (stored as a tuple; each
-    goes through ``serializer.class``; None is sent as a null value without
-    calling the Encoder). All messages of one ProducerData go to the same
-    partition. ``timestamp_ms``: the records' CreateTime (ms since the
-    epoch); None lets the producer use the time of the ``send`` call.
-
-    An immutable value: a tuple underneath, so that the async producer's
-    per-record path (construct, stamp, enqueue) stays cheap. Raises
-    TypeError when ``messages`` is a single bytes/str value.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, topic: str, key: Any = None, messages: Any = (), timestamp_ms: int | None = None) -> "ProducerData":
-        if type(messages) is not tuple:
-            messages = _to_messages(messages)
-        return tuple.__new__(cls, (topic, key, messages, timestamp_ms))
-
-    topic = property(itemgetter(0), doc="The topic (str).")
-    key = property(itemgetter(1), doc="The key, before the key encoder, or None.")
-    messages = property(itemgetter(2), doc="The values (tuple).")
-    timestamp_ms = property(itemgetter(3), doc="CreateTime in ms since the epoch, or None for the send time.")
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = tuple.__hash__
-
-    def __repr__(self) -> str:
-        return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r})"
-
-    def __getnewargs__(self) -> tuple:
-        return tuple(self)
-
-    def _stamped(self, timestamp_ms: int) -> "ProducerData":
-        """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
-        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms))
-
-
-_new_tuple = tuple.__new__
 
 
 @attrs.frozen
@@ -137,8 +78,11 @@ class ProducerStatistics:
     first_error: BaseException | None
 
 
+_time_ns = time.time_ns
+
+
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
 class Producer:
@@ -187,6 +131,9 @@ class Producer:
             raise
         self._queue: MessageQueue | None = None
         self._thread: ProducerSendThread | None = None
+        self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
+        self._valid_topics = self._core._valid_topics  # filled by prepare()
+        self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
         if self._async:
             self._queue = MessageQueue(cfg.queue_buffering_max_messages)
             self._thread = ProducerSendThread(
@@ -196,7 +143,10 @@ class Producer:
                 batch_num_messages=cfg.batch_num_messages,
                 queue_time_ms=cfg.queue_buffering_max_ms,
                 name=f"kclient-producer-{label}-send",
-                submit_batch=self._submit_batch if cfg.max_in_flight_requests_per_connection > 1 else None,
+                submit_batch=self._submit_batch,
+                # One batch more than the loop may have on the wire, so the
+                # next one is ready the moment an acknowledgement frees a slot.
+                max_outstanding=cfg.max_in_flight_requests_per_connection + 1,
             )
             self._thread.start()
 
@@ -208,8 +158,9 @@ class Producer:
         self._loop.call(self._core.send_batch, batch)
 
     def _submit_batch(self, batch: list, done: Any) -> None:
-        # Pipelined: returns once the batch is written; done() comes later.
-        self._loop.call(self._core.submit_batch, batch, done)
+        # Hands the batch to the loop and returns at once; done() comes later
+        # from the loop thread. The send thread bounds what is outstanding.
+        self._loop.run_soon(self._core.submit_nowait, batch, done)
 
     @property
     def producer_type(self) -> str:
@@ -247,6 +198,17 @@ class Producer:
         """
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
+        if type(data_or_list) is ProducerData and self._plain_enqueue:
+            # The common async case, one ProducerData and no enqueue hooks:
+            # validate the topic once, stamp, append (about 1 us).
+            d = data_or_list
+            if d[0] not in self._valid_topics:
+                self._core.prepare(d)
+            if d[3] is None:
+                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000))
+            if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
+                raise self._queue_full([d], 1, self._enqueue_timeout_ms)
+            return
         events = self._core.prepare(data_or_list)
         if self._async:
             self._enqueue(events)

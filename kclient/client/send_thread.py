@@ -43,6 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+_monotonic = time.monotonic
+
 
 @attrs.frozen
 class QueueStatistics:
@@ -117,9 +119,16 @@ class MessageQueue:
         Returns False when there was no room in time (nothing enqueued).
         Raises :class:`ProducerClosedError` once closed."""
         with self._lock:
-            if not self._wait_for_room(n, timeout_ms):
-                return False
-            self._append(data, n, time.monotonic())
+            # The async producer's per-send path: kept inline and short.
+            if self._count + n > self.max_messages and self._items or self._closed:
+                if not self._wait_for_room(n, timeout_ms):
+                    return False
+            items = self._items
+            items.append((data, n, _monotonic()))
+            self._count += n
+            self._unfinished += n
+            if self._consumer_waiting and (len(items) == 1 or self._count >= self._wake_at):
+                self._not_empty.notify()
             return True
 
     def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
@@ -255,14 +264,16 @@ class ProducerSendThread(threading.Thread):
         queue_time_ms: int = 5000,
         name: str = "kclient-producer-send",
         submit_batch: "Callable[[list, Callable[[BaseException | None], None]], None] | None" = None,
+        max_outstanding: int = 1,
     ) -> None:
         super().__init__(name=name, daemon=False)
         self.queue = queue
         self._send_batch = send_batch
-        # Pipelined mode (max.in.flight.requests.per.connection > 1):
-        # submit_batch(batch, done) returns once the batch is written and
-        # calls done(exc_or_None) later from the producer's trio thread.
+        # Pipelined mode: submit_batch(batch, done) hands the batch over and
+        # returns; done(exc_or_None) is called later from another thread. At
+        # most max_outstanding batches are handed over and not yet done.
         self._submit = submit_batch
+        self._max_outstanding = max(1, max_outstanding)
         self._counters = threading.Lock()
         self._idle = threading.Condition()
         self._outstanding = 0
@@ -344,6 +355,8 @@ class ProducerSendThread(threading.Thread):
                     self._idle.notify_all()
 
         with self._idle:
+            while self._outstanding >= self._max_outstanding:
+                self._idle.wait()
             self._outstanding += 1
         try:
             self._submit(batch, done)  # type: ignore[misc]

@@ -1,0 +1,74 @@
+"""ProducerData: the value the Producer sends (seed 000 ``ProducerData<K,V>``).
+
+Its own small module so that every layer of the send path (the blocking
+Producer, the EventHandler on the trio side) can use the type without
+importing each other.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+__all__ = ["ProducerData"]
+
+
+def _to_messages(value: Any) -> tuple:
+    if type(value) is tuple:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        raise TypeError(
+            f"ProducerData.messages must be a list of messages, not a single {type(value).__name__}; wrap it: messages=[value]"
+        )
+    return tuple(value)
+
+
+class ProducerData(tuple):
+    """Messages for one topic, all with the same key (seed 000
+    ``ProducerData<K,V>(topic, key, data)``).
+
+    ``topic``: str; ``key``: any value the ``key.serializer.class`` Encoder
+    accepts (bytes with the default one) or None (the partitioner then picks
+    a random partition); ``messages``: the values (stored as a tuple; each
+    goes through ``serializer.class``; None is sent as a null value without
+    calling the Encoder). All messages of one ProducerData go to the same
+    partition. ``timestamp_ms``: the records' CreateTime (ms since the
+    epoch); None lets the producer use the time of the ``send`` call.
+
+    An immutable value: a tuple underneath, so that the async producer's
+    per-record path (construct, stamp, enqueue) stays cheap. Raises
+    TypeError when ``messages`` is a single bytes/str value.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, topic: str, key: Any = None, messages: Any = (), timestamp_ms: int | None = None) -> "ProducerData":
+        if type(messages) is not tuple:
+            messages = _to_messages(messages)
+        return tuple.__new__(cls, (topic, key, messages, timestamp_ms))
+
+    topic = property(itemgetter(0), doc="The topic (str).")
+    key = property(itemgetter(1), doc="The key, before the key encoder, or None.")
+    messages = property(itemgetter(2), doc="The values (tuple).")
+    timestamp_ms = property(itemgetter(3), doc="CreateTime in ms since the epoch, or None for the send time.")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r})"
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
+    def _stamped(self, timestamp_ms: int) -> "ProducerData":
+        """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
+        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms))
+
+
+_new_tuple = tuple.__new__

@@ -124,6 +124,7 @@ class TrioProducer:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._submissions: "trio.MemorySendChannel | None" = None
+        self._completions: "trio.MemorySendChannel | None" = None
         self._valid_topics: set[str] = set()
         if cfg.enable_idempotence:
             log.warning("enable.idempotence=true: the producer does not number batches yet; retries may duplicate records")
@@ -167,6 +168,10 @@ class TrioProducer:
         await self.event_handler.open(context)
         self._submissions, submissions = trio.open_memory_channel(math.inf)
         nursery.start_soon(self._submitter, submissions)
+        # Batches in flight are completed in submission order by one task
+        # (cheaper than a task per batch; bounded by the in-flight semaphore).
+        self._completions, completions = trio.open_memory_channel(math.inf)
+        nursery.start_soon(self._completer, completions)
 
     async def _submitter(self, submissions: "trio.MemoryReceiveChannel") -> None:
         # Batches handed over with submit_nowait, submitted in arrival order.
@@ -308,7 +313,15 @@ class TrioProducer:
         except BaseException:
             self._in_flight.release()
             raise
-        self._nursery.start_soon(self._complete, finish, on_done)
+        try:
+            self._completions.send_nowait((finish, on_done))  # type: ignore[union-attr]
+        except trio.ClosedResourceError:  # closing: complete it here
+            await self._complete(finish, on_done)
+
+    async def _completer(self, completions: "trio.MemoryReceiveChannel") -> None:
+        async with completions:
+            async for finish, on_done in completions:
+                await self._complete(finish, on_done)
 
     async def _complete(self, finish: "Callable[[], Awaitable[None]]", on_done: "Callable[[BaseException | None], None]") -> None:
         error: BaseException | None = None
@@ -331,6 +344,12 @@ class TrioProducer:
         try:
             await self.event_handler.aclose()
         finally:
-            if self._cluster is not None:
-                with trio.CancelScope(shield=True):
-                    await self._cluster.aclose()
+            try:
+                if self._cluster is not None:
+                    with trio.CancelScope(shield=True):
+                        await self._cluster.aclose()
+            finally:
+                # The completer finishes what is left (failed by the closed
+                # connections), then ends.
+                if self._completions is not None:
+                    self._completions.close()

@@ -73,6 +73,7 @@ class BrokerConnection:
         self._close_reason: BaseException | None = None
         self.request_timeout_ms = request_timeout_ms
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self._versions: dict[tuple, int] = {}
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -130,11 +131,16 @@ class BrokerConnection:
         if response.body["error_code"]:
             raise UnsupportedVersionError(f"ApiVersions failed with error {response.body['error_code']}")
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
+        self._versions.clear()
 
     def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:
         """Highest version of ``api`` both sides support (raises
         :class:`UnsupportedVersionError`)."""
-        return choose_version(api, self.api_versions, floor=floor, ceiling=ceiling)
+        key = (api.key, floor, ceiling)
+        version = self._versions.get(key)
+        if version is None:  # negotiated once per (api, bounds); per request after that
+            version = self._versions[key] = choose_version(api, self.api_versions, floor=floor, ceiling=ceiling)
+        return version
 
     async def request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> dict:
         """Send one request and return the decoded response body (a dict), or

@@ -169,16 +169,20 @@ def build_batch(
         raise ValueError("a record batch needs at least one record")
     parts: list = []
     append = parts.append
+    extend = parts.extend
     zz = _ZIGZAG
     limit = _ZIGZAG_LIMIT
     base_ts = records[0][2]
     max_ts = -1
     count = 0
     for rec in records:
-        key, value, ts = rec[0], rec[1], rec[2]
+        if len(rec) == 3:
+            key, value, ts = rec
+            headers = ()
+        else:
+            key, value, ts, headers = rec
         if ts > max_ts:
             max_ts = ts
-        headers = rec[3] if len(rec) > 3 else ()
         delta = ts - base_ts
         if headers or not (0 <= delta < limit and count < limit):
             one = bytearray()
@@ -193,27 +197,20 @@ def build_batch(
         if key is None:
             kl = b"\x01"
             klen = 0
+            key = b""
         else:
             klen = len(key)
             kl = zz[klen] if klen < limit else _zigzag_bytes(klen)
         if value is None:
             vl = b"\x01"
             vlen = 0
+            value = b""
         else:
             vlen = len(value)
             vl = zz[vlen] if vlen < limit else _zigzag_bytes(vlen)
         size = 2 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen
-        append(zz[size] if size < limit else _zigzag_bytes(size))
-        append(b"\x00")
-        append(td)
-        append(od)
-        append(kl)
-        if klen:
-            append(key)
-        append(vl)
-        if vlen:
-            append(value)
-        append(b"\x00")
+        # One extend per record (a null key/value adds an empty piece).
+        extend((zz[size] if size < limit else _zigzag_bytes(size), b"\x00", td, od, kl, key, vl, value, b"\x00"))
         count += 1
     body = b"".join(parts)
     payload = codecs.compress(codec, body) if codec else body

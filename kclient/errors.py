@@ -114,7 +114,7 @@ class ZkTimeoutError(ZooKeeperError, KafkaTimeoutError):
     name = "ZK_TIMEOUT"
 
 
-class NotSupportedError(KafkaError):
+class NotSupportedError(ConfigError):
     """A configured feature exists in Kafka but not in kclient (e.g.
     ``offsets.storage=kafka`` for the ZooKeeper consumer)."""
 

@@ -1,0 +1,291 @@
+"""The high-level consumer's fetchers: trio tasks that read the partitions a
+rebalance gave this consumer from their leaders and queue decoded chunks for
+the :class:`~kclient.client.kafka_stream.KafkaStream` each partition feeds.
+
+One fetch loop per leader broker (Kafka's ConsumerFetcherThread) sends one
+Fetch request for all of that broker's partitions (``fetch.message.max.bytes``
+per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). Per
+partition result:
+
+- data: decoded into a chunk of
+  :class:`~kclient.client.kafka_stream.MessageAndMetadata` (key / value
+  decoders applied) and put on the stream's bounded queue; a full queue
+  (``queued.max.message.chunks``) holds the loop until the stream is read;
+- OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
+  (``smallest`` -> the log start, ``largest`` -> the log end, ListOffsets)
+  and logged at WARNING (seed 001 "Reads": OutOfRangeException);
+- leadership errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+  LEADER_NOT_AVAILABLE) and lost connections: the partition goes to the
+  leader finder, which looks its leader up in ZooKeeper every
+  ``refresh.leader.backoff.ms`` and starts a fetch loop for it;
+- a message larger than ``fetch.message.max.bytes`` or a corrupt batch:
+  the error is queued for the stream (the application sees it) and the
+  partition stops being fetched until the next rebalance.
+
+A partition without a starting offset (nothing committed) starts at the
+``auto.offset.reset`` end, looked up with ListOffsets.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+import trio
+
+from kclient.client.kafka_stream import MessageAndMetadata
+from kclient.client.simple_consumer import FetchRequest, OffsetRequest, TrioSimpleConsumer
+from kclient.errors import (
+    BrokerResponseError,
+    CorruptRecordError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    ProtocolError,
+)
+from kclient.protocol.records import scan_batches
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.consumer_connector import _ConnectorCore
+
+log = logging.getLogger("kclient.consumer")
+
+OFFSET_OUT_OF_RANGE = 1
+
+_new = tuple.__new__
+
+
+class PartitionTopicInfo:
+    """A partition this consumer owns: which stream it feeds
+    (``stream_index``), the next offset to fetch (``fetch_offset``; -1:
+    not known yet, start per ``auto.offset.reset``) and its leader
+    (``leader``: ``(broker_id, host, port)`` or None)."""
+
+    __slots__ = ("topic", "partition", "stream_index", "fetch_offset", "leader")
+
+    def __init__(self, topic: str, partition: int, stream_index: int, fetch_offset: int, leader: tuple[int, str, int] | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.stream_index = stream_index
+        self.fetch_offset = fetch_offset
+        self.leader = leader
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return f"<PartitionTopicInfo {self.topic}-{self.partition} stream={self.stream_index} fetch_offset={self.fetch_offset} leader={self.leader}>"
+
+
+def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
+    """The messages of one fetched ``ByteBufferMessageSet`` as a list of
+    :class:`MessageAndMetadata` (decoders applied). Raises the set's
+    decoding errors (MessageSizeTooLargeError, CorruptRecordError)."""
+    topic = info.topic
+    partition = info.partition
+    mm = MessageAndMetadata
+    if key_decoder is None and value_decoder is None:
+        return [_new(mm, (m[0], m[1], topic, partition, offset, m[2])) for m, offset in message_set]
+    kd = key_decoder or (lambda b: b)
+    vd = value_decoder or (lambda b: b)
+    return [_new(mm, (kd(m[0]), vd(m[1]), topic, partition, offset, m[2])) for m, offset in message_set]
+
+
+def _end_of_complete_batches(buffer: Any) -> int:
+    """The offset after the last complete batch in ``buffer`` (-1 if none)."""
+    last = -1
+    for info in scan_batches(memoryview(buffer)):
+        last = info.last_offset
+    return last + 1 if last >= 0 else -1
+
+
+class FetcherGroup:
+    """The fetch loops of one rebalance generation. ``await
+    nursery.start(group.run)``; cancel the nursery's scope to stop every
+    loop (connections are closed on the way out)."""
+
+    def __init__(self, core: "_ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
+        self.core = core
+        self.infos = infos
+        self.generation = generation
+        config = core.config
+        self._max_bytes = config.fetch_message_max_bytes
+        self._max_wait_ms = config.fetch_wait_max_ms
+        self._min_bytes = config.fetch_min_bytes
+        self._backoff = config.refresh_leader_backoff_ms / 1000.0
+        self._nursery: trio.Nursery | None = None
+        self._lost: list[PartitionTopicInfo] = []
+        self._lost_event = trio.Event()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            by_leader: dict[tuple[int, str, int], list[PartitionTopicInfo]] = {}
+            for info in self.infos:
+                if info.leader is None:
+                    self._lost.append(info)
+                else:
+                    by_leader.setdefault(info.leader, []).append(info)
+            for leader, infos in by_leader.items():
+                nursery.start_soon(self._fetch_loop, leader, infos)
+            nursery.start_soon(self._leader_finder)
+            if self._lost:
+                self._lost_event.set()
+            task_status.started()
+
+    # ------------------------------------------------------------ leader finder
+
+    def _hand_to_finder(self, infos: list[PartitionTopicInfo]) -> None:
+        self._lost.extend(infos)
+        self._lost_event.set()
+
+    async def _leader_finder(self) -> None:
+        first = True
+        while True:
+            await self._lost_event.wait()
+            if not first or any(i.leader is not None for i in self._lost):
+                await trio.sleep(self._backoff)
+            first = False
+            self._lost_event = trio.Event()
+            lost, self._lost = self._lost, []
+            try:
+                leaders = await self.core.find_leaders([i.key for i in lost])
+            except KafkaError as exc:
+                log.warning("looking up partition leaders failed: %s", exc)
+                leaders = {}
+            found: dict[tuple[int, str, int], list[PartitionTopicInfo]] = {}
+            for info in lost:
+                leader = leaders.get(info.key)
+                if leader is None:
+                    self._lost.append(info)
+                else:
+                    info.leader = leader
+                    found.setdefault(leader, []).append(info)
+            assert self._nursery is not None
+            for leader, infos in found.items():
+                log.info("fetching %s from broker %d (%s:%d)", ", ".join(f"{i.topic}-{i.partition}" for i in infos), *leader)
+                self._nursery.start_soon(self._fetch_loop, leader, infos)
+            if self._lost:
+                log.debug("no leader yet for %s", ", ".join(f"{i.topic}-{i.partition}" for i in self._lost))
+                self._lost_event.set()
+
+    # ------------------------------------------------------------ fetching
+
+    async def _fetch_loop(self, leader: tuple[int, str, int], infos: list[PartitionTopicInfo]) -> None:
+        core = self.core
+        broker_id, host, port = leader
+        infos = list(infos)
+        assert self._nursery is not None
+        async with trio.open_nursery() as conn_nursery:
+            consumer = TrioSimpleConsumer(
+                host,
+                port,
+                so_timeout_ms=core.config.socket_timeout_ms,
+                buffer_size=core.config.socket_receive_buffer_bytes,
+                client_id=core.config.client_id,
+            )
+            consumer.attach(conn_nursery)
+            try:
+                await self._fetch_until_done(consumer, broker_id, infos)
+            except Exception:
+                log.exception("fetcher for broker %d failed; looking for leaders again", broker_id)
+                for info in infos:
+                    info.leader = None
+                self._hand_to_finder(infos)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await consumer.aclose()
+                conn_nursery.cancel_scope.cancel()
+
+    async def _fetch_until_done(self, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
+        core = self.core
+        key_decoder, value_decoder = core.key_decoder, core.value_decoder
+        generation = self.generation
+        while infos:
+            try:
+                for info in infos:
+                    if info.fetch_offset < 0:
+                        await self._reset_offset(consumer, info, "no committed offset")
+                requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, self._max_bytes) for i in infos]
+                response = await consumer.multifetch(requests, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes)
+            except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
+                log.warning("fetching from broker %d failed (%s); looking for leaders again", broker_id, exc)
+                for info in infos:
+                    info.leader = None
+                self._hand_to_finder(infos)
+                return
+            except BrokerResponseError as exc:
+                if exc.invalid_metadata:
+                    for info in infos:
+                        info.leader = None
+                    self._hand_to_finder(infos)
+                    return
+                log.warning("fetch from broker %d failed: %s; retrying in %s s", broker_id, exc, self._backoff)
+                await trio.sleep(self._backoff)
+                continue
+            keep: list[PartitionTopicInfo] = []
+            for info, message_set in zip(infos, response):
+                code = message_set.error_code
+                if code == 0:
+                    keep.append(info)
+                    if not message_set.buffer:
+                        continue
+                    try:
+                        chunk = decode_chunk(info, message_set, key_decoder, value_decoder)
+                    except (MessageSizeTooLargeError, CorruptRecordError) as exc:
+                        log.error("%s-%d: %s; the partition is not fetched until the next rebalance", info.topic, info.partition, exc)
+                        keep.pop()
+                        await core.deliver(info.stream_index, exc)
+                        continue
+                    except Exception as exc:  # a decoder failed
+                        log.error("%s-%d: decoding at offset %d failed: %r", info.topic, info.partition, info.fetch_offset, exc)
+                        keep.pop()
+                        await core.deliver(info.stream_index, exc)
+                        continue
+                    if chunk:
+                        info.fetch_offset = chunk[-1][4] + 1
+                        await core.deliver(info.stream_index, (generation, chunk))
+                    else:
+                        end = _end_of_complete_batches(message_set.buffer)
+                        if end > info.fetch_offset:
+                            info.fetch_offset = end  # only control batches / skipped records
+                elif code == OFFSET_OUT_OF_RANGE:
+                    keep.append(info)
+                    try:
+                        await self._reset_offset(consumer, info, "OffsetOutOfRange")
+                    except (KafkaConnectionError, KafkaTimeoutError):
+                        pass  # the next multifetch reports it
+                elif message_set.error is not None and message_set.error.invalid_metadata:
+                    log.info("%s-%d: %s from broker %d; looking for its leader", info.topic, info.partition, message_set.error.name, broker_id)
+                    info.leader = None
+                    self._hand_to_finder([info])
+                else:
+                    keep.append(info)
+                    log.warning("%s-%d: fetch error %s; retrying", info.topic, info.partition, message_set.error)
+                    await trio.sleep(self._backoff)
+            infos = keep
+            await trio.lowlevel.checkpoint()
+
+    async def _reset_offset(self, consumer: TrioSimpleConsumer, info: PartitionTopicInfo, why: str) -> None:
+        reset = self.core.config.auto_offset_reset
+        when = OffsetRequest.EARLIEST_TIME if reset == "smallest" else OffsetRequest.LATEST_TIME
+        offsets = await consumer.get_offsets_before(info.topic, info.partition, when, 1)
+        new = offsets[0] if offsets else 0
+        level = logging.INFO if info.fetch_offset < 0 else logging.WARNING
+        log.log(
+            level,
+            "%s-%d: %s at offset %d; auto.offset.reset=%s -> offset %d",
+            info.topic,
+            info.partition,
+            why,
+            info.fetch_offset,
+            reset,
+            new,
+        )
+        info.fetch_offset = new
+        self.core.reset_consumed(info.key, new)
+
+
+__all__ = ["FetcherGroup", "PartitionTopicInfo", "decode_chunk"]

@@ -1,0 +1,218 @@
+"""What the high-level consumer hands out: :class:`KafkaStream` iterators of
+:class:`MessageAndMetadata`, and the topic filters :class:`Whitelist` /
+:class:`Blacklist` (seed 000 "Consumer APIs": ``createMessageStreams``
+returns KafkaStreams, iterators over MessageAndMetadata;
+``createMessageStreamsByFilter`` takes a TopicFilter, "a whitelist or a
+blacklist which is a standard Java regex").
+
+A stream is fed by the connector's fetchers (trio tasks in the connector's
+loop thread) through a bounded queue of ``queued.max.message.chunks``
+chunks; a chunk is the decoded messages of one partition from one fetch.
+Iterating crosses threads once per chunk, never per message: ``next()``
+on a stream is a list-iterator step plus one attribute store.
+"""
+
+from __future__ import annotations
+
+import re
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from kclient.errors import ConsumerTimeoutError, KafkaError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.consumer_connector import _ConnectorCore
+    from kclient.sync import LoopThread
+
+
+class MessageAndMetadata(tuple):
+    """One consumed message: ``key`` and ``message`` (also ``value``),
+    decoded by the stream's key / value decoders (bytes or None without
+    one), ``topic``, ``partition``, ``offset`` (its offset in the
+    partition) and ``timestamp`` (ms since the epoch; -1 for message
+    format v0). A tuple underneath (cheap to build, immutable)."""
+
+    __slots__ = ()
+
+    def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> "MessageAndMetadata":
+        return tuple.__new__(cls, (key, message, topic, partition, offset, timestamp))
+
+    key = property(itemgetter(0), doc="The decoded key.")
+    message = property(itemgetter(1), doc="The decoded value (Kafka 0.8's name).")
+    value = property(itemgetter(1), doc="The decoded value (same as ``message``).")
+    topic = property(itemgetter(2), doc="The topic.")
+    partition = property(itemgetter(3), doc="The partition.")
+    offset = property(itemgetter(4), doc="Offset of the message in its partition.")
+    timestamp = property(itemgetter(5), doc="ms since the epoch (-1 if unknown).")
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageAndMetadata(topic={self[2]!r}, partition={self[3]}, offset={self[4]}, "
+            f"key={self[0]!r}, message={self[1]!r})"
+        )
+
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicFilter:
+    """A topic regular expression (Python ``re``, matched against the whole
+    topic name). As in Kafka, commas mean "or" (``"a,b"`` is ``a|b``),
+    spaces and surrounding quotes are dropped. Raises ``ValueError`` for an
+    invalid expression."""
+
+    #: The ``pattern`` written in the consumer's ZooKeeper registration.
+    pattern: str = ""
+
+    def __init__(self, regex: str) -> None:
+        cleaned = regex.strip().replace(",", "|").replace(" ", "").strip("\"'")
+        if not cleaned:
+            raise ValueError("a topic filter needs a non-empty regular expression")
+        try:
+            self._compiled = re.compile(cleaned)
+        except re.error as exc:
+            raise ValueError(f"invalid topic filter regex {regex!r}: {exc}") from None
+        self.regex = cleaned
+
+    def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.regex!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.regex == self.regex  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.regex))
+
+
+class Whitelist(TopicFilter):
+    """Consume the topics whose whole name matches the expression."""
+
+    pattern = "white_list"
+
+    def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        if exclude_internal_topics and topic in INTERNAL_TOPICS:
+            return False
+        return self._compiled.fullmatch(topic) is not None
+
+
+class Blacklist(TopicFilter):
+    """Consume every topic whose whole name does not match the expression."""
+
+    pattern = "black_list"
+
+    def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        if exclude_internal_topics and topic in INTERNAL_TOPICS:
+            return False
+        return self._compiled.fullmatch(topic) is None
+
+
+def topic_filter_for(pattern: str, regex: str) -> TopicFilter:
+    """The filter a ZooKeeper registration describes (``white_list`` /
+    ``black_list``)."""
+    if pattern == Whitelist.pattern:
+        return Whitelist(regex)
+    if pattern == Blacklist.pattern:
+        return Blacklist(regex)
+    raise ValueError(f"not a wildcard pattern: {pattern!r}")
+
+
+def _empty_next() -> Any:
+    raise StopIteration
+
+
+#: Marks the end of a stream (shutdown) and an empty wait
+#: (``consumer.timeout.ms`` passed) in the stream's queue protocol.
+END = object()
+TIMEOUT = object()
+
+
+class KafkaStream:
+    """An iterator of :class:`MessageAndMetadata` over the partitions the
+    rebalance gives this stream (Kafka's KafkaStream; one "consumer thread"
+    ``<consumer_id>-<n>`` of the group).
+
+    ``for m in stream`` blocks until a message arrives; with
+    ``consumer.timeout.ms`` >= 0 it raises
+    :class:`~kclient.errors.ConsumerTimeoutError` after that many ms without
+    one (the stream stays usable). Iteration ends (``StopIteration``) when
+    the connector shuts down. Fetch errors the application must act on
+    surface here: :class:`~kclient.errors.MessageSizeTooLargeError` (a
+    message bigger than ``fetch.message.max.bytes``),
+    :class:`~kclient.errors.CorruptRecordError`,
+    :class:`~kclient.errors.ConsumerRebalanceFailedError` (a background
+    rebalance gave up).
+
+    Iterate a stream from one thread at a time. Built by
+    :meth:`kclient.ConsumerConnector.create_message_streams`, not directly.
+    """
+
+    def __init__(self, core: "_ConnectorCore", index: int, loop: "LoopThread", receive: Callable[[], Any], name: str) -> None:
+        self._core = core
+        self.index = index
+        self.name = name
+        self._loop = loop
+        self._receive = receive
+        self._next: Callable[[], MessageAndMetadata] = _empty_next
+        #: The last message handed to the application (what a commit counts
+        #: as consumed; read by the connector's thread).
+        self._last: MessageAndMetadata | None = None
+
+    def __iter__(self) -> Iterator[MessageAndMetadata]:
+        return self
+
+    def __next__(self) -> MessageAndMetadata:
+        try:
+            m = self._next()
+        except StopIteration:
+            m = self._advance()
+        self._last = m
+        return m
+
+    def _advance(self) -> MessageAndMetadata:
+        while True:
+            last = self._last
+            if last is not None:
+                self._core.record_consumed(last)
+            if self._core.closed:
+                self._next = _empty_next
+                raise StopIteration
+            try:
+                item = self._loop.call(self._receive)
+            except KafkaError:
+                if self._core.closed:
+                    self._next = _empty_next
+                    raise StopIteration from None
+                raise
+            if item is END:
+                self._next = _empty_next
+                raise StopIteration
+            if item is TIMEOUT:
+                raise ConsumerTimeoutError(
+                    f"no message on stream {self.name} within consumer.timeout.ms={self._core.config.consumer_timeout_ms}"
+                )
+            if isinstance(item, BaseException):
+                raise item
+            generation, messages = item
+            if generation != self._core.generation:
+                continue  # fetched before a rebalance that moved its partition
+            step = iter(messages).__next__
+            try:
+                m = step()
+            except StopIteration:
+                continue
+            self._next = step
+            return m
+
+    def clear(self) -> None:
+        """Drop the rest of the chunk being iterated (the connector calls this
+        when a rebalance takes the partitions away; any thread)."""
+        self._next = _empty_next
+
+    def __repr__(self) -> str:
+        return f"<KafkaStream {self.name}>"
+
+
+__all__ = ["Blacklist", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "topic_filter_for"]

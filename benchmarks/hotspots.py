@@ -1,14 +1,14 @@
 """Where kclient's time goes: py-spy profiles of the async produce path and
 the SimpleConsumer consume path, run exactly as the benchmark runs them.
 
-    python benchmarks/hotspots.py [--count N] [--only produce|consume] [--rate HZ] [--out DIR]
+    python benchmarks/hotspots.py [--count N] [--size B] [--only produce|consume] [--rate HZ] [--out DIR]
 
 Starts one bundled broker (pinned to the first core, the profiled client to
 the second, as in ``run.py``), then runs ``benchmarks/worker.py`` under
 ``py-spy record --format raw --threads`` for
 
-- produce: kclient async Producer, N x 100 B records, 1 partition (the
-  ``produce-100B-1p`` row);
+- produce: kclient async Producer, N x 100 B records (``--size``), 1
+  partition (the ``produce-100B-1p`` row);
 - consume: kclient SimpleConsumer multifetch loop over N x 100 B records,
   1 partition, produced beforehand (untimed) by confluent-kafka.
 
@@ -122,7 +122,8 @@ def report(title: str, agg: dict, top: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--count", type=int, default=1_000_000, help="records (100 B each) per profile (default 1,000,000)")
+    ap.add_argument("--count", type=int, default=1_000_000, help="records per profile (default 1,000,000)")
+    ap.add_argument("--size", type=int, default=100, help="record value size in bytes (default 100; the suite's other size is 1000)")
     ap.add_argument("--only", choices=["produce", "consume"], default=None)
     ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     ap.add_argument("--top", type=int, default=20)
@@ -141,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     broker_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
     if client_cpu is not None:
         os.sched_setaffinity(0, {client_cpu})
-    payload = bench.make_payloads(work, "random", 100)
-    base = dict(size=100, count=args.count, partitions=1, payload_file=str(payload), linger_ms=bench.LINGER_MS, batch_bytes=bench.BATCH_BYTES, acks=1, cpu=client_cpu)
+    payload = bench.make_payloads(work, "random", args.size)
+    base = dict(size=args.size, count=args.count, partitions=1, payload_file=str(payload), linger_ms=bench.LINGER_MS, batch_bytes=bench.BATCH_BYTES, acks=1, cpu=client_cpu)
     results = {}
     texts = []
     try:
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 result = json.loads(line[len(bench.RESULT_PREFIX) :])
                 agg = parse_raw(raw)
-                title = f"kclient {name}, {args.count:,} x 100 B, 1 partition: {result['records'] / result['elapsed_s']:,.0f} rec/s under py-spy at {args.rate} Hz"
+                title = f"kclient {name}, {args.count:,} x {args.size} B, 1 partition: {result['records'] / result['elapsed_s']:,.0f} rec/s under py-spy at {args.rate} Hz"
                 text = report(title, agg, args.top)
                 texts.append(text)
                 print(text + "\n", flush=True)

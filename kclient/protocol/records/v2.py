@@ -284,96 +284,132 @@ def _read_nullable(buf, pos: int):
     return bytes(buf[pos:end]), end
 
 
-def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
-    """Decode one complete v2 batch into a list of plain tuples
-    ``(offset, timestamp, key, value, headers)`` — the consumers' hot path,
-    with no per-record objects beyond the tuple. Same checks and errors as
-    :func:`iter_records`."""
-    if header is None:
-        header = validate_batch(batch) if check_crc else read_header(batch)
-    view = memoryview(batch)[HEADER_SIZE : header.size]
-    if header.codec:
-        try:
-            data = codecs.decompress(header.codec, view)
-        except Exception as exc:
-            raise CorruptRecordError(f"cannot decompress batch at offset {header.base_offset}: {exc}") from None
-    else:
-        data = bytes(view)
-    base_offset = header.base_offset
-    base_ts = header.base_timestamp
-    fixed_ts = header.max_timestamp if header.is_log_append_time else None
-    rv = read_varint
-    out: list[tuple] = []
-    append = out.append
-    pos = 0
-    end = len(data)
+def _zigzag_decode_table() -> list:
+    """Zigzag varints of one or two bytes, decoded: index ``b`` for a
+    one-byte varint ``b`` (< 0x80), index ``(c << 7) + b`` for a two-byte
+    varint ``b c`` (b >= 0x80 > c; the raw value is ``(b - 0x80) | c << 7``).
+    The two ranges do not overlap (the second starts at 128)."""
+    table = [0] * ((0x7F << 7) + 0xFF + 1)
+    for b in range(0x80):
+        table[b] = (b >> 1) ^ -(b & 1)
+        for c in range(0x80):
+            u = b | (c << 7)
+            table[(c << 7) + b + 0x80] = (u >> 1) ^ -(u & 1)
+    return table
+
+
+# Record lengths, deltas and key/value lengths below 8192 (one or two varint
+# bytes) decode with one table lookup in the hot loop below.
+_ZZ = _zigzag_decode_table()
+
+
+def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) -> tuple:
+    """The records of the batch whose bytes are ``buf[pos:end]`` as
+    ``(data, start, stop)``: the batch's own buffer and bounds when it is
+    uncompressed (no copy), else the decompressed bytes. Raises
+    :class:`CorruptRecordError` when decompression fails."""
+    codec = attributes & ATTR_CODEC_MASK
+    if not codec:
+        return buf, pos + HEADER_SIZE, end
     try:
-        for _ in range(header.records_count):
-            # Single-byte zigzag varints (the common case) are decoded inline.
+        data = codecs.decompress(codec, memoryview(buf)[pos + HEADER_SIZE : end])
+    except Exception as exc:
+        raise CorruptRecordError(f"cannot decompress batch at offset {base_offset}: {exc}") from None
+    return data, 0, len(data)
+
+
+def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int, fixed_timestamp: int | None = None) -> tuple[list, list]:
+    """Decode ``count`` records from ``data[pos:end]`` (a batch's
+    uncompressed records section, see :func:`records_section`) into two
+    lists: the absolute offsets, and one ``(key, value, timestamp,
+    headers)`` tuple per record (the field order of the consumer's Message,
+    which builds its objects from these in C, see
+    :class:`kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
+    ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
+    given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
+    slices of it. Raises :class:`CorruptRecordError` for malformed records.
+
+    The consumer's hot loop: one iteration per record, so it is written for
+    the common shape (one- and two-byte varints looked up in ``_ZZ``, null
+    key, no headers) with the general case in the ``else`` branches.
+    """
+    zz = _ZZ
+    rv = read_varint
+    offsets: list[int] = []
+    rows: list[tuple] = []
+    add_offset = offsets.append
+    add_row = rows.append
+    ts = fixed_timestamp
+    try:
+        for _ in range(count):
+            # length varint
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                length = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (u >> 1) ^ -(u & 1)
-                pos += 2
             else:
-                length, pos = rv(data, pos)
+                c = data[pos + 1]
+                if c < 0x80:
+                    length = zz[(c << 7) + b]
+                    pos += 2
+                else:
+                    length, pos = rv(data, pos)
             rec_end = pos + length
             if length < 0 or rec_end > end:
                 raise CorruptRecordError(f"record length {length} runs past the batch at offset {base_offset}")
-            pos += 1  # attributes
-            b = data[pos]
+            # attributes int8 (unused, as in Kafka), then timestampDelta
+            b = data[pos + 1]
             if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                ts_delta = (u >> 1) ^ -(u & 1)
+                ts_delta = zz[b]
                 pos += 2
             else:
-                ts_delta, pos = rv(data, pos)
+                c = data[pos + 2]
+                if c < 0x80:
+                    ts_delta = zz[(c << 7) + b]
+                    pos += 3
+                else:
+                    ts_delta, pos = rv(data, pos + 1)
+            # offsetDelta
             b = data[pos]
             if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
+                off_delta = zz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                off_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
             else:
-                off_delta, pos = rv(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                n = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                n, pos = rv(data, pos)
-            if n < 0:
+                c = data[pos + 1]
+                if c < 0x80:
+                    off_delta = zz[(c << 7) + b]
+                    pos += 2
+                else:
+                    off_delta, pos = rv(data, pos)
+            # key: 0x01 is zigzag(-1), a null key
+            if data[pos] == 1:
                 key = None
-            else:
-                key = data[pos : pos + n]
-                pos += n
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                n = (u >> 1) ^ -(u & 1)
-                pos += 2
             else:
                 n, pos = rv(data, pos)
+                if n < 0:
+                    key = None
+                else:
+                    key = data[pos : pos + n]
+                    pos += n
+            # value
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = zz[(c << 7) + b]
+                    pos += 2
+                else:
+                    n, pos = rv(data, pos)
             if n < 0:
                 value = None
             else:
                 value = data[pos : pos + n]
                 pos += n
+            # headers: count 0 is the common case
             if data[pos] == 0:
                 headers: tuple = ()
                 pos += 1
@@ -385,14 +421,33 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
                     hv, pos = _read_nullable(data, pos)
                     hs.append(Header(hk.decode("utf-8") if hk is not None else "", hv))
                 headers = tuple(hs)
+            # every field stayed inside the record (a field running past it
+            # would read the next record's bytes, never raise, so check here)
             if pos != rec_end:
                 raise CorruptRecordError(f"record at offset {base_offset + off_delta} has {rec_end - pos} stray bytes")
-            append((base_offset + off_delta, base_ts + ts_delta if fixed_ts is None else fixed_ts, key, value, headers))
+            add_offset(base_offset + off_delta)
+            add_row((key, value, base_timestamp + ts_delta if ts is None else ts, headers))
     except CorruptRecordError:
         raise
     except Exception as exc:  # ProtocolError from varints, IndexError, UnicodeDecodeError, ...
         raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {exc}") from None
-    return out
+    return offsets, rows
+
+
+def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
+    """Decode one complete v2 batch into a list of plain tuples
+    ``(offset, timestamp, key, value, headers)``. Same checks and errors as
+    :func:`iter_records`."""
+    if header is None:
+        header = validate_batch(batch) if check_crc else read_header(batch)
+    if not isinstance(batch, bytes):
+        batch = bytes(memoryview(batch)[: header.size])
+    data, start, stop = records_section(batch, 0, header.size, header.attributes, header.base_offset)
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    fixed_ts = header.max_timestamp if header.is_log_append_time else None
+    offsets, rows = decode_rows(data, start, stop, header.records_count, header.base_offset, header.base_timestamp, fixed_ts)
+    return [(offset, ts, key, value, headers) for offset, (key, value, ts, headers) in zip(offsets, rows)]
 
 
 def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:

@@ -390,7 +390,8 @@ class ZooKeeperProcess:
     ``tick_time_ms``: ZooKeeper's ``tickTime`` (sessions may last 2..20
     ticks; the default 500 allows 1-10 s sessions, Kafka's default 6 s
     included); ``max_session_timeout_ms``: ``maxSessionTimeout``;
-    ``startup_timeout``: seconds to wait for ``ruok`` -> ``imok``.
+    ``startup_timeout``: seconds to wait until ``srvr`` reports the
+    server's mode (``ruok`` says ``imok`` earlier, before it serves).
 
     Use as a context manager, or :meth:`start`, :meth:`stop`,
     :meth:`cleanup`. :attr:`connect` is the ``zookeeper.connect`` string;
@@ -472,8 +473,8 @@ class ZooKeeperProcess:
         ]
 
     def start(self) -> ZooKeeperProcess:
-        """Write ``zoo.cfg``, start the server and wait until it answers
-        ``ruok``; returns ``self``. A port taken between choosing and
+        """Write ``zoo.cfg``, start the server and wait until it serves
+        (``srvr`` four-letter word); returns ``self``. A port taken between choosing and
         binding it is retried with another free port."""
         if self.running:
             raise BrokerProcessError("ZooKeeper is already running")
@@ -530,13 +531,15 @@ class ZooKeeperProcess:
                     f"ZooKeeper exited with status {self._proc.returncode} before serving; its log:\n{self.output()[-4000:]}"
                 )
             try:
-                if four_letter_word(self.host, port, "ruok", timeout=1.0).startswith("imok"):
+                # "ruok" answers imok before the server serves requests;
+                # "srvr" reports its mode only once it does.
+                if "Mode:" in four_letter_word(self.host, port, "srvr", timeout=1.0):
                     return
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise BrokerProcessError(
-                    f"ZooKeeper did not answer ruok within {self.startup_timeout}s; its log:\n{self.output()[-4000:]}"
+                    f"ZooKeeper did not serve within {self.startup_timeout}s; its log:\n{self.output()[-4000:]}"
                 )
             time.sleep(0.1)
 

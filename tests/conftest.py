@@ -1,13 +1,15 @@
-"""Shared fixtures: a real bundled broker in a subprocess, unique topic names."""
+"""Shared fixtures: a real bundled broker in a subprocess, a real ZooKeeper
+server, unique topic names."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 
 import pytest
 
-from kclient.testing import BrokerProcess
+from kclient.testing import BrokerProcess, ZooKeeperProcess, zookeeper_unavailable_reason
 
 #: Partitions of auto-created topics on the session broker.
 BROKER_PARTITIONS = 2
@@ -28,3 +30,34 @@ def topic(request) -> str:
     only) plus a random suffix."""
     base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:80].strip("-") or "t"
     return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+def require_zookeeper() -> None:
+    """Skip the calling test when java or ZooKeeper is missing, with the
+    reason; in CI (the ``CI`` environment variable is set, as ``.ci/run``
+    does after installing the ``zookeeper`` package) fail instead, so a
+    broken CI image cannot silently skip the ZooKeeper tests."""
+    reason = zookeeper_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"ZooKeeper is required in CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(f"needs a real ZooKeeper: {reason}")
+
+
+@pytest.fixture(scope="session")
+def zookeeper():
+    """A :class:`kclient.testing.ZooKeeperProcess` (a real ZooKeeper server)
+    for the whole session; skipped without java/ZooKeeper unless ``CI`` is
+    set (then the tests fail)."""
+    require_zookeeper()
+    with ZooKeeperProcess() as zk:
+        yield zk
+
+
+@pytest.fixture(scope="session")
+def zk_broker(zookeeper):
+    """A bundled broker registered in the session ZooKeeper, auto-created
+    topics getting 5 partitions."""
+    with BrokerProcess(properties={"zookeeper.connect": zookeeper.connect, "num.partitions": 5}) as proc:
+        yield proc

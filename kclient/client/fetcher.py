@@ -129,7 +129,10 @@ class FetcherGroup:
                 else:
                     by_leader.setdefault(info.leader, []).append(info)
             for leader, infos in by_leader.items():
-                nursery.start_soon(self._fetch_loop, leader, infos)
+                # Returns once the partitions without an offset have one
+                # (auto.offset.reset), so a rebalance ends with every start
+                # offset fixed.
+                await nursery.start(self._fetch_loop, leader, infos)
             nursery.start_soon(self._leader_finder)
             if self._lost:
                 self._lost_event.set()
@@ -173,7 +176,7 @@ class FetcherGroup:
 
     # ------------------------------------------------------------ fetching
 
-    async def _fetch_loop(self, leader: tuple[int, str, int], infos: list[PartitionTopicInfo]) -> None:
+    async def _fetch_loop(self, leader: tuple[int, str, int], infos: list[PartitionTopicInfo], task_status=trio.TASK_STATUS_IGNORED) -> None:
         core = self.core
         broker_id, host, port = leader
         infos = list(infos)
@@ -187,6 +190,13 @@ class FetcherGroup:
                 client_id=core.config.client_id,
             )
             consumer.attach(conn_nursery)
+            try:
+                for info in infos:
+                    if info.fetch_offset < 0:
+                        await self._reset_offset(consumer, info, "no committed offset")
+            except Exception as exc:  # retried by the fetch loop below
+                log.debug("initial offset lookup on broker %d failed: %s", broker_id, exc)
+            task_status.started()
             try:
                 await self._fetch_until_done(consumer, broker_id, infos)
             except Exception:

@@ -9,7 +9,12 @@ The classic API with Python names (seed 000 "API Design"):
   dotted property names.
 - :class:`SimpleConsumer` with :class:`FetchRequest` and
   :class:`OffsetRequest`; fetches return :class:`ByteBufferMessageSet`.
+- :class:`ConsumerConnector`, the ZooKeeper-coordinated high-level consumer:
+  ``create_message_streams`` / ``create_message_streams_by_filter``
+  (:class:`Whitelist`, :class:`Blacklist`) give :class:`KafkaStream`
+  iterators of :class:`MessageAndMetadata`.
 - The trio API underneath: :class:`TrioProducer`, :class:`TrioSimpleConsumer`.
+- Test helpers: ``kclient.testing.BrokerProcess`` and :class:`ZooKeeperProcess`.
 - Errors named after Kafka error codes, all under :class:`KafkaError`.
 """
 
@@ -23,12 +28,16 @@ __version__ = "0.1.0"
 # Public name -> module. Loaded on first use (PEP 562) so that importing the
 # pure protocol layer does not pull in trio, threads or the broker.
 _EXPORTS = {
+    "Blacklist": "kclient.client.kafka_stream",
     "BrokerConfig": "kclient.config",
     "BrokerResponseError": "kclient.errors",
     "ByteBufferMessageSet": "kclient.client.message_set",
     "CallbackHandler": "kclient.client.callback_handler",
     "ConfigError": "kclient.errors",
     "ConsumerConfig": "kclient.config",
+    "ConsumerConnector": "kclient.client.consumer_connector",
+    "ConsumerRebalanceFailedError": "kclient.errors",
+    "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
     "DefaultEncoder": "kclient.client.encoder",
     "DefaultEventHandler": "kclient.client.event_handler",
@@ -41,14 +50,17 @@ _EXPORTS = {
     "InvalidTopicError": "kclient.errors",
     "KafkaConnectionError": "kclient.errors",
     "KafkaError": "kclient.errors",
+    "KafkaStream": "kclient.client.kafka_stream",
     "KafkaTimeoutError": "kclient.errors",
     "LeaderNotAvailableError": "kclient.errors",
     "Message": "kclient.client.message_set",
+    "MessageAndMetadata": "kclient.client.kafka_stream",
     "MessageAndOffset": "kclient.client.message_set",
     "MessageSizeTooLargeError": "kclient.errors",
     "MultiFetchResponse": "kclient.client.message_set",
     "NoBrokersAvailableError": "kclient.errors",
     "NotLeaderForPartitionError": "kclient.errors",
+    "NotSupportedError": "kclient.errors",
     "OffsetOutOfRangeError": "kclient.errors",
     "OffsetRequest": "kclient.client.simple_consumer",
     "Partitioner": "kclient.client.partitioner",
@@ -60,10 +72,15 @@ _EXPORTS = {
     "QueueFullError": "kclient.errors",
     "SimpleConsumer": "kclient.client.simple_consumer",
     "StringEncoder": "kclient.client.encoder",
+    "TopicFilter": "kclient.client.kafka_stream",
     "TrioProducer": "kclient.client.producer_core",
     "TrioSimpleConsumer": "kclient.client.simple_consumer",
     "UnknownTopicOrPartitionError": "kclient.errors",
     "UnsupportedVersionError": "kclient.errors",
+    "Whitelist": "kclient.client.kafka_stream",
+    "ZkTimeoutError": "kclient.errors",
+    "ZooKeeperError": "kclient.errors",
+    "ZooKeeperProcess": "kclient.testing",
 }
 
 
@@ -83,6 +100,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.callback_handler import CallbackHandler
+    from kclient.client.consumer_connector import ConsumerConnector
+    from kclient.client.kafka_stream import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
     from kclient.client.encoder import DefaultEncoder, Encoder, StringEncoder
     from kclient.client.event_handler import DefaultEventHandler, EventHandler
     from kclient.client.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
@@ -93,6 +112,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.simple_consumer import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
     from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
+    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, NotSupportedError, ZkTimeoutError, ZooKeeperError
     from kclient.protocol.records import Header
+    from kclient.testing import ZooKeeperProcess
 
 __all__ = sorted(_EXPORTS)

@@ -268,6 +268,40 @@ def test_oversized_and_negative_frames_rejected_before_buffering():
         fb.next_frame()
 
 
+def test_large_frames_received_in_place_mixed_with_fed_chunks():
+    """FrameBuffer.receive_buffer (the client's fetch path): the rest of a
+    large frame goes straight into the buffer next_frame returns; bytes fed
+    while it is being filled (or after it) come out in stream order."""
+    import random
+
+    rng = random.Random(5)
+    frames = [bytes(rng.randbytes(n)) for n in (300, 5, 1000, 0, 700, 2000, 64)]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    for mode in ("direct", "feed", "mixed"):
+        fb = FrameBuffer()
+        got, pos = [], 0
+        while pos < len(stream):
+            step = rng.randint(1, 150)
+            into = fb.receive_buffer(256) if mode != "feed" else None
+            if into is not None and (mode == "direct" or rng.random() < 0.5):
+                n = min(step, len(into), len(stream) - pos)
+                into[:n] = stream[pos : pos + n]
+                fb.received(n)
+            else:
+                n = min(step, len(stream) - pos)
+                fb.feed(stream[pos : pos + n])
+            pos += n
+            while (f := fb.next_frame()) is not None:
+                got.append(bytes(f))
+        assert got == frames, mode
+        assert fb.buffered == 0 and fb.receive_buffer(256) is None
+    big = FrameBuffer(max_frame_bytes=100)
+    big.feed(struct.pack(">i", 101) + b"x")
+    assert big.receive_buffer(10) is None  # invalid size: next_frame raises
+    with pytest.raises(ProtocolError):
+        big.next_frame()
+
+
 # --- record batch v2 ------------------------------------------------------------
 
 

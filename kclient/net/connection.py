@@ -26,6 +26,8 @@ from kclient.protocol.schema import Api
 log = logging.getLogger(__name__)
 
 _RECV_BYTES = 1 << 20
+#: Responses at least this big are received in place (FrameBuffer.receive_buffer).
+_DIRECT_FRAME_BYTES = 64 * 1024
 
 
 class _Pending:
@@ -205,15 +207,27 @@ class BrokerConnection:
     async def _reader(self) -> None:
         try:
             while True:
+                # A large response (a fetch) whose size is known is received
+                # straight into its final buffer; everything else in chunks.
+                into = self._proto.receive_buffer(_DIRECT_FRAME_BYTES)
                 try:
-                    data = await self._stream.receive_some(_RECV_BYTES)
+                    if into is not None:
+                        data = await self._stream.socket.recv_into(into)
+                    else:
+                        data = await self._stream.receive_some(_RECV_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     await self._fail(KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}"))
                     return
+                finally:
+                    if into is not None:
+                        into.release()
                 if not data:
                     await self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
                     return
-                self._proto.receive_data(data)
+                if into is not None:
+                    self._proto.received(data)
+                else:
+                    self._proto.receive_data(data)
                 while True:
                     try:
                         response = self._proto.next_response()

@@ -43,27 +43,82 @@ class FrameBuffer:
         self._buf = bytearray()
         self._pos = 0
         self.max_frame_bytes = max_frame_bytes
+        # A large frame being received in place (see receive_buffer): its
+        # final buffer and how many of its bytes have arrived. While it is
+        # set, _buf holds only bytes that come after it.
+        self._big: bytearray | None = None
+        self._big_fill = 0
 
     def feed(self, data) -> None:
         """Add received bytes."""
+        big = self._big
+        if big is not None:
+            take = min(len(data), len(big) - self._big_fill)
+            big[self._big_fill : self._big_fill + take] = memoryview(data)[:take]
+            self._big_fill += take
+            if take == len(data):
+                return
+            data = memoryview(data)[take:]
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
         self._buf += data
 
+    def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:
+        """Where to receive the rest of a large frame without intermediate
+        copies: when the frame now being received has a known size of at
+        least ``min_frame_bytes`` and is not complete, a writable view of its
+        missing bytes in the buffer :meth:`next_frame` will return (a
+        ``bytearray``); after receiving ``n`` bytes into it call
+        :meth:`received`. Otherwise None (use :meth:`feed`).
+
+        Saves a 1 MB fetch response two copies (into the accumulation
+        buffer, then out of it) and the socket layer's per-call allocation."""
+        big = self._big
+        if big is None:
+            buf = self._buf
+            pos = self._pos
+            have = len(buf) - pos - 4
+            if have < 0:
+                return None
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < min_frame_bytes or size <= have or size > self.max_frame_bytes:
+                return None  # small, complete, or invalid (next_frame raises)
+            big = self._big = bytearray(size)
+            big[:have] = memoryview(buf)[pos + 4 :]
+            self._big_fill = have
+            buf.clear()
+            self._pos = 0
+        return memoryview(big)[self._big_fill :]
+
+    def received(self, n: int) -> None:
+        """``n`` bytes were written into the view :meth:`receive_buffer`
+        returned."""
+        self._big_fill += n
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""
-        return len(self._buf) - self._pos
+        extra = self._big_fill + 4 if self._big is not None else 0
+        return len(self._buf) - self._pos + extra
 
     def pending_frame_size(self) -> int | None:
         """Size of the frame now being received, if its size is known."""
+        if self._big is not None:
+            return len(self._big)
         if self.buffered < 4:
             return None
         return _SIZE.unpack_from(self._buf, self._pos)[0]
 
-    def next_frame(self) -> bytes | None:
-        """The next complete frame, or None if more bytes are needed."""
+    def next_frame(self) -> bytes | bytearray | None:
+        """The next complete frame, or None if more bytes are needed (a
+        ``bytearray`` when it was received in place, else ``bytes``)."""
+        big = self._big
+        if big is not None:
+            if self._big_fill < len(big):
+                return None
+            self._big = None  # handed over: never written or resized again
+            return big
         buf = self._buf
         pos = self._pos
         if len(buf) - pos < 4:
@@ -216,6 +271,14 @@ class ClientConnection:
 
     def receive_data(self, data) -> None:
         self._frames.feed(data)
+
+    def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:
+        """See :meth:`FrameBuffer.receive_buffer`: receive the rest of a large
+        response straight into its final buffer, then call :meth:`received`."""
+        return self._frames.receive_buffer(min_frame_bytes)
+
+    def received(self, n: int) -> None:
+        self._frames.received(n)
 
     def next_response(self) -> Response | None:
         frame = self._frames.next_frame()

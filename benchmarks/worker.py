@@ -405,6 +405,49 @@ def consume_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     return {"records": n, "bytes": nbytes, "settings": {"api": "SimpleConsumer.multifetch", "FetchRequest.max_size": max_size}}
 
 
+def consume_kclient_stream(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    """The high-level consumer: a ConsumerConnector (ZooKeeper-coordinated,
+    a fresh group, auto.offset.reset=smallest) with ONE KafkaStream over
+    every partition, iterated until the expected count. Timed from
+    create_message_streams: joining the group (ZooKeeper registration and
+    rebalance, some 0.1-0.2 s) is inside the measurement, because the
+    fetchers start prefetching as soon as the rebalance ends (timing only
+    the iteration would count prefetched chunks as free)."""
+    import uuid
+
+    from kclient import ConsumerConnector, ConsumerTimeoutError
+
+    topic, count = spec["topic"], spec["count"]
+    fetch_bytes = spec.get("fetch_bytes", 1 << 20)
+    config = {
+        "group.id": f"bench-{uuid.uuid4().hex[:12]}",
+        "zookeeper.connect": spec["zookeeper"],
+        "auto.offset.reset": "smallest",
+        "auto.commit.enable": False,
+        "consumer.timeout.ms": 30000,
+        "fetch.message.max.bytes": fetch_bytes,
+    }
+    n = nbytes = 0
+    with ConsumerConnector(config) as connector:
+        timer.start()
+        stream = connector.create_message_streams({topic: 1})[topic][0]
+        try:
+            for m in stream:
+                nbytes += len(m.message)
+                n += 1
+                if n >= count:
+                    break
+        except ConsumerTimeoutError:
+            raise BenchError(f"kclient-stream consume stalled after {n} records") from None
+        timer.stop()
+    check_consumed(spec, n, nbytes)
+    return {
+        "records": n,
+        "bytes": nbytes,
+        "settings": {"api": "ConsumerConnector.create_message_streams({topic: 1}), iterate KafkaStream", "fetch.message.max.bytes": fetch_bytes, "queued.max.message.chunks": 2},
+    }
+
+
 def consume_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     import kafka
 
@@ -666,6 +709,7 @@ WORKERS = {
     ("latency", "aiokafka"): latency_aiokafka,
     ("latency", "confluent-kafka"): latency_confluent,
     ("consume", "kclient"): consume_kclient,
+    ("consume", "kclient-stream"): consume_kclient_stream,
     ("consume", "kafka-python"): consume_kafka_python,
     ("consume", "aiokafka"): consume_aiokafka,
     ("consume", "confluent-kafka"): consume_confluent,

@@ -39,6 +39,10 @@ def quick_report(tmp_path_factory) -> tuple[dict, str]:
 
 
 def installed(client: str) -> bool:
+    if client == "kclient-stream":  # the ConsumerConnector row also needs a ZooKeeper
+        from kclient.testing import zookeeper_unavailable_reason
+
+        return zookeeper_unavailable_reason() is None
     module = {"kclient": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
     return importlib.util.find_spec(module) is not None
 

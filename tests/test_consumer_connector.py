@@ -24,7 +24,6 @@ from kclient.errors import (
     NotSupportedError,
     ZkTimeoutError,
 )
-from kclient.testing import ZooKeeperProcess
 from kclient.zk import paths
 from kclient.zk.client import ZkClient
 
@@ -212,8 +211,11 @@ def test_offsets_storage_kafka_is_refused_clearly(zookeeper, group):
 
 
 def test_unreachable_zookeeper_fails_within_the_connection_timeout(group):
-    with ZooKeeperProcess() as stopped:
-        port = stopped.port
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     started = time.monotonic()
     with pytest.raises(ZkTimeoutError, match=r"zookeeper\.connection\.timeout\.ms=1000"):
         ConsumerConnector({"group.id": group, "zookeeper.connect": f"127.0.0.1:{port}", "zookeeper.connection.timeout.ms": 1000})
@@ -451,3 +453,50 @@ def test_streams_are_created_once(zookeeper, zk_broker, zk, group, topic):
         connector.create_message_streams({topic: 1})
         with pytest.raises(KafkaError, match="only once"):
             connector.create_message_streams({topic: 1})
+
+
+def test_auto_commit_writes_consumed_offsets_periodically(zookeeper, zk_broker, zk, group, topic):
+    produce(zk_broker, topic, [(f"k{i}", "v") for i in range(40)])
+    wait_for_topic(zk, topic)
+    settings = {"auto.commit.enable": True, "auto.commit.interval.ms": 100}
+    with ConsumerConnector(props(zookeeper, group, **settings)) as connector:
+        got = drain(connector.create_message_streams({topic: 1})[topic][0], until=40)
+        ends = collections.Counter(m.partition for m in got)
+        deadline = time.monotonic() + DEADLINE
+        while True:  # no commit_offsets() call: the auto-commit task writes them
+            stored = {p: zk.get(paths.offset_path(group, topic, p)) for p in range(PARTITIONS)}
+            if all(stored[p] is not None and paths.decode_offset(stored[p]) == ends[p] for p in range(PARTITIONS)):
+                break
+            assert time.monotonic() < deadline, stored
+            time.sleep(0.05)
+
+
+def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, zk, group, topic):
+    from kazoo.client import KazooClient
+
+    produce(zk_broker, topic, [(f"a{i}", "1") for i in range(20)])
+    wait_for_topic(zk, topic)
+    with ConsumerConnector(props(zookeeper, group, **{"consumer.id": "phoenix"})) as connector:
+        stream = connector.create_message_streams({topic: 1})[topic][0]
+        assert len(drain(stream, until=20)) == 20
+        connector.commit_offsets()
+        # Expire the consumer's session the way ZooKeeper's own tests do: a
+        # second client attaches to the same session and closes it.
+        session_id, password = connector._core._zk_client.kazoo.client_id
+        intruder = KazooClient(hosts=zookeeper.connect, client_id=(session_id, password))
+        intruder.start(timeout=30)
+        intruder.stop()
+        intruder.close()
+        # the consumer comes back: registration and ownership re-created by a new session
+        deadline = time.monotonic() + DEADLINE
+        nodes = [paths.consumer_id_path(group, "phoenix")] + [paths.owner_path(group, topic, p) for p in range(PARTITIONS)]
+        while True:
+            sessions = {zk.owner_session(path) for path in nodes}
+            if len(sessions) == 1 and sessions.pop() not in (None, session_id):
+                break
+            assert time.monotonic() < deadline, "the consumer never re-registered after its session expired"
+            time.sleep(0.05)
+        wait_for_owners(zk, group, topic, {"phoenix"})
+        produce(zk_broker, topic, [(f"b{i}", "2") for i in range(20)])
+        later = drain(stream, until=20)
+        assert sorted(m.key for m in later) == sorted(f"b{i}".encode() for i in range(20))

@@ -11,7 +11,7 @@ import pytest
 
 from kclient import Producer, ProducerData
 from kclient.errors import ZkTimeoutError
-from kclient.testing import BrokerProcess, BrokerProcessError, ZooKeeperProcess, four_letter_word
+from kclient.testing import BrokerProcess, BrokerProcessError, four_letter_word
 from kclient.zk import paths
 from kclient.zk.client import ZkClient
 from kclient.zk.paths import (
@@ -144,9 +144,17 @@ def test_zk_client_ephemeral_and_persistent_nodes(zookeeper):
         b.close()
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_zk_client_unreachable_server_times_out_clearly():
-    with ZooKeeperProcess() as zk:
-        port = zk.port
+    port = closed_port()
     client = ZkClient(f"127.0.0.1:{port}", connection_timeout_ms=1000)
     with pytest.raises(ZkTimeoutError, match="zookeeper.connection.timeout.ms=1000"):
         client.start()
@@ -197,8 +205,7 @@ def test_broker_restart_registers_existing_topics_and_leaves_on_stop(zookeeper, 
 
 
 def test_broker_fails_clearly_when_zookeeper_is_unreachable():
-    with ZooKeeperProcess() as zk:
-        port = zk.port
+    port = closed_port()
     started = time.monotonic()
     broker = BrokerProcess(properties={"zookeeper.connect": f"127.0.0.1:{port}", "zookeeper.connection.timeout.ms": 1000})
     try:

@@ -185,6 +185,29 @@ def test_topic_filters_match_whole_names_like_kafka():
         Whitelist("(")
 
 
+def test_chunks_decode_every_format_like_the_simple_consumer():
+    from kclient.client.fetcher import PartitionTopicInfo, decode_chunk
+    from kclient.client.message_set import ByteBufferMessageSet
+    from kclient.protocol.records import codecs as record_codecs
+    from kclient.protocol.records import legacy, v2
+
+    recs = [(f"k{i}".encode(), f"v{i}".encode(), 1000 + i) for i in range(6)]
+    buffer = (
+        legacy.build_message_set(recs[:2], magic=0, base_offset=0)
+        + legacy.build_message_set(recs[2:4], magic=1, base_offset=2, codec=record_codecs.GZIP)
+        + v2.build_batch([(None, b"marker", 5)], base_offset=4, is_control=True)
+        + v2.build_batch(recs[4:], base_offset=5)
+    )
+    buffer += v2.build_batch(recs, base_offset=7)[:30]  # a partial batch at the end is dropped
+    info = PartitionTopicInfo("t", 3, 0, 1)
+    message_set = ByteBufferMessageSet("t", 3, buffer, 1)  # starts inside the first set
+    chunk = decode_chunk(info, message_set, None, lambda b: b.decode().upper())
+    reference = [(mo.message.key, mo.message.payload.decode().upper(), "t", 3, mo.offset, mo.message.timestamp) for mo in message_set]
+    assert [tuple(m) for m in chunk] == reference
+    assert [m.offset for m in chunk] == [1, 2, 3, 5, 6]  # offset 4 is the control batch
+    assert chunk[0].timestamp == -1 and chunk[-1].timestamp == 1005  # v0 has no timestamps
+
+
 # ---------------------------------------------------------------- configuration
 
 

@@ -45,6 +45,8 @@ from kclient.errors import (
     ProtocolError,
 )
 from kclient.protocol.records import scan_batches
+from kclient.protocol.records.legacy import iter_entry_records
+from kclient.protocol.records.v2 import decode_records, validate_batch
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer_connector import _ConnectorCore
@@ -80,17 +82,49 @@ class PartitionTopicInfo:
 
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
-    """The messages of one fetched ``ByteBufferMessageSet`` as a list of
-    :class:`MessageAndMetadata` (decoders applied). Raises the set's
-    decoding errors (MessageSizeTooLargeError, CorruptRecordError)."""
+    """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
+    a list of :class:`MessageAndMetadata` (decoders applied), starting at
+    the offset asked for. Reads every format (record batch v2 through
+    :func:`kclient.protocol.records.v2.decode_records`, one tuple per
+    record; v0/v1 message sets record by record), skips control batches,
+    checks every batch's CRC. Raises
+    :class:`~kclient.errors.MessageSizeTooLargeError` when the first batch
+    does not fit ``fetch.message.max.bytes`` and
+    :class:`~kclient.errors.CorruptRecordError` naming the partition."""
+    message_set.check_fits()
     topic = info.topic
     partition = info.partition
+    start = message_set.start_offset
     mm = MessageAndMetadata
-    if key_decoder is None and value_decoder is None:
-        return [_new(mm, (m[0], m[1], topic, partition, offset, m[2])) for m, offset in message_set]
-    kd = key_decoder or (lambda b: b)
-    vd = value_decoder or (lambda b: b)
-    return [_new(mm, (kd(m[0]), vd(m[1]), topic, partition, offset, m[2])) for m, offset in message_set]
+    out: list = []
+    view = memoryview(message_set.buffer)
+    for batch_info in scan_batches(view):
+        if batch_info.last_offset < start:
+            continue
+        batch = view[batch_info.position : batch_info.position + batch_info.size]
+        try:
+            if batch_info.magic == 2:
+                header = validate_batch(batch)
+                if header.is_control:
+                    continue
+                records = decode_records(batch, header, check_crc=False)
+            else:
+                records = [(r.offset, r.timestamp, r.key, r.value) for r in iter_entry_records(batch)]
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{topic}-{partition} offset {batch_info.base_offset}: {exc}") from None
+        if batch_info.base_offset < start:
+            records = [r for r in records if r[0] >= start]
+        if key_decoder is None and value_decoder is None:
+            out += [_new(mm, (r[2], r[3], topic, partition, r[0], r[1])) for r in records]
+        else:
+            kd = key_decoder or _identity
+            vd = value_decoder or _identity
+            out += [_new(mm, (kd(r[2]), vd(r[3]), topic, partition, r[0], r[1])) for r in records]
+    return out
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def _end_of_complete_batches(buffer: Any) -> int:

@@ -60,6 +60,8 @@ def test_report_shape(quick_report) -> None:
         "produce-100B-8p",
         "produce-1000B-1p",
         "produce-1000B-8p",
+        "produce-1000B-1p-1MB",
+        "produce-1000B-8p-1MB",
         "latency-100B-1p",
         "consume-100B-1p",
         "consume-100B-8p",

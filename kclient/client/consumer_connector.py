@@ -164,6 +164,7 @@ class _ConnectorCore:
         self._committed: dict[tuple[str, int], int] = {}
         self._relevant_topics: frozenset[str] | None = None
         self._session_lost = False
+        self._stopping = False
         self.rebalance_count = 0
 
     # ------------------------------------------------------------ start / stop
@@ -179,6 +180,8 @@ class _ConnectorCore:
     async def _background(self, nursery: trio.Nursery) -> None:
         with trio.CancelScope() as scope:
             self._scope = scope
+            if self._stopping:
+                return
             async with trio.open_nursery() as inner:
                 if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
                     inner.start_soon(self._auto_commit_loop)
@@ -201,6 +204,7 @@ class _ConnectorCore:
         release ownership and end the ZooKeeper session."""
         if self.closed:
             return
+        self._stopping = True
         if self._scope is not None:
             self._scope.cancel()
         assert self._lock is not None
@@ -404,8 +408,11 @@ class _ConnectorCore:
                     continue  # already handled by a rebalance that ran meanwhile
                 try:
                     await self._rebalance()
-                except ConsumerRebalanceFailedError as exc:
-                    log.error("%s", exc)
+                except Exception as exc:  # ConsumerRebalanceFailedError, or a bug: tell the streams
+                    if isinstance(exc, ConsumerRebalanceFailedError):
+                        log.error("%s", exc)
+                    else:
+                        log.exception("rebalance of consumer %s failed", self.consumer_id)
                     self._clear_queues()
                     for sender in self._senders:
                         try:

@@ -187,6 +187,11 @@ class BrokerConnection:
         return None if pending is None else PendingResponse(self, api, pending)
 
     async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None):
+        if pending.event.is_set():  # answered already (pipelined requests): no timer needed
+            await trio.lowlevel.checkpoint()
+            if pending.error is not None:
+                raise pending.error
+            return pending.response
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf) as scope:
             await pending.event.wait()

@@ -523,3 +523,29 @@ def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, z
         produce(zk_broker, topic, [(f"b{i}", "2") for i in range(20)])
         later = drain(stream, until=20)
         assert sorted(m.key for m in later) == sorted(f"b{i}".encode() for i in range(20))
+
+
+def test_partitions_are_fetched_from_their_own_leaders(zookeeper, group):
+    from kclient.testing import BrokerProcess
+
+    connect = zookeeper.connect_string(f"two-brokers-{uuid.uuid4().hex[:8]}")
+    with BrokerProcess(properties={"zookeeper.connect": connect, "broker.id": 1, "num.partitions": 2}) as b1, BrokerProcess(
+        properties={"zookeeper.connect": connect, "broker.id": 2, "num.partitions": 3}
+    ) as b2:
+        produce(b1, "left", [(f"l{i}", "1") for i in range(20)])
+        produce(b2, "right", [(f"r{i}", "2") for i in range(30)])
+        with ConsumerConnector(dict(props(zookeeper, group), **{"zookeeper.connect": connect})) as connector:
+            streams = connector.create_message_streams({"left": 1, "right": 2})
+            got = drain_all(streams["left"] + streams["right"], 50)
+            assert sorted(m.key for m in got) == sorted([f"l{i}".encode() for i in range(20)] + [f"r{i}".encode() for i in range(30)])
+            assert {(m.topic, m.partition) for m in got} == {("left", 0), ("left", 1), ("right", 0), ("right", 1), ("right", 2)}
+            # broker 2 leaves: its partitions lose their leader, the rest keeps flowing
+            b2.stop()
+            produce(b1, "left", [(f"m{i}", "3") for i in range(10)])
+            later = drain_all(streams["left"], 10)
+            assert sorted(m.key for m in later) == sorted(f"m{i}".encode() for i in range(10))
+            # broker 2 comes back (on another port): its partitions are found and read again
+            b2.start()
+            produce(b2, "right", [(f"s{i}", "4") for i in range(15)])
+            again = drain_all(streams["right"], 15)
+            assert sorted(m.key for m in again) == sorted(f"s{i}".encode() for i in range(15))

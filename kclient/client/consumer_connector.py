@@ -673,6 +673,9 @@ class ConsumerConnector:
     ``rebalance.backoff.ms``, ``refresh.leader.backoff.ms``,
     ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``,
     ``socket.timeout.ms``, ``client.id``, ``exclude.internal.topics``).
+    ``num.consumer.fetchers`` is accepted but there is always one fetch loop
+    per leader broker; ``zookeeper.sync.time.ms`` and
+    ``dual.commit.enabled`` are accepted and unused.
 
     The constructor connects to ZooKeeper. Raises
     :class:`~kclient.errors.ConfigError` naming the property for a bad

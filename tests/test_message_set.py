@@ -94,6 +94,13 @@ def test_malformed_record_with_a_valid_crc_is_corrupt():
     struct.pack_into(">I", batch, 17, compute_crc(batch))
     with pytest.raises(CorruptRecordError, match="t-0 offset 5"):
         list(_set(bytes(batch)))
+    # after the messages of the good batches before it
+    good = build_batch([(None, b"ok", TS), (None, b"ok2", TS)], base_offset=3)
+    got = []
+    with pytest.raises(CorruptRecordError, match="t-0 offset 5"):
+        for mo in _set(good + bytes(batch)):
+            got.append(mo.offset)
+    assert got == [3, 4]
 
 
 def test_legacy_entries_then_v2_batches():

@@ -86,6 +86,12 @@ class MessageAndOffset(tuple):
 
 _new = tuple.__new__
 
+#: ByteBufferMessageSet hands out the decoded messages in chunks of about
+#: this many (whole batches): small batches share the per-chunk cost, and
+#: few objects are alive at once (measured: decoding a whole 1 MB fetch
+#: before yielding is slower for 100 B records).
+_ROWS_PER_CHUNK = 256
+
 
 @attrs.define
 class ByteBufferMessageSet:
@@ -144,22 +150,24 @@ class ByteBufferMessageSet:
                 )
 
     def __iter__(self) -> Iterator[MessageAndOffset]:
-        # One C-level iterator per batch, chained: the consumer's for-loop
-        # pulls each MessageAndOffset through map/zip without running any
-        # Python bytecode per record (see _batches).
+        # C-level iterators, chained: the consumer's for-loop pulls each
+        # MessageAndOffset through map/zip without running any Python
+        # bytecode per record (see _batches).
         return chain.from_iterable(self._batches())
 
     def _batches(self) -> Iterator[Iterable[MessageAndOffset]]:
-        """Per batch, an iterable of its messages at or after
-        ``start_offset``, decoded when the consumer reaches that batch.
+        """Iterables of the messages at or after ``start_offset``, in order,
+        decoded a few batches at a time as the consumer iterates.
 
-        Fast path for v2 batches: the 61-byte header unpacked once, the
-        CRC-32C over the batch in C, the records decoded by
-        :func:`decode_rows` straight from the fetched buffer (no per-batch
-        copy) into (key, value, timestamp, headers) rows that ``map`` turns
-        into Message / MessageAndOffset tuples. Anything unusual (v0/v1
-        entries, an impossible header, a CRC mismatch) goes through the
-        general readers, which raise the precise error."""
+        Fast path for v2 batches: each 61-byte header unpacked once, the
+        CRC-32C over the batch in C, the records of all the batches decoded
+        by :func:`decode_rows` straight from the fetched buffer (no
+        per-batch copy) into lists of (key, value, timestamp, headers) rows
+        (``_ROWS_PER_CHUNK``) that ``map`` turns into Message /
+        MessageAndOffset tuples.
+        Anything unusual (v0/v1 entries, an impossible header, a CRC
+        mismatch) goes through the general readers, which raise the precise
+        error, after the messages before it."""
         if self.error_code:
             raise self.error  # type: ignore[misc]
         self.check_fits()
@@ -172,6 +180,9 @@ class ByteBufferMessageSet:
         view = memoryview(buf)
         size = len(buf)
         unpack = _V2_HEADER.unpack_from
+        offsets: list[int] = []
+        rows: list[tuple] = []
+        error = None
         pos = 0
         while pos + _V2_HEADER_SIZE <= size and buf[pos + 16] == 2:
             base_offset, batch_length, _, _, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = unpack(buf, pos)
@@ -181,17 +192,26 @@ class ByteBufferMessageSet:
             if base_offset + last_delta >= start and not attributes & ATTR_CONTROL:
                 if crc32c(view[pos + CRC_START : end]) != crc:
                     break  # the general path raises the CRC error
+                done = len(rows)
                 try:
                     data, first, stop = records_section(buf, pos, end, attributes, base_offset)
-                    offsets, rows = decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None)
+                    decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None, offsets, rows)
                 except CorruptRecordError as exc:
-                    raise CorruptRecordError(f"{self.topic}-{self.partition} offset {base_offset}: {exc}") from None
+                    del offsets[done:], rows[done:]
+                    error = CorruptRecordError(f"{self.topic}-{self.partition} offset {base_offset}: {exc}")
+                    break
                 if base_offset < start:  # the batch holding start_offset began earlier
-                    keep = [i for i, offset in enumerate(offsets) if offset >= start]
-                    offsets = [offsets[i] for i in keep]
-                    rows = [rows[i] for i in keep]
-                yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
+                    keep = [i for i in range(done, len(rows)) if offsets[i] >= start]
+                    offsets[done:] = [offsets[i] for i in keep]
+                    rows[done:] = [rows[i] for i in keep]
+                if len(rows) >= _ROWS_PER_CHUNK:
+                    yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
+                    offsets, rows = [], []
             pos = end
+        if rows:
+            yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
+        if error is not None:
+            raise error
         for info in scan_batches(view, pos):
             if info.last_offset < start:
                 continue

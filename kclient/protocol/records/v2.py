@@ -318,7 +318,17 @@ def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) 
     return data, 0, len(data)
 
 
-def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int, fixed_timestamp: int | None = None) -> tuple[list, list]:
+def decode_rows(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None = None,
+    offsets: list | None = None,
+    rows: list | None = None,
+) -> tuple[list, list]:
     """Decode ``count`` records from ``data[pos:end]`` (a batch's
     uncompressed records section, see :func:`records_section`) into two
     lists: the absolute offsets, and one ``(key, value, timestamp,
@@ -327,7 +337,10 @@ def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, b
     :class:`kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
     ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
     given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
-    slices of it. Raises :class:`CorruptRecordError` for malformed records.
+    slices of it. ``offsets`` / ``rows``: lists to append to (several
+    batches into one pair), new ones by default; on an error they may hold
+    part of this batch. Raises :class:`CorruptRecordError` for malformed
+    records.
 
     The consumer's hot loop: one iteration per record, so it is written for
     the common shape (one- and two-byte varints looked up in ``_ZZ``, null
@@ -335,11 +348,13 @@ def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, b
     """
     zz = _ZZ
     rv = read_varint
-    offsets: list[int] = []
-    rows: list[tuple] = []
+    if offsets is None:
+        offsets = []
+    if rows is None:
+        rows = []
+    first_row = len(rows)
     add_offset = offsets.append
     add_row = rows.append
-    ts = fixed_timestamp
     try:
         for _ in range(count):
             # length varint
@@ -354,9 +369,9 @@ def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, b
                     pos += 2
                 else:
                     length, pos = rv(data, pos)
+            # (a negative length or a record running past ``end`` is caught
+            # by the checks after its fields and after the loop)
             rec_end = pos + length
-            if length < 0 or rec_end > end:
-                raise CorruptRecordError(f"record length {length} runs past the batch at offset {base_offset}")
             # attributes int8 (unused, as in Kafka), then timestampDelta
             b = data[pos + 1]
             if b < 0x80:
@@ -426,11 +441,15 @@ def decode_rows(data: bytes, pos: int, end: int, count: int, base_offset: int, b
             if pos != rec_end:
                 raise CorruptRecordError(f"record at offset {base_offset + off_delta} has {rec_end - pos} stray bytes")
             add_offset(base_offset + off_delta)
-            add_row((key, value, base_timestamp + ts_delta if ts is None else ts, headers))
+            add_row((key, value, base_timestamp + ts_delta, headers))
+        if pos > end:
+            raise CorruptRecordError(f"records run past the end of the batch at offset {base_offset}")
     except CorruptRecordError:
         raise
     except Exception as exc:  # ProtocolError from varints, IndexError, UnicodeDecodeError, ...
         raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {exc}") from None
+    if fixed_timestamp is not None:  # LogAppendTime: the batch's time for every record
+        rows[first_row:] = [(key, value, fixed_timestamp, headers) for key, value, _, headers in rows[first_row:]]
     return offsets, rows
 
 

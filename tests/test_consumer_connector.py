@@ -20,6 +20,7 @@ from kclient.errors import (
     ConfigError,
     ConsumerRebalanceFailedError,
     ConsumerTimeoutError,
+    CorruptRecordError,
     KafkaError,
     NotSupportedError,
     ZkTimeoutError,
@@ -206,6 +207,10 @@ def test_chunks_decode_every_format_like_the_simple_consumer():
     assert [tuple(m) for m in chunk] == reference
     assert [m.offset for m in chunk] == [1, 2, 3, 5, 6]  # offset 4 is the control batch
     assert chunk[0].timestamp == -1 and chunk[-1].timestamp == 1005  # v0 has no timestamps
+    damaged = bytearray(v2.build_batch(recs, base_offset=0))
+    damaged[-3] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="t-3 offset 0"):
+        decode_chunk(info, ByteBufferMessageSet("t", 3, bytes(damaged), 0), None, None)
 
 
 # ---------------------------------------------------------------- configuration

@@ -46,7 +46,7 @@ from kclient.errors import (
 )
 from kclient.protocol.records import scan_batches
 from kclient.protocol.records.legacy import iter_entry_records
-from kclient.protocol.records.v2 import decode_records, validate_batch
+from kclient.protocol.records.v2 import decode_rows, records_section, validate_batch
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer_connector import _ConnectorCore
@@ -84,10 +84,11 @@ class PartitionTopicInfo:
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
     """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
     a list of :class:`MessageAndMetadata` (decoders applied), starting at
-    the offset asked for. Reads every format (record batch v2 through
-    :func:`kclient.protocol.records.v2.decode_records`, one tuple per
-    record; v0/v1 message sets record by record), skips control batches,
-    checks every batch's CRC. Raises
+    the offset asked for. Reads every format (record batch v2 decoded by
+    :func:`kclient.protocol.records.v2.decode_rows` straight into one
+    MessageAndMetadata tuple per record; v0/v1 message sets record by
+    record), skips control batches, checks every batch's size and CRC.
+    Raises
     :class:`~kclient.errors.MessageSizeTooLargeError` when the first batch
     does not fit ``fetch.message.max.bytes`` and
     :class:`~kclient.errors.CorruptRecordError` naming the partition."""
@@ -97,29 +98,42 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     start = message_set.start_offset
     mm = MessageAndMetadata
     out: list = []
-    view = memoryview(message_set.buffer)
+    buf = message_set.buffer
+    if not isinstance(buf, bytes):
+        buf = bytes(buf)  # one copy: keys and values become slices of plain bytes
+    view = memoryview(buf)
+    kd = key_decoder or _identity
+    vd = value_decoder or _identity
+    plain = key_decoder is None and value_decoder is None
     for batch_info in scan_batches(view):
         if batch_info.last_offset < start:
             continue
-        batch = view[batch_info.position : batch_info.position + batch_info.size]
+        pos = batch_info.position
+        end = pos + batch_info.size
         try:
             if batch_info.magic == 2:
-                header = validate_batch(batch)
+                header = validate_batch(view[pos:end])  # size and CRC-32C
                 if header.is_control:
                     continue
-                records = decode_records(batch, header, check_crc=False)
+                data, first, stop = records_section(buf, pos, end, header.attributes, header.base_offset)
+                if not isinstance(data, bytes):
+                    data = bytes(data)
+                fixed_ts = header.max_timestamp if header.is_log_append_time else None
+                # rows: (key, value, timestamp, headers)
+                offsets, rows = decode_rows(data, first, stop, header.records_count, header.base_offset, header.base_timestamp, fixed_ts)
             else:
-                records = [(r.offset, r.timestamp, r.key, r.value) for r in iter_entry_records(batch)]
+                records = list(iter_entry_records(view[pos:end]))
+                offsets = [r.offset for r in records]
+                rows = [(r.key, r.value, r.timestamp) for r in records]
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"{topic}-{partition} offset {batch_info.base_offset}: {exc}") from None
+        pairs = zip(offsets, rows)
         if batch_info.base_offset < start:
-            records = [r for r in records if r[0] >= start]
-        if key_decoder is None and value_decoder is None:
-            out += [_new(mm, (r[2], r[3], topic, partition, r[0], r[1])) for r in records]
+            pairs = [(o, r) for o, r in pairs if o >= start]  # type: ignore[assignment]
+        if plain:
+            out += [_new(mm, (r[0], r[1], topic, partition, o, r[2])) for o, r in pairs]
         else:
-            kd = key_decoder or _identity
-            vd = value_decoder or _identity
-            out += [_new(mm, (kd(r[2]), vd(r[3]), topic, partition, r[0], r[1])) for r in records]
+            out += [_new(mm, (kd(r[0]), vd(r[1]), topic, partition, o, r[2])) for o, r in pairs]
     return out
 
 

@@ -52,7 +52,7 @@ def props(zookeeper, group, **extra):
         "auto.offset.reset": "smallest",
         "consumer.timeout.ms": 1500,
         "rebalance.backoff.ms": 200,
-        "rebalance.max.retries": 20,
+        "rebalance.max.retries": 50,  # generous: a slow machine only waits longer
         "auto.commit.enable": False,
         "zookeeper.session.timeout.ms": 4000,
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 
 import trio
 
@@ -31,12 +32,15 @@ _DIRECT_FRAME_BYTES = 64 * 1024
 
 
 class _Pending:
-    __slots__ = ("event", "response", "error")
+    __slots__ = ("event", "response", "error", "api", "deadline", "timeout_ms")
 
-    def __init__(self) -> None:
+    def __init__(self, api: Api, deadline: float, timeout_ms: int) -> None:
         self.event = trio.Event()
         self.response = None
         self.error: BaseException | None = None
+        self.api = api
+        self.deadline = deadline  # trio clock (s); enforced by the connection's watchdog
+        self.timeout_ms = timeout_ms
 
 
 class PendingResponse:
@@ -56,6 +60,11 @@ class PendingResponse:
         response = await self._conn._wait(self._api, self._pending, timeout_ms)
         return response.body
 
+    @property
+    def done(self) -> bool:
+        """True once the response (or the connection's failure) arrived."""
+        return self._pending.event.is_set()
+
 
 class BrokerConnection:
     """One TCP connection to ``host:port``.
@@ -71,6 +80,9 @@ class BrokerConnection:
         self._proto = ClientConnection(client_id)
         self._pending: dict[int, _Pending] = {}
         self._send_lock = trio.Lock()
+        self._fd = stream.socket.fileno()
+        # Wakes the watchdog (_watch) at the earliest deadline of a pending request.
+        self._watch_scope: trio.CancelScope | None = None
         self._closed = False
         self._close_reason: BaseException | None = None
         self.request_timeout_ms = request_timeout_ms
@@ -113,6 +125,7 @@ class BrokerConnection:
             pass
         conn = cls(stream, host, port, client_id, request_timeout_ms)
         nursery.start_soon(conn._reader)
+        nursery.start_soon(conn._watch)
         if negotiate:
             try:
                 await conn._negotiate()
@@ -169,45 +182,88 @@ class BrokerConnection:
             version = self.version_for(api)
         return await self._start(api, version, body, expect_response)
 
-    async def _start(self, api: Api, version: int, body: dict, expect_response: bool) -> "PendingResponse | None":
+    async def _start(self, api: Api, version: int, body: dict, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
         if self._closed:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
         pending = None
-        async with self._send_lock:
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()  # the usual case: nobody else is writing
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             correlation_id, data = self._proto.send(api, version, body, expect_response=expect_response)
             if expect_response:
-                pending = _Pending()
+                timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+                deadline = trio.current_time() + timeout / 1000 if timeout >= 0 else math.inf
+                pending = _Pending(api, deadline, timeout)
                 self._pending[correlation_id] = pending
+                scope = self._watch_scope
+                if scope is not None and deadline < scope.deadline:
+                    scope.deadline = deadline
             try:
-                await self._stream.send_all(data)
+                await self._write(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 error = KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}")
                 await self._fail(error)
                 raise error from None
+        finally:
+            lock.release()
         return None if pending is None else PendingResponse(self, api, pending)
 
+    async def _write(self, data: bytes) -> None:
+        # Write straight to the non-blocking socket: a request usually fits
+        # the socket buffer at once, and then no trip through the scheduler
+        # is needed. Whatever does not fit goes through trio's send_all.
+        # The send lock orders writers.
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            await self._stream.send_all(memoryview(data)[sent:])
+
     async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None):
-        if pending.event.is_set():  # answered already (pipelined requests): no timer needed
-            await trio.lowlevel.checkpoint()
-            if pending.error is not None:
-                raise pending.error
-            return pending.response
-        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        with trio.move_on_after(timeout / 1000 if timeout >= 0 else math.inf) as scope:
-            await pending.event.wait()
-        if scope.cancelled_caught:
-            error = KafkaTimeoutError(f"{api.name} to {self.host}:{self.port} got no response in {timeout} ms")
-            await self._fail(error)
-            raise error
+        if not pending.event.is_set():
+            if timeout_ms is None:
+                # request.timeout.ms (or the timeout given at start) is
+                # enforced by the watchdog, without a timer per request.
+                await pending.event.wait()
+            else:
+                with trio.move_on_after(timeout_ms / 1000 if timeout_ms >= 0 else math.inf) as scope:
+                    await pending.event.wait()
+                if scope.cancelled_caught:
+                    error = KafkaTimeoutError(f"{api.name} to {self.host}:{self.port} got no response in {timeout_ms} ms")
+                    await self._fail(error)
+                    raise error
         if pending.error is not None:
             raise pending.error
         return pending.response
 
+    async def _watch(self) -> None:
+        """Fail the connection (every pending request gets
+        KafkaTimeoutError) once a request waited past its deadline. Sleeps
+        until the earliest deadline; ``_start`` moves it earlier if needed."""
+        while not self._closed:
+            earliest = math.inf
+            now = trio.current_time()
+            for pending in self._pending.values():
+                if pending.deadline <= now:
+                    error = KafkaTimeoutError(f"{pending.api.name} to {self.host}:{self.port} got no response in {pending.timeout_ms} ms")
+                    await self._fail(error)
+                    return
+                if pending.deadline < earliest:
+                    earliest = pending.deadline
+            with trio.CancelScope(deadline=earliest) as scope:
+                self._watch_scope = scope
+                await trio.sleep_forever()
+            self._watch_scope = None
+
     async def _request(self, api: Api, version: int, body: dict, *, expect_response: bool = True, timeout_ms: int | None = None):
-        handle = await self._start(api, version, body, expect_response)
+        handle = await self._start(api, version, body, expect_response, timeout_ms)
         if handle is None:
             return None
-        return await self._wait(api, handle._pending, timeout_ms)
+        return await self._wait(api, handle._pending, None)
 
     async def _reader(self) -> None:
         try:
@@ -258,6 +314,8 @@ class BrokerConnection:
             pending.error = error
             pending.event.set()
         self._pending.clear()
+        if self._watch_scope is not None:  # ends the watchdog
+            self._watch_scope.cancel()
         with trio.CancelScope(shield=True):
             await self._stream.aclose()
 

@@ -83,19 +83,6 @@ class LoopThread:
             raise KafkaError("the client's event loop is closed")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
-    def run_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Schedule the plain function ``fn(*args)`` on the loop thread and
-        return at once (no waiting for it, no result): the cheapest way to
-        hand work to the loop, used per batch by the async producer. ``fn``
-        must not raise (an exception would crash the loop). Raises
-        :class:`KafkaError` if the loop is closed."""
-        if self._closed or self._token is None:
-            raise KafkaError("the client's event loop is closed")
-        try:
-            self._token.run_sync_soon(fn, *args)
-        except trio.RunFinishedError:
-            raise KafkaError("the client's event loop is closed") from None
-
     def close(self, timeout: float | None = 30.0) -> None:
         """Cancel the loop's background tasks and join the thread."""
         if self._closed:

@@ -577,9 +577,15 @@ def test_async_errors_surface_at_close(broker, topic, caplog, in_flight):
 
 
 def test_async_send_thread_is_named_and_not_daemon(broker):
+    # async: one thread, the send thread, which also runs the trio loop
     with Producer(async_config(broker, client_id="thread-check")):
         names = {t.name: t for t in producer_threads()}
+        assert set(names) == {"kclient-producer-thread-check-send"}
         assert names["kclient-producer-thread-check-send"].daemon is False
+    assert producer_threads() == []
+    with Producer(config(broker, client_id="thread-check")):  # sync: the loop thread only
+        names = {t.name: t for t in producer_threads()}
+        assert set(names) == {"kclient-producer-thread-check-trio"}
         assert names["kclient-producer-thread-check-trio"].daemon is False
     assert producer_threads() == []
 

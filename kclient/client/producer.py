@@ -17,18 +17,21 @@ with the two modes of ``producer.type``:
   tries. One thread crossing into the producer's trio loop per call.
 - ``async``: :meth:`Producer.send` puts the data on a bounded queue
   (``queue.buffering.max.messages`` messages) and returns without touching
-  the trio loop. A :class:`~kclient.client.send_thread.ProducerSendThread`
-  sends a batch when ``batch.num.messages`` messages are waiting or
+  the trio loop. The :class:`~kclient.client.send_thread.ProducerSendThread`
+  takes a batch when ``batch.num.messages`` messages are waiting or
   ``queue.buffering.max.ms`` passed since the oldest waiting one was queued,
-  crossing into trio once per batch. When the queue is full,
+  and sends it from the same thread (it runs the producer's trio loop).
+  When the queue is full,
   ``queue.enqueue.timeout.ms`` says: -1 block until there is room, 0 raise
   :class:`~kclient.errors.QueueFullError` at once, >0 wait that many ms and
   then raise it. :meth:`Producer.close` sends everything queued first.
 
-The Producer owns one :class:`kclient.sync.LoopThread` (a trio loop in a
-background thread, non-daemon, stopped by ``close()``) running a
-:class:`~kclient.client.producer_core.TrioProducer`, and in async mode one
-ProducerSendThread. Always close it (or use it as a context manager): there
+The Producer owns one thread running a trio loop with a
+:class:`~kclient.client.producer_core.TrioProducer` on it: in sync mode a
+:class:`kclient.sync.LoopThread` (``...-trio``), in async mode the
+ProducerSendThread (``...-send``, a LoopThread that also batches); it is
+non-daemon and stopped by ``close()``. Always close the Producer (or use it as
+a context manager): there
 is no ``__del__``/``atexit`` cleanup.
 """
 
@@ -123,44 +126,35 @@ class Producer:
         self._sync_first_error: BaseException | None = None
         number = next(_ids)
         label = cfg.client_id or str(number)
-        self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
-        try:
-            self._loop.call(self._open_core)
-        except BaseException:
-            self._loop.close()
-            raise
         self._queue: MessageQueue | None = None
         self._thread: ProducerSendThread | None = None
         self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
         self._valid_topics = self._core._valid_topics  # filled by prepare()
         self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
         if self._async:
+            # The send thread runs the trio loop: batches go from the queue
+            # to the sockets on one thread.
             self._queue = MessageQueue(cfg.queue_buffering_max_messages)
             self._thread = ProducerSendThread(
                 self._queue,
-                self._send_batch,
                 callback_handler=self._callbacks,
                 batch_num_messages=cfg.batch_num_messages,
                 queue_time_ms=cfg.queue_buffering_max_ms,
                 name=f"kclient-producer-{label}-send",
-                submit_batch=self._submit_batch,
-                # One batch more than the loop may have on the wire, so the
-                # next one is ready the moment an acknowledgement frees a slot.
-                max_outstanding=cfg.max_in_flight_requests_per_connection + 1,
             )
-            self._thread.start()
+            self._loop: LoopThread = self._thread
+        else:
+            self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
+        try:
+            self._loop.call(self._open_core)
+            if self._thread is not None:
+                self._thread.start_sending(self._core)
+        except BaseException:
+            self._loop.close()
+            raise
 
     async def _open_core(self) -> None:
         await self._core.open(self._loop.nursery)
-
-    def _send_batch(self, batch: list) -> None:
-        # The ProducerSendThread's one crossing into trio per batch.
-        self._loop.call(self._core.send_batch, batch)
-
-    def _submit_batch(self, batch: list, done: Any) -> None:
-        # Hands the batch to the loop and returns at once; done() comes later
-        # from the loop thread. The send thread bounds what is outstanding.
-        self._loop.run_soon(self._core.submit_nowait, batch, done)
 
     @property
     def producer_type(self) -> str:
@@ -280,7 +274,7 @@ class Producer:
         mode: nothing to do."""
         if self._queue is None:
             return
-        if self._thread is not None and threading.current_thread() is self._thread:
+        if self._thread is not None and self._thread.in_loop_thread:
             raise KafkaError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
         if not self._queue.flush(None if timeout_ms is None else timeout_ms / 1000):
             raise KafkaTimeoutError(f"flush() did not finish within {timeout_ms} ms")
@@ -315,7 +309,7 @@ class Producer:
         threads that are blocked on a full queue get
         :class:`ProducerClosedError`.
         """
-        if self._thread is not None and threading.current_thread() is self._thread:
+        if self._thread is not None and self._thread.in_loop_thread:
             raise KafkaError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
         with self._close_lock:
             if self._closed:

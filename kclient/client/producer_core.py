@@ -123,7 +123,6 @@ class TrioProducer:
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
-        self._submissions: "trio.MemorySendChannel | None" = None
         self._completions: "trio.MemorySendChannel | None" = None
         self._valid_topics: set[str] = set()
         if cfg.enable_idempotence:
@@ -166,37 +165,10 @@ class TrioProducer:
             partitioner=self.partitioner,
         )
         await self.event_handler.open(context)
-        self._submissions, submissions = trio.open_memory_channel(math.inf)
-        nursery.start_soon(self._submitter, submissions)
         # Batches in flight are completed in submission order by one task
         # (cheaper than a task per batch; bounded by the in-flight semaphore).
         self._completions, completions = trio.open_memory_channel(math.inf)
         nursery.start_soon(self._completer, completions)
-
-    async def _submitter(self, submissions: "trio.MemoryReceiveChannel") -> None:
-        # Batches handed over with submit_nowait, submitted in arrival order.
-        async with submissions:
-            async for events, on_done in submissions:
-                try:
-                    await self.submit_batch(events, on_done)
-                except ProducerClosedError as exc:
-                    on_done(exc)
-
-    def submit_nowait(self, events: "list[ProducerData]", on_done: "Callable[[BaseException | None], None]") -> None:
-        """:meth:`submit_batch` without waiting: queue ``events`` for this
-        producer's submitter task and return at once. Plain function, to be
-        called ON the trio thread (the blocking Producer schedules it there
-        with ``run_sync_soon``, which costs far less than a blocking call into
-        the loop per batch). Batches keep their order. ``on_done`` is called
-        exactly once, on the trio thread (with ProducerClosedError if the
-        producer closes first). The caller bounds how many are outstanding."""
-        if self._submissions is None:
-            on_done(ProducerClosedError("the producer is not open"))
-            return
-        try:
-            self._submissions.send_nowait((events, on_done))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            on_done(ProducerClosedError("the producer is closed"))
 
     async def __aenter__(self) -> "TrioProducer":
         self._nursery_manager = trio.open_nursery()
@@ -339,8 +311,6 @@ class TrioProducer:
         if self._closed:
             return
         self._closed = True
-        if self._submissions is not None:
-            self._submissions.close()
         try:
             await self.event_handler.aclose()
         finally:

@@ -10,16 +10,17 @@ lets the kafka.producer.EventHandler serialize and send" them.
 
 :class:`MessageQueue` is bounded by a number of *messages*
 (``queue.buffering.max.messages``; a ProducerData counts as many messages
-as it holds). Putting never touches the trio loop: ``Producer.send`` in async
-mode takes one lock and appends.
+as it holds). Putting never waits for the send thread: ``Producer.send`` in
+async mode takes one lock and appends, and wakes the send thread only when it
+is idle and a batch may be due.
 
-:class:`ProducerSendThread` is a real, named, non-daemon
-``threading.Thread``, started by the Producer and joined by its ``close()``.
-It takes a batch when ``batch.num.messages`` messages are waiting or when
-``queue.buffering.max.ms`` has passed since the oldest waiting item was
-enqueued, runs the CallbackHandler hooks, and hands the batch to the
-producer's send function (one thread crossing into trio per batch).
-Failures are never silent: each is logged at ERROR with the topics,
+:class:`ProducerSendThread` is a real, named, non-daemon thread, started by
+the Producer and joined by its ``close()``. It runs the producer's trio loop
+and, on it, the batching task: a batch is taken when ``batch.num.messages``
+messages are waiting or when ``queue.buffering.max.ms`` has passed since the
+oldest waiting item was enqueued, the CallbackHandler hooks run, and the
+EventHandler serializes and sends it on the same thread (no hand-off per
+batch). Failures are never silent: each is logged at ERROR with the topics,
 partitions and message count, counted, and passed to
 ``CallbackHandler.on_send_error``; the producer's ``close()`` raises if any
 messages were lost.
@@ -28,18 +29,22 @@ messages were lost.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import attrs
+import trio
 
 from kclient.client.callback_handler import CallbackHandler, overrides
 from kclient.errors import ProducerClosedError
+from kclient.sync import LoopThread
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.producer import ProducerData
+    from kclient.client.producer_core import TrioProducer
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +86,9 @@ class MessageQueue:
         self._flushing = 0
         self._consumer_waiting = False
         self._wake_at = 0  # message count at which to wake the consumer
+        # A consumer on an event loop (poll_batch) registers a thread-safe
+        # callable instead of waiting on _not_empty; it is called once.
+        self._waker: Callable[[], None] | None = None
 
     # -- producer side ----------------------------------------------------------
 
@@ -111,7 +119,7 @@ class MessageQueue:
         self._count += n
         self._unfinished += n
         if self._consumer_waiting and (len(self._items) == 1 or self._count >= self._wake_at):
-            self._not_empty.notify()
+            self._wake_consumer()
 
     def put(self, data: Any, n: int, timeout_ms: int) -> bool:
         """Append ``data`` holding ``n`` messages. ``timeout_ms``: -1 waits
@@ -128,7 +136,7 @@ class MessageQueue:
             self._count += n
             self._unfinished += n
             if self._consumer_waiting and (len(items) == 1 or self._count >= self._wake_at):
-                self._not_empty.notify()
+                self._wake_consumer()
             return True
 
     def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
@@ -175,16 +183,57 @@ class MessageQueue:
                     self._not_empty.wait(timeout)
                 finally:
                     self._consumer_waiting = False
-            batch = []
-            taken = 0
-            popleft = items.popleft
-            while items and (taken == 0 or taken + items[0][1] <= batch_messages):
-                data, n, _ = popleft()
-                batch.append(data)
-                taken += n
-            self._count -= taken
-            self._not_full.notify_all()
-            return batch
+            return self._take(batch_messages)
+
+    def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
+        """:meth:`take_batch` without blocking, for a consumer running on an
+        event loop. Returns ``("batch", items)`` when a batch is due (same
+        rules as :meth:`take_batch`), ``("closed", None)`` once the queue is
+        closed and empty, else ``("wait", seconds)``: look again after
+        ``seconds`` (None: no deadline) or as soon as ``waker()`` is called.
+        ``waker`` is called at most once, from whichever thread enqueues
+        enough messages, flushes or closes, with the queue's lock held, so it
+        must only schedule the wake-up (e.g. ``TrioToken.run_sync_soon``)."""
+        with self._lock:
+            items = self._items
+            if items and (self._count >= batch_messages or self._closed or self._flushing):
+                return "batch", self._take(batch_messages)
+            if not items:
+                if self._closed:
+                    return "closed", None
+                timeout = None
+            else:
+                timeout = items[0][2] + max_wait_ms / 1000 - time.monotonic()
+                if timeout <= 0:
+                    return "batch", self._take(batch_messages)
+            self._consumer_waiting = True
+            self._wake_at = batch_messages
+            self._waker = waker
+            return "wait", timeout
+
+    def _wake_consumer(self) -> None:
+        # Called with the lock held when the waiting consumer should look again.
+        waker = self._waker
+        if waker is None:
+            self._not_empty.notify()
+            return
+        self._waker = None
+        self._consumer_waiting = False
+        waker()
+
+    def _take(self, batch_messages: int) -> list:
+        # Called with the lock held and at least one item queued.
+        items = self._items
+        batch = []
+        taken = 0
+        popleft = items.popleft
+        while items and (taken == 0 or taken + items[0][1] <= batch_messages):
+            data, n, _ = popleft()
+            batch.append(data)
+            taken += n
+        self._count -= taken
+        self._not_full.notify_all()
+        return batch
 
     def task_done(self, n_messages: int) -> None:
         """Mark ``n_messages`` taken messages as finished (sent or failed)."""
@@ -199,7 +248,8 @@ class MessageQueue:
         finished. Returns False on timeout (seconds)."""
         with self._lock:
             self._flushing += 1
-            self._not_empty.notify()
+            if self._consumer_waiting:
+                self._wake_consumer()
             try:
                 return self._all_done.wait_for(lambda: self._unfinished <= 0, timeout)
             finally:
@@ -210,7 +260,8 @@ class MessageQueue:
         let the consumer drain what is queued, then get None."""
         with self._lock:
             self._closed = True
-            self._not_empty.notify_all()
+            if self._consumer_waiting:
+                self._wake_consumer()
             self._not_full.notify_all()
 
     @property
@@ -243,79 +294,104 @@ def _describe(batch: Sequence["ProducerData"], exc: BaseException) -> str:
     return ", ".join(topics[:10])
 
 
-class ProducerSendThread(threading.Thread):
-    """Drains a :class:`MessageQueue` in batches and sends them.
+class ProducerSendThread(LoopThread):
+    """The async producer's send thread (seed 000: "a background thread
+    (kafka.producer.async.ProducerSendThread) dequeues batches of data and
+    lets the kafka.producer.EventHandler serialize and send" them).
 
-    ``send_batch(batch)`` is a blocking function that sends a list of
-    ProducerData (the Producer passes one that crosses into its trio loop
-    once per batch) and raises on failure. ``batch_num_messages``:
-    batch.num.messages; ``queue_time_ms``: queue.buffering.max.ms (ms).
-    The thread ends when the queue is closed and drained, after sending
-    ``callback_handler.last_batch_before_close()``.
+    A named, non-daemon thread running the producer's trio loop (it is a
+    :class:`~kclient.sync.LoopThread`): the connections, the EventHandler
+    and the batching task all live there, so a batch goes from the queue to
+    the socket without another thread hand-off. :meth:`start_sending` starts
+    the batching task: it takes a batch when ``batch_num_messages`` messages
+    are waiting or ``queue_time_ms`` (ms) passed since the oldest waiting item
+    was enqueued (or on flush/close), runs the CallbackHandler's
+    ``after_dequeuing_existing_data`` and ``before_sending_data`` hooks (on
+    this thread: keep them short, they hold up the producer's I/O as they did
+    in Kafka 0.8), and hands the batch to ``TrioProducer.submit_batch``, which
+    keeps up to ``max.in.flight.requests.per.connection`` batches in flight.
+    Putting into the queue never waits for this thread; the queue wakes it
+    (``TrioToken.run_sync_soon``) only when it is idle and a batch may be due.
+
+    Failures are never silent: each is logged at ERROR with the topics,
+    partitions and message count, counted (:meth:`statistics`), and passed to
+    ``CallbackHandler.on_send_error``; the producer's ``close()`` raises if
+    any messages were lost. Once the queue is closed and drained the task
+    sends ``callback_handler.last_batch_before_close()``, waits for every
+    batch in flight, and ends (:meth:`join` waits for that).
     """
 
     def __init__(
         self,
         queue: MessageQueue,
-        send_batch: Callable[[list], None],
         *,
         callback_handler: CallbackHandler | None = None,
         batch_num_messages: int = 200,
         queue_time_ms: int = 5000,
         name: str = "kclient-producer-send",
-        submit_batch: "Callable[[list, Callable[[BaseException | None], None]], None] | None" = None,
-        max_outstanding: int = 1,
     ) -> None:
-        super().__init__(name=name, daemon=False)
+        super().__init__(name=name)
         self.queue = queue
-        self._send_batch = send_batch
-        # Pipelined mode: submit_batch(batch, done) hands the batch over and
-        # returns; done(exc_or_None) is called later from another thread. At
-        # most max_outstanding batches are handed over and not yet done.
-        self._submit = submit_batch
-        self._max_outstanding = max(1, max_outstanding)
-        self._counters = threading.Lock()
-        self._idle = threading.Condition()
-        self._outstanding = 0
         self._callbacks = callback_handler if callback_handler is not None else CallbackHandler()
         self.batch_num_messages = max(1, batch_num_messages)
         self.queue_time_ms = max(0, queue_time_ms)
         self._after_dequeue = overrides(self._callbacks, "after_dequeuing_existing_data")
         self._before_send = overrides(self._callbacks, "before_sending_data")
+        self._finished = threading.Event()
+        self._outstanding = 0
+        self._idle: trio.Event | None = None
         self._sent_messages = 0
         self._sent_batches = 0
         self._failed_messages = 0
         self._failed_batches = 0
         self._first_error: BaseException | None = None
 
-    def run(self) -> None:
-        queue = self.queue
-        while True:
-            items = queue.take_batch(self.batch_num_messages, self.queue_time_ms)
-            if items is None:
-                break
-            taken = sum(len(d.messages) for d in items)
-            deferred = False
-            try:
-                deferred = self._process(items, taken=taken)
-            finally:
-                if not deferred:
-                    queue.task_done(taken)
-        try:
-            last = self._callbacks.last_batch_before_close() if overrides(self._callbacks, "last_batch_before_close") else None
-        except Exception as exc:
-            log.exception("CallbackHandler.last_batch_before_close failed")
-            self._record_failure([], exc, 0)
-            last = None
-        if last:
-            self._process(list(last), dequeued=False)
-        with self._idle:  # pipelined batches still awaiting their acks
-            self._idle.wait_for(lambda: self._outstanding == 0)
+    def start_sending(self, producer: "TrioProducer") -> None:
+        """Start the batching task on this thread's loop, sending through
+        ``producer`` (already opened on this loop). Call once."""
+        self.call_sync(self.nursery.start_soon, self._send_loop, producer)
 
-    def _process(self, items: list, dequeued: bool = True, taken: int = 0) -> bool:
-        """Run the hooks and send ``items``; returns True when the batch was
-        submitted for a pipelined send whose completion will call
-        ``queue.task_done(taken)`` itself."""
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the batching task ended (the queue was closed, drained
+        and every batch acknowledged or failed); False on timeout (s)."""
+        return self._finished.wait(timeout)
+
+    async def _send_loop(self, producer: "TrioProducer") -> None:
+        queue = self.queue
+        token = trio.lowlevel.current_trio_token()
+        batch_messages = self.batch_num_messages
+        linger_ms = self.queue_time_ms
+        try:
+            while True:
+                wake = trio.Event()
+                kind, value = queue.poll_batch(batch_messages, linger_ms, functools.partial(_wake_soon, token, wake.set))
+                if kind == "batch":
+                    await self._process(producer, value)
+                elif kind == "closed":
+                    break
+                elif value is None:
+                    await wake.wait()
+                else:
+                    with trio.move_on_after(value):
+                        await wake.wait()
+            try:
+                last = self._callbacks.last_batch_before_close() if overrides(self._callbacks, "last_batch_before_close") else None
+            except Exception as exc:
+                log.exception("CallbackHandler.last_batch_before_close failed")
+                self._record_failure([], exc, 0)
+                last = None
+            if last:
+                await self._process(producer, list(last), dequeued=False)
+            if self._outstanding:
+                self._idle = trio.Event()
+                await self._idle.wait()
+        finally:
+            self._finished.set()
+
+    async def _process(self, producer: "TrioProducer", items: list, dequeued: bool = True) -> None:
+        """Run the hooks on ``items`` and submit them; the queue's
+        ``task_done`` follows once the batch is acknowledged or failed."""
+        taken = sum(len(d[2]) for d in items) if dequeued else 0
         batch = items
         try:
             if dequeued and self._after_dequeue:
@@ -323,51 +399,36 @@ class ProducerSendThread(threading.Thread):
                 batch = [kept for d in items for kept in (hook(d) or ())]
             if self._before_send:
                 batch = list(self._callbacks.before_sending_data(batch) or ())
-            if not batch:
-                return False
-            if self._submit is not None:
-                return self._submit_one(batch, taken if dequeued else 0)
-            self._send_batch(batch)
         except Exception as exc:
             self._record_failure(batch, exc, sum(len(d.messages) for d in batch))
-            return False
-        self._count_sent(sum(len(d.messages) for d in batch))
-        return False
-
-    def _submit_one(self, batch: list, taken: int) -> bool:
+            if taken:
+                self.queue.task_done(taken)
+            return
+        if not batch:
+            if taken:
+                self.queue.task_done(taken)
+            return
         n = sum(len(d.messages) for d in batch)
-        finished = threading.Event()
+        self._outstanding += 1
 
-        def done(exc: BaseException | None) -> None:
-            if finished.is_set():
-                return
-            finished.set()
+        def done(exc: BaseException | None) -> None:  # on this loop, once
             try:
                 if exc is None:
-                    self._count_sent(n)
+                    self._sent_messages += n
+                    self._sent_batches += 1
                 else:
                     self._record_failure(batch, exc, n)
             finally:
                 if taken:
                     self.queue.task_done(taken)
-                with self._idle:
-                    self._outstanding -= 1
-                    self._idle.notify_all()
+                self._outstanding -= 1
+                if not self._outstanding and self._idle is not None:
+                    self._idle.set()
 
-        with self._idle:
-            while self._outstanding >= self._max_outstanding:
-                self._idle.wait()
-            self._outstanding += 1
         try:
-            self._submit(batch, done)  # type: ignore[misc]
-        except Exception as exc:
+            await producer.submit_batch(batch, done)
+        except Exception as exc:  # closed before it could be written
             done(exc)
-        return True
-
-    def _count_sent(self, messages: int) -> None:
-        with self._counters:
-            self._sent_messages += messages
-            self._sent_batches += 1
 
     def _record_failure(self, batch: list, exc: BaseException, messages: int) -> None:
         lost = getattr(exc, "lost_messages", None)
@@ -384,5 +445,13 @@ class ProducerSendThread(threading.Thread):
             log.exception("CallbackHandler.on_send_error raised")
 
     def statistics(self) -> SendStatistics:
-        """A snapshot of the counters (exact once the thread has stopped)."""
+        """A snapshot of the counters (exact once :meth:`join` returned)."""
         return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error)
+
+
+def _wake_soon(token: "trio.lowlevel.TrioToken", wake: Callable[[], None]) -> None:
+    # The queue's waker: schedule ``wake`` on the loop from any thread.
+    try:
+        token.run_sync_soon(wake)
+    except trio.RunFinishedError:
+        pass

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import time
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
@@ -228,6 +229,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_key_of = itemgetter(0)
+_value_of = itemgetter(1)
+
+
 
 def _is_passthrough(encoder: Any) -> bool:
     return bool(getattr(encoder, "passthrough", False))
@@ -342,6 +347,15 @@ class DefaultEventHandler(EventHandler):
         if codec:
             limit -= int(limit * COMPRESSION_MARGIN)
         overhead = RECORD_OVERHEAD if magic == 2 else LEGACY_RECORD_OVERHEAD
+        # Usually everything fits in one batch: check that at C speed first.
+        total = (
+            BATCH_OVERHEAD
+            + overhead * len(records)
+            + sum(map(len, filter(None, map(_key_of, records))))
+            + sum(map(len, filter(None, map(_value_of, records))))
+        )
+        if total <= limit:
+            return [records]
         chunks = []
         start = 0
         size = BATCH_OVERHEAD

@@ -620,6 +620,32 @@ def summarise(groups: list[dict]) -> None:
         g["rows"] = medians
         g["settings"] = settings
         g["ratios"] = ratios(g, medians)
+        if g["kind"] == "bounds":
+            g["ratios"].update(paired_ratios(g))
+
+
+def paired_ratios(g: dict) -> dict:
+    """The broker bounds per repeat: each ingest run ÷ the raw append+fsync
+    run made right after it (and fetch ÷ sendfile likewise), so that a disk
+    whose speed drifts during the session is compared with itself; the
+    median of those ratios, and every one of them."""
+    by_rep: dict[int, dict[str, dict]] = {}
+    for run in g["runs"]:
+        if "result" in run:
+            by_rep.setdefault(run["rep"], {})[run.get("label", run["client"])] = run["result"]
+    out: dict[str, Any] = {}
+    for key, num, den in (("ingest / raw append+fsync", "ingest", "raw-append-fsync"), ("fetch / raw sendfile", "broker-fetch", "raw-sendfile")):
+        values = []
+        for rep in sorted(by_rep):
+            results = by_rep[rep]
+            a = next((r for label, r in results.items() if label.startswith(num)), None)
+            b = results.get(den)
+            if a and b and a["elapsed_s"] and b["elapsed_s"]:
+                values.append((a["bytes"] / a["elapsed_s"]) / (b["bytes"] / b["elapsed_s"]))
+        if values:
+            out[f"{key}, paired median"] = statistics.median(values)
+            out[f"{key}, per repeat"] = [round(v, 2) for v in values]
+    return out
 
 
 def ratios(g: dict, medians: dict[str, dict]) -> dict:
@@ -681,7 +707,9 @@ def targets(groups: list[dict]) -> list[dict]:
         if g["kind"] == "bounds":
             for key, minimum, text in (
                 ("ingest / raw append+fsync", 0.5, "broker ingest >= 0.5x raw append + fsync"),
+                ("ingest / raw append+fsync, paired median", 0.5, "broker ingest >= 0.5x raw append + fsync (paired)"),
                 ("fetch / raw sendfile", 0.5, "broker fetch >= 0.5x raw loopback sendfile"),
+                ("fetch / raw sendfile, paired median", 0.5, "broker fetch >= 0.5x raw sendfile (paired)"),
             ):
                 if key in g["ratios"]:
                     r = g["ratios"][key]
@@ -774,7 +802,9 @@ def render(report: dict) -> str:
     bounds = [g for g in report["groups"] if g["kind"] == "bounds"]
     for g in bounds:
         if g["ratios"]:
-            text = "broker bounds: " + ", ".join(f"{k} = {v:.2f}" for k, v in g["ratios"].items())
+            text = "broker bounds: " + ", ".join(
+                f"{k} = {' / '.join(f'{x:.2f}' for x in v) if isinstance(v, list) else format(v, '.2f')}" for k, v in g["ratios"].items()
+            )
             cpu_bound = [
                 f"{label} {med['mb_per_broker_cpu_s']:,.0f} MB per broker CPU second"
                 for label, med in g["rows"].items()

@@ -115,7 +115,11 @@ def test_latency_and_bounds_rows(quick_report) -> None:
         assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
     bounds = next(g for g in report["groups"] if g["kind"] == "bounds")
     assert set(bounds["rows"]) >= {"raw-append-fsync", "broker-fetch", "raw-sendfile"}
-    assert set(bounds["ratios"]) == {"ingest / raw append+fsync", "fetch / raw sendfile"}
+    pairs = ("ingest / raw append+fsync", "fetch / raw sendfile")
+    assert set(bounds["ratios"]) == {f"{k}{suffix}" for k in pairs for suffix in ("", ", paired median", ", per repeat")}
+    for k in pairs:  # one paired ratio per repeat, the median among them
+        per_repeat = bounds["ratios"][f"{k}, per repeat"]
+        assert len(per_repeat) == report["repeat"] and min(per_repeat) <= bounds["ratios"][f"{k}, paired median"] + 0.01
     assert bounds["rows"]["broker-fetch"]["records"] == bounds["count"]
     total = bounds["count"] * bounds["size"]
     append = next(r for r in bounds["runs"] if r["client"] == "raw-append-fsync")

@@ -86,6 +86,13 @@ def test_crc_mismatch_in_a_later_batch_raises_after_the_good_ones():
         next(it)
 
 
+def test_control_batch_with_a_bad_crc_is_corrupt_too():
+    control = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", TS)], base_offset=0, is_control=True))
+    control[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        list(_set(bytes(control) + build_batch([(None, b"v", TS)], base_offset=1)))
+
+
 def test_malformed_record_with_a_valid_crc_is_corrupt():
     from kclient.protocol.records.v2 import compute_crc
 

@@ -189,9 +189,12 @@ class ByteBufferMessageSet:
             end = pos + 12 + batch_length
             if end > size or batch_length < _V2_HEADER_SIZE - 12 or count < 0 or last_delta < 0:
                 break  # partial or impossible: the general path below decides
-            if base_offset + last_delta >= start and not attributes & ATTR_CONTROL:
+            if base_offset + last_delta >= start:
                 if crc32c(view[pos + CRC_START : end]) != crc:
                     break  # the general path raises the CRC error
+                if attributes & ATTR_CONTROL:  # transaction markers: checked, not delivered
+                    pos = end
+                    continue
                 done = len(rows)
                 try:
                     data, first, stop = records_section(buf, pos, end, attributes, base_offset)

@@ -295,6 +295,19 @@ def test_large_frames_received_in_place_mixed_with_fed_chunks():
                 got.append(bytes(f))
         assert got == frames, mode
         assert fb.buffered == 0 and fb.receive_buffer(256) is None
+    # a fetch response received in place hands out read-only records views
+    records = build_batch([(None, b"x" * 300, 1)])
+    conn = ClientConnection()
+    cid, _ = conn.send(FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1, "isolation_level": 0, "topics": []})
+    body = {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0, "high_watermark": 1, "last_stable_offset": 1, "aborted_transactions": None, "records": records}]}]}
+    resp = encode_response(FETCH, 4, cid, body)
+    conn.receive_data(resp[:10])
+    into = conn.receive_buffer(64)
+    assert into is not None
+    into[: len(resp) - 10] = resp[10:]
+    conn.received(len(resp) - 10)
+    got = conn.next_response().body["responses"][0]["partitions"][0]["records"]
+    assert bytes(got) == records and got.readonly
     big = FrameBuffer(max_frame_bytes=100)
     big.feed(struct.pack(">i", 101) + b"x")
     assert big.receive_buffer(10) is None  # invalid size: next_frame raises

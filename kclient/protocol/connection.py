@@ -296,7 +296,10 @@ class ClientConnection:
         pos = 4
         if response_header_version(api, version) == 1:
             _, pos = p.read_tagged_fields(frame, pos)
-        view = memoryview(frame)[pos:]
+        # read-only even when the frame is a bytearray (received in place):
+        # byte fields handed to the application (a fetch's records) stay
+        # immutable views, as they are over a bytes frame
+        view = memoryview(frame).toreadonly()[pos:]
         if api.key == API_VERSIONS.key and version > 0 and len(view) >= 2 and view[0:2] == b"\x00\x23":
             # KIP-511: a broker lacking this ApiVersions version answers with
             # error 35 in a v0-shaped body listing the versions it has.

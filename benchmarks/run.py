@@ -382,6 +382,10 @@ class Session:
         """Run one measurement in a fresh subprocess; returns its result
         (with ``broker_cpu_s``) or raises RuntimeError."""
         pid = self.broker.pid if self.broker is not None else None
+        # Start every measurement with no dirty page cache left by the one
+        # before: otherwise the kernel's writeback throttling of earlier runs'
+        # data lands, at random, in this run's write() calls (untimed).
+        os.sync()
         b0 = proc_cpu_seconds(pid)
         t0 = time.monotonic()
         proc = subprocess.run(

@@ -43,7 +43,9 @@ class ProducerData(tuple):
     __slots__ = ()
 
     def __new__(cls, topic: str, key: Any = None, messages: Any = (), timestamp_ms: int | None = None) -> "ProducerData":
-        if type(messages) is not tuple:
+        if type(messages) is list:  # the usual [value]
+            messages = tuple(messages)
+        elif type(messages) is not tuple:
             messages = _to_messages(messages)
         return tuple.__new__(cls, (topic, key, messages, timestamp_ms))
 

@@ -107,6 +107,19 @@ def sizes(quick: bool) -> dict[str, int]:
     )
 
 
+def _throughput_group(kind: str, size: int, count: int, parts: int, clients: Any, batch_bytes: int | None = None) -> dict:
+    """A produce or consume throughput workload (random payloads)."""
+    where = f"{parts} partition{'s' if parts > 1 else ''}"
+    if kind == "produce":
+        title = f"produce {count:,} x {size} B, {where}, acks=1"
+    else:
+        title = f"consume {count:,} x {size} B from offset 0, {where}"
+    group = dict(name=f"{kind}-{size}B-{parts}p", kind=kind, title=title, size=size, count=count, partitions=parts, payload="random", clients=list(clients))
+    if batch_bytes is not None:
+        group.update(name=f"{group['name']}-{batch_bytes >> 20}MB", title=f"{title}, batches up to {batch_bytes >> 20} MB", batch_bytes=batch_bytes)
+    return group
+
+
 def plan(quick: bool) -> list[dict]:
     """The groups of the suite, in the order they run. A group is one
     workload measured for several clients; ratios compare clients within a
@@ -115,34 +128,11 @@ def plan(quick: bool) -> list[dict]:
     groups: list[dict] = []
     for size, count in ((100, n["small"]), (1000, n["large"])):
         for parts in (1, 8):
-            groups.append(
-                dict(
-                    name=f"produce-{size}B-{parts}p",
-                    kind="produce",
-                    title=f"produce {count:,} x {size} B, {parts} partition{'s' if parts > 1 else ''}, acks=1",
-                    size=size,
-                    count=count,
-                    partitions=parts,
-                    payload="random",
-                    clients=list(CLIENTS),
-                )
-            )
+            groups.append(_throughput_group("produce", size, count, parts, CLIENTS))
     # The same 1,000 B workloads with batches up to 1 MB (every client tuned
     # alike): per-request costs then weigh far less than per-record ones.
     for parts in (1, 8):
-        groups.append(
-            dict(
-                name=f"produce-1000B-{parts}p-1MB",
-                kind="produce",
-                title=f"produce {n['large']:,} x 1000 B, {parts} partition{'s' if parts > 1 else ''}, acks=1, batches up to 1 MB",
-                size=1000,
-                count=n["large"],
-                partitions=parts,
-                payload="random",
-                batch_bytes=BIG_BATCH_BYTES,
-                clients=list(CLIENTS),
-            )
-        )
+        groups.append(_throughput_group("produce", 1000, n["large"], parts, CLIENTS, batch_bytes=BIG_BATCH_BYTES))
     groups.append(
         dict(
             name="latency-100B-1p",
@@ -158,18 +148,7 @@ def plan(quick: bool) -> list[dict]:
     )
     for size, count in ((100, n["small"]), (1000, n["large"])):
         for parts in (1, 8):
-            groups.append(
-                dict(
-                    name=f"consume-{size}B-{parts}p",
-                    kind="consume",
-                    title=f"consume {count:,} x {size} B from offset 0, {parts} partition{'s' if parts > 1 else ''}",
-                    size=size,
-                    count=count,
-                    partitions=parts,
-                    payload="random",
-                    clients=list(CONSUME_CLIENTS),
-                )
-            )
+            groups.append(_throughput_group("consume", size, count, parts, CONSUME_CLIENTS))
     for codec in CODECS:
         groups.append(
             dict(

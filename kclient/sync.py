@@ -64,6 +64,11 @@ class LoopThread:
         return self._nursery
 
     @property
+    def ident(self) -> int | None:
+        """The loop thread's ``threading.get_ident()``."""
+        return self._thread.ident
+
+    @property
     def in_loop_thread(self) -> bool:
         return threading.current_thread() is self._thread
 

@@ -604,6 +604,17 @@ def test_message_queue_counts_messages():
     assert q2.put(ProducerData("t", messages=[b"x"] * 5), 5, 0)
 
 
+def test_message_queue_put_from_its_consumer_thread_never_waits():
+    # a CallbackHandler hook runs on the send thread, the queue's only
+    # consumer: a blocking put there would wait forever
+    q = MessageQueue(1)
+    q.consumer_ident = threading.get_ident()
+    assert q.put(ProducerData("t", messages=[b"a"]), 1, -1)
+    with pytest.raises(QueueFullError, match="would deadlock"):
+        q.put(ProducerData("t", messages=[b"b"]), 1, -1)
+    assert q.statistics().queued_messages == 1
+
+
 # -- the trio API --------------------------------------------------------------------
 
 

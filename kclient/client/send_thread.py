@@ -39,7 +39,7 @@ import attrs
 import trio
 
 from kclient.client.callback_handler import CallbackHandler, overrides
-from kclient.errors import ProducerClosedError
+from kclient.errors import ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,6 +89,9 @@ class MessageQueue:
         # A consumer on an event loop (poll_batch) registers a thread-safe
         # callable instead of waiting on _not_empty; it is called once.
         self._waker: Callable[[], None] | None = None
+        #: threading.get_ident() of the consumer thread, if known: a put from
+        #: it must not wait for room (nothing else would make any).
+        self.consumer_ident: int | None = None
 
     # -- producer side ----------------------------------------------------------
 
@@ -100,6 +103,12 @@ class MessageQueue:
             return True
         if timeout_ms == 0:
             return False
+        if threading.get_ident() == self.consumer_ident:
+            # Only the consumer makes room: waiting here would never end.
+            raise QueueFullError(
+                "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
+                "waiting would deadlock: only that thread empties the queue"
+            )
         deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         while self._count + n > self.max_messages and self._items:
             if deadline is None:
@@ -350,6 +359,7 @@ class ProducerSendThread(LoopThread):
         """Start the batching task on this thread's loop, sending through
         ``producer`` (already opened on this loop). Call once."""
         self.call_sync(self.nursery.start_soon, self._send_loop, producer)
+        self.queue.consumer_ident = self.ident
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the batching task ended (the queue was closed, drained

@@ -192,12 +192,12 @@ class MessageQueue:
                     self._not_empty.wait(timeout)
                 finally:
                     self._consumer_waiting = False
-            return self._take(batch_messages)
+            return self._take(batch_messages)[0]
 
     def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
         """:meth:`take_batch` without blocking, for a consumer running on an
-        event loop. Returns ``("batch", items)`` when a batch is due (same
-        rules as :meth:`take_batch`), ``("closed", None)`` once the queue is
+        event loop. Returns ``("batch", (items, n_messages))`` when a batch is
+        due (same rules as :meth:`take_batch`), ``("closed", None)`` once the queue is
         closed and empty, else ``("wait", seconds)``: look again after
         ``seconds`` (None: no deadline) or as soon as ``waker()`` is called.
         ``waker`` is called at most once, from whichever thread enqueues
@@ -230,7 +230,7 @@ class MessageQueue:
         self._consumer_waiting = False
         waker()
 
-    def _take(self, batch_messages: int) -> list:
+    def _take(self, batch_messages: int) -> tuple[list, int]:
         # Called with the lock held and at least one item queued.
         items = self._items
         batch = []
@@ -242,7 +242,7 @@ class MessageQueue:
             taken += n
         self._count -= taken
         self._not_full.notify_all()
-        return batch
+        return batch, taken
 
     def task_done(self, n_messages: int) -> None:
         """Mark ``n_messages`` taken messages as finished (sent or failed)."""
@@ -376,7 +376,7 @@ class ProducerSendThread(LoopThread):
                 wake = trio.Event()
                 kind, value = queue.poll_batch(batch_messages, linger_ms, functools.partial(_wake_soon, token, wake.set))
                 if kind == "batch":
-                    await self._process(producer, value)
+                    await self._process(producer, *value)
                 elif kind == "closed":
                     break
                 elif value is None:
@@ -391,17 +391,17 @@ class ProducerSendThread(LoopThread):
                 self._record_failure([], exc, 0)
                 last = None
             if last:
-                await self._process(producer, list(last), dequeued=False)
+                await self._process(producer, list(last), 0, dequeued=False)
             if self._outstanding:
                 self._idle = trio.Event()
                 await self._idle.wait()
         finally:
             self._finished.set()
 
-    async def _process(self, producer: "TrioProducer", items: list, dequeued: bool = True) -> None:
-        """Run the hooks on ``items`` and submit them; the queue's
-        ``task_done`` follows once the batch is acknowledged or failed."""
-        taken = sum(len(d[2]) for d in items) if dequeued else 0
+    async def _process(self, producer: "TrioProducer", items: list, taken: int, dequeued: bool = True) -> None:
+        """Run the hooks on ``items`` (holding ``taken`` messages taken off
+        the queue) and submit them; the queue's ``task_done(taken)`` follows
+        once the batch is acknowledged or failed."""
         batch = items
         try:
             if dequeued and self._after_dequeue:
@@ -418,7 +418,7 @@ class ProducerSendThread(LoopThread):
             if taken:
                 self.queue.task_done(taken)
             return
-        n = sum(len(d.messages) for d in batch)
+        n = taken if dequeued and batch is items else sum(len(d.messages) for d in batch)
         self._outstanding += 1
 
         def done(exc: BaseException | None) -> None:  # on this loop, once

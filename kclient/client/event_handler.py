@@ -229,6 +229,20 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _varint_size(u: int) -> int:
+    """Bytes of the unsigned varint ``u``."""
+    return 1 if u < 0x80 else 2 if u < 0x4000 else 3 if u < 0x200000 else (u.bit_length() + 6) // 7
+
+
+def _v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
+    """Encoded size of a v2 record without headers, its length prefix
+    included (Kafka protocol guide, "Record"; zigzag varints)."""
+    body = 2 + _varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63)) + _varint_size(offset_delta << 1)
+    body += 1 if key is None else _varint_size(len(key) << 1) + len(key)
+    body += 1 if value is None else _varint_size(len(value) << 1) + len(value)
+    return body + _varint_size(body << 1)
+
+
 _key_of = itemgetter(0)
 _value_of = itemgetter(1)
 
@@ -359,9 +373,15 @@ class DefaultEventHandler(EventHandler):
         chunks = []
         start = 0
         size = BATCH_OVERHEAD
+        base_ts = records[0][2]
         for i, r in enumerate(records):
             k, v = r[0], r[1]
-            n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+            if magic == 2 and len(r) == 3:
+                # The exact v2 record size (the worst-case estimate above
+                # would split a batch sized to the limit in two).
+                n = _v2_record_size(k, v, r[2] - base_ts, i - start)
+            else:
+                n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
             if size + n > limit:
                 if BATCH_OVERHEAD + n > limit:
                     raise MessageSizeTooLargeError(
@@ -371,6 +391,9 @@ class DefaultEventHandler(EventHandler):
                 chunks.append(records[start:i])
                 start = i
                 size = BATCH_OVERHEAD
+                base_ts = r[2]
+                if magic == 2 and len(r) == 3:
+                    n = _v2_record_size(k, v, 0, 0)
             size += n
         chunks.append(records[start:] if start else records)
         return chunks

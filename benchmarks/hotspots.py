@@ -56,9 +56,9 @@ def thread_label(name: str, frames: list[str]) -> str:
     if name == "MainThread" or ("worker.py" in text and "<module>" in text):
         return "MainThread (the benchmark loop: send() / iterating messages)"
     if name.endswith("-send") or "send_thread.py" in text:
-        return f"{name or 'send thread'} (ProducerSendThread: takes batches, crosses into trio)"
+        return f"{name or 'send thread'} (ProducerSendThread: the producer's trio loop: batches, serializes, sends)"
     if name.endswith("-trio") or "trio" in text:
-        return f"{name or 'trio thread'} (trio loop: serialize, build batches, I/O, decode responses)"
+        return f"{name or 'trio thread'} (a client's trio loop: I/O, decoding responses)"
     return name or "other thread"
 
 

@@ -165,8 +165,10 @@ def response_header_version(api: Api, version: int) -> int:
     return 1 if api.flexible(version) else 0
 
 
-def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
-    """Frame a request: size, header (v1 or v2), body encoded by the schema."""
+def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytearray:
+    """Frame a request: size, header (v1 or v2), body encoded by the schema.
+    Returns the bytearray it was built in (no final copy: a Produce request
+    carries up to ``max.request.size`` bytes of record batches)."""
     out = bytearray(b"\x00\x00\x00\x00")
     out += _REQ_HEAD.pack(api.key, version, correlation_id)
     p.write_string(out, client_id)
@@ -174,7 +176,7 @@ def encode_request(api: Api, version: int, correlation_id: int, client_id: str |
         out.append(0)
     api.request(version).write(out, body)
     _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return out
 
 
 def parse_request_header(frame) -> RequestHeader:
@@ -241,7 +243,7 @@ class Response:
 class ClientConnection:
     """Client-side protocol state for one broker connection.
 
-    ``send(api, version, body)`` returns ``(correlation_id, bytes)``; feed
+    ``send(api, version, body)`` returns ``(correlation_id, frame)`` (a bytearray); feed
     received bytes to ``receive_data``; ``next_response()`` returns the next
     completed :class:`Response` or None. Responses arrive in request order
     (Kafka answers each connection's requests in order); a response whose
@@ -261,7 +263,7 @@ class ClientConnection:
         """Number of requests awaiting a response."""
         return len(self._in_flight)
 
-    def send(self, api: Api, version: int, body: dict, *, expect_response: bool = True) -> tuple[int, bytes]:
+    def send(self, api: Api, version: int, body: dict, *, expect_response: bool = True) -> tuple[int, bytearray]:
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         data = encode_request(api, version, correlation_id, self.client_id, body)

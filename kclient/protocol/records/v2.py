@@ -219,9 +219,9 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if is_control:
         attributes |= ATTR_CONTROL
-    out = bytearray(HEADER_SIZE)
+    header = bytearray(HEADER_SIZE)
     HEADER.pack_into(
-        out,
+        header,
         0,
         base_offset,
         HEADER_SIZE - 12 + len(payload),
@@ -237,9 +237,11 @@ def build_batch(
         base_sequence,
         count,
     )
-    out += payload
-    struct.pack_into(">I", out, _CRC_AT, crc32c.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    # CRC-32C from the attributes to the end, header part then payload
+    # (running value): the payload is copied once, into the result.
+    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[CRC_START:]))
+    struct.pack_into(">I", header, _CRC_AT, crc)
+    return b"".join((header, payload))
 
 
 def read_header(buf, pos: int = 0) -> BatchHeader:

@@ -680,3 +680,15 @@ def test_chunks_fill_max_request_size_exactly():
     sizes = [len(build_batch(c)) for c in chunks]
     assert max(sizes) <= handler._max_batch_bytes
     assert all(size + 1_010 > handler._max_batch_bytes for size in sizes[:-1])  # each full but the last
+
+
+def test_async_error_without_hooks_is_logged_and_raised_at_close(broker, topic, caplog):
+    # no CallbackHandler: the batch's ProducerData are not kept in flight,
+    # the failure is still logged with its topic-partitions and raised
+    producer = Producer(async_config(broker, max_request_size=5000, batch_num_messages=10, queue_buffering_max_ms=600_000))
+    producer.send([ProducerData(topic, messages=[b"fine"]), ProducerData(topic + "-big", messages=[b"z" * 10_000])])
+    with caplog.at_level(logging.ERROR, logger="kclient"):
+        with pytest.raises(FailedToSendMessageError, match=r"1 message\(s\) in 1 batch"):
+            producer.close()
+    assert any(f"{topic}-big" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert all_records(read_topic(broker, topic, 2)) == [(None, b"fine")]

@@ -75,7 +75,11 @@ class MessageQueue:
         if max_messages < 1:
             raise ValueError(f"queue.buffering.max.messages must be >= 1, got {max_messages}")
         self.max_messages = max_messages
-        self._items: collections.deque = collections.deque()  # (data, n_messages, monotonic time)
+        # Parallel deques (not one tuple per entry): a queued record then
+        # costs the garbage collector one tracked object, its ProducerData.
+        self._items: collections.deque = collections.deque()  # the data
+        self._sizes: collections.deque = collections.deque()  # its message counts
+        self._times: collections.deque = collections.deque()  # when enqueued (monotonic s)
         self._count = 0
         self._unfinished = 0
         self._lock = threading.Lock()
@@ -124,7 +128,9 @@ class MessageQueue:
 
     def _append(self, data: Any, n: int, now: float) -> None:
         # Called with the lock held and room checked.
-        self._items.append((data, n, now))
+        self._items.append(data)
+        self._sizes.append(n)
+        self._times.append(now)
         self._count += n
         self._unfinished += n
         if self._consumer_waiting and (len(self._items) == 1 or self._count >= self._wake_at):
@@ -141,7 +147,9 @@ class MessageQueue:
                 if not self._wait_for_room(n, timeout_ms):
                     return False
             items = self._items
-            items.append((data, n, _monotonic()))
+            items.append(data)
+            self._sizes.append(n)
+            self._times.append(_monotonic())
             self._count += n
             self._unfinished += n
             if self._consumer_waiting and (len(items) == 1 or self._count >= self._wake_at):
@@ -183,7 +191,7 @@ class MessageQueue:
                         return None
                     timeout = None
                 else:
-                    timeout = items[0][2] + max_wait_ms / 1000 - time.monotonic()
+                    timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
                     if timeout <= 0:
                         break
                 self._consumer_waiting = True
@@ -212,7 +220,7 @@ class MessageQueue:
                     return "closed", None
                 timeout = None
             else:
-                timeout = items[0][2] + max_wait_ms / 1000 - time.monotonic()
+                timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
                 if timeout <= 0:
                     return "batch", self._take(batch_messages)
             self._consumer_waiting = True
@@ -233,13 +241,17 @@ class MessageQueue:
     def _take(self, batch_messages: int) -> tuple[list, int]:
         # Called with the lock held and at least one item queued.
         items = self._items
+        sizes = self._sizes
         batch = []
+        append = batch.append
+        pop_item = items.popleft
+        pop_size = sizes.popleft
+        pop_time = self._times.popleft
         taken = 0
-        popleft = items.popleft
-        while items and (taken == 0 or taken + items[0][1] <= batch_messages):
-            data, n, _ = popleft()
-            batch.append(data)
-            taken += n
+        while items and (taken == 0 or taken + sizes[0] <= batch_messages):
+            append(pop_item())
+            taken += pop_size()
+            pop_time()
         self._count -= taken
         self._not_full.notify_all()
         return batch, taken

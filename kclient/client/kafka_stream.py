@@ -14,6 +14,7 @@ on a stream is a list-iterator step plus one attribute store.
 
 from __future__ import annotations
 
+import abc
 import re
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -55,7 +56,7 @@ class MessageAndMetadata(tuple):
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-class TopicFilter:
+class TopicFilter(abc.ABC):
     """A topic regular expression (Python ``re``, matched against the whole
     topic name). As in Kafka, commas mean "or" (``"a,b"`` is ``a|b``),
     spaces and surrounding quotes are dropped. Raises ``ValueError`` for an
@@ -74,7 +75,12 @@ class TopicFilter:
             raise ValueError(f"invalid topic filter regex {regex!r}: {exc}") from None
         self.regex = cleaned
 
+    @abc.abstractmethod
     def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        """Whether the filter selects ``topic``; internal topics
+        (``__consumer_offsets``, ...) are left out when
+        ``exclude_internal_topics`` (``exclude.internal.topics``). Implemented
+        by :class:`Whitelist` and :class:`Blacklist`."""
         raise NotImplementedError
 
     def __repr__(self) -> str:

@@ -270,6 +270,9 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes | str) -> str:
+    """The cluster id (str) from ``/cluster/id`` content (seed 002's
+    ``{"version":"1","id":...}``). Raises ``ValueError`` for content that
+    is not a JSON object, ``KeyError`` when it has no ``id``."""
     return str(_loads(data, "cluster id")["id"])
 
 

@@ -63,10 +63,11 @@ from kclient.errors import (
     LeaderNotAvailableError,
     MessageSizeTooLargeError,
     UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
     error_for_code,
 )
 from kclient.protocol.messages import PRODUCE
-from kclient.protocol.records import build_batch, build_message_set
+from kclient.protocol.records import Header, build_batch, build_message_set
 from kclient.protocol.records import codecs as _codecs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,7 +207,7 @@ class EventHandler:
 class _Partition:
     """Send state of one topic-partition within one ``handle`` call."""
 
-    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from")
+    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -219,6 +220,7 @@ class _Partition:
         self.magic = 2
         self.error: BaseException | None = None
         self.failed_from: int | None = None  # first batch index not written in this round
+        self.header_bytes = 0  # encoded size of every record header queued here (0: no record has headers)
 
     @property
     def pending_messages(self) -> int:
@@ -245,6 +247,17 @@ def _v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int
 
 _key_of = itemgetter(0)
 _value_of = itemgetter(1)
+
+
+def _headers_size(headers: Sequence) -> int:
+    """Upper bound of the encoded size of a record's headers (bytes): each
+    key and value with a 5-byte varint length (Kafka protocol guide,
+    "Record Header")."""
+    total = 5
+    for h in headers:
+        hk, hv = (h.key, h.value) if isinstance(h, Header) else h
+        total += 10 + len(hk.encode("utf-8")) + (len(hv) if hv is not None else 0)
+    return total
 
 
 
@@ -298,28 +311,35 @@ class DefaultEventHandler(EventHandler):
             lists: dict[int, list] = {}
             try:
                 for d in datas:
-                    # ProducerData is a (topic, key, messages, timestamp_ms)
-                    # tuple; other objects only need the attributes.
+                    # ProducerData is a (topic, key, messages, timestamp_ms,
+                    # partition, headers) tuple; other objects only need the
+                    # attributes.
                     if type(d) is _ProducerData:
-                        _, key, messages, ts = d
+                        _, key, messages, ts, fixed, headers = d
                     else:
                         key, messages, ts = d.key, d.messages, d.timestamp_ms
+                        fixed, headers = getattr(d, "partition", None), getattr(d, "headers", ())
                     if not messages:
                         continue
                     if key is not None and encode_key is not None:
                         key = encode_key(key)
-                    p = choose(key, n_parts)
+                    p = choose(key, n_parts) if fixed is None else fixed
                     records = lists.get(p)
                     if records is None:
-                        if not isinstance(p, int) or not 0 <= p < n_parts:
+                        if type(p) is not int or not 0 <= p < n_parts:
+                            chooser = f"partitioner {type(self.context.partitioner).__qualname__} returned" if fixed is None else "ProducerData names partition"
                             raise ValueError(
-                                f"partitioner {type(self.context.partitioner).__qualname__} returned {p!r} for topic "
-                                f"{topic!r}, which has {n_parts} partitions: expected an int in [0, {n_parts})"
+                                f"{chooser} {p!r} for topic {topic!r}, which has {n_parts} partitions: "
+                                f"expected an int in [0, {n_parts})"
                             )
                         target = by_partition[p] = _Partition(topic, p)
                         records = lists[p] = target.records
                     if ts is None:
                         ts = now
+                    if headers:
+                        by_partition[p].header_bytes += _headers_size(headers) * len(messages)
+                        records.extend([(key, m if encode is None or m is None else encode(m), ts, headers) for m in messages])
+                        continue
                     if len(messages) == 1:
                         m = messages[0]
                         records.append((key, m if encode is None or m is None else encode(m), ts))
@@ -367,6 +387,7 @@ class DefaultEventHandler(EventHandler):
             + overhead * len(records)
             + sum(map(len, filter(None, map(_key_of, records))))
             + sum(map(len, filter(None, map(_value_of, records))))
+            + part.header_bytes
         )
         if total <= limit:
             return [records]
@@ -382,6 +403,8 @@ class DefaultEventHandler(EventHandler):
                 n = _v2_record_size(k, v, r[2] - base_ts, i - start)
             else:
                 n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+                if len(r) == 4 and r[3]:
+                    n += _headers_size(r[3])
             if size + n > limit:
                 if BATCH_OVERHEAD + n > limit:
                     raise MessageSizeTooLargeError(
@@ -402,6 +425,11 @@ class DefaultEventHandler(EventHandler):
         """Encode every pending chunk of ``part`` as one record batch v2
         (``magic`` 2) or one message set v0/v1, whole-set compressed."""
         codec = part.codec
+        if magic < 2 and part.header_bytes:
+            raise UnsupportedForMessageFormatError(
+                f"records for topic {part.topic!r} partition {part.partition} carry headers, which message format "
+                f"v{magic} cannot hold (headers need record batch v2, KIP-82)"
+            )
         try:
             if magic == 2:
                 part.batches = [build_batch(c, codec=codec) for c in part.chunks]

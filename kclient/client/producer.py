@@ -199,7 +199,7 @@ class Producer:
             if d[0] not in self._valid_topics:
                 self._core.prepare(d)
             if d[3] is None:
-                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000))
+                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000, d[4], d[5]))
             if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return

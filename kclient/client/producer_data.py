@@ -34,6 +34,11 @@ class ProducerData(tuple):
     calling the Encoder). All messages of one ProducerData go to the same
     partition. ``timestamp_ms``: the records' CreateTime (ms since the
     epoch); None lets the producer use the time of the ``send`` call.
+    ``partition``: an explicit partition number, which bypasses
+    ``partitioner.class`` (None: the partitioner decides); a number the
+    topic does not have fails the send. ``headers``: record headers given
+    to every message, a sequence of ``(str, bytes | None)`` pairs or
+    `Header` values (record batch v2 only; KIP-82).
 
     An immutable value: a tuple underneath, so that the async producer's
     per-record path (construct, stamp, enqueue) stays cheap. Raises
@@ -42,17 +47,29 @@ class ProducerData(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, topic: str, key: Any = None, messages: Any = (), timestamp_ms: int | None = None) -> "ProducerData":
+    def __new__(
+        cls,
+        topic: str,
+        key: Any = None,
+        messages: Any = (),
+        timestamp_ms: int | None = None,
+        partition: int | None = None,
+        headers: Any = (),
+    ) -> "ProducerData":
         if type(messages) is list:  # the usual [value]
             messages = tuple(messages)
         elif type(messages) is not tuple:
             messages = _to_messages(messages)
-        return tuple.__new__(cls, (topic, key, messages, timestamp_ms))
+        if headers and type(headers) is not tuple:
+            headers = tuple(headers)
+        return tuple.__new__(cls, (topic, key, messages, timestamp_ms, partition, headers or ()))
 
     topic = property(itemgetter(0), doc="The topic (str).")
     key = property(itemgetter(1), doc="The key, before the key encoder, or None.")
     messages = property(itemgetter(2), doc="The values (tuple).")
     timestamp_ms = property(itemgetter(3), doc="CreateTime in ms since the epoch, or None for the send time.")
+    partition = property(itemgetter(4), doc="The explicit partition, or None to let the partitioner choose.")
+    headers = property(itemgetter(5), doc="Record headers (tuple of (str, bytes | None) pairs or Header).")
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and tuple.__eq__(self, other)
@@ -63,14 +80,15 @@ class ProducerData(tuple):
     __hash__ = tuple.__hash__
 
     def __repr__(self) -> str:
-        return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r})"
+        extra = (f", partition={self[4]!r}" if self[4] is not None else "") + (f", headers={self[5]!r}" if self[5] else "")
+        return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r}{extra})"
 
     def __getnewargs__(self) -> tuple:
         return tuple(self)
 
     def _stamped(self, timestamp_ms: int) -> "ProducerData":
         """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
-        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms))
+        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5]))
 
 
 _new_tuple = tuple.__new__

@@ -1,0 +1,196 @@
+"""What the Spark driver asks the cluster: which partitions a subscription
+covers, who leads them, and their offsets (earliest, latest, or by time).
+
+Each call runs one short trio loop with its own connections
+(`kclient.client.cluster.Cluster`), so the object holds no thread or socket
+between calls and can live in Spark's long-running driver-side Python
+worker. Offsets come from ListOffsets v1+ (KIP-79), sent to each partition's
+leader; a retriable error is retried `fetchOffset.numRetries` times,
+`fetchOffset.retryIntervalMs` apart, after a metadata refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Awaitable, Callable, Mapping, TypeVar
+
+import trio
+
+from kclient.client.cluster import Cluster, _parse_metadata
+from kclient.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kclient.protocol.messages import LIST_OFFSETS, METADATA
+from kclient.spark.offsets import TopicPartition, describe
+from kclient.spark.options import EARLIEST, LATEST, ReadOptions, Subscription
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+__all__ = ["ClusterView"]
+
+
+class ClusterView:
+    """Blocking queries of partitions and offsets for one read's options.
+
+    Args:
+        options: the read's checked options (bootstrap brokers, client id,
+            timeouts and retry settings are used).
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def _run(self, fn: Callable[[Cluster], Awaitable[T]]) -> T:
+        opts = self.options
+
+        async def main() -> T:
+            async with trio.open_nursery() as nursery:
+                cluster = Cluster(
+                    nursery,
+                    list(opts.bootstrap),
+                    client_id=opts.client_id,
+                    request_timeout_ms=opts.request_timeout_ms,
+                    connect_timeout_ms=opts.request_timeout_ms,
+                    retry_backoff_ms=opts.retry_backoff_ms,
+                )
+                try:
+                    return await fn(cluster)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await cluster.aclose()
+                    nursery.cancel_scope.cancel()
+
+        return trio.run(main)
+
+    def partitions(self, subscription: Subscription | None = None) -> dict[TopicPartition, tuple[str, int] | None]:
+        """The topic-partitions the subscription covers now, with their
+        leader's `(host, port)` (None while a partition has no leader).
+
+        A subscribed topic that does not exist yet contributes nothing (a
+        stream picks it up once it appears). Internal topics (`__`-prefixed)
+        never match a pattern.
+
+        Raises:
+            UnknownTopicOrPartitionError: an `assign`ed partition does not
+                exist.
+            NoBrokersAvailableError: no bootstrap broker answered.
+        """
+        sub = subscription or self.options.subscription
+
+        async def query(cluster: Cluster) -> dict[TopicPartition, tuple[str, int] | None]:
+            conn = await cluster.any_connection()
+            version = conn.version_for(METADATA, floor=1)
+            if sub.pattern is not None:
+                names = None
+            else:
+                names = list(sub.topics or ()) + list(sub.assign or {})
+            body = {"topics": None if names is None else [{"name": t} for t in names], "allow_auto_topic_creation": False}
+            metadata = _parse_metadata(await conn.request(METADATA, body, version=version))
+            regex = re.compile(sub.pattern) if sub.pattern is not None else None
+            found: dict[TopicPartition, tuple[str, int] | None] = {}
+            for topic, parts in metadata.topics.items():
+                if regex is not None and (topic.startswith("__") or not regex.fullmatch(topic)):
+                    continue
+                code = metadata.topic_errors.get(topic, 0)
+                if code and code != UnknownTopicOrPartitionError.code:
+                    raise error_for_code(code)(f"topic {topic!r}")
+                for p in parts:
+                    broker = metadata.brokers.get(p.leader)
+                    found[(topic, p.partition)] = (broker.host, broker.port) if broker is not None else None
+            if sub.assign is not None:
+                wanted = {(t, p) for t, ps in sub.assign.items() for p in ps}
+                missing = wanted - set(found)
+                if missing:
+                    raise UnknownTopicOrPartitionError(f"option 'assign' names partitions that do not exist: {describe(missing)}")
+                found = {tp: found[tp] for tp in sorted(wanted)}
+            return found
+
+        return self._run(query)
+
+    def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Offsets for `query`, which maps each topic-partition to a
+        timestamp in ms since the epoch, or `EARLIEST` (-2) for the log start
+        offset, or `LATEST` (-1) for the log end offset.
+
+        Returns:
+            The offset per topic-partition; for a timestamp, the earliest
+            offset whose timestamp is at or after it, or -1 when no record is
+            that recent.
+
+        Raises:
+            BrokerResponseError: a partition's error after the retries (e.g.
+                `UnknownTopicOrPartitionError`).
+            NoBrokersAvailableError: no broker answered.
+        """
+        if not query:
+            return {}
+        opts = self.options
+
+        async def ask(cluster: Cluster) -> dict[TopicPartition, int]:
+            result: dict[TopicPartition, int] = {}
+            pending = dict(query)
+            last_error: BaseException | None = None
+            for attempt in range(opts.offset_retries + 1):
+                if attempt:
+                    await trio.sleep(opts.offset_retry_interval_ms / 1000)
+                meta = await cluster.refresh_metadata(sorted({t for t, _ in pending}), allow_auto_create=False)
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in pending:
+                    leader = next((p.leader for p in meta.partitions_for(tp[0]) if p.partition == tp[1]), -1)
+                    by_leader.setdefault(leader, []).append(tp)
+                failed: dict[TopicPartition, BaseException] = {}
+                for leader, tps in by_leader.items():
+                    if leader < 0:
+                        for tp in tps:
+                            failed[tp] = UnknownTopicOrPartitionError(f"{tp[0]}-{tp[1]} has no leader or does not exist")
+                        continue
+                    try:
+                        conn = await cluster.broker_connection(leader)
+                        version = conn.version_for(LIST_OFFSETS, floor=1)
+                        topics: dict[str, list[dict]] = {}
+                        for t, p in tps:
+                            topics.setdefault(t, []).append({"partition_index": p, "timestamp": pending[(t, p)], "current_leader_epoch": -1})
+                        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                        response = await conn.request(LIST_OFFSETS, body, version=version)
+                    except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                        for tp in tps:
+                            failed[tp] = exc
+                        continue
+                    for t in response["topics"]:
+                        for p in t["partitions"]:
+                            tp = (t["name"], p["partition_index"])
+                            if p["error_code"]:
+                                failed[tp] = error_for_code(p["error_code"])(f"ListOffsets for {tp[0]}-{tp[1]}")
+                            else:
+                                result[tp] = p["offset"]
+                pending = {tp: pending[tp] for tp in failed}
+                if not pending:
+                    return result
+                last_error = next(iter(failed.values()))
+                retriable = all(getattr(e, "retriable", False) or isinstance(e, UnknownTopicOrPartitionError) for e in failed.values())
+                if not retriable:
+                    break
+                log.info("ListOffsets failed for %s (%s); retrying", describe(failed), last_error)
+            assert last_error is not None
+            if isinstance(last_error, KafkaError):
+                raise last_error
+            raise KafkaError(str(last_error)) from last_error
+
+        return self._run(ask)
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log start offset of each topic-partition."""
+        return self.list_offsets({tp: EARLIEST for tp in tps})
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log end offset (the high watermark for a consumer) of each
+        topic-partition."""
+        return self.list_offsets({tp: LATEST for tp in tps})
+

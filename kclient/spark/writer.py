@@ -1,0 +1,136 @@
+"""Spark rows to kclient records: the columns a write accepts, and the loop
+that sends one task's Arrow record batches with the kclient `Producer`.
+
+The columns are those of Spark's Kafka sink: `value` (required), `key`,
+`topic` (unless the `topic` option is set, which then wins), `partition`
+and `headers`; other columns are ignored. `key` and `value` may be binary or
+string (sent as UTF-8).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import attrs
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from kclient.errors import ConfigError, KafkaError
+from kclient.spark.options import WriteOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["WriteCommit", "check_write_schema", "write_batches"]
+
+
+@attrs.frozen
+class WriteCommit(WriterCommitMessage):
+    """What one write task reports to the driver: rows sent (all
+    acknowledged per the producer's `request.required.acks`)."""
+
+    rows: int
+
+
+def check_write_schema(schema, opts: WriteOptions) -> None:
+    """Check the DataFrame's columns before any task runs.
+
+    Args:
+        schema: the DataFrame's `pyspark.sql.types.StructType`.
+        opts: the write's options (a `topic` option makes the column
+            optional).
+
+    Raises:
+        ConfigError: a column is missing or has the wrong type (named in
+            the message).
+    """
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise ConfigError("a kclient write needs a 'value' column (binary or string)")
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], (BinaryType, StringType)):
+            raise ConfigError(f"column {name!r} must be binary or string, not {fields[name].simpleString()}")
+    if opts.topic is None:
+        if "topic" not in fields:
+            raise ConfigError("a kclient write needs the 'topic' option or a 'topic' column")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise ConfigError(f"column 'topic' must be string, not {fields['topic'].simpleString()}")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise ConfigError(f"column 'partition' must be int, not {fields['partition'].simpleString()}")
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
+        if ok:
+            inner = {f.name: f.dataType for f in h.elementType.fields}
+            ok = set(inner) == {"key", "value"} and isinstance(inner["key"], StringType) and isinstance(inner["value"], BinaryType)
+        if not ok:
+            raise ConfigError(f"column 'headers' must be array<struct<key:string,value:binary>>, not {h.simpleString()}")
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list | None:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        for i, field in enumerate(batch.schema):
+            if field.name.lower() == name:
+                index = i
+                break
+        else:
+            return None
+    column = batch.column(index)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> WriteCommit:
+    """Send every row of `batches` and wait until each is acknowledged.
+
+    Args:
+        batches: one task's rows.
+        opts: the write's options (`producer_config` configures the
+            Producer).
+
+    Returns:
+        The number of rows sent.
+
+    Raises:
+        KafkaError: a row has no topic, or the producer could not write a
+            record (the broker's error is in the message and chained).
+    """
+    from kclient import Producer, ProducerData
+
+    rows = 0
+    producer = Producer(dict(opts.producer_config))
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            if not n:
+                continue
+            values = _column(batch, "value")
+            keys = _column(batch, "key") or [None] * n
+            if opts.topic is not None:
+                topics = [opts.topic] * n
+            else:
+                topics = _column(batch, "topic")
+                topics = [t.decode("utf-8") if t is not None else None for t in topics]  # type: ignore[union-attr]
+            partitions = _column(batch, "partition") or [None] * n
+            headers = _column(batch, "headers")
+            events = []
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise KafkaError("a row has a null 'topic' and no 'topic' option is set")
+                hs = () if headers is None or not headers[i] else tuple((h["key"], h["value"]) for h in headers[i])
+                events.append(ProducerData(topic, keys[i], [values[i]], None, partitions[i], hs))  # type: ignore[index]
+            producer.send(events)
+            rows += n
+    except BaseException:
+        try:
+            producer.close()
+        except Exception as exc:  # the first error is the one to report
+            log.warning("closing the producer after a failed write: %s", exc)
+        raise
+    producer.close()  # flushes; raises if any record could not be written
+    return WriteCommit(rows)

@@ -1,5 +1,6 @@
 # kclient: `make demo` and `make test` set up what they need (a .venv with the
-# package installed editable plus its test, demo and docs extras), then run.
+# package installed editable plus its test, demo, docs and spark extras), then run.
+# Spark needs Java 17+ (.ci/run installs openjdk-17-jre-headless when absent).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +15,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,demo,docs]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,demo,docs,spark]'
 	@touch $@
 
 demo: venv

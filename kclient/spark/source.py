@@ -82,6 +82,14 @@ def _leaders(view: ClusterView, opts: ReadOptions) -> dict[TopicPartition, tuple
     return view.partitions(opts.subscription)
 
 
+def _read(partition: InputPartition, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+    # Spark runs one task with an empty partition when planning found no
+    # range at all.
+    if getattr(partition, "value", None) is None:
+        return iter(())
+    return read_range(partition.value, opts)
+
+
 class BatchReader(DataSourceReader):
     """Plans one task per topic-partition offset range (more with
     `minPartitions` / `maxRecordsPerPartition`) and reads each on an
@@ -110,7 +118,7 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one offset range, as Arrow record batches."""
-        return read_range(partition.value, self.opts)
+        return _read(partition, self.opts)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -204,7 +212,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one offset range, as Arrow record batches."""
-        return read_range(partition.value, self.opts)
+        return _read(partition, self.opts)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""

@@ -1,0 +1,345 @@
+"""The `kclient` Spark data source against a real bundled broker, in one
+local[2] Spark session for the whole module."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import uuid
+
+import pytest
+
+from kclient import OffsetRequest, Producer, ProducerData, SimpleConsumer
+from kclient.testing import BrokerProcess
+
+PARTITIONS = 3
+
+
+def _spark_unavailable() -> str | None:
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        return f"pyspark/pyarrow not installed ({exc}); install kclient[spark]"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "java is not installed (Spark needs Java 17+)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def spark():
+    reason = _spark_unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"Spark is required in CI but unavailable: {reason}", pytrace=False)
+        pytest.skip(reason)
+    import kclient.spark
+
+    session = kclient.spark.session("kclient-tests", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def sbroker():
+    with BrokerProcess(properties={"num.partitions": str(PARTITIONS)}) as proc:
+        yield proc
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def produce(broker, topic: str, records) -> None:
+    """records: iterable of ProducerData."""
+    with Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "sync", "request.required.acks": -1}) as p:
+        p.send(list(records))
+
+
+def numbered(topic: str, n: int, *, partitions: int = PARTITIONS, ts0: int | None = None) -> list[ProducerData]:
+    """n records spread round-robin over the partitions: value b"v<i>";
+    with ts0, record i has timestamp ts0 + 1000 * i."""
+    return [
+        ProducerData(topic, key=b"k%d" % i, messages=[b"v%d" % i], timestamp_ms=None if ts0 is None else ts0 + 1000 * i, partition=i % partitions)
+        for i in range(n)
+    ]
+
+
+def log_end(broker, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
+    with SimpleConsumer(broker.host, broker.port, so_timeout_ms=10_000, client_id="t") as c:
+        return {p: c.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(partitions)}
+
+
+def reader(spark, broker, **options):
+    r = spark.read.format("kclient").option("kafka.bootstrap.servers", broker.bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+# -- schema and batch reads ----------------------------------------------------
+
+
+def test_schema_is_sparks_kafka_schema(spark, sbroker):
+    topic = _name("schema")
+    produce(sbroker, topic, numbered(topic, 3))
+    df = reader(spark, sbroker, subscribe=topic)
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"),
+        ("value", "binary"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestampType", "int"),
+    ]
+    with_headers = reader(spark, sbroker, subscribe=topic, includeHeaders="true")
+    assert with_headers.schema.fields[-1].name == "headers"
+    assert with_headers.schema.fields[-1].dataType.simpleString() == "array<struct<key:string,value:binary>>"
+
+
+def test_batch_read_every_record_once_with_its_offset(spark, sbroker):
+    topic = _name("batch")
+    n = 600
+    produce(sbroker, topic, numbered(topic, n))
+    df = reader(spark, sbroker, subscribe=topic)
+    assert df.rdd.getNumPartitions() == PARTITIONS  # one task per topic-partition
+    rows = df.select("key", "value", "topic", "partition", "offset", "timestampType").collect()
+    assert len(rows) == n
+    assert {r.topic for r in rows} == {topic}
+    by_partition: dict[int, list] = {}
+    for r in rows:
+        by_partition.setdefault(r.partition, []).append(r)
+        i = int(bytes(r.value)[1:])
+        assert bytes(r.key) == b"k%d" % i and i % PARTITIONS == r.partition
+        assert r.timestampType == 0  # CreateTime
+    for p, prs in by_partition.items():
+        assert sorted(r.offset for r in prs) == list(range(n // PARTITIONS))
+    # the offset of record i in its partition is i // PARTITIONS (sent in order)
+    assert all(r.offset == int(bytes(r.value)[1:]) // PARTITIONS for r in rows)
+
+
+def test_starting_and_ending_offsets_select_exact_ranges(spark, sbroker):
+    topic = _name("ranges")
+    produce(sbroker, topic, numbered(topic, 90))  # 30 per partition
+    df = reader(
+        spark,
+        sbroker,
+        subscribe=topic,
+        startingOffsets=json.dumps({topic: {"0": 5, "1": -2, "2": 29}}),
+        endingOffsets=json.dumps({topic: {"0": 10, "1": 3, "2": -1}}),
+    )
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(5, 10)] + [(1, o) for o in range(3)] + [(2, 29)]
+    assign = reader(spark, sbroker, assign=json.dumps({topic: [1]}), startingOffsets="earliest")
+    assert {r.partition for r in assign.select("partition").collect()} == {1}
+    assert assign.count() == 30
+
+
+def test_offsets_json_must_name_every_partition(spark, sbroker):
+    topic = _name("partial")
+    produce(sbroker, topic, numbered(topic, 6))
+    df = reader(spark, sbroker, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 0}}))
+    with pytest.raises(Exception, match="must name every partition"):
+        df.count()
+
+
+def test_timestamp_options(spark, sbroker):
+    topic = _name("times")
+    ts0 = 1_700_000_000_000
+    produce(sbroker, topic, numbered(topic, 30, ts0=ts0))  # record i at ts0 + 1000 i, partition i % 3
+    # startingTimestamp: the first record at or after it, in every partition
+    df = reader(spark, sbroker, subscribe=topic, startingTimestamp=str(ts0 + 15_500))
+    values = sorted(int(bytes(r.value)[1:]) for r in df.select("value").collect())
+    assert values == list(range(16, 30))
+    # endingTimestamp as well
+    df = reader(spark, sbroker, subscribe=topic, startingTimestamp=str(ts0 + 3_000), endingTimestamp=str(ts0 + 9_000))
+    assert sorted(int(bytes(r.value)[1:]) for r in df.select("value").collect()) == list(range(3, 9))
+    # per partition
+    by_ts = {topic: {"0": ts0 + 27_000, "1": ts0, "2": ts0 + 29_000}}
+    df = reader(spark, sbroker, subscribe=topic, startingOffsetsByTimestamp=json.dumps(by_ts))
+    got = sorted(int(bytes(r.value)[1:]) for r in df.select("value").collect())
+    assert got == sorted([27] + list(range(1, 30, 3)) + [29])
+    # the timestamp column is the record's time
+    row = reader(spark, sbroker, subscribe=topic).where("value = cast('v7' as binary)").select("timestamp").first()
+    assert int(row.timestamp.timestamp() * 1000) == ts0 + 7000
+    # no record that late: an error by default, the latest offset on request
+    late = str(ts0 + 10_000_000)
+    with pytest.raises(Exception, match="no record at or after the timestamp"):
+        reader(spark, sbroker, subscribe=topic, startingTimestamp=late).count()
+    assert reader(spark, sbroker, subscribe=topic, startingTimestamp=late, startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
+def test_subscribe_pattern(spark, sbroker):
+    tag = uuid.uuid4().hex[:6]
+    wanted = [f"pat-{tag}-a", f"pat-{tag}-b"]
+    for t in [*wanted, f"other-{tag}"]:
+        produce(sbroker, t, numbered(t, 6))
+    df = reader(spark, sbroker, subscribePattern=f"pat-{tag}-.*")
+    assert sorted({r.topic for r in df.select("topic").collect()}) == wanted
+    assert df.count() == 12
+
+
+def test_min_partitions_splits_offset_ranges(spark, sbroker):
+    topic = _name("split")
+    produce(sbroker, topic, numbered(topic, 300))
+    df = reader(spark, sbroker, subscribe=topic, minPartitions="9")
+    assert df.rdd.getNumPartitions() == 9
+    rows = df.select("partition", "offset").collect()
+    assert len(rows) == 300 and len(set((r.partition, r.offset) for r in rows)) == 300
+
+
+def test_headers_written_and_read_back(spark, sbroker):
+    topic = _name("headers")
+    produce(sbroker, topic, [ProducerData(topic, key=b"k", messages=[b"v"], headers=[("trace", b"abc"), ("empty", None)], partition=0)])
+    row = reader(spark, sbroker, subscribe=topic, includeHeaders="true").select("headers").first()
+    assert [(h.key, None if h.value is None else bytes(h.value)) for h in row.headers] == [("trace", b"abc"), ("empty", None)]
+
+
+def test_write_then_read_back(spark, sbroker):
+    a, b = _name("out-a"), _name("out-b")
+    rows = [(f"k{i}", f"value-{i}", a if i % 2 else b, i % PARTITIONS) for i in range(200)]
+    df = spark.createDataFrame(rows, "key string, value string, topic string, partition int")
+    df.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).save()
+    assert sum(log_end(sbroker, a).values()) == 100 and sum(log_end(sbroker, b).values()) == 100
+    back = reader(spark, sbroker, subscribe=f"{a},{b}").selectExpr("cast(key as string) k", "cast(value as string) v", "topic", "partition").collect()
+    assert sorted((r.k, r.v, r.topic, r.partition) for r in back) == sorted(rows)
+    # the topic option wins over the column; headers and null keys pass through
+    c = _name("out-c")
+    df2 = spark.createDataFrame(
+        [(None, b"x", "ignored", [("h", b"1")])], "key binary, value binary, topic string, headers array<struct<key:string,value:binary>>"
+    )
+    df2.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", c).save()
+    got = reader(spark, sbroker, subscribe=c, includeHeaders="true").first()
+    assert got.key is None and bytes(got.value) == b"x" and got.headers[0].key == "h"
+
+
+def test_write_errors_fail_the_job(spark, sbroker):
+    topic = _name("bad-partition")
+    produce(sbroker, topic, numbered(topic, 3))
+    df = spark.createDataFrame([("v", 7)], "value string, partition int")
+    with pytest.raises(Exception, match="partition 7"):
+        df.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).save()
+    no_value = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="'value' column"):
+        no_value.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).save()
+    with pytest.raises(Exception, match="'topic' option or a 'topic' column"):
+        spark.createDataFrame([("v",)], "value string").write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).save()
+    assert sum(log_end(sbroker, topic).values()) == 3  # nothing half-written by the failed jobs
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "'subscribe', 'subscribePattern' or 'assign'"),
+        ({"subscribe": "x", "startingOffsets": "latest"}, "startingOffsets"),
+        ({"subscribe": "x", "minPartitions": "-1"}, "minPartitions"),
+        ({"subscribe": "x", "kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit"),
+    ],
+)
+def test_bad_options_fail_at_planning_naming_the_option(spark, sbroker, options, named):
+    with pytest.raises(Exception) as info:
+        reader(spark, sbroker, **options).count()
+    assert named in str(info.value)
+
+
+def test_broker_down_is_a_clear_error(spark):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    df = (
+        spark.read.format("kclient")
+        .option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
+        .option("kafka.request.timeout.ms", "2000")
+        .option("subscribe", "anything")
+        .load()
+    )
+    with pytest.raises(Exception, match="NoBrokersAvailable|no broker answered"):
+        df.count()
+
+
+def test_offsets_past_the_log_end_are_data_loss(spark, sbroker):
+    topic = _name("loss")
+    produce(sbroker, topic, numbered(topic, 9))  # 3 per partition
+    ending = json.dumps({topic: {"0": 10, "1": -1, "2": -1}})
+    df = reader(spark, sbroker, subscribe=topic, endingOffsets=ending, **{"kafka.request.timeout.ms": "3000"})
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        df.count()
+    lenient = reader(spark, sbroker, subscribe=topic, endingOffsets=ending, failOnDataLoss="false")
+    assert lenient.count() == 9
+
+
+# -- streaming -----------------------------------------------------------------
+
+
+def _stream(spark, broker, topic: str, out, checkpoint, **options):
+    r = spark.readStream.format("kclient").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    query = (
+        r.load()
+        .selectExpr("topic", "partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert not query.isActive, "the AvailableNow query did not finish"
+    if query.exception() is not None:
+        raise AssertionError(str(query.exception()))
+    return [p["numInputRows"] for p in query.recentProgress]
+
+
+def test_streaming_checkpoint_restart_and_rate_limit(spark, sbroker, tmp_path):
+    topic = _name("stream")
+    produce(sbroker, topic, numbered(topic, 300))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    batches = _stream(spark, sbroker, topic, out, checkpoint, startingOffsets="earliest", maxOffsetsPerTrigger="70")
+    assert sum(batches) == 300
+    assert max(batches) <= 70 and batches.count(70) >= 4  # the cap is honoured, and used
+    # stopped; more records arrive; the query resumes from its checkpoint
+    produce(sbroker, topic, [ProducerData(topic, key=b"k", messages=[b"v%d" % i], partition=i % PARTITIONS) for i in range(300, 450)])
+    batches = _stream(spark, sbroker, topic, out, checkpoint, startingOffsets="earliest", maxOffsetsPerTrigger="70")
+    assert sum(batches) == 150 and max(batches) <= 70
+    rows = spark.read.parquet(str(out)).collect()
+    assert len(rows) == 450
+    assert len({(r.partition, r.offset) for r in rows}) == 450  # no record read twice
+    assert sorted(int(r.value[1:]) for r in rows) == list(range(450))  # none lost
+
+
+def test_streaming_starts_at_latest_and_picks_up_new_records(spark, sbroker, tmp_path):
+    topic = _name("latest")
+    produce(sbroker, topic, numbered(topic, 30))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    assert sum(_stream(spark, sbroker, topic, out, checkpoint)) == 0  # startingOffsets defaults to latest
+    produce(sbroker, topic, [ProducerData(topic, messages=[b"new%d" % i], partition=i % PARTITIONS) for i in range(12)])
+    assert sum(_stream(spark, sbroker, topic, out, checkpoint)) == 12
+    assert sorted(r.value for r in spark.read.parquet(str(out)).collect()) == sorted(f"new{i}" for i in range(12))
+
+
+def test_streaming_write(spark, sbroker, tmp_path):
+    source, sink = _name("s-in"), _name("s-out")
+    produce(sbroker, source, numbered(source, 60))
+    query = (
+        spark.readStream.format("kclient")
+        .option("kafka.bootstrap.servers", sbroker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "upper(cast(value as string)) as value")
+        .writeStream.format("kclient")
+        .option("kafka.bootstrap.servers", sbroker.bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    back = reader(spark, sbroker, subscribe=sink).selectExpr("cast(value as string) v").collect()
+    assert sorted(r.v for r in back) == sorted(f"V{i}" for i in range(60))

@@ -7,7 +7,15 @@
 3. Read every partition back from offset 0 with ``SimpleConsumer.multifetch``.
 4. Check the total and the count per carrier against the CSV itself, and that
    each record sits in the partition its key hashes to (murmur2, like Java).
-5. Print a table and stop the broker. Any mismatch exits non-zero.
+5. Run the pipeline on Spark (local[2]): read topic ``flights`` through the
+   ``kclient`` data source, parse the JSON, compute per carrier the number
+   of flights, the mean departure delay and the share of departed flights
+   that left more than 15 minutes late, and write that table to topic
+   ``flights_by_carrier`` through the data source.
+6. Read ``flights_by_carrier`` back with the kclient SimpleConsumer and check
+   every number against the same figures computed with pandas straight from
+   the CSV.
+7. Print the tables and stop the broker. Any mismatch exits non-zero.
 
 Run it with ``make demo``.
 """
@@ -19,6 +27,7 @@ import csv
 import io
 import json
 import logging
+import math
 import pathlib
 import sys
 import time
@@ -125,6 +134,99 @@ def consume(host: str, port: int) -> tuple[float, int, collections.Counter, list
     return time.perf_counter() - start, total, per_carrier, problems
 
 
+CARRIER_TOPIC = "flights_by_carrier"
+#: Spark's JSON schema of the fields the pipeline uses (the CSV's strings).
+FLIGHT_JSON_SCHEMA = "carrier string, dep_delay string"
+
+
+def carrier_table_spark(bootstrap: str) -> float:
+    """The Spark job: topic ``flights`` -> per-carrier figures -> topic
+    ``flights_by_carrier`` (one JSON record per carrier, keyed by carrier).
+    Returns the seconds the job took (the session start-up excluded)."""
+    import kclient.spark
+    from pyspark.sql import functions as F
+
+    spark = kclient.spark.session("flights-demo", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        start = time.perf_counter()
+        flights = (
+            spark.read.format("kclient")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select(F.from_json(F.col("value").cast("string"), FLIGHT_JSON_SCHEMA).alias("f"))
+            .select("f.carrier", F.col("f.dep_delay").cast("double").alias("dep_delay"))
+        )
+        table = flights.groupBy("carrier").agg(
+            F.count(F.lit(1)).alias("flights"),
+            F.avg("dep_delay").alias("mean_dep_delay"),
+            (F.sum(F.when(F.col("dep_delay") > 15, 1).otherwise(0)) / F.count("dep_delay")).alias("share_late_15"),
+        )
+        (
+            table.select(F.col("carrier").alias("key"), F.to_json(F.struct("carrier", "flights", "mean_dep_delay", "share_late_15")).alias("value"))
+            .write.mode("append")
+            .format("kclient")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", CARRIER_TOPIC)
+            .save()
+        )
+        return time.perf_counter() - start
+    finally:
+        spark.stop()
+
+
+def carrier_table_pandas(path: pathlib.Path) -> dict[str, dict]:
+    """The same figures with pandas, straight from the CSV."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, usecols=["carrier", "dep_delay"])
+    out = {}
+    for carrier, group in frame.groupby("carrier"):
+        delays = group["dep_delay"].dropna()
+        out[carrier] = {
+            "flights": len(group),
+            "mean_dep_delay": float(delays.mean()),
+            "share_late_15": float((delays > 15).sum() / len(delays)),
+        }
+    return out
+
+
+def read_carrier_table(host: str, port: int) -> dict[str, dict]:
+    """Every record of ``flights_by_carrier``, read with the SimpleConsumer."""
+    table: dict[str, dict] = {}
+    with SimpleConsumer(host, port, so_timeout_ms=30_000, buffer_size=1 << 16, client_id="flights-demo") as consumer:
+        for p in range(PARTITIONS):
+            end = consumer.get_offsets_before(CARRIER_TOPIC, p, OffsetRequest.LATEST_TIME, 1)[0]
+            offset = 0
+            while offset < end:
+                for mo in consumer.fetch(FetchRequest(CARRIER_TOPIC, p, offset, 1 << 20)):
+                    row = json.loads(mo.message.payload)
+                    if row["carrier"] in table:
+                        raise SystemExit(f"carrier {row['carrier']} written twice to {CARRIER_TOPIC}")
+                    table[row["carrier"]] = row
+                    offset = mo.next_offset
+    return table
+
+
+def check_carrier_table(got: dict[str, dict], want: dict[str, dict]) -> list[str]:
+    """Differences between the Spark table read back and pandas' figures
+    (counts exactly; means and shares to 1e-9 relative)."""
+    problems = []
+    for carrier in sorted(set(got) | set(want)):
+        if carrier not in got or carrier not in want:
+            problems.append(f"carrier {carrier}: in {'pandas' if carrier in want else 'Spark'} only")
+            continue
+        g, w = got[carrier], want[carrier]
+        if g["flights"] != w["flights"]:
+            problems.append(f"carrier {carrier}: Spark counted {g['flights']} flights, pandas {w['flights']}")
+        for key in ("mean_dep_delay", "share_late_15"):
+            if not math.isclose(g[key], w[key], rel_tol=1e-9, abs_tol=1e-12):
+                problems.append(f"carrier {carrier}: Spark {key}={g[key]!r}, pandas {w[key]!r}")
+    return problems
+
+
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = flights_csv()
@@ -136,6 +238,11 @@ def main() -> int:
         print(f"bundled broker on {broker.bootstrap}, log dir {broker.log_dir}")
         produce_s, payload_bytes, sent = produce(broker.bootstrap, flights)
         consume_s, total, per_carrier, problems = consume(broker.host, broker.port)
+        print("Spark: reading topic flights through the kclient data source ...", flush=True)
+        spark_s = carrier_table_spark(broker.bootstrap)
+        spark_table = read_carrier_table(broker.host, broker.port)
+    pandas_table = carrier_table_pandas(path)
+    problems += check_carrier_table(spark_table, pandas_table)
 
     if len(flights) != EXPECTED_FLIGHTS:
         problems.append(f"the CSV has {len(flights)} flights, expected {EXPECTED_FLIGHTS}")
@@ -151,17 +258,25 @@ def main() -> int:
     print(f"{'payload MB':<24}{mb:>14.1f}")
     print(f"{'produce records/s':<24}{len(flights) / produce_s:>14,.0f}   ({produce_s:.1f} s, {mb / produce_s:.1f} MB/s)")
     print(f"{'consume records/s':<24}{total / consume_s:>14,.0f}   ({consume_s:.1f} s, {mb / consume_s:.1f} MB/s)")
+    print(f"{'Spark job s':<24}{spark_s:>14.1f}   (read {len(flights):,} records, aggregate, write {len(spark_table)} rows)")
     print()
     print(f"{'carrier':<10}{'CSV':>10}{'consumed':>12}")
     for carrier in sorted(expected):
         mark = "" if expected[carrier] == per_carrier[carrier] else "  MISMATCH"
         print(f"{carrier:<10}{expected[carrier]:>10,}{per_carrier[carrier]:>12,}{mark}")
+    print()
+    print(f"{CARRIER_TOPIC} (Spark, read back with SimpleConsumer) vs pandas on the CSV")
+    print(f"{'carrier':<10}{'flights':>10}{'mean dep delay':>16}{'late >15 min':>14}{'pandas':>10}")
+    for carrier in sorted(spark_table):
+        row = spark_table[carrier]
+        same = check_carrier_table({carrier: row}, {carrier: pandas_table[carrier]}) == [] if carrier in pandas_table else False
+        print(f"{carrier:<10}{row['flights']:>10,}{row['mean_dep_delay']:>16.3f}{row['share_late_15']:>13.1%}{'same' if same else 'DIFFERS':>11}")
     if problems:
         print("\nFAILED:", file=sys.stderr)
         for problem in problems[:20]:
             print(f"  {problem}", file=sys.stderr)
         return 1
-    print("\nOK: every flight came back, per carrier counts match the CSV")
+    print("\nOK: every flight came back, per carrier counts match the CSV, and Spark's carrier table matches pandas")
     return 0
 
 

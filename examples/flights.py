@@ -146,7 +146,7 @@ def carrier_table_spark(bootstrap: str) -> float:
     import kclient.spark
     from pyspark.sql import functions as F
 
-    spark = kclient.spark.session("flights-demo", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    spark = kclient.spark.session("flights-demo", conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
     try:
         start = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 
 import pytest
@@ -61,3 +62,27 @@ def zk_broker(zookeeper):
     topics getting 5 partitions."""
     with BrokerProcess(properties={"zookeeper.connect": zookeeper.connect, "num.partitions": 5}) as proc:
         yield proc
+
+
+def spark_unavailable_reason() -> str | None:
+    """Why the Spark tests cannot run here (PySpark, PyArrow or Java
+    missing), or None."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        return f"pyspark/pyarrow not installed ({exc}); install kclient[spark]"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "java is not installed (Spark needs Java 17+)"
+    return None
+
+
+def require_spark() -> None:
+    """Skip the calling test without PySpark or Java, with the reason; in CI
+    (``CI`` set, as ``.ci/run`` does after installing Java) fail instead."""
+    reason = spark_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"Spark is required in CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(f"needs Spark: {reason}")

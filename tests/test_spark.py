@@ -4,12 +4,11 @@ local[2] Spark session for the whole module."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import uuid
 
 import pytest
+from conftest import require_spark
 
 from kclient import OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.testing import BrokerProcess
@@ -17,27 +16,12 @@ from kclient.testing import BrokerProcess
 PARTITIONS = 3
 
 
-def _spark_unavailable() -> str | None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        return f"pyspark/pyarrow not installed ({exc}); install kclient[spark]"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "java is not installed (Spark needs Java 17+)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def spark():
-    reason = _spark_unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"Spark is required in CI but unavailable: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_spark()
     import kclient.spark
 
-    session = kclient.spark.session("kclient-tests", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+    session = kclient.spark.session("kclient-tests", conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

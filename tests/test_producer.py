@@ -212,6 +212,44 @@ def test_partitioner_out_of_range_is_a_clear_error(broker, topic):
             producer.send(ProducerData(topic, key=b"k", messages=[b"v"]))
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_explicit_partition_and_headers(broker5, topic, mode):
+    sent = [
+        ProducerData(topic, key=b"k%d" % i, messages=[b"v%d" % i], partition=(i * 3) % PARTITIONS, headers=[("i", b"%d" % i), ("none", None)] if i % 2 else ())
+        for i in range(20)
+    ]
+    with Producer(config(broker5, producer_type=mode)) as producer:
+        producer.send(sent)
+    with SimpleConsumer("127.0.0.1", broker5.port, 10000, 1 << 20, "test-reader") as consumer:
+        for p in range(PARTITIONS):
+            got = [(m.message.key, m.message.payload, tuple((h.key, h.value) for h in m.message.headers)) for m in consumer.fetch(FetchRequest(topic, p, 0, 1 << 20))]
+            want = [(d.key, d.messages[0], tuple(d.headers)) for d in sent if d.partition == p]
+            assert got == want  # the partition the data named, not the key's hash; headers kept
+
+
+def test_explicit_partition_out_of_range_is_a_clear_error(broker, topic):
+    with Producer(config(broker)) as producer:
+        with pytest.raises(FailedToSendMessageError, match="ProducerData names partition 5 .* 2 partitions"):
+            producer.send(ProducerData(topic, messages=[b"v"], partition=5))
+    assert all_records(read_topic(broker, topic, 2)) == []
+
+
+def test_headers_on_an_old_message_format_are_refused(broker, topic):
+    with Producer(config(broker, api_version="0.10.0")) as producer:
+        with pytest.raises(FailedToSendMessageError, match="headers"):
+            producer.send(ProducerData(topic, messages=[b"v"], headers=[("h", b"1")], partition=0))
+    assert all_records(read_topic(broker, topic, 2)) == []
+
+
+def test_big_headers_count_toward_the_request_size(broker, topic):
+    # 30 records of 40 KB headers each: about 1.2 MB, over one request
+    # (max.request.size 1 MB), so the batch must be split, headers counted.
+    big = [("blob", bytes(40_000))]
+    with Producer(config(broker, max_request_size=1_000_000)) as producer:
+        producer.send([ProducerData(topic, messages=[b"v%d" % i], headers=big, partition=0) for i in range(30)])
+    assert [v for _, v in read_topic(broker, topic, 2)[0]] == [b"v%d" % i for i in range(30)]
+
+
 def test_encoder_error_is_a_clear_send_error(broker, topic):
     with Producer(config(broker)) as producer:  # DefaultEncoder: bytes only
         with pytest.raises(FailedToSendMessageError, match="StringEncoder") as info:
@@ -254,6 +292,10 @@ def test_send_after_close(broker, topic, mode):
 def test_producer_data_shape():
     d = ProducerData("t", key=b"k", messages=[b"a", b"b"])
     assert d.messages == (b"a", b"b")
+    assert (d.partition, d.headers) == (None, ())
+    e = ProducerData("t", messages=[b"x"], partition=3, headers=[("h", b"v")])
+    assert (e.partition, e.headers) == (3, (("h", b"v"),))
+    assert e._stamped(5) == ProducerData("t", messages=[b"x"], timestamp_ms=5, partition=3, headers=[("h", b"v")])
     assert ProducerData("t", None, (b"x",)) == ProducerData("t", messages=[b"x"])
     with pytest.raises(TypeError, match="wrap it"):
         ProducerData("t", messages=b"not a list")

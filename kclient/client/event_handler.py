@@ -480,7 +480,7 @@ class DefaultEventHandler(EventHandler):
         for part in parts.values():
             try:
                 self._build(part)
-            except (MessageSizeTooLargeError, TypeError) as exc:
+            except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
                 failed[(part.topic, part.partition)] = (len(part.records), exc)
                 part.batches = []
                 part.chunks = []
@@ -589,7 +589,7 @@ class DefaultEventHandler(EventHandler):
         for part in parts:
             try:
                 self._use_magic(part, magic)
-            except (MessageSizeTooLargeError, TypeError) as exc:
+            except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
                 _fail(part, 0, exc)
         parts = [p for p in parts if p.error is None]
         cursor = {id(part): 0 for part in parts}

@@ -243,6 +243,16 @@ def test_broker_down_is_a_clear_error(spark):
     )
     with pytest.raises(Exception, match="NoBrokersAvailable|no broker answered"):
         df.count()
+    with pytest.raises(Exception, match="could not be sent .* no broker answered"):
+        spark.createDataFrame([("v",)], "value string").write.mode("append").format("kclient").option(
+            "kafka.bootstrap.servers", f"127.0.0.1:{port}"
+        ).option("topic", "anything").save()
+    stream = spark.readStream.format("kclient").option("kafka.bootstrap.servers", f"127.0.0.1:{port}").option("subscribe", "anything").load()
+    query = stream.writeStream.format("noop").trigger(availableNow=True).start()
+    with pytest.raises(Exception, match="NoBrokersAvailableError: no broker answered"):
+        query.awaitTermination(60)
+    assert not query.isActive
+    assert "Exception Group" not in str(query.exception())  # the KafkaError itself reaches the user
 
 
 def test_offsets_past_the_log_end_are_data_loss(spark, sbroker):

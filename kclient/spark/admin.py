@@ -51,6 +51,9 @@ class ClusterView:
         opts = self.options
 
         async def main() -> T:
+            # The error is raised after the nursery closes, so the caller
+            # gets the KafkaError itself, not an exception group.
+            error: Exception | None = None
             async with trio.open_nursery() as nursery:
                 cluster = Cluster(
                     nursery,
@@ -61,11 +64,16 @@ class ClusterView:
                     retry_backoff_ms=opts.retry_backoff_ms,
                 )
                 try:
-                    return await fn(cluster)
+                    result = await fn(cluster)
+                except Exception as exc:
+                    error = exc
                 finally:
                     with trio.CancelScope(shield=True):
                         await cluster.aclose()
                     nursery.cancel_scope.cancel()
+            if error is not None:
+                raise error
+            return result
 
         return trio.run(main)
 

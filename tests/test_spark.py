@@ -266,6 +266,42 @@ def test_offsets_past_the_log_end_are_data_loss(spark, sbroker):
     assert lenient.count() == 9
 
 
+@pytest.fixture(scope="module")
+def small_log_broker():
+    """A broker that keeps little: 1 KiB segments, 4 KiB per partition,
+    retention checked every 100 ms."""
+    props = {"num.partitions": "1", "log.segment.bytes": "1024", "log.retention.bytes": "4096", "log.retention.check.interval.ms": "100"}
+    with BrokerProcess(properties=props) as proc:
+        yield proc
+
+
+def _wait_log_start_above(broker, topic: str, offset: int) -> int:
+    import time
+
+    deadline = time.monotonic() + 30
+    with SimpleConsumer(broker.host, broker.port, so_timeout_ms=10_000, client_id="t") as c:
+        while True:
+            start = c.get_offsets_before(topic, 0, OffsetRequest.EARLIEST_TIME, 1)[0]
+            if start > offset or time.monotonic() > deadline:
+                return start
+            time.sleep(0.1)
+
+
+def test_records_deleted_by_retention_are_data_loss(spark, small_log_broker):
+    topic = _name("retention")
+    with Producer({"metadata.broker.list": small_log_broker.bootstrap, "producer.type": "sync"}) as p:
+        for i in range(0, 200, 5):  # small requests: a batch must fit in one 1 KiB segment
+            p.send([ProducerData(topic, messages=[b"%04d" % j + bytes(100)], partition=0) for j in range(i, i + 5)])
+    log_start = _wait_log_start_above(small_log_broker, topic, 0)
+    assert log_start > 0, "retention deleted nothing"
+    starting = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="were deleted"):
+        reader(spark, small_log_broker, subscribe=topic, startingOffsets=starting).count()
+    rows = reader(spark, small_log_broker, subscribe=topic, startingOffsets=starting, failOnDataLoss="false").select("offset").collect()
+    offsets = sorted(r.offset for r in rows)
+    assert offsets[-1] == 199 and offsets == list(range(offsets[0], 200)) and offsets[0] >= log_start
+
+
 # -- streaming -----------------------------------------------------------------
 
 
@@ -337,3 +373,37 @@ def test_streaming_write(spark, sbroker, tmp_path):
     assert query.exception() is None
     back = reader(spark, sbroker, subscribe=sink).selectExpr("cast(value as string) v").collect()
     assert sorted(r.v for r in back) == sorted(f"V{i}" for i in range(60))
+
+
+def test_streaming_pattern_picks_up_new_topics_from_earliest(spark, sbroker, tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    first, later = f"grow-{tag}-a", f"grow-{tag}-b"
+    produce(sbroker, first, numbered(first, 9))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run():
+        query = (
+            spark.readStream.format("kclient")
+            .option("kafka.bootstrap.servers", sbroker.bootstrap)
+            .option("subscribePattern", f"grow-{tag}-.*")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("topic", "partition", "offset")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    assert run() == 9
+    produce(sbroker, later, numbered(later, 6))  # a new topic: its partitions start at earliest
+    produce(sbroker, first, numbered(first, 3))
+    assert run() == 9
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(
+        [(first, p, o) for p in range(PARTITIONS) for o in range(4)] + [(later, p, o) for p in range(PARTITIONS) for o in range(2)]
+    )

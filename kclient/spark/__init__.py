@@ -49,7 +49,10 @@ def register(spark: Any) -> None:
         ImportError: PySpark or PyArrow is not installed (install
             `kclient[spark]`).
     """
-    from kclient.spark.source import KClientDataSource
+    try:
+        from kclient.spark.source import KClientDataSource
+    except ImportError as exc:
+        raise ImportError(f"kclient.spark needs PySpark 4.2+ and PyArrow (pip install 'kclient[spark]'): {exc}") from exc
 
     spark.dataSource.register(KClientDataSource)
 

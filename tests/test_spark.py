@@ -407,3 +407,19 @@ def test_streaming_pattern_picks_up_new_topics_from_earliest(spark, sbroker, tmp
     assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(
         [(first, p, o) for p in range(PARTITIONS) for o in range(4)] + [(later, p, o) for p in range(PARTITIONS) for o in range(2)]
     )
+
+
+def test_review_fixes_fail_at_planning(spark, sbroker):
+    topic = _name("fixed")
+    produce(sbroker, topic, numbered(topic, 3))
+    custom = spark.read.format("kclient").schema("value string").option("kafka.bootstrap.servers", sbroker.bootstrap).option("subscribe", topic).load()
+    with pytest.raises(Exception, match="fixed schema"):
+        custom.count()
+    with pytest.raises(Exception, match="kafka.isolation.level"):
+        reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": "read_committed"}).count()
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match="request.required.acks"):
+        df.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).option("kafka.acks", "2").save()
+    with pytest.raises(Exception, match="mode\\('append'\\)"):
+        df.write.mode("overwrite").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).save()
+    assert sum(log_end(sbroker, topic).values()) == 3

@@ -82,8 +82,8 @@ class ClusterView:
         leader's `(host, port)` (None while a partition has no leader).
 
         A subscribed topic that does not exist yet contributes nothing (a
-        stream picks it up once it appears). Internal topics (`__`-prefixed)
-        never match a pattern.
+        stream picks it up once it appears). Topics the cluster marks
+        internal (`__consumer_offsets`, ...) never match a pattern.
 
         Raises:
             UnknownTopicOrPartitionError: an `assign`ed partition does not
@@ -100,11 +100,13 @@ class ClusterView:
             else:
                 names = list(sub.topics or ()) + list(sub.assign or {})
             body = {"topics": None if names is None else [{"name": t} for t in names], "allow_auto_topic_creation": False}
-            metadata = _parse_metadata(await conn.request(METADATA, body, version=version))
+            response = await conn.request(METADATA, body, version=version)
+            metadata = _parse_metadata(response)
+            internal = {t["name"] for t in response["topics"] if t.get("is_internal")}
             regex = re.compile(sub.pattern) if sub.pattern is not None else None
             found: dict[TopicPartition, tuple[str, int] | None] = {}
             for topic, parts in metadata.topics.items():
-                if regex is not None and (topic.startswith("__") or not regex.fullmatch(topic)):
+                if regex is not None and (topic in internal or not regex.fullmatch(topic)):
                     continue
                 code = metadata.topic_errors.get(topic, 0)
                 if code and code != UnknownTopicOrPartitionError.code:

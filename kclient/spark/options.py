@@ -66,7 +66,7 @@ _READ_KAFKA_KEYS = {
     "fetch.message.max.bytes",
     "retry.backoff.ms",
     "security.protocol",
-    "group.id",
+    "isolation.level",
 }
 
 #: Options Spark itself adds or that belong to Spark, not to the source.
@@ -370,6 +370,9 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka["bootstrap.servers"])
     _check_security(kafka)
+    isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation != "read_uncommitted":
+        raise ConfigError(f"option 'kafka.isolation.level': {isolation!r} is not supported; the kclient source reads read_uncommitted")
     for name in sorted(set(kafka) - _READ_KAFKA_KEYS):
         log.warning("option 'kafka.%s' is not used by the kclient Spark reader; ignored", name)
     _warn_unknown(opts, _READ_KEYS, "reader")
@@ -387,7 +390,7 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower() or "error"
     if strategy not in ("error", "latest"):
         raise ConfigError(f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
-    if opts.get("minoffsetspertrigger", "").strip() or opts.get("maxtriggerdelay", "").strip():
+    if streaming and (opts.get("minoffsetspertrigger", "").strip() or opts.get("maxtriggerdelay", "").strip()):
         raise ConfigError("options 'minOffsetsPerTrigger' / 'maxTriggerDelay' are not supported by the kclient source")
     timeout = _int(kafka, "request.timeout.ms", "kafka.request.timeout.ms", None, 1)
     if timeout is None:
@@ -452,6 +455,14 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     _check_security(kafka)
     kafka.pop("security.protocol", None)
     _warn_unknown(opts, _WRITE_KEYS, "writer")
+    if "batch.size" in kafka:
+        # Kafka's producer sizes batches in bytes; kclient's batch.size is
+        # 0.7's count alias, so the two must not be confused.
+        log.warning(
+            "option 'kafka.batch.size' (bytes in Kafka's producer) is ignored by the kclient sink, which batches by "
+            "count: set 'kafka.batch.num.messages' instead"
+        )
+        kafka.pop("batch.size")
     if "acks" in kafka:  # the modern name of request.required.acks
         acks = kafka.pop("acks").strip().lower()
         kafka["request.required.acks"] = "-1" if acks == "all" else acks

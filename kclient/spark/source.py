@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from kclient import ConfigError, ProducerConfig
 from kclient.spark.admin import ClusterView
 from kclient.spark.offsets import TopicPartition, cap_offsets, describe, offsets_from_json, offsets_to_json, plan_ranges
 from kclient.spark.options import ReadOptions, WriteOptions, read_options, write_options
@@ -56,26 +57,48 @@ class KClientDataSource(DataSource):
         return spark_schema(include)
 
     def reader(self, schema: StructType) -> "BatchReader":
-        """A batch reader; raises `ConfigError` for bad options."""
-        return BatchReader(read_options(self.options, streaming=False))
+        """A batch reader; raises `ConfigError` for bad options or a
+        user-specified schema."""
+        opts = read_options(self.options, streaming=False)
+        _check_read_schema(schema, opts)
+        return BatchReader(opts)
 
     def streamReader(self, schema: StructType) -> "StreamReader":
-        """A micro-batch stream reader; raises `ConfigError` for bad options."""
-        return StreamReader(read_options(self.options, streaming=True))
+        """A micro-batch stream reader; raises `ConfigError` for bad options
+        or a user-specified schema."""
+        opts = read_options(self.options, streaming=True)
+        _check_read_schema(schema, opts)
+        return StreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
         """A batch writer; raises `ConfigError` for bad options or columns."""
         if overwrite:
-            raise ValueError("save mode Overwrite is not allowed for kclient topics; use Append or ErrorIfExists (the default)")
-        opts = write_options(self.options)
-        check_write_schema(schema, opts)
+            raise ConfigError("save mode Overwrite is not allowed for kclient topics; use mode('append')")
+        opts = _checked_write_options(self.options, schema)
         return BatchWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
         """A streaming writer; raises `ConfigError` for bad options or columns."""
-        opts = write_options(self.options)
-        check_write_schema(schema, opts)
-        return StreamWriter(opts)
+        return StreamWriter(_checked_write_options(self.options, schema))
+
+
+def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:
+    """The schema is fixed, as in Spark's Kafka source: `.schema(...)` on a
+    read is refused."""
+    fixed = [part.strip().split(" ", 1) for part in spark_schema(opts.include_headers).split(", ")]
+    given = [[f.name, f.dataType.simpleString()] for f in schema.fields]
+    aliases = {"long": "bigint"}
+    if given != [[name, aliases.get(kind, kind)] for name, kind in fixed]:
+        raise ConfigError(f"the kclient source has a fixed schema ({spark_schema(opts.include_headers)}); do not set one with .schema()")
+
+
+def _checked_write_options(options: dict, schema: StructType) -> WriteOptions:
+    """Write options, columns and producer settings checked on the driver,
+    so a bad value fails at planning, not in every task."""
+    opts = write_options(options)
+    check_write_schema(schema, opts)
+    ProducerConfig.from_properties(dict(opts.producer_config))
+    return opts
 
 
 def _leaders(view: ClusterView, opts: ReadOptions) -> dict[TopicPartition, tuple[str, int] | None]:
@@ -108,7 +131,7 @@ class BatchReader(DataSourceReader):
         end = resolve_offsets(view, opts.ending, tps, starting=False)
         backwards = [tp for tp in tps if start[tp] > end[tp]]
         if backwards:
-            raise ValueError(
+            raise ConfigError(
                 f"the starting offset is after the ending offset for {describe(backwards)} "
                 f"({', '.join(f'{start[tp]} > {end[tp]}' for tp in backwards[:5])}): check startingOffsets / endingOffsets"
             )
@@ -164,6 +187,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             earliest = self._view.earliest(new)
             log.info("new partitions %s start at their earliest offsets", describe(new))
+            trimmed = sorted(tp for tp, offset in earliest.items() if offset > 0)
+            if trimmed:
+                # As in Spark's source: records of a new partition that were
+                # deleted before the query saw it are possible data loss.
+                self._lost(f"new partitions {describe(trimmed)} start after offset 0 (records were deleted before the query saw them)")
             self._new_begin.update(earliest)
         return {tp: start[tp] if tp in start else self._new_begin[tp] for tp in tps}
 

@@ -8,16 +8,68 @@
 from __future__ import annotations
 
 from kclient.protocol.messages.api_versions import API_VERSIONS
+from kclient.protocol.messages.create_topics import CREATE_TOPICS
+from kclient.protocol.messages.delete_groups import DELETE_GROUPS
+from kclient.protocol.messages.delete_topics import DELETE_TOPICS
+from kclient.protocol.messages.describe_configs import DESCRIBE_CONFIGS
+from kclient.protocol.messages.describe_groups import DESCRIBE_GROUPS
 from kclient.protocol.messages.fetch import FETCH
 from kclient.protocol.messages.find_coordinator import FIND_COORDINATOR
+from kclient.protocol.messages.heartbeat import HEARTBEAT
 from kclient.protocol.messages.init_producer_id import INIT_PRODUCER_ID
+from kclient.protocol.messages.join_group import JOIN_GROUP
+from kclient.protocol.messages.leader_and_isr import LEADER_AND_ISR
+from kclient.protocol.messages.leave_group import LEAVE_GROUP
+from kclient.protocol.messages.list_groups import LIST_GROUPS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS
 from kclient.protocol.messages.metadata import METADATA
+from kclient.protocol.messages.offset_commit import OFFSET_COMMIT
 from kclient.protocol.messages.offset_fetch import OFFSET_FETCH
+from kclient.protocol.messages.offset_fetch_full import OFFSET_FETCH_FULL
+from kclient.protocol.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from kclient.protocol.messages.produce import PRODUCE
+from kclient.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
+from kclient.protocol.messages.sasl_handshake import SASL_HANDSHAKE
+from kclient.protocol.messages.stop_replica import STOP_REPLICA
+from kclient.protocol.messages.sync_group import SYNC_GROUP
+from kclient.protocol.messages.update_metadata import UPDATE_METADATA
 from kclient.protocol.schema import Api
 
 APIS: dict[int, Api] = {api.key: api for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID)}
+
+# `APIS` stays the set of APIs the bundled broker decodes: the broker closes
+# the connection for a key it lacks, and `parse_request_header` reads a
+# flexible header's tagged fields only for keys and versions found in it, so
+# adding keys or versions there would change how the broker treats requests
+# it does not serve. `ALL_APIS` is every schema kclient has, by key, with the
+# widest version range (OffsetFetch v0-9 instead of the broker's v0-5); a
+# client sends these by passing the `Api` itself.
+ALL_APIS: dict[int, Api] = {
+    **APIS,
+    **{
+        api.key: api
+        for api in (
+            LEADER_AND_ISR,
+            STOP_REPLICA,
+            UPDATE_METADATA,
+            OFFSET_COMMIT,
+            OFFSET_FETCH_FULL,
+            JOIN_GROUP,
+            HEARTBEAT,
+            LEAVE_GROUP,
+            SYNC_GROUP,
+            DESCRIBE_GROUPS,
+            LIST_GROUPS,
+            SASL_HANDSHAKE,
+            CREATE_TOPICS,
+            DELETE_TOPICS,
+            OFFSET_FOR_LEADER_EPOCH,
+            DESCRIBE_CONFIGS,
+            SASL_AUTHENTICATE,
+            DELETE_GROUPS,
+        )
+    },
+}
 
 
 def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, floor: int | None = None, ceiling: int | None = None) -> int:
@@ -42,15 +94,34 @@ def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, flo
 
 
 __all__ = [
+    "ALL_APIS",
     "APIS",
     "API_VERSIONS",
+    "CREATE_TOPICS",
+    "DELETE_GROUPS",
+    "DELETE_TOPICS",
+    "DESCRIBE_CONFIGS",
+    "DESCRIBE_GROUPS",
     "FETCH",
     "FIND_COORDINATOR",
+    "HEARTBEAT",
     "INIT_PRODUCER_ID",
+    "JOIN_GROUP",
+    "LEADER_AND_ISR",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
     "LIST_OFFSETS",
     "METADATA",
+    "OFFSET_COMMIT",
     "OFFSET_FETCH",
+    "OFFSET_FETCH_FULL",
+    "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "STOP_REPLICA",
+    "SYNC_GROUP",
+    "UPDATE_METADATA",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "choose_version",

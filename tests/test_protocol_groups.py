@@ -17,24 +17,33 @@ value by value. The generated classes get every field by name (a misnamed
 field, or two fields of one type in the wrong order, fails); the
 hand-written ones name fields their own way and get them positionally.
 
-kafka-python has no LeaderAndIsr, StopReplica or UpdateMetadata: those are
-checked against layouts spelled out by hand from the Kafka protocol guide
+kafka-python's limits: the hand-written classes stop at OffsetCommit v7,
+OffsetFetch v5, JoinGroup v5, Heartbeat/LeaveGroup/SyncGroup/DescribeGroups/
+CreateTopics/DeleteTopics v3, ListGroups/DescribeConfigs/FindCoordinator v2,
+DeleteGroups/SaslHandshake/SaslAuthenticate v1 and OffsetForLeaderEpoch v4
+(its flexible v4 is compared with the generated class only); the generated
+classes reach every version implemented here. kafka-python has no
+LeaderAndIsr, StopReplica or UpdateMetadata: those are checked against
+layouts spelled out by hand from the Kafka protocol guide
 (https://kafka.apache.org/protocol).
 """
 
 from __future__ import annotations
 
 import importlib
+import socket
 import struct
+import time
 import uuid
 
 import pytest
 
 from kclient.errors import ProtocolError
 from kclient.protocol import consumer_protocol as cp
-from kclient.protocol.connection import parse_request_header
+from kclient.protocol.connection import encode_request, parse_request_header
 from kclient.protocol.messages import (
     ALL_APIS,
+    API_VERSIONS,
     APIS,
     FIND_COORDINATOR,
     LEADER_AND_ISR,
@@ -727,6 +736,54 @@ def test_header_of_an_unserved_flexible_api_is_read_as_before():
     frame = struct.pack(">hhi", 16, 3, 7) + s16("probe") + b"\xff\xff\xff"
     header = parse_request_header(frame)
     assert (header.api_key, header.api_version, header.correlation_id, header.body_offset) == (16, 3, 7, 8 + 7)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("api", [api for key, api in sorted(ALL_APIS.items()) if key not in APIS], ids=lambda api: api.name)
+def test_broker_still_refuses_the_new_apis_and_advertises_the_same(broker, api):
+    """A well-formed request of an API the broker does not serve (lowest and
+    highest implemented version, flexible ones included) still closes the
+    connection with the "unknown api key" WARNING, and ApiVersions still
+    advertises exactly `SUPPORTED_VERSIONS`."""
+    from kclient.broker.handlers import supported_triples
+
+    for version in sorted({api.min_version, api.max_version}):
+        correlation_id = 4000 + api.key * 100 + version
+        with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+            sock.sendall(encode_request(api, version, correlation_id, "groups-probe", {}))
+            assert _closed_by_peer(sock)
+        expected = f"unknown api key {api.key} (version {version}, correlation id {correlation_id})"
+        deadline = time.monotonic() + 10
+        while expected not in broker.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = next(line for line in broker.output().splitlines() if expected in line)
+        assert "WARNING" in line
+    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+        sock.sendall(encode_request(API_VERSIONS, 3, 1, "groups-probe", {"client_software_name": "t", "client_software_version": "1"}))
+        frame = _read_frame(sock)
+    body = API_VERSIONS.response(3).decode(frame[4:])
+    assert body["error_code"] == 0
+    assert [(k["api_key"], k["min_version"], k["max_version"]) for k in body["api_keys"]] == supported_triples()
 
 
 # ---------------------------------------------------------------- the consumer embedded protocol

@@ -20,7 +20,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import attrs
 

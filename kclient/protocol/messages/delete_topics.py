@@ -4,8 +4,8 @@
 
 v0-5 name the topics; v6+ names them or gives their topic ids (KIP-516),
 and the response then may have a null name. v1+ adds the throttle time;
-v4 is the first flexible version (KIP-482); v5+ per-topic error messages
-(KIP-525)."""
+v4 is the first flexible version (KIP-482); v5+ per-topic error messages,
+and the error THROTTLING_QUOTA_EXCEEDED (KIP-599)."""
 
 from kclient.protocol.schema import Api, Field
 

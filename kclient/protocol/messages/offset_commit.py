@@ -7,8 +7,9 @@ per-partition commit timestamp (v1 only); v2-4 carry a group-level
 retention time instead (KIP-211 removed it in v5); v3+ the throttle time;
 v6+ the committed leader epoch (KIP-320); v7+ the static member's
 `group_instance_id` (KIP-345). Version 8 is the first flexible one
-(KIP-482) and v9 renames the generation to `generation_id_or_member_epoch`
-for the new consumer group protocol (KIP-848; same int32 on the wire)."""
+(KIP-482); v9 has the v8 layout and is the first usable with the new
+consumer group protocol (KIP-848), where `generation_id_or_member_epoch`
+carries the member epoch instead of the generation."""
 
 from kclient.protocol.schema import Api, Field
 

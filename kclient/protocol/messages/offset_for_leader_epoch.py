@@ -7,13 +7,17 @@ KIP-101.
 For each partition and leader epoch, the end offset of that epoch (used to
 detect log truncation). v1+ answers with the leader epoch (KIP-279); v2+
 the request carries the current leader epoch for fencing and the response
-the throttle time (KIP-320); v3+ the replica id (-2 for a consumer, -1 for
-a debugging client); v4 is the first flexible version (KIP-482)."""
+the throttle time (KIP-320); v3+ the replica id: a follower's broker id,
+-1 for a consumer, -2 (the default) for a "debugging" client allowed to
+see offsets beyond the high watermark; v4 is the first flexible version
+(KIP-482)."""
 
 from kclient.protocol.schema import Api, Field
 
 #: `replica_id` of a consumer (not a follower broker).
-CONSUMER_REPLICA_ID = -2
+CONSUMER_REPLICA_ID = -1
+#: `replica_id` of a debugging client, the schema's default.
+DEBUGGING_REPLICA_ID = -2
 
 OFFSET_FOR_LEADER_EPOCH = Api(
     key=23,
@@ -22,7 +26,7 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     max_version=4,
     flexible_from=4,
     request_fields=(
-        Field("replica_id", "int32", "3+", default=CONSUMER_REPLICA_ID),
+        Field("replica_id", "int32", "3+", default=DEBUGGING_REPLICA_ID),
         Field(
             "topics",
             (

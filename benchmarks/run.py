@@ -6,7 +6,7 @@ confluent-kafka against ONE bundled broker (issue 5).
 
 (``make bench`` runs it with the bench extra installed.) One session:
 
-- starts one bundled broker (:class:`kclient.testing.BrokerProcess`) and,
+- starts one bundled broker (`kclient.testing.BrokerProcess`) and,
   with 2+ cores, pins it (every thread) to the first core and this process
   and every client subprocess to the second;
 - pre-creates every topic the session will use, with its partition count,

@@ -4,7 +4,7 @@ Usage (the suite does this; by hand only for debugging)::
 
     python benchmarks/worker.py '{"kind": "produce", "client": "kclient", ...}'
 
-The spec is a JSON object (see :func:`main`). The worker pins itself to
+The spec is a JSON object (see `main`). The worker pins itself to
 ``spec["cpu"]`` (when given), loads the shared payload pool, sets up its
 client (not timed), then times the measured section with
 ``time.perf_counter`` and ``resource.getrusage(RUSAGE_SELF)`` (user + system

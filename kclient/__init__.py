@@ -3,19 +3,19 @@ reference broker.
 
 The classic API with Python names (seed 000 "API Design"):
 
-- :class:`Producer` (sync and async modes) with :class:`ProducerData`,
-  pluggable :class:`Encoder`, :class:`Partitioner`, :class:`EventHandler` and
-  :class:`CallbackHandler`; configured by :class:`ProducerConfig` or Kafka's
+- `Producer` (sync and async modes) with `ProducerData`,
+  pluggable `Encoder`, `Partitioner`, `EventHandler` and
+  `CallbackHandler`; configured by `ProducerConfig` or Kafka's
   dotted property names.
-- :class:`SimpleConsumer` with :class:`FetchRequest` and
-  :class:`OffsetRequest`; fetches return :class:`ByteBufferMessageSet`.
-- :class:`ConsumerConnector`, the ZooKeeper-coordinated high-level consumer:
+- `SimpleConsumer` with `FetchRequest` and
+  `OffsetRequest`; fetches return `ByteBufferMessageSet`.
+- `ConsumerConnector`, the ZooKeeper-coordinated high-level consumer:
   ``create_message_streams`` / ``create_message_streams_by_filter``
-  (:class:`Whitelist`, :class:`Blacklist`) give :class:`KafkaStream`
-  iterators of :class:`MessageAndMetadata`.
-- The trio API underneath: :class:`TrioProducer`, :class:`TrioSimpleConsumer`.
-- Test helpers: ``kclient.testing.BrokerProcess`` and :class:`ZooKeeperProcess`.
-- Errors named after Kafka error codes, all under :class:`KafkaError`.
+  (`Whitelist`, `Blacklist`) give `KafkaStream`
+  iterators of `MessageAndMetadata`.
+- The trio API underneath: `TrioProducer`, `TrioSimpleConsumer`.
+- Test helpers: ``kclient.testing.BrokerProcess`` and `ZooKeeperProcess`.
+- Errors named after Kafka error codes, all under `KafkaError`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``python -m kclient ...``: the same as the ``kclient`` console command
-(:func:`kclient.cli.main`)."""
+(`kclient.cli.main`)."""
 
 import sys
 

@@ -8,7 +8,7 @@ Subcommands (more arrive with later issues: ``produce``, ``consume``,
     a properties file and overrides. Once it listens it prints one line to
     stdout, ``kclient broker listening on HOST:PORT`` (the bound port, also
     when ``port=0`` asked for a free one), which
-    :class:`kclient.testing.BrokerProcess` waits for. SIGINT/SIGTERM stop it
+    `kclient.testing.BrokerProcess` waits for. SIGINT/SIGTERM stop it
     cleanly: connections are closed, logs flushed and closed, exit status 0.
 
 Logging goes to stderr (``-v`` for DEBUG, ``-q`` for warnings only).
@@ -83,7 +83,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 
 async def run_broker_until_signalled(config, *, on_listening: Callable[[str, int], None] | None = None) -> None:
-    """Run a :class:`kclient.broker.Broker` for ``config`` until SIGINT or
+    """Run a `kclient.broker.Broker` for ``config`` until SIGINT or
     SIGTERM arrives (or the surrounding scope is cancelled), then stop it
     cleanly. ``on_listening(host, port)`` is called once it listens, with
     the advertised host and the bound port. Must run in the main thread

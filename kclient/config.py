@@ -1,8 +1,8 @@
 """Configuration objects built from Kafka's dotted property names.
 
-Three frozen attrs classes, :class:`ProducerConfig`, :class:`ConsumerConfig`
-and :class:`BrokerConfig`, hold validated settings under snake_case attribute
-names. Each attribute is declared with :func:`prop`, one line per Kafka
+Three frozen attrs classes, `ProducerConfig`, `ConsumerConfig`
+and `BrokerConfig`, hold validated settings under snake_case attribute
+names. Each attribute is declared with `prop`, one line per Kafka
 property: the Kafka name, a converter, a default, an optional validator and
 the older spellings (aliases) that mean the same thing. That declaration is
 the whole table; nothing is hand-written per key.
@@ -21,7 +21,7 @@ Build a config in any of these ways:
 
 Every value is converted and checked on construction: a value of the wrong
 type, out of range or not one of the allowed choices raises
-:class:`~kclient.errors.ConfigError` naming the property and the value. Keys
+`ConfigError` naming the property and the value. Keys
 no config knows are logged as a warning (``"'x.y' is not a known config ..."``)
 and ignored, as Kafka does.
 
@@ -80,7 +80,7 @@ _C = TypeVar("_C", bound="_KafkaConfig")
 
 
 class _Required:
-    """The default of a property that has none; see :data:`REQUIRED`."""
+    """The default of a property that has none; see `REQUIRED`."""
 
     _instance: ClassVar[_Required | None] = None
 
@@ -110,7 +110,7 @@ class Property:
     (0.7 names, newer client names), ``convert`` turns a string or a typed
     value into the stored value (raising ``ValueError``/``TypeError`` on a bad
     one), ``validate`` checks the converted value (raising ``ValueError``),
-    ``default`` is the stored default (:data:`REQUIRED` if there is none, an
+    ``default`` is the stored default (`REQUIRED` if there is none, an
     ``attrs.Factory`` if it depends on other fields) and ``doc`` is a short
     description. Read a class's table with ``SomeConfig.properties()``.
     """
@@ -122,7 +122,7 @@ class Property:
     aliases: tuple[str, ...] = ()
 
     def error(self, value: Any, why: str) -> ConfigError:
-        """A :class:`ConfigError` naming this property, ``value`` and ``why``."""
+        """A `ConfigError` naming this property, ``value`` and ``why``."""
         return ConfigError(f"Invalid value {value!r} for configuration {self.name}: {why}")
 
 
@@ -137,9 +137,9 @@ def prop(
     """Declare a config attribute for Kafka property ``name``.
 
     Returns an ``attrs.field`` whose converter and validator raise
-    :class:`ConfigError` naming ``name`` and the offending value, and whose
-    metadata holds the :class:`Property` row. ``default`` may be
-    :data:`REQUIRED` (missing -> ``ConfigError("... is required")``) or an
+    `ConfigError` naming ``name`` and the offending value, and whose
+    metadata holds the `Property` row. ``default`` may be
+    `REQUIRED` (missing -> ``ConfigError("... is required")``) or an
     ``attrs.Factory(..., takes_self=True)`` computed from earlier fields.
     """
     spec = Property(name, convert, default, validate, tuple(aliases))
@@ -176,7 +176,7 @@ class _KafkaConfig:
 
     @classmethod
     def properties(cls) -> dict[str, Property]:
-        """The config table: attribute name -> :class:`Property`, in order."""
+        """The config table: attribute name -> `Property`, in order."""
         return {f.name: f.metadata[_META] for f in attrs.fields(cls) if _META in f.metadata}  # type: ignore[arg-type]
 
     @classmethod
@@ -190,7 +190,7 @@ class _KafkaConfig:
         canonical name wins (a differing alias is logged and ignored).
         Unknown keys are logged as a warning and ignored.
 
-        Raises :class:`ConfigError` for a missing required property, a bad
+        Raises `ConfigError` for a missing required property, a bad
         value, or an unreadable file.
         """
         if isinstance(source, cls):
@@ -217,7 +217,7 @@ class _KafkaConfig:
         Mirrors ``kafka-server-start.sh server.properties --override k=v ...``:
         the file is read first (``path`` may be ``None`` for no file), then
         each override replaces or adds one property. Raises
-        :class:`ConfigError` for a missing file, an override without ``=``,
+        `ConfigError` for a missing file, an override without ``=``,
         or any bad value.
         """
         props: dict[str, Any] = dict(load_properties(path)) if path is not None else {}
@@ -297,7 +297,7 @@ def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     Parsed with ``jproperties`` (``#``/``!`` comments, ``=``/``:``/space
     separators, line continuations, ``\\u0041``-style escapes). The file is decoded
     as UTF-8, falling back to ISO-8859-1 (Java's ``Properties.load``
-    encoding) if it is not valid UTF-8. Raises :class:`ConfigError` if the
+    encoding) if it is not valid UTF-8. Raises `ConfigError` if the
     file cannot be read or parsed.
     """
     try:
@@ -321,7 +321,7 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
     """Parse ``["key=value", ...]`` (Kafka's ``--override``) into a dict.
 
     Splits on the first ``=``; key and value are stripped; later entries win.
-    Raises :class:`ConfigError` for an entry without ``=`` or with an empty key.
+    Raises `ConfigError` for an entry without ``=`` or with an empty key.
     """
     if isinstance(overrides, str):
         overrides = [overrides]
@@ -565,7 +565,7 @@ def message_format_magic(version: Any) -> int:
     0.8.x and 0.9.x -> 0 (message set v0), 0.10.x (all its IV steps) -> 1
     (message set v1, KIP-31/32), 0.11.0 and later -> 2 (record batch v2,
     KIP-98). Source: Kafka's ``ApiVersion`` / ``RecordVersion`` table.
-    ``version`` as :func:`parse_kafka_version` takes it; raises ValueError
+    ``version`` as `parse_kafka_version` takes it; raises ValueError
     for a bad one."""
     parts = parse_kafka_version(version)
     if parts < (0, 10, 0):
@@ -577,7 +577,7 @@ def message_format_magic(version: Any) -> int:
 
 def _to_format_version(value: Any) -> str:
     """A Kafka version string (kept as given, stripped) that
-    :func:`message_format_magic` understands."""
+    `message_format_magic` understands."""
     text = _to_str(value)
     message_format_magic(text)
     return text
@@ -602,12 +602,12 @@ def _to_api_version(value: Any) -> tuple[int, int, int] | None:
 def load_topic_configs(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
     """Read a ``topic.config.file``: a ``.properties`` file of lines
     ``<topic>.<config>=<value>`` where ``<config>`` is one of
-    :data:`TOPIC_CONFIGS` (a topic name may itself hold dots: the config
+    `TOPIC_CONFIGS` (a topic name may itself hold dots: the config
     name is matched at the end of the key). Returns ``{topic: {config:
     value}}`` with values normalised (``message.timestamp.type`` in Kafka's
     spelling, ``message.format.version`` as given). Keys naming another
     topic config are logged as a warning and ignored. Raises
-    :class:`ConfigError` naming the key for an unreadable file, an empty
+    `ConfigError` naming the key for an unreadable file, an empty
     topic name or a bad value."""
     result: dict[str, dict[str, str]] = {}
     for key, value in load_properties(path).items():
@@ -671,7 +671,7 @@ def _same_as(attribute: str) -> Any:
 
 @attrs.frozen(kw_only=True)
 class ProducerConfig(_KafkaConfig):
-    """Settings of a :class:`~kclient.Producer` (Kafka 0.8 producer names).
+    """Settings of a `Producer` (Kafka 0.8 producer names).
 
     Build with ``ProducerConfig(metadata_broker_list="host:9092", ...)`` or
     ``ProducerConfig.from_properties({"metadata.broker.list": "host:9092"})``
@@ -687,9 +687,9 @@ class ProducerConfig(_KafkaConfig):
     Plug-in properties (``serializer.class``, ``key.serializer.class``,
     ``partitioner.class``, ``event.handler``, ``callback.handler``) take a
     dotted class path or an already-built class or instance, stored as given;
-    :func:`kclient.plugins.load_plugin` turns them into instances.
+    `kclient.plugins.load_plugin` turns them into instances.
 
-    Raises :class:`ConfigError` naming the property for a bad value, and if
+    Raises `ConfigError` naming the property for a bad value, and if
     ``producer.type=async`` with ``batch.num.messages`` larger than
     ``queue.buffering.max.messages``, or ``enable.idempotence=true`` without
     ``request.required.acks=-1``.
@@ -710,7 +710,7 @@ class ProducerConfig(_KafkaConfig):
     key_serializer_class: Any = prop("key.serializer.class", _to_optional_plugin, _same_as("serializer_class"))
     """Encoder of keys; defaults to (and ``None`` means) ``serializer.class``."""
     serializer_encoding: str = prop("serializer.encoding", _to_encoding, "utf-8")
-    """Text encoding a :class:`~kclient.StringEncoder` uses (Kafka's default UTF8)."""
+    """Text encoding a `StringEncoder` uses (Kafka's default UTF8)."""
     partitioner_class: Any = prop("partitioner.class", _to_plugin, "kclient.DefaultPartitioner")
     """Partitioner: dotted class path, class or instance."""
     compression_codec: str = prop("compression.codec", _to_codec, "none", aliases=["compression.type"])
@@ -718,7 +718,7 @@ class ProducerConfig(_KafkaConfig):
     compressed_topics: tuple[str, ...] = prop("compressed.topics", _to_list, ())
     """Topics to compress; empty means every topic when a codec is set."""
     message_send_max_retries: int = prop("message.send.max.retries", _to_int, 3, _at_least(0), aliases=["retries"])
-    """Retries of a failed send before :class:`~kclient.errors.FailedToSendMessageError`."""
+    """Retries of a failed send before `FailedToSendMessageError`."""
     retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
     """Pause before each retry, after refreshing metadata (ms)."""
     topic_metadata_refresh_interval_ms: int = prop("topic.metadata.refresh.interval.ms", _to_int, 600000)
@@ -735,7 +735,7 @@ class ProducerConfig(_KafkaConfig):
         "queue.enqueue.timeout.ms", _to_int, -1, _at_least(-1), aliases=["queue.enqueueTimeout.ms"]
     )
     """Async, full queue: -1 block until there is room, 0 drop at once
-    (:class:`~kclient.errors.QueueFullError`), >0 wait that many ms then drop."""
+    (`QueueFullError`), >0 wait that many ms then drop."""
     batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1), aliases=["batch.size"])
     """Async: messages per batch (0.7's ``batch.size`` is this count, not bytes)."""
     send_buffer_bytes: int = prop("send.buffer.bytes", _to_int, 102400, _at_least(-1))
@@ -802,7 +802,7 @@ class ConsumerConfig(_KafkaConfig):
     ``group.id`` and ``zookeeper.connect`` are required, as in Kafka 0.8.
     ``client.id`` defaults to ``group.id``. ``auto.offset.reset`` also accepts
     ``earliest``/``latest`` and stores them as ``smallest``/``largest``.
-    Raises :class:`ConfigError` naming the property for a bad value, and if
+    Raises `ConfigError` naming the property for a bad value, and if
     ``socket.timeout.ms`` is smaller than ``fetch.wait.max.ms`` (Kafka's own
     check: a long poll must not outlive the socket timeout).
     """
@@ -887,15 +887,15 @@ class BrokerConfig(_KafkaConfig):
     kclient (thread counts, replication factors, KRaft settings, ...) are
     accepted and ignored quietly.
 
-    Where it listens and what it advertises (see :attr:`listen_host`,
-    :attr:`listen_port`, :attr:`advertised_host`, :attr:`advertised_port`):
+    Where it listens and what it advertises (see `listen_host`,
+    `listen_port`, `advertised_host`, `advertised_port`):
     the first of ``listeners`` if given, else ``host.name``/``port``; it
     advertises ``advertised.listeners``, else ``advertised.host.name`` /
     ``advertised.port``, else the listening address. Deviation from Kafka:
     when listening on every interface the advertised host defaults to
     ``127.0.0.1`` (Kafka advertises the machine's canonical host name).
     ``port=0`` asks for a free port; the broker then advertises the port it
-    got (:attr:`advertised_port` is 0 in that case).
+    got (`advertised_port` is 0 in that case).
 
     ``advertised.port`` is stored as ``advertised_port_number`` because
     ``advertised_port`` is the resolved value.
@@ -953,7 +953,7 @@ class BrokerConfig(_KafkaConfig):
     )
     """How often (ms) the broker applies ``log.flush.interval.ms`` to every
     log; ``None`` (default): ``log.flush.interval.ms`` itself, clamped to
-    10..1000 ms (see :attr:`flush_scheduler_interval_ms`). Deviation: Kafka's
+    10..1000 ms (see `flush_scheduler_interval_ms`). Deviation: Kafka's
     default is Long.MaxValue, which never runs the time-based flush."""
     log_flush_offset_checkpoint_interval_ms: int = prop(
         "log.flush.offset.checkpoint.interval.ms", _to_int, 60000, _at_least(1)
@@ -995,7 +995,7 @@ class BrokerConfig(_KafkaConfig):
     log_message_format_version: str = prop("log.message.format.version", _to_format_version, "3.0")
     """Message format the broker stores, as a Kafka release (``0.8.2`` -> v0,
     ``0.10.0``/``0.10.2-IV0`` -> v1, ``0.11.0``/``2.8``/``3.0`` -> v2; see
-    :func:`message_format_magic`). Appends in another format are converted,
+    `message_format_magic`). Appends in another format are converted,
     as Kafka 2.x does. Overridden per topic by ``message.format.version`` in
     ``topic.config.file``."""
     log_message_timestamp_type: str = prop("log.message.timestamp.type", _to_timestamp_type, "CreateTime")
@@ -1006,7 +1006,7 @@ class BrokerConfig(_KafkaConfig):
     """A ``.properties`` file of per-topic overrides, one
     ``<topic>.message.format.version=...`` or
     ``<topic>.message.timestamp.type=...`` per line (read when the broker
-    starts; see :func:`load_topic_configs`). ``None``: no overrides."""
+    starts; see `load_topic_configs`). ``None``: no overrides."""
 
     @property
     def flush_scheduler_interval_ms(self) -> int | None:
@@ -1029,9 +1029,9 @@ class BrokerConfig(_KafkaConfig):
 
     def topic_configs(self) -> dict[str, dict[str, str]]:
         """The per-topic overrides of ``topic.config.file``
-        (``{topic: {config: value}}``, see :func:`load_topic_configs`);
+        (``{topic: {config: value}}``, see `load_topic_configs`);
         empty without a file. Reads the file on every call; raises
-        :class:`ConfigError` if it is unreadable or holds a bad value."""
+        `ConfigError` if it is unreadable or holds a bad value."""
         if self.topic_config_file is None:
             return {}
         return load_topic_configs(self.topic_config_file)
@@ -1063,7 +1063,7 @@ class BrokerConfig(_KafkaConfig):
     @property
     def advertised_port(self) -> int:
         """Port given to clients in Metadata: ``advertised.listeners``, else
-        ``advertised.port``, else :attr:`listen_port` (0: use the bound port)."""
+        ``advertised.port``, else `listen_port` (0: use the bound port)."""
         if self.advertised_listeners:
             return self.advertised_listeners[0][2]
         if self.advertised_port_number is not None:

@@ -5,7 +5,7 @@ Kafka protocol guide) and whether a client may retry them. ``error_for_code``
 maps a code read off the wire to its class; ``raise_for_code`` raises it.
 
 Client-side errors (configuration, queue full, timeouts, corrupt data that the
-client itself detected) derive from :class:`KafkaError` too, so an application
+client itself detected) derive from `KafkaError` too, so an application
 can catch everything kclient raises with one ``except``.
 """
 
@@ -84,7 +84,7 @@ class NoBrokersAvailableError(KafkaError):
 
 
 class ConsumerTimeoutError(KafkaError):
-    """No message reached a :class:`~kclient.client.kafka_stream.KafkaStream`
+    """No message reached a `KafkaStream`
     within ``consumer.timeout.ms`` (Kafka's ConsumerTimeoutException). The
     stream stays usable: iterate it again to keep waiting."""
 
@@ -276,7 +276,7 @@ class InvalidRecordError(BrokerResponseError):
 def error_for_code(code: int) -> type[BrokerResponseError]:
     """Return the exception class for Kafka error ``code`` (never for 0).
 
-    Unknown codes map to a fresh subclass of :class:`BrokerResponseError`
+    Unknown codes map to a fresh subclass of `BrokerResponseError`
     named ``UNKNOWN_<code>`` so the code is never lost.
     """
     try:

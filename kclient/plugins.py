@@ -9,10 +9,10 @@ Kafka names plug-ins by class (``serializer.class``, ``partitioner.class``,
 - a class, which is instantiated;
 - an instance, which is used as is.
 
-Keyword arguments given to :func:`load_plugin` are passed to the class's
+Keyword arguments given to `load_plugin` are passed to the class's
 constructor when it accepts them (by name, or through ``**kwargs``) and
 silently left out otherwise. By convention the clients pass ``config=`` (the
-:class:`~kclient.config.ProducerConfig`), the way Kafka 0.8 hands every
+`ProducerConfig`), the way Kafka 0.8 hands every
 plug-in its properties, so a plug-in that wants settings takes a ``config``
 keyword and one that does not can ignore it.
 """
@@ -35,7 +35,7 @@ def resolve_dotted(path: str) -> Any:
     """Import the object named by ``"package.module.Name[.Attr...]"``.
 
     Tries the longest prefix that is a module, then follows the remaining
-    parts with ``getattr``. Raises :class:`ConfigError` if no prefix is an
+    parts with ``getattr``. Raises `ConfigError` if no prefix is an
     importable module, if importing the module itself fails (the original
     error is chained), or if an attribute is missing.
     """
@@ -80,13 +80,13 @@ def _accepted_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
 def load_plugin(value: Any, base_class: type[T], /, *, property_name: str | None = None, **kwargs: Any) -> T:
     """Turn a plug-in property value into an instance of ``base_class``.
 
-    ``value`` is a dotted path (imported with :func:`resolve_dotted`; if it
+    ``value`` is a dotted path (imported with `resolve_dotted`; if it
     names a class the class is instantiated, otherwise the object must be an
     instance already), a class (instantiated with those ``kwargs`` its
     constructor accepts) or an instance (returned unchanged).
     ``property_name`` only improves error messages.
 
-    Raises :class:`ConfigError` if the import fails, the class is not a
+    Raises `ConfigError` if the import fails, the class is not a
     subclass of ``base_class``, the object is not an instance of it, or the
     constructor raises (the original error is chained).
     """

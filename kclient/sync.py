@@ -1,12 +1,12 @@
 """The blocking facade: one trio event loop in a background thread per client.
 
-:class:`LoopThread` starts ``trio.run`` in a thread, keeps a nursery open
+`LoopThread` starts ``trio.run`` in a thread, keeps a nursery open
 there for the client's background tasks (connection readers, the async
 producer's send loop), and runs coroutines on it from the caller's thread with
-:meth:`LoopThread.call`. Calls cross threads once per call, so the blocking
+`LoopThread.call`. Calls cross threads once per call, so the blocking
 API's hot paths are built to make one call per batch, not per record.
 
-Shutdown is explicit (:meth:`LoopThread.close`, or leaving a ``with`` block):
+Shutdown is explicit (`LoopThread.close`, or leaving a ``with`` block):
 no daemon-thread ``atexit`` or ``__del__`` tricks.
 """
 
@@ -25,7 +25,7 @@ class LoopThread:
 
     ``call(async_fn, *args)`` runs ``async_fn(*args)`` on the loop and returns
     its result (exceptions propagate to the caller). ``nursery`` is a nursery
-    on that loop for long-lived tasks; it is cancelled by :meth:`close`.
+    on that loop for long-lived tasks; it is cancelled by `close`.
     """
 
     def __init__(self, name: str = "kclient-trio") -> None:
@@ -74,7 +74,7 @@ class LoopThread:
 
     def call(self, async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Run ``async_fn(*args)`` on the loop, block until done, return its
-        result. Raises :class:`KafkaError` if the loop is closed."""
+        result. Raises `KafkaError` if the loop is closed."""
         if self._closed or self._token is None:
             raise KafkaError("the client's event loop is closed")
         try:

@@ -1,6 +1,6 @@
 """Helpers for tests (yours and kclient's): run the bundled broker on a free
 loopback port with a temporary log directory, and a real ZooKeeper server
-(:class:`ZooKeeperProcess`) for the ZooKeeper-based consumer.
+(`ZooKeeperProcess`) for the ZooKeeper-based consumer.
 
 Blocking, in a subprocess (works from any test framework)::
 
@@ -50,7 +50,7 @@ class BrokerProcess:
     ``host``: loopback address to bind and advertise (default
     ``127.0.0.1``). ``port``: 0 (default) for a free port chosen by the OS,
     or a fixed one. ``log_dir``: where the partition logs go; default a
-    fresh temporary directory, deleted by :meth:`cleanup` (pass a path to
+    fresh temporary directory, deleted by `cleanup` (pass a path to
     keep the data). ``properties``:
     more ``server.properties`` settings (``{"num.partitions": 4}``), applied
     as ``--override`` after the defaults above. ``config_file``: a
@@ -58,10 +58,10 @@ class BrokerProcess:
     still win). ``startup_timeout``:
     seconds to wait for the broker to listen. ``verbose``: run it with ``-v``.
 
-    The broker's stderr (its log) goes to :attr:`output_path` (read it with
-    :meth:`output`). Use as a context manager, or call :meth:`start`,
-    :meth:`stop` and finally :meth:`cleanup`; :meth:`start` may be called
-    again after :meth:`stop` to restart on the same logs (the port is then
+    The broker's stderr (its log) goes to `output_path` (read it with
+    `output`). Use as a context manager, or call `start`,
+    `stop` and finally `cleanup`; `start` may be called
+    again after `stop` to restart on the same logs (the port is then
     chosen anew unless fixed).
     """
 
@@ -100,7 +100,7 @@ class BrokerProcess:
 
     @property
     def port(self) -> int:
-        """The bound port. Raises :class:`BrokerProcessError` if not started."""
+        """The bound port. Raises `BrokerProcessError` if not started."""
         if self._port is None:
             raise BrokerProcessError("the broker is not running")
         return self._port
@@ -152,7 +152,7 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         """Start the broker and wait until it listens; returns ``self``.
 
-        Raises :class:`BrokerProcessError` (with the broker's log) if it
+        Raises `BrokerProcessError` (with the broker's log) if it
         exits or does not print its listening line within
         ``startup_timeout`` seconds.
         """
@@ -208,7 +208,7 @@ class BrokerProcess:
     def stop(self, timeout: float = 15.0) -> int | None:
         """Stop the broker with SIGTERM (a clean shutdown that flushes its
         logs), killing it if it has not exited after ``timeout`` seconds.
-        The log directory is kept, so :meth:`start` can bring the broker
+        The log directory is kept, so `start` can bring the broker
         back on the same data. Returns the exit status (None if it was not
         running)."""
         status = None
@@ -230,7 +230,7 @@ class BrokerProcess:
     def kill(self) -> None:
         """Kill the broker with SIGKILL (``kill -9``): no shutdown, no flush,
         no clean-shutdown marker — a simulated crash. The log directory is
-        kept, so :meth:`start` brings the broker back and runs recovery."""
+        kept, so `start` brings the broker back and runs recovery."""
         self._kill()
         self._proc = None
         self._port = None
@@ -275,7 +275,7 @@ class ZooKeeperUnavailableError(BrokerProcessError):
     and where it looked)."""
 
 
-#: Where :class:`ZooKeeperProcess` looks for jars (in order): ``$ZOOKEEPER_HOME``
+#: Where `ZooKeeperProcess` looks for jars (in order): ``$ZOOKEEPER_HOME``
 #: (``lib/*.jar`` and ``*.jar``, a ZooKeeper tarball), then Debian's
 #: ``zookeeper`` package (``/usr/share/java``, ``/usr/share/zookeeper``).
 ZOOKEEPER_JAR_DIRS = ("/usr/share/java", "/usr/share/zookeeper", "/usr/share/zookeeper/lib")
@@ -293,8 +293,8 @@ def _find_java() -> str | None:
 def zookeeper_classpath() -> list[str]:
     """The jars needed to run a ZooKeeper server (zookeeper, zookeeper-jute,
     slf4j-api and a binding, and the optional helpers ZooKeeper 3.5+ loads),
-    found in ``$ZOOKEEPER_HOME`` or :data:`ZOOKEEPER_JAR_DIRS`. Raises
-    :class:`ZooKeeperUnavailableError` if ``zookeeper.jar`` is not found."""
+    found in ``$ZOOKEEPER_HOME`` or `ZOOKEEPER_JAR_DIRS`. Raises
+    `ZooKeeperUnavailableError` if ``zookeeper.jar`` is not found."""
     dirs: list[Path] = []
     home = os.environ.get("ZOOKEEPER_HOME")
     if home:
@@ -344,7 +344,7 @@ def zookeeper_classpath() -> list[str]:
 
 
 def zookeeper_unavailable_reason() -> str | None:
-    """Why :class:`ZooKeeperProcess` cannot run here (no java, no
+    """Why `ZooKeeperProcess` cannot run here (no java, no
     ZooKeeper jars), or None if it can."""
     if _find_java() is None:
         return "java is not installed (needed to run ZooKeeper; Debian/Ubuntu: apt-get install zookeeper)"
@@ -384,7 +384,7 @@ class ZooKeeperProcess:
     """A real ZooKeeper server (standalone, ``ZooKeeperServerMain``) as a
     Java subprocess on a free loopback port with a temporary data directory.
 
-    Needs ``java`` and ZooKeeper's jars (:func:`zookeeper_classpath`; the
+    Needs ``java`` and ZooKeeper's jars (`zookeeper_classpath`; the
     Debian ``zookeeper`` package provides both). ``host``: loopback
     address (default ``127.0.0.1``); ``port``: 0 (default) for a free port;
     ``tick_time_ms``: ZooKeeper's ``tickTime`` (sessions may last 2..20
@@ -393,12 +393,12 @@ class ZooKeeperProcess:
     ``startup_timeout``: seconds to wait until ``srvr`` reports the
     server's mode (``ruok`` says ``imok`` earlier, before it serves).
 
-    Use as a context manager, or :meth:`start`, :meth:`stop`,
-    :meth:`cleanup`. :attr:`connect` is the ``zookeeper.connect`` string;
-    :meth:`connect_string` adds a chroot. The server's log goes to
-    :attr:`output_path`. :meth:`start` raises
-    :class:`ZooKeeperUnavailableError` when java or the jars are missing,
-    :class:`BrokerProcessError` if the server does not come up.
+    Use as a context manager, or `start`, `stop`,
+    `cleanup`. `connect` is the ``zookeeper.connect`` string;
+    `connect_string` adds a chroot. The server's log goes to
+    `output_path`. `start` raises
+    `ZooKeeperUnavailableError` when java or the jars are missing,
+    `BrokerProcessError` if the server does not come up.
     """
 
     def __init__(
@@ -425,7 +425,7 @@ class ZooKeeperProcess:
 
     @property
     def port(self) -> int:
-        """The client port. Raises :class:`BrokerProcessError` if not started."""
+        """The client port. Raises `BrokerProcessError` if not started."""
         if self._port is None:
             raise BrokerProcessError("ZooKeeper is not running")
         return self._port
@@ -455,7 +455,7 @@ class ZooKeeperProcess:
             return ""
 
     def command(self) -> list[str]:
-        """The java command line (raises :class:`ZooKeeperUnavailableError`)."""
+        """The java command line (raises `ZooKeeperUnavailableError`)."""
         java = _find_java()
         if java is None:
             raise ZooKeeperUnavailableError("java is not installed (needed to run ZooKeeper)")
@@ -590,9 +590,9 @@ class ZooKeeperProcess:
 
 @contextlib.asynccontextmanager
 async def run_broker(config: Any = None, **properties: Any) -> AsyncIterator[Any]:
-    """Run a :class:`kclient.broker.Broker` inside the current trio task
+    """Run a `kclient.broker.Broker` inside the current trio task
     for the body of an ``async with``; yields the started broker (its
-    ``port`` is bound). ``config``: a :class:`kclient.config.BrokerConfig`;
+    ``port`` is bound). ``config``: a `kclient.config.BrokerConfig`;
     default one on ``127.0.0.1``, a free port and a temporary log
     directory (deleted afterwards). ``properties``: Kafka property names with
     dots replaced by underscores (``num_partitions=4``), applied on top.

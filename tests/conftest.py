@@ -18,9 +18,9 @@ BROKER_PARTITIONS = 2
 
 @pytest.fixture(scope="session")
 def broker():
-    """A :class:`kclient.testing.BrokerProcess` running for the whole test
+    """A `kclient.testing.BrokerProcess` running for the whole test
     session on a free loopback port, with a temporary log directory,
-    auto-created topics getting :data:`BROKER_PARTITIONS` partitions."""
+    auto-created topics getting `BROKER_PARTITIONS` partitions."""
     with BrokerProcess(properties={"num.partitions": BROKER_PARTITIONS}) as proc:
         yield proc
 
@@ -48,7 +48,7 @@ def require_zookeeper() -> None:
 
 @pytest.fixture(scope="session")
 def zookeeper():
-    """A :class:`kclient.testing.ZooKeeperProcess` (a real ZooKeeper server)
+    """A `kclient.testing.ZooKeeperProcess` (a real ZooKeeper server)
     for the whole session; skipped without java/ZooKeeper unless ``CI`` is
     set (then the tests fail)."""
     require_zookeeper()

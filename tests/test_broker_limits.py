@@ -309,7 +309,7 @@ def precious_data(broker: BrokerProcess, topic: str) -> dict[int, tuple[int, byt
 
 
 def assert_intact(broker: BrokerProcess, topic: str, expected: dict[int, tuple[int, bytes]]) -> None:
-    """Every partition holds exactly the bytes of :func:`precious_data`
+    """Every partition holds exactly the bytes of `precious_data`
     and takes the next write at its old log end offset."""
     client = Client(broker)
     try:

@@ -9,7 +9,7 @@ answered: keys, values, exact offsets (``base + i`` per produce), and the
 timestamp each format can carry (v0: none, reported as -1; v1/v2: the
 producer's CreateTime, or the broker's LogAppendTime). Every network wait is
 bounded by ``TIMEOUT`` and every test by the module's pytest timeout. The
-last tests check :mod:`kclient.broker.convert` alone (hypothesis round trips
+last tests check `kclient.broker.convert` alone (hypothesis round trips
 of down-conversion and append conversion, error codes).
 """
 
@@ -66,7 +66,7 @@ def write_topic_configs(path: Path, configs: dict) -> Path:
 @pytest.fixture(scope="module")
 def fmt_broker(tmp_path_factory):
     """One broker (v2 by default, CreateTime) with the per-topic formats of
-    :data:`TOPIC_CONFIGS` and a small message.max.bytes."""
+    `TOPIC_CONFIGS` and a small message.max.bytes."""
     tmp = tmp_path_factory.mktemp("formats")
     config_file = write_topic_configs(tmp / "topics.properties", TOPIC_CONFIGS)
     with BrokerProcess(

@@ -111,12 +111,12 @@ def kclient_read(broker: BrokerProcess, topic: str, n: int) -> list[tuple]:
 
 
 def kp_consume(bootstrap: str, topic: str, n: int, **extra) -> list[tuple]:
-    """:func:`peers.kp_consume` of this module's partitions within its deadline."""
+    """`peers.kp_consume` of this module's partitions within its deadline."""
     return peers.kp_consume(bootstrap, topic, n, deadline=DEADLINE, partitions=range(PARTITIONS), **extra)
 
 
 def ck_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
-    """:func:`peers.ck_consume` of this module's partitions within its deadline."""
+    """`peers.ck_consume` of this module's partitions within its deadline."""
     return peers.ck_consume(bootstrap, topic, n, deadline=DEADLINE, partitions=range(PARTITIONS))
 
 
@@ -124,12 +124,12 @@ def ck_consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
 
 
 def kp_produce(bootstrap: str, topic: str, records, *, compression: str, **extra) -> list[tuple[int, int]]:
-    """:func:`peers.kp_produce` within this module's deadline."""
+    """`peers.kp_produce` within this module's deadline."""
     return peers.kp_produce(bootstrap, topic, records, deadline=DEADLINE, compression=compression, **extra)
 
 
 def ck_produce(bootstrap: str, topic: str, records, *, compression: str, **config) -> list[tuple[int, int]]:
-    """:func:`peers.ck_produce` within this module's deadline, not
+    """`peers.ck_produce` within this module's deadline, not
     idempotent (librdkafka's default; the old Produce versions of some cells
     carry no producer ids), logging errors only; ``config``: more librdkafka
     properties."""

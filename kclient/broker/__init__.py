@@ -1,9 +1,9 @@
 """The bundled reference broker: a trio server speaking the Kafka protocol
-over :mod:`kclient.storage` logs (standalone, no ZooKeeper yet).
+over `kclient.storage` logs (standalone, no ZooKeeper yet).
 
-- :class:`Broker` (``server.py``): ``await nursery.start(Broker(config).serve)``
+- `Broker` (``server.py``): ``await nursery.start(Broker(config).serve)``
   returns the bound port; cancel to stop (logs are flushed and closed).
-- :data:`SUPPORTED_VERSIONS` (``handlers.py``): the API version ranges
+- `SUPPORTED_VERSIONS` (``handlers.py``): the API version ranges
   advertised in ApiVersions.
 - ``fetch.py``: Fetch with its long poll; ``zerocopy.py``: responses sent
   with ``os.sendfile`` from the segment files; ``convert.py``: message
@@ -11,7 +11,7 @@ over :mod:`kclient.storage` logs (standalone, no ZooKeeper yet).
 
 Run it from the shell with ``kclient broker [server.properties]
 [--override key=value ...]``, or from tests with
-:class:`kclient.testing.BrokerProcess`.
+`kclient.testing.BrokerProcess`.
 """
 
 from kclient.broker.handlers import SUPPORTED_VERSIONS

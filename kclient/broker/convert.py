@@ -9,7 +9,7 @@ KIP-98): Produce v0-1 and Fetch v0-1 carry v0, Produce v2 and Fetch v2-3
 carry v0 or v1, Produce v3+ and Fetch v4+ carry v2 (and, on Fetch, whatever
 the log holds). zstd needs Produce v7+ / Fetch v10+ (KIP-110).
 
-On append (:func:`prepare_append`, Kafka 2.x ``LogValidator``):
+On append (`prepare_append`, Kafka 2.x ``LogValidator``):
 
 - every batch / entry is checked: whole (no partial tail), size <=
   ``message.max.bytes`` (MESSAGE_TOO_LARGE), checksum (CRC-32C for v2,
@@ -39,7 +39,7 @@ as it came (the log gives it as many offsets as it has inner messages and
 writes the last one on the wrapper, rebuilding a v0 set whose inner offsets
 are absolute), as Kafka does.
 
-On fetch (:func:`down_convert`, Kafka's ``RecordsUtil.downConvert`` and
+On fetch (`down_convert`, Kafka's ``RecordsUtil.downConvert`` and
 ``LazyDownConversionRecords``): batches newer than the request can carry
 are rewritten with the same codec and exact offsets (a compressed v2 batch
 becomes one v1 wrapper with relative inner offsets and the last offset on
@@ -99,7 +99,7 @@ _V2_CRC_AT = 17
 _V2_CRC_START = 21
 _V01_ATTRIBUTES_AT = 17
 #: Bytes a record may take in a v2 batch beyond its key and value (see
-#: :data:`kclient.client.event_handler.RECORD_OVERHEAD`), used to group
+#: `kclient.client.event_handler.RECORD_OVERHEAD`), used to group
 #: up-converted messages into batches below ``message.max.bytes``.
 _V2_RECORD_OVERHEAD = 30
 
@@ -130,9 +130,9 @@ class AppendRejected(Exception):
 
 @attrs.frozen
 class PreparedAppend:
-    """What :func:`prepare_append` made of a Produce record set.
+    """What `prepare_append` made of a Produce record set.
 
-    ``records``: bytes-like (a view of the request when nothing changed) for :meth:`kclient.storage.Log.append`, every batch
+    ``records``: bytes-like (a view of the request when nothing changed) for `kclient.storage.Log.append`, every batch
     in the stored format (offset fields are placeholders the log
     overwrites). ``record_count``: records in it. ``log_append_time_ms``:
     the LogAppendTime stamped (ms), -1 for CreateTime (or a v0 topic, which
@@ -272,7 +272,7 @@ def prepare_append(
     ``max_message_bytes``: ``message.max.bytes``, checked on each incoming
     batch / entry (the log checks the stored ones again).
 
-    All or nothing: raises :class:`AppendRejected` carrying the Kafka error
+    All or nothing: raises `AppendRejected` carrying the Kafka error
     code for the first failing batch, and nothing of the set may then be
     appended.
     """
@@ -367,7 +367,7 @@ def prepare_append(
 def has_zstd(data) -> bool:
     """Whether any complete v2 batch of ``data`` is zstd-compressed (it then
     has no v0/v1 form: a Fetch v0-3 answers UNSUPPORTED_COMPRESSION_TYPE).
-    Raises :class:`CorruptRecordError` for an impossible batch header."""
+    Raises `CorruptRecordError` for an impossible batch header."""
     view = memoryview(data)
     for info in scan_batches(view):
         if info.magic == 2 and _codec_of(view, info) == codecs.ZSTD:
@@ -421,8 +421,8 @@ def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
     """One complete stored batch / entry (``raw``) in message format
     ``to_magic`` (0 or 1, below its own), offsets exact (module docstring).
     Returns ``raw`` unchanged if it is not newer than ``to_magic``, and
-    b"" for a control batch. Raises :class:`CorruptRecordError` for data
-    that does not decode and :class:`codecs.CodecError` for zstd (no v0/v1
+    b"" for a control batch. Raises `CorruptRecordError` for data
+    that does not decode and `codecs.CodecError` for zstd (no v0/v1
     form)."""
     magic = raw[16]
     if magic <= to_magic:
@@ -438,12 +438,12 @@ def down_convert(data, to_magic: int, *, fetch_offset: int = 0, max_bytes: int =
     ``to_magic`` can carry.
 
     If no complete batch is newer than ``to_magic`` the bytes are returned
-    unchanged. Otherwise every batch is converted (:func:`convert_batch`),
+    unchanged. Otherwise every batch is converted (`convert_batch`),
     the partial tail is dropped (it cannot be converted; the client asks
     again from there), and whole converted batches are kept while the total
     stays within ``max_bytes`` (bytes), always at least the first (KIP-74).
-    Offsets are those stored. Raises :class:`CorruptRecordError` /
-    :class:`codecs.CodecError` as :func:`convert_batch`.
+    Offsets are those stored. Raises `CorruptRecordError` /
+    `codecs.CodecError` as `convert_batch`.
     """
     view = memoryview(data)
     infos = list(scan_batches(view))

@@ -11,7 +11,7 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 - if fewer than ``min_bytes`` bytes are available and no partition has an
   error, the request waits up to ``max_wait_ms``, woken early by any append
   to a requested partition, and is then read again; a client that
-  disconnects meanwhile ends the wait (:class:`ClientGone`), so it does not
+  disconnects meanwhile ends the wait (`ClientGone`), so it does not
   hold a task for ``max_wait_ms`` (unless it pipelined more requests,
   whose pending bytes hide the disconnect until they are read);
 - an offset outside ``[log_start_offset, log_end_offset]`` gets
@@ -23,15 +23,15 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
   clients keep sending full fetch requests; an incremental request (epoch
   > 0) gets FETCH_SESSION_ID_NOT_FOUND;
 - zero copy: v4+ gets the stored bytes as they are, as
-  :class:`kclient.storage.FileSlice` ranges of the segment files
-  (:meth:`kclient.storage.Log.read_slice`) that the server sends with
-  ``os.sendfile`` (:mod:`kclient.broker.zerocopy`); the response owns the
+  `kclient.storage.FileSlice` ranges of the segment files
+  (`kclient.storage.Log.read_slice`) that the server sends with
+  ``os.sendfile`` (`kclient.broker.zerocopy`); the response owns the
   slices until it is sent (or dropped), so a segment deleted by retention
   meanwhile stays readable until then;
 - message formats (``KafkaApis`` down-conversion): v2-3 can carry message
   sets up to v1 and v0-1 only v0,
   so newer batches are down-converted for them with exact offsets
-  (:func:`kclient.broker.convert.down_convert`); zstd batches have no v0/v1
+  (`kclient.broker.convert.down_convert`); zstd batches have no v0/v1
   form, so a v0-3 read that meets one gets UNSUPPORTED_COMPRESSION_TYPE.
   Fetch v4-9 get zstd batches as stored, as Kafka does for a topic whose
   ``compression.type`` is ``producer`` (KIP-110 refuses v4-9 only for
@@ -89,8 +89,8 @@ def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool 
     Returns ``(responses, total_record_bytes, any_error)`` where
     ``responses`` is the Fetch response's ``responses`` array. Records are
     down-converted bytes for ``version`` < 4; for v4+ they are
-    :class:`kclient.storage.FileSlice` objects when ``zero_copy`` (the
-    caller owns them: :func:`kclient.broker.zerocopy.release_slices`),
+    `kclient.storage.FileSlice` objects when ``zero_copy`` (the
+    caller owns them: `kclient.broker.zerocopy.release_slices`),
     else bytes read from the files. An empty read is ``b""``.
     """
     responses: list[dict] = []
@@ -180,10 +180,10 @@ async def handle_fetch(
     ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records. While it
     waits it also awaits ``peer_gone()`` (if given: True once the client
     disconnected, False when it cannot tell) and raises
-    :class:`ClientGone` if that says the client is gone. For v4+ the
-    response's ``records`` are :class:`kclient.storage.FileSlice` objects
+    `ClientGone` if that says the client is gone. For v4+ the
+    response's ``records`` are `kclient.storage.FileSlice` objects
     owned by the caller (encode them with
-    :func:`kclient.broker.zerocopy.encode_spliced_response`); reads
+    `kclient.broker.zerocopy.encode_spliced_response`); reads
     superseded during the long poll, and every read when cancelled, are
     released here."""
     version = header.api_version

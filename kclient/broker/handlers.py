@@ -1,20 +1,20 @@
 """Request handlers of the bundled broker, one coroutine per API.
 
-:data:`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
+`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
 PROTOCOL-NOTES "Ranges a broker that implements only non-flexible versions
 can advertise", with ApiVersions v3 answered natively, and Fetch from v0:
-message formats v0/v1 are served, :mod:`kclient.broker.convert`). Every handler takes
+message formats v0/v1 are served, `kclient.broker.convert`). Every handler takes
 the decoded request ``dict`` and returns the response ``dict`` for the
-schemas in :mod:`kclient.protocol.messages`, or ``None`` for "send nothing"
+schemas in `kclient.protocol.messages`, or ``None`` for "send nothing"
 (Produce with acks=0). Errors are Kafka's error codes in the response's
 error fields (Kafka protocol guide, "Error Codes"); a handler raises
-:class:`CloseConnection` where Kafka closes the connection instead.
+`CloseConnection` where Kafka closes the connection instead.
 
-Storage calls (:class:`kclient.storage.Log`) are plain blocking file I/O on
+Storage calls (`kclient.storage.Log`) are plain blocking file I/O on
 the page cache; the handlers make them on the trio thread, which
 serialises them (an append may fsync there when
 ``log.flush.interval.messages`` says so). The broker's periodic tasks
-(flush, retention, checkpoints; :mod:`kclient.broker.server`) run theirs in
+(flush, retention, checkpoints; `kclient.broker.server`) run theirs in
 worker threads: the storage engine is thread-safe.
 """
 
@@ -60,7 +60,7 @@ INVALID_RECORD = 87
 
 #: api key -> (min, max) version the broker advertises in ApiVersions.
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
-#: and down-converted on fetch, :mod:`kclient.broker.convert`); the ranges
+#: and down-converted on fetch, `kclient.broker.convert`); the ranges
 #: contain Produce 0, 3 and 7, Fetch 4 and 10 and FindCoordinator 0, which
 #: librdkafka < 2.11.1 looks for (PROTOCOL-NOTES "Traps"): without
 #: FindCoordinator its LZ4 feature stays off and its v2 producer sends lz4
@@ -96,8 +96,8 @@ class CloseConnection(Exception):
 class AppendNotifier:
     """Wakes Fetch long polls when a partition they wait on is appended to.
 
-    A waiter registers one :class:`trio.Event` under every ``(topic,
-    partition)`` it reads; :meth:`notify` sets (and forgets) the events
+    A waiter registers one `trio.Event` under every ``(topic,
+    partition)`` it reads; `notify` sets (and forgets) the events
     registered for a partition. Trio-thread only.
     """
 
@@ -145,12 +145,12 @@ def wall_clock_ms() -> int:
 
 
 class BrokerState:
-    """What the handlers share: the config, the :class:`LogManager`, the
+    """What the handlers share: the config, the `LogManager`, the
     broker's identity (broker id, cluster id, advertised address), the
-    producer id allocator, the :class:`AppendNotifier` and each topic's
-    :class:`TopicFormat` (:meth:`topic_format`).
+    producer id allocator, the `AppendNotifier` and each topic's
+    `TopicFormat` (`topic_format`).
 
-    Build it with :meth:`open`; :meth:`close` flushes and closes the logs.
+    Build it with `open`; `close` flushes and closes the logs.
     """
 
     def __init__(
@@ -187,7 +187,7 @@ class BrokerState:
         self._closed = False
 
     def topic_format(self, topic: str) -> TopicFormat:
-        """The :class:`TopicFormat` of ``topic``: the broker's
+        """The `TopicFormat` of ``topic``: the broker's
         ``log.message.format.version`` / ``log.message.timestamp.type``,
         overridden by the topic's entries in ``topic.config.file``."""
         fmt = self._formats.get(topic)
@@ -204,13 +204,13 @@ class BrokerState:
     @classmethod
     def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
         """Open the logs under ``config.log_dirs`` (settings from
-        :meth:`kclient.storage.LogConfig.from_broker_config`: segment,
+        `kclient.storage.LogConfig.from_broker_config`: segment,
         index, roll, flush and retention properties) and read (or create)
         the cluster id in the first log dir's ``meta.properties``. What
         recovery truncated is logged at WARNING per partition
         (``recovered <topic>-<p>: truncated N bytes``); a clean start at
         INFO. Raises
-        :class:`kclient.errors.ConfigError` for inconsistent metadata and
+        `kclient.errors.ConfigError` for inconsistent metadata and
         OSError for unusable directories."""
         log_dirs = list(config.log_dirs)
         if not log_dirs:
@@ -278,10 +278,10 @@ class RequestHandlers:
     """Dispatches decoded requests to the per-API handlers.
 
     ``await handle(header, body, peer_gone=...)`` returns the response body
-    dict or None (no response). Raises :class:`CloseConnection` where Kafka
-    would close the connection, and :class:`kclient.broker.fetch.ClientGone`
+    dict or None (no response). Raises `CloseConnection` where Kafka
+    would close the connection, and `kclient.broker.fetch.ClientGone`
     when the client disconnected during a Fetch long poll. The caller has
-    already checked the version against :data:`SUPPORTED_VERSIONS`.
+    already checked the version against `SUPPORTED_VERSIONS`.
     """
 
     def __init__(self, state: BrokerState) -> None:
@@ -312,7 +312,7 @@ class RequestHandlers:
         return await handler(header, body)
 
     async def fetch(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
-        """Fetch v0-11: :func:`kclient.broker.fetch.handle_fetch`."""
+        """Fetch v0-11: `kclient.broker.fetch.handle_fetch`."""
         from kclient.broker.fetch import handle_fetch
 
         return await handle_fetch(self.state, header, body, peer_gone=peer_gone)
@@ -399,7 +399,7 @@ class RequestHandlers:
     async def produce(self, header: RequestHeader, body: dict) -> dict | None:
         """Produce v0-8. v0-2 carry message sets v0/v1, v3+ record batches
         v2 only; each partition's set is validated and converted to the
-        topic's stored format by :func:`kclient.broker.convert.prepare_append`
+        topic's stored format by `kclient.broker.convert.prepare_append`
         (Kafka's error codes: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
         INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE for zstd below v7,
         UNSUPPORTED_FOR_MESSAGE_FORMAT) before any of it is appended; the log
@@ -484,7 +484,7 @@ class RequestHandlers:
     async def list_offsets(self, header: RequestHeader, body: dict) -> dict:
         """ListOffsets v0-5. v0 (getOffsetsBefore) answers up to
         ``max_num_offsets`` offsets, descending, from
-        :meth:`kclient.storage.Log.offsets_before`; v1+ answers one
+        `kclient.storage.Log.offsets_before`; v1+ answers one
         ``(timestamp, offset)``: -1 = latest (log end offset), -2 = earliest
         (log start offset), else the first batch whose max timestamp is at
         least the one asked for (offset -1 if none)."""
@@ -557,7 +557,7 @@ class RequestHandlers:
         its ``auto.offset.reset``), metadata ``""`` and no error, as Kafka
         answers for a group that never committed; ``topics`` null (v2+,
         "all") gets an empty list. Served because librdkafka crashes when a
-        coordinator lacks it (see :data:`SUPPORTED_VERSIONS`)."""
+        coordinator lacks it (see `SUPPORTED_VERSIONS`)."""
         topics = []
         for t in body.get("topics") or []:
             parts = [

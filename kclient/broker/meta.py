@@ -7,7 +7,7 @@ log directory cannot be picked up by a broker with another id
 (``kafka.server.BrokerMetadataCheckpoint``). The cluster id is a UUID written
 as 22 characters of URL-safe base64 without padding (``Uuid.randomUuid()``).
 
-Producer ids (KIP-98) are handed out from blocks of :data:`PRODUCER_ID_BLOCK`;
+Producer ids (KIP-98) are handed out from blocks of `PRODUCER_ID_BLOCK`;
 the end of the block in use is persisted before any id of it is given out, so
 a restarted broker never repeats an id (Kafka keeps these blocks in
 ZooKeeper's ``/latest_producer_id_block``).
@@ -63,7 +63,7 @@ def load_or_create_meta(log_dir: str | os.PathLike, broker_id: int) -> str:
     """Return the cluster id stored in ``log_dir/meta.properties``, creating
     the file (with a new cluster id) if it does not exist.
 
-    Raises :class:`kclient.errors.ConfigError` if the file names another
+    Raises `kclient.errors.ConfigError` if the file names another
     broker id (Kafka's InconsistentBrokerIdException) or is unreadable.
     """
     directory = Path(log_dir)

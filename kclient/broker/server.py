@@ -1,7 +1,7 @@
 """The bundled broker's trio TCP server.
 
 One task per connection reads frames with a
-:class:`~kclient.protocol.connection.FrameBuffer` and answers them one at a
+`FrameBuffer` and answers them one at a
 time, in order, as Kafka does (its network layer mutes a connection while one
 of its requests is being processed). What cannot be answered is answered the
 way Kafka does it:
@@ -9,7 +9,7 @@ way Kafka does it:
 - a frame whose size is negative or above ``socket.request.max.bytes``: the
   connection is closed with a WARNING as soon as the 4-byte size has
   arrived, before any of the frame is buffered (at most one receive chunk,
-  :data:`RECEIVE_CHUNK` bytes, is ever read past a size prefix);
+  `RECEIVE_CHUNK` bytes, is ever read past a size prefix);
 - a frame too short for a request header, an unreadable header, an unknown
   API key, an API version outside the advertised range (other than
   ApiVersions), or a body that does not decode: the connection is closed
@@ -20,14 +20,14 @@ way Kafka does it:
   closed. The broker itself keeps serving in every case.
 
 Memory per connection is bounded: receives are at most
-:data:`RECEIVE_CHUNK` bytes, a frame is buffered only once its size is
+`RECEIVE_CHUNK` bytes, a frame is buffered only once its size is
 accepted, and a connection has at most one response in flight (the next
 request is read only after the previous response was sent), so a client
 that does not read its responses only blocks itself. At most
 ``max.connections`` connections are served at once; one more is closed
 with a WARNING.
 
-Fetch v4+ responses are sent zero-copy (:mod:`kclient.broker.zerocopy`):
+Fetch v4+ responses are sent zero-copy (`kclient.broker.zerocopy`):
 header bytes with ``send``, record data with ``os.sendfile`` straight from
 the segment files. A Fetch long poll ends early when its client
 disconnects.
@@ -36,15 +36,15 @@ Periodic work runs as tasks of the broker's nursery, each calling the
 blocking storage method in a worker thread (``trio.to_thread``) and
 cancelled (after the call in progress finishes) when the broker stops:
 
-- every :attr:`~kclient.config.BrokerConfig.flush_scheduler_interval_ms`
+- every `flush_scheduler_interval_ms`
   (when ``log.flush.interval.ms`` is set):
-  :meth:`kclient.storage.LogManager.flush_if_due`, the time-based flush
+  `kclient.storage.LogManager.flush_if_due`, the time-based flush
   policy (the message-count policy, ``log.flush.interval.messages``, is
   applied by the log on append);
 - every ``log.retention.check.interval.ms``:
-  :meth:`kclient.storage.LogManager.cleanup` (retention);
+  `kclient.storage.LogManager.cleanup` (retention);
 - every ``log.flush.offset.checkpoint.interval.ms``:
-  :meth:`kclient.storage.LogManager.checkpoint_recovery_points`.
+  `kclient.storage.LogManager.checkpoint_recovery_points`.
 """
 
 from __future__ import annotations
@@ -89,23 +89,23 @@ class _CloseConnection(Exception):
 
 class Broker:
     """A Kafka-protocol broker serving the
-    APIs and versions of :data:`kclient.broker.handlers.SUPPORTED_VERSIONS`
-    from a :class:`kclient.storage.LogManager` under ``config.log_dirs``.
+    APIs and versions of `kclient.broker.handlers.SUPPORTED_VERSIONS`
+    from a `kclient.storage.LogManager` under ``config.log_dirs``.
 
-    ``config`` is a :class:`kclient.config.BrokerConfig`. Run it with
-    ``port = await nursery.start(broker.serve)``; call :meth:`stop` (or
+    ``config`` is a `kclient.config.BrokerConfig`. Run it with
+    ``port = await nursery.start(broker.serve)``; call `stop` (or
     cancel the surrounding scope) to stop it: connections are closed, the
     log manager flushed and closed.
 
     With ``zookeeper.connect`` set it registers itself and its topics in
     ZooKeeper before it starts listening
-    (:mod:`kclient.broker.zk_registration`); an unreachable ZooKeeper makes
-    :meth:`serve` raise :class:`kclient.errors.ZkTimeoutError` after
+    (`kclient.broker.zk_registration`); an unreachable ZooKeeper makes
+    `serve` raise `kclient.errors.ZkTimeoutError` after
     ``zookeeper.connection.timeout.ms``. Without it the broker is
     standalone.
 
     Attributes set once serving: ``port`` (the bound TCP port), ``state``
-    (the :class:`~kclient.broker.handlers.BrokerState`),
+    (the `BrokerState`),
     ``connection_count`` (connections being served now).
     """
 
@@ -121,12 +121,12 @@ class Broker:
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Open the logs, listen on ``listen_host:listen_port`` (port 0 picks
         a free one), call ``task_status.started(bound_port)``, then serve
-        until cancelled or :meth:`stop` is called (then it returns
+        until cancelled or `stop` is called (then it returns
         normally). On the way out every connection is closed and every log
         flushed and closed.
 
         Raises OSError if the address cannot be bound and
-        :class:`kclient.errors.ConfigError` for an unusable log directory.
+        `kclient.errors.ConfigError` for an unusable log directory.
         """
         config = self.config
         host = config.listen_host
@@ -197,7 +197,7 @@ class Broker:
             log.info("broker %d stopped; logs flushed and closed", state.broker_id)
 
     def stop(self) -> None:
-        """Ask :meth:`serve` to stop (it closes every connection, flushes and
+        """Ask `serve` to stop (it closes every connection, flushes and
         closes the logs, and returns). No effect if it is not serving.
         Call from the trio thread."""
         if self._scope is not None:
@@ -303,8 +303,8 @@ class Broker:
 
     async def _answer(self, frame: bytes, peer: str, stream: trio.SocketStream) -> bytes | SplicedResponse | None:
         """What to send back for one request frame: bytes, a zero-copy
-        :class:`SplicedResponse` (Fetch v4+), or None (no response).
-        Raises :class:`_CloseConnection` where the connection is to be
+        `SplicedResponse` (Fetch v4+), or None (no response).
+        Raises `_CloseConnection` where the connection is to be
         closed instead."""
         try:
             header = parse_request_header(frame)

@@ -1,27 +1,27 @@
 """Zero-copy responses: a response frame made of encoded bytes and
-:class:`kclient.storage.FileSlice` ranges of segment files, sent with
+`kclient.storage.FileSlice` ranges of segment files, sent with
 ``os.sendfile`` (seed 002 5.1, "The sendfile implementation is done by
 giving the MessageSet interface a writeTo method").
 
-:func:`encode_spliced_response` encodes a response body whose ``records``
-fields hold :class:`~kclient.storage.FileSlice` objects (Fetch v4+, stored
+`encode_spliced_response` encodes a response body whose ``records``
+fields hold `FileSlice` objects (Fetch v4+, stored
 bytes unchanged) with the API's declarative schema: every slice contributes
 its int32 length prefix (``len(slice)``, exactly the bytes that will be
 sent) to the encoded bytes, and its data is left in the file. The result
-is a :class:`SplicedResponse`: ``[bytes, FileSlice, bytes, FileSlice, ...]``
+is a `SplicedResponse`: ``[bytes, FileSlice, bytes, FileSlice, ...]``
 whose total length is in the frame's size field.
 
-:meth:`SplicedResponse.send` writes the parts in order to a trio socket
+`SplicedResponse.send` writes the parts in order to a trio socket
 stream: bytes with ``send``, slices with
-:meth:`FileSlice.transfer_to` (``os.sendfile`` from the segment file to the
+`FileSlice.transfer_to` (``os.sendfile`` from the segment file to the
 socket, ``pread`` + ``write`` where ``sendfile`` is unavailable), waiting
 with ``trio.lowlevel.wait_writable`` whenever the socket buffer is full
 (``BlockingIOError``) and resuming at the byte where the partial send
 stopped. If a file turns out shorter than its slice promised, the frame
-cannot be completed: :class:`SpliceError` is raised and the caller must
+cannot be completed: `SpliceError` is raised and the caller must
 close the connection.
 
-The slices are owned by the response from encoding on: :meth:`release`
+The slices are owned by the response from encoding on: `release`
 gives them back (idempotent); call it after sending and on every error or
 cancellation path (``with`` does it).
 """
@@ -51,7 +51,7 @@ class SpliceError(ConnectionError):
 
 
 class _SpliceBuffer(bytearray):
-    """A bytearray that, when a :class:`FileSlice` is appended to it with
+    """A bytearray that, when a `FileSlice` is appended to it with
     ``+=`` (as the schema's bytes writer does after writing the length
     prefix), records the slice and its position instead of copying data."""
 
@@ -68,7 +68,7 @@ class _SpliceBuffer(bytearray):
 
 
 def iter_slices(body: Any) -> Iterator[FileSlice]:
-    """Every :class:`FileSlice` held anywhere in a response body (nested
+    """Every `FileSlice` held anywhere in a response body (nested
     dicts and lists), in encoding order."""
     if isinstance(body, FileSlice):
         yield body
@@ -81,14 +81,14 @@ def iter_slices(body: Any) -> Iterator[FileSlice]:
 
 
 def release_slices(body: Any) -> None:
-    """Release every :class:`FileSlice` in a response body (idempotent)."""
+    """Release every `FileSlice` in a response body (idempotent)."""
     for piece in iter_slices(body):
         piece.release()
 
 
 class SplicedResponse:
     """One response frame as ``parts``: ``bytes`` and non-empty
-    :class:`FileSlice` objects, in wire order; ``size`` is the frame's
+    `FileSlice` objects, in wire order; ``size`` is the frame's
     total length in bytes including its 4-byte size prefix. Owns the
     slices (see the module docstring)."""
 
@@ -109,7 +109,7 @@ class SplicedResponse:
     async def send(self, stream: trio.SocketStream) -> None:
         """Write the frame to ``stream``'s socket: bytes with ``send``,
         slices with ``os.sendfile`` (see the module docstring). Raises
-        :class:`SpliceError` if a file ends early and ``OSError``
+        `SpliceError` if a file ends early and ``OSError``
         (``BrokenPipeError``, ``ConnectionResetError``) if the peer goes
         away. Does not release the slices."""
         sock = stream.socket
@@ -167,11 +167,11 @@ def encode_spliced_response(
     api: Api, version: int, correlation_id: int, body: dict, *, min_sendfile_bytes: int = SENDFILE_MIN_BYTES
 ) -> bytes | SplicedResponse:
     """Frame a response (size, response header, body by the schema) whose
-    ``records`` fields may hold :class:`FileSlice` objects. Slices of at
+    ``records`` fields may hold `FileSlice` objects. Slices of at
     least ``min_sendfile_bytes`` stay in their files; shorter ones are read
     (``pread``) into the bytes and released. Returns plain ``bytes`` when
     no slice stays (every slice is then released), else a
-    :class:`SplicedResponse` owning the slices that stay. On an encoding or
+    `SplicedResponse` owning the slices that stay. On an encoding or
     read error every slice is released and the error raised
     (``ValueError`` from the schema, ``OSError`` from a read)."""
     try:

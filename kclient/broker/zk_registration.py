@@ -1,7 +1,7 @@
 """The bundled broker's ZooKeeper registration (seed 003 "Broker node
 registration", "Broker Topic 注册").
 
-With ``zookeeper.connect`` set, :class:`BrokerRegistrar`:
+With ``zookeeper.connect`` set, `BrokerRegistrar`:
 
 - registers ``/brokers/ids/<broker.id>`` as an ephemeral node with Kafka's
   JSON (host, port, endpoints, jmx_port, timestamp, version); a node held
@@ -57,9 +57,9 @@ _RESYNC = object()
 class BrokerRegistrar:
     """Keeps one broker's registration in ZooKeeper (see the module
     docstring). ``state`` is the broker's
-    :class:`~kclient.broker.handlers.BrokerState`. Use from the broker's
-    trio loop: ``await start()``, run :meth:`run` as a task, call
-    :meth:`topic_created` (trio thread) when a topic is created, and
+    `BrokerState`. Use from the broker's
+    trio loop: ``await start()``, run `run` as a task, call
+    `topic_created` (trio thread) when a topic is created, and
     ``await close()`` at shutdown (ends the session: the ephemeral nodes go
     at once)."""
 
@@ -74,9 +74,9 @@ class BrokerRegistrar:
         self.controller_epoch = 1
 
     async def start(self) -> None:
-        """Connect (raises :class:`~kclient.errors.ZkTimeoutError` after
+        """Connect (raises `ZkTimeoutError` after
         ``zookeeper.connection.timeout.ms``) and register the broker and its
-        topics. Raises :class:`~kclient.errors.ZooKeeperError` if another
+        topics. Raises `ZooKeeperError` if another
         live broker holds this ``broker.id``."""
         self._zk = TrioZk(self.client)
         await trio.to_thread.run_sync(self.client.start)

@@ -1,3 +1,3 @@
 """The client SDK: producer, partitioners, encoders, handlers, simple consumer,
 consumer connector and the metadata cache (trio inside, with blocking
-facades). Import the public names from :mod:`kclient` itself."""
+facades). Import the public names from `kclient` itself."""

@@ -5,14 +5,14 @@ tracing or monitoring code "by implementing the
 kafka.producer.async.CallbackHandler interface and setting the
 callback.handler config parameter to that class". The hooks are the ones of
 Kafka 0.7's ``kafka.producer.async.CallbackHandler`` with Python names, plus
-:meth:`CallbackHandler.on_send_error` so that errors in async sends are never
+`CallbackHandler.on_send_error` so that errors in async sends are never
 silent.
 
 The default implementation is the identity / a no-op for every hook, and the
 pipeline skips calling hooks a subclass does not override (so an unused
 handler costs nothing per record).
 
-Which thread calls each hook (blocking :class:`kclient.Producer`):
+Which thread calls each hook (blocking `kclient.Producer`):
 
 ================================  ==========================================
 hook                              called on
@@ -54,7 +54,7 @@ class CallbackHandler:
     dotted class path (``"mypkg.mod.MyHandler"``, built with no arguments) as
     ``callback.handler``. An exception raised by a hook on the send thread
     fails that batch like a send error (logged, counted, reported to
-    :meth:`on_send_error`, raised by ``close()``); one raised on the caller's
+    `on_send_error`, raised by ``close()``); one raised on the caller's
     thread propagates out of ``send``.
     """
 
@@ -67,7 +67,7 @@ class CallbackHandler:
     def after_enqueue(self, data: "ProducerData", added: bool) -> None:
         """Called after each attempt to enqueue ``data``; ``added`` is False
         when the queue was full (``queue.enqueue.timeout.ms`` ran out) and
-        :class:`~kclient.errors.QueueFullError` is about to be raised. Runs on
+        `QueueFullError` is about to be raised. Runs on
         the thread calling ``send``."""
 
     def after_dequeuing_existing_data(self, data: "ProducerData") -> "list[ProducerData]":
@@ -90,7 +90,7 @@ class CallbackHandler:
     def on_send_error(self, events: "Sequence[ProducerData]", exc: BaseException) -> None:
         """Called when sending ``events`` failed for good (retries exhausted
         or a non-retriable error); ``exc`` is usually a
-        :class:`~kclient.errors.FailedToSendMessageError` whose ``__cause__``
+        `FailedToSendMessageError` whose ``__cause__``
         is the broker or connection error. The default does nothing (the
         producer logs and counts the failure itself)."""
 
@@ -100,7 +100,7 @@ class CallbackHandler:
 
 
 def overrides(handler: object, name: str) -> bool:
-    """True when ``handler``'s class overrides :class:`CallbackHandler`'s hook
+    """True when ``handler``'s class overrides `CallbackHandler`'s hook
     ``name`` (so the pipeline must call it), or when ``handler`` is not a
     CallbackHandler at all (duck-typed: always call)."""
     if not isinstance(handler, CallbackHandler):

@@ -1,8 +1,8 @@
 """Cluster metadata and broker connections for the clients (trio).
 
-:class:`Cluster` bootstraps from ``metadata.broker.list``, keeps a metadata
+`Cluster` bootstraps from ``metadata.broker.list``, keeps a metadata
 cache (brokers, topics, partition leaders) refreshed on demand and every
-``topic.metadata.refresh.interval.ms``, and one :class:`BrokerConnection`
+``topic.metadata.refresh.interval.ms``, and one `BrokerConnection`
 per broker, reconnecting with backoff when one is lost. Clients reconnect to
 the host/port that Metadata advertises (PROTOCOL-NOTES "Traps").
 """
@@ -72,7 +72,7 @@ class Cluster:
     """Metadata cache and connection pool (use inside a trio nursery).
 
     ``bootstrap``: sequence of (host, port). Raises
-    :class:`NoBrokersAvailableError` when no bootstrap broker answers.
+    `NoBrokersAvailableError` when no bootstrap broker answers.
     """
 
     def __init__(
@@ -136,7 +136,7 @@ class Cluster:
 
     async def any_connection(self) -> BrokerConnection:
         """A connection to any known broker, bootstrap list first in random
-        order; raises :class:`NoBrokersAvailableError`."""
+        order; raises `NoBrokersAvailableError`."""
         candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
         boot = list(self._bootstrap)
         random.shuffle(boot)
@@ -176,7 +176,7 @@ class Cluster:
     async def partitions_for(self, topic: str, *, retries: int = 5) -> tuple[PartitionInfo, ...]:
         """The partitions of ``topic`` (auto-created by the broker if it allows),
         waiting with backoff while the topic has no leaders yet. Raises the
-        topic's error (e.g. :class:`UnknownTopicOrPartitionError`)."""
+        topic's error (e.g. `UnknownTopicOrPartitionError`)."""
         if topic not in self._known_topics or self.metadata_stale():
             await self.refresh_metadata([topic])
         for attempt in range(retries + 1):

@@ -24,7 +24,7 @@ What happens, in seed 003's terms:
    ``/brokers/topics/<topic>`` are split over the group's sorted consumer
    threads ``<consumer_id>-<n>`` by range, the first
    ``partitions % threads`` threads taking one extra partition
-   (:func:`kclient.zk.paths.range_assignment`). If the result is what this
+   (`kclient.zk.paths.range_assignment`). If the result is what this
    consumer already owns, nothing changes. Otherwise the fetchers stop, the
    streams' queues are cleared, offsets are committed (with
    ``auto.commit.enable``), this consumer's owner nodes are deleted, and the
@@ -33,27 +33,27 @@ What happens, in seed 003's terms:
    A claim that meets another consumer's node fails the attempt: the
    claims are undone and the whole rebalance is retried after
    ``rebalance.backoff.ms``, at most ``rebalance.max.retries`` times, then
-   :class:`~kclient.errors.ConsumerRebalanceFailedError` is raised (from
+   `ConsumerRebalanceFailedError` is raised (from
    ``create_message_streams``, or on the streams for a background
    rebalance).
 3. Fetching starts at the offsets in ``/consumers/<group>/offsets/<topic>/<p>``
    (the next offset to consume); a partition without one starts per
-   ``auto.offset.reset`` (:mod:`kclient.client.fetcher`).
+   ``auto.offset.reset`` (`kclient.client.fetcher`).
 4. Offsets: the offset after the last message each stream handed to the
-   application is committed to ZooKeeper by :meth:`ConsumerConnector.commit_offsets`,
+   application is committed to ZooKeeper by `ConsumerConnector.commit_offsets`,
    every ``auto.commit.interval.ms`` and at shutdown (both with
    ``auto.commit.enable``). Delivery is at least once: after a rebalance
    or a crash, messages after the last commit are delivered again.
 
 The connector runs one trio loop in a background thread
-(:class:`kclient.sync.LoopThread`): the rebalance task, the fetchers and
+(`kclient.sync.LoopThread`): the rebalance task, the fetchers and
 the auto-commit task live there; ZooKeeper calls run in worker threads and
 kazoo's watch callbacks are handed to the loop with
-``TrioToken.run_sync_soon`` (:class:`kclient.zk.client.TrioZk`).
+``TrioToken.run_sync_soon`` (`kclient.zk.client.TrioZk`).
 
 ``offsets.storage=kafka`` (offsets in ``__consumer_offsets`` through a
 group coordinator) is not supported: the constructor raises
-:class:`~kclient.errors.NotSupportedError`.
+`NotSupportedError`.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ Decoder = Any
 
 def _decoder_function(decoder: Decoder, what: str) -> Callable[[Any], Any] | None:
     """``None`` (bytes as they are), an object with ``from_bytes`` (Kafka's
-    Decoder, :class:`kclient.client.encoder.Decoder`) or a plain callable."""
+    Decoder, `kclient.client.encoder.Decoder`) or a plain callable."""
     if decoder is None:
         return None
     if isinstance(decoder, type):
@@ -662,7 +662,7 @@ class ConsumerConnector:
     """The high-level consumer (seed 000 ``ConsumerConnector``; see the
     module docstring for the algorithm).
 
-    ``config`` is a :class:`kclient.config.ConsumerConfig` or a mapping of
+    ``config`` is a `kclient.config.ConsumerConfig` or a mapping of
     Kafka property names (``group.id`` and ``zookeeper.connect`` required;
     ``consumer.id``, ``auto.commit.enable``, ``auto.commit.interval.ms``
     (ms), ``auto.offset.reset`` (``smallest`` | ``largest``),
@@ -678,13 +678,13 @@ class ConsumerConnector:
     ``dual.commit.enabled`` are accepted and unused.
 
     The constructor connects to ZooKeeper. Raises
-    :class:`~kclient.errors.ConfigError` naming the property for a bad
-    value, :class:`~kclient.errors.NotSupportedError` for
+    `ConfigError` naming the property for a bad
+    value, `NotSupportedError` for
     ``offsets.storage=kafka`` or ``partition.assignment.strategy=roundrobin``,
-    and :class:`~kclient.errors.ZkTimeoutError` if ZooKeeper does not answer
+    and `ZkTimeoutError` if ZooKeeper does not answer
     within ``zookeeper.connection.timeout.ms``.
 
-    Use as a context manager or call :meth:`shutdown`.
+    Use as a context manager or call `shutdown`.
     """
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any]) -> None:
@@ -732,12 +732,12 @@ class ConsumerConnector:
         (seed 000 ``createMessageStreams``). Each stream is one consumer
         thread ``<consumer_id>-<n>`` of the range assignment; keys and values
         are decoded with ``key_decoder`` / ``value_decoder`` (a
-        :class:`kclient.client.encoder.Decoder`, any object with
+        `kclient.client.encoder.Decoder`, any object with
         ``from_bytes``, a callable, or None for bytes). Registers the
         consumer and rebalances before returning; raises
-        :class:`~kclient.errors.ConsumerRebalanceFailedError` if the
+        `ConsumerRebalanceFailedError` if the
         partitions cannot be claimed, ``ValueError`` for a bad map, and
-        :class:`~kclient.errors.KafkaError` if streams were created
+        `KafkaError` if streams were created
         already (once per connector, as in Kafka)."""
         if not topic_count_map:
             raise ValueError("topic_count_map is empty: name at least one topic")
@@ -765,11 +765,11 @@ class ConsumerConnector:
         value_decoder: Decoder = None,
     ) -> list[KafkaStream]:
         """``num_streams`` streams over every topic ``topic_filter``
-        (:class:`Whitelist` / :class:`Blacklist`) allows, now and as topics
+        (`Whitelist` / `Blacklist`) allows, now and as topics
         appear (seed 000 ``createMessageStreamsByFilter``; seed 003: the
         consumer watches ``/brokers/topics``). Stream ``n`` gets thread
         ``<consumer_id>-<n>``'s partitions of every matching topic. Raises
-        as :meth:`create_message_streams`."""
+        as `create_message_streams`."""
         if not isinstance(topic_filter, TopicFilter):
             raise TypeError(f"topic_filter must be a Whitelist or Blacklist, not {topic_filter!r}")
         if not isinstance(num_streams, int) or isinstance(num_streams, bool) or num_streams < 1:
@@ -801,7 +801,7 @@ class ConsumerConnector:
         """Commit the offset after the last message each stream has handed
         out, for every partition this consumer owns, to
         ``/consumers/<group>/offsets/<topic>/<partition>`` (seed 003
-        "Consumer Offsets"). Raises :class:`~kclient.errors.ZooKeeperError`
+        "Consumer Offsets"). Raises `ZooKeeperError`
         if ZooKeeper fails."""
         if self._shut_down:
             raise KafkaError("the connector is shut down")

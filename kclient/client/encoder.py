@@ -21,14 +21,14 @@ __all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDeco
 class Encoder(abc.ABC):
     """Serializes a message value or key to bytes.
 
-    Subclasses implement :meth:`to_message`. Any class defining a
+    Subclasses implement `to_message`. Any class defining a
     ``to_message`` method counts as an Encoder for ``isinstance`` checks, so
     plug-ins need not inherit from this class. Plug-ins named by class path
     are built with no arguments, or with ``config=`` (the ProducerConfig) if
-    their constructor takes it (see :mod:`kclient.plugins`).
+    their constructor takes it (see `kclient.plugins`).
     """
 
-    #: True if :meth:`to_message` returns every value it is given unchanged,
+    #: True if `to_message` returns every value it is given unchanged,
     #: so the pipeline may skip calling it. False for the provided encoders,
     #: which check types to give clear errors.
     passthrough: ClassVar[bool] = False
@@ -48,7 +48,7 @@ class DefaultEncoder(Encoder):
     """Bytes in, bytes out: ``bytes`` is returned as is, ``bytearray`` and
     ``memoryview`` are copied to ``bytes`` (so later changes to the buffer do
     not change a queued message), ``None`` stays ``None``. Anything else
-    raises ``TypeError`` suggesting :class:`StringEncoder` or a custom one."""
+    raises ``TypeError`` suggesting `StringEncoder` or a custom one."""
 
     def to_message(self, value: Any) -> bytes | None:
         """See the class docstring."""

@@ -6,8 +6,8 @@ the kafka.producer.EventHandler serialize and send the data to the
 appropriate kafka broker partition. A custom event handler can be plugged in
 through the event.handler config parameter."
 
-:class:`DefaultEventHandler` is what both producer modes use. For one batch
-(a list of :class:`~kclient.client.producer.ProducerData`) it
+`DefaultEventHandler` is what both producer modes use. For one batch
+(a list of `ProducerData`) it
 
 1. looks up each topic's partitions in the cluster metadata cache;
 2. serializes keys (``key.serializer.class``) and values
@@ -34,12 +34,12 @@ Message format by Produce version (Kafka protocol guide; kafka-python's
 ``max_usable_produce_magic``): v3+ carries record batch v2 (zstd from v7),
 v2 message set v1 (with timestamps), v0-1 message set v0 (no timestamps,
 lz4 with the KIP-57 header checksum). The version is the highest both the
-broker (ApiVersions) and ``api.version`` allow (:func:`produce_version_cap`):
+broker (ApiVersions) and ``api.version`` allow (`produce_version_cap`):
 an old broker or a cap such as ``api.version=0.10`` gets v0/v1 message
 sets. Record headers need v2 (ProducerData carries none). zstd needs v7:
 below it the send fails with UnsupportedCompressionTypeError.
 
-Failures raise :class:`~kclient.errors.FailedToSendMessageError` naming the
+Failures raise `FailedToSendMessageError` naming the
 topic-partitions and how many messages were lost, with the broker or
 connection error chained as ``__cause__``. The error also carries
 ``lost_messages`` (int) and ``failed_partitions`` (dict of (topic,
@@ -127,7 +127,7 @@ def magic_for_produce_version(version: int) -> int:
 @attrs.frozen
 class ProducerSettings:
     """The producer settings the send path reads, taken from a
-    ProducerConfig once (see :func:`settings_from_config`).
+    ProducerConfig once (see `settings_from_config`).
 
     ``acks``: request.required.acks (0, 1, -1); ``timeout_ms``:
     request.timeout.ms, the time the broker may wait for acks (ms);
@@ -136,7 +136,7 @@ class ProducerSettings:
     4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
     all when a codec is set); ``max_request_bytes``: the most bytes a Produce
     request (and so a record batch) may carry; ``max_produce_version``: the
-    cap from ``api.version`` (:func:`produce_version_cap`), None for none.
+    cap from ``api.version`` (`produce_version_cap`), None for none.
     """
 
     acks: int = 1
@@ -150,7 +150,7 @@ class ProducerSettings:
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
-    """Read the send-path settings off a :class:`kclient.config.ProducerConfig`
+    """Read the send-path settings off a `kclient.config.ProducerConfig`
     (the one place the send path reads configuration)."""
     return ProducerSettings(
         acks=config.request_required_acks,
@@ -166,9 +166,9 @@ def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
 
 @attrs.frozen
 class ProducerContext:
-    """What a producer hands its EventHandler in :meth:`EventHandler.open`:
-    the config, its :class:`ProducerSettings`, the trio
-    :class:`~kclient.client.cluster.Cluster` (metadata + connections), and
+    """What a producer hands its EventHandler in `EventHandler.open`:
+    the config, its `ProducerSettings`, the trio
+    `Cluster` (metadata + connections), and
     the plug-ins (value encoder, key encoder, partitioner)."""
 
     config: Any
@@ -186,7 +186,7 @@ class EventHandler:
     then ``await handle(events)`` per batch (possibly concurrently from
     several tasks in sync mode), then ``await aclose()``. Plug one in by
     instance or by dotted class path (built with no arguments). A subclass
-    of :class:`DefaultEventHandler` can wrap ``handle`` to add tracing or
+    of `DefaultEventHandler` can wrap ``handle`` to add tracing or
     monitoring around the default send path.
     """
 
@@ -197,7 +197,7 @@ class EventHandler:
     async def handle(self, events: "list[ProducerData]") -> None:
         """Serialize and send ``events``; return once they are acknowledged
         per request.required.acks. Raise
-        :class:`~kclient.errors.FailedToSendMessageError` on failure."""
+        `FailedToSendMessageError` on failure."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -459,17 +459,17 @@ class DefaultEventHandler(EventHandler):
     async def handle(self, events: "list[ProducerData]") -> None:
         """Send ``events`` (list of ProducerData); see the module docstring.
 
-        Raises :class:`FailedToSendMessageError` (with ``lost_messages``
+        Raises `FailedToSendMessageError` (with ``lost_messages``
         and ``failed_partitions``) if any partition could not be written.
         """
         finish = await self.start(events)
         await finish()
 
     async def start(self, events: "list[ProducerData]") -> "Callable[[], Awaitable[None]]":
-        """The first half of :meth:`handle`: serialize, partition, build the
+        """The first half of `handle`: serialize, partition, build the
         batches and WRITE the first attempt's Produce requests; return a
         coroutine function that awaits the responses, retries, and raises as
-        :meth:`handle` does. A producer keeping several batches in flight
+        `handle` does. A producer keeping several batches in flight
         (``max.in.flight.requests.per.connection``) calls ``start`` for each
         batch in order, so every partition's data reaches the broker in order
         (a retry may still reorder, as in Kafka)."""

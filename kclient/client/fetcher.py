@@ -1,6 +1,6 @@
 """The high-level consumer's fetchers: trio tasks that read the partitions a
 rebalance gave this consumer from their leaders and queue decoded chunks for
-the :class:`~kclient.client.kafka_stream.KafkaStream` each partition feeds.
+the `KafkaStream` each partition feeds.
 
 One fetch loop per leader broker (Kafka's ConsumerFetcherThread) sends one
 Fetch request for all of that broker's partitions (``fetch.message.max.bytes``
@@ -8,7 +8,7 @@ per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). Per
 partition result:
 
 - data: decoded into a chunk of
-  :class:`~kclient.client.kafka_stream.MessageAndMetadata` (key / value
+  `MessageAndMetadata` (key / value
   decoders applied) and put on the stream's bounded queue; a full queue
   (``queued.max.message.chunks``) holds the loop until the stream is read;
 - OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
@@ -83,15 +83,15 @@ class PartitionTopicInfo:
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
     """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
-    a list of :class:`MessageAndMetadata` (decoders applied), starting at
+    a list of `MessageAndMetadata` (decoders applied), starting at
     the offset asked for. Reads every format (record batch v2 decoded by
-    :func:`kclient.protocol.records.v2.decode_rows` straight into one
+    `kclient.protocol.records.v2.decode_rows` straight into one
     MessageAndMetadata tuple per record; v0/v1 message sets record by
     record), skips control batches, checks every batch's size and CRC.
     Raises
-    :class:`~kclient.errors.MessageSizeTooLargeError` when the first batch
+    `MessageSizeTooLargeError` when the first batch
     does not fit ``fetch.message.max.bytes`` and
-    :class:`~kclient.errors.CorruptRecordError` naming the partition."""
+    `CorruptRecordError` naming the partition."""
     message_set.check_fits()
     topic = info.topic
     partition = info.partition

@@ -1,6 +1,6 @@
-"""What the high-level consumer hands out: :class:`KafkaStream` iterators of
-:class:`MessageAndMetadata`, and the topic filters :class:`Whitelist` /
-:class:`Blacklist` (seed 000 "Consumer APIs": ``createMessageStreams``
+"""What the high-level consumer hands out: `KafkaStream` iterators of
+`MessageAndMetadata`, and the topic filters `Whitelist` /
+`Blacklist` (seed 000 "Consumer APIs": ``createMessageStreams``
 returns KafkaStreams, iterators over MessageAndMetadata;
 ``createMessageStreamsByFilter`` takes a TopicFilter, "a whitelist or a
 blacklist which is a standard Java regex").
@@ -80,7 +80,7 @@ class TopicFilter(abc.ABC):
         """Whether the filter selects ``topic``; internal topics
         (``__consumer_offsets``, ...) are left out when
         ``exclude_internal_topics`` (``exclude.internal.topics``). Implemented
-        by :class:`Whitelist` and :class:`Blacklist`."""
+        by `Whitelist` and `Blacklist`."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -136,23 +136,23 @@ TIMEOUT = object()
 
 
 class KafkaStream:
-    """An iterator of :class:`MessageAndMetadata` over the partitions the
+    """An iterator of `MessageAndMetadata` over the partitions the
     rebalance gives this stream (Kafka's KafkaStream; one "consumer thread"
     ``<consumer_id>-<n>`` of the group).
 
     ``for m in stream`` blocks until a message arrives; with
     ``consumer.timeout.ms`` >= 0 it raises
-    :class:`~kclient.errors.ConsumerTimeoutError` after that many ms without
+    `ConsumerTimeoutError` after that many ms without
     one (the stream stays usable). Iteration ends (``StopIteration``) when
     the connector shuts down. Fetch errors the application must act on
-    surface here: :class:`~kclient.errors.MessageSizeTooLargeError` (a
+    surface here: `MessageSizeTooLargeError` (a
     message bigger than ``fetch.message.max.bytes``),
-    :class:`~kclient.errors.CorruptRecordError`,
-    :class:`~kclient.errors.ConsumerRebalanceFailedError` (a background
+    `CorruptRecordError`,
+    `ConsumerRebalanceFailedError` (a background
     rebalance gave up).
 
     Iterate a stream from one thread at a time. Built by
-    :meth:`kclient.ConsumerConnector.create_message_streams`, not directly.
+    `kclient.ConsumerConnector.create_message_streams`, not directly.
     """
 
     def __init__(self, core: "_ConnectorCore", index: int, loop: "LoopThread", receive: Callable[[], Any], name: str) -> None:

@@ -1,6 +1,6 @@
-"""What a fetch returns: :class:`ByteBufferMessageSet` over the raw record
-bytes of one partition, iterated as :class:`MessageAndOffset`, and
-:class:`MultiFetchResponse` holding one set per request.
+"""What a fetch returns: `ByteBufferMessageSet` over the raw record
+bytes of one partition, iterated as `MessageAndOffset`, and
+`MultiFetchResponse` holding one set per request.
 
 Source: seed 000 "Consumer APIs" (SimpleConsumer returns a
 ByteBufferMessageSet; multifetch a MultiFetchResponse) and seed 001 "Reads"
@@ -45,7 +45,7 @@ except ImportError:  # not CPython
 class Message(tuple):
     """A record as the application sees it: ``key`` and ``payload`` (bytes
     or None), ``timestamp`` (ms since the epoch; CreateTime unless the topic
-    uses LogAppendTime), ``headers`` (tuple of :class:`Header`).
+    uses LogAppendTime), ``headers`` (tuple of `Header`).
 
     An immutable value (a tuple underneath, so building one per record in
     the consumer's hot loop costs one C call)."""
@@ -73,7 +73,7 @@ class MessageAndOffset(tuple):
     def __new__(cls, message: Message, offset: int) -> "MessageAndOffset":
         return tuple.__new__(cls, (message, offset))
 
-    message = _tuplegetter(0, "The :class:`Message`.")
+    message = _tuplegetter(0, "The `Message`.")
     offset = _tuplegetter(1, "Its offset in the partition.")
 
     @property
@@ -103,7 +103,7 @@ class ByteBufferMessageSet:
     ``high_watermark``: the partition's high watermark at fetch time.
     ``error_code``: the partition's Kafka error code (0 = none); iterating a
     set with an error raises that error. Iterating raises
-    :class:`CorruptRecordError` for a batch that fails its CRC.
+    `CorruptRecordError` for a batch that fails its CRC.
     """
 
     topic: str
@@ -136,7 +136,7 @@ class ByteBufferMessageSet:
         return total
 
     def check_fits(self) -> None:
-        """Raise :class:`MessageSizeTooLargeError` if the buffer holds no
+        """Raise `MessageSizeTooLargeError` if the buffer holds no
         complete batch because the first batch is bigger than the fetch size,
         naming the size to retry with."""
         if not self.buffer:
@@ -161,7 +161,7 @@ class ByteBufferMessageSet:
 
         Fast path for v2 batches: each 61-byte header unpacked once, the
         CRC-32C over the batch in C, the records of all the batches decoded
-        by :func:`decode_rows` straight from the fetched buffer (no
+        by `decode_rows` straight from the fetched buffer (no
         per-batch copy) into lists of (key, value, timestamp, headers) rows
         (``_ROWS_PER_CHUNK``) that ``map`` turns into Message /
         MessageAndOffset tuples.
@@ -244,7 +244,7 @@ class ByteBufferMessageSet:
 
 
 class MultiFetchResponse(Sequence[ByteBufferMessageSet]):
-    """The answer to ``multifetch``: one :class:`ByteBufferMessageSet` per
+    """The answer to ``multifetch``: one `ByteBufferMessageSet` per
     FetchRequest, in request order."""
 
     def __init__(self, sets: Sequence[ByteBufferMessageSet]) -> None:

@@ -1,12 +1,12 @@
 """Partitioners: choose the partition of a keyed message.
 
-:class:`DefaultPartitioner` puts a key where the Java client puts it:
+`DefaultPartitioner` puts a key where the Java client puts it:
 ``toPositive(murmur2(key)) % num_partitions`` over the *serialized* key bytes
 (Java ``org.apache.kafka.common.utils.Utils.murmur2`` and ``toPositive``), so
 kclient, the Java producer, kafka-python and librdkafka's ``murmur2_random``
 partitioner agree. A null key goes to a random partition.
 
-Custom partitioners subclass :class:`Partitioner` (or just define
+Custom partitioners subclass `Partitioner` (or just define
 ``partition(key, num_partitions)``) and are named by ``partitioner.class``.
 """
 
@@ -67,7 +67,7 @@ _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
 class Partitioner(abc.ABC):
     """Chooses a partition for a message from its serialized key.
 
-    Subclasses implement :meth:`partition`. Any class defining a
+    Subclasses implement `partition`. Any class defining a
     ``partition`` method counts as a Partitioner for ``isinstance`` checks,
     so plug-ins need not inherit from this class.
     """

@@ -10,25 +10,25 @@ Source: seed 000 "Producer APIs"::
 
 with the two modes of ``producer.type``:
 
-- ``sync``: :meth:`Producer.send` returns once the broker acknowledged the
+- ``sync``: `Producer.send` returns once the broker acknowledged the
   records per ``request.required.acks`` (with 0: once they were written to
   the socket), retrying retriable errors up to ``message.send.max.retries``
   times with ``retry.backoff.ms`` backoff and a metadata refresh between
   tries. One thread crossing into the producer's trio loop per call.
-- ``async``: :meth:`Producer.send` puts the data on a bounded queue
+- ``async``: `Producer.send` puts the data on a bounded queue
   (``queue.buffering.max.messages`` messages) and returns without touching
-  the trio loop. The :class:`~kclient.client.send_thread.ProducerSendThread`
+  the trio loop. The `ProducerSendThread`
   takes a batch when ``batch.num.messages`` messages are waiting or
   ``queue.buffering.max.ms`` passed since the oldest waiting one was queued,
   and sends it from the same thread (it runs the producer's trio loop).
   When the queue is full,
   ``queue.enqueue.timeout.ms`` says: -1 block until there is room, 0 raise
-  :class:`~kclient.errors.QueueFullError` at once, >0 wait that many ms and
-  then raise it. :meth:`Producer.close` sends everything queued first.
+  `QueueFullError` at once, >0 wait that many ms and
+  then raise it. `Producer.close` sends everything queued first.
 
 The Producer owns one thread running a trio loop with a
-:class:`~kclient.client.producer_core.TrioProducer` on it: in sync mode a
-:class:`kclient.sync.LoopThread` (``...-trio``), in async mode the
+`TrioProducer` on it: in sync mode a
+`kclient.sync.LoopThread` (``...-trio``), in async mode the
 ProducerSendThread (``...-send``, a LoopThread that also batches); it is
 non-daemon and stopped by ``close()``. Always close the Producer (or use it as
 a context manager): there
@@ -64,7 +64,7 @@ _ids = itertools.count(1)
 
 @attrs.frozen
 class ProducerStatistics:
-    """A snapshot of a Producer (see :meth:`Producer.statistics`).
+    """A snapshot of a Producer (see `Producer.statistics`).
 
     ``queued_messages``: waiting in the async queue now;
     ``sent_messages`` / ``sent_batches``: acknowledged (async: batches the
@@ -91,15 +91,15 @@ def _now_ms() -> int:
 class Producer:
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
-    ``config``: a :class:`~kclient.config.ProducerConfig`, a mapping of Kafka
+    ``config``: a `ProducerConfig`, a mapping of Kafka
     property names (``{"metadata.broker.list": "host:9092",
     "producer.type": "async", ...}``) or a ``.properties`` path.
     ``event_handler`` / ``callback_handler`` override ``event.handler`` /
     ``callback.handler`` (instance, class or dotted path).
 
-    Raises :class:`~kclient.errors.ConfigError` for a bad config or plug-in.
-    Use as a context manager or call :meth:`close`. Thread-safe: several
-    threads may call :meth:`send` at once.
+    Raises `ConfigError` for a bad config or plug-in.
+    Use as a context manager or call `close`. Thread-safe: several
+    threads may call `send` at once.
     """
 
     def __init__(
@@ -171,24 +171,24 @@ class Producer:
         return self._core
 
     def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
-        """Send one :class:`ProducerData` or a list of them.
+        """Send one `ProducerData` or a list of them.
 
         sync: returns once acknowledged; raises
-        :class:`~kclient.errors.FailedToSendMessageError` (cause chained,
+        `FailedToSendMessageError` (cause chained,
         topic-partitions named, ``lost_messages`` attribute) on a
         non-retriable error or when retries ran out.
 
         async: returns once queued; raises
-        :class:`~kclient.errors.QueueFullError` when the queue stayed full
+        `QueueFullError` when the queue stayed full
         for ``queue.enqueue.timeout.ms`` (its ``not_enqueued`` attribute
         lists the ProducerData that were not queued; the ones before them
         were). Send errors surface later through the log, the
-        CallbackHandler's ``on_send_error``, :meth:`statistics` and
-        :meth:`close`.
+        CallbackHandler's ``on_send_error``, `statistics` and
+        `close`.
 
-        Both: :class:`~kclient.errors.InvalidTopicError` for an illegal topic
-        name (nothing is sent or queued), :class:`ProducerClosedError` after
-        :meth:`close`.
+        Both: `InvalidTopicError` for an illegal topic
+        name (nothing is sent or queued), `ProducerClosedError` after
+        `close`.
         """
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
@@ -270,7 +270,7 @@ class Producer:
         """Async mode: send everything queued now, ignoring the batch
         thresholds, and wait until it was sent or failed. ``timeout_ms``:
         None waits as long as it takes; raises
-        :class:`~kclient.errors.KafkaTimeoutError` when it runs out. Sync
+        `KafkaTimeoutError` when it runs out. Sync
         mode: nothing to do."""
         if self._queue is None:
             return
@@ -281,7 +281,7 @@ class Producer:
 
     def statistics(self) -> ProducerStatistics:
         """Counters of what was sent and lost so far (see
-        :class:`ProducerStatistics`)."""
+        `ProducerStatistics`)."""
         if self._thread is not None and self._queue is not None:
             s = self._thread.statistics()
             return ProducerStatistics(
@@ -303,11 +303,11 @@ class Producer:
         CallbackHandler's ``close``, close the connections and stop the trio
         loop thread. Idempotent.
 
-        Raises :class:`~kclient.errors.FailedToSendMessageError` (the first
+        Raises `FailedToSendMessageError` (the first
         send error chained) if any async send failed since the producer
         started, naming how many messages were lost. Sends from other
         threads that are blocked on a full queue get
-        :class:`ProducerClosedError`.
+        `ProducerClosedError`.
         """
         if self._thread is not None and self._thread.in_loop_thread:
             raise KafkaError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")

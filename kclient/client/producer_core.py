@@ -1,4 +1,4 @@
-"""The producer's trio core: :class:`TrioProducer`.
+"""The producer's trio core: `TrioProducer`.
 
 Trio applications use it directly::
 
@@ -7,18 +7,18 @@ Trio applications use it directly::
 
 ``send`` returns once the broker acknowledged the records per
 ``request.required.acks`` (the sync mode of seed 000 section 5.1), retrying
-retriable errors. The blocking :class:`kclient.Producer` runs one TrioProducer
-on a trio loop in a background thread (:class:`kclient.sync.LoopThread`) and
+retriable errors. The blocking `kclient.Producer` runs one TrioProducer
+on a trio loop in a background thread (`kclient.sync.LoopThread`) and
 adds the async mode's queue and ProducerSendThread in front of it.
 
 The TrioProducer owns the plug-ins named by the config (loaded with
-:func:`kclient.plugins.load_plugin`, each given ``config=`` if its
+`kclient.plugins.load_plugin`, each given ``config=`` if its
 constructor takes it): the value Encoder (``serializer.class``), the key
 Encoder (``key.serializer.class``), the Partitioner (``partitioner.class``),
 the EventHandler (``event.handler``, default
-:class:`~kclient.client.event_handler.DefaultEventHandler`) and the
+`DefaultEventHandler`) and the
 CallbackHandler (``callback.handler``), and a
-:class:`~kclient.client.cluster.Cluster` (metadata cache and one connection
+`Cluster` (metadata cache and one connection
 per broker) opened in a nursery.
 """
 
@@ -51,7 +51,7 @@ MAX_TOPIC_LENGTH = 249
 
 
 def check_topic(topic: Any) -> None:
-    """Raise :class:`~kclient.errors.InvalidTopicError` (Kafka error 17,
+    """Raise `InvalidTopicError` (Kafka error 17,
     INVALID_TOPIC_EXCEPTION) unless ``topic`` is a legal Kafka topic name."""
     if not isinstance(topic, str):
         raise InvalidTopicError(f"topic must be a str, not {type(topic).__name__} ({topic!r})")
@@ -69,22 +69,22 @@ def check_topic(topic: Any) -> None:
 
 
 def as_config(config: "ProducerConfig | Mapping[str, Any] | str") -> ProducerConfig:
-    """A :class:`ProducerConfig` from itself, a mapping of Kafka property
-    names, or a ``.properties`` path. Raises :class:`~kclient.errors.ConfigError`."""
+    """A `ProducerConfig` from itself, a mapping of Kafka property
+    names, or a ``.properties`` path. Raises `ConfigError`."""
     return ProducerConfig.from_properties(config)
 
 
 class TrioProducer:
     """A producer for trio code: ``async with TrioProducer(config) as p``.
 
-    ``config``: a :class:`~kclient.config.ProducerConfig`, a mapping of Kafka
+    ``config``: a `ProducerConfig`, a mapping of Kafka
     property names, or a ``.properties`` path (``producer.type`` and the
     queue settings are ignored here: every ``send`` is sent at once).
     ``event_handler`` / ``callback_handler`` override the config's
     ``event.handler`` / ``callback.handler`` (instance, class or dotted path).
 
     Plug-ins are loaded in the constructor, so a bad class path raises
-    :class:`~kclient.errors.ConfigError` there. No connection is made until
+    `ConfigError` there. No connection is made until
     the first send. To run it inside an existing nursery instead of
     ``async with``, call ``await p.open(nursery)`` and later
     ``await p.aclose()``.
@@ -130,7 +130,7 @@ class TrioProducer:
 
     @property
     def cluster(self) -> Cluster:
-        """The :class:`Cluster` (metadata cache, connections); after ``open``."""
+        """The `Cluster` (metadata cache, connections); after ``open``."""
         if self._cluster is None:
             raise ProducerClosedError("the producer is not open")
         return self._cluster
@@ -195,7 +195,7 @@ class TrioProducer:
 
     def prepare(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[ProducerData]":
         """Normalize ``send``'s argument to a list of ProducerData and check
-        every topic name (raises :class:`~kclient.errors.InvalidTopicError`,
+        every topic name (raises `InvalidTopicError`,
         or TypeError for something that is not ProducerData). Plain function,
         safe from any thread."""
         if hasattr(data_or_list, "messages") and hasattr(data_or_list, "topic"):
@@ -224,10 +224,10 @@ class TrioProducer:
 
         Calls the CallbackHandler's ``before_sending_data`` first and its
         ``on_send_error`` on failure (both on this task). Raises
-        :class:`~kclient.errors.InvalidTopicError` for an illegal topic name,
-        :class:`~kclient.errors.FailedToSendMessageError` when records could
+        `InvalidTopicError` for an illegal topic name,
+        `FailedToSendMessageError` when records could
         not be written (after ``message.send.max.retries`` retries for
-        retriable errors), :class:`~kclient.errors.ProducerClosedError` after
+        retriable errors), `ProducerClosedError` after
         ``aclose``.
         """
         if self._closed or self._cluster is None:
@@ -245,21 +245,21 @@ class TrioProducer:
     async def send_batch(self, events: "list[ProducerData]") -> None:
         """Hand ``events`` (already prepared, hooks already run) to the
         EventHandler; the blocking Producer's path into trio. Raises as
-        :meth:`send` does."""
+        `send` does."""
         if self._closed or self._cluster is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
         if events:
             await self.event_handler.handle(events)
 
     async def submit_batch(self, events: "list[ProducerData]", on_done: "Callable[[BaseException | None], None]") -> None:
-        """Pipelined :meth:`send_batch` (``max.in.flight.requests.per.connection``
+        """Pipelined `send_batch` (``max.in.flight.requests.per.connection``
         > 1): wait for a free in-flight slot, write the batch's Produce
         requests, and return; ``on_done(None)`` or ``on_done(exc)`` is called
         later, on the trio thread, once the broker answered (or the retries
         ran out). Batches submitted one after another reach each broker in
         that order. An ``event.handler`` that replaces ``handle`` is called
         one batch at a time instead (its ``handle`` runs before this returns).
-        Raises :class:`ProducerClosedError` if the producer is closed (then
+        Raises `ProducerClosedError` if the producer is closed (then
         ``on_done`` is not called)."""
         if self._closed or self._cluster is None or self._nursery is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
@@ -310,7 +310,7 @@ class TrioProducer:
 
     async def aclose(self) -> None:
         """Close the EventHandler and every broker connection. Sends after
-        this raise :class:`~kclient.errors.ProducerClosedError`."""
+        this raise `ProducerClosedError`."""
         if self._closed:
             return
         self._closed = True

@@ -8,13 +8,13 @@ controlled by ``queue.time`` / ``batch.size`` (0.8 names
 thread (kafka.producer.async.ProducerSendThread) dequeues batches of data and
 lets the kafka.producer.EventHandler serialize and send" them.
 
-:class:`MessageQueue` is bounded by a number of *messages*
+`MessageQueue` is bounded by a number of *messages*
 (``queue.buffering.max.messages``; a ProducerData counts as many messages
 as it holds). Putting never waits for the send thread: ``Producer.send`` in
 async mode takes one lock and appends, and wakes the send thread only when it
 is idle and a batch may be due.
 
-:class:`ProducerSendThread` is a real, named, non-daemon thread, started by
+`ProducerSendThread` is a real, named, non-daemon thread, started by
 the Producer and joined by its ``close()``. It runs the producer's trio loop
 and, on it, the batching task: a batch is taken when ``batch.num.messages``
 messages are waiting or when ``queue.buffering.max.ms`` has passed since the
@@ -53,7 +53,7 @@ _monotonic = time.monotonic
 
 @attrs.frozen
 class QueueStatistics:
-    """A snapshot of a :class:`MessageQueue`: ``queued_messages`` /
+    """A snapshot of a `MessageQueue`: ``queued_messages`` /
     ``queued_items`` waiting now, ``max_messages`` the bound,
     ``unfinished_messages`` queued or being sent."""
 
@@ -140,7 +140,7 @@ class MessageQueue:
         """Append ``data`` holding ``n`` messages. ``timeout_ms``: -1 waits
         until there is room, 0 never waits, >0 waits up to that many ms.
         Returns False when there was no room in time (nothing enqueued).
-        Raises :class:`ProducerClosedError` once closed."""
+        Raises `ProducerClosedError` once closed."""
         with self._lock:
             # The async producer's per-send path: kept inline and short.
             if self._count + n > self.max_messages and self._items or self._closed:
@@ -158,7 +158,7 @@ class MessageQueue:
 
     def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
         """Append ProducerData ``items`` in order under one lock, each
-        waiting per ``timeout_ms`` as in :meth:`put`; returns how many were
+        waiting per ``timeout_ms`` as in `put`; returns how many were
         enqueued (fewer than ``len(items)`` when the queue stayed full)."""
         with self._lock:
             now = time.monotonic()
@@ -203,9 +203,9 @@ class MessageQueue:
             return self._take(batch_messages)[0]
 
     def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
-        """:meth:`take_batch` without blocking, for a consumer running on an
+        """`take_batch` without blocking, for a consumer running on an
         event loop. Returns ``("batch", (items, n_messages))`` when a batch is
-        due (same rules as :meth:`take_batch`), ``("closed", None)`` once the queue is
+        due (same rules as `take_batch`), ``("closed", None)`` once the queue is
         closed and empty, else ``("wait", seconds)``: look again after
         ``seconds`` (None: no deadline) or as soon as ``waker()`` is called.
         ``waker`` is called at most once, from whichever thread enqueues
@@ -322,9 +322,9 @@ class ProducerSendThread(LoopThread):
     lets the kafka.producer.EventHandler serialize and send" them).
 
     A named, non-daemon thread running the producer's trio loop (it is a
-    :class:`~kclient.sync.LoopThread`): the connections, the EventHandler
+    `LoopThread`): the connections, the EventHandler
     and the batching task all live there, so a batch goes from the queue to
-    the socket without another thread hand-off. :meth:`start_sending` starts
+    the socket without another thread hand-off. `start_sending` starts
     the batching task: it takes a batch when ``batch_num_messages`` messages
     are waiting or ``queue_time_ms`` (ms) passed since the oldest waiting item
     was enqueued (or on flush/close), runs the CallbackHandler's
@@ -336,11 +336,11 @@ class ProducerSendThread(LoopThread):
     (``TrioToken.run_sync_soon``) only when it is idle and a batch may be due.
 
     Failures are never silent: each is logged at ERROR with the topics,
-    partitions and message count, counted (:meth:`statistics`), and passed to
+    partitions and message count, counted (`statistics`), and passed to
     ``CallbackHandler.on_send_error``; the producer's ``close()`` raises if
     any messages were lost. Once the queue is closed and drained the task
     sends ``callback_handler.last_batch_before_close()``, waits for every
-    batch in flight, and ends (:meth:`join` waits for that).
+    batch in flight, and ends (`join` waits for that).
     """
 
     def __init__(
@@ -477,7 +477,7 @@ class ProducerSendThread(LoopThread):
             log.exception("CallbackHandler.on_send_error raised")
 
     def statistics(self) -> SendStatistics:
-        """A snapshot of the counters (exact once :meth:`join` returned)."""
+        """A snapshot of the counters (exact once `join` returned)."""
         return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error)
 
 

@@ -6,7 +6,7 @@ several in one round trip, ``get_offsets_before`` lists valid offsets before
 a time (ListOffsets; v0 is the old getOffsetsBefore, with a fallback built on
 v1+ for brokers that dropped v0, such as Kafka 4).
 
-:class:`TrioSimpleConsumer` is the trio API; :class:`SimpleConsumer` the
+`TrioSimpleConsumer` is the trio API; `SimpleConsumer` the
 blocking facade over it (a trio loop in a background thread, one thread
 crossing per call).
 """
@@ -40,7 +40,7 @@ class FetchRequest:
 
 
 class OffsetRequest:
-    """Special times for :meth:`SimpleConsumer.get_offsets_before`."""
+    """Special times for `SimpleConsumer.get_offsets_before`."""
 
     #: the log end offset (the offset the next message will get)
     LATEST_TIME = -1
@@ -100,9 +100,9 @@ class TrioSimpleConsumer:
 
     async def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
         """Fetch one partition. Raises the partition's error
-        (:class:`OffsetOutOfRangeError` past the log end or before the log
-        start, :class:`UnknownTopicOrPartitionError`, ...) and
-        :class:`MessageSizeTooLargeError` when the first batch is bigger than
+        (`OffsetOutOfRangeError` past the log end or before the log
+        start, `UnknownTopicOrPartitionError`, ...) and
+        `MessageSizeTooLargeError` when the first batch is bigger than
         ``request.max_size``."""
         (result,) = await self.multifetch([request], max_wait_ms=max_wait_ms, min_bytes=min_bytes)
         if result.error_code:
@@ -113,7 +113,7 @@ class TrioSimpleConsumer:
     async def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Fetch several partitions in one round trip (one Fetch request; a
         partition asked for twice needs a second round trip). Errors are not
-        raised here: each :class:`ByteBufferMessageSet` carries its partition's
+        raised here: each `ByteBufferMessageSet` carries its partition's
         ``error_code`` and raises it when iterated."""
         results: list[ByteBufferMessageSet | None] = [None] * len(requests)
         remaining = list(enumerate(requests))
@@ -203,7 +203,7 @@ class SimpleConsumer:
     """Blocking SimpleConsumer (seed 000): ``SimpleConsumer(host, port,
     so_timeout_ms, buffer_size, client_id)``.
 
-    Methods mirror :class:`TrioSimpleConsumer`: ``fetch``, ``multifetch``,
+    Methods mirror `TrioSimpleConsumer`: ``fetch``, ``multifetch``,
     ``get_offsets_before``, ``close``; usable as a context manager. Each call
     crosses into the client's trio thread once.
     """
@@ -222,15 +222,15 @@ class SimpleConsumer:
         return self._core.port
 
     def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
-        """See :meth:`TrioSimpleConsumer.fetch`."""
+        """See `TrioSimpleConsumer.fetch`."""
         return self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
-        """See :meth:`TrioSimpleConsumer.multifetch`."""
+        """See `TrioSimpleConsumer.multifetch`."""
         return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
-        """See :meth:`TrioSimpleConsumer.get_offsets_before`."""
+        """See `TrioSimpleConsumer.get_offsets_before`."""
         return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
 
     def close(self) -> None:

@@ -1,2 +1,2 @@
-"""trio networking for the clients: :class:`~kclient.net.connection.BrokerConnection`
+"""trio networking for the clients: `BrokerConnection`
 (one pipelined connection to one broker, with timeouts)."""

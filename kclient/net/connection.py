@@ -1,13 +1,13 @@
 """A trio connection to one broker: pipelined requests, correlation ids,
 timeouts, ApiVersions negotiation.
 
-:class:`BrokerConnection` wraps the sans-I/O
-:class:`kclient.protocol.connection.ClientConnection`. Many tasks may call
-:meth:`BrokerConnection.request` at once: sends are serialized, responses
+`BrokerConnection` wraps the sans-I/O
+`kclient.protocol.connection.ClientConnection`. Many tasks may call
+`BrokerConnection.request` at once: sends are serialized, responses
 come back in request order on a reader task that lives in the nursery given
-to :meth:`BrokerConnection.connect`. On a timeout or a lost connection every
-pending request fails with :class:`KafkaTimeoutError` /
-:class:`KafkaConnectionError` and the connection is closed (responses are
+to `BrokerConnection.connect`. On a timeout or a lost connection every
+pending request fails with `KafkaTimeoutError` /
+`KafkaConnectionError` and the connection is closed (responses are
 ordered, so one lost response would misalign all that follow).
 """
 
@@ -44,9 +44,9 @@ class _Pending:
 
 
 class PendingResponse:
-    """A request already written to a :class:`BrokerConnection`, whose
+    """A request already written to a `BrokerConnection`, whose
     response has not been awaited yet (see
-    :meth:`BrokerConnection.start_request`)."""
+    `BrokerConnection.start_request`)."""
 
     def __init__(self, conn: "BrokerConnection", api: Api, pending: _Pending) -> None:
         self._conn = conn
@@ -54,9 +54,9 @@ class PendingResponse:
         self._pending = pending
 
     async def wait(self, timeout_ms: int | None = None) -> dict:
-        """The decoded response body. Raises :class:`KafkaTimeoutError` after
+        """The decoded response body. Raises `KafkaTimeoutError` after
         ``timeout_ms`` (default request.timeout.ms) and
-        :class:`KafkaConnectionError` if the connection is lost."""
+        `KafkaConnectionError` if the connection is lost."""
         response = await self._conn._wait(self._api, self._pending, timeout_ms)
         return response.body
 
@@ -111,7 +111,7 @@ class BrokerConnection:
         """Open a connection, start its reader in ``nursery`` and (unless
         ``negotiate`` is False) fetch the broker's ApiVersions.
 
-        Raises :class:`KafkaConnectionError` if the broker cannot be reached
+        Raises `KafkaConnectionError` if the broker cannot be reached
         within ``connect_timeout_ms``.
         """
         try:
@@ -150,7 +150,7 @@ class BrokerConnection:
 
     def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:
         """Highest version of ``api`` both sides support (raises
-        :class:`UnsupportedVersionError`)."""
+        `UnsupportedVersionError`)."""
         key = (api.key, floor, ceiling)
         version = self._versions.get(key)
         if version is None:  # negotiated once per (api, bounds); per request after that
@@ -162,8 +162,8 @@ class BrokerConnection:
         None when ``expect_response`` is False (Produce acks=0).
 
         ``version`` defaults to the negotiated one. Raises
-        :class:`KafkaTimeoutError` after ``timeout_ms`` (default
-        request.timeout.ms) and :class:`KafkaConnectionError` if the
+        `KafkaTimeoutError` after ``timeout_ms`` (default
+        request.timeout.ms) and `KafkaConnectionError` if the
         connection is lost.
         """
         if version is None:
@@ -173,11 +173,11 @@ class BrokerConnection:
 
     async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True) -> "PendingResponse | None":
         """Write one request and return without waiting for its response:
-        a :class:`PendingResponse` to ``await .wait()`` later, or None when
+        a `PendingResponse` to ``await .wait()`` later, or None when
         ``expect_response`` is False. Requests started one after another on
         a connection are written, and answered, in that order (how a
         producer keeps several requests in flight without reordering).
-        Raises :class:`KafkaConnectionError` if the write fails."""
+        Raises `KafkaConnectionError` if the write fails."""
         if version is None:
             version = self.version_for(api)
         return await self._start(api, version, body, expect_response)
@@ -321,5 +321,5 @@ class BrokerConnection:
 
     async def aclose(self) -> None:
         """Close the connection; pending requests fail with
-        :class:`KafkaConnectionError`."""
+        `KafkaConnectionError`."""
         await self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed by the client"))

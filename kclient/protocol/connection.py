@@ -1,11 +1,11 @@
 """Sans-I/O framing for both ends of a Kafka connection (the h11 pattern).
 
-Client side: :class:`ClientConnection` turns requests into bytes
+Client side: `ClientConnection` turns requests into bytes
 (``send``) and bytes into completed responses (``receive_data`` +
 ``next_response``), pairing each response with its request by correlation id.
-Server side: :class:`FrameBuffer` splits a byte stream into frames,
-:func:`parse_request_header` reads a request header, and
-:func:`encode_response` frames a response.
+Server side: `FrameBuffer` splits a byte stream into frames,
+`parse_request_header` reads a request header, and
+`encode_response` frames a response.
 
 Frame = int32 big-endian size of what follows, then header, then body.
 Request header v1: api_key int16, api_version int16, correlation_id int32,
@@ -37,7 +37,7 @@ DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 class FrameBuffer:
     """Accumulates received bytes and yields complete frames (without their
     4-byte size). A size below 0 or above ``max_frame_bytes`` raises
-    :class:`ProtocolError` before any of the frame is buffered."""
+    `ProtocolError` before any of the frame is buffered."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
         self._buf = bytearray()
@@ -68,9 +68,9 @@ class FrameBuffer:
         """Where to receive the rest of a large frame without intermediate
         copies: when the frame now being received has a known size of at
         least ``min_frame_bytes`` and is not complete, a writable view of its
-        missing bytes in the buffer :meth:`next_frame` will return (a
+        missing bytes in the buffer `next_frame` will return (a
         ``bytearray``); after receiving ``n`` bytes into it call
-        :meth:`received`. Otherwise None (use :meth:`feed`).
+        `received`. Otherwise None (use `feed`).
 
         Saves a 1 MB fetch response two copies (into the accumulation
         buffer, then out of it) and the socket layer's per-call allocation."""
@@ -92,7 +92,7 @@ class FrameBuffer:
         return memoryview(big)[self._big_fill :]
 
     def received(self, n: int) -> None:
-        """``n`` bytes were written into the view :meth:`receive_buffer`
+        """``n`` bytes were written into the view `receive_buffer`
         returned."""
         self._big_fill += n
 
@@ -184,7 +184,7 @@ def parse_request_header(frame) -> RequestHeader:
 
     Only the fixed start (api_key, api_version, correlation_id, client_id) is
     read for unknown APIs/versions, so a broker can still answer them.
-    Raises :class:`ProtocolError` if the frame is too short.
+    Raises `ProtocolError` if the frame is too short.
     """
     if len(frame) < 8:
         raise ProtocolError(f"request frame of {len(frame)} bytes is shorter than a header")
@@ -200,7 +200,7 @@ def decode_request(header: RequestHeader, frame) -> dict:
     """Decode a request body with the schema for ``header``'s API version.
 
     Raises ValueError for an API/version kclient does not implement and
-    :class:`ProtocolError` for malformed bytes.
+    `ProtocolError` for malformed bytes.
     """
     api = APIS.get(header.api_key)
     if api is None:
@@ -245,10 +245,10 @@ class ClientConnection:
 
     ``send(api, version, body)`` returns ``(correlation_id, frame)`` (a bytearray); feed
     received bytes to ``receive_data``; ``next_response()`` returns the next
-    completed :class:`Response` or None. Responses arrive in request order
+    completed `Response` or None. Responses arrive in request order
     (Kafka answers each connection's requests in order); a response whose
     correlation id is not the oldest outstanding one raises
-    :class:`ProtocolError`. Requests sent with ``expect_response=False``
+    `ProtocolError`. Requests sent with ``expect_response=False``
     (Produce with acks=0) are not waited for.
     """
 
@@ -275,8 +275,8 @@ class ClientConnection:
         self._frames.feed(data)
 
     def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:
-        """See :meth:`FrameBuffer.receive_buffer`: receive the rest of a large
-        response straight into its final buffer, then call :meth:`received`."""
+        """See `FrameBuffer.receive_buffer`: receive the rest of a large
+        response straight into its final buffer, then call `received`."""
         return self._frames.receive_buffer(min_frame_bytes)
 
     def received(self, n: int) -> None:

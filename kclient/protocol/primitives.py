@@ -3,7 +3,7 @@ bytes and their compact (flexible-version) forms.
 
 Pure functions over ``bytes``/``bytearray``/``memoryview``: encoders append to
 a ``bytearray``; decoders take ``(buf, pos)`` and return ``(value, new_pos)``.
-Truncated input raises :class:`kclient.errors.ProtocolError`.
+Truncated input raises `kclient.errors.ProtocolError`.
 
 Source: Kafka protocol guide, "Protocol Primitive Types"; record varints are
 zigzag encoded (seed 002, record format), protocol varints are unsigned.
@@ -97,7 +97,7 @@ def zigzag_encode(value: int) -> int:
 
 
 def zigzag_decode(value: int) -> int:
-    """Inverse of :func:`zigzag_encode`."""
+    """Inverse of `zigzag_encode`."""
     return (value >> 1) ^ -(value & 1)
 
 
@@ -229,7 +229,7 @@ def write_uuid(out: bytearray, value) -> None:
 
 
 def read_uuid(buf, pos: int):
-    """Read a 16-byte UUID as :class:`uuid.UUID`."""
+    """Read a 16-byte UUID as `uuid.UUID`."""
     raw, pos = _take(buf, pos, 16)
     return _uuid.UUID(bytes=bytes(raw)), pos
 

@@ -1,9 +1,9 @@
 """Declarative message schemas, one definition per API for all its versions.
 
-A schema is a list of :class:`Field` objects, each with the versions it exists
+A schema is a list of `Field` objects, each with the versions it exists
 in (``"3+"``, ``"0-2"``), the way Kafka's own message JSON files
 (``clients/src/main/resources/common/message/*.json``) describe them. A schema
-is compiled once per version into a :class:`StructCodec` that encodes a
+is compiled once per version into a `StructCodec` that encodes a
 ``dict`` to bytes and decodes bytes to a ``dict``. In flexible versions
 (KIP-482) strings, bytes and arrays take their compact forms and every struct
 ends with a tagged-field section; unknown tagged fields are skipped on read.
@@ -209,7 +209,7 @@ class StructCodec:
         return bytes(out)
 
     def decode(self, buf) -> dict:
-        """Decode a whole buffer; trailing bytes are a :class:`ProtocolError`."""
+        """Decode a whole buffer; trailing bytes are a `ProtocolError`."""
         value, pos = self.read(buf, 0)
         if pos != len(buf):
             raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")

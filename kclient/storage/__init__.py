@@ -1,13 +1,13 @@
 """The broker's log engine: plain file I/O, no sockets, no trio.
 
-* :class:`OffsetIndex` (``index.py``): sparse ``.index`` file.
-* :class:`TimeIndex` (``timeindex.py``): sparse ``.timeindex`` file.
-* :class:`LogSegment` (``segment.py``): one ``.log`` + indexes triple.
-* :class:`FileSlice` (``fileslice.py``): a byte range of a segment file
+* `OffsetIndex` (``index.py``): sparse ``.index`` file.
+* `TimeIndex` (``timeindex.py``): sparse ``.timeindex`` file.
+* `LogSegment` (``segment.py``): one ``.log`` + indexes triple.
+* `FileSlice` (``fileslice.py``): a byte range of a segment file
   for ``os.sendfile``, holding the segment open.
-* :class:`Log` (``log.py``): one partition's segments, offsets, reads,
+* `Log` (``log.py``): one partition's segments, offsets, reads,
   flush policy, retention, recovery.
-* :class:`LogManager` (``manager.py``): every partition under the log
+* `LogManager` (``manager.py``): every partition under the log
   dirs, recovery point checkpoints, clean-shutdown marker.
 * ``checkpoint.py``: the checkpoint file format and the marker.
 

@@ -36,7 +36,7 @@ class CheckpointError(ValueError):
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int], int]:
     """``{(topic, partition): offset}`` from a checkpoint file; ``{}`` if
-    it does not exist. Raises :class:`CheckpointError` for a bad version,
+    it does not exist. Raises `CheckpointError` for a bad version,
     a count that does not match the lines or a malformed line, and
     ``OSError`` if it cannot be read."""
     path = Path(path)

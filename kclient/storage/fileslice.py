@@ -1,6 +1,6 @@
 """A byte range of one segment file, for zero-copy fetch responses.
 
-:meth:`kclient.storage.Log.read_slice` returns a :class:`FileSlice`: the
+`kclient.storage.Log.read_slice` returns a `FileSlice`: the
 ``.log`` file descriptor, the byte position and length of the batches to
 send, and the partition's offsets at read time. The broker hands the range
 to ``os.sendfile`` (seed 002 5.1: "The sendfile implementation is done by
@@ -8,7 +8,7 @@ giving the MessageSet interface a writeTo method ... transferTo") so record
 data goes from the page cache to the socket without passing through Python.
 
 The slice holds a reference on its segment: the file stays open (and its
-bytes readable) until :meth:`FileSlice.release`, even if retention deletes
+bytes readable) until `FileSlice.release`, even if retention deletes
 the segment meanwhile. Use it as a context manager.
 """
 
@@ -37,7 +37,7 @@ class FileSlice:
     last batch). The bytes never change while the slice is held (segments
     are append-only). Not thread-safe: one consumer per slice.
 
-    Call :meth:`release` (or use ``with``) when done; a slice that is
+    Call `release` (or use ``with``) when done; a slice that is
     garbage-collected unreleased releases itself with a
     ``ResourceWarning``.
     """
@@ -54,7 +54,7 @@ class FileSlice:
         log_end_offset: int,
     ) -> None:
         """``segment``: a segment on which the caller has taken a reference
-        (:meth:`LogSegment.try_acquire`) that the slice now owns, or
+        (`LogSegment.try_acquire`) that the slice now owns, or
         ``None`` for an empty slice."""
         self._segment = segment
         self._fd = segment.fileno() if segment is not None else -1
@@ -75,18 +75,18 @@ class FileSlice:
     @property
     def fd(self) -> int:
         """The ``.log`` file descriptor to ``os.sendfile`` from; -1 when the
-        slice is empty. Raises ``ValueError`` after :meth:`release`."""
+        slice is empty. Raises ``ValueError`` after `release`."""
         if self._segment is None and self._fd != -1:
             raise ValueError("file slice was released")
         return self._fd
 
     def fileno(self) -> int:
-        """Same as :attr:`fd`."""
+        """Same as `fd`."""
         return self.fd
 
     @property
     def released(self) -> bool:
-        """Whether :meth:`release` was called (always ``True`` for an empty
+        """Whether `release` was called (always ``True`` for an empty
         slice, which holds nothing)."""
         return self._segment is None
 
@@ -96,7 +96,7 @@ class FileSlice:
     def read(self, offset: int = 0, size: int | None = None) -> bytes:
         """The slice's bytes from ``offset`` (relative to the slice), at most
         ``size`` of them (default: to the end), with ``os.pread``. Raises
-        ``ValueError`` after :meth:`release`."""
+        ``ValueError`` after `release`."""
         end = self.length if size is None else min(self.length, offset + max(0, size))
         if offset < 0 or offset >= end:
             return b""

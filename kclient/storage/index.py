@@ -5,16 +5,16 @@ of 8-byte big-endian entries, each an int32 offset relative to the
 segment's base offset and the int32 byte position in the ``.log`` file of
 the batch that starts at that offset. Entries are strictly increasing in
 both fields and sparse: the segment adds one about every
-``index_interval_bytes`` of log (see :mod:`kclient.storage.segment`).
+``index_interval_bytes`` of log (see `kclient.storage.segment`).
 
 The index is a pure accelerator: it can always be rebuilt from the
 ``.log`` file, so writes are buffered in memory and reach the file on
-:meth:`OffsetIndex.flush` / :meth:`OffsetIndex.close` (or every 4 KiB of
+`OffsetIndex.flush` / `OffsetIndex.close` (or every 4 KiB of
 entries). A crash loses at most the buffered tail, which only makes the
 index sparser, never wrong.
 
-:class:`IndexFile` holds what the offset index and the time index
-(:mod:`kclient.storage.timeindex`) share: two int64 columns in memory, a
+`IndexFile` holds what the offset index and the time index
+(`kclient.storage.timeindex`) share: two int64 columns in memory, a
 buffered append-only file, truncation, flush and close.
 """
 
@@ -40,9 +40,9 @@ class IndexFile:
     in memory (``array('q')``) and appended to a file in a fixed binary
     layout.
 
-    Subclasses set :attr:`ENTRY` (a ``struct.Struct`` of one entry) and
-    implement :meth:`_decode` (file fields -> column values) and
-    :meth:`_encode` (column values -> file bytes). ``path`` is created if
+    Subclasses set `ENTRY` (a ``struct.Struct`` of one entry) and
+    implement `_decode` (file fields -> column values) and
+    `_encode` (column values -> file bytes). ``path`` is created if
     missing; a trailing partial entry is dropped (WARNING) on load.
     ``base_offset`` is the segment's base offset. Raises ``OSError`` on
     I/O failure. Not thread-safe for writers; readers only touch the
@@ -216,7 +216,7 @@ class OffsetIndex(IndexFile):
     which the stored relative offsets are added to.
 
     Entries are kept in two ``array('q')`` columns (absolute offsets, byte
-    positions) so :meth:`lookup` is a ``bisect``. Raises ``OSError`` on I/O
+    positions) so `lookup` is a ``bisect``. Raises ``OSError`` on I/O
     failure and ``ValueError`` for an entry that would break the ordering
     or does not fit the int32 fields.
 

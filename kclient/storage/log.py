@@ -8,13 +8,13 @@ Kafka's ``Log`` / ``UnifiedLog``:
   its first batch is older than ``roll_ms`` or when an index is full;
 * the log assigns offsets by overwriting each batch's first 8 bytes;
 * flush policy: after ``flush_interval_messages`` unflushed messages (the
-  seeds' M) the log and its indexes are fsync-ed; :meth:`Log.flush_if_due`
+  seeds' M) the log and its indexes are fsync-ed; `Log.flush_if_due`
   does the same once the oldest unflushed append is ``flush_interval_ms``
   old (S). A system crash loses at most M messages or S ms of appends;
 * reads locate the segment by ``bisect`` over an immutable snapshot of the
   segment list (replaced, never mutated, so a reader always searches a
   consistent view while segments are rolled or deleted), then the batch
-  by the segment's sparse index; :meth:`Log.read_slice` returns the byte
+  by the segment's sparse index; `Log.read_slice` returns the byte
   range for ``os.sendfile`` while holding the segment open;
 * ListOffsets by timestamp bisects the segments' largest timestamps, then
   uses the segment's time index;
@@ -99,7 +99,7 @@ _LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)
 
 
 def wall_clock_ms() -> int:
-    """Milliseconds since the epoch (the default clock of :class:`Log`)."""
+    """Milliseconds since the epoch (the default clock of `Log`)."""
     return time.time_ns() // 1_000_000
 
 
@@ -130,7 +130,7 @@ class LogConfig:
       seeds' M; default 2**63-1 = never): fsync after this many unflushed
       messages.
     * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
-      never by time): :meth:`Log.flush_if_due` fsyncs once the oldest
+      never by time): `Log.flush_if_due` fsyncs once the oldest
       unflushed append is this old.
     * ``retention_ms`` (``log.retention.ms/minutes/hours``, 7 days; -1 =
       unlimited): delete segments whose largest timestamp is older.
@@ -139,7 +139,7 @@ class LogConfig:
     * ``index_max_bytes`` (``log.index.size.max.bytes``, 10 MiB): roll when
       an index file reaches this size.
 
-    Raises :class:`ConfigError` for a value out of range.
+    Raises `ConfigError` for a value out of range.
     """
 
     segment_bytes: int = attrs.field(default=1073741824, validator=_int_field(14, _INT32_MAX))
@@ -162,7 +162,7 @@ class LogConfig:
         ``log_flush_interval_ms``, ``log_retention_ms`` else
         ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
         precedence; a negative value means unlimited),
-        ``log_retention_bytes``. Raises :class:`ConfigError` for values
+        ``log_retention_bytes``. Raises `ConfigError` for values
         out of range."""
 
         def get(name: str) -> Any:
@@ -195,7 +195,7 @@ class LogConfig:
 
 @attrs.frozen
 class AppendResult:
-    """Outcome of :meth:`Log.append`: the first and last offsets assigned,
+    """Outcome of `Log.append`: the first and last offsets assigned,
     and the LogAppendTime in ms (-1: the log keeps CreateTime, the only
     mode implemented; Produce responses carry it as ``log_append_time_ms``)."""
 
@@ -206,7 +206,7 @@ class AppendResult:
 
 @attrs.frozen
 class ReadResult:
-    """Outcome of :meth:`Log.read`: ``records`` holds whole batches from the
+    """Outcome of `Log.read`: ``records`` holds whole batches from the
     one containing the requested offset (the last may be cut short, as in
     Kafka); the offsets are those of the log when the read was made."""
 
@@ -236,7 +236,7 @@ class _View:
     def sealed_timestamp_prefix(self) -> list[int]:
         """``prefix[i]`` = largest timestamp of segments ``0..i`` (all but
         the active one); non-decreasing, so it can be bisected. Raises
-        :class:`_Stale` if a segment was deleted meanwhile."""
+        `_Stale` if a segment was deleted meanwhile."""
         prefix = self._prefix
         if prefix is None:
             prefix = []
@@ -257,7 +257,7 @@ class Log:
     """The log of one partition, stored in ``directory``
     (``<log_dir>/<topic>-<partition>/``).
 
-    ``Log(directory, config)`` (or :meth:`open`) loads every
+    ``Log(directory, config)`` (or `open`) loads every
     ``<20 digits>.log`` segment found, sorted by base offset (leftover
     ``*.deleted`` files and indexes without a log are removed). An empty
     directory (created if missing) gets a first segment at offset 0.
@@ -269,18 +269,18 @@ class Log:
     offset below it was fsync-ed) onwards is recovered, or only the last
     segment when ``recovery_point`` is ``None``: each batch's size, offsets
     and CRC are checked, the segment is truncated after its last valid batch
-    and all later segments are deleted. :attr:`recovery_truncated_bytes`
+    and all later segments are deleted. `recovery_truncated_bytes`
     tells how many bytes that removed (also logged at WARNING). Missing or
     corrupt ``.index`` / ``.timeindex`` files are rebuilt.
 
     ``clock``: a function returning the time in ms (default: wall clock);
     used for time-based roll and flush when no ``now_ms`` is passed.
 
-    Errors: :class:`OffsetOutOfRangeError` on reads outside
-    ``[log_start_offset, log_end_offset]``; :class:`MessageSizeTooLargeError`,
-    :class:`RecordListTooLargeError`, :class:`InvalidRecordError`,
-    :class:`CorruptRecordError` on appends; ``OSError`` on I/O failure;
-    ``ValueError`` when used after :meth:`close`.
+    Errors: `OffsetOutOfRangeError` on reads outside
+    ``[log_start_offset, log_end_offset]``; `MessageSizeTooLargeError`,
+    `RecordListTooLargeError`, `InvalidRecordError`,
+    `CorruptRecordError` on appends; ``OSError`` on I/O failure;
+    ``ValueError`` when used after `close`.
     """
 
     def __init__(
@@ -517,12 +517,12 @@ class Log:
         ``flush_interval_messages`` or more messages are unflushed, the log
         is fsync-ed before returning.
 
-        All-or-nothing per call. Raises :class:`MessageSizeTooLargeError` if
+        All-or-nothing per call. Raises `MessageSizeTooLargeError` if
         one batch is larger than ``max_message_bytes``;
-        :class:`RecordListTooLargeError` if the whole set is larger than
-        ``segment_bytes``; :class:`InvalidRecordError` for a negative
+        `RecordListTooLargeError` if the whole set is larger than
+        ``segment_bytes``; `InvalidRecordError` for a negative
         ``lastOffsetDelta`` or a compressed v0/v1 wrapper (whose inner
-        offsets would need re-encoding); :class:`CorruptRecordError` for an
+        offsets would need re-encoding); `CorruptRecordError` for an
         impossible header or a partial trailing batch; ``OSError`` if the
         write fails, or if the policy flush fails (the records are then
         appended but not known to be durable). An empty ``records`` writes
@@ -693,7 +693,7 @@ class Log:
 
     def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileSlice:
         """Locate the bytes to return for a fetch at ``offset`` without
-        reading them: a :class:`FileSlice` of one segment file starting at
+        reading them: a `FileSlice` of one segment file starting at
         the batch that holds ``offset``, at most ``max_bytes`` long (the
         last batch may be cut; seed 001 "Reads"), or the whole first batch
         if ``min_one_batch`` and it is larger (KIP-74). An offset equal to
@@ -701,9 +701,9 @@ class Log:
         an empty slice. The slice keeps the segment open until released,
         even if retention deletes it meanwhile.
 
-        Raises :class:`OffsetOutOfRangeError` if ``offset`` is below
+        Raises `OffsetOutOfRangeError` if ``offset`` is below
         ``log_start_offset`` or above ``log_end_offset`` (also when its
-        segment is deleted while being located), :class:`CorruptRecordError`
+        segment is deleted while being located), `CorruptRecordError`
         if a segment holds an impossible header, ``ValueError`` if the log
         is closed."""
         for _ in range(_SNAPSHOT_RETRIES):
@@ -746,16 +746,16 @@ class Log:
 
     def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
         """Read batches starting with the one that holds ``offset``, as
-        bytes (:meth:`read_slice` then ``pread``).
+        bytes (`read_slice` then ``pread``).
 
         Returns up to ``max_bytes`` bytes from one segment (the last batch
         may be partial; the client detects that by its size field, seed 001
         "Reads"). If ``min_one_batch`` and the first batch is larger than
         ``max_bytes``, the whole first batch is returned (KIP-74). An offset
         equal to the log end offset gives empty records. Raises
-        :class:`OffsetOutOfRangeError` if ``offset`` is below
+        `OffsetOutOfRangeError` if ``offset`` is below
         ``log_start_offset`` or above ``log_end_offset``, and
-        :class:`CorruptRecordError` if a segment holds an impossible header.
+        `CorruptRecordError` if a segment holds an impossible header.
         """
         with self.read_slice(offset, max_bytes, min_one_batch) as piece:
             data = piece.read()
@@ -915,7 +915,7 @@ class Log:
         while the log minus that segment still holds ``retention_bytes``
         or more (Kafka's rules). ``now_ms`` defaults to the log's clock.
         The log start offset advances to the oldest remaining segment; reads
-        below it raise :class:`OffsetOutOfRangeError`. Returns the number of
+        below it raise `OffsetOutOfRangeError`. Returns the number of
         segments deleted. Also rebuilds indexes that readers found
         inconsistent."""
         now = self._clock() if now_ms is None else now_ms
@@ -955,13 +955,13 @@ class Log:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether `close` was called."""
         return self._closed
 
     def close(self) -> None:
         """Flush (fsync) and close every segment; the recovery point then
         equals the log end offset. Files still used by a
-        :class:`FileSlice` close when it is released. Idempotent."""
+        `FileSlice` close when it is released. Idempotent."""
         with self._lock:
             if self._closed:
                 return

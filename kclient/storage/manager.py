@@ -7,16 +7,16 @@ partition directory it finds; new partitions go to the log directory that
 holds the fewest partitions.
 
 Each log dir also holds ``recovery-point-offset-checkpoint`` (every
-partition's recovery point, written by :meth:`LogManager.checkpoint_recovery_points`
-after flushes) and, between a clean :meth:`LogManager.close` and the next
-start, ``.kafka_cleanshutdown`` (see :mod:`kclient.storage.checkpoint`).
+partition's recovery point, written by `LogManager.checkpoint_recovery_points`
+after flushes) and, between a clean `LogManager.close` and the next
+start, ``.kafka_cleanshutdown`` (see `kclient.storage.checkpoint`).
 After an unclean shutdown each partition recovers from its checkpointed
 recovery point (0 when absent: the whole log).
 
-The broker drives the periodic work: :meth:`LogManager.flush_if_due`
-(``log.flush.scheduler.interval.ms``), :meth:`LogManager.cleanup`
+The broker drives the periodic work: `LogManager.flush_if_due`
+(``log.flush.scheduler.interval.ms``), `LogManager.cleanup`
 (``log.retention.check.interval.ms``) and
-:meth:`LogManager.checkpoint_recovery_points`
+`LogManager.checkpoint_recovery_points`
 (``log.flush.offset.checkpoint.interval.ms``).
 """
 
@@ -51,7 +51,7 @@ _PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise :class:`InvalidTopicError` unless ``name`` is a legal Kafka
+    """Raise `InvalidTopicError` unless ``name`` is a legal Kafka
     topic name: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or
     ``..`` (Kafka's ``Topic.validate``)."""
     if not isinstance(name, str) or not name:
@@ -80,11 +80,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 
 class LogManager:
-    """Owner of every partition :class:`Log` of the broker.
+    """Owner of every partition `Log` of the broker.
 
     ``log_dirs``: one or more directories (created if missing).
-    ``config``: the :class:`LogConfig` for every log.
-    ``default_num_partitions``: used by :meth:`create_topic` when no count
+    ``config``: the `LogConfig` for every log.
+    ``default_num_partitions``: used by `create_topic` when no count
     is given (Kafka's ``num.partitions``). ``clock``: ms clock handed to
     every log (default: wall clock).
 
@@ -93,8 +93,8 @@ class LogManager:
     trusted (no recovery), else each log recovers from its recovery point
     in the dir's ``recovery-point-offset-checkpoint`` (0 if absent or the
     file is unreadable); the marker is then removed.
-    :meth:`recovery_truncated_bytes` reports what recovery cut. Raises
-    :class:`ConfigError` if no log dir is given or a partition exists in
+    `recovery_truncated_bytes` reports what recovery cut. Raises
+    `ConfigError` if no log dir is given or a partition exists in
     two log dirs, ``OSError`` on I/O failure. Thread-safe.
     """
 
@@ -199,10 +199,10 @@ class LogManager:
     def create_topic(self, name: str, num_partitions: int | None = None) -> None:
         """Create ``num_partitions`` (default ``default_num_partitions``)
         empty partition logs for topic ``name``, each in the log dir with
-        the fewest partitions. Raises :class:`InvalidTopicError` for an
+        the fewest partitions. Raises `InvalidTopicError` for an
         illegal name or one that collides with an existing topic once '.'
-        and '_' are equated (Kafka's rule), :class:`TopicAlreadyExistsError`
-        if the topic exists, :class:`InvalidRequestError` if
+        and '_' are equated (Kafka's rule), `TopicAlreadyExistsError`
+        if the topic exists, `InvalidRequestError` if
         ``num_partitions < 1``. All-or-nothing: on failure no partition of
         the topic is left behind."""
         validate_topic_name(name)
@@ -279,7 +279,7 @@ class LogManager:
 
     def flush_if_due(self, now_ms: int | None = None) -> int:
         """Apply the time-based flush policy to every log
-        (:meth:`Log.flush_if_due`), then rewrite the checkpoints if any
+        (`Log.flush_if_due`), then rewrite the checkpoints if any
         recovery point moved (including flushes the message-count policy
         did during appends). Returns the number of logs flushed. Kafka's
         ``flushDirtyLogs``; the broker calls it every
@@ -296,7 +296,7 @@ class LogManager:
         return flushed
 
     def cleanup(self, now_ms: int | None = None) -> int:
-        """Apply retention to every log (:meth:`Log.apply_retention`);
+        """Apply retention to every log (`Log.apply_retention`);
         returns the number of segments deleted. The broker calls it every
         ``log.retention.check.interval.ms``."""
         now = self._clock() if now_ms is None else now_ms

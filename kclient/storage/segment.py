@@ -6,7 +6,7 @@ Files are named by the segment's base offset zero-padded to 20 digits
 "Log files"). The ``.log`` file is the exact concatenation of the batches
 appended, each already carrying its final offsets, so a fetch can send its
 bytes as they are (seed 001: "transferred ... without recopying or
-conversion"), with ``os.sendfile`` (see :class:`kclient.storage.FileSlice`).
+conversion"), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
 
 Recovery follows seed 001 ("On startup a log recovery process ... verifies
 that each message entry is valid"): a batch is valid if it lies wholly
@@ -16,9 +16,9 @@ CRC32 over magic..end for v0/v1). The file is truncated at the first
 invalid batch, which handles both a lost tail and a nonsense block added by
 a crash. Modelled on Kafka's ``LogSegment``.
 
-Lifetime: readers take a reference (:meth:`LogSegment.try_acquire` /
-:meth:`LogSegment.release`) for as long as they use the file descriptor.
-:meth:`LogSegment.delete` renames the files to ``*.deleted`` at once (so a
+Lifetime: readers take a reference (`LogSegment.try_acquire` /
+`LogSegment.release`) for as long as they use the file descriptor.
+`LogSegment.delete` renames the files to ``*.deleted`` at once (so a
 restart never loads them again) but closes and unlinks them only when the
 last reference is released, so a reader never sees a closed (or, worse,
 reused) descriptor and a pending ``sendfile`` still finds its bytes.
@@ -109,8 +109,8 @@ class LogSegment:
     """One ``.log`` + ``.index`` + ``.timeindex`` triple holding offsets
     ``base_offset`` .. ``last_offset``.
 
-    Build with :meth:`create` (new empty segment) or :meth:`open` (existing
-    files; call :meth:`recover` for a segment that may hold unflushed data
+    Build with `create` (new empty segment) or `open` (existing
+    files; call `recover` for a segment that may hold unflushed data
     after a crash). ``size`` is the number of valid bytes in the ``.log``
     file. An offset index entry ``(batch base offset, byte position)`` is
     added before a batch when more than ``index_interval_bytes`` bytes were
@@ -121,7 +121,7 @@ class LogSegment:
     Not thread-safe for concurrent writers; reads (``read``,
     ``find_batch``, ``find_offset_by_timestamp``) may run alongside one
     writer because they never look past ``size``, and they should hold a
-    reference (:meth:`try_acquire`) so the files stay open. Raises
+    reference (`try_acquire`) so the files stay open. Raises
     ``OSError`` on I/O failure.
     """
 
@@ -208,11 +208,11 @@ class LogSegment:
         now_ms: int | None = None,
     ) -> LogSegment:
         """Open the existing segment ``base_offset`` in ``directory``
-        without validating its batches (see :meth:`recover`). ``size`` is
+        without validating its batches (see `recover`). ``size`` is
         the file length. With ``check_indexes`` (default), a missing
         ``.index`` or ``.timeindex``, or one that fails its sanity check,
         is rebuilt from the log (WARNING for a corrupt one); pass
-        ``False`` when :meth:`recover` follows (it rebuilds both anyway).
+        ``False`` when `recover` follows (it rebuilds both anyway).
         ``now_ms``: when the segment was loaded (default: wall clock).
         Raises ``FileNotFoundError`` if the ``.log`` file is missing."""
         directory = Path(directory)
@@ -270,14 +270,14 @@ class LogSegment:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` or :meth:`delete` was called (the files may
+        """Whether `close` or `delete` was called (the files may
         stay open a little longer for readers holding a reference)."""
         return self._retired or self._fd is None
 
     @property
     def last_offset(self) -> int:
         """Last offset held (``base_offset - 1`` when empty). Computed on
-        first use for a segment opened without :meth:`recover` by walking
+        first use for a segment opened without `recover` by walking
         from the last index entries."""
         self._ensure_tail()
         return self._last_offset
@@ -296,7 +296,7 @@ class LogSegment:
 
     @property
     def offset_of_max_timestamp(self) -> int:
-        """Last offset of the first batch holding :attr:`max_timestamp`
+        """Last offset of the first batch holding `max_timestamp`
         (``base_offset - 1`` if there is none)."""
         self._ensure_tail()
         return self._offset_of_max
@@ -304,7 +304,7 @@ class LogSegment:
     @property
     def largest_timestamp(self) -> int:
         """What time-based retention compares with (Kafka's
-        ``largestTimestamp``): :attr:`max_timestamp`, or the ``.log``
+        ``largestTimestamp``): `max_timestamp`, or the ``.log``
         file's mtime (ms) when the segment has no timestamps."""
         ts = self.max_timestamp
         return ts if ts >= 0 else self.mtime
@@ -343,7 +343,7 @@ class LogSegment:
     def try_acquire(self) -> bool:
         """Take a reference that keeps the files open; ``False`` if the
         segment is closed or deleted already (the caller should take a new
-        snapshot of the log). Pair with :meth:`release`."""
+        snapshot of the log). Pair with `release`."""
         with self._ref_lock:
             if self._retired or self._fd is None:
                 return False
@@ -351,8 +351,8 @@ class LogSegment:
             return True
 
     def release(self) -> None:
-        """Drop a reference taken with :meth:`try_acquire`; the last one
-        after :meth:`close` / :meth:`delete` closes (and for a deleted
+        """Drop a reference taken with `try_acquire`; the last one
+        after `close` / `delete` closes (and for a deleted
         segment unlinks) the files."""
         with self._ref_lock:
             if self._refs <= 0:
@@ -387,7 +387,7 @@ class LogSegment:
         for each complete batch in bytes ``start``..``end`` of the file,
         pread-ing ``chunk`` bytes at a time (more for a batch that does not
         fit). Stops silently at a partial batch at ``end``; raises
-        :class:`CorruptRecordError` naming the file and absolute byte
+        `CorruptRecordError` naming the file and absolute byte
         position at an impossible header."""
         fd = self._require_fd()
         if chunk is None:
@@ -424,9 +424,9 @@ class LogSegment:
             pos += off
 
     def iter_batches(self, position: int = 0) -> Iterator[BatchInfo]:
-        """Yield :class:`BatchInfo` (absolute ``position``) for each batch
+        """Yield `BatchInfo` (absolute ``position``) for each batch
         from byte ``position`` (a batch start) to ``size``. Raises
-        :class:`CorruptRecordError` at an impossible header."""
+        `CorruptRecordError` at an impossible header."""
         for info, _, _ in self._walk(position, self._size):
             yield info
 
@@ -445,7 +445,7 @@ class LogSegment:
         index lookup and a walk over batch headers; ``None`` if every
         batch of the segment ends before ``offset``. An index entry that
         does not name the batch at its position marks the index suspect
-        (see :attr:`index_suspect`) and the walk restarts from byte 0."""
+        (see `index_suspect`) and the walk restarts from byte 0."""
         entry_offset, start = self.index.lookup(offset)
         if start > 0:
             try:
@@ -561,7 +561,7 @@ class LogSegment:
         """Write ``data`` (bytes-like: one or more complete batches already
         carrying offsets ``first_offset``..``last_offset``) at the end of
         the ``.log`` file and index it. ``now_ms``: the append time (for
-        :attr:`rolling_base_ms`; default: wall clock). Raises
+        `rolling_base_ms`; default: wall clock). Raises
         ``ValueError`` if the data is not whole batches, the offsets do not
         match it or do not follow ``last_offset``, or the segment would
         outgrow the int32 positions / relative offsets; ``OSError`` (after
@@ -618,7 +618,7 @@ class LogSegment:
         bytes 0..size, at the usual cadence plus a final time index entry.
         The index arrays are replaced, so concurrent readers keep a
         consistent (if temporarily sparser) view, and the tail state is
-        assigned only at the end. Clears :attr:`index_suspect`."""
+        assigned only at the end. Clears `index_suspect`."""
         self.index.reset()
         self.timeindex.reset()
         interval = self.index_interval_bytes
@@ -728,7 +728,7 @@ class LogSegment:
 
     def prepare_flush(self) -> None:
         """Write buffered index entries to their files (no fsync); call
-        under the writer's lock before :meth:`sync`."""
+        under the writer's lock before `sync`."""
         self.index.flush(fsync=False)
         self.timeindex.flush(fsync=False)
 

@@ -36,7 +36,7 @@ class TimeIndex(IndexFile):
     ``path``: the ``.timeindex`` file (created if missing; a trailing
     partial entry is dropped on load). ``base_offset``: the segment's base
     offset. Columns: timestamps (ms) and absolute offsets, so
-    :meth:`lookup` is a ``bisect``. Raises ``OSError`` on I/O failure.
+    `lookup` is a ``bisect``. Raises ``OSError`` on I/O failure.
 
     Source: Kafka's ``TimeIndex`` (no mmap or preallocation).
     """

@@ -128,7 +128,7 @@ def _base_offset_of(path: Path) -> int | None:
 
 class _FileBytes:
     """A read-only whole file: an ``mmap`` (``b""`` when empty). Slicing it
-    copies, so no buffer outlives :meth:`close`."""
+    copies, so no buffer outlives `close`."""
 
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDONLY)
@@ -440,7 +440,7 @@ def dump_files(
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``dump-log`` subcommand to ``subparsers`` (from
-    ``ArgumentParser.add_subparsers``); it sets ``func`` to :func:`run`,
+    ``ArgumentParser.add_subparsers``); it sets ``func`` to `run`,
     which returns the exit code. Returns the new sub-parser."""
     p = subparsers.add_parser(
         "dump-log",
@@ -467,7 +467,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dump-log`` for parsed ``args`` (see :func:`register`); returns
+    """Run ``dump-log`` for parsed ``args`` (see `register`); returns
     the exit code (2 when no file was given)."""
     paths = list(args.paths) + [f for csv in args.files for f in csv.split(",") if f]
     if not paths:

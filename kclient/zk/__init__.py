@@ -1,6 +1,6 @@
 """ZooKeeper: the paths and JSON documents of Kafka's layout
-(:mod:`kclient.zk.paths`, pure) and a kazoo-based client bridged into trio
-(:mod:`kclient.zk.client`). Seed 003 "ZooKeeper 目录"."""
+(`kclient.zk.paths`, pure) and a kazoo-based client bridged into trio
+(`kclient.zk.client`). Seed 003 "ZooKeeper 目录"."""
 
 from kclient.zk.paths import *  # noqa: F401,F403
 from kclient.zk.paths import __all__ as _paths_all

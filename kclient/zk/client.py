@@ -1,11 +1,11 @@
 """A thin ZooKeeper client on kazoo, and its bridge into trio.
 
-:class:`ZkClient` is blocking (kazoo's own threads do the I/O); every call
-maps kazoo's errors onto :class:`kclient.errors.ZooKeeperError` except the
+`ZkClient` is blocking (kazoo's own threads do the I/O); every call
+maps kazoo's errors onto `kclient.errors.ZooKeeperError` except the
 ones the callers act on (a missing node is ``None`` / ``[]``, an existing
 node is ``False`` from the ``create_*_if_absent`` calls).
 
-:class:`TrioZk` makes it usable from trio code without blocking the event
+`TrioZk` makes it usable from trio code without blocking the event
 loop: each call runs in a worker thread (``trio.to_thread.run_sync``), and
 watch callbacks, which kazoo runs on its event thread, are handed to the
 trio loop with ``TrioToken.run_sync_soon`` (never blocking kazoo's thread).
@@ -46,10 +46,10 @@ def _zk_errors(fn: Callable[..., _T]) -> Callable[..., _T]:
 class ZkClient:
     """A ZooKeeper session to ``connect`` (``"host:port,host:port/chroot"``,
     Kafka's ``zookeeper.connect``) with a session timeout of
-    ``session_timeout_ms`` (ms). :meth:`start` waits at most
+    ``session_timeout_ms`` (ms). `start` waits at most
     ``connection_timeout_ms`` (ms) for a server to answer and raises
-    :class:`~kclient.errors.ZkTimeoutError` otherwise. Blocking calls; use
-    :class:`TrioZk` from trio code."""
+    `ZkTimeoutError` otherwise. Blocking calls; use
+    `TrioZk` from trio code."""
 
     def __init__(self, connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
         self.connect = connect
@@ -60,7 +60,7 @@ class ZkClient:
 
     @property
     def kazoo(self) -> KazooClient:
-        """The underlying :class:`kazoo.client.KazooClient`."""
+        """The underlying `kazoo.client.KazooClient`."""
         return self._kazoo
 
     @property
@@ -68,7 +68,7 @@ class ZkClient:
         return self._kazoo.connected
 
     def start(self) -> None:
-        """Connect; raises :class:`ZkTimeoutError` if no server of
+        """Connect; raises `ZkTimeoutError` if no server of
         ``connect`` answers within ``connection_timeout_ms``."""
         try:
             self._kazoo.start(timeout=self.connection_timeout_ms / 1000.0)
@@ -222,11 +222,11 @@ class ZkClient:
 
 
 class TrioZk:
-    """:class:`ZkClient` for trio code: ``await zk.call(ZkClient.get, path)``
+    """`ZkClient` for trio code: ``await zk.call(ZkClient.get, path)``
     style calls in worker threads, and watches delivered on the trio loop.
 
     Build it inside the trio loop that will use it (it captures that
-    loop's :class:`trio.lowlevel.TrioToken`).
+    loop's `trio.lowlevel.TrioToken`).
     """
 
     def __init__(self, client: ZkClient) -> None:
@@ -235,7 +235,7 @@ class TrioZk:
 
     async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` in a worker thread (``fn`` is usually a bound
-        :class:`ZkClient` method)."""
+        `ZkClient` method)."""
         return await trio.to_thread.run_sync(fn, *args)
 
     def deliver(self, fn: Callable[..., Any], *args: Any) -> None:

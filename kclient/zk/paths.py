@@ -6,22 +6,22 @@ sockets, no clock reads (timestamps are passed in). Source: seed 003
 the documents are written the way Kafka writes them, so Kafka's own tools
 read them:
 
-- ``/brokers/ids/<id>`` -> :class:`BrokerRegistration` JSON (ephemeral)
-- ``/brokers/topics/<topic>`` -> :class:`TopicAssignment` JSON, partition ->
+- ``/brokers/ids/<id>`` -> `BrokerRegistration` JSON (ephemeral)
+- ``/brokers/topics/<topic>`` -> `TopicAssignment` JSON, partition ->
   replicas (persistent)
-- ``/brokers/topics/<topic>/partitions/<p>/state`` -> :class:`PartitionState`
+- ``/brokers/topics/<topic>/partitions/<p>/state`` -> `PartitionState`
   JSON: leader, isr, epochs (ephemeral, as seed 003 lists it; Kafka's
   controller writes it persistent)
-- ``/controller`` -> :class:`ControllerRegistration` JSON (ephemeral)
+- ``/controller`` -> `ControllerRegistration` JSON (ephemeral)
 - ``/cluster/id`` -> ``{"version":"1","id":"<cluster id>"}`` (persistent)
-- ``/consumers/<group>/ids/<consumer_id>`` -> :class:`ConsumerRegistration`
+- ``/consumers/<group>/ids/<consumer_id>`` -> `ConsumerRegistration`
   JSON (ephemeral)
 - ``/consumers/<group>/owners/<topic>/<p>`` -> the owning consumer thread id,
   ``<consumer_id>-<n>`` (ephemeral)
 - ``/consumers/<group>/offsets/<topic>/<p>`` -> the next offset to consume,
   decimal text (persistent)
 
-:func:`range_assignment` is the consumer rebalancing algorithm of seed 003
+`range_assignment` is the consumer rebalancing algorithm of seed 003
 (steps 1-7) with the fix the seed README states: the first
 ``len(partitions) % len(consumers)`` consumer threads in sorted order take
 one partition more, so every partition has exactly one owner.
@@ -41,7 +41,7 @@ CONTROLLER_PATH = "/controller"
 CLUSTER_ID_PATH = "/cluster/id"
 CONSUMERS_PATH = "/consumers"
 
-#: Subscription patterns of :class:`ConsumerRegistration`: a static
+#: Subscription patterns of `ConsumerRegistration`: a static
 #: ``{topic: streams}`` map, or one regular expression (Whitelist /
 #: Blacklist) with its stream count.
 STATIC_PATTERN = "static"
@@ -350,7 +350,7 @@ def range_assignment(partitions: Iterable[int], thread_ids: Iterable[str]) -> di
     algorithm", steps 4-7, with the seed README's fix).
 
     ``partitions`` are sorted numerically, ``thread_ids`` with
-    :func:`thread_sort_key`; with ``N = len(partitions) // len(threads)``
+    `thread_sort_key`; with ``N = len(partitions) // len(threads)``
     and ``extra = len(partitions) % len(threads)`` the thread at sorted
     position ``i`` gets ``N + (1 if i < extra else 0)`` consecutive
     partitions starting at ``i * N + min(i, extra)``. Every partition gets

@@ -1,6 +1,6 @@
 """Declarative request/response schemas, one module per Kafka API.
 
-``APIS`` maps an API key to its :class:`~kclient.protocol.schema.Api`;
+``APIS`` maps an API key to its `Api`;
 ``choose_version`` picks the highest version both sides support
 (ApiVersions negotiation).
 """
@@ -78,7 +78,7 @@ def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, flo
     ``broker_versions`` maps api key -> (min, max) from an ApiVersions
     response. ``floor``/``ceiling`` narrow kclient's own range (e.g. Produce
     needs v3+ for record batch v2). Raises
-    :class:`kclient.errors.UnsupportedVersionError` when the ranges do not meet.
+    `kclient.errors.UnsupportedVersionError` when the ranges do not meet.
     """
     from kclient.errors import UnsupportedVersionError
 

@@ -1,6 +1,6 @@
-"""Record formats: v2 record batches (:mod:`.v2`), v0/v1 message sets
-(:mod:`.legacy`), batch scanning (:mod:`.scan`) and compression codecs
-(:mod:`.codecs`).
+"""Record formats: v2 record batches (`.v2`), v0/v1 message sets
+(`.legacy`), batch scanning (`.scan`) and compression codecs
+(`.codecs`).
 
 Dispatch on the magic byte at position 16: every format keeps offset and
 size at the same place (PROTOCOL-NOTES "Records"), so one record set may
@@ -31,8 +31,8 @@ def iter_record_set(buf) -> Iterator[Record]:
     """Yield every record of every complete batch in ``buf`` (a Fetch
     response's records), in any message format: v2 batches (control
     batches skipped) and v0/v1 entries (compressed wrappers expanded with
-    absolute offsets, see :mod:`.legacy`). A partial batch at the end is
-    dropped. Raises :class:`CorruptRecordError` on a bad batch or entry
+    absolute offsets, see `.legacy`). A partial batch at the end is
+    dropped. Raises `CorruptRecordError` on a bad batch or entry
     (CRC mismatch, damaged or undecodable data, unknown magic)."""
     view = memoryview(buf)
     for info in scan_batches(view):

@@ -6,8 +6,8 @@ raw), 3 lz4 (LZ4 frame, independent blocks), 4 zstd (zstandard, decoded as a
 stream so several frames may follow each other). Source: PROTOCOL-NOTES
 "Codecs"; seed 002 attributes bits 0-2.
 
-Message format v0/v1 differences (:func:`compress_legacy` /
-:func:`decompress_legacy`):
+Message format v0/v1 differences (`compress_legacy` /
+`decompress_legacy`):
 
 * zstd needs message format v2; a v0/v1 message cannot carry it (Kafka's
   broker answers UNSUPPORTED_COMPRESSION_TYPE).
@@ -18,15 +18,15 @@ Message format v0/v1 differences (:func:`compress_legacy` /
   not know the content-size field. Kafka keeps that broken ``HC`` as part of
   message format v0: writers use it (``useBrokenFlagDescriptorChecksum =
   magic == 0``) and readers of magic 0 ignore ``HC`` altogether
-  (``ignoreFlagDescriptorChecksum``). :func:`compress_lz4_magic0` and
-  :func:`decompress_lz4_magic0` do the same. ``HC`` is the second byte of
+  (``ignoreFlagDescriptorChecksum``). `compress_lz4_magic0` and
+  `decompress_lz4_magic0` do the same. ``HC`` is the second byte of
   the xxHash32 (seed 0) of the covered bytes: ``(xxh32(...) >> 8) & 0xFF``
   (LZ4 frame format specification, "Header Checksum").
 
 Pure: bytes in, bytes out. Every decode failure (corrupt or truncated
-payload, unsupported codec) raises :class:`CodecError` (a ``ValueError``)
+payload, unsupported codec) raises `CodecError` (a ``ValueError``)
 whose message names the codec; record readers turn it into
-:class:`kclient.errors.CorruptRecordError` with the batch offset.
+`kclient.errors.CorruptRecordError` with the batch offset.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def decompress(codec: int, data) -> bytes:
     """Decompress ``data`` (bytes-like) written with ``codec``.
 
     Snappy: xerial framing (Java) or a raw block (librdkafka). LZ4 and zstd:
-    one or more whole frames one after another. Raises :class:`CodecError`
+    one or more whole frames one after another. Raises `CodecError`
     naming the codec for a corrupt or truncated payload or an unknown id."""
     data = bytes(data)
     if codec == NONE:
@@ -289,7 +289,7 @@ def decompress_lz4_magic0(data) -> bytes:
     """Decompress the LZ4 value of a magic 0 message, ignoring the header
     checksum byte as Kafka's reader does for magic 0 (so both the broken
     KAFKA-3160 checksum and a correct one are accepted). Raises
-    :class:`CodecError` for anything else that is wrong."""
+    `CodecError` for anything else that is wrong."""
     frame = bytearray(data)
     end = _lz4_descriptor_end(bytes(frame[:16]))
     frame[end] = lz4_header_checksum(bytes(frame[: end + 1]))
@@ -297,7 +297,7 @@ def decompress_lz4_magic0(data) -> bytes:
 
 
 def check_legacy_codec(codec: int, magic: int) -> None:
-    """Raise :class:`CodecError` unless ``codec`` may compress a message of
+    """Raise `CodecError` unless ``codec`` may compress a message of
     format ``magic`` (0 or 1): zstd is v2 only, ids above 4 are unknown."""
     if magic not in (0, 1):
         raise CodecError(f"magic {magic} is not a v0/v1 message format")
@@ -312,8 +312,8 @@ def check_legacy_codec(codec: int, magic: int) -> None:
 
 def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
     """Compress the inner message set of a v0/v1 wrapper message. As
-    :func:`compress`, except lz4 for magic 0 (:func:`compress_lz4_magic0`).
-    Raises :class:`CodecError` for zstd (v2 only) or an unknown codec."""
+    `compress`, except lz4 for magic 0 (`compress_lz4_magic0`).
+    Raises `CodecError` for zstd (v2 only) or an unknown codec."""
     check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return compress_lz4_magic0(data)
@@ -321,9 +321,9 @@ def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
 
 
 def decompress_legacy(codec: int, data, magic: int) -> bytes:
-    """Decompress a v0/v1 wrapper message's value. As :func:`decompress`,
-    except lz4 for magic 0 (:func:`decompress_lz4_magic0`). Raises
-    :class:`CodecError` for zstd, an unknown codec or a bad payload."""
+    """Decompress a v0/v1 wrapper message's value. As `decompress`,
+    except lz4 for magic 0 (`decompress_lz4_magic0`). Raises
+    `CodecError` for zstd, an unknown codec or a bad payload."""
     check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return decompress_lz4_magic0(data)

@@ -30,9 +30,9 @@ its attributes say LogAppendTime every inner message reports the wrapper's
 timestamp instead (Kafka: inner ``LegacyRecord`` built with the wrapper's
 timestamp and type). Inner messages are never compressed themselves.
 
-Pure functions; errors: :class:`kclient.errors.CorruptRecordError` for data
+Pure functions; errors: `kclient.errors.CorruptRecordError` for data
 that fails a check on read, ``ValueError`` /
-:class:`kclient.protocol.records.codecs.CodecError` for bad arguments when
+`kclient.protocol.records.codecs.CodecError` for bad arguments when
 building (zstd with magic 0/1, headers, an empty record list).
 """
 
@@ -86,7 +86,7 @@ def _put_bytes(out: bytearray, data) -> None:
 
 def build_message(key, value, *, magic: int, timestamp: int | None = None, attributes: int = 0) -> bytes:
     """Encode one v0/v1 message from ``crc`` to the end of ``value`` (no
-    offset / size prefix; see :func:`build_entry`).
+    offset / size prefix; see `build_entry`).
 
     ``key``/``value``: bytes-like or None (written with length -1).
     ``magic``: 0 or 1. ``timestamp``: ms since the epoch, v1 only (None
@@ -107,7 +107,7 @@ def build_message(key, value, *, magic: int, timestamp: int | None = None, attri
 
 
 def build_entry(offset: int, message: bytes) -> bytes:
-    """Prefix a message (from :func:`build_message`) with its log overhead:
+    """Prefix a message (from `build_message`) with its log overhead:
     ``offset`` int64 and ``size`` int32 (= ``len(message)``)."""
     return _OFFSET_SIZE.pack(offset, len(message)) + message
 
@@ -132,7 +132,7 @@ def build_message_set(
 
     ``records``: iterable of ``(key, value)``, ``(key, value, timestamp_ms)``
     or ``(key, value, timestamp_ms, headers)`` (the same tuples as
-    :func:`kclient.protocol.records.v2.build_batch`; headers must be empty,
+    `kclient.protocol.records.v2.build_batch`; headers must be empty,
     timestamps are dropped for v0 and None means -1 for v1).
 
     Uncompressed (``codec`` 0): one entry per record, offsets
@@ -145,7 +145,7 @@ def build_message_set(
     compressed; inner messages are always CreateTime); ignored for v0.
 
     Raises ValueError for an empty ``records``, non-empty headers or a bad
-    magic, :class:`codecs.CodecError` for zstd (magic 2 only) or an unknown
+    magic, `codecs.CodecError` for zstd (magic 2 only) or an unknown
     codec.
     """
     if magic not in (0, 1):
@@ -245,8 +245,8 @@ def _read_len_bytes(buf, pos: int, end: int, what: str, where: int):
 
 def read_message(buf, position: int = 0) -> LegacyMessage:
     """Parse the complete v0/v1 entry at ``position`` of ``buf`` (bytes-like)
-    without judging its CRC (see :attr:`LegacyMessage.is_valid`). Raises
-    :class:`CorruptRecordError` naming the offset if the buffer ends inside
+    without judging its CRC (see `LegacyMessage.is_valid`). Raises
+    `CorruptRecordError` naming the offset if the buffer ends inside
     the entry, the size is below the v0/v1 minimum, the magic is not 0/1,
     or the key/value lengths do not add up to the size."""
     if position + _HEAD_SIZE > len(buf):
@@ -281,7 +281,7 @@ def _check_crc(msg: LegacyMessage, what: str = "message") -> None:
 
 def decompress_inner(wrapper: LegacyMessage, *, check_crc: bool = True) -> list[LegacyMessage]:
     """The inner messages of a compressed wrapper, as stored (offsets not
-    made absolute). Raises :class:`CorruptRecordError` naming the wrapper
+    made absolute). Raises `CorruptRecordError` naming the wrapper
     offset if the value does not decompress, the inner set is empty, ends
     with a partial message, holds a compressed (nested) message or, when
     ``check_crc``, an inner message fails its CRC."""
@@ -312,7 +312,7 @@ def decompress_inner(wrapper: LegacyMessage, *, check_crc: bool = True) -> list[
 
 def absolute_inner(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[tuple[int, int, LegacyMessage]]:
     """``(absolute offset, timestamp, inner message)`` for each inner message
-    of a compressed wrapper (``inner`` from :func:`decompress_inner`).
+    of a compressed wrapper (``inner`` from `decompress_inner`).
 
     Offsets: for a v1 wrapper, ``base = wrapper.offset - inner[-1].offset``
     and ``absolute = base + inner.offset`` when ``base >= 0``; otherwise
@@ -330,12 +330,12 @@ def absolute_inner(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[t
 
 def iter_entry_records(entry, *, check_crc: bool = True) -> Iterator[Record]:
     """Yield the records of one complete v0/v1 entry (``entry``: its bytes,
-    log overhead included) as :class:`Record` with absolute offsets.
+    log overhead included) as `Record` with absolute offsets.
 
     Uncompressed: one record. Compressed: its inner messages, offsets made
     absolute by Kafka's rule (module docstring), timestamps replaced by the
     wrapper's when the wrapper says LogAppendTime; v0 timestamps are -1.
-    Headers are always ``()``. Raises :class:`CorruptRecordError` naming the
+    Headers are always ``()``. Raises `CorruptRecordError` naming the
     offset on a CRC mismatch (when ``check_crc``) or damaged data."""
     msg = read_message(entry, 0)
     if check_crc:
@@ -351,9 +351,9 @@ def iter_legacy_records(buf, *, check_crc: bool = True) -> Iterator[Record]:
     """Yield every record of every complete v0/v1 entry in ``buf`` (a
     message set, e.g. a Fetch v0-3 partition's records), dropping a partial
     entry at the end as a fetch may cut one. Raises
-    :class:`CorruptRecordError` naming the offset for a CRC mismatch,
+    `CorruptRecordError` naming the offset for a CRC mismatch,
     damaged entry, undecodable compressed value or a v2 batch (use
-    :func:`kclient.protocol.records.iter_record_set` for mixed data)."""
+    `kclient.protocol.records.iter_record_set` for mixed data)."""
     view = memoryview(buf)
     for info in scan_batches(view):
         if info.magic not in (0, 1):
@@ -366,7 +366,7 @@ def iter_legacy_records(buf, *, check_crc: bool = True) -> Iterator[Record]:
 
 @attrs.frozen(slots=True)
 class LegacyEntryInfo:
-    """What :func:`validate_legacy_entry` learnt about one v0/v1 entry.
+    """What `validate_legacy_entry` learnt about one v0/v1 entry.
 
     ``offset``/``size``/``crc``/``magic``/``attributes``/``timestamp``: the
     entry's own fields (``size`` includes the 12-byte log overhead; ``crc``
@@ -401,7 +401,7 @@ def validate_legacy_entry(buf) -> LegacyEntryInfo:
     lengths add up; CRC32; for a compressed wrapper also: codec 1-3 (zstd
     needs v2), the value decompresses, at least one inner message, every
     inner message complete, uncompressed, of the wrapper's magic and with a
-    matching CRC. Raises :class:`CorruptRecordError` naming the offset (the
+    matching CRC. Raises `CorruptRecordError` naming the offset (the
     broker answers CORRUPT_MESSAGE; Kafka also uses INVALID_RECORD /
     UNSUPPORTED_COMPRESSION_TYPE for some of these, which the caller may
     distinguish by inspecting the entry first)."""
@@ -455,8 +455,8 @@ def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | Non
     rebuilt with the right offsets and re-compressed with the same codec.
     ``log_append_time`` (ms), for v1 only: the (wrapper) timestamp becomes
     it and attribute bit 3 is set, CRC recomputed, as Kafka's broker does
-    for a LogAppendTime topic. Raises :class:`CorruptRecordError` for an
-    invalid entry (see :func:`validate_legacy_entry`)."""
+    for a LogAppendTime topic. Raises `CorruptRecordError` for an
+    invalid entry (see `validate_legacy_entry`)."""
     info = validate_legacy_entry(entry)
     out = bytearray(entry)
     if info.codec == codecs.NONE:

@@ -52,7 +52,7 @@ class BatchInfo:
 def read_batch_info(buf, position: int) -> BatchInfo | None:
     """Header facts of the batch at ``position``; ``None`` if the buffer
     ends before the batch does (a partial batch). Raises
-    :class:`CorruptRecordError` for an impossible size or unknown magic."""
+    `CorruptRecordError` for an impossible size or unknown magic."""
     end = len(buf)
     if position + 17 > end:
         return None
@@ -77,8 +77,8 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
 
 
 def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
-    """Yield :class:`BatchInfo` for each complete batch from ``start``; stop
-    silently at a partial batch at the end. Raises :class:`CorruptRecordError`
+    """Yield `BatchInfo` for each complete batch from ``start``; stop
+    silently at a partial batch at the end. Raises `CorruptRecordError`
     at a batch whose header is impossible."""
     pos = start
     while True:

@@ -159,8 +159,8 @@ def build_batch(
 
     ``records``: iterable of ``(key, value, timestamp_ms)`` or
     ``(key, value, timestamp_ms, headers)``; key/value bytes or None;
-    headers a sequence of ``(str, bytes|None)`` or :class:`Header`. Offsets
-    are ``base_offset + i``. ``codec``: one of :mod:`codecs`' ids; the
+    headers a sequence of ``(str, bytes|None)`` or `Header`. Offsets
+    are ``base_offset + i``. ``codec``: one of `codecs`' ids; the
     records section is compressed as a whole. Returns the batch bytes with
     the CRC-32C filled in. Raises ValueError for an empty ``records``.
     """
@@ -263,7 +263,7 @@ def compute_crc(batch) -> int:
 def validate_batch(batch) -> BatchHeader:
     """Check one complete batch's size and CRC-32C; return its header.
 
-    Raises :class:`CorruptRecordError` naming the expected and actual CRC.
+    Raises `CorruptRecordError` naming the expected and actual CRC.
     """
     header = read_header(batch)
     if header.size != len(batch):
@@ -309,7 +309,7 @@ def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) 
     """The records of the batch whose bytes are ``buf[pos:end]`` as
     ``(data, start, stop)``: the batch's own buffer and bounds when it is
     uncompressed (no copy), else the decompressed bytes. Raises
-    :class:`CorruptRecordError` when decompression fails."""
+    `CorruptRecordError` when decompression fails."""
     codec = attributes & ATTR_CODEC_MASK
     if not codec:
         return buf, pos + HEADER_SIZE, end
@@ -332,16 +332,16 @@ def decode_rows(
     rows: list | None = None,
 ) -> tuple[list, list]:
     """Decode ``count`` records from ``data[pos:end]`` (a batch's
-    uncompressed records section, see :func:`records_section`) into two
+    uncompressed records section, see `records_section`) into two
     lists: the absolute offsets, and one ``(key, value, timestamp,
     headers)`` tuple per record (the field order of the consumer's Message,
     which builds its objects from these in C, see
-    :class:`kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
+    `kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
     ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
     given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
     slices of it. ``offsets`` / ``rows``: lists to append to (several
     batches into one pair), new ones by default; on an error they may hold
-    part of this batch. Raises :class:`CorruptRecordError` for malformed
+    part of this batch. Raises `CorruptRecordError` for malformed
     records.
 
     The consumer's hot loop: one iteration per record, so it is written for
@@ -458,7 +458,7 @@ def decode_rows(
 def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
     """Decode one complete v2 batch into a list of plain tuples
     ``(offset, timestamp, key, value, headers)``. Same checks and errors as
-    :func:`iter_records`."""
+    `iter_records`."""
     if header is None:
         header = validate_batch(batch) if check_crc else read_header(batch)
     if not isinstance(batch, bytes):
@@ -474,7 +474,7 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
 def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
     """Yield the records of one complete v2 batch with absolute offsets and
     timestamps (LogAppendTime batches report ``max_timestamp`` for every
-    record, as Kafka does). Raises :class:`CorruptRecordError` on a CRC
+    record, as Kafka does). Raises `CorruptRecordError` on a CRC
     mismatch (when ``check_crc``) or malformed records."""
     for t in decode_records(batch, header, check_crc=check_crc):
         yield Record(*t)

@@ -36,6 +36,7 @@ bench: venv
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]' && \
 		touch $(VENV)/.kclient-bench-installed; }
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/spark.py
 
 clean:
 	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis

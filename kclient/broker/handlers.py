@@ -21,12 +21,12 @@ worker threads: the storage engine is thread-safe.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Awaitable, Callable
 
 import attrs
 import trio
 
+from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
     BrokerResponseError,
@@ -139,11 +139,6 @@ class TopicFormat:
     log_append_time: bool = False
 
 
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch: the broker's LogAppendTime clock."""
-    return time.time_ns() // 1_000_000
-
-
 class BrokerState:
     """What the handlers share: the config, the `LogManager`, the
     broker's identity (broker id, cluster id, advertised address), the
@@ -180,7 +175,7 @@ class BrokerState:
             config.message_format_magic, config.log_message_timestamp_type == "LogAppendTime"
         )
         self._formats: dict[str, TopicFormat] = {}
-        self.clock: Callable[[], int] = wall_clock_ms
+        self.clock: Callable[[], int] = now_ms  # the LogAppendTime clock
         #: Called as ``listener(topic, partitions)`` on the trio thread after
         #: a topic is auto-created (the ZooKeeper registration listens here).
         self.topic_listeners: list[Callable[[str, int], None]] = []

@@ -33,13 +33,13 @@ import logging
 import os
 import struct
 import threading
-import time
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import attrs
 
+from kclient.clock import now_ms
 from kclient.errors import (
     ConfigError,
     CorruptRecordError,
@@ -96,11 +96,6 @@ _CODEC_MASK = 0x07
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)
-
-
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch (the default clock of `Log`)."""
-    return time.time_ns() // 1_000_000
 
 
 def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
@@ -294,7 +289,7 @@ class Log:
     ) -> None:
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
-        self._clock = clock if clock is not None else wall_clock_ms
+        self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
         self._closed = False
         self._dir_dirty = False

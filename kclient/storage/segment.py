@@ -32,7 +32,6 @@ import logging
 import os
 import struct
 import threading
-import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Iterator
 
 import crc32c
 
+from kclient import clock
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import LOG_OVERHEAD, BatchInfo, read_batch_info, scan_batches
 from kclient.storage.index import OffsetIndex
@@ -55,10 +55,6 @@ _INT32_MAX = 2**31 - 1
 _U32 = struct.Struct(">I")
 _WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
 _RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def file_stem(base_offset: int) -> str:
@@ -146,7 +142,7 @@ class LogSegment:
             timeindex = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset)
         self.timeindex = timeindex
         self.index_interval_bytes = index_interval_bytes
-        self.created_ms = _wall_clock_ms() if created_ms is None else created_ms
+        self.created_ms = clock.now_ms() if created_ms is None else created_ms
         self._fd: int | None = fd
         self._size = size
         # Tail state, computed lazily for a segment opened without recovery.
@@ -598,7 +594,7 @@ class LogSegment:
                 logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
             raise
         if start == 0:
-            self._rolling_base_ms = _wall_clock_ms() if now_ms is None else now_ms
+            self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
         for info in infos:
             self._index_batch(info.base_offset, info.last_offset, start + info.position, info.size, info.max_timestamp)
         self._size = start + n

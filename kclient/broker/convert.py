@@ -55,7 +55,14 @@ import struct
 import attrs
 import crc32c
 
-from kclient.errors import CorruptRecordError
+from kclient.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    MESSAGE_TOO_LARGE,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    CorruptRecordError,
+)
 from kclient.protocol.records import codecs
 from kclient.protocol.records.legacy import (
     ATTR_TIMESTAMP_TYPE,
@@ -78,13 +85,6 @@ from kclient.protocol.records.v2 import (
     read_header,
     validate_batch,
 )
-
-# Kafka error codes (Kafka protocol guide, "Error Codes").
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
 
 #: First Produce / Fetch version that may carry zstd (KIP-110).
 ZSTD_MIN_PRODUCE_VERSION = 7

@@ -29,6 +29,20 @@ import trio
 from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
+    CORRUPT_MESSAGE,
+    FETCH_SESSION_ID_NOT_FOUND,
+    INVALID_RECORD,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    INVALID_TOPIC_EXCEPTION,
+    LEADER_NOT_AVAILABLE,
+    MESSAGE_TOO_LARGE,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_VERSION,
     BrokerResponseError,
     ConfigError,
     InvalidTopicError,
@@ -42,21 +56,6 @@ from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 
 log = logging.getLogger("kclient.broker")
-
-# Kafka error codes (Kafka protocol guide, "Error Codes").
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUIRED_ACKS = 21
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
-FETCH_SESSION_ID_NOT_FOUND = 70
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
 
 #: api key -> (min, max) version the broker advertises in ApiVersions.
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
@@ -364,7 +363,7 @@ class RequestHandlers:
                     hosted = state.logs.get(name, index) is not None
                     partitions.append(
                         {
-                            "error_code": NONE if hosted else 5,  # LEADER_NOT_AVAILABLE
+                            "error_code": NONE if hosted else LEADER_NOT_AVAILABLE,
                             "partition_index": index,
                             "leader_id": state.broker_id if hosted else -1,
                             "leader_epoch": 0,

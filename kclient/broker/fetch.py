@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
 
-from kclient.broker.convert import down_convert, fetch_magic, has_zstd
+from kclient.broker.convert import down_convert, has_zstd
 from kclient.broker.zerocopy import release_slices
 from kclient.errors import (
     FETCH_SESSION_ID_NOT_FOUND,
@@ -59,6 +59,7 @@ from kclient.errors import (
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
+from kclient.protocol.records.formats import fetch_magic
 
 if TYPE_CHECKING:
     from kclient.broker.handlers import BrokerState

@@ -48,6 +48,9 @@ from kclient.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kclient.protocol.records.legacy import ATTR_CODEC_MASK as _CODEC_MASK
+from kclient.protocol.records.legacy import ATTRIBUTES_AT as _V01_ATTRIBUTES_AT
 from kclient.protocol.records.scan import scan_batches
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.segment import (
@@ -63,13 +66,9 @@ from kclient.storage.segment import (
 
 logger = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3  # KIP-734: the batch holding the largest timestamp
 _INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 _OFFSET = struct.Struct(">q")
-_V01_ATTRIBUTES_AT = 17  # attributes byte of a v0/v1 entry
 
 
 def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tuple[bytearray, int]:
@@ -92,7 +91,6 @@ def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tupl
             out += entry
             next_offset += info.last_offset - info.base_offset + 1
     return out, next_offset
-_CODEC_MASK = 0x07
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)

@@ -41,7 +41,11 @@ import crc32c
 
 from kclient import clock
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records.scan import LOG_OVERHEAD, BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.legacy import ATTR_CODEC_MASK
+from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
+from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
 from kclient.storage.index import OffsetIndex
 from kclient.storage.timeindex import TimeIndex
 
@@ -75,16 +79,17 @@ def parse_base_offset(name: str) -> int | None:
 
 def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
     """Whether the batch/entry described by ``info`` at ``position`` of
-    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end for a v2
-    batch, CRC32 of bytes 16..end (magic to the end) for a v0/v1 entry
-    (PROTOCOL-NOTES "Records")."""
+    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end
+    (attributes to the end) for a v2 batch, CRC32 of bytes 16..end (magic
+    to the end) for a v0/v1 entry (Kafka protocol guide, "Record Batch";
+    `kclient.protocol.records.v2`, `kclient.protocol.records.legacy`)."""
     view = memoryview(buf)
     end = position + info.size
     if info.magic == 2:
-        stored = _U32.unpack_from(buf, position + 17)[0]
-        return crc32c.crc32c(view[position + 21 : end]) == stored
+        stored = _U32.unpack_from(buf, position + V2_CRC_AT)[0]
+        return crc32c.crc32c(view[position + V2_CRC_START : end]) == stored
     stored = _U32.unpack_from(buf, position + LOG_OVERHEAD)[0]
-    return (zlib.crc32(view[position + 16 : end]) & 0xFFFFFFFF) == stored
+    return (zlib.crc32(view[position + MAGIC_AT : end]) & 0xFFFFFFFF) == stored
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -575,7 +580,7 @@ class LogSegment:
         if covered != n:
             raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
         # (a compressed v0/v1 wrapper shows only its last inner offset)
-        first_wrapper = infos[0].magic != 2 and view[17] & 0x07
+        first_wrapper = infos[0].magic != 2 and view[V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
         if (infos[0].base_offset != first_offset and not (first_wrapper and infos[0].last_offset >= first_offset)) or infos[-1].last_offset != last_offset:
             raise ValueError(
                 f"segment {self.log_path}: batches hold {infos[0].base_offset}..{infos[-1].last_offset}, "
@@ -659,7 +664,7 @@ class LogSegment:
         reason = None
         try:
             for info, buf, off in self._walk(0, file_size, _RECOVER_CHUNK):
-                wrapper = info.magic != 2 and buf[off + 17] & 0x07
+                wrapper = info.magic != 2 and buf[off + V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
                 if wrapper and info.last_offset < expected:
                     # A compressed v0/v1 wrapper carries its last inner offset only.
                     reason = f"message set at byte {info.position} ends at offset {info.last_offset}, expected at least {expected}"

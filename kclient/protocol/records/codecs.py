@@ -36,6 +36,8 @@ import struct
 import zlib
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+#: Attributes bits 0-2 hold the codec id, in every message format (v0, v1 and v2).
+ATTR_CODEC_MASK = 0x07
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 BY_NAME = {v: k for k, v in NAMES.items()}
 #: Kafka's ``CompressionType`` enum names, as tools such as DumpLogSegments print them.

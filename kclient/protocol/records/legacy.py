@@ -46,11 +46,11 @@ import attrs
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import codecs
-from kclient.protocol.records.scan import LOG_OVERHEAD, scan_batches
-from kclient.protocol.records.v2 import Record
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, MIN_V0_SIZE, MIN_V1_SIZE, scan_batches
+from kclient.protocol.records.v2 import ATTR_TIMESTAMP_TYPE, Record
 
-ATTR_CODEC_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08  # v1: LogAppendTime
+ATTR_CODEC_MASK = codecs.ATTR_CODEC_MASK
+# ATTR_TIMESTAMP_TYPE (bit 3, LogAppendTime) is the same bit as in v2; v1 only.
 NO_TIMESTAMP = -1
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes: 18 bytes
@@ -60,14 +60,16 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _CRC_AT = LOG_OVERHEAD  # crc field of an entry, byte 12
-_MAGIC_AT = 16
-_ATTR_AT = 17
+_MAGIC_AT = MAGIC_AT
+#: Byte position of an entry's attributes (int8).
+ATTRIBUTES_AT = 17
+_ATTR_AT = ATTRIBUTES_AT
 _TS_AT = 18
 
 #: Smallest message (crc..value, without the 12-byte log overhead): 14 bytes
 #: in v0 (crc 4 + magic 1 + attributes 1 + key length 4 + value length 4),
-#: 22 in v1 (+ timestamp 8). Seed 004: RECORD_OVERHEAD_V0 / _V1.
-RECORD_OVERHEAD = {0: 14, 1: 22}
+#: 22 in v1 (+ timestamp 8); Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0`` / ``_V1``.
+RECORD_OVERHEAD = {0: MIN_V0_SIZE, 1: MIN_V1_SIZE}
 
 
 def message_size(key, value, magic: int) -> int:
@@ -481,6 +483,7 @@ def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | Non
 
 
 __all__ = [
+    "ATTRIBUTES_AT",
     "ATTR_CODEC_MASK",
     "ATTR_TIMESTAMP_TYPE",
     "LegacyEntryInfo",

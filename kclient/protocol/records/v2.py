@@ -28,10 +28,21 @@ from kclient.protocol.records import codecs
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
-CRC_START = 21
-_CRC_AT = 17
+#: Byte positions in a batch: crc (uint32), attributes (int16, where the
+#: CRC-32C coverage starts) and maxTimestamp (int64).
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+CRC_START = ATTRIBUTES_AT
+MAX_TIMESTAMP_AT = 35
+_CRC_AT = CRC_AT
 
-ATTR_CODEC_MASK = 0x07
+#: Bytes a record may take in a batch beyond its key and value, the worst
+#: case of: length (3), attributes (1), timestamp delta (10) and offset delta
+#: (5) varints, key/value lengths (5 + 5), header count (1). Used to size
+#: batches before encoding them.
+RECORD_OVERHEAD = 30
+
+ATTR_CODEC_MASK = codecs.ATTR_CODEC_MASK
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20

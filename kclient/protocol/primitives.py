@@ -112,14 +112,14 @@ def read_varint(buf, pos: int):
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+def uvarint_size(value: int) -> int:
+    """Bytes taken by ``value`` (>= 0) as an unsigned varint (7 bits a byte)."""
+    return 1 if value < 0x80 else 2 if value < 0x4000 else 3 if value < 0x200000 else (value.bit_length() + 6) // 7
+
+
 def varint_size(value: int) -> int:
     """Bytes taken by ``value`` as a zigzag varint."""
-    v = zigzag_encode(value)
-    size = 1
-    while v > 0x7F:
-        v >>= 7
-        size += 1
-    return size
+    return uvarint_size(zigzag_encode(value))
 
 
 # --- strings and bytes -------------------------------------------------------

@@ -133,8 +133,9 @@ class ConsumerTimeoutError(KafkaError):
 class ConsumerRebalanceFailedError(KafkaError):
     """A consumer could not take ownership of its partitions in ZooKeeper
     after ``rebalance.max.retries`` retries, ``rebalance.backoff.ms`` apart
-    (Kafka's ConsumerRebalanceFailedException; seed 003, "Consumer
-    rebalancing algorithm", step 9)."""
+    (Kafka's ConsumerRebalanceFailedException: the last step of the
+    "Consumer rebalancing algorithm" of the Kafka 0.8 documentation,
+    https://kafka.apache.org/082/documentation.html, "Distribution")."""
 
     name = "CONSUMER_REBALANCE_FAILED"
 
@@ -193,7 +194,9 @@ class UnknownServerError(BrokerResponseError):
 @_code(OFFSET_OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE")
 class OffsetOutOfRangeError(BrokerResponseError):
     """1: the requested offset is below the log start offset or above the log
-    end offset of the partition (seed 001, "Reads": OutOfRangeException)."""
+    end offset of the partition (Kafka documentation
+    https://kafka.apache.org/documentation/#log, "Reads": an offset out of
+    range raises OutOfRangeException)."""
 
 
 @_code(CORRUPT_MESSAGE, "CORRUPT_MESSAGE", retriable=True)

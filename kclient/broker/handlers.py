@@ -1,9 +1,11 @@
 """Request handlers of the bundled broker, one coroutine per API.
 
-`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
-PROTOCOL-NOTES "Ranges a broker that implements only non-flexible versions
-can advertise", with ApiVersions v3 answered natively, and Fetch from v0:
-message formats v0/v1 are served, `kclient.broker.convert`). Every handler takes
+`SUPPORTED_VERSIONS` is what ApiVersions advertises: each API up to its
+last non-flexible version (the one below ``flexible_from`` in
+`kclient.protocol.messages`; this broker implements no flexible encoding
+except ApiVersions v3, answered natively as KIP-511 asks), OffsetFetch from
+v1, and Fetch from v0 (message formats v0/v1 are served,
+`kclient.broker.convert`). Every handler takes
 the decoded request ``dict`` and returns the response ``dict`` for the
 schemas in `kclient.protocol.messages`, or ``None`` for "send nothing"
 (Produce with acks=0). Errors are Kafka's error codes in the response's
@@ -61,7 +63,7 @@ log = logging.getLogger("kclient.broker")
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
 #: and down-converted on fetch, `kclient.broker.convert`); the ranges
 #: contain Produce 0, 3 and 7, Fetch 4 and 10 and FindCoordinator 0, which
-#: librdkafka < 2.11.1 looks for (PROTOCOL-NOTES "Traps"): without
+#: librdkafka < 2.11.1 looks for: without
 #: FindCoordinator its LZ4 feature stays off and its v2 producer sends lz4
 #: batches uncompressed. Once a coordinator is found, librdkafka (2.16 at
 #: least) segfaults if OffsetFetch is missing (librdkafka issue #4789,

@@ -1,5 +1,6 @@
-"""The bundled broker's ZooKeeper registration (seed 003 "Broker node
-registration", "Broker Topic 注册").
+"""The bundled broker's ZooKeeper registration (Kafka 0.8 documentation
+https://kafka.apache.org/082/documentation.html, "Distribution": "Broker
+Node Registry" and "Broker Topic Registry").
 
 With ``zookeeper.connect`` set, `BrokerRegistrar`:
 

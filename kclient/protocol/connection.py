@@ -12,7 +12,8 @@ Request header v1: api_key int16, api_version int16, correlation_id int32,
 client_id nullable string; v2 (flexible versions) adds a tagged-field
 section. Response header v0: correlation_id; v1 adds tagged fields, except
 that ApiVersions responses always use v0 (KIP-511). Source: Kafka protocol
-guide "Headers"; PROTOCOL-NOTES "Framing".
+guide https://kafka.apache.org/protocol, "Common Request and Response
+Structure" and "Headers".
 
 Pure: no sockets, no clock.
 """

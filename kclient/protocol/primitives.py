@@ -6,7 +6,9 @@ a ``bytearray``; decoders take ``(buf, pos)`` and return ``(value, new_pos)``.
 Truncated input raises `kclient.errors.ProtocolError`.
 
 Source: Kafka protocol guide, "Protocol Primitive Types"; record varints are
-zigzag encoded (seed 002, record format), protocol varints are unsigned.
+zigzag encoded (Kafka documentation
+https://kafka.apache.org/documentation/#record, "Record"), protocol varints
+are unsigned.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def zigzag_decode(value: int) -> int:
 
 
 def write_varint(out: bytearray, value: int) -> None:
-    """Append a signed zigzag varint (record fields, seed 002)."""
+    """Append a signed zigzag varint (the varints of a v2 record)."""
     write_uvarint(out, zigzag_encode(value))
 
 

@@ -1,16 +1,18 @@
 """The log of one partition: an ordered list of segments in one directory.
 
-Seed 001 / seed 002 5.4 ("Writes", "Reads", "Deletes", "Guarantees") and
-Kafka's ``Log`` / ``UnifiedLog``:
+Kafka documentation https://kafka.apache.org/documentation/#log ("Log":
+"Writes", "Reads", "Deletes", "Guarantees") and Kafka's ``Log`` /
+``UnifiedLog``:
 
 * appends go to the last (active) segment, which rolls over to a new file
   named by the next offset when it would grow past ``segment_bytes``, when
   its first batch is older than ``roll_ms`` or when an index is full;
 * the log assigns offsets by overwriting each batch's first 8 bytes;
-* flush policy: after ``flush_interval_messages`` unflushed messages (the
-  seeds' M) the log and its indexes are fsync-ed; `Log.flush_if_due`
-  does the same once the oldest unflushed append is ``flush_interval_ms``
-  old (S). A system crash loses at most M messages or S ms of appends;
+* flush policy: after ``flush_interval_messages`` unflushed messages (M,
+  as the "Writes" section calls it) the log and its indexes are fsync-ed;
+  `Log.flush_if_due` does the same once the oldest unflushed append is
+  ``flush_interval_ms`` old (S). A system crash loses at most M messages
+  or S ms of appends;
 * reads locate the segment by ``bisect`` over an immutable snapshot of the
   segment list (replaced, never mutated, so a reader always searches a
   consistent view while segments are rolled or deleted), then the batch
@@ -76,7 +78,8 @@ def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tupl
     wrapper takes as many offsets as it has inner messages and carries the
     last one (v1 inner offsets stay relative, so only the wrapper header is
     rewritten; v0 inner offsets are absolute, so that set is rebuilt —
-    seed 004, compressed message sets). Returns (new bytes, next offset)."""
+    `kclient.protocol.records.legacy.assign_legacy_offsets`). Returns (new
+    bytes, next offset)."""
     from kclient.protocol.records.legacy import assign_legacy_offsets
 
     out = bytearray()
@@ -119,8 +122,8 @@ class LogConfig:
       batch accepted, including its 12-byte log overhead.
     * ``roll_ms`` (``log.roll.ms`` / ``log.roll.hours``, 7 days): roll the
       active segment when its first batch is older than this.
-    * ``flush_interval_messages`` (``log.flush.interval.messages``, the
-      seeds' M; default 2**63-1 = never): fsync after this many unflushed
+    * ``flush_interval_messages`` (``log.flush.interval.messages``, M;
+      default 2**63-1 = never): fsync after this many unflushed
       messages.
     * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
       never by time): `Log.flush_if_due` fsyncs once the oldest
@@ -189,8 +192,10 @@ class LogConfig:
 @attrs.frozen
 class AppendResult:
     """Outcome of `Log.append`: the first and last offsets assigned,
-    and the LogAppendTime in ms (-1: the log keeps CreateTime, the only
-    mode implemented; Produce responses carry it as ``log_append_time_ms``)."""
+    and the LogAppendTime in ms. `Log.append` always reports -1: it stores
+    batches as given, and a LogAppendTime topic's batches arrive already
+    stamped (`kclient.broker.convert.prepare_append`, whose
+    ``log_append_time_ms`` the Produce response carries)."""
 
     base_offset: int
     last_offset: int
@@ -255,7 +260,7 @@ class Log:
     ``*.deleted`` files and indexes without a log are removed). An empty
     directory (created if missing) gets a first segment at offset 0.
 
-    Recovery (seed 001 / 002 "Guarantees"): with ``clean_shutdown`` the
+    Recovery (Kafka documentation, "Log", "Guarantees"): with ``clean_shutdown`` the
     segments are trusted (indexes sanity-checked, the last batch of the last
     segment verified; a failure there recovers that segment). Otherwise
     every segment from the one holding ``recovery_point`` (an offset; every
@@ -497,11 +502,14 @@ class Log:
         """Assign offsets to ``records`` and append them; return the offsets.
 
         ``records``: bytes / bytearray / memoryview holding one or more
-        complete batches (v2) or entries (v0/v1, uncompressed), validated by
-        the caller. The input is copied, never modified: a v2 batch gets base
-        offset = log end offset and consumes ``lastOffsetDelta + 1`` offsets;
-        a v0/v1 entry gets one offset. Nothing else is rewritten (the v2 CRC
-        does not cover the base offset). ``now_ms``: the append time
+        complete batches (v2) or entries (v0/v1), validated by the caller.
+        The input is copied, never modified: a v2 batch gets base offset =
+        log end offset and consumes ``lastOffsetDelta + 1`` offsets; an
+        uncompressed v0/v1 entry gets one offset; a compressed v0/v1 wrapper
+        gets one offset per inner message and carries the last (a v1
+        wrapper's header is rewritten, a v0 set is rebuilt with absolute
+        inner offsets). Nothing else is rewritten (the v2 CRC does not
+        cover the base offset). ``now_ms``: the append time
         (default: the log's clock).
 
         The active segment is rolled first if it is non-empty and the append
@@ -514,8 +522,7 @@ class Log:
         one batch is larger than ``max_message_bytes``;
         `RecordListTooLargeError` if the whole set is larger than
         ``segment_bytes``; `InvalidRecordError` for a negative
-        ``lastOffsetDelta`` or a compressed v0/v1 wrapper (whose inner
-        offsets would need re-encoding); `CorruptRecordError` for an
+        ``lastOffsetDelta``; `CorruptRecordError` for an
         impossible header or a partial trailing batch; ``OSError`` if the
         write fails, or if the policy flush fails (the records are then
         appended but not known to be durable). An empty ``records`` writes
@@ -664,7 +671,7 @@ class Log:
         return True
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
-        """Time-based flush policy (``flush_interval_ms``, the seeds' S):
+        """Time-based flush policy (``flush_interval_ms``, S):
         flush if messages are unflushed and the oldest of them was appended
         ``flush_interval_ms`` or more ago. ``now_ms``: the time (default:
         the log's clock). Returns whether it flushed. The broker calls this
@@ -688,7 +695,7 @@ class Log:
         """Locate the bytes to return for a fetch at ``offset`` without
         reading them: a `FileSlice` of one segment file starting at
         the batch that holds ``offset``, at most ``max_bytes`` long (the
-        last batch may be cut; seed 001 "Reads"), or the whole first batch
+        last batch may be cut, as Kafka's "Reads" describes), or the whole first batch
         if ``min_one_batch`` and it is larger (KIP-74). An offset equal to
         the log end offset (or in a segment rolled after the snapshot) gives
         an empty slice. The slice keeps the segment open until released,
@@ -742,8 +749,8 @@ class Log:
         bytes (`read_slice` then ``pread``).
 
         Returns up to ``max_bytes`` bytes from one segment (the last batch
-        may be partial; the client detects that by its size field, seed 001
-        "Reads"). If ``min_one_batch`` and the first batch is larger than
+        may be partial; the client detects that by its size field, as
+        Kafka's "Reads" describes). If ``min_one_batch`` and the first batch is larger than
         ``max_bytes``, the whole first batch is returned (KIP-74). An offset
         equal to the log end offset gives empty records. Raises
         `OffsetOutOfRangeError` if ``offset`` is below
@@ -885,8 +892,8 @@ class Log:
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
         """Delete segments from the oldest while ``should_delete(segment)``
-        is true, never the active one (seed 001: "Data is deleted one log
-        segment at a time"; the segment list is replaced copy-on-write, so
+        is true, never the active one (Kafka's "Deletes": data is deleted
+        one log segment at a time; the segment list is replaced copy-on-write, so
         concurrent reads keep a consistent view). The log start offset
         becomes the base of the oldest remaining segment. Returns the number
         of segments deleted."""

@@ -1,8 +1,8 @@
 """All partition logs of a broker, spread over one or more log directories.
 
-Each partition lives in ``<log_dir>/<topic>-<partition>/`` (PROTOCOL-NOTES
-"Log files"; seed 001 "a topic ... with two partitions consists of two
-directories"). Modelled on Kafka's ``LogManager``: on start it loads every
+Each partition lives in ``<log_dir>/<topic>-<partition>/`` (Kafka
+documentation https://kafka.apache.org/documentation/#log, "Log": a topic
+with two partitions consists of two directories). Modelled on Kafka's ``LogManager``: on start it loads every
 partition directory it finds; new partitions go to the log directory that
 holds the fewest partitions.
 

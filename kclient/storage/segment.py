@@ -2,14 +2,15 @@
 and ``.timeindex``.
 
 Files are named by the segment's base offset zero-padded to 20 digits
-(``00000000000000000000.log`` / ``.index`` / ``.timeindex``; PROTOCOL-NOTES
-"Log files"). The ``.log`` file is the exact concatenation of the batches
+(``00000000000000000000.log`` / ``.index`` / ``.timeindex``, as Kafka
+names them). The ``.log`` file is the exact concatenation of the batches
 appended, each already carrying its final offsets, so a fetch can send its
-bytes as they are (seed 001: "transferred ... without recopying or
-conversion"), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
+bytes as they are (Kafka documentation
+https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
+one format shared by producer, broker and consumer), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
 
-Recovery follows seed 001 ("On startup a log recovery process ... verifies
-that each message entry is valid"): a batch is valid if it lies wholly
+Recovery follows Kafka's "Guarantees" (https://kafka.apache.org/documentation/#log:
+on startup a recovery process verifies that each message entry is valid): a batch is valid if it lies wholly
 inside the file, its header is possible (size, magic), its offsets follow
 the previous batch and its CRC matches (CRC-32C for v2 over attributes..end,
 CRC32 over magic..end for v0/v1). The file is truncated at the first
@@ -783,8 +784,8 @@ class LogSegment:
                         pass
 
     def delete(self) -> None:
-        """Delete the segment (seed 001: "Data is deleted one log segment at
-        a time"): its files are renamed ``*.deleted`` at once (a restart
+        """Delete the segment (Kafka's "Deletes": data is deleted one log
+        segment at a time): its files are renamed ``*.deleted`` at once (a restart
         removes such files instead of loading them) and closed and unlinked
         when no reader holds a reference any more. Idempotent."""
         with self._ref_lock:

@@ -3,8 +3,10 @@
 0 none, 1 gzip (stdlib), 2 snappy (python-snappy; written with xerial
 framing like the Java client, read framed or raw since librdkafka writes
 raw), 3 lz4 (LZ4 frame, independent blocks), 4 zstd (zstandard, decoded as a
-stream so several frames may follow each other). Source: PROTOCOL-NOTES
-"Codecs"; seed 002 attributes bits 0-2.
+stream so several frames may follow each other). The id sits in attributes
+bits 0-2 of every message format (Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
+"Old Message Format"; zstd is KIP-110).
 
 Message format v0/v1 differences (`compress_legacy` /
 `decompress_legacy`):

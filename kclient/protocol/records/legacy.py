@@ -1,27 +1,30 @@
 """Message sets of message format v0 and v1 (magic 0 / magic 1): build,
 parse, validate and re-offset.
 
-Layout of one entry (seed 002 section 5.3.3, the old message format; seed 004 sections 2-4;
-PROTOCOL-NOTES "Records"), all big-endian::
+Layout of one entry (Kafka documentation
+https://kafka.apache.org/documentation/#messageset, "Old Message Format";
+KIP-32 added the v1 timestamp), all big-endian:
 
-    offset      int64   \\ log overhead, 12 bytes
-    size        int32   /  (bytes that follow)
-    crc         uint32  CRC32 (zlib) of magic..end
-    magic       int8    0 or 1
-    attributes  int8    bits 0-2 codec; bit 3 LogAppendTime (v1 only)
-    timestamp   int64   v1 only, ms since the epoch (-1 = none)
-    key         int32 length (-1 = null) + bytes
-    value       int32 length (-1 = null) + bytes
+```text
+offset      int64   \\ log overhead, 12 bytes
+size        int32   /  (bytes that follow)
+crc         uint32  CRC32 (zlib) of magic..end
+magic       int8    0 or 1
+attributes  int8    bits 0-2 codec; bit 3 LogAppendTime (v1 only)
+timestamp   int64   v1 only, ms since the epoch (-1 = none)
+key         int32 length (-1 = null) + bytes
+value       int32 length (-1 = null) + bytes
+```
 
 So an entry is 12 + 14 + len(key) + len(value) bytes in v0 and 8 more in v1
-(seed 004: key "key", value "value" takes 34 bytes in v0 and 42 in v1).
+(key "key" and value "value" take 34 bytes in v0 and 42 in v1).
 
 Compression: the entry is a *wrapper* with a null key whose value is the
 compressed bytes of an inner message set. v0 inner offsets are absolute;
 v1 inner offsets are relative 0..n-1 and the wrapper carries the absolute
 offset of the last inner message, so a reader computes
-``absolute = wrapper_offset - last_inner_offset + inner_offset`` (seed 004,
-"RO = IO - IO_last; AO = AO_last + RO"). Like Kafka's
+``absolute = wrapper_offset - last_inner_offset + inner_offset`` (KIP-31,
+relative offsets in compressed message sets). Like Kafka's
 ``AbstractLegacyRecordBatch``, the formula is applied only when that base
 (``wrapper_offset - last_inner_offset``) is not negative: a set a producer
 sends carries wrapper offset 0 and its inner offsets are then used as they

@@ -2,7 +2,8 @@
 
 Every format puts the same two fields first: offset int64 at byte 0 and a
 size int32 at byte 8 (the bytes that follow), and the magic byte at byte 16
-(seed 002; PROTOCOL-NOTES "Records"). For a v2 batch the offset is the base
+(Kafka documentation https://kafka.apache.org/documentation/#messageformat,
+"Record Batch" and "Old Message Format"). For a v2 batch the offset is the base
 offset and ``lastOffsetDelta`` sits at byte 23; for a v0/v1 entry the offset
 is the entry's own (for a compressed wrapper, that of its last inner message).
 

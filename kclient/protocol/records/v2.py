@@ -1,6 +1,8 @@
 """Record batch v2 (magic 2): build and parse, CRC-32C checked on read.
 
-Layout (seed 002 "RecordBatch"; PROTOCOL-NOTES "Records"), 61-byte header:
+Layout (KIP-98; Kafka documentation
+https://kafka.apache.org/documentation/#recordbatch, "Record Batch",
+"Record" and "Record Header"; headers are KIP-82), 61-byte header:
 baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12,
 magic int8 @16, crc uint32 @17, attributes int16 @21, lastOffsetDelta int32
 @23, baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64 @43,

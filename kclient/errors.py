@@ -316,10 +316,15 @@ class InvalidRecordError(BrokerResponseError):
 
 
 def error_for_code(code: int) -> type[BrokerResponseError]:
-    """Return the exception class for Kafka error ``code`` (never for 0).
+    """Return the exception class for a Kafka error code.
 
-    Unknown codes map to a fresh subclass of `BrokerResponseError`
-    named ``UNKNOWN_<code>`` so the code is never lost.
+    Args:
+        code: A non-zero Kafka error code (0 means no error and has no class).
+
+    Returns:
+        The registered subclass of `BrokerResponseError`; an unknown code
+        maps to a fresh subclass named ``UNKNOWN_<code>`` so the code is
+        never lost.
     """
     try:
         return _BY_CODE[code]
@@ -332,6 +337,15 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
 
 
 def raise_for_code(code: int, message: str = "") -> None:
-    """Raise the error for ``code`` unless it is 0 (NONE)."""
+    """Raise the error for a Kafka error code unless it is 0 (``NONE``).
+
+    Args:
+        code: The error code read off the wire.
+        message: Text added to the exception's message.
+
+    Raises:
+        BrokerResponseError: The subclass `error_for_code` gives, when
+            ``code`` is not 0.
+    """
     if code:
         raise error_for_code(code)(message)

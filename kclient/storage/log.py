@@ -501,32 +501,40 @@ class Log:
     def append(self, records, now_ms: int | None = None) -> AppendResult:
         """Assign offsets to ``records`` and append them; return the offsets.
 
-        ``records``: bytes / bytearray / memoryview holding one or more
-        complete batches (v2) or entries (v0/v1), validated by the caller.
         The input is copied, never modified: a v2 batch gets base offset =
         log end offset and consumes ``lastOffsetDelta + 1`` offsets; an
         uncompressed v0/v1 entry gets one offset; a compressed v0/v1 wrapper
         gets one offset per inner message and carries the last (a v1
         wrapper's header is rewritten, a v0 set is rebuilt with absolute
         inner offsets). Nothing else is rewritten (the v2 CRC does not
-        cover the base offset). ``now_ms``: the append time
-        (default: the log's clock).
+        cover the base offset).
 
         The active segment is rolled first if it is non-empty and the append
         would take it past ``segment_bytes``, its first batch is older than
         ``roll_ms``, or an index is full. After the append, if
         ``flush_interval_messages`` or more messages are unflushed, the log
-        is fsync-ed before returning.
+        is fsync-ed before returning. All-or-nothing per call.
 
-        All-or-nothing per call. Raises `MessageSizeTooLargeError` if
-        one batch is larger than ``max_message_bytes``;
-        `RecordListTooLargeError` if the whole set is larger than
-        ``segment_bytes``; `InvalidRecordError` for a negative
-        ``lastOffsetDelta``; `CorruptRecordError` for an
-        impossible header or a partial trailing batch; ``OSError`` if the
-        write fails, or if the policy flush fails (the records are then
-        appended but not known to be durable). An empty ``records`` writes
-        nothing and returns ``(log_end_offset, log_end_offset - 1)``.
+        Args:
+            records (bytes | bytearray | memoryview): One or more
+                complete batches (v2) or entries (v0/v1), validated by the
+                caller.
+            now_ms: The append time (default: the log's clock).
+
+        Returns:
+            The offsets assigned. An empty ``records`` writes nothing and
+            returns ``(log_end_offset, log_end_offset - 1)``.
+
+        Raises:
+            MessageSizeTooLargeError: One batch is larger than
+                ``max_message_bytes``.
+            RecordListTooLargeError: The whole set is larger than
+                ``segment_bytes``.
+            InvalidRecordError: A batch has a negative ``lastOffsetDelta``.
+            CorruptRecordError: An impossible header or a partial trailing
+                batch.
+            OSError: The write failed, or the policy flush failed (the
+                records are then appended but not known to be durable).
         """
         buf = bytearray(records)
         total = len(buf)
@@ -693,19 +701,29 @@ class Log:
 
     def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileSlice:
         """Locate the bytes to return for a fetch at ``offset`` without
-        reading them: a `FileSlice` of one segment file starting at
-        the batch that holds ``offset``, at most ``max_bytes`` long (the
-        last batch may be cut, as Kafka's "Reads" describes), or the whole first batch
-        if ``min_one_batch`` and it is larger (KIP-74). An offset equal to
-        the log end offset (or in a segment rolled after the snapshot) gives
-        an empty slice. The slice keeps the segment open until released,
-        even if retention deletes it meanwhile.
+        reading them.
 
-        Raises `OffsetOutOfRangeError` if ``offset`` is below
-        ``log_start_offset`` or above ``log_end_offset`` (also when its
-        segment is deleted while being located), `CorruptRecordError`
-        if a segment holds an impossible header, ``ValueError`` if the log
-        is closed."""
+        Args:
+            offset: The offset to read from; the slice starts at the batch
+                that holds it.
+            max_bytes: The most bytes to return; the last batch may be cut,
+                as the "Reads" part of Kafka's "Log" documentation describes.
+            min_one_batch: Return the whole first batch even if it is larger
+                than ``max_bytes`` (KIP-74).
+
+        Returns:
+            A `FileSlice` of one segment file. An offset equal to the log end
+            offset (or in a segment rolled after the snapshot) gives an empty
+            slice. The slice keeps the segment open until released, even if
+            retention deletes it meanwhile.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
+                or above ``log_end_offset`` (also when its segment is deleted
+                while being located).
+            CorruptRecordError: A segment holds an impossible header.
+            ValueError: The log is closed.
+        """
         for _ in range(_SNAPSHOT_RETRIES):
             end = self._log_end_offset
             view = self._view  # one consistent snapshot
@@ -748,14 +766,22 @@ class Log:
         """Read batches starting with the one that holds ``offset``, as
         bytes (`read_slice` then ``pread``).
 
-        Returns up to ``max_bytes`` bytes from one segment (the last batch
-        may be partial; the client detects that by its size field, as
-        Kafka's "Reads" describes). If ``min_one_batch`` and the first batch is larger than
-        ``max_bytes``, the whole first batch is returned (KIP-74). An offset
-        equal to the log end offset gives empty records. Raises
-        `OffsetOutOfRangeError` if ``offset`` is below
-        ``log_start_offset`` or above ``log_end_offset``, and
-        `CorruptRecordError` if a segment holds an impossible header.
+        Args:
+            offset: The offset to read from.
+            max_bytes: The most bytes to return, from one segment; the last
+                batch may be partial (the client detects that by its size
+                field, as Kafka's "Reads" describes).
+            min_one_batch: Return the whole first batch even if it is larger
+                than ``max_bytes`` (KIP-74).
+
+        Returns:
+            The bytes with the partition's offsets at read time. An offset
+            equal to the log end offset gives empty records.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
+                or above ``log_end_offset``.
+            CorruptRecordError: A segment holds an impossible header.
         """
         with self.read_slice(offset, max_bytes, min_one_batch) as piece:
             data = piece.read()
@@ -764,14 +790,23 @@ class Log:
     # ------------------------------------------------------------ offsets by time
 
     def offsets_before(self, timestamp_ms: int, max_num_offsets: int) -> list[int]:
-        """ListOffsets v0 (getOffsetsBefore), Kafka 0.8's
-        ``Log.getOffsetsBefore``: candidates are every segment's base offset
-        paired with its file mtime (ms) and, if the active segment is
-        non-empty, the log end offset paired with now. ``timestamp_ms`` -1
-        (latest) starts from the last candidate, -2 (earliest) from the
-        first; any other value starts from the last candidate whose time is
-        ``<= timestamp_ms`` (none: empty list). Returns at most
-        ``max_num_offsets`` offsets from the start going back, descending."""
+        """ListOffsets v0 (getOffsetsBefore), as Kafka 0.8's
+        ``Log.getOffsetsBefore``.
+
+        Candidates are every segment's base offset paired with its file
+        mtime (ms) and, if the active segment is non-empty, the log end
+        offset paired with now.
+
+        Args:
+            timestamp_ms: ``LATEST_TIMESTAMP`` (-1) starts from the last
+                candidate, ``EARLIEST_TIMESTAMP`` (-2) from the first; any
+                other value from the last candidate whose time is
+                ``<= timestamp_ms`` (none: empty list).
+            max_num_offsets: The most offsets to return.
+
+        Returns:
+            Offsets from the start going back, descending.
+        """
         end = self._log_end_offset
         segs = self._view.segments
         candidates = []
@@ -796,13 +831,20 @@ class Log:
         return sorted((candidates[start - j][0] for j in range(count)), reverse=True)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """ListOffsets v1+: ``(offset, timestamp_ms)``. -1 gives
-        ``(log_end_offset, -1)``, -2 gives ``(log_start_offset, -1)``, -3
-        (KIP-734) gives the batch holding the largest timestamp as ``(its
-        base offset, that timestamp)``; otherwise the first batch whose
-        largest timestamp is ``>= timestamp_ms`` gives ``(its base offset,
-        its largest timestamp)`` (batch granularity). ``None`` if there is
-        none.
+        """ListOffsets v1+: the offset for a timestamp.
+
+        Args:
+            timestamp_ms: A timestamp (ms), or ``LATEST_TIMESTAMP`` (-1),
+                ``EARLIEST_TIMESTAMP`` (-2) or ``MAX_TIMESTAMP`` (-3,
+                KIP-734), from `kclient.protocol.messages.list_offsets`.
+
+        Returns:
+            ``(offset, timestamp_ms)``: -1 gives ``(log_end_offset, -1)``,
+            -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
+            the largest timestamp as ``(its base offset, that timestamp)``;
+            otherwise the first batch whose largest timestamp is
+            ``>= timestamp_ms`` gives ``(its base offset, its largest
+            timestamp)`` (batch granularity). ``None`` if there is none.
 
         Found by lookup: bisect over the running maximum of the segments'
         largest timestamps picks the segment, then its time index, its

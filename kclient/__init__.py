@@ -1,7 +1,9 @@
 """kclient: a Python client SDK for the Kafka protocol, with a bundled
 reference broker.
 
-The classic API with Python names (seed 000 "API Design"):
+The classic API with Python names (the producer and consumer APIs of the
+Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
+"API Design"):
 
 - `Producer` (sync and async modes) with `ProducerData`,
   pluggable `Encoder`, `Partitioner`, `EventHandler` and

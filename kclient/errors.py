@@ -14,6 +14,45 @@ from __future__ import annotations
 from typing import ClassVar
 
 
+# --- error codes ---------------------------------------------------------------
+# The codes of the "Error Codes" table of the Kafka protocol guide
+# (https://kafka.apache.org/protocol#protocol_error_codes) that kclient
+# uses, as plain ints for code that writes or compares them (the bundled
+# broker builds responses with them). Each exception class below carries its
+# code as ``code``; this table is the one place a number is written.
+
+#: No error.
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+BROKER_NOT_AVAILABLE = 8
+MESSAGE_TOO_LARGE = 10
+NETWORK_EXCEPTION = 13
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_REQUEST = 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+#: Fetch sessions (KIP-227): the session id is unknown. The bundled broker
+#: answers it; no exception class, since kclient's clients open no sessions.
+FETCH_SESSION_ID_NOT_FOUND = 70
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+
 class KafkaError(Exception):
     """Base of every error kclient raises."""
 
@@ -94,8 +133,9 @@ class ConsumerTimeoutError(KafkaError):
 class ConsumerRebalanceFailedError(KafkaError):
     """A consumer could not take ownership of its partitions in ZooKeeper
     after ``rebalance.max.retries`` retries, ``rebalance.backoff.ms`` apart
-    (Kafka's ConsumerRebalanceFailedException; seed 003, "Consumer
-    rebalancing algorithm", step 9)."""
+    (Kafka's ConsumerRebalanceFailedException: the last step of the
+    "Consumer rebalancing algorithm" of the Kafka 0.8 documentation,
+    https://kafka.apache.org/082/documentation.html, "Distribution")."""
 
     name = "CONSUMER_REBALANCE_FAILED"
 
@@ -146,138 +186,145 @@ def _code(code: int, name: str, *, retriable: bool = False, invalid_metadata: bo
     return register
 
 
-@_code(-1, "UNKNOWN_SERVER_ERROR")
+@_code(UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR")
 class UnknownServerError(BrokerResponseError):
     """-1: the broker hit an unexpected error."""
 
 
-@_code(1, "OFFSET_OUT_OF_RANGE")
+@_code(OFFSET_OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE")
 class OffsetOutOfRangeError(BrokerResponseError):
     """1: the requested offset is below the log start offset or above the log
-    end offset of the partition (seed 001, "Reads": OutOfRangeException)."""
+    end offset of the partition (Kafka documentation
+    https://kafka.apache.org/documentation/#log, "Reads": an offset out of
+    range raises OutOfRangeException)."""
 
 
-@_code(2, "CORRUPT_MESSAGE", retriable=True)
+@_code(CORRUPT_MESSAGE, "CORRUPT_MESSAGE", retriable=True)
 class CorruptRecordError(BrokerResponseError):
     """2: a record batch failed its CRC or size check."""
 
 
-@_code(3, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True, invalid_metadata=True)
+@_code(UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True, invalid_metadata=True)
 class UnknownTopicOrPartitionError(BrokerResponseError):
     """3: this broker does not host the topic-partition."""
 
 
-@_code(4, "INVALID_FETCH_SIZE")
+@_code(INVALID_FETCH_SIZE, "INVALID_FETCH_SIZE")
 class InvalidFetchSizeError(BrokerResponseError):
     """4: the requested fetch size is invalid."""
 
 
-@_code(5, "LEADER_NOT_AVAILABLE", retriable=True, invalid_metadata=True)
+@_code(LEADER_NOT_AVAILABLE, "LEADER_NOT_AVAILABLE", retriable=True, invalid_metadata=True)
 class LeaderNotAvailableError(BrokerResponseError):
     """5: the partition has no leader right now (e.g. just created)."""
 
 
-@_code(6, "NOT_LEADER_OR_FOLLOWER", retriable=True, invalid_metadata=True)
+@_code(NOT_LEADER_OR_FOLLOWER, "NOT_LEADER_OR_FOLLOWER", retriable=True, invalid_metadata=True)
 class NotLeaderForPartitionError(BrokerResponseError):
     """6: this broker is not the leader of the partition."""
 
 
-@_code(7, "REQUEST_TIMED_OUT", retriable=True)
+@_code(REQUEST_TIMED_OUT, "REQUEST_TIMED_OUT", retriable=True)
 class RequestTimedOutError(BrokerResponseError):
     """7: the broker could not complete the request within its timeout."""
 
 
-@_code(8, "BROKER_NOT_AVAILABLE")
+@_code(BROKER_NOT_AVAILABLE, "BROKER_NOT_AVAILABLE")
 class BrokerNotAvailableError(BrokerResponseError):
     """8: the broker is not alive."""
 
 
-@_code(10, "MESSAGE_TOO_LARGE")
+@_code(MESSAGE_TOO_LARGE, "MESSAGE_TOO_LARGE")
 class MessageSizeTooLargeError(BrokerResponseError):
     """10: a record batch is larger than ``message.max.bytes``, or (client
     side) a single batch is larger than the fetch size asked for."""
 
 
-@_code(13, "NETWORK_EXCEPTION", retriable=True, invalid_metadata=True)
+@_code(NETWORK_EXCEPTION, "NETWORK_EXCEPTION", retriable=True, invalid_metadata=True)
 class NetworkExceptionError(BrokerResponseError):
     """13: the server disconnected before a response was received."""
 
 
-@_code(15, "COORDINATOR_NOT_AVAILABLE", retriable=True)
+@_code(COORDINATOR_NOT_AVAILABLE, "COORDINATOR_NOT_AVAILABLE", retriable=True)
 class CoordinatorNotAvailableError(BrokerResponseError):
     """15: the group coordinator is not available."""
 
 
-@_code(16, "NOT_COORDINATOR", retriable=True)
+@_code(NOT_COORDINATOR, "NOT_COORDINATOR", retriable=True)
 class NotCoordinatorError(BrokerResponseError):
     """16: this broker is not the coordinator of the group."""
 
 
-@_code(17, "INVALID_TOPIC_EXCEPTION")
+@_code(INVALID_TOPIC_EXCEPTION, "INVALID_TOPIC_EXCEPTION")
 class InvalidTopicError(BrokerResponseError):
     """17: the topic name is invalid (empty, too long, bad characters)."""
 
 
-@_code(18, "RECORD_LIST_TOO_LARGE")
+@_code(RECORD_LIST_TOO_LARGE, "RECORD_LIST_TOO_LARGE")
 class RecordListTooLargeError(BrokerResponseError):
     """18: a produce request's record set is larger than the segment size."""
 
 
-@_code(19, "NOT_ENOUGH_REPLICAS", retriable=True)
+@_code(NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", retriable=True)
 class NotEnoughReplicasError(BrokerResponseError):
     """19: fewer in-sync replicas than required."""
 
 
-@_code(21, "INVALID_REQUIRED_ACKS")
+@_code(INVALID_REQUIRED_ACKS, "INVALID_REQUIRED_ACKS")
 class InvalidRequiredAcksError(BrokerResponseError):
     """21: ``acks`` is not -1, 0 or 1."""
 
 
-@_code(35, "UNSUPPORTED_VERSION")
+@_code(UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION")
 class UnsupportedVersionError(BrokerResponseError):
     """35: the API version of the request is not supported by the broker."""
 
 
-@_code(36, "TOPIC_ALREADY_EXISTS")
+@_code(TOPIC_ALREADY_EXISTS, "TOPIC_ALREADY_EXISTS")
 class TopicAlreadyExistsError(BrokerResponseError):
     """36: the topic exists already."""
 
 
-@_code(42, "INVALID_REQUEST")
+@_code(INVALID_REQUEST, "INVALID_REQUEST")
 class InvalidRequestError(BrokerResponseError):
     """42: the request is malformed or violates the protocol."""
 
 
-@_code(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+@_code(UNSUPPORTED_FOR_MESSAGE_FORMAT, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
 class UnsupportedForMessageFormatError(BrokerResponseError):
     """43: the message format version does not support the request."""
 
 
-@_code(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+@_code(OUT_OF_ORDER_SEQUENCE_NUMBER, "OUT_OF_ORDER_SEQUENCE_NUMBER")
 class OutOfOrderSequenceNumberError(BrokerResponseError):
     """45: an idempotent producer's sequence number is out of order."""
 
 
-@_code(46, "DUPLICATE_SEQUENCE_NUMBER")
+@_code(DUPLICATE_SEQUENCE_NUMBER, "DUPLICATE_SEQUENCE_NUMBER")
 class DuplicateSequenceNumberError(BrokerResponseError):
     """46: an idempotent producer's batch was already written."""
 
 
-@_code(76, "UNSUPPORTED_COMPRESSION_TYPE")
+@_code(UNSUPPORTED_COMPRESSION_TYPE, "UNSUPPORTED_COMPRESSION_TYPE")
 class UnsupportedCompressionTypeError(BrokerResponseError):
     """76: the compression codec cannot be used with this request version."""
 
 
-@_code(87, "INVALID_RECORD")
+@_code(INVALID_RECORD, "INVALID_RECORD")
 class InvalidRecordError(BrokerResponseError):
     """87: a record failed the broker's validation."""
 
 
 def error_for_code(code: int) -> type[BrokerResponseError]:
-    """Return the exception class for Kafka error ``code`` (never for 0).
+    """Return the exception class for a Kafka error code.
 
-    Unknown codes map to a fresh subclass of `BrokerResponseError`
-    named ``UNKNOWN_<code>`` so the code is never lost.
+    Args:
+        code: A non-zero Kafka error code (0 means no error and has no class).
+
+    Returns:
+        The registered subclass of `BrokerResponseError`; an unknown code
+        maps to a fresh subclass named ``UNKNOWN_<code>`` so the code is
+        never lost.
     """
     try:
         return _BY_CODE[code]
@@ -290,6 +337,15 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
 
 
 def raise_for_code(code: int, message: str = "") -> None:
-    """Raise the error for ``code`` unless it is 0 (NONE)."""
+    """Raise the error for a Kafka error code unless it is 0 (``NONE``).
+
+    Args:
+        code: The error code read off the wire.
+        message: Text added to the exception's message.
+
+    Raises:
+        BrokerResponseError: The subclass `error_for_code` gives, when
+            ``code`` is not 0.
+    """
     if code:
         raise error_for_code(code)(message)

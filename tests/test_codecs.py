@@ -1,5 +1,5 @@
-"""Compression codecs as Kafka clients write and read them (PROTOCOL-NOTES
-"Codecs"): xerial-framed snappy like the Java client and raw snappy like
+"""Compression codecs as Kafka clients write and read them (codec ids of
+attributes bits 0-2; see kclient/protocol/records/codecs.py): xerial-framed snappy like the Java client and raw snappy like
 librdkafka, LZ4 frames with independent blocks (and the KIP-57 header
 checksum of magic 0), zstd as a stream of frames, gzip; corrupt or
 truncated payloads give a clear error naming the codec."""

@@ -1,5 +1,6 @@
 """ConsumerConnector / KafkaStream against a real ZooKeeper and real broker
-processes (seed 000 "Consumer APIs", seed 003 consumer registration and
+processes (Kafka 0.8 documentation https://kafka.apache.org/082/documentation.html:
+"API Design", consumer APIs; "Distribution", consumer registration and
 rebalancing). No mocks; waits are bounded by generous deadlines, never
 asserted as speeds."""
 
@@ -261,7 +262,7 @@ def test_single_consumer_reads_everything_with_keys_and_values(zookeeper, zk_bro
         streams = connector.create_message_streams({topic: 1}, key_decoder=StringDecoder(), value_decoder=StringDecoder())
         assert list(streams) == [topic] and len(streams[topic]) == 1
         got = drain(streams[topic][0], until=len(sent))
-        # the consumer is registered with the seed's JSON
+        # the consumer is registered with Kafka's "Consumer Id Registry" JSON
         reg = paths.ConsumerRegistration.from_json(zk.get(paths.consumer_id_path(group, connector.consumer_id)))
         assert reg.subscription == {topic: 1} and reg.pattern == "static"
         assert owners(zk, group, topic) == {p: f"{connector.consumer_id}-0" for p in range(PARTITIONS)}

@@ -1,5 +1,6 @@
 """Real damage to real files, with a real broker process killed for real
-(issue 4, seed 002 "Guarantees"): kill -9 under a produce load, a segment cut
+(issue 4; Kafka documentation https://kafka.apache.org/documentation/#log,
+"Guarantees"): kill -9 under a produce load, a segment cut
 mid-batch, random bytes appended, a byte flipped inside a batch, a deleted
 index. After each restart the broker serves every batch before the damage,
 reports what it truncated, and takes new writes at the right offsets."""

@@ -1,7 +1,8 @@
 """``kclient dump-log`` on real segment files: written by kclient's Log (the
 broker's storage), by the bundled broker itself, or byte by byte to make
-damage. The expected lines follow Kafka's DumpLogSegments; seed 004 holds
-lines a real Kafka printed for the same records, and the values must agree."""
+damage. The expected lines follow Kafka's DumpLogSegments; where a line a
+real Kafka 0.8.2 printed for the same record is quoted below, the values
+must agree."""
 
 from __future__ import annotations
 
@@ -56,8 +57,8 @@ def make_log(tmp_path, *record_sets, interval=0):
 
 
 def test_v2_batch_line_matches_kafka(tmp_path):
-    # Seed 004 sent key "key", value "value" to Kafka 1.0 and DumpLogSegments printed:
-    seed = (
+    # Key "key", value "value" sent to Kafka 1.0, whose DumpLogSegments printed:
+    kafka10 = (
         "baseOffset: 0 lastOffset: 0 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
         "partitionLeaderEpoch: 0 isTransactional: false position: 0 CreateTime: 1524709879130 isvalid: true "
         "size: 76 magic: 2 compresscodec: NONE crc: 2857248333"
@@ -73,7 +74,7 @@ def test_v2_batch_line_matches_kafka(tmp_path):
         "size: 76 magic: 2 compresscodec: NONE crc: 2857248333 isvalid: true",
     ]
     ours = fields(lines[2])
-    assert {k: ours[k] for k in fields(seed)} == fields(seed)  # same bytes, same CRC as real Kafka
+    assert {k: ours[k] for k in fields(kafka10)} == fields(kafka10)  # same bytes, same CRC as real Kafka
     assert keys(lines[2]) == V2_KEYS
 
 
@@ -128,10 +129,10 @@ def test_legacy_entry_lines(tmp_path):
     rc, lines, _ = dump(path)
     assert rc == 0
     assert lines[2] == "offset: 0 position: 0 NoTimestampType: -1 size: 34 magic: 0 compresscodec: NONE crc: 592888119 isvalid: true"
-    # Kafka 0.8.2 printed for the same message (seed 004):
-    seed = fields("offset: 0 position: 0 isvalid: true payloadsize: 5 magic: 0 compresscodec: NoCompressionCodec crc: 592888119 keysize: 3")
+    # Kafka 0.8.2's DumpLogSegments printed for the same message:
+    kafka082 = fields("offset: 0 position: 0 isvalid: true payloadsize: 5 magic: 0 compresscodec: NoCompressionCodec crc: 592888119 keysize: 3")
     ours = fields(lines[2])
-    assert all(ours[k] == seed[k] for k in ("offset", "position", "isvalid", "magic", "crc"))
+    assert all(ours[k] == kafka082[k] for k in ("offset", "position", "isvalid", "magic", "crc"))
     assert keys(lines[3]) == LEGACY_KEYS
     assert fields(lines[3])["position"] == "34" and fields(lines[3])["size"] == str(12 + 22 + 5)  # null key, "value"
     rc, lines, _ = dump(path, print_data_log=True)

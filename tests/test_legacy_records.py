@@ -2,9 +2,13 @@
 
 Facts used, each checked against an independent source:
 * golden sets built by kafka-python 3.0 (../shared/vectors/record_batches.json);
-* seed 004 ("消息格式的演进"), whose worked sizes and a real Kafka 0.8.2
-  DumpLogSegments line give sizes and a CRC from a real broker;
-* the layouts of seed 002 / PROTOCOL-NOTES "Records", derived by hand below;
+* the sizes Kafka's ``LegacyRecord`` gives (``RECORD_OVERHEAD_V0`` = 14,
+  ``_V1`` = 22) and a line a real Kafka 0.8.2 DumpLogSegments printed for
+  key "key" / value "value" (size and CRC from a real broker, quoted in
+  tests/test_dump_log.py);
+* the layouts of the Kafka documentation
+  (https://kafka.apache.org/documentation/#messageformat, "Record Batch"
+  and "Old Message Format"), derived by hand below;
 * kafka-python's own reader (an independent implementation) for sets we build.
 """
 
@@ -130,7 +134,7 @@ def test_v1_message_key_k_value_v_by_hand():
 def test_null_key_and_value_are_length_minus_one():
     msg = build_message(None, None, magic=0)
     assert msg[6:] == b"\xff\xff\xff\xff" * 2
-    assert len(msg) == legacy.RECORD_OVERHEAD[0] == 14  # seed 004: RECORD_OVERHEAD_V0 = 14 B
+    assert len(msg) == legacy.RECORD_OVERHEAD[0] == 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0 = 14 B
     assert len(build_message(None, None, magic=1)) == legacy.RECORD_OVERHEAD[1] == 22  # RECORD_OVERHEAD_V1 = 22 B
     assert _plain(iter_legacy_records(build_message_set([(None, None, 5), (b"", b"", 6)], magic=1))) == [
         (0, 5, None, None, ()),

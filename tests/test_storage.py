@@ -1,5 +1,7 @@
-"""Tests of the broker's log engine (kclient.storage): seed 001's writes,
-reads, deletes and recovery guarantees, on real files under tmp_path."""
+"""Tests of the broker's log engine (kclient.storage): the writes, reads,
+deletes and recovery guarantees of the "Log" section of the Kafka
+documentation (https://kafka.apache.org/documentation/#log), on real files
+under tmp_path."""
 
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def test_multi_batch_append_and_v1_entries(tmp_path):
     assert log.append(b"") == AppendResult(8, 7, -1)
     assert log.log_end_offset == 8
     # a real compressed v1 wrapper takes one offset per inner message and
-    # carries the last one (seed 004: relative inner offsets)
+    # carries the last one (KIP-31: relative inner offsets)
     from kclient.protocol.records import build_message_set, iter_record_set
     from kclient.protocol.records import codecs
 

@@ -1,6 +1,7 @@
 """ZooKeeper layer: pure paths / JSON documents / range assignment, and
 against a real ZooKeeper server: the kazoo client and the broker's
-registration (seed 003 "ZooKeeper 目录", "Broker node registration")."""
+registration (Kafka 0.8 documentation https://kafka.apache.org/082/documentation.html,
+"Distribution": "ZooKeeper Directories", "Broker Node Registry")."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_range_assignment_gives_every_partition_exactly_one_owner():
 
 
 def test_range_assignment_seed_example_with_remainder():
-    # 5 partitions, 2 consumers: the seed's N = 5/2 = 2 would leave partition 4 unowned.
+    # 5 partitions, 2 consumers: the documented N = 5/2 = 2 alone would leave partition 4 unowned.
     result = range_assignment([4, 3, 2, 1, 0], ["b-0", "a-0"])
     assert result == {"a-0": [0, 1, 2], "b-0": [3, 4]}
     # numeric order of stream numbers: c-2 before c-10

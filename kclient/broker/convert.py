@@ -2,12 +2,14 @@
 Produce request's record set to the format a topic stores (on append), and
 down-conversion of stored data to the format a Fetch version can carry.
 
-Formats: message sets v0 / v1 (magic 0 / 1) and record batches v2 (magic 2);
-seed 002 sections 5.3.1-5.3.3, seed 004, PROTOCOL-NOTES "Records". Which
-request versions carry which format (Kafka protocol guide; KIP-31/32,
-KIP-98): Produce v0-1 and Fetch v0-1 carry v0, Produce v2 and Fetch v2-3
-carry v0 or v1, Produce v3+ and Fetch v4+ carry v2 (and, on Fetch, whatever
-the log holds). zstd needs Produce v7+ / Fetch v10+ (KIP-110).
+Formats: message sets v0 / v1 (magic 0 / 1, KIP-32) and record batches v2
+(magic 2, KIP-98); Kafka protocol guide https://kafka.apache.org/protocol,
+"Message Sets" and "Record Batch", and `kclient.protocol.records.legacy` /
+`kclient.protocol.records.v2`. Which request versions carry which format
+(`kclient.protocol.records.formats`): Produce v0-1 and Fetch v0-1 carry
+v0, Produce v2 and Fetch v2-3 carry v0 or v1, Produce v3+ and Fetch v4+
+carry v2 (and, on Fetch, whatever the log holds). zstd needs Produce v7+ /
+Fetch v10+ (KIP-110).
 
 On append (`prepare_append`, Kafka 2.x ``LogValidator``):
 
@@ -55,10 +57,18 @@ import struct
 import attrs
 import crc32c
 
-from kclient.errors import CorruptRecordError
+from kclient.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    MESSAGE_TOO_LARGE,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    CorruptRecordError,
+)
 from kclient.protocol.records import codecs
 from kclient.protocol.records.legacy import (
     ATTR_TIMESTAMP_TYPE,
+    ATTRIBUTES_AT as _V01_ATTRIBUTES_AT,
     NO_TIMESTAMP,
     LegacyMessage,
     absolute_inner,
@@ -69,52 +79,31 @@ from kclient.protocol.records.legacy import (
     read_message,
     validate_legacy_entry,
 )
-from kclient.protocol.records.scan import BatchInfo, scan_batches
+from kclient.protocol.records.formats import (
+    PRODUCE_MAGIC2_MIN_VERSION,
+    ZSTD_MIN_FETCH_VERSION,
+    ZSTD_MIN_PRODUCE_VERSION,
+    fetch_magic,
+    produce_magic_max,
+)
+from kclient.protocol.records.scan import MAGIC_AT, BatchInfo, scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CODEC_MASK,
+    ATTRIBUTES_AT as _V2_ATTRIBUTES_AT,
+    CRC_AT as _V2_CRC_AT,
+    CRC_START as _V2_CRC_START,
     HEADER_SIZE,
+    MAX_TIMESTAMP_AT as _V2_MAX_TIMESTAMP_AT,
+    RECORD_OVERHEAD as _V2_RECORD_OVERHEAD,
     build_batch,
     decode_records,
     read_header,
     validate_batch,
 )
 
-# Kafka error codes (Kafka protocol guide, "Error Codes").
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
-
-#: First Produce / Fetch version that may carry zstd (KIP-110).
-ZSTD_MIN_PRODUCE_VERSION = 7
-ZSTD_MIN_FETCH_VERSION = 10
-
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
-_V2_ATTRIBUTES_AT = 21
-_V2_MAX_TIMESTAMP_AT = 35
-_V2_CRC_AT = 17
-_V2_CRC_START = 21
-_V01_ATTRIBUTES_AT = 17
-#: Bytes a record may take in a v2 batch beyond its key and value (see
-#: `kclient.client.event_handler.RECORD_OVERHEAD`), used to group
-#: up-converted messages into batches below ``message.max.bytes``.
-_V2_RECORD_OVERHEAD = 30
-
-
-def produce_magic_max(produce_version: int) -> int:
-    """Newest message format a Produce request of ``produce_version`` may
-    carry: 0 for v0-1, 1 for v2, 2 for v3+ (Kafka protocol guide)."""
-    return 0 if produce_version <= 1 else 1 if produce_version == 2 else 2
-
-
-def fetch_magic(fetch_version: int) -> int:
-    """Newest message format a Fetch response of ``fetch_version`` may
-    carry: 0 for v0-1, 1 for v2-3, 2 for v4+ (Kafka protocol guide;
-    ``KafkaApis`` down-converts above it)."""
-    return 0 if fetch_version <= 1 else 1 if fetch_version <= 3 else 2
 
 
 class AppendRejected(Exception):
@@ -202,7 +191,7 @@ def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: 
         raise AppendRejected(CORRUPT_MESSAGE, f"record set ends with a partial batch of {len(view) - covered} bytes")
     units = []
     for info in infos:
-        if produce_version >= 3 and info.magic != 2:
+        if produce_version >= PRODUCE_MAGIC2_MIN_VERSION and info.magic != 2:
             raise AppendRejected(
                 INVALID_RECORD, f"Produce v{produce_version} may only carry record batches v2, not message format v{info.magic}"
             )
@@ -424,7 +413,7 @@ def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
     b"" for a control batch. Raises `CorruptRecordError` for data
     that does not decode and `codecs.CodecError` for zstd (no v0/v1
     form)."""
-    magic = raw[16]
+    magic = raw[MAGIC_AT]
     if magic <= to_magic:
         return bytes(raw)
     if magic == 2:

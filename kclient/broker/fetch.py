@@ -45,23 +45,27 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
 
-from kclient.broker.convert import down_convert, fetch_magic, has_zstd
+from kclient.broker.convert import down_convert, has_zstd
 from kclient.broker.zerocopy import release_slices
-from kclient.errors import BrokerResponseError, CorruptRecordError
+from kclient.errors import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    BrokerResponseError,
+    CorruptRecordError,
+)
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
+from kclient.protocol.records.formats import fetch_magic
 
 if TYPE_CHECKING:
     from kclient.broker.handlers import BrokerState
 
 log = logging.getLogger("kclient.broker")
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-FETCH_SESSION_ID_NOT_FOUND = 70
-UNSUPPORTED_COMPRESSION_TYPE = 76
 _NO_LIMIT = 0x7FFFFFFF
 
 

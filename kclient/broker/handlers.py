@@ -1,9 +1,11 @@
 """Request handlers of the bundled broker, one coroutine per API.
 
-`SUPPORTED_VERSIONS` is what ApiVersions advertises (the table of
-PROTOCOL-NOTES "Ranges a broker that implements only non-flexible versions
-can advertise", with ApiVersions v3 answered natively, and Fetch from v0:
-message formats v0/v1 are served, `kclient.broker.convert`). Every handler takes
+`SUPPORTED_VERSIONS` is what ApiVersions advertises: each API up to its
+last non-flexible version (the one below ``flexible_from`` in
+`kclient.protocol.messages`; this broker implements no flexible encoding
+except ApiVersions v3, answered natively as KIP-511 asks), OffsetFetch from
+v1, and Fetch from v0 (message formats v0/v1 are served,
+`kclient.broker.convert`). Every handler takes
 the decoded request ``dict`` and returns the response ``dict`` for the
 schemas in `kclient.protocol.messages`, or ``None`` for "send nothing"
 (Produce with acks=0). Errors are Kafka's error codes in the response's
@@ -21,14 +23,28 @@ worker threads: the storage engine is thread-safe.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Awaitable, Callable
 
 import attrs
 import trio
 
+from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
+    CORRUPT_MESSAGE,
+    FETCH_SESSION_ID_NOT_FOUND,
+    INVALID_RECORD,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    INVALID_TOPIC_EXCEPTION,
+    LEADER_NOT_AVAILABLE,
+    MESSAGE_TOO_LARGE,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_VERSION,
     BrokerResponseError,
     ConfigError,
     InvalidTopicError,
@@ -43,26 +59,11 @@ from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 
 log = logging.getLogger("kclient.broker")
 
-# Kafka error codes (Kafka protocol guide, "Error Codes").
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUIRED_ACKS = 21
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
-FETCH_SESSION_ID_NOT_FOUND = 70
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
-
 #: api key -> (min, max) version the broker advertises in ApiVersions.
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
 #: and down-converted on fetch, `kclient.broker.convert`); the ranges
 #: contain Produce 0, 3 and 7, Fetch 4 and 10 and FindCoordinator 0, which
-#: librdkafka < 2.11.1 looks for (PROTOCOL-NOTES "Traps"): without
+#: librdkafka < 2.11.1 looks for: without
 #: FindCoordinator its LZ4 feature stays off and its v2 producer sends lz4
 #: batches uncompressed. Once a coordinator is found, librdkafka (2.16 at
 #: least) segfaults if OffsetFetch is missing (librdkafka issue #4789,
@@ -139,11 +140,6 @@ class TopicFormat:
     log_append_time: bool = False
 
 
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch: the broker's LogAppendTime clock."""
-    return time.time_ns() // 1_000_000
-
-
 class BrokerState:
     """What the handlers share: the config, the `LogManager`, the
     broker's identity (broker id, cluster id, advertised address), the
@@ -180,7 +176,7 @@ class BrokerState:
             config.message_format_magic, config.log_message_timestamp_type == "LogAppendTime"
         )
         self._formats: dict[str, TopicFormat] = {}
-        self.clock: Callable[[], int] = wall_clock_ms
+        self.clock: Callable[[], int] = now_ms  # the LogAppendTime clock
         #: Called as ``listener(topic, partitions)`` on the trio thread after
         #: a topic is auto-created (the ZooKeeper registration listens here).
         self.topic_listeners: list[Callable[[str, int], None]] = []
@@ -369,7 +365,7 @@ class RequestHandlers:
                     hosted = state.logs.get(name, index) is not None
                     partitions.append(
                         {
-                            "error_code": NONE if hosted else 5,  # LEADER_NOT_AVAILABLE
+                            "error_code": NONE if hosted else LEADER_NOT_AVAILABLE,
                             "partition_index": index,
                             "leader_id": state.broker_id if hosted else -1,
                             "leader_epoch": 0,

@@ -57,7 +57,7 @@ from typing import Any, Callable
 import trio
 
 from kclient.config import BrokerConfig
-from kclient.errors import ProtocolError
+from kclient.errors import INVALID_REQUEST, ProtocolError
 from kclient.protocol.connection import (
     FrameBuffer,
     decode_request,
@@ -346,7 +346,7 @@ class Broker:
                     API_VERSIONS,
                     header.api_version,
                     header.correlation_id,
-                    {"error_code": 42, "api_keys": []},
+                    {"error_code": INVALID_REQUEST, "api_keys": []},
                 )
             log.warning("closing connection from %s: malformed %s v%d request: %s", peer, api.name, header.api_version, exc)
             raise _CloseConnection from None

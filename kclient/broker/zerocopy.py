@@ -1,7 +1,8 @@
 """Zero-copy responses: a response frame made of encoded bytes and
 `kclient.storage.FileSlice` ranges of segment files, sent with
-``os.sendfile`` (seed 002 5.1, "The sendfile implementation is done by
-giving the MessageSet interface a writeTo method").
+``os.sendfile``, as Kafka does (Kafka documentation
+https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
+zero-copy with sendfile; and #networklayer, "Network Layer").
 
 `encode_spliced_response` encodes a response body whose ``records``
 fields hold `FileSlice` objects (Fetch v4+, stored

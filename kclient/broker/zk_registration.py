@@ -1,5 +1,6 @@
-"""The bundled broker's ZooKeeper registration (seed 003 "Broker node
-registration", "Broker Topic 注册").
+"""The bundled broker's ZooKeeper registration (Kafka 0.8 documentation
+https://kafka.apache.org/082/documentation.html, "Distribution": "Broker
+Node Registry" and "Broker Topic Registry").
 
 With ``zookeeper.connect`` set, `BrokerRegistrar`:
 
@@ -32,6 +33,7 @@ import time
 import trio
 from kazoo.client import KazooState
 
+from kclient.clock import now_ms
 from kclient.errors import ZooKeeperError
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import (
@@ -126,7 +128,7 @@ class BrokerRegistrar:
         zk = self.client
         state = self.state
         broker_id = state.broker_id
-        now = int(time.time() * 1000)
+        now = now_ms()
         zk.create_persistent_if_absent(CLUSTER_ID_PATH, encode_cluster_id(state.cluster_id))
         registration = BrokerRegistration.create(broker_id, state.advertised_host, state.advertised_port, now)
         path = broker_path(broker_id)

@@ -19,7 +19,7 @@ import os
 
 import trio
 
-from kclient.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
+from kclient.errors import UNSUPPORTED_VERSION, KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import API_VERSIONS, choose_version
 from kclient.protocol.schema import Api
@@ -138,7 +138,7 @@ class BrokerConnection:
     async def _negotiate(self) -> None:
         body = {"client_software_name": "kclient", "client_software_version": "0.1.0"}
         response = await self._request(API_VERSIONS, API_VERSIONS.max_version, body)
-        if response.version != API_VERSIONS.max_version or response.body["error_code"] == 35:
+        if response.version != API_VERSIONS.max_version or response.body["error_code"] == UNSUPPORTED_VERSION:
             # KIP-511: retry with the highest version the broker has.
             versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
             version = choose_version(API_VERSIONS, versions)

@@ -12,7 +12,8 @@ Request header v1: api_key int16, api_version int16, correlation_id int32,
 client_id nullable string; v2 (flexible versions) adds a tagged-field
 section. Response header v0: correlation_id; v1 adds tagged fields, except
 that ApiVersions responses always use v0 (KIP-511). Source: Kafka protocol
-guide "Headers"; PROTOCOL-NOTES "Framing".
+guide https://kafka.apache.org/protocol, "Common Request and Response
+Structure" and "Headers".
 
 Pure: no sockets, no clock.
 """
@@ -24,12 +25,13 @@ import struct
 
 import attrs
 
-from kclient.errors import ProtocolError
+from kclient.errors import UNSUPPORTED_VERSION, ProtocolError
 from kclient.protocol import primitives as p
 from kclient.protocol.messages import API_VERSIONS, APIS
 from kclient.protocol.schema import Api
 
 _SIZE = struct.Struct(">i")
+_UNSUPPORTED_VERSION_BYTES = struct.pack(">h", UNSUPPORTED_VERSION)  # int16 error_code first in the body
 _REQ_HEAD = struct.Struct(">hhi")
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 
@@ -221,10 +223,10 @@ def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> 
 
 def encode_unsupported_api_versions(correlation_id: int, supported: list[tuple[int, int, int]]) -> bytes:
     """The KIP-511 answer to an ApiVersions request of a version the broker
-    lacks: response header v0 and a v0 body with error 35 and the array of
+    lacks: response header v0 and a v0 body with error UNSUPPORTED_VERSION (35) and the array of
     supported (api_key, min, max)."""
     body = {
-        "error_code": 35,
+        "error_code": UNSUPPORTED_VERSION,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported],
     }
     return encode_response(API_VERSIONS, 0, correlation_id, body)
@@ -302,9 +304,9 @@ class ClientConnection:
         # byte fields handed to the application (a fetch's records) stay
         # immutable views, as they are over a bytes frame
         view = memoryview(frame).toreadonly()[pos:]
-        if api.key == API_VERSIONS.key and version > 0 and len(view) >= 2 and view[0:2] == b"\x00\x23":
+        if api.key == API_VERSIONS.key and version > 0 and len(view) >= 2 and view[0:2] == _UNSUPPORTED_VERSION_BYTES:
             # KIP-511: a broker lacking this ApiVersions version answers with
-            # error 35 in a v0-shaped body listing the versions it has.
+            # error UNSUPPORTED_VERSION in a v0-shaped body listing the versions it has.
             version = 0
         body = api.response(version).decode(view)
         return Response(correlation_id, api, version, body)

@@ -6,7 +6,9 @@ a ``bytearray``; decoders take ``(buf, pos)`` and return ``(value, new_pos)``.
 Truncated input raises `kclient.errors.ProtocolError`.
 
 Source: Kafka protocol guide, "Protocol Primitive Types"; record varints are
-zigzag encoded (seed 002, record format), protocol varints are unsigned.
+zigzag encoded (Kafka documentation
+https://kafka.apache.org/documentation/#record, "Record"), protocol varints
+are unsigned.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def zigzag_decode(value: int) -> int:
 
 
 def write_varint(out: bytearray, value: int) -> None:
-    """Append a signed zigzag varint (record fields, seed 002)."""
+    """Append a signed zigzag varint (the varints of a v2 record)."""
     write_uvarint(out, zigzag_encode(value))
 
 
@@ -112,14 +114,14 @@ def read_varint(buf, pos: int):
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+def uvarint_size(value: int) -> int:
+    """Bytes taken by ``value`` (>= 0) as an unsigned varint (7 bits a byte)."""
+    return 1 if value < 0x80 else 2 if value < 0x4000 else 3 if value < 0x200000 else (value.bit_length() + 6) // 7
+
+
 def varint_size(value: int) -> int:
     """Bytes taken by ``value`` as a zigzag varint."""
-    v = zigzag_encode(value)
-    size = 1
-    while v > 0x7F:
-        v >>= 7
-        size += 1
-    return size
+    return uvarint_size(zigzag_encode(value))
 
 
 # --- strings and bytes -------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import attrs
 
 from kclient.errors import ConfigError
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,9 @@ __all__ = [
 
 #: In an offsets JSON, -2 means the partition's earliest offset and -1 its
 #: latest (the log end offset), as in Spark's Kafka source and in Kafka's
-#: ListOffsets request.
-EARLIEST = -2
-LATEST = -1
+#: ListOffsets request (whose module owns the numbers).
+EARLIEST = EARLIEST_TIMESTAMP
+LATEST = LATEST_TIMESTAMP
 
 #: `kafka.*` options that Spark's Kafka source refuses, with the reason; the
 #: same keys are refused here so that a ported job behaves the same.

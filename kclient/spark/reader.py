@@ -25,6 +25,7 @@ from kclient.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from kclient.protocol.records.scan import LOG_OVERHEAD
 from kclient.spark.columns import Columns, decode_columns
 from kclient.spark.offsets import OffsetRange
 from kclient.spark.options import ReadOptions
@@ -205,6 +206,6 @@ def _find_leader(r: OffsetRange, opts: ReadOptions) -> tuple[str, int] | None:
 def _first_batch_size(buf) -> int:
     """Total bytes of the first batch in `buf` (its size field plus the
     12-byte log overhead), or 0 when `buf` is too short to say."""
-    if len(buf) < 12:
+    if len(buf) < LOG_OVERHEAD:
         return 0
-    return int.from_bytes(bytes(buf[8:12]), "big", signed=True) + 12
+    return int.from_bytes(bytes(buf[8:LOG_OVERHEAD]), "big", signed=True) + LOG_OVERHEAD

@@ -11,7 +11,8 @@
   dirs, recovery point checkpoints, clean-shutdown marker.
 * ``checkpoint.py``: the checkpoint file format and the marker.
 
-Layout and semantics follow seeds 001 / 002 (log writes, reads, deletes,
+Layout and semantics follow the "Log" section of the Kafka documentation
+(https://kafka.apache.org/documentation/#log: writes, reads, deletes,
 recovery guarantees) and Kafka's ``Log`` / ``LogSegment`` / ``LogManager``.
 """
 

@@ -3,9 +3,10 @@
 `kclient.storage.Log.read_slice` returns a `FileSlice`: the
 ``.log`` file descriptor, the byte position and length of the batches to
 send, and the partition's offsets at read time. The broker hands the range
-to ``os.sendfile`` (seed 002 5.1: "The sendfile implementation is done by
-giving the MessageSet interface a writeTo method ... transferTo") so record
-data goes from the page cache to the socket without passing through Python.
+to ``os.sendfile`` (as Kafka does with ``FileChannel.transferTo``; Kafka
+documentation https://kafka.apache.org/documentation/#maximizingefficiency,
+"Efficiency") so record data goes from the page cache to the socket without
+passing through Python.
 
 The slice holds a reference on its segment: the file stays open (and its
 bytes readable) until `FileSlice.release`, even if retention deletes
@@ -33,8 +34,8 @@ class FileSlice:
 
     ``fd`` is the open file descriptor (-1 for an empty slice); ``path``
     the file (``None`` when empty). The range starts at a batch boundary
-    and may end inside a batch (seed 001 "Reads": clients drop a partial
-    last batch). The bytes never change while the slice is held (segments
+    and may end inside a batch (clients drop a partial last batch, as the
+    "Reads" part of Kafka's "Log" documentation describes). The bytes never change while the slice is held (segments
     are append-only). Not thread-safe: one consumer per slice.
 
     Call `release` (or use ``with``) when done; a slice that is

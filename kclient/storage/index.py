@@ -1,6 +1,6 @@
 """Sparse offset index of one log segment (the ``.index`` file).
 
-Layout (PROTOCOL-NOTES "Log files"; Kafka's ``OffsetIndex``): a flat array
+Layout (Kafka's ``OffsetIndex``, the ``.index`` file of a segment): a flat array
 of 8-byte big-endian entries, each an int32 offset relative to the
 segment's base offset and the int32 byte position in the ``.log`` file of
 the batch that starts at that offset. Entries are strictly increasing in

@@ -1,16 +1,18 @@
 """The log of one partition: an ordered list of segments in one directory.
 
-Seed 001 / seed 002 5.4 ("Writes", "Reads", "Deletes", "Guarantees") and
-Kafka's ``Log`` / ``UnifiedLog``:
+Kafka documentation https://kafka.apache.org/documentation/#log ("Log":
+"Writes", "Reads", "Deletes", "Guarantees") and Kafka's ``Log`` /
+``UnifiedLog``:
 
 * appends go to the last (active) segment, which rolls over to a new file
   named by the next offset when it would grow past ``segment_bytes``, when
   its first batch is older than ``roll_ms`` or when an index is full;
 * the log assigns offsets by overwriting each batch's first 8 bytes;
-* flush policy: after ``flush_interval_messages`` unflushed messages (the
-  seeds' M) the log and its indexes are fsync-ed; `Log.flush_if_due`
-  does the same once the oldest unflushed append is ``flush_interval_ms``
-  old (S). A system crash loses at most M messages or S ms of appends;
+* flush policy: after ``flush_interval_messages`` unflushed messages (M,
+  as the "Writes" section calls it) the log and its indexes are fsync-ed;
+  `Log.flush_if_due` does the same once the oldest unflushed append is
+  ``flush_interval_ms`` old (S). A system crash loses at most M messages
+  or S ms of appends;
 * reads locate the segment by ``bisect`` over an immutable snapshot of the
   segment list (replaced, never mutated, so a reader always searches a
   consistent view while segments are rolled or deleted), then the batch
@@ -33,13 +35,13 @@ import logging
 import os
 import struct
 import threading
-import time
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import attrs
 
+from kclient.clock import now_ms
 from kclient.errors import (
     ConfigError,
     CorruptRecordError,
@@ -48,6 +50,9 @@ from kclient.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kclient.protocol.records.legacy import ATTR_CODEC_MASK as _CODEC_MASK
+from kclient.protocol.records.legacy import ATTRIBUTES_AT as _V01_ATTRIBUTES_AT
 from kclient.protocol.records.scan import scan_batches
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.segment import (
@@ -63,13 +68,9 @@ from kclient.storage.segment import (
 
 logger = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3  # KIP-734: the batch holding the largest timestamp
 _INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 _OFFSET = struct.Struct(">q")
-_V01_ATTRIBUTES_AT = 17  # attributes byte of a v0/v1 entry
 
 
 def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tuple[bytearray, int]:
@@ -77,7 +78,8 @@ def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tupl
     wrapper takes as many offsets as it has inner messages and carries the
     last one (v1 inner offsets stay relative, so only the wrapper header is
     rewritten; v0 inner offsets are absolute, so that set is rebuilt —
-    seed 004, compressed message sets). Returns (new bytes, next offset)."""
+    `kclient.protocol.records.legacy.assign_legacy_offsets`). Returns (new
+    bytes, next offset)."""
     from kclient.protocol.records.legacy import assign_legacy_offsets
 
     out = bytearray()
@@ -92,15 +94,9 @@ def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tupl
             out += entry
             next_offset += info.last_offset - info.base_offset + 1
     return out, next_offset
-_CODEC_MASK = 0x07
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)
-
-
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch (the default clock of `Log`)."""
-    return time.time_ns() // 1_000_000
 
 
 def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
@@ -126,8 +122,8 @@ class LogConfig:
       batch accepted, including its 12-byte log overhead.
     * ``roll_ms`` (``log.roll.ms`` / ``log.roll.hours``, 7 days): roll the
       active segment when its first batch is older than this.
-    * ``flush_interval_messages`` (``log.flush.interval.messages``, the
-      seeds' M; default 2**63-1 = never): fsync after this many unflushed
+    * ``flush_interval_messages`` (``log.flush.interval.messages``, M;
+      default 2**63-1 = never): fsync after this many unflushed
       messages.
     * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
       never by time): `Log.flush_if_due` fsyncs once the oldest
@@ -196,8 +192,10 @@ class LogConfig:
 @attrs.frozen
 class AppendResult:
     """Outcome of `Log.append`: the first and last offsets assigned,
-    and the LogAppendTime in ms (-1: the log keeps CreateTime, the only
-    mode implemented; Produce responses carry it as ``log_append_time_ms``)."""
+    and the LogAppendTime in ms. `Log.append` always reports -1: it stores
+    batches as given, and a LogAppendTime topic's batches arrive already
+    stamped (`kclient.broker.convert.prepare_append`, whose
+    ``log_append_time_ms`` the Produce response carries)."""
 
     base_offset: int
     last_offset: int
@@ -262,7 +260,7 @@ class Log:
     ``*.deleted`` files and indexes without a log are removed). An empty
     directory (created if missing) gets a first segment at offset 0.
 
-    Recovery (seed 001 / 002 "Guarantees"): with ``clean_shutdown`` the
+    Recovery (Kafka documentation, "Log", "Guarantees"): with ``clean_shutdown`` the
     segments are trusted (indexes sanity-checked, the last batch of the last
     segment verified; a failure there recovers that segment). Otherwise
     every segment from the one holding ``recovery_point`` (an offset; every
@@ -294,7 +292,7 @@ class Log:
     ) -> None:
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
-        self._clock = clock if clock is not None else wall_clock_ms
+        self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
         self._closed = False
         self._dir_dirty = False
@@ -503,30 +501,40 @@ class Log:
     def append(self, records, now_ms: int | None = None) -> AppendResult:
         """Assign offsets to ``records`` and append them; return the offsets.
 
-        ``records``: bytes / bytearray / memoryview holding one or more
-        complete batches (v2) or entries (v0/v1, uncompressed), validated by
-        the caller. The input is copied, never modified: a v2 batch gets base
-        offset = log end offset and consumes ``lastOffsetDelta + 1`` offsets;
-        a v0/v1 entry gets one offset. Nothing else is rewritten (the v2 CRC
-        does not cover the base offset). ``now_ms``: the append time
-        (default: the log's clock).
+        The input is copied, never modified: a v2 batch gets base offset =
+        log end offset and consumes ``lastOffsetDelta + 1`` offsets; an
+        uncompressed v0/v1 entry gets one offset; a compressed v0/v1 wrapper
+        gets one offset per inner message and carries the last (a v1
+        wrapper's header is rewritten, a v0 set is rebuilt with absolute
+        inner offsets). Nothing else is rewritten (the v2 CRC does not
+        cover the base offset).
 
         The active segment is rolled first if it is non-empty and the append
         would take it past ``segment_bytes``, its first batch is older than
         ``roll_ms``, or an index is full. After the append, if
         ``flush_interval_messages`` or more messages are unflushed, the log
-        is fsync-ed before returning.
+        is fsync-ed before returning. All-or-nothing per call.
 
-        All-or-nothing per call. Raises `MessageSizeTooLargeError` if
-        one batch is larger than ``max_message_bytes``;
-        `RecordListTooLargeError` if the whole set is larger than
-        ``segment_bytes``; `InvalidRecordError` for a negative
-        ``lastOffsetDelta`` or a compressed v0/v1 wrapper (whose inner
-        offsets would need re-encoding); `CorruptRecordError` for an
-        impossible header or a partial trailing batch; ``OSError`` if the
-        write fails, or if the policy flush fails (the records are then
-        appended but not known to be durable). An empty ``records`` writes
-        nothing and returns ``(log_end_offset, log_end_offset - 1)``.
+        Args:
+            records (bytes | bytearray | memoryview): One or more
+                complete batches (v2) or entries (v0/v1), validated by the
+                caller.
+            now_ms: The append time (default: the log's clock).
+
+        Returns:
+            The offsets assigned. An empty ``records`` writes nothing and
+            returns ``(log_end_offset, log_end_offset - 1)``.
+
+        Raises:
+            MessageSizeTooLargeError: One batch is larger than
+                ``max_message_bytes``.
+            RecordListTooLargeError: The whole set is larger than
+                ``segment_bytes``.
+            InvalidRecordError: A batch has a negative ``lastOffsetDelta``.
+            CorruptRecordError: An impossible header or a partial trailing
+                batch.
+            OSError: The write failed, or the policy flush failed (the
+                records are then appended but not known to be durable).
         """
         buf = bytearray(records)
         total = len(buf)
@@ -671,7 +679,7 @@ class Log:
         return True
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
-        """Time-based flush policy (``flush_interval_ms``, the seeds' S):
+        """Time-based flush policy (``flush_interval_ms``, S):
         flush if messages are unflushed and the oldest of them was appended
         ``flush_interval_ms`` or more ago. ``now_ms``: the time (default:
         the log's clock). Returns whether it flushed. The broker calls this
@@ -693,19 +701,29 @@ class Log:
 
     def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileSlice:
         """Locate the bytes to return for a fetch at ``offset`` without
-        reading them: a `FileSlice` of one segment file starting at
-        the batch that holds ``offset``, at most ``max_bytes`` long (the
-        last batch may be cut; seed 001 "Reads"), or the whole first batch
-        if ``min_one_batch`` and it is larger (KIP-74). An offset equal to
-        the log end offset (or in a segment rolled after the snapshot) gives
-        an empty slice. The slice keeps the segment open until released,
-        even if retention deletes it meanwhile.
+        reading them.
 
-        Raises `OffsetOutOfRangeError` if ``offset`` is below
-        ``log_start_offset`` or above ``log_end_offset`` (also when its
-        segment is deleted while being located), `CorruptRecordError`
-        if a segment holds an impossible header, ``ValueError`` if the log
-        is closed."""
+        Args:
+            offset: The offset to read from; the slice starts at the batch
+                that holds it.
+            max_bytes: The most bytes to return; the last batch may be cut,
+                as the "Reads" part of Kafka's "Log" documentation describes.
+            min_one_batch: Return the whole first batch even if it is larger
+                than ``max_bytes`` (KIP-74).
+
+        Returns:
+            A `FileSlice` of one segment file. An offset equal to the log end
+            offset (or in a segment rolled after the snapshot) gives an empty
+            slice. The slice keeps the segment open until released, even if
+            retention deletes it meanwhile.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
+                or above ``log_end_offset`` (also when its segment is deleted
+                while being located).
+            CorruptRecordError: A segment holds an impossible header.
+            ValueError: The log is closed.
+        """
         for _ in range(_SNAPSHOT_RETRIES):
             end = self._log_end_offset
             view = self._view  # one consistent snapshot
@@ -748,14 +766,22 @@ class Log:
         """Read batches starting with the one that holds ``offset``, as
         bytes (`read_slice` then ``pread``).
 
-        Returns up to ``max_bytes`` bytes from one segment (the last batch
-        may be partial; the client detects that by its size field, seed 001
-        "Reads"). If ``min_one_batch`` and the first batch is larger than
-        ``max_bytes``, the whole first batch is returned (KIP-74). An offset
-        equal to the log end offset gives empty records. Raises
-        `OffsetOutOfRangeError` if ``offset`` is below
-        ``log_start_offset`` or above ``log_end_offset``, and
-        `CorruptRecordError` if a segment holds an impossible header.
+        Args:
+            offset: The offset to read from.
+            max_bytes: The most bytes to return, from one segment; the last
+                batch may be partial (the client detects that by its size
+                field, as Kafka's "Reads" describes).
+            min_one_batch: Return the whole first batch even if it is larger
+                than ``max_bytes`` (KIP-74).
+
+        Returns:
+            The bytes with the partition's offsets at read time. An offset
+            equal to the log end offset gives empty records.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
+                or above ``log_end_offset``.
+            CorruptRecordError: A segment holds an impossible header.
         """
         with self.read_slice(offset, max_bytes, min_one_batch) as piece:
             data = piece.read()
@@ -764,14 +790,23 @@ class Log:
     # ------------------------------------------------------------ offsets by time
 
     def offsets_before(self, timestamp_ms: int, max_num_offsets: int) -> list[int]:
-        """ListOffsets v0 (getOffsetsBefore), Kafka 0.8's
-        ``Log.getOffsetsBefore``: candidates are every segment's base offset
-        paired with its file mtime (ms) and, if the active segment is
-        non-empty, the log end offset paired with now. ``timestamp_ms`` -1
-        (latest) starts from the last candidate, -2 (earliest) from the
-        first; any other value starts from the last candidate whose time is
-        ``<= timestamp_ms`` (none: empty list). Returns at most
-        ``max_num_offsets`` offsets from the start going back, descending."""
+        """ListOffsets v0 (getOffsetsBefore), as Kafka 0.8's
+        ``Log.getOffsetsBefore``.
+
+        Candidates are every segment's base offset paired with its file
+        mtime (ms) and, if the active segment is non-empty, the log end
+        offset paired with now.
+
+        Args:
+            timestamp_ms: ``LATEST_TIMESTAMP`` (-1) starts from the last
+                candidate, ``EARLIEST_TIMESTAMP`` (-2) from the first; any
+                other value from the last candidate whose time is
+                ``<= timestamp_ms`` (none: empty list).
+            max_num_offsets: The most offsets to return.
+
+        Returns:
+            Offsets from the start going back, descending.
+        """
         end = self._log_end_offset
         segs = self._view.segments
         candidates = []
@@ -796,13 +831,20 @@ class Log:
         return sorted((candidates[start - j][0] for j in range(count)), reverse=True)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """ListOffsets v1+: ``(offset, timestamp_ms)``. -1 gives
-        ``(log_end_offset, -1)``, -2 gives ``(log_start_offset, -1)``, -3
-        (KIP-734) gives the batch holding the largest timestamp as ``(its
-        base offset, that timestamp)``; otherwise the first batch whose
-        largest timestamp is ``>= timestamp_ms`` gives ``(its base offset,
-        its largest timestamp)`` (batch granularity). ``None`` if there is
-        none.
+        """ListOffsets v1+: the offset for a timestamp.
+
+        Args:
+            timestamp_ms: A timestamp (ms), or ``LATEST_TIMESTAMP`` (-1),
+                ``EARLIEST_TIMESTAMP`` (-2) or ``MAX_TIMESTAMP`` (-3,
+                KIP-734), from `kclient.protocol.messages.list_offsets`.
+
+        Returns:
+            ``(offset, timestamp_ms)``: -1 gives ``(log_end_offset, -1)``,
+            -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
+            the largest timestamp as ``(its base offset, that timestamp)``;
+            otherwise the first batch whose largest timestamp is
+            ``>= timestamp_ms`` gives ``(its base offset, its largest
+            timestamp)`` (batch granularity). ``None`` if there is none.
 
         Found by lookup: bisect over the running maximum of the segments'
         largest timestamps picks the segment, then its time index, its
@@ -892,8 +934,8 @@ class Log:
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
         """Delete segments from the oldest while ``should_delete(segment)``
-        is true, never the active one (seed 001: "Data is deleted one log
-        segment at a time"; the segment list is replaced copy-on-write, so
+        is true, never the active one (Kafka's "Deletes": data is deleted
+        one log segment at a time; the segment list is replaced copy-on-write, so
         concurrent reads keep a consistent view). The log start offset
         becomes the base of the oldest remaining segment. Returns the number
         of segments deleted."""

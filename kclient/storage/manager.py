@@ -1,8 +1,8 @@
 """All partition logs of a broker, spread over one or more log directories.
 
-Each partition lives in ``<log_dir>/<topic>-<partition>/`` (PROTOCOL-NOTES
-"Log files"; seed 001 "a topic ... with two partitions consists of two
-directories"). Modelled on Kafka's ``LogManager``: on start it loads every
+Each partition lives in ``<log_dir>/<topic>-<partition>/`` (Kafka
+documentation https://kafka.apache.org/documentation/#log, "Log": a topic
+with two partitions consists of two directories). Modelled on Kafka's ``LogManager``: on start it loads every
 partition directory it finds; new partitions go to the log directory that
 holds the fewest partitions.
 
@@ -30,6 +30,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from kclient.clock import now_ms
 from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError
 from kclient.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -40,7 +41,7 @@ from kclient.storage.checkpoint import (
     write_checkpoint,
     write_clean_shutdown_marker,
 )
-from kclient.storage.log import Log, LogConfig, wall_clock_ms
+from kclient.storage.log import Log, LogConfig
 from kclient.storage.segment import fsync_dir
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class LogManager:
             raise ConfigError(f"num.partitions must be >= 1, got {default_num_partitions}")
         self.config = config if config is not None else LogConfig()
         self.default_num_partitions = default_num_partitions
-        self._clock = clock if clock is not None else wall_clock_ms
+        self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}

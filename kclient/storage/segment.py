@@ -2,14 +2,15 @@
 and ``.timeindex``.
 
 Files are named by the segment's base offset zero-padded to 20 digits
-(``00000000000000000000.log`` / ``.index`` / ``.timeindex``; PROTOCOL-NOTES
-"Log files"). The ``.log`` file is the exact concatenation of the batches
+(``00000000000000000000.log`` / ``.index`` / ``.timeindex``, as Kafka
+names them). The ``.log`` file is the exact concatenation of the batches
 appended, each already carrying its final offsets, so a fetch can send its
-bytes as they are (seed 001: "transferred ... without recopying or
-conversion"), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
+bytes as they are (Kafka documentation
+https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
+one format shared by producer, broker and consumer), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
 
-Recovery follows seed 001 ("On startup a log recovery process ... verifies
-that each message entry is valid"): a batch is valid if it lies wholly
+Recovery follows Kafka's "Guarantees" (https://kafka.apache.org/documentation/#log:
+on startup a recovery process verifies that each message entry is valid): a batch is valid if it lies wholly
 inside the file, its header is possible (size, magic), its offsets follow
 the previous batch and its CRC matches (CRC-32C for v2 over attributes..end,
 CRC32 over magic..end for v0/v1). The file is truncated at the first
@@ -32,7 +33,6 @@ import logging
 import os
 import struct
 import threading
-import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,8 +40,13 @@ from typing import Iterator
 
 import crc32c
 
+from kclient import clock
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records.scan import LOG_OVERHEAD, BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.legacy import ATTR_CODEC_MASK
+from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
+from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
 from kclient.storage.index import OffsetIndex
 from kclient.storage.timeindex import TimeIndex
 
@@ -55,10 +60,6 @@ _INT32_MAX = 2**31 - 1
 _U32 = struct.Struct(">I")
 _WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
 _RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def file_stem(base_offset: int) -> str:
@@ -79,16 +80,17 @@ def parse_base_offset(name: str) -> int | None:
 
 def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
     """Whether the batch/entry described by ``info`` at ``position`` of
-    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end for a v2
-    batch, CRC32 of bytes 16..end (magic to the end) for a v0/v1 entry
-    (PROTOCOL-NOTES "Records")."""
+    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end
+    (attributes to the end) for a v2 batch, CRC32 of bytes 16..end (magic
+    to the end) for a v0/v1 entry (Kafka protocol guide, "Record Batch";
+    `kclient.protocol.records.v2`, `kclient.protocol.records.legacy`)."""
     view = memoryview(buf)
     end = position + info.size
     if info.magic == 2:
-        stored = _U32.unpack_from(buf, position + 17)[0]
-        return crc32c.crc32c(view[position + 21 : end]) == stored
+        stored = _U32.unpack_from(buf, position + V2_CRC_AT)[0]
+        return crc32c.crc32c(view[position + V2_CRC_START : end]) == stored
     stored = _U32.unpack_from(buf, position + LOG_OVERHEAD)[0]
-    return (zlib.crc32(view[position + 16 : end]) & 0xFFFFFFFF) == stored
+    return (zlib.crc32(view[position + MAGIC_AT : end]) & 0xFFFFFFFF) == stored
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -146,7 +148,7 @@ class LogSegment:
             timeindex = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset)
         self.timeindex = timeindex
         self.index_interval_bytes = index_interval_bytes
-        self.created_ms = _wall_clock_ms() if created_ms is None else created_ms
+        self.created_ms = clock.now_ms() if created_ms is None else created_ms
         self._fd: int | None = fd
         self._size = size
         # Tail state, computed lazily for a segment opened without recovery.
@@ -579,7 +581,7 @@ class LogSegment:
         if covered != n:
             raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
         # (a compressed v0/v1 wrapper shows only its last inner offset)
-        first_wrapper = infos[0].magic != 2 and view[17] & 0x07
+        first_wrapper = infos[0].magic != 2 and view[V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
         if (infos[0].base_offset != first_offset and not (first_wrapper and infos[0].last_offset >= first_offset)) or infos[-1].last_offset != last_offset:
             raise ValueError(
                 f"segment {self.log_path}: batches hold {infos[0].base_offset}..{infos[-1].last_offset}, "
@@ -598,7 +600,7 @@ class LogSegment:
                 logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
             raise
         if start == 0:
-            self._rolling_base_ms = _wall_clock_ms() if now_ms is None else now_ms
+            self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
         for info in infos:
             self._index_batch(info.base_offset, info.last_offset, start + info.position, info.size, info.max_timestamp)
         self._size = start + n
@@ -663,7 +665,7 @@ class LogSegment:
         reason = None
         try:
             for info, buf, off in self._walk(0, file_size, _RECOVER_CHUNK):
-                wrapper = info.magic != 2 and buf[off + 17] & 0x07
+                wrapper = info.magic != 2 and buf[off + V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
                 if wrapper and info.last_offset < expected:
                     # A compressed v0/v1 wrapper carries its last inner offset only.
                     reason = f"message set at byte {info.position} ends at offset {info.last_offset}, expected at least {expected}"
@@ -782,8 +784,8 @@ class LogSegment:
                         pass
 
     def delete(self) -> None:
-        """Delete the segment (seed 001: "Data is deleted one log segment at
-        a time"): its files are renamed ``*.deleted`` at once (a restart
+        """Delete the segment (Kafka's "Deletes": data is deleted one log
+        segment at a time): its files are renamed ``*.deleted`` at once (a restart
         removes such files instead of loading them) and closed and unlinked
         when no reader holds a reference any more. Idempotent."""
         with self._ref_lock:

@@ -1,6 +1,6 @@
 """Sparse time index of one log segment (the ``.timeindex`` file).
 
-Layout (PROTOCOL-NOTES "Log files"; Kafka's ``TimeIndex``, KIP-33): a flat
+Layout (Kafka's ``TimeIndex``, KIP-33): a flat
 array of 12-byte big-endian entries, each an int64 timestamp (ms) and an
 int32 offset relative to the segment's base offset. An entry ``(T, O)``
 says: the largest timestamp of the segment's batches up to and including

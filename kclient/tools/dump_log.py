@@ -2,22 +2,27 @@
 ``kafka.tools.DumpLogSegments`` does (``kafka-dump-log.sh``), so that people
 who know that tool read kclient's files the same way.
 
-Usage::
+Usage:
 
-    kclient dump-log FILE... [--deep-iteration] [--print-data-log]
-    kclient dump-log --files a.log,a.index        # Kafka's spelling also works
+```text
+kclient dump-log FILE... [--deep-iteration] [--print-data-log]
+kclient dump-log --files a.log,a.index        # Kafka's spelling also works
+```
 
 Output (stdout), per file, modelled on Kafka 2.x's DumpLogSegments (field
 names and order as Kafka prints them; compression codecs by Kafka's
-``CompressionType`` enum names NONE/GZIP/SNAPPY/LZ4/ZSTD as in seed 004's
-sample; the per-record line uses the newer ``keySize``/``valueSize``)::
+``CompressionType`` enum names NONE/GZIP/SNAPPY/LZ4/ZSTD, as
+``kafka-dump-log.sh`` prints them; the per-record line uses the newer
+``keySize``/``valueSize``):
 
-    Dumping 00000000000000000000.log
-    Starting offset: 0
-    baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1
-      producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0
-      CreateTime: 1524709879130 size: 76 magic: 2 compresscodec: NONE crc: 2857248333 isvalid: true
-    | offset: 0 CreateTime: 1524709879130 keySize: 3 valueSize: 5 sequence: -1 headerKeys: [] key: key payload: value
+```text
+Dumping 00000000000000000000.log
+Starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1
+  producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0
+  CreateTime: 1524709879130 size: 76 magic: 2 compresscodec: NONE crc: 2857248333 isvalid: true
+| offset: 0 CreateTime: 1524709879130 keySize: 3 valueSize: 5 sequence: -1 headerKeys: [] key: key payload: value
+```
 
 (each of those is one line). A v0/v1 entry prints ``offset: O position: P
 CreateTime: T size: S magic: M compresscodec: C crc: C isvalid: B`` (v0:
@@ -52,7 +57,7 @@ import attrs
 
 from kclient.errors import KafkaError
 from kclient.protocol.records import codecs, legacy, v2
-from kclient.protocol.records.scan import LOG_OVERHEAD, read_batch_info
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, read_batch_info
 
 RECORD_INDENT = "|"
 
@@ -252,8 +257,8 @@ class _LogDumper:
     def _legacy(self, batch: bytes, position: int, magic: int) -> None:
         offset = _I64.unpack_from(batch, 0)[0]
         crc = _U32.unpack_from(batch, LOG_OVERHEAD)[0]
-        attributes = batch[17]
-        valid = (zlib.crc32(batch[16:]) & 0xFFFFFFFF) == crc
+        attributes = batch[legacy.ATTRIBUTES_AT]
+        valid = (zlib.crc32(batch[MAGIC_AT:]) & 0xFFFFFFFF) == crc
         if not valid:
             self.report.failed = True
         if magic == 0:

@@ -1,17 +1,19 @@
 """ZooKeeper paths and JSON documents of the Kafka 0.8 layout (pure).
 
 Everything here is bytes and values in, bytes and values out: no kazoo, no
-sockets, no clock reads (timestamps are passed in). Source: seed 003
-"ZooKeeper 目录" (every path with its JSON) and seed 001 "Distribution";
-the documents are written the way Kafka writes them, so Kafka's own tools
+sockets, no clock reads (timestamps are passed in). Source: the
+"Distribution" section of the Kafka 0.8 documentation
+(https://kafka.apache.org/082/documentation.html: "ZooKeeper Directories", "Broker Node Registry",
+"Broker Topic Registry", "Consumer Id Registry", "Consumer Offset
+Tracking", "Partition Owner registry"); the documents are written the way Kafka writes them, so Kafka's own tools
 read them:
 
 - ``/brokers/ids/<id>`` -> `BrokerRegistration` JSON (ephemeral)
 - ``/brokers/topics/<topic>`` -> `TopicAssignment` JSON, partition ->
   replicas (persistent)
 - ``/brokers/topics/<topic>/partitions/<p>/state`` -> `PartitionState`
-  JSON: leader, isr, epochs (ephemeral, as seed 003 lists it; Kafka's
-  controller writes it persistent)
+  JSON: leader, isr, epochs (ephemeral, as the 0.8 documentation lists
+  it; Kafka's controller writes it persistent)
 - ``/controller`` -> `ControllerRegistration` JSON (ephemeral)
 - ``/cluster/id`` -> ``{"version":"1","id":"<cluster id>"}`` (persistent)
 - ``/consumers/<group>/ids/<consumer_id>`` -> `ConsumerRegistration`
@@ -21,10 +23,12 @@ read them:
 - ``/consumers/<group>/offsets/<topic>/<p>`` -> the next offset to consume,
   decimal text (persistent)
 
-`range_assignment` is the consumer rebalancing algorithm of seed 003
-(steps 1-7) with the fix the seed README states: the first
-``len(partitions) % len(consumers)`` consumer threads in sorted order take
-one partition more, so every partition has exactly one owner.
+`range_assignment` is the "Consumer rebalancing algorithm" of the same
+section (steps 1-7) with one fix: the first ``len(partitions) %
+len(consumers)`` consumer threads in sorted order take one partition more,
+so every partition has exactly one owner (the documented ``N =
+partitions / consumers`` alone would leave the remainder unowned; Kafka's
+``RangeAssignor`` does the same).
 """
 
 from __future__ import annotations
@@ -128,8 +132,8 @@ def _loads(data: bytes | str, what: str) -> dict:
 
 @attrs.frozen
 class BrokerRegistration:
-    """``/brokers/ids/<id>``: where a live broker listens (seed 003 "Broker
-    节点注册"). ``timestamp`` is ms since the epoch; ``jmx_port`` -1 for none;
+    """``/brokers/ids/<id>``: where a live broker listens ("Broker Node
+    Registry" of the Kafka 0.8 documentation). ``timestamp`` is ms since the epoch; ``jmx_port`` -1 for none;
     ``endpoints`` Kafka's ``["PLAINTEXT://host:port"]``. Written as Kafka
     0.10+ writes it (version 4, with ``listener_security_protocol_map``);
     versions 1-3 documents (no endpoints / no map) are read too."""
@@ -270,15 +274,15 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes | str) -> str:
-    """The cluster id (str) from ``/cluster/id`` content (seed 002's
-    ``{"version":"1","id":...}``). Raises ``ValueError`` for content that
+    """The cluster id (str) from ``/cluster/id`` content (Kafka's
+    ``{"version":"1","id":...}``, written since Kafka 0.10.1, KIP-78). Raises ``ValueError`` for content that
     is not a JSON object, ``KeyError`` when it has no ``id``."""
     return str(_loads(data, "cluster id")["id"])
 
 
 @attrs.frozen
 class ConsumerRegistration:
-    """``/consumers/<group>/ids/<consumer_id>`` (seed 003 "Consumer Id 注册"):
+    """``/consumers/<group>/ids/<consumer_id>`` ("Consumer Id Registry" of the Kafka 0.8 documentation):
     ``subscription`` maps a topic (pattern ``static``) or one regular
     expression (pattern ``white_list`` / ``black_list``) to a stream count;
     ``timestamp`` is ms since the epoch (written as a string, as Kafka
@@ -346,8 +350,9 @@ def thread_sort_key(thread_id: str) -> tuple[str, int]:
 
 
 def range_assignment(partitions: Iterable[int], thread_ids: Iterable[str]) -> dict[str, list[int]]:
-    """The range assignment of one topic (seed 003 "Consumer rebalancing
-    algorithm", steps 4-7, with the seed README's fix).
+    """The range assignment of one topic ("Consumer rebalancing
+    algorithm" of the Kafka 0.8 documentation, steps 4-7, with the
+    remainder fix described in the module docstring).
 
     ``partitions`` are sorted numerically, ``thread_ids`` with
     `thread_sort_key`; with ``N = len(partitions) // len(threads)``

@@ -21,7 +21,7 @@ from kclient.protocol.messages.join_group import JOIN_GROUP
 from kclient.protocol.messages.leader_and_isr import LEADER_AND_ISR
 from kclient.protocol.messages.leave_group import LEAVE_GROUP
 from kclient.protocol.messages.list_groups import LIST_GROUPS
-from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS, MAX_TIMESTAMP
 from kclient.protocol.messages.metadata import METADATA
 from kclient.protocol.messages.offset_commit import OFFSET_COMMIT
 from kclient.protocol.messages.offset_fetch import OFFSET_FETCH
@@ -124,5 +124,6 @@ __all__ = [
     "UPDATE_METADATA",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "choose_version",
 ]

@@ -7,7 +7,8 @@ implemented.
 
 Why a broker needs it even without groups: librdkafka enables some features
 (lz4 among them) only when the broker advertises FindCoordinator
-(PROTOCOL-NOTES "Traps")."""
+(librdkafka before 2.11.1 gates its LZ4 feature on FindCoordinator; see
+`kclient.broker.handlers.SUPPORTED_VERSIONS`)."""
 
 from kclient.protocol.schema import Api, Field
 

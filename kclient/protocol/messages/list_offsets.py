@@ -6,8 +6,12 @@ timestamp. Version 6 is the first flexible one (not implemented)."""
 
 from kclient.protocol.schema import Api, Field
 
+#: Special ``timestamp`` values of a ListOffsets request: -1 asks for the
+#: log end offset (latest), -2 for the log start offset (earliest), -3
+#: (KIP-734) for the batch holding the largest timestamp.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
 
 LIST_OFFSETS = Api(
     key=2,

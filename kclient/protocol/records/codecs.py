@@ -3,8 +3,10 @@
 0 none, 1 gzip (stdlib), 2 snappy (python-snappy; written with xerial
 framing like the Java client, read framed or raw since librdkafka writes
 raw), 3 lz4 (LZ4 frame, independent blocks), 4 zstd (zstandard, decoded as a
-stream so several frames may follow each other). Source: PROTOCOL-NOTES
-"Codecs"; seed 002 attributes bits 0-2.
+stream so several frames may follow each other). The id sits in attributes
+bits 0-2 of every message format (Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
+"Old Message Format"; zstd is KIP-110).
 
 Message format v0/v1 differences (`compress_legacy` /
 `decompress_legacy`):
@@ -36,6 +38,8 @@ import struct
 import zlib
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+#: Attributes bits 0-2 hold the codec id, in every message format (v0, v1 and v2).
+ATTR_CODEC_MASK = 0x07
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 BY_NAME = {v: k for k, v in NAMES.items()}
 #: Kafka's ``CompressionType`` enum names, as tools such as DumpLogSegments print them.

@@ -1,27 +1,30 @@
 """Message sets of message format v0 and v1 (magic 0 / magic 1): build,
 parse, validate and re-offset.
 
-Layout of one entry (seed 002 section 5.3.3, the old message format; seed 004 sections 2-4;
-PROTOCOL-NOTES "Records"), all big-endian::
+Layout of one entry (Kafka documentation
+https://kafka.apache.org/documentation/#messageset, "Old Message Format";
+KIP-32 added the v1 timestamp), all big-endian:
 
-    offset      int64   \\ log overhead, 12 bytes
-    size        int32   /  (bytes that follow)
-    crc         uint32  CRC32 (zlib) of magic..end
-    magic       int8    0 or 1
-    attributes  int8    bits 0-2 codec; bit 3 LogAppendTime (v1 only)
-    timestamp   int64   v1 only, ms since the epoch (-1 = none)
-    key         int32 length (-1 = null) + bytes
-    value       int32 length (-1 = null) + bytes
+```text
+offset      int64   \\ log overhead, 12 bytes
+size        int32   /  (bytes that follow)
+crc         uint32  CRC32 (zlib) of magic..end
+magic       int8    0 or 1
+attributes  int8    bits 0-2 codec; bit 3 LogAppendTime (v1 only)
+timestamp   int64   v1 only, ms since the epoch (-1 = none)
+key         int32 length (-1 = null) + bytes
+value       int32 length (-1 = null) + bytes
+```
 
 So an entry is 12 + 14 + len(key) + len(value) bytes in v0 and 8 more in v1
-(seed 004: key "key", value "value" takes 34 bytes in v0 and 42 in v1).
+(key "key" and value "value" take 34 bytes in v0 and 42 in v1).
 
 Compression: the entry is a *wrapper* with a null key whose value is the
 compressed bytes of an inner message set. v0 inner offsets are absolute;
 v1 inner offsets are relative 0..n-1 and the wrapper carries the absolute
 offset of the last inner message, so a reader computes
-``absolute = wrapper_offset - last_inner_offset + inner_offset`` (seed 004,
-"RO = IO - IO_last; AO = AO_last + RO"). Like Kafka's
+``absolute = wrapper_offset - last_inner_offset + inner_offset`` (KIP-31,
+relative offsets in compressed message sets). Like Kafka's
 ``AbstractLegacyRecordBatch``, the formula is applied only when that base
 (``wrapper_offset - last_inner_offset``) is not negative: a set a producer
 sends carries wrapper offset 0 and its inner offsets are then used as they
@@ -46,11 +49,11 @@ import attrs
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import codecs
-from kclient.protocol.records.scan import LOG_OVERHEAD, scan_batches
-from kclient.protocol.records.v2 import Record
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, MIN_V0_SIZE, MIN_V1_SIZE, scan_batches
+from kclient.protocol.records.v2 import ATTR_TIMESTAMP_TYPE, Record
 
-ATTR_CODEC_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08  # v1: LogAppendTime
+ATTR_CODEC_MASK = codecs.ATTR_CODEC_MASK
+# ATTR_TIMESTAMP_TYPE (bit 3, LogAppendTime) is the same bit as in v2; v1 only.
 NO_TIMESTAMP = -1
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes: 18 bytes
@@ -60,14 +63,16 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _CRC_AT = LOG_OVERHEAD  # crc field of an entry, byte 12
-_MAGIC_AT = 16
-_ATTR_AT = 17
+_MAGIC_AT = MAGIC_AT
+#: Byte position of an entry's attributes (int8).
+ATTRIBUTES_AT = 17
+_ATTR_AT = ATTRIBUTES_AT
 _TS_AT = 18
 
 #: Smallest message (crc..value, without the 12-byte log overhead): 14 bytes
 #: in v0 (crc 4 + magic 1 + attributes 1 + key length 4 + value length 4),
-#: 22 in v1 (+ timestamp 8). Seed 004: RECORD_OVERHEAD_V0 / _V1.
-RECORD_OVERHEAD = {0: 14, 1: 22}
+#: 22 in v1 (+ timestamp 8); Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0`` / ``_V1``.
+RECORD_OVERHEAD = {0: MIN_V0_SIZE, 1: MIN_V1_SIZE}
 
 
 def message_size(key, value, magic: int) -> int:
@@ -481,6 +486,7 @@ def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | Non
 
 
 __all__ = [
+    "ATTRIBUTES_AT",
     "ATTR_CODEC_MASK",
     "ATTR_TIMESTAMP_TYPE",
     "LegacyEntryInfo",

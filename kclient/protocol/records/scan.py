@@ -2,7 +2,8 @@
 
 Every format puts the same two fields first: offset int64 at byte 0 and a
 size int32 at byte 8 (the bytes that follow), and the magic byte at byte 16
-(seed 002; PROTOCOL-NOTES "Records"). For a v2 batch the offset is the base
+(Kafka documentation https://kafka.apache.org/documentation/#messageformat,
+"Record Batch" and "Old Message Format"). For a v2 batch the offset is the base
 offset and ``lastOffsetDelta`` sits at byte 23; for a v0/v1 entry the offset
 is the entry's own (for a compressed wrapper, that of its last inner message).
 
@@ -17,13 +18,18 @@ from typing import Iterator
 import attrs
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.records.v2 import HEADER_SIZE
 
 LOG_OVERHEAD = 12  # offset int64 + size int32
+#: Byte position of the magic byte, the same in every format.
+MAGIC_AT = 16
 _HEAD = struct.Struct(">qi")
 _V2_TAIL = struct.Struct(">iqq")  # lastOffsetDelta @23, baseTimestamp @27, maxTimestamp @35
 _V1_TS = struct.Struct(">q")  # timestamp @18 in a v1 entry
-V2_HEADER_SIZE = 61
-MIN_V0_SIZE = 14  # crc4 magic1 attr1 keylen4 vallen4
+V2_HEADER_SIZE = HEADER_SIZE
+#: Smallest v0 / v1 message after the log overhead: crc 4 + magic 1 +
+#: attributes 1 + key length 4 + value length 4 (+ timestamp 8 in v1).
+MIN_V0_SIZE = 14
 MIN_V1_SIZE = 22
 
 
@@ -54,10 +60,10 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
     ends before the batch does (a partial batch). Raises
     `CorruptRecordError` for an impossible size or unknown magic."""
     end = len(buf)
-    if position + 17 > end:
+    if position + MAGIC_AT + 1 > end:
         return None
     offset, size = _HEAD.unpack_from(buf, position)
-    magic = buf[position + 16]
+    magic = buf[position + MAGIC_AT]
     if magic == 2:
         if size < V2_HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"record batch at byte {position} claims size {size}, below the v2 header size")

@@ -1,6 +1,8 @@
 """Record batch v2 (magic 2): build and parse, CRC-32C checked on read.
 
-Layout (seed 002 "RecordBatch"; PROTOCOL-NOTES "Records"), 61-byte header:
+Layout (KIP-98; Kafka documentation
+https://kafka.apache.org/documentation/#recordbatch, "Record Batch",
+"Record" and "Record Header"; headers are KIP-82), 61-byte header:
 baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12,
 magic int8 @16, crc uint32 @17, attributes int16 @21, lastOffsetDelta int32
 @23, baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64 @43,
@@ -28,10 +30,21 @@ from kclient.protocol.records import codecs
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
-CRC_START = 21
-_CRC_AT = 17
+#: Byte positions in a batch: crc (uint32), attributes (int16, where the
+#: CRC-32C coverage starts) and maxTimestamp (int64).
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+CRC_START = ATTRIBUTES_AT
+MAX_TIMESTAMP_AT = 35
+_CRC_AT = CRC_AT
 
-ATTR_CODEC_MASK = 0x07
+#: Bytes a record may take in a batch beyond its key and value, the worst
+#: case of: length (3), attributes (1), timestamp delta (10) and offset delta
+#: (5) varints, key/value lengths (5 + 5), header count (1). Used to size
+#: batches before encoding them.
+RECORD_OVERHEAD = 30
+
+ATTR_CODEC_MASK = codecs.ATTR_CODEC_MASK
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20

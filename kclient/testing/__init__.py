@@ -160,7 +160,7 @@ class BrokerProcess:
             raise BrokerProcessError("the broker is already running")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding the kclient package
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         self._output_file = open(self.output_path, "ab")

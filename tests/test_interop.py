@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import peers
+from helpers import peers
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import iter_record_set, scan_batches
@@ -39,7 +39,7 @@ def make_records(n: int = N, tag: str = "") -> list[tuple[bytes, bytes, tuple]]:
 # ---------------------------------------------------------------- peers
 
 
-# The peer clients (tests/peers.py) with this module's settings: 30 s
+# The peer clients (tests/helpers/peers.py) with this module's settings: 30 s
 # phases, an idempotent confluent producer, kafka-python finding the
 # topic's partitions itself.
 kp_produce = functools.partial(peers.kp_produce, deadline=DEADLINE)

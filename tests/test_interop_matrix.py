@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-import peers
+from helpers import peers
 from kclient.client.producer import Producer, ProducerData
 from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError

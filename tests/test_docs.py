@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.skips import require
+
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ("class", "meth", "func", "mod", "attr", "data")
 #: A role as written in reStructuredText (``:class:``); Markdown renders
@@ -30,14 +32,12 @@ def mkdocs_command() -> Path | None:
 def require_mkdocs() -> Path:
     """The ``mkdocs`` script; skips the test with the reason when it is not
     installed, or fails in CI (the ``CI`` environment variable is set), as
-    `require_zookeeper` in conftest does."""
+    ``require_zookeeper`` in conftest does."""
     script = mkdocs_command()
-    if script is not None:
-        return script
-    reason = f"mkdocs is not installed next to {sys.executable} (install kclient's docs extras)"
-    if os.environ.get("CI"):
-        pytest.fail(f"mkdocs is required in CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
+    reason = None if script is not None else f"mkdocs is not installed next to {sys.executable} (install kclient's docs extras)"
+    require(reason, name="mkdocs", needs="needs mkdocs")
+    assert script is not None
+    return script
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from helpers.skips import require
 from kclient.testing import BrokerProcess, ZooKeeperProcess, zookeeper_unavailable_reason
 
 #: Partitions of auto-created topics on the session broker.
@@ -38,12 +39,7 @@ def require_zookeeper() -> None:
     reason; in CI (the ``CI`` environment variable is set, as ``.ci/run``
     does after installing the ``zookeeper`` package) fail instead, so a
     broken CI image cannot silently skip the ZooKeeper tests."""
-    reason = zookeeper_unavailable_reason()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"ZooKeeper is required in CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(f"needs a real ZooKeeper: {reason}")
+    require(zookeeper_unavailable_reason(), name="ZooKeeper", needs="needs a real ZooKeeper")
 
 
 @pytest.fixture(scope="session")
@@ -80,9 +76,4 @@ def spark_unavailable_reason() -> str | None:
 def require_spark() -> None:
     """Skip the calling test without PySpark or Java, with the reason; in CI
     (``CI`` set, as ``.ci/run`` does after installing Java) fail instead."""
-    reason = spark_unavailable_reason()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"Spark is required in CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(f"needs Spark: {reason}")
+    require(spark_unavailable_reason(), name="Spark", needs="needs Spark")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.handlers import SUPPORTED_VERSIONS
-from kclient.protocol.connection import ClientConnection, Response, encode_unsupported_api_versions
+from kclient.protocol.connection import encode_unsupported_api_versions
 from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FETCH, PRODUCE
 from kclient.protocol.records import build_batch, iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
@@ -55,124 +56,32 @@ FIRST_REQUESTS = [
 TIMEOUT = 15  # seconds any single exchange may take before the test fails
 
 
-class RawClient:
-    """One loopback connection speaking raw Kafka frames."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.conn = ClientConnection(client_id="test-broker")
-
-    @classmethod
-    async def connect(cls, broker: BrokerProcess) -> RawClient:
-        return cls(await trio.open_tcp_stream(broker.host, broker.port))
-
-    async def send(self, api, version: int, body: dict, *, expect_response: bool = True) -> int:
-        correlation_id, data = self.conn.send(api, version, body, expect_response=expect_response)
-        await self.stream.send_all(data)
-        return correlation_id
-
-    async def receive(self) -> Response:
-        with trio.fail_after(TIMEOUT):
-            while True:
-                response = self.conn.next_response()
-                if response is not None:
-                    return response
-                data = await self.stream.receive_some(65536)
-                if not data:
-                    raise ConnectionError("broker closed the connection")
-                self.conn.receive_data(data)
-
-    async def request(self, api, version: int, body: dict) -> dict:
-        await self.send(api, version, body)
-        response = await self.receive()
-        assert response.version == version
-        return response.body
-
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
-    async def receive_raw_frame(self) -> bytes:
-        buf = b""
-        with trio.fail_after(TIMEOUT):
-            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-                data = await self.stream.receive_some(65536)
-                if not data:
-                    raise ConnectionError("broker closed the connection")
-                buf += data
-        return buf
-
-    async def closed_by_broker(self) -> bool:
-        """True once the broker closes the connection (EOF or reset)."""
-        with trio.fail_after(TIMEOUT):
-            try:
-                while await self.stream.receive_some(65536):
-                    pass
-            except trio.BrokenResourceError:
-                pass
-        return True
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-
 # ---------------------------------------------------------------- helpers
 
 
-async def connect(broker) -> RawClient:
-    return await RawClient.connect(broker)
+async def connect(broker) -> TrioClient:
+    return await TrioClient.connect(broker, client_id="test-broker", timeout=TIMEOUT)
 
 
 def records(n: int, *, prefix: str = "r", ts: int = 1_700_000_000_000) -> list[tuple]:
     return [(f"k{i}".encode(), f"{prefix}{i}".encode() * 3, ts + i) for i in range(n)]
 
 
-async def produce(client: RawClient, topic: str, partition: int, batch: bytes, *, acks: int = 1, version: int = 8) -> dict:
-    body = await client.request(
-        PRODUCE,
-        version,
-        {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
-        },
-    )
+async def produce(client: TrioClient, topic: str, partition: int, batch: bytes, *, acks: int = 1, version: int = 8) -> dict:
+    body = await client.request(PRODUCE, version, produce_body(topic, partition, batch, acks=acks))
     (t,) = body["responses"]
     (p,) = t["partition_responses"]
     return p
 
 
-def fetch_body(topic: str, partitions, *, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 50_000_000, partition_max_bytes: int = 10_000_000) -> dict:
-    return {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": min_bytes,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {"partition": p, "fetch_offset": off, "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}
-                    for p, off in partitions
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-
-
-async def fetch(client: RawClient, topic: str, partition: int, offset: int, *, version: int = 11, **kw) -> dict:
+async def fetch(client: TrioClient, topic: str, partition: int, offset: int, *, version: int = 11, **kw) -> dict:
     body = await client.request(FETCH, version, fetch_body(topic, [(partition, offset)], **kw))
     (t,) = body["responses"]
     (p,) = t["partitions"]
     return p
 
 
-async def metadata(client: RawClient, topics, *, version: int = 8, allow_auto: bool = True) -> dict:
+async def metadata(client: TrioClient, topics, *, version: int = 8, allow_auto: bool = True) -> dict:
     if topics is None:
         # "All topics" is a null array (v1+). The schema writes [] for None,
         # so patch the encoded empty array (int32 0) into a null one (-1).
@@ -191,7 +100,7 @@ async def metadata(client: RawClient, topics, *, version: int = 8, allow_auto: b
     )
 
 
-async def list_offsets(client: RawClient, topic: str, partition: int, timestamp: int, *, version: int = 1, max_num_offsets: int = 1) -> dict:
+async def list_offsets(client: TrioClient, topic: str, partition: int, timestamp: int, *, version: int = 1, max_num_offsets: int = 1) -> dict:
     body = await client.request(
         LIST_OFFSETS,
         version,
@@ -212,7 +121,7 @@ def with_base_offset(batch: bytes, base_offset: int) -> bytes:
     return struct.pack(">q", base_offset) + batch[8:]
 
 
-async def create(client: RawClient, topic: str) -> None:
+async def create(client: TrioClient, topic: str) -> None:
     body = await metadata(client, [topic])
     assert body["topics"][0]["error_code"] == 0
 

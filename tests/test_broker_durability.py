@@ -22,13 +22,12 @@ Waits poll with a deadline; nothing asserts on elapsed time.
 from __future__ import annotations
 
 import re
-import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from kclient.protocol.connection import ClientConnection
+from helpers.raw import SocketClient, fetch_body, produce_body
 from kclient.protocol.messages import FETCH, LIST_OFFSETS, PRODUCE
 from kclient.protocol.records import build_batch, scan_batches
 from kclient.storage import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, read_checkpoint
@@ -40,63 +39,20 @@ TIMEOUT = 20.0  # seconds any wait may take before the test fails
 OLD_TS = 1_700_000_000_000  # Nov 2023: far older than any retention below
 
 
-class Client:
+class Client(SocketClient):
     """A blocking loopback connection speaking raw Kafka frames."""
 
     def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=TIMEOUT)
-        self.conn = ClientConnection(client_id="durability")
-
-    def request(self, api, version: int, body: dict) -> dict:
-        """Send one request and return the decoded response body."""
-        _, data = self.conn.send(api, version, body)
-        self.sock.sendall(data)
-        while True:
-            response = self.conn.next_response()
-            if response is not None:
-                return response.body
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            self.conn.receive_data(chunk)
+        super().__init__(broker.host, broker.port, client_id="durability", timeout=TIMEOUT)
 
     def produce(self, topic: str, records: bytes, partition: int = 0) -> dict:
         """Produce (v8, acks=1); returns the partition response."""
-        body = self.request(
-            PRODUCE,
-            8,
-            {
-                "transactional_id": None,
-                "acks": 1,
-                "timeout_ms": 5000,
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
-            },
-        )
+        body = self.request(PRODUCE, 8, produce_body(topic, partition, records))
         return body["responses"][0]["partition_responses"][0]
 
     def fetch(self, topic: str, offset: int, partition: int = 0, max_bytes: int = 10 << 20) -> dict:
         """Fetch v11 of one partition; returns its partition response."""
-        body = self.request(
-            FETCH,
-            11,
-            {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": max_bytes,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [{"partition": partition, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes}],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-        )
+        body = self.request(FETCH, 11, fetch_body(topic, [(partition, offset)], max_bytes=max_bytes, partition_max_bytes=max_bytes))
         return body["responses"][0]["partitions"][0]
 
     def list_offset(self, topic: str, timestamp: int, partition: int = 0) -> int:
@@ -124,10 +80,6 @@ class Client:
             out += got
             offset = got[-1][0] + 1
         return out
-
-    def close(self) -> None:
-        """Close the socket."""
-        self.sock.close()
 
 
 def batch_of(values: list[bytes], ts: int | None = None) -> bytes:

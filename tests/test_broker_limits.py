@@ -31,6 +31,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import raw
+from helpers.raw import SocketClient, produce_body
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import (
@@ -56,83 +58,22 @@ _PROC = Path("/proc")
 # ---------------------------------------------------------------- helpers
 
 
-class Client:
-    """A blocking loopback connection speaking raw Kafka frames."""
+class Client(SocketClient):
+    """A blocking loopback connection speaking raw Kafka frames (TCP_NODELAY)."""
 
     def __init__(self, broker: BrokerProcess, timeout: float = TIMEOUT) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.conn = ClientConnection(client_id="limits")
-
-    def request(self, api, version: int, body: dict) -> dict:
-        """Send one request and return the decoded response body; raises
-        ConnectionError if the broker closes the connection instead."""
-        _, data = self.conn.send(api, version, body)
-        self.sock.sendall(data)
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            response = self.conn.next_response()
-            if response is not None:
-                return response.body
-            assert time.monotonic() < deadline, "no response in time"
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            self.conn.receive_data(chunk)
-
-    def closed_by_broker(self) -> bool:
-        """True once the broker closes the connection (EOF or reset);
-        fails the test if that does not happen within TIMEOUT."""
-        deadline = time.monotonic() + TIMEOUT
-        try:
-            while time.monotonic() < deadline:
-                if not self.sock.recv(65536):
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except socket.timeout:
-            pass
-        raise AssertionError("the broker did not close the connection")
-
-    def close(self) -> None:
-        """Close the socket."""
-        self.sock.close()
+        super().__init__(broker.host, broker.port, client_id="limits", timeout=timeout, nodelay=True)
 
 
 def produce(client: Client, topic: str, partition: int, records: bytes, version: int = 8) -> dict:
     """Produce ``records`` (acks=1); returns the partition response."""
-    body = client.request(
-        PRODUCE,
-        version,
-        {
-            "transactional_id": None,
-            "acks": 1,
-            "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
-        },
-    )
+    body = client.request(PRODUCE, version, produce_body(topic, partition, records))
     return body["responses"][0]["partition_responses"][0]
 
 
 def fetch_body(topic: str, partition: int, offset: int, *, max_bytes: int = 50_000_000, max_wait_ms: int = 0) -> dict:
     """A Fetch request body (any version 0-11) for one partition."""
-    return {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": 0,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [{"partition": partition, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes}],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    return raw.fetch_body(topic, [(partition, offset)], max_wait_ms=max_wait_ms, max_bytes=max_bytes, partition_max_bytes=max_bytes)
 
 
 def fetch(client: Client, topic: str, partition: int, offset: int, version: int = 11, **kw) -> dict:

@@ -22,15 +22,14 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.convert import AppendRejected, down_convert, prepare_append
 from kclient.client.producer import Producer, ProducerData
 from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
 from kclient.net.connection import BrokerConnection
-from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH, PRODUCE
 from kclient.protocol.records import build_batch, codecs, iter_record_set, scan_batches
 from kclient.protocol.records.legacy import build_entry, build_message, build_message_set, read_message
@@ -83,67 +82,19 @@ def fmt_broker(tmp_path_factory):
 # ---------------------------------------------------------------- raw client
 
 
-class Raw:
+class Raw(TrioClient):
     """One loopback connection speaking raw Kafka frames."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.conn = ClientConnection(client_id="test-formats")
 
     @classmethod
     async def connect(cls, broker: BrokerProcess) -> Raw:
-        with trio.fail_after(TIMEOUT):
-            return cls(await trio.open_tcp_stream(broker.host, broker.port))
-
-    async def request(self, api, version: int, body: dict) -> dict:
-        _, data = self.conn.send(api, version, body)
-        with trio.fail_after(TIMEOUT):
-            await self.stream.send_all(data)
-            while True:
-                response = self.conn.next_response()
-                if response is not None:
-                    assert response.version == version
-                    return response.body
-                chunk = await self.stream.receive_some(1 << 20)
-                if not chunk:
-                    raise ConnectionError("broker closed the connection")
-                self.conn.receive_data(chunk)
+        return await super().connect(broker, client_id="test-formats", timeout=TIMEOUT)
 
     async def produce(self, topic: str, records: bytes, *, version: int, partition: int = 0) -> dict:
-        body = await self.request(
-            PRODUCE,
-            version,
-            {
-                "transactional_id": None,
-                "acks": 1,
-                "timeout_ms": 5000,
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
-            },
-        )
+        body = await self.request(PRODUCE, version, produce_body(topic, partition, records))
         return body["responses"][0]["partition_responses"][0]
 
     async def fetch(self, topic: str, offset: int, *, version: int, max_bytes: int = 10_000_000) -> dict:
-        body = await self.request(
-            FETCH,
-            version,
-            {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": max_bytes,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [{"partition": 0, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes}],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-        )
+        body = await self.request(FETCH, version, fetch_body(topic, [(0, offset)], max_bytes=max_bytes, partition_max_bytes=max_bytes))
         return body["responses"][0]["partitions"][0]
 
     async def read_all(self, topic: str, *, version: int) -> tuple[list[tuple], list[int], bytes]:
@@ -165,9 +116,6 @@ class Raw:
             if not got or records[-1][0] + 1 >= p["high_watermark"]:
                 return records, magics, raw
             offset = records[-1][0] + 1
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
 
 
 def sample(n: int = 6, *, tag: str = "r", ts: int = TS) -> list[tuple]:

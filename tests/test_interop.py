@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-import peers
-from kclient.protocol.connection import ClientConnection
+from helpers import peers
+from helpers.raw import SocketClient, fetch_body
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.protocol.records.v2 import read_header
@@ -39,7 +39,7 @@ def make_records(n: int = N, tag: str = "") -> list[tuple[bytes, bytes, tuple]]:
 # ---------------------------------------------------------------- peers
 
 
-# The peer clients (tests/peers.py) with this module's settings: 30 s
+# The peer clients (tests/helpers/peers.py) with this module's settings: 30 s
 # phases, an idempotent confluent producer, kafka-python finding the
 # topic's partitions itself.
 kp_produce = functools.partial(peers.kp_produce, deadline=DEADLINE)
@@ -75,31 +75,10 @@ def check(records, placed: list[tuple[int, int]], got: list[tuple], partitions: 
 def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
     """The v2 batch headers stored for a partition, read with kclient's own
     protocol layer over a plain socket."""
-    import socket
-
     host, port = bootstrap.rsplit(":", 1)
-    conn = ClientConnection(client_id="interop-check")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        _, data = conn.send(
-            FETCH,
-            4,
-            {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": 50_000_000,
-                "isolation_level": 0,
-                "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0, "partition_max_bytes": 50_000_000}]}],
-            },
-        )
-        sock.sendall(data)
-        response = None
-        while response is None:
-            chunk = sock.recv(1 << 20)
-            assert chunk, "broker closed the connection"
-            conn.receive_data(chunk)
-            response = conn.next_response()
-    records = bytes(response.body["responses"][0]["partitions"][0]["records"])
+    with SocketClient(host, int(port), client_id="interop-check", timeout=10) as client:
+        body = client.request(FETCH, 4, fetch_body(topic, [(partition, 0)], partition_max_bytes=50_000_000))
+    records = bytes(body["responses"][0]["partitions"][0]["records"])
     return [read_header(records, info.position) for info in scan_batches(records)], list(iter_record_set(records))
 
 

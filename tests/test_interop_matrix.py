@@ -27,11 +27,11 @@ import time
 
 import pytest
 
-import peers
+from helpers import peers
+from helpers.raw import SocketClient, fetch_body
 from kclient.client.producer import Producer, ProducerData
 from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError
-from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import codecs, scan_batches
 from kclient.protocol.records.v2 import read_header
@@ -194,42 +194,11 @@ def check_unplaced(records, got: list[tuple]) -> None:
 def stored_codecs(broker: BrokerProcess, topic: str) -> set[int]:
     """Codecs of the v2 batches stored for ``topic`` (Fetch v10, the first
     that may carry zstd, over a plain socket)."""
-    import socket
-
     out: set[int] = set()
-    conn = ClientConnection(client_id="matrix-check")
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+    with SocketClient("127.0.0.1", broker.port, client_id="matrix-check", timeout=10) as client:
         for p in range(PARTITIONS):
-            _, data = conn.send(
-                FETCH,
-                10,
-                {
-                    "replica_id": -1,
-                    "max_wait_ms": 0,
-                    "min_bytes": 0,
-                    "max_bytes": 50_000_000,
-                    "isolation_level": 0,
-                    "session_id": 0,
-                    "session_epoch": -1,
-                    "topics": [
-                        {
-                            "topic": topic,
-                            "partitions": [
-                                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 50_000_000}
-                            ],
-                        }
-                    ],
-                    "forgotten_topics_data": [],
-                },
-            )
-            sock.sendall(data)
-            response = None
-            while response is None:
-                chunk = sock.recv(1 << 20)
-                assert chunk
-                conn.receive_data(chunk)
-                response = conn.next_response()
-            part = response.body["responses"][0]["partitions"][0]
+            body = client.request(FETCH, 10, fetch_body(topic, [(p, 0)], partition_max_bytes=50_000_000))
+            part = body["responses"][0]["partitions"][0]
             assert part["error_code"] == 0, part
             records = bytes(part["records"])
             out |= {read_header(records, i.position).codec for i in scan_batches(records)}

@@ -1,0 +1,102 @@
+"""`ConsumerConfig`: the high-level consumer's settings under Kafka's
+consumer property names (the Kafka 0.8 consumer configs, see
+https://kafka.apache.org/08/documentation.html#consumerconfigs)."""
+
+from __future__ import annotations
+
+import attrs
+
+from kclient.config.base import _KafkaConfig, prop
+from kclient.config.convert import (
+    _at_least,
+    _enum,
+    _not_empty,
+    _same_as,
+    _to_bool,
+    _to_int,
+    _to_optional_str,
+    _to_str,
+)
+from kclient.errors import ConfigError
+
+__all__ = ["ConsumerConfig"]
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerConfig(_KafkaConfig):
+    """Settings of the high-level consumer (Kafka 0.8 consumer names and defaults).
+
+    ``group.id`` and ``zookeeper.connect`` are required, as in Kafka 0.8.
+    ``client.id`` defaults to ``group.id``. ``auto.offset.reset`` also accepts
+    ``earliest``/``latest`` and stores them as ``smallest``/``largest``.
+
+    Raises:
+        ConfigError: Naming the property, for a bad value, or when
+            ``socket.timeout.ms`` is smaller than ``fetch.wait.max.ms``
+            (Kafka's own check: a long poll must not outlive the socket
+            timeout).
+    """
+
+    group_id: str = prop("group.id", _to_str, validate=_not_empty)
+    """Consumer group the consumer joins. Required."""
+    zookeeper_connect: str = prop("zookeeper.connect", _to_str, validate=_not_empty)
+    """ZooKeeper ensemble, ``"host:port,host:port/chroot"``. Required."""
+    consumer_id: str | None = prop("consumer.id", _to_optional_str, None)
+    """Member id in the group; ``None`` generates ``<group>_<host>-<ms>-<random>``."""
+    client_id: str = prop("client.id", _to_str, _same_as("group_id"))
+    """Sent with every request; defaults to ``group.id``."""
+    socket_timeout_ms: int = prop("socket.timeout.ms", _to_int, 30000, _at_least(1))
+    """Network request timeout (ms)."""
+    socket_receive_buffer_bytes: int = prop("socket.receive.buffer.bytes", _to_int, 65536, _at_least(-1))
+    """Socket receive buffer (bytes); -1 leaves the OS default."""
+    fetch_message_max_bytes: int = prop("fetch.message.max.bytes", _to_int, 1048576, _at_least(1))
+    """Bytes asked for per partition per fetch; must exceed the largest message."""
+    num_consumer_fetchers: int = prop("num.consumer.fetchers", _to_int, 1, _at_least(1))
+    """Fetcher tasks per consumer."""
+    auto_commit_enable: bool = prop("auto.commit.enable", _to_bool, True)
+    """Commit consumed offsets periodically."""
+    auto_commit_interval_ms: int = prop("auto.commit.interval.ms", _to_int, 60000, _at_least(0))
+    """Period of the automatic commit (ms)."""
+    queued_max_message_chunks: int = prop("queued.max.message.chunks", _to_int, 2, _at_least(1))
+    """Fetched chunks buffered per stream."""
+    rebalance_max_retries: int = prop("rebalance.max.retries", _to_int, 4, _at_least(0))
+    """Rebalance attempts before giving up."""
+    rebalance_backoff_ms: int = prop("rebalance.backoff.ms", _to_int, 2000, _at_least(0))
+    """Pause between rebalance attempts (ms)."""
+    refresh_leader_backoff_ms: int = prop("refresh.leader.backoff.ms", _to_int, 200, _at_least(0))
+    """Pause before looking for a lost partition leader again (ms)."""
+    fetch_min_bytes: int = prop("fetch.min.bytes", _to_int, 1, _at_least(0))
+    """Least data a fetch answer should carry (bytes)."""
+    fetch_wait_max_ms: int = prop("fetch.wait.max.ms", _to_int, 100, _at_least(0))
+    """Longest the broker waits for ``fetch.min.bytes`` (ms)."""
+    auto_offset_reset: str = prop(
+        "auto.offset.reset",
+        _enum("smallest", "largest", synonyms={"earliest": "smallest", "latest": "largest"}),
+        "largest",
+    )
+    """Where to start without a committed offset: ``smallest`` or ``largest``."""
+    consumer_timeout_ms: int = prop("consumer.timeout.ms", _to_int, -1, _at_least(-1))
+    """Iterator timeout without a message (ms); -1 waits forever."""
+    exclude_internal_topics: bool = prop("exclude.internal.topics", _to_bool, True)
+    """Hide internal topics (``__consumer_offsets``) from wildcard subscriptions."""
+    offsets_storage: str = prop("offsets.storage", _enum("zookeeper", "kafka"), "zookeeper")
+    """Where offsets are committed: ``zookeeper`` or ``kafka``."""
+    dual_commit_enabled: bool = prop("dual.commit.enabled", _to_bool, True)
+    """With ``offsets.storage=kafka``, commit to ZooKeeper too (migration)."""
+    partition_assignment_strategy: str = prop(
+        "partition.assignment.strategy", _enum("range", "roundrobin"), "range"
+    )
+    """How partitions are spread over the group's streams."""
+    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
+    """ZooKeeper session timeout (ms)."""
+    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))
+    """Longest wait to connect to ZooKeeper (ms)."""
+    zookeeper_sync_time_ms: int = prop("zookeeper.sync.time.ms", _to_int, 2000, _at_least(0))
+    """How far a ZooKeeper follower may lag the leader (ms)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.socket_timeout_ms < self.fetch_wait_max_ms:
+            raise ConfigError(
+                f"Invalid value {self.socket_timeout_ms} for configuration socket.timeout.ms: "
+                f"must be at least fetch.wait.max.ms={self.fetch_wait_max_ms}"
+            )

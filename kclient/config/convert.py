@@ -1,0 +1,239 @@
+"""Converters and validators of property values, shared by every config.
+
+A converter turns a value as given (a string read from a file, or a typed
+Python value) into the stored value and raises ``ValueError`` /
+``TypeError`` on a bad one; a validator checks a converted value and raises
+``ValueError``. `kclient.config.base.prop` wraps both so that a failure
+becomes a `ConfigError` naming the property.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+__all__ = ["COMPRESSION_CODECS", "HostPort", "Listener"]
+
+#: ``(host, port)``, as parsed from ``"host:port"`` (IPv6 as ``"[::1]:9092"``).
+HostPort = tuple[str, int]
+#: ``(listener name, host, port)``, as parsed from ``"PLAINTEXT://host:port"``;
+#: an empty host means every interface.
+Listener = tuple[str, str, int]
+
+#: Compression codec names and the ids Kafka puts in a batch's attributes.
+COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+# --------------------------------------------------------------------------
+# Converters (value -> stored value; ValueError/TypeError on a bad one)
+# --------------------------------------------------------------------------
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError("expected an integer, not a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT.fullmatch(value.strip()):
+        return int(value.strip())
+    raise ValueError("expected an integer")
+
+
+def _to_optional_int(value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _to_int(value)
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("expected true or false")
+
+
+def _to_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, not {type(value).__name__}")
+    return value.strip()
+
+
+def _to_optional_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _to_str(value)
+    return text or None
+
+
+def _to_list(value: Any) -> tuple[str, ...]:
+    """``"a, b,c"`` or an iterable of strings -> ``("a", "b", "c")``."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    result = []
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"expected strings, not {type(item).__name__}")
+        if item.strip():
+            result.append(item.strip())
+    return tuple(result)
+
+
+def _enum(*choices: str, synonyms: Mapping[str, str] | None = None) -> Callable[[Any], str]:
+    names = ", ".join(choices)
+    synonyms = dict(synonyms or {})
+
+    def convert(value: Any) -> str:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            text = synonyms.get(text, text)
+            if text in choices:
+                return text
+        raise ValueError(f"expected one of {names}")
+
+    return convert
+
+
+def _split_host_port(text: str) -> HostPort:
+    text = text.strip()
+    if text.startswith("["):  # [IPv6]:port
+        host, sep, port = text[1:].partition("]:")
+    else:
+        host, sep, port = text.rpartition(":")
+    if not sep or not host or ":" in host and not text.startswith("["):
+        raise ValueError(f"{text!r} is not host:port")
+    return host, _port(port)
+
+
+def _port(value: Any) -> int:
+    port = _to_int(value)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is out of range 0..65535")
+    return port
+
+
+def _to_host_ports(value: Any) -> tuple[HostPort, ...]:
+    """``"h1:9092,h2:9093"`` or ``[("h1", 9092), "h2:9093"]`` -> tuple of pairs."""
+    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int):
+        items = [value]
+    result: list[HostPort] = []
+    for item in items:
+        if isinstance(item, str):
+            if item.strip():
+                result.append(_split_host_port(item))
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and item[0]:
+            result.append((item[0], _port(item[1])))
+        else:
+            raise ValueError(f"{item!r} is not host:port")
+    if not result:
+        raise ValueError("expected at least one host:port")
+    return tuple(result)
+
+
+_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ip6>[^\]]*)\]|(?P<host>[^:/]*)):(?P<port>-?[0-9]+)")
+_SECURE = {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
+
+
+def _to_listeners(value: Any) -> tuple[Listener, ...]:
+    """``"PLAINTEXT://host:9092,..."`` -> ``(("PLAINTEXT", "host", 9092), ...)``."""
+    if value is None:
+        return ()
+    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    result: list[Listener] = []
+    for item in items:
+        if isinstance(item, str):
+            if not item.strip():
+                continue
+            m = _LISTENER.fullmatch(item.strip())
+            if m is None:
+                raise ValueError(f"{item.strip()!r} is not NAME://host:port")
+            name, host, port = m["name"].upper(), m["ip6"] if m["ip6"] is not None else m["host"], m["port"]
+        elif isinstance(item, (tuple, list)) and len(item) == 3:
+            name, host, port = str(item[0]).upper(), _to_str(item[1]), item[2]
+        else:
+            raise ValueError(f"{item!r} is not NAME://host:port")
+        if name in _SECURE:
+            raise ValueError(f"listener {name} is not supported: kclient's broker speaks PLAINTEXT only")
+        result.append((name, host, _port(port)))
+    return tuple(result)
+
+
+def _to_plugin(value: Any) -> Any:
+    """A dotted class path (stripped, non-empty) or any object, stored as given."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", text):
+            raise ValueError("expected a dotted class path such as package.module.ClassName")
+        return text
+    if value is None:
+        raise ValueError("expected a dotted class path, a class or an instance")
+    return value
+
+
+def _to_optional_plugin(value: Any) -> Any:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _to_plugin(value)
+
+
+def _to_codec(value: Any) -> str:
+    """Codec name (none, gzip, snappy, lz4, zstd) or its id 0..4 -> name."""
+    if isinstance(value, bool):
+        raise TypeError("expected a codec name or id")
+    if isinstance(value, int) or isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+        for name, codec_id in COMPRESSION_CODECS.items():
+            if codec_id == number:
+                return name
+        raise ValueError("expected a codec id 0..4")
+    return _enum(*COMPRESSION_CODECS, synonyms={"uncompressed": "none"})(value)
+
+
+def _to_acks(value: Any) -> int:
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return -1
+    return _to_int(value)
+
+
+def _to_encoding(value: Any) -> str:
+    text = _to_str(value)
+    codecs.lookup(text)  # LookupError -> ConfigError
+    return text
+
+
+# --------------------------------------------------------------------------
+# Validators (converted value -> None; ValueError on a bad one)
+# --------------------------------------------------------------------------
+
+
+def _at_least(low: int) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value is not None and value < low:
+            raise ValueError(f"must be at least {low}")
+
+    return check
+
+
+def _one_of(*allowed: Any) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(map(str, allowed))}")
+
+    return check
+
+
+def _not_empty(value: Any) -> None:
+    if not value:
+        raise ValueError("must not be empty")
+
+
+def _same_as(attribute: str) -> Any:
+    return attrs.Factory(lambda self: getattr(self, attribute), takes_self=True)

@@ -1,0 +1,164 @@
+"""`ProducerConfig`: the producer's settings under Kafka's producer
+property names (https://kafka.apache.org/documentation/#producerconfigs,
+and the 0.8 names of Kafka 0.8's ``ProducerConfig``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kclient.config.base import _KafkaConfig, prop
+from kclient.config.convert import (
+    HostPort,
+    _at_least,
+    _enum,
+    _one_of,
+    _same_as,
+    _to_acks,
+    _to_bool,
+    _to_codec,
+    _to_encoding,
+    _to_host_ports,
+    _to_int,
+    _to_list,
+    _to_optional_plugin,
+    _to_plugin,
+    _to_str,
+)
+from kclient.config.formats import _to_api_version
+from kclient.errors import ConfigError
+
+__all__ = ["ProducerConfig"]
+
+
+@attrs.frozen(kw_only=True)
+class ProducerConfig(_KafkaConfig):
+    """Settings of a `Producer` (Kafka 0.8 producer names).
+
+    Build with ``ProducerConfig(metadata_broker_list="host:9092", ...)`` or
+    ``ProducerConfig.from_properties({"metadata.broker.list": "host:9092"})``
+    (or a ``.properties`` path). The 0.7 spellings ``queue.time``,
+    ``queue.size``, ``queue.enqueueTimeout.ms`` and ``batch.size`` (a count of
+    messages, as in 0.7) are aliases, as are the newer client names
+    ``bootstrap.servers``, ``acks`` and ``compression.type``.
+
+    Deliberate deviation: ``request.required.acks`` defaults to **1** (the
+    leader acknowledged the write) rather than the 0.8 default 0 (no
+    acknowledgement), so that a default producer learns about failures.
+
+    Plug-in properties (``serializer.class``, ``key.serializer.class``,
+    ``partitioner.class``, ``event.handler``, ``callback.handler``) take a
+    dotted class path or an already-built class or instance, stored as given;
+    `kclient.plugins.load_plugin` turns them into instances.
+
+    Raises:
+        ConfigError: Naming the property, for a bad value, for
+            ``producer.type=async`` with ``batch.num.messages`` larger than
+            ``queue.buffering.max.messages``, or for
+            ``enable.idempotence=true`` without ``request.required.acks=-1``.
+    """
+
+    metadata_broker_list: tuple[HostPort, ...] = prop(
+        "metadata.broker.list", _to_host_ports, aliases=["bootstrap.servers"]
+    )
+    """Bootstrap brokers, ``"host:port,host:port"`` -> ``(("host", port), ...)``. Required."""
+    producer_type: str = prop("producer.type", _enum("sync", "async"), "sync")
+    """``"sync"``: ``send`` waits for the acknowledgement; ``"async"``: ``send`` enqueues."""
+    request_required_acks: int = prop("request.required.acks", _to_acks, 1, _one_of(-1, 0, 1), aliases=["acks"])
+    """0 no acknowledgement, 1 the leader wrote it, -1 (``all``) every in-sync replica did."""
+    request_timeout_ms: int = prop("request.timeout.ms", _to_int, 10000, _at_least(1))
+    """How long the broker may wait to satisfy ``request.required.acks`` (ms)."""
+    serializer_class: Any = prop("serializer.class", _to_plugin, "kclient.DefaultEncoder")
+    """Encoder of message values: dotted class path, class or instance."""
+    key_serializer_class: Any = prop("key.serializer.class", _to_optional_plugin, _same_as("serializer_class"))
+    """Encoder of keys; defaults to (and ``None`` means) ``serializer.class``."""
+    serializer_encoding: str = prop("serializer.encoding", _to_encoding, "utf-8")
+    """Text encoding a `StringEncoder` uses (Kafka's default UTF8)."""
+    partitioner_class: Any = prop("partitioner.class", _to_plugin, "kclient.DefaultPartitioner")
+    """Partitioner: dotted class path, class or instance."""
+    compression_codec: str = prop("compression.codec", _to_codec, "none", aliases=["compression.type"])
+    """``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` (ids 0-4 accepted on input)."""
+    compressed_topics: tuple[str, ...] = prop("compressed.topics", _to_list, ())
+    """Topics to compress; empty means every topic when a codec is set."""
+    message_send_max_retries: int = prop("message.send.max.retries", _to_int, 3, _at_least(0), aliases=["retries"])
+    """Retries of a failed send before `FailedToSendMessageError`."""
+    retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
+    """Pause before each retry, after refreshing metadata (ms)."""
+    topic_metadata_refresh_interval_ms: int = prop("topic.metadata.refresh.interval.ms", _to_int, 600000)
+    """Periodic metadata refresh (ms); negative: refresh only after a failure."""
+    client_id: str = prop("client.id", _to_str, "")
+    """Sent with every request, for the broker's logs and quotas."""
+    queue_buffering_max_ms: int = prop("queue.buffering.max.ms", _to_int, 5000, _at_least(0), aliases=["queue.time"])
+    """Async: longest time a message waits in the queue before its batch is sent (ms)."""
+    queue_buffering_max_messages: int = prop(
+        "queue.buffering.max.messages", _to_int, 10000, _at_least(1), aliases=["queue.size"]
+    )
+    """Async: capacity of the queue, in messages."""
+    queue_enqueue_timeout_ms: int = prop(
+        "queue.enqueue.timeout.ms", _to_int, -1, _at_least(-1), aliases=["queue.enqueueTimeout.ms"]
+    )
+    """Async, full queue: -1 block until there is room, 0 drop at once
+    (`QueueFullError`), >0 wait that many ms then drop."""
+    batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1), aliases=["batch.size"])
+    """Async: messages per batch (0.7's ``batch.size`` is this count, not bytes)."""
+    send_buffer_bytes: int = prop("send.buffer.bytes", _to_int, 102400, _at_least(-1))
+    """Socket send buffer (bytes); -1 leaves the OS default."""
+    event_handler: Any = prop("event.handler", _to_optional_plugin, None)
+    """EventHandler replacing the default pipeline (0.7); ``None`` for the default."""
+    callback_handler: Any = prop("callback.handler", _to_optional_plugin, None)
+    """CallbackHandler with enqueue/dequeue/before-send hooks (0.7); ``None`` for none."""
+    enable_idempotence: bool = prop("enable.idempotence", _to_bool, False)
+    """Get a producer id (InitProducerId) and number batches so retries do not duplicate."""
+    max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
+    """Largest produce request the producer builds (bytes)."""
+    max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", _to_int, 1, _at_least(1))
+    """Async mode: batches the ProducerSendThread may have sent and not yet
+    had acknowledged (Kafka's property of the same name). 1 (the default)
+    keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
+    retries; more pipelines Produce requests for throughput, and a retried
+    batch may then land after a later one, as in Kafka."""
+    api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
+    """Cap on the Produce version, and with it the message format, as a Kafka
+    release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)
+    takes the highest the broker advertises; ``0.8.2`` (also
+    ``0.8.0``/``0.8.1``) -> Produce v0, ``0.9`` -> Produce v1, both with
+    message set v0; ``0.10`` -> Produce v2 with message set v1; ``0.11`` and
+    later -> Produce v3+ with record batch v2 (``2.1`` for zstd). Metadata is
+    still negotiated with ApiVersions. Stored as ``(major, minor, patch)``."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.key_serializer_class is None:
+            object.__setattr__(self, "key_serializer_class", self.serializer_class)
+        if self.producer_type == "async" and self.batch_num_messages > self.queue_buffering_max_messages:
+            raise ConfigError(
+                f"Invalid value {self.batch_num_messages} for configuration batch.num.messages: "
+                f"must not exceed queue.buffering.max.messages={self.queue_buffering_max_messages}"
+            )
+        if self.enable_idempotence and self.request_required_acks != -1:
+            raise ConfigError(
+                f"Invalid value {self.request_required_acks} for configuration request.required.acks: "
+                "must be -1 (all) when enable.idempotence=true"
+            )
+
+    @property
+    def is_async(self) -> bool:
+        """``producer.type == "async"``."""
+        return self.producer_type == "async"
+
+    def codec_for(self, topic: str) -> str:
+        """The codec name to use for ``topic`` (the 0.8 rule).
+
+        Args:
+            topic: The topic a message set is for.
+
+        Returns:
+            ``compression.codec`` if it is not ``none`` and
+            ``compressed.topics`` is empty or lists ``topic``; otherwise
+            ``"none"``.
+        """
+        if self.compression_codec == "none":
+            return "none"
+        if not self.compressed_topics or topic in self.compressed_topics:
+            return self.compression_codec
+        return "none"

@@ -1,0 +1,47 @@
+"""Helpers for tests (yours and kclient's): run the bundled broker on a free
+loopback port with a temporary log directory, and a real ZooKeeper server
+(`ZooKeeperProcess`) for the ZooKeeper-based consumer.
+
+Blocking, in a subprocess (works from any test framework)::
+
+    from kclient.testing import BrokerProcess
+
+    with BrokerProcess() as broker:
+        producer = Producer({"metadata.broker.list": broker.bootstrap})
+        ...
+
+In-process, for trio code::
+
+    async with run_broker() as broker:   # a started kclient.broker.Broker
+        ... broker.port ...
+
+The package: `kclient.testing.process` holds the subprocess lifecycle both
+servers share (start, wait until ready, stop with SIGTERM, kill with
+SIGKILL, log capture, temporary directories); `kclient.testing.broker` the
+bundled broker; `kclient.testing.zookeeper` ZooKeeper. Every public name
+imports from ``kclient.testing`` itself.
+"""
+
+from kclient.testing.broker import BrokerProcess, run_broker
+from kclient.testing.process import BrokerProcessError, ServerProcess
+from kclient.testing.zookeeper import (
+    ZOOKEEPER_JAR_DIRS,
+    ZooKeeperProcess,
+    ZooKeeperUnavailableError,
+    four_letter_word,
+    zookeeper_classpath,
+    zookeeper_unavailable_reason,
+)
+
+__all__ = [
+    "BrokerProcess",
+    "BrokerProcessError",
+    "ServerProcess",
+    "ZOOKEEPER_JAR_DIRS",
+    "ZooKeeperProcess",
+    "ZooKeeperUnavailableError",
+    "four_letter_word",
+    "run_broker",
+    "zookeeper_classpath",
+    "zookeeper_unavailable_reason",
+]

@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from kclient.protocol.records import codecs as _codecs
+
 __all__ = ["COMPRESSION_CODECS", "HostPort", "Listener"]
 
 #: ``(host, port)``, as parsed from ``"host:port"`` (IPv6 as ``"[::1]:9092"``).
@@ -24,8 +26,9 @@ HostPort = tuple[str, int]
 #: an empty host means every interface.
 Listener = tuple[str, str, int]
 
-#: Compression codec names and the ids Kafka puts in a batch's attributes.
-COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+#: Compression codec names and the ids Kafka puts in a batch's attributes
+#: (the table is owned by `kclient.protocol.records.codecs`).
+COMPRESSION_CODECS: dict[str, int] = dict(_codecs.BY_NAME)
 
 
 # --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 from kclient.config.convert import _to_str
 from kclient.config.files import load_properties
 from kclient.errors import ConfigError
+from kclient.protocol.records.formats import magic_for_kafka_version
 
 __all__ = [
     "TIMESTAMP_TYPES",
@@ -96,12 +97,7 @@ def message_format_magic(version: Any) -> int:
     Raises:
         ValueError: A bad version.
     """
-    parts = parse_kafka_version(version)
-    if parts < (0, 10, 0):
-        return 0
-    if parts < (0, 11, 0):
-        return 1
-    return 2
+    return magic_for_kafka_version(parse_kafka_version(version))
 
 
 def _to_format_version(value: Any) -> str:

@@ -13,9 +13,9 @@ import uuid
 import pytest
 
 from kclient import Producer, ProducerData
-from kclient.client.consumer_connector import ConsumerConnector
-from kclient.client.encoder import StringDecoder
-from kclient.client.kafka_stream import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
+from kclient.client.consumer.group.connector import ConsumerConnector
+from kclient.client.serde import StringDecoder
+from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
 from kclient.errors import (
     ConfigError,
     ConsumerRebalanceFailedError,
@@ -187,8 +187,8 @@ def test_topic_filters_match_whole_names_like_kafka():
 
 
 def test_chunks_decode_every_format_like_the_simple_consumer():
-    from kclient.client.fetcher import PartitionTopicInfo, decode_chunk
-    from kclient.client.message_set import ByteBufferMessageSet
+    from kclient.client.consumer.fetcher import PartitionTopicInfo, decode_chunk
+    from kclient.client.consumer.message_set import ByteBufferMessageSet
     from kclient.protocol.records import codecs as record_codecs
     from kclient.protocol.records import legacy, v2
 

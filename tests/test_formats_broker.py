@@ -27,8 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kclient.broker.convert import AppendRejected, down_convert, prepare_append
-from kclient.client.producer import Producer, ProducerData
-from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH, PRODUCE

@@ -28,8 +28,8 @@ import time
 import pytest
 
 import peers
-from kclient.client.producer import Producer, ProducerData
-from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import FETCH

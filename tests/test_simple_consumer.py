@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from kclient import FetchRequest, OffsetRequest, SimpleConsumer
-from kclient.client.simple_consumer import TrioSimpleConsumer
+from kclient.client.consumer.simple import TrioSimpleConsumer
 from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA, PRODUCE

@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import attrs
 import trio
 
-from kclient.client.callback_handler import CallbackHandler, overrides
+from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.errors import ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer import ProducerData
-    from kclient.client.producer_core import TrioProducer
+    from kclient.client.producer.producer import ProducerData
+    from kclient.client.producer.core import TrioProducer
 
 log = logging.getLogger(__name__)
 

@@ -31,15 +31,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
-from kclient.client.callback_handler import CallbackHandler, overrides
+from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.cluster import Cluster
-from kclient.client.event_handler import DefaultEventHandler, EventHandler, ProducerContext, settings_from_config
+from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
+from kclient.client.producer.settings import settings_from_config
 from kclient.config import ProducerConfig
 from kclient.errors import InvalidTopicError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer import ProducerData
+    from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,8 @@ class TrioProducer:
         event_handler: Any = None,
         callback_handler: Any = None,
     ) -> None:
-        from kclient.client.encoder import Encoder
-        from kclient.client.partitioner import Partitioner
+        from kclient.client.serde import Encoder
+        from kclient.client.producer.partitioner import Partitioner
 
         cfg = as_config(config)
         self.config = cfg

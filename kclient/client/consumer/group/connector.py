@@ -38,7 +38,7 @@ What happens, in seed 003's terms:
    rebalance).
 3. Fetching starts at the offsets in ``/consumers/<group>/offsets/<topic>/<p>``
    (the next offset to consume); a partition without one starts per
-   ``auto.offset.reset`` (`kclient.client.fetcher`).
+   ``auto.offset.reset`` (`kclient.client.consumer.fetcher`).
 4. Offsets: the offset after the last message each stream handed to the
    application is committed to ZooKeeper by `ConsumerConnector.commit_offsets`,
    every ``auto.commit.interval.ms`` and at shutdown (both with
@@ -69,8 +69,8 @@ from typing import Any, Callable, Mapping
 import trio
 from kazoo.client import KazooState
 
-from kclient.client.fetcher import FetcherGroup, PartitionTopicInfo
-from kclient.client.kafka_stream import END, TIMEOUT, Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist, topic_filter_for
+from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
+from kclient.client.consumer.group.streams import END, TIMEOUT, Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist, topic_filter_for
 from kclient.config import ConsumerConfig
 from kclient.errors import ConfigError, ConsumerRebalanceFailedError, KafkaError, NotSupportedError, ZooKeeperError
 from kclient.sync import LoopThread
@@ -103,14 +103,14 @@ Decoder = Any
 
 def _decoder_function(decoder: Decoder, what: str) -> Callable[[Any], Any] | None:
     """``None`` (bytes as they are), an object with ``from_bytes`` (Kafka's
-    Decoder, `kclient.client.encoder.Decoder`) or a plain callable."""
+    Decoder, `kclient.client.serde.Decoder`) or a plain callable."""
     if decoder is None:
         return None
     if isinstance(decoder, type):
         decoder = decoder()
     from_bytes = getattr(decoder, "from_bytes", None)
     if from_bytes is not None:
-        from kclient.client.encoder import DefaultDecoder
+        from kclient.client.serde import DefaultDecoder
 
         return None if type(decoder) is DefaultDecoder else from_bytes
     if callable(decoder):
@@ -732,7 +732,7 @@ class ConsumerConnector:
         (seed 000 ``createMessageStreams``). Each stream is one consumer
         thread ``<consumer_id>-<n>`` of the range assignment; keys and values
         are decoded with ``key_decoder`` / ``value_decoder`` (a
-        `kclient.client.encoder.Decoder`, any object with
+        `kclient.client.serde.Decoder`, any object with
         ``from_bytes``, a callable, or None for bytes). Registers the
         consumer and rebalances before returning; raises
         `ConsumerRebalanceFailedError` if the

@@ -19,7 +19,7 @@ from typing import Sequence
 import attrs
 import trio
 
-from kclient.client.message_set import ByteBufferMessageSet, MultiFetchResponse
+from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.errors import UnsupportedVersionError, raise_for_code
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, LIST_OFFSETS

@@ -45,10 +45,10 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from kclient.client.callback_handler import overrides
-from kclient.client.producer_data import ProducerData, _new_tuple
-from kclient.client.producer_core import TrioProducer, as_config
-from kclient.client.send_thread import MessageQueue, ProducerSendThread
+from kclient.client.producer.callbacks import overrides
+from kclient.client.producer.data import ProducerData, _new_tuple
+from kclient.client.producer.core import TrioProducer, as_config
+from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, KafkaError, KafkaTimeoutError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread

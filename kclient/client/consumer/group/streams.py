@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from kclient.errors import ConsumerTimeoutError, KafkaError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.consumer_connector import _ConnectorCore
+    from kclient.client.consumer.group.connector import _ConnectorCore
     from kclient.sync import LoopThread
 
 

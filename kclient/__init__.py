@@ -47,12 +47,14 @@ _EXPORTS = {
     "FailedToSendMessageError": "kclient.errors",
     "FetchRequest": "kclient.client.consumer.simple",
     "Header": "kclient.protocol.records",
+    "IllegalStateError": "kclient.errors",
     "InvalidTopicError": "kclient.errors",
     "KafkaConnectionError": "kclient.errors",
     "KafkaError": "kclient.errors",
     "KafkaStream": "kclient.client.consumer.group.streams",
     "KafkaTimeoutError": "kclient.errors",
     "LeaderNotAvailableError": "kclient.errors",
+    "LoopClosedError": "kclient.errors",
     "Message": "kclient.client.consumer.message_set",
     "MessageAndMetadata": "kclient.client.consumer.group.streams",
     "MessageAndOffset": "kclient.client.consumer.message_set",
@@ -112,7 +114,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
     from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
-    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, NotSupportedError, ZkTimeoutError, ZooKeeperError
+    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, IllegalStateError, LoopClosedError, NotSupportedError, ZkTimeoutError, ZooKeeperError
     from kclient.protocol.records import Header
     from kclient.testing import ZooKeeperProcess
 

@@ -510,7 +510,7 @@ def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, z
         connector.commit_offsets()
         # Expire the consumer's session the way ZooKeeper's own tests do: a
         # second client attaches to the same session and closes it.
-        session_id, password = connector._core._zk_client.kazoo.client_id
+        session_id, password = connector._core.zk_client.kazoo.client_id
         intruder = KazooClient(hosts=zookeeper.connect, client_id=(session_id, password))
         intruder.start(timeout=30)
         intruder.stop()

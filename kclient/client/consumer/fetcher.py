@@ -47,7 +47,7 @@ from kclient.errors import (
 from kclient.protocol.records import iter_record_rows, scan_batches
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.consumer.group.connector import _ConnectorCore
+    from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
 
@@ -122,7 +122,7 @@ class FetcherGroup:
     nursery.start(group.run)``; cancel the nursery's scope to stop every
     loop (connections are closed on the way out)."""
 
-    def __init__(self, core: "_ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
+    def __init__(self, core: "ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
         self.core = core
         self.infos = infos
         self.generation = generation

@@ -219,10 +219,11 @@ class DefaultEventHandler(EventHandler):
                 # A plug-in (encoder, partitioner) failed: a programming or
                 # data error, so nothing of this batch is sent.
                 lost = sum(len(d.messages) for d in events)
-                error = FailedToSendMessageError(f"cannot serialize or partition a message for topic {topic!r}: {exc}")
-                error.lost_messages = lost  # type: ignore[attr-defined]
-                error.failed_partitions = {(topic, -1): lost}  # type: ignore[attr-defined]
-                raise error from exc
+                raise FailedToSendMessageError(
+                    f"cannot serialize or partition a message for topic {topic!r}: {exc}",
+                    lost_messages=lost,
+                    failed_partitions={(topic, -1): lost},
+                ) from exc
             for p, target in by_partition.items():
                 out[(topic, p)] = target
         return out
@@ -452,8 +453,10 @@ def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]], re
         names += f" and {len(failed) - 10} more"
     cause = next((e for _, e in failed.values() if e is not None), None)
     after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-    exc = FailedToSendMessageError(f"failed to send {lost} message(s) to {names}{after}: {cause}")
-    exc.lost_messages = lost  # type: ignore[attr-defined]
-    exc.failed_partitions = {tp: n for tp, (n, _) in failed.items()}  # type: ignore[attr-defined]
+    exc = FailedToSendMessageError(
+        f"failed to send {lost} message(s) to {names}{after}: {cause}",
+        lost_messages=lost,
+        failed_partitions={tp: n for tp, (n, _) in failed.items()},
+    )
     exc.__cause__ = cause
     return exc

@@ -50,7 +50,7 @@ from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer, as_config
 from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, KafkaError, KafkaTimeoutError, ProducerClosedError, QueueFullError
+from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
 __all__ = ["Producer", "ProducerStatistics"]
@@ -223,7 +223,7 @@ class Producer:
                     self._sync_first_error = exc
             if self._on_error:
                 self._callbacks.on_send_error(events, exc)
-            if isinstance(exc, KafkaError) and "event loop is closed" in str(exc) and self._closed:
+            if isinstance(exc, LoopClosedError) and self._closed:
                 raise ProducerClosedError("the producer was closed during send()") from exc
             raise
         with self._stats_lock:
@@ -259,12 +259,11 @@ class Producer:
         n_messages = sum(len(d.messages) for d in rest)
         topics = ", ".join(sorted({d.topic for d in rest})[:5])
         waited = "did not wait (queue.enqueue.timeout.ms=0)" if timeout == 0 else f"waited queue.enqueue.timeout.ms={timeout} ms"
-        exc = QueueFullError(
+        return QueueFullError(
             f"the async producer's queue is full (queue.buffering.max.messages={self.config.queue_buffering_max_messages}); "
-            f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued"
+            f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued",
+            not_enqueued=rest,
         )
-        exc.not_enqueued = rest  # type: ignore[attr-defined]
-        return exc
 
     def flush(self, timeout_ms: int | None = None) -> None:
         """Async mode: send everything queued now, ignoring the batch
@@ -275,7 +274,7 @@ class Producer:
         if self._queue is None:
             return
         if self._thread is not None and self._thread.in_loop_thread:
-            raise KafkaError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
+            raise IllegalStateError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
         if not self._queue.flush(None if timeout_ms is None else timeout_ms / 1000):
             raise KafkaTimeoutError(f"flush() did not finish within {timeout_ms} ms")
 
@@ -310,7 +309,7 @@ class Producer:
         `ProducerClosedError`.
         """
         if self._thread is not None and self._thread.in_loop_thread:
-            raise KafkaError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
+            raise IllegalStateError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
         with self._close_lock:
             if self._closed:
                 return
@@ -331,12 +330,11 @@ class Producer:
         if self._thread is not None:
             stats = self._thread.statistics()
             if stats.failed_messages or stats.failed_batches:
-                exc = FailedToSendMessageError(
+                raise FailedToSendMessageError(
                     f"{stats.failed_messages} message(s) in {stats.failed_batches} batch(es) could not be sent by the "
-                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}"
-                )
-                exc.lost_messages = stats.failed_messages  # type: ignore[attr-defined]
-                raise exc from stats.first_error
+                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}",
+                    lost_messages=stats.failed_messages,
+                ) from stats.first_error
 
     def __enter__(self) -> "Producer":
         return self

@@ -13,7 +13,8 @@ partition result:
   (``queued.max.message.chunks``) holds the loop until the stream is read;
 - OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
   (``smallest`` -> the log start, ``largest`` -> the log end, ListOffsets)
-  and logged at WARNING (seed 001 "Reads": OutOfRangeException);
+  and logged at WARNING (Kafka 0.8 documentation, section 5.4 "Log",
+  "Reads": OutOfRangeException; https://kafka.apache.org/08/documentation.html#log);
 - leadership errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
   LEADER_NOT_AVAILABLE) and lost connections: the partition goes to the
   leader finder, which looks its leader up in ZooKeeper every
@@ -202,7 +203,6 @@ class FetcherGroup:
                 host,
                 port,
                 so_timeout_ms=core.config.socket_timeout_ms,
-                buffer_size=core.config.socket_receive_buffer_bytes,
                 client_id=core.config.client_id,
             )
             consumer.attach(conn_nursery)

@@ -2,10 +2,12 @@
 bytes of one partition, iterated as `MessageAndOffset`, and
 `MultiFetchResponse` holding one set per request.
 
-Source: seed 000 "Consumer APIs" (SimpleConsumer returns a
-ByteBufferMessageSet; multifetch a MultiFetchResponse) and seed 001 "Reads"
-(a read returns the messages that fit in S bytes; a partial message at the
-end is not an error; a single message bigger than S needs a bigger S).
+Source: the Kafka 0.8 documentation (https://kafka.apache.org/08/documentation.html#apidesign): section 5.1 "API Design",
+"Consumer APIs" (SimpleConsumer returns a ByteBufferMessageSet; multifetch a
+MultiFetchResponse) and section 5.4 "Log", "Reads" (a read returns the
+messages that fit in S bytes; a partial message at the end is not an error;
+a single message bigger than S needs a bigger S). The bytes are decoded by
+`kclient.protocol.records.iter_record_rows`.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class Message(tuple):
 
 class MessageAndOffset(tuple):
     """A message with its logical offset; ``next_offset`` is the offset to
-    fetch from to continue after it (seed 001 "Reads")."""
+    fetch from to continue after it (Kafka 0.8 documentation, section 5.4
+    "Log", "Reads")."""
 
     __slots__ = ()
 

@@ -6,7 +6,8 @@ Trio applications use it directly::
         await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
 
 ``send`` returns once the broker acknowledged the records per
-``request.required.acks`` (the sync mode of seed 000 section 5.1), retrying
+``request.required.acks`` (the sync mode of the Kafka 0.8 documentation,
+section 5.1 "API Design"), retrying
 retriable errors. The blocking `kclient.Producer` runs one TrioProducer
 on a trio loop in a background thread (`kclient.sync.LoopThread`) and
 adds the async mode's queue and ProducerSendThread in front of it.

@@ -1,6 +1,7 @@
-"""The blocking Producer of seed 000 section 5.1, and ProducerData.
+"""The blocking Producer of Kafka 0.8's producer API.
 
-Source: seed 000 "Producer APIs"::
+Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign)::
 
     class Producer {
       public void send(ProducerData<K,V> producerData);
@@ -91,15 +92,19 @@ def _now_ms() -> int:
 class Producer:
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
-    ``config``: a `ProducerConfig`, a mapping of Kafka
-    property names (``{"metadata.broker.list": "host:9092",
-    "producer.type": "async", ...}``) or a ``.properties`` path.
-    ``event_handler`` / ``callback_handler`` override ``event.handler`` /
-    ``callback.handler`` (instance, class or dotted path).
-
-    Raises `ConfigError` for a bad config or plug-in.
     Use as a context manager or call `close`. Thread-safe: several
     threads may call `send` at once.
+
+    Args:
+        config: a `ProducerConfig`, a mapping of Kafka property names
+            (``{"metadata.broker.list": "host:9092", "producer.type":
+            "async", ...}``) or a ``.properties`` path.
+        event_handler: overrides ``event.handler`` (instance, class or
+            dotted path).
+        callback_handler: overrides ``callback.handler`` (likewise).
+
+    Raises:
+        ConfigError: a bad config or plug-in.
     """
 
     def __init__(
@@ -173,22 +178,24 @@ class Producer:
     def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
         """Send one `ProducerData` or a list of them.
 
-        sync: returns once acknowledged; raises
-        `FailedToSendMessageError` (cause chained,
-        topic-partitions named, ``lost_messages`` attribute) on a
-        non-retriable error or when retries ran out.
+        sync mode: returns once acknowledged. async mode: returns once
+        queued; send errors surface later through the log, the
+        CallbackHandler's ``on_send_error``, `statistics` and `close`.
 
-        async: returns once queued; raises
-        `QueueFullError` when the queue stayed full
-        for ``queue.enqueue.timeout.ms`` (its ``not_enqueued`` attribute
-        lists the ProducerData that were not queued; the ones before them
-        were). Send errors surface later through the log, the
-        CallbackHandler's ``on_send_error``, `statistics` and
-        `close`.
+        Args:
+            data_or_list: a ProducerData or an iterable of them.
 
-        Both: `InvalidTopicError` for an illegal topic
-        name (nothing is sent or queued), `ProducerClosedError` after
-        `close`.
+        Raises:
+            FailedToSendMessageError: sync mode: a non-retriable error, or
+                retries ran out (cause chained, topic-partitions named,
+                ``lost_messages`` set).
+            QueueFullError: async mode: the queue stayed full for
+                ``queue.enqueue.timeout.ms`` (``not_enqueued`` lists the
+                ProducerData that were not queued; the ones before them
+                were).
+            InvalidTopicError: an illegal topic name (nothing is sent or
+                queued).
+            ProducerClosedError: the producer was closed.
         """
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
@@ -267,10 +274,17 @@ class Producer:
 
     def flush(self, timeout_ms: int | None = None) -> None:
         """Async mode: send everything queued now, ignoring the batch
-        thresholds, and wait until it was sent or failed. ``timeout_ms``:
-        None waits as long as it takes; raises
-        `KafkaTimeoutError` when it runs out. Sync
-        mode: nothing to do."""
+        thresholds, and wait until it was sent or failed. Sync mode: nothing
+        to do.
+
+        Args:
+            timeout_ms: how long to wait; None waits as long as it takes.
+
+        Raises:
+            KafkaTimeoutError: the timeout ran out.
+            IllegalStateError: called from the producer's send thread (a
+                CallbackHandler hook).
+        """
         if self._queue is None:
             return
         if self._thread is not None and self._thread.in_loop_thread:
@@ -300,13 +314,15 @@ class Producer:
     def close(self) -> None:
         """Send everything queued (async), stop the send thread, call the
         CallbackHandler's ``close``, close the connections and stop the trio
-        loop thread. Idempotent.
+        loop thread. Idempotent. Sends from other threads that are blocked
+        on a full queue get `ProducerClosedError`.
 
-        Raises `FailedToSendMessageError` (the first
-        send error chained) if any async send failed since the producer
-        started, naming how many messages were lost. Sends from other
-        threads that are blocked on a full queue get
-        `ProducerClosedError`.
+        Raises:
+            FailedToSendMessageError: an async send failed since the
+                producer started (the first send error chained;
+                ``lost_messages`` counts the messages lost).
+            IllegalStateError: called from the producer's send thread (a
+                CallbackHandler hook).
         """
         if self._thread is not None and self._thread.in_loop_thread:
             raise IllegalStateError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")

@@ -44,7 +44,7 @@ from kclient.protocol.records.v2 import (
 CHUNK_ROWS = 256
 
 
-def iter_record_rows(buf, start_offset: int = 0, *, where: str | None = None, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[list[int], list[tuple]]]:
+def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0, *, where: str | None = None, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[list[int], list[tuple]]]:
     """Decode the record set ``buf`` into ``(offsets, rows)`` chunks.
 
     Records before ``start_offset`` are skipped (the batch holding it may
@@ -53,7 +53,7 @@ def iter_record_rows(buf, start_offset: int = 0, *, where: str | None = None, ch
     dropped.
 
     Args:
-        buf: the record bytes (``bytes``, ``bytearray`` or ``memoryview``);
+        buf: the record bytes;
             anything but ``bytes`` is copied once so that keys and values
             are ``bytes`` slices.
         start_offset: the first offset wanted.

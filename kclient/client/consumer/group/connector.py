@@ -1,7 +1,8 @@
 """ConsumerConnector: the high-level, ZooKeeper-coordinated consumer of
-Kafka 0.8 (seed 000 "Consumer APIs", seed 003 "Consumers and Consumer
-Groups", "Consumer registration algorithm", "Consumer rebalancing
-algorithm").
+Kafka 0.8 (Kafka 0.8 documentation: section 5.1 "API Design", "Consumer
+APIs", https://kafka.apache.org/08/documentation.html#apidesign; section 5.5 "Distribution", "Consumers and Consumer Groups",
+"Consumer registration algorithm", "Consumer rebalancing algorithm",
+https://kafka.apache.org/08/documentation.html#distributionimpl).
 
 ::
 
@@ -11,7 +12,11 @@ algorithm").
         for m in streams["events"][0]:
             print(m.topic, m.partition, m.offset, m.key, m.message)
 
-What happens, in seed 003's terms:
+What happens, in the terms of section 5.5 (the parts live in
+`kclient.client.consumer.group.registration` (steps 1-2),
+`kclient.client.consumer.group.offsets` (step 4),
+`kclient.client.consumer.group.core` (rebalance, commit, fetchers) and
+`kclient.client.consumer.fetcher` (step 3)):
 
 1. Registration: the consumer writes the ephemeral
    ``/consumers/<group>/ids/<consumer_id>`` with
@@ -72,7 +77,7 @@ Decoder = Any
 
 
 class ConsumerConnector:
-    """The high-level consumer (seed 000 ``ConsumerConnector``; see the
+    """The high-level consumer (Kafka 0.8's ``ConsumerConnector``; see the
     module docstring for the algorithm).
 
     ``config`` is a `kclient.config.ConsumerConfig` or a mapping of
@@ -87,15 +92,21 @@ class ConsumerConnector:
     ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``,
     ``socket.timeout.ms``, ``client.id``, ``exclude.internal.topics``).
     ``num.consumer.fetchers`` is accepted but there is always one fetch loop
-    per leader broker; ``zookeeper.sync.time.ms`` and
-    ``dual.commit.enabled`` are accepted and unused.
+    per leader broker; ``zookeeper.sync.time.ms``,
+    ``socket.receive.buffer.bytes`` and ``dual.commit.enabled`` are
+    accepted and unused.
 
-    The constructor connects to ZooKeeper. Raises
-    `ConfigError` naming the property for a bad
-    value, `NotSupportedError` for
-    ``offsets.storage=kafka`` or ``partition.assignment.strategy=roundrobin``,
-    and `ZkTimeoutError` if ZooKeeper does not answer
-    within ``zookeeper.connection.timeout.ms``.
+    The constructor connects to ZooKeeper.
+
+    Args:
+        config: the configuration (above).
+
+    Raises:
+        ConfigError: a bad value (the property is named).
+        NotSupportedError: ``offsets.storage=kafka`` or
+            ``partition.assignment.strategy=roundrobin``.
+        ZkTimeoutError: ZooKeeper did not answer within
+            ``zookeeper.connection.timeout.ms``.
 
     Use as a context manager or call `shutdown`.
     """
@@ -113,7 +124,7 @@ class ConsumerConnector:
         if config.partition_assignment_strategy != "range":
             raise NotSupportedError(
                 f"partition.assignment.strategy={config.partition_assignment_strategy} is not supported: "
-                "kclient's ConsumerConnector assigns partitions by range (seed 003)"
+                "kclient's ConsumerConnector assigns partitions by range"
             )
         self.config = config
         self.consumer_id = config.consumer_id or default_consumer_id(config.group_id)
@@ -140,17 +151,27 @@ class ConsumerConnector:
         key_decoder: Decoder = None,
         value_decoder: Decoder = None,
     ) -> dict[str, list[KafkaStream]]:
-        """``{topic: number of streams}`` -> ``{topic: [KafkaStream, ...]}``
-        (seed 000 ``createMessageStreams``). Each stream is one consumer
-        thread ``<consumer_id>-<n>`` of the range assignment; keys and values
-        are decoded with ``key_decoder`` / ``value_decoder`` (a
-        `kclient.client.serde.Decoder`, any object with
-        ``from_bytes``, a callable, or None for bytes). Registers the
-        consumer and rebalances before returning; raises
-        `ConsumerRebalanceFailedError` if the
-        partitions cannot be claimed, ``ValueError`` for a bad map, and
-        `KafkaError` if streams were created
-        already (once per connector, as in Kafka)."""
+        """Streams over the partitions of the given topics (Kafka's
+        ``createMessageStreams``). Each stream is one consumer thread
+        ``<consumer_id>-<n>`` of the range assignment. Registers the
+        consumer and rebalances before returning.
+
+        Args:
+            topic_count_map: ``{topic: number of streams}``.
+            key_decoder: decodes keys: a `kclient.client.serde.Decoder`
+                (any object with ``from_bytes``), a callable, or None for
+                bytes.
+            value_decoder: decodes values, likewise.
+
+        Returns:
+            ``{topic: [KafkaStream, ...]}``.
+
+        Raises:
+            ConsumerRebalanceFailedError: the partitions cannot be claimed.
+            ValueError: a bad map.
+            IllegalStateError: streams were created already (once per
+                connector, as in Kafka) or the connector is shut down.
+        """
         if not topic_count_map:
             raise ValueError("topic_count_map is empty: name at least one topic")
         counts: dict[str, int] = {}
@@ -176,12 +197,26 @@ class ConsumerConnector:
         key_decoder: Decoder = None,
         value_decoder: Decoder = None,
     ) -> list[KafkaStream]:
-        """``num_streams`` streams over every topic ``topic_filter``
-        (`Whitelist` / `Blacklist`) allows, now and as topics
-        appear (seed 000 ``createMessageStreamsByFilter``; seed 003: the
+        """Streams over every topic ``topic_filter`` allows, now and as
+        topics appear (Kafka's ``createMessageStreamsByFilter``; the
         consumer watches ``/brokers/topics``). Stream ``n`` gets thread
-        ``<consumer_id>-<n>``'s partitions of every matching topic. Raises
-        as `create_message_streams`."""
+        ``<consumer_id>-<n>``'s partitions of every matching topic.
+
+        Args:
+            topic_filter: a `Whitelist` or `Blacklist`.
+            num_streams: how many streams.
+            key_decoder: as for `create_message_streams`.
+            value_decoder: as for `create_message_streams`.
+
+        Returns:
+            The ``num_streams`` streams.
+
+        Raises:
+            TypeError: ``topic_filter`` is not a TopicFilter.
+            ConsumerRebalanceFailedError: as for `create_message_streams`.
+            ValueError: a bad ``num_streams``.
+            IllegalStateError: as for `create_message_streams`.
+        """
         if not isinstance(topic_filter, TopicFilter):
             raise TypeError(f"topic_filter must be a Whitelist or Blacklist, not {topic_filter!r}")
         if not isinstance(num_streams, int) or isinstance(num_streams, bool) or num_streams < 1:
@@ -210,9 +245,13 @@ class ConsumerConnector:
     def commit_offsets(self) -> None:
         """Commit the offset after the last message each stream has handed
         out, for every partition this consumer owns, to
-        ``/consumers/<group>/offsets/<topic>/<partition>`` (seed 003
-        "Consumer Offsets"). Raises `ZooKeeperError`
-        if ZooKeeper fails."""
+        ``/consumers/<group>/offsets/<topic>/<partition>`` (section 5.5
+        "Consumer Offsets").
+
+        Raises:
+            ZooKeeperError: ZooKeeper failed.
+            IllegalStateError: the connector is shut down.
+        """
         if self._shut_down:
             raise IllegalStateError("the connector is shut down")
         self._loop.call(self._core.commit)

@@ -126,7 +126,9 @@ class TrioProducer:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._completions: "trio.MemorySendChannel | None" = None
-        self._valid_topics: set[str] = set()
+        #: Topic names `prepare` has checked (read by the blocking
+        #: Producer's fast path; only ever grows).
+        self.valid_topics: set[str] = set()
         if cfg.enable_idempotence:
             log.warning("enable.idempotence=true: the producer does not number batches yet; retries may duplicate records")
 
@@ -209,7 +211,7 @@ class TrioProducer:
                 events = list(data_or_list)  # type: ignore[arg-type]
             except TypeError:
                 raise TypeError(f"send() takes a ProducerData or a list of them, not {type(data_or_list).__name__}") from None
-        valid = self._valid_topics
+        valid = self.valid_topics
         for d in events:
             try:
                 topic = d.topic

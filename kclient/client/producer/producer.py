@@ -134,7 +134,7 @@ class Producer:
         self._queue: MessageQueue | None = None
         self._thread: ProducerSendThread | None = None
         self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
-        self._valid_topics = self._core._valid_topics  # filled by prepare()
+        self._valid_topics = self._core.valid_topics  # filled by prepare()
         self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
         if self._async:
             # The send thread runs the trio loop: batches go from the queue

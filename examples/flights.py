@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 import kclient
 from kclient import FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
-from kclient.client.partitioner import DefaultPartitioner
+from kclient.client.producer.partitioner import DefaultPartitioner
 from kclient.testing import BrokerProcess
 
 TOPIC = "flights"

@@ -30,56 +30,58 @@ __version__ = "0.1.0"
 # Public name -> module. Loaded on first use (PEP 562) so that importing the
 # pure protocol layer does not pull in trio, threads or the broker.
 _EXPORTS = {
-    "Blacklist": "kclient.client.kafka_stream",
+    "Blacklist": "kclient.client.consumer.group.streams",
     "BrokerConfig": "kclient.config",
     "BrokerResponseError": "kclient.errors",
-    "ByteBufferMessageSet": "kclient.client.message_set",
-    "CallbackHandler": "kclient.client.callback_handler",
+    "ByteBufferMessageSet": "kclient.client.consumer.message_set",
+    "CallbackHandler": "kclient.client.producer.callbacks",
     "ConfigError": "kclient.errors",
     "ConsumerConfig": "kclient.config",
-    "ConsumerConnector": "kclient.client.consumer_connector",
+    "ConsumerConnector": "kclient.client.consumer.group.connector",
     "ConsumerRebalanceFailedError": "kclient.errors",
     "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
-    "DefaultEncoder": "kclient.client.encoder",
-    "DefaultEventHandler": "kclient.client.event_handler",
-    "DefaultPartitioner": "kclient.client.partitioner",
-    "Encoder": "kclient.client.encoder",
-    "EventHandler": "kclient.client.event_handler",
+    "DefaultEncoder": "kclient.client.serde",
+    "DefaultEventHandler": "kclient.client.producer.event_handler",
+    "DefaultPartitioner": "kclient.client.producer.partitioner",
+    "Encoder": "kclient.client.serde",
+    "EventHandler": "kclient.client.producer.event_handler",
     "FailedToSendMessageError": "kclient.errors",
-    "FetchRequest": "kclient.client.simple_consumer",
+    "FetchRequest": "kclient.client.consumer.simple",
     "Header": "kclient.protocol.records",
+    "IllegalStateError": "kclient.errors",
     "InvalidTopicError": "kclient.errors",
     "KafkaConnectionError": "kclient.errors",
     "KafkaError": "kclient.errors",
-    "KafkaStream": "kclient.client.kafka_stream",
+    "KafkaStream": "kclient.client.consumer.group.streams",
     "KafkaTimeoutError": "kclient.errors",
     "LeaderNotAvailableError": "kclient.errors",
-    "Message": "kclient.client.message_set",
-    "MessageAndMetadata": "kclient.client.kafka_stream",
-    "MessageAndOffset": "kclient.client.message_set",
+    "LoopClosedError": "kclient.errors",
+    "Message": "kclient.client.consumer.message_set",
+    "MessageAndMetadata": "kclient.client.consumer.group.streams",
+    "MessageAndOffset": "kclient.client.consumer.message_set",
     "MessageSizeTooLargeError": "kclient.errors",
-    "MultiFetchResponse": "kclient.client.message_set",
+    "MultiFetchResponse": "kclient.client.consumer.message_set",
     "NoBrokersAvailableError": "kclient.errors",
     "NotLeaderForPartitionError": "kclient.errors",
     "NotSupportedError": "kclient.errors",
     "OffsetOutOfRangeError": "kclient.errors",
-    "OffsetRequest": "kclient.client.simple_consumer",
-    "Partitioner": "kclient.client.partitioner",
-    "Producer": "kclient.client.producer",
+    "OffsetRequest": "kclient.client.consumer.simple",
+    "Partitioner": "kclient.client.producer.partitioner",
+    "Producer": "kclient.client.producer.producer",
     "ProducerClosedError": "kclient.errors",
     "ProducerConfig": "kclient.config",
-    "ProducerData": "kclient.client.producer_data",
+    "ProducerData": "kclient.client.producer.data",
     "ProtocolError": "kclient.errors",
     "QueueFullError": "kclient.errors",
-    "SimpleConsumer": "kclient.client.simple_consumer",
-    "StringEncoder": "kclient.client.encoder",
-    "TopicFilter": "kclient.client.kafka_stream",
-    "TrioProducer": "kclient.client.producer_core",
-    "TrioSimpleConsumer": "kclient.client.simple_consumer",
+    "SimpleConsumer": "kclient.client.consumer.simple",
+    "StringEncoder": "kclient.client.serde",
+    "TopicFilter": "kclient.client.consumer.group.streams",
+    "TrioProducer": "kclient.client.producer.core",
+    "TrioSimpleConsumer": "kclient.client.consumer.simple",
     "UnknownTopicOrPartitionError": "kclient.errors",
     "UnsupportedVersionError": "kclient.errors",
-    "Whitelist": "kclient.client.kafka_stream",
+    "Whitelist": "kclient.client.consumer.group.streams",
     "ZkTimeoutError": "kclient.errors",
     "ZooKeeperError": "kclient.errors",
     "ZooKeeperProcess": "kclient.testing",
@@ -101,20 +103,20 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from kclient.client.callback_handler import CallbackHandler
-    from kclient.client.consumer_connector import ConsumerConnector
-    from kclient.client.kafka_stream import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
-    from kclient.client.encoder import DefaultEncoder, Encoder, StringEncoder
-    from kclient.client.event_handler import DefaultEventHandler, EventHandler
-    from kclient.client.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
-    from kclient.client.partitioner import DefaultPartitioner, Partitioner
-    from kclient.client.producer import Producer
-    from kclient.client.producer_data import ProducerData
-    from kclient.client.producer_core import TrioProducer
-    from kclient.client.simple_consumer import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
+    from kclient.client.producer.callbacks import CallbackHandler
+    from kclient.client.consumer.group.connector import ConsumerConnector
+    from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
+    from kclient.client.serde import DefaultEncoder, Encoder, StringEncoder
+    from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler
+    from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
+    from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
+    from kclient.client.producer.producer import Producer
+    from kclient.client.producer.data import ProducerData
+    from kclient.client.producer.core import TrioProducer
+    from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
     from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
-    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, NotSupportedError, ZkTimeoutError, ZooKeeperError
+    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, IllegalStateError, LoopClosedError, NotSupportedError, ZkTimeoutError, ZooKeeperError
     from kclient.protocol.records import Header
     from kclient.testing import ZooKeeperProcess
 

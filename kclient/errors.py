@@ -90,9 +90,34 @@ class KafkaConnectionError(KafkaError):
 
 class QueueFullError(KafkaError):
     """The async producer's queue (``queue.buffering.max.messages``) is full and
-    ``queue.enqueue.timeout.ms`` said not to wait (0) or the wait ran out."""
+    ``queue.enqueue.timeout.ms`` said not to wait (0) or the wait ran out.
+
+    Attributes:
+        not_enqueued: the ProducerData that were not queued (the ones
+            before them were), in order.
+    """
 
     name = "QUEUE_FULL"
+
+    def __init__(self, *args: object, not_enqueued: list | None = None) -> None:
+        super().__init__(*args)
+        self.not_enqueued: list = [] if not_enqueued is None else not_enqueued
+
+
+class IllegalStateError(KafkaError):
+    """A client was used in a state that does not allow the call: after it
+    was shut down, a second ``create_message_streams``, ``flush()`` or
+    ``close()`` from the producer's own send thread (Kafka's
+    IllegalStateException)."""
+
+    name = "ILLEGAL_STATE"
+
+
+class LoopClosedError(IllegalStateError):
+    """A blocking client's event loop thread has stopped (the client was
+    closed), so the call cannot run."""
+
+    name = "LOOP_CLOSED"
 
 
 class ProducerClosedError(KafkaError):
@@ -103,9 +128,20 @@ class ProducerClosedError(KafkaError):
 
 class FailedToSendMessageError(KafkaError):
     """The producer gave up on a batch after ``message.send.max.retries``
-    retries; ``__cause__`` is the last broker or connection error."""
+    retries; ``__cause__`` is the last broker or connection error.
+
+    Attributes:
+        lost_messages: how many messages were not sent (None: not counted).
+        failed_partitions: ``{(topic, partition): messages not sent}``,
+            partition -1 when the topic itself failed (None: not known).
+    """
 
     name = "FAILED_TO_SEND_MESSAGE"
+
+    def __init__(self, *args: object, lost_messages: int | None = None, failed_partitions: dict[tuple[str, int], int] | None = None) -> None:
+        super().__init__(*args)
+        self.lost_messages = lost_messages
+        self.failed_partitions = failed_partitions
 
 
 class ProtocolError(KafkaError):

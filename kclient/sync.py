@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from kclient.errors import KafkaError
+from kclient.errors import LoopClosedError
 
 
 class LoopThread:
@@ -74,18 +74,19 @@ class LoopThread:
 
     def call(self, async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Run ``async_fn(*args)`` on the loop, block until done, return its
-        result. Raises `KafkaError` if the loop is closed."""
+        result. Raises `LoopClosedError` if the loop is closed."""
         if self._closed or self._token is None:
-            raise KafkaError("the client's event loop is closed")
+            raise LoopClosedError("the client's event loop is closed")
         try:
             return trio.from_thread.run(async_fn, *args, trio_token=self._token)
         except trio.RunFinishedError:
-            raise KafkaError("the client's event loop is closed") from None
+            raise LoopClosedError("the client's event loop is closed") from None
 
     def call_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run the plain function ``fn(*args)`` on the loop thread."""
+        """Run the plain function ``fn(*args)`` on the loop thread. Raises
+        `LoopClosedError` if the loop is closed."""
         if self._closed or self._token is None:
-            raise KafkaError("the client's event loop is closed")
+            raise LoopClosedError("the client's event loop is closed")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
     def close(self, timeout: float | None = 30.0) -> None:

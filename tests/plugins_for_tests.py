@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from kclient.client.callback_handler import CallbackHandler
-from kclient.client.encoder import Encoder
-from kclient.client.event_handler import DefaultEventHandler
-from kclient.client.partitioner import Partitioner
+from kclient.client.producer.callbacks import CallbackHandler
+from kclient.client.serde import Encoder
+from kclient.client.producer.event_handler import DefaultEventHandler
+from kclient.client.producer.partitioner import Partitioner
 
 
 class LastPartitioner(Partitioner):

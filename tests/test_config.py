@@ -11,8 +11,8 @@ import attrs
 import pytest
 
 import kclient
-from kclient.client.encoder import DefaultEncoder, Encoder, StringDecoder, StringEncoder
-from kclient.client.partitioner import DefaultPartitioner, Partitioner
+from kclient.client.serde import DefaultEncoder, Encoder, StringDecoder, StringEncoder
+from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
 from kclient.config import (
     BrokerConfig,
     ConsumerConfig,
@@ -440,8 +440,8 @@ class NeedsArgument(Encoder):
 def test_load_plugin_by_dotted_path() -> None:
     enc = load_plugin(f"{__name__}.UpperEncoder", Encoder)
     assert isinstance(enc, UpperEncoder) and enc.to_message("a") == b"A"
-    assert isinstance(load_plugin("kclient.client.partitioner.DefaultPartitioner", Partitioner), DefaultPartitioner)
-    assert resolve_dotted("kclient.client.encoder.StringEncoder.to_message") is StringEncoder.to_message
+    assert isinstance(load_plugin("kclient.client.producer.partitioner.DefaultPartitioner", Partitioner), DefaultPartitioner)
+    assert resolve_dotted("kclient.client.serde.StringEncoder.to_message") is StringEncoder.to_message
 
 
 def test_load_plugin_defaults_from_the_package_namespace() -> None:
@@ -476,9 +476,9 @@ def test_duck_typed_plugin_is_accepted() -> None:
     ("value", "message"),
     [
         ("no_such_module_xyz.Encoder", "no module named 'no_such_module_xyz'"),
-        ("kclient.client.encoder.NoSuchEncoder", "has no attribute 'NoSuchEncoder'"),
-        ("kclient.client.partitioner.DefaultPartitioner", "is not a subclass"),
-        ("kclient.client.encoder.__doc__", "is not a"),
+        ("kclient.client.serde.NoSuchEncoder", "has no attribute 'NoSuchEncoder'"),
+        ("kclient.client.producer.partitioner.DefaultPartitioner", "is not a subclass"),
+        ("kclient.client.serde.__doc__", "is not a"),
         ("not a path", "not a dotted path"),
         (f"{__name__}.NeedsArgument", "Cannot instantiate NeedsArgument"),
         (42, "is not a"),

@@ -14,15 +14,15 @@ import uuid
 import pytest
 
 from kclient import Producer, ProducerData
-from kclient.client.consumer_connector import ConsumerConnector
-from kclient.client.encoder import StringDecoder
-from kclient.client.kafka_stream import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
+from kclient.client.consumer.group.connector import ConsumerConnector
+from kclient.client.serde import StringDecoder
+from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
 from kclient.errors import (
     ConfigError,
     ConsumerRebalanceFailedError,
     ConsumerTimeoutError,
     CorruptRecordError,
-    KafkaError,
+    IllegalStateError,
     NotSupportedError,
     ZkTimeoutError,
 )
@@ -188,8 +188,8 @@ def test_topic_filters_match_whole_names_like_kafka():
 
 
 def test_chunks_decode_every_format_like_the_simple_consumer():
-    from kclient.client.fetcher import PartitionTopicInfo, decode_chunk
-    from kclient.client.message_set import ByteBufferMessageSet
+    from kclient.client.consumer.fetcher import PartitionTopicInfo, decode_chunk
+    from kclient.client.consumer.message_set import ByteBufferMessageSet
     from kclient.protocol.records import codecs as record_codecs
     from kclient.protocol.records import legacy, v2
 
@@ -426,7 +426,7 @@ def test_shutdown_ends_a_blocked_iteration(zookeeper, zk_broker, zk, group, topi
     assert done.is_set() and len(seen) == 1
     with pytest.raises(StopIteration):
         next(stream)
-    with pytest.raises(KafkaError):
+    with pytest.raises(IllegalStateError):
         connector.commit_offsets()
 
 
@@ -480,7 +480,7 @@ def test_streams_are_created_once(zookeeper, zk_broker, zk, group, topic):
         with pytest.raises(ValueError):
             connector.create_message_streams({topic: 0})
         connector.create_message_streams({topic: 1})
-        with pytest.raises(KafkaError, match="only once"):
+        with pytest.raises(IllegalStateError):
             connector.create_message_streams({topic: 1})
 
 
@@ -511,7 +511,7 @@ def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, z
         connector.commit_offsets()
         # Expire the consumer's session the way ZooKeeper's own tests do: a
         # second client attaches to the same session and closes it.
-        session_id, password = connector._core._zk_client.kazoo.client_id
+        session_id, password = connector._core.zk_client.kazoo.client_id
         intruder = KazooClient(hosts=zookeeper.connect, client_id=(session_id, password))
         intruder.start(timeout=30)
         intruder.stop()

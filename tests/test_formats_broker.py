@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.convert import AppendRejected, down_convert, prepare_append
-from kclient.client.producer import Producer, ProducerData
-from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, PRODUCE
 from kclient.protocol.records import build_batch, codecs, iter_record_set, scan_batches

@@ -29,8 +29,8 @@ import pytest
 
 from helpers import peers
 from helpers.raw import SocketClient, fetch_body
-from kclient.client.producer import Producer, ProducerData
-from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import codecs, scan_batches

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from kclient.client.message_set import ByteBufferMessageSet, Message, MessageAndOffset
+from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset
 from kclient.errors import CorruptRecordError, MessageSizeTooLargeError
 from kclient.protocol.records import build_message_set, codecs
 from kclient.protocol.records.v2 import Header, build_batch, decode_records

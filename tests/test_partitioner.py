@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from kclient.client.partitioner import DefaultPartitioner, Partitioner, murmur2, to_positive
+from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner, murmur2, to_positive
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (Java ints, signed).
 JAVA_MURMUR2 = {

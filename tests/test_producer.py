@@ -21,13 +21,14 @@ import trio
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 import plugins_for_tests as plugins
-from kclient.client.callback_handler import CallbackHandler
-from kclient.client.producer import Producer, ProducerData
-from kclient.client.producer_core import TrioProducer
-from kclient.client.event_handler import DefaultEventHandler, ProducerSettings, _Partition, _v2_record_size
-from kclient.client.send_thread import MessageQueue
+from kclient.client.producer.callbacks import CallbackHandler
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.producer.core import TrioProducer
+from kclient.client.producer.batching import BatchBuilder, PartitionSend, v2_record_size
+from kclient.client.producer.settings import ProducerSettings
+from kclient.client.producer.send_thread import MessageQueue
 from kclient.protocol.records import build_batch
-from kclient.client.simple_consumer import FetchRequest, SimpleConsumer
+from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.config import ProducerConfig
 from kclient.errors import (
     FailedToSendMessageError,
@@ -705,23 +706,22 @@ def test_v2_record_size_is_exact(rows):
     base = 1_700_000_000_000
     records = [(k, v, base + d) for k, v, d in rows]
     expected = len(build_batch(records)) - 61  # the batch header
-    assert sum(_v2_record_size(k, v, ts - records[0][2], i) for i, (k, v, ts) in enumerate(records)) == expected
+    assert sum(v2_record_size(k, v, ts - records[0][2], i) for i, (k, v, ts) in enumerate(records)) == expected
 
 
 def test_chunks_fill_max_request_size_exactly():
-    handler = DefaultEventHandler()
-    handler._settings = ProducerSettings(max_request_bytes=20_000)
-    handler._max_batch_bytes = 20_000 - 512
-    part = _Partition("t", 0)
+    builder = BatchBuilder(ProducerSettings(max_request_bytes=20_000))
+    assert builder.max_batch_bytes == 20_000 - 512
+    part = PartitionSend("t", 0)
     ts = 1_700_000_000_000
     fits = [(None, bytes([i]) * 1000, ts) for i in range(19)]  # 19 x 1,009 + 61 bytes: one batch
-    assert len(handler._chunk(part, fits, 0, 2)) == 1
+    assert len(builder.chunk(part, fits, 0, 2)) == 1
     many = [(None, bytes([i % 256]) * 1000, ts + i) for i in range(100)]
-    chunks = handler._chunk(part, many, 0, 2)
+    chunks = builder.chunk(part, many, 0, 2)
     assert [r for c in chunks for r in c] == many
     sizes = [len(build_batch(c)) for c in chunks]
-    assert max(sizes) <= handler._max_batch_bytes
-    assert all(size + 1_010 > handler._max_batch_bytes for size in sizes[:-1])  # each full but the last
+    assert max(sizes) <= builder.max_batch_bytes
+    assert all(size + 1_010 > builder.max_batch_bytes for size in sizes[:-1])  # each full but the last
 
 
 def test_async_error_without_hooks_is_logged_and_raised_at_close(broker, topic, caplog):

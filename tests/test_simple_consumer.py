@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from kclient import FetchRequest, OffsetRequest, SimpleConsumer
-from kclient.client.simple_consumer import TrioSimpleConsumer
+from kclient.client.consumer.simple import TrioSimpleConsumer
 from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA, PRODUCE
@@ -144,3 +144,13 @@ async def test_trio_api(broker, topic):
         ms = await consumer.fetch(FetchRequest(topic, 0, 0, 1 << 16))
         assert [m.message.key for m in ms] == [b"t-k0", b"t-k1", b"t-k2"]
         assert await consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1) == [3]
+
+
+def test_calls_after_close_raise_the_typed_loop_closed_error(broker, topic):
+    from kclient import IllegalStateError, KafkaError, LoopClosedError
+
+    consumer = SimpleConsumer(broker.host, broker.port)
+    consumer.close()
+    with pytest.raises(LoopClosedError) as info:
+        consumer.fetch(FetchRequest(topic, 0, 0))
+    assert isinstance(info.value, IllegalStateError) and isinstance(info.value, KafkaError)

@@ -4,7 +4,8 @@
 cache (brokers, topics, partition leaders) refreshed on demand and every
 ``topic.metadata.refresh.interval.ms``, and one `BrokerConnection`
 per broker, reconnecting with backoff when one is lost. Clients reconnect to
-the host/port that Metadata advertises (PROTOCOL-NOTES "Traps").
+the host/port that Metadata advertises (Kafka protocol guide,
+"Partitioning and bootstrapping": https://kafka.apache.org/protocol#protocol_partitioning).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import attrs
 import trio
 
 from kclient.errors import (
+    ConfigError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -87,7 +89,7 @@ class Cluster:
         metadata_max_age_ms: int = 600000,
     ) -> None:
         if not bootstrap:
-            raise KafkaError("no bootstrap brokers given (metadata.broker.list)")
+            raise ConfigError("no bootstrap brokers given (metadata.broker.list)")
         self._nursery = nursery
         self._bootstrap = list(bootstrap)
         self.client_id = client_id

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.rows import iter_record_rows
 from kclient.protocol.records.v2 import BatchHeader, Header, Record, build_batch, iter_records, validate_batch
 from kclient.protocol.records.legacy import (
     LegacyEntryInfo,
@@ -34,17 +35,13 @@ def iter_record_set(buf) -> Iterator[Record]:
     batches skipped) and v0/v1 entries (compressed wrappers expanded with
     absolute offsets, see `.legacy`). A partial batch at the end is
     dropped. Raises `CorruptRecordError` on a bad batch or entry
-    (CRC mismatch, damaged or undecodable data, unknown magic)."""
-    view = memoryview(buf)
-    for info in scan_batches(view):
-        batch = view[info.position : info.position + info.size]
-        if info.magic != 2:
-            yield from iter_entry_records(batch)
-            continue
-        header = validate_batch(batch)
-        if header.is_control:
-            continue
-        yield from iter_records(batch, header, check_crc=False)
+    (CRC mismatch, damaged or undecodable data, unknown magic).
+
+    The records come from `.rows.iter_record_rows`, the one record-set
+    decoder, as `Record` objects."""
+    for offsets, rows in iter_record_rows(buf):
+        for offset, (key, value, timestamp, headers) in zip(offsets, rows):
+            yield Record(offset, timestamp, key, value, headers)
 
 
 __all__ = [
@@ -61,6 +58,7 @@ __all__ = [
     "build_message_set",
     "iter_entry_records",
     "iter_legacy_records",
+    "iter_record_rows",
     "iter_record_set",
     "iter_records",
     "read_batch_info",

@@ -349,7 +349,7 @@ def decode_rows(
     lists: the absolute offsets, and one ``(key, value, timestamp,
     headers)`` tuple per record (the field order of the consumer's Message,
     which builds its objects from these in C, see
-    `kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
+    `kclient.client.consumer.message_set.ByteBufferMessageSet`). Timestamps are
     ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
     given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
     slices of it. ``offsets`` / ``rows``: lists to append to (several

@@ -1,4 +1,5 @@
-"""SimpleConsumer: the low-level consumer of seed 000 "Consumer APIs".
+"""SimpleConsumer: the low-level consumer of Kafka 0.8 (Kafka 0.8
+documentation, section 5.1 "API Design", "Consumer APIs": https://kafka.apache.org/08/documentation.html#apidesign).
 
 It keeps one connection to one broker and no offset state: the caller says
 which offset to read from. ``fetch`` reads one partition, ``multifetch``
@@ -19,7 +20,7 @@ from typing import Sequence
 import attrs
 import trio
 
-from kclient.client.message_set import ByteBufferMessageSet, MultiFetchResponse
+from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.errors import UnsupportedVersionError, raise_for_code
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, LIST_OFFSETS
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 @attrs.frozen
 class FetchRequest:
     """Read ``topic``/``partition`` from ``offset``, at most ``max_size``
-    bytes (seed 000: ``FetchRequest(topic, partition, offset, maxSize)``)."""
+    bytes (Kafka's ``FetchRequest(topic, partition, offset, maxSize)``)."""
 
     topic: str
     partition: int
@@ -52,15 +53,23 @@ class TrioSimpleConsumer:
     """The SimpleConsumer for trio code: ``async with TrioSimpleConsumer(host,
     port) as c: ms = await c.fetch(FetchRequest(...))``.
 
-    ``so_timeout_ms``: request timeout (ms); ``buffer_size``: socket receive
-    buffer (bytes, advisory); ``client_id``: sent in every request header.
+    Args:
+        host: the broker's host.
+        port: the broker's port.
+        so_timeout_ms: connect and request timeout (ms).
+        buffer_size: accepted for Kafka's ``SimpleConsumer(host, port,
+            soTimeout, bufferSize, clientId)`` signature and ignored: the
+            operating system sizes the socket receive buffer (setting
+            ``SO_RCVBUF`` would turn Linux's autotuning off), and each
+            `FetchRequest` says how many bytes to read (``max_size``).
+        client_id: sent in every request header.
     """
 
     def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
+        del buffer_size  # see the class docstring
         self.host = host
         self.port = port
         self.so_timeout_ms = so_timeout_ms
-        self.buffer_size = buffer_size
         self.client_id = client_id
         self._conn: BrokerConnection | None = None
         self._nursery: trio.Nursery | None = None
@@ -99,11 +108,24 @@ class TrioSimpleConsumer:
         return self._conn
 
     async def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
-        """Fetch one partition. Raises the partition's error
-        (`OffsetOutOfRangeError` past the log end or before the log
-        start, `UnknownTopicOrPartitionError`, ...) and
-        `MessageSizeTooLargeError` when the first batch is bigger than
-        ``request.max_size``."""
+        """Fetch one partition.
+
+        Args:
+            request: what to read.
+            max_wait_ms: how long the broker may wait for ``min_bytes``.
+            min_bytes: the least the broker should return before
+                ``max_wait_ms`` runs out.
+
+        Returns:
+            The partition's messages.
+
+        Raises:
+            BrokerResponseError: the partition's error
+                (`OffsetOutOfRangeError` past the log end or before the
+                log start, `UnknownTopicOrPartitionError`, ...).
+            MessageSizeTooLargeError: the first batch is bigger than
+                ``request.max_size``.
+        """
         (result,) = await self.multifetch([request], max_wait_ms=max_wait_ms, min_bytes=min_bytes)
         if result.error_code:
             raise result.error  # type: ignore[misc]
@@ -112,9 +134,18 @@ class TrioSimpleConsumer:
 
     async def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Fetch several partitions in one round trip (one Fetch request; a
-        partition asked for twice needs a second round trip). Errors are not
-        raised here: each `ByteBufferMessageSet` carries its partition's
-        ``error_code`` and raises it when iterated."""
+        partition asked for twice needs a second round trip).
+
+        Args:
+            requests: one FetchRequest per partition to read.
+            max_wait_ms: as for `fetch`.
+            min_bytes: as for `fetch`.
+
+        Returns:
+            One `ByteBufferMessageSet` per request, in request order.
+            Partition errors are not raised here: each set carries its
+            partition's ``error_code`` and raises it when iterated.
+        """
         results: list[ByteBufferMessageSet | None] = [None] * len(requests)
         remaining = list(enumerate(requests))
         conn = await self._connection()
@@ -172,7 +203,7 @@ class TrioSimpleConsumer:
     async def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
         """Valid offsets before ``time`` (ms since the epoch, or
         OffsetRequest.LATEST_TIME / EARLIEST_TIME), at most
-        ``max_num_offsets``, in descending order (seed 000
+        ``max_num_offsets``, in descending order (Kafka's
         ``getOffsetsBefore``). Uses ListOffsets v0; on a broker without v0
         (Kafka 4) falls back to v1+, which can only answer one offset."""
         conn = await self._connection()
@@ -200,8 +231,9 @@ class TrioSimpleConsumer:
 
 
 class SimpleConsumer:
-    """Blocking SimpleConsumer (seed 000): ``SimpleConsumer(host, port,
-    so_timeout_ms, buffer_size, client_id)``.
+    """Blocking SimpleConsumer (Kafka 0.8's API): ``SimpleConsumer(host, port,
+    so_timeout_ms, buffer_size, client_id)``, arguments as for
+    `TrioSimpleConsumer` (``buffer_size`` is ignored).
 
     Methods mirror `TrioSimpleConsumer`: ``fetch``, ``multifetch``,
     ``get_offsets_before``, ``close``; usable as a context manager. Each call

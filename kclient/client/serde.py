@@ -4,8 +4,9 @@ decoders do the reverse for consumers.
 Kafka 0.8's ``kafka.serializer`` has the same four pieces: ``Encoder`` with
 ``toBytes``, ``DefaultEncoder`` (bytes as they are), ``StringEncoder``
 (``serializer.encoding``, UTF8 by default) and the matching decoders. Here
-the encoder method is ``to_message(value) -> bytes | None``, as the seed
-API names it. ``None`` always stays ``None``: it is a null key or a null
+the encoder method is ``to_message(value) -> bytes | None``, as Kafka
+0.8's producer API names it (Kafka 0.8 documentation, section 5.1 "API
+Design", https://kafka.apache.org/08/documentation.html#apidesign). ``None`` always stays ``None``: it is a null key or a null
 value (a tombstone), not an empty one.
 """
 
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import abc
 import codecs
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
-__all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDecoder", "StringEncoder"]
+__all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDecoder", "StringEncoder", "decoder_function"]
 
 
 class Encoder(abc.ABC):
@@ -129,3 +130,31 @@ class StringDecoder(Decoder):
     def from_bytes(self, data: bytes | None) -> str | None:
         """See the class docstring."""
         return None if data is None else bytes(data).decode(self.encoding)
+
+
+def decoder_function(decoder: Any, what: str) -> Callable[[Any], Any] | None:
+    """The function the consumer applies to each key or value.
+
+    Args:
+        decoder: ``None`` (bytes as they are), a `Decoder` (any object, or
+            class built with no arguments, with ``from_bytes``) or a plain
+            callable.
+        what: the argument's name, for the error message.
+
+    Returns:
+        ``from_bytes`` or the callable; ``None`` for bytes as they are
+        (``None`` or a `DefaultDecoder`), so the consumer skips the call.
+
+    Raises:
+        TypeError: ``decoder`` is none of these.
+    """
+    if decoder is None:
+        return None
+    if isinstance(decoder, type):
+        decoder = decoder()
+    from_bytes = getattr(decoder, "from_bytes", None)
+    if from_bytes is not None:
+        return None if type(decoder) is DefaultDecoder else from_bytes
+    if callable(decoder):
+        return decoder
+    raise TypeError(f"{what} must be a Decoder (with from_bytes), a callable or None, not {decoder!r}")

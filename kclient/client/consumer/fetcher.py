@@ -13,7 +13,8 @@ partition result:
   (``queued.max.message.chunks``) holds the loop until the stream is read;
 - OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
   (``smallest`` -> the log start, ``largest`` -> the log end, ListOffsets)
-  and logged at WARNING (seed 001 "Reads": OutOfRangeException);
+  and logged at WARNING (Kafka 0.8 documentation, section 5.4 "Log",
+  "Reads": OutOfRangeException; https://kafka.apache.org/08/documentation.html#log);
 - leadership errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
   LEADER_NOT_AVAILABLE) and lost connections: the partition goes to the
   leader finder, which looks its leader up in ZooKeeper every
@@ -33,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
-from kclient.client.kafka_stream import MessageAndMetadata
-from kclient.client.simple_consumer import FetchRequest, OffsetRequest, TrioSimpleConsumer
+from kclient.client.consumer.group.streams import MessageAndMetadata
+from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.errors import (
     BrokerResponseError,
     CorruptRecordError,
@@ -44,12 +45,10 @@ from kclient.errors import (
     MessageSizeTooLargeError,
     ProtocolError,
 )
-from kclient.protocol.records import scan_batches
-from kclient.protocol.records.legacy import iter_entry_records
-from kclient.protocol.records.v2 import decode_rows, records_section, validate_batch
+from kclient.protocol.records import iter_record_rows, scan_batches
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.consumer_connector import _ConnectorCore
+    from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
 
@@ -84,56 +83,26 @@ class PartitionTopicInfo:
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
     """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
     a list of `MessageAndMetadata` (decoders applied), starting at
-    the offset asked for. Reads every format (record batch v2 decoded by
-    `kclient.protocol.records.v2.decode_rows` straight into one
-    MessageAndMetadata tuple per record; v0/v1 message sets record by
-    record), skips control batches, checks every batch's size and CRC.
-    Raises
+    the offset asked for, decoded by
+    `kclient.protocol.records.iter_record_rows` (every format; control
+    batches skipped; every batch's size and CRC checked). Raises
     `MessageSizeTooLargeError` when the first batch
     does not fit ``fetch.message.max.bytes`` and
     `CorruptRecordError` naming the partition."""
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
-    start = message_set.start_offset
     mm = MessageAndMetadata
     out: list = []
-    buf = message_set.buffer
-    if not isinstance(buf, bytes):
-        buf = bytes(buf)  # one copy: keys and values become slices of plain bytes
-    view = memoryview(buf)
     kd = key_decoder or _identity
     vd = value_decoder or _identity
     plain = key_decoder is None and value_decoder is None
-    for batch_info in scan_batches(view):
-        if batch_info.last_offset < start:
-            continue
-        pos = batch_info.position
-        end = pos + batch_info.size
-        try:
-            if batch_info.magic == 2:
-                header = validate_batch(view[pos:end])  # size and CRC-32C
-                if header.is_control:
-                    continue
-                data, first, stop = records_section(buf, pos, end, header.attributes, header.base_offset)
-                if not isinstance(data, bytes):
-                    data = bytes(data)
-                fixed_ts = header.max_timestamp if header.is_log_append_time else None
-                # rows: (key, value, timestamp, headers)
-                offsets, rows = decode_rows(data, first, stop, header.records_count, header.base_offset, header.base_timestamp, fixed_ts)
-            else:
-                records = list(iter_entry_records(view[pos:end]))
-                offsets = [r.offset for r in records]
-                rows = [(r.key, r.value, r.timestamp) for r in records]
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(f"{topic}-{partition} offset {batch_info.base_offset}: {exc}") from None
-        pairs = zip(offsets, rows)
-        if batch_info.base_offset < start:
-            pairs = [(o, r) for o, r in pairs if o >= start]  # type: ignore[assignment]
+    # rows: (key, value, timestamp, headers)
+    for offsets, rows in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
         if plain:
-            out += [_new(mm, (r[0], r[1], topic, partition, o, r[2])) for o, r in pairs]
+            out += [_new(mm, (r[0], r[1], topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
         else:
-            out += [_new(mm, (kd(r[0]), vd(r[1]), topic, partition, o, r[2])) for o, r in pairs]
+            out += [_new(mm, (kd(r[0]), vd(r[1]), topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
     return out
 
 
@@ -154,7 +123,7 @@ class FetcherGroup:
     nursery.start(group.run)``; cancel the nursery's scope to stop every
     loop (connections are closed on the way out)."""
 
-    def __init__(self, core: "_ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
+    def __init__(self, core: "ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
         self.core = core
         self.infos = infos
         self.generation = generation
@@ -234,7 +203,6 @@ class FetcherGroup:
                 host,
                 port,
                 so_timeout_ms=core.config.socket_timeout_ms,
-                buffer_size=core.config.socket_receive_buffer_bytes,
                 client_id=core.config.client_id,
             )
             consumer.attach(conn_nursery)

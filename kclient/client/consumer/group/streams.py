@@ -1,9 +1,11 @@
 """What the high-level consumer hands out: `KafkaStream` iterators of
 `MessageAndMetadata`, and the topic filters `Whitelist` /
-`Blacklist` (seed 000 "Consumer APIs": ``createMessageStreams``
-returns KafkaStreams, iterators over MessageAndMetadata;
-``createMessageStreamsByFilter`` takes a TopicFilter, "a whitelist or a
-blacklist which is a standard Java regex").
+`Blacklist` (Kafka 0.8 documentation, section 5.1 "API Design",
+"Consumer APIs", https://kafka.apache.org/08/documentation.html#apidesign:
+``createMessageStreams`` returns KafkaStreams, iterators over
+MessageAndMetadata; ``createMessageStreamsByFilter`` takes a TopicFilter,
+"a whitelist or a blacklist which is a standard Java regex"), and the
+`StreamQueues` that carry chunks from the fetchers to the streams.
 
 A stream is fed by the connector's fetchers (trio tasks in the connector's
 loop thread) through a bounded queue of ``queued.max.message.chunks``
@@ -19,10 +21,12 @@ import re
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+import trio
+
 from kclient.errors import ConsumerTimeoutError, KafkaError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.consumer_connector import _ConnectorCore
+    from kclient.client.consumer.group.core import ConnectorCore
     from kclient.sync import LoopThread
 
 
@@ -155,7 +159,7 @@ class KafkaStream:
     `kclient.ConsumerConnector.create_message_streams`, not directly.
     """
 
-    def __init__(self, core: "_ConnectorCore", index: int, loop: "LoopThread", receive: Callable[[], Any], name: str) -> None:
+    def __init__(self, core: "ConnectorCore", index: int, loop: "LoopThread", receive: Callable[[], Any], name: str) -> None:
         self._core = core
         self.index = index
         self.name = name
@@ -217,8 +221,100 @@ class KafkaStream:
         when a rebalance takes the partitions away; any thread)."""
         self._next = _empty_next
 
+    @property
+    def last_message(self) -> MessageAndMetadata | None:
+        """The last message handed to the application (what a commit counts
+        as consumed), or None."""
+        return self._last
+
+    def forget_last(self) -> None:
+        """Forget `last_message` (a rebalance took its partition away)."""
+        self._last = None
+
     def __repr__(self) -> str:
         return f"<KafkaStream {self.name}>"
 
 
-__all__ = ["Blacklist", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "topic_filter_for"]
+class StreamQueues:
+    """The bounded queues between the fetchers and the streams, one per
+    stream (``queued.max.message.chunks`` chunks each), on the connector's
+    trio loop. Items: ``(generation, [MessageAndMetadata])`` chunks, an
+    exception for the application, or (from the receive side) `END` /
+    `TIMEOUT`."""
+
+    def __init__(self) -> None:
+        self.streams: list[KafkaStream] = []
+        self._senders: list[trio.MemorySendChannel] = []
+        self._receivers: list[trio.MemoryReceiveChannel] = []
+
+    def make_streams(self, core: "ConnectorCore", loop: "LoopThread", count: int, capacity: int, names: list[str], timeout_ms: int) -> list[KafkaStream]:
+        """``count`` streams named ``names``, each with a queue of
+        ``capacity`` chunks, waiting ``timeout_ms`` per item (-1: forever)."""
+        streams = []
+        for i in range(count):
+            send, receive = trio.open_memory_channel(capacity)
+            self._senders.append(send)
+            self._receivers.append(receive)
+            streams.append(KafkaStream(core, i, loop, _receiver_function(receive, timeout_ms), names[i]))
+        self.streams = streams
+        return streams
+
+    async def deliver(self, stream_index: int, item: Any) -> None:
+        """Queue ``item`` for a stream; waits while its queue is full (items
+        for closed queues are dropped)."""
+        try:
+            await self._senders[stream_index].send(item)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    def tell_all(self, error: BaseException) -> None:
+        """Queue ``error`` for every stream that has room."""
+        for sender in self._senders:
+            try:
+                sender.send_nowait(error)
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+
+    def clear(self) -> None:
+        """Drop every queued item and the rest of each stream's chunk."""
+        for receive in self._receivers:
+            while True:
+                try:
+                    receive.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+        for stream in self.streams:
+            stream.clear()
+
+    def close(self) -> None:
+        """End every stream (their iteration stops once the queue is read)."""
+        for stream in self.streams:
+            stream.clear()
+        for sender in self._senders:
+            sender.close()
+
+
+def _receiver_function(receive: trio.MemoryReceiveChannel, timeout_ms: int) -> Callable[[], Any]:
+    if timeout_ms < 0:
+
+        async def next_item() -> Any:
+            try:
+                return await receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return END
+
+    else:
+        seconds = timeout_ms / 1000.0
+
+        async def next_item() -> Any:
+            try:
+                with trio.move_on_after(seconds):
+                    return await receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return END
+            return TIMEOUT
+
+    return next_item
+
+
+__all__ = ["Blacklist", "KafkaStream", "MessageAndMetadata", "StreamQueues", "TopicFilter", "Whitelist", "topic_filter_for"]

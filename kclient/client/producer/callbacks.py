@@ -1,6 +1,7 @@
 """Hooks into the async producer's queue pipeline (``callback.handler``).
 
-Source: seed 000, section 5.1 "producer design": users plug in logging,
+Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign): users plug in logging,
 tracing or monitoring code "by implementing the
 kafka.producer.async.CallbackHandler interface and setting the
 callback.handler config parameter to that class". The hooks are the ones of
@@ -44,7 +45,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer import ProducerData
+    from kclient.client.producer.producer import ProducerData
 
 
 class CallbackHandler:

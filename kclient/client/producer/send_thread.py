@@ -1,6 +1,7 @@
 """The async producer's bounded queue and its ProducerSendThread.
 
-Source: seed 000, section 5.1 "producer design": in async mode
+Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign): in async mode
 (``producer.type=async``) the producer "batches together multiple producer
 requests ... before serializing and dispatching them"; batching is
 controlled by ``queue.time`` / ``batch.size`` (0.8 names
@@ -38,13 +39,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import attrs
 import trio
 
-from kclient.client.callback_handler import CallbackHandler, overrides
+from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.errors import ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer import ProducerData
-    from kclient.client.producer_core import TrioProducer
+    from kclient.client.producer.producer import ProducerData
+    from kclient.client.producer.core import TrioProducer
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,8 @@ def _describe(batch: Sequence[Any], exc: BaseException) -> str:
 
 
 class ProducerSendThread(LoopThread):
-    """The async producer's send thread (seed 000: "a background thread
+    """The async producer's send thread (Kafka 0.8 documentation, section
+    5.1: "a background thread
     (kafka.producer.async.ProducerSendThread) dequeues batches of data and
     lets the kafka.producer.EventHandler serialize and send" them).
 

@@ -1,6 +1,7 @@
 """EventHandler: serialize, partition, group per leader, send (trio side).
 
-Source: seed 000, section 5.1 "producer design": "a background thread
+Source: the Kafka 0.8 documentation, section 5.1 "API Design"
+(https://kafka.apache.org/08/documentation.html#apidesign): "a background thread
 (kafka.producer.async.ProducerSendThread) dequeues batches of data and lets
 the kafka.producer.EventHandler serialize and send the data to the
 appropriate kafka broker partition. A custom event handler can be plugged in
@@ -34,10 +35,14 @@ Message format by Produce version (Kafka protocol guide; kafka-python's
 ``max_usable_produce_magic``): v3+ carries record batch v2 (zstd from v7),
 v2 message set v1 (with timestamps), v0-1 message set v0 (no timestamps,
 lz4 with the KIP-57 header checksum). The version is the highest both the
-broker (ApiVersions) and ``api.version`` allow (`produce_version_cap`):
-an old broker or a cap such as ``api.version=0.10`` gets v0/v1 message
-sets. Record headers need v2 (ProducerData carries none). zstd needs v7:
-below it the send fails with UnsupportedCompressionTypeError.
+broker (ApiVersions) and ``api.version`` allow
+(`kclient.client.producer.settings.produce_version_cap`): an old broker or
+a cap such as ``api.version=0.10`` gets v0/v1 message sets. Record headers
+(``ProducerData.headers``) need v2 (KIP-82): with v0/v1 the partition fails
+with UnsupportedForMessageFormatError. zstd needs v7 (KIP-110): below it the
+send fails with UnsupportedCompressionTypeError. Chunking and encoding live
+in `kclient.client.producer.batching`, the settings in
+`kclient.client.producer.settings`.
 
 Failures raise `FailedToSendMessageError` naming the
 topic-partitions and how many messages were lost, with the broker or
@@ -50,13 +55,14 @@ from __future__ import annotations
 
 import logging
 import time
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
 import trio
 
-from kclient.client.producer_data import ProducerData as _ProducerData
+from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
+from kclient.client.producer.data import ProducerData as _ProducerData
+from kclient.client.producer.settings import MIN_ZSTD_PRODUCE_VERSION, ProducerSettings, magic_for_produce_version
 from kclient.errors import (
     FailedToSendMessageError,
     KafkaError,
@@ -67,101 +73,18 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import PRODUCE
-from kclient.protocol.records import Header, build_batch, build_message_set
 from kclient.protocol.records import codecs as _codecs
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
-    from kclient.client.producer import ProducerData
-    from kclient.config import ProducerConfig
+    from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
 
-#: Produce v3 is the first carrying record batch v2.
-MIN_PRODUCE_VERSION = 3
-#: Produce v2 carries message set v1 (timestamps), v0 and v1 message set v0.
-MIN_MAGIC1_PRODUCE_VERSION = 2
-#: zstd batches need Produce v7+ (KIP-110).
-MIN_ZSTD_PRODUCE_VERSION = 7
 #: Upper bound of the exponential retry backoff, ms.
 MAX_BACKOFF_MS = 10_000
-#: Per-record overhead assumed when sizing batches, the worst case of: length
-#: (3), attributes (1), timestamp delta (10) and offset delta (5) varints,
-#: key/value lengths (5 + 5), header count (1); in bytes.
-RECORD_OVERHEAD = 30
-#: Room left for a codec's worst-case growth of incompressible data (lz4
-#: adds n/255, gzip and xerial-framed snappy a few bytes per block).
-COMPRESSION_MARGIN = 1 / 32
-#: Per-message size of a v1 message set entry beyond key and value: offset
-#: (8), size (4), crc (4), magic (1), attributes (1), timestamp (8), key and
-#: value lengths (4 + 4); seed 004. v0 is 8 bytes less.
-LEGACY_RECORD_OVERHEAD = 34
-#: v2 batch header (bytes).
-BATCH_OVERHEAD = 61
 #: Per-partition overhead of a Produce request besides the batch (bytes).
 PARTITION_OVERHEAD = 16
-
-
-def produce_version_cap(api_version: tuple | None) -> int | None:
-    """Highest Produce version a client of Kafka release ``api_version``
-    (``(major, minor, patch)``, kclient's ``api.version``) sends, as
-    kafka-python picks it: 0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3,
-    1.0 -> 4, 1.1 -> 5, 2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8. ``None`` (auto)
-    gives ``None``: no cap beyond what the broker advertises."""
-    if api_version is None:
-        return None
-    for release, version in (((2, 4), 8), ((2, 1), 7), ((2, 0), 6), ((1, 1), 5), ((1, 0), 4), ((0, 11), 3), ((0, 10), 2), ((0, 9), 1)):
-        if tuple(api_version[:2]) >= release:
-            return version
-    return 0
-
-
-def magic_for_produce_version(version: int) -> int:
-    """Message format a Produce request of ``version`` carries: 2 for v3+,
-    1 for v2, 0 for v0-1."""
-    if version >= MIN_PRODUCE_VERSION:
-        return 2
-    return 1 if version >= MIN_MAGIC1_PRODUCE_VERSION else 0
-
-
-@attrs.frozen
-class ProducerSettings:
-    """The producer settings the send path reads, taken from a
-    ProducerConfig once (see `settings_from_config`).
-
-    ``acks``: request.required.acks (0, 1, -1); ``timeout_ms``:
-    request.timeout.ms, the time the broker may wait for acks (ms);
-    ``retries``: message.send.max.retries; ``backoff_ms``: retry.backoff.ms
-    (ms); ``codec``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4,
-    4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
-    all when a codec is set); ``max_request_bytes``: the most bytes a Produce
-    request (and so a record batch) may carry; ``max_produce_version``: the
-    cap from ``api.version`` (`produce_version_cap`), None for none.
-    """
-
-    acks: int = 1
-    timeout_ms: int = 10000
-    retries: int = 3
-    backoff_ms: int = 100
-    codec: int = 0
-    compressed_topics: frozenset = frozenset()
-    max_request_bytes: int = 1_048_576
-    max_produce_version: int | None = None
-
-
-def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
-    """Read the send-path settings off a `kclient.config.ProducerConfig`
-    (the one place the send path reads configuration)."""
-    return ProducerSettings(
-        acks=config.request_required_acks,
-        timeout_ms=config.request_timeout_ms,
-        retries=config.message_send_max_retries,
-        backoff_ms=config.retry_backoff_ms,
-        codec=_codecs.codec_id(config.compression_codec),
-        compressed_topics=frozenset(config.compressed_topics),
-        max_request_bytes=config.max_request_size,
-        max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
-    )
 
 
 @attrs.frozen
@@ -204,61 +127,8 @@ class EventHandler:
         """Release resources (called once by the producer's close)."""
 
 
-class _Partition:
-    """Send state of one topic-partition within one ``handle`` call."""
-
-    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes")
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.records: list = []
-        self.codec = 0
-        self.chunks: list[list] = []  # records of each batch not yet acknowledged, in order
-        self.batches: list[bytes] = []  # the chunks encoded in message format ``magic``
-        self.counts: list[int] = []  # records per batch
-        self.magic = 2
-        self.error: BaseException | None = None
-        self.failed_from: int | None = None  # first batch index not written in this round
-        self.header_bytes = 0  # encoded size of every record header queued here (0: no record has headers)
-
-    @property
-    def pending_messages(self) -> int:
-        return sum(self.counts)
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _varint_size(u: int) -> int:
-    """Bytes of the unsigned varint ``u``."""
-    return 1 if u < 0x80 else 2 if u < 0x4000 else 3 if u < 0x200000 else (u.bit_length() + 6) // 7
-
-
-def _v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
-    """Encoded size of a v2 record without headers, its length prefix
-    included (Kafka protocol guide, "Record"; zigzag varints)."""
-    body = 2 + _varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63)) + _varint_size(offset_delta << 1)
-    body += 1 if key is None else _varint_size(len(key) << 1) + len(key)
-    body += 1 if value is None else _varint_size(len(value) << 1) + len(value)
-    return body + _varint_size(body << 1)
-
-
-_key_of = itemgetter(0)
-_value_of = itemgetter(1)
-
-
-def _headers_size(headers: Sequence) -> int:
-    """Upper bound of the encoded size of a record's headers (bytes): each
-    key and value with a 5-byte varint length (Kafka protocol guide,
-    "Record Header")."""
-    total = 5
-    for h in headers:
-        hk, hv = (h.key, h.value) if isinstance(h, Header) else h
-        total += 10 + len(hk.encode("utf-8")) + (len(hv) if hv is not None else 0)
-    return total
-
 
 
 def _is_passthrough(encoder: Any) -> bool:
@@ -279,13 +149,11 @@ class DefaultEventHandler(EventHandler):
         self._encode = None if _is_passthrough(context.encoder) else context.encoder.to_message
         self._encode_key = None if _is_passthrough(context.key_encoder) else context.key_encoder.to_message
         self._partition = context.partitioner.partition
-        s = context.settings
-        # A batch must fit in one request next to the request's own fields.
-        self._max_batch_bytes = max(1024, s.max_request_bytes - 512)
+        self._batches = BatchBuilder(context.settings)
 
     # -- step 1-3: serialize and partition ---------------------------------
 
-    async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], _Partition]:
+    async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], PartitionSend]:
         now = _now_ms()
         by_topic: dict[str, list] = {}
         for d in events:
@@ -297,7 +165,7 @@ class DefaultEventHandler(EventHandler):
         encode = self._encode
         encode_key = self._encode_key
         choose = self._partition
-        out: dict[tuple[str, int], _Partition] = {}
+        out: dict[tuple[str, int], PartitionSend] = {}
         for topic, datas in by_topic.items():
             try:
                 parts = await self._cluster.partitions_for(topic)
@@ -306,7 +174,7 @@ class DefaultEventHandler(EventHandler):
                 failed[(topic, -1)] = (n, exc)
                 continue
             n_parts = len(parts)
-            by_partition: dict[int, _Partition] = {}
+            by_partition: dict[int, PartitionSend] = {}
             # One records list per partition, looked up by partition number.
             lists: dict[int, list] = {}
             try:
@@ -332,12 +200,12 @@ class DefaultEventHandler(EventHandler):
                                 f"{chooser} {p!r} for topic {topic!r}, which has {n_parts} partitions: "
                                 f"expected an int in [0, {n_parts})"
                             )
-                        target = by_partition[p] = _Partition(topic, p)
+                        target = by_partition[p] = PartitionSend(topic, p)
                         records = lists[p] = target.records
                     if ts is None:
                         ts = now
                     if headers:
-                        by_partition[p].header_bytes += _headers_size(headers) * len(messages)
+                        by_partition[p].header_bytes += headers_size(headers) * len(messages)
                         records.extend([(key, m if encode is None or m is None else encode(m), ts, headers) for m in messages])
                         continue
                     if len(messages) == 1:
@@ -351,108 +219,14 @@ class DefaultEventHandler(EventHandler):
                 # A plug-in (encoder, partitioner) failed: a programming or
                 # data error, so nothing of this batch is sent.
                 lost = sum(len(d.messages) for d in events)
-                error = FailedToSendMessageError(f"cannot serialize or partition a message for topic {topic!r}: {exc}")
-                error.lost_messages = lost  # type: ignore[attr-defined]
-                error.failed_partitions = {(topic, -1): lost}  # type: ignore[attr-defined]
-                raise error from exc
+                raise FailedToSendMessageError(
+                    f"cannot serialize or partition a message for topic {topic!r}: {exc}",
+                    lost_messages=lost,
+                    failed_partitions={(topic, -1): lost},
+                ) from exc
             for p, target in by_partition.items():
                 out[(topic, p)] = target
         return out
-
-    # -- step 4: build batches ----------------------------------------------
-
-    def _build(self, part: _Partition, magic: int | None = None) -> None:
-        """Split ``part.records`` into chunks that fit a request and encode
-        them in message format ``magic`` (default: the format the
-        ``api.version`` cap allows, else v2)."""
-        s = self._settings
-        codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
-        if magic is None:
-            magic = 2 if s.max_produce_version is None else magic_for_produce_version(s.max_produce_version)
-        part.codec = codec
-        part.chunks = self._chunk(part, part.records, codec, magic)
-        part.counts = [len(c) for c in part.chunks]
-        part.records = []
-        self._encode_chunks(part, magic)
-
-    def _chunk(self, part: _Partition, records: list, codec: int, magic: int) -> list[list]:
-        s = self._settings
-        limit = self._max_batch_bytes
-        if codec:
-            limit -= int(limit * COMPRESSION_MARGIN)
-        overhead = RECORD_OVERHEAD if magic == 2 else LEGACY_RECORD_OVERHEAD
-        # Usually everything fits in one batch: check that at C speed first.
-        total = (
-            BATCH_OVERHEAD
-            + overhead * len(records)
-            + sum(map(len, filter(None, map(_key_of, records))))
-            + sum(map(len, filter(None, map(_value_of, records))))
-            + part.header_bytes
-        )
-        if total <= limit:
-            return [records]
-        chunks = []
-        start = 0
-        size = BATCH_OVERHEAD
-        base_ts = records[0][2]
-        for i, r in enumerate(records):
-            k, v = r[0], r[1]
-            if magic == 2 and len(r) == 3:
-                # The exact v2 record size (the worst-case estimate above
-                # would split a batch sized to the limit in two).
-                n = _v2_record_size(k, v, r[2] - base_ts, i - start)
-            else:
-                n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
-                if len(r) == 4 and r[3]:
-                    n += _headers_size(r[3])
-            if size + n > limit:
-                if BATCH_OVERHEAD + n > limit:
-                    raise MessageSizeTooLargeError(
-                        f"a record of about {n} bytes for topic {part.topic!r} partition {part.partition} is larger "
-                        f"than max.request.size ({s.max_request_bytes} bytes)"
-                    )
-                chunks.append(records[start:i])
-                start = i
-                size = BATCH_OVERHEAD
-                base_ts = r[2]
-                if magic == 2 and len(r) == 3:
-                    n = _v2_record_size(k, v, 0, 0)
-            size += n
-        chunks.append(records[start:] if start else records)
-        return chunks
-
-    def _encode_chunks(self, part: _Partition, magic: int) -> None:
-        """Encode every pending chunk of ``part`` as one record batch v2
-        (``magic`` 2) or one message set v0/v1, whole-set compressed."""
-        codec = part.codec
-        if magic < 2 and part.header_bytes:
-            raise UnsupportedForMessageFormatError(
-                f"records for topic {part.topic!r} partition {part.partition} carry headers, which message format "
-                f"v{magic} cannot hold (headers need record batch v2, KIP-82)"
-            )
-        try:
-            if magic == 2:
-                part.batches = [build_batch(c, codec=codec) for c in part.chunks]
-            else:
-                part.batches = [build_message_set(c, magic=magic, codec=codec) for c in part.chunks]
-        except TypeError as exc:
-            raise TypeError(
-                f"cannot encode a record for topic {part.topic!r}: keys and values must be bytes after "
-                f"serialization (check serializer.class / key.serializer.class): {exc}"
-            ) from None
-        part.magic = magic
-
-    def _use_magic(self, part: _Partition, magic: int) -> None:
-        """Re-encode ``part``'s pending chunks for message format ``magic``
-        (a leader that negotiated another Produce version than expected),
-        re-chunking when the per-record overhead grows (v2 -> v0/v1)."""
-        if part.magic == magic:
-            return
-        if magic < 2 <= part.magic:
-            records = [r for c in part.chunks for r in c]
-            part.chunks = self._chunk(part, records, part.codec, magic)
-            part.counts = [len(c) for c in part.chunks]
-        self._encode_chunks(part, magic)
 
     # -- step 5-6: send with retries ------------------------------------------
 
@@ -479,7 +253,7 @@ class DefaultEventHandler(EventHandler):
         parts = await self._collate(events, failed)
         for part in parts.values():
             try:
-                self._build(part)
+                self._batches.build(part)
             except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
                 failed[(part.topic, part.partition)] = (len(part.records), exc)
                 part.batches = []
@@ -495,7 +269,7 @@ class DefaultEventHandler(EventHandler):
 
     # -- step 5-6: send with retries ------------------------------------------
 
-    async def _finish(self, pending: list[_Partition], plan: list, failed: dict) -> None:
+    async def _finish(self, pending: list[PartitionSend], plan: list, failed: dict) -> None:
         s = self._settings
         attempt = 0
         first = True
@@ -537,17 +311,17 @@ class DefaultEventHandler(EventHandler):
         if failed:
             raise _failure(failed, attempt)
 
-    async def _send_round(self, parts: list[_Partition]) -> None:
+    async def _send_round(self, parts: list[PartitionSend]) -> None:
         """One attempt: write every request, then read every response;
         per-partition errors are recorded on the parts."""
         await self._read_round(await self._write_round(parts), parts)
 
-    async def _write_round(self, parts: list[_Partition]) -> list:
+    async def _write_round(self, parts: list[PartitionSend]) -> list:
         """Group ``parts`` by leader and write their Produce requests (each
         request takes the next batch of each partition while it stays within
         max.request.size), leader by leader; returns the plan of
         ``(node_id, [(part, batch_index), ...], PendingResponse | None)``."""
-        by_leader: dict[int, list[_Partition]] = {}
+        by_leader: dict[int, list[PartitionSend]] = {}
         metadata = self._cluster.metadata
         for part in parts:
             leader = -1
@@ -564,7 +338,7 @@ class DefaultEventHandler(EventHandler):
             plan.extend(await self._write_to_leader(node, group))
         return plan
 
-    async def _write_to_leader(self, node_id: int, parts: list[_Partition]) -> list:
+    async def _write_to_leader(self, node_id: int, parts: list[PartitionSend]) -> list:
         """Write the batches of ``parts`` to broker ``node_id`` in as few
         Produce requests as max.request.size allows, back to back (the
         broker answers a connection's requests in order)."""
@@ -588,7 +362,7 @@ class DefaultEventHandler(EventHandler):
         magic = magic_for_produce_version(version)
         for part in parts:
             try:
-                self._use_magic(part, magic)
+                self._batches.use_magic(part, magic)
             except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
                 _fail(part, 0, exc)
         parts = [p for p in parts if p.error is None]
@@ -597,7 +371,7 @@ class DefaultEventHandler(EventHandler):
         requests: list = []
         while active:
             budget = s.max_request_bytes
-            chosen: list[tuple[_Partition, int]] = []
+            chosen: list[tuple[PartitionSend, int]] = []
             for part in active:
                 i = cursor[id(part)]
                 n = len(part.batches[i]) + PARTITION_OVERHEAD + len(part.topic)
@@ -626,7 +400,7 @@ class DefaultEventHandler(EventHandler):
             active = [part for part in active if cursor[id(part)] < len(part.batches)]
         return requests
 
-    async def _read_round(self, plan: list, parts: list[_Partition]) -> None:
+    async def _read_round(self, plan: list, parts: list[PartitionSend]) -> None:
         """Await every response of ``plan`` in order, record per-partition
         errors, then drop each part's acknowledged batches (everything before
         its first failed batch)."""
@@ -658,7 +432,7 @@ class DefaultEventHandler(EventHandler):
             part.failed_from = None
 
 
-def _fail(part: _Partition, index: int, error: BaseException) -> None:
+def _fail(part: PartitionSend, index: int, error: BaseException) -> None:
     """Record that ``part``'s batch ``index`` (and so every later one) was
     not written; the first failure's error is the one reported."""
     if part.failed_from is None or index < part.failed_from:
@@ -679,8 +453,10 @@ def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]], re
         names += f" and {len(failed) - 10} more"
     cause = next((e for _, e in failed.values() if e is not None), None)
     after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-    exc = FailedToSendMessageError(f"failed to send {lost} message(s) to {names}{after}: {cause}")
-    exc.lost_messages = lost  # type: ignore[attr-defined]
-    exc.failed_partitions = {tp: n for tp, (n, _) in failed.items()}  # type: ignore[attr-defined]
+    exc = FailedToSendMessageError(
+        f"failed to send {lost} message(s) to {names}{after}: {cause}",
+        lost_messages=lost,
+        failed_partitions={tp: n for tp, (n, _) in failed.items()},
+    )
     exc.__cause__ = cause
     return exc

@@ -1,6 +1,7 @@
-"""The blocking Producer of seed 000 section 5.1, and ProducerData.
+"""The blocking Producer of Kafka 0.8's producer API.
 
-Source: seed 000 "Producer APIs"::
+Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign)::
 
     class Producer {
       public void send(ProducerData<K,V> producerData);
@@ -45,12 +46,12 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from kclient.client.callback_handler import overrides
-from kclient.client.producer_data import ProducerData, _new_tuple
-from kclient.client.producer_core import TrioProducer, as_config
-from kclient.client.send_thread import MessageQueue, ProducerSendThread
+from kclient.client.producer.callbacks import overrides
+from kclient.client.producer.data import ProducerData, _new_tuple
+from kclient.client.producer.core import TrioProducer, as_config
+from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, KafkaError, KafkaTimeoutError, ProducerClosedError, QueueFullError
+from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
 
 __all__ = ["Producer", "ProducerStatistics"]
@@ -91,15 +92,19 @@ def _now_ms() -> int:
 class Producer:
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
-    ``config``: a `ProducerConfig`, a mapping of Kafka
-    property names (``{"metadata.broker.list": "host:9092",
-    "producer.type": "async", ...}``) or a ``.properties`` path.
-    ``event_handler`` / ``callback_handler`` override ``event.handler`` /
-    ``callback.handler`` (instance, class or dotted path).
-
-    Raises `ConfigError` for a bad config or plug-in.
     Use as a context manager or call `close`. Thread-safe: several
     threads may call `send` at once.
+
+    Args:
+        config: a `ProducerConfig`, a mapping of Kafka property names
+            (``{"metadata.broker.list": "host:9092", "producer.type":
+            "async", ...}``) or a ``.properties`` path.
+        event_handler: overrides ``event.handler`` (instance, class or
+            dotted path).
+        callback_handler: overrides ``callback.handler`` (likewise).
+
+    Raises:
+        ConfigError: a bad config or plug-in.
     """
 
     def __init__(
@@ -129,7 +134,7 @@ class Producer:
         self._queue: MessageQueue | None = None
         self._thread: ProducerSendThread | None = None
         self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
-        self._valid_topics = self._core._valid_topics  # filled by prepare()
+        self._valid_topics = self._core.valid_topics  # filled by prepare()
         self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
         if self._async:
             # The send thread runs the trio loop: batches go from the queue
@@ -173,22 +178,24 @@ class Producer:
     def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
         """Send one `ProducerData` or a list of them.
 
-        sync: returns once acknowledged; raises
-        `FailedToSendMessageError` (cause chained,
-        topic-partitions named, ``lost_messages`` attribute) on a
-        non-retriable error or when retries ran out.
+        sync mode: returns once acknowledged. async mode: returns once
+        queued; send errors surface later through the log, the
+        CallbackHandler's ``on_send_error``, `statistics` and `close`.
 
-        async: returns once queued; raises
-        `QueueFullError` when the queue stayed full
-        for ``queue.enqueue.timeout.ms`` (its ``not_enqueued`` attribute
-        lists the ProducerData that were not queued; the ones before them
-        were). Send errors surface later through the log, the
-        CallbackHandler's ``on_send_error``, `statistics` and
-        `close`.
+        Args:
+            data_or_list: a ProducerData or an iterable of them.
 
-        Both: `InvalidTopicError` for an illegal topic
-        name (nothing is sent or queued), `ProducerClosedError` after
-        `close`.
+        Raises:
+            FailedToSendMessageError: sync mode: a non-retriable error, or
+                retries ran out (cause chained, topic-partitions named,
+                ``lost_messages`` set).
+            QueueFullError: async mode: the queue stayed full for
+                ``queue.enqueue.timeout.ms`` (``not_enqueued`` lists the
+                ProducerData that were not queued; the ones before them
+                were).
+            InvalidTopicError: an illegal topic name (nothing is sent or
+                queued).
+            ProducerClosedError: the producer was closed.
         """
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
@@ -223,7 +230,7 @@ class Producer:
                     self._sync_first_error = exc
             if self._on_error:
                 self._callbacks.on_send_error(events, exc)
-            if isinstance(exc, KafkaError) and "event loop is closed" in str(exc) and self._closed:
+            if isinstance(exc, LoopClosedError) and self._closed:
                 raise ProducerClosedError("the producer was closed during send()") from exc
             raise
         with self._stats_lock:
@@ -259,23 +266,29 @@ class Producer:
         n_messages = sum(len(d.messages) for d in rest)
         topics = ", ".join(sorted({d.topic for d in rest})[:5])
         waited = "did not wait (queue.enqueue.timeout.ms=0)" if timeout == 0 else f"waited queue.enqueue.timeout.ms={timeout} ms"
-        exc = QueueFullError(
+        return QueueFullError(
             f"the async producer's queue is full (queue.buffering.max.messages={self.config.queue_buffering_max_messages}); "
-            f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued"
+            f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued",
+            not_enqueued=rest,
         )
-        exc.not_enqueued = rest  # type: ignore[attr-defined]
-        return exc
 
     def flush(self, timeout_ms: int | None = None) -> None:
         """Async mode: send everything queued now, ignoring the batch
-        thresholds, and wait until it was sent or failed. ``timeout_ms``:
-        None waits as long as it takes; raises
-        `KafkaTimeoutError` when it runs out. Sync
-        mode: nothing to do."""
+        thresholds, and wait until it was sent or failed. Sync mode: nothing
+        to do.
+
+        Args:
+            timeout_ms: how long to wait; None waits as long as it takes.
+
+        Raises:
+            KafkaTimeoutError: the timeout ran out.
+            IllegalStateError: called from the producer's send thread (a
+                CallbackHandler hook).
+        """
         if self._queue is None:
             return
         if self._thread is not None and self._thread.in_loop_thread:
-            raise KafkaError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
+            raise IllegalStateError("flush() cannot be called from the producer's send thread (a CallbackHandler hook)")
         if not self._queue.flush(None if timeout_ms is None else timeout_ms / 1000):
             raise KafkaTimeoutError(f"flush() did not finish within {timeout_ms} ms")
 
@@ -301,16 +314,18 @@ class Producer:
     def close(self) -> None:
         """Send everything queued (async), stop the send thread, call the
         CallbackHandler's ``close``, close the connections and stop the trio
-        loop thread. Idempotent.
+        loop thread. Idempotent. Sends from other threads that are blocked
+        on a full queue get `ProducerClosedError`.
 
-        Raises `FailedToSendMessageError` (the first
-        send error chained) if any async send failed since the producer
-        started, naming how many messages were lost. Sends from other
-        threads that are blocked on a full queue get
-        `ProducerClosedError`.
+        Raises:
+            FailedToSendMessageError: an async send failed since the
+                producer started (the first send error chained;
+                ``lost_messages`` counts the messages lost).
+            IllegalStateError: called from the producer's send thread (a
+                CallbackHandler hook).
         """
         if self._thread is not None and self._thread.in_loop_thread:
-            raise KafkaError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
+            raise IllegalStateError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
         with self._close_lock:
             if self._closed:
                 return
@@ -331,12 +346,11 @@ class Producer:
         if self._thread is not None:
             stats = self._thread.statistics()
             if stats.failed_messages or stats.failed_batches:
-                exc = FailedToSendMessageError(
+                raise FailedToSendMessageError(
                     f"{stats.failed_messages} message(s) in {stats.failed_batches} batch(es) could not be sent by the "
-                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}"
-                )
-                exc.lost_messages = stats.failed_messages  # type: ignore[attr-defined]
-                raise exc from stats.first_error
+                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}",
+                    lost_messages=stats.failed_messages,
+                ) from stats.first_error
 
     def __enter__(self) -> "Producer":
         return self

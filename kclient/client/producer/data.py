@@ -1,4 +1,5 @@
-"""ProducerData: the value the Producer sends (seed 000 ``ProducerData<K,V>``).
+"""ProducerData: the value the Producer sends (Kafka 0.8's
+``ProducerData<K,V>``; Kafka 0.8 documentation, section 5.1 "API Design").
 
 Its own small module so that every layer of the send path (the blocking
 Producer, the EventHandler on the trio side) can use the type without
@@ -24,7 +25,7 @@ def _to_messages(value: Any) -> tuple:
 
 
 class ProducerData(tuple):
-    """Messages for one topic, all with the same key (seed 000
+    """Messages for one topic, all with the same key (Kafka 0.8's
     ``ProducerData<K,V>(topic, key, data)``).
 
     ``topic``: str; ``key``: any value the ``key.serializer.class`` Encoder

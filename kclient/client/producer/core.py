@@ -6,7 +6,8 @@ Trio applications use it directly::
         await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
 
 ``send`` returns once the broker acknowledged the records per
-``request.required.acks`` (the sync mode of seed 000 section 5.1), retrying
+``request.required.acks`` (the sync mode of the Kafka 0.8 documentation,
+section 5.1 "API Design"), retrying
 retriable errors. The blocking `kclient.Producer` runs one TrioProducer
 on a trio loop in a background thread (`kclient.sync.LoopThread`) and
 adds the async mode's queue and ProducerSendThread in front of it.
@@ -31,15 +32,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
-from kclient.client.callback_handler import CallbackHandler, overrides
+from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.cluster import Cluster
-from kclient.client.event_handler import DefaultEventHandler, EventHandler, ProducerContext, settings_from_config
+from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
+from kclient.client.producer.settings import settings_from_config
 from kclient.config import ProducerConfig
 from kclient.errors import InvalidTopicError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer import ProducerData
+    from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +99,8 @@ class TrioProducer:
         event_handler: Any = None,
         callback_handler: Any = None,
     ) -> None:
-        from kclient.client.encoder import Encoder
-        from kclient.client.partitioner import Partitioner
+        from kclient.client.serde import Encoder
+        from kclient.client.producer.partitioner import Partitioner
 
         cfg = as_config(config)
         self.config = cfg
@@ -124,7 +126,9 @@ class TrioProducer:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._completions: "trio.MemorySendChannel | None" = None
-        self._valid_topics: set[str] = set()
+        #: Topic names `prepare` has checked (read by the blocking
+        #: Producer's fast path; only ever grows).
+        self.valid_topics: set[str] = set()
         if cfg.enable_idempotence:
             log.warning("enable.idempotence=true: the producer does not number batches yet; retries may duplicate records")
 
@@ -207,7 +211,7 @@ class TrioProducer:
                 events = list(data_or_list)  # type: ignore[arg-type]
             except TypeError:
                 raise TypeError(f"send() takes a ProducerData or a list of them, not {type(data_or_list).__name__}") from None
-        valid = self._valid_topics
+        valid = self.valid_topics
         for d in events:
             try:
                 topic = d.topic

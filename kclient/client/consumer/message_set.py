@@ -2,10 +2,12 @@
 bytes of one partition, iterated as `MessageAndOffset`, and
 `MultiFetchResponse` holding one set per request.
 
-Source: seed 000 "Consumer APIs" (SimpleConsumer returns a
-ByteBufferMessageSet; multifetch a MultiFetchResponse) and seed 001 "Reads"
-(a read returns the messages that fit in S bytes; a partial message at the
-end is not an error; a single message bigger than S needs a bigger S).
+Source: the Kafka 0.8 documentation (https://kafka.apache.org/08/documentation.html#apidesign): section 5.1 "API Design",
+"Consumer APIs" (SimpleConsumer returns a ByteBufferMessageSet; multifetch a
+MultiFetchResponse) and section 5.4 "Log", "Reads" (a read returns the
+messages that fit in S bytes; a partial message at the end is not an error;
+a single message bigger than S needs a bigger S). The bytes are decoded by
+`kclient.protocol.records.iter_record_rows`.
 """
 
 from __future__ import annotations
@@ -15,23 +17,9 @@ from operator import itemgetter
 from typing import Iterable, Iterator, Sequence
 
 import attrs
-from crc32c import crc32c
 
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
-from kclient.protocol.records import Header, read_batch_info, scan_batches
-from kclient.protocol.records.legacy import iter_entry_records
-from kclient.protocol.records.v2 import (
-    ATTR_CONTROL,
-    ATTR_TIMESTAMP_TYPE,
-    CRC_START,
-    HEADER as _V2_HEADER,
-    HEADER_SIZE as _V2_HEADER_SIZE,
-    decode_records,
-    decode_rows,
-    records_section,
-    validate_batch,
-)
-from kclient.errors import CorruptRecordError
+from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
 
 
 try:  # the C field descriptor namedtuple uses: one call per attribute read
@@ -66,7 +54,8 @@ class Message(tuple):
 
 class MessageAndOffset(tuple):
     """A message with its logical offset; ``next_offset`` is the offset to
-    fetch from to continue after it (seed 001 "Reads")."""
+    fetch from to continue after it (Kafka 0.8 documentation, section 5.4
+    "Log", "Reads")."""
 
     __slots__ = ()
 
@@ -85,12 +74,6 @@ class MessageAndOffset(tuple):
 
 
 _new = tuple.__new__
-
-#: ByteBufferMessageSet hands out the decoded messages in chunks of about
-#: this many (whole batches): small batches share the per-chunk cost, and
-#: few objects are alive at once (measured: decoding a whole 1 MB fetch
-#: before yielding is slower for 100 B records).
-_ROWS_PER_CHUNK = 256
 
 
 @attrs.define
@@ -157,86 +140,17 @@ class ByteBufferMessageSet:
 
     def _batches(self) -> Iterator[Iterable[MessageAndOffset]]:
         """Iterables of the messages at or after ``start_offset``, in order,
-        decoded a few batches at a time as the consumer iterates.
-
-        Fast path for v2 batches: each 61-byte header unpacked once, the
-        CRC-32C over the batch in C, the records of all the batches decoded
-        by `decode_rows` straight from the fetched buffer (no
-        per-batch copy) into lists of (key, value, timestamp, headers) rows
-        (``_ROWS_PER_CHUNK``) that ``map`` turns into Message /
-        MessageAndOffset tuples.
-        Anything unusual (v0/v1 entries, an impossible header, a CRC
-        mismatch) goes through the general readers, which raise the precise
-        error, after the messages before it."""
+        decoded a few batches at a time as the consumer iterates by
+        `kclient.protocol.records.iter_record_rows` (the one record-set
+        decoder), whose ``(key, value, timestamp, headers)`` rows ``map``
+        turns into Message / MessageAndOffset tuples in C. A corrupt batch
+        raises `CorruptRecordError` naming the partition, after the
+        messages before it."""
         if self.error_code:
             raise self.error  # type: ignore[misc]
         self.check_fits()
-        start = self.start_offset
-        buf = self.buffer
-        if not isinstance(buf, bytes):
-            # One copy of the partition's bytes, so that the decoder indexes
-            # a bytes object and record values are plain bytes slices of it.
-            buf = bytes(buf)
-        view = memoryview(buf)
-        size = len(buf)
-        unpack = _V2_HEADER.unpack_from
-        offsets: list[int] = []
-        rows: list[tuple] = []
-        error = None
-        pos = 0
-        while pos + _V2_HEADER_SIZE <= size and buf[pos + 16] == 2:
-            base_offset, batch_length, _, _, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = unpack(buf, pos)
-            end = pos + 12 + batch_length
-            if end > size or batch_length < _V2_HEADER_SIZE - 12 or count < 0 or last_delta < 0:
-                break  # partial or impossible: the general path below decides
-            if base_offset + last_delta >= start:
-                if crc32c(view[pos + CRC_START : end]) != crc:
-                    break  # the general path raises the CRC error
-                if attributes & ATTR_CONTROL:  # transaction markers: checked, not delivered
-                    pos = end
-                    continue
-                done = len(rows)
-                try:
-                    data, first, stop = records_section(buf, pos, end, attributes, base_offset)
-                    decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None, offsets, rows)
-                except CorruptRecordError as exc:
-                    del offsets[done:], rows[done:]
-                    error = CorruptRecordError(f"{self.topic}-{self.partition} offset {base_offset}: {exc}")
-                    break
-                if base_offset < start:  # the batch holding start_offset began earlier
-                    keep = [i for i in range(done, len(rows)) if offsets[i] >= start]
-                    offsets[done:] = [offsets[i] for i in keep]
-                    rows[done:] = [rows[i] for i in keep]
-                if len(rows) >= _ROWS_PER_CHUNK:
-                    yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
-                    offsets, rows = [], []
-            pos = end
-        if rows:
+        for offsets, rows in iter_record_rows(self.buffer, self.start_offset, where=f"{self.topic}-{self.partition}"):
             yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
-        if error is not None:
-            raise error
-        for info in scan_batches(view, pos):
-            if info.last_offset < start:
-                continue
-            batch = view[info.position : info.position + info.size]
-            if info.magic != 2:
-                try:
-                    records = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_entry_records(batch)]
-                except CorruptRecordError as exc:
-                    raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
-                yield [_new(MessageAndOffset, (_new(Message, (key, value, timestamp, headers)), offset)) for offset, timestamp, key, value, headers in records if offset >= start]
-                continue
-            try:
-                header = validate_batch(batch)
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
-            if header.is_control:
-                continue
-            try:
-                records = decode_records(batch, header, check_crc=False)
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{self.topic}-{self.partition} offset {info.base_offset}: {exc}") from None
-            yield [_new(MessageAndOffset, (_new(Message, (key, value, timestamp, headers)), offset)) for offset, timestamp, key, value, headers in records if offset >= start]
 
     def messages(self) -> list[MessageAndOffset]:
         """All messages as a list."""

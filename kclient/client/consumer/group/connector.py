@@ -1,0 +1,287 @@
+"""ConsumerConnector: the high-level, ZooKeeper-coordinated consumer of
+Kafka 0.8 (Kafka 0.8 documentation: section 5.1 "API Design", "Consumer
+APIs", https://kafka.apache.org/08/documentation.html#apidesign; section 5.5 "Distribution", "Consumers and Consumer Groups",
+"Consumer registration algorithm", "Consumer rebalancing algorithm",
+https://kafka.apache.org/08/documentation.html#distributionimpl).
+
+::
+
+    with ConsumerConnector({"group.id": "g", "zookeeper.connect": zk,
+                            "auto.offset.reset": "smallest"}) as connector:
+        streams = connector.create_message_streams({"events": 2})
+        for m in streams["events"][0]:
+            print(m.topic, m.partition, m.offset, m.key, m.message)
+
+What happens, in the terms of section 5.5 (the parts live in
+`kclient.client.consumer.group.registration` (steps 1-2),
+`kclient.client.consumer.group.offsets` (step 4),
+`kclient.client.consumer.group.core` (rebalance, commit, fetchers) and
+`kclient.client.consumer.fetcher` (step 3)):
+
+1. Registration: the consumer writes the ephemeral
+   ``/consumers/<group>/ids/<consumer_id>`` with
+   ``{"version":1,"subscription":{topic: streams},"pattern":"static",
+   "timestamp":"<ms>"}`` (``white_list`` / ``black_list`` and
+   ``{regex: streams}`` for a topic filter), then watches the group's ids,
+   ``/brokers/ids`` and ``/brokers/topics`` (a new topic matters only if it
+   is subscribed or matches the filter); every change triggers a rebalance.
+2. Rebalance: for each subscribed topic, the sorted partitions of
+   ``/brokers/topics/<topic>`` are split over the group's sorted consumer
+   threads ``<consumer_id>-<n>`` by range, the first
+   ``partitions % threads`` threads taking one extra partition
+   (`kclient.zk.paths.range_assignment`). If the result is what this
+   consumer already owns, nothing changes. Otherwise the fetchers stop, the
+   streams' queues are cleared, offsets are committed (with
+   ``auto.commit.enable``), this consumer's owner nodes are deleted, and the
+   new partitions are claimed with ephemeral
+   ``/consumers/<group>/owners/<topic>/<p>`` nodes holding the thread id.
+   A claim that meets another consumer's node fails the attempt: the
+   claims are undone and the whole rebalance is retried after
+   ``rebalance.backoff.ms``, at most ``rebalance.max.retries`` times, then
+   `ConsumerRebalanceFailedError` is raised (from
+   ``create_message_streams``, or on the streams for a background
+   rebalance).
+3. Fetching starts at the offsets in ``/consumers/<group>/offsets/<topic>/<p>``
+   (the next offset to consume); a partition without one starts per
+   ``auto.offset.reset`` (`kclient.client.consumer.fetcher`).
+4. Offsets: the offset after the last message each stream handed to the
+   application is committed to ZooKeeper by `ConsumerConnector.commit_offsets`,
+   every ``auto.commit.interval.ms`` and at shutdown (both with
+   ``auto.commit.enable``). Delivery is at least once: after a rebalance
+   or a crash, messages after the last commit are delivered again.
+
+The connector runs one trio loop in a background thread
+(`kclient.sync.LoopThread`): the rebalance task, the fetchers and
+the auto-commit task live there; ZooKeeper calls run in worker threads and
+kazoo's watch callbacks are handed to the loop with
+``TrioToken.run_sync_soon`` (`kclient.zk.client.TrioZk`).
+
+``offsets.storage=kafka`` (offsets in ``__consumer_offsets`` through a
+group coordinator) is not supported: the constructor raises
+`NotSupportedError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kclient.client.consumer.group.core import ConnectorCore
+from kclient.client.consumer.group.registration import default_consumer_id
+from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
+from kclient.client.serde import decoder_function
+from kclient.config import ConsumerConfig
+from kclient.errors import ConfigError, IllegalStateError, NotSupportedError
+from kclient.sync import LoopThread
+
+Decoder = Any
+
+
+class ConsumerConnector:
+    """The high-level consumer (Kafka 0.8's ``ConsumerConnector``; see the
+    module docstring for the algorithm).
+
+    ``config`` is a `kclient.config.ConsumerConfig` or a mapping of
+    Kafka property names (``group.id`` and ``zookeeper.connect`` required;
+    ``consumer.id``, ``auto.commit.enable``, ``auto.commit.interval.ms``
+    (ms), ``auto.offset.reset`` (``smallest`` | ``largest``),
+    ``consumer.timeout.ms`` (ms, -1 = wait forever),
+    ``fetch.message.max.bytes`` (bytes per partition per fetch),
+    ``fetch.wait.max.ms``, ``fetch.min.bytes``,
+    ``queued.max.message.chunks``, ``rebalance.max.retries``,
+    ``rebalance.backoff.ms``, ``refresh.leader.backoff.ms``,
+    ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``,
+    ``socket.timeout.ms``, ``client.id``, ``exclude.internal.topics``).
+    ``num.consumer.fetchers`` is accepted but there is always one fetch loop
+    per leader broker; ``zookeeper.sync.time.ms``,
+    ``socket.receive.buffer.bytes`` and ``dual.commit.enabled`` are
+    accepted and unused.
+
+    The constructor connects to ZooKeeper.
+
+    Args:
+        config: the configuration (above).
+
+    Raises:
+        ConfigError: a bad value (the property is named).
+        NotSupportedError: ``offsets.storage=kafka`` or
+            ``partition.assignment.strategy=roundrobin``.
+        ZkTimeoutError: ZooKeeper did not answer within
+            ``zookeeper.connection.timeout.ms``.
+
+    Use as a context manager or call `shutdown`.
+    """
+
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any]) -> None:
+        if not isinstance(config, ConsumerConfig):
+            if not isinstance(config, Mapping):
+                raise ConfigError(f"ConsumerConnector takes a ConsumerConfig or a mapping of properties, not {type(config).__name__}")
+            config = ConsumerConfig.from_properties(config)
+        if config.offsets_storage != "zookeeper":
+            raise NotSupportedError(
+                f"offsets.storage={config.offsets_storage} is not supported: kclient's ConsumerConnector "
+                "commits offsets to ZooKeeper only (offsets.storage=zookeeper)"
+            )
+        if config.partition_assignment_strategy != "range":
+            raise NotSupportedError(
+                f"partition.assignment.strategy={config.partition_assignment_strategy} is not supported: "
+                "kclient's ConsumerConnector assigns partitions by range"
+            )
+        self.config = config
+        self.consumer_id = config.consumer_id or default_consumer_id(config.group_id)
+        self._core = ConnectorCore(config, self.consumer_id)
+        self._streams_created = False
+        self._shut_down = False
+        self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
+        try:
+            self._loop.call(self._start)
+        except BaseException:
+            self._loop.close()
+            raise
+
+    async def _start(self) -> None:
+        await self._core.start(self._loop.nursery)
+
+    @property
+    def group_id(self) -> str:
+        return self.config.group_id
+
+    def create_message_streams(
+        self,
+        topic_count_map: Mapping[str, int],
+        key_decoder: Decoder = None,
+        value_decoder: Decoder = None,
+    ) -> dict[str, list[KafkaStream]]:
+        """Streams over the partitions of the given topics (Kafka's
+        ``createMessageStreams``). Each stream is one consumer thread
+        ``<consumer_id>-<n>`` of the range assignment. Registers the
+        consumer and rebalances before returning.
+
+        Args:
+            topic_count_map: ``{topic: number of streams}``.
+            key_decoder: decodes keys: a `kclient.client.serde.Decoder`
+                (any object with ``from_bytes``), a callable, or None for
+                bytes.
+            value_decoder: decodes values, likewise.
+
+        Returns:
+            ``{topic: [KafkaStream, ...]}``.
+
+        Raises:
+            ConsumerRebalanceFailedError: the partitions cannot be claimed.
+            ValueError: a bad map.
+            IllegalStateError: streams were created already (once per
+                connector, as in Kafka) or the connector is shut down.
+        """
+        if not topic_count_map:
+            raise ValueError("topic_count_map is empty: name at least one topic")
+        counts: dict[str, int] = {}
+        for topic, n in topic_count_map.items():
+            if not isinstance(topic, str) or not topic:
+                raise ValueError(f"bad topic name {topic!r}")
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ValueError(f"the number of streams for {topic!r} must be an int >= 1, not {n!r}")
+            counts[topic] = n
+        names = [f"{self.consumer_id}-{t}-{i}" for t, n in counts.items() for i in range(n)]
+        streams = self._create(counts, None, sum(counts.values()), names, key_decoder, value_decoder)
+        result: dict[str, list[KafkaStream]] = {}
+        base = 0
+        for topic, n in counts.items():
+            result[topic] = streams[base : base + n]
+            base += n
+        return result
+
+    def create_message_streams_by_filter(
+        self,
+        topic_filter: TopicFilter,
+        num_streams: int = 1,
+        key_decoder: Decoder = None,
+        value_decoder: Decoder = None,
+    ) -> list[KafkaStream]:
+        """Streams over every topic ``topic_filter`` allows, now and as
+        topics appear (Kafka's ``createMessageStreamsByFilter``; the
+        consumer watches ``/brokers/topics``). Stream ``n`` gets thread
+        ``<consumer_id>-<n>``'s partitions of every matching topic.
+
+        Args:
+            topic_filter: a `Whitelist` or `Blacklist`.
+            num_streams: how many streams.
+            key_decoder: as for `create_message_streams`.
+            value_decoder: as for `create_message_streams`.
+
+        Returns:
+            The ``num_streams`` streams.
+
+        Raises:
+            TypeError: ``topic_filter`` is not a TopicFilter.
+            ConsumerRebalanceFailedError: as for `create_message_streams`.
+            ValueError: a bad ``num_streams``.
+            IllegalStateError: as for `create_message_streams`.
+        """
+        if not isinstance(topic_filter, TopicFilter):
+            raise TypeError(f"topic_filter must be a Whitelist or Blacklist, not {topic_filter!r}")
+        if not isinstance(num_streams, int) or isinstance(num_streams, bool) or num_streams < 1:
+            raise ValueError(f"num_streams must be an int >= 1, not {num_streams!r}")
+        names = [f"{self.consumer_id}-{i}" for i in range(num_streams)]
+        return self._create({topic_filter.regex: num_streams}, topic_filter, num_streams, names, key_decoder, value_decoder)
+
+    def _create(self, subscription, topic_filter, count, names, key_decoder, value_decoder) -> list[KafkaStream]:
+        if self._shut_down:
+            raise IllegalStateError("the connector is shut down")
+        if self._streams_created:
+            raise IllegalStateError("create_message_streams / create_message_streams_by_filter may be called only once per ConsumerConnector")
+        kd = decoder_function(key_decoder, "key_decoder")
+        vd = decoder_function(value_decoder, "value_decoder")
+        self._streams_created = True
+        core = self._core
+        core.subscribe(subscription, topic_filter, kd, vd)
+
+        def make() -> list[KafkaStream]:
+            return core.make_streams(self._loop, count, self.config.queued_max_message_chunks, names)
+
+        streams = self._loop.call_sync(make)
+        self._loop.call(core.register_and_rebalance)
+        return streams
+
+    def commit_offsets(self) -> None:
+        """Commit the offset after the last message each stream has handed
+        out, for every partition this consumer owns, to
+        ``/consumers/<group>/offsets/<topic>/<partition>`` (section 5.5
+        "Consumer Offsets").
+
+        Raises:
+            ZooKeeperError: ZooKeeper failed.
+            IllegalStateError: the connector is shut down.
+        """
+        if self._shut_down:
+            raise IllegalStateError("the connector is shut down")
+        self._loop.call(self._core.commit)
+
+    def owned_partitions(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): stream index}`` this consumer owns now."""
+        return self._loop.call_sync(self._core.owned_partitions)
+
+    def shutdown(self) -> None:
+        """Stop fetching, commit (with ``auto.commit.enable``), release the
+        partitions, leave the group (the ephemeral nodes go, the other
+        consumers rebalance) and end every stream's iteration. Idempotent."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            self._loop.call(self._core.shutdown)
+        finally:
+            self._loop.close()
+
+    close = shutdown
+
+    def __enter__(self) -> "ConsumerConnector":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"<ConsumerConnector {self.consumer_id} group={self.config.group_id!r}>"
+
+
+__all__ = ["Blacklist", "ConsumerConnector", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "default_consumer_id"]

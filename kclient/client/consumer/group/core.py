@@ -1,0 +1,385 @@
+"""The `ConsumerConnector`'s state on its trio loop: it runs the
+rebalance task, the fetchers and the auto-commit task, and ties together the
+parts that each do one job:
+
+- `kclient.client.consumer.group.registration.GroupRegistry`: registration,
+  the group's members, the range assignment, partition ownership, leaders
+  (blocking ZooKeeper calls, run in worker threads);
+- `kclient.client.consumer.group.offsets`: consumed / committed offsets and
+  their ZooKeeper storage;
+- `kclient.client.consumer.group.streams.StreamQueues`: the streams' queues;
+- `kclient.client.consumer.fetcher.FetcherGroup`: one generation's fetch
+  loops.
+
+Rebalancing follows the Kafka 0.8 documentation, section 5.5
+"Distribution", "Consumer rebalancing algorithm"
+(https://kafka.apache.org/08/documentation.html#distributionimpl): stop the
+fetchers, clear the queues, commit, release ownership, claim the new
+partitions (retried ``rebalance.max.retries`` times, ``rebalance.backoff.ms``
+apart, then `ConsumerRebalanceFailedError`), start fetching.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import trio
+from kazoo.client import KazooState
+
+from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
+from kclient.client.consumer.group.offsets import ConsumedOffsets, ZkOffsetStorage
+from kclient.client.consumer.group.registration import GroupRegistry, Leader, TopicPartition
+from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata, StreamQueues, TopicFilter
+from kclient.config import ConsumerConfig
+from kclient.errors import ConsumerRebalanceFailedError, KafkaError, ZooKeeperError
+from kclient.sync import LoopThread
+from kclient.zk.client import TrioZk, ZkClient
+from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
+
+log = logging.getLogger("kclient.consumer")
+
+
+class ConnectorCore:
+    """The connector's state on its trio loop (everything but the blocking
+    facade). Its public methods are what `ConsumerConnector` and the
+    fetchers use; not part of kclient's public API.
+
+    Args:
+        config: the connector's config.
+        consumer_id: this consumer's id.
+    """
+
+    def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
+        self.config = config
+        self.consumer_id = consumer_id
+        self.group = config.group_id
+        self.closed = False
+        #: Bumped by each rebalance that moves partitions; chunks fetched
+        #: under an older one are dropped by the streams.
+        self.generation = 0
+        self.key_decoder: Callable[[Any], Any] | None = None
+        self.value_decoder: Callable[[Any], Any] | None = None
+        self.zk_client = ZkClient(
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+        self.registry = GroupRegistry(self.zk_client, config, consumer_id)
+        self.storage = ZkOffsetStorage(self.zk_client, self.group)
+        self.offsets = ConsumedOffsets()
+        self.queues = StreamQueues()
+        #: Partitions owned now: {(topic, p): PartitionTopicInfo}.
+        self.owned: dict[TopicPartition, PartitionTopicInfo] = {}
+        self._owned_threads: dict[TopicPartition, str] = {}
+        self.rebalance_count = 0
+        self._zk: TrioZk | None = None
+        self._nursery: trio.Nursery | None = None
+        self._lock: trio.Lock | None = None
+        self._wakeup: trio.Event | None = None
+        self._rebalance_pending = False
+        self._scope: trio.CancelScope | None = None
+        self._fetch_scope: trio.CancelScope | None = None
+        self._fetch_done: trio.Event | None = None
+        self._session_lost = False
+        self._stopping = False
+
+    @property
+    def streams(self) -> list[KafkaStream]:
+        return self.queues.streams
+
+    # ------------------------------------------------------------ start / stop
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Connect to ZooKeeper and start the background tasks in
+        ``nursery`` (the loop thread's nursery, also used for fetchers)."""
+        self._nursery = nursery
+        self._zk = TrioZk(self.zk_client)
+        self._lock = trio.Lock()
+        self._wakeup = trio.Event()
+        await trio.to_thread.run_sync(self.zk_client.start)
+        self.zk_client.add_state_listener(self._on_zk_state)
+        nursery.start_soon(self._background)
+
+    async def _background(self) -> None:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopping:
+                return
+            async with trio.open_nursery() as inner:
+                if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
+                    inner.start_soon(self._auto_commit_loop)
+                inner.start_soon(self._rebalance_loop)
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        # kazoo's connection thread: never block.
+        if self.closed:
+            return
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("consumer %s lost its ZooKeeper session; re-registering when reconnected", self.consumer_id)
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            assert self._zk is not None
+            self._zk.deliver(self.request_rebalance)
+
+    async def shutdown(self) -> None:
+        """Stop everything; commit (with auto.commit.enable); end the streams;
+        release ownership and end the ZooKeeper session."""
+        if self.closed:
+            return
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        assert self._lock is not None
+        async with self._lock:
+            await self._stop_fetchers()
+            self.closed = True
+            self.queues.close()
+            try:
+                if self.config.auto_commit_enable and self.owned:
+                    await self._commit_locked()
+            except KafkaError as exc:
+                log.error("committing offsets at shutdown failed: %s", exc)
+            try:
+                await trio.to_thread.run_sync(self.registry.release, self._owned_threads)
+            except KafkaError as exc:
+                log.warning("releasing partitions at shutdown failed: %s", exc)
+        await trio.to_thread.run_sync(self.zk_client.close)
+        log.info("consumer %s shut down", self.consumer_id)
+
+    # ------------------------------------------------------------ subscription and streams
+
+    def subscribe(
+        self,
+        subscription: dict[str, int],
+        topic_filter: TopicFilter | None,
+        key_decoder: Callable[[Any], Any] | None,
+        value_decoder: Callable[[Any], Any] | None,
+    ) -> None:
+        """Set what this consumer reads (once, before `make_streams`):
+        static ``{topic: streams}`` or, with ``topic_filter``, ``{regex:
+        streams}``; the decoders apply to every message."""
+        self.key_decoder, self.value_decoder = key_decoder, value_decoder
+        self.registry.subscription = dict(subscription)
+        self.registry.topic_filter = topic_filter
+
+    def make_streams(self, loop: LoopThread, count: int, capacity: int, names: list[str]) -> list[KafkaStream]:
+        """Build the ``count`` streams (on the loop thread)."""
+        return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)
+
+    async def deliver(self, stream_index: int, item: Any) -> None:
+        """Queue a chunk ``(generation, [MessageAndMetadata])`` or an error
+        for a stream; waits while its queue is full."""
+        await self.queues.deliver(stream_index, item)
+
+    def owned_partitions(self) -> dict[TopicPartition, int]:
+        """``{(topic, partition): stream index}`` owned now (loop thread)."""
+        return {k: i.stream_index for k, i in self.owned.items()}
+
+    # ------------------------------------------------------------ consumed offsets
+
+    def record_consumed(self, m: MessageAndMetadata) -> None:
+        """Count ``m`` as consumed (any thread)."""
+        key = (m[2], m[3])
+        if key in self.owned:
+            self.offsets.record(key, m[4] + 1)
+
+    def reset_consumed(self, key: TopicPartition, offset: int) -> None:
+        """The fetcher moved a partition to ``offset`` (auto.offset.reset)."""
+        self.offsets.reset(key, offset)
+
+    def _collect_consumed(self) -> None:
+        for stream in self.streams:
+            last = stream.last_message
+            if last is not None:
+                self.record_consumed(last)
+
+    async def commit(self) -> int:
+        """Commit consumed offsets to ZooKeeper; returns how many changed."""
+        assert self._lock is not None
+        async with self._lock:
+            return await self._commit_locked()
+
+    async def _commit_locked(self) -> int:
+        self._collect_consumed()
+        todo = self.offsets.to_commit(self.owned)
+        if not todo:
+            return 0
+        assert self._zk is not None
+        await self._zk.run(self.storage.write, todo)
+        self.offsets.mark_committed(todo)
+        log.debug("committed offsets %s", todo)
+        return len(todo)
+
+    async def _auto_commit_loop(self) -> None:
+        interval = self.config.auto_commit_interval_ms / 1000.0
+        while True:
+            await trio.sleep(interval)
+            try:
+                await self.commit()
+            except KafkaError as exc:
+                log.warning("auto commit failed: %s", exc)
+
+    # ------------------------------------------------------------ registration and watches
+
+    async def register_and_rebalance(self) -> None:
+        """Kafka's "Consumer registration algorithm": register, watch the
+        group's ids, the brokers and the topics, rebalance now."""
+        assert self._zk is not None
+        await self._zk.run(self.registry.register)
+        await self._zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed)
+        await self._zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed)
+        await self._zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed)
+        assert self._lock is not None
+        async with self._lock:
+            await self._rebalance()
+
+    def _on_consumers_changed(self, children: list[str]) -> None:
+        log.debug("group %s consumers: %s", self.group, sorted(children))
+        self.request_rebalance()
+
+    def _on_brokers_changed(self, children: list[str]) -> None:
+        log.debug("brokers: %s", sorted(children))
+        self.request_rebalance()
+
+    def _on_topics_changed(self, children: list[str]) -> None:
+        if self.registry.topics_changed(children):
+            log.debug("subscribed topics now %s", sorted(self.registry.relevant(children)))
+            self.request_rebalance()
+
+    def request_rebalance(self) -> None:
+        """Ask the rebalance task to run (trio thread)."""
+        if self._wakeup is not None and not self.closed:
+            self._rebalance_pending = True
+            self._wakeup.set()
+
+    async def _rebalance_loop(self) -> None:
+        assert self._lock is not None
+        while True:
+            assert self._wakeup is not None
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            async with self._lock:
+                if not self._rebalance_pending:
+                    continue  # already handled by a rebalance that ran meanwhile
+                try:
+                    await self._rebalance()
+                except Exception as exc:  # ConsumerRebalanceFailedError, or a bug: tell the streams
+                    if isinstance(exc, ConsumerRebalanceFailedError):
+                        log.error("%s", exc)
+                    else:
+                        log.exception("rebalance of consumer %s failed", self.consumer_id)
+                    self.queues.clear()
+                    self.queues.tell_all(exc)
+
+    # ------------------------------------------------------------ rebalance
+
+    async def _rebalance(self) -> None:
+        attempts = self.config.rebalance_max_retries + 1
+        backoff = self.config.rebalance_backoff_ms / 1000.0
+        last_error: BaseException | None = None
+        for attempt in range(attempts):
+            self._rebalance_pending = False
+            try:
+                if await self._rebalance_once():
+                    self.rebalance_count += 1
+                    return
+                last_error = None
+            except ZooKeeperError as exc:
+                last_error = exc
+                log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
+            if attempt + 1 < attempts:
+                log.info("rebalance attempt %d of consumer %s failed; retrying in %d ms", attempt + 1, self.consumer_id, self.config.rebalance_backoff_ms)
+                await trio.sleep(backoff)
+        error = ConsumerRebalanceFailedError(
+            f"{self.consumer_id} can't rebalance after {attempts} attempts (rebalance.max.retries="
+            f"{self.config.rebalance_max_retries}, rebalance.backoff.ms={self.config.rebalance_backoff_ms}): "
+            + (f"{last_error}" if last_error else "partitions still owned by other consumers")
+        )
+        raise error from last_error
+
+    async def _rebalance_once(self) -> bool:
+        assert self._zk is not None
+        registry = self.registry
+        partitions, threads, brokers = await self._zk.run(registry.read_group)
+        if brokers:
+            wanted = registry.assign(partitions, threads)
+        else:
+            wanted = {}
+            log.warning("no broker is registered in ZooKeeper; consumer %s owns nothing until one is", self.consumer_id)
+        if wanted == self._owned_threads and self._fetch_scope is not None:
+            if await self._zk.run(registry.still_own, wanted):
+                log.debug("rebalance of %s: assignment unchanged", self.consumer_id)
+                return True
+        log.info(
+            "rebalancing consumer %s: %d partition(s) -> %s",
+            self.consumer_id,
+            len(wanted),
+            ", ".join(f"{t}-{p}:{th.rsplit('-', 1)[1]}" for (t, p), th in sorted(wanted.items())) or "none",
+        )
+        # Stop, commit, release, claim.
+        await self._stop_fetchers()
+        self.generation += 1
+        self._collect_consumed()
+        self.queues.clear()
+        if self.config.auto_commit_enable and self.owned:
+            await self._commit_locked()
+        await self._zk.run(registry.release, self._owned_threads)
+        previous = self.offsets.snapshot(self.owned)
+        self.owned = {}
+        self._owned_threads = {}
+        for stream in self.streams:
+            stream.forget_last()
+        if not await self._zk.run(registry.claim, wanted):
+            return False
+        committed, leaders = await self._zk.run(self._read_offsets_and_leaders, list(wanted))
+        starts = self.offsets.reassign(sorted(wanted), committed, previous)
+        infos: dict[TopicPartition, PartitionTopicInfo] = {}
+        for key, thread in sorted(wanted.items()):
+            topic, partition = key
+            stream = registry.stream_of(topic, int(thread.rsplit("-", 1)[1]))
+            infos[key] = PartitionTopicInfo(topic, partition, stream, starts[key], leaders.get(key))
+        self.owned = infos
+        self._owned_threads = dict(wanted)
+        await self._start_fetchers(list(infos.values()))
+        return True
+
+    def _read_offsets_and_leaders(self, keys: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, Leader]]:
+        # Blocking, one worker-thread hop for both.
+        return self.storage.read(keys), self.registry.leaders(keys)
+
+    async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
+        """Leaders of ``keys`` from the partition state and broker nodes."""
+        assert self._zk is not None
+        return await self._zk.run(self.registry.leaders, keys)
+
+    # ------------------------------------------------------------ fetchers
+
+    async def _start_fetchers(self, infos: list[PartitionTopicInfo]) -> None:
+        if not infos:
+            return
+        group = FetcherGroup(self, infos, self.generation)
+        nursery = self._nursery
+        assert nursery is not None
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            with trio.CancelScope() as scope:
+                self._fetch_scope = scope
+                self._fetch_done = trio.Event()
+                try:
+                    await group.run(task_status=task_status)
+                finally:
+                    self._fetch_done.set()
+
+        await nursery.start(run)
+
+    async def _stop_fetchers(self) -> None:
+        if self._fetch_scope is not None:
+            self._fetch_scope.cancel()
+            assert self._fetch_done is not None
+            await self._fetch_done.wait()
+            self._fetch_scope = None
+
+
+__all__ = ["ConnectorCore"]

@@ -1,0 +1,264 @@
+"""Consumer registration and the range rebalance in ZooKeeper (the blocking
+side of group membership; the connector's core runs these methods in worker
+threads).
+
+Kafka 0.8 documentation, section 5.5 "Distribution"
+(https://kafka.apache.org/08/documentation.html#distributionimpl),
+"Consumer registration algorithm" and "Consumer rebalancing algorithm":
+
+- registration: the ephemeral ``/consumers/<group>/ids/<consumer_id>``
+  holds ``{"version":1,"subscription":{topic: streams},"pattern":"static",
+  "timestamp":"<ms>"}`` (``white_list`` / ``black_list`` and ``{regex:
+  streams}`` for a topic filter);
+- assignment: for each subscribed topic, the sorted partitions of
+  ``/brokers/topics/<topic>`` are split over the group's sorted consumer
+  threads ``<consumer_id>-<n>`` by range, the first ``partitions % threads``
+  threads taking one extra partition
+  (`kclient.zk.paths.range_assignment`);
+- ownership: each partition is claimed with an ephemeral
+  ``/consumers/<group>/owners/<topic>/<p>`` node holding the thread id; a
+  claim that meets another consumer's node fails (and is undone).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from typing import Mapping
+
+from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
+from kclient.config import ConsumerConfig
+from kclient.errors import ZooKeeperError
+from kclient.zk.client import ZkClient
+from kclient.zk.paths import (
+    BROKER_IDS_PATH,
+    BROKER_TOPICS_PATH,
+    STATIC_PATTERN,
+    BrokerRegistration,
+    ConsumerRegistration,
+    PartitionState,
+    TopicAssignment,
+    broker_path,
+    consumer_id_path,
+    consumer_ids_path,
+    consumer_thread_id,
+    owner_path,
+    partition_state_path,
+    range_assignment,
+    topic_path,
+)
+
+log = logging.getLogger("kclient.consumer")
+
+TopicPartition = tuple[str, int]
+#: ``(broker_id, host, port)``
+Leader = tuple[int, str, int]
+
+
+def default_consumer_id(group_id: str) -> str:
+    """``<group>_<host>-<ms>-<8 hex>``, Kafka 0.8's consumer id shape with
+    a random suffix."""
+    return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+
+
+class GroupRegistry:
+    """One consumer's view of its group in ZooKeeper: its registration, the
+    group's members and subscriptions, partition ownership and leaders.
+
+    Args:
+        zk: the connector's ZooKeeper client.
+        config: the connector's config (``group.id``,
+            ``zookeeper.session.timeout.ms``, ``exclude.internal.topics``).
+        consumer_id: this consumer's id.
+
+    ``subscription`` (static: ``{topic: streams}``; wildcard: ``{regex:
+    streams}``) and ``topic_filter`` are set once by
+    `kclient.client.consumer.group.core.ConnectorCore.subscribe`.
+    """
+
+    def __init__(self, zk: ZkClient, config: ConsumerConfig, consumer_id: str) -> None:
+        self.zk = zk
+        self.config = config
+        self.group = config.group_id
+        self.consumer_id = consumer_id
+        self.subscription: dict[str, int] = {}
+        self.topic_filter: TopicFilter | None = None
+        #: The subscribed topics the last `read_group` saw.
+        self.relevant_topics: frozenset[str] | None = None
+
+    # ------------------------------------------------------------ registration
+
+    def registration(self) -> ConsumerRegistration:
+        pattern = self.topic_filter.pattern if self.topic_filter is not None else STATIC_PATTERN
+        return ConsumerRegistration(dict(self.subscription), pattern, int(time.time() * 1000))
+
+    def register(self) -> None:
+        """Blocking: create (or re-create after a session loss) this
+        consumer's ids node.
+
+        Raises:
+            ZooKeeperError: another live session holds this consumer.id past
+                the session timeout.
+        """
+        zk = self.zk
+        path = consumer_id_path(self.group, self.consumer_id)
+        data = self.registration().to_json()
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
+        while not zk.create_ephemeral_if_absent(path, data):
+            if zk.owner_session(path) == zk.session_id:
+                return
+            if time.monotonic() > deadline:
+                raise ZooKeeperError(f"consumer.id {self.consumer_id!r} is already registered at {path} by another live consumer")
+            time.sleep(0.2)
+        log.info("registered consumer %s at %s: %s", self.consumer_id, path, data.decode())
+
+    def relevant(self, topics: list[str]) -> list[str]:
+        """The topics of ``topics`` this consumer subscribes to."""
+        if self.topic_filter is not None:
+            excl = self.config.exclude_internal_topics
+            return [t for t in topics if self.topic_filter.is_topic_allowed(t, excl)]
+        return [t for t in topics if t in self.subscription]
+
+    def topics_changed(self, topics: list[str]) -> bool:
+        """Whether ``topics`` (the children of ``/brokers/topics``) change the
+        set of subscribed topics since the last `read_group`."""
+        return frozenset(self.relevant(topics)) != self.relevant_topics
+
+    # ------------------------------------------------------------ rebalance
+
+    def read_group(self) -> tuple[dict[str, list[int]], dict[str, list[str]], list[int]]:
+        """Blocking: ``({topic: sorted partitions}, {topic: thread ids of the
+        whole group}, broker ids)`` for the topics this consumer subscribes
+        (re-registering first: after a lost session the node is gone)."""
+        zk = self.zk
+        self.register()
+        brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit())
+        all_topics = zk.get_children(BROKER_TOPICS_PATH)
+        mine = self.relevant(all_topics)
+        self.relevant_topics = frozenset(mine)
+        partitions: dict[str, list[int]] = {}
+        for topic in mine:
+            data = zk.get(topic_path(topic))
+            if not data:
+                continue
+            try:
+                partitions[topic] = TopicAssignment.from_json(data).partition_ids
+            except ValueError as exc:
+                log.warning("ignoring topic %s: %s", topic, exc)
+        threads: dict[str, list[str]] = {t: [] for t in partitions}
+        for consumer in sorted(zk.get_children(consumer_ids_path(self.group))):
+            data = zk.get(consumer_id_path(self.group, consumer))
+            if not data:
+                continue
+            try:
+                reg = ConsumerRegistration.from_json(data)
+            except ValueError as exc:
+                log.warning("ignoring consumer %s of group %s: %s", consumer, self.group, exc)
+                continue
+            if reg.pattern == STATIC_PATTERN:
+                topic_counts = reg.subscription
+            else:
+                ((regex, n),) = reg.subscription.items() if len(reg.subscription) == 1 else ((None, 0),)
+                if regex is None:
+                    continue
+                flt = topic_filter_for(reg.pattern, regex)
+                excl = self.config.exclude_internal_topics
+                topic_counts = {t: n for t in all_topics if flt.is_topic_allowed(t, excl)}
+            for topic, n in topic_counts.items():
+                if topic in threads:
+                    threads[topic].extend(consumer_thread_id(consumer, i) for i in range(n))
+        return partitions, threads, brokers
+
+    def assign(self, partitions: Mapping[str, list[int]], threads: Mapping[str, list[str]]) -> dict[TopicPartition, str]:
+        """This consumer's share of the range assignment: ``{(topic,
+        partition): thread id}``."""
+        wanted: dict[TopicPartition, str] = {}
+        for topic, parts in partitions.items():
+            for thread, assigned in range_assignment(parts, threads[topic]).items():
+                if thread.rsplit("-", 1)[0] == self.consumer_id:
+                    for p in assigned:
+                        wanted[(topic, p)] = thread
+        return wanted
+
+    def stream_of(self, topic: str, thread_index: int) -> int:
+        """The index of the stream that consumer thread ``thread_index`` of
+        ``topic`` feeds (streams are numbered over the subscription)."""
+        if self.topic_filter is not None:
+            return thread_index
+        base = 0
+        for t, n in self.subscription.items():
+            if t == topic:
+                return base + thread_index
+            base += n
+        raise KeyError(topic)
+
+    # ------------------------------------------------------------ ownership
+
+    def still_own(self, wanted: Mapping[TopicPartition, str]) -> bool:
+        """Blocking: whether this session holds every owner node of ``wanted``."""
+        zk = self.zk
+        for (topic, partition), thread in wanted.items():
+            path = owner_path(self.group, topic, partition)
+            if zk.get(path) != thread.encode() or zk.owner_session(path) != zk.session_id:
+                return False
+        return True
+
+    def release(self, owned: Mapping[TopicPartition, str]) -> None:
+        """Blocking: delete the owner nodes of ``owned`` this session holds."""
+        zk = self.zk
+        for (topic, partition), thread in owned.items():
+            path = owner_path(self.group, topic, partition)
+            if zk.get(path) == thread.encode() and zk.owner_session(path) == zk.session_id:
+                zk.delete(path)
+
+    def claim(self, wanted: Mapping[TopicPartition, str]) -> bool:
+        """Blocking: claim every partition of ``wanted``; on meeting another
+        consumer's node, undo the claims made and return False."""
+        zk = self.zk
+        claimed: list[str] = []
+        for (topic, partition), thread in sorted(wanted.items()):
+            path = owner_path(self.group, topic, partition)
+            if zk.create_ephemeral_if_absent(path, thread.encode()):
+                claimed.append(path)
+                continue
+            if zk.get(path) == thread.encode() and zk.owner_session(path) == zk.session_id:
+                claimed.append(path)
+                continue
+            holder = zk.get(path)
+            log.info("%s-%d is still owned by %s; waiting for it to be released", topic, partition, holder.decode() if holder else "?")
+            for done in claimed:
+                zk.delete(done)
+            return False
+        return True
+
+    def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
+        """Blocking: the leaders of ``keys`` from the partition state and
+        broker nodes (partitions without a live leader are left out)."""
+        zk = self.zk
+        brokers: dict[int, BrokerRegistration | None] = {}
+        leaders = {}
+        for topic, partition in keys:
+            data = zk.get(partition_state_path(topic, partition))
+            if not data:
+                continue
+            try:
+                leader = PartitionState.from_json(data).leader
+            except (ValueError, KeyError):
+                continue
+            if leader < 0:
+                continue
+            if leader not in brokers:
+                raw = zk.get(broker_path(leader))
+                try:
+                    brokers[leader] = BrokerRegistration.from_json(leader, raw) if raw else None
+                except ValueError:
+                    brokers[leader] = None
+            reg = brokers[leader]
+            if reg is not None:
+                leaders[(topic, partition)] = (leader, reg.host, reg.port)
+        return leaders
+
+
+__all__ = ["GroupRegistry", "default_consumer_id"]

@@ -1,0 +1,217 @@
+"""Per-partition batching for the producer: split a partition's records
+into chunks that fit one Produce request and encode each chunk as ONE
+record batch v2, or as one v0/v1 message set when the leader's Produce
+version cannot carry v2 (the whole set compressed into one wrapper
+message, never message by message).
+
+Sizes follow the Kafka protocol guide ("Record Batch", "Record", "Record
+Header") and the v0/v1 message format of the Kafka design docs ("Message
+Format"). `BatchBuilder` does the work for the `DefaultEventHandler`;
+`PartitionSend` carries one partition's state through a send.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Sequence
+
+from kclient.client.producer.settings import ProducerSettings, magic_for_produce_version
+from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
+from kclient.protocol.records import Header, build_batch, build_message_set
+
+#: Per-record overhead assumed when sizing batches, the worst case of: length
+#: (3), attributes (1), timestamp delta (10) and offset delta (5) varints,
+#: key/value lengths (5 + 5), header count (1); in bytes.
+RECORD_OVERHEAD = 30
+#: Room left for a codec's worst-case growth of incompressible data (lz4
+#: adds n/255, gzip and xerial-framed snappy a few bytes per block).
+COMPRESSION_MARGIN = 1 / 32
+#: Per-message size of a v1 message set entry beyond key and value: offset
+#: (8), size (4), crc (4), magic (1), attributes (1), timestamp (8), key and
+#: value lengths (4 + 4) (Kafka design docs, "Message Format"); v0 is 8 bytes
+#: less.
+LEGACY_RECORD_OVERHEAD = 34
+#: v2 batch header (bytes).
+BATCH_OVERHEAD = 61
+
+
+class PartitionSend:
+    """Send state of one topic-partition within one event handler ``handle``
+    call: its records, their chunks, the encoded batches not acknowledged
+    yet, and the first error."""
+
+    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list = []
+        self.codec = 0
+        self.chunks: list[list] = []  # records of each batch not yet acknowledged, in order
+        self.batches: list[bytes] = []  # the chunks encoded in message format ``magic``
+        self.counts: list[int] = []  # records per batch
+        self.magic = 2
+        self.error: BaseException | None = None
+        self.failed_from: int | None = None  # first batch index not written in this round
+        self.header_bytes = 0  # encoded size of every record header queued here (0: no record has headers)
+
+    @property
+    def pending_messages(self) -> int:
+        return sum(self.counts)
+
+
+def varint_size(u: int) -> int:
+    """Bytes of the unsigned varint ``u``."""
+    return 1 if u < 0x80 else 2 if u < 0x4000 else 3 if u < 0x200000 else (u.bit_length() + 6) // 7
+
+
+def v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
+    """Encoded size of a v2 record without headers, its length prefix
+    included (Kafka protocol guide, "Record"; zigzag varints)."""
+    body = 2 + varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63)) + varint_size(offset_delta << 1)
+    body += 1 if key is None else varint_size(len(key) << 1) + len(key)
+    body += 1 if value is None else varint_size(len(value) << 1) + len(value)
+    return body + varint_size(body << 1)
+
+
+_key_of = itemgetter(0)
+_value_of = itemgetter(1)
+
+
+def headers_size(headers: Sequence) -> int:
+    """Upper bound of the encoded size of a record's headers (bytes): each
+    key and value with a 5-byte varint length (Kafka protocol guide,
+    "Record Header")."""
+    total = 5
+    for h in headers:
+        hk, hv = (h.key, h.value) if isinstance(h, Header) else h
+        total += 10 + len(hk.encode("utf-8")) + (len(hv) if hv is not None else 0)
+    return total
+
+
+class BatchBuilder:
+    """Chunks and encodes partitions' records per `ProducerSettings`.
+
+    Args:
+        settings: the producer's send-path settings; a batch must fit in
+            one request next to the request's own fields, so
+            ``max_batch_bytes`` is ``max.request.size`` less 512 bytes
+            (at least 1024).
+    """
+
+    def __init__(self, settings: ProducerSettings) -> None:
+        self.settings = settings
+        self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
+
+    def build(self, part: PartitionSend, magic: int | None = None) -> None:
+        """Split ``part.records`` into chunks that fit a request and encode
+        them in message format ``magic`` (default: the format the
+        ``api.version`` cap allows, else v2)."""
+        s = self.settings
+        codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
+        if magic is None:
+            magic = 2 if s.max_produce_version is None else magic_for_produce_version(s.max_produce_version)
+        part.codec = codec
+        part.chunks = self.chunk(part, part.records, codec, magic)
+        part.counts = [len(c) for c in part.chunks]
+        part.records = []
+        self.encode(part, magic)
+
+    def chunk(self, part: PartitionSend, records: list, codec: int, magic: int) -> list[list]:
+        """Split ``records`` (``(key, value, timestamp[, headers])`` tuples)
+        into as few chunks as fit ``max_batch_bytes`` each in message format
+        ``magic`` (room left for ``codec``'s worst-case growth).
+
+        Raises:
+            MessageSizeTooLargeError: one record alone does not fit.
+        """
+        s = self.settings
+        limit = self.max_batch_bytes
+        if codec:
+            limit -= int(limit * COMPRESSION_MARGIN)
+        overhead = RECORD_OVERHEAD if magic == 2 else LEGACY_RECORD_OVERHEAD
+        # Usually everything fits in one batch: check that at C speed first.
+        total = (
+            BATCH_OVERHEAD
+            + overhead * len(records)
+            + sum(map(len, filter(None, map(_key_of, records))))
+            + sum(map(len, filter(None, map(_value_of, records))))
+            + part.header_bytes
+        )
+        if total <= limit:
+            return [records]
+        chunks = []
+        start = 0
+        size = BATCH_OVERHEAD
+        base_ts = records[0][2]
+        for i, r in enumerate(records):
+            k, v = r[0], r[1]
+            if magic == 2 and len(r) == 3:
+                # The exact v2 record size (the worst-case estimate above
+                # would split a batch sized to the limit in two).
+                n = v2_record_size(k, v, r[2] - base_ts, i - start)
+            else:
+                n = overhead + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+                if len(r) == 4 and r[3]:
+                    n += headers_size(r[3])
+            if size + n > limit:
+                if BATCH_OVERHEAD + n > limit:
+                    raise MessageSizeTooLargeError(
+                        f"a record of about {n} bytes for topic {part.topic!r} partition {part.partition} is larger "
+                        f"than max.request.size ({s.max_request_bytes} bytes)"
+                    )
+                chunks.append(records[start:i])
+                start = i
+                size = BATCH_OVERHEAD
+                base_ts = r[2]
+                if magic == 2 and len(r) == 3:
+                    n = v2_record_size(k, v, 0, 0)
+            size += n
+        chunks.append(records[start:] if start else records)
+        return chunks
+
+    def encode(self, part: PartitionSend, magic: int) -> None:
+        """Encode every pending chunk of ``part`` as one record batch v2
+        (``magic`` 2) or one message set v0/v1, whole-set compressed."""
+        codec = part.codec
+        if magic < 2 and part.header_bytes:
+            raise UnsupportedForMessageFormatError(
+                f"records for topic {part.topic!r} partition {part.partition} carry headers, which message format "
+                f"v{magic} cannot hold (headers need record batch v2, KIP-82)"
+            )
+        try:
+            if magic == 2:
+                part.batches = [build_batch(c, codec=codec) for c in part.chunks]
+            else:
+                part.batches = [build_message_set(c, magic=magic, codec=codec) for c in part.chunks]
+        except TypeError as exc:
+            raise TypeError(
+                f"cannot encode a record for topic {part.topic!r}: keys and values must be bytes after "
+                f"serialization (check serializer.class / key.serializer.class): {exc}"
+            ) from None
+        part.magic = magic
+
+    def use_magic(self, part: PartitionSend, magic: int) -> None:
+        """Re-encode ``part``'s pending chunks for message format ``magic``
+        (a leader that negotiated another Produce version than expected),
+        re-chunking when the per-record overhead grows (v2 -> v0/v1)."""
+        if part.magic == magic:
+            return
+        if magic < 2 <= part.magic:
+            records = [r for c in part.chunks for r in c]
+            part.chunks = self.chunk(part, records, part.codec, magic)
+            part.counts = [len(c) for c in part.chunks]
+        self.encode(part, magic)
+
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "COMPRESSION_MARGIN",
+    "LEGACY_RECORD_OVERHEAD",
+    "RECORD_OVERHEAD",
+    "BatchBuilder",
+    "PartitionSend",
+    "headers_size",
+    "v2_record_size",
+    "varint_size",
+]

@@ -1,0 +1,102 @@
+"""What the producer's send path reads from its configuration, and which
+message format a Produce version carries.
+
+`settings_from_config` reads a `kclient.config.ProducerConfig` once into
+a frozen `ProducerSettings`; `produce_version_cap` turns ``api.version``
+into the highest Produce version to send, and `magic_for_produce_version`
+gives the message format that version carries (Kafka protocol guide,
+"Produce API" and "Record Batch"; kafka-python's
+``max_usable_produce_magic``): v3+ record batch v2 (zstd from v7,
+KIP-110), v2 message set v1 (timestamps, KIP-32), v0-1 message set v0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kclient.protocol.records import codecs as _codecs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.config import ProducerConfig
+
+#: Produce v3 is the first carrying record batch v2.
+MIN_PRODUCE_VERSION = 3
+#: Produce v2 carries message set v1 (timestamps), v0 and v1 message set v0.
+MIN_MAGIC1_PRODUCE_VERSION = 2
+#: zstd batches need Produce v7+ (KIP-110).
+MIN_ZSTD_PRODUCE_VERSION = 7
+
+
+def produce_version_cap(api_version: tuple | None) -> int | None:
+    """Highest Produce version a client of Kafka release ``api_version``
+    (``(major, minor, patch)``, kclient's ``api.version``) sends, as
+    kafka-python picks it: 0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3,
+    1.0 -> 4, 1.1 -> 5, 2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8. ``None`` (auto)
+    gives ``None``: no cap beyond what the broker advertises."""
+    if api_version is None:
+        return None
+    for release, version in (((2, 4), 8), ((2, 1), 7), ((2, 0), 6), ((1, 1), 5), ((1, 0), 4), ((0, 11), 3), ((0, 10), 2), ((0, 9), 1)):
+        if tuple(api_version[:2]) >= release:
+            return version
+    return 0
+
+
+def magic_for_produce_version(version: int) -> int:
+    """Message format a Produce request of ``version`` carries: 2 for v3+,
+    1 for v2, 0 for v0-1."""
+    if version >= MIN_PRODUCE_VERSION:
+        return 2
+    return 1 if version >= MIN_MAGIC1_PRODUCE_VERSION else 0
+
+
+@attrs.frozen
+class ProducerSettings:
+    """The producer settings the send path reads, taken from a
+    ProducerConfig once (see `settings_from_config`).
+
+    ``acks``: request.required.acks (0, 1, -1); ``timeout_ms``:
+    request.timeout.ms, the time the broker may wait for acks (ms);
+    ``retries``: message.send.max.retries; ``backoff_ms``: retry.backoff.ms
+    (ms); ``codec``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4,
+    4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
+    all when a codec is set); ``max_request_bytes``: the most bytes a Produce
+    request (and so a record batch) may carry; ``max_produce_version``: the
+    cap from ``api.version`` (`produce_version_cap`), None for none.
+    """
+
+    acks: int = 1
+    timeout_ms: int = 10000
+    retries: int = 3
+    backoff_ms: int = 100
+    codec: int = 0
+    compressed_topics: frozenset = frozenset()
+    max_request_bytes: int = 1_048_576
+    max_produce_version: int | None = None
+
+
+def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
+    """Read the send-path settings off a `kclient.config.ProducerConfig`
+    (the one place the send path reads configuration)."""
+    return ProducerSettings(
+        acks=config.request_required_acks,
+        timeout_ms=config.request_timeout_ms,
+        retries=config.message_send_max_retries,
+        backoff_ms=config.retry_backoff_ms,
+        codec=_codecs.codec_id(config.compression_codec),
+        compressed_topics=frozenset(config.compressed_topics),
+        max_request_bytes=config.max_request_size,
+        max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
+    )
+
+
+__all__ = [
+    "MIN_MAGIC1_PRODUCE_VERSION",
+    "MIN_PRODUCE_VERSION",
+    "MIN_ZSTD_PRODUCE_VERSION",
+    "ProducerSettings",
+    "magic_for_produce_version",
+    "produce_version_cap",
+    "settings_from_config",
+]

@@ -105,6 +105,19 @@ def _primitive(name: str, flexible: bool) -> tuple[Writer, Reader, Any]:
     raise ValueError(f"unknown primitive type {name!r}")
 
 
+def _read_items(item_r, buf, pos: int, n: int):
+    """``n`` items read with ``item_r`` from ``pos``: (list, next position).
+    Each item takes at least one byte, so a count larger than the bytes left
+    is refused before anything is allocated."""
+    if n > len(buf) - pos:
+        raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
+    items = []
+    append = items.append
+    for _ in range(n):
+        v, pos = item_r(buf, pos)
+        append(v)
+    return items, pos
+
 def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Reader]:
     if flexible:
 
@@ -121,14 +134,7 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
             if n == 0:
                 return None, pos
             n -= 1
-            if n > len(buf) - pos:
-                raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
-            items = []
-            append = items.append
-            for _ in range(n):
-                v, pos = item_r(buf, pos)
-                append(v)
-            return items, pos
+            return _read_items(item_r, buf, pos, n)
 
     else:
 
@@ -146,14 +152,7 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
                 if n != -1:
                     raise ProtocolError(f"bad array length {n}")
                 return None, pos
-            if n > len(buf) - pos:
-                raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
-            items = []
-            append = items.append
-            for _ in range(n):
-                v, pos = item_r(buf, pos)
-                append(v)
-            return items, pos
+            return _read_items(item_r, buf, pos, n)
 
     return write, read
 

@@ -146,6 +146,16 @@ def write_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
+def _take_utf8(buf, pos: int, length: int):
+    """``length`` bytes at ``pos`` decoded as UTF-8: (str, next position).
+    Raises ProtocolError for truncation or bad UTF-8."""
+    raw, pos = _take(buf, pos, length)
+    try:
+        return bytes(raw).decode("utf-8"), pos
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"string is not UTF-8: {exc}") from None
+
+
 def read_string(buf, pos: int):
     """Read an int16-length (NULLABLE_)STRING; length -1 is None. Raises
     ProtocolError for truncation, other negative lengths or bad UTF-8."""
@@ -154,11 +164,7 @@ def read_string(buf, pos: int):
         if length != -1:
             raise ProtocolError(f"bad string length {length}")
         return None, pos
-    raw, pos = _take(buf, pos, length)
-    try:
-        return bytes(raw).decode("utf-8"), pos
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"string is not UTF-8: {exc}") from None
+    return _take_utf8(buf, pos, length)
 
 
 def write_bytes(out: bytearray, value) -> None:
@@ -196,11 +202,7 @@ def read_compact_string(buf, pos: int):
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
-    raw, pos = _take(buf, pos, n - 1)
-    try:
-        return bytes(raw).decode("utf-8"), pos
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"string is not UTF-8: {exc}") from None
+    return _take_utf8(buf, pos, n - 1)
 
 
 def write_compact_bytes(out: bytearray, value) -> None:

@@ -108,6 +108,18 @@ def _read_version(data: bytes, what: str) -> tuple[int, int]:
     return version, pos
 
 
+def _read_body(data, structs, max_version: int, what: str):
+    """The version and the body of an embedded struct: (version, dict). A
+    version above ``max_version`` is read with the newest struct known and
+    its extra bytes are ignored (newer versions only append fields); a known
+    version must use every byte."""
+    version, pos = _read_version(data, what)
+    body, end = structs[min(version, max_version)].read(data, pos)
+    if version <= max_version and end != len(data):
+        raise ProtocolError(f"{len(data) - end} unexpected trailing bytes after a v{version} {what}")
+    return version, body
+
+
 def encode_subscription(
     topics: Iterable[str],
     user_data: bytes | None = None,
@@ -164,10 +176,7 @@ def decode_subscription(data: bytes) -> Subscription:
         ProtocolError: If the bytes are truncated, carry trailing bytes
             (for v0-3) or a negative version.
     """
-    version, pos = _read_version(data, "subscription")
-    body, end = _SUBSCRIPTION[min(version, SUBSCRIPTION_MAX_VERSION)].read(data, pos)
-    if version <= SUBSCRIPTION_MAX_VERSION and end != len(data):
-        raise ProtocolError(f"{len(data) - end} unexpected trailing bytes after a v{version} subscription")
+    version, body = _read_body(data, _SUBSCRIPTION, SUBSCRIPTION_MAX_VERSION, "subscription")
     return Subscription(
         version=version,
         topics=tuple(body["topics"] or ()),
@@ -222,10 +231,7 @@ def decode_assignment(data: bytes) -> Assignment:
     """
     if len(data) == 0:
         return Assignment(version=0)
-    version, pos = _read_version(data, "assignment")
-    body, end = _ASSIGNMENT[min(version, ASSIGNMENT_MAX_VERSION)].read(data, pos)
-    if version <= ASSIGNMENT_MAX_VERSION and end != len(data):
-        raise ProtocolError(f"{len(data) - end} unexpected trailing bytes after a v{version} assignment")
+    version, body = _read_body(data, _ASSIGNMENT, ASSIGNMENT_MAX_VERSION, "assignment")
     return Assignment(
         version=version,
         assigned_partitions=_tuples(body["assigned_partitions"]),

@@ -213,43 +213,39 @@ def _unsnappy(data: bytes) -> bytes:
         raise CodecError(f"snappy: corrupt payload: {exc or type(exc).__name__}") from None
 
 
-def _unlz4(data: bytes) -> bytes:
-    import lz4.frame
-
+def _frames(name: str, data, new_decoder, errors) -> bytes:
+    """Decompress one or more frames that follow each other in ``data``
+    (a streaming decoder per frame, ``new_decoder()``; its ``eof`` and
+    ``unused_data`` say where the frame ended). A frame cut short or any
+    ``errors`` raised by the library become `CodecError` naming the codec."""
     out = bytearray()
     rest = data
     try:
         while rest:
-            dec = lz4.frame.LZ4FrameDecompressor()
+            dec = new_decoder()
             out += dec.decompress(rest)
             if not dec.eof:
-                raise CodecError(f"lz4: truncated frame ({len(data)} bytes)")
+                raise CodecError(f"{name}: truncated frame ({len(data)} bytes)")
             rest = dec.unused_data
     except CodecError:
         raise
-    except Exception as exc:  # RuntimeError from liblz4
-        raise CodecError(f"lz4: corrupt payload: {exc}") from None
+    except errors as exc:
+        raise CodecError(f"{name}: corrupt payload: {exc}") from None
     return bytes(out)
+
+
+def _unlz4(data: bytes) -> bytes:
+    import lz4.frame
+
+    # RuntimeError is what liblz4 raises for a corrupt frame.
+    return _frames("lz4", data, lz4.frame.LZ4FrameDecompressor, Exception)
 
 
 def _unzstd(data: bytes) -> bytes:
     import zstandard
 
     dctx = zstandard.ZstdDecompressor()
-    out = bytearray()
-    rest = data
-    try:
-        while rest:
-            dobj = dctx.decompressobj()
-            out += dobj.decompress(rest)
-            if not dobj.eof:
-                raise CodecError(f"zstd: truncated frame ({len(data)} bytes)")
-            rest = dobj.unused_data
-    except CodecError:
-        raise
-    except zstandard.ZstdError as exc:
-        raise CodecError(f"zstd: corrupt payload: {exc}") from None
-    return bytes(out)
+    return _frames("zstd", data, dctx.decompressobj, zstandard.ZstdError)
 
 
 def decompress(codec: int, data) -> bytes:

@@ -146,12 +146,10 @@ def write_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def _take_utf8(buf, pos: int, length: int):
-    """``length`` bytes at ``pos`` decoded as UTF-8: (str, next position).
-    Raises ProtocolError for truncation or bad UTF-8."""
-    raw, pos = _take(buf, pos, length)
+def _utf8(raw) -> str:
+    """``raw`` decoded as UTF-8; ProtocolError if it is not UTF-8."""
     try:
-        return bytes(raw).decode("utf-8"), pos
+        return bytes(raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"string is not UTF-8: {exc}") from None
 
@@ -164,7 +162,8 @@ def read_string(buf, pos: int):
         if length != -1:
             raise ProtocolError(f"bad string length {length}")
         return None, pos
-    return _take_utf8(buf, pos, length)
+    raw, pos = _take(buf, pos, length)
+    return _utf8(raw), pos
 
 
 def write_bytes(out: bytearray, value) -> None:
@@ -189,20 +188,15 @@ def read_bytes(buf, pos: int):
 
 def write_compact_string(out: bytearray, value: str | None) -> None:
     """Unsigned varint length+1 (0 = null) + UTF-8 bytes."""
-    if value is None:
-        out.append(0)
-        return
-    data = value.encode("utf-8")
-    write_uvarint(out, len(data) + 1)
-    out += data
+    write_compact_bytes(out, None if value is None else value.encode("utf-8"))
 
 
 def read_compact_string(buf, pos: int):
     """Read a COMPACT_(NULLABLE_)STRING (uvarint length+1, 0 = None)."""
-    n, pos = read_uvarint(buf, pos)
-    if n == 0:
+    raw, pos = read_compact_bytes(buf, pos)
+    if raw is None:
         return None, pos
-    return _take_utf8(buf, pos, n - 1)
+    return _utf8(raw), pos
 
 
 def write_compact_bytes(out: bytearray, value) -> None:

@@ -2,7 +2,7 @@
 
 Pure: no pyspark, no pyarrow, no sockets. `decode_columns` walks the
 batches of one partition's fetched bytes with the protocol layer's readers
-(`scan_batches`, `validate_batch`, `records_section`, `decode_rows` for v2;
+(`scan_batches`, and `kclient.protocol.records.rows.decode_batch_rows` for v2;
 `iter_entry_records` for v0/v1) and returns parallel lists, one per column
 of the Spark Kafka source schema, plus the offset to fetch next. Turning the
 lists into Arrow arrays is `kclient.spark.reader`'s job.
@@ -15,8 +15,8 @@ from bisect import bisect_left
 import attrs
 
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records import iter_entry_records, read_message, scan_batches, validate_batch
-from kclient.protocol.records.v2 import decode_rows, records_section
+from kclient.protocol.records import iter_entry_records, read_message, scan_batches
+from kclient.protocol.records.rows import decode_batch_rows
 
 __all__ = ["Columns", "TIMESTAMP_TYPE_CREATE", "TIMESTAMP_TYPE_LOG_APPEND", "TIMESTAMP_TYPE_NONE", "decode_columns"]
 
@@ -82,16 +82,11 @@ def decode_columns(buf: bytes, start: int, until: int, where: str = "") -> Colum
         batch = view[info.position : info.position + info.size]
         try:
             if info.magic == 2:
-                header = validate_batch(batch)
-                if header.is_control:
-                    continue
-                data, first, stop = records_section(buf, info.position, info.position + info.size, header.attributes, header.base_offset)
-                if not isinstance(data, bytes):
-                    data = bytes(data)
                 done = len(rows)
-                fixed = header.max_timestamp if header.is_log_append_time else None
-                decode_rows(data, first, stop, header.records_count, header.base_offset, header.base_timestamp, fixed, offsets, rows)
-                types.extend([TIMESTAMP_TYPE_LOG_APPEND if fixed is not None else TIMESTAMP_TYPE_CREATE] * (len(rows) - done))
+                header = decode_batch_rows(buf, info.position, info.size, offsets, rows)
+                if header is None:
+                    continue
+                types.extend([TIMESTAMP_TYPE_LOG_APPEND if header.is_log_append_time else TIMESTAMP_TYPE_CREATE] * (len(rows) - done))
             else:
                 wrapper = read_message(batch, 0)
                 kind = TIMESTAMP_TYPE_NONE if wrapper.magic == 0 else TIMESTAMP_TYPE_LOG_APPEND if wrapper.is_log_append_time else TIMESTAMP_TYPE_CREATE

@@ -122,14 +122,9 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
             if info.magic != 2:
                 records = [(r.offset, (r.key, r.value, r.timestamp, r.headers)) for r in iter_entry_records(batch)]
             else:
-                header = validate_batch(batch)
-                if header.is_control:
+                o, r = [], []
+                if decode_batch_rows(buf, info.position, info.size, o, r) is None:
                     continue
-                data, first, stop = records_section(buf, info.position, info.position + info.size, header.attributes, header.base_offset)
-                if not isinstance(data, bytes):
-                    data = bytes(data)
-                fixed_ts = header.max_timestamp if header.is_log_append_time else None
-                o, r = decode_rows(data, first, stop, header.records_count, header.base_offset, header.base_timestamp, fixed_ts)
                 records = list(zip(o, r))
         except CorruptRecordError as exc:
             raise _located(exc, where, info.base_offset) from None
@@ -146,3 +141,37 @@ def _located(exc: CorruptRecordError, where: str | None, base_offset: int) -> Co
 
 
 __all__ = ["CHUNK_ROWS", "iter_record_rows"]
+
+
+def decode_batch_rows(buf: bytes, position: int, size: int, offsets: list, rows: list):
+    """Check and decode the v2 record batch at ``buf[position:position +
+    size]`` (the general path: any codec), appending its absolute offsets
+    and ``(key, value, timestamp, headers)`` rows to ``offsets`` / ``rows``.
+
+    Args:
+        buf: The record set, as ``bytes`` (keys and values of uncompressed
+            batches are slices of it).
+        position: Byte position of the batch.
+        size: The batch's size in bytes (from `scan_batches`).
+        offsets: List the offsets are appended to.
+        rows: List the rows are appended to.
+
+    Returns:
+        The batch header (`kclient.protocol.records.v2.BatchHeader`: its
+        ``is_log_append_time`` says which timestamps the rows carry), or
+        None for a control batch (a transaction marker), which adds no row.
+
+    Raises:
+        CorruptRecordError: The CRC does not match, or the header or a
+            record is malformed.
+        CodecError: The records section does not decompress.
+    """
+    header = validate_batch(memoryview(buf)[position : position + size])
+    if header.is_control:
+        return None
+    data, first, stop = records_section(buf, position, position + size, header.attributes, header.base_offset)
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    fixed = header.max_timestamp if header.is_log_append_time else None
+    decode_rows(data, first, stop, header.records_count, header.base_offset, header.base_timestamp, fixed, offsets, rows)
+    return header

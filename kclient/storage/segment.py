@@ -36,7 +36,7 @@ import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import crc32c
 
@@ -437,6 +437,14 @@ class LogSegment:
             return info
         return None
 
+    def _scan_for(self, wanted: Callable[[BatchInfo], bool]) -> BatchInfo | None:
+        """The first batch from byte 0 that is ``wanted``, or None: the walk
+        used when an index cannot be trusted."""
+        for info in self.iter_batches(0):
+            if wanted(info):
+                return info
+        return None
+
     def _suspect(self, what: str, detail: str) -> None:
         if not self.index_suspect:
             logger.warning("segment %s: %s is inconsistent with the log (%s); scanning instead, rebuild pending", self.log_path, what, detail)
@@ -461,10 +469,7 @@ class LogSegment:
                 return None
             except (_BadIndex, CorruptRecordError) as exc:
                 self._suspect("offset index", str(exc))
-        for info in self.iter_batches(0):
-            if info.last_offset >= offset:
-                return info
-        return None
+        return self._scan_for(lambda info: info.last_offset >= offset)
 
     def find_position(self, offset: int) -> int | None:
         """Byte position of the batch holding ``offset`` (the first batch
@@ -500,10 +505,7 @@ class LogSegment:
                 return None
             except (_BadIndex, CorruptRecordError) as exc:
                 self._suspect("time index", str(exc))
-        for info in self.iter_batches(0):
-            if info.max_timestamp >= timestamp:
-                return info
-        return None
+        return self._scan_for(lambda info: info.max_timestamp >= timestamp)
 
     def read(self, position: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` bytes from byte ``position``, never past

@@ -3,8 +3,9 @@ Produce request's record set to the format a topic stores (on append), and
 down-conversion of stored data to the format a Fetch version can carry.
 
 Formats: message sets v0 / v1 (magic 0 / 1, KIP-32) and record batches v2
-(magic 2, KIP-98); Kafka protocol guide https://kafka.apache.org/protocol,
-"Message Sets" and "Record Batch", and `kclient.protocol.records.legacy` /
+(magic 2, KIP-98); Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Old Message Format"
+and "Record Batch", and `kclient.protocol.records.legacy` /
 `kclient.protocol.records.v2`. Which request versions carry which format
 (`kclient.protocol.records.formats`): Produce v0-1 and Fetch v0-1 carry
 v0, Produce v2 and Fetch v2-3 carry v0 or v1, Produce v3+ and Fetch v4+

@@ -13,7 +13,7 @@ client_id nullable string; v2 (flexible versions) adds a tagged-field
 section. Response header v0: correlation_id; v1 adds tagged fields, except
 that ApiVersions responses always use v0 (KIP-511). Source: Kafka protocol
 guide https://kafka.apache.org/protocol, "Common Request and Response
-Structure" and "Headers".
+Structure" and "Request and Response Headers".
 
 Pure: no sockets, no clock.
 """

@@ -9,8 +9,9 @@ bytes as they are (Kafka documentation
 https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
 one format shared by producer, broker and consumer), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
 
-Recovery follows Kafka's "Guarantees" (https://kafka.apache.org/documentation/#log:
-on startup a recovery process verifies that each message entry is valid): a batch is valid if it lies wholly
+Recovery follows the "Guarantees" part of the Kafka documentation's "Log"
+section (https://kafka.apache.org/documentation/#log: at startup the
+newest segment is scanned and every entry checked): a batch is valid if it lies wholly
 inside the file, its header is possible (size, magic), its offsets follow
 the previous batch and its CRC matches (CRC-32C for v2 over attributes..end,
 CRC32 over magic..end for v0/v1). The file is truncated at the first
@@ -82,7 +83,9 @@ def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
     """Whether the batch/entry described by ``info`` at ``position`` of
     ``buf`` carries a matching checksum: CRC-32C of bytes 21..end
     (attributes to the end) for a v2 batch, CRC32 of bytes 16..end (magic
-    to the end) for a v0/v1 entry (Kafka protocol guide, "Record Batch";
+    to the end) for a v0/v1 entry (Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
+"Old Message Format";
     `kclient.protocol.records.v2`, `kclient.protocol.records.legacy`)."""
     view = memoryview(buf)
     end = position + info.size

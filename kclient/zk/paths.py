@@ -4,8 +4,8 @@ Everything here is bytes and values in, bytes and values out: no kazoo, no
 sockets, no clock reads (timestamps are passed in). Source: the
 "Distribution" section of the Kafka 0.8 documentation
 (https://kafka.apache.org/082/documentation.html: "ZooKeeper Directories", "Broker Node Registry",
-"Broker Topic Registry", "Consumer Id Registry", "Consumer Offset
-Tracking", "Partition Owner registry"); the documents are written the way Kafka writes them, so Kafka's own tools
+"Broker Topic Registry", "Consumer Id Registry", "Consumer Offsets",
+"Partition Owner registry"); the documents are written the way Kafka writes them, so Kafka's own tools
 read them:
 
 - ``/brokers/ids/<id>`` -> `BrokerRegistration` JSON (ephemeral)

@@ -3,8 +3,9 @@
 (`.codecs`).
 
 Dispatch on the magic byte at position 16: every format keeps offset and
-size at the same place (bytes 0-11; Kafka protocol guide
-https://kafka.apache.org/protocol, "Record Batch"), so one record set may
+size at the same place (bytes 0-11; Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
+"Old Message Format"), so one record set may
 even mix formats (a log converted from v1 to v2 keeps its old entries).
 """
 

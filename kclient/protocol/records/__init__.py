@@ -30,12 +30,22 @@ from kclient.protocol.records.legacy import (
 
 
 def iter_record_set(buf) -> Iterator[Record]:
-    """Yield every record of every complete batch in ``buf`` (a Fetch
-    response's records), in any message format: v2 batches (control
-    batches skipped) and v0/v1 entries (compressed wrappers expanded with
-    absolute offsets, see `.legacy`). A partial batch at the end is
-    dropped. Raises `CorruptRecordError` on a bad batch or entry
-    (CRC mismatch, damaged or undecodable data, unknown magic)."""
+    """Every record of every complete batch in a record set, in any format.
+
+    v2 batches have their control batches skipped; v0/v1 entries have their
+    compressed wrappers expanded with absolute offsets (see `.legacy`). A
+    partial batch at the end is dropped.
+
+    Args:
+        buf: The record set bytes (e.g. a Fetch response's ``records``).
+
+    Yields:
+        Each `Record`, in offset order within the set.
+
+    Raises:
+        CorruptRecordError: A bad batch or entry (CRC mismatch, damaged or
+            undecodable data, unknown magic).
+    """
     view = memoryview(buf)
     for info in scan_batches(view):
         batch = view[info.position : info.position + info.size]

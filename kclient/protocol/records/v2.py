@@ -170,12 +170,28 @@ def build_batch(
 ) -> bytes:
     """Encode one v2 record batch.
 
-    ``records``: iterable of ``(key, value, timestamp_ms)`` or
-    ``(key, value, timestamp_ms, headers)``; key/value bytes or None;
-    headers a sequence of ``(str, bytes|None)`` or `Header`. Offsets
-    are ``base_offset + i``. ``codec``: one of `codecs`' ids; the
-    records section is compressed as a whole. Returns the batch bytes with
-    the CRC-32C filled in. Raises ValueError for an empty ``records``.
+    Args:
+        records: ``(key, value, timestamp_ms)`` or ``(key, value,
+            timestamp_ms, headers)`` tuples; key and value are bytes or
+            ``None``, headers a sequence of ``(str, bytes | None)`` or
+            `Header`. Record ``i`` gets offset ``base_offset + i``.
+        base_offset: The first record's offset.
+        codec: One of `codecs`' ids; the records section is compressed as a
+            whole.
+        timestamp_type_log_append: Set the LogAppendTime attribute bit.
+        producer_id: Idempotent/transactional producer id, -1 for none.
+        producer_epoch: That producer's epoch, -1 for none.
+        base_sequence: The first record's sequence number, -1 for none.
+        partition_leader_epoch: Written by the broker on append; -1 from a
+            client.
+        is_transactional: Set the transactional attribute bit.
+        is_control: Set the control-batch attribute bit.
+
+    Returns:
+        The batch bytes with the CRC-32C filled in.
+
+    Raises:
+        ValueError: ``records`` is empty.
     """
     records = records if isinstance(records, (list, tuple)) else list(records)
     if not records:
@@ -258,8 +274,19 @@ def build_batch(
 
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
-    """Decode the 61-byte header at ``pos``. Raises CorruptRecordError if the
-    buffer is too short or the magic is not 2."""
+    """Decode the 61-byte batch header at ``pos``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data.
+        pos: Offset of the batch's first byte.
+
+    Returns:
+        The decoded header.
+
+    Raises:
+        kclient.errors.CorruptRecordError: ``buf`` is too short or the magic
+            is not 2.
+    """
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header truncated at byte {pos}")
     fields = HEADER.unpack_from(buf, pos)
@@ -274,9 +301,17 @@ def compute_crc(batch) -> int:
 
 
 def validate_batch(batch) -> BatchHeader:
-    """Check one complete batch's size and CRC-32C; return its header.
+    """Check one complete batch's size and CRC-32C.
 
-    Raises `CorruptRecordError` naming the expected and actual CRC.
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+
+    Returns:
+        The batch's header.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A bad size or a CRC mismatch (the
+            message names the expected and actual CRC).
     """
     header = read_header(batch)
     if header.size != len(batch):
@@ -469,9 +504,19 @@ def decode_rows(
 
 
 def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
-    """Decode one complete v2 batch into a list of plain tuples
-    ``(offset, timestamp, key, value, headers)``. Same checks and errors as
-    `iter_records`."""
+    """Decode one complete v2 batch into plain tuples.
+
+    Same checks and errors as `iter_records`.
+
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+        header: The batch's header if already decoded.
+        check_crc: Verify the CRC-32C first.
+
+    Returns:
+        ``(offset, timestamp, key, value, headers)`` per record, in offset
+            order.
+    """
     if header is None:
         header = validate_batch(batch) if check_crc else read_header(batch)
     if not isinstance(batch, bytes):
@@ -485,9 +530,22 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
 
 
 def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
-    """Yield the records of one complete v2 batch with absolute offsets and
-    timestamps (LogAppendTime batches report ``max_timestamp`` for every
-    record, as Kafka does). Raises `CorruptRecordError` on a CRC
-    mismatch (when ``check_crc``) or malformed records."""
+    """The records of one complete v2 batch, with absolute offsets and timestamps.
+
+    LogAppendTime batches report ``max_timestamp`` for every record, as Kafka
+    does.
+
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+        header: The batch's header if already decoded.
+        check_crc: Verify the CRC-32C first.
+
+    Yields:
+        Each `Record`, in offset order.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A CRC mismatch (when
+            ``check_crc``) or malformed records.
+    """
     for t in decode_records(batch, header, check_crc=check_crc):
         yield Record(*t)

@@ -150,16 +150,26 @@ class LogConfig:
 
     @classmethod
     def from_broker_config(cls, config: Any) -> LogConfig:
-        """Build from a broker config object by attribute name (missing or
-        ``None`` attributes keep the defaults): ``log_segment_bytes``,
-        ``log_index_interval_bytes``, ``message_max_bytes``,
-        ``log_index_size_max_bytes``, ``log_roll_ms`` else
-        ``log_roll_hours``, ``log_flush_interval_messages``,
-        ``log_flush_interval_ms``, ``log_retention_ms`` else
-        ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
-        precedence; a negative value means unlimited),
-        ``log_retention_bytes``. Raises `ConfigError` for values
-        out of range."""
+        """Build from a broker config object, reading attributes by name.
+
+        Missing or ``None`` attributes keep the defaults.
+
+        Args:
+            config: An object with any of ``log_segment_bytes``,
+                ``log_index_interval_bytes``, ``message_max_bytes``,
+                ``log_index_size_max_bytes``, ``log_roll_ms`` else
+                ``log_roll_hours``, ``log_flush_interval_messages``,
+                ``log_flush_interval_ms``, ``log_retention_ms`` else
+                ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
+                precedence; a negative value means unlimited),
+                ``log_retention_bytes``.
+
+        Returns:
+            The log configuration.
+
+        Raises:
+            kclient.errors.ConfigError: A value is out of range.
+        """
 
         def get(name: str) -> Any:
             return getattr(config, name, None)
@@ -619,8 +629,16 @@ class Log:
         return seg
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Force a new active segment at the log end offset unless the active
-        one is empty; returns the active segment."""
+        """Force a new active segment at the log end offset.
+
+        Nothing happens when the active segment is empty.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            The active segment.
+        """
         with self._lock:
             self._check_open()
             if self.active_segment.size:
@@ -630,13 +648,23 @@ class Log:
     # ------------------------------------------------------------ flush
 
     def flush(self, now_ms: int | None = None) -> bool:
-        """``os.fsync`` every segment holding unflushed data (log, index and
-        time index files) and, after a roll or deletion, the directory; then
-        the recovery point becomes the log end offset seen at the start.
-        The fsyncs run outside the writer lock, so appends continue
-        meanwhile. Returns ``False`` if there was nothing to flush. Seed
-        001's guarantee: what is flushed survives a system crash. Raises
-        ``OSError`` if an fsync fails."""
+        """Make everything appended so far durable.
+
+        ``os.fsync`` every segment holding unflushed data (log, index and time
+        index files) and, after a roll or deletion, the directory; then the
+        recovery point becomes the log end offset seen at the start. The fsyncs
+        run outside the writer lock, so appends continue meanwhile. Seed 001's
+        guarantee: what is flushed survives a system crash.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            ``False`` if there was nothing to flush.
+
+        Raises:
+            OSError: An fsync failed.
+        """
         with self._lock:
             self._check_open()
             for seg in self._view.segments:
@@ -679,11 +707,21 @@ class Log:
         return True
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
-        """Time-based flush policy (``flush_interval_ms``, S):
-        flush if messages are unflushed and the oldest of them was appended
-        ``flush_interval_ms`` or more ago. ``now_ms``: the time (default:
-        the log's clock). Returns whether it flushed. The broker calls this
-        periodically (``log.flush.scheduler.interval.ms``)."""
+        """Time-based flush policy (``flush_interval_ms``).
+
+        Flush if messages are unflushed and the oldest of them was appended
+        ``flush_interval_ms`` or more ago. The broker calls this periodically
+        (``log.flush.scheduler.interval.ms``).
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            Whether it flushed.
+
+        Raises:
+            OSError: An fsync failed.
+        """
         interval = self.config.flush_interval_ms
         if interval is None:
             return False
@@ -933,12 +971,19 @@ class Log:
             self._recovery_point = self.log_start_offset
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
-        """Delete segments from the oldest while ``should_delete(segment)``
-        is true, never the active one (Kafka's "Deletes": data is deleted
-        one log segment at a time; the segment list is replaced copy-on-write, so
-        concurrent reads keep a consistent view). The log start offset
-        becomes the base of the oldest remaining segment. Returns the number
-        of segments deleted."""
+        """Delete segments from the oldest while ``should_delete(segment)`` is true.
+
+        The active segment is never deleted. As in Kafka's "Deletes", whole
+        segments go, and the segment list is replaced copy-on-write, so
+        concurrent reads keep a consistent view. The log start offset becomes
+        the base of the oldest remaining segment.
+
+        Args:
+            should_delete: Called on each segment, oldest first.
+
+        Returns:
+            The number of segments deleted.
+        """
         with self._lock:
             self._check_open()
             segs = self._view.segments
@@ -950,16 +995,22 @@ class Log:
             return n
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        """Retention (``log.retention.ms`` / ``log.retention.bytes``):
-        delete whole segments, oldest first, never the active one, while
-        the segment's largest timestamp (its file mtime when it has no
-        timestamps) is more than ``retention_ms`` before ``now_ms``, or
-        while the log minus that segment still holds ``retention_bytes``
-        or more (Kafka's rules). ``now_ms`` defaults to the log's clock.
-        The log start offset advances to the oldest remaining segment; reads
-        below it raise `OffsetOutOfRangeError`. Returns the number of
-        segments deleted. Also rebuilds indexes that readers found
-        inconsistent."""
+        """Retention (``log.retention.ms`` / ``log.retention.bytes``), Kafka's rules.
+
+        Delete whole segments, oldest first, never the active one, while the
+        segment's largest timestamp (its file mtime when it has no timestamps)
+        is more than ``retention_ms`` before ``now_ms``, or while the log minus
+        that segment still holds ``retention_bytes`` or more. The log start
+        offset advances to the oldest remaining segment; later reads below it
+        raise `OffsetOutOfRangeError`. Also rebuilds indexes that readers found
+        inconsistent.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            The number of segments deleted.
+        """
         now = self._clock() if now_ms is None else now_ms
         cfg = self.config
         with self._lock:

@@ -126,7 +126,7 @@ class Broker:
         every connection is closed and every log flushed and closed.
 
         Args:
-            task_status: trio's task status; ``task_status.started(bound_port)``
+            task_status (trio.TaskStatus): ``task_status.started(bound_port)``
                 is called once the port is bound.
 
         Raises:

@@ -158,7 +158,7 @@ def decode_subscription(data: bytes) -> Subscription:
 
     Returns:
         The subscription; a version above 3 is read as v3 and its extra
-        bytes are ignored.
+            bytes are ignored.
 
     Raises:
         ProtocolError: If the bytes are truncated, carry trailing bytes
@@ -214,7 +214,7 @@ def decode_assignment(data: bytes) -> Assignment:
 
     Returns:
         The assignment; a version above 3 is read as v3 and its extra bytes
-        are ignored.
+            are ignored.
 
     Raises:
         ProtocolError: If the bytes are truncated, carry trailing bytes

@@ -132,8 +132,8 @@ class ClusterView:
 
         Returns:
             The offset per topic-partition; for a timestamp, the earliest
-            offset whose timestamp is at or after it, or -1 when no record is
-            that recent.
+                offset whose timestamp is at or after it, or -1 when no record is
+                that recent.
 
         Raises:
             BrokerResponseError: a partition's error after the retries (e.g.

@@ -533,7 +533,7 @@ class Log:
 
         Returns:
             The offsets assigned. An empty ``records`` writes nothing and
-            returns ``(log_end_offset, log_end_offset - 1)``.
+                returns ``(log_end_offset, log_end_offset - 1)``.
 
         Raises:
             MessageSizeTooLargeError: One batch is larger than
@@ -751,9 +751,9 @@ class Log:
 
         Returns:
             A `FileSlice` of one segment file. An offset equal to the log end
-            offset (or in a segment rolled after the snapshot) gives an empty
-            slice. The slice keeps the segment open until released, even if
-            retention deletes it meanwhile.
+                offset (or in a segment rolled after the snapshot) gives an empty
+                slice. The slice keeps the segment open until released, even if
+                retention deletes it meanwhile.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
@@ -814,7 +814,7 @@ class Log:
 
         Returns:
             The bytes with the partition's offsets at read time. An offset
-            equal to the log end offset gives empty records.
+                equal to the log end offset gives empty records.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
@@ -878,11 +878,11 @@ class Log:
 
         Returns:
             ``(offset, timestamp_ms)``: -1 gives ``(log_end_offset, -1)``,
-            -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
-            the largest timestamp as ``(its base offset, that timestamp)``;
-            otherwise the first batch whose largest timestamp is
-            ``>= timestamp_ms`` gives ``(its base offset, its largest
-            timestamp)`` (batch granularity). ``None`` if there is none.
+                -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
+                the largest timestamp as ``(its base offset, that timestamp)``;
+                otherwise the first batch whose largest timestamp is
+                ``>= timestamp_ms`` gives ``(its base offset, its largest
+                timestamp)`` (batch granularity). ``None`` if there is none.
 
         Found by lookup: bisect over the running maximum of the segments'
         largest timestamps picks the segment, then its time index, its

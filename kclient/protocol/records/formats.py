@@ -69,7 +69,7 @@ def magic_for_kafka_version(version: tuple[int, int, int]) -> int:
 
     Returns:
         0 for 0.8.x and 0.9.x, 1 for 0.10.x (all its IV steps), 2 for 0.11.0
-        and later (Kafka's ``ApiVersion`` / ``RecordVersion`` table).
+            and later (Kafka's ``ApiVersion`` / ``RecordVersion`` table).
     """
     if version < KAFKA_MAGIC1_MIN_VERSION:
         return 0

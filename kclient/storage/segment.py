@@ -80,13 +80,22 @@ def parse_base_offset(name: str) -> int | None:
 
 
 def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
-    """Whether the batch/entry described by ``info`` at ``position`` of
-    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end
-    (attributes to the end) for a v2 batch, CRC32 of bytes 16..end (magic
-    to the end) for a v0/v1 entry (Kafka documentation
-https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
-"Old Message Format";
-    `kclient.protocol.records.v2`, `kclient.protocol.records.legacy`)."""
+    """Whether the batch/entry described by ``info`` carries a matching checksum.
+
+    CRC-32C of bytes 21..end (attributes to the end) for a v2 batch, CRC32
+    of bytes 16..end (magic to the end) for a v0/v1 entry (Kafka
+    documentation https://kafka.apache.org/documentation/#messageformat,
+    "Record Batch" and "Old Message Format"; `kclient.protocol.records.v2`,
+    `kclient.protocol.records.legacy`).
+
+    Args:
+        buf (bytes | bytearray | memoryview | mmap.mmap): The segment's data.
+        position: The batch's byte position in ``buf``.
+        info: The batch's facts, from `kclient.protocol.records.scan`.
+
+    Returns:
+        Whether the checksum matches.
+    """
     view = memoryview(buf)
     end = position + info.size
     if info.magic == 2:
@@ -522,9 +531,17 @@ class LogSegment:
         return None
 
     def find_position(self, offset: int) -> int | None:
-        """Byte position of the batch holding ``offset`` (the first batch
-        whose last offset is ``>= offset``), or ``None`` if the segment ends
-        before ``offset``. Kafka's ``LogSegment.translateOffset``."""
+        """Byte position of the batch holding ``offset``.
+
+        Kafka's ``LogSegment.translateOffset``.
+
+        Args:
+            offset: An absolute offset.
+
+        Returns:
+            The position of the first batch whose last offset is ``>= offset``,
+                or ``None`` if the segment ends before ``offset``.
+        """
         info = self.find_batch(offset)
         return None if info is None else info.position
 

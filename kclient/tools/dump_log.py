@@ -450,9 +450,16 @@ def dump_files(
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``dump-log`` subcommand to ``subparsers`` (from
-    ``ArgumentParser.add_subparsers``); it sets ``func`` to `run`,
-    which returns the exit code. Returns the new sub-parser."""
+    """Add the ``dump-log`` subcommand.
+
+    The subcommand sets ``func`` to `run`, which returns the exit code.
+
+    Args:
+        subparsers: From ``ArgumentParser.add_subparsers``.
+
+    Returns:
+        The new sub-parser.
+    """
     p = subparsers.add_parser(
         "dump-log",
         help="print log segment and index files like Kafka's DumpLogSegments",

@@ -354,10 +354,23 @@ _ZZ = _zigzag_decode_table()
 
 
 def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) -> tuple:
-    """The records of the batch whose bytes are ``buf[pos:end]`` as
-    ``(data, start, stop)``: the batch's own buffer and bounds when it is
-    uncompressed (no copy), else the decompressed bytes. Raises
-    `CorruptRecordError` when decompression fails."""
+    """The records section of the batch whose bytes are ``buf[pos:end]``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The batch's buffer.
+        pos: The batch's first byte in ``buf``.
+        end: The byte after the batch.
+        attributes: The batch's attributes (codec in bits 0-2).
+        base_offset: The batch's base offset, for error messages.
+
+    Returns:
+        ``(data, start, stop)``: the batch's own buffer and bounds when it is
+            uncompressed (no copy), else the decompressed bytes and their
+            bounds.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Decompression fails.
+    """
     codec = attributes & ATTR_CODEC_MASK
     if not codec:
         return buf, pos + HEADER_SIZE, end
@@ -379,22 +392,36 @@ def decode_rows(
     offsets: list | None = None,
     rows: list | None = None,
 ) -> tuple[list, list]:
-    """Decode ``count`` records from ``data[pos:end]`` (a batch's
-    uncompressed records section, see `records_section`) into two
-    lists: the absolute offsets, and one ``(key, value, timestamp,
-    headers)`` tuple per record (the field order of the consumer's Message,
-    which builds its objects from these in C, see
-    `kclient.client.message_set.ByteBufferMessageSet`). Timestamps are
-    ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
-    given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
-    slices of it. ``offsets`` / ``rows``: lists to append to (several
-    batches into one pair), new ones by default; on an error they may hold
-    part of this batch. Raises `CorruptRecordError` for malformed
-    records.
+    """Decode ``count`` records from a batch's uncompressed records section.
 
     The consumer's hot loop: one iteration per record, so it is written for
     the common shape (one- and two-byte varints looked up in ``_ZZ``, null
-    key, no headers) with the general case in the ``else`` branches.
+    key, no headers) with the general case in the ``else`` branches. Rows
+    have the field order of the consumer's Message, which builds its objects
+    from them in C (see `kclient.client.message_set.ByteBufferMessageSet`).
+
+    Args:
+        data: The records section (see `records_section`); should be
+            ``bytes``: keys and values are slices of it.
+        pos: The first record's byte in ``data``.
+        end: The byte after the last record.
+        count: The batch's record count.
+        base_offset: The batch's base offset.
+        base_timestamp: The batch's base timestamp (ms); each record's is
+            ``base_timestamp + delta``.
+        fixed_timestamp: For LogAppendTime, the timestamp (ms) of every
+            record.
+        offsets: A list to append the offsets to (several batches into one
+            pair); a new one by default.
+        rows: A list to append the rows to; a new one by default.
+
+    Returns:
+        ``(offsets, rows)``: the absolute offsets and one ``(key, value,
+            timestamp, headers)`` tuple per record. On an error the lists
+            passed in may hold part of this batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Malformed records.
     """
     zz = _ZZ
     rv = read_varint

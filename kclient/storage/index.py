@@ -36,17 +36,21 @@ _WRITE_BUFFER_BYTES = 4096
 
 
 class IndexFile:
-    """Base of the segment index files: entries of two integer columns kept
-    in memory (``array('q')``) and appended to a file in a fixed binary
-    layout.
+    """Base of the segment index files.
 
-    Subclasses set `ENTRY` (a ``struct.Struct`` of one entry) and
-    implement `_decode` (file fields -> column values) and
-    `_encode` (column values -> file bytes). ``path`` is created if
-    missing; a trailing partial entry is dropped (WARNING) on load.
-    ``base_offset`` is the segment's base offset. Raises ``OSError`` on
-    I/O failure. Not thread-safe for writers; readers only touch the
-    in-memory columns.
+    Entries of two integer columns are kept in memory (``array('q')``) and
+    appended to a file in a fixed binary layout. Subclasses set `ENTRY` (a
+    ``struct.Struct`` of one entry) and implement `_decode` (file fields ->
+    column values) and `_encode` (column values -> file bytes). Not
+    thread-safe for writers; readers only touch the in-memory columns.
+
+    Args:
+        path: The index file; created if missing. A trailing partial entry
+            is dropped (WARNING) on load.
+        base_offset: The segment's base offset.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY: struct.Struct = ENTRY
@@ -229,17 +233,22 @@ class IndexFile:
 class OffsetIndex(IndexFile):
     """In-memory plus on-disk sparse offset index for one segment.
 
-    ``path``: the ``.index`` file (created if missing; a trailing partial
-    entry is dropped on load). ``base_offset``: the segment's base offset,
-    which the stored relative offsets are added to.
-
     Entries are kept in two ``array('q')`` columns (absolute offsets, byte
-    positions) so `lookup` is a ``bisect``. Raises ``OSError`` on I/O
-    failure and ``ValueError`` for an entry that would break the ordering
-    or does not fit the int32 fields.
+    positions) so `lookup` is a ``bisect``. ``append`` raises ``ValueError``
+    for an entry that would break the ordering or does not fit the int32
+    fields.
 
     Source: Kafka's ``OffsetIndex`` / ``AbstractIndex`` (no mmap or
     preallocation here: the file holds exactly the entries written).
+
+    Args:
+        path: The ``.index`` file (created if missing; a trailing partial
+            entry is dropped on load).
+        base_offset: The segment's base offset, which the stored relative
+            offsets are added to.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY = ENTRY

@@ -111,31 +111,34 @@ def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, at
 
 @attrs.frozen
 class LogConfig:
-    """Per-log settings (Kafka broker ``log.*`` / topic configs and their
-    defaults). Sizes in bytes, times in ms.
+    """Per-log settings (Kafka broker ``log.*`` / topic configs and their defaults).
 
-    * ``segment_bytes`` (``log.segment.bytes``, 1 GiB): roll the active
-      segment when an append would take it past this size (14 .. 2**31-1).
-    * ``index_interval_bytes`` (``log.index.interval.bytes``, 4096): add
-      offset / time index entries after about this many bytes.
-    * ``max_message_bytes`` (``message.max.bytes``): the largest single
-      batch accepted, including its 12-byte log overhead.
-    * ``roll_ms`` (``log.roll.ms`` / ``log.roll.hours``, 7 days): roll the
-      active segment when its first batch is older than this.
-    * ``flush_interval_messages`` (``log.flush.interval.messages``, M;
-      default 2**63-1 = never): fsync after this many unflushed
-      messages.
-    * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
-      never by time): `Log.flush_if_due` fsyncs once the oldest
-      unflushed append is this old.
-    * ``retention_ms`` (``log.retention.ms/minutes/hours``, 7 days; -1 =
-      unlimited): delete segments whose largest timestamp is older.
-    * ``retention_bytes`` (``log.retention.bytes``, -1 = unlimited): delete
-      the oldest segments while the log is larger.
-    * ``index_max_bytes`` (``log.index.size.max.bytes``, 10 MiB): roll when
-      an index file reaches this size.
+    Sizes in bytes, times in ms.
 
-    Raises `ConfigError` for a value out of range.
+    Attributes:
+        segment_bytes: ``log.segment.bytes``, 1 GiB: roll the active segment
+            when an append would take it past this size (14 .. 2**31-1).
+        index_interval_bytes: ``log.index.interval.bytes``, 4096: add
+            offset / time index entries after about this many bytes.
+        max_message_bytes: ``message.max.bytes``: the largest single batch
+            accepted, including its 12-byte log overhead.
+        roll_ms: ``log.roll.ms`` / ``log.roll.hours``, 7 days: roll the
+            active segment when its first batch is older than this.
+        flush_interval_messages: ``log.flush.interval.messages``, the "M"
+            of Kafka's "Writes" (default 2**63-1 = never): fsync after
+            this many unflushed messages.
+        flush_interval_ms: ``log.flush.interval.ms``, the "S" of Kafka's
+            "Writes" (``None`` = never by time): `Log.flush_if_due` fsyncs
+            once the oldest unflushed append is this old.
+        retention_ms: ``log.retention.ms/minutes/hours``, 7 days (-1 =
+            unlimited): delete segments whose largest timestamp is older.
+        retention_bytes: ``log.retention.bytes`` (-1 = unlimited): delete the
+            oldest segments while the log is larger.
+        index_max_bytes: ``log.index.size.max.bytes``, 10 MiB: roll when an
+            index file reaches this size.
+
+    Raises:
+        kclient.errors.ConfigError: A value is out of range.
     """
 
     segment_bytes: int = attrs.field(default=1073741824, validator=_int_field(14, _INT32_MAX))

@@ -33,12 +33,18 @@ _INT32_MAX = 2**31 - 1
 class TimeIndex(IndexFile):
     """In-memory plus on-disk sparse time index for one segment.
 
-    ``path``: the ``.timeindex`` file (created if missing; a trailing
-    partial entry is dropped on load). ``base_offset``: the segment's base
-    offset. Columns: timestamps (ms) and absolute offsets, so
-    `lookup` is a ``bisect``. Raises ``OSError`` on I/O failure.
+    Columns: timestamps (ms) and absolute offsets, so `lookup` is a
+    ``bisect``.
 
     Source: Kafka's ``TimeIndex`` (no mmap or preallocation).
+
+    Args:
+        path: The ``.timeindex`` file (created if missing; a trailing partial
+            entry is dropped on load).
+        base_offset: The segment's base offset.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY = TIME_ENTRY

@@ -2,7 +2,8 @@
 `kclient.storage.FileSlice` ranges of segment files, sent with
 ``os.sendfile``, as Kafka does (Kafka documentation
 https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
-zero-copy with sendfile; and #networklayer, "Network Layer").
+zero-copy with sendfile; and
+https://kafka.apache.org/documentation/#networklayer, "Network Layer").
 
 `encode_spliced_response` encodes a response body whose ``records``
 fields hold `FileSlice` objects (Fetch v4+, stored

@@ -83,11 +83,16 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 
 async def run_broker_until_signalled(config, *, on_listening: Callable[[str, int], None] | None = None) -> None:
-    """Run a `kclient.broker.Broker` for ``config`` until SIGINT or
-    SIGTERM arrives (or the surrounding scope is cancelled), then stop it
-    cleanly. ``on_listening(host, port)`` is called once it listens, with
-    the advertised host and the bound port. Must run in the main thread
-    (signal handling)."""
+    """Run a `kclient.broker.Broker` until SIGINT or SIGTERM, then stop it cleanly.
+
+    Also stops when the surrounding scope is cancelled. Must run in the main
+    thread (signal handling).
+
+    Args:
+        config (kclient.config.BrokerConfig): The broker's configuration.
+        on_listening: Called once the broker listens, with the advertised
+            host and the bound port.
+    """
     from kclient.broker import Broker
 
     broker = Broker(config)
@@ -118,9 +123,16 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point (``kclient`` in pyproject.toml): parse ``argv``
-    (default ``sys.argv[1:]``), run the subcommand, return the exit status.
-    Configuration errors print a one-line message and give status 2."""
+    """Console entry point (``kclient`` in pyproject.toml).
+
+    Configuration errors print a one-line message and give status 2.
+
+    Args:
+        argv: The arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status.
+    """
     from kclient.errors import ConfigError, ZooKeeperError
 
     parser = build_parser()

@@ -26,6 +26,6 @@ def now_ms() -> int:
 
     Returns:
         The current time as an integer number of milliseconds, truncated
-        (``time.time_ns() // 1_000_000``).
+            (``time.time_ns() // 1_000_000``).
     """
     return time.time_ns() // 1_000_000

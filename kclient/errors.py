@@ -359,8 +359,8 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
 
     Returns:
         The registered subclass of `BrokerResponseError`; an unknown code
-        maps to a fresh subclass named ``UNKNOWN_<code>`` so the code is
-        never lost.
+            maps to a fresh subclass named ``UNKNOWN_<code>`` so the code is
+            never lost.
     """
     try:
         return _BY_CODE[code]

@@ -35,9 +35,18 @@ def resolve_dotted(path: str) -> Any:
     """Import the object named by ``"package.module.Name[.Attr...]"``.
 
     Tries the longest prefix that is a module, then follows the remaining
-    parts with ``getattr``. Raises `ConfigError` if no prefix is an
-    importable module, if importing the module itself fails (the original
-    error is chained), or if an attribute is missing.
+    parts with ``getattr``.
+
+    Args:
+        path: The dotted path.
+
+    Returns:
+        The object it names.
+
+    Raises:
+        kclient.errors.ConfigError: No prefix is an importable module,
+            importing the module itself fails (the original error is
+            chained), or an attribute is missing.
     """
     parts = path.strip().split(".")
     if not all(part.isidentifier() for part in parts):
@@ -80,15 +89,23 @@ def _accepted_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
 def load_plugin(value: Any, base_class: type[T], /, *, property_name: str | None = None, **kwargs: Any) -> T:
     """Turn a plug-in property value into an instance of ``base_class``.
 
-    ``value`` is a dotted path (imported with `resolve_dotted`; if it
-    names a class the class is instantiated, otherwise the object must be an
-    instance already), a class (instantiated with those ``kwargs`` its
-    constructor accepts) or an instance (returned unchanged).
-    ``property_name`` only improves error messages.
+    Args:
+        value: A dotted path (imported with `resolve_dotted`; if it names a
+            class the class is instantiated, otherwise the object must be an
+            instance already), a class (instantiated with those ``kwargs``
+            its constructor accepts) or an instance (returned unchanged).
+        base_class: The class the plug-in must be an instance of.
+        property_name: The configuration property, only for error messages.
+        **kwargs: Offered to the constructor; those it does not accept are
+            left out.
 
-    Raises `ConfigError` if the import fails, the class is not a
-    subclass of ``base_class``, the object is not an instance of it, or the
-    constructor raises (the original error is chained).
+    Returns:
+        The plug-in instance.
+
+    Raises:
+        kclient.errors.ConfigError: The import fails, the class is not a
+            subclass of ``base_class``, the object is not an instance of it,
+            or the constructor raises (the original error is chained).
     """
     where = f" for {property_name}" if property_name else ""
     expected = f"{base_class.__module__}.{base_class.__qualname__}"

@@ -73,8 +73,18 @@ class LoopThread:
         return threading.current_thread() is self._thread
 
     def call(self, async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Run ``async_fn(*args)`` on the loop, block until done, return its
-        result. Raises `LoopClosedError` if the loop is closed."""
+        """Run ``async_fn(*args)`` on the loop and block until it is done.
+
+        Args:
+            async_fn: The async function to run.
+            *args: Its positional arguments.
+
+        Returns:
+            Its result (its exception is raised here).
+
+        Raises:
+            kclient.errors.LoopClosedError: The loop is closed.
+        """
         if self._closed or self._token is None:
             raise LoopClosedError("the client's event loop is closed")
         try:
@@ -90,7 +100,16 @@ class LoopThread:
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Cancel the loop's background tasks and join the thread."""
+        """Cancel the loop's background tasks and join the thread.
+
+        Args:
+            timeout: The most seconds to wait for the thread, ``None`` for no
+                limit.
+
+        Raises:
+            Exception: The error that ended the loop thread, if any (re-raised
+                here; cancellation is not an error).
+        """
         if self._closed:
             return
         self._closed = True

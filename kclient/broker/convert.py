@@ -3,8 +3,9 @@ Produce request's record set to the format a topic stores (on append), and
 down-conversion of stored data to the format a Fetch version can carry.
 
 Formats: message sets v0 / v1 (magic 0 / 1, KIP-32) and record batches v2
-(magic 2, KIP-98); Kafka protocol guide https://kafka.apache.org/protocol,
-"Message Sets" and "Record Batch", and `kclient.protocol.records.legacy` /
+(magic 2, KIP-98); Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Old Message Format"
+and "Record Batch", and `kclient.protocol.records.legacy` /
 `kclient.protocol.records.v2`. Which request versions carry which format
 (`kclient.protocol.records.formats`): Produce v0-1 and Fetch v0-1 carry
 v0, Produce v2 and Fetch v2-3 carry v0 or v1, Produce v3+ and Fetch v4+
@@ -140,11 +141,20 @@ class PreparedAppend:
 
 
 def stamp_v2_log_append_time(batch, now_ms: int) -> bytes:
-    """A copy of one complete v2 batch stamped with LogAppendTime: attribute
-    bit 3 set and ``maxTimestamp = now_ms``, CRC-32C recomputed; records
-    (and ``baseTimestamp``) untouched, as Kafka's
+    """A copy of one complete v2 batch stamped with LogAppendTime.
+
+    Attribute bit 3 is set and ``maxTimestamp = now_ms``, CRC-32C
+    recomputed; records (and ``baseTimestamp``) are untouched, as Kafka's
     ``DefaultRecordBatch.setMaxTimestamp`` does. Readers then report
-    ``now_ms`` for every record."""
+    ``now_ms`` for every record.
+
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one v2 batch.
+        now_ms: The broker's clock in ms since the epoch.
+
+    Returns:
+        The stamped batch.
+    """
     out = bytearray(batch)
     (attributes,) = _I16.unpack_from(out, _V2_ATTRIBUTES_AT)
     _I16.pack_into(out, _V2_ATTRIBUTES_AT, attributes | ATTR_TIMESTAMP_TYPE)
@@ -250,20 +260,28 @@ def prepare_append(
     log_append_time_ms: int | None = None,
     max_message_bytes: int = 1048588,
 ) -> PreparedAppend:
-    """Validate one partition's Produce record set and convert it to the
-    stored format (module docstring).
+    """Validate one partition's Produce record set and convert it to the stored format.
 
-    ``records``: the partition's record set (bytes-like). ``produce_version``:
-    the request's version (decides which formats and codecs are allowed).
-    ``stored_magic``: 0, 1 or 2, from ``log.message.format.version`` /
-    topic ``message.format.version``. ``log_append_time_ms``: the broker's
-    clock (ms) when the topic uses LogAppendTime, None for CreateTime.
-    ``max_message_bytes``: ``message.max.bytes``, checked on each incoming
-    batch / entry (the log checks the stored ones again).
+    See the module docstring. All or nothing: nothing of the set may be
+    appended once a batch fails.
 
-    All or nothing: raises `AppendRejected` carrying the Kafka error
-    code for the first failing batch, and nothing of the set may then be
-    appended.
+    Args:
+        records (bytes | bytearray | memoryview): The partition's record set.
+        produce_version: The request's version (decides which formats and
+            codecs are allowed).
+        stored_magic: 0, 1 or 2, from ``log.message.format.version`` / topic
+            ``message.format.version``.
+        log_append_time_ms: The broker's clock (ms) when the topic uses
+            LogAppendTime, ``None`` for CreateTime.
+        max_message_bytes: ``message.max.bytes``, checked on each incoming
+            batch / entry (the log checks the stored ones again).
+
+    Returns:
+        The converted record set and what the append needs to know of it.
+
+    Raises:
+        AppendRejected: A batch fails; it carries the Kafka error code for
+            the first failing batch.
     """
     view = memoryview(records).cast("B")
     units = _validate(view, produce_version, stored_magic, max_message_bytes)
@@ -354,9 +372,18 @@ def prepare_append(
 
 
 def has_zstd(data) -> bool:
-    """Whether any complete v2 batch of ``data`` is zstd-compressed (it then
-    has no v0/v1 form: a Fetch v0-3 answers UNSUPPORTED_COMPRESSION_TYPE).
-    Raises `CorruptRecordError` for an impossible batch header."""
+    """Whether any complete v2 batch of ``data`` is zstd-compressed.
+
+    Such a batch has no v0/v1 form: a Fetch v0-3 answers
+    UNSUPPORTED_COMPRESSION_TYPE.
+
+    Args:
+        data (bytes | bytearray | memoryview): Whole batches, maybe a partial
+            one at the end.
+
+    Raises:
+        kclient.errors.CorruptRecordError: An impossible batch header.
+    """
     view = memoryview(data)
     for info in scan_batches(view):
         if info.magic == 2 and _codec_of(view, info) == codecs.ZSTD:
@@ -407,12 +434,23 @@ def _v1_to_v0(raw) -> bytes:
 
 
 def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
-    """One complete stored batch / entry (``raw``) in message format
-    ``to_magic`` (0 or 1, below its own), offsets exact (module docstring).
-    Returns ``raw`` unchanged if it is not newer than ``to_magic``, and
-    b"" for a control batch. Raises `CorruptRecordError` for data
-    that does not decode and `codecs.CodecError` for zstd (no v0/v1
-    form)."""
+    """One complete stored batch / entry in message format ``to_magic``, offsets exact.
+
+    See the module docstring.
+
+    Args:
+        raw (bytes | bytearray | memoryview): The batch or entry.
+        to_magic: 0 or 1, below the batch's own.
+        fetch_offset: The Fetch request's offset for this partition.
+
+    Returns:
+        The converted bytes; ``raw`` unchanged if it is not newer than
+            ``to_magic``; ``b""`` for a control batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: The data does not decode.
+        codecs.CodecError: zstd (no v0/v1 form).
+    """
     magic = raw[MAGIC_AT]
     if magic <= to_magic:
         return bytes(raw)
@@ -422,17 +460,28 @@ def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
 
 
 def down_convert(data, to_magic: int, *, fetch_offset: int = 0, max_bytes: int = 0x7FFFFFFF) -> bytes:
-    """The records of a Fetch read (``data``: whole batches, maybe a
-    partial one at the end) in a format a Fetch response of magic
-    ``to_magic`` can carry.
+    """The records of a Fetch read in a format a Fetch response of magic ``to_magic`` can carry.
 
     If no complete batch is newer than ``to_magic`` the bytes are returned
-    unchanged. Otherwise every batch is converted (`convert_batch`),
-    the partial tail is dropped (it cannot be converted; the client asks
-    again from there), and whole converted batches are kept while the total
-    stays within ``max_bytes`` (bytes), always at least the first (KIP-74).
-    Offsets are those stored. Raises `CorruptRecordError` /
-    `codecs.CodecError` as `convert_batch`.
+    unchanged. Otherwise every batch is converted (`convert_batch`), the
+    partial tail is dropped (it cannot be converted; the client asks again
+    from there), and whole converted batches are kept while the total stays
+    within ``max_bytes``, always at least the first (KIP-74). Offsets are
+    those stored.
+
+    Args:
+        data (bytes | bytearray | memoryview): Whole batches, maybe a partial
+            one at the end.
+        to_magic: 0 or 1.
+        fetch_offset: The Fetch request's offset for this partition.
+        max_bytes: The most bytes to return (at least one batch is).
+
+    Returns:
+        The converted record set.
+
+    Raises:
+        kclient.errors.CorruptRecordError: As `convert_batch`.
+        codecs.CodecError: As `convert_batch`.
     """
     view = memoryview(data)
     infos = list(scan_batches(view))

@@ -90,12 +90,20 @@ def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> d
 def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
     """Read every requested partition once.
 
-    Returns ``(responses, total_record_bytes, any_error)`` where
-    ``responses`` is the Fetch response's ``responses`` array. Records are
-    down-converted bytes for ``version`` < 4; for v4+ they are
-    `kclient.storage.FileSlice` objects when ``zero_copy`` (the
-    caller owns them: `kclient.broker.zerocopy.release_slices`),
-    else bytes read from the files. An empty read is ``b""``.
+    Args:
+        state: The broker's state.
+        body: The decoded Fetch request.
+        version: The Fetch request's version.
+        zero_copy: For v4+, return `kclient.storage.FileSlice` objects
+            instead of bytes.
+
+    Returns:
+        ``(responses, total_record_bytes, any_error)`` where ``responses``
+            is the Fetch response's ``responses`` array. Records are
+            down-converted bytes for ``version`` < 4; for v4+ they are
+            `kclient.storage.FileSlice` objects when ``zero_copy`` (the caller
+            owns them: `kclient.broker.zerocopy.release_slices`), else bytes
+            read from the files. An empty read is ``b""``.
     """
     responses: list[dict] = []
     try:
@@ -180,16 +188,27 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
 async def handle_fetch(
     state: BrokerState, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
 ) -> dict:
-    """Answer a Fetch request v0-11 (see the module docstring), waiting up to
-    ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records. While it
-    waits it also awaits ``peer_gone()`` (if given: True once the client
-    disconnected, False when it cannot tell) and raises
-    `ClientGone` if that says the client is gone. For v4+ the
-    response's ``records`` are `kclient.storage.FileSlice` objects
-    owned by the caller (encode them with
-    `kclient.broker.zerocopy.encode_spliced_response`); reads
-    superseded during the long poll, and every read when cancelled, are
-    released here."""
+    """Answer a Fetch request v0-11 (see the module docstring).
+
+    Waits up to ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records.
+    Reads superseded during the long poll, and every read when cancelled,
+    are released here.
+
+    Args:
+        state: The broker's state.
+        header: The request header.
+        body: The decoded Fetch request.
+        peer_gone: Awaited while waiting: True once the client disconnected,
+            False when it cannot tell.
+
+    Returns:
+        The response body. For v4+ its ``records`` are
+            `kclient.storage.FileSlice` objects owned by the caller (encode
+            them with `kclient.broker.zerocopy.encode_spliced_response`).
+
+    Raises:
+        ClientGone: ``peer_gone()`` said the client is gone.
+    """
     version = header.api_version
     if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
         log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)

@@ -199,15 +199,27 @@ class BrokerState:
 
     @classmethod
     def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
-        """Open the logs under ``config.log_dirs`` (settings from
-        `kclient.storage.LogConfig.from_broker_config`: segment,
-        index, roll, flush and retention properties) and read (or create)
-        the cluster id in the first log dir's ``meta.properties``. What
-        recovery truncated is logged at WARNING per partition
-        (``recovered <topic>-<p>: truncated N bytes``); a clean start at
-        INFO. Raises
-        `kclient.errors.ConfigError` for inconsistent metadata and
-        OSError for unusable directories."""
+        """Open the logs and read (or create) the cluster id.
+
+        The logs under ``config.log_dirs`` get their settings from
+        `kclient.storage.LogConfig.from_broker_config` (segment, index, roll,
+        flush and retention properties); the cluster id is in the first log
+        dir's ``meta.properties``. What recovery truncated is logged at WARNING
+        per partition (``recovered <topic>-<p>: truncated N bytes``); a clean
+        start at INFO.
+
+        Args:
+            config: The broker's configuration.
+            advertised_host: The host given to clients in Metadata.
+            advertised_port: The port given to clients in Metadata.
+
+        Returns:
+            The broker's state.
+
+        Raises:
+            kclient.errors.ConfigError: Inconsistent metadata.
+            OSError: An unusable directory.
+        """
         log_dirs = list(config.log_dirs)
         if not log_dirs:
             raise ConfigError("log.dirs is empty")
@@ -229,11 +241,18 @@ class BrokerState:
     # ------------------------------------------------------------ topics
 
     def ensure_topic(self, name: str, *, allow_create: bool) -> int:
-        """Error code for using topic ``name``: NONE if it exists (after
-        creating it with ``num.partitions`` partitions when ``allow_create``
-        and ``auto.create.topics.enable``), INVALID_TOPIC_EXCEPTION for an
-        illegal name that would have been created, else
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        """The error code for using topic ``name``.
+
+        Args:
+            name: The topic.
+            allow_create: Create the topic (with ``num.partitions`` partitions)
+                if it is missing and ``auto.create.topics.enable`` is set.
+
+        Returns:
+            NONE if the topic exists (perhaps just created),
+                INVALID_TOPIC_EXCEPTION for an illegal name that would have been
+                created, else UNKNOWN_TOPIC_OR_PARTITION.
+        """
         if self.logs.get(name, 0) is not None or name in self.logs.topics():
             return NONE
         if not (allow_create and self.auto_create_topics):
@@ -296,10 +315,24 @@ class RequestHandlers:
     async def handle(
         self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
     ) -> dict | None:
-        """Answer one request (see the class docstring). ``peer_gone``:
-        an async function that returns True once the client has closed the
-        connection (False: it cannot tell, data is pending); a Fetch long
-        poll watches it while waiting."""
+        """Answer one request (see the class docstring).
+
+        Args:
+            header: The request header.
+            body: The decoded request body.
+            peer_gone: An async function that returns True once the client has
+                closed the connection (False: it cannot tell, data is pending);
+                a Fetch long poll watches it while waiting.
+
+        Returns:
+            The response body, or ``None`` when the request gets no response
+                (Produce with acks=0).
+
+        Raises:
+            CloseConnection: Kafka would close the connection instead of
+                answering (no handler for the API key, a failed Produce with
+                acks=0).
+        """
         if header.api_key == 1:
             return await self.fetch(header, body, peer_gone=peer_gone)
         handler = self._table.get(header.api_key)

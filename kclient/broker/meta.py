@@ -60,11 +60,20 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def load_or_create_meta(log_dir: str | os.PathLike, broker_id: int) -> str:
-    """Return the cluster id stored in ``log_dir/meta.properties``, creating
-    the file (with a new cluster id) if it does not exist.
+    """The cluster id stored in ``log_dir/meta.properties``.
 
-    Raises `kclient.errors.ConfigError` if the file names another
-    broker id (Kafka's InconsistentBrokerIdException) or is unreadable.
+    The file is created (with a new cluster id) if it does not exist.
+
+    Args:
+        log_dir: A log directory.
+        broker_id: This broker's ``broker.id``.
+
+    Returns:
+        The cluster id.
+
+    Raises:
+        kclient.errors.ConfigError: The file names another broker id
+            (Kafka's InconsistentBrokerIdException) or is unreadable.
     """
     directory = Path(log_dir)
     directory.mkdir(parents=True, exist_ok=True)

@@ -119,14 +119,19 @@ class Broker:
         self._scope: trio.CancelScope | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Open the logs, listen on ``listen_host:listen_port`` (port 0 picks
-        a free one), call ``task_status.started(bound_port)``, then serve
-        until cancelled or `stop` is called (then it returns
-        normally). On the way out every connection is closed and every log
-        flushed and closed.
+        """Run the broker until cancelled or `stop` is called.
 
-        Raises OSError if the address cannot be bound and
-        `kclient.errors.ConfigError` for an unusable log directory.
+        Opens the logs, listens on ``listen_host:listen_port`` (port 0 picks a
+        free one), then serves; after `stop` it returns normally. On the way out
+        every connection is closed and every log flushed and closed.
+
+        Args:
+            task_status (trio.TaskStatus): ``task_status.started(bound_port)``
+                is called once the port is bound.
+
+        Raises:
+            OSError: The address cannot be bound.
+            kclient.errors.ConfigError: A log directory is unusable.
         """
         config = self.config
         host = config.listen_host
@@ -197,9 +202,11 @@ class Broker:
             log.info("broker %d stopped; logs flushed and closed", state.broker_id)
 
     def stop(self) -> None:
-        """Ask `serve` to stop (it closes every connection, flushes and
-        closes the logs, and returns). No effect if it is not serving.
-        Call from the trio thread."""
+        """Ask `serve` to stop.
+
+        It then closes every connection, flushes and closes the logs, and
+        returns. No effect if it is not serving. Call from the trio thread.
+        """
         if self._scope is not None:
             self._scope.cancel()
 

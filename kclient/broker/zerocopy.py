@@ -2,7 +2,8 @@
 `kclient.storage.FileSlice` ranges of segment files, sent with
 ``os.sendfile``, as Kafka does (Kafka documentation
 https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
-zero-copy with sendfile; and #networklayer, "Network Layer").
+zero-copy with sendfile; and
+https://kafka.apache.org/documentation/#networklayer, "Network Layer").
 
 `encode_spliced_response` encodes a response body whose ``records``
 fields hold `FileSlice` objects (Fetch v4+, stored
@@ -108,11 +109,19 @@ class SplicedResponse:
         return b"".join(p if isinstance(p, bytes) else p.read() for p in self.parts)
 
     async def send(self, stream: trio.SocketStream) -> None:
-        """Write the frame to ``stream``'s socket: bytes with ``send``,
-        slices with ``os.sendfile`` (see the module docstring). Raises
-        `SpliceError` if a file ends early and ``OSError``
-        (``BrokenPipeError``, ``ConnectionResetError``) if the peer goes
-        away. Does not release the slices."""
+        """Write the frame to ``stream``'s socket.
+
+        Bytes go with ``send``, slices with ``os.sendfile`` (see the module
+        docstring). Does not release the slices.
+
+        Args:
+            stream: A connected socket stream.
+
+        Raises:
+            SpliceError: A file ends early.
+            OSError: The peer went away (``BrokenPipeError``,
+                ``ConnectionResetError``).
+        """
         sock = stream.socket
         fd = sock.fileno()
         for part in self.parts:
@@ -167,14 +176,28 @@ async def _send_slice(sock: Any, fd: int, piece: FileSlice) -> None:
 def encode_spliced_response(
     api: Api, version: int, correlation_id: int, body: dict, *, min_sendfile_bytes: int = SENDFILE_MIN_BYTES
 ) -> bytes | SplicedResponse:
-    """Frame a response (size, response header, body by the schema) whose
-    ``records`` fields may hold `FileSlice` objects. Slices of at
-    least ``min_sendfile_bytes`` stay in their files; shorter ones are read
-    (``pread``) into the bytes and released. Returns plain ``bytes`` when
-    no slice stays (every slice is then released), else a
-    `SplicedResponse` owning the slices that stay. On an encoding or
-    read error every slice is released and the error raised
-    (``ValueError`` from the schema, ``OSError`` from a read)."""
+    """Frame a response whose ``records`` fields may hold `FileSlice` objects.
+
+    Size, response header, body by the schema. Slices of at least
+    ``min_sendfile_bytes`` stay in their files; shorter ones are read
+    (``pread``) into the bytes and released. On an error every slice is
+    released before it propagates.
+
+    Args:
+        api: The response's API.
+        version: The API version.
+        correlation_id: The request's correlation id.
+        body: Field values by name.
+        min_sendfile_bytes: Smallest slice, in bytes, worth a ``sendfile``.
+
+    Returns:
+        Plain ``bytes`` when no slice stays (every slice is then released),
+            else a `SplicedResponse` owning the slices that stay.
+
+    Raises:
+        ValueError: The body does not fit the schema.
+        OSError: Reading a short slice failed.
+    """
     try:
         out = _SpliceBuffer(b"\x00\x00\x00\x00")
         out += _SIZE.pack(correlation_id)

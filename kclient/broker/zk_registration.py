@@ -76,10 +76,14 @@ class BrokerRegistrar:
         self.controller_epoch = 1
 
     async def start(self) -> None:
-        """Connect (raises `ZkTimeoutError` after
-        ``zookeeper.connection.timeout.ms``) and register the broker and its
-        topics. Raises `ZooKeeperError` if another
-        live broker holds this ``broker.id``."""
+        """Connect to ZooKeeper and register the broker and its topics.
+
+        Raises:
+            kclient.errors.ZkTimeoutError: No connection within
+                ``zookeeper.connection.timeout.ms``.
+            kclient.errors.ZooKeeperError: Another live broker holds this
+                ``broker.id``.
+        """
         self._zk = TrioZk(self.client)
         await trio.to_thread.run_sync(self.client.start)
         try:

@@ -54,9 +54,19 @@ class PendingResponse:
         self._pending = pending
 
     async def wait(self, timeout_ms: int | None = None) -> dict:
-        """The decoded response body. Raises `KafkaTimeoutError` after
-        ``timeout_ms`` (default request.timeout.ms) and
-        `KafkaConnectionError` if the connection is lost."""
+        """Wait for the response.
+
+        Args:
+            timeout_ms: How long to wait, in ms (default
+                ``request.timeout.ms``).
+
+        Returns:
+            The decoded response body.
+
+        Raises:
+            kclient.errors.KafkaTimeoutError: No response within ``timeout_ms``.
+            kclient.errors.KafkaConnectionError: The connection was lost.
+        """
         response = await self._conn._wait(self._api, self._pending, timeout_ms)
         return response.body
 
@@ -108,11 +118,24 @@ class BrokerConnection:
         request_timeout_ms: int = 30000,
         negotiate: bool = True,
     ) -> "BrokerConnection":
-        """Open a connection, start its reader in ``nursery`` and (unless
-        ``negotiate`` is False) fetch the broker's ApiVersions.
+        """Open a connection and start its reader in ``nursery``.
 
-        Raises `KafkaConnectionError` if the broker cannot be reached
-        within ``connect_timeout_ms``.
+        Args:
+            nursery: Runs the connection's reader task.
+            host: The broker's host.
+            port: The broker's port.
+            client_id: Sent in every request header.
+            connect_timeout_ms: Connection timeout in ms.
+            request_timeout_ms: Default response timeout of each request, in ms.
+            negotiate: Fetch the broker's ApiVersions first, so that requests
+                default to the highest common version.
+
+        Returns:
+            The open connection.
+
+        Raises:
+            kclient.errors.KafkaConnectionError: The broker cannot be reached
+                within ``connect_timeout_ms``.
         """
         try:
             with trio.fail_after(connect_timeout_ms / 1000):
@@ -149,8 +172,19 @@ class BrokerConnection:
         self._versions.clear()
 
     def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:
-        """Highest version of ``api`` both sides support (raises
-        `UnsupportedVersionError`)."""
+        """Highest version of ``api`` both sides support.
+
+        Args:
+            api: The API to send.
+            floor: Lowest version kclient will use.
+            ceiling: Highest version kclient will use.
+
+        Returns:
+            The version.
+
+        Raises:
+            kclient.errors.UnsupportedVersionError: No common version.
+        """
         key = (api.key, floor, ceiling)
         version = self._versions.get(key)
         if version is None:  # negotiated once per (api, bounds); per request after that
@@ -158,13 +192,23 @@ class BrokerConnection:
         return version
 
     async def request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> dict:
-        """Send one request and return the decoded response body (a dict), or
-        None when ``expect_response`` is False (Produce acks=0).
+        """Send one request and wait for its response.
 
-        ``version`` defaults to the negotiated one. Raises
-        `KafkaTimeoutError` after ``timeout_ms`` (default
-        request.timeout.ms) and `KafkaConnectionError` if the
-        connection is lost.
+        Args:
+            api: The API.
+            body: Field values by name.
+            version: The API version (default: the negotiated one).
+            expect_response: ``False`` for requests the broker does not answer
+                (Produce with acks=0).
+            timeout_ms: Response timeout in ms (default ``request.timeout.ms``).
+
+        Returns:
+            The decoded response body, or ``None`` when ``expect_response`` is
+                False.
+
+        Raises:
+            kclient.errors.KafkaTimeoutError: No response within ``timeout_ms``.
+            kclient.errors.KafkaConnectionError: The connection was lost.
         """
         if version is None:
             version = self.version_for(api)
@@ -172,12 +216,26 @@ class BrokerConnection:
         return None if response is None else response.body
 
     async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True) -> "PendingResponse | None":
-        """Write one request and return without waiting for its response:
-        a `PendingResponse` to ``await .wait()`` later, or None when
-        ``expect_response`` is False. Requests started one after another on
-        a connection are written, and answered, in that order (how a
-        producer keeps several requests in flight without reordering).
-        Raises `KafkaConnectionError` if the write fails."""
+        """Write one request and return without waiting for its response.
+
+        Requests started one after another on a connection are written, and
+        answered, in that order (how a producer keeps several requests in
+        flight without reordering).
+
+        Args:
+            api: The API.
+            body: Field values by name.
+            version: The API version (default: the negotiated one).
+            expect_response: ``False`` for requests the broker does not answer
+                (Produce with acks=0).
+
+        Returns:
+            A `PendingResponse` to ``await .wait()`` later, or ``None`` when
+                ``expect_response`` is False.
+
+        Raises:
+            kclient.errors.KafkaConnectionError: The write failed.
+        """
         if version is None:
             version = self.version_for(api)
         return await self._start(api, version, body, expect_response)

@@ -13,7 +13,7 @@ client_id nullable string; v2 (flexible versions) adds a tagged-field
 section. Response header v0: correlation_id; v1 adds tagged fields, except
 that ApiVersions responses always use v0 (KIP-511). Source: Kafka protocol
 guide https://kafka.apache.org/protocol, "Common Request and Response
-Structure" and "Headers".
+Structure" and "Request and Response Headers".
 
 Pure: no sockets, no clock.
 """
@@ -67,15 +67,23 @@ class FrameBuffer:
         self._buf += data
 
     def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:
-        """Where to receive the rest of a large frame without intermediate
-        copies: when the frame now being received has a known size of at
-        least ``min_frame_bytes`` and is not complete, a writable view of its
-        missing bytes in the buffer `next_frame` will return (a
-        ``bytearray``); after receiving ``n`` bytes into it call
-        `received`. Otherwise None (use `feed`).
+        """Where to receive the rest of a large frame without intermediate copies.
 
-        Saves a 1 MB fetch response two copies (into the accumulation
-        buffer, then out of it) and the socket layer's per-call allocation."""
+        Saves a 1 MB fetch response two copies (into the accumulation buffer,
+        then out of it) and the socket layer's per-call allocation. After
+        receiving ``n`` bytes into the view, call `received`.
+
+        Args:
+            min_frame_bytes: Only frames of at least this many bytes (size
+                prefix excluded) are received in place.
+
+        Returns:
+            A writable view of the missing bytes of the frame now being
+                received, inside the ``bytearray`` that `next_frame` will
+                return; ``None`` when the frame's size is not known yet, it is
+                smaller than ``min_frame_bytes`` or already complete (use `feed`
+                then).
+        """
         big = self._big
         if big is None:
             buf = self._buf
@@ -94,8 +102,11 @@ class FrameBuffer:
         return memoryview(big)[self._big_fill :]
 
     def received(self, n: int) -> None:
-        """``n`` bytes were written into the view `receive_buffer`
-        returned."""
+        """Record that bytes were written into the view `receive_buffer` returned.
+
+        Args:
+            n: How many bytes were written (at most the view's length).
+        """
         self._big_fill += n
 
     @property
@@ -169,8 +180,19 @@ def response_header_version(api: Api, version: int) -> int:
 
 def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytearray:
     """Frame a request: size, header (v1 or v2), body encoded by the schema.
-    Returns the bytearray it was built in (no final copy: a Produce request
-    carries up to ``max.request.size`` bytes of record batches)."""
+
+    Args:
+        api: The request's API.
+        version: The API version to encode.
+        correlation_id: Echoed back in the response header.
+        client_id: The header's client id (``None`` is a null string).
+        body: Field values by name, as the schema of ``version`` names them.
+
+    Returns:
+        The ``bytearray`` the frame was built in, size prefix included (no
+            final copy: a Produce request carries up to ``max.request.size``
+            bytes of record batches).
+    """
     out = bytearray(b"\x00\x00\x00\x00")
     out += _REQ_HEAD.pack(api.key, version, correlation_id)
     p.write_string(out, client_id)
@@ -186,7 +208,16 @@ def parse_request_header(frame) -> RequestHeader:
 
     Only the fixed start (api_key, api_version, correlation_id, client_id) is
     read for unknown APIs/versions, so a broker can still answer them.
-    Raises `ProtocolError` if the frame is too short.
+
+    Args:
+        frame (bytes | bytearray | memoryview): The frame's bytes after the
+            int32 size.
+
+    Returns:
+        The header, with the offset where the body starts.
+
+    Raises:
+        kclient.errors.ProtocolError: The frame is too short.
     """
     if len(frame) < 8:
         raise ProtocolError(f"request frame of {len(frame)} bytes is shorter than a header")
@@ -201,8 +232,17 @@ def parse_request_header(frame) -> RequestHeader:
 def decode_request(header: RequestHeader, frame) -> dict:
     """Decode a request body with the schema for ``header``'s API version.
 
-    Raises ValueError for an API/version kclient does not implement and
-    `ProtocolError` for malformed bytes.
+    Args:
+        header: The frame's header, from `parse_request_header`.
+        frame (bytes | bytearray | memoryview): The same bytes that were
+            given to `parse_request_header`.
+
+    Returns:
+        Field values by name.
+
+    Raises:
+        ValueError: kclient does not implement that API or version.
+        kclient.errors.ProtocolError: The body bytes are malformed.
     """
     api = APIS.get(header.api_key)
     if api is None:
@@ -222,9 +262,18 @@ def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> 
 
 
 def encode_unsupported_api_versions(correlation_id: int, supported: list[tuple[int, int, int]]) -> bytes:
-    """The KIP-511 answer to an ApiVersions request of a version the broker
-    lacks: response header v0 and a v0 body with error UNSUPPORTED_VERSION (35) and the array of
-    supported (api_key, min, max)."""
+    """The KIP-511 answer to an ApiVersions request of a version the broker lacks.
+
+    Args:
+        correlation_id: The request's correlation id.
+        supported: ``(api_key, min_version, max_version)`` of every API the
+            broker supports.
+
+    Returns:
+        The framed response (size prefix included): response header v0
+            and a v0 body with error UNSUPPORTED_VERSION (35) and the
+            supported APIs.
+    """
     body = {
         "error_code": UNSUPPORTED_VERSION,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported],

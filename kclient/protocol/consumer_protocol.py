@@ -5,9 +5,9 @@ Group members of `protocol_type` "consumer" put a
 and the leader sends each member a `ConsumerProtocolAssignment` in
 SyncGroup's `assignment`. Both are an int16 version followed by the
 (never flexible) struct of that version. Source:
-`ConsumerProtocolSubscription.json` / `ConsumerProtocolAssignment.json`;
-see the Kafka protocol guide (https://kafka.apache.org/protocol) and
-KIP-429 (v1 owned partitions), KIP-792 (v2 generation id) and KIP-881
+`ConsumerProtocolSubscription.json` / `ConsumerProtocolAssignment.json`
+(in Kafka's ``clients/src/main/resources/common/message``; the protocol
+guide does not describe this embedded format) and KIP-429 (v1 owned partitions), KIP-792 (v2 generation id) and KIP-881
 (v3 rack id). Versions 0-3 of both are implemented; the assignment has the
 same layout in every version.
 
@@ -170,7 +170,7 @@ def decode_subscription(data: bytes) -> Subscription:
 
     Returns:
         The subscription; a version above 3 is read as v3 and its extra
-        bytes are ignored.
+            bytes are ignored.
 
     Raises:
         ProtocolError: If the bytes are truncated, carry trailing bytes
@@ -223,7 +223,7 @@ def decode_assignment(data: bytes) -> Assignment:
 
     Returns:
         The assignment; a version above 3 is read as v3 and its extra bytes
-        are ignored.
+            are ignored.
 
     Raises:
         ProtocolError: If the bytes are truncated, carry trailing bytes

@@ -66,7 +66,15 @@ def read_bool(buf, pos: int):
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
-    """Append ``value`` (>= 0) as an unsigned LEB128 varint."""
+    """Append ``value`` as an unsigned LEB128 varint (7 bits a byte).
+
+    Args:
+        out: The buffer to append to.
+        value: The integer to write; must be >= 0.
+
+    Raises:
+        ValueError: ``value`` is negative.
+    """
     if value < 0:
         raise ValueError(f"unsigned varint cannot hold {value}")
     while value > 0x7F:
@@ -76,7 +84,19 @@ def write_uvarint(out: bytearray, value: int) -> None:
 
 
 def read_uvarint(buf, pos: int):
-    """Read an unsigned varint (at most 5 bytes for 32 bits, 10 for 64)."""
+    """Read an unsigned varint (at most 5 bytes for 32 bits, 10 for 64).
+
+    Args:
+        buf (bytes | bytearray | memoryview): The bytes to read from.
+        pos: Offset of the varint's first byte in ``buf``.
+
+    Returns:
+        (tuple[int, int]): The value and the offset just after the varint.
+
+    Raises:
+        kclient.errors.ProtocolError: The varint is truncated or longer
+            than 10 bytes.
+    """
     result = 0
     shift = 0
     n = len(buf)
@@ -135,7 +155,15 @@ def _take(buf, pos: int, length: int):
 
 
 def write_string(out: bytearray, value: str | None) -> None:
-    """int16 length + UTF-8 bytes; ``None`` is length -1 (NULLABLE_STRING)."""
+    """Append a (NULLABLE_)STRING: int16 length + UTF-8 bytes.
+
+    Args:
+        out: The buffer to append to.
+        value: The string; ``None`` is written as length -1.
+
+    Raises:
+        ValueError: The UTF-8 encoding is longer than 32767 bytes.
+    """
     if value is None:
         out += b"\xff\xff"
         return
@@ -155,8 +183,20 @@ def _utf8(raw) -> str:
 
 
 def read_string(buf, pos: int):
-    """Read an int16-length (NULLABLE_)STRING; length -1 is None. Raises
-    ProtocolError for truncation, other negative lengths or bad UTF-8."""
+    """Read an int16-length (NULLABLE_)STRING.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The bytes to read from.
+        pos: Offset of the length field in ``buf``.
+
+    Returns:
+        (tuple[str | None, int]): The string (``None`` for length -1) and the
+            offset just after it.
+
+    Raises:
+        kclient.errors.ProtocolError: Truncated input, a negative length
+            other than -1, or bytes that are not UTF-8.
+    """
     length, pos = read_int16(buf, pos)
     if length < 0:
         if length != -1:
@@ -176,8 +216,21 @@ def write_bytes(out: bytearray, value) -> None:
 
 
 def read_bytes(buf, pos: int):
-    """Read int32-length bytes; returns a slice of ``buf`` (a memoryview if
-    ``buf`` is one, so large record sets are not copied)."""
+    """Read int32-length (NULLABLE_)BYTES.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The bytes to read from.
+        pos: Offset of the length field in ``buf``.
+
+    Returns:
+        (tuple[bytes | memoryview | None, int]): A slice of ``buf`` (a
+            memoryview if ``buf`` is one, so large record sets are not
+            copied; ``None`` for length -1) and the offset after it.
+
+    Raises:
+        kclient.errors.ProtocolError: Truncated input or a negative length
+            other than -1.
+    """
     length, pos = read_int32(buf, pos)
     if length < 0:
         if length != -1:
@@ -192,7 +245,16 @@ def write_compact_string(out: bytearray, value: str | None) -> None:
 
 
 def read_compact_string(buf, pos: int):
-    """Read a COMPACT_(NULLABLE_)STRING (uvarint length+1, 0 = None)."""
+    """Read a COMPACT_(NULLABLE_)STRING (uvarint length+1, 0 = None).
+
+    Returns:
+        (tuple[str | None, int]): The string or ``None``, and the offset after
+            it.
+
+    Raises:
+        kclient.errors.ProtocolError: Truncated input or bytes that are not
+            UTF-8.
+    """
     raw, pos = read_compact_bytes(buf, pos)
     if raw is None:
         return None, pos
@@ -209,7 +271,15 @@ def write_compact_bytes(out: bytearray, value) -> None:
 
 
 def read_compact_bytes(buf, pos: int):
-    """Read COMPACT_(NULLABLE_)BYTES; returns a slice of ``buf``."""
+    """Read COMPACT_(NULLABLE_)BYTES (uvarint length+1, 0 = None).
+
+    Returns:
+        (tuple[bytes | memoryview | None, int]): A slice of ``buf`` or
+            ``None``, and the offset after it.
+
+    Raises:
+        kclient.errors.ProtocolError: Truncated input.
+    """
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -217,7 +287,13 @@ def read_compact_bytes(buf, pos: int):
 
 
 def write_uuid(out: bytearray, value) -> None:
-    """Append a UUID (16 bytes); None is the all-zero UUID."""
+    """Append a UUID (16 bytes).
+
+    Args:
+        out: The buffer to append to.
+        value (uuid.UUID | bytes | None): A UUID, its 16 raw bytes, or
+            ``None`` for the all-zero UUID.
+    """
     if value is None:
         out += bytes(16)
     elif isinstance(value, _uuid.UUID):
@@ -233,7 +309,13 @@ def read_uuid(buf, pos: int):
 
 
 def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None = None) -> None:
-    """Write a tagged-field section (flexible versions); empty is one 0 byte."""
+    """Write a tagged-field section (flexible versions).
+
+    Args:
+        out: The buffer to append to.
+        fields: Raw field bytes by tag; written in ascending tag order.
+            Empty or ``None`` is written as a single 0 byte.
+    """
     if not fields:
         out.append(0)
         return
@@ -245,7 +327,15 @@ def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None = None) 
 
 
 def read_tagged_fields(buf, pos: int):
-    """Read a tagged-field section; returns ``({tag: bytes}, pos)``."""
+    """Read a tagged-field section (flexible versions).
+
+    Returns:
+        (tuple[dict[int, bytes], int]): The raw bytes of every tagged field by
+            tag (unknown tags included) and the offset after the section.
+
+    Raises:
+        kclient.errors.ProtocolError: Truncated input.
+    """
     count, pos = read_uvarint(buf, pos)
     fields: dict[int, bytes] = {}
     for _ in range(count):

@@ -25,8 +25,17 @@ Reader = Callable[[Any, int], "tuple[Any, int]"]
 
 
 def parse_versions(spec: str) -> tuple[int, int]:
-    """``"3+"`` -> (3, 32767); ``"0-2"`` -> (0, 2); ``"5"`` -> (5, 5);
-    ``"none"`` -> (1, 0) (an empty range)."""
+    """Parse a JSON-schema version spec into an inclusive range.
+
+    ``"3+"`` -> (3, 32767); ``"0-2"`` -> (0, 2); ``"5"`` -> (5, 5);
+    ``"none"`` -> (1, 0) (an empty range).
+
+    Args:
+        spec: The spec, as the Kafka message JSON files write it.
+
+    Returns:
+        ``(first, last)``, both inclusive.
+    """
     if spec == "none":
         return (1, 0)
     if spec.endswith("+"):
@@ -194,7 +203,15 @@ class StructCodec:
             out.append(0)
 
     def read(self, buf, pos: int):
-        """Decode a struct at ``pos``; returns ``(dict, new_pos)``."""
+        """Decode a struct at ``pos``.
+
+        Returns:
+            (tuple[dict, int]): Field values by name and the offset after the
+                struct.
+
+        Raises:
+            kclient.errors.ProtocolError: Truncated or malformed bytes.
+        """
         result = {}
         for name, _, r, _ in self._fields:
             result[name], pos = r(buf, pos)
@@ -208,7 +225,15 @@ class StructCodec:
         return bytes(out)
 
     def decode(self, buf) -> dict:
-        """Decode a whole buffer; trailing bytes are a `ProtocolError`."""
+        """Decode a whole buffer as one struct.
+
+        Returns:
+            Field values by name.
+
+        Raises:
+            kclient.errors.ProtocolError: Malformed bytes, or bytes left after
+                the struct.
+        """
         value, pos = self.read(buf, 0)
         if pos != len(buf):
             raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")

@@ -68,7 +68,7 @@ def session(app_name: str = "kclient", master: str = "local[2]", conf: Mapping[s
 
     Returns:
         The `pyspark.sql.SparkSession` (`getOrCreate`: an active session is
-        reused).
+            reused).
     """
     from pyspark.sql import SparkSession
 

@@ -26,6 +26,7 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import LIST_OFFSETS, METADATA
+from kclient.protocol.messages.offset_for_leader_epoch import CONSUMER_REPLICA_ID
 from kclient.spark.offsets import TopicPartition, describe
 from kclient.spark.options import EARLIEST, LATEST, ReadOptions, Subscription
 
@@ -131,8 +132,8 @@ class ClusterView:
 
         Returns:
             The offset per topic-partition; for a timestamp, the earliest
-            offset whose timestamp is at or after it, or -1 when no record is
-            that recent.
+                offset whose timestamp is at or after it, or -1 when no record is
+                that recent.
 
         Raises:
             BrokerResponseError: a partition's error after the retries (e.g.
@@ -167,7 +168,7 @@ class ClusterView:
                         topics: dict[str, list[dict]] = {}
                         for t, p in tps:
                             topics.setdefault(t, []).append({"partition_index": p, "timestamp": pending[(t, p)], "current_leader_epoch": -1})
-                        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                        body = {"replica_id": CONSUMER_REPLICA_ID, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
                         response = await conn.request(LIST_OFFSETS, body, version=version)
                     except (KafkaConnectionError, KafkaTimeoutError) as exc:
                         for tp in tps:

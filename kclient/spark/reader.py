@@ -102,8 +102,10 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     Raises:
         DataLossError: offsets of the range are gone and `failOnDataLoss` is
             true.
-        NoBrokersAvailableError, KafkaTimeoutError: the cluster cannot be
-            reached within the timeouts and retries.
+        NoBrokersAvailableError: no broker can be reached within the
+            timeouts and retries.
+        KafkaTimeoutError: the cluster does not answer within the timeouts
+            and retries.
         CorruptRecordError: a fetched batch is damaged.
     """
     from kclient import FetchRequest, SimpleConsumer

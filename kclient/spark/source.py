@@ -57,28 +57,42 @@ class KClientDataSource(DataSource):
         return spark_schema(include)
 
     def reader(self, schema: StructType) -> "BatchReader":
-        """A batch reader; raises `ConfigError` for bad options or a
-        user-specified schema."""
+        """A batch reader.
+
+        Raises:
+            kclient.errors.ConfigError: Bad options or a user-specified schema.
+        """
         opts = read_options(self.options, streaming=False)
         _check_read_schema(schema, opts)
         return BatchReader(opts)
 
     def streamReader(self, schema: StructType) -> "StreamReader":
-        """A micro-batch stream reader; raises `ConfigError` for bad options
-        or a user-specified schema."""
+        """A micro-batch stream reader.
+
+        Raises:
+            kclient.errors.ConfigError: Bad options or a user-specified schema.
+        """
         opts = read_options(self.options, streaming=True)
         _check_read_schema(schema, opts)
         return StreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
-        """A batch writer; raises `ConfigError` for bad options or columns."""
+        """A batch writer.
+
+        Raises:
+            kclient.errors.ConfigError: Bad options or columns.
+        """
         if overwrite:
             raise ConfigError("save mode Overwrite is not allowed for kclient topics; use mode('append')")
         opts = _checked_write_options(self.options, schema)
         return BatchWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
-        """A streaming writer; raises `ConfigError` for bad options or columns."""
+        """A streaming writer.
+
+        Raises:
+            kclient.errors.ConfigError: Bad options or columns.
+        """
         return StreamWriter(_checked_write_options(self.options, schema))
 
 
@@ -258,8 +272,18 @@ class BatchWriter(DataSourceArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
-        """Send every row; raises the producer's error if any record could
-        not be written (the task, and so the job, fails)."""
+        """Send every row of the task.
+
+        Args:
+            iterator: The task's rows as Arrow record batches.
+
+        Returns:
+            The task's commit message.
+
+        Raises:
+            kclient.errors.KafkaError: The producer's error if any record could
+                not be written (the task, and so the job, fails).
+        """
         return write_batches(iterator, self.opts)
 
 

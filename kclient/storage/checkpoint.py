@@ -35,10 +35,19 @@ class CheckpointError(ValueError):
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int], int]:
-    """``{(topic, partition): offset}`` from a checkpoint file; ``{}`` if
-    it does not exist. Raises `CheckpointError` for a bad version,
-    a count that does not match the lines or a malformed line, and
-    ``OSError`` if it cannot be read."""
+    """Read a checkpoint file.
+
+    Args:
+        path: The checkpoint file.
+
+    Returns:
+        ``{(topic, partition): offset}``; ``{}`` if the file does not exist.
+
+    Raises:
+        CheckpointError: A bad version, a count that does not match the
+            lines, or a malformed line.
+        OSError: The file exists but cannot be read.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -73,11 +82,18 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int], int]:
 
 
 def write_checkpoint(path: str | os.PathLike[str], entries: Mapping[tuple[str, int], int]) -> None:
-    """Atomically replace the checkpoint file at ``path`` with ``entries``
-    (``{(topic, partition): offset}``), sorted by topic and partition:
-    write ``<path>.tmp``, fsync it, rename it over ``path``, fsync the
-    directory. Raises ``OSError`` on failure (the old file is then
-    intact)."""
+    """Atomically replace the checkpoint file at ``path`` with ``entries``.
+
+    Entries are written sorted by topic and partition: write ``<path>.tmp``,
+    fsync it, rename it over ``path``, fsync the directory.
+
+    Args:
+        path: The checkpoint file.
+        entries: ``{(topic, partition): offset}``.
+
+    Raises:
+        OSError: Writing failed; the old file is then intact.
+    """
     path = Path(path)
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(entries.items())]
@@ -96,8 +112,14 @@ def write_checkpoint(path: str | os.PathLike[str], entries: Mapping[tuple[str, i
 
 
 def write_clean_shutdown_marker(log_dir: str | os.PathLike[str]) -> None:
-    """Create ``<log_dir>/.kafka_cleanshutdown`` durably (file and dir
-    fsync-ed). Raises ``OSError`` on failure."""
+    """Create ``<log_dir>/.kafka_cleanshutdown`` durably (file and dir fsync-ed).
+
+    Args:
+        log_dir: The log directory.
+
+    Raises:
+        OSError: The marker could not be written.
+    """
     path = Path(log_dir) / CLEAN_SHUTDOWN_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -108,7 +130,14 @@ def write_clean_shutdown_marker(log_dir: str | os.PathLike[str]) -> None:
 
 
 def remove_clean_shutdown_marker(log_dir: str | os.PathLike[str]) -> bool:
-    """Remove the marker durably; returns whether it existed."""
+    """Remove ``<log_dir>/.kafka_cleanshutdown`` durably.
+
+    Args:
+        log_dir: The log directory.
+
+    Returns:
+        Whether the marker existed.
+    """
     path = Path(log_dir) / CLEAN_SHUTDOWN_FILE
     try:
         path.unlink()

@@ -54,9 +54,18 @@ class FileSlice:
         log_start_offset: int,
         log_end_offset: int,
     ) -> None:
-        """``segment``: a segment on which the caller has taken a reference
-        (`LogSegment.try_acquire`) that the slice now owns, or
-        ``None`` for an empty slice."""
+        """Wrap a byte range of a segment's ``.log`` file.
+
+        Args:
+            segment: A segment on which the caller has taken a reference
+                (`LogSegment.try_acquire`) that the slice now owns, or ``None``
+                for an empty slice.
+            position: Start of the range in the file (bytes).
+            length: Length of the range (bytes).
+            high_watermark: The partition's high watermark (an offset).
+            log_start_offset: The partition's log start offset.
+            log_end_offset: The partition's log end offset.
+        """
         self._segment = segment
         self._fd = segment.fileno() if segment is not None else -1
         self.path = segment.log_path if segment is not None else None
@@ -75,8 +84,14 @@ class FileSlice:
 
     @property
     def fd(self) -> int:
-        """The ``.log`` file descriptor to ``os.sendfile`` from; -1 when the
-        slice is empty. Raises ``ValueError`` after `release`."""
+        """The ``.log`` file descriptor to ``os.sendfile`` from.
+
+        Returns:
+            The descriptor; -1 when the slice is empty.
+
+        Raises:
+            ValueError: The slice was released.
+        """
         if self._segment is None and self._fd != -1:
             raise ValueError("file slice was released")
         return self._fd
@@ -95,9 +110,18 @@ class FileSlice:
         return self.length
 
     def read(self, offset: int = 0, size: int | None = None) -> bytes:
-        """The slice's bytes from ``offset`` (relative to the slice), at most
-        ``size`` of them (default: to the end), with ``os.pread``. Raises
-        ``ValueError`` after `release`."""
+        """Read the slice's bytes with ``os.pread``.
+
+        Args:
+            offset: Where to start, in bytes from the start of the slice.
+            size: The most bytes to read (default: to the end of the slice).
+
+        Returns:
+            The bytes read.
+
+        Raises:
+            ValueError: The slice was released.
+        """
         end = self.length if size is None else min(self.length, offset + max(0, size))
         if offset < 0 or offset >= end:
             return b""
@@ -113,13 +137,23 @@ class FileSlice:
         return bytes(out)
 
     def transfer_to(self, out_fd: int, offset: int = 0, count: int | None = None) -> int:
-        """Send slice bytes ``offset`` .. ``offset + count`` (default: to the
-        end) to the file descriptor ``out_fd`` (usually a socket) with one
-        ``os.sendfile`` call; returns the number of bytes sent (0 at the
-        end). Falls back to ``os.pread`` + ``os.write`` where ``sendfile``
-        is unavailable or refuses the descriptors. A non-blocking
-        ``out_fd`` may raise ``BlockingIOError``: wait until it is writable
-        and call again with the new offset."""
+        """Send slice bytes to a file descriptor with one ``os.sendfile`` call.
+
+        Falls back to ``os.pread`` + ``os.write`` where ``sendfile`` is
+        unavailable or refuses the descriptors.
+
+        Args:
+            out_fd: The destination descriptor, usually a socket.
+            offset: Where to start, in bytes from the start of the slice.
+            count: The most bytes to send (default: to the end of the slice).
+
+        Returns:
+            The number of bytes sent (0 at the end).
+
+        Raises:
+            BlockingIOError: A non-blocking ``out_fd`` is not writable: wait
+                until it is and call again with the new offset.
+        """
         end = self.length if count is None else min(self.length, offset + max(0, count))
         if offset >= end:
             return 0

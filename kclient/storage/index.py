@@ -36,17 +36,21 @@ _WRITE_BUFFER_BYTES = 4096
 
 
 class IndexFile:
-    """Base of the segment index files: entries of two integer columns kept
-    in memory (``array('q')``) and appended to a file in a fixed binary
-    layout.
+    """Base of the segment index files.
 
-    Subclasses set `ENTRY` (a ``struct.Struct`` of one entry) and
-    implement `_decode` (file fields -> column values) and
-    `_encode` (column values -> file bytes). ``path`` is created if
-    missing; a trailing partial entry is dropped (WARNING) on load.
-    ``base_offset`` is the segment's base offset. Raises ``OSError`` on
-    I/O failure. Not thread-safe for writers; readers only touch the
-    in-memory columns.
+    Entries of two integer columns are kept in memory (``array('q')``) and
+    appended to a file in a fixed binary layout. Subclasses set `ENTRY` (a
+    ``struct.Struct`` of one entry) and implement `_decode` (file fields ->
+    column values) and `_encode` (column values -> file bytes). Not
+    thread-safe for writers; readers only touch the in-memory columns.
+
+    Args:
+        path: The index file; created if missing. A trailing partial entry
+            is dropped (WARNING) on load.
+        base_offset: The segment's base offset.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY: struct.Struct = ENTRY
@@ -106,9 +110,16 @@ class IndexFile:
         return len(self._a) * self.ENTRY.size
 
     def is_full(self, max_bytes: int) -> bool:
-        """Whether the index holds ``max_bytes // entry size`` entries or more
-        (Kafka's ``isFull`` against ``segment.index.bytes``): the segment
-        must then roll."""
+        """Whether the segment must roll because its index is full.
+
+        Kafka's ``isFull`` against ``segment.index.bytes``.
+
+        Args:
+            max_bytes: The index size limit in bytes.
+
+        Returns:
+            Whether the index holds ``max_bytes // entry size`` entries or more.
+        """
         return len(self._a) >= max(1, max_bytes // self.ENTRY.size)
 
     # ------------------------------------------------------------ updates
@@ -165,8 +176,14 @@ class IndexFile:
         self._pending.clear()
 
     def flush(self, fsync: bool = True) -> None:
-        """Write buffered entries to the file and, if ``fsync``, ``os.fsync``
-        it. Raises ``OSError`` on I/O failure."""
+        """Write buffered entries to the file.
+
+        Args:
+            fsync: Also ``os.fsync`` the file.
+
+        Raises:
+            OSError: An I/O failure.
+        """
         self._write_pending()
         if fsync:
             os.fsync(self._require_fd())
@@ -198,8 +215,13 @@ class IndexFile:
             pass
 
     def rename(self, path: str | os.PathLike[str]) -> None:
-        """Rename the file to ``path`` (the open descriptor stays valid);
-        used to mark a deleted segment's files ``.deleted``."""
+        """Rename the file; the open descriptor stays valid.
+
+        Used to mark a deleted segment's files ``.deleted``.
+
+        Args:
+            path: The new path.
+        """
         new = Path(path)
         try:
             os.replace(self.path, new)
@@ -211,17 +233,22 @@ class IndexFile:
 class OffsetIndex(IndexFile):
     """In-memory plus on-disk sparse offset index for one segment.
 
-    ``path``: the ``.index`` file (created if missing; a trailing partial
-    entry is dropped on load). ``base_offset``: the segment's base offset,
-    which the stored relative offsets are added to.
-
     Entries are kept in two ``array('q')`` columns (absolute offsets, byte
-    positions) so `lookup` is a ``bisect``. Raises ``OSError`` on I/O
-    failure and ``ValueError`` for an entry that would break the ordering
-    or does not fit the int32 fields.
+    positions) so `lookup` is a ``bisect``. ``append`` raises ``ValueError``
+    for an entry that would break the ordering or does not fit the int32
+    fields.
 
     Source: Kafka's ``OffsetIndex`` / ``AbstractIndex`` (no mmap or
     preallocation here: the file holds exactly the entries written).
+
+    Args:
+        path: The ``.index`` file (created if missing; a trailing partial
+            entry is dropped on load).
+        base_offset: The segment's base offset, which the stored relative
+            offsets are added to.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY = ENTRY
@@ -250,9 +277,17 @@ class OffsetIndex(IndexFile):
         return list(zip(offsets, positions))
 
     def lookup(self, offset: int) -> tuple[int, int]:
-        """The entry with the largest offset ``<= offset`` as
-        ``(absolute offset, byte position)``; ``(base_offset, 0)`` if there
-        is none. The caller then walks batches forward from that position."""
+        """The entry with the largest offset ``<= offset``.
+
+        The caller then walks batches forward from the returned position.
+
+        Args:
+            offset: An absolute offset.
+
+        Returns:
+            ``(absolute offset, byte position)``; ``(base_offset, 0)`` if there
+                is no such entry.
+        """
         offsets, positions = self._cols
         i = bisect_right(offsets, offset) - 1
         if i < 0:
@@ -260,9 +295,16 @@ class OffsetIndex(IndexFile):
         return (offsets[i], positions[i])
 
     def sanity_check(self, log_size: int) -> bool:
-        """True if entries are strictly increasing in offset and position,
-        offsets are ``>= base_offset`` and every position is ``< log_size``
-        bytes (Kafka's ``sanityCheck``). A failing index should be rebuilt."""
+        """Check the index the way Kafka's ``sanityCheck`` does.
+
+        Args:
+            log_size: Size of the segment's ``.log`` file in bytes.
+
+        Returns:
+            True if entries strictly increase in offset and position, offsets
+                are ``>= base_offset`` and every position is ``< log_size``. A
+                failing index should be rebuilt.
+        """
         prev_off, prev_pos = self.base_offset - 1, -1
         for off, pos in zip(self._a, self._b):
             if off <= prev_off or pos <= prev_pos or pos >= log_size:
@@ -273,10 +315,16 @@ class OffsetIndex(IndexFile):
     # ------------------------------------------------------------------ updates
 
     def append(self, offset: int, position: int) -> None:
-        """Add the entry ``(offset, position)``: ``offset`` absolute, of the
-        batch that starts at byte ``position`` of the ``.log`` file. Both
-        must be larger than the last entry's and fit the int32 fields
-        (``ValueError`` otherwise)."""
+        """Add an entry for the batch that starts at byte ``position``.
+
+        Args:
+            offset: The batch's absolute offset.
+            position: The batch's byte position in the ``.log`` file.
+
+        Raises:
+            ValueError: ``offset`` or ``position`` is not larger than the last
+                entry's, or does not fit the int32 fields.
+        """
         rel = offset - self.base_offset
         if not (0 <= rel <= _INT32_MAX) or not (0 <= position <= _INT32_MAX):
             raise ValueError(f"index {self.path}: entry ({offset}, {position}) does not fit relative to base {self.base_offset}")
@@ -288,8 +336,13 @@ class OffsetIndex(IndexFile):
         self._add(offset, position)
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is ``>= offset`` (Kafka's
-        ``truncateTo``), in memory and on disk."""
+        """Remove every entry whose offset is ``>= offset``, in memory and on disk.
+
+        Kafka's ``truncateTo``.
+
+        Args:
+            offset: An absolute offset.
+        """
         keep = bisect_right(self._a, offset - 1)
         self._truncate_entries(keep)
 

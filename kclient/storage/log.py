@@ -111,31 +111,34 @@ def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, at
 
 @attrs.frozen
 class LogConfig:
-    """Per-log settings (Kafka broker ``log.*`` / topic configs and their
-    defaults). Sizes in bytes, times in ms.
+    """Per-log settings (Kafka broker ``log.*`` / topic configs and their defaults).
 
-    * ``segment_bytes`` (``log.segment.bytes``, 1 GiB): roll the active
-      segment when an append would take it past this size (14 .. 2**31-1).
-    * ``index_interval_bytes`` (``log.index.interval.bytes``, 4096): add
-      offset / time index entries after about this many bytes.
-    * ``max_message_bytes`` (``message.max.bytes``): the largest single
-      batch accepted, including its 12-byte log overhead.
-    * ``roll_ms`` (``log.roll.ms`` / ``log.roll.hours``, 7 days): roll the
-      active segment when its first batch is older than this.
-    * ``flush_interval_messages`` (``log.flush.interval.messages``, M;
-      default 2**63-1 = never): fsync after this many unflushed
-      messages.
-    * ``flush_interval_ms`` (``log.flush.interval.ms``, S; ``None`` =
-      never by time): `Log.flush_if_due` fsyncs once the oldest
-      unflushed append is this old.
-    * ``retention_ms`` (``log.retention.ms/minutes/hours``, 7 days; -1 =
-      unlimited): delete segments whose largest timestamp is older.
-    * ``retention_bytes`` (``log.retention.bytes``, -1 = unlimited): delete
-      the oldest segments while the log is larger.
-    * ``index_max_bytes`` (``log.index.size.max.bytes``, 10 MiB): roll when
-      an index file reaches this size.
+    Sizes in bytes, times in ms.
 
-    Raises `ConfigError` for a value out of range.
+    Attributes:
+        segment_bytes: ``log.segment.bytes``, 1 GiB: roll the active segment
+            when an append would take it past this size (14 .. 2**31-1).
+        index_interval_bytes: ``log.index.interval.bytes``, 4096: add
+            offset / time index entries after about this many bytes.
+        max_message_bytes: ``message.max.bytes``: the largest single batch
+            accepted, including its 12-byte log overhead.
+        roll_ms: ``log.roll.ms`` / ``log.roll.hours``, 7 days: roll the
+            active segment when its first batch is older than this.
+        flush_interval_messages: ``log.flush.interval.messages``, the "M"
+            of Kafka's "Writes" (default 2**63-1 = never): fsync after
+            this many unflushed messages.
+        flush_interval_ms: ``log.flush.interval.ms``, the "S" of Kafka's
+            "Writes" (``None`` = never by time): `Log.flush_if_due` fsyncs
+            once the oldest unflushed append is this old.
+        retention_ms: ``log.retention.ms/minutes/hours``, 7 days (-1 =
+            unlimited): delete segments whose largest timestamp is older.
+        retention_bytes: ``log.retention.bytes`` (-1 = unlimited): delete the
+            oldest segments while the log is larger.
+        index_max_bytes: ``log.index.size.max.bytes``, 10 MiB: roll when an
+            index file reaches this size.
+
+    Raises:
+        kclient.errors.ConfigError: A value is out of range.
     """
 
     segment_bytes: int = attrs.field(default=1073741824, validator=_int_field(14, _INT32_MAX))
@@ -150,16 +153,26 @@ class LogConfig:
 
     @classmethod
     def from_broker_config(cls, config: Any) -> LogConfig:
-        """Build from a broker config object by attribute name (missing or
-        ``None`` attributes keep the defaults): ``log_segment_bytes``,
-        ``log_index_interval_bytes``, ``message_max_bytes``,
-        ``log_index_size_max_bytes``, ``log_roll_ms`` else
-        ``log_roll_hours``, ``log_flush_interval_messages``,
-        ``log_flush_interval_ms``, ``log_retention_ms`` else
-        ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
-        precedence; a negative value means unlimited),
-        ``log_retention_bytes``. Raises `ConfigError` for values
-        out of range."""
+        """Build from a broker config object, reading attributes by name.
+
+        Missing or ``None`` attributes keep the defaults.
+
+        Args:
+            config: An object with any of ``log_segment_bytes``,
+                ``log_index_interval_bytes``, ``message_max_bytes``,
+                ``log_index_size_max_bytes``, ``log_roll_ms`` else
+                ``log_roll_hours``, ``log_flush_interval_messages``,
+                ``log_flush_interval_ms``, ``log_retention_ms`` else
+                ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
+                precedence; a negative value means unlimited),
+                ``log_retention_bytes``.
+
+        Returns:
+            The log configuration.
+
+        Raises:
+            kclient.errors.ConfigError: A value is out of range.
+        """
 
         def get(name: str) -> Any:
             return getattr(config, name, None)
@@ -523,7 +536,7 @@ class Log:
 
         Returns:
             The offsets assigned. An empty ``records`` writes nothing and
-            returns ``(log_end_offset, log_end_offset - 1)``.
+                returns ``(log_end_offset, log_end_offset - 1)``.
 
         Raises:
             MessageSizeTooLargeError: One batch is larger than
@@ -619,8 +632,16 @@ class Log:
         return seg
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Force a new active segment at the log end offset unless the active
-        one is empty; returns the active segment."""
+        """Force a new active segment at the log end offset.
+
+        Nothing happens when the active segment is empty.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            The active segment.
+        """
         with self._lock:
             self._check_open()
             if self.active_segment.size:
@@ -630,13 +651,23 @@ class Log:
     # ------------------------------------------------------------ flush
 
     def flush(self, now_ms: int | None = None) -> bool:
-        """``os.fsync`` every segment holding unflushed data (log, index and
-        time index files) and, after a roll or deletion, the directory; then
-        the recovery point becomes the log end offset seen at the start.
-        The fsyncs run outside the writer lock, so appends continue
-        meanwhile. Returns ``False`` if there was nothing to flush. Seed
-        001's guarantee: what is flushed survives a system crash. Raises
-        ``OSError`` if an fsync fails."""
+        """Make everything appended so far durable.
+
+        ``os.fsync`` every segment holding unflushed data (log, index and time
+        index files) and, after a roll or deletion, the directory; then the
+        recovery point becomes the log end offset seen at the start. The fsyncs
+        run outside the writer lock, so appends continue meanwhile. Seed 001's
+        guarantee: what is flushed survives a system crash.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            ``False`` if there was nothing to flush.
+
+        Raises:
+            OSError: An fsync failed.
+        """
         with self._lock:
             self._check_open()
             for seg in self._view.segments:
@@ -679,11 +710,21 @@ class Log:
         return True
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
-        """Time-based flush policy (``flush_interval_ms``, S):
-        flush if messages are unflushed and the oldest of them was appended
-        ``flush_interval_ms`` or more ago. ``now_ms``: the time (default:
-        the log's clock). Returns whether it flushed. The broker calls this
-        periodically (``log.flush.scheduler.interval.ms``)."""
+        """Time-based flush policy (``flush_interval_ms``).
+
+        Flush if messages are unflushed and the oldest of them was appended
+        ``flush_interval_ms`` or more ago. The broker calls this periodically
+        (``log.flush.scheduler.interval.ms``).
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            Whether it flushed.
+
+        Raises:
+            OSError: An fsync failed.
+        """
         interval = self.config.flush_interval_ms
         if interval is None:
             return False
@@ -713,9 +754,9 @@ class Log:
 
         Returns:
             A `FileSlice` of one segment file. An offset equal to the log end
-            offset (or in a segment rolled after the snapshot) gives an empty
-            slice. The slice keeps the segment open until released, even if
-            retention deletes it meanwhile.
+                offset (or in a segment rolled after the snapshot) gives an empty
+                slice. The slice keeps the segment open until released, even if
+                retention deletes it meanwhile.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
@@ -776,7 +817,7 @@ class Log:
 
         Returns:
             The bytes with the partition's offsets at read time. An offset
-            equal to the log end offset gives empty records.
+                equal to the log end offset gives empty records.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below ``log_start_offset``
@@ -840,11 +881,11 @@ class Log:
 
         Returns:
             ``(offset, timestamp_ms)``: -1 gives ``(log_end_offset, -1)``,
-            -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
-            the largest timestamp as ``(its base offset, that timestamp)``;
-            otherwise the first batch whose largest timestamp is
-            ``>= timestamp_ms`` gives ``(its base offset, its largest
-            timestamp)`` (batch granularity). ``None`` if there is none.
+                -2 gives ``(log_start_offset, -1)``, -3 gives the batch holding
+                the largest timestamp as ``(its base offset, that timestamp)``;
+                otherwise the first batch whose largest timestamp is
+                ``>= timestamp_ms`` gives ``(its base offset, its largest
+                timestamp)`` (batch granularity). ``None`` if there is none.
 
         Found by lookup: bisect over the running maximum of the segments'
         largest timestamps picks the segment, then its time index, its
@@ -933,12 +974,19 @@ class Log:
             self._recovery_point = self.log_start_offset
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
-        """Delete segments from the oldest while ``should_delete(segment)``
-        is true, never the active one (Kafka's "Deletes": data is deleted
-        one log segment at a time; the segment list is replaced copy-on-write, so
-        concurrent reads keep a consistent view). The log start offset
-        becomes the base of the oldest remaining segment. Returns the number
-        of segments deleted."""
+        """Delete segments from the oldest while ``should_delete(segment)`` is true.
+
+        The active segment is never deleted. As in Kafka's "Deletes", whole
+        segments go, and the segment list is replaced copy-on-write, so
+        concurrent reads keep a consistent view. The log start offset becomes
+        the base of the oldest remaining segment.
+
+        Args:
+            should_delete: Called on each segment, oldest first.
+
+        Returns:
+            The number of segments deleted.
+        """
         with self._lock:
             self._check_open()
             segs = self._view.segments
@@ -950,16 +998,22 @@ class Log:
             return n
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        """Retention (``log.retention.ms`` / ``log.retention.bytes``):
-        delete whole segments, oldest first, never the active one, while
-        the segment's largest timestamp (its file mtime when it has no
-        timestamps) is more than ``retention_ms`` before ``now_ms``, or
-        while the log minus that segment still holds ``retention_bytes``
-        or more (Kafka's rules). ``now_ms`` defaults to the log's clock.
-        The log start offset advances to the oldest remaining segment; reads
-        below it raise `OffsetOutOfRangeError`. Returns the number of
-        segments deleted. Also rebuilds indexes that readers found
-        inconsistent."""
+        """Retention (``log.retention.ms`` / ``log.retention.bytes``), Kafka's rules.
+
+        Delete whole segments, oldest first, never the active one, while the
+        segment's largest timestamp (its file mtime when it has no timestamps)
+        is more than ``retention_ms`` before ``now_ms``, or while the log minus
+        that segment still holds ``retention_bytes`` or more. The log start
+        offset advances to the oldest remaining segment; later reads below it
+        raise `OffsetOutOfRangeError`. Also rebuilds indexes that readers found
+        inconsistent.
+
+        Args:
+            now_ms: The time in ms (default: the log's clock).
+
+        Returns:
+            The number of segments deleted.
+        """
         now = self._clock() if now_ms is None else now_ms
         cfg = self.config
         with self._lock:

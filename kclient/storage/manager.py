@@ -52,9 +52,16 @@ _PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise `InvalidTopicError` unless ``name`` is a legal Kafka
-    topic name: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or
-    ``..`` (Kafka's ``Topic.validate``)."""
+    """Check that ``name`` is a legal Kafka topic name (Kafka's ``Topic.validate``).
+
+    Legal: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+
+    Args:
+        name: The topic name.
+
+    Raises:
+        kclient.errors.InvalidTopicError: The name is not legal.
+    """
     if not isinstance(name, str) or not name:
         raise InvalidTopicError("topic name is empty")
     if name in (".", ".."):
@@ -66,9 +73,17 @@ def validate_topic_name(name: str) -> None:
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` from a directory name ``<topic>-<partition>``
-    (split on the last ``-``, so topics may contain ``-``); ``None`` if the
-    name is not one (e.g. Kafka's ``...-delete`` directories)."""
+    """Split a partition directory name ``<topic>-<partition>``.
+
+    The split is on the last ``-``, so topics may contain ``-``.
+
+    Args:
+        name: A directory name (not a path).
+
+    Returns:
+        ``(topic, partition)``, or ``None`` if the name is not a partition
+            directory (e.g. Kafka's ``...-delete`` directories).
+    """
     m = _PARTITION_DIR.fullmatch(name)
     if not m:
         return None
@@ -198,14 +213,23 @@ class LogManager:
     # ------------------------------------------------------------ creation
 
     def create_topic(self, name: str, num_partitions: int | None = None) -> None:
-        """Create ``num_partitions`` (default ``default_num_partitions``)
-        empty partition logs for topic ``name``, each in the log dir with
-        the fewest partitions. Raises `InvalidTopicError` for an
-        illegal name or one that collides with an existing topic once '.'
-        and '_' are equated (Kafka's rule), `TopicAlreadyExistsError`
-        if the topic exists, `InvalidRequestError` if
-        ``num_partitions < 1``. All-or-nothing: on failure no partition of
-        the topic is left behind."""
+        """Create the empty partition logs of topic ``name``.
+
+        Each partition goes to the log dir with the fewest partitions.
+        All-or-nothing: on failure no partition of the topic is left behind.
+
+        Args:
+            name: The topic name.
+            num_partitions: How many partitions (default
+                ``default_num_partitions``).
+
+        Raises:
+            kclient.errors.InvalidTopicError: An illegal name, or one that
+                collides with an existing topic once '.' and '_' are equated
+                (Kafka's rule).
+            kclient.errors.TopicAlreadyExistsError: The topic exists.
+            kclient.errors.InvalidRequestError: ``num_partitions < 1``.
+        """
         validate_topic_name(name)
         if num_partitions is None:
             num_partitions = self.default_num_partitions
@@ -252,10 +276,14 @@ class LogManager:
     # ------------------------------------------------------------ periodic work
 
     def checkpoint_recovery_points(self) -> None:
-        """Write every log dir's ``recovery-point-offset-checkpoint`` with
-        the current recovery point of each of its partitions (atomically:
-        temp file, fsync, rename, dir fsync). Raises ``OSError`` on
-        failure."""
+        """Write every log dir's ``recovery-point-offset-checkpoint``.
+
+        Each holds the current recovery point of each partition of that dir,
+        written atomically (temp file, fsync, rename, dir fsync).
+
+        Raises:
+            OSError: Writing a checkpoint failed.
+        """
         with self._checkpoint_lock:
             points = {key: plog.recovery_point for key, plog in list(self._logs.items())}
             dirs = dict(self._dir_of)
@@ -279,12 +307,19 @@ class LogManager:
         self.checkpoint_recovery_points()
 
     def flush_if_due(self, now_ms: int | None = None) -> int:
-        """Apply the time-based flush policy to every log
-        (`Log.flush_if_due`), then rewrite the checkpoints if any
-        recovery point moved (including flushes the message-count policy
-        did during appends). Returns the number of logs flushed. Kafka's
+        """Apply the time-based flush policy to every log (`Log.flush_if_due`).
+
+        Then rewrite the checkpoints if any recovery point moved (including
+        flushes the message-count policy did during appends). Kafka's
         ``flushDirtyLogs``; the broker calls it every
-        ``log.flush.scheduler.interval.ms``."""
+        ``log.flush.scheduler.interval.ms``.
+
+        Args:
+            now_ms: The time in ms (default: each log's clock).
+
+        Returns:
+            The number of logs flushed.
+        """
         now = self._clock() if now_ms is None else now_ms
         flushed = 0
         for plog in list(self._logs.values()):
@@ -297,9 +332,16 @@ class LogManager:
         return flushed
 
     def cleanup(self, now_ms: int | None = None) -> int:
-        """Apply retention to every log (`Log.apply_retention`);
-        returns the number of segments deleted. The broker calls it every
-        ``log.retention.check.interval.ms``."""
+        """Apply retention to every log (`Log.apply_retention`).
+
+        The broker calls it every ``log.retention.check.interval.ms``.
+
+        Args:
+            now_ms: The time in ms (default: each log's clock).
+
+        Returns:
+            The number of segments deleted.
+        """
         now = self._clock() if now_ms is None else now_ms
         deleted = 0
         for key, plog in list(self._logs.items()):

@@ -9,8 +9,9 @@ bytes as they are (Kafka documentation
 https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
 one format shared by producer, broker and consumer), with ``os.sendfile`` (see `kclient.storage.FileSlice`).
 
-Recovery follows Kafka's "Guarantees" (https://kafka.apache.org/documentation/#log:
-on startup a recovery process verifies that each message entry is valid): a batch is valid if it lies wholly
+Recovery follows the "Guarantees" part of the Kafka documentation's "Log"
+section (https://kafka.apache.org/documentation/#log: at startup the
+newest segment is scanned and every entry checked): a batch is valid if it lies wholly
 inside the file, its header is possible (size, magic), its offsets follow
 the previous batch and its CRC matches (CRC-32C for v2 over attributes..end,
 CRC32 over magic..end for v0/v1). The file is truncated at the first
@@ -79,11 +80,22 @@ def parse_base_offset(name: str) -> int | None:
 
 
 def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
-    """Whether the batch/entry described by ``info`` at ``position`` of
-    ``buf`` carries a matching checksum: CRC-32C of bytes 21..end
-    (attributes to the end) for a v2 batch, CRC32 of bytes 16..end (magic
-    to the end) for a v0/v1 entry (Kafka protocol guide, "Record Batch";
-    `kclient.protocol.records.v2`, `kclient.protocol.records.legacy`)."""
+    """Whether the batch/entry described by ``info`` carries a matching checksum.
+
+    CRC-32C of bytes 21..end (attributes to the end) for a v2 batch, CRC32
+    of bytes 16..end (magic to the end) for a v0/v1 entry (Kafka
+    documentation https://kafka.apache.org/documentation/#messageformat,
+    "Record Batch" and "Old Message Format"; `kclient.protocol.records.v2`,
+    `kclient.protocol.records.legacy`).
+
+    Args:
+        buf (bytes | bytearray | memoryview | mmap.mmap): The segment's data.
+        position: The batch's byte position in ``buf``.
+        info: The batch's facts, from `kclient.protocol.records.scan`.
+
+    Returns:
+        Whether the checksum matches.
+    """
     view = memoryview(buf)
     end = position + info.size
     if info.magic == 2:
@@ -94,8 +106,14 @@ def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """``os.fsync`` a directory so file creations, renames and deletions in
-    it survive a system crash. Raises ``OSError`` on failure."""
+    """``os.fsync`` a directory so creations, renames and deletions in it survive a crash.
+
+    Args:
+        path: The directory.
+
+    Raises:
+        OSError: The directory could not be opened or synced.
+    """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
@@ -177,11 +195,22 @@ class LogSegment:
         *,
         now_ms: int | None = None,
     ) -> LogSegment:
-        """Create a new empty segment in ``directory`` starting at
-        ``base_offset``. Raises ``FileExistsError`` if its ``.log`` file
-        exists already (existing ``.index`` / ``.timeindex`` files without
-        their log are reset). ``now_ms``: creation time (default: wall
-        clock)."""
+        """Create a new empty segment in ``directory`` starting at ``base_offset``.
+
+        Existing ``.index`` / ``.timeindex`` files without their log are reset.
+
+        Args:
+            directory: The partition directory.
+            base_offset: The segment's first offset (names its files).
+            index_interval_bytes: Bytes of log between offset index entries.
+            now_ms: Creation time in ms (default: wall clock).
+
+        Returns:
+            The open segment.
+
+        Raises:
+            FileExistsError: The segment's ``.log`` file exists already.
+        """
         directory = Path(directory)
         stem = file_stem(base_offset)
         fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -209,14 +238,27 @@ class LogSegment:
         check_indexes: bool = True,
         now_ms: int | None = None,
     ) -> LogSegment:
-        """Open the existing segment ``base_offset`` in ``directory``
-        without validating its batches (see `recover`). ``size`` is
-        the file length. With ``check_indexes`` (default), a missing
-        ``.index`` or ``.timeindex``, or one that fails its sanity check,
-        is rebuilt from the log (WARNING for a corrupt one); pass
-        ``False`` when `recover` follows (it rebuilds both anyway).
-        ``now_ms``: when the segment was loaded (default: wall clock).
-        Raises ``FileNotFoundError`` if the ``.log`` file is missing."""
+        """Open the existing segment ``base_offset`` in ``directory``.
+
+        Its batches are not validated (see `recover`); ``size`` is the file
+        length.
+
+        Args:
+            directory: The partition directory.
+            base_offset: The segment's first offset (names its files).
+            index_interval_bytes: Bytes of log between offset index entries.
+            check_indexes: Rebuild from the log a missing ``.index`` or
+                ``.timeindex``, or one that fails its sanity check (WARNING for a
+                corrupt one); pass ``False`` when `recover` follows (it rebuilds
+                both anyway).
+            now_ms: When the segment was loaded, in ms (default: wall clock).
+
+        Returns:
+            The open segment.
+
+        Raises:
+            FileNotFoundError: The ``.log`` file is missing.
+        """
         directory = Path(directory)
         stem = file_stem(base_offset)
         fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR)
@@ -373,8 +415,13 @@ class LogSegment:
 
     @contextmanager
     def reference(self) -> Iterator[LogSegment]:
-        """``with seg.reference():`` holds a reference for the block. Raises
-        ``ValueError`` if the segment is closed or deleted."""
+        """Hold a reference on the segment for a ``with`` block.
+
+        Use as ``with seg.reference():``.
+
+        Raises:
+            ValueError: The segment is closed or deleted.
+        """
         if not self.try_acquire():
             raise ValueError(f"segment {self.log_path} is closed")
         try:
@@ -426,9 +473,18 @@ class LogSegment:
             pos += off
 
     def iter_batches(self, position: int = 0) -> Iterator[BatchInfo]:
-        """Yield `BatchInfo` (absolute ``position``) for each batch
-        from byte ``position`` (a batch start) to ``size``. Raises
-        `CorruptRecordError` at an impossible header."""
+        """Walk the batch headers of the segment.
+
+        Args:
+            position: A batch start, in bytes from the start of the ``.log``
+                file; the walk goes to ``size``.
+
+        Yields:
+            A `BatchInfo` (with its absolute ``position``) for each batch.
+
+        Raises:
+            kclient.errors.CorruptRecordError: A batch header is impossible.
+        """
         for info, _, _ in self._walk(position, self._size):
             yield info
 
@@ -451,11 +507,19 @@ class LogSegment:
         self.index_suspect = True
 
     def find_batch(self, offset: int) -> BatchInfo | None:
-        """The first batch whose ``last_offset >= offset``, found by an
-        index lookup and a walk over batch headers; ``None`` if every
-        batch of the segment ends before ``offset``. An index entry that
-        does not name the batch at its position marks the index suspect
-        (see `index_suspect`) and the walk restarts from byte 0."""
+        """The first batch whose ``last_offset >= offset``.
+
+        Found by an index lookup and a walk over batch headers. An index entry
+        that does not name the batch at its position marks the index suspect
+        (see `index_suspect`) and the walk restarts from byte 0.
+
+        Args:
+            offset: The offset to look for.
+
+        Returns:
+            That batch, or ``None`` if every batch of the segment ends before
+                ``offset``.
+        """
         entry_offset, start = self.index.lookup(offset)
         if start > 0:
             try:
@@ -472,19 +536,35 @@ class LogSegment:
         return self._scan_for(lambda info: info.last_offset >= offset)
 
     def find_position(self, offset: int) -> int | None:
-        """Byte position of the batch holding ``offset`` (the first batch
-        whose last offset is ``>= offset``), or ``None`` if the segment ends
-        before ``offset``. Kafka's ``LogSegment.translateOffset``."""
+        """Byte position of the batch holding ``offset``.
+
+        Kafka's ``LogSegment.translateOffset``.
+
+        Args:
+            offset: An absolute offset.
+
+        Returns:
+            The position of the first batch whose last offset is ``>= offset``,
+                or ``None`` if the segment ends before ``offset``.
+        """
         info = self.find_batch(offset)
         return None if info is None else info.position
 
     def find_offset_by_timestamp(self, timestamp: int) -> BatchInfo | None:
-        """The first batch whose largest timestamp is ``>= timestamp``, or
-        ``None``: time index lookup (largest entry ``<= timestamp``), offset
-        index lookup of that entry's offset, then a walk over batch headers
-        (Kafka's ``LogSegment.findOffsetByTimestamp``, at batch level). A
-        time index entry that does not match its batch marks the index
-        suspect and the walk restarts from byte 0."""
+        """The first batch whose largest timestamp is ``>= timestamp``.
+
+        Time index lookup (largest entry ``<= timestamp``), offset index lookup of
+        that entry's offset, then a walk over batch headers (Kafka's
+        ``LogSegment.findOffsetByTimestamp``, at batch level). A time index entry
+        that does not match its batch marks the index suspect and the walk
+        restarts from byte 0.
+
+        Args:
+            timestamp: Milliseconds since the epoch.
+
+        Returns:
+            That batch, or ``None``.
+        """
         entry = self.timeindex.lookup(timestamp)
         if entry is not None:
             entry_ts, entry_offset = entry
@@ -508,8 +588,15 @@ class LogSegment:
         return self._scan_for(lambda info: info.max_timestamp >= timestamp)
 
     def read(self, position: int, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` bytes from byte ``position``, never past
-        ``size`` (the tail may cut a batch). Empty at or past the end."""
+        """Read the ``.log`` file from byte ``position``, never past ``size``.
+
+        Args:
+            position: Where to start, in bytes from the start of the file.
+            max_bytes: The most bytes to return; the tail may cut a batch.
+
+        Returns:
+            The bytes; empty at or past the end.
+        """
         end = min(self._size, position + max(0, max_bytes))
         if position < 0 or position >= end:
             return b""
@@ -562,14 +649,22 @@ class LogSegment:
         self._bytes_since_index += size
 
     def append(self, data, first_offset: int, last_offset: int, now_ms: int | None = None) -> None:
-        """Write ``data`` (bytes-like: one or more complete batches already
-        carrying offsets ``first_offset``..``last_offset``) at the end of
-        the ``.log`` file and index it. ``now_ms``: the append time (for
-        `rolling_base_ms`; default: wall clock). Raises
-        ``ValueError`` if the data is not whole batches, the offsets do not
-        match it or do not follow ``last_offset``, or the segment would
-        outgrow the int32 positions / relative offsets; ``OSError`` (after
-        truncating back) if the write fails."""
+        """Write whole batches at the end of the ``.log`` file and index them.
+
+        Args:
+            data (bytes | bytearray | memoryview): One or more complete batches
+                already carrying offsets ``first_offset``..``last_offset``.
+            first_offset: The first offset in ``data``.
+            last_offset: The last offset in ``data``.
+            now_ms: The append time in ms, for `rolling_base_ms` (default: wall
+                clock).
+
+        Raises:
+            ValueError: ``data`` is not whole batches, the offsets do not match
+                it or do not follow the segment's last offset, or the segment
+                would outgrow the int32 positions / relative offsets.
+            OSError: The write failed (the file is truncated back first).
+        """
         view = memoryview(data).cast("B")
         n = len(view)
         if not n:
@@ -649,12 +744,16 @@ class LogSegment:
         self.index_suspect = False
 
     def recover(self) -> int:
-        """Validate every batch from byte 0 (complete, possible header,
-        offsets contiguous from ``base_offset``, CRC), truncate the ``.log``
-        file after the last valid batch, rebuild both indexes and set
-        ``size``, ``last_offset`` and the largest timestamp. Returns the
-        number of bytes truncated (logged at WARNING when non-zero). Seed
-        001 "log recovery"; Kafka's ``LogSegment.recover``."""
+        """Validate every batch from byte 0 and cut the file after the last valid one.
+
+        A batch is valid when complete, with a possible header, offsets
+        contiguous from ``base_offset`` and a matching CRC. Both indexes are
+        rebuilt and ``size``, ``last_offset`` and the largest timestamp set. Seed
+        001 "log recovery"; Kafka's ``LogSegment.recover``.
+
+        Returns:
+            The number of bytes truncated (logged at WARNING when non-zero).
+        """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
         self.index.reset()

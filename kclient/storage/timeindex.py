@@ -33,12 +33,18 @@ _INT32_MAX = 2**31 - 1
 class TimeIndex(IndexFile):
     """In-memory plus on-disk sparse time index for one segment.
 
-    ``path``: the ``.timeindex`` file (created if missing; a trailing
-    partial entry is dropped on load). ``base_offset``: the segment's base
-    offset. Columns: timestamps (ms) and absolute offsets, so
-    `lookup` is a ``bisect``. Raises ``OSError`` on I/O failure.
+    Columns: timestamps (ms) and absolute offsets, so `lookup` is a
+    ``bisect``.
 
     Source: Kafka's ``TimeIndex`` (no mmap or preallocation).
+
+    Args:
+        path: The ``.timeindex`` file (created if missing; a trailing partial
+            entry is dropped on load).
+        base_offset: The segment's base offset.
+
+    Raises:
+        OSError: An I/O failure.
     """
 
     ENTRY = TIME_ENTRY
@@ -73,11 +79,19 @@ class TimeIndex(IndexFile):
         return list(zip(timestamps, offsets))
 
     def lookup(self, timestamp: int) -> tuple[int, int] | None:
-        """The entry with the largest timestamp ``<= timestamp`` as
-        ``(timestamp, absolute offset)``, or ``None`` if every entry is
-        later (or the index is empty). The first batch whose largest
-        timestamp is ``>= timestamp`` is then at or after the batch holding
-        the returned offset (at the start of the segment for ``None``)."""
+        """The entry with the largest timestamp ``<= timestamp``.
+
+        The first batch whose largest timestamp is ``>= timestamp`` is then at or
+        after the batch holding the returned offset (at the start of the segment
+        for ``None``).
+
+        Args:
+            timestamp: Milliseconds since the epoch.
+
+        Returns:
+            ``(timestamp, absolute offset)``, or ``None`` if every entry is later
+                (or the index is empty).
+        """
         timestamps, offsets = self._cols
         i = bisect_right(timestamps, timestamp) - 1
         if i < 0:
@@ -85,9 +99,16 @@ class TimeIndex(IndexFile):
         return (timestamps[i], offsets[i])
 
     def sanity_check(self, last_offset: int | None = None) -> bool:
-        """True if timestamps strictly increase, offsets never decrease, are
-        ``>= base_offset`` and, when ``last_offset`` is given, ``<=
-        last_offset``. A failing index should be rebuilt."""
+        """Check the index; a failing one should be rebuilt.
+
+        Args:
+            last_offset: The segment's last offset, if known.
+
+        Returns:
+            True if timestamps strictly increase, offsets never decrease, are
+                ``>= base_offset`` and, when ``last_offset`` is given,
+                ``<= last_offset``.
+        """
         prev_ts, prev_off = None, self.base_offset
         for ts, off in zip(self._a, self._b):
             if off < prev_off or (prev_ts is not None and ts <= prev_ts):
@@ -100,10 +121,20 @@ class TimeIndex(IndexFile):
     # ------------------------------------------------------------ updates
 
     def maybe_append(self, timestamp: int, offset: int) -> bool:
-        """Add ``(timestamp, offset)`` if ``timestamp`` is larger than the
-        last entry's (and ``>= 0``); returns whether it was added. Raises
-        ``ValueError`` if the offset goes backwards or does not fit the
-        int32 relative field."""
+        """Add ``(timestamp, offset)`` if ``timestamp`` is later than the last entry's.
+
+        Args:
+            timestamp: Milliseconds since the epoch; negative ones are not
+                added.
+            offset: The absolute offset of the batch holding it.
+
+        Returns:
+            Whether the entry was added.
+
+        Raises:
+            ValueError: The offset goes backwards or does not fit the int32
+                relative field.
+        """
         if timestamp < 0 or (self._a and timestamp <= self._a[-1]):
             return False
         rel = offset - self.base_offset

@@ -403,20 +403,26 @@ def dump_files(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Dump each file of ``paths`` to ``out`` (default ``sys.stdout``) the
-    way Kafka's DumpLogSegments does; see the module docstring for the
-    format. Files are recognised by suffix: ``.log`` (segments), ``.index``
-    (offset index) and ``.timeindex``; others are skipped with ``Ignoring
-    unknown file`` on ``err`` (default ``sys.stderr``).
+    """Dump files the way Kafka's DumpLogSegments does.
 
-    ``deep_iteration``: one line per record as well as per batch.
-    ``print_data_log``: also print keys and values as UTF-8 text (implies
-    ``deep_iteration``, as in Kafka).
+    See the module docstring for the format. Files are recognised by suffix:
+    ``.log`` (segments), ``.index`` (offset index) and ``.timeindex``; others
+    are skipped with ``Ignoring unknown file`` on ``err``. Never raises for
+    damaged or unreadable files: they are reported on ``err``.
 
-    Never raises for damaged or unreadable files: returns 0 if every file
-    was read and valid, 1 if any had invalid bytes, a CRC mismatch, records
-    that could not be decoded, index entries that do not match the log, or
-    could not be opened (reported on ``err``)."""
+    Args:
+        paths: The files to dump.
+        deep_iteration: One line per record as well as per batch.
+        print_data_log: Also print keys and values as UTF-8 text (implies
+            ``deep_iteration``, as in Kafka).
+        out: Where the dump goes (default ``sys.stdout``).
+        err: Where problems go (default ``sys.stderr``).
+
+    Returns:
+        0 if every file was read and valid; 1 if any had invalid bytes, a
+            CRC mismatch, records that could not be decoded, index entries
+            that do not match the log, or could not be opened.
+    """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     deep = deep_iteration or print_data_log
@@ -444,9 +450,16 @@ def dump_files(
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``dump-log`` subcommand to ``subparsers`` (from
-    ``ArgumentParser.add_subparsers``); it sets ``func`` to `run`,
-    which returns the exit code. Returns the new sub-parser."""
+    """Add the ``dump-log`` subcommand.
+
+    The subcommand sets ``func`` to `run`, which returns the exit code.
+
+    Args:
+        subparsers: From ``ArgumentParser.add_subparsers``.
+
+    Returns:
+        The new sub-parser.
+    """
     p = subparsers.add_parser(
         "dump-log",
         help="print log segment and index files like Kafka's DumpLogSegments",
@@ -472,8 +485,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dump-log`` for parsed ``args`` (see `register`); returns
-    the exit code (2 when no file was given)."""
+    """Run ``dump-log`` for parsed arguments.
+
+    Args:
+        args: Parsed by the parser `register` set up.
+
+    Returns:
+        The exit code (2 when no file was given).
+    """
     paths = list(args.paths) + [f for csv in args.files for f in csv.split(",") if f]
     if not paths:
         print("dump-log: give at least one FILE (or --files a,b)", file=sys.stderr)

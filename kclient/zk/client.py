@@ -68,8 +68,12 @@ class ZkClient:
         return self._kazoo.connected
 
     def start(self) -> None:
-        """Connect; raises `ZkTimeoutError` if no server of
-        ``connect`` answers within ``connection_timeout_ms``."""
+        """Connect to ZooKeeper.
+
+        Raises:
+            kclient.errors.ZkTimeoutError: No server of ``connect`` answers
+                within ``connection_timeout_ms``.
+        """
         try:
             self._kazoo.start(timeout=self.connection_timeout_ms / 1000.0)
         except KazooTimeoutError:
@@ -126,8 +130,15 @@ class ZkClient:
 
     @_zk_errors
     def create_ephemeral_if_absent(self, path: str, data: bytes) -> bool:
-        """Create an ephemeral node (parents as persistent nodes); False if
-        it exists already."""
+        """Create an ephemeral node; missing parents are created persistent.
+
+        Args:
+            path: The node's path.
+            data: Its content.
+
+        Returns:
+            ``False`` if the node exists already, else ``True``.
+        """
         try:
             self._kazoo.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -156,10 +167,16 @@ class ZkClient:
 
     @_zk_errors
     def write_ephemeral(self, path: str, data: bytes) -> None:
-        """Make ``path`` an ephemeral node of this session holding ``data``:
-        created if absent, its data replaced if this session owns it, and
-        replaced (deleted and created) if another session or a persistent
-        node holds it."""
+        """Make ``path`` an ephemeral node of this session holding ``data``.
+
+        Created if absent, its data replaced if this session owns it, and
+        replaced (deleted and created) if another session or a persistent node
+        holds it.
+
+        Args:
+            path: The node's path.
+            data: Its content.
+        """
         try:
             self._kazoo.create(path, data, ephemeral=True, makepath=True)
             return
@@ -182,7 +199,15 @@ class ZkClient:
 
     @_zk_errors
     def delete(self, path: str, *, recursive: bool = False) -> bool:
-        """Delete the node; False if it did not exist."""
+        """Delete the node.
+
+        Args:
+            path: The node's path.
+            recursive: Delete its children too.
+
+        Returns:
+            ``False`` if it did not exist, else ``True``.
+        """
         try:
             self._kazoo.delete(path, recursive=recursive)
         except NoNodeError:
@@ -193,8 +218,15 @@ class ZkClient:
 
     @_zk_errors
     def owner_session(self, path: str) -> int | None:
-        """The session id owning ephemeral node ``path`` (0 for a persistent
-        node), None if it does not exist."""
+        """The session id owning the ephemeral node ``path``.
+
+        Args:
+            path: The node's path.
+
+        Returns:
+            The session id; 0 for a persistent node; ``None`` if the node does
+                not exist.
+        """
         stat = self._kazoo.exists(path)
         return None if stat is None else stat.ephemeralOwner
 
@@ -209,10 +241,19 @@ class ZkClient:
         return self._kazoo.transaction()
 
     def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> ChildrenWatch:
-        """Call ``callback(children)`` now and after every change of
-        ``path``'s children, on kazoo's event thread, until the client is
-        closed (kazoo's ChildrenWatch re-arms the watch and survives
-        reconnects). ``path`` is created first if missing."""
+        """Call ``callback(children)`` now and after every change of ``path``'s children.
+
+        The callback runs on kazoo's event thread, until the client is closed
+        (kazoo's ChildrenWatch re-arms the watch and survives reconnects).
+        ``path`` is created first if missing.
+
+        Args:
+            path: The parent node.
+            callback: Receives the child names (unsorted).
+
+        Returns:
+            kazoo's watch object.
+        """
         self.ensure_path(path)
 
         def on_change(children: list[str]) -> None:
@@ -247,9 +288,17 @@ class TrioZk:
             pass
 
     async def watch_children(self, path: str, on_change: Callable[[list[str]], Any]) -> ChildrenWatch:
-        """Watch ``path``'s children; ``on_change(children)`` runs on the trio
-        loop (a plain function: set an event, ``send_nowait`` ...) now and
-        after each change."""
+        """Watch ``path``'s children from trio.
+
+        Args:
+            path: The parent node (created first if missing).
+            on_change: Called with the child names on the trio loop, now and
+                after each change; a plain function (set an event,
+                ``send_nowait`` ...).
+
+        Returns:
+            kazoo's watch object.
+        """
         return await self.run(self.client.watch_children, path, lambda children: self.deliver(on_change, children))
 
 

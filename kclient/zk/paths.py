@@ -4,8 +4,8 @@ Everything here is bytes and values in, bytes and values out: no kazoo, no
 sockets, no clock reads (timestamps are passed in). Source: the
 "Distribution" section of the Kafka 0.8 documentation
 (https://kafka.apache.org/082/documentation.html: "ZooKeeper Directories", "Broker Node Registry",
-"Broker Topic Registry", "Consumer Id Registry", "Consumer Offset
-Tracking", "Partition Owner registry"); the documents are written the way Kafka writes them, so Kafka's own tools
+"Broker Topic Registry", "Consumer Id Registry", "Consumer Offsets",
+"Partition Owner registry"); the documents are written the way Kafka writes them, so Kafka's own tools
 read them:
 
 - ``/brokers/ids/<id>`` -> `BrokerRegistration` JSON (ephemeral)
@@ -165,9 +165,21 @@ class BrokerRegistration:
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes | str) -> "BrokerRegistration":
-        """Parse the node's data. A broker with only ``endpoints`` (host
-        null, Kafka with non-PLAINTEXT listeners first) gets host/port from
-        its first endpoint. Raises ValueError for a malformed document."""
+        """Parse a ``/brokers/ids/<id>`` node's data.
+
+        A broker with only ``endpoints`` (host null, Kafka with non-PLAINTEXT
+        listeners first) gets host/port from its first endpoint.
+
+        Args:
+            broker_id: The id from the node's path.
+            data: The node's JSON content.
+
+        Returns:
+            The registration.
+
+        Raises:
+            ValueError: A malformed document.
+        """
         doc = _loads(data, f"broker {broker_id}")
         endpoints = tuple(doc.get("endpoints") or ())
         host, port = doc.get("host"), doc.get("port", -1)
@@ -274,9 +286,21 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes | str) -> str:
-    """The cluster id (str) from ``/cluster/id`` content (Kafka's
-    ``{"version":"1","id":...}``, written since Kafka 0.10.1, KIP-78). Raises ``ValueError`` for content that
-    is not a JSON object, ``KeyError`` when it has no ``id``."""
+    """The cluster id from ``/cluster/id`` content.
+
+    Kafka writes ``{"version":"1","id":...}`` there since Kafka 0.10.1
+    (KIP-78).
+
+    Args:
+        data: The node's JSON content.
+
+    Returns:
+        The cluster id.
+
+    Raises:
+        ValueError: The content is not a JSON object.
+        KeyError: It has no ``id``.
+    """
     return str(_loads(data, "cluster id")["id"])
 
 
@@ -326,7 +350,17 @@ def encode_offset(offset: int) -> bytes:
 
 
 def decode_offset(data: bytes | str) -> int:
-    """Parse an offset node (raises ValueError if it is not an integer)."""
+    """Parse a ``/consumers/<group>/offsets/<topic>/<p>`` node.
+
+    Args:
+        data: The node's content, decimal text.
+
+    Returns:
+        The offset.
+
+    Raises:
+        ValueError: The content is not an integer.
+    """
     if isinstance(data, bytes):
         data = data.decode("ascii")
     return int(data.strip())
@@ -350,17 +384,24 @@ def thread_sort_key(thread_id: str) -> tuple[str, int]:
 
 
 def range_assignment(partitions: Iterable[int], thread_ids: Iterable[str]) -> dict[str, list[int]]:
-    """The range assignment of one topic ("Consumer rebalancing
-    algorithm" of the Kafka 0.8 documentation, steps 4-7, with the
-    remainder fix described in the module docstring).
+    """The range assignment of one topic.
 
+    The "Consumer rebalancing algorithm" of the Kafka 0.8 documentation,
+    steps 4-7, with the remainder fix described in the module docstring.
     ``partitions`` are sorted numerically, ``thread_ids`` with
-    `thread_sort_key`; with ``N = len(partitions) // len(threads)``
-    and ``extra = len(partitions) % len(threads)`` the thread at sorted
-    position ``i`` gets ``N + (1 if i < extra else 0)`` consecutive
-    partitions starting at ``i * N + min(i, extra)``. Every partition gets
-    exactly one thread; threads beyond the partition count get an empty
-    list. Returns ``{thread_id: [partition, ...]}`` for every thread.
+    `thread_sort_key`; with ``N = len(partitions) // len(threads)`` and
+    ``extra = len(partitions) % len(threads)`` the thread at sorted position
+    ``i`` gets ``N + (1 if i < extra else 0)`` consecutive partitions
+    starting at ``i * N + min(i, extra)``. Every partition gets exactly one
+    thread; threads beyond the partition count get an empty list.
+
+    Args:
+        partitions: The topic's partition ids.
+        thread_ids: The consumer thread ids subscribed to the topic (see
+            `consumer_thread_id`).
+
+    Returns:
+        ``{thread_id: [partition, ...]}`` for every thread.
     """
     parts = sorted(set(int(p) for p in partitions))
     threads = sorted(set(thread_ids), key=thread_sort_key)
@@ -376,9 +417,19 @@ def range_assignment(partitions: Iterable[int], thread_ids: Iterable[str]) -> di
 
 
 def threads_for(consumer_id: str, subscription: Mapping[str, int], topics: Sequence[str] | None = None) -> dict[str, list[str]]:
-    """``{topic: [thread ids]}`` of one consumer: for a static subscription
-    ``subscription`` itself (``{topic: streams}``); for a wildcard one pass
-    the matching ``topics`` and the single stream count applies to each."""
+    """The thread ids of one consumer, by topic.
+
+    Args:
+        consumer_id: The consumer's id.
+        subscription: ``{topic: streams}`` for a static subscription; for a
+            wildcard one, its single stream count applies to each of
+            ``topics``.
+        topics: The topics matching a wildcard subscription; ``None`` for a
+            static one.
+
+    Returns:
+        ``{topic: [thread ids]}``.
+    """
     if topics is None:
         return {t: [consumer_thread_id(consumer_id, i) for i in range(n)] for t, n in subscription.items()}
     (n,) = subscription.values() if subscription else (0,)

@@ -75,10 +75,20 @@ ALL_APIS: dict[int, Api] = {
 def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, floor: int | None = None, ceiling: int | None = None) -> int:
     """Highest version of ``api`` that kclient and the broker both support.
 
-    ``broker_versions`` maps api key -> (min, max) from an ApiVersions
-    response. ``floor``/``ceiling`` narrow kclient's own range (e.g. Produce
-    needs v3+ for record batch v2). Raises
-    `kclient.errors.UnsupportedVersionError` when the ranges do not meet.
+    Args:
+        api: The API to send.
+        broker_versions: API key -> ``(min, max)`` from an ApiVersions
+            response.
+        floor: Narrows kclient's own range from below (e.g. Produce needs
+            v3+ for record batch v2).
+        ceiling: Narrows kclient's own range from above.
+
+    Returns:
+        The version to use.
+
+    Raises:
+        kclient.errors.UnsupportedVersionError: The broker does not support
+            ``api`` or the ranges do not meet.
     """
     from kclient.errors import UnsupportedVersionError
 

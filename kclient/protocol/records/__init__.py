@@ -3,8 +3,9 @@
 (`.codecs`).
 
 Dispatch on the magic byte at position 16: every format keeps offset and
-size at the same place (bytes 0-11; Kafka protocol guide
-https://kafka.apache.org/protocol, "Record Batch"), so one record set may
+size at the same place (bytes 0-11; Kafka documentation
+https://kafka.apache.org/documentation/#messageformat, "Record Batch" and
+"Old Message Format"), so one record set may
 even mix formats (a log converted from v1 to v2 keeps its old entries).
 """
 
@@ -30,15 +31,23 @@ from kclient.protocol.records.legacy import (
 
 
 def iter_record_set(buf) -> Iterator[Record]:
-    """Yield every record of every complete batch in ``buf`` (a Fetch
-    response's records), in any message format: v2 batches (control
-    batches skipped) and v0/v1 entries (compressed wrappers expanded with
-    absolute offsets, see `.legacy`). A partial batch at the end is
-    dropped. Raises `CorruptRecordError` on a bad batch or entry
-    (CRC mismatch, damaged or undecodable data, unknown magic).
+    """Every record of every complete batch in a record set, in any format.
 
-    The records come from `.rows.iter_record_rows`, the one record-set
-    decoder, as `Record` objects."""
+    v2 batches have their control batches skipped; v0/v1 entries have their
+    compressed wrappers expanded with absolute offsets (see `.legacy`). A
+    partial batch at the end is dropped. The records come from
+    `.rows.iter_record_rows`, the one record-set decoder.
+
+    Args:
+        buf: The record set bytes (e.g. a Fetch response's ``records``).
+
+    Yields:
+        Each `Record`, in offset order within the set.
+
+    Raises:
+        CorruptRecordError: A bad batch or entry (CRC mismatch, damaged or
+            undecodable data, unknown magic).
+    """
     for offsets, rows in iter_record_rows(buf):
         for offset, (key, value, timestamp, headers) in zip(offsets, rows):
             yield Record(offset, timestamp, key, value, headers)

@@ -60,7 +60,18 @@ class CodecError(ValueError):
 
 
 def codec_id(name_or_id) -> int:
-    """Accept ``"gzip"`` or ``1``; raise ValueError for anything else."""
+    """Normalise a codec given by name or id to its id.
+
+    Args:
+        name_or_id (str | int): ``"gzip"``, ``"snappy"``, ``"lz4"``,
+            ``"zstd"``, ``"none"`` or their ids (``1`` for gzip...).
+
+    Returns:
+        The codec id (bits 0-2 of the attributes).
+
+    Raises:
+        ValueError: Neither a known name nor a known id.
+    """
     if isinstance(name_or_id, int) and name_or_id in NAMES:
         return name_or_id
     key = str(name_or_id).strip().lower()
@@ -148,10 +159,21 @@ def lz4_header_checksum(frame, *, broken: bool = False) -> int:
 
 
 def compress(codec: int, data: bytes) -> bytes:
-    """Compress ``data`` with ``codec`` (an id) the way the Java client does
-    for message format v1/v2 (gzip with mtime 0; xerial-framed snappy in
-    32 KiB chunks; one LZ4 frame with independent blocks; one zstd frame).
-    Raises ValueError for an unknown codec id."""
+    """Compress ``data`` the way the Java client does for message format v1/v2.
+
+    gzip with mtime 0; xerial-framed snappy in 32 KiB chunks; one LZ4 frame
+    with independent blocks; one zstd frame.
+
+    Args:
+        codec: The codec id.
+        data: The uncompressed bytes.
+
+    Returns:
+        The compressed bytes.
+
+    Raises:
+        ValueError: ``codec`` is not a known id.
+    """
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
@@ -249,11 +271,22 @@ def _unzstd(data: bytes) -> bytes:
 
 
 def decompress(codec: int, data) -> bytes:
-    """Decompress ``data`` (bytes-like) written with ``codec``.
+    """Decompress ``data`` written with ``codec``.
 
     Snappy: xerial framing (Java) or a raw block (librdkafka). LZ4 and zstd:
-    one or more whole frames one after another. Raises `CodecError`
-    naming the codec for a corrupt or truncated payload or an unknown id."""
+    one or more whole frames one after another.
+
+    Args:
+        codec: The codec id.
+        data (bytes | bytearray | memoryview): The compressed bytes.
+
+    Returns:
+        The uncompressed bytes.
+
+    Raises:
+        CodecError: A corrupt or truncated payload (the message names the
+            codec) or an unknown id.
+    """
     data = bytes(data)
     if codec == NONE:
         return data
@@ -286,10 +319,20 @@ def compress_lz4_magic0(data: bytes) -> bytes:
 
 
 def decompress_lz4_magic0(data) -> bytes:
-    """Decompress the LZ4 value of a magic 0 message, ignoring the header
-    checksum byte as Kafka's reader does for magic 0 (so both the broken
-    KAFKA-3160 checksum and a correct one are accepted). Raises
-    `CodecError` for anything else that is wrong."""
+    """Decompress the LZ4 value of a magic 0 message.
+
+    The header checksum byte is ignored, as Kafka's reader does for magic 0,
+    so both the broken KAFKA-3160 checksum and a correct one are accepted.
+
+    Args:
+        data (bytes | bytearray | memoryview): The message value.
+
+    Returns:
+        The uncompressed bytes.
+
+    Raises:
+        CodecError: Anything else about the frame is wrong.
+    """
     frame = bytearray(data)
     end = _lz4_descriptor_end(bytes(frame[:16]))
     frame[end] = lz4_header_checksum(bytes(frame[: end + 1]))
@@ -297,8 +340,17 @@ def decompress_lz4_magic0(data) -> bytes:
 
 
 def check_legacy_codec(codec: int, magic: int) -> None:
-    """Raise `CodecError` unless ``codec`` may compress a message of
-    format ``magic`` (0 or 1): zstd is v2 only, ids above 4 are unknown."""
+    """Check that ``codec`` may compress a message of format ``magic``.
+
+    zstd is v2 only; ids above 4 are unknown.
+
+    Args:
+        codec: The codec id.
+        magic: The message format, 0 or 1.
+
+    Raises:
+        CodecError: ``codec`` is not allowed for ``magic``.
+    """
     if magic not in (0, 1):
         raise CodecError(f"magic {magic} is not a v0/v1 message format")
     if codec == ZSTD:
@@ -311,9 +363,21 @@ def check_legacy_codec(codec: int, magic: int) -> None:
 
 
 def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
-    """Compress the inner message set of a v0/v1 wrapper message. As
-    `compress`, except lz4 for magic 0 (`compress_lz4_magic0`).
-    Raises `CodecError` for zstd (v2 only) or an unknown codec."""
+    """Compress the inner message set of a v0/v1 wrapper message.
+
+    As `compress`, except lz4 for magic 0 (`compress_lz4_magic0`).
+
+    Args:
+        codec: The codec id.
+        data: The inner message set bytes.
+        magic: The wrapper's format, 0 or 1.
+
+    Returns:
+        The wrapper message's value.
+
+    Raises:
+        CodecError: zstd (v2 only) or an unknown codec.
+    """
     check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return compress_lz4_magic0(data)
@@ -321,9 +385,21 @@ def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
 
 
 def decompress_legacy(codec: int, data, magic: int) -> bytes:
-    """Decompress a v0/v1 wrapper message's value. As `decompress`,
-    except lz4 for magic 0 (`decompress_lz4_magic0`). Raises
-    `CodecError` for zstd, an unknown codec or a bad payload."""
+    """Decompress a v0/v1 wrapper message's value.
+
+    As `decompress`, except lz4 for magic 0 (`decompress_lz4_magic0`).
+
+    Args:
+        codec: The codec id.
+        data (bytes | bytearray | memoryview): The wrapper's value.
+        magic: The wrapper's format, 0 or 1.
+
+    Returns:
+        The inner message set bytes.
+
+    Raises:
+        CodecError: zstd, an unknown codec or a bad payload.
+    """
     check_legacy_codec(codec, magic)
     if codec == LZ4 and magic == 0:
         return decompress_lz4_magic0(data)

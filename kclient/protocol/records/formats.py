@@ -7,9 +7,10 @@ timestamps and relative offsets: KIP-32, KIP-31) and record batch v2
 (magic 2, KIP-98). A Kafka release writes one of them
 (``log.message.format.version``), a Produce request version limits what a
 client may send and a Fetch version limits what a broker may answer with
-(Kafka protocol guide https://kafka.apache.org/protocol, "The Messages
-Produce" / "The Messages Fetch" and "Record Batch"; the Kafka design docs
-https://kafka.apache.org/documentation/#messageformat):
+(Kafka protocol guide, "The Messages":
+https://kafka.apache.org/protocol#The_Messages_Produce and
+https://kafka.apache.org/protocol#The_Messages_Fetch; Kafka documentation,
+"Message Format": https://kafka.apache.org/documentation/#messageformat):
 
 | Kafka release / request | magic |
 |---|---|
@@ -68,7 +69,7 @@ def magic_for_kafka_version(version: tuple[int, int, int]) -> int:
 
     Returns:
         0 for 0.8.x and 0.9.x, 1 for 0.10.x (all its IV steps), 2 for 0.11.0
-        and later (Kafka's ``ApiVersion`` / ``RecordVersion`` table).
+            and later (Kafka's ``ApiVersion`` / ``RecordVersion`` table).
     """
     if version < KAFKA_MAGIC1_MIN_VERSION:
         return 0

@@ -90,15 +90,26 @@ def _put_bytes(out: bytearray, data) -> None:
 
 
 def build_message(key, value, *, magic: int, timestamp: int | None = None, attributes: int = 0) -> bytes:
-    """Encode one v0/v1 message from ``crc`` to the end of ``value`` (no
-    offset / size prefix; see `build_entry`).
+    """Encode one v0/v1 message from ``crc`` to the end of ``value``.
 
-    ``key``/``value``: bytes-like or None (written with length -1).
-    ``magic``: 0 or 1. ``timestamp``: ms since the epoch, v1 only (None
-    gives -1, "no timestamp"); ignored for v0, which has no timestamp field.
-    ``attributes``: the attributes byte (codec in bits 0-2, LogAppendTime in
-    bit 3). The CRC is zlib's CRC32 over magic..end. Raises ValueError for
-    another magic."""
+    There is no offset / size prefix (see `build_entry`). The CRC is zlib's
+    CRC32 over magic..end.
+
+    Args:
+        key (bytes | None): Bytes-like, or ``None`` (written with length -1).
+        value (bytes | None): Bytes-like, or ``None`` (written with length -1).
+        magic: 0 or 1.
+        timestamp: Milliseconds since the epoch, v1 only (``None`` gives -1,
+            "no timestamp"); ignored for v0, which has no timestamp field.
+        attributes: The attributes byte (codec in bits 0-2, LogAppendTime in
+            bit 3).
+
+    Returns:
+        The message bytes.
+
+    Raises:
+        ValueError: ``magic`` is not 0 or 1.
+    """
     if magic not in (0, 1):
         raise ValueError(f"magic {magic} is not a v0/v1 message format")
     body = bytearray()
@@ -135,23 +146,33 @@ def build_message_set(
 ) -> bytes:
     """Encode ``records`` as a v0/v1 message set.
 
-    ``records``: iterable of ``(key, value)``, ``(key, value, timestamp_ms)``
-    or ``(key, value, timestamp_ms, headers)`` (the same tuples as
-    `kclient.protocol.records.v2.build_batch`; headers must be empty,
-    timestamps are dropped for v0 and None means -1 for v1).
-
     Uncompressed (``codec`` 0): one entry per record, offsets
     ``base_offset + i``. Compressed: one wrapper entry with a null key whose
-    value is ``codec``-compressed inner set; inner offsets are
+    value is the ``codec``-compressed inner set; inner offsets are
     ``base_offset + i`` for v0 and ``i`` for v1; the wrapper's offset is the
     last inner offset (``base_offset + n - 1``); a v1 wrapper's timestamp is
-    the max inner timestamp. ``timestamp_type_log_append`` sets attribute
-    bit 3 (LogAppendTime) on v1 messages (on the wrapper only when
-    compressed; inner messages are always CreateTime); ignored for v0.
+    the max inner timestamp.
 
-    Raises ValueError for an empty ``records``, non-empty headers or a bad
-    magic, `codecs.CodecError` for zstd (magic 2 only) or an unknown
-    codec.
+    Args:
+        records: ``(key, value)``, ``(key, value, timestamp_ms)`` or ``(key,
+            value, timestamp_ms, headers)`` tuples (the same tuples as
+            `kclient.protocol.records.v2.build_batch`; headers must be
+            empty, timestamps are dropped for v0 and ``None`` means -1 for
+            v1).
+        magic: 0 or 1.
+        base_offset: The first record's offset.
+        codec: A codec id from `codecs`.
+        timestamp_type_log_append: Set attribute bit 3 (LogAppendTime) on v1
+            messages (on the wrapper only when compressed; inner messages
+            are always CreateTime); ignored for v0.
+
+    Returns:
+        The message set bytes.
+
+    Raises:
+        ValueError: ``records`` is empty, a record has headers, or ``magic``
+            is not 0 or 1.
+        codecs.CodecError: zstd (magic 2 only) or an unknown codec.
     """
     if magic not in (0, 1):
         raise ValueError(f"magic {magic} is not a v0/v1 message format")
@@ -249,11 +270,23 @@ def _read_len_bytes(buf, pos: int, end: int, what: str, where: int):
 
 
 def read_message(buf, position: int = 0) -> LegacyMessage:
-    """Parse the complete v0/v1 entry at ``position`` of ``buf`` (bytes-like)
-    without judging its CRC (see `LegacyMessage.is_valid`). Raises
-    `CorruptRecordError` naming the offset if the buffer ends inside
-    the entry, the size is below the v0/v1 minimum, the magic is not 0/1,
-    or the key/value lengths do not add up to the size."""
+    """Parse the complete v0/v1 entry at ``position`` without judging its CRC.
+
+    See `LegacyMessage.is_valid` for the CRC.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data.
+        position: Offset of the entry's first byte (its offset field).
+
+    Returns:
+        The parsed entry.
+
+    Raises:
+        kclient.errors.CorruptRecordError: ``buf`` ends inside the entry, the
+            size is below the v0/v1 minimum, the magic is not 0/1, or the
+            key/value lengths do not add up to the size (the message names
+            the offset).
+    """
     if position + _HEAD_SIZE > len(buf):
         raise CorruptRecordError(f"message entry at byte {position} is truncated")
     offset, size, crc, magic, attributes = _HEAD.unpack_from(buf, position)
@@ -285,11 +318,23 @@ def _check_crc(msg: LegacyMessage, what: str = "message") -> None:
 
 
 def decompress_inner(wrapper: LegacyMessage, *, check_crc: bool = True) -> list[LegacyMessage]:
-    """The inner messages of a compressed wrapper, as stored (offsets not
-    made absolute). Raises `CorruptRecordError` naming the wrapper
-    offset if the value does not decompress, the inner set is empty, ends
-    with a partial message, holds a compressed (nested) message or, when
-    ``check_crc``, an inner message fails its CRC."""
+    """The inner messages of a compressed wrapper, as stored.
+
+    Offsets are not made absolute (see `absolute_inner`).
+
+    Args:
+        wrapper: A compressed v0/v1 message.
+        check_crc: Check every inner message's CRC.
+
+    Returns:
+        The inner messages in order.
+
+    Raises:
+        kclient.errors.CorruptRecordError: The value does not decompress, the
+            inner set is empty, ends with a partial message or holds a
+            compressed (nested) message, or (when ``check_crc``) an inner
+            message fails its CRC; the message names the wrapper offset.
+    """
     where = wrapper.offset
     if wrapper.value is None:
         raise CorruptRecordError(f"compressed message at offset {where} has a null value")
@@ -334,14 +379,25 @@ def absolute_inner(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[t
 
 
 def iter_entry_records(entry, *, check_crc: bool = True) -> Iterator[Record]:
-    """Yield the records of one complete v0/v1 entry (``entry``: its bytes,
-    log overhead included) as `Record` with absolute offsets.
+    """The records of one complete v0/v1 entry, with absolute offsets.
 
     Uncompressed: one record. Compressed: its inner messages, offsets made
     absolute by Kafka's rule (module docstring), timestamps replaced by the
     wrapper's when the wrapper says LogAppendTime; v0 timestamps are -1.
-    Headers are always ``()``. Raises `CorruptRecordError` naming the
-    offset on a CRC mismatch (when ``check_crc``) or damaged data."""
+    Headers are always ``()``.
+
+    Args:
+        entry (bytes | bytearray | memoryview): The entry's bytes, log
+            overhead (offset and size, 12 bytes) included.
+        check_crc: Check the CRCs.
+
+    Yields:
+        Each `Record`.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A CRC mismatch (when
+            ``check_crc``) or damaged data; the message names the offset.
+    """
     msg = read_message(entry, 0)
     if check_crc:
         _check_crc(msg)
@@ -353,12 +409,24 @@ def iter_entry_records(entry, *, check_crc: bool = True) -> Iterator[Record]:
 
 
 def iter_legacy_records(buf, *, check_crc: bool = True) -> Iterator[Record]:
-    """Yield every record of every complete v0/v1 entry in ``buf`` (a
-    message set, e.g. a Fetch v0-3 partition's records), dropping a partial
-    entry at the end as a fetch may cut one. Raises
-    `CorruptRecordError` naming the offset for a CRC mismatch,
-    damaged entry, undecodable compressed value or a v2 batch (use
-    `kclient.protocol.records.iter_record_set` for mixed data)."""
+    """Every record of every complete v0/v1 entry in a message set.
+
+    A partial entry at the end is dropped, as a fetch may cut one. Use
+    `kclient.protocol.records.iter_record_set` for data that may mix formats.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The message set, e.g. a Fetch
+            v0-3 partition's records.
+        check_crc: Check the CRCs.
+
+    Yields:
+        Each `Record`, with absolute offsets.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A CRC mismatch, a damaged entry, an
+            undecodable compressed value or a v2 batch; the message names
+            the offset.
+    """
     view = memoryview(buf)
     for info in scan_batches(view):
         if info.magic not in (0, 1):
@@ -399,17 +467,26 @@ class LegacyEntryInfo:
 
 
 def validate_legacy_entry(buf) -> LegacyEntryInfo:
-    """Check one complete v0/v1 entry (``buf``: exactly its bytes) the way a
-    broker does before appending it, and describe it.
+    """Check one complete v0/v1 entry the way a broker does before appending it.
 
     Checks: ``len(buf)`` equals 12 + the size field; magic 0/1; key/value
     lengths add up; CRC32; for a compressed wrapper also: codec 1-3 (zstd
     needs v2), the value decompresses, at least one inner message, every
     inner message complete, uncompressed, of the wrapper's magic and with a
-    matching CRC. Raises `CorruptRecordError` naming the offset (the
-    broker answers CORRUPT_MESSAGE; Kafka also uses INVALID_RECORD /
-    UNSUPPORTED_COMPRESSION_TYPE for some of these, which the caller may
-    distinguish by inspecting the entry first)."""
+    matching CRC.
+
+    Args:
+        buf (bytes | bytearray | memoryview): Exactly the entry's bytes.
+
+    Returns:
+        A description of the entry.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Any check fails; the message names
+            the offset. The broker answers CORRUPT_MESSAGE (Kafka also uses
+            INVALID_RECORD / UNSUPPORTED_COMPRESSION_TYPE for some of these,
+            which the caller may distinguish by inspecting the entry first).
+    """
     if len(buf) < _HEAD_SIZE:
         raise CorruptRecordError(f"message entry of {len(buf)} bytes is shorter than its header")
     msg = read_message(buf, 0)
@@ -448,9 +525,7 @@ def _rewrite_header(entry: bytearray, offset: int, *, log_append_time: int | Non
 
 
 def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | None = None) -> tuple[bytes, int]:
-    """Give one valid v0/v1 entry (bytes, log overhead included) its log
-    offsets starting at ``base_offset``; return ``(new entry bytes,
-    last offset)``.
+    """Give one valid v0/v1 entry its log offsets starting at ``base_offset``.
 
     Uncompressed: the offset field becomes ``base_offset``. Compressed v1
     with inner offsets ``0..n-1``: only the wrapper offset changes, to
@@ -458,10 +533,22 @@ def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | Non
     assignment). Compressed v0 (inner offsets are absolute and inside the
     compressed value) or v1 with other inner offsets: the inner set is
     rebuilt with the right offsets and re-compressed with the same codec.
-    ``log_append_time`` (ms), for v1 only: the (wrapper) timestamp becomes
-    it and attribute bit 3 is set, CRC recomputed, as Kafka's broker does
-    for a LogAppendTime topic. Raises `CorruptRecordError` for an
-    invalid entry (see `validate_legacy_entry`)."""
+
+    Args:
+        entry (bytes | bytearray | memoryview): The entry, log overhead
+            included.
+        base_offset: The first offset to assign.
+        log_append_time: Milliseconds since the epoch, for v1 only: the
+            (wrapper) timestamp becomes it and attribute bit 3 is set, CRC
+            recomputed, as Kafka's broker does for a LogAppendTime topic.
+
+    Returns:
+        ``(new entry bytes, last offset)``.
+
+    Raises:
+        kclient.errors.CorruptRecordError: The entry is invalid (see
+            `validate_legacy_entry`).
+    """
     info = validate_legacy_entry(entry)
     out = bytearray(entry)
     if info.codec == codecs.NONE:

@@ -56,9 +56,20 @@ class BatchInfo:
 
 
 def read_batch_info(buf, position: int) -> BatchInfo | None:
-    """Header facts of the batch at ``position``; ``None`` if the buffer
-    ends before the batch does (a partial batch). Raises
-    `CorruptRecordError` for an impossible size or unknown magic."""
+    """Header facts of the batch or entry at ``position``, in any format.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data.
+        position: Offset of the batch's first byte in ``buf``.
+
+    Returns:
+        The batch's facts, or ``None`` if ``buf`` ends before the batch does
+            (a partial batch).
+
+    Raises:
+        kclient.errors.CorruptRecordError: An impossible size or an unknown
+            magic.
+    """
     end = len(buf)
     if position + MAGIC_AT + 1 > end:
         return None
@@ -83,9 +94,20 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
 
 
 def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
-    """Yield `BatchInfo` for each complete batch from ``start``; stop
-    silently at a partial batch at the end. Raises `CorruptRecordError`
-    at a batch whose header is impossible."""
+    """Walk the complete batches of ``buf`` from ``start``.
+
+    A partial batch at the end stops the walk silently.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data.
+        start: Byte offset of the first batch.
+
+    Yields:
+        The `BatchInfo` of each complete batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A batch header is impossible.
+    """
     pos = start
     while True:
         info = read_batch_info(buf, pos)

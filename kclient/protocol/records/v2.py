@@ -170,12 +170,28 @@ def build_batch(
 ) -> bytes:
     """Encode one v2 record batch.
 
-    ``records``: iterable of ``(key, value, timestamp_ms)`` or
-    ``(key, value, timestamp_ms, headers)``; key/value bytes or None;
-    headers a sequence of ``(str, bytes|None)`` or `Header`. Offsets
-    are ``base_offset + i``. ``codec``: one of `codecs`' ids; the
-    records section is compressed as a whole. Returns the batch bytes with
-    the CRC-32C filled in. Raises ValueError for an empty ``records``.
+    Args:
+        records: ``(key, value, timestamp_ms)`` or ``(key, value,
+            timestamp_ms, headers)`` tuples; key and value are bytes or
+            ``None``, headers a sequence of ``(str, bytes | None)`` or
+            `Header`. Record ``i`` gets offset ``base_offset + i``.
+        base_offset: The first record's offset.
+        codec: One of `codecs`' ids; the records section is compressed as a
+            whole.
+        timestamp_type_log_append: Set the LogAppendTime attribute bit.
+        producer_id: Idempotent/transactional producer id, -1 for none.
+        producer_epoch: That producer's epoch, -1 for none.
+        base_sequence: The first record's sequence number, -1 for none.
+        partition_leader_epoch: Written by the broker on append; -1 from a
+            client.
+        is_transactional: Set the transactional attribute bit.
+        is_control: Set the control-batch attribute bit.
+
+    Returns:
+        The batch bytes with the CRC-32C filled in.
+
+    Raises:
+        ValueError: ``records`` is empty.
     """
     records = records if isinstance(records, (list, tuple)) else list(records)
     if not records:
@@ -258,8 +274,19 @@ def build_batch(
 
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
-    """Decode the 61-byte header at ``pos``. Raises CorruptRecordError if the
-    buffer is too short or the magic is not 2."""
+    """Decode the 61-byte batch header at ``pos``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data.
+        pos: Offset of the batch's first byte.
+
+    Returns:
+        The decoded header.
+
+    Raises:
+        kclient.errors.CorruptRecordError: ``buf`` is too short or the magic
+            is not 2.
+    """
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header truncated at byte {pos}")
     fields = HEADER.unpack_from(buf, pos)
@@ -274,9 +301,17 @@ def compute_crc(batch) -> int:
 
 
 def validate_batch(batch) -> BatchHeader:
-    """Check one complete batch's size and CRC-32C; return its header.
+    """Check one complete batch's size and CRC-32C.
 
-    Raises `CorruptRecordError` naming the expected and actual CRC.
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+
+    Returns:
+        The batch's header.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A bad size or a CRC mismatch (the
+            message names the expected and actual CRC).
     """
     header = read_header(batch)
     if header.size != len(batch):
@@ -319,10 +354,23 @@ _ZZ = _zigzag_decode_table()
 
 
 def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) -> tuple:
-    """The records of the batch whose bytes are ``buf[pos:end]`` as
-    ``(data, start, stop)``: the batch's own buffer and bounds when it is
-    uncompressed (no copy), else the decompressed bytes. Raises
-    `CorruptRecordError` when decompression fails."""
+    """The records section of the batch whose bytes are ``buf[pos:end]``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The batch's buffer.
+        pos: The batch's first byte in ``buf``.
+        end: The byte after the batch.
+        attributes: The batch's attributes (codec in bits 0-2).
+        base_offset: The batch's base offset, for error messages.
+
+    Returns:
+        ``(data, start, stop)``: the batch's own buffer and bounds when it is
+            uncompressed (no copy), else the decompressed bytes and their
+            bounds.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Decompression fails.
+    """
     codec = attributes & ATTR_CODEC_MASK
     if not codec:
         return buf, pos + HEADER_SIZE, end
@@ -344,22 +392,36 @@ def decode_rows(
     offsets: list | None = None,
     rows: list | None = None,
 ) -> tuple[list, list]:
-    """Decode ``count`` records from ``data[pos:end]`` (a batch's
-    uncompressed records section, see `records_section`) into two
-    lists: the absolute offsets, and one ``(key, value, timestamp,
-    headers)`` tuple per record (the field order of the consumer's Message,
-    which builds its objects from these in C, see
-    `kclient.client.consumer.message_set.ByteBufferMessageSet`). Timestamps are
-    ``base_timestamp + delta``, or ``fixed_timestamp`` for every record when
-    given (LogAppendTime). ``data`` should be ``bytes``: keys and values are
-    slices of it. ``offsets`` / ``rows``: lists to append to (several
-    batches into one pair), new ones by default; on an error they may hold
-    part of this batch. Raises `CorruptRecordError` for malformed
-    records.
+    """Decode ``count`` records from a batch's uncompressed records section.
 
     The consumer's hot loop: one iteration per record, so it is written for
     the common shape (one- and two-byte varints looked up in ``_ZZ``, null
-    key, no headers) with the general case in the ``else`` branches.
+    key, no headers) with the general case in the ``else`` branches. Rows
+    have the field order of the consumer's Message, which builds its objects
+    from them in C (see `kclient.client.consumer.message_set.ByteBufferMessageSet`).
+
+    Args:
+        data: The records section (see `records_section`); should be
+            ``bytes``: keys and values are slices of it.
+        pos: The first record's byte in ``data``.
+        end: The byte after the last record.
+        count: The batch's record count.
+        base_offset: The batch's base offset.
+        base_timestamp: The batch's base timestamp (ms); each record's is
+            ``base_timestamp + delta``.
+        fixed_timestamp: For LogAppendTime, the timestamp (ms) of every
+            record.
+        offsets: A list to append the offsets to (several batches into one
+            pair); a new one by default.
+        rows: A list to append the rows to; a new one by default.
+
+    Returns:
+        ``(offsets, rows)``: the absolute offsets and one ``(key, value,
+            timestamp, headers)`` tuple per record. On an error the lists
+            passed in may hold part of this batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Malformed records.
     """
     zz = _ZZ
     rv = read_varint
@@ -469,9 +531,19 @@ def decode_rows(
 
 
 def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
-    """Decode one complete v2 batch into a list of plain tuples
-    ``(offset, timestamp, key, value, headers)``. Same checks and errors as
-    `iter_records`."""
+    """Decode one complete v2 batch into plain tuples.
+
+    Same checks and errors as `iter_records`.
+
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+        header: The batch's header if already decoded.
+        check_crc: Verify the CRC-32C first.
+
+    Returns:
+        ``(offset, timestamp, key, value, headers)`` per record, in offset
+            order.
+    """
     if header is None:
         header = validate_batch(batch) if check_crc else read_header(batch)
     if not isinstance(batch, bytes):
@@ -485,9 +557,22 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
 
 
 def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
-    """Yield the records of one complete v2 batch with absolute offsets and
-    timestamps (LogAppendTime batches report ``max_timestamp`` for every
-    record, as Kafka does). Raises `CorruptRecordError` on a CRC
-    mismatch (when ``check_crc``) or malformed records."""
+    """The records of one complete v2 batch, with absolute offsets and timestamps.
+
+    LogAppendTime batches report ``max_timestamp`` for every record, as Kafka
+    does.
+
+    Args:
+        batch (bytes | bytearray | memoryview): Exactly one batch.
+        header: The batch's header if already decoded.
+        check_crc: Verify the CRC-32C first.
+
+    Yields:
+        Each `Record`, in offset order.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A CRC mismatch (when
+            ``check_crc``) or malformed records.
+    """
     for t in decode_records(batch, header, check_crc=check_crc):
         yield Record(*t)

@@ -29,6 +29,7 @@ from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
+    BatchHeader,
     CRC_START,
     HEADER as _V2_HEADER,
     HEADER_SIZE as _V2_HEADER_SIZE,
@@ -143,7 +144,7 @@ def _located(exc: CorruptRecordError, where: str | None, base_offset: int) -> Co
 __all__ = ["CHUNK_ROWS", "iter_record_rows"]
 
 
-def decode_batch_rows(buf: bytes, position: int, size: int, offsets: list, rows: list):
+def decode_batch_rows(buf: bytes, position: int, size: int, offsets: list, rows: list) -> BatchHeader | None:
     """Check and decode the v2 record batch at ``buf[position:position +
     size]`` (the general path: any codec), appending its absolute offsets
     and ``(key, value, timestamp, headers)`` rows to ``offsets`` / ``rows``.
@@ -157,9 +158,9 @@ def decode_batch_rows(buf: bytes, position: int, size: int, offsets: list, rows:
         rows: List the rows are appended to.
 
     Returns:
-        The batch header (`kclient.protocol.records.v2.BatchHeader`: its
-        ``is_log_append_time`` says which timestamps the rows carry), or
-        None for a control batch (a transaction marker), which adds no row.
+        The batch header (its ``is_log_append_time`` says which timestamps
+            the rows carry), or None for a control batch (a transaction
+            marker), which adds no row.
 
     Raises:
         CorruptRecordError: The CRC does not match, or the header or a

@@ -18,6 +18,11 @@ serialises them (an append may fsync there when
 ``log.flush.interval.messages`` says so). The broker's periodic tasks
 (flush, retention, checkpoints; `kclient.broker.server`) run theirs in
 worker threads: the storage engine is thread-safe.
+
+Why one module of just over 600 lines: one handler per API, all reading
+the same `BrokerState`; the API-specific work is delegated (fetch reads to
+`kclient.broker.fetch`, format conversion to `kclient.broker.convert`,
+metadata to `kclient.broker.meta`), so what is left is request plumbing.
 """
 
 from __future__ import annotations

@@ -26,6 +26,12 @@ last reference is released, so a reader never sees a closed (or, worse,
 reused) descriptor and a pending ``sendfile`` still finds its bytes.
 
 Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio.
+
+Why one module of about 900 lines: `LogSegment` owns three files that must
+agree (the log and its two indexes) and the reference count that keeps
+their descriptors alive; its recovery, lookups and deletion all rely on
+that agreement, so they stay in one class. About half the lines are
+docstrings.
 """
 
 from __future__ import annotations

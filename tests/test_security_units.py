@@ -375,7 +375,7 @@ def test_credential_matches_rfc5802_and_round_trips(mechanism):
     credential = make_scram_credential(mechanism, "alice-secret", iterations=4096, salt=salt)
     assert credential == _rfc5802_credential(HASHES[mechanism], "alice-secret", salt, 4096)
     text = str(credential)
-    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731
+    b64 = lambda raw: base64.b64encode(raw).decode()
     assert text == (
         f"salt={b64(salt)},stored_key={b64(credential.stored_key)},"
         f"server_key={b64(credential.server_key)},iterations=4096"
@@ -962,3 +962,11 @@ def test_tls_ca_directory(pki, tmp_path):
     shutil.copy(pki["ca"], tmp_path / f"{name}.0")
     client_ctx = _client(pki, **{"ssl.ca.location": str(tmp_path)})
     assert _handshake(client_ctx, _server(pki), "broker.test")["client_reply"] == b"PING"
+
+
+def test_listeners_from_tuples_and_typed_protocol():
+    listeners = parse_listeners([("ssl", "::1", 9093), ("PLAINTEXT", "", 9092)])
+    assert [tuple(e) for e in listeners] == [("SSL", "SSL", "::1", 9093), ("PLAINTEXT", "PLAINTEXT", "", 9092)]
+    assert ClientSecurity(security_protocol="ssl").security_protocol is SecurityProtocol.SSL
+    with pytest.raises(ConfigError, match="security.protocol"):
+        ClientSecurity(security_protocol="TLS")

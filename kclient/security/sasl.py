@@ -52,7 +52,6 @@ import json
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import ClassVar
 
 import attrs
 import scramp
@@ -570,7 +569,7 @@ class ScramServer(SaslServer):
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
         except SaslAuthenticationFailedError:
             raise
-        except Exception:  # a lookup that failed: same answer, nothing leaked
+        except Exception:  # noqa: BLE001 - a lookup that failed: same answer, nothing leaked
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
         if self._username is None:  # unknown user whose proof matched a made-up key: impossible, but never accept
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism))

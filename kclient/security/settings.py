@@ -191,7 +191,9 @@ class ClientSecurity:
             password; a key without a certificate.
     """
 
-    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    security_protocol: SecurityProtocol = attrs.field(
+        default=SecurityProtocol.PLAINTEXT, converter=lambda value: _protocol("security.protocol", value)
+    )
     ssl_ca_location: str | None = None
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
@@ -371,7 +373,8 @@ def parse_listeners(listeners: str | Iterable[str], protocol_map: str | Mapping[
     Args:
         listeners: The ``listeners`` value, e.g.
             ``"SASL_SSL://127.0.0.1:9093,PLAINTEXT://:9092"``; IPv6 hosts in
-            brackets; an empty host binds every interface.
+            brackets; an empty host binds every interface. A sequence of
+            such strings or of ``(name, host, port)`` tuples works too.
         protocol_map: ``listener.security.protocol.map`` (see
             `parse_security_protocol_map`).
 
@@ -393,6 +396,8 @@ def parse_listeners(listeners: str | Iterable[str], protocol_map: str | Mapping[
         raise _invalid(prop, listeners, "expected NAME://host:port,...")
     result: list[ListenerEndpoint] = []
     for item in items:
+        if isinstance(item, (tuple, list)) and len(item) == 3:  # (name, host, port), as kclient.config stores it
+            item = f"{item[0]}://[{item[1]}]:{item[2]}" if ":" in str(item[1]) else f"{item[0]}://{item[1]}:{item[2]}"
         if not isinstance(item, str):
             raise _invalid(prop, listeners, f"{item!r} is not NAME://host:port")
         if not item.strip():

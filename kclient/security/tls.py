@@ -217,7 +217,7 @@ def ssl_authentication_error(exc: ssl.SSLError, *, host: str | None = None) -> S
     where = f"TLS handshake with {host} failed" if host else "TLS handshake failed"
     if isinstance(exc, ssl.SSLCertVerificationError):
         code, message = exc.verify_code, exc.verify_message or str(exc)
-        if code == 62 or "hostname mismatch" in message.lower() or "ip address mismatch" in message.lower():
+        if code in (62, 64) or "hostname mismatch" in message.lower() or "ip address mismatch" in message.lower():
             why = f"host name mismatch: {message} (ssl.endpoint.identification.algorithm=https)"
         elif code in (2, 18, 19, 20, 21):
             why = f"certificate not trusted: {message} (check ssl.ca.location)"

@@ -686,6 +686,11 @@ def test_listener_security_from_properties():
     assert sasl_ssl.ssl_keystore_location == "/etc/kafka/broker.pem"
     assert sasl_ssl.ssl_key_password == "key-secret"
     assert sasl_ssl.ssl_client_auth is SslClientAuth.NONE
+    props["ssl.client.auth"] = "requested"  # KIP-684: not for SASL_SSL unless listener-prefixed
+    assert broker_listener_security(props)[0].ssl_client_auth is SslClientAuth.NONE
+    assert broker_listener_security(props)[1].ssl_client_auth is SslClientAuth.REQUIRED  # prefixed wins
+    props["listener.name.sasl_ssl.ssl.client.auth"] = "required"
+    assert broker_listener_security(props)[0].ssl_client_auth is SslClientAuth.REQUIRED
     assert sasl_ssl.sasl_enabled_mechanisms == ("PLAIN", "SCRAM-SHA-256")
     assert dict(sasl_ssl.plain_users) == {"alice": "alice-secret"}
     assert "alice-secret" not in repr(sasl_ssl) and "key-secret" not in repr(sasl_ssl)

@@ -26,7 +26,9 @@ settings, each ``<key>`` first as ``listener.name.<listener>.<key>``:
   the private key and the certificate chain), ``ssl.key.password``
   (KIP-651);
 - ``ssl.truststore.type=PEM``, ``ssl.truststore.location``;
-- ``ssl.client.auth``: ``none`` (default), ``requested``, ``required``;
+- ``ssl.client.auth``: ``none`` (default), ``requested``, ``required``
+  (on a SASL_SSL listener only in its ``listener.name.<listener>.`` form,
+  as KIP-684 says);
 - ``sasl.enabled.mechanisms``, and the PLAIN users from
   ``listener.name.<listener>.plain.sasl.jaas.config`` or
   ``sasl.jaas.config`` (PlainLoginModule ``user_<name>="<password>"``).
@@ -511,12 +513,23 @@ class ListenerSecurity:
             name, trust_password = _listener_value(props, listener, "ssl.truststore.password", secret=True)
             if trust_password is not None:
                 raise ConfigError(f"Invalid configuration {name}: a trust store password cannot be specified for PEM format")
-            name, client_auth = _listener_value(props, listener, "ssl.client.auth")
-            if client_auth is not None:
-                try:
-                    kwargs["ssl_client_auth"] = SslClientAuth(client_auth.lower())
-                except ValueError:
-                    raise _invalid(name, client_auth, "expected none, requested or required") from None
+            auth_values: dict[str, SslClientAuth] = {}
+            for name in (f"{listener.config_prefix}ssl.client.auth", "ssl.client.auth"):
+                client_auth = _text(props, name)
+                if client_auth is not None:
+                    try:
+                        auth_values[name] = SslClientAuth(client_auth.lower())
+                    except ValueError:
+                        raise _invalid(name, client_auth, "expected none, requested or required") from None
+            # KIP-684: SASL already authenticates, so a SASL_SSL listener
+            # asks for certificates only when told so for itself.
+            names = [f"{listener.config_prefix}ssl.client.auth"]
+            if protocol is not SecurityProtocol.SASL_SSL:
+                names.append("ssl.client.auth")
+            for name in names:
+                if name in auth_values:
+                    kwargs["ssl_client_auth"] = auth_values[name]
+                    break
         if protocol.uses_sasl:
             name, enabled = _listener_value(props, listener, "sasl.enabled.mechanisms")
             if enabled is None:

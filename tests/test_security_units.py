@@ -973,5 +973,7 @@ def test_listeners_from_tuples_and_typed_protocol():
     listeners = parse_listeners([("ssl", "::1", 9093), ("PLAINTEXT", "", 9092)])
     assert [tuple(e) for e in listeners] == [("SSL", "SSL", "::1", 9093), ("PLAINTEXT", "PLAINTEXT", "", 9092)]
     assert ClientSecurity(security_protocol="ssl").security_protocol is SecurityProtocol.SSL
+    typed = ClientSecurity(security_protocol="SASL_SSL", sasl_mechanism="plain", sasl_username="a", sasl_password="b")
+    assert typed.sasl_mechanism == "PLAIN" and isinstance(typed.sasl_client(), PlainClient)
     with pytest.raises(ConfigError, match="security.protocol"):
         ClientSecurity(security_protocol="TLS")

@@ -201,7 +201,9 @@ class ClientSecurity:
     ssl_key_location: str | None = None
     ssl_key_password: str | None = attrs.field(default=None, repr=False)
     ssl_endpoint_identification_algorithm: str = _ENDPOINT_HTTPS
-    sasl_mechanism: str | None = None
+    sasl_mechanism: str | None = attrs.field(
+        default=None, converter=lambda value: None if value is None else _mechanism("sasl.mechanism", value)
+    )
     sasl_username: str | None = None
     sasl_password: str | None = attrs.field(default=None, repr=False)
 
@@ -222,7 +224,6 @@ class ClientSecurity:
                 raise ConfigError(
                     f"Missing required configuration sasl.mechanism {why}: one of {', '.join(SUPPORTED_MECHANISMS)}"
                 )
-            _mechanism("sasl.mechanism", self.sasl_mechanism)
             if not self.sasl_username:
                 raise ConfigError(f"Missing required configuration sasl.username {why}")
             if not self.sasl_password:

@@ -385,3 +385,49 @@ def raise_for_code(code: int, message: str = "") -> None:
     """
     if code:
         raise error_for_code(code)(message)
+
+
+# --------------------------------------------------------------------------
+# Authentication (TLS, KIP-43 SASL, KIP-152 SaslAuthenticate)
+# --------------------------------------------------------------------------
+
+
+class AuthenticationError(KafkaError):
+    """A peer could not be authenticated, or refused to authenticate us.
+
+    Base of `SslAuthenticationError` (the TLS handshake failed) and
+    `SaslAuthenticationFailedError` (the SASL exchange failed), so a
+    connection can catch both with one ``except``. Never retriable: the
+    same credentials fail the same way.
+    """
+
+    name = "AUTHENTICATION_FAILED"
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed (Kafka's SslAuthenticationException): the
+    broker's certificate is not trusted by ``ssl.ca.location``, its host
+    name does not match (``ssl.endpoint.identification.algorithm=https``),
+    or the broker refused our certificate. The message names the cause;
+    ``__cause__`` is the `ssl.SSLError`.
+    """
+
+    name = "SSL_AUTHENTICATION_FAILED"
+
+
+@_code(33, "UNSUPPORTED_SASL_MECHANISM")
+class UnsupportedSaslMechanismError(BrokerResponseError):
+    """33: the broker does not enable the SASL mechanism the client asked
+    for in SaslHandshake (KIP-43); the response lists the ones it does."""
+
+
+@_code(34, "ILLEGAL_SASL_STATE")
+class IllegalSaslStateError(BrokerResponseError):
+    """34: a SASL message arrived in a state that does not expect it (e.g. a
+    SaslAuthenticate before SaslHandshake, or a token after completion)."""
+
+
+@_code(58, "SASL_AUTHENTICATION_FAILED")
+class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
+    """58: SASL authentication failed: unknown user, wrong password or a
+    malformed token (KIP-152). The message says no more than that."""

@@ -1,0 +1,877 @@
+"""SASL mechanisms for Kafka: PLAIN and SCRAM-SHA-256 / SCRAM-SHA-512.
+
+After a SaslHandshake (KIP-43) names the mechanism, the client and the
+broker trade opaque tokens, each in a SaslAuthenticate request / response
+(KIP-152). This module makes and checks those tokens; it never touches a
+socket. The caller's loop on the client side is::
+
+    mech = client_mechanism("SCRAM-SHA-256", "alice", "alice-secret")
+    token = mech.initial_response()
+    while token is not None:
+        response = ...send SaslAuthenticate(auth_bytes=token)...
+        raise_for_code(response.error_code, response.error_message)
+        token = mech.evaluate_challenge(response.auth_bytes)
+
+and on the broker side, for each SaslAuthenticate request::
+
+    try:
+        reply = server.evaluate_response(request.auth_bytes)
+    except SaslAuthenticationFailedError as exc:
+        ...answer error_code 58 with str(exc) and close...
+    ...answer auth_bytes=reply; once server.is_complete the session is
+    authenticated as server.authorization_id...
+
+PLAIN follows RFC 4616 (``[authzid] NUL authcid NUL passwd``). SCRAM
+follows RFC 5802 and KIP-84 and is done by the ``scramp`` library
+(`scramp.ScramClient`, `scramp.ScramMechanism`); this module only adapts
+it to the token-step API and to Kafka's errors. Kafka needs at least 4096
+iterations (and makes at most 16384), uses no channel binding (the GS2
+header is ``n,,``) and stores, per user and mechanism, the credential
+string ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`` in
+ZooKeeper's ``/config/users/<user>`` node.
+
+Broker-side failures raise `SaslAuthenticationFailedError` (code 58)
+with the same few words Kafka sends, whatever went wrong: no detail tells
+an attacker whether the user exists. An unknown SCRAM user gets a
+made-up salt and fails at the proof, like a wrong password.
+
+The JAAS parser reads Kafka's ``sasl.jaas.config`` value (one login
+module, ``<LoginModule> <flag> key=value ... ;``) with the tokenizer rules
+of Kafka's ``JaasConfig``: quoted values in ``"`` or ``'``, ``//`` and
+``/* */`` comments.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import urllib.parse
+from collections.abc import Callable, Mapping
+
+import attrs
+import scramp
+
+from kclient.errors import (
+    ConfigError,
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+
+__all__ = [
+    "PLAIN",
+    "PLAIN_LOGIN_MODULE",
+    "SCRAM_LOGIN_MODULE",
+    "SCRAM_MAX_ITERATIONS",
+    "SCRAM_MECHANISMS",
+    "SCRAM_MIN_ITERATIONS",
+    "SCRAM_SHA_256",
+    "SCRAM_SHA_512",
+    "SUPPORTED_MECHANISMS",
+    "JaasEntry",
+    "PlainClient",
+    "PlainServer",
+    "SaslClient",
+    "SaslServer",
+    "ScramClient",
+    "ScramCredential",
+    "ScramServer",
+    "client_mechanism",
+    "jaas_plain_users",
+    "jaas_username_password",
+    "make_scram_credential",
+    "parse_jaas_config",
+    "parse_scram_user_config",
+    "scram_user_config",
+    "scram_user_path",
+    "server_mechanism",
+]
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+#: SCRAM mechanisms Kafka knows (KIP-84), with their hash for `hashlib`.
+SCRAM_MECHANISMS: dict[str, str] = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
+#: Every mechanism kclient speaks, in the order a broker would list them.
+SUPPORTED_MECHANISMS: tuple[str, ...] = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+#: Kafka's bounds on a SCRAM credential's iteration count (both hashes).
+SCRAM_MIN_ITERATIONS = 4096
+SCRAM_MAX_ITERATIONS = 16384
+
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+#: What the broker says on any failed authentication (Kafka's wording).
+_PLAIN_FAILED = "Authentication failed: Invalid username or password"
+_SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+
+
+# --------------------------------------------------------------------------
+# Client side
+# --------------------------------------------------------------------------
+
+
+class SaslClient(abc.ABC):
+    """One client-side SASL exchange (KIP-43 mechanism, KIP-152 tokens).
+
+    Call `initial_response` once, send its bytes, then feed every token the
+    broker answers to `evaluate_challenge` and send what it returns, until
+    it returns ``None``; `is_complete` is then true. An object serves one
+    exchange; make a new one to re-authenticate.
+    """
+
+    #: The mechanism name sent in SaslHandshake.
+    mechanism: str
+
+    def __init__(self) -> None:
+        self._complete = False
+        self._started = False
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the exchange finished and the broker was satisfied."""
+        return self._complete
+
+    def initial_response(self) -> bytes:
+        """The first token, sent before the broker says anything.
+
+        Returns:
+            The bytes of the first SaslAuthenticate request.
+
+        Raises:
+            IllegalSaslStateError: called twice.
+        """
+        if self._started:
+            raise IllegalSaslStateError(f"{self.mechanism}: the initial response was already sent")
+        self._started = True
+        return self._initial_response()
+
+    def evaluate_challenge(self, challenge: bytes) -> bytes | None:
+        """Process the broker's token and return the next one to send.
+
+        Args:
+            challenge: ``auth_bytes`` of the SaslAuthenticate response.
+
+        Returns:
+            The next token, or ``None`` when the exchange is complete.
+
+        Raises:
+            SaslAuthenticationFailedError: the broker's token is malformed, an
+                error, or (SCRAM) does not prove that it knows the password.
+            IllegalSaslStateError: called before `initial_response` or after
+                the exchange completed.
+        """
+        if not self._started:
+            raise IllegalSaslStateError(f"{self.mechanism}: a challenge arrived before the initial response")
+        if self._complete:
+            raise IllegalSaslStateError(f"{self.mechanism}: a challenge arrived after authentication completed")
+        return self._evaluate(bytes(challenge))
+
+    @abc.abstractmethod
+    def _initial_response(self) -> bytes: ...
+
+    @abc.abstractmethod
+    def _evaluate(self, challenge: bytes) -> bytes | None: ...
+
+
+class PlainClient(SaslClient):
+    """SASL/PLAIN (RFC 4616, KIP-43): one token ``authzid NUL user NUL password``.
+
+    The password travels in clear: use it over SASL_SSL.
+
+    Args:
+        username: The authentication identity (``sasl.username``).
+        password: Its password (``sasl.password``).
+        authorization_id: Identity to act as; Kafka accepts only empty or
+            the username itself.
+
+    Raises:
+        ConfigError: the username or password is empty or contains NUL.
+    """
+
+    mechanism = PLAIN
+
+    def __init__(self, username: str, password: str, authorization_id: str = "") -> None:
+        super().__init__()
+        for what, value in (("username", username), ("password", password)):
+            if not value:
+                raise ConfigError(f"Missing required configuration sasl.{what} for SASL/PLAIN")
+            if "\0" in value:
+                raise ConfigError(f"Invalid value for configuration sasl.{what}: NUL is not allowed (RFC 4616)")
+        if "\0" in authorization_id:
+            raise ConfigError("Invalid SASL/PLAIN authorization id: NUL is not allowed (RFC 4616)")
+        self._message = "\0".join((authorization_id, username, password)).encode("utf-8")
+
+    def _initial_response(self) -> bytes:
+        return self._message
+
+    def _evaluate(self, challenge: bytes) -> bytes | None:
+        # RFC 4616: the server sends no data; Kafka answers an empty token.
+        self._complete = True
+        return None
+
+
+class ScramClient(SaslClient):
+    """SASL/SCRAM-SHA-256 or -512 (RFC 5802, KIP-84) via `scramp.ScramClient`.
+
+    Tokens: client-first, then client-final in answer to server-first; the
+    server-final is checked (the broker must prove it holds the credential)
+    and ends the exchange. No channel binding, as in Kafka.
+
+    Args:
+        mechanism: ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``.
+        username: ``sasl.username``; ``,`` and ``=`` are escaped as RFC 5802
+            says.
+        password: ``sasl.password``.
+        nonce: Client nonce, for tests only (random by default).
+
+    Raises:
+        UnsupportedSaslMechanismError: ``mechanism`` is not a SCRAM mechanism.
+        ConfigError: the username or password is empty.
+    """
+
+    def __init__(self, mechanism: str, username: str, password: str, *, nonce: str | None = None) -> None:
+        super().__init__()
+        if mechanism not in SCRAM_MECHANISMS:
+            raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+        for what, value in (("username", username), ("password", password)):
+            if not value:
+                raise ConfigError(f"Missing required configuration sasl.{what} for SASL/{mechanism}")
+        self.mechanism = mechanism
+        try:
+            self._scram = scramp.ScramClient([mechanism], username, password, c_nonce=nonce)
+        except scramp.ScramException as exc:
+            raise ConfigError(f"Invalid SASL/{mechanism} credentials: {exc}") from None
+        self._step = 0
+
+    def _initial_response(self) -> bytes:
+        return self._scram.get_client_first().encode("utf-8")
+
+    def _evaluate(self, challenge: bytes) -> bytes | None:
+        step, self._step = self._step, self._step + 1
+        try:
+            text = challenge.decode("utf-8")
+            if step == 0:
+                self._scram.set_server_first(text)
+                return self._scram.get_client_final().encode("utf-8")
+            self._scram.set_server_final(text)
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailedError(f"{self.mechanism}: the broker's message is not UTF-8") from None
+        except scramp.ScramException as exc:
+            raise SaslAuthenticationFailedError(f"{self.mechanism}: {exc}") from exc
+        self._complete = True
+        return None
+
+
+def client_mechanism(mechanism: str, username: str, password: str) -> SaslClient:
+    """A client-side mechanism for ``sasl.mechanism``.
+
+    Args:
+        mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        username: ``sasl.username``.
+        password: ``sasl.password``.
+
+    Returns:
+        A fresh `PlainClient` or `ScramClient`.
+
+    Raises:
+        UnsupportedSaslMechanismError: any other mechanism (GSSAPI, OAUTHBEARER).
+        ConfigError: empty username or password.
+    """
+    if mechanism == PLAIN:
+        return PlainClient(username, password)
+    if mechanism in SCRAM_MECHANISMS:
+        return ScramClient(mechanism, username, password)
+    raise UnsupportedSaslMechanismError(f"{mechanism!r}: kclient supports {', '.join(SUPPORTED_MECHANISMS)}")
+
+
+# --------------------------------------------------------------------------
+# Server side
+# --------------------------------------------------------------------------
+
+
+class SaslServer(abc.ABC):
+    """One broker-side SASL exchange.
+
+    Feed each client token to `evaluate_response` and send back what it
+    returns; once `is_complete`, the client is `authorization_id`. Any
+    failure raises `SaslAuthenticationFailedError` (code 58) with Kafka's
+    generic message, and the object refuses further tokens.
+    """
+
+    #: The mechanism name (as in SaslHandshake).
+    mechanism: str
+
+    def __init__(self) -> None:
+        self._complete = False
+        self._failed = False
+        self.authorization_id: str | None = None
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the client proved its identity."""
+        return self._complete
+
+    def evaluate_response(self, response: bytes) -> bytes:
+        """Check a client token and return the token to answer.
+
+        Args:
+            response: ``auth_bytes`` of the client's SaslAuthenticate request.
+
+        Returns:
+            The ``auth_bytes`` of the SaslAuthenticate response (empty for
+            PLAIN).
+
+        Raises:
+            SaslAuthenticationFailedError: bad token, unknown user or wrong
+                password, all with the same message.
+            IllegalSaslStateError: a token after completion or failure.
+        """
+        if self._complete or self._failed:
+            state = "completed" if self._complete else "failed"
+            raise IllegalSaslStateError(f"{self.mechanism}: a token arrived after authentication {state}")
+        try:
+            return self._evaluate(bytes(response))
+        except SaslAuthenticationFailedError:
+            self._failed = True
+            raise
+
+    @abc.abstractmethod
+    def _evaluate(self, response: bytes) -> bytes: ...
+
+
+class PlainServer(SaslServer):
+    """SASL/PLAIN on the broker (RFC 4616) against a user -> password map.
+
+    The map is what ``user_<name>="<password>"`` entries of a
+    PlainLoginModule JAAS config give (see `jaas_plain_users`). Passwords
+    are compared with `hmac.compare_digest`, and an unknown user costs the
+    same comparison as a known one.
+
+    Args:
+        users: User name -> password.
+    """
+
+    mechanism = PLAIN
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        super().__init__()
+        self._users = users
+
+    def _evaluate(self, response: bytes) -> bytes:
+        parts = response.split(b"\0")
+        if len(parts) != 3:
+            raise SaslAuthenticationFailedError(_PLAIN_FAILED)
+        authzid, authcid, passwd = parts
+        try:
+            username = authcid.decode("utf-8")
+            authzid_text = authzid.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailedError(_PLAIN_FAILED) from None
+        expected = self._users.get(username)
+        known = expected is not None
+        # Compare fixed-size digests, and against something even for an
+        # unknown user: the time says neither the length nor who exists.
+        reference = expected.encode("utf-8") if known else _UNKNOWN_USER_KEY
+        matches = hmac.compare_digest(hashlib.sha256(reference).digest(), hashlib.sha256(passwd).digest())
+        if not (known and matches and username and passwd):
+            raise SaslAuthenticationFailedError(_PLAIN_FAILED)
+        if authzid_text and authzid_text != username:
+            # Kafka refuses to act as another identity.
+            raise SaslAuthenticationFailedError(_PLAIN_FAILED)
+        self.authorization_id = username
+        self._complete = True
+        return b""
+
+
+@attrs.frozen(repr=False)
+class ScramCredential:
+    """What a broker stores for one user and SCRAM mechanism (RFC 5802 section 3).
+
+    ``stored_key = H(HMAC(salted_password, "Client Key"))`` and
+    ``server_key = HMAC(salted_password, "Server Key")`` where
+    ``salted_password = Hi(password, salt, iterations)``: enough to check a
+    client's proof and prove the server, never enough to log in.
+    `str` gives Kafka's form (KIP-84,
+    ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``);
+    `from_string` reads it.
+
+    Attributes:
+        salt: The salt (raw bytes; Kafka's are at least 12 bytes).
+        stored_key: StoredKey.
+        server_key: ServerKey.
+        iterations: The iteration count of Hi.
+    """
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __str__(self) -> str:
+        b64 = base64.b64encode
+        return (
+            f"salt={b64(self.salt).decode('ascii')},stored_key={b64(self.stored_key).decode('ascii')},"
+            f"server_key={b64(self.server_key).decode('ascii')},iterations={self.iterations}"
+        )
+
+    def __repr__(self) -> str:
+        return f"ScramCredential(iterations={self.iterations}, salt=<{len(self.salt)} bytes>)"
+
+    @classmethod
+    def from_string(cls, text: str, *, what: str = "SCRAM credential") -> ScramCredential:
+        """Parse Kafka's credential string (KIP-84).
+
+        Args:
+            text: ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``,
+                the four keys in any order, each exactly once.
+            what: How to name the value in an error (e.g. the ZooKeeper
+                node and mechanism).
+
+        Returns:
+            The credential.
+
+        Raises:
+            ConfigError: a key is missing, repeated or unknown, a value is
+                not base64 or the iteration count not a positive integer.
+        """
+        fields: dict[str, str] = {}
+        for token in text.split(","):
+            key, sep, value = token.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"Invalid {what}: expected key=value pairs separated by commas")
+            if key in fields:
+                raise ConfigError(f"Invalid {what}: {key} is given twice")
+            fields[key] = value
+        expected = {"salt", "stored_key", "server_key", "iterations"}
+        if set(fields) != expected:
+            missing, extra = sorted(expected - set(fields)), sorted(set(fields) - expected)
+            why = "; ".join(filter(None, (missing and f"missing {', '.join(missing)}", extra and f"unknown {', '.join(extra)}")))
+            raise ConfigError(f"Invalid {what}: {why}")
+        decoded: dict[str, bytes] = {}
+        for key in ("salt", "stored_key", "server_key"):
+            try:
+                decoded[key] = base64.b64decode(fields[key], validate=True)
+            except (binascii.Error, ValueError):
+                raise ConfigError(f"Invalid {what}: {key} is not base64") from None
+            if not decoded[key]:
+                raise ConfigError(f"Invalid {what}: {key} is empty")
+        text_iterations = fields["iterations"]
+        if not text_iterations.isdigit() or int(text_iterations) <= 0:
+            raise ConfigError(f"Invalid {what}: iterations must be a positive integer")
+        return cls(decoded["salt"], decoded["stored_key"], decoded["server_key"], int(text_iterations))
+
+
+def make_scram_credential(
+    mechanism: str, password: str, *, iterations: int = SCRAM_MIN_ITERATIONS, salt: bytes | None = None
+) -> ScramCredential:
+    """Derive the stored credential for ``password`` (RFC 5802, KIP-84), as
+    ``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]'`` does.
+
+    The derivation is `scramp.ScramMechanism.make_auth_info`.
+
+    Args:
+        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        password: The user's password.
+        iterations: Iteration count, within Kafka's 4096..16384.
+        salt: At least 12 bytes; random by default.
+
+    Returns:
+        The credential.
+
+    Raises:
+        UnsupportedSaslMechanismError: not a SCRAM mechanism.
+        ConfigError: iterations out of range, salt too short, empty password.
+    """
+    if mechanism not in SCRAM_MECHANISMS:
+        raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+    if not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
+        raise ConfigError(
+            f"Invalid {mechanism} iterations {iterations}: Kafka allows {SCRAM_MIN_ITERATIONS} to {SCRAM_MAX_ITERATIONS}"
+        )
+    if not password:
+        raise ConfigError(f"Invalid {mechanism} credential: the password is empty")
+    try:
+        salt_, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=iterations, salt=salt
+        )
+    except scramp.ScramException as exc:
+        raise ConfigError(f"Invalid {mechanism} credential: {exc}") from None
+    return ScramCredential(bytes(salt_), bytes(stored_key), bytes(server_key), int(count))
+
+
+#: Key for the made-up salts of unknown users; one per process.
+_UNKNOWN_USER_KEY = secrets.token_bytes(32)
+
+
+def _unknown_user_credential(mechanism: str, username: str) -> ScramCredential:
+    """A credential no password matches, stable per user within the process,
+    so that an unknown user's exchange looks like a known user's (RFC 5802
+    section 9: do not reveal whether a user exists)."""
+    digest = hmac.new(_UNKNOWN_USER_KEY, f"{mechanism}\0{username}".encode(), hashlib.sha256).digest()
+    size = hashlib.new(SCRAM_MECHANISMS[mechanism]).digest_size
+    return ScramCredential(digest[:24], secrets.token_bytes(size), secrets.token_bytes(size), SCRAM_MIN_ITERATIONS)
+
+
+class ScramServer(SaslServer):
+    """SASL/SCRAM on the broker (RFC 5802, KIP-84) via `scramp.ScramMechanism`.
+
+    Tokens: client-first -> server-first, client-final -> server-final.
+    The credential is fetched by ``lookup(username)`` between the two
+    (the broker reads it from its cache of ``/config/users``, see
+    `parse_scram_user_config`).
+
+    Args:
+        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        lookup: User name -> credential for ``mechanism``, or ``None`` if
+            the user has none.
+        nonce: Server nonce, for tests only (random by default).
+
+    Raises:
+        UnsupportedSaslMechanismError: ``mechanism`` is not a SCRAM mechanism.
+    """
+
+    def __init__(
+        self, mechanism: str, lookup: Callable[[str], ScramCredential | None], *, nonce: str | None = None
+    ) -> None:
+        super().__init__()
+        if mechanism not in SCRAM_MECHANISMS:
+            raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self._username: str | None = None
+        self._scram = scramp.ScramMechanism(mechanism).make_server(self._auth_info, s_nonce=nonce)
+        self._step = 0
+
+    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
+        credential = self._lookup(username)
+        if credential is None or credential.iterations < SCRAM_MIN_ITERATIONS:
+            credential = _unknown_user_credential(self.mechanism, username)
+        else:
+            self._username = username
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+    def _evaluate(self, response: bytes) -> bytes:
+        step, self._step = self._step, self._step + 1
+        try:
+            text = response.decode("utf-8")
+            if step == 0:
+                self._scram.set_client_first(text)
+                return self._scram.get_server_first().encode("utf-8")
+            self._scram.set_client_final(text)
+            final = self._scram.get_server_final()
+        except (UnicodeDecodeError, scramp.ScramException):
+            raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
+        except SaslAuthenticationFailedError:
+            raise
+        except Exception:  # noqa: BLE001 - a lookup that failed: same answer, nothing leaked
+            raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
+        if self._username is None:  # unknown user whose proof matched a made-up key: impossible, but never accept
+            raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism))
+        self.authorization_id = self._username
+        self._complete = True
+        return final.encode("utf-8")
+
+
+def server_mechanism(
+    mechanism: str,
+    enabled: tuple[str, ...] | list[str] | frozenset[str],
+    *,
+    plain_users: Mapping[str, str] | None = None,
+    scram_lookup: Callable[[str, str], ScramCredential | None] | None = None,
+) -> SaslServer:
+    """The broker's answer to a SaslHandshake naming ``mechanism`` (KIP-43).
+
+    Args:
+        mechanism: What the client asked for.
+        enabled: The listener's ``sasl.enabled.mechanisms``.
+        plain_users: User -> password for PLAIN.
+        scram_lookup: ``(mechanism, username) -> credential or None`` for SCRAM.
+
+    Returns:
+        A fresh `PlainServer` or `ScramServer`.
+
+    Raises:
+        UnsupportedSaslMechanismError: ``mechanism`` is not enabled, not
+            supported, or has no user source (code 33; the handshake
+            response lists ``enabled``).
+    """
+    if mechanism not in enabled or mechanism not in SUPPORTED_MECHANISMS:
+        raise UnsupportedSaslMechanismError(f"{mechanism!r} is not enabled; enabled: {', '.join(enabled)}")
+    if mechanism == PLAIN:
+        if plain_users is None:
+            raise UnsupportedSaslMechanismError("PLAIN has no users configured")
+        return PlainServer(plain_users)
+    if scram_lookup is None:
+        raise UnsupportedSaslMechanismError(f"{mechanism} has no credential store")
+    return ScramServer(mechanism, lambda username: scram_lookup(mechanism, username))
+
+
+# --------------------------------------------------------------------------
+# ZooKeeper user config (/config/users/<name>)
+# --------------------------------------------------------------------------
+
+
+def scram_user_path(username: str) -> str:
+    """The ZooKeeper node of a user's config: ``/config/users/<sanitized>``.
+
+    Kafka URL-encodes the name (its ``Sanitizer``: Java's URLEncoder, with
+    ``*`` as ``%2A`` and space as ``%20``).
+
+    Args:
+        username: The SCRAM user name.
+
+    Returns:
+        The node path.
+    """
+    # quote() leaves A-Z a-z 0-9 _ . - ~ alone; Java's URLEncoder also
+    # encodes "~", and Kafka then turns "*" into %2A and "+" into %20,
+    # which quote() already does.
+    return "/config/users/" + urllib.parse.quote(username, safe="").replace("~", "%7E")
+
+
+def scram_user_config(credentials: Mapping[str, ScramCredential], others: Mapping[str, str] | None = None) -> bytes:
+    """The data of ``/config/users/<name>``: ``{"version":1,"config":{...}}``.
+
+    Args:
+        credentials: Mechanism name -> credential.
+        others: Other entries of the user's config (quotas such as
+            ``producer_byte_rate``) to keep.
+
+    Returns:
+        UTF-8 JSON bytes, as Kafka writes them.
+
+    Raises:
+        UnsupportedSaslMechanismError: a key is not a SCRAM mechanism.
+    """
+    config = dict(others or {})
+    for mechanism, credential in credentials.items():
+        if mechanism not in SCRAM_MECHANISMS:
+            raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+        config[mechanism] = str(credential)
+    return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode("utf-8")
+
+
+def parse_scram_user_config(data: bytes | str, *, path: str = "/config/users/<user>") -> dict[str, ScramCredential]:
+    """The SCRAM credentials in a ``/config/users/<name>`` node.
+
+    Other entries (quotas) are ignored.
+
+    Args:
+        data: The node's data.
+        path: The node, to name it in errors.
+
+    Returns:
+        Mechanism name -> credential (empty if the user has none).
+
+    Raises:
+        ConfigError: not JSON, not version 1 or a malformed credential string.
+    """
+    try:
+        node = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ConfigError(f"Invalid user config at {path}: not JSON") from None
+    if not isinstance(node, dict) or node.get("version") != 1 or not isinstance(node.get("config", {}), dict):
+        raise ConfigError(f'Invalid user config at {path}: expected {{"version":1,"config":{{...}}}}')
+    result: dict[str, ScramCredential] = {}
+    for key, value in node.get("config", {}).items():
+        if key in SCRAM_MECHANISMS:
+            if not isinstance(value, str):
+                raise ConfigError(f"Invalid {key} credential at {path}: not a string")
+            result[key] = ScramCredential.from_string(value, what=f"{key} credential at {path}")
+    return result
+
+
+# --------------------------------------------------------------------------
+# JAAS (sasl.jaas.config)
+# --------------------------------------------------------------------------
+
+_CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
+_JAVA_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+@attrs.frozen
+class JaasEntry:
+    """One login module of a JAAS configuration.
+
+    Attributes:
+        login_module: The class name, e.g. `PLAIN_LOGIN_MODULE`.
+        control_flag: ``required``, ``requisite``, ``sufficient`` or
+            ``optional`` (lower case).
+        options: ``key=value`` options (values hidden from ``repr``: they
+            hold passwords).
+    """
+
+    login_module: str
+    control_flag: str
+    options: Mapping[str, str] = attrs.field(repr=lambda opts: "{" + ", ".join(f"{k!r}: ***" for k in opts) + "}")
+
+
+def _jaas_tokens(text: str, prop: str):
+    """Yield ``(kind, value)``: kind ``"word"``, ``"quoted"`` or the
+    character ``"="`` / ``";"``. Rules of Kafka's JaasConfig tokenizer:
+    bytes up to space are blanks, ``"`` and ``'`` quote (Java escapes),
+    ``/`` starts a comment (``//`` and ``/* */`` too), ``=`` and ``;`` are
+    single-character tokens, everything else builds words."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c <= " ":
+            i += 1
+        elif c == "/":
+            if text.startswith("/*", i):
+                end = text.find("*/", i + 2)
+                if end < 0:
+                    raise ConfigError(f"Invalid value for configuration {prop}: unterminated /* comment")
+                i = end + 2
+            else:  # "//" or a lone "/": comment to the end of the line
+                end = text.find("\n", i)
+                i = n if end < 0 else end + 1
+        elif c in "=;":
+            yield c, c
+            i += 1
+        elif c in "\"'":
+            out: list[str] = []
+            i += 1
+            while True:
+                if i >= n or text[i] in "\r\n":
+                    raise ConfigError(f"Invalid value for configuration {prop}: unterminated quoted value")
+                ch = text[i]
+                if ch == c:
+                    i += 1
+                    break
+                if ch == "\\" and i + 1 < n:
+                    nxt = text[i + 1]
+                    if nxt in "01234567":
+                        j = i + 1
+                        while j < n and j < i + 4 and text[j] in "01234567":
+                            j += 1
+                        out.append(chr(int(text[i + 1 : j], 8) & 0xFF))
+                        i = j
+                        continue
+                    out.append(_JAVA_ESCAPES.get(nxt, nxt))
+                    i += 2
+                    continue
+                out.append(ch)
+                i += 1
+            yield "quoted", "".join(out)
+        else:
+            start = i
+            while i < n and text[i] > " " and text[i] not in "=;\"'/":
+                i += 1
+            yield "word", text[start:i]
+
+
+def parse_jaas_config(text: str, prop: str = "sasl.jaas.config") -> JaasEntry:
+    """Parse a ``sasl.jaas.config`` value: exactly one login module.
+
+    Format (Kafka's JaasConfig, KIP-85): ``<LoginModuleClass> <flag>
+    (<key>=<value>)* ;`` where a value is a word or a quoted string, e.g.
+    ``org.apache.kafka.common.security.plain.PlainLoginModule required
+    user_alice="alice-secret";``.
+
+    Args:
+        text: The property value.
+        prop: The property name, for errors (e.g.
+            ``listener.name.sasl_ssl.plain.sasl.jaas.config``).
+
+    Returns:
+        The entry.
+
+    Raises:
+        ConfigError: naming ``prop`` (and never echoing values, which hold
+            passwords) for an empty value, a missing or unknown control
+            flag, a key without a value, a repeated key, a missing ``;`` or
+            more than one login module.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"Invalid value for configuration {prop}: expected a string")
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"Invalid value for configuration {prop}: {why}")
+
+    tokens = list(_jaas_tokens(text, prop))
+    if not tokens:
+        raise bad("login module not specified")
+    entries: list[JaasEntry] = []
+    pos = 0
+    while pos < len(tokens):
+        kind, module = tokens[pos]
+        if kind != "word":
+            raise bad("expected a login module class name")
+        pos += 1
+        if pos >= len(tokens) or tokens[pos][0] != "word":
+            raise bad(f"login module control flag not specified for {module}")
+        flag = tokens[pos][1].lower()
+        if flag not in _CONTROL_FLAGS:
+            raise bad(f"invalid login module control flag {tokens[pos][1]!r} (expected one of {', '.join(_CONTROL_FLAGS)})")
+        pos += 1
+        options: dict[str, str] = {}
+        while pos < len(tokens) and tokens[pos][0] != ";":
+            kind, key = tokens[pos]
+            if kind not in ("word", "quoted"):
+                raise bad("expected an option name")
+            if pos + 2 >= len(tokens) or tokens[pos + 1][0] != "=" or tokens[pos + 2][0] not in ("word", "quoted"):
+                raise bad(f"value not specified for key {key!r}")
+            if key in options:
+                raise bad(f"key {key!r} is given twice")
+            options[key] = tokens[pos + 2][1]
+            pos += 3
+        if pos >= len(tokens):
+            raise bad("entry not terminated by a semicolon")
+        pos += 1  # ";"
+        entries.append(JaasEntry(module, flag, options))
+    if len(entries) != 1:
+        raise bad(f"expected one login module, found {len(entries)}")
+    return entries[0]
+
+
+def jaas_plain_users(entry: JaasEntry, prop: str = "sasl.jaas.config") -> dict[str, str]:
+    """The broker's PLAIN users: the ``user_<name>="<password>"`` options of
+    a PlainLoginModule entry (KIP-43).
+
+    Args:
+        entry: A parsed entry.
+        prop: The property it came from, for errors.
+
+    Returns:
+        User name -> password (may be empty: nobody can log in).
+
+    Raises:
+        ConfigError: the entry is not a PlainLoginModule.
+    """
+    if entry.login_module != PLAIN_LOGIN_MODULE:
+        raise ConfigError(f"Invalid value for configuration {prop}: expected {PLAIN_LOGIN_MODULE}, found {entry.login_module}")
+    return {key[len("user_") :]: value for key, value in entry.options.items() if key.startswith("user_") and len(key) > 5}
+
+
+def jaas_username_password(entry: JaasEntry, prop: str = "sasl.jaas.config") -> tuple[str, str]:
+    """The ``username`` and ``password`` options of a PlainLoginModule or
+    ScramLoginModule entry (a Java client's ``sasl.jaas.config``, or a
+    broker's own inter-broker identity).
+
+    Args:
+        entry: A parsed entry.
+        prop: The property it came from, for errors.
+
+    Returns:
+        ``(username, password)``.
+
+    Raises:
+        ConfigError: another login module, or ``username`` / ``password``
+            missing or empty.
+    """
+    if entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
+        raise ConfigError(
+            f"Invalid value for configuration {prop}: expected {PLAIN_LOGIN_MODULE} or {SCRAM_LOGIN_MODULE}, "
+            f"found {entry.login_module}"
+        )
+    for key in ("username", "password"):
+        if not entry.options.get(key):
+            raise ConfigError(f"Invalid value for configuration {prop}: option {key} is missing or empty")
+    return entry.options["username"], entry.options["password"]

@@ -15,24 +15,26 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Sequence
 
-from kclient.client.producer.settings import ProducerSettings, magic_for_produce_version
+from kclient.client.producer.settings import ProducerSettings
 from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
-from kclient.protocol.records import Header, build_batch, build_message_set
+from kclient.protocol.primitives import varint_size
+from kclient.protocol.records import Header, build_batch, build_message_set, legacy, v2
+from kclient.protocol.records.formats import produce_magic_max
+from kclient.protocol.records.scan import LOG_OVERHEAD
 
-#: Per-record overhead assumed when sizing batches, the worst case of: length
-#: (3), attributes (1), timestamp delta (10) and offset delta (5) varints,
-#: key/value lengths (5 + 5), header count (1); in bytes.
-RECORD_OVERHEAD = 30
+#: Per-record overhead assumed when sizing v2 batches (bytes), the worst case
+#: owned by `kclient.protocol.records.v2.RECORD_OVERHEAD`.
+RECORD_OVERHEAD = v2.RECORD_OVERHEAD
 #: Room left for a codec's worst-case growth of incompressible data (lz4
 #: adds n/255, gzip and xerial-framed snappy a few bytes per block).
 COMPRESSION_MARGIN = 1 / 32
-#: Per-message size of a v1 message set entry beyond key and value: offset
-#: (8), size (4), crc (4), magic (1), attributes (1), timestamp (8), key and
-#: value lengths (4 + 4) (Kafka design docs, "Message Format"); v0 is 8 bytes
-#: less.
-LEGACY_RECORD_OVERHEAD = 34
-#: v2 batch header (bytes).
-BATCH_OVERHEAD = 61
+#: Per-message size of a v1 message set entry beyond key and value (bytes):
+#: the log overhead (offset 8 + size 4) plus Kafka's
+#: ``LegacyRecord.RECORD_OVERHEAD_V1`` (22), 12 + 22 = 34; used for v0 too
+#: (8 bytes less there, so an upper bound).
+LEGACY_RECORD_OVERHEAD = LOG_OVERHEAD + legacy.RECORD_OVERHEAD[1]
+#: v2 batch header (bytes), `kclient.protocol.records.v2.HEADER_SIZE`.
+BATCH_OVERHEAD = v2.HEADER_SIZE
 
 
 class PartitionSend:
@@ -60,18 +62,13 @@ class PartitionSend:
         return sum(self.counts)
 
 
-def varint_size(u: int) -> int:
-    """Bytes of the unsigned varint ``u``."""
-    return 1 if u < 0x80 else 2 if u < 0x4000 else 3 if u < 0x200000 else (u.bit_length() + 6) // 7
-
-
 def v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
     """Encoded size of a v2 record without headers, its length prefix
     included (Kafka protocol guide, "Record"; zigzag varints)."""
-    body = 2 + varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63)) + varint_size(offset_delta << 1)
-    body += 1 if key is None else varint_size(len(key) << 1) + len(key)
-    body += 1 if value is None else varint_size(len(value) << 1) + len(value)
-    return body + varint_size(body << 1)
+    body = 2 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    body += 1 if key is None else varint_size(len(key)) + len(key)
+    body += 1 if value is None else varint_size(len(value)) + len(value)
+    return body + varint_size(body)
 
 
 _key_of = itemgetter(0)
@@ -110,7 +107,7 @@ class BatchBuilder:
         s = self.settings
         codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
         if magic is None:
-            magic = 2 if s.max_produce_version is None else magic_for_produce_version(s.max_produce_version)
+            magic = 2 if s.max_produce_version is None else produce_magic_max(s.max_produce_version)
         part.codec = codec
         part.chunks = self.chunk(part, part.records, codec, magic)
         part.counts = [len(c) for c in part.chunks]
@@ -213,5 +210,4 @@ __all__ = [
     "PartitionSend",
     "headers_size",
     "v2_record_size",
-    "varint_size",
 ]

@@ -1,13 +1,15 @@
 """The producer's trio core: `TrioProducer`.
 
-Trio applications use it directly::
+Trio applications use it directly:
 
-    async with TrioProducer({"metadata.broker.list": "127.0.0.1:9092"}) as p:
-        await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
+```python
+async with TrioProducer({"metadata.broker.list": "127.0.0.1:9092"}) as p:
+    await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
+```
 
 ``send`` returns once the broker acknowledged the records per
 ``request.required.acks`` (the sync mode of the Kafka 0.8 documentation,
-section 5.1 "API Design"), retrying
+section 5.1 "API Design", https://kafka.apache.org/08/documentation.html#apidesign), retrying
 retriable errors. The blocking `kclient.Producer` runs one TrioProducer
 on a trio loop in a background thread (`kclient.sync.LoopThread`) and
 adds the async mode's queue and ProducerSendThread in front of it.

@@ -54,7 +54,6 @@ partition) -> message count; partition -1 when the topic itself failed).
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
@@ -62,7 +61,8 @@ import trio
 
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
 from kclient.client.producer.data import ProducerData as _ProducerData
-from kclient.client.producer.settings import MIN_ZSTD_PRODUCE_VERSION, ProducerSettings, magic_for_produce_version
+from kclient.client.producer.settings import ProducerSettings
+from kclient.clock import now_ms
 from kclient.errors import (
     FailedToSendMessageError,
     KafkaError,
@@ -74,6 +74,7 @@ from kclient.errors import (
 )
 from kclient.protocol.messages import PRODUCE
 from kclient.protocol.records import codecs as _codecs
+from kclient.protocol.records.formats import ZSTD_MIN_PRODUCE_VERSION, produce_magic_max
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
@@ -127,10 +128,6 @@ class EventHandler:
         """Release resources (called once by the producer's close)."""
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _is_passthrough(encoder: Any) -> bool:
     return bool(getattr(encoder, "passthrough", False))
 
@@ -154,7 +151,7 @@ class DefaultEventHandler(EventHandler):
     # -- step 1-3: serialize and partition ---------------------------------
 
     async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], PartitionSend]:
-        now = _now_ms()
+        now = now_ms()
         by_topic: dict[str, list] = {}
         for d in events:
             lst = by_topic.get(d.topic)
@@ -350,16 +347,16 @@ class DefaultEventHandler(EventHandler):
             for part in parts:
                 _fail(part, 0, exc)
             return []
-        if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION and any(p.codec for p in parts):
+        if s.codec == _codecs.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION and any(p.codec for p in parts):
             cap = "" if s.max_produce_version is None else f" (api.version caps it at v{s.max_produce_version})"
-            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
+            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
             for part in parts:
                 if part.codec:
                     _fail(part, 0, exc)
             parts = [p for p in parts if not p.codec]
             if not parts:
                 return []
-        magic = magic_for_produce_version(version)
+        magic = produce_magic_max(version)
         for part in parts:
             try:
                 self._batches.use_magic(part, magic)

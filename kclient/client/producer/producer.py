@@ -1,13 +1,15 @@
 """The blocking Producer of Kafka 0.8's producer API.
 
 Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
-APIs" (https://kafka.apache.org/08/documentation.html#apidesign)::
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign):
 
-    class Producer {
-      public void send(ProducerData<K,V> producerData);
-      public void send(java.util.List<ProducerData<K,V>> producerData);
-      public void close();
-    }
+```java
+class Producer {
+  public void send(ProducerData<K,V> producerData);
+  public void send(java.util.List<ProducerData<K,V>> producerData);
+  public void close();
+}
+```
 
 with the two modes of ``producer.type``:
 
@@ -41,7 +43,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from typing import Any, Iterable, Mapping
 
 import attrs
@@ -50,6 +51,7 @@ from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer, as_config
 from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
+from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
@@ -59,8 +61,6 @@ __all__ = ["Producer", "ProducerStatistics"]
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
-
-
 
 
 @attrs.frozen
@@ -80,13 +80,6 @@ class ProducerStatistics:
     failed_messages: int
     failed_batches: int
     first_error: BaseException | None
-
-
-_time_ns = time.time_ns
-
-
-def _now_ms() -> int:
-    return _time_ns() // 1_000_000
 
 
 class Producer:
@@ -206,7 +199,7 @@ class Producer:
             if d[0] not in self._valid_topics:
                 self._core.prepare(d)
             if d[3] is None:
-                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000, d[4], d[5]))
+                d = _new_tuple(ProducerData, (d[0], d[1], d[2], now_ms(), d[4], d[5]))
             if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
@@ -241,7 +234,7 @@ class Producer:
         queue = self._queue
         assert queue is not None
         timeout = self.config.queue_enqueue_timeout_ms
-        now = _now_ms()
+        now = now_ms()
         if not (self._before_enqueue or self._after_enqueue):
             stamped = [d if d.timestamp_ms is not None else d._stamped(now) for d in events]
             done = queue.put_many(stamped, timeout)

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import attrs
 import trio
 
+from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import (
     ConfigError,
     KafkaConnectionError,
@@ -184,7 +185,7 @@ class Cluster:
         for attempt in range(retries + 1):
             code = self.metadata.topic_errors.get(topic, 0)
             parts = self.metadata.partitions_for(topic)
-            if code == 0 and parts and all(p.leader >= 0 for p in parts):
+            if code == _NO_ERROR and parts and all(p.leader >= 0 for p in parts):
                 return parts
             if attempt == retries:
                 break

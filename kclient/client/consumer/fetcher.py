@@ -45,14 +45,14 @@ from kclient.errors import (
     MessageSizeTooLargeError,
     ProtocolError,
 )
+from kclient.errors import NONE as _NO_ERROR
+from kclient.errors import OFFSET_OUT_OF_RANGE
 from kclient.protocol.records import iter_record_rows, scan_batches
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
-
-OFFSET_OUT_OF_RANGE = 1
 
 _new = tuple.__new__
 
@@ -254,7 +254,7 @@ class FetcherGroup:
             keep: list[PartitionTopicInfo] = []
             for info, message_set in zip(infos, response):
                 code = message_set.error_code
-                if code == 0:
+                if code == _NO_ERROR:
                     keep.append(info)
                     if not message_set.buffer:
                         continue

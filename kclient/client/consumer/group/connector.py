@@ -4,13 +4,13 @@ APIs", https://kafka.apache.org/08/documentation.html#apidesign; section 5.5 "Di
 "Consumer registration algorithm", "Consumer rebalancing algorithm",
 https://kafka.apache.org/08/documentation.html#distributionimpl).
 
-::
-
-    with ConsumerConnector({"group.id": "g", "zookeeper.connect": zk,
-                            "auto.offset.reset": "smallest"}) as connector:
-        streams = connector.create_message_streams({"events": 2})
-        for m in streams["events"][0]:
-            print(m.topic, m.partition, m.offset, m.key, m.message)
+```python
+with ConsumerConnector({"group.id": "g", "zookeeper.connect": zk,
+                        "auto.offset.reset": "smallest"}) as connector:
+    streams = connector.create_message_streams({"events": 2})
+    for m in streams["events"][0]:
+        print(m.topic, m.partition, m.offset, m.key, m.message)
+```
 
 What happens, in the terms of section 5.5 (the parts live in
 `kclient.client.consumer.group.registration` (steps 1-2),

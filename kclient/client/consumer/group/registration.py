@@ -29,6 +29,7 @@ import uuid
 from typing import Mapping
 
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
+from kclient.clock import now_ms
 from kclient.config import ConsumerConfig
 from kclient.errors import ZooKeeperError
 from kclient.zk.client import ZkClient
@@ -60,7 +61,7 @@ Leader = tuple[int, str, int]
 def default_consumer_id(group_id: str) -> str:
     """``<group>_<host>-<ms>-<8 hex>``, Kafka 0.8's consumer id shape with
     a random suffix."""
-    return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+    return f"{group_id}_{socket.gethostname()}-{now_ms()}-{uuid.uuid4().hex[:8]}"
 
 
 class GroupRegistry:
@@ -92,7 +93,7 @@ class GroupRegistry:
 
     def registration(self) -> ConsumerRegistration:
         pattern = self.topic_filter.pattern if self.topic_filter is not None else STATIC_PATTERN
-        return ConsumerRegistration(dict(self.subscription), pattern, int(time.time() * 1000))
+        return ConsumerRegistration(dict(self.subscription), pattern, now_ms())
 
     def register(self) -> None:
         """Blocking: create (or re-create after a session loss) this

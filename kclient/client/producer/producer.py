@@ -50,7 +50,8 @@ import attrs
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer, as_config
-from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
+from kclient.client.producer.queue import MessageQueue
+from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError

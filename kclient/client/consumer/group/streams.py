@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import trio
 
-from kclient.errors import ConsumerTimeoutError, KafkaError
+from kclient.errors import ConsumerTimeoutError, LoopClosedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
@@ -190,8 +190,11 @@ class KafkaStream:
                 self._next = _empty_next
                 raise StopIteration
             try:
+                # ``_receive`` reports its outcomes as items (END, TIMEOUT,
+                # exceptions queued for the application) and raises nothing
+                # of its own: the only KafkaError here is the loop's.
                 item = self._loop.call(self._receive)
-            except KafkaError:
+            except LoopClosedError:
                 if self._core.closed:
                     self._next = _empty_next
                     raise StopIteration from None

@@ -49,7 +49,7 @@ import attrs
 
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
-from kclient.client.producer.core import TrioProducer, as_config
+from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.queue import MessageQueue
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
@@ -101,16 +101,9 @@ class Producer:
         ConfigError: a bad config or plug-in.
     """
 
-    def __init__(
-        self,
-        config: "ProducerConfig | Mapping[str, Any] | str",
-        *,
-        event_handler: Any = None,
-        callback_handler: Any = None,
-    ) -> None:
-        cfg = as_config(config)
-        self.config = cfg
-        self._core = TrioProducer(cfg, event_handler=event_handler, callback_handler=callback_handler)
+    def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
+        self._core = TrioProducer(config, event_handler=event_handler, callback_handler=callback_handler)
+        self.config = cfg = self._core.config
         self._callbacks = self._core.callback_handler
         self._before_enqueue = overrides(self._callbacks, "before_enqueue")
         self._after_enqueue = overrides(self._callbacks, "after_enqueue")
@@ -144,13 +137,10 @@ class Producer:
             self._loop: LoopThread = self._thread
         else:
             self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
-        try:
+        with self._loop.closing_on_error():
             self._loop.call(self._open_core)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
-        except BaseException:
-            self._loop.close()
-            raise
 
     async def _open_core(self) -> None:
         await self._core.open(self._loop.nursery)

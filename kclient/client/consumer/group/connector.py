@@ -132,11 +132,8 @@ class ConsumerConnector:
         self._streams_created = False
         self._shut_down = False
         self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
-        try:
+        with self._loop.closing_on_error():
             self._loop.call(self._start)
-        except BaseException:
-            self._loop.close()
-            raise
 
     async def _start(self) -> None:
         await self._core.start(self._loop.nursery)

@@ -16,10 +16,12 @@ import abc
 import codecs
 from typing import Any, Callable, ClassVar
 
+from kclient.plugins import PluginInterface
+
 __all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDecoder", "StringEncoder", "decoder_function"]
 
 
-class Encoder(abc.ABC):
+class Encoder(PluginInterface):
     """Serializes a message value or key to bytes.
 
     Subclasses implement `to_message`. Any class defining a
@@ -33,16 +35,21 @@ class Encoder(abc.ABC):
     #: so the pipeline may skip calling it. False for the provided encoders,
     #: which check types to give clear errors.
     passthrough: ClassVar[bool] = False
+    plugin_method = "to_message"
 
     @abc.abstractmethod
     def to_message(self, value: Any) -> bytes | None:
         """Return the bytes to send for ``value`` (``None`` for a null)."""
 
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Encoder:
-            return callable(getattr(other, "to_message", None)) or NotImplemented
-        return NotImplemented
+
+def _encoding(encoding: str | None, config: Any) -> str:
+    """The text encoding of a String encoder/decoder: ``encoding``, else the
+    config's ``serializer_encoding``, else UTF-8. Raises ``LookupError`` for
+    an unknown one."""
+    if encoding is None:
+        encoding = getattr(config, "serializer_encoding", None) or "utf-8"
+    codecs.lookup(encoding)
+    return encoding
 
 
 class DefaultEncoder(Encoder):
@@ -72,10 +79,7 @@ class StringEncoder(Encoder):
     ``LookupError`` at construction."""
 
     def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
-        if encoding is None:
-            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
-        codecs.lookup(encoding)
-        self.encoding = encoding
+        self.encoding = _encoding(encoding, config)
 
     def to_message(self, value: Any) -> bytes | None:
         """See the class docstring."""
@@ -91,21 +95,17 @@ class StringEncoder(Encoder):
         return f"StringEncoder(encoding={self.encoding!r})"
 
 
-class Decoder(abc.ABC):
+class Decoder(PluginInterface):
     """Deserializes message bytes for a consumer (Kafka's ``Decoder.fromBytes``).
 
     Any class defining ``from_bytes`` counts as a Decoder for ``isinstance``.
     """
 
+    plugin_method = "from_bytes"
+
     @abc.abstractmethod
     def from_bytes(self, data: bytes | None) -> Any:
         """Return the value for ``data`` (``None`` for a null)."""
-
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Decoder:
-            return callable(getattr(other, "from_bytes", None)) or NotImplemented
-        return NotImplemented
 
 
 class DefaultDecoder(Decoder):
@@ -122,10 +122,7 @@ class StringDecoder(Decoder):
     raise ``UnicodeDecodeError``."""
 
     def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
-        if encoding is None:
-            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
-        codecs.lookup(encoding)
-        self.encoding = encoding
+        self.encoding = _encoding(encoding, config)
 
     def from_bytes(self, data: bytes | None) -> str | None:
         """See the class docstring."""

@@ -16,7 +16,8 @@ import abc
 import functools
 import random
 import struct
-from typing import Any
+
+from kclient.plugins import PluginInterface
 
 __all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "to_positive"]
 
@@ -64,7 +65,7 @@ def to_positive(number: int) -> int:
 _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
 
 
-class Partitioner(abc.ABC):
+class Partitioner(PluginInterface):
     """Chooses a partition for a message from its serialized key.
 
     Subclasses implement `partition`. Any class defining a
@@ -72,19 +73,20 @@ class Partitioner(abc.ABC):
     so plug-ins need not inherit from this class.
     """
 
+    plugin_method = "partition"
+
     @abc.abstractmethod
     def partition(self, key: bytes | None, num_partitions: int) -> int:
-        """Return a partition in ``range(num_partitions)`` for ``key``.
+        """Choose the partition for a message.
 
-        ``key`` is the key as serialized by ``key.serializer.class`` (or
-        ``None`` for a message without a key); ``num_partitions`` >= 1.
+        Args:
+            key: the key as serialized by ``key.serializer.class``, or
+                ``None`` for a message without a key.
+            num_partitions: how many partitions the topic has (>= 1).
+
+        Returns:
+            A partition in ``range(num_partitions)``.
         """
-
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Partitioner:
-            return callable(getattr(other, "partition", None)) or NotImplemented
-        return NotImplemented
 
 
 class DefaultPartitioner(Partitioner):

@@ -315,71 +315,70 @@ class SimpleConsumer:
         return self._core.port
 
     def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
-        """Fetch one partition (blocking `TrioSimpleConsumer.fetch`).
+        """Blocking `TrioSimpleConsumer.fetch`: read one partition.
 
         Args:
-            request: what to read (``max_size`` in bytes).
-            max_wait_ms: how long the broker may wait for ``min_bytes`` (ms).
-            min_bytes: the least the broker should return before
-                ``max_wait_ms`` runs out (bytes).
+            request: The partition, the first offset and the size limit
+                (``max_size``, bytes).
+            max_wait_ms: Long-poll limit (ms); 0 answers at once.
+            min_bytes: Answer early once this many bytes are ready (bytes).
 
         Returns:
-            The partition's messages.
+            A `ByteBufferMessageSet` over the partition's records.
 
         Raises:
-            BrokerResponseError: the partition's error
-                (`OffsetOutOfRangeError`, `UnknownTopicOrPartitionError`, ...).
-            MessageSizeTooLargeError: the first batch is bigger than
+            LoopClosedError: after `close`.
+            BrokerResponseError: the partition's error, e.g.
+                `OffsetOutOfRangeError`.
+            MessageSizeTooLargeError: the first batch does not fit in
                 ``request.max_size``.
-            KafkaConnectionError: the broker cannot be reached.
-            KafkaTimeoutError: no answer within ``so_timeout_ms + max_wait_ms``.
-            LoopClosedError: the consumer was closed.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
         """
         return self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
-        """Fetch several partitions in one round trip (blocking
-        `TrioSimpleConsumer.multifetch`).
+        """Blocking `TrioSimpleConsumer.multifetch`: read several partitions
+        in one round trip.
 
         Args:
-            requests: one FetchRequest per partition to read.
-            max_wait_ms: how long the broker may wait for ``min_bytes`` (ms).
-            min_bytes: the least the broker should return before
-                ``max_wait_ms`` runs out (bytes).
+            requests: One FetchRequest per partition.
+            max_wait_ms: Long-poll limit (ms); 0 answers at once.
+            min_bytes: Answer early once this many bytes are ready (bytes).
 
         Returns:
-            One `ByteBufferMessageSet` per request, in request order, each
-            carrying its partition's ``error_code`` (raised when iterated).
+            A `MultiFetchResponse`: one `ByteBufferMessageSet` per request,
+            in order; a partition's error is raised when its set is iterated.
 
         Raises:
-            BrokerResponseError: the request as a whole failed.
-            KafkaConnectionError: the broker cannot be reached.
-            KafkaTimeoutError: no answer within ``so_timeout_ms + max_wait_ms``.
-            LoopClosedError: the consumer was closed.
+            LoopClosedError: after `close`.
+            BrokerResponseError: a top-level error for the whole request.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
         """
         return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
-        """Valid offsets before a time (blocking
-        `TrioSimpleConsumer.get_offsets_before`, Kafka's ``getOffsetsBefore``).
+        """Blocking `TrioSimpleConsumer.get_offsets_before` (Kafka's
+        ``getOffsetsBefore``).
 
         Args:
-            topic: The topic.
-            partition: The partition.
-            time: A timestamp (ms since the epoch), or
-                `OffsetRequest.LATEST_TIME` (-1) / `OffsetRequest.EARLIEST_TIME` (-2).
-            max_num_offsets: The most offsets to return.
+            topic: Topic name.
+            partition: Partition number.
+            time: Epoch time in ms, or `OffsetRequest.LATEST_TIME` (-1) /
+                `OffsetRequest.EARLIEST_TIME` (-2).
+            max_num_offsets: Upper bound on the offsets returned.
 
         Returns:
-            Up to ``max_num_offsets`` offsets, in descending order.
+            The offsets, newest first.
 
         Raises:
-            BrokerResponseError: the partition's error
-                (`UnknownTopicOrPartitionError`, ...).
-            UnsupportedVersionError: no common ListOffsets version.
-            KafkaConnectionError: the broker cannot be reached.
-            KafkaTimeoutError: no answer within ``so_timeout_ms``.
-            LoopClosedError: the consumer was closed.
+            LoopClosedError: after `close`.
+            BrokerResponseError: the partition's error, e.g.
+                `UnknownTopicOrPartitionError`.
+            UnsupportedVersionError: no ListOffsets version in common.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
         """
         return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
 

@@ -138,12 +138,9 @@ class Producer:
         else:
             self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
         with self._loop.closing_on_error():
-            self._loop.call(self._open_core)
+            self._loop.call(self._core.open, self._loop.nursery)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
-
-    async def _open_core(self) -> None:
-        await self._core.open(self._loop.nursery)
 
     @property
     def producer_type(self) -> str:
@@ -152,6 +149,7 @@ class Producer:
 
     @property
     def closed(self) -> bool:
+        """True once `close` was called."""
         return self._closed
 
     @property

@@ -133,13 +133,11 @@ class ConsumerConnector:
         self._shut_down = False
         self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
         with self._loop.closing_on_error():
-            self._loop.call(self._start)
-
-    async def _start(self) -> None:
-        await self._core.start(self._loop.nursery)
+            self._loop.call(self._core.start, self._loop.nursery)
 
     @property
     def group_id(self) -> str:
+        """The consumer group (``group.id``)."""
         return self.config.group_id
 
     def create_message_streams(

@@ -251,18 +251,6 @@ class ZooKeeperProcess(ServerProcess):
         """
         return super().start()
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s); the
-        data directory is kept.
-
-        Args:
-            timeout: Seconds to wait after SIGTERM before SIGKILL.
-
-        Returns:
-            The exit status, or None if it was not running.
-        """
-        return super().stop(timeout)
-
     def cleanup(self) -> None:
         """Stop the server and delete its temporary directory."""
         super().cleanup()

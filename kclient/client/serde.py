@@ -39,7 +39,14 @@ class Encoder(PluginInterface):
 
     @abc.abstractmethod
     def to_message(self, value: Any) -> bytes | None:
-        """Return the bytes to send for ``value`` (``None`` for a null)."""
+        """Serialize one value or key.
+
+        Args:
+            value: What the application passed in `ProducerData`.
+
+        Returns:
+            The bytes to send, or ``None`` for a null key / value.
+        """
 
 
 def _encoding(encoding: str | None, config: Any) -> str:
@@ -59,7 +66,17 @@ class DefaultEncoder(Encoder):
     raises ``TypeError`` suggesting `StringEncoder` or a custom one."""
 
     def to_message(self, value: Any) -> bytes | None:
-        """See the class docstring."""
+        """Pass bytes through.
+
+        Args:
+            value: ``bytes``, ``bytearray``, ``memoryview`` or ``None``.
+
+        Returns:
+            ``value`` as ``bytes`` (a copy for the mutable types), or ``None``.
+
+        Raises:
+            TypeError: ``value`` is not bytes-like.
+        """
         if type(value) is bytes or value is None:
             return value
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -82,7 +99,18 @@ class StringEncoder(Encoder):
         self.encoding = _encoding(encoding, config)
 
     def to_message(self, value: Any) -> bytes | None:
-        """See the class docstring."""
+        """Encode a ``str`` in `encoding`.
+
+        Args:
+            value: A ``str``, bytes-like (passed through) or ``None``.
+
+        Returns:
+            The encoded bytes, or ``None``.
+
+        Raises:
+            TypeError: ``value`` is neither str nor bytes-like.
+            UnicodeEncodeError: ``value`` cannot be encoded in `encoding`.
+        """
         if isinstance(value, str):
             return value.encode(self.encoding)
         if value is None or type(value) is bytes:
@@ -105,14 +133,28 @@ class Decoder(PluginInterface):
 
     @abc.abstractmethod
     def from_bytes(self, data: bytes | None) -> Any:
-        """Return the value for ``data`` (``None`` for a null)."""
+        """Deserialize one value or key.
+
+        Args:
+            data: The bytes as stored, or ``None`` for a null.
+
+        Returns:
+            The application's value (``None`` for a null).
+        """
 
 
 class DefaultDecoder(Decoder):
     """Returns the bytes as they are (``None`` stays ``None``)."""
 
     def from_bytes(self, data: bytes | None) -> bytes | None:
-        """See the class docstring."""
+        """Return the bytes unchanged.
+
+        Args:
+            data: The bytes as stored, or ``None``.
+
+        Returns:
+            ``data``.
+        """
         return data
 
 
@@ -125,7 +167,17 @@ class StringDecoder(Decoder):
         self.encoding = _encoding(encoding, config)
 
     def from_bytes(self, data: bytes | None) -> str | None:
-        """See the class docstring."""
+        """Decode bytes in `encoding`.
+
+        Args:
+            data: The bytes as stored, or ``None``.
+
+        Returns:
+            The text, or ``None``.
+
+        Raises:
+            UnicodeDecodeError: ``data`` is not valid in `encoding`.
+        """
         return None if data is None else bytes(data).decode(self.encoding)
 
 

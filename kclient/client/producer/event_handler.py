@@ -115,13 +115,24 @@ class EventHandler:
     """
 
     async def open(self, context: ProducerContext) -> None:
-        """Bind to the producer (called once, before the first ``handle``)."""
+        """Bind to the producer (called once, before the first ``handle``).
+
+        Args:
+            context: The producer's config, settings, cluster and plug-ins.
+        """
         self.context = context
 
     async def handle(self, events: "list[ProducerData]") -> None:
-        """Serialize and send ``events``; return once they are acknowledged
-        per request.required.acks. Raise
-        `FailedToSendMessageError` on failure."""
+        """Serialize and send records; return once they are acknowledged
+        per ``request.required.acks``.
+
+        Args:
+            events: The batch's ProducerData (keys and values not yet
+                serialized).
+
+        Raises:
+            FailedToSendMessageError: records could not be written.
+        """
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -140,6 +151,11 @@ class DefaultEventHandler(EventHandler):
         self.context: ProducerContext | None = None
 
     async def open(self, context: ProducerContext) -> None:
+        """Bind to the producer and build the batch builder.
+
+        Args:
+            context: The producer's config, settings, cluster and plug-ins.
+        """
         self.context = context
         self._settings = context.settings
         self._cluster = context.cluster
@@ -228,22 +244,36 @@ class DefaultEventHandler(EventHandler):
     # -- step 5-6: send with retries ------------------------------------------
 
     async def handle(self, events: "list[ProducerData]") -> None:
-        """Send ``events`` (list of ProducerData); see the module docstring.
+        """Serialize, partition and send records with retries (steps 1-6 of
+        the module docstring); return once they are acknowledged.
 
-        Raises `FailedToSendMessageError` (with ``lost_messages``
-        and ``failed_partitions``) if any partition could not be written.
+        Args:
+            events: The batch's ProducerData.
+
+        Raises:
+            FailedToSendMessageError: some partition could not be written
+                (``lost_messages``, ``failed_partitions``; the broker or
+                connection error as ``__cause__``).
         """
         finish = await self.start(events)
         await finish()
 
     async def start(self, events: "list[ProducerData]") -> "Callable[[], Awaitable[None]]":
         """The first half of `handle`: serialize, partition, build the
-        batches and WRITE the first attempt's Produce requests; return a
-        coroutine function that awaits the responses, retries, and raises as
-        `handle` does. A producer keeping several batches in flight
+        batches and WRITE the first attempt's Produce requests.
+
+        A producer keeping several batches in flight
         (``max.in.flight.requests.per.connection``) calls ``start`` for each
         batch in order, so every partition's data reaches the broker in order
-        (a retry may still reorder, as in Kafka)."""
+        (a retry may still reorder, as in Kafka).
+
+        Args:
+            events: The batch's ProducerData.
+
+        Returns:
+            A coroutine function that awaits the responses and retries, and
+            raises `FailedToSendMessageError` as `handle` does.
+        """
         if not events:
             return _nothing
         failed: dict[tuple[str, int], tuple[int, BaseException]] = {}

@@ -113,10 +113,23 @@ class MessageQueue:
             self._wake_consumer()
 
     def put(self, data: Any, n: int, timeout_ms: int) -> bool:
-        """Append ``data`` holding ``n`` messages. ``timeout_ms``: -1 waits
-        until there is room, 0 never waits, >0 waits up to that many ms.
-        Returns False when there was no room in time (nothing enqueued).
-        Raises `ProducerClosedError` once closed."""
+        """Append one item.
+
+        Args:
+            data: The ProducerData to queue.
+            n: How many messages it holds (what counts against
+                ``max_messages``).
+            timeout_ms: How long to wait for room (ms): -1 until there is
+                room, 0 not at all.
+
+        Returns:
+            False when there was no room in time (nothing enqueued).
+
+        Raises:
+            ProducerClosedError: the queue is closed.
+            QueueFullError: the queue is full and the caller is the
+                consumer thread (waiting would deadlock).
+        """
         with self._lock:
             # The async producer's per-send path: kept inline and short.
             if self._count + n > self.max_messages and self._items or self._closed:
@@ -133,9 +146,24 @@ class MessageQueue:
             return True
 
     def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
-        """Append ProducerData ``items`` in order under one lock, each
-        waiting per ``timeout_ms`` as in `put`; returns how many were
-        enqueued (fewer than ``len(items)`` when the queue stayed full)."""
+        """Append several items in order under one lock, each waiting for
+        room as in `put`.
+
+        Args:
+            items: The ProducerData to queue (each counts
+                ``len(d.messages)`` messages).
+            timeout_ms: How long each may wait for room (ms): -1 until
+                there is room, 0 not at all.
+
+        Returns:
+            How many were enqueued (fewer than ``len(items)`` when the
+            queue stayed full).
+
+        Raises:
+            ProducerClosedError: the queue is closed.
+            QueueFullError: the queue is full and the caller is the
+                consumer thread.
+        """
         with self._lock:
             now = time.monotonic()
             for i, data in enumerate(items):
@@ -152,11 +180,22 @@ class MessageQueue:
     # -- consumer side ------------------------------------------------------------
 
     def take_batch(self, batch_messages: int, max_wait_ms: int) -> list | None:
-        """Block until ``batch_messages`` messages are waiting, or
-        ``max_wait_ms`` ms passed since the oldest waiting item was enqueued,
-        or a flush or close was requested; then remove and return whole items
-        holding up to ``batch_messages`` messages (at least one item).
-        Returns None once the queue is closed and empty."""
+        """Block until a batch is due, then take it.
+
+        A batch is due when ``batch_messages`` messages are waiting, when
+        ``max_wait_ms`` passed since the oldest waiting item was enqueued,
+        or when a flush or close was requested.
+
+        Args:
+            batch_messages: The batch size (messages, ``batch.num.messages``).
+            max_wait_ms: The longest an item waits for a full batch (ms,
+                ``queue.buffering.max.ms``).
+
+        Returns:
+            ``(items, n_messages)``: whole items holding up to
+            ``batch_messages`` messages (at least one item); None once the
+            queue is closed and empty.
+        """
         with self._lock:
             while True:
                 items = self._items
@@ -180,13 +219,23 @@ class MessageQueue:
 
     def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
         """`take_batch` without blocking, for a consumer running on an
-        event loop. Returns ``("batch", (items, n_messages))`` when a batch is
-        due (same rules as `take_batch`), ``("closed", None)`` once the queue is
-        closed and empty, else ``("wait", seconds)``: look again after
-        ``seconds`` (None: no deadline) or as soon as ``waker()`` is called.
-        ``waker`` is called at most once, from whichever thread enqueues
-        enough messages, flushes or closes, with the queue's lock held, so it
-        must only schedule the wake-up (e.g. ``TrioToken.run_sync_soon``)."""
+        event loop.
+
+        Args:
+            batch_messages: The batch size (messages).
+            max_wait_ms: The longest an item waits for a full batch (ms).
+            waker: Called at most once, from whichever thread enqueues
+                enough messages, flushes or closes, with the queue's lock
+                held, so it must only schedule the wake-up (e.g.
+                ``TrioToken.run_sync_soon``).
+
+        Returns:
+            ``("batch", (items, n_messages))`` when a batch is due (same
+            rules as `take_batch`), ``("closed", None)`` once the queue is
+            closed and empty, else ``("wait", seconds)``: look again after
+            ``seconds`` (None: no deadline) or as soon as ``waker()`` is
+            called.
+        """
         with self._lock:
             items = self._items
             if items and (self._count >= batch_messages or self._closed or self._flushing):
@@ -233,7 +282,11 @@ class MessageQueue:
         return batch, taken
 
     def task_done(self, n_messages: int) -> None:
-        """Mark ``n_messages`` taken messages as finished (sent or failed)."""
+        """Mark taken messages as finished (sent or failed).
+
+        Args:
+            n_messages: How many messages of taken batches are finished.
+        """
         with self._lock:
             self._unfinished -= n_messages
             if self._unfinished <= 0:
@@ -242,7 +295,14 @@ class MessageQueue:
     def flush(self, timeout: float | None = None) -> bool:
         """Ask the consumer to send what is queued now, regardless of the
         batch thresholds, and wait until every message put so far is
-        finished. Returns False on timeout (seconds)."""
+        finished.
+
+        Args:
+            timeout: The longest to wait (seconds); None waits forever.
+
+        Returns:
+            False on timeout.
+        """
         with self._lock:
             self._flushing += 1
             if self._consumer_waiting:

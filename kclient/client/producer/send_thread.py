@@ -122,14 +122,25 @@ class ProducerSendThread(LoopThread):
         self._first_error: BaseException | None = None
 
     def start_sending(self, producer: "TrioProducer") -> None:
-        """Start the batching task on this thread's loop, sending through
-        ``producer`` (already opened on this loop). Call once."""
+        """Start the batching task on this thread's loop. Call once.
+
+        Args:
+            producer: The TrioProducer to send through, already opened on
+                this loop.
+        """
         self.call_sync(self.nursery.start_soon, self._send_loop, producer)
         self.queue.consumer_ident = self.ident
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the batching task ended (the queue was closed, drained
-        and every batch acknowledged or failed); False on timeout (s)."""
+        and every batch acknowledged or failed).
+
+        Args:
+            timeout: The longest to wait (seconds); None waits forever.
+
+        Returns:
+            False on timeout.
+        """
         return self._finished.wait(timeout)
 
     async def _send_loop(self, producer: "TrioProducer") -> None:

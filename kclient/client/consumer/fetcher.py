@@ -81,14 +81,25 @@ class PartitionTopicInfo:
 
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
-    """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
-    a list of `MessageAndMetadata` (decoders applied), starting at
-    the offset asked for, decoded by
+    """Decode one fetched partition into `MessageAndMetadata`, with
     `kclient.protocol.records.iter_record_rows` (every format; control
-    batches skipped; every batch's size and CRC checked). Raises
-    `MessageSizeTooLargeError` when the first batch
-    does not fit ``fetch.message.max.bytes`` and
-    `CorruptRecordError` naming the partition."""
+    batches skipped; every batch's size and CRC checked).
+
+    Args:
+        info: The partition's fetch state (topic, partition, the offset
+            asked for).
+        message_set: Its `ByteBufferMessageSet` (error code 0).
+        key_decoder: Applied to each key; None keeps the bytes.
+        value_decoder: Applied to each value; None keeps the bytes.
+
+    Returns:
+        The messages from the offset asked for on.
+
+    Raises:
+        MessageSizeTooLargeError: the first batch does not fit
+            ``fetch.message.max.bytes``.
+        CorruptRecordError: a bad batch, naming the partition.
+    """
     message_set.check_fits()
     topic = info.topic
     partition = info.partition

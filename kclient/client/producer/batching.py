@@ -64,7 +64,17 @@ class PartitionSend:
 
 def v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
     """Encoded size of a v2 record without headers, its length prefix
-    included (Kafka protocol guide, "Record"; zigzag varints)."""
+    included (Kafka protocol guide, "Record"; zigzag varints).
+
+    Args:
+        key: The serialized key, or None.
+        value: The serialized value, or None.
+        timestamp_delta: Its timestamp less the batch's first (ms).
+        offset_delta: Its offset less the batch's base offset.
+
+    Returns:
+        The size in bytes.
+    """
     body = 2 + varint_size(timestamp_delta) + varint_size(offset_delta)
     body += 1 if key is None else varint_size(len(key)) + len(key)
     body += 1 if value is None else varint_size(len(value)) + len(value)
@@ -76,9 +86,16 @@ _value_of = itemgetter(1)
 
 
 def headers_size(headers: Sequence) -> int:
-    """Upper bound of the encoded size of a record's headers (bytes): each
-    key and value with a 5-byte varint length (Kafka protocol guide,
-    "Record Header")."""
+    """Upper bound of the encoded size of a record's headers (Kafka protocol
+    guide, "Record Header").
+
+    Args:
+        headers: `Header` objects or ``(str, bytes | None)`` pairs.
+
+    Returns:
+        The bound in bytes: the count and each key and value length taken
+        as 5-byte varints.
+    """
     total = 5
     for h in headers:
         hk, hv = (h.key, h.value) if isinstance(h, Header) else h
@@ -101,9 +118,21 @@ class BatchBuilder:
         self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
 
     def build(self, part: PartitionSend, magic: int | None = None) -> None:
-        """Split ``part.records`` into chunks that fit a request and encode
-        them in message format ``magic`` (default: the format the
-        ``api.version`` cap allows, else v2)."""
+        """Split a partition's records into chunks that fit a request and
+        encode them.
+
+        Args:
+            part: The partition; its ``records`` move into ``chunks`` and
+                ``batches``.
+            magic: The message format; default: the format the
+                ``api.version`` cap allows, else v2.
+
+        Raises:
+            MessageSizeTooLargeError: one record alone does not fit.
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+            TypeError: a key or value is not bytes after serialization.
+        """
         s = self.settings
         codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
         if magic is None:
@@ -115,9 +144,17 @@ class BatchBuilder:
         self.encode(part, magic)
 
     def chunk(self, part: PartitionSend, records: list, codec: int, magic: int) -> list[list]:
-        """Split ``records`` (``(key, value, timestamp[, headers])`` tuples)
-        into as few chunks as fit ``max_batch_bytes`` each in message format
-        ``magic`` (room left for ``codec``'s worst-case growth).
+        """Split records into as few chunks as fit ``max_batch_bytes`` each.
+
+        Args:
+            part: The partition (names it in errors; ``header_bytes``).
+            records: ``(key, value, timestamp[, headers])`` tuples.
+            codec: The Kafka codec id; room is left for its worst-case
+                growth.
+            magic: The message format the chunks will be encoded in.
+
+        Returns:
+            The chunks, in order (``[records]`` when everything fits).
 
         Raises:
             MessageSizeTooLargeError: one record alone does not fit.
@@ -168,8 +205,18 @@ class BatchBuilder:
         return chunks
 
     def encode(self, part: PartitionSend, magic: int) -> None:
-        """Encode every pending chunk of ``part`` as one record batch v2
-        (``magic`` 2) or one message set v0/v1, whole-set compressed."""
+        """Encode every pending chunk of a partition, each as one record
+        batch v2 or one message set v0/v1 (whole-set compressed).
+
+        Args:
+            part: The partition; its ``batches`` and ``magic`` are set.
+            magic: The message format (2, 1 or 0).
+
+        Raises:
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+            TypeError: a key or value is not bytes after serialization.
+        """
         codec = part.codec
         if magic < 2 and part.header_bytes:
             raise UnsupportedForMessageFormatError(
@@ -189,9 +236,19 @@ class BatchBuilder:
         part.magic = magic
 
     def use_magic(self, part: PartitionSend, magic: int) -> None:
-        """Re-encode ``part``'s pending chunks for message format ``magic``
+        """Re-encode a partition's pending chunks for another message format
         (a leader that negotiated another Produce version than expected),
-        re-chunking when the per-record overhead grows (v2 -> v0/v1)."""
+        re-chunking when the per-record overhead grows (v2 -> v0/v1).
+
+        Args:
+            part: The partition.
+            magic: The message format the leader accepts.
+
+        Raises:
+            MessageSizeTooLargeError: one record alone does not fit.
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+        """
         if part.magic == magic:
             return
         if magic < 2 <= part.magic:

@@ -38,11 +38,18 @@ magic_for_produce_version = produce_magic_max
 
 
 def produce_version_cap(api_version: tuple | None) -> int | None:
-    """Highest Produce version a client of Kafka release ``api_version``
-    (``(major, minor, patch)``, kclient's ``api.version``) sends, as
-    kafka-python picks it: 0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3,
-    1.0 -> 4, 1.1 -> 5, 2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8. ``None`` (auto)
-    gives ``None``: no cap beyond what the broker advertises."""
+    """Highest Produce version a client of a Kafka release sends, as
+    kafka-python picks it.
+
+    Args:
+        api_version: The release as ``(major, minor, patch)`` (kclient's
+            ``api.version``), or ``None`` for auto.
+
+    Returns:
+        0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3, 1.0 -> 4, 1.1 -> 5,
+        2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8; ``None`` for auto (no cap beyond
+        what the broker advertises).
+    """
     if api_version is None:
         return None
     for release, version in (((2, 4), 8), ((2, 1), 7), ((2, 0), 6), ((1, 1), 5), ((1, 0), 4), ((0, 11), 3), ((0, 10), 2), ((0, 9), 1)):
@@ -77,8 +84,19 @@ class ProducerSettings:
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
-    """Read the send-path settings off a `kclient.config.ProducerConfig`
-    (the one place the send path reads configuration)."""
+    """Read the send-path settings off a config (the one place the send
+    path reads configuration).
+
+    Args:
+        config: The producer's `kclient.config.ProducerConfig`.
+
+    Returns:
+        The frozen settings.
+
+    Raises:
+        ValueError: an unknown compression codec (a validated config
+            never has one).
+    """
     return ProducerSettings(
         acks=config.request_required_acks,
         timeout_ms=config.request_timeout_ms,

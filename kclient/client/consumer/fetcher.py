@@ -148,6 +148,13 @@ class FetcherGroup:
         self._lost_event = trio.Event()
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Fetch until cancelled: one loop per leader broker, plus the leader
+        finder for partitions without one.
+
+        Args:
+            task_status: ``nursery.start``'s status; started once every
+                partition without an offset has one.
+        """
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             by_leader: dict[tuple[int, str, int], list[PartitionTopicInfo]] = {}

@@ -147,7 +147,7 @@ class FetcherGroup:
         self._lost: list[PartitionTopicInfo] = []
         self._lost_event = trio.Event()
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch until cancelled: one loop per leader broker, plus the leader
         finder for partitions without one.
 

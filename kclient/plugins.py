@@ -19,16 +19,38 @@ keyword and one that does not can ignore it.
 
 from __future__ import annotations
 
+import abc
 import importlib
 import importlib.util
 import inspect
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kclient.errors import ConfigError
 
-__all__ = ["load_plugin", "resolve_dotted"]
+__all__ = ["PluginInterface", "load_plugin", "resolve_dotted"]
 
 T = TypeVar("T")
+
+
+class PluginInterface(abc.ABC):
+    """Base of the plug-in interfaces (`kclient.Encoder`, `kclient.Decoder`,
+    `kclient.Partitioner`): duck-typed abstract classes.
+
+    An interface names its one method in ``plugin_method``; any class with a
+    callable attribute of that name then counts as a subclass of the
+    interface for ``isinstance`` / ``issubclass`` (so plug-ins need not
+    inherit from it). Subclasses of an interface (``DefaultEncoder``, ...)
+    check by inheritance as usual.
+    """
+
+    #: The method that makes a class count as this interface ("" for none).
+    plugin_method: ClassVar[str] = ""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if "plugin_method" in cls.__dict__ and cls.plugin_method:
+            return callable(getattr(other, cls.plugin_method, None)) or NotImplemented
+        return NotImplemented
 
 
 def resolve_dotted(path: str) -> Any:

@@ -12,8 +12,9 @@ no daemon-thread ``atexit`` or ``__del__`` tricks.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 import trio
 
@@ -98,6 +99,22 @@ class LoopThread:
         if self._closed or self._token is None:
             raise LoopClosedError("the client's event loop is closed")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    @contextlib.contextmanager
+    def closing_on_error(self) -> Iterator["LoopThread"]:
+        """Close the loop if the ``with`` block raises, then re-raise.
+
+        For a client constructor that starts a LoopThread and then opens its
+        trio core on it: if opening fails, no thread is left behind.
+
+        Yields:
+            This LoopThread.
+        """
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Cancel the loop's background tasks and join the thread.

@@ -26,7 +26,7 @@ from kclient.client.producer.producer import Producer, ProducerData
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, v2_record_size
 from kclient.client.producer.settings import ProducerSettings
-from kclient.client.producer.send_thread import MessageQueue
+from kclient.client.producer.queue import MessageQueue
 from kclient.protocol.records import build_batch
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.config import ProducerConfig

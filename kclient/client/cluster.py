@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import attrs
 import trio
 
+from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import (
     ConfigError,
     KafkaConnectionError,
@@ -67,6 +68,15 @@ class ClusterMetadata:
     controller_id: int = -1
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """The partitions of a topic in this snapshot.
+
+        Args:
+            topic: The topic name.
+
+        Returns:
+            Its partitions sorted by id; ``()`` for a topic not in the
+            snapshot.
+        """
         return self.topics.get(topic, ())
 
 
@@ -105,7 +115,19 @@ class Cluster:
         self._known_topics: set[str] = set()
 
     async def connection(self, host: str, port: int) -> BrokerConnection:
-        """A live connection to ``host:port`` (opened if needed)."""
+        """A live connection to a broker address (opened if needed).
+
+        Args:
+            host: The broker's host.
+            port: The broker's port.
+
+        Returns:
+            The connection, shared by every caller.
+
+        Raises:
+            KafkaConnectionError: the broker cannot be reached within
+                ``connect_timeout_ms``.
+        """
         key = (host, port)
         conn = self._connections.get(key)
         if conn is not None and not conn.closed:
@@ -127,7 +149,20 @@ class Cluster:
             return conn
 
     async def broker_connection(self, node_id: int) -> BrokerConnection:
-        """A connection to broker ``node_id`` as Metadata advertises it."""
+        """A connection to a broker at the address Metadata advertises.
+
+        Args:
+            node_id: The broker's node id.
+
+        Returns:
+            The connection.
+
+        Raises:
+            LeaderNotAvailableError: the broker is not in the metadata,
+                even after a refresh.
+            KafkaConnectionError: the broker cannot be reached.
+            NoBrokersAvailableError: the metadata refresh found no broker.
+        """
         broker = self.metadata.brokers.get(node_id)
         if broker is None:
             await self.refresh_metadata()
@@ -137,8 +172,15 @@ class Cluster:
         return await self.connection(broker.host, broker.port)
 
     async def any_connection(self) -> BrokerConnection:
-        """A connection to any known broker, bootstrap list first in random
-        order; raises `NoBrokersAvailableError`."""
+        """A connection to any known broker (the ones from Metadata first,
+        then the bootstrap list in random order).
+
+        Returns:
+            The first connection that opens.
+
+        Raises:
+            NoBrokersAvailableError: no broker could be reached.
+        """
         candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
         boot = list(self._bootstrap)
         random.shuffle(boot)
@@ -151,8 +193,20 @@ class Cluster:
         raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors))
 
     async def refresh_metadata(self, topics: Iterable[str] = (), *, allow_auto_create: bool = True) -> ClusterMetadata:
-        """Fetch metadata for the known topics plus ``topics``; returns the new
-        snapshot. Retries over the known brokers once per broker."""
+        """Fetch metadata for the known topics plus some more. Retries over
+        the known brokers, once per broker.
+
+        Args:
+            topics: Topics to add to the known ones.
+            allow_auto_create: Let the broker create missing topics (if it
+                is configured to).
+
+        Returns:
+            The new snapshot (also `metadata`).
+
+        Raises:
+            NoBrokersAvailableError: no broker answered.
+        """
         self._known_topics.update(topics)
         async with self._refresh_lock:
             last: BaseException | None = None
@@ -173,18 +227,35 @@ class Cluster:
             raise NoBrokersAvailableError(f"metadata refresh failed: {last}")
 
     def metadata_stale(self) -> bool:
+        """Whether the snapshot is older than ``metadata_max_age_ms``."""
         return (trio.current_time() - self._metadata_time) * 1000 > self.metadata_max_age_ms
 
     async def partitions_for(self, topic: str, *, retries: int = 5) -> tuple[PartitionInfo, ...]:
-        """The partitions of ``topic`` (auto-created by the broker if it allows),
-        waiting with backoff while the topic has no leaders yet. Raises the
-        topic's error (e.g. `UnknownTopicOrPartitionError`)."""
+        """The partitions of a topic (auto-created by the broker if it
+        allows), waiting with backoff while the topic has no leaders yet.
+
+        Args:
+            topic: The topic name.
+            retries: Metadata refreshes to try while the topic has no
+                leaders, backing off exponentially from
+                ``retry_backoff_ms``.
+
+        Returns:
+            The partitions, sorted by id, each with a leader.
+
+        Raises:
+            BrokerResponseError: the topic's error from Metadata (e.g.
+                `UnknownTopicOrPartitionError`), or
+                `LeaderNotAvailableError` when a partition still has no
+                leader.
+            NoBrokersAvailableError: no broker answered.
+        """
         if topic not in self._known_topics or self.metadata_stale():
             await self.refresh_metadata([topic])
         for attempt in range(retries + 1):
             code = self.metadata.topic_errors.get(topic, 0)
             parts = self.metadata.partitions_for(topic)
-            if code == 0 and parts and all(p.leader >= 0 for p in parts):
+            if code == _NO_ERROR and parts and all(p.leader >= 0 for p in parts):
                 return parts
             if attempt == retries:
                 break

@@ -16,10 +16,12 @@ import abc
 import codecs
 from typing import Any, Callable, ClassVar
 
+from kclient.plugins import PluginInterface
+
 __all__ = ["Decoder", "DefaultDecoder", "DefaultEncoder", "Encoder", "StringDecoder", "StringEncoder", "decoder_function"]
 
 
-class Encoder(abc.ABC):
+class Encoder(PluginInterface):
     """Serializes a message value or key to bytes.
 
     Subclasses implement `to_message`. Any class defining a
@@ -33,16 +35,28 @@ class Encoder(abc.ABC):
     #: so the pipeline may skip calling it. False for the provided encoders,
     #: which check types to give clear errors.
     passthrough: ClassVar[bool] = False
+    plugin_method = "to_message"
 
     @abc.abstractmethod
     def to_message(self, value: Any) -> bytes | None:
-        """Return the bytes to send for ``value`` (``None`` for a null)."""
+        """Serialize one value or key.
 
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Encoder:
-            return callable(getattr(other, "to_message", None)) or NotImplemented
-        return NotImplemented
+        Args:
+            value: What the application passed in `ProducerData`.
+
+        Returns:
+            The bytes to send, or ``None`` for a null key / value.
+        """
+
+
+def _encoding(encoding: str | None, config: Any) -> str:
+    """The text encoding of a String encoder/decoder: ``encoding``, else the
+    config's ``serializer_encoding``, else UTF-8. Raises ``LookupError`` for
+    an unknown one."""
+    if encoding is None:
+        encoding = getattr(config, "serializer_encoding", None) or "utf-8"
+    codecs.lookup(encoding)
+    return encoding
 
 
 class DefaultEncoder(Encoder):
@@ -52,7 +66,17 @@ class DefaultEncoder(Encoder):
     raises ``TypeError`` suggesting `StringEncoder` or a custom one."""
 
     def to_message(self, value: Any) -> bytes | None:
-        """See the class docstring."""
+        """Pass bytes through.
+
+        Args:
+            value: ``bytes``, ``bytearray``, ``memoryview`` or ``None``.
+
+        Returns:
+            ``value`` as ``bytes`` (a copy for the mutable types), or ``None``.
+
+        Raises:
+            TypeError: ``value`` is not bytes-like.
+        """
         if type(value) is bytes or value is None:
             return value
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -72,13 +96,21 @@ class StringEncoder(Encoder):
     ``LookupError`` at construction."""
 
     def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
-        if encoding is None:
-            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
-        codecs.lookup(encoding)
-        self.encoding = encoding
+        self.encoding = _encoding(encoding, config)
 
     def to_message(self, value: Any) -> bytes | None:
-        """See the class docstring."""
+        """Encode a ``str`` in `encoding`.
+
+        Args:
+            value: A ``str``, bytes-like (passed through) or ``None``.
+
+        Returns:
+            The encoded bytes, or ``None``.
+
+        Raises:
+            TypeError: ``value`` is neither str nor bytes-like.
+            UnicodeEncodeError: ``value`` cannot be encoded in `encoding`.
+        """
         if isinstance(value, str):
             return value.encode(self.encoding)
         if value is None or type(value) is bytes:
@@ -91,28 +123,38 @@ class StringEncoder(Encoder):
         return f"StringEncoder(encoding={self.encoding!r})"
 
 
-class Decoder(abc.ABC):
+class Decoder(PluginInterface):
     """Deserializes message bytes for a consumer (Kafka's ``Decoder.fromBytes``).
 
     Any class defining ``from_bytes`` counts as a Decoder for ``isinstance``.
     """
 
+    plugin_method = "from_bytes"
+
     @abc.abstractmethod
     def from_bytes(self, data: bytes | None) -> Any:
-        """Return the value for ``data`` (``None`` for a null)."""
+        """Deserialize one value or key.
 
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Decoder:
-            return callable(getattr(other, "from_bytes", None)) or NotImplemented
-        return NotImplemented
+        Args:
+            data: The bytes as stored, or ``None`` for a null.
+
+        Returns:
+            The application's value (``None`` for a null).
+        """
 
 
 class DefaultDecoder(Decoder):
     """Returns the bytes as they are (``None`` stays ``None``)."""
 
     def from_bytes(self, data: bytes | None) -> bytes | None:
-        """See the class docstring."""
+        """Return the bytes unchanged.
+
+        Args:
+            data: The bytes as stored, or ``None``.
+
+        Returns:
+            ``data``.
+        """
         return data
 
 
@@ -122,13 +164,20 @@ class StringDecoder(Decoder):
     raise ``UnicodeDecodeError``."""
 
     def __init__(self, encoding: str | None = None, *, config: Any = None) -> None:
-        if encoding is None:
-            encoding = getattr(config, "serializer_encoding", None) or "utf-8"
-        codecs.lookup(encoding)
-        self.encoding = encoding
+        self.encoding = _encoding(encoding, config)
 
     def from_bytes(self, data: bytes | None) -> str | None:
-        """See the class docstring."""
+        """Decode bytes in `encoding`.
+
+        Args:
+            data: The bytes as stored, or ``None``.
+
+        Returns:
+            The text, or ``None``.
+
+        Raises:
+            UnicodeDecodeError: ``data`` is not valid in `encoding`.
+        """
         return None if data is None else bytes(data).decode(self.encoding)
 
 

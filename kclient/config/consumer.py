@@ -7,16 +7,7 @@ from __future__ import annotations
 import attrs
 
 from kclient.config.base import _KafkaConfig, prop
-from kclient.config.convert import (
-    _at_least,
-    _enum,
-    _not_empty,
-    _same_as,
-    _to_bool,
-    _to_int,
-    _to_optional_str,
-    _to_str,
-)
+from kclient.config.convert import _at_least, _enum, _not_empty, _same_as, _to_bool, _to_int, _to_optional_str, _to_str
 from kclient.errors import ConfigError
 
 __all__ = ["ConsumerConfig"]

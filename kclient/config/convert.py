@@ -192,11 +192,10 @@ def _to_codec(value: Any) -> str:
     if isinstance(value, bool):
         raise TypeError("expected a codec name or id")
     if isinstance(value, int) or isinstance(value, str) and value.strip().isdigit():
-        number = int(value)
-        for name, codec_id in COMPRESSION_CODECS.items():
-            if codec_id == number:
-                return name
-        raise ValueError("expected a codec id 0..4")
+        name = _codecs.NAMES.get(int(value))
+        if name is None:
+            raise ValueError(f"expected a codec id {min(_codecs.NAMES)}..{max(_codecs.NAMES)}")
+        return name
     return _enum(*COMPRESSION_CODECS, synonyms={"uncompressed": "none"})(value)
 
 

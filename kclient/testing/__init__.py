@@ -2,18 +2,22 @@
 loopback port with a temporary log directory, and a real ZooKeeper server
 (`ZooKeeperProcess`) for the ZooKeeper-based consumer.
 
-Blocking, in a subprocess (works from any test framework)::
+Blocking, in a subprocess (works from any test framework):
 
-    from kclient.testing import BrokerProcess
+```python
+from kclient.testing import BrokerProcess
 
-    with BrokerProcess() as broker:
-        producer = Producer({"metadata.broker.list": broker.bootstrap})
-        ...
+with BrokerProcess() as broker:
+    producer = Producer({"metadata.broker.list": broker.bootstrap})
+    ...
+```
 
-In-process, for trio code::
+In-process, for trio code:
 
-    async with run_broker() as broker:   # a started kclient.broker.Broker
-        ... broker.port ...
+```python
+async with run_broker() as broker:   # a started kclient.broker.Broker
+    ... broker.port ...
+```
 
 The package: `kclient.testing.process` holds the subprocess lifecycle both
 servers share (start, wait until ready, stop with SIGTERM, kill with

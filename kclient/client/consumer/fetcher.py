@@ -45,14 +45,14 @@ from kclient.errors import (
     MessageSizeTooLargeError,
     ProtocolError,
 )
+from kclient.errors import NONE as _NO_ERROR
+from kclient.errors import OFFSET_OUT_OF_RANGE
 from kclient.protocol.records import iter_record_rows, scan_batches
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
-
-OFFSET_OUT_OF_RANGE = 1
 
 _new = tuple.__new__
 
@@ -81,14 +81,25 @@ class PartitionTopicInfo:
 
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
-    """The messages of one fetched ``ByteBufferMessageSet`` (error code 0) as
-    a list of `MessageAndMetadata` (decoders applied), starting at
-    the offset asked for, decoded by
+    """Decode one fetched partition into `MessageAndMetadata`, with
     `kclient.protocol.records.iter_record_rows` (every format; control
-    batches skipped; every batch's size and CRC checked). Raises
-    `MessageSizeTooLargeError` when the first batch
-    does not fit ``fetch.message.max.bytes`` and
-    `CorruptRecordError` naming the partition."""
+    batches skipped; every batch's size and CRC checked).
+
+    Args:
+        info: The partition's fetch state (topic, partition, the offset
+            asked for).
+        message_set: Its `ByteBufferMessageSet` (error code 0).
+        key_decoder: Applied to each key; None keeps the bytes.
+        value_decoder: Applied to each value; None keeps the bytes.
+
+    Returns:
+        The messages from the offset asked for on.
+
+    Raises:
+        MessageSizeTooLargeError: the first batch does not fit
+            ``fetch.message.max.bytes``.
+        CorruptRecordError: a bad batch, naming the partition.
+    """
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
@@ -136,7 +147,14 @@ class FetcherGroup:
         self._lost: list[PartitionTopicInfo] = []
         self._lost_event = trio.Event()
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fetch until cancelled: one loop per leader broker, plus the leader
+        finder for partitions without one.
+
+        Args:
+            task_status: ``nursery.start``'s status; started once every
+                partition without an offset has one.
+        """
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             by_leader: dict[tuple[int, str, int], list[PartitionTopicInfo]] = {}
@@ -254,7 +272,7 @@ class FetcherGroup:
             keep: list[PartitionTopicInfo] = []
             for info, message_set in zip(infos, response):
                 code = message_set.error_code
-                if code == 0:
+                if code == _NO_ERROR:
                     keep.append(info)
                     if not message_set.buffer:
                         continue

@@ -20,6 +20,7 @@ import attrs
 
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
+from kclient.protocol.records.scan import LOG_OVERHEAD
 
 
 try:  # the C field descriptor namedtuple uses: one call per attribute read
@@ -119,13 +120,18 @@ class ByteBufferMessageSet:
         return total
 
     def check_fits(self) -> None:
-        """Raise `MessageSizeTooLargeError` if the buffer holds no
-        complete batch because the first batch is bigger than the fetch size,
-        naming the size to retry with."""
+        """Check that the fetch size let at least the first batch through.
+
+        Raises:
+            MessageSizeTooLargeError: the buffer holds no complete batch
+                because the first batch is bigger than the fetch size; the
+                message names the size (bytes) to retry with.
+        """
         if not self.buffer:
             return
-        if read_batch_info(self.buffer, 0) is None and len(self.buffer) >= 12:
-            needed = int.from_bytes(bytes(self.buffer[8:12]), "big", signed=True) + 12
+        if read_batch_info(self.buffer, 0) is None and len(self.buffer) >= LOG_OVERHEAD:
+            # The entry's size: the int32 ending its log overhead (offset int64, size int32).
+            needed = int.from_bytes(bytes(self.buffer[LOG_OVERHEAD - 4 : LOG_OVERHEAD]), "big", signed=True) + LOG_OVERHEAD
             if needed > len(self.buffer):
                 raise MessageSizeTooLargeError(
                     f"{self.topic}-{self.partition}: the batch at offset {self.start_offset} is {needed} bytes, "

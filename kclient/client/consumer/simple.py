@@ -21,9 +21,10 @@ import attrs
 import trio
 
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
-from kclient.errors import UnsupportedVersionError, raise_for_code
+from kclient.errors import UNKNOWN_TOPIC_OR_PARTITION, UnsupportedVersionError, raise_for_code
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, LIST_OFFSETS
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.sync import LoopThread
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,16 @@ log = logging.getLogger(__name__)
 @attrs.frozen
 class FetchRequest:
     """Read ``topic``/``partition`` from ``offset``, at most ``max_size``
-    bytes (Kafka's ``FetchRequest(topic, partition, offset, maxSize)``)."""
+    bytes (Kafka's ``FetchRequest(topic, partition, offset, maxSize)``).
+
+    Attributes:
+        topic: The topic to read.
+        partition: The partition to read.
+        offset: The first offset wanted.
+        max_size: The most bytes the broker returns for the partition
+            (bytes, default 1 MiB); a first batch larger than this cannot
+            be read (`ByteBufferMessageSet.check_fits`).
+    """
 
     topic: str
     partition: int
@@ -41,12 +51,14 @@ class FetchRequest:
 
 
 class OffsetRequest:
-    """Special times for `SimpleConsumer.get_offsets_before`."""
+    """Special times for `SimpleConsumer.get_offsets_before` (the classic
+    API names of ListOffsets' ``LATEST_TIMESTAMP`` / ``EARLIEST_TIMESTAMP``,
+    owned by `kclient.protocol.messages.list_offsets`)."""
 
     #: the log end offset (the offset the next message will get)
-    LATEST_TIME = -1
+    LATEST_TIME = LATEST_TIMESTAMP
     #: the log start offset (the earliest offset still held)
-    EARLIEST_TIME = -2
+    EARLIEST_TIME = EARLIEST_TIMESTAMP
 
 
 class TrioSimpleConsumer:
@@ -88,7 +100,12 @@ class TrioSimpleConsumer:
 
     def attach(self, nursery: trio.Nursery) -> None:
         """Use ``nursery`` for the connection's reader task (for owners that
-        manage their own nursery, like the blocking facade)."""
+        manage their own nursery, like the blocking facade).
+
+        Args:
+            nursery: An open nursery on the trio loop that will run this
+                consumer's calls; it must outlive the consumer.
+        """
         self._nursery = nursery
 
     async def _connection(self) -> BrokerConnection:
@@ -111,10 +128,10 @@ class TrioSimpleConsumer:
         """Fetch one partition.
 
         Args:
-            request: what to read.
-            max_wait_ms: how long the broker may wait for ``min_bytes``.
+            request: what to read (``max_size`` in bytes).
+            max_wait_ms: how long the broker may wait for ``min_bytes`` (ms).
             min_bytes: the least the broker should return before
-                ``max_wait_ms`` runs out.
+                ``max_wait_ms`` runs out (bytes).
 
         Returns:
             The partition's messages.
@@ -125,6 +142,10 @@ class TrioSimpleConsumer:
                 log start, `UnknownTopicOrPartitionError`, ...).
             MessageSizeTooLargeError: the first batch is bigger than
                 ``request.max_size``.
+            KafkaConnectionError: the broker cannot be reached or the
+                connection failed.
+            KafkaTimeoutError: no answer within ``so_timeout_ms +
+                max_wait_ms``.
         """
         (result,) = await self.multifetch([request], max_wait_ms=max_wait_ms, min_bytes=min_bytes)
         if result.error_code:
@@ -138,13 +159,22 @@ class TrioSimpleConsumer:
 
         Args:
             requests: one FetchRequest per partition to read.
-            max_wait_ms: as for `fetch`.
-            min_bytes: as for `fetch`.
+            max_wait_ms: how long the broker may wait for ``min_bytes`` (ms).
+            min_bytes: the least the broker should return before
+                ``max_wait_ms`` runs out (bytes).
 
         Returns:
             One `ByteBufferMessageSet` per request, in request order.
             Partition errors are not raised here: each set carries its
             partition's ``error_code`` and raises it when iterated.
+
+        Raises:
+            BrokerResponseError: the request as a whole failed (a
+                top-level error code).
+            KafkaConnectionError: the broker cannot be reached or the
+                connection failed.
+            KafkaTimeoutError: no answer within ``so_timeout_ms +
+                max_wait_ms``.
         """
         results: list[ByteBufferMessageSet | None] = [None] * len(requests)
         remaining = list(enumerate(requests))
@@ -186,7 +216,7 @@ class TrioSimpleConsumer:
             for i, req in this_round:
                 p = by_key.get((req.topic, req.partition))
                 if p is None:
-                    results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=3, max_size=req.max_size)
+                    results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size)
                     continue
                 results[i] = ByteBufferMessageSet(
                     req.topic,
@@ -201,11 +231,33 @@ class TrioSimpleConsumer:
         return MultiFetchResponse(results)  # type: ignore[arg-type]
 
     async def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
-        """Valid offsets before ``time`` (ms since the epoch, or
-        OffsetRequest.LATEST_TIME / EARLIEST_TIME), at most
-        ``max_num_offsets``, in descending order (Kafka's
-        ``getOffsetsBefore``). Uses ListOffsets v0; on a broker without v0
-        (Kafka 4) falls back to v1+, which can only answer one offset."""
+        """Valid offsets before a time (Kafka's ``getOffsetsBefore``).
+
+        Uses ListOffsets v0; on a broker without v0 (Kafka 4) falls back to
+        v1+, which can only answer one offset.
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            time: A timestamp (ms since the epoch), or
+                `OffsetRequest.LATEST_TIME` (-1, the log end offset) /
+                `OffsetRequest.EARLIEST_TIME` (-2, the log start offset).
+            max_num_offsets: The most offsets to return.
+
+        Returns:
+            Up to ``max_num_offsets`` offsets, in descending order (at most
+            one with ListOffsets v1+).
+
+        Raises:
+            BrokerResponseError: the partition's error
+                (`UnknownTopicOrPartitionError`,
+                `NotLeaderForPartitionError`, ...).
+            UnsupportedVersionError: the broker supports no ListOffsets
+                version this client speaks.
+            KafkaConnectionError: the broker cannot be reached or the
+                connection failed.
+            KafkaTimeoutError: no answer within ``so_timeout_ms``.
+        """
         conn = await self._connection()
         try:
             version = conn.version_for(LIST_OFFSETS, ceiling=0)
@@ -231,13 +283,20 @@ class TrioSimpleConsumer:
 
 
 class SimpleConsumer:
-    """Blocking SimpleConsumer (Kafka 0.8's API): ``SimpleConsumer(host, port,
-    so_timeout_ms, buffer_size, client_id)``, arguments as for
-    `TrioSimpleConsumer` (``buffer_size`` is ignored).
+    """Blocking SimpleConsumer (Kafka 0.8's API).
 
     Methods mirror `TrioSimpleConsumer`: ``fetch``, ``multifetch``,
     ``get_offsets_before``, ``close``; usable as a context manager. Each call
-    crosses into the client's trio thread once.
+    crosses into the client's trio thread once; after `close` every call
+    raises `LoopClosedError`.
+
+    Args:
+        host: the broker's host.
+        port: the broker's port.
+        so_timeout_ms: connect and request timeout (ms).
+        buffer_size: accepted for Kafka's signature and ignored (see
+            `TrioSimpleConsumer`; bytes).
+        client_id: sent in every request header.
     """
 
     def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
@@ -247,26 +306,85 @@ class SimpleConsumer:
 
     @property
     def host(self) -> str:
+        """The broker's host."""
         return self._core.host
 
     @property
     def port(self) -> int:
+        """The broker's port."""
         return self._core.port
 
     def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
-        """See `TrioSimpleConsumer.fetch`."""
+        """Blocking `TrioSimpleConsumer.fetch`: read one partition.
+
+        Args:
+            request: The partition, the first offset and the size limit
+                (``max_size``, bytes).
+            max_wait_ms: Long-poll limit (ms); 0 answers at once.
+            min_bytes: Answer early once this many bytes are ready (bytes).
+
+        Returns:
+            A `ByteBufferMessageSet` over the partition's records.
+
+        Raises:
+            LoopClosedError: after `close`.
+            BrokerResponseError: the partition's error, e.g.
+                `OffsetOutOfRangeError`.
+            MessageSizeTooLargeError: the first batch does not fit in
+                ``request.max_size``.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
+        """
         return self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
-        """See `TrioSimpleConsumer.multifetch`."""
+        """Blocking `TrioSimpleConsumer.multifetch`: read several partitions
+        in one round trip.
+
+        Args:
+            requests: One FetchRequest per partition.
+            max_wait_ms: Long-poll limit (ms); 0 answers at once.
+            min_bytes: Answer early once this many bytes are ready (bytes).
+
+        Returns:
+            A `MultiFetchResponse`: one `ByteBufferMessageSet` per request,
+            in order; a partition's error is raised when its set is iterated.
+
+        Raises:
+            LoopClosedError: after `close`.
+            BrokerResponseError: a top-level error for the whole request.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
+        """
         return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
 
     def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
-        """See `TrioSimpleConsumer.get_offsets_before`."""
+        """Blocking `TrioSimpleConsumer.get_offsets_before` (Kafka's
+        ``getOffsetsBefore``).
+
+        Args:
+            topic: Topic name.
+            partition: Partition number.
+            time: Epoch time in ms, or `OffsetRequest.LATEST_TIME` (-1) /
+                `OffsetRequest.EARLIEST_TIME` (-2).
+            max_num_offsets: Upper bound on the offsets returned.
+
+        Returns:
+            The offsets, newest first.
+
+        Raises:
+            LoopClosedError: after `close`.
+            BrokerResponseError: the partition's error, e.g.
+                `UnknownTopicOrPartitionError`.
+            UnsupportedVersionError: no ListOffsets version in common.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
+        """
         return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
 
     def close(self) -> None:
-        """Close the connection and stop the client's trio thread."""
+        """Close the connection and stop the client's trio thread (idempotent;
+        never raises for an already closed consumer)."""
         try:
             self._loop.call(self._core.aclose)
         except Exception:  # loop already gone

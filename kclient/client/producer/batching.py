@@ -15,24 +15,26 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Sequence
 
-from kclient.client.producer.settings import ProducerSettings, magic_for_produce_version
+from kclient.client.producer.settings import ProducerSettings
 from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
-from kclient.protocol.records import Header, build_batch, build_message_set
+from kclient.protocol.primitives import varint_size
+from kclient.protocol.records import Header, build_batch, build_message_set, legacy, v2
+from kclient.protocol.records.formats import produce_magic_max
+from kclient.protocol.records.scan import LOG_OVERHEAD
 
-#: Per-record overhead assumed when sizing batches, the worst case of: length
-#: (3), attributes (1), timestamp delta (10) and offset delta (5) varints,
-#: key/value lengths (5 + 5), header count (1); in bytes.
-RECORD_OVERHEAD = 30
+#: Per-record overhead assumed when sizing v2 batches (bytes), the worst case
+#: owned by `kclient.protocol.records.v2.RECORD_OVERHEAD`.
+RECORD_OVERHEAD = v2.RECORD_OVERHEAD
 #: Room left for a codec's worst-case growth of incompressible data (lz4
 #: adds n/255, gzip and xerial-framed snappy a few bytes per block).
 COMPRESSION_MARGIN = 1 / 32
-#: Per-message size of a v1 message set entry beyond key and value: offset
-#: (8), size (4), crc (4), magic (1), attributes (1), timestamp (8), key and
-#: value lengths (4 + 4) (Kafka design docs, "Message Format"); v0 is 8 bytes
-#: less.
-LEGACY_RECORD_OVERHEAD = 34
-#: v2 batch header (bytes).
-BATCH_OVERHEAD = 61
+#: Per-message size of a v1 message set entry beyond key and value (bytes):
+#: the log overhead (offset 8 + size 4) plus Kafka's
+#: ``LegacyRecord.RECORD_OVERHEAD_V1`` (22), 12 + 22 = 34; used for v0 too
+#: (8 bytes less there, so an upper bound).
+LEGACY_RECORD_OVERHEAD = LOG_OVERHEAD + legacy.RECORD_OVERHEAD[1]
+#: v2 batch header (bytes), `kclient.protocol.records.v2.HEADER_SIZE`.
+BATCH_OVERHEAD = v2.HEADER_SIZE
 
 
 class PartitionSend:
@@ -60,18 +62,23 @@ class PartitionSend:
         return sum(self.counts)
 
 
-def varint_size(u: int) -> int:
-    """Bytes of the unsigned varint ``u``."""
-    return 1 if u < 0x80 else 2 if u < 0x4000 else 3 if u < 0x200000 else (u.bit_length() + 6) // 7
-
-
 def v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:
     """Encoded size of a v2 record without headers, its length prefix
-    included (Kafka protocol guide, "Record"; zigzag varints)."""
-    body = 2 + varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63)) + varint_size(offset_delta << 1)
-    body += 1 if key is None else varint_size(len(key) << 1) + len(key)
-    body += 1 if value is None else varint_size(len(value) << 1) + len(value)
-    return body + varint_size(body << 1)
+    included (Kafka protocol guide, "Record"; zigzag varints).
+
+    Args:
+        key: The serialized key, or None.
+        value: The serialized value, or None.
+        timestamp_delta: Its timestamp less the batch's first (ms).
+        offset_delta: Its offset less the batch's base offset.
+
+    Returns:
+        The size in bytes.
+    """
+    body = 2 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    body += 1 if key is None else varint_size(len(key)) + len(key)
+    body += 1 if value is None else varint_size(len(value)) + len(value)
+    return body + varint_size(body)
 
 
 _key_of = itemgetter(0)
@@ -79,9 +86,16 @@ _value_of = itemgetter(1)
 
 
 def headers_size(headers: Sequence) -> int:
-    """Upper bound of the encoded size of a record's headers (bytes): each
-    key and value with a 5-byte varint length (Kafka protocol guide,
-    "Record Header")."""
+    """Upper bound of the encoded size of a record's headers (Kafka protocol
+    guide, "Record Header").
+
+    Args:
+        headers: `Header` objects or ``(str, bytes | None)`` pairs.
+
+    Returns:
+        The bound in bytes: the count and each key and value length taken
+        as 5-byte varints.
+    """
     total = 5
     for h in headers:
         hk, hv = (h.key, h.value) if isinstance(h, Header) else h
@@ -104,13 +118,25 @@ class BatchBuilder:
         self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
 
     def build(self, part: PartitionSend, magic: int | None = None) -> None:
-        """Split ``part.records`` into chunks that fit a request and encode
-        them in message format ``magic`` (default: the format the
-        ``api.version`` cap allows, else v2)."""
+        """Split a partition's records into chunks that fit a request and
+        encode them.
+
+        Args:
+            part: The partition; its ``records`` move into ``chunks`` and
+                ``batches``.
+            magic: The message format; default: the format the
+                ``api.version`` cap allows, else v2.
+
+        Raises:
+            MessageSizeTooLargeError: one record alone does not fit.
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+            TypeError: a key or value is not bytes after serialization.
+        """
         s = self.settings
         codec = s.codec if s.codec and (not s.compressed_topics or part.topic in s.compressed_topics) else 0
         if magic is None:
-            magic = 2 if s.max_produce_version is None else magic_for_produce_version(s.max_produce_version)
+            magic = 2 if s.max_produce_version is None else produce_magic_max(s.max_produce_version)
         part.codec = codec
         part.chunks = self.chunk(part, part.records, codec, magic)
         part.counts = [len(c) for c in part.chunks]
@@ -118,9 +144,17 @@ class BatchBuilder:
         self.encode(part, magic)
 
     def chunk(self, part: PartitionSend, records: list, codec: int, magic: int) -> list[list]:
-        """Split ``records`` (``(key, value, timestamp[, headers])`` tuples)
-        into as few chunks as fit ``max_batch_bytes`` each in message format
-        ``magic`` (room left for ``codec``'s worst-case growth).
+        """Split records into as few chunks as fit ``max_batch_bytes`` each.
+
+        Args:
+            part: The partition (names it in errors; ``header_bytes``).
+            records: ``(key, value, timestamp[, headers])`` tuples.
+            codec: The Kafka codec id; room is left for its worst-case
+                growth.
+            magic: The message format the chunks will be encoded in.
+
+        Returns:
+            The chunks, in order (``[records]`` when everything fits).
 
         Raises:
             MessageSizeTooLargeError: one record alone does not fit.
@@ -171,8 +205,18 @@ class BatchBuilder:
         return chunks
 
     def encode(self, part: PartitionSend, magic: int) -> None:
-        """Encode every pending chunk of ``part`` as one record batch v2
-        (``magic`` 2) or one message set v0/v1, whole-set compressed."""
+        """Encode every pending chunk of a partition, each as one record
+        batch v2 or one message set v0/v1 (whole-set compressed).
+
+        Args:
+            part: The partition; its ``batches`` and ``magic`` are set.
+            magic: The message format (2, 1 or 0).
+
+        Raises:
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+            TypeError: a key or value is not bytes after serialization.
+        """
         codec = part.codec
         if magic < 2 and part.header_bytes:
             raise UnsupportedForMessageFormatError(
@@ -192,9 +236,19 @@ class BatchBuilder:
         part.magic = magic
 
     def use_magic(self, part: PartitionSend, magic: int) -> None:
-        """Re-encode ``part``'s pending chunks for message format ``magic``
+        """Re-encode a partition's pending chunks for another message format
         (a leader that negotiated another Produce version than expected),
-        re-chunking when the per-record overhead grows (v2 -> v0/v1)."""
+        re-chunking when the per-record overhead grows (v2 -> v0/v1).
+
+        Args:
+            part: The partition.
+            magic: The message format the leader accepts.
+
+        Raises:
+            MessageSizeTooLargeError: one record alone does not fit.
+            UnsupportedForMessageFormatError: records with headers for a
+                v0/v1 message set.
+        """
         if part.magic == magic:
             return
         if magic < 2 <= part.magic:
@@ -213,5 +267,4 @@ __all__ = [
     "PartitionSend",
     "headers_size",
     "v2_record_size",
-    "varint_size",
 ]

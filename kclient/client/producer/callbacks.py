@@ -15,26 +15,15 @@ handler costs nothing per record).
 
 Which thread calls each hook (blocking `kclient.Producer`):
 
-================================  ==========================================
-hook                              called on
-================================  ==========================================
-``before_enqueue``                the thread calling ``Producer.send`` (async)
-``after_enqueue``                 the thread calling ``Producer.send`` (async)
-``after_dequeuing_existing_data`` the ProducerSendThread (async)
-``before_sending_data``           the ProducerSendThread (async); the thread
-                                  calling ``Producer.send`` (sync); the trio
-                                  task calling ``TrioProducer.send``
-``last_batch_before_close``       the ProducerSendThread, during ``close()``,
-                                  after the queue is drained (async)
-``on_send_error``                 the ProducerSendThread (async; the producer's
-                                  trio thread when max.in.flight.requests.per.connection
-                                  > 1 pipelines batches); the thread
-                                  calling ``Producer.send`` (sync), just
-                                  before the error is raised; the trio task
-                                  calling ``TrioProducer.send``
-``close``                         the thread calling ``Producer.close()``,
-                                  after the send thread has stopped
-================================  ==========================================
+| hook | called on |
+|---|---|
+| ``before_enqueue`` | the thread calling ``Producer.send`` (async) |
+| ``after_enqueue`` | the thread calling ``Producer.send`` (async) |
+| ``after_dequeuing_existing_data`` | the ProducerSendThread (async) |
+| ``before_sending_data`` | the ProducerSendThread (async); the thread calling ``Producer.send`` (sync); the trio task calling ``TrioProducer.send`` |
+| ``last_batch_before_close`` | the ProducerSendThread, during ``close()``, after the queue is drained (async) |
+| ``on_send_error`` | the ProducerSendThread (async; the producer's trio thread when ``max.in.flight.requests.per.connection`` > 1 pipelines batches); the thread calling ``Producer.send`` (sync), just before the error is raised; the trio task calling ``TrioProducer.send`` |
+| ``close`` | the thread calling ``Producer.close()``, after the send thread has stopped |
 
 Hooks never run on the producer's trio loop thread when the blocking
 ``Producer`` is used, so a slow hook delays only its own caller.
@@ -60,40 +49,73 @@ class CallbackHandler:
     """
 
     def before_enqueue(self, data: "ProducerData") -> "ProducerData | None":
-        """Called with each item before it is put on the async queue; returns
-        the item to enqueue (possibly a changed copy), or ``None`` to drop it
-        silently. Runs on the thread calling ``send``."""
+        """Called with each item before it is put on the async queue, on the
+        thread calling ``send``.
+
+        Args:
+            data: The item ``send`` was given (its timestamp not yet set).
+
+        Returns:
+            The item to enqueue (possibly a changed copy), or ``None`` to
+            drop it silently.
+        """
         return data
 
     def after_enqueue(self, data: "ProducerData", added: bool) -> None:
-        """Called after each attempt to enqueue ``data``; ``added`` is False
-        when the queue was full (``queue.enqueue.timeout.ms`` ran out) and
-        `QueueFullError` is about to be raised. Runs on
-        the thread calling ``send``."""
+        """Called after each attempt to enqueue an item, on the thread
+        calling ``send``.
+
+        Args:
+            data: The item (as `before_enqueue` returned it).
+            added: False when the queue was full (``queue.enqueue.timeout.ms``
+                ran out) and `QueueFullError` is about to be raised.
+        """
 
     def after_dequeuing_existing_data(self, data: "ProducerData") -> "list[ProducerData]":
         """Called by the ProducerSendThread with each item taken off the
-        queue; returns the list of items to add to the batch in its place
-        (``[data]`` keeps it, ``[]`` drops it, more items add some)."""
+        queue.
+
+        Args:
+            data: The dequeued item.
+
+        Returns:
+            The items to add to the batch in its place: ``[data]`` keeps it,
+            ``[]`` drops it, more items add some.
+        """
         return [data]
 
     def before_sending_data(self, batch: "list[ProducerData]") -> "list[ProducerData]":
-        """Called with each batch (a list of ProducerData) before it is
-        serialized and sent; returns the batch to send."""
+        """Called with each batch before it is serialized and sent.
+
+        Args:
+            batch: The batch's ProducerData, in queue order.
+
+        Returns:
+            The batch to send (the same list, a changed one, or ``[]`` to
+            send nothing).
+        """
         return batch
 
     def last_batch_before_close(self) -> "list[ProducerData]":
-        """Called by the ProducerSendThread once during ``close()`` after the
-        queue has been drained; returns extra items to send as a last batch
-        (default: none)."""
+        """Called by the ProducerSendThread once during ``close()``, after the
+        queue has been drained.
+
+        Returns:
+            Extra items to send as a last batch (default: none).
+        """
         return []
 
     def on_send_error(self, events: "Sequence[ProducerData]", exc: BaseException) -> None:
-        """Called when sending ``events`` failed for good (retries exhausted
-        or a non-retriable error); ``exc`` is usually a
-        `FailedToSendMessageError` whose ``__cause__``
-        is the broker or connection error. The default does nothing (the
-        producer logs and counts the failure itself)."""
+        """Called when sending a batch failed for good (retries exhausted or
+        a non-retriable error). The default does nothing: the producer logs
+        and counts the failure itself.
+
+        Args:
+            events: The ProducerData of the failed batch.
+            exc: Usually a `FailedToSendMessageError` (``lost_messages``,
+                ``failed_partitions``) whose ``__cause__`` is the broker or
+                connection error.
+        """
 
     def close(self) -> None:
         """Called once by ``Producer.close()`` after the last batch was sent
@@ -101,9 +123,18 @@ class CallbackHandler:
 
 
 def overrides(handler: object, name: str) -> bool:
-    """True when ``handler``'s class overrides `CallbackHandler`'s hook
-    ``name`` (so the pipeline must call it), or when ``handler`` is not a
-    CallbackHandler at all (duck-typed: always call)."""
+    """Whether the pipeline must call a hook.
+
+    Args:
+        handler: The callback handler (a `CallbackHandler` or any object
+            with hook methods).
+        name: The hook's name, e.g. ``"before_sending_data"``.
+
+    Returns:
+        True when ``handler``'s class overrides `CallbackHandler`'s hook
+        ``name``, or when ``handler`` is not a CallbackHandler and has an
+        attribute ``name`` (duck-typed).
+    """
     if not isinstance(handler, CallbackHandler):
         return hasattr(handler, name)
     return getattr(type(handler), name, None) is not getattr(CallbackHandler, name)

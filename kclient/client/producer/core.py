@@ -1,13 +1,15 @@
 """The producer's trio core: `TrioProducer`.
 
-Trio applications use it directly::
+Trio applications use it directly:
 
-    async with TrioProducer({"metadata.broker.list": "127.0.0.1:9092"}) as p:
-        await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
+```python
+async with TrioProducer({"metadata.broker.list": "127.0.0.1:9092"}) as p:
+    await p.send(ProducerData("events", key=b"k", messages=[b"v1", b"v2"]))
+```
 
 ``send`` returns once the broker acknowledged the records per
 ``request.required.acks`` (the sync mode of the Kafka 0.8 documentation,
-section 5.1 "API Design"), retrying
+section 5.1 "API Design", https://kafka.apache.org/08/documentation.html#apidesign), retrying
 retriable errors. The blocking `kclient.Producer` runs one TrioProducer
 on a trio loop in a background thread (`kclient.sync.LoopThread`) and
 adds the async mode's queue and ProducerSendThread in front of it.
@@ -53,8 +55,15 @@ MAX_TOPIC_LENGTH = 249
 
 
 def check_topic(topic: Any) -> None:
-    """Raise `InvalidTopicError` (Kafka error 17,
-    INVALID_TOPIC_EXCEPTION) unless ``topic`` is a legal Kafka topic name."""
+    """Check that ``topic`` is a legal Kafka topic name.
+
+    Args:
+        topic: The name to check.
+
+    Raises:
+        InvalidTopicError: ``topic`` is not a str, or not a legal name
+            (Kafka error 17, INVALID_TOPIC_EXCEPTION).
+    """
     if not isinstance(topic, str):
         raise InvalidTopicError(f"topic must be a str, not {type(topic).__name__} ({topic!r})")
     if topic in (".", "..") or not TOPIC_PATTERN.fullmatch(topic):
@@ -71,34 +80,44 @@ def check_topic(topic: Any) -> None:
 
 
 def as_config(config: "ProducerConfig | Mapping[str, Any] | str") -> ProducerConfig:
-    """A `ProducerConfig` from itself, a mapping of Kafka property
-    names, or a ``.properties`` path. Raises `ConfigError`."""
+    """A `ProducerConfig` from any of the forms the producers accept.
+
+    Args:
+        config: A `ProducerConfig` (returned as is), a mapping of Kafka
+            property names, or a ``.properties`` path.
+
+    Returns:
+        The config.
+
+    Raises:
+        ConfigError: a missing required property, a bad value or an
+            unreadable file.
+    """
     return ProducerConfig.from_properties(config)
 
 
 class TrioProducer:
     """A producer for trio code: ``async with TrioProducer(config) as p``.
 
-    ``config``: a `ProducerConfig`, a mapping of Kafka
-    property names, or a ``.properties`` path (``producer.type`` and the
-    queue settings are ignored here: every ``send`` is sent at once).
-    ``event_handler`` / ``callback_handler`` override the config's
-    ``event.handler`` / ``callback.handler`` (instance, class or dotted path).
-
-    Plug-ins are loaded in the constructor, so a bad class path raises
-    `ConfigError` there. No connection is made until
+    Plug-ins are loaded in the constructor. No connection is made until
     the first send. To run it inside an existing nursery instead of
     ``async with``, call ``await p.open(nursery)`` and later
     ``await p.aclose()``.
+
+    Args:
+        config: a `ProducerConfig`, a mapping of Kafka property names, or a
+            ``.properties`` path (``producer.type`` and the queue settings
+            are ignored here: every ``send`` is sent at once).
+        event_handler: overrides the config's ``event.handler`` (instance,
+            class or dotted path).
+        callback_handler: overrides the config's ``callback.handler``
+            (likewise).
+
+    Raises:
+        ConfigError: a bad config or a plug-in that cannot be loaded.
     """
 
-    def __init__(
-        self,
-        config: "ProducerConfig | Mapping[str, Any] | str",
-        *,
-        event_handler: Any = None,
-        callback_handler: Any = None,
-    ) -> None:
+    def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
         from kclient.client.serde import Encoder
         from kclient.client.producer.partitioner import Partitioner
 
@@ -134,18 +153,29 @@ class TrioProducer:
 
     @property
     def cluster(self) -> Cluster:
-        """The `Cluster` (metadata cache, connections); after ``open``."""
+        """The `Cluster` (metadata cache, connections).
+
+        Raises:
+            ProducerClosedError: before `open`.
+        """
         if self._cluster is None:
             raise ProducerClosedError("the producer is not open")
         return self._cluster
 
     @property
     def closed(self) -> bool:
+        """True once `aclose` was called."""
         return self._closed
 
     async def open(self, nursery: trio.Nursery) -> None:
-        """Create the Cluster in ``nursery`` (its connection readers live
-        there) and open the EventHandler. Connects lazily, on first send."""
+        """Create the Cluster and open the EventHandler (``async with`` calls
+        this). Connects lazily, on the first send.
+
+        Args:
+            nursery: where the Cluster's connection readers and the batch
+                completer run; it must outlive the producer (close the
+                producer with `aclose` before it exits).
+        """
         cfg = self.config
         refresh = cfg.topic_metadata_refresh_interval_ms
         self._nursery = nursery
@@ -198,10 +228,20 @@ class TrioProducer:
         return None
 
     def prepare(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[ProducerData]":
-        """Normalize ``send``'s argument to a list of ProducerData and check
-        every topic name (raises `InvalidTopicError`,
-        or TypeError for something that is not ProducerData). Plain function,
-        safe from any thread."""
+        """Normalize ``send``'s argument and check every topic name. Plain
+        function, safe from any thread.
+
+        Args:
+            data_or_list: One ProducerData or an iterable of them.
+
+        Returns:
+            The ProducerData as a list (``data_or_list`` itself when it is
+            a list).
+
+        Raises:
+            InvalidTopicError: an illegal topic name.
+            TypeError: something that is not ProducerData.
+        """
         if hasattr(data_or_list, "messages") and hasattr(data_or_list, "topic"):
             events = [data_or_list]
         elif isinstance(data_or_list, list):
@@ -223,16 +263,21 @@ class TrioProducer:
         return events
 
     async def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
-        """Send one ProducerData or a list of them and wait for the
-        acknowledgements (request.required.acks; with 0, until written).
+        """Send records and wait for the acknowledgements
+        (``request.required.acks``; with 0, until written).
 
         Calls the CallbackHandler's ``before_sending_data`` first and its
-        ``on_send_error`` on failure (both on this task). Raises
-        `InvalidTopicError` for an illegal topic name,
-        `FailedToSendMessageError` when records could
-        not be written (after ``message.send.max.retries`` retries for
-        retriable errors), `ProducerClosedError` after
-        ``aclose``.
+        ``on_send_error`` on failure (both on this task).
+
+        Args:
+            data_or_list: One ProducerData or an iterable of them.
+
+        Raises:
+            InvalidTopicError: an illegal topic name (nothing is sent).
+            FailedToSendMessageError: records could not be written (after
+                ``message.send.max.retries`` retries for retriable errors);
+                the broker or connection error is its ``__cause__``.
+            ProducerClosedError: the producer is closed or not open.
         """
         if self._closed or self._cluster is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
@@ -247,9 +292,17 @@ class TrioProducer:
             raise
 
     async def send_batch(self, events: "list[ProducerData]") -> None:
-        """Hand ``events`` (already prepared, hooks already run) to the
-        EventHandler; the blocking Producer's path into trio. Raises as
-        `send` does."""
+        """Hand prepared records to the EventHandler and wait until they are
+        acknowledged (the blocking Producer's path into trio; no hooks run).
+
+        Args:
+            events: ProducerData already through `prepare` and the
+                ``before_sending_data`` hook.
+
+        Raises:
+            FailedToSendMessageError: records could not be written.
+            ProducerClosedError: the producer is closed or not open.
+        """
         if self._closed or self._cluster is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
         if events:
@@ -258,13 +311,22 @@ class TrioProducer:
     async def submit_batch(self, events: "list[ProducerData]", on_done: "Callable[[BaseException | None], None]") -> None:
         """Pipelined `send_batch` (``max.in.flight.requests.per.connection``
         > 1): wait for a free in-flight slot, write the batch's Produce
-        requests, and return; ``on_done(None)`` or ``on_done(exc)`` is called
-        later, on the trio thread, once the broker answered (or the retries
-        ran out). Batches submitted one after another reach each broker in
-        that order. An ``event.handler`` that replaces ``handle`` is called
-        one batch at a time instead (its ``handle`` runs before this returns).
-        Raises `ProducerClosedError` if the producer is closed (then
-        ``on_done`` is not called)."""
+        requests, and return.
+
+        Batches submitted one after another reach each broker in that
+        order. An ``event.handler`` that replaces ``handle`` is called one
+        batch at a time instead (its ``handle`` runs before this returns).
+
+        Args:
+            events: ProducerData already through `prepare` and the hooks.
+            on_done: called later, on the trio thread, once the broker
+                answered or the retries ran out: with None on success, with
+                the error (e.g. `FailedToSendMessageError`) otherwise.
+
+        Raises:
+            ProducerClosedError: the producer is closed or not open
+                (``on_done`` is then not called).
+        """
         if self._closed or self._cluster is None or self._nursery is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
         handler = self.event_handler
@@ -313,8 +375,11 @@ class TrioProducer:
         on_done(error)
 
     async def aclose(self) -> None:
-        """Close the EventHandler and every broker connection. Sends after
-        this raise `ProducerClosedError`."""
+        """Close the EventHandler and every broker connection (idempotent).
+
+        Sends after this raise `ProducerClosedError`; batches still in flight
+        complete with the connection error through their ``on_done``.
+        """
         if self._closed:
             return
         self._closed = True

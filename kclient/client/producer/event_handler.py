@@ -54,7 +54,6 @@ partition) -> message count; partition -1 when the topic itself failed).
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import attrs
@@ -62,7 +61,8 @@ import trio
 
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
 from kclient.client.producer.data import ProducerData as _ProducerData
-from kclient.client.producer.settings import MIN_ZSTD_PRODUCE_VERSION, ProducerSettings, magic_for_produce_version
+from kclient.client.producer.settings import ProducerSettings
+from kclient.clock import now_ms
 from kclient.errors import (
     FailedToSendMessageError,
     KafkaError,
@@ -74,6 +74,7 @@ from kclient.errors import (
 )
 from kclient.protocol.messages import PRODUCE
 from kclient.protocol.records import codecs as _codecs
+from kclient.protocol.records.formats import ZSTD_MIN_PRODUCE_VERSION, produce_magic_max
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
@@ -114,21 +115,28 @@ class EventHandler:
     """
 
     async def open(self, context: ProducerContext) -> None:
-        """Bind to the producer (called once, before the first ``handle``)."""
+        """Bind to the producer (called once, before the first ``handle``).
+
+        Args:
+            context: The producer's config, settings, cluster and plug-ins.
+        """
         self.context = context
 
     async def handle(self, events: "list[ProducerData]") -> None:
-        """Serialize and send ``events``; return once they are acknowledged
-        per request.required.acks. Raise
-        `FailedToSendMessageError` on failure."""
+        """Serialize and send records; return once they are acknowledged
+        per ``request.required.acks``.
+
+        Args:
+            events: The batch's ProducerData (keys and values not yet
+                serialized).
+
+        Raises:
+            FailedToSendMessageError: records could not be written.
+        """
         raise NotImplementedError
 
     async def aclose(self) -> None:
         """Release resources (called once by the producer's close)."""
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _is_passthrough(encoder: Any) -> bool:
@@ -143,6 +151,11 @@ class DefaultEventHandler(EventHandler):
         self.context: ProducerContext | None = None
 
     async def open(self, context: ProducerContext) -> None:
+        """Bind to the producer and build the batch builder.
+
+        Args:
+            context: The producer's config, settings, cluster and plug-ins.
+        """
         self.context = context
         self._settings = context.settings
         self._cluster = context.cluster
@@ -154,7 +167,7 @@ class DefaultEventHandler(EventHandler):
     # -- step 1-3: serialize and partition ---------------------------------
 
     async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], PartitionSend]:
-        now = _now_ms()
+        now = now_ms()
         by_topic: dict[str, list] = {}
         for d in events:
             lst = by_topic.get(d.topic)
@@ -231,22 +244,36 @@ class DefaultEventHandler(EventHandler):
     # -- step 5-6: send with retries ------------------------------------------
 
     async def handle(self, events: "list[ProducerData]") -> None:
-        """Send ``events`` (list of ProducerData); see the module docstring.
+        """Serialize, partition and send records with retries (steps 1-6 of
+        the module docstring); return once they are acknowledged.
 
-        Raises `FailedToSendMessageError` (with ``lost_messages``
-        and ``failed_partitions``) if any partition could not be written.
+        Args:
+            events: The batch's ProducerData.
+
+        Raises:
+            FailedToSendMessageError: some partition could not be written
+                (``lost_messages``, ``failed_partitions``; the broker or
+                connection error as ``__cause__``).
         """
         finish = await self.start(events)
         await finish()
 
     async def start(self, events: "list[ProducerData]") -> "Callable[[], Awaitable[None]]":
         """The first half of `handle`: serialize, partition, build the
-        batches and WRITE the first attempt's Produce requests; return a
-        coroutine function that awaits the responses, retries, and raises as
-        `handle` does. A producer keeping several batches in flight
+        batches and WRITE the first attempt's Produce requests.
+
+        A producer keeping several batches in flight
         (``max.in.flight.requests.per.connection``) calls ``start`` for each
         batch in order, so every partition's data reaches the broker in order
-        (a retry may still reorder, as in Kafka)."""
+        (a retry may still reorder, as in Kafka).
+
+        Args:
+            events: The batch's ProducerData.
+
+        Returns:
+            A coroutine function that awaits the responses and retries, and
+            raises `FailedToSendMessageError` as `handle` does.
+        """
         if not events:
             return _nothing
         failed: dict[tuple[str, int], tuple[int, BaseException]] = {}
@@ -350,16 +377,16 @@ class DefaultEventHandler(EventHandler):
             for part in parts:
                 _fail(part, 0, exc)
             return []
-        if s.codec == _codecs.ZSTD and version < MIN_ZSTD_PRODUCE_VERSION and any(p.codec for p in parts):
+        if s.codec == _codecs.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION and any(p.codec for p in parts):
             cap = "" if s.max_produce_version is None else f" (api.version caps it at v{s.max_produce_version})"
-            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{MIN_ZSTD_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
+            exc = UnsupportedCompressionTypeError(f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, broker {node_id} supports v{version}{cap}")
             for part in parts:
                 if part.codec:
                     _fail(part, 0, exc)
             parts = [p for p in parts if not p.codec]
             if not parts:
                 return []
-        magic = magic_for_produce_version(version)
+        magic = produce_magic_max(version)
         for part in parts:
             try:
                 self._batches.use_magic(part, magic)

@@ -16,7 +16,8 @@ import abc
 import functools
 import random
 import struct
-from typing import Any
+
+from kclient.plugins import PluginInterface
 
 __all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "to_positive"]
 
@@ -30,8 +31,14 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     """32-bit MurmurHash2 of ``data`` exactly as Kafka's Java ``Utils.murmur2``.
 
     Seed ``0x9747b28c``, little-endian 4-byte blocks, Java's ``>>>`` shifts.
-    Returns the Java ``int``: a signed value in ``[-2**31, 2**31)``
-    (kafka-python's ``murmur2`` returns the same bits as an unsigned value).
+
+    Args:
+        data: The bytes to hash (bytes, bytearray or memoryview).
+
+    Returns:
+        The Java ``int``: a signed value in ``[-2**31, 2**31)``
+        (kafka-python's ``murmur2`` returns the same bits as an unsigned
+        value).
     """
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     length = len(view)
@@ -56,7 +63,14 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 
 
 def to_positive(number: int) -> int:
-    """Java ``Utils.toPositive``: clear the sign bit (``number & 0x7fffffff``)."""
+    """Java ``Utils.toPositive``: clear the sign bit.
+
+    Args:
+        number: A Java ``int`` (e.g. a `murmur2` hash).
+
+    Returns:
+        ``number & 0x7fffffff``.
+    """
     return number & 0x7FFFFFFF
 
 
@@ -64,7 +78,7 @@ def to_positive(number: int) -> int:
 _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
 
 
-class Partitioner(abc.ABC):
+class Partitioner(PluginInterface):
     """Chooses a partition for a message from its serialized key.
 
     Subclasses implement `partition`. Any class defining a
@@ -72,19 +86,20 @@ class Partitioner(abc.ABC):
     so plug-ins need not inherit from this class.
     """
 
+    plugin_method = "partition"
+
     @abc.abstractmethod
     def partition(self, key: bytes | None, num_partitions: int) -> int:
-        """Return a partition in ``range(num_partitions)`` for ``key``.
+        """Choose the partition for a message.
 
-        ``key`` is the key as serialized by ``key.serializer.class`` (or
-        ``None`` for a message without a key); ``num_partitions`` >= 1.
+        Args:
+            key: the key as serialized by ``key.serializer.class``, or
+                ``None`` for a message without a key.
+            num_partitions: how many partitions the topic has (>= 1).
+
+        Returns:
+            A partition in ``range(num_partitions)``.
         """
-
-    @classmethod
-    def __subclasshook__(cls, other: type) -> Any:
-        if cls is Partitioner:
-            return callable(getattr(other, "partition", None)) or NotImplemented
-        return NotImplemented
 
 
 class DefaultPartitioner(Partitioner):
@@ -102,7 +117,21 @@ class DefaultPartitioner(Partitioner):
         self._random = self._rng.random
 
     def partition(self, key: bytes | bytearray | memoryview | None, num_partitions: int) -> int:
-        """See the class docstring."""
+        """Choose the partition for a message.
+
+        Args:
+            key: The serialized key (bytes-like), or ``None`` for a random
+                partition.
+            num_partitions: How many partitions the topic has.
+
+        Returns:
+            ``to_positive(murmur2(key)) % num_partitions``, or a uniform
+            random partition for ``None``.
+
+        Raises:
+            ValueError: ``num_partitions < 1``.
+            TypeError: ``key`` is not bytes-like.
+        """
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
         if key is None:

@@ -1,13 +1,15 @@
 """The blocking Producer of Kafka 0.8's producer API.
 
 Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
-APIs" (https://kafka.apache.org/08/documentation.html#apidesign)::
+APIs" (https://kafka.apache.org/08/documentation.html#apidesign):
 
-    class Producer {
-      public void send(ProducerData<K,V> producerData);
-      public void send(java.util.List<ProducerData<K,V>> producerData);
-      public void close();
-    }
+```java
+class Producer {
+  public void send(ProducerData<K,V> producerData);
+  public void send(java.util.List<ProducerData<K,V>> producerData);
+  public void close();
+}
+```
 
 with the two modes of ``producer.type``:
 
@@ -41,15 +43,16 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from typing import Any, Iterable, Mapping
 
 import attrs
 
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
-from kclient.client.producer.core import TrioProducer, as_config
-from kclient.client.producer.send_thread import MessageQueue, ProducerSendThread
+from kclient.client.producer.core import TrioProducer
+from kclient.client.producer.queue import MessageQueue
+from kclient.client.producer.send_thread import ProducerSendThread
+from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
 from kclient.sync import LoopThread
@@ -59,8 +62,6 @@ __all__ = ["Producer", "ProducerStatistics"]
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
-
-
 
 
 @attrs.frozen
@@ -82,13 +83,6 @@ class ProducerStatistics:
     first_error: BaseException | None
 
 
-_time_ns = time.time_ns
-
-
-def _now_ms() -> int:
-    return _time_ns() // 1_000_000
-
-
 class Producer:
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
@@ -107,16 +101,9 @@ class Producer:
         ConfigError: a bad config or plug-in.
     """
 
-    def __init__(
-        self,
-        config: "ProducerConfig | Mapping[str, Any] | str",
-        *,
-        event_handler: Any = None,
-        callback_handler: Any = None,
-    ) -> None:
-        cfg = as_config(config)
-        self.config = cfg
-        self._core = TrioProducer(cfg, event_handler=event_handler, callback_handler=callback_handler)
+    def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
+        self._core = TrioProducer(config, event_handler=event_handler, callback_handler=callback_handler)
+        self.config = cfg = self._core.config
         self._callbacks = self._core.callback_handler
         self._before_enqueue = overrides(self._callbacks, "before_enqueue")
         self._after_enqueue = overrides(self._callbacks, "after_enqueue")
@@ -150,16 +137,10 @@ class Producer:
             self._loop: LoopThread = self._thread
         else:
             self._loop = LoopThread(name=f"kclient-producer-{label}-trio")
-        try:
-            self._loop.call(self._open_core)
+        with self._loop.closing_on_error():
+            self._loop.call(self._core.open, self._loop.nursery)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
-        except BaseException:
-            self._loop.close()
-            raise
-
-    async def _open_core(self) -> None:
-        await self._core.open(self._loop.nursery)
 
     @property
     def producer_type(self) -> str:
@@ -168,6 +149,7 @@ class Producer:
 
     @property
     def closed(self) -> bool:
+        """True once `close` was called."""
         return self._closed
 
     @property
@@ -206,7 +188,7 @@ class Producer:
             if d[0] not in self._valid_topics:
                 self._core.prepare(d)
             if d[3] is None:
-                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000, d[4], d[5]))
+                d = _new_tuple(ProducerData, (d[0], d[1], d[2], now_ms(), d[4], d[5]))
             if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
@@ -241,7 +223,7 @@ class Producer:
         queue = self._queue
         assert queue is not None
         timeout = self.config.queue_enqueue_timeout_ms
-        now = _now_ms()
+        now = now_ms()
         if not (self._before_enqueue or self._after_enqueue):
             stamped = [d if d.timestamp_ms is not None else d._stamped(now) for d in events]
             done = queue.put_many(stamped, timeout)

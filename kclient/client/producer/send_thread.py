@@ -1,4 +1,4 @@
-"""The async producer's bounded queue and its ProducerSendThread.
+"""The async producer's ProducerSendThread.
 
 Source: the Kafka 0.8 documentation, section 5.1 "API Design", "Producer
 APIs" (https://kafka.apache.org/08/documentation.html#apidesign): in async mode
@@ -9,11 +9,9 @@ controlled by ``queue.time`` / ``batch.size`` (0.8 names
 thread (kafka.producer.async.ProducerSendThread) dequeues batches of data and
 lets the kafka.producer.EventHandler serialize and send" them.
 
-`MessageQueue` is bounded by a number of *messages*
-(``queue.buffering.max.messages``; a ProducerData counts as many messages
-as it holds). Putting never waits for the send thread: ``Producer.send`` in
-async mode takes one lock and appends, and wakes the send thread only when it
-is idle and a batch may be due.
+The bounded queue it drains, `MessageQueue`, lives in
+`kclient.client.producer.queue`: putting never waits for the send thread,
+which the queue wakes only when it is idle and a batch may be due.
 
 `ProducerSendThread` is a real, named, non-daemon thread, started by
 the Producer and joined by its ``close()``. It runs the producer's trio loop
@@ -29,270 +27,22 @@ messages were lost.
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import attrs
 import trio
 
 from kclient.client.producer.callbacks import CallbackHandler, overrides
-from kclient.errors import ProducerClosedError, QueueFullError
+from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.sync import LoopThread
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer.producer import ProducerData
     from kclient.client.producer.core import TrioProducer
 
 log = logging.getLogger(__name__)
-
-_monotonic = time.monotonic
-
-
-@attrs.frozen
-class QueueStatistics:
-    """A snapshot of a `MessageQueue`: ``queued_messages`` /
-    ``queued_items`` waiting now, ``max_messages`` the bound,
-    ``unfinished_messages`` queued or being sent."""
-
-    queued_messages: int
-    queued_items: int
-    max_messages: int
-    unfinished_messages: int
-
-
-class MessageQueue:
-    """A bounded FIFO of ProducerData counted in messages, for one consumer
-    thread (the ProducerSendThread) and any number of producer threads.
-
-    An item larger than the whole bound is accepted when the queue is empty
-    (it could never fit otherwise). Thread-safe.
-    """
-
-    def __init__(self, max_messages: int) -> None:
-        if max_messages < 1:
-            raise ValueError(f"queue.buffering.max.messages must be >= 1, got {max_messages}")
-        self.max_messages = max_messages
-        # Parallel deques (not one tuple per entry): a queued record then
-        # costs the garbage collector one tracked object, its ProducerData.
-        self._items: collections.deque = collections.deque()  # the data
-        self._sizes: collections.deque = collections.deque()  # its message counts
-        self._times: collections.deque = collections.deque()  # when enqueued (monotonic s)
-        self._count = 0
-        self._unfinished = 0
-        self._lock = threading.Lock()
-        self._not_full = threading.Condition(self._lock)
-        self._not_empty = threading.Condition(self._lock)
-        self._all_done = threading.Condition(self._lock)
-        self._closed = False
-        self._flushing = 0
-        self._consumer_waiting = False
-        self._wake_at = 0  # message count at which to wake the consumer
-        # A consumer on an event loop (poll_batch) registers a thread-safe
-        # callable instead of waiting on _not_empty; it is called once.
-        self._waker: Callable[[], None] | None = None
-        #: threading.get_ident() of the consumer thread, if known: a put from
-        #: it must not wait for room (nothing else would make any).
-        self.consumer_ident: int | None = None
-
-    # -- producer side ----------------------------------------------------------
-
-    def _wait_for_room(self, n: int, timeout_ms: int) -> bool:
-        # Called with the lock held.
-        if self._closed:
-            raise ProducerClosedError("the producer is closed")
-        if self._count + n <= self.max_messages or not self._items:
-            return True
-        if timeout_ms == 0:
-            return False
-        if threading.get_ident() == self.consumer_ident:
-            # Only the consumer makes room: waiting here would never end.
-            raise QueueFullError(
-                "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
-                "waiting would deadlock: only that thread empties the queue"
-            )
-        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
-        while self._count + n > self.max_messages and self._items:
-            if deadline is None:
-                self._not_full.wait()
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._not_full.wait(remaining)
-            if self._closed:
-                raise ProducerClosedError("the producer was closed while send() waited for room in the queue")
-        return True
-
-    def _append(self, data: Any, n: int, now: float) -> None:
-        # Called with the lock held and room checked.
-        self._items.append(data)
-        self._sizes.append(n)
-        self._times.append(now)
-        self._count += n
-        self._unfinished += n
-        if self._consumer_waiting and (len(self._items) == 1 or self._count >= self._wake_at):
-            self._wake_consumer()
-
-    def put(self, data: Any, n: int, timeout_ms: int) -> bool:
-        """Append ``data`` holding ``n`` messages. ``timeout_ms``: -1 waits
-        until there is room, 0 never waits, >0 waits up to that many ms.
-        Returns False when there was no room in time (nothing enqueued).
-        Raises `ProducerClosedError` once closed."""
-        with self._lock:
-            # The async producer's per-send path: kept inline and short.
-            if self._count + n > self.max_messages and self._items or self._closed:
-                if not self._wait_for_room(n, timeout_ms):
-                    return False
-            items = self._items
-            items.append(data)
-            self._sizes.append(n)
-            self._times.append(_monotonic())
-            self._count += n
-            self._unfinished += n
-            if self._consumer_waiting and (len(items) == 1 or self._count >= self._wake_at):
-                self._wake_consumer()
-            return True
-
-    def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
-        """Append ProducerData ``items`` in order under one lock, each
-        waiting per ``timeout_ms`` as in `put`; returns how many were
-        enqueued (fewer than ``len(items)`` when the queue stayed full)."""
-        with self._lock:
-            now = time.monotonic()
-            for i, data in enumerate(items):
-                n = len(data.messages)
-                if self._count + n > self.max_messages and self._items:
-                    if not self._wait_for_room(n, timeout_ms):
-                        return i
-                    now = time.monotonic()
-                elif self._closed:
-                    raise ProducerClosedError("the producer is closed")
-                self._append(data, n, now)
-            return len(items)
-
-    # -- consumer side ------------------------------------------------------------
-
-    def take_batch(self, batch_messages: int, max_wait_ms: int) -> list | None:
-        """Block until ``batch_messages`` messages are waiting, or
-        ``max_wait_ms`` ms passed since the oldest waiting item was enqueued,
-        or a flush or close was requested; then remove and return whole items
-        holding up to ``batch_messages`` messages (at least one item).
-        Returns None once the queue is closed and empty."""
-        with self._lock:
-            while True:
-                items = self._items
-                if items and (self._count >= batch_messages or self._closed or self._flushing):
-                    break
-                if not items:
-                    if self._closed:
-                        return None
-                    timeout = None
-                else:
-                    timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
-                    if timeout <= 0:
-                        break
-                self._consumer_waiting = True
-                self._wake_at = batch_messages
-                try:
-                    self._not_empty.wait(timeout)
-                finally:
-                    self._consumer_waiting = False
-            return self._take(batch_messages)[0]
-
-    def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
-        """`take_batch` without blocking, for a consumer running on an
-        event loop. Returns ``("batch", (items, n_messages))`` when a batch is
-        due (same rules as `take_batch`), ``("closed", None)`` once the queue is
-        closed and empty, else ``("wait", seconds)``: look again after
-        ``seconds`` (None: no deadline) or as soon as ``waker()`` is called.
-        ``waker`` is called at most once, from whichever thread enqueues
-        enough messages, flushes or closes, with the queue's lock held, so it
-        must only schedule the wake-up (e.g. ``TrioToken.run_sync_soon``)."""
-        with self._lock:
-            items = self._items
-            if items and (self._count >= batch_messages or self._closed or self._flushing):
-                return "batch", self._take(batch_messages)
-            if not items:
-                if self._closed:
-                    return "closed", None
-                timeout = None
-            else:
-                timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
-                if timeout <= 0:
-                    return "batch", self._take(batch_messages)
-            self._consumer_waiting = True
-            self._wake_at = batch_messages
-            self._waker = waker
-            return "wait", timeout
-
-    def _wake_consumer(self) -> None:
-        # Called with the lock held when the waiting consumer should look again.
-        waker = self._waker
-        if waker is None:
-            self._not_empty.notify()
-            return
-        self._waker = None
-        self._consumer_waiting = False
-        waker()
-
-    def _take(self, batch_messages: int) -> tuple[list, int]:
-        # Called with the lock held and at least one item queued.
-        items = self._items
-        sizes = self._sizes
-        batch = []
-        append = batch.append
-        pop_item = items.popleft
-        pop_size = sizes.popleft
-        pop_time = self._times.popleft
-        taken = 0
-        while items and (taken == 0 or taken + sizes[0] <= batch_messages):
-            append(pop_item())
-            taken += pop_size()
-            pop_time()
-        self._count -= taken
-        self._not_full.notify_all()
-        return batch, taken
-
-    def task_done(self, n_messages: int) -> None:
-        """Mark ``n_messages`` taken messages as finished (sent or failed)."""
-        with self._lock:
-            self._unfinished -= n_messages
-            if self._unfinished <= 0:
-                self._all_done.notify_all()
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Ask the consumer to send what is queued now, regardless of the
-        batch thresholds, and wait until every message put so far is
-        finished. Returns False on timeout (seconds)."""
-        with self._lock:
-            self._flushing += 1
-            if self._consumer_waiting:
-                self._wake_consumer()
-            try:
-                return self._all_done.wait_for(lambda: self._unfinished <= 0, timeout)
-            finally:
-                self._flushing -= 1
-
-    def close(self) -> None:
-        """Refuse further puts (waiting putters get ProducerClosedError) and
-        let the consumer drain what is queued, then get None."""
-        with self._lock:
-            self._closed = True
-            if self._consumer_waiting:
-                self._wake_consumer()
-            self._not_full.notify_all()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def statistics(self) -> QueueStatistics:
-        with self._lock:
-            return QueueStatistics(self._count, len(self._items), self.max_messages, self._unfinished)
 
 
 @attrs.frozen
@@ -372,14 +122,25 @@ class ProducerSendThread(LoopThread):
         self._first_error: BaseException | None = None
 
     def start_sending(self, producer: "TrioProducer") -> None:
-        """Start the batching task on this thread's loop, sending through
-        ``producer`` (already opened on this loop). Call once."""
+        """Start the batching task on this thread's loop. Call once.
+
+        Args:
+            producer: The TrioProducer to send through, already opened on
+                this loop.
+        """
         self.call_sync(self.nursery.start_soon, self._send_loop, producer)
         self.queue.consumer_ident = self.ident
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the batching task ended (the queue was closed, drained
-        and every batch acknowledged or failed); False on timeout (s)."""
+        and every batch acknowledged or failed).
+
+        Args:
+            timeout: The longest to wait (seconds); None waits forever.
+
+        Returns:
+            False on timeout.
+        """
         return self._finished.wait(timeout)
 
     async def _send_loop(self, producer: "TrioProducer") -> None:
@@ -489,3 +250,8 @@ def _wake_soon(token: "trio.lowlevel.TrioToken", wake: Callable[[], None]) -> No
         token.run_sync_soon(wake)
     except trio.RunFinishedError:
         pass
+
+
+# MessageQueue and QueueStatistics (now in kclient.client.producer.queue)
+# stay importable from here, where they lived before.
+__all__ = ["ProducerSendThread", "SendStatistics"]

@@ -3,11 +3,10 @@ message format a Produce version carries.
 
 `settings_from_config` reads a `kclient.config.ProducerConfig` once into
 a frozen `ProducerSettings`; `produce_version_cap` turns ``api.version``
-into the highest Produce version to send, and `magic_for_produce_version`
-gives the message format that version carries (Kafka protocol guide,
-"Produce API" and "Record Batch"; kafka-python's
-``max_usable_produce_magic``): v3+ record batch v2 (zstd from v7,
-KIP-110), v2 message set v1 (timestamps, KIP-32), v0-1 message set v0.
+into the highest Produce version to send. Which message format a Produce
+version carries (v3+ record batch v2, zstd from v7; v2 message set v1;
+v0-1 message set v0) is owned by `kclient.protocol.records.formats`; the
+names below are aliases of it kept for importers of this module.
 """
 
 from __future__ import annotations
@@ -17,38 +16,46 @@ from typing import TYPE_CHECKING
 import attrs
 
 from kclient.protocol.records import codecs as _codecs
+from kclient.protocol.records.formats import (
+    PRODUCE_MAGIC1_MIN_VERSION,
+    PRODUCE_MAGIC2_MIN_VERSION,
+    ZSTD_MIN_PRODUCE_VERSION,
+    produce_magic_max,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.config import ProducerConfig
 
-#: Produce v3 is the first carrying record batch v2.
-MIN_PRODUCE_VERSION = 3
-#: Produce v2 carries message set v1 (timestamps), v0 and v1 message set v0.
-MIN_MAGIC1_PRODUCE_VERSION = 2
-#: zstd batches need Produce v7+ (KIP-110).
-MIN_ZSTD_PRODUCE_VERSION = 7
+#: Alias of `formats.PRODUCE_MAGIC2_MIN_VERSION` (Produce v3, record batch v2).
+MIN_PRODUCE_VERSION = PRODUCE_MAGIC2_MIN_VERSION
+#: Alias of `formats.PRODUCE_MAGIC1_MIN_VERSION` (Produce v2, message set v1).
+MIN_MAGIC1_PRODUCE_VERSION = PRODUCE_MAGIC1_MIN_VERSION
+#: Alias of `formats.ZSTD_MIN_PRODUCE_VERSION` (Produce v7, KIP-110).
+MIN_ZSTD_PRODUCE_VERSION = ZSTD_MIN_PRODUCE_VERSION
+#: Alias of `formats.produce_magic_max`: the message format a Produce
+#: request of a version carries (2 for v3+, 1 for v2, 0 for v0-1).
+magic_for_produce_version = produce_magic_max
 
 
 def produce_version_cap(api_version: tuple | None) -> int | None:
-    """Highest Produce version a client of Kafka release ``api_version``
-    (``(major, minor, patch)``, kclient's ``api.version``) sends, as
-    kafka-python picks it: 0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3,
-    1.0 -> 4, 1.1 -> 5, 2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8. ``None`` (auto)
-    gives ``None``: no cap beyond what the broker advertises."""
+    """Highest Produce version a client of a Kafka release sends, as
+    kafka-python picks it.
+
+    Args:
+        api_version: The release as ``(major, minor, patch)`` (kclient's
+            ``api.version``), or ``None`` for auto.
+
+    Returns:
+        0.8.x -> 0, 0.9 -> 1, 0.10.x -> 2, 0.11 -> 3, 1.0 -> 4, 1.1 -> 5,
+        2.0 -> 6, 2.1-2.3 -> 7, 2.4+ -> 8; ``None`` for auto (no cap beyond
+        what the broker advertises).
+    """
     if api_version is None:
         return None
     for release, version in (((2, 4), 8), ((2, 1), 7), ((2, 0), 6), ((1, 1), 5), ((1, 0), 4), ((0, 11), 3), ((0, 10), 2), ((0, 9), 1)):
         if tuple(api_version[:2]) >= release:
             return version
     return 0
-
-
-def magic_for_produce_version(version: int) -> int:
-    """Message format a Produce request of ``version`` carries: 2 for v3+,
-    1 for v2, 0 for v0-1."""
-    if version >= MIN_PRODUCE_VERSION:
-        return 2
-    return 1 if version >= MIN_MAGIC1_PRODUCE_VERSION else 0
 
 
 @attrs.frozen
@@ -77,8 +84,19 @@ class ProducerSettings:
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
-    """Read the send-path settings off a `kclient.config.ProducerConfig`
-    (the one place the send path reads configuration)."""
+    """Read the send-path settings off a config (the one place the send
+    path reads configuration).
+
+    Args:
+        config: The producer's `kclient.config.ProducerConfig`.
+
+    Returns:
+        The frozen settings.
+
+    Raises:
+        ValueError: an unknown compression codec (a validated config
+            never has one).
+    """
     return ProducerSettings(
         acks=config.request_required_acks,
         timeout_ms=config.request_timeout_ms,

@@ -4,13 +4,13 @@ APIs", https://kafka.apache.org/08/documentation.html#apidesign; section 5.5 "Di
 "Consumer registration algorithm", "Consumer rebalancing algorithm",
 https://kafka.apache.org/08/documentation.html#distributionimpl).
 
-::
-
-    with ConsumerConnector({"group.id": "g", "zookeeper.connect": zk,
-                            "auto.offset.reset": "smallest"}) as connector:
-        streams = connector.create_message_streams({"events": 2})
-        for m in streams["events"][0]:
-            print(m.topic, m.partition, m.offset, m.key, m.message)
+```python
+with ConsumerConnector({"group.id": "g", "zookeeper.connect": zk,
+                        "auto.offset.reset": "smallest"}) as connector:
+    streams = connector.create_message_streams({"events": 2})
+    for m in streams["events"][0]:
+        print(m.topic, m.partition, m.offset, m.key, m.message)
+```
 
 What happens, in the terms of section 5.5 (the parts live in
 `kclient.client.consumer.group.registration` (steps 1-2),
@@ -132,17 +132,12 @@ class ConsumerConnector:
         self._streams_created = False
         self._shut_down = False
         self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
-        try:
-            self._loop.call(self._start)
-        except BaseException:
-            self._loop.close()
-            raise
-
-    async def _start(self) -> None:
-        await self._core.start(self._loop.nursery)
+        with self._loop.closing_on_error():
+            self._loop.call(self._core.start, self._loop.nursery)
 
     @property
     def group_id(self) -> str:
+        """The consumer group (``group.id``)."""
         return self.config.group_id
 
     def create_message_streams(

@@ -91,8 +91,11 @@ class ConnectorCore:
     # ------------------------------------------------------------ start / stop
 
     async def start(self, nursery: trio.Nursery) -> None:
-        """Connect to ZooKeeper and start the background tasks in
-        ``nursery`` (the loop thread's nursery, also used for fetchers)."""
+        """Connect to ZooKeeper and start the background tasks.
+
+        Args:
+            nursery: The loop thread's nursery (the fetchers run there too).
+        """
         self._nursery = nursery
         self._zk = TrioZk(self.zk_client)
         self._lock = trio.Lock()
@@ -157,20 +160,40 @@ class ConnectorCore:
         key_decoder: Callable[[Any], Any] | None,
         value_decoder: Callable[[Any], Any] | None,
     ) -> None:
-        """Set what this consumer reads (once, before `make_streams`):
-        static ``{topic: streams}`` or, with ``topic_filter``, ``{regex:
-        streams}``; the decoders apply to every message."""
+        """Set what this consumer reads (once, before `make_streams`).
+
+        Args:
+            subscription: Static ``{topic: streams}``, or ``{regex:
+                streams}`` with a ``topic_filter``.
+            topic_filter: A `Whitelist` / `Blacklist`, or None.
+            key_decoder: Applied to every key; None keeps the bytes.
+            value_decoder: Applied to every value; None keeps the bytes.
+        """
         self.key_decoder, self.value_decoder = key_decoder, value_decoder
         self.registry.subscription = dict(subscription)
         self.registry.topic_filter = topic_filter
 
     def make_streams(self, loop: LoopThread, count: int, capacity: int, names: list[str]) -> list[KafkaStream]:
-        """Build the ``count`` streams (on the loop thread)."""
+        """Build the streams (on the loop thread).
+
+        Args:
+            loop: The loop thread.
+            count: How many streams.
+            capacity: Queue size of each (chunks).
+            names: One name per stream.
+
+        Returns:
+            The streams.
+        """
         return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)
 
     async def deliver(self, stream_index: int, item: Any) -> None:
-        """Queue a chunk ``(generation, [MessageAndMetadata])`` or an error
-        for a stream; waits while its queue is full."""
+        """Queue an item for a stream; waits while its queue is full.
+
+        Args:
+            stream_index: The stream's index.
+            item: A chunk ``(generation, [MessageAndMetadata])`` or an error.
+        """
         await self.queues.deliver(stream_index, item)
 
     def owned_partitions(self) -> dict[TopicPartition, int]:
@@ -180,13 +203,22 @@ class ConnectorCore:
     # ------------------------------------------------------------ consumed offsets
 
     def record_consumed(self, m: MessageAndMetadata) -> None:
-        """Count ``m`` as consumed (any thread)."""
+        """Count a message as consumed (any thread).
+
+        Args:
+            m: The message handed to the application.
+        """
         key = (m[2], m[3])
         if key in self.owned:
             self.offsets.record(key, m[4] + 1)
 
     def reset_consumed(self, key: TopicPartition, offset: int) -> None:
-        """The fetcher moved a partition to ``offset`` (auto.offset.reset)."""
+        """The fetcher moved a partition (``auto.offset.reset``).
+
+        Args:
+            key: ``(topic, partition)``.
+            offset: Where it fetches from now.
+        """
         self.offsets.reset(key, offset)
 
     def _collect_consumed(self) -> None:
@@ -350,7 +382,15 @@ class ConnectorCore:
         return self.storage.read(keys), self.registry.leaders(keys)
 
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
-        """Leaders of ``keys`` from the partition state and broker nodes."""
+        """Partition leaders from ZooKeeper (`GroupRegistry.leaders`).
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: (broker id, host, port)}`` for partitions with a live
+            leader.
+        """
         assert self._zk is not None
         return await self._zk.run(self.registry.leaders, keys)
 

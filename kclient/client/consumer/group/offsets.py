@@ -37,13 +37,30 @@ class ZkOffsetStorage:
         self.group = group
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Blocking: commit ``{(topic, partition): next offset}``."""
+        """Blocking: commit offsets.
+
+        Args:
+            offsets: ``{(topic, partition): next offset to consume}``.
+
+        Raises:
+            ZooKeeperError: a ZooKeeper write failed.
+        """
         for (topic, partition), offset in offsets.items():
             self.zk.write_persistent(offset_path(self.group, topic, partition), encode_offset(offset))
 
     def read(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Blocking: the committed offsets of ``keys`` (partitions without one,
-        or with a malformed one, are left out)."""
+        """Blocking: read committed offsets.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{(topic, partition): committed offset}``; partitions without
+            one, or with a malformed one, are left out.
+
+        Raises:
+            ZooKeeperError: a ZooKeeper read failed.
+        """
         committed: dict[TopicPartition, int] = {}
         for topic, partition in keys:
             data = self.zk.get(offset_path(self.group, topic, partition))
@@ -65,21 +82,44 @@ class ConsumedOffsets:
         self.committed: dict[TopicPartition, int] = {}
 
     def record(self, key: TopicPartition, offset: int) -> None:
-        """``offset`` is the next one to consume on ``key`` (never moves back)."""
+        """Record consumption (never moves back).
+
+        Args:
+            key: ``(topic, partition)``.
+            offset: The next offset to consume there.
+        """
         if self.consumed.get(key, -1) < offset:
             self.consumed[key] = offset
 
     def reset(self, key: TopicPartition, offset: int) -> None:
-        """The fetcher moved ``key`` to ``offset`` (``auto.offset.reset``)."""
+        """The fetcher moved a partition (``auto.offset.reset``).
+
+        Args:
+            key: ``(topic, partition)``.
+            offset: Where it fetches from now.
+        """
         self.consumed[key] = offset
 
     def snapshot(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """``{key: consumed offset or -1}`` for ``keys``."""
+        """The consumed offsets of some partitions.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: consumed offset, or -1 for none}``.
+        """
         return {key: self.consumed.get(key, -1) for key in keys}
 
     def to_commit(self, owned: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The consumed offsets of ``owned`` partitions that differ from the
-        committed ones."""
+        """What a commit must write.
+
+        Args:
+            owned: The partitions this consumer owns.
+
+        Returns:
+            Their consumed offsets that differ from the committed ones.
+        """
         todo = {}
         for key in owned:
             offset = self.consumed.get(key, -1)
@@ -88,13 +128,26 @@ class ConsumedOffsets:
         return todo
 
     def mark_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Note offsets as written to storage.
+
+        Args:
+            offsets: ``{(topic, partition): committed offset}``.
+        """
         self.committed.update(offsets)
 
     def reassign(self, keys: Iterable[TopicPartition], committed: Mapping[TopicPartition, int], previous: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """A rebalance gave this consumer ``keys``: each starts at the later of
-        its committed offset and what this consumer had consumed before
-        (``previous``; -1 for neither: ``auto.offset.reset`` decides).
-        Partitions not in ``keys`` are forgotten. Returns ``{key: start}``."""
+        """Start the partitions a rebalance gave this consumer; the others
+        are forgotten.
+
+        Args:
+            keys: The partitions now owned.
+            committed: Their committed offsets (from storage).
+            previous: What this consumer had consumed before the rebalance.
+
+        Returns:
+            ``{key: start}``: the later of the committed and the previously
+            consumed offset, -1 for neither (``auto.offset.reset`` decides).
+        """
         starts: dict[TopicPartition, int] = {}
         for key in keys:
             start = max(committed.get(key, -1), previous.get(key, -1))

@@ -29,6 +29,7 @@ import uuid
 from typing import Mapping
 
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
+from kclient.clock import now_ms
 from kclient.config import ConsumerConfig
 from kclient.errors import ZooKeeperError
 from kclient.zk.client import ZkClient
@@ -58,9 +59,15 @@ Leader = tuple[int, str, int]
 
 
 def default_consumer_id(group_id: str) -> str:
-    """``<group>_<host>-<ms>-<8 hex>``, Kafka 0.8's consumer id shape with
-    a random suffix."""
-    return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+    """A consumer id of Kafka 0.8's shape, with a random suffix.
+
+    Args:
+        group_id: The ``group.id``.
+
+    Returns:
+        ``<group>_<host>-<ms since the epoch>-<8 hex>``.
+    """
+    return f"{group_id}_{socket.gethostname()}-{now_ms()}-{uuid.uuid4().hex[:8]}"
 
 
 class GroupRegistry:
@@ -92,7 +99,7 @@ class GroupRegistry:
 
     def registration(self) -> ConsumerRegistration:
         pattern = self.topic_filter.pattern if self.topic_filter is not None else STATIC_PATTERN
-        return ConsumerRegistration(dict(self.subscription), pattern, int(time.time() * 1000))
+        return ConsumerRegistration(dict(self.subscription), pattern, now_ms())
 
     def register(self) -> None:
         """Blocking: create (or re-create after a session loss) this
@@ -115,15 +122,29 @@ class GroupRegistry:
         log.info("registered consumer %s at %s: %s", self.consumer_id, path, data.decode())
 
     def relevant(self, topics: list[str]) -> list[str]:
-        """The topics of ``topics`` this consumer subscribes to."""
+        """Filter topics by this consumer's subscription.
+
+        Args:
+            topics: Topic names (e.g. the children of ``/brokers/topics``).
+
+        Returns:
+            Those this consumer subscribes to (statically or by filter).
+        """
         if self.topic_filter is not None:
             excl = self.config.exclude_internal_topics
             return [t for t in topics if self.topic_filter.is_topic_allowed(t, excl)]
         return [t for t in topics if t in self.subscription]
 
     def topics_changed(self, topics: list[str]) -> bool:
-        """Whether ``topics`` (the children of ``/brokers/topics``) change the
-        set of subscribed topics since the last `read_group`."""
+        """Whether a topic list changes the subscribed topics.
+
+        Args:
+            topics: The children of ``/brokers/topics``.
+
+        Returns:
+            True when the subscribed ones differ from those of the last
+            `read_group`.
+        """
         return frozenset(self.relevant(topics)) != self.relevant_topics
 
     # ------------------------------------------------------------ rebalance
@@ -172,8 +193,15 @@ class GroupRegistry:
         return partitions, threads, brokers
 
     def assign(self, partitions: Mapping[str, list[int]], threads: Mapping[str, list[str]]) -> dict[TopicPartition, str]:
-        """This consumer's share of the range assignment: ``{(topic,
-        partition): thread id}``."""
+        """This consumer's share of the range assignment.
+
+        Args:
+            partitions: ``{topic: sorted partition ids}``.
+            threads: ``{topic: consumer thread ids of the whole group}``.
+
+        Returns:
+            ``{(topic, partition): thread id}`` for this consumer's threads.
+        """
         wanted: dict[TopicPartition, str] = {}
         for topic, parts in partitions.items():
             for thread, assigned in range_assignment(parts, threads[topic]).items():
@@ -183,8 +211,19 @@ class GroupRegistry:
         return wanted
 
     def stream_of(self, topic: str, thread_index: int) -> int:
-        """The index of the stream that consumer thread ``thread_index`` of
-        ``topic`` feeds (streams are numbered over the subscription)."""
+        """The stream a consumer thread feeds (streams are numbered over the
+        subscription).
+
+        Args:
+            topic: The topic.
+            thread_index: The consumer thread's index within the topic.
+
+        Returns:
+            The stream index.
+
+        Raises:
+            KeyError: ``topic`` is not in a static subscription.
+        """
         if self.topic_filter is not None:
             return thread_index
         base = 0
@@ -197,7 +236,15 @@ class GroupRegistry:
     # ------------------------------------------------------------ ownership
 
     def still_own(self, wanted: Mapping[TopicPartition, str]) -> bool:
-        """Blocking: whether this session holds every owner node of ``wanted``."""
+        """Blocking: whether this session holds every owner node.
+
+        Args:
+            wanted: ``{(topic, partition): thread id}``.
+
+        Returns:
+            True when each owner node names the thread and belongs to this
+            ZooKeeper session.
+        """
         zk = self.zk
         for (topic, partition), thread in wanted.items():
             path = owner_path(self.group, topic, partition)
@@ -206,7 +253,11 @@ class GroupRegistry:
         return True
 
     def release(self, owned: Mapping[TopicPartition, str]) -> None:
-        """Blocking: delete the owner nodes of ``owned`` this session holds."""
+        """Blocking: delete the owner nodes this session holds.
+
+        Args:
+            owned: ``{(topic, partition): thread id}``.
+        """
         zk = self.zk
         for (topic, partition), thread in owned.items():
             path = owner_path(self.group, topic, partition)
@@ -214,8 +265,15 @@ class GroupRegistry:
                 zk.delete(path)
 
     def claim(self, wanted: Mapping[TopicPartition, str]) -> bool:
-        """Blocking: claim every partition of ``wanted``; on meeting another
-        consumer's node, undo the claims made and return False."""
+        """Blocking: claim partitions by creating their owner nodes.
+
+        Args:
+            wanted: ``{(topic, partition): thread id}``.
+
+        Returns:
+            True when every partition is claimed; False on meeting another
+            consumer's node (the claims made are undone).
+        """
         zk = self.zk
         claimed: list[str] = []
         for (topic, partition), thread in sorted(wanted.items()):
@@ -234,8 +292,16 @@ class GroupRegistry:
         return True
 
     def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
-        """Blocking: the leaders of ``keys`` from the partition state and
-        broker nodes (partitions without a live leader are left out)."""
+        """Blocking: the partition leaders from the partition state and
+        broker nodes.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: (broker id, host, port)}``; partitions without a live
+            leader are left out.
+        """
         zk = self.zk
         brokers: dict[int, BrokerRegistration | None] = {}
         leaders = {}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import trio
 
-from kclient.errors import ConsumerTimeoutError, KafkaError
+from kclient.errors import ConsumerTimeoutError, LoopClosedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
@@ -63,8 +63,14 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 class TopicFilter(abc.ABC):
     """A topic regular expression (Python ``re``, matched against the whole
     topic name). As in Kafka, commas mean "or" (``"a,b"`` is ``a|b``),
-    spaces and surrounding quotes are dropped. Raises ``ValueError`` for an
-    invalid expression."""
+    spaces and surrounding quotes are dropped.
+
+    Args:
+        regex: The expression.
+
+    Raises:
+        ValueError: an empty or invalid expression.
+    """
 
     #: The ``pattern`` written in the consumer's ZooKeeper registration.
     pattern: str = ""
@@ -81,10 +87,18 @@ class TopicFilter(abc.ABC):
 
     @abc.abstractmethod
     def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
-        """Whether the filter selects ``topic``; internal topics
-        (``__consumer_offsets``, ...) are left out when
-        ``exclude_internal_topics`` (``exclude.internal.topics``). Implemented
-        by `Whitelist` and `Blacklist`."""
+        """Whether the filter selects a topic. Implemented by `Whitelist` and
+        `Blacklist`.
+
+        Args:
+            topic: The topic name.
+            exclude_internal_topics: Leave internal topics
+                (``__consumer_offsets``, ...) out whatever the expression
+                (``exclude.internal.topics``).
+
+        Returns:
+            True when the consumer should read ``topic``.
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -103,6 +117,15 @@ class Whitelist(TopicFilter):
     pattern = "white_list"
 
     def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        """Whether ``topic``'s whole name matches (see `TopicFilter.is_topic_allowed`).
+
+        Args:
+            topic: The topic name.
+            exclude_internal_topics: Leave internal topics out.
+
+        Returns:
+            True for a matching, allowed topic.
+        """
         if exclude_internal_topics and topic in INTERNAL_TOPICS:
             return False
         return self._compiled.fullmatch(topic) is not None
@@ -114,14 +137,35 @@ class Blacklist(TopicFilter):
     pattern = "black_list"
 
     def is_topic_allowed(self, topic: str, exclude_internal_topics: bool = True) -> bool:
+        """Whether ``topic``'s whole name does not match (see
+        `TopicFilter.is_topic_allowed`).
+
+        Args:
+            topic: The topic name.
+            exclude_internal_topics: Leave internal topics out.
+
+        Returns:
+            True for a non-matching, allowed topic.
+        """
         if exclude_internal_topics and topic in INTERNAL_TOPICS:
             return False
         return self._compiled.fullmatch(topic) is None
 
 
 def topic_filter_for(pattern: str, regex: str) -> TopicFilter:
-    """The filter a ZooKeeper registration describes (``white_list`` /
-    ``black_list``)."""
+    """The filter a ZooKeeper registration describes.
+
+    Args:
+        pattern: The registration's ``pattern``: ``white_list`` or
+            ``black_list``.
+        regex: The registered expression.
+
+    Returns:
+        A `Whitelist` or `Blacklist`.
+
+    Raises:
+        ValueError: another pattern (e.g. ``static``), or a bad expression.
+    """
     if pattern == Whitelist.pattern:
         return Whitelist(regex)
     if pattern == Blacklist.pattern:
@@ -190,8 +234,11 @@ class KafkaStream:
                 self._next = _empty_next
                 raise StopIteration
             try:
+                # ``_receive`` reports its outcomes as items (END, TIMEOUT,
+                # exceptions queued for the application) and raises nothing
+                # of its own: the only KafkaError here is the loop's.
                 item = self._loop.call(self._receive)
-            except KafkaError:
+            except LoopClosedError:
                 if self._core.closed:
                     self._next = _empty_next
                     raise StopIteration from None
@@ -248,8 +295,21 @@ class StreamQueues:
         self._receivers: list[trio.MemoryReceiveChannel] = []
 
     def make_streams(self, core: "ConnectorCore", loop: "LoopThread", count: int, capacity: int, names: list[str], timeout_ms: int) -> list[KafkaStream]:
-        """``count`` streams named ``names``, each with a queue of
-        ``capacity`` chunks, waiting ``timeout_ms`` per item (-1: forever)."""
+        """Build the streams and their queues.
+
+        Args:
+            core: The connector core the streams report consumption to.
+            loop: The loop thread the streams' receives run on.
+            count: How many streams.
+            capacity: Queue size of each stream (chunks,
+                ``queued.max.message.chunks``).
+            names: One name per stream.
+            timeout_ms: How long a stream waits per item (ms,
+                ``consumer.timeout.ms``; -1 forever).
+
+        Returns:
+            The streams, in index order.
+        """
         streams = []
         for i in range(count):
             send, receive = trio.open_memory_channel(capacity)
@@ -260,15 +320,25 @@ class StreamQueues:
         return streams
 
     async def deliver(self, stream_index: int, item: Any) -> None:
-        """Queue ``item`` for a stream; waits while its queue is full (items
-        for closed queues are dropped)."""
+        """Queue an item for a stream; waits while its queue is full (items
+        for closed queues are dropped).
+
+        Args:
+            stream_index: The stream's index.
+            item: A chunk ``(generation, [MessageAndMetadata])`` or an
+                exception for the application.
+        """
         try:
             await self._senders[stream_index].send(item)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
 
     def tell_all(self, error: BaseException) -> None:
-        """Queue ``error`` for every stream that has room."""
+        """Queue an error for every stream that has room.
+
+        Args:
+            error: The exception each stream's iteration raises.
+        """
         for sender in self._senders:
             try:
                 sender.send_nowait(error)

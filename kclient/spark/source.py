@@ -62,9 +62,7 @@ class KClientDataSource(DataSource):
         Raises:
             kclient.errors.ConfigError: Bad options or a user-specified schema.
         """
-        opts = read_options(self.options, streaming=False)
-        _check_read_schema(schema, opts)
-        return BatchReader(opts)
+        return BatchReader(_checked_read_options(self.options, schema, streaming=False))
 
     def streamReader(self, schema: StructType) -> "StreamReader":
         """A micro-batch stream reader.
@@ -72,9 +70,7 @@ class KClientDataSource(DataSource):
         Raises:
             kclient.errors.ConfigError: Bad options or a user-specified schema.
         """
-        opts = read_options(self.options, streaming=True)
-        _check_read_schema(schema, opts)
-        return StreamReader(opts)
+        return StreamReader(_checked_read_options(self.options, schema, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
         """A batch writer.
@@ -94,6 +90,13 @@ class KClientDataSource(DataSource):
             kclient.errors.ConfigError: Bad options or columns.
         """
         return StreamWriter(_checked_write_options(self.options, schema))
+
+
+def _checked_read_options(options, schema: StructType, *, streaming: bool) -> ReadOptions:
+    """The read options, parsed, with the user's schema (if any) checked."""
+    opts = read_options(options, streaming=streaming)
+    _check_read_schema(schema, opts)
+    return opts
 
 
 def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:

@@ -185,6 +185,7 @@ class Broker:
                     listeners = [lst for lst in listeners if lst not in extra]
                 bound.append((runtime, listeners))
                 runtime.port = port
+                runtime.addresses = [lst.socket.getsockname()[:2] for lst in listeners]
                 runtime.advertised_host, runtime.advertised_port = config.advertised_address(runtime.name, port)
             self.listeners = runtimes
             self.ports = {runtime.name: runtime.port for runtime in runtimes}

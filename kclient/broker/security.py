@@ -300,6 +300,15 @@ class ScramCredentialStore:
         return self._users.get(username, {}).get(mechanism)
 
 
+def _plain_message(exc: Exception) -> str:
+    """The message without kclient's ``[Error 58] NAME: `` prefix (the
+    client adds its own)."""
+    text = str(exc)
+    if text.startswith("[Error ") and ": " in text:
+        return text.split(": ", 1)[1]
+    return text
+
+
 def _scram_username(token: bytes) -> str | None:
     """The user name of a SCRAM client-first message (``n,,n=user,r=...``,
     ``=2C`` and ``=3D`` unescaped, RFC 5802 section 5.1)."""
@@ -440,7 +449,7 @@ class SaslAuthenticator:
             reply = await self._evaluate(bytes(body.get("auth_bytes") or b""))
         except (SaslAuthenticationFailedError, IllegalSaslStateError) as exc:
             self._log_failure()
-            message = str(exc) if isinstance(exc, SaslAuthenticationFailedError) else "Authentication failed"
+            message = _plain_message(exc) if isinstance(exc, SaslAuthenticationFailedError) else "Authentication failed"
             return {
                 "error_code": SASL_AUTHENTICATION_FAILED,
                 "error_message": message,

@@ -395,6 +395,9 @@ class Broker:
                 except SaslClose as close:
                     if close.data:
                         await stream.send_all(close.data)
+                    # KIP-306: close after a delay, so that the client reads
+                    # the error first and cannot hammer the broker.
+                    await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
                     raise _CloseConnection from None
                 if response is None:
                     continue

@@ -186,6 +186,13 @@ class BrokerConfig(_KafkaConfig):
     max_connections: int = prop("max.connections", _to_int, 2147483647, _at_least(0))
     """Most client connections served at once; a connection beyond it is
     closed at once with a WARNING (Kafka instead delays accepting it)."""
+    connection_failed_authentication_delay_ms: int = prop(
+        "connection.failed.authentication.delay.ms", _to_int, 100, _at_least(0)
+    )
+    """How long (ms) a connection whose authentication failed stays open
+    after the failure response before it is closed (KIP-306): the client
+    reads the error instead of a bare disconnect, and cannot retry in a
+    tight loop."""
     zookeeper_connect: str | None = prop("zookeeper.connect", _to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))

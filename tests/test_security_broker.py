@@ -362,3 +362,27 @@ def test_start_up_log_says_loopback_only(tmp_path):
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "127.0.0.1 only (loopback, the default)" in err
+
+
+def test_refusals_are_logged_rate_limited(secure_broker):
+    """Each kind of refusal is one log line per interval, with a count of those held back."""
+    import logging
+
+    from kclient.broker.security import RateLimitedLog
+
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("test.ratelimit")
+    logger.addHandler(Collect())
+    limited = RateLimitedLog(logger, interval=0.2)
+    assert limited.log("a", "refused %s", "x")
+    assert not any(limited.log("a", "refused %s", "y") for _ in range(5))
+    assert limited.log("b", "other")  # another kind is not held back
+    time.sleep(0.25)
+    assert limited.log("a", "refused %s", "z")
+    assert records == ["refused x", "other", "refused z (5 more since the last report)"]
+    assert "TLS handshake failed" in secure_broker.output()

@@ -5,7 +5,7 @@ https://kafka.apache.org/documentation/#brokerconfigs)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -30,6 +30,9 @@ from kclient.config.formats import (
     load_topic_configs,
     message_format_magic,
 )
+
+if TYPE_CHECKING:  # imported where used: the broker config loads without the SASL machinery
+    from kclient.security.settings import ListenerEndpoint, ListenerSecurity
 
 __all__ = ["BrokerConfig"]
 
@@ -264,7 +267,7 @@ class BrokerConfig(_KafkaConfig):
         """`security_config` as a dict."""
         return dict(self.security_config)
 
-    def listener_endpoints(self):
+    def listener_endpoints(self) -> list[ListenerEndpoint]:
         """The listeners to serve, with their security protocols (KIP-103).
 
         ``listeners`` (without the ``controller.listener.names``), else one
@@ -272,7 +275,7 @@ class BrokerConfig(_KafkaConfig):
         empty) and ``port``.
 
         Returns:
-            A list of `kclient.security.settings.ListenerEndpoint`.
+            The endpoints, in the order of ``listeners``.
 
         Raises:
             ConfigError: naming ``listeners`` or
@@ -292,12 +295,11 @@ class BrokerConfig(_KafkaConfig):
             raise ConfigError("Invalid configuration listeners: every listener is in controller.listener.names")
         return parse_listeners(served, protocol_map)
 
-    def listener_security(self):
+    def listener_security(self) -> list[ListenerSecurity]:
         """Each served listener's TLS and SASL settings.
 
         Returns:
-            A list of `kclient.security.settings.ListenerSecurity`, in the
-            order of ``listeners``.
+            The settings of each listener, in the order of ``listeners``.
 
         Raises:
             ConfigError: naming the property (see

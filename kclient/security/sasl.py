@@ -35,25 +35,19 @@ with the same few words Kafka sends, whatever went wrong: no detail tells
 an attacker whether the user exists. An unknown SCRAM user gets a
 made-up salt and fails at the proof, like a wrong password.
 
-The JAAS parser reads Kafka's ``sasl.jaas.config`` value (one login
-module, ``<LoginModule> <flag> key=value ... ;``) with the tokenizer rules
-of Kafka's ``JaasConfig``: quoted values in ``"`` or ``'``, ``//`` and
-``/* */`` comments.
+SCRAM credentials and their ZooKeeper form are in
+`kclient.security.credentials`; the ``sasl.jaas.config`` parser is in
+`kclient.security.jaas` (both re-exported here).
 """
 
 from __future__ import annotations
 
 import abc
-import base64
-import binascii
 import hashlib
 import hmac
-import json
 import secrets
-import urllib.parse
 from collections.abc import Callable, Mapping
 
-import attrs
 import scramp
 
 from kclient.errors import (
@@ -61,6 +55,29 @@ from kclient.errors import (
     IllegalSaslStateError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
+)
+
+# Credentials and JAAS parsing have their own modules; their names are
+# re-exported here, where the mechanisms that use them live.
+from kclient.security.credentials import (
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MECHANISMS,
+    SCRAM_MIN_ITERATIONS,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramCredential,
+    make_scram_credential,
+    parse_scram_user_config,
+    scram_user_config,
+    scram_user_path,
+)
+from kclient.security.jaas import (
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    JaasEntry,
+    jaas_plain_users,
+    jaas_username_password,
+    parse_jaas_config,
 )
 
 __all__ = [
@@ -93,18 +110,8 @@ __all__ = [
 ]
 
 PLAIN = "PLAIN"
-SCRAM_SHA_256 = "SCRAM-SHA-256"
-SCRAM_SHA_512 = "SCRAM-SHA-512"
-#: SCRAM mechanisms Kafka knows (KIP-84), with their hash for `hashlib`.
-SCRAM_MECHANISMS: dict[str, str] = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 #: Every mechanism kclient speaks, in the order a broker would list them.
 SUPPORTED_MECHANISMS: tuple[str, ...] = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
-#: Kafka's bounds on a SCRAM credential's iteration count (both hashes).
-SCRAM_MIN_ITERATIONS = 4096
-SCRAM_MAX_ITERATIONS = 16384
-
-PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 #: What the broker says on any failed authentication (Kafka's wording).
 _PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -389,122 +396,6 @@ class PlainServer(SaslServer):
         return b""
 
 
-@attrs.frozen(repr=False)
-class ScramCredential:
-    """What a broker stores for one user and SCRAM mechanism (RFC 5802 section 3).
-
-    ``stored_key = H(HMAC(salted_password, "Client Key"))`` and
-    ``server_key = HMAC(salted_password, "Server Key")`` where
-    ``salted_password = Hi(password, salt, iterations)``: enough to check a
-    client's proof and prove the server, never enough to log in.
-    `str` gives Kafka's form (KIP-84,
-    ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``);
-    `from_string` reads it.
-
-    Attributes:
-        salt: The salt (raw bytes; Kafka's are at least 12 bytes).
-        stored_key: StoredKey.
-        server_key: ServerKey.
-        iterations: The iteration count of Hi.
-    """
-
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    def __str__(self) -> str:
-        b64 = base64.b64encode
-        return (
-            f"salt={b64(self.salt).decode('ascii')},stored_key={b64(self.stored_key).decode('ascii')},"
-            f"server_key={b64(self.server_key).decode('ascii')},iterations={self.iterations}"
-        )
-
-    def __repr__(self) -> str:
-        return f"ScramCredential(iterations={self.iterations}, salt=<{len(self.salt)} bytes>)"
-
-    @classmethod
-    def from_string(cls, text: str, *, what: str = "SCRAM credential") -> ScramCredential:
-        """Parse Kafka's credential string (KIP-84).
-
-        Args:
-            text: ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``,
-                the four keys in any order, each exactly once.
-            what: How to name the value in an error (e.g. the ZooKeeper
-                node and mechanism).
-
-        Returns:
-            The credential.
-
-        Raises:
-            ConfigError: a key is missing, repeated or unknown, a value is
-                not base64 or the iteration count not a positive integer.
-        """
-        fields: dict[str, str] = {}
-        for token in text.split(","):
-            key, sep, value = token.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"Invalid {what}: expected key=value pairs separated by commas")
-            if key in fields:
-                raise ConfigError(f"Invalid {what}: {key} is given twice")
-            fields[key] = value
-        expected = {"salt", "stored_key", "server_key", "iterations"}
-        if set(fields) != expected:
-            missing, extra = sorted(expected - set(fields)), sorted(set(fields) - expected)
-            why = "; ".join(filter(None, (missing and f"missing {', '.join(missing)}", extra and f"unknown {', '.join(extra)}")))
-            raise ConfigError(f"Invalid {what}: {why}")
-        decoded: dict[str, bytes] = {}
-        for key in ("salt", "stored_key", "server_key"):
-            try:
-                decoded[key] = base64.b64decode(fields[key], validate=True)
-            except (binascii.Error, ValueError):
-                raise ConfigError(f"Invalid {what}: {key} is not base64") from None
-            if not decoded[key]:
-                raise ConfigError(f"Invalid {what}: {key} is empty")
-        text_iterations = fields["iterations"]
-        if not text_iterations.isdigit() or int(text_iterations) <= 0:
-            raise ConfigError(f"Invalid {what}: iterations must be a positive integer")
-        return cls(decoded["salt"], decoded["stored_key"], decoded["server_key"], int(text_iterations))
-
-
-def make_scram_credential(
-    mechanism: str, password: str, *, iterations: int = SCRAM_MIN_ITERATIONS, salt: bytes | None = None
-) -> ScramCredential:
-    """Derive the stored credential for ``password`` (RFC 5802, KIP-84), as
-    ``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]'`` does.
-
-    The derivation is `scramp.ScramMechanism.make_auth_info`.
-
-    Args:
-        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
-        password: The user's password.
-        iterations: Iteration count, within Kafka's 4096..16384.
-        salt: At least 12 bytes; random by default.
-
-    Returns:
-        The credential.
-
-    Raises:
-        UnsupportedSaslMechanismError: not a SCRAM mechanism.
-        ConfigError: iterations out of range, salt too short, empty password.
-    """
-    if mechanism not in SCRAM_MECHANISMS:
-        raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
-    if not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
-        raise ConfigError(
-            f"Invalid {mechanism} iterations {iterations}: Kafka allows {SCRAM_MIN_ITERATIONS} to {SCRAM_MAX_ITERATIONS}"
-        )
-    if not password:
-        raise ConfigError(f"Invalid {mechanism} credential: the password is empty")
-    try:
-        salt_, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
-            password, iteration_count=iterations, salt=salt
-        )
-    except scramp.ScramException as exc:
-        raise ConfigError(f"Invalid {mechanism} credential: {exc}") from None
-    return ScramCredential(bytes(salt_), bytes(stored_key), bytes(server_key), int(count))
-
-
 #: Key for the made-up salts of unknown users; one per process.
 _UNKNOWN_USER_KEY = secrets.token_bytes(32)
 
@@ -610,268 +501,3 @@ def server_mechanism(
     if scram_lookup is None:
         raise UnsupportedSaslMechanismError(f"{mechanism} has no credential store")
     return ScramServer(mechanism, lambda username: scram_lookup(mechanism, username))
-
-
-# --------------------------------------------------------------------------
-# ZooKeeper user config (/config/users/<name>)
-# --------------------------------------------------------------------------
-
-
-def scram_user_path(username: str) -> str:
-    """The ZooKeeper node of a user's config: ``/config/users/<sanitized>``.
-
-    Kafka URL-encodes the name (its ``Sanitizer``: Java's URLEncoder, with
-    ``*`` as ``%2A`` and space as ``%20``).
-
-    Args:
-        username: The SCRAM user name.
-
-    Returns:
-        The node path.
-    """
-    # quote() leaves A-Z a-z 0-9 _ . - ~ alone; Java's URLEncoder also
-    # encodes "~", and Kafka then turns "*" into %2A and "+" into %20,
-    # which quote() already does.
-    return "/config/users/" + urllib.parse.quote(username, safe="").replace("~", "%7E")
-
-
-def scram_user_config(credentials: Mapping[str, ScramCredential], others: Mapping[str, str] | None = None) -> bytes:
-    """The data of ``/config/users/<name>``: ``{"version":1,"config":{...}}``.
-
-    Args:
-        credentials: Mechanism name -> credential.
-        others: Other entries of the user's config (quotas such as
-            ``producer_byte_rate``) to keep.
-
-    Returns:
-        UTF-8 JSON bytes, as Kafka writes them.
-
-    Raises:
-        UnsupportedSaslMechanismError: a key is not a SCRAM mechanism.
-    """
-    config = dict(others or {})
-    for mechanism, credential in credentials.items():
-        if mechanism not in SCRAM_MECHANISMS:
-            raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
-        config[mechanism] = str(credential)
-    return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode("utf-8")
-
-
-def parse_scram_user_config(data: bytes | str, *, path: str = "/config/users/<user>") -> dict[str, ScramCredential]:
-    """The SCRAM credentials in a ``/config/users/<name>`` node.
-
-    Other entries (quotas) are ignored.
-
-    Args:
-        data: The node's data.
-        path: The node, to name it in errors.
-
-    Returns:
-        Mechanism name -> credential (empty if the user has none).
-
-    Raises:
-        ConfigError: not JSON, not version 1 or a malformed credential string.
-    """
-    try:
-        node = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        raise ConfigError(f"Invalid user config at {path}: not JSON") from None
-    if not isinstance(node, dict) or node.get("version") != 1 or not isinstance(node.get("config", {}), dict):
-        raise ConfigError(f'Invalid user config at {path}: expected {{"version":1,"config":{{...}}}}')
-    result: dict[str, ScramCredential] = {}
-    for key, value in node.get("config", {}).items():
-        if key in SCRAM_MECHANISMS:
-            if not isinstance(value, str):
-                raise ConfigError(f"Invalid {key} credential at {path}: not a string")
-            result[key] = ScramCredential.from_string(value, what=f"{key} credential at {path}")
-    return result
-
-
-# --------------------------------------------------------------------------
-# JAAS (sasl.jaas.config)
-# --------------------------------------------------------------------------
-
-_CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
-_JAVA_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
-@attrs.frozen
-class JaasEntry:
-    """One login module of a JAAS configuration.
-
-    Attributes:
-        login_module: The class name, e.g. `PLAIN_LOGIN_MODULE`.
-        control_flag: ``required``, ``requisite``, ``sufficient`` or
-            ``optional`` (lower case).
-        options: ``key=value`` options (values hidden from ``repr``: they
-            hold passwords).
-    """
-
-    login_module: str
-    control_flag: str
-    options: Mapping[str, str] = attrs.field(repr=lambda opts: "{" + ", ".join(f"{k!r}: ***" for k in opts) + "}")
-
-
-def _jaas_tokens(text: str, prop: str):
-    """Yield ``(kind, value)``: kind ``"word"``, ``"quoted"`` or the
-    character ``"="`` / ``";"``. Rules of Kafka's JaasConfig tokenizer:
-    bytes up to space are blanks, ``"`` and ``'`` quote (Java escapes),
-    ``/`` starts a comment (``//`` and ``/* */`` too), ``=`` and ``;`` are
-    single-character tokens, everything else builds words."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c <= " ":
-            i += 1
-        elif c == "/":
-            if text.startswith("/*", i):
-                end = text.find("*/", i + 2)
-                if end < 0:
-                    raise ConfigError(f"Invalid value for configuration {prop}: unterminated /* comment")
-                i = end + 2
-            else:  # "//" or a lone "/": comment to the end of the line
-                end = text.find("\n", i)
-                i = n if end < 0 else end + 1
-        elif c in "=;":
-            yield c, c
-            i += 1
-        elif c in "\"'":
-            out: list[str] = []
-            i += 1
-            while True:
-                if i >= n or text[i] in "\r\n":
-                    raise ConfigError(f"Invalid value for configuration {prop}: unterminated quoted value")
-                ch = text[i]
-                if ch == c:
-                    i += 1
-                    break
-                if ch == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    if nxt in "01234567":
-                        j = i + 1
-                        while j < n and j < i + 4 and text[j] in "01234567":
-                            j += 1
-                        out.append(chr(int(text[i + 1 : j], 8) & 0xFF))
-                        i = j
-                        continue
-                    out.append(_JAVA_ESCAPES.get(nxt, nxt))
-                    i += 2
-                    continue
-                out.append(ch)
-                i += 1
-            yield "quoted", "".join(out)
-        else:
-            start = i
-            while i < n and text[i] > " " and text[i] not in "=;\"'/":
-                i += 1
-            yield "word", text[start:i]
-
-
-def parse_jaas_config(text: str, prop: str = "sasl.jaas.config") -> JaasEntry:
-    """Parse a ``sasl.jaas.config`` value: exactly one login module.
-
-    Format (Kafka's JaasConfig, KIP-85): ``<LoginModuleClass> <flag>
-    (<key>=<value>)* ;`` where a value is a word or a quoted string, e.g.
-    ``org.apache.kafka.common.security.plain.PlainLoginModule required
-    user_alice="alice-secret";``.
-
-    Args:
-        text: The property value.
-        prop: The property name, for errors (e.g.
-            ``listener.name.sasl_ssl.plain.sasl.jaas.config``).
-
-    Returns:
-        The entry.
-
-    Raises:
-        ConfigError: naming ``prop`` (and never echoing values, which hold
-            passwords) for an empty value, a missing or unknown control
-            flag, a key without a value, a repeated key, a missing ``;`` or
-            more than one login module.
-    """
-    if not isinstance(text, str):
-        raise ConfigError(f"Invalid value for configuration {prop}: expected a string")
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"Invalid value for configuration {prop}: {why}")
-
-    tokens = list(_jaas_tokens(text, prop))
-    if not tokens:
-        raise bad("login module not specified")
-    entries: list[JaasEntry] = []
-    pos = 0
-    while pos < len(tokens):
-        kind, module = tokens[pos]
-        if kind != "word":
-            raise bad("expected a login module class name")
-        pos += 1
-        if pos >= len(tokens) or tokens[pos][0] != "word":
-            raise bad(f"login module control flag not specified for {module}")
-        flag = tokens[pos][1].lower()
-        if flag not in _CONTROL_FLAGS:
-            raise bad(f"invalid login module control flag {tokens[pos][1]!r} (expected one of {', '.join(_CONTROL_FLAGS)})")
-        pos += 1
-        options: dict[str, str] = {}
-        while pos < len(tokens) and tokens[pos][0] != ";":
-            kind, key = tokens[pos]
-            if kind not in ("word", "quoted"):
-                raise bad("expected an option name")
-            if pos + 2 >= len(tokens) or tokens[pos + 1][0] != "=" or tokens[pos + 2][0] not in ("word", "quoted"):
-                raise bad(f"value not specified for key {key!r}")
-            if key in options:
-                raise bad(f"key {key!r} is given twice")
-            options[key] = tokens[pos + 2][1]
-            pos += 3
-        if pos >= len(tokens):
-            raise bad("entry not terminated by a semicolon")
-        pos += 1  # ";"
-        entries.append(JaasEntry(module, flag, options))
-    if len(entries) != 1:
-        raise bad(f"expected one login module, found {len(entries)}")
-    return entries[0]
-
-
-def jaas_plain_users(entry: JaasEntry, prop: str = "sasl.jaas.config") -> dict[str, str]:
-    """The broker's PLAIN users: the ``user_<name>="<password>"`` options of
-    a PlainLoginModule entry (KIP-43).
-
-    Args:
-        entry: A parsed entry.
-        prop: The property it came from, for errors.
-
-    Returns:
-        User name -> password (may be empty: nobody can log in).
-
-    Raises:
-        ConfigError: the entry is not a PlainLoginModule.
-    """
-    if entry.login_module != PLAIN_LOGIN_MODULE:
-        raise ConfigError(f"Invalid value for configuration {prop}: expected {PLAIN_LOGIN_MODULE}, found {entry.login_module}")
-    return {key[len("user_") :]: value for key, value in entry.options.items() if key.startswith("user_") and len(key) > 5}
-
-
-def jaas_username_password(entry: JaasEntry, prop: str = "sasl.jaas.config") -> tuple[str, str]:
-    """The ``username`` and ``password`` options of a PlainLoginModule or
-    ScramLoginModule entry (a Java client's ``sasl.jaas.config``, or a
-    broker's own inter-broker identity).
-
-    Args:
-        entry: A parsed entry.
-        prop: The property it came from, for errors.
-
-    Returns:
-        ``(username, password)``.
-
-    Raises:
-        ConfigError: another login module, or ``username`` / ``password``
-            missing or empty.
-    """
-    if entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
-        raise ConfigError(
-            f"Invalid value for configuration {prop}: expected {PLAIN_LOGIN_MODULE} or {SCRAM_LOGIN_MODULE}, "
-            f"found {entry.login_module}"
-        )
-    for key in ("username", "password"):
-        if not entry.options.get(key):
-            raise ConfigError(f"Invalid value for configuration {prop}: option {key} is missing or empty")
-    return entry.options["username"], entry.options["password"]

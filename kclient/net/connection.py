@@ -40,6 +40,7 @@ from kclient.errors import (
     KafkaTimeoutError,
     ProtocolError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
@@ -148,6 +149,10 @@ class BrokerConnection:
 
         #: The SASL mechanism this connection authenticated with, if any.
         self.sasl_mechanism: str | None = None
+        # Whether any response arrived (a TLS connection closed before
+        # that was refused by the broker's certificate check).
+        self._answered = False
+        self._client_certificate = False
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -249,6 +254,7 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from None
         conn = cls(stream, host, port, client_id, request_timeout_ms)
+        conn._client_certificate = bool(use_ssl and security is not None and security.ssl_certificate_location)
         nursery.start_soon(conn._reader)
         nursery.start_soon(conn._watch)
         try:
@@ -504,7 +510,7 @@ class BrokerConnection:
                     if into is not None:
                         into.release()
                 if not data:
-                    await self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
+                    await self._fail(self._lost(None))
                     return
                 if into is not None:
                     self._proto.received(data)
@@ -518,6 +524,7 @@ class BrokerConnection:
                         return
                     if response is None:
                         break
+                    self._answered = True
                     pending = self._pending.pop(response.correlation_id, None)
                     if pending is not None:
                         pending.response = response
@@ -526,16 +533,32 @@ class BrokerConnection:
             if not self._closed:
                 await self._fail(KafkaConnectionError("reader stopped"))
 
-    def _lost(self, exc: BaseException) -> BaseException:
-        """The error for a broken stream: `SslAuthenticationError` when TLS
-        failed (with TLS 1.3 the broker refuses a client certificate only
-        after the client's side of the handshake is done, so the alert
-        arrives on the first read), else `KafkaConnectionError`."""
-        cause = None if self._raw else _ssl_cause(exc)
+    def _lost(self, exc: BaseException | None) -> BaseException:
+        """The error for a broken stream (``exc``; ``None`` for an EOF).
+
+        `SslAuthenticationError` when TLS failed: with TLS 1.3 a broker
+        checks the client's certificate only after the client's side of the
+        handshake is done, so its refusal arrives on the first read, as an
+        alert or (a broker that does not send one) as the connection closing
+        before the first response. Otherwise `KafkaConnectionError`.
+        """
+        cause = None if self._raw or exc is None else _ssl_cause(exc)
         if cause is not None and not isinstance(cause, ssl.SSLEOFError):
             error: BaseException = ssl_authentication_error(cause, host=self.host)
             error.__cause__ = cause
             return error
+        if not self._raw and not self._answered:
+            if self._client_certificate:
+                why = "it probably refused our certificate (ssl.certificate.location)"
+            else:
+                why = "it probably requires a client certificate (ssl.client.auth=required): set ssl.certificate.location"
+            error = SslAuthenticationError(
+                f"TLS connection to {self.host}:{self.port} closed by the broker right after the handshake, before any answer: {why}"
+            )
+            error.__cause__ = cause
+            return error
+        if exc is None:
+            return KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
         return KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc.__cause__ or exc}")
 
     async def _fail(self, error: BaseException) -> None:

@@ -1,0 +1,445 @@
+"""The client side of TLS and SASL (KIP-43 SaslHandshake, KIP-152
+SaslAuthenticate, KIP-84 SCRAM): configuration, connections, fail-fast.
+
+Part one needs no broker: config parsing, the Spark options, and
+`BrokerConnection` against an in-process peer (`_SecurePeer`) that speaks
+just enough Kafka (ApiVersions, SaslHandshake, SaslAuthenticate, with
+kclient's own server-side SASL mechanisms) over TLS with ``trustme``
+certificates. Part two (end to end against the bundled broker) is below.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import struct
+
+import pytest
+import trio
+import trustme
+
+from kclient.config import ConsumerConfig, ProducerConfig
+from kclient.errors import (
+    AuthenticationError,
+    ConfigError,
+    KafkaConnectionError,
+    NotSupportedError,
+    SaslAuthenticationFailedError,
+    SslAuthenticationError,
+    UnsupportedSaslMechanismError,
+)
+from kclient.net.connection import BrokerConnection
+from kclient.protocol import primitives as p
+from kclient.protocol.connection import FrameBuffer, encode_response
+from kclient.protocol.messages import ALL_APIS, API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from kclient.security.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, make_scram_credential, server_mechanism
+from kclient.security.settings import ClientSecurity, SecurityProtocol
+
+BROKERS = {"metadata.broker.list": "127.0.0.1:9092"}
+GROUP = {"group.id": "g", "zookeeper.connect": "127.0.0.1:2181"}
+SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+
+
+def test_producer_config_reads_kafka_security_names() -> None:
+    c = ProducerConfig.from_properties(
+        {
+            **BROKERS,
+            "security.protocol": "sasl_ssl",
+            "ssl.cafile": "/ca.pem",
+            "ssl.endpoint.identification.algorithm": "none",
+            "sasl.mechanisms": "scram-sha-512",
+            "sasl.username": "alice",
+            "sasl.password": " pass word ",
+        }
+    )
+    assert c.security_protocol is SecurityProtocol.SASL_SSL
+    assert c.ssl_ca_location == "/ca.pem"
+    assert c.sasl_mechanism == SCRAM_SHA_512
+    assert c.security == ClientSecurity(
+        security_protocol="SASL_SSL",
+        ssl_ca_location="/ca.pem",
+        ssl_endpoint_identification_algorithm="",
+        sasl_mechanism=SCRAM_SHA_512,
+        sasl_username="alice",
+        sasl_password=" pass word ",  # a password is kept as given
+    )
+    assert "pass word" not in repr(c)
+    assert ProducerConfig.from_properties(c.as_properties()) == c
+
+
+def test_consumer_config_reads_kafka_security_names_and_jaas() -> None:
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";'
+    c = ConsumerConfig.from_properties({**GROUP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas})
+    assert (c.security.sasl_username, c.security.sasl_password) == ("bob", "bob-secret")
+    assert c.security.sasl_client().mechanism == SCRAM_SHA_256
+
+
+def test_plaintext_is_the_default_and_ignores_ssl_and_sasl_keys() -> None:
+    c = ProducerConfig.from_properties({**BROKERS, "sasl.mechanism": "PLAIN", "ssl.ca.location": "/nowhere"})
+    assert c.security == ClientSecurity()
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"security.protocol": "TLS"}, "security.protocol"),
+        ({"security.protocol": "SASL_SSL"}, "sasl.mechanism"),
+        ({**SASL, "sasl.mechanism": "MD5"}, "sasl.mechanism"),
+        ({**SASL, "sasl.username": ""}, "sasl.username"),
+        ({**SASL, "sasl.password": None}, "sasl.password"),
+        ({"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "dns"}, "ssl.endpoint.identification.algorithm"),
+        ({"security.protocol": "SSL", "ssl.key.location": "/k.pem"}, "ssl.certificate.location"),
+        ({**SASL, "sasl.password": 1234}, "sasl.password"),
+        ({**SASL, "sasl.jaas.config": "nonsense", "sasl.username": None, "sasl.password": None}, "sasl.jaas.config"),
+    ],
+)
+def test_bad_security_values_name_the_property(props: dict, named: str) -> None:
+    for build in (lambda: ProducerConfig.from_properties({**BROKERS, **props}), lambda: ConsumerConfig.from_properties({**GROUP, **props})):
+        with pytest.raises(ConfigError) as info:
+            build()
+        assert named in str(info.value)
+        assert "1234" not in str(info.value)  # a password is never echoed
+
+
+def test_gssapi_is_not_supported() -> None:
+    with pytest.raises(NotSupportedError, match="sasl.mechanism"):
+        ProducerConfig.from_properties({**BROKERS, **SASL, "sasl.mechanism": "GSSAPI"})
+
+
+def test_a_client_fails_at_construction_on_an_unreadable_ca_file(tmp_path) -> None:
+    from kclient import SimpleConsumer
+
+    with pytest.raises(ConfigError, match="ssl.ca.location"):
+        SimpleConsumer("127.0.0.1", 9092, config={"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "missing.pem")})
+
+
+def test_simple_consumer_keeps_the_classic_signature() -> None:
+    from kclient.client.consumer.simple import TrioSimpleConsumer
+
+    c = TrioSimpleConsumer("h", 1, 500, 1024, "cid")
+    assert (c.host, c.port, c.so_timeout_ms, c.client_id) == ("h", 1, 500, "cid")
+    assert c.security == ClientSecurity()
+    c = TrioSimpleConsumer("h", 1, 500, 1024, "cid", config={**SASL, "unrelated.key": "x"})
+    assert c.security.sasl_mechanism == PLAIN
+    c = TrioSimpleConsumer("h", 1, config=ConsumerConfig.from_properties({**GROUP, **SASL}))
+    assert c.security.sasl_username == "alice"
+    with pytest.raises(ConfigError, match="sasl.username"):
+        TrioSimpleConsumer("h", 1, config={**SASL, "sasl.username": ""})
+
+
+# --------------------------------------------------------------------------
+# Spark options
+# --------------------------------------------------------------------------
+
+
+def test_spark_reader_passes_security_options_through() -> None:
+    from kclient.spark.options import read_options
+
+    opts = read_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:9093",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.ssl.ca.location": "/ca.pem",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.username": "alice",
+            "kafka.sasl.password": "Secret",
+        },
+        streaming=False,
+    )
+    assert opts.security.security_protocol is SecurityProtocol.SASL_SSL
+    assert (opts.security.ssl_ca_location, opts.security.sasl_password) == ("/ca.pem", "Secret")
+
+
+def test_spark_reader_maps_java_pem_stores_and_refuses_jks() -> None:
+    from kclient.spark.options import read_options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9093", "subscribe": "t", "kafka.security.protocol": "SSL"}
+    opts = read_options(
+        {
+            **base,
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": "/ca.pem",
+            "kafka.ssl.keystore.type": "PEM",
+            "kafka.ssl.keystore.location": "/client.pem",
+            "kafka.ssl.keystore.password": "kp",
+        },
+        streaming=False,
+    )
+    assert (opts.security.ssl_ca_location, opts.security.ssl_certificate_location, opts.security.ssl_key_password) == ("/ca.pem", "/client.pem", "kp")
+    with pytest.raises(ConfigError, match="kafka.ssl.truststore.location.*kafka.ssl.ca.location"):
+        read_options({**base, "kafka.ssl.truststore.location": "/t.jks"}, streaming=False)
+
+
+def test_spark_security_errors_name_the_kafka_option() -> None:
+    from kclient.spark.options import read_options, write_options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9093", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN"}
+    with pytest.raises(ConfigError, match="option 'kafka.sasl.username'"):
+        read_options({**base, "subscribe": "t"}, streaming=False)
+    with pytest.raises(ConfigError, match="option 'kafka.sasl.username'"):
+        write_options({**base, "topic": "t"})
+
+
+def test_spark_writer_hands_security_options_to_the_producer() -> None:
+    from kclient.spark.options import write_options
+
+    opts = write_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:9093",
+            "topic": "t",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.username": "alice",
+            "kafka.sasl.password": "Secret",
+            "kafka.ssl.endpoint.identification.algorithm": "",
+        }
+    )
+    config = ProducerConfig.from_properties(dict(opts.producer_config))
+    assert config.security.security_protocol is SecurityProtocol.SASL_SSL
+    assert (config.security.sasl_username, config.security.sasl_password, config.security.check_hostname) == ("alice", "Secret", False)
+
+
+# --------------------------------------------------------------------------
+# BrokerConnection against an in-process TLS / SASL peer
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def server_cert(ca: trustme.CA) -> trustme.LeafCert:
+    return ca.issue_cert("localhost", "127.0.0.1")
+
+
+class _SecurePeer:
+    """Serves ApiVersions, SaslHandshake and SaslAuthenticate (and answers
+    Metadata with no brokers) on 127.0.0.1, optionally over TLS; counts the
+    connections it accepted."""
+
+    def __init__(
+        self,
+        *,
+        context: ssl.SSLContext | None = None,
+        mechanisms: tuple[str, ...] = (),
+        plain_users: dict[str, str] | None = None,
+        scram_users: dict[str, str] | None = None,
+    ) -> None:
+        self.context = context
+        self.mechanisms = mechanisms
+        self.plain_users = plain_users or {}
+        self.scram = {(m, u): make_scram_credential(m, pw) for u, pw in (scram_users or {}).items() for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
+        self.connections = 0
+        self.authenticated: list[str] = []
+        self.port = 0
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            task_status.started(self.port)
+            await trio.serve_listeners(self._handle, listeners, handler_nursery=nursery)
+
+    async def _handle(self, stream: trio.abc.Stream) -> None:
+        self.connections += 1
+        if self.context is not None:
+            stream = trio.SSLStream(stream, self.context, server_side=True)
+        try:
+            await self._serve(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _serve(self, stream: trio.abc.Stream) -> None:
+        frames = FrameBuffer()
+        sasl = None
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            frames.feed(data)
+            while (frame := frames.next_frame()) is not None:
+                api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+                _, pos = p.read_string(frame, 8)
+                api = ALL_APIS[api_key]
+                if api.flexible(version):
+                    _, pos = p.read_tagged_fields(frame, pos)
+                body = api.request(version).decode(memoryview(frame)[pos:])
+                close = False
+                if api_key == API_VERSIONS.key:
+                    keys = [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version} for a in (API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE)]
+                    out = {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
+                elif api_key == SASL_HANDSHAKE.key:
+                    try:
+                        sasl = server_mechanism(body["mechanism"], self.mechanisms, plain_users=self.plain_users, scram_lookup=lambda m, u: self.scram.get((m, u)))
+                        out = {"error_code": 0, "mechanisms": list(self.mechanisms)}
+                    except UnsupportedSaslMechanismError:
+                        out = {"error_code": 33, "mechanisms": list(self.mechanisms)}
+                elif api_key == SASL_AUTHENTICATE.key:
+                    try:
+                        token = sasl.evaluate_response(body["auth_bytes"])
+                        out = {"error_code": 0, "error_message": None, "auth_bytes": token, "session_lifetime_ms": 0}
+                        if sasl.is_complete:
+                            self.authenticated.append(sasl.authorization_id)
+                    except SaslAuthenticationFailedError as exc:
+                        out = {"error_code": 58, "error_message": str(exc).split(": ", 1)[-1], "auth_bytes": b"", "session_lifetime_ms": 0}
+                        close = True
+                elif api_key == METADATA.key:
+                    out = {"brokers": [], "topics": [], "cluster_id": "c", "controller_id": -1}
+                else:
+                    return
+                await stream.send_all(encode_response(api, version, correlation_id, out))
+                if close:
+                    return
+
+
+def _server_context(cert: trustme.LeafCert, *, client_ca: trustme.CA | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    if client_ca is not None:
+        client_ca.configure_trust(context)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def _ca_file(ca: trustme.CA, tmp_path, name: str = "ca.pem") -> str:
+    path = tmp_path / name
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+async def _connect(nursery, port: int, props: dict, host: str = "127.0.0.1", **kwargs) -> BrokerConnection:
+    security = ClientSecurity.from_properties(props)
+    return await BrokerConnection.connect(nursery, host, port, security=security, connect_timeout_ms=5000, request_timeout_ms=5000, **kwargs)
+
+
+async def test_tls_connection_negotiates_and_requests(ca, server_cert, tmp_path) -> None:
+    peer = _SecurePeer(context=_server_context(server_cert))
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        for host in ("127.0.0.1", "localhost"):
+            conn = await _connect(nursery, port, {"security.protocol": "SSL", "ssl.ca.location": _ca_file(ca, tmp_path)}, host=host)
+            assert conn.uses_tls and conn.api_versions[SASL_HANDSHAKE.key] == (0, 1)
+            body = await conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+            assert body["cluster_id"] == "c"
+            await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("mechanism", [PLAIN, SCRAM_SHA_256, SCRAM_SHA_512])
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+async def test_sasl_authenticates(mechanism, protocol, ca, server_cert, tmp_path) -> None:
+    context = _server_context(server_cert) if protocol == "SASL_SSL" else None
+    peer = _SecurePeer(context=context, mechanisms=(PLAIN, SCRAM_SHA_256, SCRAM_SHA_512), plain_users={"alice": "alice-secret"}, scram_users={"alice": "alice-secret"})
+    props = {"security.protocol": protocol, "ssl.ca.location": _ca_file(ca, tmp_path), "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        conn = await _connect(nursery, port, props)
+        assert conn.sasl_mechanism == mechanism and peer.authenticated == ["alice"]
+        body = await conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+        assert body["cluster_id"] == "c"
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("mechanism", [PLAIN, SCRAM_SHA_256])
+@pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("mallory", "alice-secret")])
+async def test_bad_credentials_raise_sasl_authentication_failed(mechanism, user, password) -> None:
+    peer = _SecurePeer(mechanisms=(PLAIN, SCRAM_SHA_256), plain_users={"alice": "alice-secret"}, scram_users={"alice": "alice-secret"})
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        with pytest.raises(SaslAuthenticationFailedError, match="Authentication failed") as info:
+            await _connect(nursery, port, props)
+        assert isinstance(info.value, AuthenticationError) and not info.value.retriable
+        assert info.value.code == 58 and repr(user) in str(info.value) and password not in str(info.value)
+        assert peer.connections == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_mechanism_the_broker_does_not_enable_lists_the_enabled_ones() -> None:
+    peer = _SecurePeer(mechanisms=(SCRAM_SHA_512,), scram_users={"alice": "x"})
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        with pytest.raises(UnsupportedSaslMechanismError, match="sasl.mechanism=PLAIN; it enables: SCRAM-SHA-512"):
+            await _connect(nursery, port, SASL)
+        nursery.cancel_scope.cancel()
+
+
+async def test_untrusted_certificate_is_a_typed_error(server_cert, tmp_path) -> None:
+    peer = _SecurePeer(context=_server_context(server_cert))
+    other = trustme.CA()
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        with pytest.raises(SslAuthenticationError, match="certificate not trusted.*ssl.ca.location") as info:
+            await _connect(nursery, port, {"security.protocol": "SSL", "ssl.ca.location": _ca_file(other, tmp_path)})
+        assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError) and not info.value.retriable
+        nursery.cancel_scope.cancel()
+
+
+async def test_host_name_mismatch_is_a_typed_error_unless_the_check_is_off(ca, tmp_path) -> None:
+    cert = ca.issue_cert("broker.example.com")  # names neither 127.0.0.1 nor localhost
+    peer = _SecurePeer(context=_server_context(cert))
+    props = {"security.protocol": "SSL", "ssl.ca.location": _ca_file(ca, tmp_path)}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        with pytest.raises(SslAuthenticationError, match="host name mismatch.*ssl.endpoint.identification.algorithm"):
+            await _connect(nursery, port, props, host="localhost")
+        conn = await _connect(nursery, port, {**props, "ssl.endpoint.identification.algorithm": ""}, host="localhost")
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_mutual_tls(ca, server_cert, tmp_path) -> None:
+    client_ca = trustme.CA()
+    client = client_ca.issue_cert("client@example.com")
+    client.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "client.pem"))
+    peer = _SecurePeer(context=_server_context(server_cert, client_ca=client_ca))
+    props = {"security.protocol": "SSL", "ssl.ca.location": _ca_file(ca, tmp_path)}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        conn = await _connect(nursery, port, {**props, "ssl.certificate.location": str(tmp_path / "client.pem")})
+        assert conn.api_versions
+        await conn.aclose()
+        # without a certificate: refused, typed (TLS 1.3 reports it on the first read)
+        with pytest.raises(SslAuthenticationError, match="certificate"):
+            await _connect(nursery, port, props)
+        nursery.cancel_scope.cancel()
+
+
+async def test_tls_client_against_a_plaintext_peer_fails_within_the_connect_timeout() -> None:
+    peer = _SecurePeer()
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        with pytest.raises((KafkaConnectionError, SslAuthenticationError)):
+            security = ClientSecurity.from_properties({"security.protocol": "SSL"})
+            await BrokerConnection.connect(nursery, "127.0.0.1", port, security=security, connect_timeout_ms=500)
+        nursery.cancel_scope.cancel()
+
+
+async def test_cluster_does_not_retry_an_authentication_failure(caplog) -> None:
+    from kclient.client.cluster import Cluster
+
+    peer = _SecurePeer(mechanisms=(PLAIN,), plain_users={"alice": "alice-secret"})
+    security = ClientSecurity.from_properties({**SASL, "sasl.password": "wrong"})
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(peer.serve)
+        cluster = Cluster(nursery, [("127.0.0.1", port), ("localhost", port)], security=security, retry_backoff_ms=1)
+        with caplog.at_level(logging.ERROR, logger="kclient.client.cluster"):
+            with pytest.raises(SaslAuthenticationFailedError):
+                await cluster.refresh_metadata(["t"])
+            with pytest.raises(SaslAuthenticationFailedError):
+                await cluster.partitions_for("t")
+        # one attempt: neither the second bootstrap broker nor the retries connect again
+        assert peer.connections == 1
+        await cluster.aclose()
+        nursery.cancel_scope.cancel()

@@ -5,10 +5,12 @@ Subcommands (more arrive with later issues: ``produce``, ``consume``,
 
 ``kclient broker [server.properties] [--override key=value ...]``
     Run the bundled broker, the way Kafka's ``kafka-server-start.sh`` takes
-    a properties file and overrides. Once it listens it prints one line to
-    stdout, ``kclient broker listening on HOST:PORT`` (the bound port, also
-    when ``port=0`` asked for a free one), which
-    `kclient.testing.BrokerProcess` waits for. SIGINT/SIGTERM stop it
+    a properties file and overrides. Once it listens it prints one line per
+    listener to stdout, ``kclient broker listening on HOST:PORT (NAME)``
+    (the advertised host and the bound port, also when port 0 asked for a
+    free one), all in one write, which `kclient.testing.BrokerProcess`
+    waits for. Without ``host.name`` or ``listeners`` it binds 127.0.0.1
+    only. SIGINT/SIGTERM stop it
     cleanly: connections are closed, logs flushed and closed, exit status 0.
 
 Logging goes to stderr (``-v`` for DEBUG, ``-q`` for warnings only).
@@ -20,15 +22,16 @@ import argparse
 import logging
 import signal
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import trio
 
 log = logging.getLogger("kclient.cli")
 
-#: The line printed on stdout once the broker listens; ``{host}``/``{port}``
-#: are the advertised host and the bound port.
-LISTENING_LINE = "kclient broker listening on {host}:{port}"
+#: The line printed on stdout per listener once the broker listens;
+#: ``{host}``/``{port}`` are the advertised host and the bound port,
+#: ``{name}`` the listener name. The first line is the first listener's.
+LISTENING_LINE = "kclient broker listening on {host}:{port} ({name})"
 
 _SubcommandAdder = Callable[["argparse._SubParsersAction"], None]
 
@@ -82,7 +85,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     )
 
 
-async def run_broker_until_signalled(config, *, on_listening: Callable[[str, int], None] | None = None) -> None:
+async def run_broker_until_signalled(config, *, on_listening: Callable[[Any], None] | None = None) -> None:
     """Run a `kclient.broker.Broker` until SIGINT or SIGTERM, then stop it cleanly.
 
     Also stops when the surrounding scope is cancelled. Must run in the main
@@ -90,18 +93,19 @@ async def run_broker_until_signalled(config, *, on_listening: Callable[[str, int
 
     Args:
         config (kclient.config.BrokerConfig): The broker's configuration.
-        on_listening: Called once the broker listens, with the advertised
-            host and the bound port.
+        on_listening: Called once the broker listens, with the started
+            `kclient.broker.Broker` (its ``listeners`` hold each listener's
+            bound port and advertised address).
     """
     from kclient.broker import Broker
 
     broker = Broker(config)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            port = await nursery.start(broker.serve)
+            await nursery.start(broker.serve)
             assert broker.state is not None
             if on_listening is not None:
-                on_listening(broker.state.advertised_host, port)
+                on_listening(broker)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
@@ -113,10 +117,15 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     config = BrokerConfig.from_file(args.properties, args.override)
 
-    def announce(host: str, port: int) -> None:
-        """Print the listening line (the one thing the CLI prints rather
-        than logs: BrokerProcess reads it)."""
-        print(LISTENING_LINE.format(host=host, port=port), flush=True)
+    def announce(broker) -> None:
+        """Print the listening lines in one write (the one thing the CLI
+        prints rather than logs: BrokerProcess reads them)."""
+        lines = [
+            LISTENING_LINE.format(host=runtime.advertised_host, port=runtime.port, name=runtime.name)
+            for runtime in broker.listeners
+        ]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
 
     trio.run(lambda: run_broker_until_signalled(config, on_listening=announce))
     return 0

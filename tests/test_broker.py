@@ -132,7 +132,9 @@ async def create(client: TrioClient, topic: str) -> None:
 # Fetch 0-3 are served with down-converted message sets (issue 3);
 # FindCoordinator 0-2 answers with this broker and OffsetFetch 1-5 with "no
 # committed offset" (issue 4).
-EXPECTED_VERSIONS = {0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 9: (1, 5), 10: (0, 2), 18: (0, 3), 22: (0, 1)}
+EXPECTED_VERSIONS = {
+    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 9: (1, 5), 10: (0, 2), 17: (0, 1), 18: (0, 3), 22: (0, 1), 36: (0, 1)
+}
 
 
 def test_advertised_table_matches_protocol_notes():

@@ -342,7 +342,7 @@ def test_broker_defaults() -> None:
     assert c.auto_create_topics_enable is True
     assert c.message_max_bytes == 1048588
     assert c.socket_request_max_bytes == 104857600
-    assert (c.listen_host, c.listen_port) == ("0.0.0.0", 9092)
+    assert (c.listen_host, c.listen_port) == ("127.0.0.1", 9092)  # loopback only unless told (issue 15)
     assert (c.advertised_host, c.advertised_port) == ("127.0.0.1", 9092)
 
 
@@ -357,7 +357,11 @@ def test_broker_addresses() -> None:
     )
     assert c.advertised_port_number == 19093
     c = BrokerConfig.from_properties(
-        {"listeners": "PLAINTEXT://[::1]:9092,CONTROLLER://:9093", "advertised.listeners": "PLAINTEXT://ext:1234"}
+        {
+            "listeners": "PLAINTEXT://[::1]:9092,CONTROLLER://:9093",
+            "controller.listener.names": "CONTROLLER",
+            "advertised.listeners": "PLAINTEXT://ext:1234",
+        }
     )
     assert c.listeners == (("PLAINTEXT", "::1", 9092), ("CONTROLLER", "", 9093))
     assert (c.listen_host, c.advertised_host, c.advertised_port) == ("::1", "ext", 1234)
@@ -377,7 +381,7 @@ def test_broker_aliases_and_precedence() -> None:
         ("port", "65536"),
         ("port", "-1"),
         ("listeners", "127.0.0.1:9092"),
-        ("listeners", "SSL://:9093"),
+        ("listeners", "SSL://:9093,SSL://:9094"),
         ("num.partitions", "0"),
         ("log.segment.bytes", "10"),
         ("log.dirs", " , "),

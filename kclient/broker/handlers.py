@@ -27,6 +27,7 @@ metadata to `kclient.broker.meta`), so what is left is request plumbing.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from typing import Any, Awaitable, Callable
 
@@ -83,9 +84,23 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     3: (0, 8),  # Metadata
     9: (1, 5),  # OffsetFetch
     10: (0, 2),  # FindCoordinator
+    17: (0, 1),  # SaslHandshake (KIP-43; v1: tokens in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
     22: (0, 1),  # InitProducerId
+    36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
 }
+# The SASL APIs are advertised on every listener, as Kafka does; on a
+# listener without SASL, or once authenticated, they are answered
+# ILLEGAL_SASL_STATE (the exchange itself is kclient.broker.security's).
+
+#: ``(host, port)`` of the listener the current connection came in on
+#: (set per connection task by the server); Metadata and FindCoordinator
+#: answer with it, as Kafka answers with the address of the request's
+#: listener name (KIP-103). ``None``: the broker's first listener.
+listener_address: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
+    "kclient_listener_address", default=None
+)
+_ILLEGAL_SASL_STATE = 34
 
 
 def supported_triples() -> list[tuple[int, int, int]]:
@@ -313,8 +328,10 @@ class RequestHandlers:
             3: self.metadata,
             9: self.offset_fetch,
             10: self.find_coordinator,
+            17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,
+            36: self.sasl_authenticate,
         }
 
     async def handle(
@@ -370,6 +387,27 @@ class RequestHandlers:
             "throttle_time_ms": 0,
         }
 
+    # ------------------------------------------------------------ SASL
+
+    async def sasl_handshake(self, header: RequestHeader, body: dict) -> dict:
+        """SaslHandshake outside an authentication (a listener without SASL,
+        or after it completed): ILLEGAL_SASL_STATE, as Kafka's KafkaApis."""
+        return {"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []}
+
+    async def sasl_authenticate(self, header: RequestHeader, body: dict) -> dict:
+        """SaslAuthenticate outside an authentication: ILLEGAL_SASL_STATE."""
+        return {
+            "error_code": _ILLEGAL_SASL_STATE,
+            "error_message": "SaslAuthenticate request received after successful authentication or on a listener "
+            "without SASL",
+            "auth_bytes": b"",
+            "session_lifetime_ms": 0,
+        }
+
+    def _address(self) -> tuple[str, int]:
+        """The advertised address of the current connection's listener."""
+        return listener_address.get() or (self.state.advertised_host, self.state.advertised_port)
+
     # ------------------------------------------------------------ Metadata
 
     async def metadata(self, header: RequestHeader, body: dict) -> dict:
@@ -413,13 +451,14 @@ class RequestHandlers:
                         }
                     )
             topics.append({"error_code": error, "name": name, "is_internal": False, "partitions": partitions})
+        host, port = self._address()
         return {
             "throttle_time_ms": 0,
             "brokers": [
                 {
                     "node_id": state.broker_id,
-                    "host": state.advertised_host,
-                    "port": state.advertised_port,
+                    "host": host,
+                    "port": port,
                     "rack": None,
                 }
             ],
@@ -573,13 +612,14 @@ class RequestHandlers:
                 "port": -1,
             }
         log.debug("FindCoordinator for %s %r from %s", "group" if key_type == 0 else "transactional id", body["key"], header.client_id)
+        host, port = self._address()
         return {
             "throttle_time_ms": 0,
             "error_code": NONE,
             "error_message": None,
             "node_id": state.broker_id,
-            "host": state.advertised_host,
-            "port": state.advertised_port,
+            "host": host,
+            "port": port,
         }
 
     # ------------------------------------------------------------ OffsetFetch

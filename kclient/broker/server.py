@@ -65,10 +65,26 @@ from kclient.protocol.connection import (
     encode_unsupported_api_versions,
     parse_request_header,
 )
-from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
+from kclient.protocol.messages import API_VERSIONS, APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 from kclient.broker.fetch import ClientGone
-from kclient.broker.handlers import SUPPORTED_VERSIONS, BrokerState, CloseConnection, RequestHandlers, supported_triples
+from kclient.broker.handlers import (
+    SUPPORTED_VERSIONS,
+    BrokerState,
+    CloseConnection,
+    RequestHandlers,
+    listener_address,
+    supported_triples,
+)
+from kclient.broker.security import (
+    ListenerRuntime,
+    RateLimitedLog,
+    SaslAuthenticator,
+    SaslClose,
+    ScramCredentialStore,
+    certificate_principal,
+    tls_handshake,
+)
 from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
 from kclient.broker.zk_registration import BrokerRegistrar
 
@@ -104,9 +120,18 @@ class Broker:
     ``zookeeper.connection.timeout.ms``. Without it the broker is
     standalone.
 
-    Attributes set once serving: ``port`` (the bound TCP port), ``state``
+    Attributes set once serving: ``port`` (the first listener's bound TCP
+    port), ``ports`` (listener name -> bound port), ``listeners`` (the
+    `kclient.broker.security.ListenerRuntime` of each listener), ``state``
     (the `BrokerState`),
     ``connection_count`` (connections being served now).
+
+    One listening socket per entry of ``listeners`` (KIP-103), each with
+    its security protocol: TLS listeners wrap connections in
+    ``trio.SSLStream`` (KIP-651 PEM stores), SASL listeners require
+    SaslHandshake / SaslAuthenticate first (KIP-43, KIP-152); see
+    `kclient.broker.security`. Metadata answers every client with the
+    address of the listener it connected to.
     """
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -117,41 +142,59 @@ class Broker:
         self._handlers: RequestHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
         self._scope: trio.CancelScope | None = None
+        self.listeners: list[ListenerRuntime] = []
+        self.ports: dict[str, int] = {}
+        self._scram_store = ScramCredentialStore(None)
+        self._refusals = RateLimitedLog(log)
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
 
-        Opens the logs, listens on ``listen_host:listen_port`` (port 0 picks a
-        free one), then serves; after `stop` it returns normally. On the way out
+        Opens the logs, listens on every listener (port 0 picks a free
+        one), then serves; after `stop` it returns normally. On the way out
         every connection is closed and every log flushed and closed.
 
         Args:
             task_status (trio.TaskStatus): ``task_status.started(bound_port)``
-                is called once the port is bound.
+                is called once every listener is bound (the first listener's
+                port; see ``ports`` for all).
 
         Raises:
-            OSError: The address cannot be bound.
-            kclient.errors.ConfigError: A log directory is unusable.
+            OSError: An address cannot be bound.
+            kclient.errors.ConfigError: A log directory is unusable, or a
+                listener's keystore / truststore cannot be read.
         """
         config = self.config
-        host = config.listen_host
-        listeners = await trio.open_tcp_listeners(config.listen_port, host=host)
+        runtimes = [ListenerRuntime.create(security) for security in config.listener_security()]
+        bound: list[tuple[ListenerRuntime, list]] = []
         try:
-            self.port = listeners[0].socket.getsockname()[1]
-            if config.listen_port == 0 and len(listeners) > 1:
-                # Port 0 gives each address of a multi-address host its own
-                # port; keep the one we report.
-                extra = [lst for lst in listeners[1:] if lst.socket.getsockname()[1] != self.port]
-                for lst in extra:
-                    await lst.aclose()
-                listeners = [lst for lst in listeners if lst not in extra]
-            advertised_host = config.advertised_host
-            advertised_port = config.advertised_port or self.port
+            for runtime in runtimes:
+                endpoint = runtime.security.listener
+                listeners = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host or "0.0.0.0")
+                port = listeners[0].socket.getsockname()[1]
+                if endpoint.port == 0 and len(listeners) > 1:
+                    # Port 0 gives each address of a multi-address host its own
+                    # port; keep the one we report.
+                    extra = [lst for lst in listeners[1:] if lst.socket.getsockname()[1] != port]
+                    for lst in extra:
+                        await lst.aclose()
+                    listeners = [lst for lst in listeners if lst not in extra]
+                bound.append((runtime, listeners))
+                runtime.port = port
+                runtime.advertised_host, runtime.advertised_port = config.advertised_address(runtime.name, port)
+            self.listeners = runtimes
+            self.ports = {runtime.name: runtime.port for runtime in runtimes}
+            self.port = runtimes[0].port
+            advertised_host = runtimes[0].advertised_host
+            advertised_port = runtimes[0].advertised_port
             state = BrokerState.open(config, advertised_host=advertised_host, advertised_port=advertised_port)
         except BaseException:
-            for listener in listeners:
-                await listener.aclose()
+            with trio.CancelScope(shield=True):
+                for _, listeners in bound:
+                    for listener in listeners:
+                        await listener.aclose()
             raise
+        listeners = [lst for _, group in bound for lst in group]
         registrar = None
         if config.zookeeper_connect:
             registrar = BrokerRegistrar(
@@ -172,20 +215,40 @@ class Broker:
         self.state = state
         self.registrar = registrar
         self._handlers = RequestHandlers(state)
+        self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
         try:
             log.info(
-                "broker %d listening on %s:%d (advertised as %s:%d), cluster id %s, log dirs %s",
+                "broker %d: cluster id %s, log dirs %s",
                 state.broker_id,
-                host,
-                self.port,
-                advertised_host,
-                advertised_port,
                 state.cluster_id,
                 ", ".join(str(d) for d in state.log_dirs),
             )
+            for runtime in runtimes:
+                endpoint = runtime.security.listener
+                log.info(
+                    "broker %d listening on %s:%d (listener %s, %s%s), advertised as %s:%d",
+                    state.broker_id,
+                    endpoint.host or "0.0.0.0",
+                    runtime.port,
+                    runtime.name,
+                    endpoint.protocol.value,
+                    _security_summary(runtime),
+                    runtime.advertised_host,
+                    runtime.advertised_port,
+                )
+            if not config.listeners and not config.host_name:
+                log.info(
+                    "bound to %s only (loopback, the default): set host.name or listeners "
+                    "(e.g. listeners=PLAINTEXT://0.0.0.0:9092) to accept connections from other machines",
+                    config.listen_host,
+                )
+            elif any(not r.security.listener.host or r.security.listener.host in ("0.0.0.0", "::") for r in runtimes):
+                if not any(r.uses_sasl or r.uses_ssl for r in runtimes):
+                    log.warning("listening on every interface with no TLS and no authentication")
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
-                nursery.start_soon(self._accept_all, listeners)
+                for runtime, group in bound:
+                    nursery.start_soon(self._accept_all, group, runtime)
                 for name, period_ms, job in self._periodic_jobs(state):
                     nursery.start_soon(self._run_periodically, name, period_ms, job)
                 if registrar is not None:
@@ -237,10 +300,13 @@ class Broker:
             except Exception:
                 log.exception("periodic task %r failed", name)
 
-    async def _accept_all(self, listeners) -> None:
-        await trio.serve_listeners(self._serve_connection, listeners)
+    async def _accept_all(self, listeners, runtime: ListenerRuntime) -> None:
+        async def serve(stream: trio.SocketStream) -> None:
+            await self._serve_connection(stream, runtime)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        await trio.serve_listeners(serve, listeners)
+
+    async def _serve_connection(self, stream: trio.SocketStream, listener: ListenerRuntime | None = None) -> None:
         try:
             peer = stream.socket.getpeername()
             peer_name = f"{peer[0]}:{peer[1]}"
@@ -257,10 +323,27 @@ class Broker:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         except OSError:
             pass
-        log.debug("connection from %s", peer_name)
+        if listener is None:
+            listener = self.listeners[0]
+        log.debug("connection from %s on listener %s", peer_name, listener.name)
+        conn: Any = stream
         try:
-            async with stream:
-                await self._connection_loop(stream, peer_name)
+            listener_address.set((listener.advertised_host, listener.advertised_port))
+            if listener.uses_ssl:
+                tls = await tls_handshake(stream, listener, peer_name, self._refusals)
+                if tls is None:
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    return
+                conn = tls
+                principal = certificate_principal(tls.getpeercert())
+                if principal is not None:
+                    log.debug("connection from %s: TLS client certificate %s", peer_name, principal)
+            sasl = None
+            if listener.uses_sasl:
+                sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals)
+            async with conn:
+                await self._connection_loop(conn, peer_name, sasl)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection from %s lost", peer_name)
         except _CloseConnection:
@@ -272,7 +355,7 @@ class Broker:
         finally:
             self.connection_count -= 1
 
-    async def _connection_loop(self, stream: trio.SocketStream, peer: str) -> None:
+    async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
         frames = FrameBuffer(max_frame_bytes=self.config.socket_request_max_bytes)
         while True:
             data = await stream.receive_some(RECEIVE_CHUNK)
@@ -299,16 +382,29 @@ class Broker:
                     raise _CloseConnection from None
                 if frame is None:
                     break
-                response = await self._answer(frame, peer, stream)
+                try:
+                    if sasl is not None and sasl.expects_raw_token:
+                        response: Any = await sasl.raw_token(frame)
+                    else:
+                        response = await self._answer(frame, peer, stream, sasl)
+                except SaslClose as close:
+                    if close.data:
+                        await stream.send_all(close.data)
+                    raise _CloseConnection from None
                 if response is None:
                     continue
                 if isinstance(response, SplicedResponse):
                     with response:
-                        await response.send(stream)
+                        if isinstance(stream, trio.SocketStream):
+                            await response.send(stream)
+                        else:  # TLS: the bytes must go through the SSL object
+                            await stream.send_all(response.to_bytes())
                 else:
                     await stream.send_all(response)
 
-    async def _answer(self, frame: bytes, peer: str, stream: trio.SocketStream) -> bytes | SplicedResponse | None:
+    async def _answer(
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None
+    ) -> bytes | SplicedResponse | None:
         """What to send back for one request frame: bytes, a zero-copy
         `SplicedResponse` (Fetch v4+), or None (no response).
         Raises `_CloseConnection` where the connection is to be
@@ -359,8 +455,20 @@ class Broker:
             raise _CloseConnection from None
         assert self._handlers is not None
         log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
+        if sasl is not None and not sasl.complete:
+            sasl.check_allowed(header, api.name)
+            if header.api_key in (SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
+                if header.api_key == SASL_HANDSHAKE.key:
+                    reply, close = sasl.handshake(header, body)
+                else:
+                    reply, close = await sasl.authenticate(header, body)
+                data = encode_response(api, header.api_version, header.correlation_id, reply)
+                if close:
+                    raise SaslClose(data)
+                return data
+        sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
         try:
-            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(stream.socket))
+            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
         except CloseConnection as exc:
             log.warning("closing connection from %s: %s", peer, exc)
             raise _CloseConnection from None
@@ -372,6 +480,16 @@ class Broker:
         if header.api_key == FETCH.key:
             return encode_spliced_response(api, header.api_version, header.correlation_id, result)
         return encode_response(api, header.api_version, header.correlation_id, result)
+
+
+def _security_summary(runtime: ListenerRuntime) -> str:
+    """``", ssl.client.auth=required, SASL PLAIN/SCRAM-SHA-256"`` for the start-up log."""
+    parts = []
+    if runtime.uses_ssl:
+        parts.append(f"ssl.client.auth={runtime.security.ssl_client_auth.value}")
+    if runtime.uses_sasl:
+        parts.append("SASL " + "/".join(runtime.security.sasl_enabled_mechanisms))
+    return "".join(", " + p for p in parts)
 
 
 async def _peer_closed(sock: Any) -> bool:

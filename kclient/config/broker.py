@@ -4,7 +4,8 @@ https://kafka.apache.org/documentation/#brokerconfigs)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 
@@ -34,6 +35,24 @@ __all__ = ["BrokerConfig"]
 
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::"}
 
+#: Where the broker binds when neither ``listeners`` nor ``host.name`` say:
+#: loopback only (deviation from Kafka, which binds every interface).
+DEFAULT_BIND_HOST = "127.0.0.1"
+
+#: Prefixes of the security properties kept verbatim for
+#: `kclient.security.settings.ListenerSecurity` (their names are open-ended:
+#: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
+SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+
+
+def _to_security(value: Any) -> tuple[tuple[str, str], ...]:
+    """A mapping of security properties -> sorted ``((name, value), ...)``
+    (hashable, as a frozen config must be)."""
+    if not value:
+        return ()
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(k).strip(), v if isinstance(v, str) else str(v)) for k, v in items))
+
 
 @attrs.frozen(kw_only=True)
 class BrokerConfig(_KafkaConfig):
@@ -59,6 +78,21 @@ class BrokerConfig(_KafkaConfig):
 
     ``advertised.port`` is stored as ``advertised_port_number`` because
     ``advertised_port`` is the resolved value.
+
+    Without ``listeners`` and ``host.name`` the broker binds ``127.0.0.1``
+    only (`DEFAULT_BIND_HOST`; Kafka binds every interface): set
+    ``host.name=0.0.0.0`` or ``listeners=PLAINTEXT://:9092`` to open it to
+    the network.
+
+    Security (KIP-103 listeners, KIP-43/KIP-152 SASL, KIP-651 PEM stores):
+    ``listeners`` may name any listener that
+    ``listener.security.protocol.map`` maps to PLAINTEXT, SSL,
+    SASL_PLAINTEXT or SASL_SSL (by default each protocol's own name);
+    listeners named in ``controller.listener.names`` are not served (there
+    is no controller) and map to PLAINTEXT when the map is not given, as in
+    Kafka's KRaft mode. Every ``ssl.*``, ``sasl.*`` and
+    ``listener.name.*`` property is kept verbatim in `security_config` and
+    read per listener by `listener_security`.
     """
 
     IGNORED: ClassVar[frozenset[str]] = frozenset(
@@ -70,9 +104,9 @@ class BrokerConfig(_KafkaConfig):
             "group.initial.rebalance.delay.ms", "default.replication.factor",
             "num.replica.fetchers", "log.cleaner.enable", "share.coordinator.state.topic.replication.factor",
             "share.coordinator.state.topic.min.isr", "process.roles", "controller.quorum.voters",
-            "controller.quorum.bootstrap.servers", "controller.listener.names",
-            "inter.broker.listener.name", "listener.security.protocol.map",
-            "delete.topic.enable",
+            "controller.quorum.bootstrap.servers",
+            "inter.broker.listener.name", "delete.topic.enable",
+            "security.inter.broker.protocol", "sasl.mechanism.inter.broker.protocol",
         }
     )
 
@@ -84,6 +118,12 @@ class BrokerConfig(_KafkaConfig):
     """Address to bind when ``listeners`` is not given; empty: every interface."""
     listeners: tuple[Listener, ...] = prop("listeners", _to_listeners, ())
     """``"PLAINTEXT://host:port,..."`` -> ``(("PLAINTEXT", host, port), ...)``; overrides host.name/port."""
+    listener_security_protocol_map: str | None = prop("listener.security.protocol.map", _to_optional_str, None)
+    """``NAME:PROTOCOL,...`` (KIP-103); ``None``: each protocol's own name."""
+    controller_listener_names: tuple[str, ...] = prop(
+        "controller.listener.names", lambda v: tuple(n.upper() for n in _to_list(v)) if v else (), ()
+    )
+    """KRaft controller listeners: not served by kclient's broker."""
     advertised_listeners: tuple[Listener, ...] = prop("advertised.listeners", _to_listeners, ())
     """Addresses given to clients in Metadata; overrides advertised.host.name/port."""
     advertised_host_name: str | None = prop("advertised.host.name", _to_optional_str, None)
@@ -168,6 +208,123 @@ class BrokerConfig(_KafkaConfig):
     ``<topic>.message.timestamp.type=...`` per line (read when the broker
     starts; see `load_topic_configs`). ``None``: no overrides."""
 
+    security_config: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_security, repr=False)
+    """Every ``ssl.*``, ``sasl.*`` and ``listener.name.*`` property as
+    ``((name, value), ...)`` (values may be secrets: not in ``repr``)."""
+
+    def __attrs_post_init__(self) -> None:
+        # Check the listeners, their protocols and security settings now, so
+        # that a bad server.properties fails at start-up, naming the property.
+        self.listener_security()
+
+    @classmethod
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False) -> Any:
+        security = {k.strip(): v for k, v in source.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
+        rest = {k: v for k, v in source.items() if not (isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES))}
+        result = super()._kwargs_from(rest, with_keys=with_keys)
+        kwargs = result[0] if with_keys else result
+        if security:
+            kwargs["security_config"] = security
+        return result
+
+    def with_properties(self, changes: Mapping[str, Any]) -> BrokerConfig:
+        """A copy with some Kafka properties changed (security properties
+        are merged into `security_config`).
+
+        Args:
+            changes: ``{"dotted.name": value}``; aliases are accepted.
+
+        Returns:
+            A new config.
+
+        Raises:
+            ConfigError: A bad value.
+        """
+        security = {k.strip(): v for k, v in changes.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
+        if security:
+            rest = {k: v for k, v in changes.items() if not (isinstance(k, str) and k.strip() in security)}
+            changes = {**rest, **dict(self.security_config), **security}
+        return super().with_properties(changes)
+
+    def as_properties(self) -> dict[str, Any]:
+        """The config as ``{"kafka.name": value}``, security properties included."""
+        props = super().as_properties()
+        props.update(dict(self.security_config))
+        return props
+
+    @property
+    def security_properties(self) -> dict[str, str]:
+        """`security_config` as a dict."""
+        return dict(self.security_config)
+
+    def listener_endpoints(self):
+        """The listeners to serve, with their security protocols (KIP-103).
+
+        ``listeners`` (without the ``controller.listener.names``), else one
+        ``PLAINTEXT`` listener on ``host.name`` (`DEFAULT_BIND_HOST` if
+        empty) and ``port``.
+
+        Returns:
+            A list of `kclient.security.settings.ListenerEndpoint`.
+
+        Raises:
+            ConfigError: naming ``listeners`` or
+                ``listener.security.protocol.map``.
+        """
+        from kclient.security.settings import DEFAULT_PROTOCOL_MAP, parse_listeners
+
+        if not self.listeners:
+            return parse_listeners([("PLAINTEXT", self.listen_host, self.port)])
+        protocol_map: Any = self.listener_security_protocol_map
+        if protocol_map is None and self.controller_listener_names:
+            protocol_map = {**DEFAULT_PROTOCOL_MAP, **{n: "PLAINTEXT" for n in self.controller_listener_names}}
+        served = [lst for lst in self.listeners if lst[0] not in self.controller_listener_names]
+        if not served:
+            from kclient.errors import ConfigError
+
+            raise ConfigError("Invalid configuration listeners: every listener is in controller.listener.names")
+        return parse_listeners(served, protocol_map)
+
+    def listener_security(self):
+        """Each served listener's TLS and SASL settings.
+
+        Returns:
+            A list of `kclient.security.settings.ListenerSecurity`, in the
+            order of ``listeners``.
+
+        Raises:
+            ConfigError: naming the property (see
+                `kclient.security.settings.ListenerSecurity.from_properties`).
+        """
+        from kclient.security.settings import ListenerSecurity
+
+        props = self.security_properties
+        return [ListenerSecurity.from_properties(props, endpoint) for endpoint in self.listener_endpoints()]
+
+    def advertised_address(self, listener_name: str, bound_port: int) -> tuple[str, int]:
+        """``(host, port)`` given to clients that connect to ``listener_name``.
+
+        ``advertised.listeners`` entry of that name, else (first listener
+        only) ``advertised.host.name`` / ``advertised.port``, else the
+        listener's own address with ``127.0.0.1`` for a wildcard host;
+        port 0 means ``bound_port``.
+
+        Args:
+            listener_name: The listener's upper-case name.
+            bound_port: The port it is bound to.
+
+        Returns:
+            The advertised host and port.
+        """
+        for name, host, port in self.advertised_listeners:
+            if name == listener_name:
+                return (host if host not in _WILDCARD_HOSTS else "127.0.0.1"), (port or bound_port)
+        endpoints = self.listener_endpoints()
+        if endpoints[0].name == listener_name:
+            return self.advertised_host, (self.advertised_port or bound_port)
+        host = next((e.host for e in endpoints if e.name == listener_name), "")
+        return (host if host not in _WILDCARD_HOSTS else "127.0.0.1"), bound_port
+
     @property
     def flush_scheduler_interval_ms(self) -> int | None:
         """Period (ms) of the broker's time-based flush task: ``None`` when
@@ -204,10 +361,12 @@ class BrokerConfig(_KafkaConfig):
 
     @property
     def listen_host(self) -> str:
-        """Address to bind: the first listener's host, else ``host.name``;
-        ``"0.0.0.0"`` when that is empty (every interface)."""
-        host = self.listeners[0][1] if self.listeners else self.host_name
-        return host or "0.0.0.0"
+        """Address to bind: the first listener's host (empty: every
+        interface, ``"0.0.0.0"``), else ``host.name``, else
+        `DEFAULT_BIND_HOST` (``127.0.0.1``: loopback only)."""
+        if self.listeners:
+            return self.listeners[0][1] or "0.0.0.0"
+        return self.host_name or DEFAULT_BIND_HOST
 
     @property
     def listen_port(self) -> int:

@@ -142,11 +142,15 @@ def _to_host_ports(value: Any) -> tuple[HostPort, ...]:
 
 
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ip6>[^\]]*)\]|(?P<host>[^:/]*)):(?P<port>-?[0-9]+)")
-_SECURE = {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
 
 
 def _to_listeners(value: Any) -> tuple[Listener, ...]:
-    """``"PLAINTEXT://host:9092,..."`` -> ``(("PLAINTEXT", "host", 9092), ...)``."""
+    """``"PLAINTEXT://host:9092,..."`` -> ``(("PLAINTEXT", "host", 9092), ...)``.
+
+    Only the syntax is checked here; which security protocol each name
+    stands for (``listener.security.protocol.map``) is checked by
+    `BrokerConfig`, through `kclient.security.settings.parse_listeners`
+    (KIP-103)."""
     if value is None:
         return ()
     items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
@@ -163,8 +167,8 @@ def _to_listeners(value: Any) -> tuple[Listener, ...]:
             name, host, port = str(item[0]).upper(), _to_str(item[1]), item[2]
         else:
             raise ValueError(f"{item!r} is not NAME://host:port")
-        if name in _SECURE:
-            raise ValueError(f"listener {name} is not supported: kclient's broker speaks PLAINTEXT only")
+        if any(name == seen for seen, _, _ in result):
+            raise ValueError(f"listener {name} is given twice; each listener needs its own name")
         result.append((name, host, _port(port)))
     return tuple(result)
 

@@ -22,6 +22,8 @@ from kclient.testing.process import BrokerProcessError, ServerProcess
 __all__ = ["BrokerProcess", "run_broker"]
 
 _LISTENING = re.compile(rb"kclient broker listening on (?P<host>\S+):(?P<port>\d+)")
+#: One listener's line (``... (NAME)``); the broker prints them all in one write.
+_LISTENER_LINE = re.compile(rb"kclient broker listening on (?P<host>\S+):(?P<port>\d+)(?: \((?P<name>[A-Za-z0-9_]+)\))?\n")
 
 
 class BrokerProcess(ServerProcess):
@@ -76,11 +78,43 @@ class BrokerProcess(ServerProcess):
         self.config_file = config_file
         self.verbose = verbose
         self.python = python
+        self._ports: dict[str, int] = {}
 
     @property
     def bootstrap(self) -> str:
-        """``"host:port"``, for ``metadata.broker.list`` / ``bootstrap_servers``."""
+        """``"host:port"`` of the first listener, for ``metadata.broker.list``
+        / ``bootstrap_servers``."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Listener name -> bound port, for every listener (KIP-103), in the
+        order of ``listeners``; ``{"PLAINTEXT": port}`` without ``listeners``.
+
+        Raises:
+            BrokerProcessError: The broker is not running.
+        """
+        self.port  # raises when not running
+        return dict(self._ports)
+
+    def bootstrap_for(self, listener_name: str) -> str:
+        """``"host:port"`` of one listener, e.g. ``bootstrap_for("SASL_SSL")``.
+
+        Args:
+            listener_name: The listener's name (any case).
+
+        Returns:
+            The address to connect to.
+
+        Raises:
+            KeyError: No such listener.
+            BrokerProcessError: The broker is not running.
+        """
+        ports = self.ports
+        name = listener_name.upper()
+        if name not in ports:
+            raise KeyError(f"no listener {name}; the broker has {', '.join(ports)}")
+        return f"{self.host}:{ports[name]}"
 
     def command(self) -> list[str]:
         """The command line used to start the broker."""
@@ -168,7 +202,9 @@ class BrokerProcess(ServerProcess):
             sel.register(stdout, selectors.EVENT_READ)
             while True:
                 m = _LISTENING.search(buf)
-                if m:
+                if m and buf.endswith(b"\n"):
+                    lines = list(_LISTENER_LINE.finditer(buf))
+                    self._ports = {(line["name"] or b"PLAINTEXT").decode(): int(line["port"]) for line in lines}
                     return int(m["port"])
                 left = deadline - time.monotonic()
                 if left <= 0:

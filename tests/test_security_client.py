@@ -24,6 +24,7 @@ from kclient.errors import (
     ConfigError,
     KafkaConnectionError,
     NotSupportedError,
+    ProtocolError,
     SaslAuthenticationFailedError,
     SslAuthenticationError,
     UnsupportedSaslMechanismError,
@@ -254,8 +255,8 @@ class _SecurePeer:
             stream = trio.SSLStream(stream, self.context, server_side=True)
         try:
             await self._serve(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError):
+            pass  # a TLS ClientHello on a plaintext peer is a bad frame size
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -443,3 +444,247 @@ async def test_cluster_does_not_retry_an_authentication_failure(caplog) -> None:
         assert peer.connections == 1
         await cluster.aclose()
         nursery.cancel_scope.cancel()
+
+
+# --------------------------------------------------------------------------
+# End to end: kclient clients against the bundled broker (TLS and SASL
+# listeners, PEM keystores, PLAIN users from JAAS, SCRAM users in ZooKeeper)
+# --------------------------------------------------------------------------
+
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";'
+#: (listener name, security protocol); MTLS requires a client certificate,
+#: BADNAME serves a certificate for another host name.
+LISTENERS = (
+    ("PLAINTEXT", "PLAINTEXT"),
+    ("SSL", "SSL"),
+    ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    ("SASL_SSL", "SASL_SSL"),
+    ("MTLS", "SSL"),
+    ("BADNAME", "SSL"),
+)
+
+
+class _Pki:
+    """Throwaway certificates (trustme) as PEM files: the broker's keystore
+    (key + chain in one file, KIP-651), its CA, a client CA and a client
+    certificate for mutual TLS, and a certificate naming another host."""
+
+    def __init__(self, directory) -> None:
+        self.ca = trustme.CA()
+        self.client_ca = trustme.CA()
+        self.dir = directory
+
+        def write(name: str, blob) -> str:
+            path = directory / name
+            blob.write_to_path(str(path))
+            return str(path)
+
+        self.ca_file = write("ca.pem", self.ca.cert_pem)
+        self.broker_keystore = write("broker.pem", self.ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem)
+        self.other_host_keystore = write("other.pem", self.ca.issue_cert("broker.example.com").private_key_and_cert_chain_pem)
+        self.client_ca_file = write("client-ca.pem", self.client_ca.cert_pem)
+        self.client_keystore = write("client.pem", self.client_ca.issue_cert("client.example.com").private_key_and_cert_chain_pem)
+        self.untrusted_ca_file = write("untrusted-ca.pem", trustme.CA().cert_pem)
+
+
+def _add_scram_user(zk_connect: str, user: str, password: str, chroot: str = "") -> None:
+    """What ``kclient configs --alter --add-config 'SCRAM-SHA-256=[password=...]'``
+    writes (KIP-84): salted credentials in ZooKeeper ``/config/users/<user>``."""
+    from kazoo.client import KazooClient
+
+    from kclient.security.sasl import scram_user_config, scram_user_path
+
+    data = scram_user_config({m: make_scram_credential(m, password) for m in (SCRAM_SHA_256, SCRAM_SHA_512)})
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    try:
+        path = chroot + scram_user_path(user)
+        if client.exists(path):
+            client.set(path, data)
+        else:
+            client.create(path, data, makepath=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> _Pki:
+    return _Pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def secure_broker(zookeeper, pki):
+    """A bundled broker with a listener per security protocol, registered in
+    the session ZooKeeper (SCRAM users live there)."""
+    from kclient.testing import BrokerProcess
+
+    chroot = f"/sec-client-{id(pki):x}"
+    zk_connect = zookeeper.connect_string(chroot)
+    _add_scram_user(zookeeper.connect, "alice", "alice-secret", chroot)
+    props = {
+        "zookeeper.connect": zk_connect,
+        "num.partitions": 2,
+        "listeners": ",".join(f"{name}://127.0.0.1:0" for name, _ in LISTENERS),
+        "listener.security.protocol.map": ",".join(f"{name}:{protocol}" for name, protocol in LISTENERS),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.broker_keystore,
+        "listener.name.badname.ssl.keystore.location": pki.other_host_keystore,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": pki.client_ca_file,
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.jaas.config": PLAIN_JAAS,
+    }
+    with BrokerProcess(properties=props) as proc:
+        proc.zk_connect = zk_connect
+        yield proc
+
+
+def _require_broker_sasl(broker) -> None:
+    """Skip while the bundled broker does not serve SaslHandshake (the
+    broker side is built on the ``sec-broker`` branch)."""
+
+    async def probe() -> bool:
+        async with trio.open_nursery() as nursery:
+            host, port = broker.bootstrap_for("SASL_PLAINTEXT").rsplit(":", 1)
+            try:
+                conn = await _connect(nursery, int(port), SASL, host=host)
+            except KafkaConnectionError:
+                return False
+            finally:
+                nursery.cancel_scope.cancel()
+            await conn.aclose()
+            return True
+
+    if not trio.run(probe):
+        pytest.skip("the bundled broker does not serve SaslHandshake yet (sec-broker)")
+
+
+def _client_props(broker, pki: _Pki, listener: str, mechanism: str | None = None, *, user: str = "alice", password: str = "alice-secret") -> dict:
+    protocol = dict(LISTENERS)[listener]
+    props: dict = {"security.protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        props["ssl.ca.location"] = pki.ca_file
+    if listener == "MTLS":
+        props["ssl.certificate.location"] = pki.client_keystore
+    if protocol.startswith("SASL"):
+        props.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return props
+
+
+class _Attempts(logging.Handler):
+    """Counts the client's connection attempts (``connecting to`` records)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("connecting to "):
+            self.count += 1
+
+
+@pytest.fixture
+def attempts():
+    handler = _Attempts()
+    logger = logging.getLogger("kclient.net.connection")
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+
+
+def _produce_and_consume(broker, props: dict, listener: str, topic: str, n: int = 20) -> None:
+    from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
+
+    host, port = broker.bootstrap_for(listener).rsplit(":", 1)
+    producer = Producer({**props, "metadata.broker.list": broker.bootstrap_for(listener), "request.required.acks": 1, "partitioner.class": "kclient.DefaultPartitioner"})
+    try:
+        producer.send(ProducerData(topic, None, [f"m{i}".encode() for i in range(n)], partition=0))
+    finally:
+        producer.close()
+    with SimpleConsumer(host, int(port), 10_000, 64 * 1024, "sec-test", config=props) as consumer:
+        values = [bytes(m.message.payload) for m in consumer.fetch(FetchRequest(topic, 0, 0, 1 << 20))]
+    assert values == [f"m{i}".encode() for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("listener", "mechanism"),
+    [
+        ("SSL", None),
+        ("MTLS", None),
+        ("SASL_PLAINTEXT", PLAIN),
+        ("SASL_PLAINTEXT", SCRAM_SHA_256),
+        ("SASL_PLAINTEXT", SCRAM_SHA_512),
+        ("SASL_SSL", PLAIN),
+        ("SASL_SSL", SCRAM_SHA_256),
+        ("SASL_SSL", SCRAM_SHA_512),
+    ],
+)
+def test_e2e_produce_and_consume(secure_broker, pki, topic, listener, mechanism) -> None:
+    if mechanism is not None:
+        _require_broker_sasl(secure_broker)
+    _produce_and_consume(secure_broker, _client_props(secure_broker, pki, listener, mechanism), listener, topic)
+
+
+def _fails_fast(broker, props: dict, listener: str, topic: str, expected: type, match: str, attempts: _Attempts) -> None:
+    """The Producer and the SimpleConsumer raise ``expected`` at once: one
+    connection attempt each, however many retries the config allows."""
+    from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
+
+    host, port = broker.bootstrap_for(listener).rsplit(":", 1)
+    attempts.count = 0
+    producer = Producer({**props, "metadata.broker.list": broker.bootstrap_for(listener), "message.send.max.retries": 5, "retry.backoff.ms": 50})
+    try:
+        with pytest.raises(expected, match=match):
+            producer.send(ProducerData(topic, None, [b"x"]))
+        with pytest.raises(expected, match=match):  # no new attempt: the cluster remembers
+            producer.send(ProducerData(topic, None, [b"y"]))
+    finally:
+        producer.close()
+    assert attempts.count == 1
+    with SimpleConsumer(host, int(port), 5_000, 64 * 1024, "sec-test", config=props) as consumer:
+        with pytest.raises(expected, match=match):
+            consumer.fetch(FetchRequest(topic, 0, 0, 1024))
+    assert attempts.count == 2
+
+
+@pytest.mark.parametrize("mechanism", [PLAIN, SCRAM_SHA_256])
+def test_e2e_wrong_password_fails_fast(secure_broker, pki, topic, attempts, mechanism) -> None:
+    _require_broker_sasl(secure_broker)
+    props = _client_props(secure_broker, pki, "SASL_SSL", mechanism, password="wrong")
+    _fails_fast(secure_broker, props, "SASL_SSL", topic, SaslAuthenticationFailedError, "Authentication failed", attempts)
+
+
+@pytest.mark.parametrize("mechanism", [PLAIN, SCRAM_SHA_512])
+def test_e2e_unknown_user_fails_fast(secure_broker, pki, topic, attempts, mechanism) -> None:
+    _require_broker_sasl(secure_broker)
+    props = _client_props(secure_broker, pki, "SASL_PLAINTEXT", mechanism, user="mallory")
+    _fails_fast(secure_broker, props, "SASL_PLAINTEXT", topic, SaslAuthenticationFailedError, "Authentication failed", attempts)
+
+
+def test_e2e_untrusted_certificate_fails_fast(secure_broker, pki, topic, attempts) -> None:
+    _require_broker_sasl(secure_broker)
+    props = {**_client_props(secure_broker, pki, "SASL_SSL", PLAIN), "ssl.ca.location": pki.untrusted_ca_file}
+    _fails_fast(secure_broker, props, "SASL_SSL", topic, SslAuthenticationError, "certificate not trusted", attempts)
+
+
+def test_e2e_host_name_mismatch_fails_fast(secure_broker, pki, topic, attempts) -> None:
+    props = _client_props(secure_broker, pki, "BADNAME")
+    _fails_fast(secure_broker, props, "BADNAME", topic, SslAuthenticationError, "host name mismatch", attempts)
+
+
+def test_e2e_host_name_check_can_be_turned_off(secure_broker, pki, topic) -> None:
+    props = {**_client_props(secure_broker, pki, "BADNAME"), "ssl.endpoint.identification.algorithm": ""}
+    _produce_and_consume(secure_broker, props, "BADNAME", topic, n=3)
+
+
+def test_e2e_mutual_tls_without_a_certificate_fails_fast(secure_broker, pki, topic, attempts) -> None:
+    props = {**_client_props(secure_broker, pki, "MTLS")}
+    del props["ssl.certificate.location"]
+    _fails_fast(secure_broker, props, "MTLS", topic, SslAuthenticationError, "certificate", attempts)

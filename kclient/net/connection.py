@@ -226,6 +226,8 @@ class BrokerConnection:
             assert security is not None
             ssl_context = client_ssl_context(security)
         stream: trio.abc.Stream
+        protocol = security.security_protocol.value if security is not None else "PLAINTEXT"
+        log.debug("connecting to %s:%d (%s)", host, port, protocol)
         try:
             with trio.fail_after(connect_timeout_ms / 1000):
                 tcp = await trio.open_tcp_stream(host, port)
@@ -265,7 +267,7 @@ class BrokerConnection:
         except BaseException:
             await conn.aclose()
             raise
-        log.debug("connected to %s:%d (%s)", host, port, security.security_protocol.value if security is not None else "PLAINTEXT")
+        log.debug("connected to %s:%d (%s)", host, port, protocol)
         return conn
 
     async def _authenticate(self, security: ClientSecurity) -> None:

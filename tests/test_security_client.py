@@ -133,6 +133,25 @@ def test_simple_consumer_keeps_the_classic_signature() -> None:
         TrioSimpleConsumer("h", 1, config={**SASL, "sasl.username": ""})
 
 
+def test_zookeeper_broker_registration_gives_the_endpoint_of_the_protocol() -> None:
+    from kclient.zk.paths import BrokerRegistration
+
+    # as Kafka 2.x+ writes it with several listeners (host null when the
+    # first listener is not PLAINTEXT)
+    doc = (
+        '{"listener_security_protocol_map":{"INTERNAL":"SASL_SSL","SSL":"SSL","PLAINTEXT":"PLAINTEXT"},'
+        '"endpoints":["INTERNAL://b1:9095","SSL://b1:9093","PLAINTEXT://b1:9092"],"jmx_port":-1,"host":null,'
+        '"timestamp":"1","port":-1,"version":4}'
+    )
+    reg = BrokerRegistration.from_json(1, doc)
+    assert reg.endpoint_for("SSL") == ("b1", 9093)
+    assert reg.endpoint_for("SASL_SSL") == ("b1", 9095)  # by listener_security_protocol_map
+    assert reg.endpoint_for("PLAINTEXT") == ("b1", 9092)
+    assert reg.endpoint_for("SASL_PLAINTEXT") is None
+    old = BrokerRegistration.from_json(2, '{"host":"b2","port":9092,"version":1}')
+    assert old.endpoint_for("PLAINTEXT") == ("b2", 9092) and old.endpoint_for("SSL") is None
+
+
 # --------------------------------------------------------------------------
 # Spark options
 # --------------------------------------------------------------------------
@@ -688,3 +707,95 @@ def test_e2e_mutual_tls_without_a_certificate_fails_fast(secure_broker, pki, top
     props = {**_client_props(secure_broker, pki, "MTLS")}
     del props["ssl.certificate.location"]
     _fails_fast(secure_broker, props, "MTLS", topic, SslAuthenticationError, "certificate", attempts)
+
+
+def test_e2e_consumer_connector_group_over_sasl_ssl(secure_broker, pki, zookeeper, topic) -> None:
+    """Two ConsumerConnectors of one group (ZooKeeper) read a topic over SASL_SSL."""
+    import threading
+
+    from kclient import Producer, ProducerData
+    from kclient.client.consumer.group.connector import ConsumerConnector
+    from kclient.errors import ConsumerTimeoutError
+    from kclient.zk.paths import BrokerRegistration, broker_path
+
+    _require_broker_sasl(secure_broker)
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=secure_broker.zk_connect)
+    zk.start(timeout=15)
+    try:
+        ids = zk.get_children("/brokers/ids")
+        reg = BrokerRegistration.from_json(int(ids[0]), zk.get(broker_path(int(ids[0])))[0])
+    finally:
+        zk.stop()
+        zk.close()
+    if reg.endpoint_for("SASL_SSL") != ("127.0.0.1", int(secure_broker.bootstrap_for("SASL_SSL").rsplit(":", 1)[1])):
+        pytest.skip(f"the broker does not register its SASL_SSL endpoint in ZooKeeper yet (sec-broker): {reg.endpoints}")
+    props = _client_props(secure_broker, pki, "SASL_SSL", SCRAM_SHA_256)
+    sent = [f"v{i}".encode() for i in range(40)]
+    producer = Producer({**props, "metadata.broker.list": secure_broker.bootstrap_for("SASL_SSL")})
+    try:
+        for i, value in enumerate(sent):
+            producer.send(ProducerData(topic, None, [value], partition=i % 2))
+    finally:
+        producer.close()
+    group = f"sec-group-{topic}"
+    consumer_props = {
+        **props,
+        "group.id": group,
+        "zookeeper.connect": secure_broker.zk_connect,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 3000,
+        "rebalance.backoff.ms": 200,
+        "rebalance.max.retries": 50,
+        "auto.commit.enable": False,
+    }
+    got: list[bytes] = []
+    lock = threading.Lock()
+
+    def drain(stream) -> None:
+        try:
+            for m in stream:
+                with lock:
+                    got.append(bytes(m.message))
+        except ConsumerTimeoutError:
+            pass
+
+    with ConsumerConnector(consumer_props) as first, ConsumerConnector(consumer_props) as second:
+        streams = [first.create_message_streams({topic: 1})[topic][0], second.create_message_streams({topic: 1})[topic][0]]
+        threads = [threading.Thread(target=drain, args=(s,)) for s in streams]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert sorted(got) == sorted(sent)
+
+
+def test_e2e_consumer_connector_fails_fast_on_a_wrong_password(secure_broker, pki, topic, attempts) -> None:
+    """The fetcher hands the typed error to the stream instead of retrying."""
+    from kclient import Producer, ProducerData
+    from kclient.client.consumer.group.connector import ConsumerConnector
+
+    _require_broker_sasl(secure_broker)
+    good = _client_props(secure_broker, pki, "SASL_SSL", PLAIN)
+    producer = Producer({**good, "metadata.broker.list": secure_broker.bootstrap_for("SASL_SSL")})
+    try:
+        producer.send(ProducerData(topic, None, [b"x"], partition=0))
+    finally:
+        producer.close()
+    consumer_props = {
+        **good,
+        "sasl.password": "wrong",
+        "group.id": f"sec-bad-{topic}",
+        "zookeeper.connect": secure_broker.zk_connect,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 20000,
+        "auto.commit.enable": False,
+        "refresh.leader.backoff.ms": 50,
+    }
+    attempts.count = 0
+    with ConsumerConnector(consumer_props) as connector:
+        stream = connector.create_message_streams({topic: 1})[topic][0]
+        with pytest.raises(SaslAuthenticationFailedError):
+            next(iter(stream))
+    assert 1 <= attempts.count <= 2  # one fetcher per leader, one attempt each; no retry loop

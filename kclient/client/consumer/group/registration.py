@@ -235,8 +235,11 @@ class GroupRegistry:
 
     def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Blocking: the leaders of ``keys`` from the partition state and
-        broker nodes (partitions without a live leader are left out)."""
+        broker nodes (partitions without a live leader are left out). Each
+        leader's address is its endpoint for the consumer's
+        ``security.protocol`` (KIP-103 listeners)."""
         zk = self.zk
+        protocol = self.config.security.security_protocol.value
         brokers: dict[int, BrokerRegistration | None] = {}
         leaders = {}
         for topic, partition in keys:
@@ -257,7 +260,11 @@ class GroupRegistry:
                     brokers[leader] = None
             reg = brokers[leader]
             if reg is not None:
-                leaders[(topic, partition)] = (leader, reg.host, reg.port)
+                endpoint = reg.endpoint_for(protocol)
+                if endpoint is None:
+                    log.warning("broker %d registers no %s endpoint (it has %s); %s-%d waits", leader, protocol, ", ".join(reg.endpoints) or "none", topic, partition)
+                    continue
+                leaders[(topic, partition)] = (leader, *endpoint)
         return leaders
 
 

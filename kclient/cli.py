@@ -1,7 +1,8 @@
 """The ``kclient`` command line (argparse, stdlib).
 
 Subcommands (more arrive with later issues: ``produce``, ``consume``,
-``dump-log``, ``topics``):
+``dump-log``, ``topics``; ``configs`` adds SCRAM users in ZooKeeper like
+``kafka-configs.sh``, see `kclient.tools.configs`):
 
 ``kclient broker [server.properties] [--override key=value ...]``
     Run the bundled broker, the way Kafka's ``kafka-server-start.sh`` takes
@@ -61,7 +62,13 @@ def _add_dump_log(subparsers) -> None:
     register(subparsers)
 
 
-SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker, _add_dump_log]
+def _add_configs(subparsers) -> None:
+    from kclient.tools.configs import register
+
+    register(subparsers)
+
+
+SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker, _add_dump_log, _add_configs]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -148,6 +148,7 @@ class ListenerRuntime:
         port: The bound port.
         advertised_host: Host given in Metadata to clients of this listener.
         advertised_port: Port given in Metadata to clients of this listener.
+        addresses: ``(address, port)`` of each bound socket.
     """
 
     security: ListenerSecurity
@@ -155,6 +156,7 @@ class ListenerRuntime:
     port: int = 0
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 0
+    addresses: list[tuple[str, int]] = attrs.Factory(list)
 
     @classmethod
     def create(cls, security: ListenerSecurity) -> ListenerRuntime:

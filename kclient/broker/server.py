@@ -90,6 +90,10 @@ from kclient.broker.zk_registration import BrokerRegistrar
 
 log = logging.getLogger("kclient.broker")
 
+#: The APIs the broker decodes: `kclient.protocol.messages.APIS` and the
+#: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
+_BROKER_APIS = {**APIS, SASL_HANDSHAKE.key: SASL_HANDSHAKE, SASL_AUTHENTICATE.key: SASL_AUTHENTICATE}
+
 #: Largest single receive from a client socket (bytes): what a connection
 #: may buffer beyond the frame it is reading.
 RECEIVE_CHUNK = 64 * 1024
@@ -181,6 +185,7 @@ class Broker:
                     listeners = [lst for lst in listeners if lst not in extra]
                 bound.append((runtime, listeners))
                 runtime.port = port
+                runtime.addresses = [lst.socket.getsockname()[:2] for lst in listeners]
                 runtime.advertised_host, runtime.advertised_port = config.advertised_address(runtime.name, port)
             self.listeners = runtimes
             self.ports = {runtime.name: runtime.port for runtime in runtimes}
@@ -414,7 +419,7 @@ class Broker:
         except _DECODE_ERRORS as exc:
             log.warning("closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
-        api = APIS.get(header.api_key)
+        api = _BROKER_APIS.get(header.api_key)
         supported = SUPPORTED_VERSIONS.get(header.api_key)
         if api is None or supported is None:
             log.warning(
@@ -440,7 +445,10 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            body = decode_request(header, frame)
+            if api is SASL_HANDSHAKE or api is SASL_AUTHENTICATE:  # not in APIS (decode_request's table)
+                body = api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
+            else:
+                body = decode_request(header, frame)
         except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.

@@ -15,6 +15,13 @@ In-process, for trio code::
     async with run_broker() as broker:   # a started kclient.broker.Broker
         ... broker.port ...
 
+Secured brokers (TLS from ``trustme`` certificates made at run time, SASL
+PLAIN / SCRAM users): `kclient.testing.security`::
+
+    certs = TestCertificates(tmp_path)
+    with BrokerProcess(properties=security_properties(certs)) as broker:
+        conf = client_properties("SSL", certs) | {"bootstrap.servers": broker.bootstrap_for("SSL")}
+
 The package: `kclient.testing.process` holds the subprocess lifecycle both
 servers share (start, wait until ready, stop with SIGTERM, kill with
 SIGKILL, log capture, temporary directories); `kclient.testing.broker` the
@@ -24,6 +31,14 @@ imports from ``kclient.testing`` itself.
 
 from kclient.testing.broker import BrokerProcess, run_broker
 from kclient.testing.process import BrokerProcessError, ServerProcess
+from kclient.testing.security import (
+    ALL_LISTENERS,
+    ClientCertificate,
+    TestCertificates,
+    client_properties,
+    kafka_python_options,
+    security_properties,
+)
 from kclient.testing.zookeeper import (
     ZOOKEEPER_JAR_DIRS,
     ZooKeeperProcess,
@@ -34,7 +49,13 @@ from kclient.testing.zookeeper import (
 )
 
 __all__ = [
+    "ALL_LISTENERS",
     "BrokerProcess",
+    "ClientCertificate",
+    "TestCertificates",
+    "client_properties",
+    "kafka_python_options",
+    "security_properties",
     "BrokerProcessError",
     "ServerProcess",
     "ZOOKEEPER_JAR_DIRS",

@@ -709,6 +709,27 @@ def test_e2e_mutual_tls_without_a_certificate_fails_fast(secure_broker, pki, top
     _fails_fast(secure_broker, props, "MTLS", topic, SslAuthenticationError, "certificate", attempts)
 
 
+def _require_zk_endpoint(broker, listener: str) -> None:
+    """Skip unless the broker registers ``listener``'s endpoint in ZooKeeper
+    (``/brokers/ids/<id>`` ``endpoints``, KIP-103), where the
+    ConsumerConnector looks leaders up."""
+    from kazoo.client import KazooClient
+
+    from kclient.zk.paths import BrokerRegistration, broker_path
+
+    zk = KazooClient(hosts=broker.zk_connect)
+    zk.start(timeout=15)
+    try:
+        broker_id = int(zk.get_children("/brokers/ids")[0])
+        reg = BrokerRegistration.from_json(broker_id, zk.get(broker_path(broker_id))[0])
+    finally:
+        zk.stop()
+        zk.close()
+    host, port = broker.bootstrap_for(listener).rsplit(":", 1)
+    if reg.endpoint_for(dict(LISTENERS)[listener]) != (host, int(port)):
+        pytest.skip(f"the broker does not register its {listener} endpoint in ZooKeeper yet (sec-broker): {reg.endpoints}")
+
+
 def test_e2e_consumer_connector_group_over_sasl_ssl(secure_broker, pki, zookeeper, topic) -> None:
     """Two ConsumerConnectors of one group (ZooKeeper) read a topic over SASL_SSL."""
     import threading
@@ -716,21 +737,9 @@ def test_e2e_consumer_connector_group_over_sasl_ssl(secure_broker, pki, zookeepe
     from kclient import Producer, ProducerData
     from kclient.client.consumer.group.connector import ConsumerConnector
     from kclient.errors import ConsumerTimeoutError
-    from kclient.zk.paths import BrokerRegistration, broker_path
 
     _require_broker_sasl(secure_broker)
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=secure_broker.zk_connect)
-    zk.start(timeout=15)
-    try:
-        ids = zk.get_children("/brokers/ids")
-        reg = BrokerRegistration.from_json(int(ids[0]), zk.get(broker_path(int(ids[0])))[0])
-    finally:
-        zk.stop()
-        zk.close()
-    if reg.endpoint_for("SASL_SSL") != ("127.0.0.1", int(secure_broker.bootstrap_for("SASL_SSL").rsplit(":", 1)[1])):
-        pytest.skip(f"the broker does not register its SASL_SSL endpoint in ZooKeeper yet (sec-broker): {reg.endpoints}")
+    _require_zk_endpoint(secure_broker, "SASL_SSL")
     props = _client_props(secure_broker, pki, "SASL_SSL", SCRAM_SHA_256)
     sent = [f"v{i}".encode() for i in range(40)]
     producer = Producer({**props, "metadata.broker.list": secure_broker.bootstrap_for("SASL_SSL")})
@@ -777,6 +786,7 @@ def test_e2e_consumer_connector_fails_fast_on_a_wrong_password(secure_broker, pk
     from kclient.client.consumer.group.connector import ConsumerConnector
 
     _require_broker_sasl(secure_broker)
+    _require_zk_endpoint(secure_broker, "SASL_SSL")
     good = _client_props(secure_broker, pki, "SASL_SSL", PLAIN)
     producer = Producer({**good, "metadata.broker.list": secure_broker.bootstrap_for("SASL_SSL")})
     try:

@@ -81,6 +81,8 @@ class GroupRegistry:
     def __init__(self, zk: ZkClient, config: ConsumerConfig, consumer_id: str) -> None:
         self.zk = zk
         self.config = config
+        #: (broker id, protocol) pairs already warned about a missing endpoint.
+        self._warned_endpoints: set[tuple[int, str]] = set()
         self.group = config.group_id
         self.consumer_id = consumer_id
         self.subscription: dict[str, int] = {}
@@ -262,7 +264,9 @@ class GroupRegistry:
             if reg is not None:
                 endpoint = reg.endpoint_for(protocol)
                 if endpoint is None:
-                    log.warning("broker %d registers no %s endpoint (it has %s); %s-%d waits", leader, protocol, ", ".join(reg.endpoints) or "none", topic, partition)
+                    level = logging.DEBUG if (leader, protocol) in self._warned_endpoints else logging.WARNING
+                    self._warned_endpoints.add((leader, protocol))
+                    log.log(level, "broker %d registers no %s endpoint (it has %s); %s-%d waits", leader, protocol, ", ".join(reg.endpoints) or "none", topic, partition)
                     continue
                 leaders[(topic, partition)] = (leader, *endpoint)
         return leaders

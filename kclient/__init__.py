@@ -37,6 +37,8 @@ _EXPORTS = {
     "CallbackHandler": "kclient.client.producer.callbacks",
     "ConfigError": "kclient.errors",
     "ConsumerConfig": "kclient.config",
+    "AuthenticationError": "kclient.errors",
+    "ClientSecurity": "kclient.security.settings",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
     "ConsumerRebalanceFailedError": "kclient.errors",
     "ConsumerTimeoutError": "kclient.errors",
@@ -73,6 +75,9 @@ _EXPORTS = {
     "ProducerConfig": "kclient.config",
     "ProducerData": "kclient.client.producer.data",
     "ProtocolError": "kclient.errors",
+    "SaslAuthenticationFailedError": "kclient.errors",
+    "SslAuthenticationError": "kclient.errors",
+    "UnsupportedSaslMechanismError": "kclient.errors",
     "QueueFullError": "kclient.errors",
     "SimpleConsumer": "kclient.client.consumer.simple",
     "StringEncoder": "kclient.client.serde",
@@ -117,6 +122,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
     from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
     from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, IllegalStateError, LoopClosedError, NotSupportedError, ZkTimeoutError, ZooKeeperError
+    from kclient.errors import AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError, UnsupportedSaslMechanismError
+    from kclient.security.settings import ClientSecurity
     from kclient.protocol.records import Header
     from kclient.testing import ZooKeeperProcess
 

@@ -416,15 +416,19 @@ class SslAuthenticationError(AuthenticationError):
 
 
 @_code(33, "UNSUPPORTED_SASL_MECHANISM")
-class UnsupportedSaslMechanismError(BrokerResponseError):
+class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
     """33: the broker does not enable the SASL mechanism the client asked
-    for in SaslHandshake (KIP-43); the response lists the ones it does."""
+    for in SaslHandshake (KIP-43); the response lists the ones it does.
+    An `AuthenticationError`, as Kafka's UnsupportedSaslMechanismException
+    is an AuthenticationException: never retriable."""
 
 
 @_code(34, "ILLEGAL_SASL_STATE")
-class IllegalSaslStateError(BrokerResponseError):
+class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
     """34: a SASL message arrived in a state that does not expect it (e.g. a
-    SaslAuthenticate before SaslHandshake, or a token after completion)."""
+    SaslAuthenticate before SaslHandshake, or a token after completion).
+    An `AuthenticationError` (Kafka's IllegalSaslStateException is an
+    AuthenticationException): never retriable."""
 
 
 @_code(58, "SASL_AUTHENTICATION_FAILED")

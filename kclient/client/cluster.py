@@ -6,12 +6,19 @@ cache (brokers, topics, partition leaders) refreshed on demand and every
 per broker, reconnecting with backoff when one is lost. Clients reconnect to
 the host/port that Metadata advertises (Kafka protocol guide,
 "Partitioning and bootstrapping": https://kafka.apache.org/protocol#protocol_partitioning).
+
+Every connection is secured as ``security`` says (TLS, SASL: see
+`kclient.net.connection.BrokerConnection.connect`). An `AuthenticationError`
+is never retried, neither over the other brokers nor by a metadata
+refresh: the same credentials fail the same way everywhere, so it reaches
+the caller at once, typed.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import ssl
 from typing import Iterable, Sequence
 
 import attrs
@@ -19,6 +26,7 @@ import trio
 
 from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import (
+    AuthenticationError,
     ConfigError,
     KafkaConnectionError,
     KafkaError,
@@ -30,6 +38,8 @@ from kclient.errors import (
 )
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA
+from kclient.security.settings import ClientSecurity
+from kclient.security.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +93,26 @@ class ClusterMetadata:
 class Cluster:
     """Metadata cache and connection pool (use inside a trio nursery).
 
-    ``bootstrap``: sequence of (host, port). Raises
-    `NoBrokersAvailableError` when no bootstrap broker answers.
+    Args:
+        nursery: Runs the connections' reader tasks.
+        bootstrap: Sequence of ``(host, port)``.
+        client_id: Sent in every request header.
+        request_timeout_ms: Response timeout of each request (ms).
+        connect_timeout_ms: TCP connect plus TLS handshake timeout (ms).
+        retry_backoff_ms: Pause between metadata attempts (ms).
+        metadata_max_age_ms: Metadata older than this is refreshed (ms).
+        security: ``security.protocol`` with its ``ssl.*`` / ``sasl.*``
+            settings (`ClientSecurity`); ``None`` for PLAINTEXT.
+
+    Raises:
+        ConfigError: no bootstrap broker, or an ``ssl.*`` file that cannot
+            be used (the TLS context is built here, once).
+
+    Methods raise `NoBrokersAvailableError` when no broker answers, and an
+    `AuthenticationError` (`SslAuthenticationError`,
+    `SaslAuthenticationFailedError`, ...) at once, without retrying. Once
+    authentication failed, every later connection attempt raises the same
+    error without connecting again: fix the settings and make a new client.
     """
 
     def __init__(
@@ -97,9 +125,14 @@ class Cluster:
         connect_timeout_ms: int = 10000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 600000,
+        security: ClientSecurity | None = None,
     ) -> None:
         if not bootstrap:
             raise ConfigError("no bootstrap brokers given (metadata.broker.list)")
+        self.security = security
+        self._ssl_context: ssl.SSLContext | None = None
+        if security is not None and security.security_protocol.uses_ssl:
+            self._ssl_context = client_ssl_context(security)
         self._nursery = nursery
         self._bootstrap = list(bootstrap)
         self.client_id = client_id
@@ -113,9 +146,13 @@ class Cluster:
         self._connect_locks: dict[tuple[str, int], trio.Lock] = {}
         self._refresh_lock = trio.Lock()
         self._known_topics: set[str] = set()
+        #: The first authentication failure: every later connection attempt
+        #: raises it again without touching the network (no retry storm).
+        self._auth_error: AuthenticationError | None = None
 
     async def connection(self, host: str, port: int) -> BrokerConnection:
-        """A live connection to a broker address (opened if needed).
+        """A live connection to a broker address (opened, secured and
+        authenticated if needed).
 
         Args:
             host: The broker's host.
@@ -127,6 +164,8 @@ class Cluster:
         Raises:
             KafkaConnectionError: the broker cannot be reached within
                 ``connect_timeout_ms``.
+            AuthenticationError: the TLS handshake or SASL exchange failed,
+                now or on an earlier attempt of this cluster.
         """
         key = (host, port)
         conn = self._connections.get(key)
@@ -137,14 +176,23 @@ class Cluster:
             conn = self._connections.get(key)
             if conn is not None and not conn.closed:
                 return conn
-            conn = await BrokerConnection.connect(
-                self._nursery,
-                host,
-                port,
-                client_id=self.client_id,
-                connect_timeout_ms=self.connect_timeout_ms,
-                request_timeout_ms=self.request_timeout_ms,
-            )
+            if self._auth_error is not None:
+                raise self._auth_error
+            try:
+                conn = await BrokerConnection.connect(
+                    self._nursery,
+                    host,
+                    port,
+                    client_id=self.client_id,
+                    connect_timeout_ms=self.connect_timeout_ms,
+                    request_timeout_ms=self.request_timeout_ms,
+                    security=self.security,
+                    ssl_context=self._ssl_context,
+                )
+            except AuthenticationError as exc:
+                log.error("authentication with %s:%d failed; not retried: %s", host, port, exc)
+                self._auth_error = exc
+                raise
             self._connections[key] = conn
             return conn
 
@@ -180,6 +228,9 @@ class Cluster:
 
         Raises:
             NoBrokersAvailableError: no broker could be reached.
+            AuthenticationError: a broker refused the credentials or the TLS
+                handshake failed; the other brokers are not tried (they
+                would refuse the same way).
         """
         candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
         boot = list(self._bootstrap)
@@ -188,13 +239,16 @@ class Cluster:
         for host, port in dict.fromkeys([*candidates, *boot]):
             try:
                 return await self.connection(host, port)
+            except AuthenticationError:
+                raise
             except KafkaError as exc:
                 errors.append(f"{host}:{port}: {exc}")
         raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors))
 
     async def refresh_metadata(self, topics: Iterable[str] = (), *, allow_auto_create: bool = True) -> ClusterMetadata:
-        """Fetch metadata for the known topics plus some more. Retries over
-        the known brokers, once per broker.
+        """Fetch metadata for the known topics plus some more. Retries
+        connection errors and timeouts over the known brokers, once per
+        broker; an `AuthenticationError` is raised at once.
 
         Args:
             topics: Topics to add to the known ones.
@@ -206,6 +260,8 @@ class Cluster:
 
         Raises:
             NoBrokersAvailableError: no broker answered.
+            AuthenticationError: a broker refused the credentials or the
+                TLS handshake failed.
         """
         self._known_topics.update(topics)
         async with self._refresh_lock:

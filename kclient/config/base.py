@@ -72,6 +72,7 @@ class Property:
             ``attrs.Factory`` if it depends on other fields.
         validate: Checks the converted value, raising ``ValueError``; or None.
         aliases: Older spellings of ``name`` (0.7 names, newer client names).
+        secret: The value is a password: never echoed in errors or reprs.
     """
 
     name: str
@@ -79,18 +80,20 @@ class Property:
     default: Any = REQUIRED
     validate: Callable[[Any], None] | None = None
     aliases: tuple[str, ...] = ()
+    secret: bool = False
 
     def error(self, value: Any, why: str) -> ConfigError:
         """A `ConfigError` naming this property, ``value`` and ``why``.
 
         Args:
-            value: The offending value, as given.
+            value: The offending value, as given (not shown for a secret).
             why: What is wrong with it.
 
         Returns:
             The error (not raised).
         """
-        return ConfigError(f"Invalid value {value!r} for configuration {self.name}: {why}")
+        shown = "" if self.secret else f" {value!r}"
+        return ConfigError(f"Invalid value{shown} for configuration {self.name}: {why}")
 
 
 def prop(
@@ -100,6 +103,7 @@ def prop(
     validate: Callable[[Any], None] | None = None,
     *,
     aliases: Iterable[str] = (),
+    secret: bool = False,
 ) -> Any:
     """Declare a config attribute for Kafka property ``name``.
 
@@ -112,13 +116,15 @@ def prop(
             ``attrs.Factory(..., takes_self=True)`` computed from earlier fields.
         validate: Checks the converted value, raising ``ValueError``; or None.
         aliases: Other spellings of the same property.
+        secret: A password: left out of the config's ``repr`` and never
+            echoed in a `ConfigError`.
 
     Returns:
         An ``attrs.field`` whose converter and validator raise `ConfigError`
         naming ``name`` and the offending value, and whose metadata holds
         the `Property` row.
     """
-    spec = Property(name, convert, default, validate, tuple(aliases))
+    spec = Property(name, convert, default, validate, tuple(aliases), secret)
 
     def converter(value: Any) -> Any:
         if value is REQUIRED:
@@ -138,7 +144,9 @@ def prop(
         except (TypeError, ValueError) as exc:
             raise spec.error(value, str(exc)) from None
 
-    return attrs.field(default=default, converter=converter, validator=validator, metadata={_META: spec})
+    return attrs.field(
+        default=default, converter=converter, validator=validator, metadata={_META: spec}, repr=not secret
+    )
 
 
 class _KafkaConfig:
@@ -279,7 +287,7 @@ def _name_alias(exc: ConfigError, used_aliases: Mapping[str, str]) -> ConfigErro
     text = str(exc)
     for canonical, alias in used_aliases.items():
         if f"configuration {canonical}:" in text:
-            return ConfigError(f"{text} (given as {alias})")
+            return type(exc)(f"{text} (given as {alias})")
     return exc
 
 

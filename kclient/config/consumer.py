@@ -6,26 +6,32 @@ from __future__ import annotations
 
 import attrs
 
-from kclient.config.base import _KafkaConfig, prop
+from kclient.config.base import prop
 from kclient.config.convert import _at_least, _enum, _not_empty, _same_as, _to_bool, _to_int, _to_optional_str, _to_str
+from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
 __all__ = ["ConsumerConfig"]
 
 
 @attrs.frozen(kw_only=True)
-class ConsumerConfig(_KafkaConfig):
+class ConsumerConfig(_ClientSecurityConfig):
     """Settings of the high-level consumer (Kafka 0.8 consumer names and defaults).
 
     ``group.id`` and ``zookeeper.connect`` are required, as in Kafka 0.8.
     ``client.id`` defaults to ``group.id``. ``auto.offset.reset`` also accepts
     ``earliest``/``latest`` and stores them as ``smallest``/``largest``.
 
+    The fetchers' broker connections are secured by ``security.protocol``
+    and the ``ssl.*`` / ``sasl.*`` properties (KIP-43, KIP-84, KIP-152; see
+    `kclient.config.security`), parsed together into ``security``.
+    ZooKeeper is reached as ``zookeeper.connect`` says, unsecured.
+
     Raises:
         ConfigError: Naming the property, for a bad value, or when
             ``socket.timeout.ms`` is smaller than ``fetch.wait.max.ms``
             (Kafka's own check: a long poll must not outlive the socket
-            timeout).
+            timeout), or for security properties that do not fit together.
     """
 
     group_id: str = prop("group.id", _to_str, validate=_not_empty)
@@ -86,6 +92,7 @@ class ConsumerConfig(_KafkaConfig):
     """How far a ZooKeeper follower may lag the leader (ms)."""
 
     def __attrs_post_init__(self) -> None:
+        self._check_security()
         if self.socket_timeout_ms < self.fetch_wait_max_ms:
             raise ConfigError(
                 f"Invalid value {self.socket_timeout_ms} for configuration socket.timeout.ms: "

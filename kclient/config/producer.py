@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from kclient.config.base import _KafkaConfig, prop
+from kclient.config.base import prop
 from kclient.config.convert import (
     HostPort,
     _at_least,
@@ -27,13 +27,14 @@ from kclient.config.convert import (
     _to_str,
 )
 from kclient.config.formats import _to_api_version
+from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
 __all__ = ["ProducerConfig"]
 
 
 @attrs.frozen(kw_only=True)
-class ProducerConfig(_KafkaConfig):
+class ProducerConfig(_ClientSecurityConfig):
     """Settings of a `Producer` (Kafka 0.8 producer names).
 
     Build with ``ProducerConfig(metadata_broker_list="host:9092", ...)`` or
@@ -52,11 +53,21 @@ class ProducerConfig(_KafkaConfig):
     dotted class path or an already-built class or instance, stored as given;
     `kclient.plugins.load_plugin` turns them into instances.
 
+    Security (KIP-43 SASL, KIP-84 SCRAM, KIP-152 SaslAuthenticate, TLS):
+    ``security.protocol``, ``ssl.ca.location`` / ``ssl.cafile``,
+    ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``,
+    ``ssl.endpoint.identification.algorithm``, ``sasl.mechanism``,
+    ``sasl.username``, ``sasl.password``, ``sasl.jaas.config``; parsed
+    together into ``security`` (see `kclient.config.security`).
+
     Raises:
         ConfigError: Naming the property, for a bad value, for
             ``producer.type=async`` with ``batch.num.messages`` larger than
             ``queue.buffering.max.messages``, or for
-            ``enable.idempotence=true`` without ``request.required.acks=-1``.
+            ``enable.idempotence=true`` without ``request.required.acks=-1``,
+            or for security properties that do not fit together (SASL
+            without ``sasl.mechanism`` / ``sasl.username`` /
+            ``sasl.password``).
     """
 
     metadata_broker_list: tuple[HostPort, ...] = prop(
@@ -128,6 +139,7 @@ class ProducerConfig(_KafkaConfig):
     still negotiated with ApiVersions. Stored as ``(major, minor, patch)``."""
 
     def __attrs_post_init__(self) -> None:
+        self._check_security()
         if self.key_serializer_class is None:
             object.__setattr__(self, "key_serializer_class", self.serializer_class)
         if self.producer_type == "async" and self.batch_num_messages > self.queue_buffering_max_messages:

@@ -1,5 +1,5 @@
 """A trio connection to one broker: pipelined requests, correlation ids,
-timeouts, ApiVersions negotiation.
+timeouts, ApiVersions negotiation, TLS and SASL authentication.
 
 `BrokerConnection` wraps the sans-I/O
 `kclient.protocol.connection.ClientConnection`. Many tasks may call
@@ -9,6 +9,17 @@ to `BrokerConnection.connect`. On a timeout or a lost connection every
 pending request fails with `KafkaTimeoutError` /
 `KafkaConnectionError` and the connection is closed (responses are
 ordered, so one lost response would misalign all that follow).
+
+Security (``security.protocol``, see `kclient.security.settings.ClientSecurity`):
+with SSL / SASL_SSL the TCP stream is wrapped in a `trio.SSLStream` and the
+TLS handshake runs within ``connect_timeout_ms``; a failed handshake raises
+`SslAuthenticationError` naming the cause (untrusted certificate, host-name
+mismatch, certificate refused). With SASL_PLAINTEXT / SASL_SSL the client,
+after ApiVersions, sends SaslHandshake v1 naming ``sasl.mechanism`` (KIP-43)
+and then the mechanism's tokens in SaslAuthenticate requests (KIP-152) until
+the exchange completes; PLAIN and SCRAM-SHA-256/512 (KIP-84) are supported.
+Authentication errors are `AuthenticationError` subclasses and never
+retriable.
 """
 
 from __future__ import annotations
@@ -16,19 +27,53 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
+import ssl
 
 import trio
 
-from kclient.errors import UNSUPPORTED_VERSION, KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
+from kclient.errors import (
+    UNSUPPORTED_VERSION,
+    AuthenticationError,
+    IllegalSaslStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    SaslAuthenticationFailedError,
+    SslAuthenticationError,
+    UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
+    error_for_code,
+)
 from kclient.protocol.connection import ClientConnection
-from kclient.protocol.messages import API_VERSIONS, choose_version
+from kclient.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, choose_version
 from kclient.protocol.schema import Api
+from kclient.security.settings import ClientSecurity
+from kclient.security.tls import client_ssl_context, ssl_authentication_error
 
 log = logging.getLogger(__name__)
 
 _RECV_BYTES = 1 << 20
 #: Responses at least this big are received in place (FrameBuffer.receive_buffer).
 _DIRECT_FRAME_BYTES = 64 * 1024
+#: SaslHandshake v1: the tokens travel in SaslAuthenticate requests (KIP-152).
+_SASL_HANDSHAKE_VERSION = 1
+#: SaslAuthenticate version used when ApiVersions was not negotiated.
+_SASL_AUTHENTICATE_VERSION = 1
+#: A SASL exchange longer than this many rounds is a broker bug (SCRAM needs 2).
+_MAX_SASL_ROUNDS = 10
+
+
+def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
+    """The `ssl.SSLError` behind ``exc`` (trio wraps it in
+    `trio.BrokenResourceError`), or ``None``."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, ssl.SSLError):
+            return exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None
 
 
 class _Pending:
@@ -83,14 +128,17 @@ class BrokerConnection:
     ``api_versions`` holds the broker's {api_key: (min, max)} after connect.
     """
 
-    def __init__(self, stream: trio.SocketStream, host: str, port: int, client_id: str | None, request_timeout_ms: int) -> None:
+    def __init__(self, stream: trio.abc.Stream, host: str, port: int, client_id: str | None, request_timeout_ms: int) -> None:
         self.host = host
         self.port = port
         self._stream = stream
         self._proto = ClientConnection(client_id)
         self._pending: dict[int, _Pending] = {}
         self._send_lock = trio.Lock()
-        self._fd = stream.socket.fileno()
+        # Plain TCP: write to and receive into the socket directly (fast
+        # paths). TLS: every byte goes through the SSLStream.
+        self._raw = isinstance(stream, trio.SocketStream)
+        self._fd = stream.socket.fileno() if self._raw else -1
         # Wakes the watchdog (_watch) at the earliest deadline of a pending request.
         self._watch_scope: trio.CancelScope | None = None
         self._closed = False
@@ -99,8 +147,20 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._versions: dict[tuple, int] = {}
 
+        #: The SASL mechanism this connection authenticated with, if any.
+        self.sasl_mechanism: str | None = None
+        # Whether any response arrived (a TLS connection closed before
+        # that was refused by the broker's certificate check).
+        self._answered = False
+        self._client_certificate = False
+
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the connection runs over TLS."""
+        return not self._raw
 
     @property
     def closed(self) -> bool:
@@ -117,46 +177,153 @@ class BrokerConnection:
         connect_timeout_ms: int = 10000,
         request_timeout_ms: int = 30000,
         negotiate: bool = True,
+        security: ClientSecurity | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> "BrokerConnection":
-        """Open a connection and start its reader in ``nursery``.
+        """Open a connection, secure and authenticate it, start its reader in ``nursery``.
+
+        The order is Kafka's: TCP connect; the TLS handshake (SSL,
+        SASL_SSL); ApiVersions (``negotiate``); SaslHandshake v1 and
+        SaslAuthenticate rounds (SASL_PLAINTEXT, SASL_SSL; KIP-43, KIP-152).
+        The TCP connect and the TLS handshake share ``connect_timeout_ms``;
+        each SASL request has ``request_timeout_ms``.
 
         Args:
             nursery: Runs the connection's reader task.
-            host: The broker's host.
+            host: The broker's host (also the TLS server name checked
+                against its certificate).
             port: The broker's port.
             client_id: Sent in every request header.
-            connect_timeout_ms: Connection timeout in ms.
+            connect_timeout_ms: Connection (and TLS handshake) timeout in ms.
             request_timeout_ms: Default response timeout of each request, in ms.
             negotiate: Fetch the broker's ApiVersions first, so that requests
                 default to the highest common version.
+            security: ``security.protocol`` and the ``ssl.*`` / ``sasl.*``
+                settings; ``None`` for PLAINTEXT.
+            ssl_context: A context built once by the caller with
+                `kclient.security.tls.client_ssl_context` (clients reuse one
+                for all their connections); built from ``security`` if not
+                given.
 
         Returns:
-            The open connection.
+            The open (and authenticated) connection.
 
         Raises:
-            kclient.errors.KafkaConnectionError: The broker cannot be reached
-                within ``connect_timeout_ms``.
+            kclient.errors.KafkaConnectionError: The broker cannot be reached,
+                or the TLS handshake does not finish, within
+                ``connect_timeout_ms``.
+            kclient.errors.SslAuthenticationError: The TLS handshake failed:
+                the broker's certificate is not trusted or does not name
+                ``host``, or the broker refused ours.
+            kclient.errors.UnsupportedSaslMechanismError: The broker does not
+                enable ``sasl.mechanism`` (the message lists the ones it does).
+            kclient.errors.SaslAuthenticationFailedError: Wrong user name or
+                password (the broker's message).
+            kclient.errors.ConfigError: An ``ssl.*`` file cannot be used.
         """
+        use_ssl = security is not None and security.security_protocol.uses_ssl
+        if use_ssl and ssl_context is None:
+            assert security is not None
+            ssl_context = client_ssl_context(security)
+        stream: trio.abc.Stream
+        protocol = security.security_protocol.value if security is not None else "PLAINTEXT"
+        log.debug("connecting to %s:%d (%s)", host, port, protocol)
         try:
             with trio.fail_after(connect_timeout_ms / 1000):
-                stream = await trio.open_tcp_stream(host, port)
-        except (OSError, trio.TooSlowError) as exc:
-            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
-        try:
-            stream.setsockopt(__import__("socket").IPPROTO_TCP, __import__("socket").TCP_NODELAY, 1)
-        except OSError:
-            pass
+                tcp = await trio.open_tcp_stream(host, port)
+                try:
+                    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+                stream = tcp
+                if use_ssl:
+                    assert ssl_context is not None
+                    stream = trio.SSLStream(tcp, ssl_context, server_hostname=host)
+                    try:
+                        await stream.do_handshake()
+                    except BaseException:
+                        with trio.CancelScope(shield=True):
+                            await trio.aclose_forcefully(stream)
+                        raise
+        except trio.TooSlowError:
+            what = "TLS handshake with" if use_ssl else "cannot connect to"
+            raise KafkaConnectionError(f"{what} {host}:{port}: timed out after {connect_timeout_ms} ms") from None
+        except trio.BrokenResourceError as exc:
+            cause = _ssl_cause(exc)
+            if cause is not None:
+                raise ssl_authentication_error(cause, host=host) from cause
+            raise KafkaConnectionError(f"TLS handshake with {host}:{port} failed: the connection was closed ({exc.__cause__ or exc})") from None
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from None
         conn = cls(stream, host, port, client_id, request_timeout_ms)
+        conn._client_certificate = bool(use_ssl and security is not None and security.ssl_certificate_location)
         nursery.start_soon(conn._reader)
         nursery.start_soon(conn._watch)
-        if negotiate:
-            try:
+        try:
+            if negotiate:
                 await conn._negotiate()
-            except BaseException:
-                await conn.aclose()
-                raise
-        log.debug("connected to %s:%d", host, port)
+            if security is not None and security.security_protocol.uses_sasl:
+                await conn._authenticate(security)
+        except BaseException:
+            await conn.aclose()
+            raise
+        log.debug("connected to %s:%d (%s)", host, port, protocol)
         return conn
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SASL: SaslHandshake v1 (KIP-43), then SaslAuthenticate rounds (KIP-152).
+
+        Args:
+            security: Names the mechanism and the credentials.
+
+        Raises:
+            kclient.errors.UnsupportedSaslMechanismError: error 33; the
+                message lists the broker's enabled mechanisms.
+            kclient.errors.SaslAuthenticationFailedError: error 58, or the
+                broker failed to prove it knows the SCRAM credential.
+            kclient.errors.IllegalSaslStateError: error 34, or an exchange
+                that does not end.
+        """
+        mechanism = security.sasl_client()
+        name = mechanism.mechanism
+        where = f"{self.host}:{self.port}"
+        response = await self._request(SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION, {"mechanism": name})
+        code = response.body["error_code"]
+        if code:
+            enabled = ", ".join(response.body.get("mechanisms") or ()) or "none"
+            cls = error_for_code(code)
+            if cls is UnsupportedSaslMechanismError:
+                raise UnsupportedSaslMechanismError(
+                    f"broker {where} does not enable sasl.mechanism={name}; it enables: {enabled}"
+                )
+            raise cls(f"SaslHandshake with {where} for {name}")
+        if self.api_versions:
+            version = self.version_for(SASL_AUTHENTICATE)
+        else:
+            version = _SASL_AUTHENTICATE_VERSION
+        token: bytes | None = mechanism.initial_response()
+        rounds = 0
+        while token is not None:
+            rounds += 1
+            if rounds > _MAX_SASL_ROUNDS:
+                raise IllegalSaslStateError(f"SASL/{name} with {where} did not complete in {_MAX_SASL_ROUNDS} rounds")
+            response = await self._request(SASL_AUTHENTICATE, version, {"auth_bytes": token})
+            body = response.body
+            code = body["error_code"]
+            if code:
+                message = body.get("error_message") or ""
+                cls = error_for_code(code)
+                text = f"SASL/{name} authentication of {security.sasl_username!r} with {where} failed"
+                if message:
+                    text += f": {message}"
+                if issubclass(cls, AuthenticationError):
+                    raise cls(text)
+                raise SaslAuthenticationFailedError(f"{text} (error {code} {cls.name})")
+            token = mechanism.evaluate_challenge(bytes(body["auth_bytes"] or b""))
+        if not mechanism.is_complete:
+            raise IllegalSaslStateError(f"SASL/{name} with {where} ended before the exchange completed")
+        self.sasl_mechanism = name
+        log.debug("authenticated to %s as %r with SASL/%s", where, security.sasl_username, name)
 
     async def _negotiate(self) -> None:
         body = {"client_software_name": "kclient", "client_software_version": "0.1.0"}
@@ -262,7 +429,7 @@ class BrokerConnection:
             try:
                 await self._write(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                error = KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}")
+                error = self._lost(exc)
                 await self._fail(error)
                 raise error from None
         finally:
@@ -273,7 +440,11 @@ class BrokerConnection:
         # Write straight to the non-blocking socket: a request usually fits
         # the socket buffer at once, and then no trip through the scheduler
         # is needed. Whatever does not fit goes through trio's send_all.
-        # The send lock orders writers.
+        # The send lock orders writers. Over TLS every byte goes through
+        # the SSLStream.
+        if not self._raw:
+            await self._stream.send_all(data)
+            return
         try:
             sent = os.write(self._fd, data)
         except BlockingIOError:
@@ -328,20 +499,20 @@ class BrokerConnection:
             while True:
                 # A large response (a fetch) whose size is known is received
                 # straight into its final buffer; everything else in chunks.
-                into = self._proto.receive_buffer(_DIRECT_FRAME_BYTES)
+                into = self._proto.receive_buffer(_DIRECT_FRAME_BYTES) if self._raw else None
                 try:
                     if into is not None:
-                        data = await self._stream.socket.recv_into(into)
+                        data = await self._stream.socket.recv_into(into)  # type: ignore[attr-defined]
                     else:
                         data = await self._stream.receive_some(_RECV_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    await self._fail(KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc}"))
+                    await self._fail(self._lost(exc))
                     return
                 finally:
                     if into is not None:
                         into.release()
                 if not data:
-                    await self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
+                    await self._fail(self._lost(None))
                     return
                 if into is not None:
                     self._proto.received(data)
@@ -355,6 +526,7 @@ class BrokerConnection:
                         return
                     if response is None:
                         break
+                    self._answered = True
                     pending = self._pending.pop(response.correlation_id, None)
                     if pending is not None:
                         pending.response = response
@@ -362,6 +534,34 @@ class BrokerConnection:
         finally:
             if not self._closed:
                 await self._fail(KafkaConnectionError("reader stopped"))
+
+    def _lost(self, exc: BaseException | None) -> BaseException:
+        """The error for a broken stream (``exc``; ``None`` for an EOF).
+
+        `SslAuthenticationError` when TLS failed: with TLS 1.3 a broker
+        checks the client's certificate only after the client's side of the
+        handshake is done, so its refusal arrives on the first read, as an
+        alert or (a broker that does not send one) as the connection closing
+        before the first response. Otherwise `KafkaConnectionError`.
+        """
+        cause = None if self._raw or exc is None else _ssl_cause(exc)
+        if cause is not None and not isinstance(cause, ssl.SSLEOFError):
+            error: BaseException = ssl_authentication_error(cause, host=self.host)
+            error.__cause__ = cause
+            return error
+        if not self._raw and not self._answered:
+            if self._client_certificate:
+                why = "it probably refused our certificate (ssl.certificate.location)"
+            else:
+                why = "it probably requires a client certificate (ssl.client.auth=required): set ssl.certificate.location"
+            error = SslAuthenticationError(
+                f"TLS connection to {self.host}:{self.port} closed by the broker right after the handshake, before any answer: {why}"
+            )
+            error.__cause__ = cause
+            return error
+        if exc is None:
+            return KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+        return KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc.__cause__ or exc}")
 
     async def _fail(self, error: BaseException) -> None:
         if self._closed:
@@ -375,7 +575,12 @@ class BrokerConnection:
         if self._watch_scope is not None:  # ends the watchdog
             self._watch_scope.cancel()
         with trio.CancelScope(shield=True):
-            await self._stream.aclose()
+            if self._raw:
+                await self._stream.aclose()
+            else:
+                # No TLS close_notify exchange (Kafka needs none, and a
+                # broken peer must not hold the close up).
+                await trio.aclose_forcefully(self._stream)
 
     async def aclose(self) -> None:
         """Close the connection; pending requests fail with

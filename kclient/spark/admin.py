@@ -63,6 +63,7 @@ class ClusterView:
                     request_timeout_ms=opts.request_timeout_ms,
                     connect_timeout_ms=opts.request_timeout_ms,
                     retry_backoff_ms=opts.retry_backoff_ms,
+                    security=opts.security,
                 )
                 try:
                     result = await fn(cluster)

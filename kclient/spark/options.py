@@ -22,6 +22,7 @@ import attrs
 
 from kclient.errors import ConfigError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.security.settings import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,28 @@ _READ_KAFKA_KEYS = {
     "retry.backoff.ms",
     "security.protocol",
     "isolation.level",
+}
+
+#: The `kafka.*` security options both the reader and the writer pass on
+#: (the client names of `kclient.config.security`).
+_SECURITY_KEYS = {
+    "security.protocol",
+    "ssl.ca.location",
+    "ssl.cafile",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
+}
+#: Java keystore options Spark jobs often carry, with what to use instead.
+_JAVA_STORES = {
+    "ssl.truststore.location": "kafka.ssl.ca.location (a PEM file of CA certificates)",
+    "ssl.keystore.location": "kafka.ssl.certificate.location and kafka.ssl.key.location (PEM files)",
 }
 
 #: Options Spark itself adds or that belong to Spark, not to the source.
@@ -163,6 +186,8 @@ class ReadOptions:
     retry_backoff_ms: int = 100
     offset_retries: int = 3
     offset_retry_interval_ms: int = 10
+    security: ClientSecurity = attrs.field(factory=ClientSecurity)
+    """`kafka.security.protocol`, `kafka.ssl.*`, `kafka.sasl.*`, parsed."""
 
 
 @attrs.frozen
@@ -337,10 +362,61 @@ def _kafka_options(opts: dict[str, str], refused: Mapping[str, str]) -> dict[str
     return out
 
 
-def _check_security(kafka: Mapping[str, str]) -> None:
-    protocol = kafka.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT":
-        raise ConfigError(f"option 'kafka.security.protocol': {protocol!r} is not supported by kclient yet; only PLAINTEXT")
+def _pem_stores(kafka: dict[str, str]) -> None:
+    """Java client PEM stores (KIP-651) -> kclient's names, in place.
+
+    `ssl.truststore.location` with `ssl.truststore.type=PEM` becomes
+    `ssl.ca.location`; `ssl.keystore.location` with `ssl.keystore.type=PEM`
+    (one file with the key and the chain) becomes `ssl.certificate.location`
+    and `ssl.key.password` comes from it or `ssl.keystore.password`. The
+    Java names are removed.
+
+    Raises:
+        ConfigError: a JKS or PKCS12 store, which kclient does not read.
+    """
+    for name, instead in _JAVA_STORES.items():
+        kind = name.replace("location", "type")
+        location = kafka.get(name, "").strip()
+        if location and kafka.get(kind, "JKS").strip().upper() != "PEM":
+            raise ConfigError(f"option 'kafka.{name}': Java key stores are not supported by kclient; use {instead}")
+        kafka.pop(name, None)
+        kafka.pop(kind, None)
+        if not location:
+            continue
+        if name == "ssl.truststore.location":
+            kafka.setdefault("ssl.ca.location", location)
+        else:
+            kafka.setdefault("ssl.certificate.location", location)
+    password = kafka.pop("ssl.keystore.password", "")
+    if password and not kafka.get("ssl.key.password"):
+        kafka["ssl.key.password"] = password
+    kafka.pop("ssl.truststore.password", None)
+
+
+_CONFIGURATION_NAME = re.compile(r"configurations? ((?:security|ssl|sasl)\.[a-z.]+)")
+
+
+def _security(kafka: Mapping[str, str]) -> ClientSecurity:
+    """Parse the `kafka.security.protocol`, `kafka.ssl.*` and `kafka.sasl.*`
+    options (TLS; SASL PLAIN / SCRAM: KIP-43, KIP-84, KIP-152).
+
+    Args:
+        kafka: the `kafka.*` options without their prefix.
+
+    Returns:
+        The client's security settings.
+
+    Raises:
+        ConfigError: naming the option (``kafka.<name>``) for a bad value, a
+            missing one (SASL without `kafka.sasl.mechanism`, ...) or a Java
+            keystore option kclient does not read.
+    """
+    _pem_stores(kafka)
+    try:
+        return ClientSecurity.from_properties({k: v for k, v in kafka.items() if k in _SECURITY_KEYS})
+    except ConfigError as exc:
+        message = _CONFIGURATION_NAME.sub(lambda m: f"option 'kafka.{m[1]}'", str(exc))
+        raise type(exc)(message) from None
 
 
 def _warn_unknown(opts: dict[str, str], known: set[str], what: str) -> None:
@@ -367,14 +443,15 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
     """
     opts = _lower(options)
     kafka = _kafka_options(opts, _REFUSED_READ)
+    _pem_stores(kafka)
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka["bootstrap.servers"])
-    _check_security(kafka)
+    security = _security(kafka)
     isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
     if isolation != "read_uncommitted":
         raise ConfigError(f"option 'kafka.isolation.level': {isolation!r} is not supported; the kclient source reads read_uncommitted")
-    for name in sorted(set(kafka) - _READ_KAFKA_KEYS):
+    for name in sorted(set(kafka) - _READ_KAFKA_KEYS - _SECURITY_KEYS):
         log.warning("option 'kafka.%s' is not used by the kclient Spark reader; ignored", name)
     _warn_unknown(opts, _READ_KEYS, "reader")
     subscription = _subscription(opts)
@@ -418,6 +495,7 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         retry_backoff_ms=_int(kafka, "retry.backoff.ms", "kafka.retry.backoff.ms", 100, 0),  # type: ignore[arg-type]
         offset_retries=_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3, 0),  # type: ignore[arg-type]
         offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10, 0),  # type: ignore[arg-type]
+        security=security,
     )
 
 
@@ -453,8 +531,7 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka.pop("bootstrap.servers"))
-    _check_security(kafka)
-    kafka.pop("security.protocol", None)
+    _security(kafka)  # checked here, at planning; the producer parses the same options again
     _warn_unknown(opts, _WRITE_KEYS, "writer")
     if "batch.size" in kafka:
         # Kafka's producer sizes batches in bytes; kclient's batch.size is

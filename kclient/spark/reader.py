@@ -125,7 +125,9 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
                     leader = _find_leader(r, opts)
                     if leader is None:  # the partition is gone and failOnDataLoss=false
                         return
-                consumer = SimpleConsumer(leader[0], leader[1], so_timeout_ms=opts.request_timeout_ms, client_id=opts.client_id)
+                consumer = SimpleConsumer(
+                    leader[0], leader[1], so_timeout_ms=opts.request_timeout_ms, client_id=opts.client_id, config=opts.security
+                )
             try:
                 (message_set,) = consumer.multifetch([FetchRequest(r.topic, r.partition, offset, fetch_bytes)])
                 if message_set.error_code:

@@ -145,6 +145,48 @@ class BrokerRegistration:
     jmx_port: int = -1
     endpoints: tuple[str, ...] = ()
     version: int = 4
+    #: ``listener_security_protocol_map`` as read (listener name -> protocol);
+    #: empty when the document has none (every endpoint is then named by
+    #: its protocol, as before KIP-103).
+    protocol_map: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def endpoint_for(self, security_protocol: str) -> tuple[str, int] | None:
+        """Where a client using ``security_protocol`` connects (KIP-103).
+
+        A Kafka client uses the endpoint of the listener named like its
+        ``security.protocol`` (``SASL_SSL://...``), else the first endpoint
+        whose listener maps to that protocol in
+        ``listener_security_protocol_map``. A PLAINTEXT client falls back to
+        the legacy ``host`` / ``port`` fields.
+
+        Args:
+            security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or
+                ``SASL_SSL``.
+
+        Returns:
+            ``(host, port)``, or ``None`` when the broker has no such endpoint.
+        """
+        wanted = str(security_protocol).upper()
+        parsed = []
+        for endpoint in self.endpoints:
+            name, sep, rest = endpoint.partition("://")
+            if not sep:
+                continue
+            host, _, port_text = rest.rpartition(":")
+            try:
+                parsed.append((name.upper(), host.strip("[]"), int(port_text)))
+            except ValueError:
+                continue
+        for name, host, port in parsed:
+            if name == wanted:
+                return host, port
+        mapping = {str(k).upper(): str(v).upper() for k, v in self.protocol_map.items()}
+        for name, host, port in parsed:
+            if mapping.get(name) == wanted:
+                return host, port
+        if wanted == "PLAINTEXT":
+            return self.host, self.port
+        return None
 
     @classmethod
     def create(cls, broker_id: int, host: str, port: int, timestamp: int, jmx_port: int = -1) -> "BrokerRegistration":
@@ -198,6 +240,7 @@ class BrokerRegistration:
             int(doc.get("jmx_port", -1)),
             endpoints,
             int(doc.get("version", 1)),
+            dict(doc.get("listener_security_protocol_map") or {}),
         )
 
 

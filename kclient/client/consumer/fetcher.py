@@ -21,7 +21,10 @@ partition result:
   ``refresh.leader.backoff.ms`` and starts a fetch loop for it;
 - a message larger than ``fetch.message.max.bytes`` or a corrupt batch:
   the error is queued for the stream (the application sees it) and the
-  partition stops being fetched until the next rebalance.
+  partition stops being fetched until the next rebalance;
+- an `AuthenticationError` (TLS handshake or SASL, KIP-43 / KIP-152): never
+  retried; queued once for each stream the broker's partitions feed (the
+  application's iteration raises it) and the loop ends.
 
 A partition without a starting offset (nothing committed) starts at the
 ``auto.offset.reset`` end, looked up with ListOffsets.
@@ -37,6 +40,7 @@ import trio
 from kclient.client.consumer.group.streams import MessageAndMetadata
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.errors import (
+    AuthenticationError,
     BrokerResponseError,
     CorruptRecordError,
     KafkaConnectionError,
@@ -222,17 +226,27 @@ class FetcherGroup:
                 port,
                 so_timeout_ms=core.config.socket_timeout_ms,
                 client_id=core.config.client_id,
+                config=core.config.security,
+                ssl_context=getattr(core, "ssl_context", None),
             )
             consumer.attach(conn_nursery)
             try:
                 for info in infos:
                     if info.fetch_offset < 0:
                         await self._reset_offset(consumer, info, "no committed offset")
+            except AuthenticationError:
+                pass  # the fetch loop below raises it again and reports it
             except Exception as exc:  # retried by the fetch loop below
                 log.debug("initial offset lookup on broker %d failed: %s", broker_id, exc)
             task_status.started()
             try:
                 await self._fetch_until_done(consumer, broker_id, infos)
+            except AuthenticationError as exc:
+                # Never retried (the same credentials fail the same way):
+                # the streams of these partitions raise it to the application.
+                log.error("fetcher for broker %d (%s:%d) cannot authenticate: %s", broker_id, host, port, exc)
+                for index in dict.fromkeys(info.stream_index for info in infos):
+                    await core.deliver(index, exc)
             except Exception:
                 log.exception("fetcher for broker %d failed; looking for leaders again", broker_id)
                 for info in infos:
@@ -254,6 +268,8 @@ class FetcherGroup:
                         await self._reset_offset(consumer, info, "no committed offset")
                 requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, self._max_bytes) for i in infos]
                 response = await consumer.multifetch(requests, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes)
+            except AuthenticationError:
+                raise  # not retriable: _fetch_loop hands it to the streams
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
                 log.warning("fetching from broker %d failed (%s); looking for leaders again", broker_id, exc)
                 for info in infos:

@@ -10,12 +10,20 @@ v1+ for brokers that dropped v0, such as Kafka 4).
 `TrioSimpleConsumer` is the trio API; `SimpleConsumer` the
 blocking facade over it (a trio loop in a background thread, one thread
 crossing per call).
+
+Both keep Kafka's positional signature ``(host, port, so_timeout_ms,
+buffer_size, client_id)`` and take the security properties by keyword:
+``config={"security.protocol": "SASL_SSL", "sasl.mechanism": ..., ...}``
+(Kafka's names; see `kclient.security.settings.ClientSecurity`). A failed
+TLS handshake or SASL exchange (KIP-43, KIP-152) raises an
+`AuthenticationError` at once; it is never retried.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+import ssl
+from typing import Any, Mapping, Sequence
 
 import attrs
 import trio
@@ -25,6 +33,8 @@ from kclient.errors import UNKNOWN_TOPIC_OR_PARTITION, UnsupportedVersionError, 
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, LIST_OFFSETS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.security.settings import ClientSecurity
+from kclient.security.tls import client_ssl_context
 from kclient.sync import LoopThread
 
 log = logging.getLogger(__name__)
@@ -75,14 +85,42 @@ class TrioSimpleConsumer:
             ``SO_RCVBUF`` would turn Linux's autotuning off), and each
             `FetchRequest` says how many bytes to read (``max_size``).
         client_id: sent in every request header.
+        config: the security properties under Kafka's names
+            (``security.protocol``, ``ssl.ca.location``,
+            ``ssl.certificate.location``, ``ssl.key.location``,
+            ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``,
+            ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+            ``sasl.jaas.config``), a parsed `ClientSecurity`, or a
+            `ConsumerConfig` / `ProducerConfig` (its ``security``); other
+            keys of a mapping are ignored. ``None``: PLAINTEXT.
+        ssl_context: a TLS context to reuse (built from ``config`` if not
+            given).
+
+    Raises:
+        ConfigError: naming the property, for a bad security value or an
+            ``ssl.*`` file that cannot be used.
     """
 
-    def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        so_timeout_ms: int = 30000,
+        buffer_size: int = 64 * 1024,
+        client_id: str = "kclient-simple-consumer",
+        *,
+        config: Mapping[str, Any] | ClientSecurity | Any | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         del buffer_size  # see the class docstring
         self.host = host
         self.port = port
         self.so_timeout_ms = so_timeout_ms
         self.client_id = client_id
+        self.security = security_from(config)
+        if ssl_context is None and self.security.security_protocol.uses_ssl:
+            ssl_context = client_ssl_context(self.security)
+        self._ssl_context = ssl_context
         self._conn: BrokerConnection | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_cm = None
@@ -121,6 +159,8 @@ class TrioSimpleConsumer:
                         client_id=self.client_id,
                         connect_timeout_ms=self.so_timeout_ms,
                         request_timeout_ms=self.so_timeout_ms,
+                        security=self.security,
+                        ssl_context=self._ssl_context,
                     )
         return self._conn
 
@@ -282,8 +322,38 @@ class TrioSimpleConsumer:
             self._conn = None
 
 
+def security_from(config: Mapping[str, Any] | ClientSecurity | Any | None) -> ClientSecurity:
+    """The security settings of a SimpleConsumer's ``config`` argument.
+
+    Args:
+        config: ``None`` (PLAINTEXT), a `ClientSecurity`, a config object
+            with a ``security`` attribute (`ConsumerConfig`,
+            `ProducerConfig`), or a mapping of Kafka property names.
+
+    Returns:
+        The parsed settings.
+
+    Raises:
+        ConfigError: naming the property, for a bad value.
+        TypeError: ``config`` is none of these.
+    """
+    if config is None:
+        return ClientSecurity()
+    if isinstance(config, ClientSecurity):
+        return config
+    security = getattr(config, "security", None)
+    if isinstance(security, ClientSecurity):
+        return security
+    if isinstance(config, Mapping):
+        return ClientSecurity.from_properties({str(k).strip(): v for k, v in config.items()})
+    raise TypeError(f"config must be a mapping of Kafka properties or a ClientSecurity, not {type(config).__name__}")
+
+
 class SimpleConsumer:
-    """Blocking SimpleConsumer (Kafka 0.8's API).
+    """Blocking SimpleConsumer (Kafka 0.8's API): ``SimpleConsumer(host, port,
+    so_timeout_ms, buffer_size, client_id, *, config=None)``, arguments as for
+    `TrioSimpleConsumer` (``buffer_size`` is ignored; ``config`` holds the
+    security properties under Kafka's names).
 
     Methods mirror `TrioSimpleConsumer`: ``fetch``, ``multifetch``,
     ``get_offsets_before``, ``close``; usable as a context manager. Each call
@@ -299,9 +369,19 @@ class SimpleConsumer:
         client_id: sent in every request header.
     """
 
-    def __init__(self, host: str, port: int, so_timeout_ms: int = 30000, buffer_size: int = 64 * 1024, client_id: str = "kclient-simple-consumer") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        so_timeout_ms: int = 30000,
+        buffer_size: int = 64 * 1024,
+        client_id: str = "kclient-simple-consumer",
+        *,
+        config: Mapping[str, Any] | ClientSecurity | Any | None = None,
+    ) -> None:
+        core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id, config=config)  # ConfigError before a thread starts
         self._loop = LoopThread(name=f"kclient-simple-consumer-{host}:{port}")
-        self._core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id)
+        self._core = core
         self._loop.call_sync(self._core.attach, self._loop.nursery)
 
     @property

@@ -189,6 +189,7 @@ class TrioProducer:
             request_timeout_ms=cfg.request_timeout_ms + 1000,
             retry_backoff_ms=max(1, cfg.retry_backoff_ms),
             metadata_max_age_ms=refresh if refresh >= 0 else 2**62,
+            security=cfg.security,
         )
         context = ProducerContext(
             config=cfg,

@@ -30,6 +30,9 @@ through the event.handler config parameter."
 6. retries only the partitions that failed with a retriable error, up to
    ``message.send.max.retries`` times, backing off exponentially from
    ``retry.backoff.ms`` (capped at 10 s) and refreshing metadata in between.
+   An `AuthenticationError` (TLS handshake, SASL: KIP-43, KIP-152) is not
+   retriable: the send raises that error itself (its ``__cause__`` the
+   `FailedToSendMessageError` counting the lost messages).
 
 Message format by Produce version (Kafka protocol guide; kafka-python's
 ``max_usable_produce_magic``): v3+ carries record batch v2 (zstd from v7),
@@ -64,6 +67,7 @@ from kclient.client.producer.data import ProducerData as _ProducerData
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
 from kclient.errors import (
+    AuthenticationError,
     FailedToSendMessageError,
     KafkaError,
     LeaderNotAvailableError,
@@ -336,7 +340,13 @@ class DefaultEventHandler(EventHandler):
                 part.error = None
             pending = retry
         if failed:
-            raise _failure(failed, attempt)
+            error = _failure(failed, attempt)
+            auth = next((e for _, e in failed.values() if isinstance(e, AuthenticationError)), None)
+            if auth is not None:
+                # The typed error itself (Kafka's producer fails the send
+                # with the AuthenticationException): never retried.
+                raise auth from error
+            raise error
 
     async def _send_round(self, parts: list[PartitionSend]) -> None:
         """One attempt: write every request, then read every response;

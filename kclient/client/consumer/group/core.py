@@ -33,6 +33,7 @@ from kclient.client.consumer.group.registration import GroupRegistry, Leader, To
 from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata, StreamQueues, TopicFilter
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError, ZooKeeperError
+from kclient.security.tls import client_ssl_context
 from kclient.sync import LoopThread
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
@@ -65,6 +66,9 @@ class ConnectorCore:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
+        #: One TLS context for every fetcher connection (``ssl.*`` files are
+        #: read once, and a bad one fails here, not in a fetcher).
+        self.ssl_context = client_ssl_context(config.security) if config.security.security_protocol.uses_ssl else None
         self.registry = GroupRegistry(self.zk_client, config, consumer_id)
         self.storage = ZkOffsetStorage(self.zk_client, self.group)
         self.offsets = ConsumedOffsets()

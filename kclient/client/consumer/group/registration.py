@@ -88,6 +88,8 @@ class GroupRegistry:
     def __init__(self, zk: ZkClient, config: ConsumerConfig, consumer_id: str) -> None:
         self.zk = zk
         self.config = config
+        #: (broker id, protocol) pairs already warned about a missing endpoint.
+        self._warned_endpoints: set[tuple[int, str]] = set()
         self.group = config.group_id
         self.consumer_id = consumer_id
         self.subscription: dict[str, int] = {}
@@ -293,7 +295,8 @@ class GroupRegistry:
 
     def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Blocking: the partition leaders from the partition state and
-        broker nodes.
+        broker nodes. Each leader's address is its endpoint for the
+        consumer's ``security.protocol`` (KIP-103 listeners).
 
         Args:
             keys: ``(topic, partition)`` pairs.
@@ -303,6 +306,7 @@ class GroupRegistry:
             leader are left out.
         """
         zk = self.zk
+        protocol = self.config.security.security_protocol.value
         brokers: dict[int, BrokerRegistration | None] = {}
         leaders = {}
         for topic, partition in keys:
@@ -323,7 +327,13 @@ class GroupRegistry:
                     brokers[leader] = None
             reg = brokers[leader]
             if reg is not None:
-                leaders[(topic, partition)] = (leader, reg.host, reg.port)
+                endpoint = reg.endpoint_for(protocol)
+                if endpoint is None:
+                    level = logging.DEBUG if (leader, protocol) in self._warned_endpoints else logging.WARNING
+                    self._warned_endpoints.add((leader, protocol))
+                    log.log(level, "broker %d registers no %s endpoint (it has %s); %s-%d waits", leader, protocol, ", ".join(reg.endpoints) or "none", topic, partition)
+                    continue
+                leaders[(topic, partition)] = (leader, *endpoint)
         return leaders
 
 

@@ -119,6 +119,20 @@ def host_port(bootstrap: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def security(spec: dict) -> dict:
+    """The client security properties of the run (Kafka's names, as
+    `kclient.testing.client_properties` makes them; empty for PLAINTEXT),
+    set by ``benchmarks/security.py``; run.py never sets them."""
+    return dict(spec.get("security") or {})
+
+
+def kafka_python_security(spec: dict) -> dict:
+    """`security` as kafka-python keyword arguments."""
+    from kclient.testing import kafka_python_options
+
+    return kafka_python_options(security(spec))
+
+
 def check_consumed(spec: dict, records: int, nbytes: int) -> None:
     want = spec["count"]
     want_bytes = spec["count"] * spec["size"]
@@ -162,7 +176,7 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "compression.codec": spec.get("codec", "none"),
         "client.id": "bench",
     }
-    producer = Producer(config)
+    producer = Producer({**config, **security(spec)})
     try:
         timer.start()
         send = producer.send
@@ -191,7 +205,7 @@ def produce_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         compression_type=None if codec == "none" else codec,
         enable_idempotence=False,
     )
-    producer = kafka.KafkaProducer(bootstrap_servers=spec["bootstrap"], request_timeout_ms=30000, **settings)
+    producer = kafka.KafkaProducer(bootstrap_servers=spec["bootstrap"], request_timeout_ms=30000, **settings, **kafka_python_security(spec))
     try:
         timer.start()
         send = producer.send
@@ -247,7 +261,7 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "compression.type": spec.get("codec", "none"),
     }
     settings.update(spec.get("extra_confluent", {}))
-    producer = confluent_kafka.Producer({"bootstrap.servers": spec["bootstrap"], **settings})
+    producer = confluent_kafka.Producer({"bootstrap.servers": spec["bootstrap"], **settings, **security(spec)})
     timer.start()
     produce = producer.produce
     poll = producer.poll
@@ -380,7 +394,7 @@ def consume_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     max_size = spec.get("fetch_bytes", 1 << 20)
     host, port = host_port(spec["bootstrap"])
     n = nbytes = 0
-    with SimpleConsumer(host, port, so_timeout_ms=30000, buffer_size=1 << 20, client_id="bench") as consumer:
+    with SimpleConsumer(host, port, so_timeout_ms=30000, buffer_size=1 << 20, client_id="bench", config=security(spec) or None) as consumer:
         timer.start()
         ends = {p: consumer.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(parts)}
         offsets = {p: 0 for p in range(parts)}
@@ -452,7 +466,7 @@ def consume_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     import kafka
 
     topic, parts, count = spec["topic"], spec["partitions"], spec["count"]
-    consumer = kafka.KafkaConsumer(bootstrap_servers=spec["bootstrap"], enable_auto_commit=False, request_timeout_ms=30000)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=spec["bootstrap"], enable_auto_commit=False, request_timeout_ms=30000, **kafka_python_security(spec))
     n = nbytes = 0
     try:
         consumer.assign([kafka.TopicPartition(topic, p) for p in range(parts)])
@@ -530,6 +544,7 @@ def consume_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
             **tuned,
+            **security(spec),
         }
     )
     batch = spec.get("consume_batch", 10000)

@@ -37,6 +37,7 @@ bench: venv
 		touch $(VENV)/.kclient-bench-installed; }
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/spark.py
+	$(BIN)/python benchmarks/security.py
 
 clean:
 	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis

@@ -131,3 +131,27 @@ def test_table_printed(quick_report) -> None:
     assert "records/s" in stdout and "kclient ÷ this" in stdout
     assert "issue 5 targets" in stdout
     assert "JSON written to" in stdout
+
+
+def test_security_benchmark_quick(tmp_path) -> None:
+    """benchmarks/security.py --quick (issue 15): every client over PLAINTEXT
+    and SASL_SSL, counts checked by the script itself (exit 1 on a wrong
+    one); here only the exit status and the JSON's shape."""
+    out = tmp_path / "security.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "security.py"), "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, f"benchmarks/security.py --quick failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    report = json.loads(out.read_text())
+    assert report["problems"] == [] and report["repeat"] == 1
+    assert report["mechanism"] in ("SCRAM-SHA-512", "PLAIN")
+    clients = report["clients"]
+    assert "kclient" in clients
+    assert len(report["rows"]) == 2 * 2 * len(clients)  # produce/consume x two workloads x clients
+    for row in report["rows"]:
+        assert row["plaintext_records_per_s"] > 0 and row["sasl_ssl_records_per_s"] > 0, row
+    assert "SASL_SSL/PLAINTEXT" in proc.stdout

@@ -76,7 +76,7 @@ for _p in (str(_ROOT), str(_HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import run as suite  # noqa: E402  (benchmarks/run.py: payloads, pinning, machine facts, the worker)
+import run as suite
 
 DEFAULT_JSON = _HERE / "results" / "security.json"
 KCLIENT = "kclient"
@@ -126,7 +126,12 @@ class Session:
 
     def start(self, topics: list[str]) -> None:
         from kclient import SimpleConsumer
-        from kclient.testing import BrokerProcess, TestCertificates, security_properties, zookeeper_unavailable_reason
+        from kclient.testing import (
+            BrokerProcess,
+            TestCertificates,
+            security_properties,
+            zookeeper_unavailable_reason,
+        )
 
         for topic in topics:  # 1 partition each, made before the broker starts
             (self.log_dir / f"{topic}-0").mkdir()
@@ -425,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"JSON: {args.json}")
     expected_runs = len(plan)
-    if problems or sum(len(v) for k, v in runs.items() if k.endswith("|produce|PLAINTEXT") or k.endswith("|produce|SASL_SSL")) != expected_runs:
+    if problems or sum(len(v) for k, v in runs.items() if k.endswith(("|produce|PLAINTEXT", "|produce|SASL_SSL"))) != expected_runs:
         print("\nFAILED:", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)

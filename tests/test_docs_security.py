@@ -51,8 +51,8 @@ PAGE = ROOT / "docs" / "security.md"
 pytestmark = pytest.mark.timeout(300)
 
 #: A marker comment, then a fenced block: (marker, language, code).
-_BLOCK = re.compile(r"<!-- (?P<marker>[a-z: ]+?) -->\n```(?P<lang>\w+)\n(?P<code>.*?)\n```", re.S)
-_FENCE = re.compile(r"```(?P<lang>\w+)\n(?P<code>.*?)\n```", re.S)
+_BLOCK = re.compile(r"<!-- (?P<marker>[a-z: ]+?) -->\n```(?P<lang>\w+)\n(?P<code>.*?)\n```", re.DOTALL)
+_FENCE = re.compile(r"```(?P<lang>\w+)\n(?P<code>.*?)\n```", re.DOTALL)
 
 
 @attrs.frozen
@@ -72,7 +72,7 @@ def _blocks(text: str) -> list[Block]:
     out = []
     for m in _BLOCK.finditer(text):
         before = text[: m.start()]
-        headings = re.findall(r"^#+ (.+)$", before, re.M)
+        headings = re.findall(r"^#+ (.+)$", before, re.MULTILINE)
         out.append(Block(m["marker"], m["lang"], m["code"], before.count("\n") + 1, headings[-1] if headings else ""))
     return out
 
@@ -112,8 +112,8 @@ def test_the_client_property_table_lists_what_the_clients_read() -> None:
     from kclient.config.security import SECURITY_PROPERTIES
 
     section = TEXT.split("## Client properties", 1)[1].split("### Producer", 1)[0]
-    listed = set(re.findall(r"^\| `([a-z.]+)`", section, re.M)) | set(re.findall(r"\(alias `([a-z.]+)`\)", section))
-    listed |= set(re.findall(r"^\| `[a-z.]+`, `([a-z.]+)`", section, re.M))
+    listed = set(re.findall(r"^\| `([a-z.]+)`", section, re.MULTILINE)) | set(re.findall(r"\(alias `([a-z.]+)`\)", section))
+    listed |= set(re.findall(r"^\| `[a-z.]+`, `([a-z.]+)`", section, re.MULTILINE))
     assert set(SECURITY_PROPERTIES) <= listed, f"not documented: {set(SECURITY_PROPERTIES) - listed}"
     known = {spec.name for spec in ProducerConfig.properties().values()}
     aliases = {alias for spec in ProducerConfig.properties().values() for alias in getattr(spec, "aliases", ()) or ()}
@@ -122,7 +122,7 @@ def test_the_client_property_table_lists_what_the_clients_read() -> None:
 
 def test_the_errors_table_lists_the_typed_errors() -> None:
     section = TEXT.split("## Errors", 1)[1].split("\n## ", 1)[0]
-    listed = re.findall(r"^\| `(\w+Error)` \|", section, re.M)
+    listed = re.findall(r"^\| `(\w+Error)` \|", section, re.MULTILINE)
     assert listed == ["SslAuthenticationError", "SaslAuthenticationFailedError", "UnsupportedSaslMechanismError", "IllegalSaslStateError"]
     for name in listed:
         error = getattr(kclient.errors, name)

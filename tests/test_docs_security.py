@@ -257,8 +257,8 @@ def _zk_endpoint(env: DocsBroker, protocol: str):
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_python_example_runs(docs_broker, block: Block) -> None:
-    if "ConsumerConnector(" in block.code and _zk_endpoint(docs_broker, "SASL_SSL") is None:
-        pytest.skip("the bundled broker registers only its PLAINTEXT endpoint in ZooKeeper (KIP-103 endpoints per listener: broker side, not built yet)")
+    if "ConsumerConnector(" in block.code:
+        assert _zk_endpoint(docs_broker, "SASL_SSL") is not None, "the broker registers no SASL_SSL endpoint in ZooKeeper"
     printed = _run_block(docs_broker, block)
     if "print(" in block.code:
         assert printed.strip(), f"the example at {PAGE.name}:{block.line} printed nothing"

@@ -726,8 +726,7 @@ def _require_zk_endpoint(broker, listener: str) -> None:
         zk.stop()
         zk.close()
     host, port = broker.bootstrap_for(listener).rsplit(":", 1)
-    if reg.endpoint_for(dict(LISTENERS)[listener]) != (host, int(port)):
-        pytest.skip(f"the broker does not register its {listener} endpoint in ZooKeeper yet (sec-broker): {reg.endpoints}")
+    assert reg.endpoint_for(dict(LISTENERS)[listener]) == (host, int(port)), reg.endpoints
 
 
 def test_e2e_consumer_connector_group_over_sasl_ssl(secure_broker, pki, zookeeper, topic) -> None:

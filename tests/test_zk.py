@@ -53,6 +53,20 @@ def test_broker_registration_round_trip_and_kafka_shape():
     assert BrokerRegistration.from_json(7, reg.to_json()) == reg
 
 
+def test_broker_registration_lists_every_listener():
+    """Every listener is an endpoint, with its protocol in the map (KIP-103);
+    a client finds its endpoint by security protocol."""
+    listeners = [("PLAINTEXT", "PLAINTEXT", "h.example", 9092), ("EXTERNAL", "SASL_SSL", "::1", 9094)]
+    reg = BrokerRegistration.create(7, "h.example", 9092, 1700000000123, listeners=listeners)
+    doc = json.loads(reg.to_json())
+    assert doc["endpoints"] == ["PLAINTEXT://h.example:9092", "EXTERNAL://[::1]:9094"]
+    assert doc["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "EXTERNAL": "SASL_SSL"}
+    back = BrokerRegistration.from_json(7, reg.to_json())
+    assert back.endpoint_for("SASL_SSL") == ("::1", 9094)
+    assert back.endpoint_for("PLAINTEXT") == ("h.example", 9092)
+    assert back.endpoint_for("SSL") is None
+
+
 def test_broker_registration_reads_endpoint_only_documents():
     data = b'{"jmx_port":-1,"timestamp":"1","endpoints":["PLAINTEXT://[::1]:9092"],"host":null,"version":4,"port":-1}'
     reg = BrokerRegistration.from_json(1, data)

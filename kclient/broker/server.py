@@ -56,17 +56,6 @@ from typing import Any, Callable
 
 import trio
 
-from kclient.config import BrokerConfig
-from kclient.errors import INVALID_REQUEST, ProtocolError
-from kclient.protocol.connection import (
-    FrameBuffer,
-    decode_request,
-    encode_response,
-    encode_unsupported_api_versions,
-    parse_request_header,
-)
-from kclient.protocol.messages import API_VERSIONS, APIS, FETCH, SASL_AUTHENTICATE, SASL_HANDSHAKE
-
 from kclient.broker.fetch import ClientGone
 from kclient.broker.handlers import (
     SUPPORTED_VERSIONS,
@@ -87,6 +76,22 @@ from kclient.broker.security import (
 )
 from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
 from kclient.broker.zk_registration import BrokerRegistrar
+from kclient.config import BrokerConfig
+from kclient.errors import INVALID_REQUEST, ProtocolError
+from kclient.protocol.connection import (
+    FrameBuffer,
+    decode_request,
+    encode_response,
+    encode_unsupported_api_versions,
+    parse_request_header,
+)
+from kclient.protocol.messages import (
+    API_VERSIONS,
+    APIS,
+    FETCH,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 
 log = logging.getLogger("kclient.broker")
 
@@ -207,6 +212,9 @@ class Broker:
                 config.zookeeper_connect,
                 session_timeout_ms=config.zookeeper_session_timeout_ms,
                 connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+                listeners=[
+                    (r.name, r.security.listener.protocol.value, r.advertised_host, r.advertised_port) for r in runtimes
+                ],
             )
             try:
                 await registrar.start()

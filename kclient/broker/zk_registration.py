@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 
 import trio
 from kazoo.client import KazooState
@@ -65,8 +66,19 @@ class BrokerRegistrar:
     ``await close()`` at shutdown (ends the session: the ephemeral nodes go
     at once)."""
 
-    def __init__(self, state, connect: str, *, session_timeout_ms: int, connection_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        state,
+        connect: str,
+        *,
+        session_timeout_ms: int,
+        connection_timeout_ms: int,
+        listeners: Sequence[tuple[str, str, str, int]] = (),
+    ) -> None:
         self.state = state
+        #: ``(name, security protocol, advertised host, port)`` of each
+        #: listener, registered as the broker's endpoints (KIP-103).
+        self.listeners = tuple(listeners)
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.client = ZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms)
@@ -134,7 +146,7 @@ class BrokerRegistrar:
         broker_id = state.broker_id
         now = now_ms()
         zk.create_persistent_if_absent(CLUSTER_ID_PATH, encode_cluster_id(state.cluster_id))
-        registration = BrokerRegistration.create(broker_id, state.advertised_host, state.advertised_port, now)
+        registration = BrokerRegistration.create(broker_id, state.advertised_host, state.advertised_port, now, listeners=self.listeners)
         path = broker_path(broker_id)
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 1.0
         while not zk.create_ephemeral_if_absent(path, registration.to_json()):
@@ -150,7 +162,7 @@ class BrokerRegistrar:
                 )
             log.info("%s exists (an older session of this broker?); waiting for it to expire", path)
             time.sleep(0.5)
-        log.info("registered broker %d at %s as %s:%d", broker_id, path, state.advertised_host, state.advertised_port)
+        log.info("registered broker %d at %s with endpoints %s", broker_id, path, ", ".join(registration.endpoints))
         epoch = zk.get(CONTROLLER_EPOCH_PATH)
         if epoch is None:
             zk.create_persistent_if_absent(CONTROLLER_EPOCH_PATH, b"1")

@@ -189,13 +189,40 @@ class BrokerRegistration:
         return None
 
     @classmethod
-    def create(cls, broker_id: int, host: str, port: int, timestamp: int, jmx_port: int = -1) -> "BrokerRegistration":
-        """A PLAINTEXT registration for ``host:port``."""
-        return cls(broker_id, host, port, timestamp, jmx_port, (f"PLAINTEXT://{host}:{port}",))
+    def create(
+        cls,
+        broker_id: int,
+        host: str,
+        port: int,
+        timestamp: int,
+        jmx_port: int = -1,
+        listeners: Sequence[tuple[str, str, str, int]] = (),
+    ) -> "BrokerRegistration":
+        """A registration for a broker reached at ``host:port``.
+
+        Args:
+            broker_id: The broker's id.
+            host: The legacy ``host`` field (the first listener's host).
+            port: The legacy ``port`` field.
+            timestamp: Registration time, ms since the epoch.
+            jmx_port: -1 for none.
+            listeners: ``(listener name, security protocol, advertised
+                host, advertised port)`` of every listener, written as
+                ``endpoints`` and ``listener_security_protocol_map``
+                (KIP-103); empty: one PLAINTEXT listener at ``host:port``.
+
+        Returns:
+            The registration.
+        """
+        if not listeners:
+            listeners = (("PLAINTEXT", "PLAINTEXT", host, port),)
+        endpoints = tuple(f"{name}://{f'[{h}]' if ':' in h else h}:{p}" for name, _, h, p in listeners)
+        protocol_map = {name: protocol for name, protocol, _, _ in listeners}
+        return cls(broker_id, host, port, timestamp, jmx_port, endpoints, protocol_map=protocol_map)
 
     def to_json(self) -> bytes:
         doc: dict = {
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "listener_security_protocol_map": dict(self.protocol_map) or {"PLAINTEXT": "PLAINTEXT"},
             "endpoints": list(self.endpoints),
             "jmx_port": self.jmx_port,
             "host": self.host,

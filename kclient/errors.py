@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-
 # --- error codes ---------------------------------------------------------------
 # The codes of the "Error Codes" table of the Kafka protocol guide
 # (https://kafka.apache.org/protocol#protocol_error_codes) that kclient
@@ -40,12 +39,15 @@ INVALID_TOPIC_EXCEPTION = 17
 RECORD_LIST_TOO_LARGE = 18
 NOT_ENOUGH_REPLICAS = 19
 INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
+SASL_AUTHENTICATION_FAILED = 58
 #: Fetch sessions (KIP-227): the session id is unknown. The bundled broker
 #: answers it; no exception class, since kclient's clients open no sessions.
 FETCH_SESSION_ID_NOT_FOUND = 70
@@ -415,7 +417,7 @@ class SslAuthenticationError(AuthenticationError):
     name = "SSL_AUTHENTICATION_FAILED"
 
 
-@_code(33, "UNSUPPORTED_SASL_MECHANISM")
+@_code(UNSUPPORTED_SASL_MECHANISM, "UNSUPPORTED_SASL_MECHANISM")
 class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
     """33: the broker does not enable the SASL mechanism the client asked
     for in SaslHandshake (KIP-43); the response lists the ones it does.
@@ -423,7 +425,7 @@ class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
     is an AuthenticationException: never retriable."""
 
 
-@_code(34, "ILLEGAL_SASL_STATE")
+@_code(ILLEGAL_SASL_STATE, "ILLEGAL_SASL_STATE")
 class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
     """34: a SASL message arrived in a state that does not expect it (e.g. a
     SaslAuthenticate before SaslHandshake, or a token after completion).
@@ -431,7 +433,7 @@ class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
     AuthenticationException): never retriable."""
 
 
-@_code(58, "SASL_AUTHENTICATION_FAILED")
+@_code(SASL_AUTHENTICATION_FAILED, "SASL_AUTHENTICATION_FAILED")
 class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
     """58: SASL authentication failed: unknown user, wrong password or a
     malformed token (KIP-152). The message says no more than that."""

@@ -55,6 +55,7 @@ Pure functions over bytes; the clock is passed in.
 from __future__ import annotations
 
 import struct
+
 import attrs
 import crc32c
 
@@ -67,9 +68,15 @@ from kclient.errors import (
     CorruptRecordError,
 )
 from kclient.protocol.records import codecs
+from kclient.protocol.records.formats import (
+    PRODUCE_MAGIC2_MIN_VERSION,
+    ZSTD_MIN_FETCH_VERSION,
+    ZSTD_MIN_PRODUCE_VERSION,
+    fetch_magic,
+    produce_magic_max,
+)
 from kclient.protocol.records.legacy import (
     ATTR_TIMESTAMP_TYPE,
-    ATTRIBUTES_AT as _V01_ATTRIBUTES_AT,
     NO_TIMESTAMP,
     LegacyMessage,
     absolute_inner,
@@ -80,26 +87,32 @@ from kclient.protocol.records.legacy import (
     read_message,
     validate_legacy_entry,
 )
-from kclient.protocol.records.formats import (
-    PRODUCE_MAGIC2_MIN_VERSION,
-    ZSTD_MIN_FETCH_VERSION,
-    ZSTD_MIN_PRODUCE_VERSION,
-    fetch_magic,
-    produce_magic_max,
+from kclient.protocol.records.legacy import (
+    ATTRIBUTES_AT as _V01_ATTRIBUTES_AT,
 )
 from kclient.protocol.records.scan import MAGIC_AT, BatchInfo, scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CODEC_MASK,
-    ATTRIBUTES_AT as _V2_ATTRIBUTES_AT,
-    CRC_AT as _V2_CRC_AT,
-    CRC_START as _V2_CRC_START,
     HEADER_SIZE,
-    MAX_TIMESTAMP_AT as _V2_MAX_TIMESTAMP_AT,
-    RECORD_OVERHEAD as _V2_RECORD_OVERHEAD,
     build_batch,
     decode_records,
     read_header,
     validate_batch,
+)
+from kclient.protocol.records.v2 import (
+    ATTRIBUTES_AT as _V2_ATTRIBUTES_AT,
+)
+from kclient.protocol.records.v2 import (
+    CRC_AT as _V2_CRC_AT,
+)
+from kclient.protocol.records.v2 import (
+    CRC_START as _V2_CRC_START,
+)
+from kclient.protocol.records.v2 import (
+    MAX_TIMESTAMP_AT as _V2_MAX_TIMESTAMP_AT,
+)
+from kclient.protocol.records.v2 import (
+    RECORD_OVERHEAD as _V2_RECORD_OVERHEAD,
 )
 
 _I16 = struct.Struct(">h")

@@ -34,23 +34,19 @@ from typing import Any, Awaitable, Callable
 import attrs
 import trio
 
+from kclient.broker.convert import AppendRejected, prepare_append
+from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
-    CORRUPT_MESSAGE,
-    FETCH_SESSION_ID_NOT_FOUND,
-    INVALID_RECORD,
+    ILLEGAL_SASL_STATE,
     INVALID_REQUEST,
     INVALID_REQUIRED_ACKS,
     INVALID_TOPIC_EXCEPTION,
     LEADER_NOT_AVAILABLE,
-    MESSAGE_TOO_LARGE,
     NONE,
-    OFFSET_OUT_OF_RANGE,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_COMPRESSION_TYPE,
-    UNSUPPORTED_VERSION,
     BrokerResponseError,
     ConfigError,
     InvalidTopicError,
@@ -59,9 +55,6 @@ from kclient.errors import (
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records import iter_record_set
 from kclient.storage import Log, LogConfig, LogManager, validate_topic_name
-
-from kclient.broker.convert import AppendRejected, prepare_append
-from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 
 log = logging.getLogger("kclient.broker")
 
@@ -100,7 +93,6 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 listener_address: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
     "kclient_listener_address", default=None
 )
-_ILLEGAL_SASL_STATE = 34
 
 
 def supported_triples() -> list[tuple[int, int, int]]:
@@ -392,12 +384,12 @@ class RequestHandlers:
     async def sasl_handshake(self, header: RequestHeader, body: dict) -> dict:
         """SaslHandshake outside an authentication (a listener without SASL,
         or after it completed): ILLEGAL_SASL_STATE, as Kafka's KafkaApis."""
-        return {"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []}
+        return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
 
     async def sasl_authenticate(self, header: RequestHeader, body: dict) -> dict:
         """SaslAuthenticate outside an authentication: ILLEGAL_SASL_STATE."""
         return {
-            "error_code": _ILLEGAL_SASL_STATE,
+            "error_code": ILLEGAL_SASL_STATE,
             "error_message": "SaslAuthenticate request received after successful authentication or on a listener "
             "without SASL",
             "auth_bytes": b"",

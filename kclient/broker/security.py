@@ -50,7 +50,10 @@ import attrs
 import trio
 
 from kclient.errors import (
+    ILLEGAL_SASL_STATE,
     NONE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
     ConfigError,
     IllegalSaslStateError,
     SaslAuthenticationFailedError,
@@ -58,6 +61,7 @@ from kclient.errors import (
     ZooKeeperError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kclient.security.sasl import (
     SCRAM_MECHANISMS,
     SaslServer,
@@ -85,14 +89,7 @@ __all__ = [
 #: Seconds a client has to complete the TLS handshake.
 SSL_HANDSHAKE_TIMEOUT = 10.0
 #: API keys of the SASL exchange (KIP-43, KIP-152).
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
-API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
-#: Kafka error codes of the SASL exchange (kclient.errors has their classes).
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
 
 
 class RateLimitedLog:
@@ -365,7 +362,7 @@ class SaslAuthenticator:
             SaslClose: anything but ApiVersions, SaslHandshake and
                 SaslAuthenticate (closed without a response, as Kafka does).
         """
-        if header.api_key in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
+        if header.api_key in (API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
             return
         self.failures.log(
             "sasl-unexpected",

@@ -1,4 +1,5 @@
-"""The blocking facade: one trio event loop in a background thread per client.
+"""The blocking facade: one trio event loop in a background thread per client,
+and what happens to clients that are still open when the interpreter exits.
 
 `LoopThread` starts ``trio.run`` in a thread, keeps a nursery open
 there for the client's background tasks (connection readers, the async
@@ -6,19 +7,63 @@ producer's send loop), and runs coroutines on it from the caller's thread with
 `LoopThread.call`. Calls cross threads once per call, so the blocking
 API's hot paths are built to make one call per batch, not per record.
 
-Shutdown is explicit (`LoopThread.close`, or leaving a ``with`` block):
-no daemon-thread ``atexit`` or ``__del__`` tricks.
+Shutdown is explicit (`LoopThread.close`, or leaving a ``with`` block), with
+two safety nets for an application that forgets it:
+
+- **Exit.** Loop threads are *daemon* threads, so none of them keeps the
+  interpreter alive. Each blocking client registers a small *closer* (an
+  `ExitCloser`: the client's loop, queue and connections, never the client
+  object itself) with `track` while it is open. One hook, registered with
+  ``threading._register_atexit``, closes every closer still registered when
+  the interpreter exits, newest first: an async Producer flushes for at most
+  ``close.timeout.ms`` and logs at ERROR what it could not deliver, a
+  ConsumerConnector commits and leaves its group, the others just close.
+
+  Why ``threading._register_atexit`` and not ``atexit``: at exit the
+  interpreter first calls ``threading._shutdown``, which runs the
+  ``_register_atexit`` hooks and *then* joins every non-daemon thread; only
+  after that do ``atexit`` handlers run. An ``atexit`` flush would therefore
+  never run while an application's own non-daemon thread is blocked on the
+  client (in ``send`` on a full queue, iterating a stream): the interpreter
+  would wait for that thread forever. Run first, the hook closes the client,
+  which releases such threads (they get `ProducerClosedError` or their stream
+  ends), and the interpreter is still whole (new threads can start, as trio's
+  worker threads and ZooKeeper's need). Daemon threads are still needed: a
+  hook that gives up after its timeout must not leave a thread that keeps
+  the process alive. Where ``threading._register_atexit`` is missing (not
+  CPython >= 3.9) ``atexit`` is used instead.
+
+  Ctrl-C (KeyboardInterrupt) during that exit flush abandons what is left:
+  the closer logs at ERROR how many records were abandoned, the remaining
+  clients are closed without waiting, and the process then ends as an
+  interrupted Python program does (killed by SIGINT: status 130 in a shell,
+  -2 from ``subprocess``) instead of with status 0, right after the
+  ``atexit`` handlers registered after kclient was imported (logging's
+  handlers are flushed first).
+
+- **Garbage collection.** A client collected while still open emits
+  ``ResourceWarning: unclosed <...>`` (as sockets and files do) and its
+  closer is closed in a background thread (bounded as at exit). The loop
+  thread holds no reference to the client object, so an unreferenced client
+  is collected.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
+import os
+import signal
+import sys
 import threading
 from typing import Any, Awaitable, Callable, Iterator
 
 import trio
 
 from kclient.errors import LoopClosedError
+
+log = logging.getLogger(__name__)
 
 
 class LoopThread:
@@ -27,6 +72,10 @@ class LoopThread:
     ``call(async_fn, *args)`` runs ``async_fn(*args)`` on the loop and returns
     its result (exceptions propagate to the caller). ``nursery`` is a nursery
     on that loop for long-lived tasks; it is cancelled by `close`.
+
+    The thread is a daemon thread: it never keeps the interpreter alive (the
+    exit hook of this module closes the clients still open, see the module
+    docstring).
     """
 
     def __init__(self, name: str = "kclient-trio") -> None:
@@ -36,7 +85,7 @@ class LoopThread:
         self._stop: trio.Event | None = None
         self._error: BaseException | None = None
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=False)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
@@ -100,6 +149,45 @@ class LoopThread:
             raise LoopClosedError("the client's event loop is closed")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
+    def run_bounded(self, async_fn: Callable[..., Awaitable[Any]], *args: Any, timeout: float | None) -> bool:
+        """Run ``async_fn(*args)`` on the loop and wait at most ``timeout``
+        seconds for it; it keeps running if the wait ends first. Its
+        exceptions are logged, not raised.
+
+        Args:
+            async_fn: The async function to run.
+            *args: Its positional arguments.
+            timeout: The longest to wait (seconds), None for no limit.
+
+        Returns:
+            True if it finished (or the loop is gone), False on timeout.
+        """
+        if self._closed or self._token is None or self._nursery is None:
+            return True
+        done = threading.Event()
+
+        async def run() -> None:
+            try:
+                await async_fn(*args)
+            except Exception:
+                log.exception("%s failed", getattr(async_fn, "__qualname__", async_fn))
+            finally:
+                done.set()
+
+        nursery = self._nursery
+
+        def start() -> None:  # on the loop: never raise into trio's scheduler
+            try:
+                nursery.start_soon(run)
+            except RuntimeError:  # the nursery is closing
+                done.set()
+
+        try:
+            self._token.run_sync_soon(start)
+        except trio.RunFinishedError:
+            return True
+        return done.wait(timeout)
+
     @contextlib.contextmanager
     def closing_on_error(self) -> Iterator["LoopThread"]:
         """Close the loop if the ``with`` block raises, then re-raise.
@@ -144,3 +232,219 @@ class LoopThread:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------- exit and garbage collection
+
+
+class ExitCloser:
+    """What it takes to close one blocking client, without the client object.
+
+    A client creates one in its constructor, calls `track` on it, and
+    delegates its ``close`` to it. Holding the loop, queue and connections
+    but not the client, it can close them after the client was garbage
+    collected, and the module's exit hook can hold it without keeping the
+    client alive. Subclasses implement `_close` (the client's ordinary close,
+    may raise) and may override `close_at_exit` / `abort`.
+
+    Args:
+        description: ``repr`` of the client, for log messages.
+        exit_timeout: The longest `close_at_exit` waits (seconds).
+    """
+
+    def __init__(self, description: str, exit_timeout: float) -> None:
+        self.description = description
+        self.exit_timeout = exit_timeout
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once a close started."""
+        return self._closed
+
+    def _begin(self) -> bool:
+        # True for the one caller that gets to close.
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+        return True
+
+    def close(self) -> None:
+        """Close (the client's ``close``): once, later calls return at once.
+        Untracks the closer even when closing raises."""
+        if not self._begin():
+            return
+        try:
+            self._close()
+        finally:
+            untrack(self)
+
+    def _close(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close_at_exit(self) -> None:
+        """Close within `exit_timeout` seconds, logging (not raising)
+        failures. KeyboardInterrupt propagates after `abort` ran.
+        Called by the exit hook and for a garbage-collected client."""
+        if not self._begin():
+            return
+        try:
+            done = run_with_timeout(self._close, self.exit_timeout, f"close {self.description}")
+            if not done:
+                log.error("%s did not close within %.1f s at exit; abandoned", self.description, self.exit_timeout)
+        except KeyboardInterrupt:
+            self._abort("interrupted by KeyboardInterrupt")
+            raise
+        finally:
+            untrack(self)
+
+    def abort(self, why: str = "interrupted by KeyboardInterrupt") -> int:
+        """Stop at once if still open, abandoning pending work, and log at
+        ERROR what was abandoned.
+
+        Returns:
+            How many records were abandoned.
+        """
+        if not self._begin():
+            return 0
+        try:
+            return self._abort(why)
+        finally:
+            untrack(self)
+
+    def _abort(self, why: str) -> int:
+        # Called once the close began; subclasses with pending records count them.
+        log.error("%s closed without waiting: %s", self.description, why)
+        return 0
+
+
+def run_with_timeout(fn: Callable[[], Any], timeout: float | None, what: str) -> bool:
+    """Run ``fn()`` in a daemon thread and wait at most ``timeout`` seconds
+    (interruptible by Ctrl-C). Its exception is logged at ERROR.
+
+    Returns:
+        True if it finished in time.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception as exc:
+            log.error("%s failed: %s", what, exc, exc_info=exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="kclient-closer", daemon=True).start()
+    return done.wait(timeout)
+
+
+_registry: dict[int, ExitCloser] = {}
+_registry_lock = threading.Lock()
+_hook_installed = False
+_interrupted = False
+
+
+def track(closer: ExitCloser) -> None:
+    """Register an open client's closer for the exit hook (installing the
+    hook on first use)."""
+    global _hook_installed
+    with _registry_lock:
+        _registry[id(closer)] = closer
+        if _hook_installed:
+            return
+        _hook_installed = True
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError("threading._register_atexit is missing")
+        register(_close_open_clients)
+    except RuntimeError:  # missing, or the interpreter is already shutting down
+        atexit.register(_close_open_clients)
+
+
+def untrack(closer: ExitCloser) -> None:
+    """Forget a closed client's closer."""
+    with _registry_lock:
+        _registry.pop(id(closer), None)
+
+
+def open_closers() -> list[ExitCloser]:
+    """The closers of the clients open now, oldest first."""
+    with _registry_lock:
+        return list(_registry.values())
+
+
+def close_unclosed(closer: ExitCloser, obj: object) -> None:
+    """For a client's ``__del__``: if it is still open, warn
+    ``ResourceWarning: unclosed <client>`` and close it in a background
+    thread (bounded as at exit)."""
+    if closer.closed:
+        return
+    import warnings
+
+    warnings.warn(f"unclosed {obj!r}", ResourceWarning, source=obj)
+    if sys.is_finalizing():
+        return
+    try:
+        threading.Thread(target=_close_quietly, args=(closer,), name="kclient-close-unclosed", daemon=True).start()
+    except RuntimeError:  # no new threads at interpreter shutdown
+        pass
+
+
+def _close_quietly(closer: ExitCloser) -> None:
+    try:
+        closer.close_at_exit()
+    except BaseException:
+        log.exception("closing %s failed", closer.description)
+
+
+def _close_open_clients() -> None:
+    """The exit hook: close every client still open, newest first. Never
+    raises (an exception here would stop ``threading._shutdown`` from joining
+    the application's threads)."""
+    global _interrupted
+    for closer in reversed(open_closers()):
+        try:
+            if _interrupted:
+                closer.abort()
+            else:
+                closer.close_at_exit()
+        except KeyboardInterrupt:
+            _interrupted = True
+        except BaseException:
+            try:
+                log.exception("closing %s at exit failed", closer.description)
+            except BaseException:
+                pass
+
+
+def _exit_interrupted() -> None:
+    """An ``atexit`` handler registered when this module is imported, so it
+    runs after the ones registered later (the application's): if Ctrl-C
+    interrupted the exit hook, end the process as Python ends one
+    interrupted by Ctrl-C (killed by SIGINT), after flushing the logging
+    handlers and standard streams. Otherwise the exit status would be 0."""
+    if not _interrupted:
+        return
+    for handler in list(logging.getLogger().handlers) + [h for lg in list(logging.Logger.manager.loggerDict.values()) for h in getattr(lg, "handlers", [])]:
+        try:
+            handler.flush()
+        except Exception:
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        os._exit(128 + signal.SIGINT)
+
+
+atexit.register(_exit_interrupted)

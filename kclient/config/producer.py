@@ -111,6 +111,11 @@ class ProducerConfig(_ClientSecurityConfig):
     )
     """Async, full queue: -1 block until there is room, 0 drop at once
     (`QueueFullError`), >0 wait that many ms then drop."""
+    close_timeout_ms: int = prop("close.timeout.ms", _to_int, 5000, _at_least(0))
+    """Async: the longest the flush of a producer that was never closed may
+    take at interpreter exit (ms; Kafka's ``KafkaProducer.close(timeout)``,
+    kclient's ``Producer.close(timeout_ms)``). What is then still queued or
+    unacknowledged is abandoned and its count logged at ERROR."""
     batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1), aliases=["batch.size"])
     """Async: messages per batch (0.7's ``batch.size`` is this count, not bytes)."""
     send_buffer_bytes: int = prop("send.buffer.bytes", _to_int, 102400, _at_least(-1))

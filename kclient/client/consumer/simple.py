@@ -35,7 +35,7 @@ from kclient.protocol.messages import FETCH, LIST_OFFSETS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context
-from kclient.sync import LoopThread
+from kclient.sync import ExitCloser, LoopThread, close_unclosed, track
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,10 @@ class SimpleConsumer:
         core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id, config=config)  # ConfigError before a thread starts
         self._loop = LoopThread(name=f"kclient-simple-consumer-{host}:{port}")
         self._core = core
-        self._loop.call_sync(self._core.attach, self._loop.nursery)
+        with self._loop.closing_on_error():
+            self._loop.call_sync(self._core.attach, self._loop.nursery)
+        self._closer = _SimpleConsumerCloser(f"<SimpleConsumer {host}:{port} client.id={client_id}>", max(1.0, so_timeout_ms / 1000), self._loop, core)
+        track(self._closer)
 
     @property
     def host(self) -> str:
@@ -464,15 +467,54 @@ class SimpleConsumer:
 
     def close(self) -> None:
         """Close the connection and stop the client's trio thread (idempotent;
-        never raises for an already closed consumer)."""
-        try:
-            self._loop.call(self._core.aclose)
-        except Exception:  # loop already gone
-            pass
-        self._loop.close()
+        never raises for an already closed consumer). A SimpleConsumer still
+        open at interpreter exit is closed by kclient's exit hook (bounded by
+        ``so_timeout_ms``); one garbage-collected while open emits
+        ``ResourceWarning`` and is closed in the background."""
+        self._closer.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called (or the exit hook closed it)."""
+        return self._closer.closed
 
     def __enter__(self) -> "SimpleConsumer":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:
+        closer = getattr(self, "_closer", None)
+        state = "closed" if closer is None or closer.closed else "open"
+        return f"<SimpleConsumer {self._core.host}:{self._core.port} {state}>"
+
+    def __del__(self) -> None:
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            close_unclosed(closer, self)
+
+
+class _SimpleConsumerCloser(ExitCloser):
+    """Closes a SimpleConsumer's connection and loop; holds no reference to
+    the SimpleConsumer (see `kclient.sync.ExitCloser`)."""
+
+    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioSimpleConsumer) -> None:
+        super().__init__(description, exit_timeout)
+        self._loop = loop
+        self._core = core
+
+    def _close(self) -> None:
+        try:
+            self._loop.call(self._core.aclose)
+        except Exception:  # loop already gone
+            pass
+        self._loop.close()
+
+    def _abort(self, why: str) -> int:
+        log.error("%s closed without waiting: %s", self.description, why)
+        try:
+            self._loop.close(timeout=1.0)
+        except Exception as exc:
+            log.debug("%s: loop ended with %r", self.description, exc)
+        return 0

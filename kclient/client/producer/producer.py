@@ -55,7 +55,7 @@ from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
-from kclient.sync import LoopThread
+from kclient.sync import ExitCloser, LoopThread, close_unclosed, track, untrack
 
 __all__ = ["Producer", "ProducerStatistics"]
 
@@ -110,8 +110,6 @@ class Producer:
         self._before_send = overrides(self._callbacks, "before_sending_data")
         self._on_error = overrides(self._callbacks, "on_send_error")
         self._async = cfg.producer_type == "async"
-        self._close_lock = threading.Lock()
-        self._closed = False
         self._stats_lock = threading.Lock()
         self._sync_sent = [0, 0]  # messages, calls
         self._sync_failed = [0, 0]
@@ -141,6 +139,8 @@ class Producer:
             self._loop.call(self._core.open, self._loop.nursery)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
+        self._closer = _ProducerCloser(f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>", cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread)
+        track(self._closer)
 
     @property
     def producer_type(self) -> str:
@@ -149,8 +149,13 @@ class Producer:
 
     @property
     def closed(self) -> bool:
-        """True once `close` was called."""
-        return self._closed
+        """True once `close` was called (or the exit hook closed it)."""
+        return self._closer.closed
+
+    @property
+    def _closed(self) -> bool:
+        closer = getattr(self, "_closer", None)
+        return closer is not None and closer.closed
 
     @property
     def trio_producer(self) -> TrioProducer:
@@ -293,46 +298,38 @@ class Producer:
                 "sync", 0, self._sync_sent[0], self._sync_sent[1], self._sync_failed[0], self._sync_failed[1], self._sync_first_error
             )
 
-    def close(self) -> None:
+    def close(self, timeout_ms: int | None = None) -> None:
         """Send everything queued (async), stop the send thread, call the
         CallbackHandler's ``close``, close the connections and stop the trio
         loop thread. Idempotent. Sends from other threads that are blocked
         on a full queue get `ProducerClosedError`.
 
+        As Kafka's ``KafkaProducer.close(timeout)``: with ``timeout_ms`` the
+        async flush waits at most that long; what is then still queued or
+        unacknowledged is abandoned, its count logged at ERROR and counted
+        in the raised error's ``lost_messages``. Without it, close waits
+        until every record is acknowledged or failed (each bounded by the
+        retries). Ctrl-C (KeyboardInterrupt) while close waits abandons the
+        rest the same way: the count is logged at ERROR and added as a note
+        to the KeyboardInterrupt, which propagates.
+
+        Args:
+            timeout_ms: The longest the async flush may take (ms); None
+                waits as long as it takes. (At interpreter exit, for a
+                producer that was never closed, ``close.timeout.ms`` is
+                used.)
+
         Raises:
             FailedToSendMessageError: an async send failed since the
-                producer started (the first send error chained;
-                ``lost_messages`` counts the messages lost).
+                producer started, or records were abandoned at the timeout
+                (the first send error chained; ``lost_messages`` counts the
+                messages lost).
             IllegalStateError: called from the producer's send thread (a
                 CallbackHandler hook).
         """
         if self._thread is not None and self._thread.in_loop_thread:
             raise IllegalStateError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        try:
-            if self._queue is not None and self._thread is not None:
-                self._queue.close()
-                self._thread.join()
-            try:
-                self._callbacks.close()
-            finally:
-                try:
-                    self._loop.call(self._core.aclose)
-                finally:
-                    self._loop.close()
-        finally:
-            log.debug("producer closed: %s", self.statistics())
-        if self._thread is not None:
-            stats = self._thread.statistics()
-            if stats.failed_messages or stats.failed_batches:
-                raise FailedToSendMessageError(
-                    f"{stats.failed_messages} message(s) in {stats.failed_batches} batch(es) could not be sent by the "
-                    f"async producer ({stats.sent_messages} were sent); first error: {stats.first_error}",
-                    lost_messages=stats.failed_messages,
-                ) from stats.first_error
+        self._closer.close(None if timeout_ms is None else max(0, timeout_ms) / 1000)
 
     def __enter__(self) -> "Producer":
         return self
@@ -341,5 +338,121 @@ class Producer:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        closer = getattr(self, "_closer", None)
+        state = "closed" if closer is None or closer.closed else "open"
         return f"<Producer {self.config.producer_type} {state} {self.config.metadata_broker_list}>"
+
+    def __del__(self) -> None:
+        # ResourceWarning for a producer collected while open; its closer (not
+        # this object) then flushes and closes it in the background.
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            close_unclosed(closer, self)
+
+
+class _ProducerCloser(ExitCloser):
+    """Closes a Producer's send thread, queue, loop and connections; holds no
+    reference to the Producer (see `kclient.sync.ExitCloser`)."""
+
+    def __init__(self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None") -> None:
+        super().__init__(description, close_timeout_ms / 1000)
+        self.close_timeout_ms = close_timeout_ms
+        self._loop = loop
+        self._core = core
+        self._callbacks = callbacks
+        self._queue = queue
+        self._thread = thread
+        self._failed_before_abort = 0
+
+    def close(self, timeout: float | None = None) -> None:  # type: ignore[override]
+        """The Producer's ``close``: flush (at most ``timeout`` seconds),
+        then close; raises as `Producer.close`."""
+        if not self._begin():
+            return
+        try:
+            self._shutdown(timeout, f"not delivered within close(timeout_ms={None if timeout is None else round(timeout * 1000)})", at_exit=False)
+        finally:
+            untrack(self)
+
+    def close_at_exit(self) -> None:
+        """Flush for at most ``close.timeout.ms``, close, and log (never
+        raise) what could not be delivered. KeyboardInterrupt propagates
+        after the abandoned records were counted and logged."""
+        if not self._begin():
+            return
+        try:
+            self._shutdown(self.exit_timeout, f"not delivered within close.timeout.ms={self.close_timeout_ms} at exit", at_exit=True)
+        finally:
+            untrack(self)
+
+    def _shutdown(self, timeout: float | None, why: str, *, at_exit: bool) -> None:
+        abandoned = 0
+        if self._queue is not None and self._thread is not None:
+            self._queue.close()
+            try:
+                finished = self._thread.join(timeout)
+            except KeyboardInterrupt as exc:
+                n = self._abort("interrupted by KeyboardInterrupt")
+                exc.add_note(f"kclient: {self.description}: {n} record(s) abandoned, not delivered")
+                raise
+            if not finished:
+                abandoned = self._abort(why)
+        if not abandoned:
+            try:
+                self._callbacks.close()
+            finally:
+                try:
+                    if timeout is None and not at_exit:
+                        self._loop.call(self._core.aclose)
+                    elif not self._loop.run_bounded(self._core.aclose, timeout=max(1.0, timeout or 0.0)):
+                        log.error("%s: closing the connections did not finish in time", self.description)
+                finally:
+                    self._loop.close(timeout=30.0 if timeout is None and not at_exit else 5.0)
+        self._report(abandoned, at_exit)
+
+    def _abort(self, why: str) -> int:
+        """Drop what is queued, close the connections (failing what is in
+        flight) and stop the loop, each briefly; log at ERROR and return
+        how many records were not delivered."""
+        dropped = in_flight = 0
+        if self._thread is not None:
+            self._failed_before_abort = self._thread.statistics().failed_messages
+        if self._queue is not None:
+            dropped = self._queue.abandon()
+            in_flight = max(0, self._queue.statistics().unfinished_messages)
+        total = dropped + in_flight
+        log.error(
+            "%s: %d record(s) abandoned, not delivered (%d still queued, %d taken for sending and not acknowledged): %s",
+            self.description, total, dropped, in_flight, why,
+        )
+        try:
+            self._callbacks.close()
+        except Exception:
+            log.exception("CallbackHandler.close failed")
+        try:
+            self._loop.run_bounded(self._core.aclose, timeout=1.0)
+        finally:
+            try:
+                self._loop.close(timeout=1.0)
+            except Exception as exc:
+                log.debug("%s: loop ended with %r", self.description, exc)
+        return total
+
+    def _report(self, abandoned: int, at_exit: bool) -> None:
+        if self._thread is None:
+            return
+        stats = self._thread.statistics()
+        # Batches in flight at the abort are in ``abandoned``; do not count
+        # their failure (closed connection) a second time.
+        failed = self._failed_before_abort if abandoned else stats.failed_messages
+        if not (failed or stats.failed_batches or abandoned):
+            return
+        lost = failed + abandoned
+        message = (
+            f"{lost} message(s) could not be sent by the async producer ({failed} failed in {stats.failed_batches} batch(es), "
+            f"{abandoned} abandoned at close; {stats.sent_messages} were sent); first error: {stats.first_error}"
+        )
+        if at_exit:
+            log.error("%s at exit: %s", self.description, message)
+            return
+        raise FailedToSendMessageError(message, lost_messages=lost) from stats.first_error

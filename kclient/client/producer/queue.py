@@ -321,6 +321,29 @@ class MessageQueue:
                 self._wake_consumer()
             self._not_full.notify_all()
 
+    def abandon(self) -> int:
+        """Close the queue and drop what is still waiting in it (a close
+        that ran out of time or was interrupted).
+
+        Returns:
+            How many messages were dropped (queued, not yet taken by the
+            consumer; batches already taken are not counted).
+        """
+        with self._lock:
+            self._closed = True
+            dropped = self._count
+            self._items.clear()
+            self._sizes.clear()
+            self._times.clear()
+            self._count = 0
+            self._unfinished -= dropped
+            if self._consumer_waiting:
+                self._wake_consumer()
+            self._not_full.notify_all()
+            if self._unfinished <= 0:
+                self._all_done.notify_all()
+            return dropped
+
     @property
     def closed(self) -> bool:
         return self._closed

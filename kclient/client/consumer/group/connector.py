@@ -63,6 +63,7 @@ group coordinator) is not supported: the constructor raises
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 from kclient.client.consumer.group.core import ConnectorCore
@@ -71,7 +72,9 @@ from kclient.client.consumer.group.streams import Blacklist, KafkaStream, Messag
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
 from kclient.errors import ConfigError, IllegalStateError, NotSupportedError
-from kclient.sync import LoopThread
+from kclient.sync import ExitCloser, LoopThread, close_unclosed, track
+
+log = logging.getLogger(__name__)
 
 Decoder = Any
 
@@ -130,10 +133,15 @@ class ConsumerConnector:
         self.consumer_id = config.consumer_id or default_consumer_id(config.group_id)
         self._core = ConnectorCore(config, self.consumer_id)
         self._streams_created = False
-        self._shut_down = False
         self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
         with self._loop.closing_on_error():
             self._loop.call(self._core.start, self._loop.nursery)
+        # At exit: bounded by the session timeout (after it, ZooKeeper drops
+        # the ephemeral registration anyway), plus the socket timeout for the
+        # fetchers to stop.
+        bound = (config.zookeeper_session_timeout_ms + config.socket_timeout_ms) / 1000
+        self._closer = _ConnectorCloser(f"<ConsumerConnector {self.consumer_id} group={config.group_id!r}>", bound, self._loop, self._core)
+        track(self._closer)
 
     @property
     def group_id(self) -> str:
@@ -220,7 +228,7 @@ class ConsumerConnector:
         return self._create({topic_filter.regex: num_streams}, topic_filter, num_streams, names, key_decoder, value_decoder)
 
     def _create(self, subscription, topic_filter, count, names, key_decoder, value_decoder) -> list[KafkaStream]:
-        if self._shut_down:
+        if self._closer.closed:
             raise IllegalStateError("the connector is shut down")
         if self._streams_created:
             raise IllegalStateError("create_message_streams / create_message_streams_by_filter may be called only once per ConsumerConnector")
@@ -247,7 +255,7 @@ class ConsumerConnector:
             ZooKeeperError: ZooKeeper failed.
             IllegalStateError: the connector is shut down.
         """
-        if self._shut_down:
+        if self._closer.closed:
             raise IllegalStateError("the connector is shut down")
         self._loop.call(self._core.commit)
 
@@ -258,14 +266,18 @@ class ConsumerConnector:
     def shutdown(self) -> None:
         """Stop fetching, commit (with ``auto.commit.enable``), release the
         partitions, leave the group (the ephemeral nodes go, the other
-        consumers rebalance) and end every stream's iteration. Idempotent."""
-        if self._shut_down:
-            return
-        self._shut_down = True
-        try:
-            self._loop.call(self._core.shutdown)
-        finally:
-            self._loop.close()
+        consumers rebalance) and end every stream's iteration. Idempotent.
+
+        A connector still open at interpreter exit is shut down the same way
+        by kclient's exit hook (bounded by ``zookeeper.session.timeout.ms`` +
+        ``socket.timeout.ms``); one garbage-collected while open emits
+        ``ResourceWarning`` and is shut down in the background."""
+        self._closer.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once `shutdown` was called (or the exit hook shut it down)."""
+        return self._closer.closed
 
     close = shutdown
 
@@ -277,6 +289,36 @@ class ConsumerConnector:
 
     def __repr__(self) -> str:
         return f"<ConsumerConnector {self.consumer_id} group={self.config.group_id!r}>"
+
+    def __del__(self) -> None:
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            close_unclosed(closer, self)
+
+
+class _ConnectorCloser(ExitCloser):
+    """Shuts a ConsumerConnector down (commit with ``auto.commit.enable``,
+    release the partitions, leave the group); holds no reference to the
+    connector (see `kclient.sync.ExitCloser`)."""
+
+    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: ConnectorCore) -> None:
+        super().__init__(description, exit_timeout)
+        self._loop = loop
+        self._core = core
+
+    def _close(self) -> None:
+        try:
+            self._loop.call(self._core.shutdown)
+        finally:
+            self._loop.close()
+
+    def _abort(self, why: str) -> int:
+        log.error("%s stopped without committing or leaving its group: %s", self.description, why)
+        try:
+            self._loop.close(timeout=1.0)
+        except Exception as exc:
+            log.debug("%s: loop ended with %r", self.description, exc)
+        return 0
 
 
 __all__ = ["Blacklist", "ConsumerConnector", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "default_consumer_id"]

@@ -278,6 +278,9 @@ class ExitCloser:
             return
         try:
             self._close()
+        except KeyboardInterrupt:
+            self._abort("close() interrupted by KeyboardInterrupt")
+            raise
         finally:
             untrack(self)
 

@@ -141,7 +141,7 @@ print("SENT", flush=True)
 
 
 def test_unclosed_async_producer_delivers_everything_at_exit(broker, topic):
-    rc, out, err, took = run_script(UNCLOSED_ASYNC, broker.bootstrap, topic)
+    rc, out, err, _ = run_script(UNCLOSED_ASYNC, broker.bootstrap, topic)
     assert rc == 0, err
     assert "SENT" in out
     assert "ERROR" not in err and "Traceback" not in err, err
@@ -170,6 +170,13 @@ if MODE == "close":
     except KeyboardInterrupt as exc:
         print("NOTES", getattr(exc, "__notes__", None), flush=True)
         raise SystemExit(3)
+elif MODE == "close_timeout":
+    from kclient.errors import FailedToSendMessageError
+    start = time.monotonic()
+    try:
+        p.close(timeout_ms=1000)
+    except FailedToSendMessageError as exc:
+        print("LOST", exc.lost_messages, round(time.monotonic() - start, 1), flush=True)
 print("EXITING", flush=True)
 """
 
@@ -211,7 +218,7 @@ def test_ctrl_c_during_exit_flush_reports_abandoned_and_exits_nonzero(stalled_br
     time.sleep(1.0)  # inside the exit flush (60 s budget) by now
     proc.send_signal(signal.SIGINT)
     start = time.monotonic()
-    rc, out, err = finish(proc, timeout=20)
+    rc, _, err = finish(proc, timeout=20)
     assert time.monotonic() - start < 15
     os.kill(stalled_broker.pid, signal.SIGCONT)
     assert rc == -signal.SIGINT, (rc, err)
@@ -235,6 +242,27 @@ def test_ctrl_c_during_close_reports_abandoned(stalled_broker, topic):
     assert "1000 record(s) abandoned" in out  # the note on the KeyboardInterrupt
 
 
+def test_close_with_timeout_abandons_and_counts(stalled_broker, topic):
+    proc = start_script(STALLED, stalled_broker.bootstrap, topic, "60000", "close_timeout")
+    wait_for_line(proc, "READY")
+    os.kill(stalled_broker.pid, signal.SIGSTOP)
+    proc.stdin.write("go\n")  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    rc, out, err = finish(proc, timeout=30)
+    os.kill(stalled_broker.pid, signal.SIGCONT)
+    assert rc == 0, err
+    lost, took = re.search(r"LOST (\d+) ([\d.]+)", out).groups()  # type: ignore[union-attr]
+    assert int(lost) == 1000 and float(took) < 1 + 5, out
+    assert abandoned_counts(err) == [1000], err
+
+
+def test_close_timeout_ms_property():
+    from kclient.config import ProducerConfig
+
+    assert ProducerConfig.from_properties({"metadata.broker.list": "h:1"}).close_timeout_ms == 5000
+    assert ProducerConfig.from_properties({"metadata.broker.list": "h:1", "close.timeout.ms": "250"}).close_timeout_ms == 250
+
+
 # -- sync Producer, SimpleConsumer ---------------------------------------------------
 
 UNCLOSED_OTHERS = """
@@ -251,7 +279,7 @@ print(len(list(c.fetch(FetchRequest(sys.argv[2], 0, 0, 1 << 20)))) + len(list(c.
 
 
 def test_unclosed_sync_producer_and_simple_consumer_exit(broker, topic):
-    rc, out, err, took = run_script(UNCLOSED_OTHERS, broker.bootstrap, topic, str(broker.port), timeout=30)
+    rc, out, err, _ = run_script(UNCLOSED_OTHERS, broker.bootstrap, topic, str(broker.port), timeout=30)
     assert rc == 0, err
     assert out.split() == ["2"]
     assert "Traceback" not in err and "ERROR" not in err, err
@@ -291,7 +319,7 @@ def test_unclosed_connector_commits_and_leaves_group_at_exit(zookeeper, zk_broke
         for i in range(n):
             producer.send(ProducerData(topic, key=str(i).encode(), messages=[b"v%d" % i]))
     group = f"g-{uuid.uuid4().hex[:10]}"
-    rc, out, err, took = run_script(UNCLOSED_CONNECTOR, zookeeper.connect, group, topic, str(n))
+    rc, out, err, _ = run_script(UNCLOSED_CONNECTOR, zookeeper.connect, group, topic, str(n))
     assert rc == 0, err
     assert f"CONSUMED {n}" in out and "STREAM ENDED" in out, (out, err)
     zk = ZkClient(zookeeper.connect)
@@ -357,7 +385,7 @@ def test_closed_clients_do_not_warn(broker, topic):
 
 
 def test_client_threads_are_daemon(broker):
-    with Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "async", "client.id": "daemon-check"}):
-        with SimpleConsumer("127.0.0.1", broker.port, 10000, 65536, "daemon-check"):
-            threads = [t for t in kclient_threads() if "daemon-check" in t.name or t.name.startswith("kclient-simple-consumer")]
-            assert threads and all(t.daemon for t in threads)
+    config = {"metadata.broker.list": broker.bootstrap, "producer.type": "async", "client.id": "daemon-check"}
+    with Producer(config), SimpleConsumer("127.0.0.1", broker.port, 10000, 65536, "daemon-check"):
+        threads = [t for t in kclient_threads() if "daemon-check" in t.name or t.name.startswith("kclient-simple-consumer")]
+        assert len(threads) == 2 and all(t.daemon for t in threads)

@@ -623,17 +623,19 @@ def test_async_errors_surface_at_close(broker, topic, caplog, in_flight):
     assert all_records(read_topic(broker, topic, 2)) == [(None, b"fine")]
 
 
-def test_async_send_thread_is_named_and_not_daemon(broker):
-    # async: one thread, the send thread, which also runs the trio loop
+def test_async_send_thread_is_named_and_daemon(broker):
+    # async: one thread, the send thread, which also runs the trio loop; daemon
+    # so that it never keeps the interpreter alive (issue 13: the exit hook
+    # flushes an unclosed producer, see tests/test_exit.py)
     with Producer(async_config(broker, client_id="thread-check")):
         names = {t.name: t for t in producer_threads()}
         assert set(names) == {"kclient-producer-thread-check-send"}
-        assert names["kclient-producer-thread-check-send"].daemon is False
+        assert names["kclient-producer-thread-check-send"].daemon is True
     assert producer_threads() == []
     with Producer(config(broker, client_id="thread-check")):  # sync: the loop thread only
         names = {t.name: t for t in producer_threads()}
         assert set(names) == {"kclient-producer-thread-check-trio"}
-        assert names["kclient-producer-thread-check-trio"].daemon is False
+        assert names["kclient-producer-thread-check-trio"].daemon is True
     assert producer_threads() == []
 
 

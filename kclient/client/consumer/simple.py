@@ -360,6 +360,11 @@ class SimpleConsumer:
     crosses into the client's trio thread once; after `close` every call
     raises `LoopClosedError`.
 
+    One that is never closed does not keep the interpreter alive (its thread
+    is a daemon thread) and is closed at interpreter exit by kclient's exit
+    hook (`kclient.sync`); garbage-collected while open, it emits
+    ``ResourceWarning: unclosed <SimpleConsumer ...>`` and is closed.
+
     Args:
         host: the broker's host.
         port: the broker's port.

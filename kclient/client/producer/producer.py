@@ -33,9 +33,24 @@ The Producer owns one thread running a trio loop with a
 `TrioProducer` on it: in sync mode a
 `kclient.sync.LoopThread` (``...-trio``), in async mode the
 ProducerSendThread (``...-send``, a LoopThread that also batches); it is
-non-daemon and stopped by ``close()``. Always close the Producer (or use it as
-a context manager): there
-is no ``__del__``/``atexit`` cleanup.
+stopped by ``close()``. Close the Producer (or use it as a context manager).
+
+A Producer that is never closed (see `kclient.sync` for the mechanism):
+
+- does not keep the interpreter alive: its thread is a daemon thread;
+- is closed at interpreter exit by kclient's exit hook (registered with
+  ``threading._register_atexit``, so it runs before the interpreter joins
+  the application's non-daemon threads). In async mode that close first
+  flushes the queue for at most ``close.timeout.ms`` (default 5000 ms, as
+  Kafka's ``KafkaProducer.close(timeout)``); what is still queued or
+  unacknowledged then is abandoned and its count logged at ERROR, as are
+  sends that failed earlier. The exit status is not changed;
+- Ctrl-C during ``close()`` or during that exit flush abandons the rest:
+  the count is logged at ERROR (and, in ``close()``, added as a note to the
+  KeyboardInterrupt, which propagates); at exit the process then ends as an
+  interrupted program (killed by SIGINT), not with status 0;
+- garbage-collected while open, it emits ``ResourceWarning: unclosed
+  <Producer ...>`` and is flushed and closed in a background thread.
 """
 
 from __future__ import annotations
@@ -87,7 +102,10 @@ class Producer:
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
     Use as a context manager or call `close`. Thread-safe: several
-    threads may call `send` at once.
+    threads may call `send` at once. One never closed is closed at
+    interpreter exit (async: flushed for at most ``close.timeout.ms``, the
+    records it could not deliver counted in an ERROR log) and warns
+    ``ResourceWarning`` if garbage-collected open: see the module docstring.
 
     Args:
         config: a `ProducerConfig`, a mapping of Kafka property names

@@ -13,8 +13,9 @@ The bounded queue it drains, `MessageQueue`, lives in
 `kclient.client.producer.queue`: putting never waits for the send thread,
 which the queue wakes only when it is idle and a batch may be due.
 
-`ProducerSendThread` is a real, named, non-daemon thread, started by
-the Producer and joined by its ``close()``. It runs the producer's trio loop
+`ProducerSendThread` is a real, named daemon thread, started by
+the Producer and joined by its ``close()`` (or by kclient's exit hook, see
+`kclient.sync`, for a producer that was never closed). It runs the producer's trio loop
 and, on it, the batching task: a batch is taken when ``batch.num.messages``
 messages are waiting or when ``queue.buffering.max.ms`` has passed since the
 oldest waiting item was enqueued, the CallbackHandler hooks run, and the
@@ -73,7 +74,7 @@ class ProducerSendThread(LoopThread):
     (kafka.producer.async.ProducerSendThread) dequeues batches of data and
     lets the kafka.producer.EventHandler serialize and send" them).
 
-    A named, non-daemon thread running the producer's trio loop (it is a
+    A named daemon thread running the producer's trio loop (it is a
     `LoopThread`): the connections, the EventHandler
     and the batching task all live there, so a batch goes from the queue to
     the socket without another thread hand-off. `start_sending` starts

@@ -111,7 +111,16 @@ class ConsumerConnector:
         ZkTimeoutError: ZooKeeper did not answer within
             ``zookeeper.connection.timeout.ms``.
 
-    Use as a context manager or call `shutdown`.
+    Use as a context manager or call `shutdown`. A connector that is never
+    shut down does not keep the interpreter alive (its thread is a daemon
+    thread); at interpreter exit kclient's exit hook (`kclient.sync`, run
+    before the interpreter joins the application's threads) shuts it down
+    as `shutdown` does: it commits the consumed offsets (with
+    ``auto.commit.enable``), deletes its ``/consumers/<group>/ids`` and
+    owner nodes (leaves the group) and ends the streams, which releases an
+    application thread still iterating one. Garbage-collected while open,
+    it emits ``ResourceWarning: unclosed <ConsumerConnector ...>`` and is
+    shut down in the background.
     """
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any]) -> None:

@@ -467,9 +467,11 @@ class _ProducerCloser(ExitCloser):
             return
         lost = failed + abandoned
         message = (
-            f"{lost} message(s) could not be sent by the async producer ({failed} failed in {stats.failed_batches} batch(es), "
-            f"{abandoned} abandoned at close; {stats.sent_messages} were sent); first error: {stats.first_error}"
+            f"{failed} message(s) in {stats.failed_batches} batch(es) could not be sent by the async producer "
+            f"({stats.sent_messages} were sent); first error: {stats.first_error}"
         )
+        if abandoned:
+            message = f"{lost} message(s) were not delivered: {abandoned} abandoned at close, " + message
         if at_exit:
             log.error("%s at exit: %s", self.description, message)
             return

@@ -906,6 +906,16 @@ def test_mutual_tls_required(pki):
         assert result["server_peer"]["subjectAltName"] == (("DNS", "client.test"),)
 
 
+def test_eof_during_handshake_names_the_likely_causes():
+    """A bare close during the handshake (how a TLS 1.3 server's refusal of
+    a missing client certificate can reach the client) is not reported as a
+    TLS version problem."""
+    text = str(ssl_authentication_error(ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)"), host="broker.test"))
+    assert "closed the connection during the handshake" in text
+    assert "ssl.certificate.location" in text
+    assert "TLS version" not in text
+
+
 def test_mutual_tls_requested(pki):
     server_ctx = _server(pki, **{"ssl.client.auth": "requested", "ssl.truststore.location": pki["ca"]})
     assert server_ctx.verify_mode == ssl.CERT_OPTIONAL

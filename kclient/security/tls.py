@@ -226,7 +226,7 @@ def ssl_authentication_error(exc: ssl.SSLError, *, host: str | None = None) -> S
         else:
             why = f"certificate verification failed: {message}"
         return SslAuthenticationError(f"{where}: {why}")
-    reason = exc.reason or str(exc)
+    reason = getattr(exc, "reason", None) or str(exc)
     lowered = reason.lower()
     if "certificate_required" in lowered or "certificate required" in lowered:
         why = f"the peer requires a certificate ({reason}; set ssl.certificate.location)"
@@ -234,6 +234,14 @@ def ssl_authentication_error(exc: ssl.SSLError, *, host: str | None = None) -> S
         why = f"the peer refused our certificate ({reason})"
     elif "peer did not return a certificate" in str(exc).lower() or "no_certificate" in lowered:
         why = f"the client sent no certificate ({reason}; ssl.client.auth=required)"
+    elif isinstance(exc, ssl.SSLEOFError) or "eof occurred" in lowered:
+        # With TLS 1.3 the server checks the client certificate after the
+        # client has finished its handshake, so a refusal can reach the
+        # client as a bare close rather than an alert.
+        why = (
+            f"the peer closed the connection during the handshake ({reason}): it may require a client "
+            "certificate (set ssl.certificate.location), or it is not a TLS listener"
+        )
     elif "version" in lowered or "protocol" in lowered:
         why = f"no common TLS version ({reason}; TLS 1.2 or newer is required)"
     else:

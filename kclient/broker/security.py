@@ -137,11 +137,15 @@ class RateLimitedLog:
         self.logger.log(self.level, message, *args)
         return True
 
-    def flush(self) -> int:
+    def flush(self, force: bool = False) -> int:
         """Report the events held back of each kind whose last line is at
         least ``interval`` seconds old: one line (the latest such event,
         with the count), so that a burst that stopped is still counted
         within about one interval. Call it periodically.
+
+        Args:
+            force: Report every kind held back, however recent its last line
+                (when stopping).
 
         Returns:
             How many lines were logged.
@@ -149,7 +153,7 @@ class RateLimitedLog:
         now = time.monotonic()
         lines = 0
         for kind in list(self._held):
-            if now - self._last.get(kind, now) < self.interval:
+            if not force and now - self._last.get(kind, now) < self.interval:
                 continue
             held = self._held.pop(kind)
             message, args = self._latest.pop(kind)

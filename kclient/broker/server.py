@@ -149,6 +149,8 @@ class _ReadClock:
         Raises:
             trio.TooSlowError: The time is up.
         """
+        if self.remaining <= 0:
+            raise trio.TooSlowError
         start = trio.current_time()
         with trio.move_on_after(self.remaining) as scope:
             data = await stream.receive_some(nbytes)
@@ -330,6 +332,14 @@ class Broker:
                 for listener in listeners:
                     await listener.aclose()
             state.close()
+            self._refusals.flush(force=True)
+            memory = self.request_memory
+            log.info(
+                "request memory: peak %d bytes (queued.max.request.bytes %s), %d waits for it",
+                memory.peak,
+                memory.limit if memory.limit is not None else "unbounded",
+                memory.waits,
+            )
             log.info("broker %d stopped; logs flushed and closed", state.broker_id)
 
     def stop(self) -> None:

@@ -22,7 +22,8 @@ def broker():
     """A `kclient.testing.BrokerProcess` running for the whole test
     session on a free loopback port, with a temporary log directory,
     auto-created topics getting `BROKER_PARTITIONS` partitions."""
-    with BrokerProcess(properties={"num.partitions": BROKER_PARTITIONS}) as proc:
+    # Every rejected request logged (not rate-limited): tests look for their own line.
+    with BrokerProcess(properties={"num.partitions": BROKER_PARTITIONS, "connection.rejection.log.interval.ms": 0}) as proc:
         yield proc
 
 

@@ -125,7 +125,13 @@ def fuzz_broker(tmp_path_factory):
     """One broker for the fuzz tests, with small limits."""
     with BrokerProcess(
         log_dir=tmp_path_factory.mktemp("fuzz") / "logs",
-        properties={"num.partitions": 2, "socket.request.max.bytes": MAX_REQUEST, "message.max.bytes": 100_000},
+        properties={
+            "num.partitions": 2,
+            "socket.request.max.bytes": MAX_REQUEST,
+            "message.max.bytes": 100_000,
+            # Every rejection logged: the tests below look for their own line.
+            "connection.rejection.log.interval.ms": 0,
+        },
     ) as proc:
         yield proc
 

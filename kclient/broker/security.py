@@ -108,6 +108,7 @@ class RateLimitedLog:
         self.level = level
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
+        self._latest: dict[str, tuple[str, tuple[Any, ...]]] = {}
 
     def log(self, kind: str, message: str, *args: Any) -> bool:
         """Log ``message % args`` unless a ``kind`` line was logged less
@@ -125,14 +126,41 @@ class RateLimitedLog:
         last = self._last.get(kind)
         if last is not None and now - last < self.interval:
             self._held[kind] = self._held.get(kind, 0) + 1
+            self._latest[kind] = (message, args)
             return False
         held = self._held.pop(kind, 0)
+        self._latest.pop(kind, None)
         self._last[kind] = now
         if held:
             message += " (%d more since the last report)"
             args = (*args, held)
         self.logger.log(self.level, message, *args)
         return True
+
+    def flush(self, force: bool = False) -> int:
+        """Report the events held back of each kind whose last line is at
+        least ``interval`` seconds old: one line (the latest such event,
+        with the count), so that a burst that stopped is still counted
+        within about one interval. Call it periodically.
+
+        Args:
+            force: Report every kind held back, however recent its last line
+                (when stopping).
+
+        Returns:
+            How many lines were logged.
+        """
+        now = time.monotonic()
+        lines = 0
+        for kind in list(self._held):
+            if not force and now - self._last.get(kind, now) < self.interval:
+                continue
+            held = self._held.pop(kind)
+            message, args = self._latest.pop(kind)
+            self._last[kind] = now
+            self.logger.log(self.level, message + " (%d such since the last report, this one included)", *args, held)
+            lines += 1
+        return lines
 
 
 @attrs.define

@@ -1,31 +1,51 @@
 """The bundled broker's trio TCP server.
 
-One task per connection reads frames with a
-`FrameBuffer` and answers them one at a
+One task per connection reads request frames and answers them one at a
 time, in order, as Kafka does (its network layer mutes a connection while one
-of its requests is being processed). What cannot be answered is answered the
-way Kafka does it:
+of its requests is being processed). A frame is read as Kafka's
+``NetworkReceive`` does: its 4-byte size, then its bytes, never more, so
+nothing of the next request is read before this one is answered. What
+cannot be answered is answered the way Kafka does it:
 
 - a frame whose size is negative or above ``socket.request.max.bytes``: the
-  connection is closed with a WARNING as soon as the 4-byte size has
-  arrived, before any of the frame is buffered (at most one receive chunk,
-  `RECEIVE_CHUNK` bytes, is ever read past a size prefix);
+  connection is closed as soon as the 4-byte size has arrived, before any
+  of the frame is read;
 - a frame too short for a request header, an unreadable header, an unknown
   API key, an API version outside the advertised range (other than
   ApiVersions), or a body that does not decode: the connection is closed
-  and a WARNING logged;
+  and a WARNING logged (rate-limited, as every rejection below);
 - an ApiVersions request of a version the broker lacks: the KIP-511 reply
   (response header v0, error 35 and the supported ranges in a v0 body);
 - a handler that fails unexpectedly: logged with its traceback, connection
   closed. The broker itself keeps serving in every case.
 
-Memory per connection is bounded: receives are at most
-`RECEIVE_CHUNK` bytes, a frame is buffered only once its size is
-accepted, and a connection has at most one response in flight (the next
-request is read only after the previous response was sent), so a client
-that does not read its responses only blocks itself. At most
-``max.connections`` connections are served at once; one more is closed
-with a WARNING.
+Memory is bounded globally (`kclient.broker.limits`):
+
+- every byte of a request is taken from the ``queued.max.request.bytes``
+  budget (`kclient.broker.limits.RequestMemory`) before it is received, one
+  receive of at most `RECEIVE_CHUNK` bytes at a time, and given back once
+  the request is answered; a connection that does not fit waits
+  (back-pressure). A declared size alone costs nothing: the frame grows
+  with the bytes that arrive. The oldest frame being read may go over the
+  budget, so reads never stall each other for good;
+- a connection has at most one request and one response in flight (the
+  next request is read only after the previous response was sent), so a
+  client that does not read its responses only blocks itself;
+- at most ``max.connections`` connections are served at once, and at most
+  ``max.connections.per.ip`` (or its ``max.connections.per.ip.overrides``
+  entry) from one client address; one more is closed at once;
+- a connection with no request in progress that sends nothing for
+  ``connections.max.idle.ms`` is closed (DEBUG);
+- a request must arrive whole within ``socket.request.read.timeout.ms``
+  of waiting for its client from its first byte, else the connection is
+  closed: a size prefix followed by nothing or by a trickle holds a
+  connection for that long at most.
+
+Rejected and closed connections are logged through one
+`kclient.broker.security.RateLimitedLog` (with the TLS and SASL
+failures): at most one line per kind of rejection per
+``connection.rejection.log.interval.ms``, with the count of those held
+back.
 
 Fetch v4+ responses are sent zero-copy (`kclient.broker.zerocopy`):
 header bytes with ``send``, record data with ``os.sendfile`` straight from
@@ -52,7 +72,8 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -65,6 +86,7 @@ from kclient.broker.handlers import (
     listener_address,
     supported_triples,
 )
+from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.security import (
     ListenerRuntime,
     RateLimitedLog,
@@ -79,7 +101,6 @@ from kclient.broker.zk_registration import BrokerRegistrar
 from kclient.config import BrokerConfig
 from kclient.errors import INVALID_REQUEST, ProtocolError
 from kclient.protocol.connection import (
-    FrameBuffer,
     decode_request,
     encode_response,
     encode_unsupported_api_versions,
@@ -99,9 +120,11 @@ log = logging.getLogger("kclient.broker")
 #: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
 _BROKER_APIS = {**APIS, SASL_HANDSHAKE.key: SASL_HANDSHAKE, SASL_AUTHENTICATE.key: SASL_AUTHENTICATE}
 
-#: Largest single receive from a client socket (bytes): what a connection
-#: may buffer beyond the frame it is reading.
+#: Largest single receive from a client socket (bytes), and so the most
+#: request budget a connection holds while it waits for its client.
 RECEIVE_CHUNK = 64 * 1024
+
+_SIZE = struct.Struct(">i")
 
 #: Errors that mean "these bytes are not a request" when reading a header
 #: or decoding a body (besides ProtocolError).
@@ -110,6 +133,31 @@ _DECODE_ERRORS = (ProtocolError, ValueError, UnicodeDecodeError, struct.error, I
 
 class _CloseConnection(Exception):
     """Internal: the request cannot be answered; close the connection."""
+
+
+class _ReadClock:
+    """The time a request may still spend waiting for its client
+    (``socket.request.read.timeout.ms``, counted from its first byte; time
+    spent waiting for the request budget does not count)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.remaining = seconds
+
+    async def receive(self, stream: Any, nbytes: int) -> bytes:
+        """Receive at most ``nbytes``; b"" at EOF.
+
+        Raises:
+            trio.TooSlowError: The time is up.
+        """
+        if self.remaining <= 0:
+            raise trio.TooSlowError
+        start = trio.current_time()
+        with trio.move_on_after(self.remaining) as scope:
+            data = await stream.receive_some(nbytes)
+        self.remaining -= trio.current_time() - start
+        if scope.cancelled_caught:
+            raise trio.TooSlowError
+        return data
 
 
 class Broker:
@@ -154,7 +202,10 @@ class Broker:
         self.listeners: list[ListenerRuntime] = []
         self.ports: dict[str, int] = {}
         self._scram_store = ScramCredentialStore(None)
-        self._refusals = RateLimitedLog(log)
+        self._refusals = RateLimitedLog(log, interval=config.connection_rejection_log_interval_ms / 1000.0)
+        #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
+        self.request_memory = RequestMemory(config.request_memory_limit)
+        self._limits: ConnectionLimits | None = None
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
@@ -229,6 +280,10 @@ class Broker:
         self.registrar = registrar
         self._handlers = RequestHandlers(state)
         self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
+        if config.max_connections_per_ip_overrides:  # may resolve host names
+            self._limits = await trio.to_thread.run_sync(ConnectionLimits, config)
+        else:
+            self._limits = ConnectionLimits(config)
         try:
             log.info(
                 "broker %d: cluster id %s, log dirs %s",
@@ -264,6 +319,8 @@ class Broker:
                     nursery.start_soon(self._accept_all, group, runtime)
                 for name, period_ms, job in self._periodic_jobs(state):
                     nursery.start_soon(self._run_periodically, name, period_ms, job)
+                if self._refusals.interval > 0:
+                    nursery.start_soon(self._flush_refusals)
                 if registrar is not None:
                     nursery.start_soon(registrar.run)
                 task_status.started(self.port)
@@ -275,6 +332,14 @@ class Broker:
                 for listener in listeners:
                     await listener.aclose()
             state.close()
+            self._refusals.flush(force=True)
+            memory = self.request_memory
+            log.info(
+                "request memory: peak %d bytes (queued.max.request.bytes %s), %d waits for it",
+                memory.peak,
+                memory.limit if memory.limit is not None else "unbounded",
+                memory.waits,
+            )
             log.info("broker %d stopped; logs flushed and closed", state.broker_id)
 
     def stop(self) -> None:
@@ -313,6 +378,12 @@ class Broker:
             except Exception:
                 log.exception("periodic task %r failed", name)
 
+    async def _flush_refusals(self) -> None:
+        """Log the counts of rejections held back, once per interval."""
+        while True:
+            await trio.sleep(self._refusals.interval)
+            self._refusals.flush()
+
     async def _accept_all(self, listeners, runtime: ListenerRuntime) -> None:
         async def serve(stream: trio.SocketStream) -> None:
             await self._serve_connection(stream, runtime)
@@ -323,11 +394,15 @@ class Broker:
         try:
             peer = stream.socket.getpeername()
             peer_name = f"{peer[0]}:{peer[1]}"
+            address = normalize_address(peer[0])
         except OSError:
-            peer_name = "?"
-        limit = self.config.max_connections
-        if self.connection_count >= limit:
-            log.warning("closing connection from %s: max.connections (%d) reached", peer_name, limit)
+            peer_name = address = "?"
+        limits = self._limits
+        assert limits is not None
+        refused = limits.admit(address)
+        if refused is not None:
+            kind = refused.split(" ", 1)[0]
+            self._refusals.log(kind, "closing connection from %s: %s", peer_name, refused)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return
@@ -364,59 +439,119 @@ class Broker:
         except Exception:  # never let one connection take the broker down
             log.exception("closing connection from %s after an unexpected error", peer_name)
         else:
-            log.debug("connection from %s closed by the client", peer_name)
+            log.debug("connection from %s closed", peer_name)
         finally:
             self.connection_count -= 1
+            limits.leave(address)
 
     async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
-        frames = FrameBuffer(max_frame_bytes=self.config.socket_request_max_bytes)
+        config = self.config
+        idle_ms = config.connections_max_idle_ms
+        idle = idle_ms / 1000.0 if idle_ms > 0 else float("inf")
         while True:
-            data = await stream.receive_some(RECEIVE_CHUNK)
-            if not data:
-                if frames.buffered:
-                    log.warning("connection from %s closed mid-frame (%d bytes buffered)", peer, frames.buffered)
+            # Between requests: the connection is idle until a byte arrives.
+            with trio.move_on_after(idle) as idle_scope:
+                prefix = await stream.receive_some(4)
+            if idle_scope.cancelled_caught:
+                log.debug("closing connection from %s: idle for connections.max.idle.ms (%d)", peer, idle_ms)
                 return
-            frames.feed(data)
-            while True:
-                size = frames.pending_frame_size()
-                if size is not None and not 0 <= size <= frames.max_frame_bytes:
-                    # Refused from the size alone: the frame is never buffered.
-                    log.warning(
-                        "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
-                        peer,
-                        size,
-                        frames.max_frame_bytes,
-                    )
-                    raise _CloseConnection
-                try:
-                    frame = frames.next_frame()
-                except ProtocolError as exc:
-                    log.warning("closing connection from %s: %s", peer, exc)
-                    raise _CloseConnection from None
-                if frame is None:
-                    break
-                try:
-                    if sasl is not None and sasl.expects_raw_token:
-                        response: Any = await sasl.raw_token(frame)
-                    else:
-                        response = await self._answer(frame, peer, stream, sasl)
-                except SaslClose as close:
-                    if close.data:
-                        await stream.send_all(close.data)
-                    # KIP-306: close after a delay, so that the client reads
-                    # the error first and cannot hammer the broker.
-                    await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
-                    raise _CloseConnection from None
-                if response is None:
-                    continue
-                if isinstance(response, SplicedResponse):
-                    with response:
-                        if isinstance(stream, trio.SocketStream):
-                            await response.send(stream)
-                        else:  # TLS: the bytes must go through the SSL object
-                            await stream.send_all(response.to_bytes())
-                else:
-                    await stream.send_all(response)
+            if not prefix:
+                return  # closed by the client between requests
+            clock = _ReadClock(config.socket_request_read_timeout_ms / 1000.0)
+            if await self._read_frame(stream, peer, prefix, clock, sasl) is None:
+                return
+
+    async def _read_frame(
+        self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
+    ) -> bool | None:
+        """Read the rest of one request frame (``prefix``: its first bytes),
+        answer it and send the response. The frame's bytes are taken from
+        the request budget as they arrive and given back once it is
+        answered. Returns True, or None when the client closed the
+        connection mid-frame; raises `_CloseConnection`."""
+        max_frame = self.config.socket_request_max_bytes
+        try:
+            while len(prefix) < 4:
+                more = await clock.receive(stream, 4 - len(prefix))
+                if not more:
+                    self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, len(prefix))
+                    return None
+                prefix += more
+            (size,) = _SIZE.unpack(prefix)
+            if not 0 <= size <= max_frame:
+                # Refused from the size alone: none of the frame is read.
+                self._refusals.log(
+                    "frame-size",
+                    "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
+                    peer,
+                    size,
+                    max_frame,
+                )
+                raise _CloseConnection
+            memory = self.request_memory
+            token = memory.begin()
+            taken = 0
+            try:
+                chunks = []
+                got = 0
+                while got < size:
+                    want = min(size - got, RECEIVE_CHUNK)
+                    await memory.reserve(token, want)
+                    taken += want
+                    data = await clock.receive(stream, want)
+                    memory.release(want - len(data))
+                    taken -= want - len(data)
+                    if not data:
+                        self._refusals.log(
+                            "mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, got + 4
+                        )
+                        return None
+                    chunks.append(data)
+                    got += len(data)
+                memory.done_reading(token)
+                frame = b"".join(chunks)
+                del chunks
+                response = await self._respond(frame, peer, stream, sasl)
+                del frame
+            finally:
+                memory.done_reading(token)
+                memory.release(taken)
+        except trio.TooSlowError:
+            self._refusals.log(
+                "read-timeout",
+                "closing connection from %s: request not received within socket.request.read.timeout.ms (%d)",
+                peer,
+                self.config.socket_request_read_timeout_ms,
+            )
+            raise _CloseConnection from None
+        # The request is answered and its budget given back; now send.
+        if response is None:
+            return True
+        if isinstance(response, SplicedResponse):
+            with response:
+                if isinstance(stream, trio.SocketStream):
+                    await response.send(stream)
+                else:  # TLS: the bytes must go through the SSL object
+                    await stream.send_all(response.to_bytes())
+        else:
+            await stream.send_all(response)
+        return True
+
+    async def _respond(
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None
+    ) -> bytes | SplicedResponse | None:
+        """The response to one frame (SASL raw tokens included)."""
+        try:
+            if sasl is not None and sasl.expects_raw_token:
+                return await sasl.raw_token(frame)
+            return await self._answer(frame, peer, stream, sasl)
+        except SaslClose as close:
+            if close.data:
+                await stream.send_all(close.data)
+            # KIP-306: close after a delay, so that the client reads
+            # the error first and cannot hammer the broker.
+            await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
+            raise _CloseConnection from None
 
     async def _answer(
         self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None
@@ -428,12 +563,13 @@ class Broker:
         try:
             header = parse_request_header(frame)
         except _DECODE_ERRORS as exc:
-            log.warning("closing connection from %s: unreadable request header: %s", peer, exc)
+            self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
         api = _BROKER_APIS.get(header.api_key)
         supported = SUPPORTED_VERSIONS.get(header.api_key)
         if api is None or supported is None:
-            log.warning(
+            self._refusals.log(
+                "bad-request",
                 "closing connection from %s: unknown api key %d (version %d, correlation id %d)",
                 peer,
                 header.api_key,
@@ -446,7 +582,8 @@ class Broker:
             if header.api_key == API_VERSIONS.key:
                 log.debug("ApiVersions v%d from %s: sending the KIP-511 reply", header.api_version, peer)
                 return encode_unsupported_api_versions(header.correlation_id, supported_triples())
-            log.warning(
+            self._refusals.log(
+                "bad-request",
                 "closing connection from %s: %s v%d is not supported (%d-%d)",
                 peer,
                 api.name,
@@ -463,14 +600,16 @@ class Broker:
         except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
-                log.warning("malformed ApiVersions v%d from %s: %s", header.api_version, peer, exc)
+                self._refusals.log("bad-request", "malformed ApiVersions v%d from %s: %s", header.api_version, peer, exc)
                 return encode_response(
                     API_VERSIONS,
                     header.api_version,
                     header.correlation_id,
                     {"error_code": INVALID_REQUEST, "api_keys": []},
                 )
-            log.warning("closing connection from %s: malformed %s v%d request: %s", peer, api.name, header.api_version, exc)
+            self._refusals.log(
+                "bad-request", "closing connection from %s: malformed %s v%d request: %s", peer, api.name, header.api_version, exc
+            )
             raise _CloseConnection from None
         assert self._handlers is not None
         log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
@@ -489,7 +628,7 @@ class Broker:
         try:
             result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
         except CloseConnection as exc:
-            log.warning("closing connection from %s: %s", peer, exc)
+            self._refusals.log("bad-request", "closing connection from %s: %s", peer, exc)
             raise _CloseConnection from None
         except ClientGone:
             log.debug("connection from %s closed during a %s long poll", peer, api.name)

@@ -42,10 +42,38 @@ _WILDCARD_HOSTS = {"", "0.0.0.0", "::"}
 #: loopback only (deviation from Kafka, which binds every interface).
 DEFAULT_BIND_HOST = "127.0.0.1"
 
+#: The request memory budget when ``queued.max.request.bytes`` is not set
+#: (and ``socket.request.max.bytes`` is not larger): 100 MiB. Deviation
+#: from Kafka, whose default is unbounded.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104857600
+
 #: Prefixes of the security properties kept verbatim for
 #: `kclient.security.settings.ListenerSecurity` (their names are open-ended:
 #: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
 SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+
+
+def _to_ip_overrides(value: Any) -> tuple[tuple[str, int], ...]:
+    """``"host:count,[::1]:count"`` (or a mapping) -> ``(("host", count), ...)``."""
+    if not value:
+        return ()
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+    else:
+        items = []
+        for entry in _to_list(value):
+            host, sep, count = entry.rpartition(":")
+            if not sep or not host:
+                raise ValueError(f"expected host:count, got {entry!r}")
+            items.append((host, count))
+    result = []
+    for host, count in items:
+        host = host.strip().strip("[]")
+        limit = _to_int(count)
+        if limit < 0:
+            raise ValueError(f"the count of {host} must be at least 0")
+        result.append((host, limit))
+    return tuple(result)
 
 
 def _to_security(value: Any) -> tuple[tuple[str, str], ...]:
@@ -186,9 +214,70 @@ class BrokerConfig(_KafkaConfig):
     """Largest record batch the broker accepts (bytes)."""
     socket_request_max_bytes: int = prop("socket.request.max.bytes", _to_int, 104857600, _at_least(1))
     """Largest request frame the broker reads (bytes); larger closes the connection."""
-    max_connections: int = prop("max.connections", _to_int, 2147483647, _at_least(0))
+    max_connections: int = prop("max.connections", _to_int, 1000, _at_least(0))
     """Most client connections served at once; a connection beyond it is
-    closed at once with a WARNING (Kafka instead delays accepting it)."""
+    closed at once (logged rate-limited, see
+    ``connection.rejection.log.interval.ms``; Kafka instead delays
+    accepting it). Deviation: Kafka's default is 2147483647 (unbounded);
+    kclient's is 1000, so that connections alone cannot exhaust the
+    broker's file descriptors or memory (each connection holds at most
+    `kclient.broker.server.RECEIVE_CHUNK` bytes of request budget while it
+    waits for its client)."""
+    max_connections_per_ip: int = prop("max.connections.per.ip", _to_int, 2147483647, _at_least(0))
+    """Most connections served at once from one client IP address (Kafka's
+    default: 2147483647, i.e. only ``max.connections`` applies); one more
+    is closed at once (logged rate-limited). See
+    ``max.connections.per.ip.overrides``."""
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = prop(
+        "max.connections.per.ip.overrides", _to_ip_overrides, ()
+    )
+    """Per-address exceptions to ``max.connections.per.ip``:
+    ``"127.0.0.1:200,10.0.0.7:0"`` -> ``(("127.0.0.1", 200), ("10.0.0.7", 0))``.
+    Kafka's format; a host name is resolved once when the broker starts."""
+    queued_max_request_bytes: int | None = prop(
+        "queued.max.request.bytes", _to_optional_int, None, _at_least(-1)
+    )
+    """Most bytes of requests being read or processed at once, over every
+    connection (the broker's request memory pool). A connection that would
+    go over it waits before reading more of its request (back-pressure: its
+    client sees a slower broker, nothing is refused). A declared frame size
+    costs nothing: the budget is taken as the frame's bytes are received,
+    one receive (at most `kclient.broker.server.RECEIVE_CHUNK` bytes) at a
+    time, and given back once the request has been answered. ``-1`` (or
+    ``0``): unbounded. Must be at least ``socket.request.max.bytes`` when
+    bounded (as in Kafka). Deviation: Kafka's default is -1 (unbounded);
+    kclient's (``None``) is 100 MiB (104857600, the default
+    ``socket.request.max.bytes``) or ``socket.request.max.bytes`` if that
+    is larger (see `request_memory_limit`), so that many clients sending
+    at once, or hostile ones, cannot grow a development broker's memory
+    without bound. To never stall, the oldest request being read may go over the
+    budget (by less than one frame): the broker's request memory stays
+    under ``queued.max.request.bytes + socket.request.max.bytes``."""
+    connections_max_idle_ms: int = prop("connections.max.idle.ms", _to_int, 600000, _at_least(-1))
+    """A connection with no request in progress that receives nothing for
+    this long (ms) is closed (logged at DEBUG, as Kafka does); ``-1``:
+    never."""
+    socket_request_read_timeout_ms: int = prop("socket.request.read.timeout.ms", _to_int, 30000, _at_least(1))
+    """kclient-specific (Kafka has no such broker property): a request
+    whose first byte has arrived must arrive whole within this long (ms)
+    of waiting for the client, else the connection is closed (logged
+    rate-limited). This closes a connection that sends a size prefix, or a
+    part of a frame, and then nothing or a trickle; Kafka only closes such a
+    connection after ``connections.max.idle.ms`` of complete silence, so a
+    trickle keeps it open. Time the broker itself holds the read back
+    (``queued.max.request.bytes`` reached) does not count. The default is
+    the clients' ``request.timeout.ms`` (30 s): a client that cannot send a
+    request in that time has given up on it anyway."""
+    connection_rejection_log_interval_ms: int = prop(
+        "connection.rejection.log.interval.ms", _to_int, 10000, _at_least(0)
+    )
+    """kclient-specific: rejected and closed connections (over
+    ``max.connections`` or ``max.connections.per.ip``, a bad frame size, a
+    read timeout, a malformed request, a failed TLS handshake or SASL
+    login) are logged at most once per this interval (ms) for each kind of
+    rejection, with the count of those held back since the last line
+    (`kclient.broker.security.RateLimitedLog`); ``0`` logs every one.
+    Kafka logs each one."""
     connection_failed_authentication_delay_ms: int = prop(
         "connection.failed.authentication.delay.ms", _to_int, 100, _at_least(0)
     )
@@ -226,6 +315,33 @@ class BrokerConfig(_KafkaConfig):
         # Check the listeners, their protocols and security settings now, so
         # that a bad server.properties fails at start-up, naming the property.
         self.listener_security()
+        queued = self.queued_max_request_bytes
+        if queued is not None and 0 < queued < self.socket_request_max_bytes:
+            from kclient.errors import ConfigError
+
+            raise ConfigError(
+                f"Invalid value {queued} for configuration queued.max.request.bytes: must be at least "
+                f"socket.request.max.bytes ({self.socket_request_max_bytes}), or -1 for unbounded"
+            )
+
+    @property
+    def request_memory_limit(self) -> int | None:
+        """The request memory budget in bytes: ``queued.max.request.bytes``;
+        when not set, 100 MiB or ``socket.request.max.bytes`` if larger;
+        ``None`` when unbounded (-1 or 0)."""
+        queued = self.queued_max_request_bytes
+        if queued is None:
+            return max(DEFAULT_QUEUED_MAX_REQUEST_BYTES, self.socket_request_max_bytes)
+        return queued if queued > 0 else None
+
+    def max_connections_for(self, address: str) -> int:
+        """The connection limit of one client IP address:
+        ``max.connections.per.ip.overrides`` for it (matched literally),
+        else ``max.connections.per.ip``."""
+        for host, limit in self.max_connections_per_ip_overrides:
+            if host == address:
+                return limit
+        return self.max_connections_per_ip
 
     @classmethod
     def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False) -> Any:

@@ -76,3 +76,18 @@ def test_role_pattern_matches_what_markdown_makes_of_a_role():
     assert RAW_ROLE.search(":class:`Foo`")[1] == "class"
     assert RAW_ROLE.search("see :meth:<code>Foo.bar</code>")[1] == "meth"
     assert not RAW_ROLE.search("a key:value pair, a class: Foo")
+
+
+def test_every_test_the_guarantees_page_names_exists():
+    """docs/guarantees.md names, for each promise, the test that checks it
+    (``tests/<file>.py::<test>``): each must be a test function of that file,
+    so the page cannot point at a test that was renamed or removed."""
+    page = (ROOT / "docs" / "guarantees.md").read_text()
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", page)
+    assert len(named) >= 15, named
+    missing = []
+    for path, test in named:
+        source = (ROOT / path).read_text() if (ROOT / path).is_file() else ""
+        if not re.search(rf"^(async )?def {test}\(", source, re.M):
+            missing.append(f"{path}::{test}")
+    assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"

@@ -153,6 +153,31 @@ class ProtocolError(KafkaError):
     name = "PROTOCOL_ERROR"
 
 
+class FrameTooLargeError(ProtocolError):
+    """A frame's int32 size prefix declares more bytes than this end accepts.
+
+    Raised as soon as the 4-byte size is read, before any of the frame is
+    buffered; the connection is then closed (later frames cannot be found).
+    A client accepts a response as large as the request it answers asked
+    for: a Fetch's ``max_bytes`` / summed ``partition_max_bytes``, plus
+    ``kclient.protocol.connection.DEFAULT_RESPONSE_BYTES`` (8 MiB) for
+    headers, metadata-sized answers and the one oversized first batch a
+    broker may return (KIP-74). Kafka's broker applies
+    ``socket.request.max.bytes`` to requests.
+
+    Attributes:
+        size: the size the frame declared (bytes, without the prefix).
+        max_bytes: the cap it exceeded (bytes).
+    """
+
+    name = "FRAME_TOO_LARGE"
+
+    def __init__(self, *args: object, size: int = 0, max_bytes: int = 0) -> None:
+        super().__init__(*args)
+        self.size = size
+        self.max_bytes = max_bytes
+
+
 class NoBrokersAvailableError(KafkaError):
     """None of the bootstrap brokers (``metadata.broker.list``) answered."""
 

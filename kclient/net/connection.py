@@ -35,6 +35,7 @@ import trio
 from kclient.errors import (
     UNSUPPORTED_VERSION,
     AuthenticationError,
+    FrameTooLargeError,
     IllegalSaslStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -521,6 +522,11 @@ class BrokerConnection:
                 while True:
                     try:
                         response = self._proto.next_response()
+                    except FrameTooLargeError as exc:
+                        # Typed (size, cap): the connection is closed and
+                        # every pending request fails with it.
+                        await self._fail(FrameTooLargeError(f"bad response from {self.host}:{self.port}: {exc}", size=exc.size, max_bytes=exc.max_bytes))
+                        return
                     except (ProtocolError, ValueError) as exc:
                         await self._fail(ProtocolError(f"bad response from {self.host}:{self.port}: {exc}"))
                         return

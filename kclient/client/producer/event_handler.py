@@ -358,7 +358,7 @@ class DefaultEventHandler(EventHandler):
             pending = retry
         if failed:
             error = _failure(failed, attempt)
-            auth = next((e for _, e in failed.values() if isinstance(e, AuthenticationError)), None)
+            auth = next((v[1] for v in failed.values() if isinstance(v[1], AuthenticationError)), None)
             if auth is not None:
                 # The typed error itself (Kafka's producer fails the send
                 # with the AuthenticationException): never retried.

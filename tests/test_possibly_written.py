@@ -1,0 +1,195 @@
+"""Ambiguous outcomes (issue 13, part 4), against a real bundled broker.
+
+A failure after a Produce request was written (no response in
+``request.timeout.ms``: the broker process is frozen with SIGSTOP, or killed
+with SIGKILL while frozen) is reported as *possibly written*; a failure
+before anything was written (the broker is gone: connection refused) as *not
+sent*. The records actually in the log afterwards are counted: possibly
+written ⊇ in the log, and not sent ∩ in the log = ∅.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from kclient import FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
+from kclient.client.producer.callbacks import CallbackHandler
+from kclient.errors import FailedToSendMessageError
+from kclient.testing import BrokerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+N = 20
+
+
+@pytest.fixture
+def proc(tmp_path):
+    broker = BrokerProcess(log_dir=tmp_path / "logs", properties={"num.partitions": 1})
+    broker.start()
+    yield broker
+    if broker.pid is not None:
+        try:
+            os.kill(broker.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    broker.cleanup()
+
+
+def _config(proc: BrokerProcess, **extra) -> dict:
+    config = {
+        "metadata.broker.list": proc.bootstrap,
+        "producer.type": "sync",
+        "request.required.acks": 1,
+        "message.send.max.retries": 0,
+        "retry.backoff.ms": 20,
+        "request.timeout.ms": 1000,
+    }
+    config.update(extra)
+    return config
+
+
+def _values(tag: str) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(N)]
+
+
+def _in_log(proc: BrokerProcess, topic: str) -> list[bytes]:
+    out: list[bytes] = []
+    with SimpleConsumer(proc.host, proc.port, so_timeout_ms=10_000) as consumer:
+        end = consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1)[0]
+        offset = 0
+        while offset < end:
+            got = list(consumer.fetch(FetchRequest(topic, 0, offset, 1 << 20)))
+            assert got, f"no progress at offset {offset} of {end}"
+            out += [bytes(m.message.payload) for m in got]
+            offset = got[-1].next_offset
+    return [v for v in out if v != b"warm-up"]
+
+
+def _wait_for_log(proc: BrokerProcess, topic: str, expect: int, timeout: float = 5.0) -> list[bytes]:
+    """The records in the log, once ``expect`` are there or ``timeout`` ran out
+    (a resumed broker appends what it read while frozen a moment later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _in_log(proc, topic)
+        if len(got) >= expect or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _topic() -> str:
+    return f"maybe-{uuid.uuid4().hex[:8]}"
+
+
+def test_sync_timeout_after_the_write_is_possibly_written_and_may_be_in_the_log(proc):
+    topic = _topic()
+    values = _values("a")
+    with Producer(_config(proc)) as producer:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        os.kill(proc.pid, signal.SIGSTOP)  # the request goes into its socket buffer, unanswered
+        try:
+            with pytest.raises(FailedToSendMessageError, match=rf"{N} possibly written") as info:
+                producer.send(ProducerData(topic, messages=values))
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+    err = info.value
+    assert (err.lost_messages, err.possibly_written, err.not_sent) == (N, N, 0)
+    assert err.possibly_written_partitions == {(topic, 0): N}
+    # The broker, resumed, reads the request it was sent and appends it:
+    # the "failed" records are in the log, as "possibly written" warned.
+    in_log = _wait_for_log(proc, topic, N)
+    assert set(in_log) <= set(values) and len(in_log) <= err.possibly_written
+    assert len(in_log) in (0, N)
+
+
+def test_sigkill_mid_flight_possibly_written_covers_the_log_after_restart(proc):
+    topic = _topic()
+    values = _values("k")
+    with Producer(_config(proc)) as producer:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        os.kill(proc.pid, signal.SIGSTOP)
+        with pytest.raises(FailedToSendMessageError) as info:
+            producer.send(ProducerData(topic, messages=values))
+        proc.kill()  # a crash with the request in flight
+    err = info.value
+    assert (err.possibly_written, err.not_sent) == (N, 0)
+    proc.start()
+    in_log = _in_log(proc, topic)
+    assert set(in_log) <= set(values) and len(in_log) <= err.possibly_written
+
+
+def test_retry_after_a_possibly_written_attempt_stays_possibly_written(proc):
+    """Attempt 1 times out after the write; the retry cannot even connect
+    (the frozen broker never answers ApiVersions): the batch stays
+    possibly written, and it is in the log once the broker resumes. (With
+    a broker that had answered, the retry would have written it a second
+    time: only enable.idempotence, issue 11, prevents that.)"""
+    topic = _topic()
+    values = _values("r")
+    with Producer(_config(proc, **{"message.send.max.retries": 1})) as producer:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(FailedToSendMessageError, match="after 1 retry") as info:
+                producer.send(ProducerData(topic, messages=values))
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+    err = info.value
+    assert (err.possibly_written, err.not_sent) == (N, 0)
+    in_log = _wait_for_log(proc, topic, N)
+    assert set(in_log) <= set(values) and len(in_log) <= err.possibly_written
+
+
+def test_connection_refused_is_not_sent_and_not_in_the_log(proc):
+    topic = _topic()
+    values = _values("c")
+    with Producer(_config(proc)) as producer:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        proc.stop()
+        time.sleep(0.5)  # the producer's connection sees the broker close
+        with pytest.raises(FailedToSendMessageError, match="not sent") as info:
+            producer.send(ProducerData(topic, messages=values))
+    err = info.value
+    assert (err.lost_messages, err.possibly_written, err.not_sent) == (N, 0, N)
+    assert err.possibly_written_partitions == {}
+    proc.start()
+    assert _in_log(proc, topic) == []
+
+
+class _Recorder(CallbackHandler):
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def on_send_error(self, events, exc) -> None:
+        self.errors.append(exc)
+
+
+def test_async_producer_hook_and_close_carry_possibly_written(proc):
+    topic = _topic()
+    values = _values("s")
+    recorder = _Recorder()
+    config = _config(proc, **{"producer.type": "async", "queue.buffering.max.ms": 5, "callback.handler": recorder})
+    producer = Producer(config)
+    try:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        producer.flush()
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            producer.send(ProducerData(topic, messages=values))
+            with pytest.raises(FailedToSendMessageError, match=rf"{N} possibly written, 0 not sent") as info:
+                producer.close()
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+    finally:
+        try:
+            producer.close()
+        except FailedToSendMessageError:
+            pass
+    assert info.value.possibly_written == N and info.value.not_sent == 0
+    assert len(recorder.errors) == 1 and recorder.errors[0].possibly_written == N
+    in_log = _wait_for_log(proc, topic, N)
+    assert set(in_log) <= set(values) and len(in_log) <= N

@@ -193,3 +193,101 @@ def test_async_producer_hook_and_close_carry_possibly_written(proc):
     assert len(recorder.errors) == 1 and recorder.errors[0].possibly_written == N
     in_log = _wait_for_log(proc, topic, N)
     assert set(in_log) <= set(values) and len(in_log) <= N
+
+
+# --- the event handler's bookkeeping, against a scripted connection ------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+import trio  # noqa: E402
+
+from kclient.client.producer.event_handler import DefaultEventHandler, ProducerContext  # noqa: E402
+from kclient.client.producer.settings import ProducerSettings  # noqa: E402
+from kclient.errors import KafkaConnectionError, KafkaTimeoutError  # noqa: E402
+
+
+class _Handle:
+    def __init__(self, outcome) -> None:
+        self.outcome = outcome
+
+    async def wait(self, timeout_ms=None):
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return {"responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": self.outcome, "base_offset": 0}]}]}
+
+
+class _ScriptedCluster:
+    """One topic ``t`` with one partition led by broker 1, whose Produce
+    requests meet ``script`` in order: an exception raised by the write
+    (``("write", exc)``), one raised while waiting, or an error code."""
+
+    def __init__(self, script: list) -> None:
+        self.script = list(script)
+        info = SimpleNamespace(partition=0, leader=1)
+        self.metadata = SimpleNamespace(partitions_for=lambda topic: (info,))
+        self._info = info
+
+    async def partitions_for(self, topic):
+        return (self._info,)
+
+    async def refresh_metadata(self, topics):
+        return None
+
+    async def broker_connection(self, node_id):
+        cluster = self
+
+        class _Conn:
+            def version_for(self, api, ceiling=None):
+                return 8
+
+            async def start_request(self, api, body, version=None, expect_response=True):
+                step = cluster.script.pop(0)
+                if isinstance(step, tuple):
+                    raise step[1]
+                return _Handle(step)
+
+        return _Conn()
+
+
+async def _send(script: list, *, records: int, batch_bytes: int, retries: int = 0) -> FailedToSendMessageError | None:
+    passthrough = SimpleNamespace(passthrough=True)
+    settings = ProducerSettings(retries=retries, backoff_ms=1, max_request_bytes=batch_bytes)
+    handler = DefaultEventHandler()
+    cluster = _ScriptedCluster(script)
+    await handler.open(ProducerContext(None, settings, cluster, passthrough, passthrough, SimpleNamespace(partition=lambda key, n: 0)))
+    try:
+        await handler.handle([ProducerData("t", messages=[b"x" * 100 for _ in range(records)])])
+    except FailedToSendMessageError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize(
+    ("script", "possibly"),
+    [
+        ([KafkaTimeoutError("no response")], 10),  # written, then no answer
+        ([KafkaConnectionError("lost after the write")], 10),
+        ([7], 10),  # REQUEST_TIMED_OUT: appended, replication unsure
+        ([20], 10),  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        ([6], 0),  # NOT_LEADER_OR_FOLLOWER: refused before the append
+        ([("write", KafkaConnectionError("refused"))], 0),  # never written
+    ],
+)
+async def test_each_failure_is_classified_possibly_written_or_not_sent(script, possibly):
+    exc = await _send(script, records=10, batch_bytes=1 << 20)
+    assert exc is not None and exc.lost_messages == 10
+    assert (exc.possibly_written, exc.not_sent) == (possibly, 10 - possibly)
+
+
+async def test_a_batch_acknowledged_behind_a_failed_one_counts_as_possibly_written():
+    # 1 KiB batches (the smallest): 8 records, then 2, in two requests. The
+    # first is refused (not leader), the second appended; both are kept for
+    # the (absent) retry, and the second's 2 records are in the log.
+    exc = await _send([6, 0], records=10, batch_bytes=1024)
+    assert exc is not None and exc.lost_messages == 10
+    assert (exc.possibly_written, exc.not_sent) == (2, 8)
+
+
+async def test_possibly_written_sticks_through_a_retry_that_is_not_sent():
+    exc = await _send([KafkaTimeoutError("no response"), ("write", KafkaConnectionError("refused"))], records=10, batch_bytes=1 << 20, retries=1)
+    assert exc is not None and (exc.possibly_written, exc.not_sent) == (10, 0)

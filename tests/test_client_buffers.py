@@ -32,7 +32,9 @@ from kclient.protocol.messages import API_VERSIONS, APIS, FETCH, METADATA
 HUNDRED_MIB = 100 * 1024 * 1024
 
 
-def _fetch_body(partition_max_bytes: int, partitions: int = 1, max_bytes: int = 0x7FFFFFFF) -> dict:
+def _fetch_body(
+    partition_max_bytes: int, partitions: int = 1, max_bytes: int = 0x7FFFFFFF
+) -> dict:
     return {
         "replica_id": -1,
         "max_wait_ms": 0,
@@ -45,7 +47,12 @@ def _fetch_body(partition_max_bytes: int, partitions: int = 1, max_bytes: int = 
             {
                 "topic": "t",
                 "partitions": [
-                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": partition_max_bytes, "log_start_offset": -1}
+                    {
+                        "partition": p,
+                        "fetch_offset": 0,
+                        "partition_max_bytes": partition_max_bytes,
+                        "log_start_offset": -1,
+                    }
                     for p in range(partitions)
                 ],
             }
@@ -84,7 +91,10 @@ def test_in_place_frame_grows_with_the_bytes_received(monkeypatch):
                 fb.feed(stream[pos : pos + n])
             pos += n
             if fb._big is not None:
-                assert len(fb._big) <= max(64, 2 * fb._big_fill), (len(fb._big), fb._big_fill)
+                assert len(fb._big) <= max(64, 2 * fb._big_fill), (
+                    len(fb._big),
+                    fb._big_fill,
+                )
             while (f := fb.next_frame()) is not None:
                 got.append(bytes(f))
         assert got == frames, mode
@@ -105,19 +115,31 @@ def test_fetch_response_cap_follows_the_fetch_asked_for():
     eight = fetch_response_bound(11, _fetch_body(1 << 20, partitions=8))
     assert 8 << 20 < eight < (8 << 20) + 2048
     # the request's max_bytes bounds the sum of the partitions' (v3+)
-    assert fetch_response_bound(11, _fetch_body(1 << 20, partitions=8, max_bytes=1 << 20)) < (1 << 20) + 2048
+    assert (
+        fetch_response_bound(11, _fetch_body(1 << 20, partitions=8, max_bytes=1 << 20))
+        < (1 << 20) + 2048
+    )
     conn = ClientConnection()
     assert conn.response_cap(METADATA, 1, {"topics": None}) == DEFAULT_RESPONSE_BYTES
-    assert conn.response_cap(FETCH, 11, _fetch_body(1 << 20)) == DEFAULT_RESPONSE_BYTES + one
+    assert (
+        conn.response_cap(FETCH, 11, _fetch_body(1 << 20))
+        == DEFAULT_RESPONSE_BYTES + one
+    )
 
 
 def test_response_over_its_requests_cap_is_a_typed_error_naming_size_and_cap():
     conn = ClientConnection()
     conn.send(METADATA, 1, {"topics": None})
     conn.receive_data(struct.pack(">i", HUNDRED_MIB))
-    with pytest.raises(FrameTooLargeError, match=rf"response of {HUNDRED_MIB} bytes exceeds the cap of {DEFAULT_RESPONSE_BYTES} bytes for Metadata v1") as info:
+    with pytest.raises(
+        FrameTooLargeError,
+        match=rf"response of {HUNDRED_MIB} bytes exceeds the cap of {DEFAULT_RESPONSE_BYTES} bytes for Metadata v1",
+    ) as info:
         conn.next_response()
-    assert (info.value.size, info.value.max_bytes) == (HUNDRED_MIB, DEFAULT_RESPONSE_BYTES)
+    assert (info.value.size, info.value.max_bytes) == (
+        HUNDRED_MIB,
+        DEFAULT_RESPONSE_BYTES,
+    )
     # a fetch's cap is its own bound plus the base: 100 MiB passes a 100 MiB fetch
     conn = ClientConnection()
     conn.send(FETCH, 11, _fetch_body(HUNDRED_MIB))
@@ -127,14 +149,18 @@ def test_response_over_its_requests_cap_is_a_typed_error_naming_size_and_cap():
     conn.send(FETCH, 11, _fetch_body(1 << 20))
     size = (1 << 20) + DEFAULT_RESPONSE_BYTES + 4096
     conn.receive_data(struct.pack(">i", size))
-    with pytest.raises(FrameTooLargeError, match=r"for Fetch v11 .*a Fetch may take \d+ bytes"):
+    with pytest.raises(
+        FrameTooLargeError, match=r"for Fetch v11 .*a Fetch may take \d+ bytes"
+    ):
         conn.next_response()
 
 
 # --- over a socket: a fake broker that lies ---------------------------------------------
 
 
-async def _lying_broker(task_status=trio.TASK_STATUS_IGNORED, *, claim: int, then: int = 0):
+async def _lying_broker(
+    task_status=trio.TASK_STATUS_IGNORED, *, claim: int, then: int = 0
+):
     """Answers ApiVersions normally; answers the next request with a size
     prefix of ``claim`` bytes, ``then`` bytes of it, and then silence."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -153,12 +179,28 @@ async def _lying_broker(task_status=trio.TASK_STATUS_IGNORED, *, claim: int, the
                     if header.api_key == API_VERSIONS.key:
                         body = {
                             "error_code": 0,
-                            "api_keys": [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version} for a in APIS.values()],
+                            "api_keys": [
+                                {
+                                    "api_key": a.key,
+                                    "min_version": a.min_version,
+                                    "max_version": a.max_version,
+                                }
+                                for a in APIS.values()
+                            ],
                             "throttle_time_ms": 0,
                         }
-                        await stream.send_all(encode_response(API_VERSIONS, header.api_version, header.correlation_id, body))
+                        await stream.send_all(
+                            encode_response(
+                                API_VERSIONS,
+                                header.api_version,
+                                header.correlation_id,
+                                body,
+                            )
+                        )
                         continue
-                    await stream.send_all(struct.pack(">ii", claim, header.correlation_id) + b"\0" * then)
+                    await stream.send_all(
+                        struct.pack(">ii", claim, header.correlation_id) + b"\0" * then
+                    )
                     await trio.sleep_forever()
 
     async with trio.open_nursery() as nursery:
@@ -173,12 +215,20 @@ async def test_response_claiming_100_mib_then_silence_costs_little_and_times_out
     tracemalloc.start()
     try:
         async with trio.open_nursery() as nursery:
-            port = await nursery.start(lambda task_status: _lying_broker(task_status, claim=HUNDRED_MIB, then=300_000))
-            conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, request_timeout_ms=500)
+            port = await nursery.start(
+                lambda task_status: _lying_broker(
+                    task_status, claim=HUNDRED_MIB, then=300_000
+                )
+            )
+            conn = await BrokerConnection.connect(
+                nursery, "127.0.0.1", port, request_timeout_ms=500
+            )
             assert conn.api_versions  # ApiVersions was answered normally
             tracemalloc.reset_peak()
             base, _ = tracemalloc.get_traced_memory()
-            with pytest.raises(KafkaTimeoutError, match="Fetch to .* got no response in 500 ms"):
+            with pytest.raises(
+                KafkaTimeoutError, match="Fetch to .* got no response in 500 ms"
+            ):
                 await conn.request(FETCH, _fetch_body(HUNDRED_MIB), version=11)
             _, peak = tracemalloc.get_traced_memory()
             assert conn.closed
@@ -192,11 +242,20 @@ async def test_response_claiming_100_mib_then_silence_costs_little_and_times_out
 
 async def test_response_over_the_cap_fails_the_request_typed_and_closes_the_connection():
     async with trio.open_nursery() as nursery:
-        port = await nursery.start(lambda task_status: _lying_broker(task_status, claim=HUNDRED_MIB))
-        conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, request_timeout_ms=5000)
+        port = await nursery.start(
+            lambda task_status: _lying_broker(task_status, claim=HUNDRED_MIB)
+        )
+        conn = await BrokerConnection.connect(
+            nursery, "127.0.0.1", port, request_timeout_ms=5000
+        )
         with trio.fail_after(3):  # refused from the size alone, not by the timeout
-            with pytest.raises(FrameTooLargeError, match=rf"response of {HUNDRED_MIB} bytes exceeds the cap of \d+ bytes for Fetch") as info:
+            with pytest.raises(
+                FrameTooLargeError,
+                match=rf"response of {HUNDRED_MIB} bytes exceeds the cap of \d+ bytes for Fetch",
+            ) as info:
                 await conn.request(FETCH, _fetch_body(1 << 20), version=11)
-        assert info.value.size == HUNDRED_MIB and info.value.max_bytes < 10 * 1024 * 1024
+        assert (
+            info.value.size == HUNDRED_MIB and info.value.max_bytes < 10 * 1024 * 1024
+        )
         assert conn.closed
         nursery.cancel_scope.cancel()

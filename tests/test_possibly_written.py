@@ -14,12 +14,19 @@ import os
 import signal
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from kclient import FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.client.producer.callbacks import CallbackHandler
-from kclient.errors import FailedToSendMessageError
+from kclient.client.producer.event_handler import DefaultEventHandler, ProducerContext
+from kclient.client.producer.settings import ProducerSettings
+from kclient.errors import (
+    FailedToSendMessageError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from kclient.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -70,7 +77,9 @@ def _in_log(proc: BrokerProcess, topic: str) -> list[bytes]:
     return [v for v in out if v != b"warm-up"]
 
 
-def _wait_for_log(proc: BrokerProcess, topic: str, expect: int, timeout: float = 5.0) -> list[bytes]:
+def _wait_for_log(
+    proc: BrokerProcess, topic: str, expect: int, timeout: float = 5.0
+) -> list[bytes]:
     """The records in the log, once ``expect`` are there or ``timeout`` ran out
     (a resumed broker appends what it read while frozen a moment later)."""
     deadline = time.monotonic() + timeout
@@ -90,9 +99,13 @@ def test_sync_timeout_after_the_write_is_possibly_written_and_may_be_in_the_log(
     values = _values("a")
     with Producer(_config(proc)) as producer:
         producer.send(ProducerData(topic, messages=[b"warm-up"]))
-        os.kill(proc.pid, signal.SIGSTOP)  # the request goes into its socket buffer, unanswered
+        os.kill(
+            proc.pid, signal.SIGSTOP
+        )  # the request goes into its socket buffer, unanswered
         try:
-            with pytest.raises(FailedToSendMessageError, match=rf"{N} possibly written") as info:
+            with pytest.raises(
+                FailedToSendMessageError, match=rf"{N} possibly written"
+            ) as info:
                 producer.send(ProducerData(topic, messages=values))
         finally:
             os.kill(proc.pid, signal.SIGCONT)
@@ -172,7 +185,14 @@ def test_async_producer_hook_and_close_carry_possibly_written(proc):
     topic = _topic()
     values = _values("s")
     recorder = _Recorder()
-    config = _config(proc, **{"producer.type": "async", "queue.buffering.max.ms": 5, "callback.handler": recorder})
+    config = _config(
+        proc,
+        **{
+            "producer.type": "async",
+            "queue.buffering.max.ms": 5,
+            "callback.handler": recorder,
+        },
+    )
     producer = Producer(config)
     try:
         producer.send(ProducerData(topic, messages=[b"warm-up"]))
@@ -180,7 +200,9 @@ def test_async_producer_hook_and_close_carry_possibly_written(proc):
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             producer.send(ProducerData(topic, messages=values))
-            with pytest.raises(FailedToSendMessageError, match=rf"{N} possibly written, 0 not sent") as info:
+            with pytest.raises(
+                FailedToSendMessageError, match=rf"{N} possibly written, 0 not sent"
+            ) as info:
                 producer.close()
         finally:
             os.kill(proc.pid, signal.SIGCONT)
@@ -197,14 +219,6 @@ def test_async_producer_hook_and_close_carry_possibly_written(proc):
 
 # --- the event handler's bookkeeping, against a scripted connection ------------------
 
-from types import SimpleNamespace  # noqa: E402
-
-import trio  # noqa: E402
-
-from kclient.client.producer.event_handler import DefaultEventHandler, ProducerContext  # noqa: E402
-from kclient.client.producer.settings import ProducerSettings  # noqa: E402
-from kclient.errors import KafkaConnectionError, KafkaTimeoutError  # noqa: E402
-
 
 class _Handle:
     def __init__(self, outcome) -> None:
@@ -213,7 +227,16 @@ class _Handle:
     async def wait(self, timeout_ms=None):
         if isinstance(self.outcome, BaseException):
             raise self.outcome
-        return {"responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": self.outcome, "base_offset": 0}]}]}
+        return {
+            "responses": [
+                {
+                    "name": "t",
+                    "partition_responses": [
+                        {"index": 0, "error_code": self.outcome, "base_offset": 0}
+                    ],
+                }
+            ]
+        }
 
 
 class _ScriptedCluster:
@@ -240,7 +263,9 @@ class _ScriptedCluster:
             def version_for(self, api, ceiling=None):
                 return 8
 
-            async def start_request(self, api, body, version=None, expect_response=True):
+            async def start_request(
+                self, api, body, version=None, expect_response=True
+            ):
                 step = cluster.script.pop(0)
                 if isinstance(step, tuple):
                     raise step[1]
@@ -249,14 +274,29 @@ class _ScriptedCluster:
         return _Conn()
 
 
-async def _send(script: list, *, records: int, batch_bytes: int, retries: int = 0) -> FailedToSendMessageError | None:
+async def _send(
+    script: list, *, records: int, batch_bytes: int, retries: int = 0
+) -> FailedToSendMessageError | None:
     passthrough = SimpleNamespace(passthrough=True)
-    settings = ProducerSettings(retries=retries, backoff_ms=1, max_request_bytes=batch_bytes)
+    settings = ProducerSettings(
+        retries=retries, backoff_ms=1, max_request_bytes=batch_bytes
+    )
     handler = DefaultEventHandler()
     cluster = _ScriptedCluster(script)
-    await handler.open(ProducerContext(None, settings, cluster, passthrough, passthrough, SimpleNamespace(partition=lambda key, n: 0)))
+    await handler.open(
+        ProducerContext(
+            None,
+            settings,
+            cluster,
+            passthrough,
+            passthrough,
+            SimpleNamespace(partition=lambda key, n: 0),
+        )
+    )
     try:
-        await handler.handle([ProducerData("t", messages=[b"x" * 100 for _ in range(records)])])
+        await handler.handle(
+            [ProducerData("t", messages=[b"x" * 100 for _ in range(records)])]
+        )
     except FailedToSendMessageError as exc:
         return exc
     return None
@@ -273,7 +313,9 @@ async def _send(script: list, *, records: int, batch_bytes: int, retries: int = 
         ([("write", KafkaConnectionError("refused"))], 0),  # never written
     ],
 )
-async def test_each_failure_is_classified_possibly_written_or_not_sent(script, possibly):
+async def test_each_failure_is_classified_possibly_written_or_not_sent(
+    script, possibly
+):
     exc = await _send(script, records=10, batch_bytes=1 << 20)
     assert exc is not None and exc.lost_messages == 10
     assert (exc.possibly_written, exc.not_sent) == (possibly, 10 - possibly)
@@ -289,5 +331,10 @@ async def test_a_batch_acknowledged_behind_a_failed_one_counts_as_possibly_writt
 
 
 async def test_possibly_written_sticks_through_a_retry_that_is_not_sent():
-    exc = await _send([KafkaTimeoutError("no response"), ("write", KafkaConnectionError("refused"))], records=10, batch_bytes=1 << 20, retries=1)
+    exc = await _send(
+        [KafkaTimeoutError("no response"), ("write", KafkaConnectionError("refused"))],
+        records=10,
+        batch_bytes=1 << 20,
+        retries=1,
+    )
     assert exc is not None and (exc.possibly_written, exc.not_sent) == (10, 0)

@@ -338,3 +338,45 @@ async def test_possibly_written_sticks_through_a_retry_that_is_not_sent():
         retries=1,
     )
     assert exc is not None and (exc.possibly_written, exc.not_sent) == (10, 0)
+
+
+def test_async_close_timeout_counts_records_in_flight_as_possibly_written(proc):
+    """close(timeout_ms) abandons a batch whose request was written and not
+    answered: it is counted as possibly written, not as not sent."""
+    topic = _topic()
+    values = _values("t")
+    producer = Producer(
+        _config(
+            proc,
+            **{
+                "producer.type": "async",
+                "queue.buffering.max.ms": 5,
+                "request.timeout.ms": 10_000,
+            },
+        )
+    )
+    try:
+        producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        producer.flush()
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            producer.send(ProducerData(topic, messages=values))
+            time.sleep(0.3)  # taken off the queue and written
+            with pytest.raises(
+                FailedToSendMessageError, match=rf"\[{N} possibly written, 0 not sent\]"
+            ) as info:
+                producer.close(timeout_ms=300)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+    finally:
+        try:
+            producer.close()
+        except FailedToSendMessageError:
+            pass
+    assert (
+        info.value.lost_messages,
+        info.value.possibly_written,
+        info.value.not_sent,
+    ) == (N, N, 0)
+    in_log = _wait_for_log(proc, topic, N)
+    assert set(in_log) <= set(values) and len(in_log) <= N

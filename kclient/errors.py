@@ -38,6 +38,8 @@ NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 RECORD_LIST_TOO_LARGE = 18
 NOT_ENOUGH_REPLICAS = 19
+#: Produce: appended to the leader's log, then too few in-sync replicas.
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 INVALID_REQUIRED_ACKS = 21
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
@@ -132,18 +134,55 @@ class FailedToSendMessageError(KafkaError):
     """The producer gave up on a batch after ``message.send.max.retries``
     retries; ``__cause__`` is the last broker or connection error.
 
+    Outcomes are split in two. A message is *possibly written* when some
+    attempt's Produce request was written to the broker and no answer
+    settled it: no response within ``request.timeout.ms``, the connection
+    lost after the write, or the broker's REQUEST_TIMED_OUT /
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND. It may be in the log (once, or more
+    than once if a retry also landed). Every other failed message is *not
+    sent*: nothing of it reached a broker (connection refused, no leader or
+    unknown topic, a request the broker refused with an error code, a
+    serializer error), so it is not in the log. ``possibly_written`` is an
+    upper bound of what a failure left in the log; ``not_sent`` is certain.
+
+    Retrying a possibly-written message (the producer's own
+    ``message.send.max.retries``, or the application re-sending after this
+    error) may write it twice: only ``enable.idempotence`` (issue 11) makes
+    such a retry safe.
+
     Attributes:
-        lost_messages: how many messages were not sent (None: not counted).
-        failed_partitions: ``{(topic, partition): messages not sent}``,
+        lost_messages: how many messages failed (None: not counted), both kinds.
+        failed_partitions: ``{(topic, partition): messages failed}``,
             partition -1 when the topic itself failed (None: not known).
+        possibly_written: how many of ``lost_messages`` may be in the log
+            (0: none of them reached a broker).
+        possibly_written_partitions: ``{(topic, partition): messages
+            possibly written}`` for the partitions with any.
     """
 
     name = "FAILED_TO_SEND_MESSAGE"
 
-    def __init__(self, *args: object, lost_messages: int | None = None, failed_partitions: dict[tuple[str, int], int] | None = None) -> None:
+    def __init__(
+        self,
+        *args: object,
+        lost_messages: int | None = None,
+        failed_partitions: dict[tuple[str, int], int] | None = None,
+        possibly_written: int = 0,
+        possibly_written_partitions: dict[tuple[str, int], int] | None = None,
+    ) -> None:
         super().__init__(*args)
         self.lost_messages = lost_messages
         self.failed_partitions = failed_partitions
+        self.possibly_written = possibly_written
+        self.possibly_written_partitions: dict[tuple[str, int], int] = possibly_written_partitions or {}
+
+    @property
+    def not_sent(self) -> int | None:
+        """How many of ``lost_messages`` certainly are not in the log (None:
+        not counted)."""
+        if self.lost_messages is None:
+            return None
+        return max(0, self.lost_messages - self.possibly_written)
 
 
 class ProtocolError(KafkaError):
@@ -151,6 +190,31 @@ class ProtocolError(KafkaError):
     malformed frame, unknown correlation id, bad length)."""
 
     name = "PROTOCOL_ERROR"
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's int32 size prefix declares more bytes than this end accepts.
+
+    Raised as soon as the 4-byte size is read, before any of the frame is
+    buffered; the connection is then closed (later frames cannot be found).
+    A client accepts a response as large as the request it answers asked
+    for: a Fetch's ``max_bytes`` / summed ``partition_max_bytes``, plus
+    ``kclient.protocol.connection.DEFAULT_RESPONSE_BYTES`` (8 MiB) for
+    headers, metadata-sized answers and the one oversized first batch a
+    broker may return (KIP-74). Kafka's broker applies
+    ``socket.request.max.bytes`` to requests.
+
+    Attributes:
+        size: the size the frame declared (bytes, without the prefix).
+        max_bytes: the cap it exceeded (bytes).
+    """
+
+    name = "FRAME_TOO_LARGE"
+
+    def __init__(self, *args: object, size: int = 0, max_bytes: int = 0) -> None:
+        super().__init__(*args)
+        self.size = size
+        self.max_bytes = max_bytes
 
 
 class NoBrokersAvailableError(KafkaError):

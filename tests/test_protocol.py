@@ -286,8 +286,11 @@ def test_large_frames_received_in_place_mixed_with_fed_chunks():
             if into is not None and (mode == "direct" or rng.random() < 0.5):
                 n = min(step, len(into), len(stream) - pos)
                 into[:n] = stream[pos : pos + n]
+                into.release()  # the buffer grows in place
                 fb.received(n)
             else:
+                if into is not None:
+                    into.release()
                 n = min(step, len(stream) - pos)
                 fb.feed(stream[pos : pos + n])
             pos += n
@@ -305,6 +308,7 @@ def test_large_frames_received_in_place_mixed_with_fed_chunks():
     into = conn.receive_buffer(64)
     assert into is not None
     into[: len(resp) - 10] = resp[10:]
+    into.release()
     conn.received(len(resp) - 10)
     got = conn.next_response().body["responses"][0]["partitions"][0]["records"]
     assert bytes(got) == records and got.readonly

@@ -10,6 +10,21 @@ pending request fails with `KafkaTimeoutError` /
 `KafkaConnectionError` and the connection is closed (responses are
 ordered, so one lost response would misalign all that follow).
 
+Receive memory follows the bytes that arrive, not the sizes announced: a
+large response is received in place into a buffer that starts at 1 MiB and
+doubles as it fills (`kclient.protocol.connection.FrameBuffer`), so a
+response header claiming 100 MiB followed by silence costs about 1 MiB
+until the request's timeout. Each response may be as large as its request
+asked for (a Fetch's ``max_bytes`` / ``partition_max_bytes`` plus 8 MiB,
+other requests 8 MiB); a larger size prefix fails every pending request
+with `FrameTooLargeError` (naming the size and the cap) and closes the
+connection.
+
+A request that failed after it was written (a timeout, a connection lost
+after the write) may have been processed by the broker; one whose write
+failed was not (an incomplete frame is never processed). The producer
+reports the two apart (`FailedToSendMessageError.possibly_written`).
+
 Security (``security.protocol``, see `kclient.security.settings.ClientSecurity`):
 with SSL / SASL_SSL the TCP stream is wrapped in a `trio.SSLStream` and the
 TLS handshake runs within ``connect_timeout_ms``; a failed handshake raises
@@ -35,6 +50,7 @@ import trio
 from kclient.errors import (
     UNSUPPORTED_VERSION,
     AuthenticationError,
+    FrameTooLargeError,
     IllegalSaslStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -521,6 +537,11 @@ class BrokerConnection:
                 while True:
                     try:
                         response = self._proto.next_response()
+                    except FrameTooLargeError as exc:
+                        # Typed (size, cap): the connection is closed and
+                        # every pending request fails with it.
+                        await self._fail(FrameTooLargeError(f"bad response from {self.host}:{self.port}: {exc}", size=exc.size, max_bytes=exc.max_bytes))
+                        return
                     except (ProtocolError, ValueError) as exc:
                         await self._fail(ProtocolError(f"bad response from {self.host}:{self.port}: {exc}"))
                         return

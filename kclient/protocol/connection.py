@@ -25,37 +25,70 @@ import struct
 
 import attrs
 
-from kclient.errors import UNSUPPORTED_VERSION, ProtocolError
+from kclient.errors import UNSUPPORTED_VERSION, FrameTooLargeError, ProtocolError
 from kclient.protocol import primitives as p
-from kclient.protocol.messages import API_VERSIONS, APIS
+from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
 from kclient.protocol.schema import Api
 
 _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION_BYTES = struct.pack(">h", UNSUPPORTED_VERSION)  # int16 error_code first in the body
 _REQ_HEAD = struct.Struct(">hhi")
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+#: The largest response a client accepts to a request that is not a Fetch,
+#: and what it accepts on top of a Fetch's own bound (response headers, the
+#: one oversized first batch a broker returns whole, KIP-74).
+DEFAULT_RESPONSE_BYTES = 8 * 1024 * 1024
+#: A frame received in place starts with at most this much room; the buffer
+#: then doubles as its bytes arrive (so a size prefix that lies costs
+#: nothing until the bytes it announces do arrive).
+FIRST_CHUNK_BYTES = 1 << 20
+#: Per-partition and per-topic room in a Fetch response besides the records
+#: (partition header, aborted transactions list, topic name), bytes.
+FETCH_PARTITION_OVERHEAD = 64
+FETCH_TOPIC_OVERHEAD = 64
 
 
 class FrameBuffer:
     """Accumulates received bytes and yields complete frames (without their
-    4-byte size). A size below 0 or above ``max_frame_bytes`` raises
-    `ProtocolError` before any of the frame is buffered."""
+    4-byte size). A size below 0 raises `ProtocolError`, one above
+    ``max_frame_bytes`` `FrameTooLargeError`, before any of the frame is
+    buffered. Memory follows the bytes received, never the size a prefix
+    announces: a frame received in place (`receive_buffer`) starts with
+    room for at most `FIRST_CHUNK_BYTES` (or what already arrived) and
+    doubles as it fills."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
         self._buf = bytearray()
         self._pos = 0
         self.max_frame_bytes = max_frame_bytes
         # A large frame being received in place (see receive_buffer): its
-        # final buffer and how many of its bytes have arrived. While it is
-        # set, _buf holds only bytes that come after it.
+        # buffer (grown as bytes arrive, up to _big_size), its size and how
+        # many of its bytes have arrived. While it is set, _buf holds only
+        # bytes that come after it.
         self._big: bytearray | None = None
+        self._big_size = 0
         self._big_fill = 0
+
+    def _grow(self, need: int) -> bytearray:
+        """Make room in the in-place frame for ``need`` bytes in all (at most
+        its size): at least double the buffer, never past the frame."""
+        big = self._big
+        assert big is not None
+        have = len(big)
+        if need > have:
+            target = min(self._big_size, max(need, 2 * have))
+            if target == 2 * have:
+                big *= 2  # no temporary: the copy of the unfilled half is overwritten
+            else:
+                big += bytes(target - have)
+        return big
 
     def feed(self, data) -> None:
         """Add received bytes."""
         big = self._big
         if big is not None:
-            take = min(len(data), len(big) - self._big_fill)
+            take = min(len(data), self._big_size - self._big_fill)
+            big = self._grow(self._big_fill + take)
             big[self._big_fill : self._big_fill + take] = memoryview(data)[:take]
             self._big_fill += take
             if take == len(data):
@@ -71,18 +104,21 @@ class FrameBuffer:
 
         Saves a 1 MB fetch response two copies (into the accumulation buffer,
         then out of it) and the socket layer's per-call allocation. After
-        receiving ``n`` bytes into the view, call `received`.
+        receiving ``n`` bytes into the view, release the view (the buffer
+        grows in place, which an exported view would prevent), then call
+        `received`.
 
         Args:
             min_frame_bytes: Only frames of at least this many bytes (size
                 prefix excluded) are received in place.
 
         Returns:
-            A writable view of the missing bytes of the frame now being
-                received, inside the ``bytearray`` that `next_frame` will
-                return; ``None`` when the frame's size is not known yet, it is
-                smaller than ``min_frame_bytes`` or already complete (use `feed`
-                then).
+            A writable view of (some of) the missing bytes of the frame now
+                being received, inside the ``bytearray`` that `next_frame`
+                will return; ``None`` when the frame's size is not known yet,
+                it is smaller than ``min_frame_bytes``, already complete or
+                invalid (use `feed` then). The buffer grows with the bytes
+                received: the view may be shorter than what is missing.
         """
         big = self._big
         if big is None:
@@ -94,11 +130,14 @@ class FrameBuffer:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < min_frame_bytes or size <= have or size > self.max_frame_bytes:
                 return None  # small, complete, or invalid (next_frame raises)
-            big = self._big = bytearray(size)
+            big = self._big = bytearray(min(size, max(have, FIRST_CHUNK_BYTES)))
             big[:have] = memoryview(buf)[pos + 4 :]
+            self._big_size = size
             self._big_fill = have
             buf.clear()
             self._pos = 0
+        elif self._big_fill == len(big):
+            big = self._grow(self._big_fill + 1)
         return memoryview(big)[self._big_fill :]
 
     def received(self, n: int) -> None:
@@ -118,7 +157,7 @@ class FrameBuffer:
     def pending_frame_size(self) -> int | None:
         """Size of the frame now being received, if its size is known."""
         if self._big is not None:
-            return len(self._big)
+            return self._big_size
         if self.buffered < 4:
             return None
         return _SIZE.unpack_from(self._buf, self._pos)[0]
@@ -128,7 +167,7 @@ class FrameBuffer:
         ``bytearray`` when it was received in place, else ``bytes``)."""
         big = self._big
         if big is not None:
-            if self._big_fill < len(big):
+            if self._big_fill < self._big_size:
                 return None
             self._big = None  # handed over: never written or resized again
             return big
@@ -137,8 +176,10 @@ class FrameBuffer:
         if len(buf) - pos < 4:
             return None
         (size,) = _SIZE.unpack_from(buf, pos)
-        if size < 0 or size > self.max_frame_bytes:
+        if size < 0:
             raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_bytes}")
+        if size > self.max_frame_bytes:
+            raise FrameTooLargeError(f"frame size {size} outside 0..{self.max_frame_bytes}", size=size, max_bytes=self.max_frame_bytes)
         end = pos + 4 + size
         if len(buf) < end:
             return None
@@ -291,6 +332,32 @@ class Response:
     body: dict
 
 
+def fetch_response_bound(version: int, body: dict) -> int:
+    """The most record bytes a Fetch request asks for, plus the room its
+    response needs besides them.
+
+    Args:
+        version: The Fetch version (``max_bytes`` exists from v3).
+        body: The request body (``topics`` -> ``partitions`` ->
+            ``partition_max_bytes``).
+
+    Returns:
+        ``min(max_bytes, sum of partition_max_bytes)`` plus
+            `FETCH_PARTITION_OVERHEAD` per partition and
+            `FETCH_TOPIC_OVERHEAD` plus the name per topic, bytes.
+    """
+    records = 0
+    overhead = 0
+    for t in body.get("topics") or ():
+        parts = t.get("partitions") or ()
+        overhead += FETCH_TOPIC_OVERHEAD + len(t.get("topic") or "") * 4 + FETCH_PARTITION_OVERHEAD * len(parts)
+        for part in parts:
+            records += max(0, part.get("partition_max_bytes", 0))
+    if version >= 3:
+        records = min(records, max(0, body.get("max_bytes", 0x7FFFFFFF)))
+    return records + overhead
+
+
 class ClientConnection:
     """Client-side protocol state for one broker connection.
 
@@ -301,13 +368,33 @@ class ClientConnection:
     correlation id is not the oldest outstanding one raises
     `ProtocolError`. Requests sent with ``expect_response=False``
     (Produce with acks=0) are not waited for.
+
+    Each response may be as large as the request it answers asked for:
+    ``max_response_bytes`` (default `DEFAULT_RESPONSE_BYTES`, 8 MiB), plus
+    `fetch_response_bound` for a Fetch. A larger size prefix raises
+    `FrameTooLargeError` (naming the size, the cap and the request) as soon
+    as its 4 bytes arrive; nothing of the frame is buffered. Memory follows
+    the bytes received (see `FrameBuffer`), not the sizes announced.
     """
 
-    def __init__(self, client_id: str | None = "kclient", max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, client_id: str | None = "kclient", max_response_bytes: int = DEFAULT_RESPONSE_BYTES) -> None:
         self.client_id = client_id
         self._next_id = 0
-        self._in_flight: collections.deque[tuple[int, Api, int]] = collections.deque()
-        self._frames = FrameBuffer(max_frame_bytes)
+        self.max_response_bytes = max_response_bytes
+        # (correlation id, api, version, the largest response accepted)
+        self._in_flight: collections.deque[tuple[int, Api, int, int]] = collections.deque()
+        self._frames = FrameBuffer(max_response_bytes)
+
+    def _cap_for_head(self) -> None:
+        """Set the frame buffer's cap to that of the oldest request waiting
+        (the next frame answers it)."""
+        self._frames.max_frame_bytes = self._in_flight[0][3] if self._in_flight else self.max_response_bytes
+
+    def response_cap(self, api: Api, version: int, body: dict) -> int:
+        """The largest response accepted to a request (bytes, size prefix excluded)."""
+        if api.key == FETCH.key:
+            return self.max_response_bytes + fetch_response_bound(version, body)
+        return self.max_response_bytes
 
     @property
     def in_flight(self) -> int:
@@ -319,7 +406,9 @@ class ClientConnection:
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         data = encode_request(api, version, correlation_id, self.client_id, body)
         if expect_response:
-            self._in_flight.append((correlation_id, api, version))
+            self._in_flight.append((correlation_id, api, version, self.response_cap(api, version, body)))
+            if len(self._in_flight) == 1:
+                self._cap_for_head()
         return correlation_id, data
 
     def receive_data(self, data) -> None:
@@ -334,7 +423,29 @@ class ClientConnection:
         self._frames.received(n)
 
     def next_response(self) -> Response | None:
-        frame = self._frames.next_frame()
+        """The next completed response, or ``None`` if more bytes are needed.
+
+        Raises:
+            kclient.errors.FrameTooLargeError: The next response's size
+                prefix exceeds what its request asked for.
+            kclient.errors.ProtocolError: Malformed bytes.
+        """
+        try:
+            frame = self._frames.next_frame()
+        except FrameTooLargeError as exc:
+            what = "no request outstanding"
+            if self._in_flight:
+                cid, api, version, _ = self._in_flight[0]
+                what = f"{api.name} v{version} (correlation id {cid})"
+                if api.key == FETCH.key:
+                    what += f"; a Fetch may take {exc.max_bytes - self.max_response_bytes} bytes + {self.max_response_bytes} (max_response_bytes)"
+                else:
+                    what += f"; max_response_bytes={self.max_response_bytes}"
+            raise FrameTooLargeError(
+                f"response of {exc.size} bytes exceeds the cap of {exc.max_bytes} bytes for {what}",
+                size=exc.size,
+                max_bytes=exc.max_bytes,
+            ) from None
         if frame is None:
             return None
         if len(frame) < 4:
@@ -342,10 +453,11 @@ class ClientConnection:
         (correlation_id,) = _SIZE.unpack_from(frame, 0)
         if not self._in_flight:
             raise ProtocolError(f"response with correlation id {correlation_id} but no request outstanding")
-        expected, api, version = self._in_flight[0]
+        expected, api, version, _ = self._in_flight[0]
         if correlation_id != expected:
             raise ProtocolError(f"response correlation id {correlation_id}, expected {expected}")
         self._in_flight.popleft()
+        self._cap_for_head()
         pos = 4
         if response_header_version(api, version) == 1:
             _, pos = p.read_tagged_fields(frame, pos)

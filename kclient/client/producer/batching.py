@@ -42,7 +42,7 @@ class PartitionSend:
     call: its records, their chunks, the encoded batches not acknowledged
     yet, and the first error."""
 
-    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes")
+    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes", "maybe")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -56,6 +56,9 @@ class PartitionSend:
         self.error: BaseException | None = None
         self.failed_from: int | None = None  # first batch index not written in this round
         self.header_bytes = 0  # encoded size of every record header queued here (0: no record has headers)
+        # id() of every pending record that some attempt may have written
+        # (request written, outcome unknown); None while there is none.
+        self.maybe: set[int] | None = None
 
     @property
     def pending_messages(self) -> int:

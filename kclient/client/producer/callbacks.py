@@ -114,7 +114,12 @@ class CallbackHandler:
             events: The ProducerData of the failed batch.
             exc: Usually a `FailedToSendMessageError` (``lost_messages``,
                 ``failed_partitions``) whose ``__cause__`` is the broker or
-                connection error.
+                connection error. Its ``possibly_written`` /
+                ``possibly_written_partitions`` count the messages that may
+                be in the log anyway (written, then no answer: a timeout or
+                a connection lost after the write); ``not_sent`` the ones
+                that are not. Re-sending a possibly-written message may
+                duplicate it (no ``enable.idempotence`` yet: issue 11).
         """
 
     def close(self) -> None:

@@ -52,6 +52,19 @@ topic-partitions and how many messages were lost, with the broker or
 connection error chained as ``__cause__``. The error also carries
 ``lost_messages`` (int) and ``failed_partitions`` (dict of (topic,
 partition) -> message count; partition -1 when the topic itself failed).
+
+Of those, ``possibly_written`` (and ``possibly_written_partitions``) counts
+the messages whose outcome is unknown: an attempt wrote their Produce
+request and then got no answer that settles it (no response within
+``request.timeout.ms``, the connection lost after the write, or
+REQUEST_TIMED_OUT / NOT_ENOUGH_REPLICAS_AFTER_APPEND from the broker), or a
+later request's answer acknowledged them while an earlier batch of their
+partition failed. They may be in the log; the rest (``not_sent``) are not:
+a failed write (an incomplete frame is never processed), a refused
+connection, unknown metadata or a broker error code before the append.
+A retry of a possibly-written batch (step 6) may duplicate it: only
+``enable.idempotence`` (issue 11) prevents that, and kclient does not
+implement it yet.
 """
 
 from __future__ import annotations
@@ -67,6 +80,8 @@ from kclient.client.producer.data import ProducerData as _ProducerData
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
 from kclient.errors import (
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    REQUEST_TIMED_OUT,
     AuthenticationError,
     FailedToSendMessageError,
     KafkaError,
@@ -90,6 +105,8 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_MS = 10_000
 #: Per-partition overhead of a Produce request besides the batch (bytes).
 PARTITION_OVERHEAD = 16
+#: Produce error codes that the broker sends after (possibly) appending.
+_APPENDED_CODES = frozenset((REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND))
 
 
 @attrs.frozen
@@ -318,7 +335,7 @@ class DefaultEventHandler(EventHandler):
                 if err is not None and getattr(err, "retriable", False) and attempt < s.retries:
                     retry.append(part)
                 else:
-                    failed[(part.topic, part.partition)] = (part.pending_messages, err)
+                    failed[(part.topic, part.partition)] = (part.pending_messages, err, _possibly_written(part))
             if not retry:
                 break
             attempt += 1
@@ -341,7 +358,7 @@ class DefaultEventHandler(EventHandler):
             pending = retry
         if failed:
             error = _failure(failed, attempt)
-            auth = next((e for _, e in failed.values() if isinstance(e, AuthenticationError)), None)
+            auth = next((v[1] for v in failed.values() if isinstance(v[1], AuthenticationError)), None)
             if auth is not None:
                 # The typed error itself (Kafka's producer fails the send
                 # with the AuthenticationException): never retried.
@@ -441,15 +458,22 @@ class DefaultEventHandler(EventHandler):
         """Await every response of ``plan`` in order, record per-partition
         errors, then drop each part's acknowledged batches (everything before
         its first failed batch)."""
+        acked: list = []  # (part, batch index) acknowledged in this round
         for node_id, chosen, handle in plan:
             if handle is None:  # acks=0: written is all there is
                 continue
             try:
                 response = await handle.wait()
             except KafkaError as exc:
+                # Written, then no answer (timeout, connection lost): the
+                # broker may have appended it.
+                written = not isinstance(exc, AuthenticationError)
                 for part, i in chosen:
                     _fail(part, i, exc)
+                    if written:
+                        _maybe(part, i)
                 continue
+            errored = None
             for t in response["responses"]:
                 name = t["name"]
                 for pr in t["partition_responses"]:
@@ -461,6 +485,20 @@ class DefaultEventHandler(EventHandler):
                     for part, i in chosen:
                         if part.topic == name and part.partition == pr["index"]:
                             _fail(part, i, err)
+                            if code in _APPENDED_CODES:
+                                _maybe(part, i)
+                            if errored is None:
+                                errored = set()
+                            errored.add(id(part))
+            if errored is None:
+                acked.extend(chosen)
+            else:
+                acked.extend(c for c in chosen if id(c[0]) not in errored)
+        for part, i in acked:
+            # Acknowledged, but kept for a retry behind an earlier failed
+            # batch of its partition: it is in the log.
+            if part.failed_from is not None and i > part.failed_from:
+                _maybe(part, i)
         for part in parts:
             cut = len(part.batches) if part.failed_from is None else part.failed_from
             del part.batches[:cut]
@@ -479,21 +517,46 @@ def _fail(part: PartitionSend, index: int, error: BaseException) -> None:
         part.error = error
 
 
+def _maybe(part: PartitionSend, index: int) -> None:
+    """Record that ``part``'s batch ``index`` may be in the log."""
+    if part.maybe is None:
+        part.maybe = set()
+    part.maybe.update(map(id, part.chunks[index]))
+
+
+def _possibly_written(part: PartitionSend) -> int:
+    """How many of ``part``'s pending records some attempt may have written."""
+    maybe = part.maybe
+    if not maybe:
+        return 0
+    return sum(1 for chunk in part.chunks for r in chunk if id(r) in maybe)
+
+
 async def _nothing() -> None:
     return None
 
 
-def _failure(failed: dict[tuple[str, int], tuple[int, BaseException | None]], retries: int) -> FailedToSendMessageError:
-    lost = sum(n for n, _ in failed.values())
+def _failure(failed: dict, retries: int) -> FailedToSendMessageError:
+    """The error for ``failed``: ``{(topic, partition): (messages, error)
+    or (messages, error, possibly written)}``."""
+    lost = sum(v[0] for v in failed.values())
     names = ", ".join(f"{t}-{p}" if p >= 0 else f"{t}" for t, p in list(failed)[:10])
     if len(failed) > 10:
         names += f" and {len(failed) - 10} more"
-    cause = next((e for _, e in failed.values() if e is not None), None)
+    cause = next((v[1] for v in failed.values() if v[1] is not None), None)
     after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    maybe = {tp: v[2] for tp, v in failed.items() if len(v) > 2 and v[2]}
+    possibly = sum(maybe.values())
+    if possibly:
+        outcome = f" ({possibly} possibly written: the broker may have appended them; {lost - possibly} not sent)"
+    else:
+        outcome = " (not sent: none reached a broker)"
     exc = FailedToSendMessageError(
-        f"failed to send {lost} message(s) to {names}{after}: {cause}",
+        f"failed to send {lost} message(s) to {names}{after}{outcome}: {cause}",
         lost_messages=lost,
-        failed_partitions={tp: n for tp, (n, _) in failed.items()},
+        failed_partitions={tp: v[0] for tp, v in failed.items()},
+        possibly_written=possibly,
+        possibly_written_partitions=maybe,
     )
     exc.__cause__ = cause
     return exc

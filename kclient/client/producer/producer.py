@@ -381,6 +381,11 @@ class _ProducerCloser(ExitCloser):
         self._queue = queue
         self._thread = thread
         self._failed_before_abort = 0
+        # At an abort: failed records possibly written before it, and the
+        # records in flight (taken for sending, not acknowledged: possibly
+        # written too).
+        self._possibly_before_abort = 0
+        self._in_flight_abandoned = 0
 
     def close(self, timeout: float | None = None) -> None:  # type: ignore[override]
         """The Producer's ``close``: flush (at most ``timeout`` seconds),
@@ -434,11 +439,14 @@ class _ProducerCloser(ExitCloser):
         how many records were not delivered."""
         dropped = in_flight = 0
         if self._thread is not None:
-            self._failed_before_abort = self._thread.statistics().failed_messages
+            before = self._thread.statistics()
+            self._failed_before_abort = before.failed_messages
+            self._possibly_before_abort = before.possibly_written
         if self._queue is not None:
             dropped = self._queue.abandon()
             in_flight = max(0, self._queue.statistics().unfinished_messages)
         total = dropped + in_flight
+        self._in_flight_abandoned = in_flight
         log.error(
             "%s: %d record(s) abandoned, not delivered (%d still queued, %d taken for sending and not acknowledged): %s",
             self.description, total, dropped, in_flight, why,
@@ -466,13 +474,17 @@ class _ProducerCloser(ExitCloser):
         if not (failed or stats.failed_batches or abandoned):
             return
         lost = failed + abandoned
+        possibly = self._possibly_before_abort + self._in_flight_abandoned if abandoned else stats.possibly_written
         message = (
             f"{failed} message(s) in {stats.failed_batches} batch(es) could not be sent by the async producer "
             f"({stats.sent_messages} were sent); first error: {stats.first_error}"
         )
         if abandoned:
             message = f"{lost} message(s) were not delivered: {abandoned} abandoned at close, " + message
+        # possibly written: may be in the log (see FailedToSendMessageError)
+        outcome = f"{possibly} possibly written, {lost - possibly} not sent" if possibly else "none written"
+        message = f"{message} [{outcome}]"
         if at_exit:
             log.error("%s at exit: %s", self.description, message)
             return
-        raise FailedToSendMessageError(message, lost_messages=lost) from stats.first_error
+        raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_error

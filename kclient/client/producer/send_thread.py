@@ -49,14 +49,17 @@ log = logging.getLogger(__name__)
 @attrs.frozen
 class SendStatistics:
     """Counters of a ProducerSendThread: ``sent_messages`` / ``sent_batches``
-    acknowledged, ``failed_messages`` / ``failed_batches`` lost, and the
-    ``first_error`` (or None)."""
+    acknowledged, ``failed_messages`` / ``failed_batches`` lost, the
+    ``first_error`` (or None), and ``possibly_written``: how many of
+    ``failed_messages`` may be in the log anyway (see
+    `kclient.errors.FailedToSendMessageError`)."""
 
     sent_messages: int
     sent_batches: int
     failed_messages: int
     failed_batches: int
     first_error: BaseException | None
+    possibly_written: int = 0
 
 
 def _describe(batch: Sequence[Any], exc: BaseException) -> str:
@@ -121,6 +124,7 @@ class ProducerSendThread(LoopThread):
         self._failed_messages = 0
         self._failed_batches = 0
         self._first_error: BaseException | None = None
+        self._possibly_written = 0
 
     def start_sending(self, producer: "TrioProducer") -> None:
         """Start the batching task on this thread's loop. Call once.
@@ -228,11 +232,19 @@ class ProducerSendThread(LoopThread):
         lost = getattr(exc, "lost_messages", None)
         lost = messages if lost is None else lost
         self._failed_messages += lost
+        possibly = getattr(exc, "possibly_written", 0) or 0
+        self._possibly_written += possibly
         self._failed_batches += 1
         self._sent_messages += max(0, messages - lost)
         if self._first_error is None:
             self._first_error = exc
-        log.error("async send of %d message(s) to %s failed: %s", lost, _describe(batch, exc), exc)
+        log.error(
+            "async send of %d message(s) to %s failed (%s): %s",
+            lost,
+            _describe(batch, exc),
+            f"{possibly} possibly written, {lost - possibly} not sent" if possibly else "not sent",
+            exc,
+        )
         if not self._on_send_error:
             return
         try:
@@ -242,7 +254,7 @@ class ProducerSendThread(LoopThread):
 
     def statistics(self) -> SendStatistics:
         """A snapshot of the counters (exact once `join` returned)."""
-        return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error)
+        return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error, self._possibly_written)
 
 
 def _wake_soon(token: "trio.lowlevel.TrioToken", wake: Callable[[], None]) -> None:

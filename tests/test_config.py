@@ -530,3 +530,13 @@ def test_string_encoder() -> None:
         StringEncoder().to_message(3.5)
     with pytest.raises(LookupError):
         StringEncoder("no-such-codec")
+
+
+def test_broker_request_read_timeout_and_its_request_timeout_alias():
+    """A size prefix followed by nothing is closed after this timeout; the
+    clients' name ``request.timeout.ms`` sets it too (issue 13)."""
+    assert BrokerConfig.from_properties({}).socket_request_read_timeout_ms == 30000
+    assert BrokerConfig.from_properties({"request.timeout.ms": "1234"}).socket_request_read_timeout_ms == 1234
+    assert BrokerConfig.from_properties({"socket.request.read.timeout.ms": "4321"}).socket_request_read_timeout_ms == 4321
+    with pytest.raises(ConfigError, match="request.timeout.ms"):
+        BrokerConfig.from_properties({"request.timeout.ms": "0"})

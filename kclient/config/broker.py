@@ -257,8 +257,9 @@ class BrokerConfig(_KafkaConfig):
     """A connection with no request in progress that receives nothing for
     this long (ms) is closed (logged at DEBUG, as Kafka does); ``-1``:
     never."""
-    socket_request_read_timeout_ms: int = prop("socket.request.read.timeout.ms", _to_int, 30000, _at_least(1))
-    """kclient-specific (Kafka has no such broker property): a request
+    socket_request_read_timeout_ms: int = prop("socket.request.read.timeout.ms", _to_int, 30000, _at_least(1), aliases=("request.timeout.ms",))
+    """kclient-specific (Kafka has no such broker property; the clients'
+    name ``request.timeout.ms`` is accepted as an alias): a request
     whose first byte has arrived must arrive whole within this long (ms)
     of waiting for the client, else the connection is closed (logged
     rate-limited). This closes a connection that sends a size prefix, or a

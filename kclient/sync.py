@@ -50,6 +50,7 @@ two safety nets for an application that forgets it:
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import logging
@@ -237,7 +238,7 @@ class LoopThread:
 # ---------------------------------------------------------------- exit and garbage collection
 
 
-class ExitCloser:
+class ExitCloser(abc.ABC):
     """What it takes to close one blocking client, without the client object.
 
     A client creates one in its constructor, calls `track` on it, and
@@ -284,8 +285,9 @@ class ExitCloser:
         finally:
             untrack(self)
 
-    def _close(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Close the client (the subclass knows how)."""
 
     def close_at_exit(self) -> None:
         """Close within `exit_timeout` seconds, logging (not raising)

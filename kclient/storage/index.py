@@ -20,6 +20,7 @@ buffered append-only file, truncation, flush and close.
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 import struct
@@ -35,7 +36,7 @@ _INT32_MAX = 2**31 - 1
 _WRITE_BUFFER_BYTES = 4096
 
 
-class IndexFile:
+class IndexFile(abc.ABC):
     """Base of the segment index files.
 
     Entries of two integer columns are kept in memory (``array('q')``) and
@@ -75,11 +76,13 @@ class IndexFile:
 
     # ------------------------------------------------------------ codec
 
-    def _decode(self, x: int, y: int) -> tuple[int, int]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _decode(self, x: int, y: int) -> tuple[int, int]:
+        """An entry's two stored ints as (key, value)."""
 
-    def _encode(self, a: int, b: int) -> bytes:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _encode(self, a: int, b: int) -> bytes:
+        """An entry's bytes on disk."""
 
     def _load(self) -> None:
         size = os.fstat(self._fd).st_size

@@ -11,6 +11,7 @@ server is ready.
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 import shutil
@@ -48,7 +49,7 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-class ServerProcess:
+class ServerProcess(abc.ABC):
     """A server run as a subprocess for tests (base class).
 
     The subprocess's log goes to `output_path` (read it with `output`).
@@ -133,9 +134,9 @@ class ServerProcess:
 
     # ------------------------------------------------------------ subclass hooks
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
         """The command line that starts the server."""
-        raise NotImplementedError
 
     def _address(self) -> str:
         """``host:port`` of the running server, for log lines."""
@@ -149,22 +150,22 @@ class ServerProcess:
         """Whether a failed launch (not the last) is worth another attempt."""
         return False
 
+    @abc.abstractmethod
     def _prepare(self) -> int | None:
         """Get ready to launch (directories, config files); returns the port
         the server will bind when it is chosen here, else None."""
-        raise NotImplementedError
 
     def _popen_kwargs(self) -> dict[str, Any]:
         """Where the subprocess's stdout and stderr go, and its environment."""
         return {"stdout": self._output_file, "stderr": subprocess.STDOUT}
 
+    @abc.abstractmethod
     def _wait_ready(self, port: int | None) -> int:
         """Wait until the server serves; returns the port it bound.
 
         Raises:
             BrokerProcessError: It exited or was not ready in time.
         """
-        raise NotImplementedError
 
     # ------------------------------------------------------------ lifecycle
 

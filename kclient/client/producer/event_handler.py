@@ -69,6 +69,7 @@ implement it yet.
 
 from __future__ import annotations
 
+import abc
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
@@ -124,7 +125,7 @@ class ProducerContext:
     partitioner: Any
 
 
-class EventHandler:
+class EventHandler(abc.ABC):
     """Base class of the producer's event handlers (``event.handler``).
 
     Lifecycle, all on the producer's trio loop: ``await open(context)`` once,
@@ -143,6 +144,7 @@ class EventHandler:
         """
         self.context = context
 
+    @abc.abstractmethod
     async def handle(self, events: "list[ProducerData]") -> None:
         """Serialize and send records; return once they are acknowledged
         per ``request.required.acks``.
@@ -154,7 +156,6 @@ class EventHandler:
         Raises:
             FailedToSendMessageError: records could not be written.
         """
-        raise NotImplementedError
 
     async def aclose(self) -> None:
         """Release resources (called once by the producer's close)."""

@@ -397,6 +397,11 @@ class _ProducerCloser(ExitCloser):
         finally:
             untrack(self)
 
+    def _close(self) -> None:
+        # The base class's close() without a timeout; `close` above
+        # replaces it to take one.
+        self._shutdown(None, "not delivered by close()", at_exit=False)
+
     def close_at_exit(self) -> None:
         """Flush for at most ``close.timeout.ms``, close, and log (never
         raise) what could not be delivered. KeyboardInterrupt propagates

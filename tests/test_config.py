@@ -91,7 +91,6 @@ def test_dotted_names_and_snake_case_build_the_same_config() -> None:
         ("queue.time", "queue.buffering.max.ms", "queue_buffering_max_ms", "250", 250),
         ("queue.size", "queue.buffering.max.messages", "queue_buffering_max_messages", "500", 500),
         ("queue.enqueueTimeout.ms", "queue.enqueue.timeout.ms", "queue_enqueue_timeout_ms", "0", 0),
-        ("batch.size", "batch.num.messages", "batch_num_messages", "20", 20),
         ("acks", "request.required.acks", "request_required_acks", "all", -1),
         ("compression.type", "compression.codec", "compression_codec", "lz4", "lz4"),
     ],
@@ -323,7 +322,7 @@ def test_load_properties_handles_java_syntax(tmp_path: Path) -> None:
 
 def test_producer_from_properties_path(tmp_path: Path) -> None:
     path = tmp_path / "producer.properties"
-    path.write_text("metadata.broker.list=a:1\nproducer.type=async\nqueue.size=42\nbatch.size=42\n")
+    path.write_text("metadata.broker.list=a:1\nproducer.type=async\nqueue.size=42\nbatch.num.messages=42\n")
     c = ProducerConfig.from_properties(path)
     assert c.is_async and c.queue_buffering_max_messages == 42 and c.batch_num_messages == 42
     assert ProducerConfig.from_properties(str(path)) == c

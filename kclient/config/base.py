@@ -10,11 +10,14 @@ to turn one back into property names (`as_properties`).
 
 Every converter and validator failure becomes a `ConfigError` naming the
 property (and the alias it was given as) and the value. Unknown keys are
-logged as a warning and ignored, as Kafka does.
+logged as a warning naming the closest known name ("did you mean ...") and
+ignored, as Kafka does; with ``strict=True`` (`from_properties`,
+`from_file`, `with_properties`) an unknown key is a `ConfigError` instead.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -158,31 +161,44 @@ class _KafkaConfig:
     #: debug level) because they make no sense for kclient.
     IGNORED: ClassVar[frozenset[str]] = frozenset()
 
+    #: Modern Kafka names that look like one of this config's properties but
+    #: do not mean the same thing, with the reason and what to set instead.
+    #: Given one, the config logs that reason as a warning and ignores the
+    #: key (a `ConfigError` with ``strict=True``), rather than guessing.
+    NOT_MAPPED: ClassVar[Mapping[str, str]] = {}
+
     @classmethod
     def properties(cls) -> dict[str, Property]:
         """The config table: attribute name -> `Property`, in order."""
         return {f.name: f.metadata[_META] for f in attrs.fields(cls) if _META in f.metadata}  # type: ignore[arg-type]
 
     @classmethod
-    def from_properties(cls: type[_C], source: Mapping[str, Any] | str | os.PathLike[str] | _C) -> _C:
+    def from_properties(
+        cls: type[_C], source: Mapping[str, Any] | str | os.PathLike[str] | _C, *, strict: bool = False
+    ) -> _C:
         """Build a config from Kafka property names.
 
         Aliases map to the same attribute; when both a name and its alias
         are given the canonical name wins (a differing alias is logged and
-        ignored). Unknown keys are logged as a warning and ignored.
+        ignored). Unknown keys are logged as a warning that names the
+        closest known property (``did you mean 'x.y'?``) and ignored, or
+        refused with ``strict=True``.
 
         Args:
             source: A mapping ``{"dotted.name": value}`` (values as strings,
                 as in a file, or as typed Python values), the path of a
                 ``.properties`` file, or an instance of this class (returned
                 as is).
+            strict: Raise `ConfigError` for a key this config does not know
+                (or knows not to map, see `NOT_MAPPED`) instead of logging
+                a warning and ignoring it.
 
         Returns:
             The config.
 
         Raises:
-            ConfigError: A missing required property, a bad value, or an
-                unreadable file.
+            ConfigError: A missing required property, a bad value, an
+                unreadable file, or (``strict=True``) an unknown key.
         """
         if isinstance(source, cls):
             return source
@@ -193,7 +209,7 @@ class _KafkaConfig:
                 f"{cls.__name__}.from_properties expects a mapping, a path or a {cls.__name__}, "
                 f"not {type(source).__name__}"
             )
-        kwargs, used = cls._kwargs_from(source, with_keys=True)
+        kwargs, used = cls._kwargs_from(source, with_keys=True, strict=strict)
         try:
             return cls(**kwargs)  # type: ignore[call-arg]
         except ConfigError as exc:
@@ -201,7 +217,7 @@ class _KafkaConfig:
 
     @classmethod
     def from_file(
-        cls: type[_C], path: str | os.PathLike[str] | None, overrides: Iterable[str] = ()
+        cls: type[_C], path: str | os.PathLike[str] | None, overrides: Iterable[str] = (), *, strict: bool = False
     ) -> _C:
         """Build a config from a ``.properties`` file plus ``key=value`` overrides.
 
@@ -212,31 +228,33 @@ class _KafkaConfig:
         Args:
             path: The ``.properties`` file, or ``None`` for no file.
             overrides: ``"key=value"`` entries, applied in order.
+            strict: Refuse unknown keys, as in `from_properties`.
 
         Returns:
             The config.
 
         Raises:
-            ConfigError: A missing file, an override without ``=``, or any
-                bad value.
+            ConfigError: A missing file, an override without ``=``, any
+                bad value, or (``strict=True``) an unknown key.
         """
         props: dict[str, Any] = dict(load_properties(path)) if path is not None else {}
         props.update(parse_overrides(overrides))
-        return cls.from_properties(props)
+        return cls.from_properties(props, strict=strict)
 
-    def with_properties(self: _C, changes: Mapping[str, Any]) -> _C:
+    def with_properties(self: _C, changes: Mapping[str, Any], *, strict: bool = False) -> _C:
         """A copy with some Kafka properties changed.
 
         Args:
             changes: ``{"dotted.name": value}``; aliases are accepted.
+            strict: Refuse unknown keys, as in `from_properties`.
 
         Returns:
             A new config of the same class.
 
         Raises:
-            ConfigError: A bad value.
+            ConfigError: A bad value, or (``strict=True``) an unknown key.
         """
-        kwargs, used = type(self)._kwargs_from(changes, with_keys=True)
+        kwargs, used = type(self)._kwargs_from(changes, with_keys=True, strict=strict)
         try:
             return attrs.evolve(self, **kwargs)  # type: ignore[misc]
         except ConfigError as exc:
@@ -250,7 +268,35 @@ class _KafkaConfig:
         return {spec.name: getattr(self, attr) for attr, spec in self.properties().items()}
 
     @classmethod
-    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False) -> Any:
+    def known_names(cls) -> list[str]:
+        """Every property name this config accepts: canonical names, then aliases."""
+        table = cls.properties().values()
+        return [spec.name for spec in table] + [alias for spec in table for alias in spec.aliases]
+
+    @classmethod
+    def unknown_key_message(cls, key: str) -> str:
+        """What is wrong with ``key``, a name this config does not take.
+
+        Args:
+            key: The property name as given.
+
+        Returns:
+            ``"'key' is not a known config for Cls"`` followed by
+            ``"; did you mean 'closest'?"`` when a known name (canonical or
+            alias, by ``difflib.get_close_matches``) is close; for a name in
+            `NOT_MAPPED`, the reason it is not mapped instead.
+        """
+        reason = cls.NOT_MAPPED.get(key)
+        if reason is not None:
+            return f"{key!r} is not supported by {cls.__name__}: {reason}"
+        text = f"{key!r} is not a known config for {cls.__name__}"
+        close = difflib.get_close_matches(key, cls.known_names(), n=1)
+        if close:
+            text += f"; did you mean {close[0]!r}?"
+        return text
+
+    @classmethod
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = False) -> Any:
         table = cls.properties()
         by_name: dict[str, tuple[str, int]] = {}
         for attr, spec in table.items():
@@ -264,8 +310,10 @@ class _KafkaConfig:
             if key not in by_name:
                 if key in cls.IGNORED:
                     log.debug("%s: %s is not used by kclient; ignored", cls.__name__, key)
+                elif strict:
+                    raise ConfigError(cls.unknown_key_message(key))
                 else:
-                    log.warning("%r is not a known config for %s; ignored", key, cls.__name__)
+                    log.warning("%s (ignored)", cls.unknown_key_message(key))
                 continue
             attr, rank = by_name[key]
             previous = chosen.get(attr)

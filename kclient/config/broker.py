@@ -345,33 +345,34 @@ class BrokerConfig(_KafkaConfig):
         return self.max_connections_per_ip
 
     @classmethod
-    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False) -> Any:
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = False) -> Any:
         security = {k.strip(): v for k, v in source.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
         rest = {k: v for k, v in source.items() if not (isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES))}
-        result = super()._kwargs_from(rest, with_keys=with_keys)
+        result = super()._kwargs_from(rest, with_keys=with_keys, strict=strict)
         kwargs = result[0] if with_keys else result
         if security:
             kwargs["security_config"] = security
         return result
 
-    def with_properties(self, changes: Mapping[str, Any]) -> BrokerConfig:
+    def with_properties(self, changes: Mapping[str, Any], *, strict: bool = False) -> BrokerConfig:
         """A copy with some Kafka properties changed (security properties
         are merged into `security_config`).
 
         Args:
             changes: ``{"dotted.name": value}``; aliases are accepted.
+            strict: Refuse unknown keys, as in `from_properties`.
 
         Returns:
             A new config.
 
         Raises:
-            ConfigError: A bad value.
+            ConfigError: A bad value, or (``strict=True``) an unknown key.
         """
         security = {k.strip(): v for k, v in changes.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
         if security:
             rest = {k: v for k, v in changes.items() if not (isinstance(k, str) and k.strip() in security)}
             changes = {**rest, **dict(self.security_config), **security}
-        return super().with_properties(changes)
+        return super().with_properties(changes, strict=strict)
 
     def as_properties(self) -> dict[str, Any]:
         """The config as ``{"kafka.name": value}``, security properties included."""

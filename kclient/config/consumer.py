@@ -4,6 +4,8 @@ https://kafka.apache.org/08/documentation.html#consumerconfigs)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 
 from kclient.config.base import prop
@@ -22,6 +24,22 @@ class ConsumerConfig(_ClientSecurityConfig):
     ``client.id`` defaults to ``group.id``. ``auto.offset.reset`` also accepts
     ``earliest``/``latest`` and stores them as ``smallest``/``largest``.
 
+    The modern consumer names that mean the same thing are aliases:
+    ``enable.auto.commit`` (``auto.commit.enable``),
+    ``max.partition.fetch.bytes`` (``fetch.message.max.bytes``),
+    ``fetch.max.wait.ms`` (``fetch.wait.max.ms``), ``receive.buffer.bytes``
+    (``socket.receive.buffer.bytes``) and ``request.timeout.ms``
+    (``socket.timeout.ms``). ``group.id``, ``client.id``,
+    ``auto.commit.interval.ms``, ``auto.offset.reset``, ``fetch.min.bytes``
+    and ``exclude.internal.topics`` are already the modern names.
+
+    Not aliased, because the meaning differs (see `NOT_MAPPED`):
+    ``bootstrap.servers`` (this consumer finds the brokers through
+    ZooKeeper), ``session.timeout.ms`` (the broker group coordinator's
+    heartbeat timeout; membership here is a ZooKeeper session) and
+    ``fetch.max.bytes`` (a cap on a whole fetch response, not per
+    partition).
+
     The fetchers' broker connections are secured by ``security.protocol``
     and the ``ssl.*`` / ``sasl.*`` properties (KIP-43, KIP-84, KIP-152; see
     `kclient.config.security`), parsed together into ``security``.
@@ -34,6 +52,15 @@ class ConsumerConfig(_ClientSecurityConfig):
             timeout), or for security properties that do not fit together.
     """
 
+    NOT_MAPPED: ClassVar[dict[str, str]] = {
+        "bootstrap.servers": "this consumer finds the brokers through ZooKeeper: set zookeeper.connect "
+        "(SimpleConsumer connects to one broker directly)",
+        "session.timeout.ms": "it is the broker group coordinator's heartbeat timeout, and this consumer's group "
+        "membership is a ZooKeeper session: set zookeeper.session.timeout.ms",
+        "fetch.max.bytes": "it caps a whole fetch response, and kclient's limit is per partition: set "
+        "fetch.message.max.bytes (alias max.partition.fetch.bytes)",
+    }
+
     group_id: str = prop("group.id", _to_str, validate=_not_empty)
     """Consumer group the consumer joins. Required."""
     zookeeper_connect: str = prop("zookeeper.connect", _to_str, validate=_not_empty)
@@ -42,15 +69,21 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Member id in the group; ``None`` generates ``<group>_<host>-<ms>-<random>``."""
     client_id: str = prop("client.id", _to_str, _same_as("group_id"))
     """Sent with every request; defaults to ``group.id``."""
-    socket_timeout_ms: int = prop("socket.timeout.ms", _to_int, 30000, _at_least(1))
+    socket_timeout_ms: int = prop(
+        "socket.timeout.ms", _to_int, 30000, _at_least(1), aliases=["request.timeout.ms"]
+    )
     """Network request timeout (ms)."""
-    socket_receive_buffer_bytes: int = prop("socket.receive.buffer.bytes", _to_int, 65536, _at_least(-1))
+    socket_receive_buffer_bytes: int = prop(
+        "socket.receive.buffer.bytes", _to_int, 65536, _at_least(-1), aliases=["receive.buffer.bytes"]
+    )
     """Socket receive buffer (bytes); -1 leaves the OS default."""
-    fetch_message_max_bytes: int = prop("fetch.message.max.bytes", _to_int, 1048576, _at_least(1))
+    fetch_message_max_bytes: int = prop(
+        "fetch.message.max.bytes", _to_int, 1048576, _at_least(1), aliases=["max.partition.fetch.bytes"]
+    )
     """Bytes asked for per partition per fetch; must exceed the largest message."""
     num_consumer_fetchers: int = prop("num.consumer.fetchers", _to_int, 1, _at_least(1))
     """Fetcher tasks per consumer."""
-    auto_commit_enable: bool = prop("auto.commit.enable", _to_bool, True)
+    auto_commit_enable: bool = prop("auto.commit.enable", _to_bool, True, aliases=["enable.auto.commit"])
     """Commit consumed offsets periodically."""
     auto_commit_interval_ms: int = prop("auto.commit.interval.ms", _to_int, 60000, _at_least(0))
     """Period of the automatic commit (ms)."""
@@ -64,7 +97,7 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Pause before looking for a lost partition leader again (ms)."""
     fetch_min_bytes: int = prop("fetch.min.bytes", _to_int, 1, _at_least(0))
     """Least data a fetch answer should carry (bytes)."""
-    fetch_wait_max_ms: int = prop("fetch.wait.max.ms", _to_int, 100, _at_least(0))
+    fetch_wait_max_ms: int = prop("fetch.wait.max.ms", _to_int, 100, _at_least(0), aliases=["fetch.max.wait.ms"])
     """Longest the broker waits for ``fetch.min.bytes`` (ms)."""
     auto_offset_reset: str = prop(
         "auto.offset.reset",

@@ -4,7 +4,7 @@ and the 0.8 names of Kafka 0.8's ``ProducerConfig``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -40,9 +40,20 @@ class ProducerConfig(_ClientSecurityConfig):
     Build with ``ProducerConfig(metadata_broker_list="host:9092", ...)`` or
     ``ProducerConfig.from_properties({"metadata.broker.list": "host:9092"})``
     (or a ``.properties`` path). The 0.7 spellings ``queue.time``,
-    ``queue.size``, ``queue.enqueueTimeout.ms`` and ``batch.size`` (a count of
-    messages, as in 0.7) are aliases, as are the newer client names
-    ``bootstrap.servers``, ``acks`` and ``compression.type``.
+    ``queue.size`` and ``queue.enqueueTimeout.ms`` are aliases, as are the
+    modern client names that mean the same thing: ``bootstrap.servers``,
+    ``acks`` (``all`` = -1), ``retries``, ``compression.type``, ``linger.ms``
+    and ``metadata.max.age.ms``. ``retry.backoff.ms``, ``client.id``,
+    ``max.in.flight.requests.per.connection``, ``max.request.size``,
+    ``send.buffer.bytes`` and ``enable.idempotence`` are already the modern
+    names.
+
+    Not aliased, because the meaning differs (see `NOT_MAPPED`):
+    ``batch.size`` is a size in **bytes** in the modern producer, while
+    kclient batches by message count (``batch.num.messages``); 0.7's
+    ``batch.size`` (a count) is therefore no longer accepted either.
+    ``buffer.memory`` (bytes) is not ``queue.buffering.max.messages`` (a
+    count).
 
     Deliberate deviation: ``request.required.acks`` defaults to **1** (the
     leader acknowledged the write) rather than the 0.8 default 0 (no
@@ -70,6 +81,13 @@ class ProducerConfig(_ClientSecurityConfig):
             ``sasl.password``).
     """
 
+    NOT_MAPPED: ClassVar[dict[str, str]] = {
+        "batch.size": "in Kafka's modern producer batch.size is a size in bytes, and kclient batches by message "
+        "count: set batch.num.messages",
+        "buffer.memory": "buffer.memory is a size in bytes, and kclient's async queue is bounded by message "
+        "count: set queue.buffering.max.messages",
+    }
+
     metadata_broker_list: tuple[HostPort, ...] = prop(
         "metadata.broker.list", _to_host_ports, aliases=["bootstrap.servers"]
     )
@@ -96,11 +114,15 @@ class ProducerConfig(_ClientSecurityConfig):
     """Retries of a failed send before `FailedToSendMessageError`."""
     retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
     """Pause before each retry, after refreshing metadata (ms)."""
-    topic_metadata_refresh_interval_ms: int = prop("topic.metadata.refresh.interval.ms", _to_int, 600000)
+    topic_metadata_refresh_interval_ms: int = prop(
+        "topic.metadata.refresh.interval.ms", _to_int, 600000, aliases=["metadata.max.age.ms"]
+    )
     """Periodic metadata refresh (ms); negative: refresh only after a failure."""
     client_id: str = prop("client.id", _to_str, "")
     """Sent with every request, for the broker's logs and quotas."""
-    queue_buffering_max_ms: int = prop("queue.buffering.max.ms", _to_int, 5000, _at_least(0), aliases=["queue.time"])
+    queue_buffering_max_ms: int = prop(
+        "queue.buffering.max.ms", _to_int, 5000, _at_least(0), aliases=["queue.time", "linger.ms"]
+    )
     """Async: longest time a message waits in the queue before its batch is sent (ms)."""
     queue_buffering_max_messages: int = prop(
         "queue.buffering.max.messages", _to_int, 10000, _at_least(1), aliases=["queue.size"]
@@ -116,8 +138,8 @@ class ProducerConfig(_ClientSecurityConfig):
     take at interpreter exit (ms; Kafka's ``KafkaProducer.close(timeout)``,
     kclient's ``Producer.close(timeout_ms)``). What is then still queued or
     unacknowledged is abandoned and its count logged at ERROR."""
-    batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1), aliases=["batch.size"])
-    """Async: messages per batch (0.7's ``batch.size`` is this count, not bytes)."""
+    batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1))
+    """Async: messages per batch (a count; the modern ``batch.size`` is bytes and is not accepted)."""
     send_buffer_bytes: int = prop("send.buffer.bytes", _to_int, 102400, _at_least(-1))
     """Socket send buffer (bytes); -1 leaves the OS default."""
     event_handler: Any = prop("event.handler", _to_optional_plugin, None)

@@ -539,3 +539,175 @@ def test_broker_request_read_timeout_and_its_request_timeout_alias():
     assert BrokerConfig.from_properties({"socket.request.read.timeout.ms": "4321"}).socket_request_read_timeout_ms == 4321
     with pytest.raises(ConfigError, match="request.timeout.ms"):
         BrokerConfig.from_properties({"request.timeout.ms": "0"})
+
+
+# -- Modern names, unknown keys, strict mode, the reference page (issue 14) --------
+
+_CONSUMER_BASE = {"group.id": "g", "zookeeper.connect": "zk:2181"}
+_PRODUCER_BASE = {"metadata.broker.list": "a:1"}
+
+#: (config class, modern alias, classic name, attribute, value given, value stored)
+_MODERN_ALIASES = [
+    (ConsumerConfig, "enable.auto.commit", "auto.commit.enable", "auto_commit_enable", "false", False),
+    (ConsumerConfig, "max.partition.fetch.bytes", "fetch.message.max.bytes", "fetch_message_max_bytes", "2048", 2048),
+    (ConsumerConfig, "fetch.max.wait.ms", "fetch.wait.max.ms", "fetch_wait_max_ms", "250", 250),
+    (ConsumerConfig, "receive.buffer.bytes", "socket.receive.buffer.bytes", "socket_receive_buffer_bytes", "4096", 4096),
+    (ConsumerConfig, "request.timeout.ms", "socket.timeout.ms", "socket_timeout_ms", "12000", 12000),
+    (ProducerConfig, "linger.ms", "queue.buffering.max.ms", "queue_buffering_max_ms", "7", 7),
+    (ProducerConfig, "metadata.max.age.ms", "topic.metadata.refresh.interval.ms", "topic_metadata_refresh_interval_ms", "300000", 300000),
+    (ProducerConfig, "bootstrap.servers", "metadata.broker.list", "metadata_broker_list", "k:1,l:2", (("k", 1), ("l", 2))),
+    (ProducerConfig, "acks", "request.required.acks", "request_required_acks", "all", -1),
+    (ProducerConfig, "retries", "message.send.max.retries", "message_send_max_retries", "9", 9),
+    (ProducerConfig, "compression.type", "compression.codec", "compression_codec", "zstd", "zstd"),
+]
+
+
+def _base(cls: type) -> dict[str, str]:
+    return dict(_CONSUMER_BASE if cls is ConsumerConfig else _PRODUCER_BASE)
+
+
+@pytest.mark.parametrize(("cls", "modern", "classic", "attribute", "value", "stored"), _MODERN_ALIASES)
+def test_modern_name_and_classic_name_build_the_same_config(
+    cls: type, modern: str, classic: str, attribute: str, value: str, stored: Any
+) -> None:
+    base = _base(cls)
+    base.pop(classic, None)
+    via_modern = cls.from_properties({**base, modern: value})
+    via_classic = cls.from_properties({**base, classic: value})
+    assert getattr(via_modern, attribute) == stored
+    assert via_modern == via_classic
+    assert modern in cls.properties()[attribute].aliases
+
+
+@pytest.mark.parametrize(("cls", "modern", "classic", "attribute", "value", "stored"), _MODERN_ALIASES)
+def test_modern_and_classic_name_in_conflict_is_reported(
+    cls: type, modern: str, classic: str, attribute: str, value: str, stored: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = _base(cls)
+    base.pop(classic, None)
+    # Give the modern name some other valid value: the classic name wins, and the clash is logged.
+    other = {ConsumerConfig: {"enable.auto.commit": "true"}, ProducerConfig: {"acks": "0", "compression.type": "gzip",
+             "bootstrap.servers": "other:9"}}[cls].get(modern, "31000")
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = cls.from_properties({**base, modern: other, classic: value})
+    assert getattr(c, attribute) == stored
+    assert f"{modern}=" in caplog.text and f"in favour of {classic}=" in caplog.text
+
+
+def test_enable_auto_commit_false_turns_auto_commit_off(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = ConsumerConfig.from_properties({**_CONSUMER_BASE, "enable.auto.commit": "false"})
+    assert c.auto_commit_enable is False
+    assert caplog.text == ""  # known, so no "ignored" warning any more
+    assert ConsumerConfig.from_properties({**_CONSUMER_BASE, "enable.auto.commit": False}).auto_commit_enable is False
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"), [("earliest", "smallest"), ("latest", "largest"), ("smallest", "smallest"), ("LARGEST", "largest")]
+)
+def test_auto_offset_reset_accepts_earliest_latest(given: str, stored: str) -> None:
+    c = ConsumerConfig.from_properties({**_CONSUMER_BASE, "auto.offset.reset": given})
+    assert c.auto_offset_reset == stored
+
+
+def test_auto_offset_reset_rejects_other_words() -> None:
+    with pytest.raises(ConfigError, match="auto.offset.reset"):
+        ConsumerConfig.from_properties({**_CONSUMER_BASE, "auto.offset.reset": "none"})
+
+
+@pytest.mark.parametrize(
+    ("cls", "key", "suggestion"),
+    [
+        (ConsumerConfig, "enable.auto.comit", "enable.auto.commit"),
+        (ConsumerConfig, "auto.comit.enable", "auto.commit.enable"),
+        (ProducerConfig, "linger.msec", "linger.ms"),
+        (ProducerConfig, "bootstrap.server", "bootstrap.servers"),
+    ],
+)
+def test_unknown_key_warning_says_did_you_mean(
+    cls: type, key: str, suggestion: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = cls.from_properties({**_base(cls), key: "1"})
+    assert c == cls.from_properties(_base(cls))
+    assert f"{key!r} is not a known config for {cls.__name__}; did you mean {suggestion!r}?" in caplog.text
+    assert "ignored" in caplog.text
+
+
+def test_unknown_key_with_nothing_close_has_no_suggestion(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        producer(**{"zzzz": "1"})
+    assert "'zzzz' is not a known config for ProducerConfig" in caplog.text
+    assert "did you mean" not in caplog.text
+
+
+def test_strict_makes_an_unknown_key_an_error_with_the_suggestion() -> None:
+    with pytest.raises(ConfigError, match=r"'enable\.auto\.comit' is not a known config for ConsumerConfig; "
+                       r"did you mean 'enable\.auto\.commit'\?"):
+        ConsumerConfig.from_properties({**_CONSUMER_BASE, "enable.auto.comit": "false"}, strict=True)
+    # Known names, aliases included, are fine in strict mode.
+    c = ConsumerConfig.from_properties({**_CONSUMER_BASE, "enable.auto.commit": "false"}, strict=True)
+    assert c.auto_commit_enable is False
+    with pytest.raises(ConfigError, match="no.such"):
+        c.with_properties({"no.such": 1}, strict=True)
+
+
+def test_strict_from_file_and_broker(tmp_path: Path) -> None:
+    path = tmp_path / "p.properties"
+    path.write_text("metadata.broker.list=a:1\nlinger.msx=5\n")
+    assert ProducerConfig.from_file(path).queue_buffering_max_ms == 5000
+    with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
+        ProducerConfig.from_file(path, strict=True)
+    with pytest.raises(ConfigError, match="'prot' is not a known config for BrokerConfig; did you mean 'port'"):
+        BrokerConfig.from_properties({"prot": "1"}, strict=True)
+    # Kafka's known-and-ignored broker keys and security properties are not unknown.
+    BrokerConfig.from_properties({"num.io.threads": "8", "ssl.keystore.type": "PEM"}, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("cls", "key", "hint"),
+    [
+        (ProducerConfig, "batch.size", "set batch.num.messages"),
+        (ProducerConfig, "buffer.memory", "set queue.buffering.max.messages"),
+        (ConsumerConfig, "bootstrap.servers", "set zookeeper.connect"),
+        (ConsumerConfig, "session.timeout.ms", "set zookeeper.session.timeout.ms"),
+        (ConsumerConfig, "fetch.max.bytes", "set fetch.message.max.bytes"),
+    ],
+)
+def test_modern_names_with_another_meaning_are_not_aliased(
+    cls: type, key: str, hint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        c = cls.from_properties({**_base(cls), key: "16384"})
+    assert c == cls.from_properties(_base(cls))  # ignored, not mapped to a different meaning
+    assert f"{key!r} is not supported by {cls.__name__}" in caplog.text and hint in caplog.text
+    assert all(key not in spec.aliases for spec in cls.properties().values())
+    with pytest.raises(ConfigError, match=hint):
+        cls.from_properties({**_base(cls), key: "16384"}, strict=True)
+
+
+def test_reference_page_is_in_sync_with_the_declarations() -> None:
+    from kclient.config import reference
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    assert page.read_text(encoding="utf-8") == reference.render_page(), (
+        f"docs/configuration.md is out of date with kclient/config/; regenerate it with: {reference.REGENERATE}"
+    )
+
+
+def test_reference_page_lists_every_property_alias_default_and_unit() -> None:
+    from kclient.config import reference
+
+    for cls in reference.CONFIG_CLASSES:
+        section = reference.render_class(cls)
+        docs = reference.field_docs(cls)
+        for attr, spec in cls.properties().items():
+            row = next(line for line in section.splitlines() if line.startswith(f"| `{spec.name}` |"))
+            assert all(f"`{alias}`" in row for alias in spec.aliases)
+            assert docs[attr] and docs[attr].replace("|", "\\|") in row  # every property is documented
+    section = reference.render_class(ConsumerConfig)
+    assert "| `auto.commit.enable` | `enable.auto.commit` | `true` |  |" in section
+    assert "| `fetch.wait.max.ms` | `fetch.max.wait.ms` | `100` | ms |" in section
+    assert "| `fetch.message.max.bytes` | `max.partition.fetch.bytes` | `1048576` | bytes |" in section
+    assert "| `group.id` |  | **required** |" in section and "same as `group.id`" in section
+    assert "`session.timeout.ms`" in section  # listed as not mapped

@@ -104,7 +104,8 @@ class ConsumerConfig(_ClientSecurityConfig):
         _enum("smallest", "largest", synonyms={"earliest": "smallest", "latest": "largest"}),
         "largest",
     )
-    """Where to start without a committed offset: ``smallest`` or ``largest``."""
+    """Where to start without a committed offset: ``smallest`` or ``largest``
+    (the modern ``earliest`` / ``latest`` are accepted and stored as these)."""
     consumer_timeout_ms: int = prop("consumer.timeout.ms", _to_int, -1, _at_least(-1))
     """Iterator timeout without a message (ms); -1 waits forever."""
     exclude_internal_topics: bool = prop("exclude.internal.topics", _to_bool, True)

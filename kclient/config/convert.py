@@ -241,5 +241,16 @@ def _not_empty(value: Any) -> None:
         raise ValueError("must not be empty")
 
 
+@attrs.frozen
+class _SameAs:
+    """Default factory: the value of another attribute (``attribute``),
+    kept inspectable so the configuration reference can say which."""
+
+    attribute: str
+
+    def __call__(self, config: Any) -> Any:
+        return getattr(config, self.attribute)
+
+
 def _same_as(attribute: str) -> Any:
-    return attrs.Factory(lambda self: getattr(self, attribute), takes_self=True)
+    return attrs.Factory(_SameAs(attribute), takes_self=True)

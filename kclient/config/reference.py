@@ -1,0 +1,217 @@
+"""The configuration reference page, rendered from the config declarations.
+
+Every row comes from the `prop` declarations of `ProducerConfig`,
+`ConsumerConfig` and `BrokerConfig`: the Kafka name, the aliases, the
+default, the unit (when the name says it: ``.ms`` or ``.bytes``) and the
+attribute's docstring. ``docs/configuration.md`` is this module's output,
+committed; a test regenerates it and fails when the two differ. Regenerate
+with::
+
+    python -m kclient.config.reference > docs/configuration.md
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+import sys
+import textwrap
+from typing import Any
+
+import attrs
+
+from kclient.config.base import REQUIRED, Property, _KafkaConfig
+from kclient.config.broker import SECURITY_PREFIXES, BrokerConfig
+from kclient.config.consumer import ConsumerConfig
+from kclient.config.convert import _SameAs
+from kclient.config.producer import ProducerConfig
+
+__all__ = ["CONFIG_CLASSES", "REGENERATE", "field_docs", "render_class", "render_page", "unit_of"]
+
+#: The config classes the reference page documents, in page order.
+CONFIG_CLASSES: tuple[type[_KafkaConfig], ...] = (ProducerConfig, ConsumerConfig, BrokerConfig)
+
+#: The command that rewrites the committed page.
+REGENERATE = "python -m kclient.config.reference > docs/configuration.md"
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of ``cls`` and its bases, as one-line text.
+
+    An attribute docstring is the string literal right after the attribute's
+    declaration (``name: T = prop(...)`` then ``\"\"\"Doc.\"\"\"``), the
+    convention mkdocstrings and Sphinx read.
+
+    Args:
+        cls: A config class.
+
+    Returns:
+        ``{attribute name: docstring with whitespace collapsed}``; a subclass
+        overrides its bases.
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or not attrs.has(klass):
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, after in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return docs
+
+
+def unit_of(name: str) -> str:
+    """The unit a property's name states: ``ms``, ``bytes`` or ``""``.
+
+    Args:
+        name: A Kafka property name.
+
+    Returns:
+        ``"ms"`` for ``*.ms``, ``"bytes"`` for ``*.bytes``, else ``""``.
+    """
+    if name.endswith(".ms"):
+        return "ms"
+    if name.endswith(".bytes"):
+        return "bytes"
+    return ""
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, tuple):
+        parts = [f"{v[0]}:{v[1]}" if isinstance(v, tuple) and len(v) == 2 else _format_value(v) for v in value]
+        return ",".join(parts)
+    return str(value)
+
+
+def _format_default(spec: Property, table: dict[str, Property]) -> str:
+    default = spec.default
+    if default is REQUIRED:
+        return "**required**"
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        factory = default.factory
+        if isinstance(factory, _SameAs):
+            return f"same as `{table[factory.attribute].name}`"
+        return "computed"
+    if default is None:
+        return "*(unset)*"
+    if spec.secret:
+        return "*(secret)*"
+    text = _format_value(default)
+    if text == "":
+        return '`""`' if isinstance(default, str) else "*(empty)*"
+    return f"`{text}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_class(cls: type[_KafkaConfig]) -> str:
+    """One config class's section: a heading and a Markdown table.
+
+    Columns: property, aliases, default, unit (from the name), description
+    (the attribute docstring); the class's own properties first, then the
+    inherited (security) ones. Below the table, the modern names the class
+    deliberately does not map (``NOT_MAPPED``) and the Kafka names it
+    accepts and ignores (``IGNORED``), if any.
+
+    Args:
+        cls: A config class built with `prop`.
+
+    Returns:
+        Markdown, ending with a newline.
+    """
+    table = cls.properties()
+    docs = field_docs(cls)
+    lines = [
+        f"## {cls.__name__}",
+        "",
+        f"`{cls.__module__.rsplit('.', 1)[0]}.{cls.__name__}`.",
+        "",
+        "| Property | Aliases | Default | Unit | Description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    own = set(getattr(cls, "__annotations__", {}))
+    order = [attr for attr in table if attr in own] + [attr for attr in table if attr not in own]
+    for attr in order:
+        spec = table[attr]
+        aliases = ", ".join(f"`{a}`" for a in spec.aliases)
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    f"`{spec.name}`",
+                    aliases,
+                    _format_default(spec, table),
+                    unit_of(spec.name),
+                    docs.get(attr, ""),
+                )
+            )
+            + " |"
+        )
+    if cls.NOT_MAPPED:
+        lines += ["", "Modern names deliberately **not** mapped (a warning, or an error with `strict=True`):", ""]
+        lines += [f"- `{name}`: {_cell(why)}." for name, why in sorted(cls.NOT_MAPPED.items())]
+    if cls is BrokerConfig:
+        prefixes = ", ".join(f"`{p}*`" for p in SECURITY_PREFIXES)
+        lines += ["", f"Every {prefixes} property is kept verbatim in `security_config`."]
+    if cls.IGNORED:
+        lines += ["", "Kafka properties accepted and ignored quietly (they make no sense for kclient):", ""]
+        lines.append(", ".join(f"`{name}`" for name in sorted(cls.IGNORED)) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def render_page() -> str:
+    """The whole configuration reference page (``docs/configuration.md``).
+
+    Returns:
+        Markdown: an introduction, then `render_class` of each of
+        `CONFIG_CLASSES`.
+    """
+    intro = f"""# Configuration reference
+
+<!-- Generated from the config declarations in kclient/config/; do not edit.
+     Regenerate with: {REGENERATE} -->
+
+Every property of `ProducerConfig`, `ConsumerConfig` and `BrokerConfig`
+(`kclient.config`), generated from the same declarations the configs are
+built from. Build a config from these names with
+`ProducerConfig.from_properties({{"bootstrap.servers": "localhost:9092"}})`,
+from a `.properties` file with `ProducerConfig.from_properties(path)`, or
+with snake_case keyword arguments (`ProducerConfig(metadata_broker_list=...)`).
+
+- **Aliases** are other spellings with the same meaning: Kafka 0.7 names and
+  the modern client names. When a property is given under both its name
+  and an alias, the name wins and a differing alias is logged as a warning.
+- **Unit** is the one the name states (`.ms`, `.bytes`).
+- An **unknown key** is logged as a warning naming the closest known
+  property (`did you mean 'linger.ms'?`) and ignored, as Kafka does.
+  `from_properties(..., strict=True)` (also `from_file` and
+  `with_properties`) raises `ConfigError` for it instead, with the same
+  suggestion.
+- A value of the wrong type, out of range or not one of the choices raises
+  `ConfigError` naming the property (and the alias it was given as).
+"""
+    return "\n".join([intro, *(render_class(cls) for cls in CONFIG_CLASSES)])
+
+
+def main() -> None:
+    """Write the page to standard output."""
+    sys.stdout.write(render_page())
+
+
+if __name__ == "__main__":
+    main()

@@ -636,7 +636,7 @@ def test_unknown_key_warning_says_did_you_mean(
 
 def test_unknown_key_with_nothing_close_has_no_suggestion(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kclient.config"):
-        producer(**{"zzzz": "1"})
+        producer(zzzz="1")
     assert "'zzzz' is not a known config for ProducerConfig" in caplog.text
     assert "did you mean" not in caplog.text
 

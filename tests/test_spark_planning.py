@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kclient import ConfigError, CorruptRecordError
+from kclient import ConfigError, CorruptRecordError, ProducerConfig
 from kclient.protocol.records import build_batch, build_message_set
 from kclient.spark.columns import TIMESTAMP_TYPE_CREATE, TIMESTAMP_TYPE_LOG_APPEND, TIMESTAMP_TYPE_NONE, decode_columns
 from kclient.spark.offsets import OffsetRange, cap_offsets, offsets_from_json, offsets_to_json, plan_ranges
@@ -95,6 +95,9 @@ def test_write_options():
     assert opts.producer_config["request.required.acks"] == "-1"
     assert opts.producer_config["metadata.broker.list"] == "127.0.0.1:9092"
     assert opts.producer_config["producer.type"] == "async"
+    # kafka.linger.ms (an alias of queue.buffering.max.ms) replaces the sink's default, quietly.
+    assert "queue.buffering.max.ms" not in opts.producer_config
+    assert ProducerConfig.from_properties(opts.producer_config, strict=True).queue_buffering_max_ms == 5
     with pytest.raises(ConfigError, match="kafka.bootstrap.servers"):
         write_options({"topic": "out"})
     with pytest.raises(ConfigError, match="kafka.key.serializer"):

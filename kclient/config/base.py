@@ -274,6 +274,23 @@ class _KafkaConfig:
         return [spec.name for spec in table] + [alias for spec in table for alias in spec.aliases]
 
     @classmethod
+    def canonical_name(cls, key: str) -> str | None:
+        """The canonical Kafka name of ``key`` (itself or one of its aliases).
+
+        Args:
+            key: A property name, canonical or alias.
+
+        Returns:
+            The name ``key`` stands for, or None if this config does not
+            take it.
+        """
+        key = key.strip()
+        for spec in cls.properties().values():
+            if key == spec.name or key in spec.aliases:
+                return spec.name
+        return None
+
+    @classmethod
     def unknown_key_message(cls, key: str) -> str:
         """What is wrong with ``key``, a name this config does not take.
 

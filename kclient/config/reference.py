@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import enum
 import inspect
+import itertools
 import sys
 import textwrap
 from typing import Any
@@ -56,7 +57,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         body = tree.body[0].body  # type: ignore[attr-defined]
-        for node, after in zip(body, body[1:]):
+        for node, after in itertools.pairwise(body):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import attrs
 
+from kclient.config.producer import ProducerConfig
 from kclient.errors import ConfigError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
@@ -534,8 +535,8 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     _security(kafka)  # checked here, at planning; the producer parses the same options again
     _warn_unknown(opts, _WRITE_KEYS, "writer")
     if "batch.size" in kafka:
-        # Kafka's producer sizes batches in bytes; kclient's batch.size is
-        # 0.7's count alias, so the two must not be confused.
+        # Kafka's producer sizes batches in bytes; kclient batches by count
+        # (batch.num.messages), so the two must not be confused.
         log.warning(
             "option 'kafka.batch.size' (bytes in Kafka's producer) is ignored by the kclient sink, which batches by "
             "count: set 'kafka.batch.num.messages' instead"
@@ -544,6 +545,10 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     if "acks" in kafka:  # the modern name of request.required.acks
         acks = kafka.pop("acks").strip().lower()
         kafka["request.required.acks"] = "-1" if acks == "all" else acks
-    config = {**SINK_PRODUCER_DEFAULTS, **kafka, "metadata.broker.list": ",".join(f"{h}:{p}" for h, p in bootstrap)}
+    # A user's option replaces the sink default it stands for, whichever
+    # name it is given by (kafka.linger.ms replaces queue.buffering.max.ms).
+    given = {ProducerConfig.canonical_name(key) or key for key in kafka}
+    defaults = {key: value for key, value in SINK_PRODUCER_DEFAULTS.items() if key not in given}
+    config = {**defaults, **kafka, "metadata.broker.list": ",".join(f"{h}:{p}" for h, p in bootstrap)}
     topic = opts.get("topic", "").strip() or None
     return WriteOptions(bootstrap=bootstrap, topic=topic, producer_config=config)

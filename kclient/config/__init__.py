@@ -22,8 +22,18 @@ Build a config in any of these ways:
 Every value is converted and checked on construction: a value of the wrong
 type, out of range or not one of the allowed choices raises
 `ConfigError` naming the property and the value. Keys
-no config knows are logged as a warning (``"'x.y' is not a known config ..."``)
-and ignored, as Kafka does.
+no config knows are logged as a warning naming the closest known name
+(``"'linger.msec' is not a known config for ProducerConfig; did you mean
+'linger.ms'?"``) and ignored, as Kafka does; ``from_properties(...,
+strict=True)`` (and ``from_file`` / ``with_properties``) raises
+`ConfigError` for them instead. Modern names whose meaning differs from the
+classic property they resemble (``batch.size`` is bytes) are not aliased:
+each class's ``NOT_MAPPED`` says why and what to set.
+
+The configuration reference page, ``docs/configuration.md``, is rendered
+from these declarations by `kclient.config.reference`
+(``python -m kclient.config.reference > docs/configuration.md``); a test
+fails when the committed page is out of date.
 
 The package, one job a module:
 
@@ -33,7 +43,8 @@ The package, one job a module:
 - `kclient.config.files`: ``.properties`` files and ``--override`` lists;
 - `kclient.config.formats`: message format versions and per-topic configs;
 - `kclient.config.producer`, `kclient.config.consumer`,
-  `kclient.config.broker`: the three config classes.
+  `kclient.config.broker`: the three config classes;
+- `kclient.config.reference`: the Markdown configuration reference.
 
 Every public name imports from ``kclient.config`` itself.
 

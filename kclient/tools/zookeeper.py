@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C stops it even when started in the background of a shell
+    # (which ignores SIGINT there).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         try:
             zk.start()
@@ -88,4 +91,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         zk.cleanup()

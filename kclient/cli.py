@@ -1,8 +1,10 @@
 """The ``kclient`` command line (argparse, stdlib).
 
-Subcommands (more arrive with later issues: ``produce``, ``consume``,
-``dump-log``, ``topics``; ``configs`` adds SCRAM users in ZooKeeper like
-``kafka-configs.sh``, see `kclient.tools.configs`):
+Subcommands: ``broker`` (below), the console tools Kafka users know
+(``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
+``get-offsets``: see `kclient.tools`), ``dump-log`` and ``configs`` (SCRAM
+users in ZooKeeper like ``kafka-configs.sh``, see `kclient.tools.configs`).
+``kclient --version`` prints the version.
 
 ``kclient broker [server.properties] [--override key=value ...]``
     Run the bundled broker, the way Kafka's ``kafka-server-start.sh`` takes
@@ -68,7 +70,41 @@ def _add_configs(subparsers) -> None:
     register(subparsers)
 
 
-SUBCOMMANDS: list[_SubcommandAdder] = [_add_broker, _add_dump_log, _add_configs]
+def _registrar(module: str) -> _SubcommandAdder:
+    """A registrar importing ``kclient.tools.<module>`` and calling its
+    ``register``."""
+
+    def add(subparsers) -> None:
+        import importlib
+
+        importlib.import_module(f"kclient.tools.{module}").register(subparsers)
+
+    add.__name__ = f"_add_{module}"
+    return add
+
+
+SUBCOMMANDS: list[_SubcommandAdder] = [
+    _add_broker,
+    _registrar("zookeeper"),
+    _registrar("console_producer"),
+    _registrar("console_consumer"),
+    _registrar("topics"),
+    _registrar("get_offsets"),
+    _add_dump_log,
+    _add_configs,
+]
+
+#: Subcommands that talk to a broker as a client: without ``-v`` only their
+#: own one-line warnings and errors reach stderr (Kafka's
+#: tools-log4j.properties is as quiet), so their output stays what a script
+#: expects.
+CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets"})
+
+
+def _version() -> str:
+    from kclient import __version__
+
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kclient", description="kclient: Kafka-protocol client SDK and bundled broker")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v: DEBUG)")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    parser.add_argument("--version", action="version", version=f"kclient {_version()}", help="print kclient's version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for add in SUBCOMMANDS:
@@ -138,10 +175,19 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (the first line; the type name
+    when the message is empty)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point (``kclient`` in pyproject.toml).
 
-    Configuration errors print a one-line message and give status 2.
+    Configuration errors print a one-line message and give status 2;
+    Kafka errors (an unreachable broker, a refused request) and OS errors a
+    one-line message and status 1, never a traceback.
 
     Args:
         argv: The arguments (default ``sys.argv[1:]``).
@@ -149,23 +195,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status.
     """
-    from kclient.errors import ConfigError, ZooKeeperError
+    from kclient.errors import ConfigError, KafkaError, ZooKeeperError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.verbose, args.quiet)
+    if args.command in CLIENT_TOOLS and not args.verbose:
+        # One line per failure: the client's own ERROR logs (a failed batch,
+        # a lost connection) would repeat what the tool reports (-v shows them).
+        logging.getLogger("kclient").setLevel(logging.CRITICAL)
+        logging.getLogger("kclient.cli").setLevel(logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        log.error("%s", exc)
+        log.error("%s", _one_line(exc))
         return 2
     except ZooKeeperError as exc:
         log.error("%s", exc)
         return 1
+    except KafkaError as exc:
+        log.error("%s: %s", type(exc).__name__, _one_line(exc))
+        return 1
     except KeyboardInterrupt:
         return 130
     except OSError as exc:
-        log.error("%s", exc)
+        log.error("%s", _one_line(exc))
         return 1
     finally:
         logging.shutdown()

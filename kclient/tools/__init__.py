@@ -1,6 +1,19 @@
-"""Command-line tools that work on files rather than on a broker.
+"""The ``kclient`` command line tools, one module per subcommand (each
+has a ``register(subparsers)`` that `kclient.cli` calls).
 
+* `kclient.tools.console_producer`: ``kclient console-producer``
+  (``kafka-console-producer.sh``): stdin lines to a topic.
+* `kclient.tools.console_consumer`: ``kclient console-consumer``
+  (``kafka-console-consumer.sh``): a topic's records to stdout.
+* `kclient.tools.topics`: ``kclient topics --list/--describe``
+  (``kafka-topics.sh``).
+* `kclient.tools.get_offsets`: ``kclient get-offsets``
+  (``kafka-get-offsets.sh``, GetOffsetShell).
+* `kclient.tools.zookeeper`: ``kclient zookeeper``, a dev ZooKeeper in the
+  foreground (``zookeeper-server-start.sh``).
 * `kclient.tools.dump_log`: ``kclient dump-log``, a port of Kafka's
   ``kafka.tools.DumpLogSegments`` for ``.log``, ``.index`` and
   ``.timeindex`` files.
+* `kclient.tools.configs`: ``kclient configs``, SCRAM users in ZooKeeper
+  (``kafka-configs.sh``).
 """

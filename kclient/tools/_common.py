@@ -1,0 +1,238 @@
+"""Helpers shared by the console tools (``console-producer``,
+``console-consumer``, ``get-offsets``, ``topics``): Kafka-style
+``--property`` / ``--*-property`` / ``--*.config`` parsing, the bootstrap
+address, and one Metadata round trip.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Iterable, Mapping, Sequence
+
+import trio
+
+from kclient.errors import ConfigError
+
+__all__ = [
+    "add_bootstrap_argument",
+    "client_properties",
+    "fetch_metadata",
+    "parse_bootstrap",
+    "parse_key_values",
+    "property_bool",
+]
+
+#: Connect and request timeout of the tools' Metadata and ListOffsets calls (ms).
+TOOL_TIMEOUT_MS = 10000
+
+
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (required; the
+    old tools' ``--broker-list`` is accepted as an alias).
+
+    Args:
+        parser: The subcommand's parser.
+    """
+    parser.add_argument(
+        "--bootstrap-server",
+        "--broker-list",
+        dest="bootstrap_server",
+        required=True,
+        metavar="HOST:PORT",
+        help="the broker(s) to connect to, comma-separated",
+    )
+
+
+def parse_bootstrap(text: str) -> tuple[tuple[str, int], ...]:
+    """Parse ``host:port[,host:port...]``.
+
+    Args:
+        text: The ``--bootstrap-server`` value.
+
+    Returns:
+        The ``(host, port)`` pairs.
+
+    Raises:
+        ConfigError: An empty list or an entry that is not ``host:port``.
+    """
+    from kclient.config.convert import _to_host_ports
+
+    try:
+        brokers = _to_host_ports(text)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"--bootstrap-server {text!r}: {exc}") from exc
+    if not brokers:
+        raise ConfigError(f"--bootstrap-server {text!r}: no broker given")
+    return brokers
+
+
+def parse_key_values(items: Iterable[str], option: str) -> dict[str, str]:
+    """Parse repeated ``key=value`` options (``--property``,
+    ``--producer-property``, ...); later entries win.
+
+    Args:
+        items: The option's values.
+        option: The option's name, for the error message.
+
+    Returns:
+        ``{key: value}``.
+
+    Raises:
+        ConfigError: An entry without ``=`` or with an empty key.
+    """
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} {item!r}: expected key=value")
+        result[key.strip()] = value
+    return result
+
+
+def property_bool(props: Mapping[str, str], key: str, default: bool = False) -> bool:
+    """A ``true``/``false`` formatter or reader property.
+
+    Args:
+        props: The ``--property`` values.
+        key: The property.
+        default: Its value when absent.
+
+    Returns:
+        The boolean.
+
+    Raises:
+        ConfigError: Neither ``true`` nor ``false``.
+    """
+    if key not in props:
+        return default
+    value = props[key].strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"--property {key}={props[key]!r}: expected true or false")
+    return value == "true"
+
+
+def client_properties(config_file: str | None, overrides: Sequence[str], option: str) -> dict[str, str]:
+    """The client properties of ``--producer.config FILE`` /
+    ``--consumer.config FILE``, then each ``--producer-property k=v`` /
+    ``--consumer-property k=v`` on top (Kafka's precedence).
+
+    Args:
+        config_file: The properties file, or None.
+        overrides: The ``k=v`` options.
+        option: The ``k=v`` option's name, for error messages.
+
+    Returns:
+        The properties, Kafka's names.
+
+    Raises:
+        ConfigError: The file cannot be read, or an entry is not ``k=v``.
+    """
+    from kclient.config.files import load_properties
+
+    props: dict[str, str] = dict(load_properties(config_file)) if config_file else {}
+    props.update(parse_key_values(overrides, option))
+    return props
+
+
+def _security(props: Mapping[str, Any]):
+    from kclient.security.settings import ClientSecurity
+
+    return ClientSecurity.from_properties(props)
+
+
+def fetch_metadata(
+    bootstrap: Sequence[tuple[str, int]],
+    topics: Sequence[str] | None = None,
+    *,
+    properties: Mapping[str, Any] | None = None,
+    allow_auto_create: bool = False,
+    timeout_ms: int = TOOL_TIMEOUT_MS,
+):
+    """One Metadata request, blocking.
+
+    Args:
+        bootstrap: The brokers to try, in order.
+        topics: The topics to describe; None for every topic.
+        properties: Client properties (the security ones are used).
+        allow_auto_create: Let the broker create missing listed topics (if
+            it is configured to).
+        timeout_ms: Connect and request timeout (ms).
+
+    Returns:
+        kclient.client.cluster.ClusterMetadata: The snapshot.
+
+    Raises:
+        NoBrokersAvailableError: No broker answered.
+        AuthenticationError: The TLS handshake or SASL exchange failed.
+        ConfigError: A bad security property.
+    """
+    from kclient.client.cluster import Cluster, _parse_metadata
+    from kclient.protocol.messages import METADATA
+
+    security = _security(properties or {})
+
+    async def run():
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(
+                nursery,
+                bootstrap,
+                client_id="kclient-tools",
+                request_timeout_ms=timeout_ms,
+                connect_timeout_ms=timeout_ms,
+                security=security,
+            )
+            try:
+                if topics is not None:
+                    return await cluster.refresh_metadata(topics, allow_auto_create=allow_auto_create)
+                conn = await cluster.any_connection()
+                version = conn.version_for(METADATA)
+                body = {"topics": [] if version == 0 else None, "allow_auto_topic_creation": False}
+                return _parse_metadata(await conn.request(METADATA, body, version=version))
+            finally:
+                await cluster.aclose()
+
+    return unwrap_group(trio.run, run)
+
+
+def unwrap_group(fn, *args):
+    """Call ``fn(*args)``; an exception group holding a single exception
+    (trio's nurseries wrap errors) is replaced by that exception.
+
+    Args:
+        fn: The callable.
+        *args: Its arguments.
+
+    Returns:
+        What ``fn`` returns.
+    """
+    try:
+        return fn(*args)
+    except BaseException as exc:
+        inner = exc
+        while isinstance(getattr(inner, "exceptions", None), (list, tuple)) and len(inner.exceptions) == 1:
+            inner = inner.exceptions[0]
+        if inner is exc:
+            raise
+        raise inner from None
+
+
+def leader_address(metadata, partition_info) -> tuple[str, int]:
+    """The host and port of a partition's leader.
+
+    Args:
+        metadata (kclient.client.cluster.ClusterMetadata): The snapshot.
+        partition_info (kclient.client.cluster.PartitionInfo): The partition.
+
+    Returns:
+        ``(host, port)``.
+
+    Raises:
+        LeaderNotAvailableError: The partition has no leader, or its leader
+            is not among the brokers.
+    """
+    from kclient.errors import LeaderNotAvailableError
+
+    broker = metadata.brokers.get(partition_info.leader)
+    if broker is None:
+        raise LeaderNotAvailableError(f"{partition_info.topic}-{partition_info.partition} has no leader")
+    return broker.host, broker.port

@@ -1,0 +1,204 @@
+"""``kclient console-producer``: send stdin's lines to a topic, with the
+flags of Kafka's ``kafka-console-producer.sh``::
+
+    kclient console-producer --bootstrap-server 127.0.0.1:9092 --topic events \\
+        --property parse.key=true --property key.separator=:
+    alice:hello
+    bob:world
+
+Each line (without its line ending) is one record's value, UTF-8 as typed.
+With ``--property parse.key=true`` the part before the first
+``key.separator`` (default a tab) is the key; a line without the separator
+is an error (``ignore.error=true`` sends it without a key instead), as
+Kafka's ``LineMessageReader`` does.
+
+Records go through the kclient `Producer`: async (batched) by default,
+``--sync`` waits for each acknowledgement. ``--producer-property k=v`` and
+``--producer.config FILE`` take any producer property under Kafka's names
+(the security ones too: ``security.protocol``, ``sasl.*``, ``ssl.*``); the
+command line wins over the file. At end of input the producer is closed
+(everything flushed); a failure is one line on stderr and a non-zero exit
+status. When stderr is a terminal, a ``tqdm`` counter shows progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, Any, Iterator
+
+from kclient.errors import ConfigError
+from kclient.tools._common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, property_bool
+
+__all__ = ["LineReader", "register", "run"]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+class LineReader:
+    """Kafka's ``LineMessageReader``: turns input lines into ``(key,
+    value)`` pairs of bytes.
+
+    Args:
+        properties: The ``--property`` values: ``parse.key`` (default
+            false), ``key.separator`` (default a tab), ``ignore.error``
+            (default false).
+    """
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        self.parse_key = property_bool(properties, "parse.key")
+        self.ignore_error = property_bool(properties, "ignore.error")
+        separator = properties.get("key.separator", "\t")
+        if not separator:
+            raise ConfigError("--property key.separator must not be empty")
+        self.key_separator = separator.encode("utf-8")
+
+    def records(self, stream: IO[bytes]) -> Iterator[tuple[bytes | None, bytes]]:
+        """The records of a binary stream, one per line.
+
+        Args:
+            stream: The input (``sys.stdin.buffer``).
+
+        Yields:
+            ``(key, value)``; the key is None without ``parse.key``.
+
+        Raises:
+            ConfigError: ``parse.key`` and a line without the separator
+                (unless ``ignore.error``).
+        """
+        for number, raw in enumerate(stream, 1):
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not self.parse_key:
+                yield None, line
+                continue
+            key, sep, value = line.partition(self.key_separator)
+            if sep:
+                yield key, value
+            elif self.ignore_error:
+                yield None, line
+            else:
+                shown = line.decode("utf-8", "replace")
+                raise ConfigError(f"No key separator found on line number {number}: '{shown}'")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``console-producer`` subcommand.
+
+    Args:
+        subparsers: The ``kclient`` parser's subparsers.
+    """
+    p = subparsers.add_parser(
+        "console-producer",
+        help="send lines from stdin to a topic (kafka-console-producer.sh)",
+        description="Read lines from stdin and send each as a record to the topic; close at end of input.",
+    )
+    add_bootstrap_argument(p)
+    p.add_argument("--topic", required=True, help="the topic to produce to")
+    p.add_argument("--sync", action="store_true", help="send synchronously, waiting for each acknowledgement")
+    p.add_argument(
+        "--compression-codec",
+        nargs="?",
+        const="gzip",
+        choices=CODECS,
+        help="compression: none, gzip, snappy, lz4 or zstd (gzip if given without a value)",
+    )
+    p.add_argument("--request-required-acks", help="acks: 0, 1 or -1/all (default 1)")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE", help="line reader property: parse.key, key.separator, ignore.error")
+    p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE", help="a producer property, Kafka's name (repeatable)")
+    p.add_argument("--producer.config", dest="producer_config", metavar="FILE", help="a producer .properties file")
+    p.set_defaults(func=run)
+
+
+def producer_properties(args: argparse.Namespace) -> dict[str, Any]:
+    """The producer properties of the command line.
+
+    ``--producer.config``, then ``--producer-property``, then the dedicated
+    flags (``--bootstrap-server``, ``--sync``, ``--compression-codec``,
+    ``--request-required-acks``) on top.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        Kafka property names -> values.
+
+    Raises:
+        ConfigError: A bad file or ``k=v`` entry.
+    """
+    props: dict[str, Any] = client_properties(args.producer_config, args.producer_property, "--producer-property")
+    for alias in ("bootstrap.servers", "metadata.broker.list"):
+        props.pop(alias, None)
+    props["metadata.broker.list"] = ",".join(f"{h}:{p}" for h, p in parse_bootstrap(args.bootstrap_server))
+    if args.sync:
+        props["producer.type"] = "sync"
+    else:
+        props.setdefault("producer.type", "async")
+    if args.compression_codec is not None:
+        props.pop("compression.type", None)
+        props["compression.codec"] = args.compression_codec
+    if args.request_required_acks is not None:
+        props.pop("acks", None)
+        props["request.required.acks"] = args.request_required_acks
+    props.setdefault("client.id", "console-producer")
+    return props
+
+
+def _progress(total_hint: str):
+    """A tqdm counter on stderr when it is a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(desc=total_hint, unit=" records", file=sys.stderr, leave=False)
+
+
+def run(args: argparse.Namespace, stdin: IO[bytes] | None = None) -> int:
+    """Run ``kclient console-producer``.
+
+    Args:
+        args: The parsed arguments.
+        stdin: The input (default ``sys.stdin.buffer``).
+
+    Returns:
+        0 when every record was sent.
+
+    Raises:
+        ConfigError: Bad arguments, or a line without the key separator.
+        FailedToSendMessageError: Records could not be delivered.
+        KafkaError: Another client error.
+    """
+    from kclient.client.producer.data import ProducerData
+    from kclient.client.producer.producer import Producer
+
+    reader = LineReader(parse_key_values(args.property, "--property"))
+    producer = Producer(producer_properties(args))
+    bar = _progress(f"{args.topic}")
+    sent = 0
+    try:
+        for key, value in reader.records(stdin if stdin is not None else sys.stdin.buffer):
+            producer.send(ProducerData(args.topic, key, [value]))
+            sent += 1
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        # Ctrl-C: send what was read, as Kafka's console producer does at
+        # shutdown, waiting a bounded time.
+        producer.close(timeout_ms=5000)
+        return 130
+    except BaseException:
+        # Report the first error; what was read before it is still sent,
+        # waiting a bounded time.
+        try:
+            producer.close(timeout_ms=5000)
+        except Exception:
+            pass
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    producer.close()
+    return 0

@@ -1,0 +1,123 @@
+"""``kclient get-offsets``: a partition's offsets at a time, as Kafka's
+``kafka-get-offsets.sh`` / ``kafka.tools.GetOffsetShell`` prints them::
+
+    kclient get-offsets --bootstrap-server 127.0.0.1:9092 --topic events --time -1
+    events:0:42
+    events:1:17
+
+``--time -1`` (the default) is the log end offset, ``-2`` the log start
+offset, any other value a timestamp in ms (the first offset whose record is
+at or after it; nothing after the second colon when there is none).
+``--partitions 0,1`` limits the partitions. Offsets are asked of each
+partition's leader (ListOffsets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kclient.errors import ConfigError, UnknownTopicOrPartitionError
+from kclient.tools._common import (
+    TOOL_TIMEOUT_MS,
+    add_bootstrap_argument,
+    client_properties,
+    fetch_metadata,
+    leader_address,
+    parse_bootstrap,
+)
+
+__all__ = ["parse_partitions", "register", "run"]
+
+
+def parse_partitions(text: str | None) -> list[int] | None:
+    """Parse ``--partitions 0,1,2``.
+
+    Args:
+        text: The option's value, or None.
+
+    Returns:
+        The partition ids, or None for every partition.
+
+    Raises:
+        ConfigError: An id that is not a non-negative integer.
+    """
+    if text is None or not text.strip():
+        return None
+    result = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise ConfigError(f"--partitions {text!r}: {item!r} is not a partition id")
+        result.append(int(item))
+    return result
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``get-offsets`` subcommand.
+
+    Args:
+        subparsers: The ``kclient`` parser's subparsers.
+    """
+    p = subparsers.add_parser(
+        "get-offsets",
+        help="print partition offsets (kafka-get-offsets.sh / GetOffsetShell)",
+        description="Print topic:partition:offset for each partition: the log end offset (--time -1), "
+        "the log start offset (-2) or the first offset at or after a timestamp in ms.",
+    )
+    add_bootstrap_argument(p)
+    p.add_argument("--topic", required=True, help="the topic")
+    p.add_argument("--partitions", help="comma-separated partition ids (default: all)")
+    p.add_argument("--time", type=int, default=-1, help="-1 latest, -2 earliest, or a timestamp in ms (default -1)")
+    p.add_argument("--command-config", help="a client .properties file (security settings)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``kclient get-offsets``.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: Bad arguments.
+        UnknownTopicOrPartitionError: The topic or a listed partition does
+            not exist.
+        KafkaError: The broker could not be reached or answered an error.
+    """
+    from kclient.client.consumer.simple import SimpleConsumer
+
+    bootstrap = parse_bootstrap(args.bootstrap_server)
+    wanted = parse_partitions(args.partitions)
+    props = client_properties(args.command_config, [], "--command-config")
+    if args.time < -2:
+        raise ConfigError(f"--time {args.time}: expected -1, -2 or a timestamp in ms")
+    metadata = fetch_metadata(bootstrap, [args.topic], properties=props)
+    code = metadata.topic_errors.get(args.topic, 0)
+    parts = metadata.partitions_for(args.topic)
+    if code or not parts:
+        raise UnknownTopicOrPartitionError(f"topic {args.topic!r} does not exist")
+    by_id = {p.partition: p for p in parts}
+    if wanted is not None:
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {', '.join(map(str, missing))}")
+        parts = tuple(by_id[i] for i in sorted(set(wanted)))
+    consumers: dict[tuple[str, int], SimpleConsumer] = {}
+    try:
+        lines = []
+        for part in parts:
+            address = leader_address(metadata, part)
+            if address not in consumers:
+                consumers[address] = SimpleConsumer(*address, TOOL_TIMEOUT_MS, client_id="kclient-get-offsets", config=props)
+            offsets = consumers[address].get_offsets_before(args.topic, part.partition, args.time, 1)
+            lines.append(f"{args.topic}:{part.partition}:{offsets[0] if offsets else ''}\n")
+        sys.stdout.write("".join(lines))
+        sys.stdout.flush()
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    return 0

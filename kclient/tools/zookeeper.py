@@ -1,0 +1,95 @@
+"""``kclient zookeeper``: a development ZooKeeper in the foreground, like
+Kafka's ``zookeeper-server-start.sh`` (standalone, for one machine)::
+
+    kclient zookeeper --port 2181 --data-dir /tmp/zk
+    ZooKeeper running, zookeeper.connect=127.0.0.1:2181 (Ctrl-C stops it)
+
+It runs `kclient.testing.ZooKeeperProcess` (needs ``java`` and ZooKeeper's
+jars, e.g. Debian's ``zookeeper`` package). Once it serves, the connect
+string is printed on stdout (one line; ``--port 0``, the default, picks a
+free port). Ctrl-C or SIGTERM stops it and exits with status 0. Without
+``--data-dir`` the data lives in a temporary directory deleted at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["READY_LINE", "register", "run"]
+
+#: Printed on stdout once ZooKeeper serves (``{connect}``: ``host:port``).
+READY_LINE = "ZooKeeper running, zookeeper.connect={connect} (Ctrl-C stops it)"
+
+log = logging.getLogger("kclient.cli")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``zookeeper`` subcommand.
+
+    Args:
+        subparsers: The ``kclient`` parser's subparsers.
+    """
+    p = subparsers.add_parser(
+        "zookeeper",
+        help="run a development ZooKeeper in the foreground (zookeeper-server-start.sh)",
+        description="Start a standalone ZooKeeper (needs java and the ZooKeeper jars), print its connect string, "
+        "and run until Ctrl-C.",
+    )
+    p.add_argument("--port", type=int, default=0, help="client port (default 0: a free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--data-dir", help="ZooKeeper's dataDir (default: a temporary directory deleted at exit)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``kclient zookeeper`` until SIGINT/SIGTERM.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        0 once stopped by a signal; 1 if ZooKeeper cannot start or exits on
+        its own.
+    """
+    from kclient.testing import ZooKeeperProcess
+    from kclient.testing.process import BrokerProcessError
+
+    if not 0 <= args.port <= 65535:
+        log.error("--port %s: expected 0-65535", args.port)
+        return 2
+    zk = ZooKeeperProcess(host=args.host, port=args.port)
+    if args.data_dir:
+        zk.data_dir = Path(args.data_dir).resolve()
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C stops it even when started in the background of a shell
+    # (which ignores SIGINT there).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        try:
+            zk.start()
+        except BrokerProcessError as exc:
+            log.error("cannot start ZooKeeper: %s", (str(exc).strip().splitlines() or [type(exc).__name__])[0])
+            return 1
+        sys.stdout.write(READY_LINE.format(connect=zk.connect) + "\n")
+        sys.stdout.flush()
+        while zk.running:
+            time.sleep(0.2)
+        tail = [line for line in zk.output().splitlines() if line.strip()][-1:] or ["(no output)"]
+        log.error("ZooKeeper exited on its own; last log line: %s", tail[0])
+        return 1
+    except KeyboardInterrupt:
+        log.info("stopping ZooKeeper")
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        zk.cleanup()

@@ -1,0 +1,191 @@
+"""The console tools (``kclient console-producer``, ``console-consumer``,
+``get-offsets``, ``topics``, ``zookeeper``, ``--version``) run as
+subprocesses against the session broker, as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kclient
+from conftest import BROKER_PARTITIONS, require_zookeeper
+from kclient.testing import four_letter_word
+from kclient.testing.process import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kc(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m kclient ARGS`` from the repository root."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "kclient", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def produce(broker, topic: str, lines: list[str], *extra: str) -> None:
+    result = kc("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, *extra, input="".join(line + "\n" for line in lines))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_version():
+    result = kc("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kclient {kclient.__version__}"
+
+
+def test_round_trip_with_keys_and_separators(broker, topic):
+    produce(broker, topic, ["k1:v1", "k2:v:2", "k1:v3"], "--property", "parse.key=true", "--property", "key.separator=:", "--sync")
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "3",
+        "--property", "print.key=true", "--property", "key.separator=|",
+    )
+    assert result.returncode == 0, result.stderr
+    # Same key, same partition: k1's records keep their order.
+    lines = result.stdout.splitlines()
+    assert sorted(lines) == ["k1|v1", "k1|v3", "k2|v:2"]
+    assert lines.index("k1|v1") < lines.index("k1|v3")
+    assert result.stderr.strip() == "Processed a total of 3 messages"
+
+
+def test_formatter_offset_partition_timestamp(broker, topic):
+    produce(broker, topic, ["only"], "--compression-codec", "gzip")
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "1",
+        "--property", "print.offset=true", "--property", "print.partition=true", "--property", "print.timestamp=true",
+        "--property", "print.key=true",
+    )
+    assert result.returncode == 0, result.stderr
+    ts, part, offset, key, value = result.stdout.rstrip("\n").split("\t")
+    assert ts.startswith("CreateTime:") and abs(int(ts.split(":")[1]) / 1000 - time.time()) < 600
+    assert part in {f"Partition:{i}" for i in range(BROKER_PARTITIONS)}
+    assert (offset, key, value) == ("Offset:0", "null", "only")
+
+
+def test_parse_key_without_separator_is_one_line_error(broker, topic):
+    result = kc("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--property", "parse.key=true", input="no separator\n")
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "No key separator found on line number 1" in result.stderr
+
+
+def test_max_messages_and_timeout(broker, topic):
+    produce(broker, topic, [f"m{i}" for i in range(5)])
+    two = kc("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "2")
+    assert two.returncode == 0, two.stderr
+    assert len(two.stdout.splitlines()) == 2
+    assert "Processed a total of 2 messages" in two.stderr
+    started = time.monotonic()
+    everything = kc("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--timeout-ms", "1500")
+    assert everything.returncode == 0, everything.stderr
+    assert sorted(everything.stdout.splitlines()) == [f"m{i}" for i in range(5)]
+    assert "Processed a total of 5 messages" in everything.stderr
+    assert time.monotonic() - started < 30
+    # Without --from-beginning it starts at the log end: nothing old.
+    latest = kc("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--timeout-ms", "1000")
+    assert latest.returncode == 0, latest.stderr
+    assert latest.stdout == ""
+    assert "Processed a total of 0 messages" in latest.stderr
+
+
+def test_partition_and_offset(broker, topic):
+    produce(broker, topic, ["a:1", "a:2", "a:3"], "--property", "parse.key=true", "--property", "key.separator=:")
+    offsets = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic)
+    (part,) = [int(line.split(":")[1]) for line in offsets.stdout.splitlines() if line.endswith(":3")]
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--partition", str(part), "--offset", "1",
+        "--timeout-ms", "1000",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["2", "3"]
+
+
+def test_get_offsets(broker, topic):
+    produce(broker, topic, [f"k{i}:v" for i in range(6)], "--property", "parse.key=true", "--property", "key.separator=:")
+    latest = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic)
+    assert latest.returncode == 0, latest.stderr
+    lines = latest.stdout.splitlines()
+    assert [line.rsplit(":", 2)[:2] for line in lines] == [[topic, str(p)] for p in range(BROKER_PARTITIONS)]
+    assert sum(int(line.rsplit(":", 1)[1]) for line in lines) == 6
+    earliest = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "-2", "--partitions", "1")
+    assert earliest.returncode == 0, earliest.stderr
+    assert earliest.stdout == f"{topic}:1:0\n"
+    missing = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic + "-nope")
+    assert missing.returncode != 0
+    assert len(missing.stderr.strip().splitlines()) == 1 and "does not exist" in missing.stderr
+
+
+def test_topics_list_and_describe(broker, topic):
+    produce(broker, topic, ["x"])
+    listed = kc("topics", "--bootstrap-server", broker.bootstrap, "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert topic in listed.stdout.splitlines()
+    described = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic)
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert lines[0] == f"Topic: {topic}\tPartitionCount: {BROKER_PARTITIONS}\tReplicationFactor: 1"
+    assert len(lines) == 1 + BROKER_PARTITIONS
+    assert lines[1].startswith(f"\tTopic: {topic}\tPartition: 0\tLeader: ")
+    nope = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic + "-nope")
+    assert nope.returncode != 0 and len(nope.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("action", ["--create", "--delete"])
+def test_topics_create_delete_not_yet(broker, topic, action):
+    result = kc("topics", "--bootstrap-server", broker.bootstrap, action, "--topic", topic)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "issue 11" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["console-producer", "--topic", "t"],
+        ["console-consumer", "--topic", "t"],
+        ["get-offsets", "--topic", "t"],
+        ["topics", "--list"],
+    ],
+)
+def test_bad_broker_address_is_one_line_error(args):
+    dead = f"127.0.0.1:{free_port('127.0.0.1')}"
+    result = kc(*args[:1], "--bootstrap-server", dead, *args[1:], input="x\n")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("Processed a total of")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert dead in lines[0]
+
+
+def test_zookeeper_subcommand():
+    require_zookeeper()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kclient", "zookeeper"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "zookeeper.connect=127.0.0.1:" in line, proc.stderr.read() if proc.poll() is not None else line
+        port = int(line.split("zookeeper.connect=127.0.0.1:")[1].split()[0])
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        with pytest.raises(OSError):
+            four_letter_word("127.0.0.1", port, "ruok", timeout=1.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -6,7 +6,7 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
 "API Design"):
 
 - `Producer` (sync and async modes) with `ProducerData`,
-  pluggable `Encoder`, `Partitioner`, `EventHandler` and
+  pluggable `Encoder` (and the consumer's `Decoder`), `Partitioner`, `EventHandler` and
   `CallbackHandler`; configured by `ProducerConfig` or Kafka's
   dotted property names.
 - `SimpleConsumer` with `FetchRequest` and
@@ -16,7 +16,7 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
   (`Whitelist`, `Blacklist`) give `KafkaStream`
   iterators of `MessageAndMetadata`.
 - The trio API underneath: `TrioProducer`, `TrioSimpleConsumer`.
-- Test helpers: ``kclient.testing.BrokerProcess`` and `ZooKeeperProcess`.
+- Test helpers: `BrokerProcess` and `ZooKeeperProcess` (from `kclient.testing`).
 - Errors named after Kafka error codes, all under `KafkaError`.
 """
 
@@ -43,7 +43,9 @@ _EXPORTS = {
     "ConsumerRebalanceFailedError": "kclient.errors",
     "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
+    "DefaultDecoder": "kclient.client.serde",
     "DefaultEncoder": "kclient.client.serde",
+    "Decoder": "kclient.client.serde",
     "DefaultEventHandler": "kclient.client.producer.event_handler",
     "DefaultPartitioner": "kclient.client.producer.partitioner",
     "Encoder": "kclient.client.serde",
@@ -80,6 +82,7 @@ _EXPORTS = {
     "UnsupportedSaslMechanismError": "kclient.errors",
     "QueueFullError": "kclient.errors",
     "SimpleConsumer": "kclient.client.consumer.simple",
+    "StringDecoder": "kclient.client.serde",
     "StringEncoder": "kclient.client.serde",
     "TopicFilter": "kclient.client.consumer.group.streams",
     "TrioProducer": "kclient.client.producer.core",
@@ -90,6 +93,7 @@ _EXPORTS = {
     "ZkTimeoutError": "kclient.errors",
     "ZooKeeperError": "kclient.errors",
     "ZooKeeperProcess": "kclient.testing",
+    "BrokerProcess": "kclient.testing",
 }
 
 
@@ -111,7 +115,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.producer.callbacks import CallbackHandler
     from kclient.client.consumer.group.connector import ConsumerConnector
     from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
-    from kclient.client.serde import DefaultEncoder, Encoder, StringEncoder
+    from kclient.client.serde import DefaultDecoder, DefaultEncoder, Decoder, Encoder, StringDecoder, StringEncoder
     from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler
     from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
     from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
@@ -125,6 +129,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.errors import AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError, UnsupportedSaslMechanismError
     from kclient.security.settings import ClientSecurity
     from kclient.protocol.records import Header
-    from kclient.testing import ZooKeeperProcess
+    from kclient.testing import BrokerProcess, ZooKeeperProcess
 
 __all__ = sorted(_EXPORTS)

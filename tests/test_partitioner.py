@@ -106,3 +106,4 @@ def test_duck_typed_partitioner_counts_as_partitioner() -> None:
     assert not isinstance(object(), Partitioner)
     with pytest.raises(TypeError):
         Partitioner()  # type: ignore[abstract]
+

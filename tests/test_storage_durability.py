@@ -945,3 +945,25 @@ def test_readers_during_retention_and_appends(tmp_path):
     assert not list((tmp_path / "t-0").glob("*.deleted"))
     log.close()
 
+
+
+def test_a_new_log_dir_is_not_reported_as_an_unclean_shutdown(tmp_path, caplog):
+    """A log dir that is new (or empty) has nothing to recover, and says so;
+    only a dir with data and no clean-shutdown marker is an unclean shutdown."""
+    d = tmp_path / "data"
+    with caplog.at_level(logging.INFO, logger="kclient.storage"):
+        m = LogManager([d], LogConfig())
+    assert "new and empty, nothing to recover" in caplog.text
+    assert "unclean shutdown" not in caplog.text
+    m.create_topic("a", 1)
+    m.get("a", 0).append(batch(1))
+    m.close()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kclient.storage"):
+        LogManager([d], LogConfig()).close()
+    assert "clean shutdown, skipping recovery" in caplog.text
+    (d / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kclient.storage"):
+        LogManager([d], LogConfig()).close()
+    assert "unclean shutdown, recovering from checkpoints" in caplog.text

@@ -148,6 +148,7 @@ class LogManager:
 
     def _load_all(self) -> None:
         for log_dir in self.log_dirs:
+            fresh = not log_dir.is_dir() or not any(log_dir.iterdir())
             log_dir.mkdir(parents=True, exist_ok=True)
             clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
             if clean:
@@ -157,9 +158,13 @@ class LogManager:
             except (CheckpointError, OSError, UnicodeDecodeError) as exc:
                 logger.warning("log dir %s: unreadable recovery point checkpoint (%s); recovering every log in full", log_dir, exc)
                 points = {}
-            logger.info(
-                "log dir %s: %s", log_dir, "clean shutdown, skipping recovery" if clean else "unclean shutdown, recovering from checkpoints"
-            )
+            if fresh:
+                state = "new and empty, nothing to recover"
+            elif clean:
+                state = "clean shutdown, skipping recovery"
+            else:
+                state = "unclean shutdown, recovering from checkpoints"
+            logger.info("log dir %s: %s", log_dir, state)
             for entry in sorted(os.listdir(log_dir)):
                 parsed = parse_partition_dir(entry)
                 path = log_dir / entry

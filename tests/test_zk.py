@@ -242,3 +242,30 @@ def test_second_broker_with_the_same_id_is_refused(zookeeper):
                 other.start()
         finally:
             other.cleanup()
+
+
+def test_kazoo_reconnect_noise_is_info_not_warning(caplog):
+    """When the ZooKeeper server goes away kazoo warns about every dropped
+    connection and reconnect attempt; kclient passes those on at INFO under
+    ``kclient.zk.kazoo`` so they do not reach a user's WARNING log."""
+    import logging
+
+    from conftest import require_zookeeper
+    from kclient.testing import ZooKeeperProcess
+
+    require_zookeeper()
+    with ZooKeeperProcess() as server:
+        client = ZkClient(server.connect, session_timeout_ms=10_000)
+        client.start()
+        try:
+            with caplog.at_level(logging.DEBUG):
+                server.kill()
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not any(r.name == "kclient.zk.kazoo" and "Connection dropped" in r.getMessage() for r in caplog.records):
+                    time.sleep(0.1)
+        finally:
+            client.close()
+    dropped = [r for r in caplog.records if r.name == "kclient.zk.kazoo" and "Connection dropped" in r.getMessage()]
+    assert dropped, [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert all(r.levelno == logging.INFO for r in dropped)
+    assert not [r for r in caplog.records if r.name.startswith(("kazoo", "kclient.zk.kazoo")) and r.levelno == logging.WARNING]

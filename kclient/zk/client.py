@@ -27,6 +27,19 @@ from kclient.errors import ZkTimeoutError, ZooKeeperError
 
 log = logging.getLogger(__name__)
 
+
+class _KazooLog(logging.LoggerAdapter):
+    """kazoo's own log, under ``kclient.zk.kazoo``, with its WARNINGs made
+    INFO: kazoo warns on every dropped connection and reconnect attempt,
+    which it then handles itself. What matters to the user (a session
+    LOST, a rebalance that failed) kclient logs at WARNING itself."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(logging.INFO if level == logging.WARNING else level, msg, *args, **kwargs)
+
+
+_kazoo_log = _KazooLog(logging.getLogger("kclient.zk.kazoo"), {})
+
 _T = TypeVar("_T")
 
 
@@ -55,7 +68,7 @@ class ZkClient:
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
-        self._kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0, logger=_kazoo_log)
         self._started = False
 
     @property

@@ -10,7 +10,7 @@ import trio
 
 from kclient import FetchRequest, OffsetRequest, SimpleConsumer
 from kclient.client.consumer.simple import TrioSimpleConsumer
-from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, ProducerClosedError, UnknownTopicOrPartitionError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA, PRODUCE
 from kclient.protocol.records import build_batch
@@ -154,3 +154,23 @@ def test_calls_after_close_raise_the_typed_loop_closed_error(broker, topic):
     with pytest.raises(LoopClosedError) as info:
         consumer.fetch(FetchRequest(topic, 0, 0))
     assert isinstance(info.value, IllegalStateError) and isinstance(info.value, KafkaError)
+
+
+def test_partitions_for_tells_how_many_partitions_a_topic_has(broker, topic):
+    """Both blocking clients can tell a topic's partitions (Kafka's
+    ``partitionsFor``); the consumer's question never creates a topic."""
+    from conftest import BROKER_PARTITIONS
+
+    from kclient import Producer
+
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            consumer.partitions_for(topic)  # asking does not create it
+        with Producer({"metadata.broker.list": broker.bootstrap}) as producer:
+            parts = producer.partitions_for(topic)  # the producer's metadata auto-creates, as Kafka's does
+        assert [p.partition for p in parts] == list(range(BROKER_PARTITIONS))
+        seen = consumer.partitions_for(topic)
+        assert [p.partition for p in seen] == list(range(BROKER_PARTITIONS))
+        assert all(p.topic == topic and p.leader >= 0 for p in seen)
+    with pytest.raises(ProducerClosedError):
+        producer.partitions_for(topic)

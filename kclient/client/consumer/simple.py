@@ -28,10 +28,11 @@ from typing import Any, Mapping, Sequence
 import attrs
 import trio
 
+from kclient.client.cluster import PartitionInfo, _parse_metadata
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
-from kclient.errors import UNKNOWN_TOPIC_OR_PARTITION, UnsupportedVersionError, raise_for_code
+from kclient.errors import UNKNOWN_TOPIC_OR_PARTITION, UnknownTopicOrPartitionError, UnsupportedVersionError, raise_for_code
 from kclient.net.connection import BrokerConnection
-from kclient.protocol.messages import FETCH, LIST_OFFSETS
+from kclient.protocol.messages import FETCH, LIST_OFFSETS, METADATA
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context
@@ -315,6 +316,35 @@ class TrioSimpleConsumer:
             return list(part["old_style_offsets"])[:max_num_offsets]
         return [part["offset"]] if part["offset"] >= 0 and max_num_offsets > 0 else []
 
+    async def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """The partitions of a topic, from a Metadata request to this
+        consumer's broker (Kafka's ``partitionsFor``). The topic is never
+        created by asking.
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            Its partitions sorted by id, each with its leader's node id
+            (-1 while it has none), replicas and ISR.
+
+        Raises:
+            BrokerResponseError: the topic's error from Metadata, e.g.
+                `UnknownTopicOrPartitionError` for a topic that does not
+                exist.
+            KafkaConnectionError: the broker cannot be reached or the
+                connection failed.
+            KafkaTimeoutError: no answer within ``so_timeout_ms``.
+        """
+        conn = await self._connection()
+        body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        metadata = _parse_metadata(await conn.request(METADATA, body))
+        raise_for_code(metadata.topic_errors.get(topic, 0), f"topic {topic!r}")
+        parts = metadata.partitions_for(topic)
+        if not parts:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r}")
+        return parts
+
     async def aclose(self) -> None:
         """Close the connection."""
         if self._conn is not None:
@@ -469,6 +499,25 @@ class SimpleConsumer:
             KafkaTimeoutError: the broker did not answer in time.
         """
         return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
+
+    def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """Blocking `TrioSimpleConsumer.partitions_for` (Kafka's
+        ``partitionsFor``): how many partitions a topic has, and where.
+
+        Args:
+            topic: Topic name.
+
+        Returns:
+            Its partitions sorted by id (``partition``, ``leader``,
+            ``replicas``, ``isr``).
+
+        Raises:
+            LoopClosedError: after `close`.
+            BrokerResponseError: e.g. `UnknownTopicOrPartitionError`.
+            KafkaConnectionError: connecting or the connection failed.
+            KafkaTimeoutError: the broker did not answer in time.
+        """
+        return self._loop.call(self._core.partitions_for, topic)
 
     def close(self) -> None:
         """Close the connection and stop the client's trio thread (idempotent;

@@ -62,6 +62,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
+from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer
@@ -179,6 +180,28 @@ class Producer:
     def trio_producer(self) -> TrioProducer:
         """The TrioProducer running on this producer's loop thread."""
         return self._core
+
+    def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """The partitions of a topic (Kafka's ``Producer.partitionsFor``),
+        from the producer's metadata, refreshed when stale. As in Kafka, a
+        missing topic is created if the broker auto-creates topics.
+
+        Args:
+            topic: Topic name.
+
+        Returns:
+            Its partitions sorted by id (``partition``, ``leader``,
+            ``replicas``, ``isr``).
+
+        Raises:
+            ProducerClosedError: after `close`.
+            BrokerResponseError: e.g. `UnknownTopicOrPartitionError`, or
+                `LeaderNotAvailableError` while a partition has no leader.
+            NoBrokersAvailableError: no broker answered.
+        """
+        if self._closer.closed:
+            raise ProducerClosedError("the producer is closed")
+        return self._loop.call(self._core.cluster.partitions_for, topic)
 
     def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
         """Send one `ProducerData` or a list of them.

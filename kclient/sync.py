@@ -453,3 +453,34 @@ def _exit_interrupted() -> None:
 
 
 atexit.register(_exit_interrupted)
+
+
+class ClosingClient:
+    """What the blocking clients share about their lifetime: ``closed``,
+    use as a context manager (``close`` on exit), and the ``__del__`` that
+    warns ``ResourceWarning`` for a client collected while open and closes
+    it through its `ExitCloser` (stored as ``_closer``). A subclass defines
+    ``close``."""
+
+    _closer: ExitCloser
+
+    @property
+    def closed(self) -> bool:
+        """True once the client was closed (by you or the exit hook)."""
+        return self._closer.closed
+
+    def _state(self) -> str:
+        # For __repr__; safe on a half-constructed client.
+        closer = getattr(self, "_closer", None)
+        return "closed" if closer is None or closer.closed else "open"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            close_unclosed(closer, self)

@@ -36,7 +36,7 @@ from kclient.protocol.messages import FETCH, LIST_OFFSETS, METADATA
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context
-from kclient.sync import ExitCloser, LoopThread, close_unclosed, track
+from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +379,7 @@ def security_from(config: Mapping[str, Any] | ClientSecurity | Any | None) -> Cl
     raise TypeError(f"config must be a mapping of Kafka properties or a ClientSecurity, not {type(config).__name__}")
 
 
-class SimpleConsumer:
+class SimpleConsumer(ClosingClient):
     """Blocking SimpleConsumer (Kafka 0.8's API): ``SimpleConsumer(host, port,
     so_timeout_ms, buffer_size, client_id, *, config=None)``, arguments as for
     `TrioSimpleConsumer` (``buffer_size`` is ignored; ``config`` holds the
@@ -527,26 +527,8 @@ class SimpleConsumer:
         ``ResourceWarning`` and is closed in the background."""
         self._closer.close()
 
-    @property
-    def closed(self) -> bool:
-        """True once `close` was called (or the exit hook closed it)."""
-        return self._closer.closed
-
-    def __enter__(self) -> "SimpleConsumer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
-        closer = getattr(self, "_closer", None)
-        state = "closed" if closer is None or closer.closed else "open"
-        return f"<SimpleConsumer {self._core.host}:{self._core.port} {state}>"
-
-    def __del__(self) -> None:
-        closer = getattr(self, "_closer", None)
-        if closer is not None:
-            close_unclosed(closer, self)
+        return f"<SimpleConsumer {self._core.host}:{self._core.port} {self._state()}>"
 
 
 class _SimpleConsumerCloser(ExitCloser):

@@ -71,7 +71,7 @@ from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
-from kclient.sync import ExitCloser, LoopThread, close_unclosed, track, untrack
+from kclient.sync import ClosingClient, ExitCloser, LoopThread, track, untrack
 
 __all__ = ["Producer", "ProducerStatistics"]
 
@@ -99,7 +99,7 @@ class ProducerStatistics:
     first_error: BaseException | None
 
 
-class Producer:
+class Producer(ClosingClient):
     """The blocking producer: ``Producer(config).send(ProducerData(...))``.
 
     Use as a context manager or call `close`. Thread-safe: several
@@ -165,11 +165,6 @@ class Producer:
     def producer_type(self) -> str:
         """``"sync"`` or ``"async"`` (``producer.type``)."""
         return self.config.producer_type
-
-    @property
-    def closed(self) -> bool:
-        """True once `close` was called (or the exit hook closed it)."""
-        return self._closer.closed
 
     @property
     def _closed(self) -> bool:
@@ -372,23 +367,8 @@ class Producer:
             raise IllegalStateError("close() cannot be called from the producer's send thread (a CallbackHandler hook)")
         self._closer.close(None if timeout_ms is None else max(0, timeout_ms) / 1000)
 
-    def __enter__(self) -> "Producer":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
-        closer = getattr(self, "_closer", None)
-        state = "closed" if closer is None or closer.closed else "open"
-        return f"<Producer {self.config.producer_type} {state} {self.config.metadata_broker_list}>"
-
-    def __del__(self) -> None:
-        # ResourceWarning for a producer collected while open; its closer (not
-        # this object) then flushes and closes it in the background.
-        closer = getattr(self, "_closer", None)
-        if closer is not None:
-            close_unclosed(closer, self)
+        return f"<Producer {self.config.producer_type} {self._state()} {self.config.metadata_broker_list}>"
 
 
 class _ProducerCloser(ExitCloser):

@@ -72,14 +72,14 @@ from kclient.client.consumer.group.streams import Blacklist, KafkaStream, Messag
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
 from kclient.errors import ConfigError, IllegalStateError, NotSupportedError
-from kclient.sync import ExitCloser, LoopThread, close_unclosed, track
+from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
 log = logging.getLogger(__name__)
 
 Decoder = Any
 
 
-class ConsumerConnector:
+class ConsumerConnector(ClosingClient):
     """The high-level consumer (Kafka 0.8's ``ConsumerConnector``; see the
     module docstring for the algorithm).
 
@@ -283,26 +283,10 @@ class ConsumerConnector:
         ``ResourceWarning`` and is shut down in the background."""
         self._closer.close()
 
-    @property
-    def closed(self) -> bool:
-        """True once `shutdown` was called (or the exit hook shut it down)."""
-        return self._closer.closed
-
     close = shutdown
-
-    def __enter__(self) -> "ConsumerConnector":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return f"<ConsumerConnector {self.consumer_id} group={self.config.group_id!r}>"
-
-    def __del__(self) -> None:
-        closer = getattr(self, "_closer", None)
-        if closer is not None:
-            close_unclosed(closer, self)
 
 
 class _ConnectorCloser(ExitCloser):

@@ -31,7 +31,11 @@ LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 BROKER_NOT_AVAILABLE = 8
+#: Metadata v0: a replica of the partition is not live.
+REPLICA_NOT_AVAILABLE = 9
 MESSAGE_TOO_LARGE = 10
+#: An inter-broker request from a controller older than one already seen.
+STALE_CONTROLLER_EPOCH = 11
 NETWORK_EXCEPTION = 13
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
@@ -49,10 +53,16 @@ INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
 SASL_AUTHENTICATION_FAILED = 58
+UNKNOWN_PRODUCER_ID = 59
 #: Fetch sessions (KIP-227): the session id is unknown. The bundled broker
 #: answers it; no exception class, since kclient's clients open no sessions.
 FETCH_SESSION_ID_NOT_FOUND = 70
+#: KIP-320: the request's leader epoch is older than the broker's.
+FENCED_LEADER_EPOCH = 74
+#: KIP-320: the request's leader epoch is newer than the broker's.
+UNKNOWN_LEADER_EPOCH = 75
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 
@@ -405,6 +415,38 @@ class OutOfOrderSequenceNumberError(BrokerResponseError):
 @_code(DUPLICATE_SEQUENCE_NUMBER, "DUPLICATE_SEQUENCE_NUMBER")
 class DuplicateSequenceNumberError(BrokerResponseError):
     """46: an idempotent producer's batch was already written."""
+
+
+@_code(REPLICA_NOT_AVAILABLE, "REPLICA_NOT_AVAILABLE", retriable=True)
+class ReplicaNotAvailableError(BrokerResponseError):
+    """9: a replica of the partition is not available (Metadata v0)."""
+
+
+@_code(STALE_CONTROLLER_EPOCH, "STALE_CONTROLLER_EPOCH")
+class StaleControllerEpochError(BrokerResponseError):
+    """11: a controller request carries an epoch older than the latest the
+    broker has seen (a deposed controller)."""
+
+
+@_code(INVALID_PRODUCER_EPOCH, "INVALID_PRODUCER_EPOCH")
+class InvalidProducerEpochError(BrokerResponseError):
+    """47: the producer's epoch is older than the partition's (a newer
+    producer with the same id exists; KIP-98)."""
+
+
+@_code(UNKNOWN_PRODUCER_ID, "UNKNOWN_PRODUCER_ID")
+class UnknownProducerIdError(BrokerResponseError):
+    """59: the partition has no state for this producer id (KIP-98)."""
+
+
+@_code(FENCED_LEADER_EPOCH, "FENCED_LEADER_EPOCH", retriable=True, invalid_metadata=True)
+class FencedLeaderEpochError(BrokerResponseError):
+    """74: the request's leader epoch is older than the broker's (KIP-320)."""
+
+
+@_code(UNKNOWN_LEADER_EPOCH, "UNKNOWN_LEADER_EPOCH", retriable=True)
+class UnknownLeaderEpochError(BrokerResponseError):
+    """75: the request's leader epoch is newer than the broker's (KIP-320)."""
 
 
 @_code(UNSUPPORTED_COMPRESSION_TYPE, "UNSUPPORTED_COMPRESSION_TYPE")

@@ -47,9 +47,13 @@ import trio
 
 from kclient.broker.convert import down_convert, has_zstd
 from kclient.broker.zerocopy import release_slices
+from kclient.clock import now_ms
 from kclient.errors import (
+    FENCED_LEADER_EPOCH,
     FETCH_SESSION_ID_NOT_FOUND,
     NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_LEADER_EPOCH,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -60,6 +64,7 @@ from kclient.errors import (
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
 from kclient.protocol.records.formats import fetch_magic
+from kclient.protocol.records.scan import scan_batches
 
 if TYPE_CHECKING:
     from kclient.broker.handlers import BrokerState
@@ -85,6 +90,40 @@ def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> d
         "preferred_read_replica": -1,
         "records": b"",
     }
+
+
+class _Empty:
+    """An empty read at or above the high watermark."""
+
+    def __init__(self, hw: int, log_start_offset: int) -> None:
+        self.high_watermark = hw
+        self.log_start_offset = log_start_offset
+
+
+def _cut_at(records: bytes, offset: int) -> bytes:
+    """``records`` up to the first batch whose last offset is ``>= offset``."""
+    for info in scan_batches(records):
+        if info.last_offset >= offset:
+            return records[: info.position]
+    return records
+
+
+def leader_error(state: BrokerState, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
+    """NONE if this broker leads ``topic``-``index`` (at the epoch the
+    request names, KIP-320: older FENCED_LEADER_EPOCH, newer
+    UNKNOWN_LEADER_EPOCH), else NOT_LEADER_OR_FOLLOWER for a partition the
+    cluster has, UNKNOWN_TOPIC_OR_PARTITION for one it has not."""
+    if part is None:
+        known = state.metadata_cache.partition(topic, index) is not None
+        return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
+    if current_leader_epoch >= 0:
+        if current_leader_epoch < part.leader_epoch:
+            return FENCED_LEADER_EPOCH
+        if current_leader_epoch > part.leader_epoch:
+            return UNKNOWN_LEADER_EPOCH
+    if not part.is_leader:
+        return NOT_LEADER_OR_FOLLOWER
+    return NONE
 
 
 def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
@@ -115,6 +154,8 @@ def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool 
 
 def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, responses: list[dict]) -> tuple[list[dict], int, bool]:
     remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
+    replica_id = body.get("replica_id", -1)
+    follower = replica_id >= 0
     to_magic = fetch_magic(version)
     use_slices = zero_copy and to_magic >= 2
     min_one = True
@@ -126,21 +167,36 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
         responses.append({"topic": name, "partitions": parts})
         for p in topic["partitions"]:
             index = p["partition"]
-            plog = state.logs.get(name, index)
-            if plog is None:
-                parts.append(_partition_error(index, UNKNOWN_TOPIC_OR_PARTITION))
+            part = state.replica_manager.partition(name, index)
+            code = leader_error(state, name, index, part, p.get("current_leader_epoch", -1))
+            if code != NONE:
+                parts.append(_partition_error(index, code))
                 any_error = True
                 continue
+            plog = part.log
             limit = min(p["partition_max_bytes"], remaining)
+            fetch_offset = p["fetch_offset"]
+            # Consumers read below the high watermark, followers to the log end.
+            hw = plog.high_watermark
+            bound = None if follower else hw
             try:
-                if use_slices:
-                    result: Any = plog.read_slice(p["fetch_offset"], max(limit, 0), min_one_batch=min_one)
-                    records: Any = result if result.length else b""
+                if bound is not None and bound <= fetch_offset <= plog.log_end_offset:
+                    records: Any = b""
+                    result: Any = _Empty(hw, plog.log_start_offset)
+                elif use_slices:
+                    result = plog.read_slice(fetch_offset, max(limit, 0), min_one_batch=min_one)
+                    if bound is not None and bound < result.log_end_offset:
+                        result.end_before(bound)
+                    records = result if result.length else b""
                     if not result.length:
                         result.release()
                 else:
-                    result = plog.read(p["fetch_offset"], max(limit, 0), min_one_batch=min_one)
+                    result = plog.read(fetch_offset, max(limit, 0), min_one_batch=min_one)
                     records = result.records
+                    if bound is not None and bound < result.log_end_offset:
+                        records = _cut_at(records, bound)
+                if follower:
+                    part.record_follower_fetch(replica_id, fetch_offset, now_ms())
             except BrokerResponseError as exc:
                 code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
                 if code != OFFSET_OUT_OF_RANGE:
@@ -157,13 +213,13 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
                 try:
                     if has_zstd(records):
                         log.info("fetch v%d from %s-%d: zstd batches have no v%d form", version, name, index, to_magic)
-                        parts.append(_partition_error(index, UNSUPPORTED_COMPRESSION_TYPE, result.high_watermark, result.log_start_offset))
+                        parts.append(_partition_error(index, UNSUPPORTED_COMPRESSION_TYPE, hw, result.log_start_offset))
                         any_error = True
                         continue
                     records = down_convert(records, to_magic, fetch_offset=p["fetch_offset"], max_bytes=max(limit, 0))
                 except (CorruptRecordError, CodecError) as exc:
                     log.warning("fetch v%d from %s-%d: cannot down-convert the stored data: %s", version, name, index, exc)
-                    parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, result.high_watermark, result.log_start_offset))
+                    parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, hw, result.log_start_offset))
                     any_error = True
                     continue
             if records:
@@ -174,8 +230,8 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
                 {
                     "partition_index": index,
                     "error_code": NONE,
-                    "high_watermark": result.high_watermark,
-                    "last_stable_offset": result.high_watermark,
+                    "high_watermark": plog.high_watermark,
+                    "last_stable_offset": plog.high_watermark,
                     "log_start_offset": result.log_start_offset,
                     "aborted_transactions": [],
                     "preferred_read_replica": -1,

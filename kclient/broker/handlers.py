@@ -45,6 +45,7 @@ from kclient.errors import (
     INVALID_TOPIC_EXCEPTION,
     LEADER_NOT_AVAILABLE,
     NONE,
+    NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
@@ -53,6 +54,7 @@ from kclient.errors import (
     TopicAlreadyExistsError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.list_offsets import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.protocol.records import iter_record_set
 from kclient.storage import Log, LogConfig, LogManager, validate_topic_name
 
@@ -77,9 +79,13 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     3: (0, 8),  # Metadata
     9: (1, 5),  # OffsetFetch
     10: (0, 2),  # FindCoordinator
+    4: (0, 3),  # LeaderAndIsr (controller -> broker)
+    5: (0, 1),  # StopReplica (controller -> broker)
+    6: (0, 5),  # UpdateMetadata (controller -> broker)
     17: (0, 1),  # SaslHandshake (KIP-43; v1: tokens in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
     22: (0, 1),  # InitProducerId
+    23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
     36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
 }
 # The SASL APIs are advertised on every listener, as Kafka does; on a
@@ -93,12 +99,21 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 listener_address: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
     "kclient_listener_address", default=None
 )
+#: The name of that listener (``None``: the first one); Metadata gives
+#: other brokers' endpoints of the same listener name.
+listener_name: contextvars.ContextVar[str | None] = contextvars.ContextVar("kclient_listener_name", default=None)
 
 
 def supported_triples() -> list[tuple[int, int, int]]:
     """``[(api_key, min_version, max_version), ...]`` sorted by key, as the
     ApiVersions response (and the KIP-511 reply) lists them."""
     return [(key, lo, hi) for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
+
+
+def _code_name(code: int) -> str:
+    from kclient.errors import error_for_code
+
+    return error_for_code(code).name
 
 
 class CloseConnection(Exception):
@@ -193,6 +208,16 @@ class BrokerState:
         #: a topic is auto-created (the ZooKeeper registration listens here).
         self.topic_listeners: list[Callable[[str, int], None]] = []
         self._closed = False
+        from kclient.broker.replica_manager import ReplicaManager
+
+        #: This broker's replicas and the controller's view of the cluster
+        #: (`kclient.broker.replica_manager.ReplicaManager`).
+        self.replica_manager = ReplicaManager(self)
+
+    @property
+    def metadata_cache(self):
+        """The `kclient.broker.metadata_cache.MetadataCache`."""
+        return self.replica_manager.metadata_cache
 
     def topic_format(self, topic: str) -> TopicFormat:
         """The `TopicFormat` of ``topic``: the broker's
@@ -252,7 +277,7 @@ class BrokerState:
 
     # ------------------------------------------------------------ topics
 
-    def ensure_topic(self, name: str, *, allow_create: bool) -> int:
+    async def ensure_topic(self, name: str, *, allow_create: bool) -> int:
         """The error code for using topic ``name``.
 
         Args:
@@ -265,7 +290,7 @@ class BrokerState:
                 INVALID_TOPIC_EXCEPTION for an illegal name that would have been
                 created, else UNKNOWN_TOPIC_OR_PARTITION.
         """
-        if self.logs.get(name, 0) is not None or name in self.logs.topics():
+        if self.metadata_cache.has_topic(name):
             return NONE
         if not (allow_create and self.auto_create_topics):
             return UNKNOWN_TOPIC_OR_PARTITION
@@ -273,6 +298,7 @@ class BrokerState:
             validate_topic_name(name)
             self.logs.create_topic(name, self.num_partitions)
             log.info("auto-created topic %s with %d partition(s)", name, self.num_partitions)
+            await self.replica_manager.lead_locally(name, range(self.num_partitions), is_new=True)
             for listener in self.topic_listeners:
                 listener(name, self.num_partitions)
         except TopicAlreadyExistsError:
@@ -323,6 +349,10 @@ class RequestHandlers:
             17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,
+            23: self.offset_for_leader_epoch,
+            4: self.leader_and_isr,
+            5: self.stop_replica,
+            6: self.update_metadata,
             36: self.sasl_authenticate,
         }
 
@@ -412,8 +442,9 @@ class RequestHandlers:
         state = self.state
         version = header.api_version
         requested = body.get("topics")
+        cache = state.metadata_cache
         if requested is None or (version == 0 and not requested):
-            names = sorted(state.logs.topics())
+            names = cache.topics()
             allow_create = False
         else:
             names = []
@@ -425,39 +456,48 @@ class RequestHandlers:
             allow_create = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
         topics = []
         for name in names:
-            error = state.ensure_topic(name, allow_create=allow_create)
+            error = await state.ensure_topic(name, allow_create=allow_create)
             partitions = []
             if error == NONE:
-                count = state.logs.topics().get(name, 0)
-                for index in range(count):
-                    hosted = state.logs.get(name, index) is not None
+                live = cache.brokers
+                for index, meta in sorted(cache.partitions(name).items()):
+                    offline = [r for r in meta.replicas if r not in live]
                     partitions.append(
                         {
-                            "error_code": NONE if hosted else LEADER_NOT_AVAILABLE,
+                            "error_code": NONE if meta.leader >= 0 and meta.leader in live else LEADER_NOT_AVAILABLE,
                             "partition_index": index,
-                            "leader_id": state.broker_id if hosted else -1,
-                            "leader_epoch": 0,
-                            "replica_nodes": [state.broker_id],
-                            "isr_nodes": [state.broker_id] if hosted else [],
-                            "offline_replicas": [] if hosted else [state.broker_id],
+                            "leader_id": meta.leader if meta.leader in live else -1,
+                            "leader_epoch": meta.leader_epoch,
+                            "replica_nodes": list(meta.replicas),
+                            "isr_nodes": list(meta.isr),
+                            "offline_replicas": offline,
                         }
                     )
             topics.append({"error_code": error, "name": name, "is_internal": False, "partitions": partitions})
-        host, port = self._address()
         return {
             "throttle_time_ms": 0,
-            "brokers": [
-                {
-                    "node_id": state.broker_id,
-                    "host": host,
-                    "port": port,
-                    "rack": None,
-                }
-            ],
+            "brokers": self._live_brokers(),
             "cluster_id": state.cluster_id,
-            "controller_id": state.broker_id,
+            "controller_id": cache.controller_id if cache.controller_id >= 0 else state.broker_id,
             "topics": topics,
         }
+
+    def _live_brokers(self) -> list[dict]:
+        """Every live broker with its endpoint of the current connection's
+        listener name (this broker: the address the client connected to)."""
+        state = self.state
+        name = listener_name.get()
+        brokers = []
+        for node_id, node in sorted(state.metadata_cache.brokers.items()):
+            if node_id == state.broker_id:
+                continue
+            ep = node.endpoint(name) or node.endpoint(None)
+            if ep is not None:
+                brokers.append({"node_id": node_id, "host": ep.host, "port": ep.port, "rack": node.rack})
+        host, port = self._address()
+        brokers.append({"node_id": state.broker_id, "host": host, "port": port, "rack": None})
+        brokers.sort(key=lambda b: b["node_id"])
+        return brokers
 
     # ------------------------------------------------------------ Produce
 
@@ -477,49 +517,70 @@ class RequestHandlers:
         version = header.api_version
         acks = body["acks"]
         responses = []
+        waits: list[tuple[dict, Any, int]] = []  # (partition response, Partition, required offset)
         failed = False
         for topic_data in body["topic_data"]:
             name = topic_data["name"]
             parts = []
             topic_error = NONE
             if acks in (0, 1, -1):
-                topic_error = state.ensure_topic(name, allow_create=True)
+                topic_error = await state.ensure_topic(name, allow_create=True)
             for pdata in topic_data["partition_data"]:
                 index = pdata["index"]
                 append_time = -1
+                part = None
                 if acks not in (0, 1, -1):
                     error, base, start = INVALID_REQUIRED_ACKS, -1, -1
                 elif topic_error != NONE:
                     error, base, start = topic_error, -1, -1
                 else:
-                    error, base, start, append_time = self._append(name, index, pdata["records"], version)
+                    error, base, start, append_time, part = self._append(name, index, pdata["records"], version, acks)
                 if error != NONE:
                     failed = True
-                parts.append(
-                    {
-                        "index": index,
-                        "error_code": error,
-                        "base_offset": base,
-                        "log_append_time_ms": append_time,
-                        "log_start_offset": start,
-                        "record_errors": [],
-                        "error_message": None,
-                    }
-                )
+                entry = {
+                    "index": index,
+                    "error_code": error,
+                    "base_offset": base,
+                    "log_append_time_ms": append_time,
+                    "log_start_offset": start,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+                parts.append(entry)
+                if acks == -1 and error == NONE and part is not None:
+                    waits.append((entry, part, part.log.log_end_offset))
             responses.append({"name": name, "partition_responses": parts})
+        if waits:
+            # acks=-1: answer once every ISR member has the records (the high
+            # watermark passed them), or after timeout_ms (REQUEST_TIMED_OUT).
+            deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
+            for entry, part, required in waits:
+                code = await part.wait_for_replication(required, deadline)
+                if code != NONE:
+                    log.info("produce to %s-%d (acks=-1): %s", part.topic, part.partition, _code_name(code))
+                    entry["error_code"] = code
         if acks == 0:
             if failed:
                 raise CloseConnection("a Produce with acks=0 failed")
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _append(self, topic: str, partition: int, records, version: int) -> tuple[int, int, int, int]:
-        """Validate, convert and append one partition's record set; returns
-        ``(error_code, base_offset, log_start_offset, log_append_time_ms)``."""
+    def _append(self, topic: str, partition: int, records, version: int, acks: int) -> tuple[int, int, int, int, Any]:
+        """Validate, convert and append one partition's record set as its
+        leader; returns ``(error_code, base_offset, log_start_offset,
+        log_append_time_ms, partition)``."""
         state = self.state
-        plog = state.logs.get(topic, partition)
-        if plog is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+        part = state.replica_manager.partition(topic, partition)
+        if part is None:
+            known = state.metadata_cache.partition(topic, partition) is not None
+            return (NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1, None
+        plog = part.log
+        try:
+            part.check_leader()
+            part.check_min_isr(acks)
+        except BrokerResponseError as exc:
+            log.info("produce to %s-%d refused: %s", topic, partition, exc)
+            return exc.code, -1, plog.log_start_offset, -1, None
         fmt = state.topic_format(topic)
         now = state.clock()
         try:
@@ -532,17 +593,20 @@ class RequestHandlers:
             )
         except AppendRejected as exc:
             log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)
-            return exc.code, -1, plog.log_start_offset, -1
+            return exc.code, -1, plog.log_start_offset, -1, None
         try:
-            result = plog.append(prepared.records, now_ms=now)
+            result = plog.append(prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True)
         except BrokerResponseError as exc:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
-            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset, -1
+            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset, -1, None
         except Exception:
             log.exception("append to %s-%d failed", topic, partition)
-            return UNKNOWN_SERVER_ERROR, -1, -1, -1
-        state.appends.notify((topic, partition))
-        return NONE, result.base_offset, plog.log_start_offset, prepared.log_append_time_ms
+            return UNKNOWN_SERVER_ERROR, -1, -1, -1, None
+        if getattr(result, "duplicate", False):
+            log.debug("produce to %s-%d: duplicate batch (already at offset %d)", topic, partition, result.base_offset)
+        else:
+            part.after_leader_append()
+        return NONE, result.base_offset, plog.log_start_offset, prepared.log_append_time_ms, part
 
     # ------------------------------------------------------------ ListOffsets
 
@@ -555,6 +619,7 @@ class RequestHandlers:
         least the one asked for (offset -1 if none)."""
         state = self.state
         version = header.api_version
+        replica_id = body.get("replica_id", -1)
         topics = []
         for t in body["topics"]:
             name = t["name"]
@@ -563,21 +628,35 @@ class RequestHandlers:
                 index = p["partition_index"]
                 ts = p["timestamp"]
                 entry: dict[str, Any] = {"partition_index": index, "error_code": NONE}
-                plog = state.logs.get(name, index)
-                if plog is None:
-                    entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+                part = state.replica_manager.partition(name, index)
+                code = self._leader_error(name, index, part, p.get("current_leader_epoch", -1))
+                if code != NONE:
+                    entry["error_code"] = code
                     entry.update(old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
-                elif version == 0:
-                    entry["old_style_offsets"] = plog.offsets_before(ts, p.get("max_num_offsets", 1))
+                    parts.append(entry)
+                    continue
+                plog = part.log
+                # Consumers see offsets up to the high watermark; followers
+                # (replica_id >= 0) up to the log end offset (Kafka's rule).
+                limit = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+                if version == 0:
+                    offsets = []
+                    for o in plog.offsets_before(ts, p.get("max_num_offsets", 1)):
+                        o = min(o, limit)
+                        if o not in offsets:
+                            offsets.append(o)
+                    entry["old_style_offsets"] = offsets
+                elif ts == LATEST_TIMESTAMP:
+                    entry.update(timestamp=-1, offset=limit, leader_epoch=part.leader_epoch)
                 else:
                     found = plog.offset_for_timestamp(ts)
-                    if found is None:
-                        entry.update(timestamp=-1, offset=-1, leader_epoch=-1)
+                    if found is None or found[0] >= limit:
+                        entry.update(timestamp=-1, offset=-1 if ts >= 0 or ts == MAX_TIMESTAMP else limit, leader_epoch=-1)
                     else:
                         offset, found_ts = found
                         if ts >= 0:
                             offset, found_ts = _first_record_at(plog, offset, ts, found_ts)
-                        entry.update(timestamp=found_ts, offset=offset, leader_epoch=0)
+                        entry.update(timestamp=found_ts, offset=offset, leader_epoch=part.leader_epoch)
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -633,6 +712,49 @@ class RequestHandlers:
             topics.append({"name": t["name"], "partitions": parts})
         log.debug("OffsetFetch for group %r from %s: no committed offsets kept", body["group_id"], header.client_id)
         return {"throttle_time_ms": 0, "topics": topics, "error_code": NONE}
+
+    # ------------------------------------------------------------ replication
+
+    def _leader_error(self, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
+        """`kclient.broker.fetch.leader_error` for this broker."""
+        from kclient.broker.fetch import leader_error
+
+        return leader_error(self.state, topic, index, part, current_leader_epoch)
+
+    async def leader_and_isr(self, header: RequestHeader, body: dict) -> dict:
+        """LeaderAndIsr v0-3 from the controller:
+        `kclient.broker.replica_manager.ReplicaManager.leader_and_isr`."""
+        return await self.state.replica_manager.leader_and_isr(body, header.api_version)
+
+    async def update_metadata(self, header: RequestHeader, body: dict) -> dict:
+        """UpdateMetadata v0-5 from the controller: refreshes the metadata cache."""
+        return await self.state.replica_manager.update_metadata(body, header.api_version)
+
+    async def stop_replica(self, header: RequestHeader, body: dict) -> dict:
+        """StopReplica v0-1 from the controller."""
+        return await self.state.replica_manager.stop_replica(body, header.api_version)
+
+    async def offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
+        """OffsetsForLeaderEpoch v0-3 (KIP-101, KIP-279): for each
+        partition led here, the largest leader epoch up to the one asked for
+        and the offset where the next epoch starts in this log (the log end
+        offset for the current epoch); ``(-1, -1)`` for an epoch older than
+        the log's first. Followers truncate to it before fetching."""
+        state = self.state
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                index = p["partition"]
+                part = state.replica_manager.partition(t["topic"], index)
+                code = self._leader_error(t["topic"], index, part, p.get("current_leader_epoch", -1))
+                if code != NONE:
+                    parts.append({"error_code": code, "partition": index, "leader_epoch": -1, "end_offset": -1})
+                    continue
+                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
+                parts.append({"error_code": NONE, "partition": index, "leader_epoch": epoch, "end_offset": end})
+            topics.append({"topic": t["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # ------------------------------------------------------------ InitProducerId
 

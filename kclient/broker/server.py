@@ -84,6 +84,7 @@ from kclient.broker.handlers import (
     CloseConnection,
     RequestHandlers,
     listener_address,
+    listener_name,
     supported_triples,
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
@@ -110,15 +111,28 @@ from kclient.protocol.messages import (
     API_VERSIONS,
     APIS,
     FETCH,
+    LEADER_AND_ISR,
+    OFFSET_FOR_LEADER_EPOCH,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    STOP_REPLICA,
+    UPDATE_METADATA,
 )
 
 log = logging.getLogger("kclient.broker")
 
 #: The APIs the broker decodes: `kclient.protocol.messages.APIS` and the
 #: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
-_BROKER_APIS = {**APIS, SASL_HANDSHAKE.key: SASL_HANDSHAKE, SASL_AUTHENTICATE.key: SASL_AUTHENTICATE}
+_BROKER_APIS = {
+    **APIS,
+    SASL_HANDSHAKE.key: SASL_HANDSHAKE,
+    SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
+    # Inter-broker (controller requests, followers' epoch queries).
+    LEADER_AND_ISR.key: LEADER_AND_ISR,
+    STOP_REPLICA.key: STOP_REPLICA,
+    UPDATE_METADATA.key: UPDATE_METADATA,
+    OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
+}
 
 #: Largest single receive from a client socket (bytes), and so the most
 #: request budget a connection holds while it waits for its client.
@@ -313,8 +327,13 @@ class Broker:
             elif any(not r.security.listener.host or r.security.listener.host in ("0.0.0.0", "::") for r in runtimes):
                 if not any(r.uses_sasl or r.uses_ssl for r in runtimes):
                     log.warning("listening on every interface with no TLS and no authentication")
+            if registrar is not None:
+                state.replica_manager.zk = registrar.client
+            for topic, count in sorted(state.logs.topics().items()):
+                await state.replica_manager.lead_locally(topic, range(count))
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
+                nursery.start_soon(state.replica_manager.run)
                 for runtime, group in bound:
                     nursery.start_soon(self._accept_all, group, runtime)
                 for name, period_ms, job in self._periodic_jobs(state):
@@ -417,6 +436,7 @@ class Broker:
         conn: Any = stream
         try:
             listener_address.set((listener.advertised_host, listener.advertised_port))
+            listener_name.set(listener.name)
             if listener.uses_ssl:
                 tls = await tls_handshake(stream, listener, peer_name, self._refusals)
                 if tls is None:

@@ -210,6 +210,33 @@ class BrokerConfig(_KafkaConfig):
     """How often (ms) the broker applies the retention settings to every log."""
     auto_create_topics_enable: bool = prop("auto.create.topics.enable", _to_bool, True)
     """Create unknown topics when a client asks for their metadata."""
+    min_insync_replicas: int = prop("min.insync.replicas", _to_int, 1, _at_least(1))
+    """With ``acks=-1`` a produce needs at least this many in-sync replicas
+    (else NOT_ENOUGH_REPLICAS); a topic's own ``min.insync.replicas`` wins."""
+    replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", _to_int, 30000, _at_least(1))
+    """A follower that has not caught up with the leader's log end offset
+    for this long (ms) leaves the ISR."""
+    replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", _to_int, 500, _at_least(0))
+    """Longest a follower's Fetch waits at the leader for data (ms)."""
+    replica_fetch_min_bytes: int = prop("replica.fetch.min.bytes", _to_int, 1, _at_least(0))
+    """Bytes a follower's Fetch waits for at the leader."""
+    replica_fetch_max_bytes: int = prop("replica.fetch.max.bytes", _to_int, 1048576, _at_least(0))
+    """Bytes a follower fetches per partition per request (the first batch
+    comes whole even if larger, KIP-74)."""
+    replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", _to_int, 10485760, _at_least(0))
+    """Bytes a follower fetches per request over all partitions."""
+    replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", _to_int, 1000, _at_least(0))
+    """A follower's pause after a failed fetch (ms)."""
+    replica_socket_timeout_ms: int = prop("replica.socket.timeout.ms", _to_int, 30000, _at_least(1))
+    """Connect and request timeout of a follower's connection to its leader (ms)."""
+    replica_high_watermark_checkpoint_interval_ms: int = prop(
+        "replica.high.watermark.checkpoint.interval.ms", _to_int, 5000, _at_least(1)
+    )
+    """How often (ms) each log dir's ``replication-offset-checkpoint``
+    (the partitions' high watermarks) is written."""
+    inter_broker_listener_name: str | None = prop("inter.broker.listener.name", _to_optional_str, None)
+    """The listener brokers use to reach each other (controller requests,
+    replica fetches); ``None``: the first listener."""
     message_max_bytes: int = prop("message.max.bytes", _to_int, 1048588, _at_least(0))
     """Largest record batch the broker accepts (bytes)."""
     socket_request_max_bytes: int = prop("socket.request.max.bytes", _to_int, 104857600, _at_least(1))

@@ -1,0 +1,302 @@
+"""One partition replica on this broker: its role, ISR and high watermark.
+
+Kafka's replication design (documentation, "Replication"; Kafka's
+``Partition`` class): the controller makes a broker the *leader* or a
+*follower* of each partition it hosts with a LeaderAndIsr request carrying
+the leader, the leader epoch, the replicas and the in-sync replicas (ISR).
+
+As leader, a `Partition`
+
+- appends produced batches, stamping them with its leader epoch
+  (KIP-101) and checking idempotent producers' sequence numbers (KIP-98);
+  with ``acks=-1`` it refuses the append when the ISR is smaller than
+  ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS);
+- tracks every follower's log end offset from its Fetch requests and
+  the last time it was caught up; a follower that has not caught up for
+  ``replica.lag.time.max.ms`` leaves the ISR, and one whose log end offset
+  reaches the high watermark (and the start of the current leader epoch)
+  joins it again. ISR changes are written to the partition's state znode
+  first (a conditional write, so a stale leader cannot overwrite a
+  controller's decision) and applied after;
+- advances the high watermark to the smallest log end offset in the ISR:
+  consumers read below it, and ``acks=-1`` produce requests are answered
+  once it passes their records (`wait_for_replication`).
+
+As follower it only remembers who leads; the replica fetcher
+(`kclient.broker.replica_fetcher`) copies the leader's log into it.
+
+Trio-thread only. ISR writes go through the replica manager's ISR task
+(``request_isr_change``), never block here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+import attrs
+import trio
+
+from kclient.errors import (
+    NONE,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
+    NotEnoughReplicasError,
+    NotLeaderForPartitionError,
+)
+
+if TYPE_CHECKING:
+    from kclient.storage import Log
+
+log = logging.getLogger("kclient.broker")
+
+
+@attrs.define
+class ReplicaState:
+    """What the leader knows of one follower: its log end offset (-1:
+    unknown yet), when it was last caught up with the leader, and the
+    leader's log end offset at its previous fetch (ms, offsets)."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+
+
+class Partition:
+    """One hosted partition (see the module docstring).
+
+    Args:
+        topic: The topic.
+        partition: The partition index.
+        log: Its `kclient.storage.Log`.
+        broker_id: This broker's id.
+        request_isr_change: Called as ``request_isr_change(partition,
+            new_isr)`` to have an ISR change written and applied.
+        notify: Called with ``(topic, partition)`` whenever the high
+            watermark or the log end offset moves (wakes Fetch long polls).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log: Log,
+        broker_id: int,
+        *,
+        request_isr_change: Callable[[Partition, tuple[int, ...]], None],
+        notify: Callable[[tuple[str, int]], None],
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.broker_id = broker_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        #: Where the current leader epoch started in this log (leader only).
+        self.leader_epoch_start_offset = 0
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.zk_version = 0
+        self.controller_epoch = 0
+        self.min_insync_replicas = 1
+        self.remote: dict[int, ReplicaState] = {}
+        self._request_isr_change = request_isr_change
+        self._notify = notify
+        self._hw_moved = trio.Event()
+        #: An ISR change is being written (at most one at a time).
+        self.isr_change_pending = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this broker leads the partition."""
+        return self.leader_id == self.broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return f"<Partition {self.topic}-{self.partition} {role} epoch {self.leader_epoch} isr {list(self.isr)}>"
+
+    # ------------------------------------------------------------ roles
+
+    def make_leader(self, state: dict, now_ms: int) -> None:
+        """Become (or stay) leader with a LeaderAndIsr partition state."""
+        new_epoch = state["leader_epoch"] != self.leader_epoch or not self.is_leader
+        self._apply_state(state)
+        if new_epoch:
+            leo = self.log.log_end_offset
+            self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self.remote = {}
+        for r in self.replicas:
+            if r != self.broker_id and r not in self.remote:
+                self.remote[r] = ReplicaState(last_caught_up_ms=now_ms if r in self.isr else 0)
+        for r in list(self.remote):
+            if r not in self.replicas:
+                del self.remote[r]
+        log.info(
+            "%s-%d: leader (epoch %d) with ISR %s, replicas %s, high watermark %d, log end offset %d",
+            self.topic, self.partition, self.leader_epoch, list(self.isr), list(self.replicas),
+            self.log.high_watermark, self.log.log_end_offset,
+        )
+        self.maybe_increment_high_watermark()
+        self._wake()
+
+    def make_follower(self, state: dict) -> bool:
+        """Become (or stay) a follower; True if the leader or its epoch
+        changed (the fetcher must truncate and restart)."""
+        changed = state["leader"] != self.leader_id or state["leader_epoch"] != self.leader_epoch
+        self._apply_state(state)
+        self.remote = {}
+        self._wake()
+        if changed:
+            log.info("%s-%d: follower of broker %d (epoch %d)", self.topic, self.partition, self.leader_id, self.leader_epoch)
+        return changed
+
+    def _apply_state(self, state: dict) -> None:
+        self.leader_id = state["leader"]
+        self.leader_epoch = state["leader_epoch"]
+        self.isr = tuple(state["isr"])
+        self.replicas = tuple(state["replicas"])
+        self.zk_version = state.get("partition_epoch", state.get("zk_version", 0))
+        self.controller_epoch = state["controller_epoch"]
+
+    def stop(self) -> None:
+        """No longer a replica here (StopReplica): wake every waiter."""
+        self.leader_id = -1
+        self._wake()
+
+    # ------------------------------------------------------------ leader: produce
+
+    def check_leader(self) -> None:
+        """Raise NotLeaderForPartitionError unless this broker leads."""
+        if not self.is_leader:
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} (leader {self.leader_id})"
+            )
+
+    def check_min_isr(self, acks: int) -> None:
+        """``acks=-1`` with an ISR below ``min.insync.replicas``:
+        NotEnoughReplicasError (nothing is appended)."""
+        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas={self.min_insync_replicas}"
+            )
+
+    def after_leader_append(self) -> None:
+        """The leader appended: the high watermark may move (ISR of one)."""
+        self.maybe_increment_high_watermark()
+        self._notify(self.key)
+
+    async def wait_for_replication(self, required_offset: int, deadline: float) -> int:
+        """Wait until the high watermark reaches ``required_offset`` (the
+        offset after the appended records): every ISR member has them.
+
+        Args:
+            required_offset: The first offset after the records.
+            deadline: ``trio.current_time()`` at which to give up.
+
+        Returns:
+            NONE; REQUEST_TIMED_OUT after ``deadline``;
+                NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile;
+                NOT_ENOUGH_REPLICAS_AFTER_APPEND if the records are
+                replicated but the ISR is below ``min.insync.replicas``.
+        """
+        epoch = self.leader_epoch
+        while self.log.high_watermark < required_offset:
+            if not self.is_leader or self.leader_epoch != epoch:
+                return NOT_LEADER_OR_FOLLOWER
+            event = self._hw_moved
+            with trio.move_on_at(deadline):
+                await event.wait()
+            if trio.current_time() >= deadline and self.log.high_watermark < required_offset:
+                return REQUEST_TIMED_OUT
+        if len(self.isr) < self.min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return NONE
+
+    # ------------------------------------------------------------ leader: followers
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset``: that is its log end
+        offset. Updates when it was last caught up (Kafka's rule: caught up
+        now if it asked for the leader's log end offset, or at its previous
+        fetch if it reached what the leader had then), may add it to the
+        ISR and may advance the high watermark."""
+        state = self.remote.get(replica_id)
+        if state is None:
+            if replica_id not in self.replicas:
+                return
+            state = self.remote[replica_id] = ReplicaState()
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif state.last_fetch_leader_leo >= 0 and fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now_ms
+        state.last_fetch_leader_leo = leader_leo
+        if (
+            replica_id not in self.isr
+            and not self.isr_change_pending
+            and fetch_offset >= self.log.high_watermark
+            and fetch_offset >= self.leader_epoch_start_offset
+        ):
+            log.info("%s-%d: replica %d caught up (offset %d); adding it to the ISR", self.topic, self.partition, replica_id, fetch_offset)
+            self._request_isr_change(self, tuple(sorted(set(self.isr) | {replica_id})))
+        self.maybe_increment_high_watermark()
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers not caught up for more than ``max_lag_ms``."""
+        if not self.is_leader:
+            return []
+        out = []
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            state = self.remote.get(r)
+            if state is None or now_ms - state.last_caught_up_ms > max_lag_ms:
+                out.append(r)
+        return out
+
+    def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """An ISR change was written: apply it."""
+        self.isr = isr
+        self.zk_version = zk_version
+        self.maybe_increment_high_watermark()
+        self._wake()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Leader: set the high watermark to the smallest log end offset in
+        the ISR if that is higher; True if it moved."""
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            state = self.remote.get(r)
+            if state is None or state.log_end_offset < 0:
+                return False
+            hw = min(hw, state.log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+            self._wake()
+            return True
+        return False
+
+    def _wake(self) -> None:
+        self._hw_moved.set()
+        self._hw_moved = trio.Event()
+        self._notify(self.key)
+
+
+__all__ = ["Partition", "ReplicaState"]

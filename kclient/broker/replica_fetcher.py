@@ -1,0 +1,330 @@
+"""Followers copy their leaders' logs (Kafka's ``ReplicaFetcherThread``).
+
+One `ReplicaFetcher` task per leader broker fetches every partition this
+broker follows on that leader, as Kafka's design describes: "followers
+consume messages from the leader just as a normal Kafka consumer would and
+apply them to their own log" (Kafka documentation, "Replication").
+
+For each partition handed to it, a fetcher first **truncates** the local
+log to what the leader has (KIP-101, KIP-279): it sends
+OffsetsForLeaderEpoch with its latest leader epoch; the leader answers the
+end offset of that epoch in its own log (or of the largest epoch below it)
+and the follower truncates to the smaller of that offset and its own end
+offset for the answered epoch. A leader without an answer (error or -1)
+makes it truncate to its high watermark (the pre-KIP-101 rule).
+
+Then it **fetches** from its log end offset with Fetch (``replica_id`` =
+this broker, ``current_leader_epoch`` = the epoch it follows, KIP-320),
+appends what arrives with the leader's offsets and epochs
+(`kclient.storage.Log.append_as_follower`) and sets its high watermark to
+the smaller of the leader's and its own log end offset. The leader learns
+the follower's log end offset from the fetch offset.
+
+Errors: OFFSET_OUT_OF_RANGE (the follower is ahead of an unclean leader,
+or behind its log start) asks the leader for its log start and end
+(ListOffsets as replica) and truncates or restarts the log there;
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH or a lost
+connection back off ``replica.fetch.backoff.ms`` and try again (the
+controller's next LeaderAndIsr may move the partition elsewhere).
+
+Settings (Kafka's broker properties): ``replica.fetch.wait.max.ms``,
+``replica.fetch.min.bytes``, ``replica.fetch.max.bytes`` (per partition),
+``replica.fetch.response.max.bytes``, ``replica.fetch.backoff.ms``,
+``replica.socket.timeout.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from kclient.errors import (
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    KafkaError,
+    error_for_code,
+)
+from kclient.protocol.messages import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.records.scan import scan_batches
+
+if TYPE_CHECKING:
+    from kclient.broker.partition import Partition
+    from kclient.broker.replica_manager import ReplicaManager
+    from kclient.net.connection import BrokerConnection
+
+log = logging.getLogger("kclient.broker.replica")
+
+#: Fetch version a follower sends (v9+ carries current_leader_epoch).
+FOLLOWER_FETCH_VERSION = 11
+#: OffsetsForLeaderEpoch version a follower sends (v3 carries replica_id).
+FOLLOWER_EPOCH_VERSION = 3
+
+
+def complete_batches(records) -> bytes:
+    """The whole batches at the front of ``records`` (a fetch may end with
+    a partial batch, which is dropped)."""
+    data = bytes(records or b"")
+    end = 0
+    for info in scan_batches(data):
+        end = info.position + info.size
+    return data[:end]
+
+
+class FetcherManager:
+    """Starts one `ReplicaFetcher` per leader broker and hands partitions
+    to it (Kafka's ``ReplicaFetcherManager``)."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self.replicas = replicas
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Host the fetcher tasks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def has(self, key: tuple[str, int]) -> bool:
+        """True if some fetcher copies ``key``."""
+        return any(key in f.partitions for f in self._fetchers.values())
+
+    def add(self, part: Partition, leader_id: int, address: tuple[str, int]) -> None:
+        """Follow ``part`` on broker ``leader_id`` at ``address``."""
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None and fetcher.address != address:
+            fetcher.stop()
+            fetcher = None
+        if fetcher is None or fetcher.stopped:
+            fetcher = ReplicaFetcher(self.replicas, leader_id, address)
+            self._fetchers[leader_id] = fetcher
+            if self._nursery is None:
+                raise RuntimeError("the replica fetchers are not running")
+            self._nursery.start_soon(fetcher.run)
+        fetcher.add(part)
+
+    def remove(self, key: tuple[str, int]) -> None:
+        """Stop copying ``key`` (it is led here now, or deleted)."""
+        for leader, fetcher in list(self._fetchers.items()):
+            fetcher.partitions.pop(key, None)
+            if not fetcher.partitions:
+                fetcher.stop()
+                del self._fetchers[leader]
+
+    def remove_all(self) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.stop()
+        self._fetchers.clear()
+
+
+class ReplicaFetcher:
+    """Copies the partitions this broker follows on one leader broker (see
+    the module docstring)."""
+
+    def __init__(self, replicas: ReplicaManager, leader_id: int, address: tuple[str, int]) -> None:
+        self.replicas = replicas
+        self.config = replicas.config
+        self.leader_id = leader_id
+        self.address = address
+        #: key -> partition; ``needs_truncation`` holds the keys to truncate first.
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.needs_truncation: set[tuple[str, int]] = set()
+        self._wakeup = trio.Event()
+        self._scope = trio.CancelScope()
+        self.stopped = False
+
+    def add(self, part: Partition) -> None:
+        self.partitions[part.key] = part
+        self.needs_truncation.add(part.key)
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._scope.cancel()
+
+    async def run(self) -> None:
+        """Fetch until stopped; reconnect with backoff on failures."""
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        with self._scope:
+            while not self.stopped:
+                try:
+                    async with trio.open_nursery() as nursery:
+                        conn = await self._connect(nursery)
+                        try:
+                            await self._fetch_loop(conn)
+                        finally:
+                            with trio.CancelScope(shield=True):
+                                await conn.aclose()
+                except KafkaError as exc:
+                    log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
+                    self.needs_truncation.update(self.partitions)
+                    await trio.sleep(backoff)
+
+    async def _connect(self, nursery: trio.Nursery) -> BrokerConnection:
+        from kclient.net.connection import BrokerConnection
+
+        timeout = self.config.replica_socket_timeout_ms
+        return await BrokerConnection.connect(
+            nursery,
+            *self.address,
+            client_id=f"replica-fetcher-{self.replicas.broker_id}-{self.leader_id}",
+            connect_timeout_ms=timeout,
+            request_timeout_ms=timeout + self.config.replica_fetch_wait_max_ms,
+        )
+
+    async def _fetch_loop(self, conn: BrokerConnection) -> None:
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        while not self.stopped:
+            if not self.partitions:
+                self._wakeup = trio.Event()
+                await self._wakeup.wait()
+                continue
+            if self.needs_truncation:
+                await self._truncate(conn)
+            ready = {k: p for k, p in self.partitions.items() if k not in self.needs_truncation}
+            if not ready:
+                await trio.sleep(backoff)
+                continue
+            failed = await self._fetch_once(conn, ready)
+            if failed:
+                await trio.sleep(backoff)
+
+    # ------------------------------------------------------------ truncation
+
+    async def _truncate(self, conn: BrokerConnection) -> None:
+        keys = list(self.needs_truncation)
+        by_topic: dict[str, list[dict]] = {}
+        for key in keys:
+            part = self.partitions.get(key)
+            if part is None:
+                self.needs_truncation.discard(key)
+                continue
+            by_topic.setdefault(key[0], []).append(
+                {"partition": key[1], "current_leader_epoch": part.leader_epoch, "leader_epoch": part.log.latest_epoch}
+            )
+        if not by_topic:
+            return
+        version = conn.version_for(OFFSET_FOR_LEADER_EPOCH, ceiling=FOLLOWER_EPOCH_VERSION)
+        body = {
+            "replica_id": self.replicas.broker_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = await conn.request(OFFSET_FOR_LEADER_EPOCH, body, version=version)
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                key = (t["topic"], p["partition"])
+                part = self.partitions.get(key)
+                if part is None or key not in self.needs_truncation:
+                    continue
+                plog = part.log
+                if p["error_code"] != NONE:
+                    log.info("%s-%d: OffsetsForLeaderEpoch from broker %d: %s", *key, self.leader_id, error_for_code(p["error_code"]).name)
+                    continue
+                requested = plog.latest_epoch
+                if p["end_offset"] < 0 or requested < 0:
+                    target = min(plog.high_watermark, plog.log_end_offset)
+                elif p["leader_epoch"] == requested:
+                    target = min(p["end_offset"], plog.log_end_offset)
+                else:
+                    _, own_end = plog.end_offset_for_epoch(p["leader_epoch"])
+                    target = min(p["end_offset"], own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
+                if target < plog.log_end_offset:
+                    log.warning(
+                        "%s-%d: truncating from %d to %d to match leader %d (epoch %d)",
+                        *key, plog.log_end_offset, target, self.leader_id, part.leader_epoch,
+                    )
+                    await trio.to_thread.run_sync(plog.truncate_to, target)
+                self.needs_truncation.discard(key)
+
+    # ------------------------------------------------------------ fetch
+
+    async def _fetch_once(self, conn: BrokerConnection, ready: dict[tuple[str, int], Partition]) -> bool:
+        cfg = self.config
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, index), part in ready.items():
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": part.leader_epoch,
+                    "fetch_offset": part.log.log_end_offset,
+                    "log_start_offset": part.log.log_start_offset,
+                    "partition_max_bytes": cfg.replica_fetch_max_bytes,
+                }
+            )
+        body = {
+            "replica_id": self.replicas.broker_id,
+            "max_wait_ms": cfg.replica_fetch_wait_max_ms,
+            "min_bytes": cfg.replica_fetch_min_bytes,
+            "max_bytes": cfg.replica_fetch_response_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        version = conn.version_for(FETCH, ceiling=FOLLOWER_FETCH_VERSION)
+        response = await conn.request(FETCH, body, version=version)
+        failed = False
+        for t in response["responses"]:
+            for p in t["partitions"]:
+                key = (t["topic"], p["partition_index"])
+                part = self.partitions.get(key)
+                if part is None or key not in ready:
+                    continue
+                code = p["error_code"]
+                if code == NONE:
+                    await self._apply(part, p)
+                elif code == OFFSET_OUT_OF_RANGE:
+                    await self._handle_out_of_range(conn, part)
+                else:
+                    failed = True
+                    log.info("%s-%d: fetch from leader %d: %s", *key, self.leader_id, error_for_code(code).name)
+        return failed
+
+    async def _apply(self, part: Partition, p: dict) -> None:
+        plog = part.log
+        data = complete_batches(p["records"])
+        if data:
+            await trio.to_thread.run_sync(plog.append_as_follower, data)
+        hw = min(p["high_watermark"], plog.log_end_offset)
+        if hw > plog.high_watermark:
+            plog.update_high_watermark(hw)
+        if data:
+            self.replicas.state.appends.notify(part.key)
+
+    async def _handle_out_of_range(self, conn: BrokerConnection, part: Partition) -> None:
+        """The leader cannot serve our log end offset: follow its log start
+        and end (Kafka's ``handleOutOfRangeError``)."""
+        plog = part.log
+        leader_end = await self._leader_offset(conn, part, LATEST_TIMESTAMP)
+        if leader_end < plog.log_end_offset:
+            log.warning("%s-%d: ahead of leader %d (%d > %d): truncating", *part.key, self.leader_id, plog.log_end_offset, leader_end)
+            await trio.to_thread.run_sync(plog.truncate_to, leader_end)
+            return
+        leader_start = await self._leader_offset(conn, part, EARLIEST_TIMESTAMP)
+        if leader_start > plog.log_end_offset:
+            log.warning("%s-%d: behind leader %d's log start %d: restarting the log there", *part.key, self.leader_id, leader_start)
+            await trio.to_thread.run_sync(plog.truncate_fully_and_start_at, leader_start)
+
+    async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
+        version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)
+        body = {
+            "replica_id": self.replicas.broker_id,
+            "isolation_level": 0,
+            "topics": [
+                {"name": part.topic, "partitions": [{"partition_index": part.partition, "current_leader_epoch": part.leader_epoch, "timestamp": timestamp}]}
+            ],
+        }
+        response = await conn.request(LIST_OFFSETS, body, version=version)
+        entry = response["topics"][0]["partitions"][0]
+        if entry["error_code"] != NONE:
+            raise error_for_code(entry["error_code"])(f"ListOffsets {part.topic}-{part.partition} on broker {self.leader_id}")
+        return entry["offset"]
+
+
+__all__ = ["FetcherManager", "ReplicaFetcher", "complete_batches"]

@@ -1,0 +1,380 @@
+"""The broker's replicas: the controller's requests, ISR upkeep and the
+replica fetchers (Kafka's ``ReplicaManager``).
+
+The controller (`kclient.broker.controller`) decides; this module carries
+its decisions out on one broker:
+
+- **LeaderAndIsr** (`leader_and_isr`): for each partition state naming
+  this broker among the replicas, get or create the partition's log, then
+  become its leader (stop fetching it, stamp the new leader epoch at the
+  log end offset) or its follower (hand it to the replica fetcher of the
+  new leader, which first truncates the log to what the leader has, KIP-101
+  / KIP-279). Requests from a controller older than one already seen get
+  STALE_CONTROLLER_EPOCH; a partition state whose leader epoch is older than
+  the partition's gets STALE_CONTROLLER_EPOCH for that partition and is
+  ignored.
+- **UpdateMetadata** (`update_metadata`): the `MetadataCache` every
+  Metadata request is answered from.
+- **StopReplica** (`stop_replica`): stop fetching; with
+  ``delete_partitions`` delete the log too (topic deletion).
+- **ISR**: every ``replica.lag.time.max.ms / 2`` each led partition drops
+  the followers that have not caught up for ``replica.lag.time.max.ms``;
+  followers that caught up are added back (`kclient.broker.partition`).
+  Each change is first written to the partition's state znode with the
+  znode version the controller gave (a conditional write: a deposed leader
+  cannot overwrite the controller), then announced with a sequential
+  ``/isr_change_notification/isr_change_`` node so the controller sends
+  every broker fresh metadata (Kafka's ``IsrChangeNotificationHandler``).
+  Without ZooKeeper (a standalone broker) ISR changes apply at once.
+- **High watermarks** are checkpointed to each log dir's
+  ``replication-offset-checkpoint`` every
+  ``replica.high.watermark.checkpoint.interval.ms``.
+
+Trio-thread only; blocking ZooKeeper and file calls run in worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kclient.broker.metadata_cache import MetadataCache
+from kclient.broker.partition import Partition
+from kclient.broker.replica_fetcher import FetcherManager
+from kclient.clock import now_ms
+from kclient.errors import (
+    NONE,
+    STALE_CONTROLLER_EPOCH,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    KafkaError,
+)
+from kclient.zk.paths import PartitionState, partition_state_path
+
+if TYPE_CHECKING:
+    from kclient.broker.handlers import BrokerState
+    from kclient.zk.client import ZkClient
+
+log = logging.getLogger("kclient.broker")
+
+ISR_CHANGE_NOTIFICATION_PREFIX = "/isr_change_notification/isr_change_"
+
+
+def _states(body: dict) -> list[dict]:
+    """Partition states of a LeaderAndIsr / UpdateMetadata body, grouped
+    (v2+) or not, each with its ``topic_name``."""
+    states = list(body.get("ungrouped_partition_states") or [])
+    for topic in body.get("topic_states") or []:
+        for s in topic["partition_states"]:
+            states.append({**s, "topic_name": topic["topic_name"]})
+    return states
+
+
+class ReplicaManager:
+    """This broker's partitions and what the controller says of them (see
+    the module docstring). Build it with the broker's `BrokerState`; run
+    `run` as a task of the broker's nursery; set `zk` once the ZooKeeper
+    session is up (``None``: standalone)."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.config = state.config
+        self.broker_id = state.broker_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.metadata_cache = MetadataCache()
+        self.controller_epoch = 0
+        self.zk: ZkClient | None = None
+        self.fetchers = FetcherManager(self)
+        self._isr_send, self._isr_receive = trio.open_memory_channel(math.inf)
+        self._topic_configs: dict[str, dict[str, str]] = {}
+
+    # ------------------------------------------------------------ tasks
+
+    async def run(self) -> None:
+        """Run the fetchers, the ISR writer and the periodic ISR and
+        high-watermark checkpoint jobs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.fetchers.run)
+            nursery.start_soon(self._isr_writer)
+            nursery.start_soon(self._isr_expiry)
+            nursery.start_soon(self._checkpoint_high_watermarks)
+
+    async def _isr_expiry(self) -> None:
+        lag = self.config.replica_lag_time_max_ms
+        while True:
+            await trio.sleep(max(lag / 2, 50) / 1000)
+            now = now_ms()
+            for part in list(self.partitions.values()):
+                if part.isr_change_pending:
+                    continue
+                out = part.out_of_sync_replicas(now, lag)
+                if out:
+                    log.info(
+                        "%s-%d: shrinking the ISR from %s: replica(s) %s not caught up for %d ms",
+                        part.topic, part.partition, list(part.isr), out, lag,
+                    )
+                    self.request_isr_change(part, tuple(r for r in part.isr if r not in out))
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await trio.to_thread.run_sync(self.state.logs.checkpoint_high_watermarks)
+            except OSError as exc:
+                log.error("cannot write the high watermark checkpoints: %s", exc)
+
+    def request_isr_change(self, part: Partition, isr: tuple[int, ...]) -> None:
+        """Queue an ISR change of a led partition (trio thread)."""
+        if part.isr_change_pending or tuple(sorted(isr)) == tuple(sorted(part.isr)):
+            return
+        part.isr_change_pending = True
+        self._isr_send.send_nowait((part, part.leader_epoch, tuple(isr)))
+
+    async def _isr_writer(self) -> None:
+        async for part, epoch, isr in self._isr_receive:
+            try:
+                if part.leader_epoch != epoch or not part.is_leader:
+                    continue
+                if self.zk is None:
+                    part.apply_isr(isr, part.zk_version)
+                    continue
+                path = partition_state_path(part.topic, part.partition)
+                data = PartitionState(self.broker_id, isr, part.leader_epoch, part.controller_epoch).to_json()
+                try:
+                    version = await trio.to_thread.run_sync(self.zk.set_versioned, path, data, part.zk_version)
+                except KafkaError as exc:
+                    log.warning("%s-%d: cannot write the ISR %s: %s", part.topic, part.partition, list(isr), exc)
+                    continue
+                if version is None:
+                    # Someone else (the controller) wrote the state: its
+                    # LeaderAndIsr will tell us; retry later if still leader.
+                    log.info(
+                        "%s-%d: ISR change to %s not written: the state znode moved past version %d",
+                        part.topic, part.partition, list(isr), part.zk_version,
+                    )
+                    await self._refresh_zk_version(part)
+                    continue
+                if part.leader_epoch != epoch:
+                    continue
+                log.info("%s-%d: ISR is now %s (was %s)", part.topic, part.partition, list(isr), list(part.isr))
+                part.apply_isr(isr, version)
+                note = json.dumps({"version": 1, "partitions": [{"topic": part.topic, "partition": part.partition}]}).encode()
+                try:
+                    await trio.to_thread.run_sync(self.zk.create_sequential, ISR_CHANGE_NOTIFICATION_PREFIX, note)
+                except KafkaError as exc:
+                    log.warning("cannot write an ISR change notification: %s", exc)
+            finally:
+                part.isr_change_pending = False
+
+    async def _refresh_zk_version(self, part: Partition) -> None:
+        """Re-read a partition's state znode; keep its version if it still
+        names this broker as leader with the same epoch."""
+        assert self.zk is not None
+        path = partition_state_path(part.topic, part.partition)
+        try:
+            found = await trio.to_thread.run_sync(self.zk.get_versioned, path)
+        except KafkaError:
+            return
+        if found is None:
+            return
+        data, version = found
+        current = PartitionState.from_json(data)
+        if current.leader == self.broker_id and current.leader_epoch == part.leader_epoch:
+            part.zk_version = version
+            part.isr = tuple(current.isr)
+
+    # ------------------------------------------------------------ controller requests
+
+    def _stale(self, body: dict, api: str) -> bool:
+        epoch = body["controller_epoch"]
+        if epoch < self.controller_epoch:
+            log.warning(
+                "ignoring %s from controller %d with epoch %d: epoch %d seen", api, body["controller_id"], epoch, self.controller_epoch
+            )
+            return True
+        self.controller_epoch = epoch
+        return False
+
+    async def leader_and_isr(self, body: dict, version: int) -> dict:
+        """Answer a LeaderAndIsr request (see the module docstring).
+
+        Args:
+            body: The request (v0-3 dict of
+                `kclient.protocol.messages.LEADER_AND_ISR`).
+            version: Its version.
+
+        Returns:
+            The response body: a top-level error and one error per partition.
+        """
+        states = _states(body)
+        if self._stale(body, "LeaderAndIsr"):
+            return {"error_code": STALE_CONTROLLER_EPOCH, "partition_errors": []}
+        leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in body.get("live_leaders") or []}
+        errors = []
+        now = now_ms()
+        for s in states:
+            topic, index = s["topic_name"], s["partition_index"]
+            code = NONE
+            try:
+                code = await self._apply_partition_state(s, leaders, now)
+            except Exception:
+                log.exception("LeaderAndIsr for %s-%d failed", topic, index)
+                code = UNKNOWN_SERVER_ERROR
+            errors.append({"topic_name": topic, "partition_index": index, "error_code": code})
+        return {"error_code": NONE, "partition_errors": errors}
+
+    async def _apply_partition_state(self, s: dict, leaders: dict[int, tuple[str, int]], now: int) -> int:
+        topic, index = s["topic_name"], s["partition_index"]
+        if self.broker_id not in s["replicas"]:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        part = self.partitions.get((topic, index))
+        if part is not None and s["leader_epoch"] < part.leader_epoch:
+            log.info(
+                "%s-%d: ignoring leader epoch %d from the controller, already at %d", topic, index, s["leader_epoch"], part.leader_epoch
+            )
+            return STALE_CONTROLLER_EPOCH
+        if part is None:
+            plog = self.state.logs.get(topic, index)
+            if plog is None:
+                plog = await trio.to_thread.run_sync(self.state.logs.create_log, topic, index)
+            part = Partition(
+                topic,
+                index,
+                plog,
+                self.broker_id,
+                request_isr_change=self.request_isr_change,
+                notify=self.state.appends.notify,
+            )
+            self.partitions[(topic, index)] = part
+        part.min_insync_replicas = await self._min_insync_replicas(topic)
+        if s["leader"] == self.broker_id:
+            self.fetchers.remove(part.key)
+            part.make_leader(s, now)
+        elif part.make_follower(s) or not self.fetchers.has(part.key):
+            self.fetchers.remove(part.key)
+            address = leaders.get(s["leader"])
+            if address is None and s["leader"] >= 0:
+                node = self.metadata_cache.brokers.get(s["leader"])
+                ep = node.endpoint(self.config.inter_broker_listener_name) if node else None
+                address = (ep.host, ep.port) if ep else None
+            if s["leader"] >= 0 and address is not None:
+                self.fetchers.add(part, s["leader"], address)
+            else:
+                log.info("%s-%d: no live leader (%d) to follow yet", topic, index, s["leader"])
+        return NONE
+
+    async def _min_insync_replicas(self, topic: str) -> int:
+        configs = await self.topic_config(topic)
+        try:
+            return max(1, int(configs.get("min.insync.replicas", self.config.min_insync_replicas)))
+        except ValueError:
+            return self.config.min_insync_replicas
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's overrides: ``topic.config.file`` entries, then
+        ZooKeeper's ``/config/topics/<topic>`` (re-read on each call)."""
+        configs = dict(self.state.topic_configs.get(topic, {}))
+        if self.zk is not None:
+            try:
+                data = await trio.to_thread.run_sync(self.zk.get, f"/config/topics/{topic}")
+            except KafkaError as exc:
+                log.debug("cannot read the config of topic %s: %s", topic, exc)
+                data = None
+            if data:
+                try:
+                    configs.update({str(k): str(v) for k, v in json.loads(data).get("config", {}).items()})
+                except (ValueError, AttributeError):
+                    log.warning("/config/topics/%s is not valid JSON", topic)
+        return configs
+
+    async def update_metadata(self, body: dict, version: int) -> dict:
+        """Answer an UpdateMetadata request: refresh the metadata cache."""
+        if self._stale(body, "UpdateMetadata"):
+            return {"error_code": STALE_CONTROLLER_EPOCH}
+        self.metadata_cache.update(body, version)
+        return {"error_code": NONE}
+
+    async def stop_replica(self, body: dict, version: int) -> dict:
+        """Answer a StopReplica request: stop fetching the partitions; with
+        ``delete_partitions`` delete their logs too."""
+        if self._stale(body, "StopReplica"):
+            return {"error_code": STALE_CONTROLLER_EPOCH, "partition_errors": []}
+        keys = [(p["topic_name"], p["partition_index"]) for p in body.get("ungrouped_partitions") or []]
+        for t in body.get("topics") or []:
+            keys.extend((t["name"], i) for i in t["partition_indexes"])
+        errors = []
+        for key in keys:
+            self.fetchers.remove(key)
+            part = self.partitions.pop(key, None)
+            if part is not None:
+                part.stop()
+            code = NONE
+            if body.get("delete_partitions"):
+                try:
+                    await trio.to_thread.run_sync(self.state.logs.delete_log, *key)
+                    log.info("deleted the log of %s-%d", *key)
+                except Exception as exc:
+                    log.error("cannot delete the log of %s-%d: %s", key[0], key[1], exc)
+                    code = UNKNOWN_SERVER_ERROR
+            errors.append({"topic_name": key[0], "partition_index": key[1], "error_code": code})
+        return {"error_code": NONE, "partition_errors": errors}
+
+    # ------------------------------------------------------------ standalone
+
+    async def lead_locally(self, topic: str, partitions: range | list[int], *, is_new: bool = False) -> None:
+        """Make this broker the only replica and leader of ``partitions``
+        of ``topic`` and publish them in the metadata cache, without a
+        controller (a standalone broker, no ``zookeeper.connect``)."""
+        epoch = max(self.controller_epoch, 1)
+        states: list[dict[str, Any]] = []
+        for index in partitions:
+            part = self.partitions.get((topic, index))
+            leader_epoch = 0 if part is None else max(part.leader_epoch, 0)
+            states.append(
+                {
+                    "topic_name": topic,
+                    "partition_index": index,
+                    "controller_epoch": epoch,
+                    "leader": self.broker_id,
+                    "leader_epoch": leader_epoch,
+                    "isr": [self.broker_id],
+                    "partition_epoch": 0,
+                    "zk_version": 0,
+                    "replicas": [self.broker_id],
+                    "offline_replicas": [],
+                    "is_new": is_new,
+                }
+            )
+        host, port = self.state.advertised_host, self.state.advertised_port
+        await self.leader_and_isr(
+            {"controller_id": self.broker_id, "controller_epoch": epoch, "ungrouped_partition_states": states, "live_leaders": []}, 1
+        )
+        await self.update_metadata(
+            {
+                "controller_id": self.broker_id,
+                "controller_epoch": epoch,
+                "ungrouped_partition_states": states,
+                "live_brokers": [
+                    {"id": self.broker_id, "endpoints": [{"host": host, "port": port, "listener": "PLAINTEXT", "security_protocol": 0}], "rack": None}
+                ],
+            },
+            4,
+        )
+
+    # ------------------------------------------------------------ lookups
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The hosted partition, or ``None``."""
+        return self.partitions.get((topic, index))
+
+    def shutdown(self) -> None:
+        """Stop every fetcher (the broker is stopping)."""
+        self.fetchers.remove_all()
+
+
+__all__ = ["ISR_CHANGE_NOTIFICATION_PREFIX", "ReplicaManager"]

@@ -53,8 +53,12 @@ INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
+#: Idempotent producer (KIP-98): a batch carries a producer epoch below the
+#: one the partition last saw for that producer id.
 INVALID_PRODUCER_EPOCH = 47
 SASL_AUTHENTICATION_FAILED = 58
+#: Idempotent producer (KIP-98): the partition holds no state for the
+#: producer id and the batch does not start at sequence 0.
 UNKNOWN_PRODUCER_ID = 59
 #: Fetch sessions (KIP-227): the session id is unknown. The bundled broker
 #: answers it; no exception class, since kclient's clients open no sessions.
@@ -457,6 +461,24 @@ class UnsupportedCompressionTypeError(BrokerResponseError):
 @_code(INVALID_RECORD, "INVALID_RECORD")
 class InvalidRecordError(BrokerResponseError):
     """87: a record failed the broker's validation."""
+
+
+class UnexpectedAppendOffsetError(InvalidRecordError):
+    """A follower append (records whose offsets the leader assigned) does
+    not start at the log end offset or its batches are not contiguous
+    (Kafka's ``UnexpectedAppendOffsetException``). Not a wire error of its
+    own: it carries `InvalidRecordError`'s code.
+
+    Attributes:
+        first_offset: The first offset of the rejected records.
+        expected_offset: The offset the log expected (its log end offset,
+            or the next offset after the previous batch).
+    """
+
+    def __init__(self, message: str = "", first_offset: int = -1, expected_offset: int = -1) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.expected_offset = expected_offset
 
 
 def error_for_code(code: int) -> type[BrokerResponseError]:

@@ -184,7 +184,10 @@ def test_roll_and_reads_across_segments(tmp_path):
     assert all(s.size <= 1000 for s in segs)
     assert [s.base_offset for s in segs] == sorted(s.base_offset for s in segs)
     names = sorted(p.name for p in d.iterdir())
-    assert names == sorted(file_stem(s.base_offset) + suffix for s in segs for suffix in (".log", ".index", ".timeindex"))
+    files = [file_stem(s.base_offset) + suffix for s in segs for suffix in (".log", ".index", ".timeindex")]
+    # Each roll also writes a producer state snapshot named by the new segment's base (KIP-98).
+    files += [file_stem(s.base_offset) + ".snapshot" for s in segs[1:]]
+    assert names == sorted(files)
     # Every offset reads from the batch that holds it; a read ends at its segment.
     for off in range(20):
         res = log.read(off, 1 << 20)

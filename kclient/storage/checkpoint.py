@@ -8,6 +8,9 @@ partition's recovery point: every offset below it was fsync-ed, so after
 a crash only the segments from the one holding it onwards are scanned.
 It is written atomically (temp file, fsync, rename, fsync of the dir).
 
+``replication-offset-checkpoint`` has the same format and holds each
+partition's high watermark.
+
 ``.kafka_cleanshutdown``: an empty file written after every log of the
 dir was flushed and closed; its presence at startup means no recovery is
 needed. The log manager removes it once the logs are loaded.
@@ -25,6 +28,9 @@ from kclient.storage.segment import fsync_dir
 logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+#: Kafka's high watermark checkpoint of a log dir: the same format, each
+#: partition's high watermark.
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CHECKPOINT_VERSION = 0
 
@@ -97,7 +103,24 @@ def write_checkpoint(path: str | os.PathLike[str], entries: Mapping[tuple[str, i
     path = Path(path)
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(entries.items())]
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file at ``path`` with ``data`` so that a crash leaves
+    either the old or the new content.
+
+    Write ``<path>.tmp``, fsync it, rename it over ``path``, fsync the
+    directory (what Kafka's checkpoint files do).
+
+    Args:
+        path: The file.
+        data: Its new content.
+
+    Raises:
+        OSError: Writing failed; the old file is then intact.
+    """
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

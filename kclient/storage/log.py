@@ -43,7 +43,7 @@ import struct
 import threading
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
@@ -55,12 +55,15 @@ from kclient.errors import (
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK as _CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as _V01_ATTRIBUTES_AT
-from kclient.protocol.records.scan import scan_batches
+from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_producer_fields, scan_batches, stamp_partition_leader_epoch
 from kclient.storage.fileslice import FileSlice
+from kclient.storage.leader_epoch import LeaderEpochCache
+from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -100,9 +103,26 @@ def _assign_with_wrappers(buf: bytearray, infos: list, next_offset: int) -> tupl
             out += entry
             next_offset += info.last_offset - info.base_offset + 1
     return out, next_offset
+def _is_wrapper(buf, info: BatchInfo) -> bool:
+    """Whether ``info`` is a compressed v0/v1 wrapper (it carries only its
+    last inner offset)."""
+    return info.magic != 2 and bool(buf[info.position + _V01_ATTRIBUTES_AT] & _CODEC_MASK)
+
+
+def _producer_fields(buf, infos: list[BatchInfo], all_v2: bool = False) -> Iterator[tuple[BatchInfo, ProducerFields]]:
+    """The v2 batches of ``buf`` with their header fields: those with a
+    producer id and a base sequence (idempotent), or every v2 batch with
+    ``all_v2``."""
+    for info in infos:
+        if info.magic == 2:
+            fields = read_v2_producer_fields(buf, info.position)
+            if all_v2 or (fields.producer_id >= 0 and fields.base_sequence >= 0):
+                yield info, fields
+
+
 _SNAPSHOT_RETRIES = 16
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX,)
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")  # ".tmp": a checkpoint or snapshot write cut by a crash
 
 
 def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
@@ -210,15 +230,21 @@ class LogConfig:
 
 @attrs.frozen
 class AppendResult:
-    """Outcome of `Log.append`: the first and last offsets assigned,
-    and the LogAppendTime in ms. `Log.append` always reports -1: it stores
-    batches as given, and a LogAppendTime topic's batches arrive already
-    stamped (`kclient.broker.convert.prepare_append`, whose
-    ``log_append_time_ms`` the Produce response carries)."""
+    """Outcome of `Log.append` / `Log.append_as_follower`: the first and
+    last offsets assigned, and the LogAppendTime in ms. `Log.append` always
+    reports -1: it stores batches as given, and a LogAppendTime topic's
+    batches arrive already stamped (`kclient.broker.convert.prepare_append`,
+    whose ``log_append_time_ms`` the Produce response carries).
+
+    ``duplicate``: the records were a retried idempotent batch already in
+    the log (KIP-98): nothing was written and the offsets are those the
+    batch got the first time.
+    """
 
     base_offset: int
     last_offset: int
     log_append_time_ms: int = -1
+    duplicate: bool = False
 
 
 @attrs.frozen
@@ -293,6 +319,14 @@ class Log:
     ``clock``: a function returning the time in ms (default: wall clock);
     used for time-based roll and flush when no ``now_ms`` is passed.
 
+    Replication state (KIP-101, KIP-98): ``high_watermark`` is the
+    checkpointed high watermark (``None``: the log end offset); the
+    `leader_epoch_cache` is loaded from ``leader-epoch-checkpoint`` (rebuilt
+    from the batches' ``partitionLeaderEpoch`` when the file is missing) and
+    extended from the batches recovery validated; the `producer_state` is
+    loaded from the newest ``<offset>.snapshot`` at or below the log end
+    offset plus a replay of the batch headers after it.
+
     Errors: `OffsetOutOfRangeError` on reads outside
     ``[log_start_offset, log_end_offset]``; `MessageSizeTooLargeError`,
     `RecordListTooLargeError`, `InvalidRecordError`,
@@ -308,6 +342,7 @@ class Log:
         recovery_point: int | None = None,
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
+        high_watermark: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
@@ -323,12 +358,28 @@ class Log:
         #: Number of flushes (fsync rounds) done since the log was opened.
         self.flush_count = 0
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._recovered_from: int | None = None  # base offset of the first segment recovery validated
         segments = self._load(recovery_point, clean_shutdown)
         self._view = _View(segments)
         self._log_end_offset = segments[-1].next_offset
         # Everything loaded was validated or trusted and is on disk.
         self._recovery_point = self._log_end_offset
         self._first_unflushed_ms: int | None = None
+        #: While true, every leader `append` moves the high watermark to the
+        #: log end offset (a partition whose ISR is the leader alone, as with
+        #: no replication). The first `update_high_watermark` call sets it to
+        #: false: from then on the replication layer moves the high watermark.
+        self.high_watermark_follows_log_end = True
+        self._high_watermark = self._log_end_offset
+        if high_watermark is not None:
+            self._high_watermark = max(self.log_start_offset, min(high_watermark, self._log_end_offset))
+        self._producer_state = ProducerStateManager(self.directory)
+        try:
+            self._epoch_cache = self._load_replication_state()
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
         logger.debug(
             "loaded log %s: %d segment(s), offsets %d..%d", self.directory, len(segments), self.log_start_offset, self._log_end_offset
         )
@@ -342,9 +393,10 @@ class Log:
         recovery_point: int | None = None,
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
+        high_watermark: int | None = None,
     ) -> Log:
         """Load (or create) the log in ``directory``; same as the constructor."""
-        return cls(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown, clock=clock)
+        return cls(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown, clock=clock, high_watermark=high_watermark)
 
     # ------------------------------------------------------------ loading
 
@@ -459,11 +511,90 @@ class Log:
             raise
         self.recovered_segments = len(recovered)
         self.recovery_truncated_bytes = truncated
+        if recovered:
+            self._recovered_from = recovered[0].base_offset
         if truncated:
             logger.warning(
                 "log %s: recovery truncated %d bytes; log end offset is now %d", self.directory, truncated, segments[-1].next_offset
             )
         return segments
+
+    def _iter_fields(self, from_offset: int) -> Iterator[tuple[BatchInfo, ProducerFields | None]]:
+        """Batch headers (with their v2 leader epoch / producer fields) of
+        every batch whose last offset is ``>= from_offset``, in log order
+        (lock held, or during construction)."""
+        view = self._view
+        i = max(0, bisect_right(view.bases, from_offset) - 1)
+        for seg in view.segments[i:]:
+            position = 0
+            if from_offset > seg.base_offset:
+                info = seg.find_batch(from_offset)
+                if info is None:
+                    continue
+                position = info.position
+            yield from seg.iter_batch_fields(position)
+
+    def _load_replication_state(self) -> LeaderEpochCache:
+        """Load the leader epoch cache and the producer state (construction)."""
+        start, end = self.log_start_offset, self._log_end_offset
+        cache = LeaderEpochCache.load(self.directory)
+        rebuild_epochs = cache is None
+        if cache is None:
+            cache = LeaderEpochCache(self.directory)
+            epochs_from: int | None = start
+        else:
+            cache.truncate_from_end(end)
+            cache.truncate_from_start(start)
+            # Batches recovery validated may carry epochs written after the
+            # last checkpoint write.
+            epochs_from = self._recovered_from
+        snapshot = self._producer_state.load_latest_snapshot(end)
+        producers_from = start if snapshot is None else max(snapshot, start)
+        scan_from = producers_from if epochs_from is None else min(producers_from, epochs_from)
+        entries = cache.entries()
+        replayed = 0
+        if scan_from < end:
+            for info, fields in self._iter_fields(scan_from):
+                if fields is None:
+                    continue
+                if epochs_from is not None and info.base_offset >= epochs_from and fields.partition_leader_epoch >= 0:
+                    if not entries or fields.partition_leader_epoch > entries[-1][0]:
+                        entries.append((fields.partition_leader_epoch, info.base_offset))
+                if info.base_offset >= producers_from and fields.producer_id >= 0 and fields.base_sequence >= 0:
+                    self._producer_state.update(
+                        ProducerBatch(fields.producer_id, fields.producer_epoch, fields.base_sequence, info.last_offset - info.base_offset),
+                        info.base_offset,
+                        info.last_offset,
+                    )
+                    replayed += 1
+        if rebuild_epochs:
+            cache = LeaderEpochCache(self.directory, entries)
+            if end > start:  # a new, empty log gets its file at the first epoch or at close
+                cache.flush()
+                logger.info("log %s: rebuilt the leader epoch cache from the log: %s", self.directory, entries)
+        else:
+            for epoch, offset in entries[len(cache.entries()) :]:
+                cache.assign(epoch, offset)
+        if replayed:
+            logger.info(
+                "log %s: producer state from snapshot %s plus %d replayed batch(es)", self.directory, snapshot, replayed
+            )
+        return cache
+
+    def _reload_producer_state(self) -> None:
+        """Rebuild the producer state for the current log end offset from
+        the newest snapshot at or below it plus a replay (lock held)."""
+        end = self._log_end_offset
+        snapshot = self._producer_state.load_latest_snapshot(end)
+        start = self.log_start_offset if snapshot is None else max(snapshot, self.log_start_offset)
+        if start < end:
+            for info, fields in self._iter_fields(start):
+                if fields is not None and fields.producer_id >= 0 and fields.base_sequence >= 0:
+                    self._producer_state.update(
+                        ProducerBatch(fields.producer_id, fields.producer_epoch, fields.base_sequence, info.last_offset - info.base_offset),
+                        info.base_offset,
+                        info.last_offset,
+                    )
 
     # ------------------------------------------------------------ offsets
 
@@ -494,9 +625,64 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        """Offset up to which consumers may read; equal to the log end offset
-        (single broker, no replication)."""
-        return self._log_end_offset
+        """The high watermark: the offset below which every record is
+        replicated to the whole ISR ("committed"), up to which consumers may
+        read (Kafka documentation, "Replication"). Stored, not derived: the
+        replication layer moves it with `update_high_watermark`; until then
+        (`high_watermark_follows_log_end`) leader appends move it to the log
+        end offset."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (the leader after the ISR caught up, a
+        follower from the leader's fetch response).
+
+        Also turns `high_watermark_follows_log_end` off.
+
+        Args:
+            offset: The new high watermark; clamped to ``[log_start_offset,
+                log_end_offset]``.
+
+        Returns:
+            The high watermark now in effect.
+        """
+        with self._lock:
+            self.high_watermark_follows_log_end = False
+            self._high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
+            return self._high_watermark
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        """The partition's `LeaderEpochCache` (KIP-101): ``(leader epoch,
+        start offset)`` entries, persisted in ``leader-epoch-checkpoint``."""
+        return self._epoch_cache
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch in the leader epoch cache, -1 if none."""
+        return self._epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """The OffsetsForLeaderEpoch answer for ``epoch`` (KIP-101, KIP-279).
+
+        Args:
+            epoch: The requested leader epoch.
+
+        Returns:
+            ``(leader epoch, end offset)``; see
+                `LeaderEpochCache.end_offset_for` (the latest epoch ends at the
+                log end offset; ``(-1, -1)`` when unknown).
+        """
+        with self._lock:
+            return self._epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producer state (KIP-98). Callers outside the log
+        use its queries only: ``last_sequence(producer_id)``,
+        ``epoch(producer_id)``, ``batches(producer_id)``,
+        ``producer_ids()``."""
+        return self._producer_state
 
     @property
     def recovery_point(self) -> int:
@@ -517,8 +703,15 @@ class Log:
 
     # ------------------------------------------------------------ append
 
-    def append(self, records, now_ms: int | None = None) -> AppendResult:
-        """Assign offsets to ``records`` and append them; return the offsets.
+    def append(
+        self,
+        records,
+        now_ms: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        validate_producer_state: bool = False,
+    ) -> AppendResult:
+        """Assign offsets to ``records`` and append them as the leader; return the offsets.
 
         The input is copied, never modified: a v2 batch gets base offset =
         log end offset and consumes ``lastOffsetDelta + 1`` offsets; an
@@ -526,7 +719,8 @@ class Log:
         gets one offset per inner message and carries the last (a v1
         wrapper's header is rewritten, a v0 set is rebuilt with absolute
         inner offsets). Nothing else is rewritten (the v2 CRC does not
-        cover the base offset).
+        cover the base offset) except, with ``leader_epoch``, each v2
+        batch's ``partitionLeaderEpoch`` (not covered by the CRC either).
 
         The active segment is rolled first if it is non-empty and the append
         would take it past ``segment_bytes``, its first batch is older than
@@ -534,11 +728,25 @@ class Log:
         ``flush_interval_messages`` or more messages are unflushed, the log
         is fsync-ed before returning. All-or-nothing per call.
 
+        Every v2 batch with a producer id >= 0 is recorded in the
+        `producer_state` (KIP-98). While `high_watermark_follows_log_end`
+        the high watermark moves to the new log end offset.
+
         Args:
             records (bytes | bytearray | memoryview): One or more
                 complete batches (v2) or entries (v0/v1), validated by the
                 caller.
             now_ms: The append time (default: the log's clock).
+            leader_epoch: The leader's epoch (KIP-101): stamped into every v2
+                batch and, when above the latest epoch of the
+                `leader_epoch_cache`, recorded there as starting at this
+                append's first offset. ``None``: batches are stored as given.
+            validate_producer_state: Check the sequence numbers of every v2
+                batch with a producer id >= 0 against the `producer_state`
+                before writing anything (KIP-98). A retried batch already
+                written (same producer epoch, first and last sequence as one
+                of the producer's last 5 batches) writes nothing and returns
+                its original offsets with ``duplicate=True``.
 
         Returns:
             The offsets assigned. An empty ``records`` writes nothing and
@@ -552,58 +760,180 @@ class Log:
             InvalidRecordError: A batch has a negative ``lastOffsetDelta``.
             CorruptRecordError: An impossible header or a partial trailing
                 batch.
+            InvalidProducerEpochError: (``validate_producer_state``) a
+                producer epoch below the known one.
+            OutOfOrderSequenceNumberError: (``validate_producer_state``) a
+                sequence number that does not follow the producer's last one,
+                or a new producer epoch not starting at 0.
+            UnknownProducerIdError: (``validate_producer_state``) no state for
+                the producer id and the batch does not start at sequence 0.
             OSError: The write failed, or the policy flush failed (the
                 records are then appended but not known to be durable).
         """
         buf = bytearray(records)
-        total = len(buf)
         with self._lock:
             self._check_open()
             next_offset = self._log_end_offset
-            if not total:
+            if not buf:
                 return AppendResult(next_offset, next_offset - 1)
-            infos = list(scan_batches(buf))
-            covered = sum(i.size for i in infos)
-            if covered != total:
-                raise CorruptRecordError(f"record set of {total} bytes ends with a partial batch of {total - covered} bytes")
-            limit = self.config.max_message_bytes
-            wrappers = False  # compressed v0/v1 wrappers, whose inner messages own several offsets
-            for info in infos:
-                if info.size > limit:
-                    raise MessageSizeTooLargeError(
-                        f"batch at byte {info.position} is {info.size} bytes, above max.message.bytes {limit}"
-                    )
-                if info.magic == 2:
-                    if info.last_offset < info.base_offset:
-                        raise InvalidRecordError(f"batch at byte {info.position} has negative lastOffsetDelta")
-                elif buf[info.position + _V01_ATTRIBUTES_AT] & _CODEC_MASK:
-                    wrappers = True
-            if total > self.config.segment_bytes:
-                raise RecordListTooLargeError(f"record set of {total} bytes is larger than segment.bytes {self.config.segment_bytes}")
+            infos, wrappers = self._validate_batches(buf)
+            if validate_producer_state:
+                duplicate = self._producer_state.check(
+                    ProducerBatch(f.producer_id, f.producer_epoch, f.base_sequence, info.last_offset - info.base_offset)
+                    for info, f in _producer_fields(buf, infos)
+                )
+                if duplicate is not None:
+                    logger.debug("log %s: duplicate batch, already at offsets %d..%d", self.directory, duplicate.first_offset, duplicate.last_offset)
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate=True)
             now = self._clock() if now_ms is None else now_ms
             first = next_offset
             if wrappers:
                 buf, next_offset = _assign_with_wrappers(buf, infos, next_offset)
-                total = len(buf)
+                infos = list(scan_batches(buf))
             else:
                 for info in infos:
                     _OFFSET.pack_into(buf, info.position, next_offset)
                     next_offset += info.last_offset - info.base_offset + 1
-            last = next_offset - 1
-            active = self.active_segment
-            if active.index_suspect:
-                active.rebuild_indexes()
-            reason = self._roll_reason(active, total, last, now)
-            if reason:
-                active = self._roll(first, now, reason)
-            active.append(buf, first, last, now_ms=now)
-            self._log_end_offset = next_offset
-            if self._first_unflushed_ms is None:
-                self._first_unflushed_ms = now
-            flush_due = self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
+                infos = list(scan_batches(buf))
+            if leader_epoch is not None:
+                for info in infos:
+                    if info.magic == 2:
+                        stamp_partition_leader_epoch(buf, info.position, leader_epoch)
+            flush_due = self._write_locked(buf, infos, first, next_offset - 1, now, leader_epoch=leader_epoch)
+            if self.high_watermark_follows_log_end:
+                self._high_watermark = self._log_end_offset
         if flush_due:
             self.flush(now_ms=now)
-        return AppendResult(first, last, -1)
+        return AppendResult(first, next_offset - 1, -1)
+
+    def append_as_follower(self, records, now_ms: int | None = None) -> AppendResult:
+        """Append batches whose offsets the leader assigned (a follower's
+        fetch result), as they are.
+
+        No offset or field is rewritten. The records must start at the log
+        end offset and each batch must start right after the previous one.
+        The `leader_epoch_cache` records each v2 batch's
+        ``partitionLeaderEpoch`` above its latest epoch (KIP-101) and the
+        `producer_state` each batch with a producer id >= 0, without
+        sequence checks (the leader made them). Roll, indexing and the flush
+        policy are those of `append`; the high watermark does not move (the
+        follower takes it from the leader with `update_high_watermark`).
+
+        Args:
+            records (bytes | bytearray | memoryview): Complete batches with
+                their final offsets.
+            now_ms: The append time (default: the log's clock).
+
+        Returns:
+            The first and last offsets appended; an empty ``records`` gives
+                ``(log_end_offset, log_end_offset - 1)``.
+
+        Raises:
+            UnexpectedAppendOffsetError: The first batch does not start at
+                the log end offset, or a batch does not start right after the
+                previous one (nothing is written).
+            MessageSizeTooLargeError: One batch is larger than
+                ``max_message_bytes``.
+            RecordListTooLargeError: The whole set is larger than
+                ``segment_bytes``.
+            InvalidRecordError: A batch has a negative ``lastOffsetDelta``.
+            CorruptRecordError: An impossible header or a partial trailing
+                batch.
+            OSError: The write failed, or the policy flush failed.
+        """
+        buf = records if isinstance(records, (bytes, bytearray)) else bytes(records)
+        with self._lock:
+            self._check_open()
+            end = self._log_end_offset
+            if not buf:
+                return AppendResult(end, end - 1)
+            infos, _ = self._validate_batches(buf)
+            expected = end
+            for info in infos:
+                if _is_wrapper(buf, info):
+                    ok = info.last_offset >= expected  # carries its last inner offset only
+                else:
+                    ok = info.base_offset == expected
+                if not ok:
+                    where = "the log end offset" if expected == end else "the end of the previous batch"
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.name}: batch at byte {info.position} starts at offset {info.base_offset}, "
+                        f"expected {expected} ({where}); nothing appended",
+                        first_offset=infos[0].base_offset,
+                        expected_offset=expected,
+                    )
+                expected = info.last_offset + 1
+            now = self._clock() if now_ms is None else now_ms
+            last = infos[-1].last_offset
+            flush_due = self._write_locked(buf, infos, end, last, now, epochs_from_batches=True)
+        if flush_due:
+            self.flush(now_ms=now)
+        return AppendResult(end, last, -1)
+
+    def _validate_batches(self, buf) -> tuple[list[BatchInfo], bool]:
+        """Check a record set's framing and sizes (lock held); returns its
+        batches and whether it holds compressed v0/v1 wrappers."""
+        total = len(buf)
+        infos = list(scan_batches(buf))
+        covered = sum(i.size for i in infos)
+        if covered != total:
+            raise CorruptRecordError(f"record set of {total} bytes ends with a partial batch of {total - covered} bytes")
+        limit = self.config.max_message_bytes
+        wrappers = False  # compressed v0/v1 wrappers, whose inner messages own several offsets
+        for info in infos:
+            if info.size > limit:
+                raise MessageSizeTooLargeError(f"batch at byte {info.position} is {info.size} bytes, above max.message.bytes {limit}")
+            if info.magic == 2:
+                if info.last_offset < info.base_offset:
+                    raise InvalidRecordError(f"batch at byte {info.position} has negative lastOffsetDelta")
+            elif _is_wrapper(buf, info):
+                wrappers = True
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(f"record set of {total} bytes is larger than segment.bytes {self.config.segment_bytes}")
+        return infos, wrappers
+
+    def _write_locked(
+        self,
+        buf,
+        infos: list[BatchInfo],
+        first: int,
+        last: int,
+        now: int,
+        *,
+        leader_epoch: int | None = None,
+        epochs_from_batches: bool = False,
+    ) -> bool:
+        """Write batches carrying offsets ``first``..``last`` at the log end
+        (lock held): roll if due, append to the active segment, then record
+        the leader epoch (``leader_epoch`` for a leader append, or each
+        batch's own ``partitionLeaderEpoch`` with ``epochs_from_batches`` for
+        a follower append) and the producer state. Returns whether the
+        message-count flush policy is due."""
+        active = self.active_segment
+        if active.index_suspect:
+            active.rebuild_indexes()
+        reason = self._roll_reason(active, len(buf), last, now)
+        if reason:
+            active = self._roll(first, now, reason)
+        active.append(buf, first, last, now_ms=now)
+        self._log_end_offset = last + 1
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+        cache = self._epoch_cache
+        if leader_epoch is not None:
+            if leader_epoch > cache.latest_epoch():
+                cache.assign(leader_epoch, first)
+        for info, fields in _producer_fields(buf, infos, all_v2=True):
+            if epochs_from_batches and fields.partition_leader_epoch > cache.latest_epoch():
+                cache.assign(fields.partition_leader_epoch, info.base_offset)
+            if fields.producer_id >= 0 and fields.base_sequence >= 0:
+                self._producer_state.update(
+                    ProducerBatch(fields.producer_id, fields.producer_epoch, fields.base_sequence, info.last_offset - info.base_offset),
+                    info.base_offset,
+                    info.last_offset,
+                )
+        return self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
+
 
     def _roll_reason(self, active: LogSegment, total: int, last: int, now: int) -> str | None:
         if not active.size:
@@ -633,6 +963,9 @@ class Log:
             self.directory, base_offset, self.config.index_interval_bytes, now_ms=self._clock() if now is None else now
         )
         self._view = _View(self._view.segments + (seg,))
+        # The producer state up to the new segment (KIP-98): recovery after a
+        # crash replays only the batches after the newest snapshot.
+        self._producer_state.take_snapshot(self._log_end_offset)
         self._dir_dirty = True
         logger.info("log %s: rolled new segment at offset %d (previous %d bytes; %s)", self.directory, base_offset, old.size, reason)
         return seg
@@ -774,9 +1107,10 @@ class Log:
         for _ in range(_SNAPSHOT_RETRIES):
             end = self._log_end_offset
             view = self._view  # one consistent snapshot
+            hw = min(self._high_watermark, end)
             start = view.bases[0]
             if offset == end:
-                return FileSlice.empty(end, start, end)
+                return FileSlice.empty(hw, start, end)
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is out of range for {self.name}: valid offsets are {start}..{end} (log end offset {end})"
@@ -794,7 +1128,7 @@ class Log:
                     if info is not None:
                         want = info.size if (min_one_batch and info.size > max_bytes) else max(0, max_bytes)
                         length = max(0, min(seg.size - info.position, want))
-                        result = FileSlice(seg, info.position, length, end, start, end)
+                        result = FileSlice(seg, info.position, length, hw, start, end)
                         keep = True
                         return result
                 finally:
@@ -802,7 +1136,7 @@ class Log:
                         seg.release()
                 i += 1  # this segment ends before ``offset``: continue in the next one
             if not stale:
-                return FileSlice.empty(end, start, end)
+                return FileSlice.empty(hw, start, end)
             if self._closed:
                 raise ValueError(f"log {self.directory} is closed")
         raise OffsetOutOfRangeError(
@@ -956,6 +1290,123 @@ class Log:
             best.release()
         return None if info is None else (info.base_offset, best_ts)
 
+    # ------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every record at or above ``offset`` (a follower whose log
+        diverged from the leader's; Kafka's ``truncateTo``, KIP-101).
+
+        The cut falls on a batch boundary: a batch holding ``offset`` is
+        removed whole, so the new log end offset may be below ``offset``.
+        Later segments are deleted, the segment holding the cut becomes the
+        active one (its ``.log`` file truncated and fsync-ed, its indexes
+        cut); the recovery point and the high watermark are lowered to the
+        new log end offset, the leader epoch cache loses the epochs starting
+        at or after it, producer snapshots above it are deleted and the
+        producer state is rebuilt. Readers holding a `FileSlice` of a
+        deleted segment keep their bytes. An ``offset`` below the log start
+        offset empties the log (`truncate_fully_and_start_at`).
+
+        Args:
+            offset: The first offset to remove.
+
+        Returns:
+            The new log end offset (unchanged when ``offset >=
+                log_end_offset``).
+
+        Raises:
+            ValueError: The log is closed, or ``offset`` is negative.
+            OSError: An I/O failure.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            if offset >= self._log_end_offset:
+                return self._log_end_offset
+            if offset < self.log_start_offset:
+                self._truncate_fully_locked(offset)
+                return self._log_end_offset
+            old_end = self._log_end_offset
+            view = self._view
+            i = max(0, bisect_right(view.bases, offset) - 1)
+            seg = view.segments[i]
+            later = view.segments[i + 1 :]
+            removed = 0
+            if later:
+                self._view = _View(view.segments[: i + 1])
+                self._dir_dirty = True
+                for dead in later:
+                    removed += dead.size
+                    dead.delete()
+            removed += seg.truncate_to(offset)
+            self._after_truncation(seg.next_offset)
+            if self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+            logger.warning(
+                "log %s: truncated to offset %d (asked %d): removed offsets %d..%d, %d bytes, %d segment(s) deleted",
+                self.directory,
+                self._log_end_offset,
+                offset,
+                self._log_end_offset,
+                old_end - 1,
+                removed,
+                len(later),
+            )
+            return self._log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (a
+        follower whose log end offset is below the leader's log start
+        offset; Kafka's ``truncateFullyAndStartAt``).
+
+        The log start offset, log end offset, recovery point and high
+        watermark all become ``offset``; the leader epoch cache is emptied;
+        every producer snapshot is deleted and the producer state cleared.
+
+        Args:
+            offset: The new log start offset.
+
+        Raises:
+            ValueError: The log is closed, or ``offset`` is negative.
+            OSError: An I/O failure.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot start {self.name} at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        old = self._view.segments
+        for seg in old:
+            seg.delete()
+        seg = LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms=self._clock())
+        self._view = _View((seg,))
+        self._log_end_offset = offset
+        self._recovery_point = offset
+        self._high_watermark = offset
+        self._first_unflushed_ms = None
+        self._epoch_cache.clear()
+        self._producer_state.delete_all_snapshots()
+        fsync_dir(self.directory)
+        self._dir_dirty = False
+        logger.warning("log %s: deleted all %d segment(s); the log now starts at offset %d", self.directory, len(old), offset)
+
+    def _after_truncation(self, end: int) -> None:
+        """Bring the offsets, the epoch cache and the producer state down
+        to the new log end offset ``end`` (lock held)."""
+        self._log_end_offset = end
+        if self._recovery_point > end:
+            self._recovery_point = end
+        if self._recovery_point >= end:
+            self._first_unflushed_ms = None
+        if self._high_watermark > end:
+            self._high_watermark = end
+        self._epoch_cache.truncate_from_end(end)
+        self._reload_producer_state()
+
     # ------------------------------------------------------------ deletion
 
     def _delete_prefix(self, n: int, reason: str) -> None:
@@ -976,8 +1427,13 @@ class Log:
                 reason,
             )
             seg.delete()
-        if self._recovery_point < self.log_start_offset:
-            self._recovery_point = self.log_start_offset
+        start = self.log_start_offset
+        if self._recovery_point < start:
+            self._recovery_point = start
+        if self._high_watermark < start:
+            self._high_watermark = start
+        self._epoch_cache.truncate_from_start(start)
+        self._producer_state.delete_snapshots_below(start)
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
         """Delete segments from the oldest while ``should_delete(segment)`` is true.
@@ -1075,6 +1531,9 @@ class Log:
                 for seg in segs:
                     if seg is active or (seg.next_offset > self._recovery_point and seg.size):
                         seg.flush()
+                self._producer_state.take_snapshot(self._log_end_offset)
+                if not self._epoch_cache.path.exists():
+                    self._epoch_cache.flush()
                 if self._dir_dirty:
                     fsync_dir(self.directory)
                     self._dir_dirty = False

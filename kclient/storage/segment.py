@@ -51,7 +51,15 @@ from kclient import clock
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
-from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.scan import (
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    BatchInfo,
+    ProducerFields,
+    read_batch_info,
+    read_v2_producer_fields,
+    scan_batches,
+)
 from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
 from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
 from kclient.storage.index import OffsetIndex
@@ -185,6 +193,7 @@ class LogSegment:
         self._rolling_base_ms: int | None = None
         self.index_suspect = False
         self.deleted = False
+        self._renamed = False  # files renamed *.deleted by delete()
         self._ref_lock = threading.Lock()
         self._refs = 0
         self._retired = False  # close() or delete() was called
@@ -494,6 +503,24 @@ class LogSegment:
         for info, _, _ in self._walk(position, self._size):
             yield info
 
+    def iter_batch_fields(self, position: int = 0) -> Iterator[tuple[BatchInfo, ProducerFields | None]]:
+        """Walk the batch headers with their KIP-101 / KIP-98 fields.
+
+        Args:
+            position: A batch start, in bytes from the start of the ``.log``
+                file; the walk goes to ``size``.
+
+        Yields:
+            ``(info, fields)`` for each batch: ``fields`` (leader epoch,
+            producer id, producer epoch, base sequence) for a v2 batch,
+            ``None`` for a v0/v1 entry.
+
+        Raises:
+            kclient.errors.CorruptRecordError: A batch header is impossible.
+        """
+        for info, buf, off in self._walk(position, self._size, _RECOVER_CHUNK):
+            yield info, (read_v2_producer_fields(buf, off) if info.magic == 2 else None)
+
     def _first_batch(self) -> BatchInfo | None:
         for info in self.iter_batches(0):
             return info
@@ -709,6 +736,49 @@ class LogSegment:
         self._size = start + n
         self._last_offset = last_offset
 
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch that holds an offset ``>= offset``, whole.
+
+        The cut falls at the start of the batch holding ``offset``, so a batch
+        straddling it goes entirely (Kafka truncates to batch boundaries;
+        ``LogSegment.truncateTo``). The ``.log`` file is truncated and
+        fsync-ed, the index entries at or after the cut are removed, and the
+        last offset and largest timestamp are recomputed from what is left.
+
+        Args:
+            offset: An absolute offset.
+
+        Returns:
+            The number of bytes removed (0 if the segment ends before
+                ``offset``).
+
+        Raises:
+            OSError: An I/O failure.
+        """
+        info = self.find_batch(offset)
+        if info is None:
+            return 0
+        position = info.position
+        removed = self._size - position
+        fd = self._require_fd()
+        # Entries name batches by the offset they carry (a compressed v0/v1
+        # wrapper carries its last inner offset), so every entry at or after
+        # the cut names an offset >= that of the batch at the cut, and every
+        # entry before it a lower one.
+        self.index.truncate_to(info.base_offset)
+        self.timeindex.truncate_to(info.base_offset)
+        os.ftruncate(fd, position)
+        self._size = position
+        self._last_offset = None
+        self._tail_known = False
+        self._ensure_tail()  # walks from the last index entries, as after open
+        self._bytes_since_index = position - self.index.last_entry[1]
+        if not position:
+            self._rolling_base_ms = None
+        self.flush()
+        logger.info("segment %s: truncated %d bytes at byte %d; last offset is now %d", self.log_path, removed, position, self._last_offset)
+        return removed
+
     def mark_inactive(self) -> None:
         """Called when the segment stops being the active one (rolled):
         add the final time index entry so its last entry carries the
@@ -884,7 +954,10 @@ class LogSegment:
             if fd is not None:
                 os.close(fd)
             if self.deleted:
-                for path in (self.log_path, self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)):
+                # Once renamed, the original name may already belong to a new
+                # segment (a truncated log re-rolls at the same offset).
+                deleted_name = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+                for path in (deleted_name,) if self._renamed else (self.log_path, deleted_name):
                     try:
                         path.unlink()
                     except FileNotFoundError:
@@ -905,6 +978,7 @@ class LogSegment:
                 # descriptors stay valid); the last release unlinks them.
                 try:
                     os.replace(self.log_path, self.log_path.with_name(self.log_path.name + DELETED_SUFFIX))
+                    self._renamed = True
                 except FileNotFoundError:
                     pass
                 for ix in (self.index, self.timeindex):

@@ -6,6 +6,11 @@ size int32 at byte 8 (the bytes that follow), and the magic byte at byte 16
 "Record Batch" and "Old Message Format"). For a v2 batch the offset is the base
 offset and ``lastOffsetDelta`` sits at byte 23; for a v0/v1 entry the offset
 is the entry's own (for a compressed wrapper, that of its last inner message).
+A v2 header also carries, outside the CRC-32C coverage (which starts at the
+attributes, byte 21), the ``partitionLeaderEpoch`` at byte 12 (KIP-101),
+and inside it the idempotent producer fields at bytes 43..57 (KIP-98):
+`read_v2_producer_fields` reads them, `stamp_partition_leader_epoch`
+writes the epoch without touching the CRC.
 
 Pure: used by the broker's log, the dump tool and the consumers.
 """
@@ -26,6 +31,14 @@ MAGIC_AT = 16
 _HEAD = struct.Struct(">qi")
 _V2_TAIL = struct.Struct(">iqq")  # lastOffsetDelta @23, baseTimestamp @27, maxTimestamp @35
 _V1_TS = struct.Struct(">q")  # timestamp @18 in a v1 entry
+#: Byte position of a v2 batch's ``partitionLeaderEpoch`` (int32), before
+#: the magic byte and so outside the CRC-32C coverage.
+PARTITION_LEADER_EPOCH_AT = 12
+_EPOCH = struct.Struct(">i")
+#: Byte position of a v2 batch's producerId int64, producerEpoch int16 and
+#: baseSequence int32.
+PRODUCER_ID_AT = 43
+_V2_PRODUCER = struct.Struct(">qhi")
 V2_HEADER_SIZE = HEADER_SIZE
 #: Smallest v0 / v1 message after the log overhead: crc 4 + magic 1 +
 #: attributes 1 + key length 4 + value length 4 (+ timestamp 8 in v1).
@@ -115,3 +128,50 @@ def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
             return
         yield info
         pos += info.size
+
+
+@attrs.frozen
+class ProducerFields:
+    """The KIP-101 / KIP-98 fields of one v2 batch header.
+
+    ``partition_leader_epoch``: the leader epoch stamped by the leader that
+    appended the batch (-1 if none); ``producer_id`` (-1 = not idempotent),
+    ``producer_epoch`` and ``base_sequence`` (-1 = none): the idempotent
+    producer's identity and the sequence number of the batch's first record.
+    """
+
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+def read_v2_producer_fields(buf, position: int = 0) -> ProducerFields:
+    """Read the leader epoch and producer fields of the v2 batch at ``position``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The record data; the batch's
+            61-byte header must be inside it (a `BatchInfo` with magic 2
+            guarantees that).
+        position: Offset of the batch's first byte in ``buf``.
+
+    Returns:
+        The fields.
+    """
+    epoch = _EPOCH.unpack_from(buf, position + PARTITION_LEADER_EPOCH_AT)[0]
+    pid, pepoch, seq = _V2_PRODUCER.unpack_from(buf, position + PRODUCER_ID_AT)
+    return ProducerFields(epoch, pid, pepoch, seq)
+
+
+def stamp_partition_leader_epoch(buf: bytearray, position: int, epoch: int) -> None:
+    """Overwrite the ``partitionLeaderEpoch`` of the v2 batch at ``position``.
+
+    The field precedes the CRC-32C coverage, so the batch's CRC stays valid
+    (Kafka's ``setPartitionLeaderEpoch``, KIP-101).
+
+    Args:
+        buf: The writable record data.
+        position: Offset of the batch's first byte in ``buf``.
+        epoch: The leader epoch (int32).
+    """
+    _EPOCH.pack_into(buf, position + PARTITION_LEADER_EPOCH_AT, epoch)

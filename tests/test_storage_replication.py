@@ -359,7 +359,9 @@ def test_high_watermark_is_stored_and_clamped(tmp_path):
     reopened = Log(tmp_path / "t-0", SMALL, high_watermark=2)
     assert reopened.high_watermark == 2
     reopened.close()
-    assert Log(tmp_path / "t-0", SMALL, high_watermark=50).high_watermark == 3
+    capped = Log(tmp_path / "t-0", SMALL, high_watermark=50)
+    assert capped.high_watermark == 3
+    capped.close()
 
 
 def test_log_manager_high_watermark_checkpoint_create_and_delete_log(tmp_path):

@@ -350,6 +350,14 @@ def test_high_watermark_is_stored_and_clamped(tmp_path):
     assert log.read(0, 100).high_watermark == 4
     with log.read_slice(9, 100) as piece:
         assert (piece.high_watermark, piece.log_end_offset) == (4, 9)
+    # A consumer's read stops at the high watermark; a follower's does not.
+    assert [r.offset for r in iter_records(log.read(0, 1 << 20, max_offset=4).records)] == [0, 1, 2]
+    assert log.read(3, 1 << 20, max_offset=4).records == b""  # the batch 3..5 reaches past 4
+    assert log.read(4, 1 << 20, max_offset=4).records == b""
+    assert [i.base_offset for i in scan_batches(log.read(0, 1 << 20).records)] == [0, 3]  # to the segment's end
+    assert log.read(6, 1 << 20, max_offset=9).records == log.read(6, 1 << 20).records != b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(10, 100, max_offset=4)
     assert log.update_high_watermark(1000) == 9
     assert log.update_high_watermark(-5) == 0
     log.update_high_watermark(9)

@@ -944,7 +944,6 @@ class Log:
                 )
         return self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
 
-
     def _roll_reason(self, active: LogSegment, total: int, last: int, now: int) -> str | None:
         if not active.size:
             return None

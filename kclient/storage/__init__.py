@@ -8,7 +8,12 @@
 * `Log` (``log.py``): one partition's segments, offsets, reads,
   flush policy, retention, recovery.
 * `LogManager` (``manager.py``): every partition under the log
-  dirs, recovery point checkpoints, clean-shutdown marker.
+  dirs, recovery point and high watermark checkpoints, clean-shutdown
+  marker.
+* `LeaderEpochCache` (``leader_epoch.py``): ``leader-epoch-checkpoint``,
+  the (leader epoch, start offset) entries of KIP-101 / KIP-279.
+* `ProducerStateManager` (``producer_state.py``): idempotent producer
+  state and its ``.snapshot`` files (KIP-98).
 * ``checkpoint.py``: the checkpoint file format and the marker.
 
 Layout and semantics follow the "Log" section of the Kafka documentation
@@ -19,12 +24,14 @@ recovery guarantees) and Kafka's ``Log`` / ``LogSegment`` / ``LogManager``.
 from kclient.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     read_checkpoint,
     write_checkpoint,
 )
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.index import OffsetIndex
+from kclient.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kclient.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -35,6 +42,7 @@ from kclient.storage.log import (
     ReadResult,
 )
 from kclient.storage.manager import LogManager, parse_partition_dir, validate_topic_name
+from kclient.storage.producer_state import ProducerStateManager
 from kclient.storage.segment import LogSegment
 from kclient.storage.timeindex import TimeIndex
 
@@ -42,16 +50,20 @@ __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "LEADER_EPOCH_CHECKPOINT",
     "MAX_TIMESTAMP",
     "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
     "AppendResult",
     "CheckpointError",
     "FileSlice",
+    "LeaderEpochCache",
     "Log",
     "LogConfig",
     "LogManager",
     "LogSegment",
     "OffsetIndex",
+    "ProducerStateManager",
     "ReadResult",
     "TimeIndex",
     "parse_partition_dir",

@@ -23,16 +23,26 @@ Kafka documentation https://kafka.apache.org/documentation/#log ("Log":
 * retention deletes whole segments, oldest first, never the active one;
 * on open after an unclean shutdown every segment from the one holding the
   recovery point is validated (size + CRC of each batch); the first invalid
-  batch truncates its segment and every later segment is deleted.
+  batch truncates its segment and every later segment is deleted;
+* replication (Kafka documentation, "Replication"; KIP-101, KIP-98): a
+  follower appends the leader's batches as they are
+  (`Log.append_as_follower`) and truncates its log to a batch boundary
+  (`Log.truncate_to`) when it diverged; the leader stamps its leader epoch
+  into each batch; the high watermark is stored; the leader epoch cache
+  (`kclient.storage.leader_epoch`) and the idempotent producer state
+  (`kclient.storage.producer_state`) follow every append, truncation and
+  retention.
 
 Plain blocking file I/O; writers are serialised by a ``threading.Lock`` so
 the broker may call from worker threads. Readers take no lock.
 
-Why one module of about 1,000 lines: `Log` is one class around one
-invariant (the immutable segment-list snapshot, the log end offset and the
-recovery point, changed together under one lock by append, roll, flush,
+Why one module of about 1,500 lines: `Log` is one class around one
+invariant (the immutable segment-list snapshot, the log end offset, the
+recovery point, the high watermark, the leader epoch cache and the producer
+state, changed together under one lock by append, roll, flush, truncation,
 retention and recovery); splitting its methods across modules would spread
-that invariant. About half the lines are docstrings.
+that invariant. The epoch cache and the producer state themselves live in
+their own modules. About half the lines are docstrings.
 """
 
 from __future__ import annotations
@@ -934,7 +944,6 @@ class Log:
                 )
         return self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
 
-
     def _roll_reason(self, active: LogSegment, total: int, last: int, now: int) -> str | None:
         if not active.size:
             return None
@@ -1079,7 +1088,7 @@ class Log:
 
     # ------------------------------------------------------------ read
 
-    def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FileSlice:
+    def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None) -> FileSlice:
         """Locate the bytes to return for a fetch at ``offset`` without
         reading them.
 
@@ -1090,6 +1099,10 @@ class Log:
                 as the "Reads" part of Kafka's "Log" documentation describes.
             min_one_batch: Return the whole first batch even if it is larger
                 than ``max_bytes`` (KIP-74).
+            max_offset: Stop before the batch holding this offset (a
+                consumer's fetch passes the high watermark, a follower's
+                passes ``None``: up to the log end offset). An ``offset`` at
+                or above it gives an empty slice.
 
         Returns:
             A `FileSlice` of one segment file. An offset equal to the log end
@@ -1109,7 +1122,7 @@ class Log:
             view = self._view  # one consistent snapshot
             hw = min(self._high_watermark, end)
             start = view.bases[0]
-            if offset == end:
+            if offset == end or (max_offset is not None and start <= offset <= end and offset >= max_offset):
                 return FileSlice.empty(hw, start, end)
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
@@ -1128,6 +1141,12 @@ class Log:
                     if info is not None:
                         want = info.size if (min_one_batch and info.size > max_bytes) else max(0, max_bytes)
                         length = max(0, min(seg.size - info.position, want))
+                        if max_offset is not None and info.last_offset >= max_offset:
+                            length = 0  # the first batch reaches past max_offset
+                        elif max_offset is not None and seg.next_offset > max_offset:
+                            stop = seg.find_batch(max_offset)
+                            if stop is not None:
+                                length = min(length, stop.position - info.position)
                         result = FileSlice(seg, info.position, length, hw, start, end)
                         keep = True
                         return result
@@ -1143,7 +1162,7 @@ class Log:
             f"offset {offset} of {self.name} was deleted while being read; log start offset is now {self.log_start_offset}"
         )
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None) -> ReadResult:
         """Read batches starting with the one that holds ``offset``, as
         bytes (`read_slice` then ``pread``).
 
@@ -1154,6 +1173,8 @@ class Log:
                 field, as Kafka's "Reads" describes).
             min_one_batch: Return the whole first batch even if it is larger
                 than ``max_bytes`` (KIP-74).
+            max_offset: Stop before the batch holding this offset (see
+                `read_slice`).
 
         Returns:
             The bytes with the partition's offsets at read time. An offset
@@ -1164,7 +1185,7 @@ class Log:
                 or above ``log_end_offset``.
             CorruptRecordError: A segment holds an impossible header.
         """
-        with self.read_slice(offset, max_bytes, min_one_batch) as piece:
+        with self.read_slice(offset, max_bytes, min_one_batch, max_offset) as piece:
             data = piece.read()
         return ReadResult(data, piece.high_watermark, piece.log_start_offset, piece.log_end_offset)
 

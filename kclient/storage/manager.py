@@ -8,8 +8,11 @@ holds the fewest partitions.
 
 Each log dir also holds ``recovery-point-offset-checkpoint`` (every
 partition's recovery point, written by `LogManager.checkpoint_recovery_points`
-after flushes) and, between a clean `LogManager.close` and the next
-start, ``.kafka_cleanshutdown`` (see `kclient.storage.checkpoint`).
+after flushes), ``replication-offset-checkpoint`` (every partition's high
+watermark, written by `LogManager.checkpoint_high_watermarks`, Kafka's
+``replica.high.watermark.checkpoint.interval.ms`` task, and at close) and,
+between a clean `LogManager.close` and the next start,
+``.kafka_cleanshutdown`` (see `kclient.storage.checkpoint`).
 After an unclean shutdown each partition recovers from its checkpointed
 recovery point (0 when absent: the whole log).
 
@@ -35,6 +38,7 @@ from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, 
 from kclient.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     read_checkpoint,
     remove_clean_shutdown_marker,
@@ -108,7 +112,9 @@ class LogManager:
     loaded: if the log dir holds ``.kafka_cleanshutdown`` the logs are
     trusted (no recovery), else each log recovers from its recovery point
     in the dir's ``recovery-point-offset-checkpoint`` (0 if absent or the
-    file is unreadable); the marker is then removed.
+    file is unreadable); the marker is then removed. Each log's high
+    watermark is the one in the dir's ``replication-offset-checkpoint``
+    capped at its log end offset (the log end offset when absent).
     `recovery_truncated_bytes` reports what recovery cut. Raises
     `ConfigError` if no log dir is given or a partition exists in
     two log dirs, ``OSError`` on I/O failure. Thread-safe.
@@ -158,6 +164,11 @@ class LogManager:
             except (CheckpointError, OSError, UnicodeDecodeError) as exc:
                 logger.warning("log dir %s: unreadable recovery point checkpoint (%s); recovering every log in full", log_dir, exc)
                 points = {}
+            try:
+                watermarks = read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+            except (CheckpointError, OSError, UnicodeDecodeError) as exc:
+                logger.warning("log dir %s: unreadable high watermark checkpoint (%s); high watermarks start at the log end offsets", log_dir, exc)
+                watermarks = {}
             if fresh:
                 state = "new and empty, nothing to recover"
             elif clean:
@@ -172,7 +183,14 @@ class LogManager:
                     continue
                 if parsed in self._logs:
                     raise ConfigError(f"partition {entry} exists in both {self._dir_of[parsed]} and {log_dir}")
-                plog = Log.open(path, self.config, recovery_point=points.get(parsed, 0), clean_shutdown=clean, clock=self._clock)
+                plog = Log.open(
+                    path,
+                    self.config,
+                    recovery_point=points.get(parsed, 0),
+                    clean_shutdown=clean,
+                    clock=self._clock,
+                    high_watermark=watermarks.get(parsed),
+                )
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = log_dir
                 if plog.recovery_truncated_bytes:
@@ -251,14 +269,8 @@ class LogManager:
             created: list[tuple[tuple[str, int], Path]] = []
             try:
                 for partition in range(num_partitions):
-                    log_dir = self._next_log_dir()
-                    path = log_dir / f"{name}-{partition}"
-                    if path.exists():
-                        raise TopicAlreadyExistsError(f"directory {path} exists already")
                     key = (name, partition)
-                    self._logs[key] = Log.open(path, self.config, clock=self._clock)
-                    self._dir_of[key] = log_dir
-                    created.append((key, path))
+                    created.append((key, self._create_log_locked(key).directory))
                 # Make the new partition directories durable (their own
                 # contents are fsync-ed with the first flush).
                 for log_dir in {self._dir_of[key] for key, _ in created}:
@@ -271,6 +283,95 @@ class LogManager:
                     shutil.rmtree(path, ignore_errors=True)
                 raise
         logger.info("created topic %s with %d partition(s)", name, num_partitions)
+
+    def _create_log_locked(self, key: tuple[str, int]) -> Log:
+        """Create the empty log of ``key`` in the log dir with the fewest
+        partitions (lock held); the caller fsyncs the log dir."""
+        log_dir = self._next_log_dir()
+        path = log_dir / f"{key[0]}-{key[1]}"
+        if path.exists():
+            raise TopicAlreadyExistsError(f"directory {path} exists already")
+        plog = Log.open(path, self.config, clock=self._clock)
+        self._logs[key] = plog
+        self._dir_of[key] = log_dir
+        return plog
+
+    def create_log(self, topic: str, partition: int) -> Log:
+        """Get or create the log of one partition (a replica assigned to
+        this broker: LeaderAndIsr, Kafka's ``getOrCreateLog``).
+
+        A new log goes to the log dir with the fewest partitions; its
+        directory is fsync-ed into the log dir. Thread-safe.
+
+        Args:
+            topic: The topic name.
+            partition: The partition id (>= 0).
+
+        Returns:
+            The partition's log, existing or new.
+
+        Raises:
+            kclient.errors.InvalidTopicError: An illegal topic name.
+            kclient.errors.InvalidRequestError: A negative partition id.
+            kclient.errors.TopicAlreadyExistsError: The directory exists but
+                is not loaded (left by another process).
+            ValueError: The manager is closed.
+            OSError: An I/O failure.
+        """
+        validate_topic_name(topic)
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise InvalidRequestError(f"partition must be an int >= 0, got {partition!r}")
+        key = (topic, partition)
+        with self._lock:
+            plog = self._logs.get(key)
+            if plog is not None:
+                return plog
+            if self._closed:
+                raise ValueError("log manager is closed")
+            plog = self._create_log_locked(key)
+            try:
+                fsync_dir(self._dir_of[key])
+            except BaseException:
+                self._logs.pop(key)
+                self._dir_of.pop(key, None)
+                plog.close()
+                shutil.rmtree(plog.directory, ignore_errors=True)
+                raise
+        logger.info("created log %s-%d in %s", topic, partition, self._dir_of[key])
+        return plog
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log of one partition and remove its directory
+        (StopReplica with ``delete_partitions``; Kafka's ``asyncDelete``,
+        done at once here).
+
+        Readers holding a `kclient.storage.FileSlice` keep their open file.
+        The partition leaves both checkpoints at their next write.
+
+        Args:
+            topic: The topic name.
+            partition: The partition id.
+
+        Returns:
+            Whether the log existed.
+
+        Raises:
+            OSError: The directory could not be removed.
+        """
+        key = (topic, partition)
+        with self._lock:
+            plog = self._logs.pop(key, None)
+            log_dir = self._dir_of.pop(key, None)
+        if plog is None:
+            return False
+        try:
+            plog.close()
+        finally:
+            shutil.rmtree(plog.directory)
+            if log_dir is not None:
+                fsync_dir(log_dir)
+        logger.info("deleted log %s-%d (%s)", topic, partition, plog.directory)
+        return True
 
     def _next_log_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
@@ -296,6 +397,21 @@ class LogManager:
                 entries = {key: off for key, off in points.items() if dirs.get(key) == log_dir}
                 write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, entries)
             self._checkpointed = points
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log dir's ``replication-offset-checkpoint``: each
+        partition's high watermark, atomically (Kafka's
+        ``replica.high.watermark.checkpoint.interval.ms`` task).
+
+        Raises:
+            OSError: Writing a checkpoint failed.
+        """
+        with self._checkpoint_lock:
+            marks = {key: plog.high_watermark for key, plog in list(self._logs.items())}
+            dirs = dict(self._dir_of)
+            for log_dir in self.log_dirs:
+                entries = {key: off for key, off in marks.items() if dirs.get(key) == log_dir}
+                write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, entries)
 
     def _checkpoint_if_moved(self) -> bool:
         current = {key: plog.recovery_point for key, plog in list(self._logs.items())}
@@ -382,6 +498,7 @@ class LogManager:
         if clean and first is None:
             try:
                 self.checkpoint_recovery_points()
+                self.checkpoint_high_watermarks()
                 for log_dir in self.log_dirs:
                     write_clean_shutdown_marker(log_dir)
             except BaseException as exc:

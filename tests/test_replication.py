@@ -171,9 +171,10 @@ def test_follower_copies_the_leader_and_acks_all_waits_for_it(brokers):
     assert (error, values) == (NONE, [b"a0", b"a1", b"a2"])
     r = produce(brokers[2], [b"b3"], acks=-1)
     assert (r["error_code"], r["base_offset"]) == (NONE, 3)
-    # The new follower (1) copied it too: its leader epoch cache says so.
+    # Broker 1 copied it too. Leader again (epoch 2), it exposes it once the
+    # high watermark moves: when broker 2, now its follower, has fetched.
     ctl.send(leader=1, leader_epoch=2, isr=(1, 2))
-    assert consume(brokers[1])[1] == [b"a0", b"a1", b"a2", b"b3"]
+    wait_until(lambda: consume(brokers[1])[1] == [b"a0", b"a1", b"a2", b"b3"], what="the high watermark to reach 4")
     with SocketClient(brokers[1].host, brokers[1].port, client_id="t", timeout=10) as c:
         ans = c.request(OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": 2, "topics": [{"topic": TOPIC, "partitions": [
             {"partition": 0, "current_leader_epoch": 2, "leader_epoch": 0}]}]})
@@ -219,11 +220,11 @@ def test_lost_follower_leaves_the_isr_and_min_insync_replicas_refuses_acks_all(b
     wait_until(lambda: isr_of(brokers[1]) == [1, 2], what="broker 2 to rejoin the ISR")
     assert consume(brokers[1])[1] == before + [b"alone"]
     ctl.send(leader=2, leader_epoch=22, isr=(1, 2))
-    assert consume(brokers[2])[1] == before + [b"alone"]
+    wait_until(lambda: consume(brokers[2])[1] == before + [b"alone"], what="broker 2 to serve every record")
 
 
-def test_min_insync_replicas_refuses_and_consumers_stop_at_the_high_watermark():
-    props = {**PROPS, "min.insync.replicas": 2}
+def test_consumers_stop_at_the_high_watermark_and_an_unclean_leader_truncates_the_old_one():
+    props = {**PROPS, "min.insync.replicas": 2, "replica.lag.time.max.ms": 4000}
     a = BrokerProcess(properties={**props, "broker.id": 1})
     b = BrokerProcess(properties={**props, "broker.id": 2})
     with a, b:
@@ -231,11 +232,9 @@ def test_min_insync_replicas_refuses_and_consumers_stop_at_the_high_watermark():
         ctl.send(leader=1, leader_epoch=0, isr=(1, 2))
         assert produce(a, [b"r0", b"r1"], acks=-1)["error_code"] == NONE
         b.kill()
-        wait_until(lambda: isr_of(a) == [1], what="ISR to shrink")
-        r = produce(a, [b"refused"], acks=-1)
-        assert r["error_code"] == NOT_ENOUGH_REPLICAS
-        # acks=1 is written, but not committed: consumers stop at the high
-        # watermark (2) while the log end offset is 3.
+        # Broker 2 is still in the ISR (for replica.lag.time.max.ms): an
+        # acks=1 write is in the leader's log but not committed, so consumers
+        # stop at the high watermark (2) while the log end offset is 3.
         assert produce(a, [b"uncommitted"], acks=1)["error_code"] == NONE
         error, values, hw = consume(a)
         assert (error, values, hw) == (NONE, [b"r0", b"r1"], 2)
@@ -243,17 +242,22 @@ def test_min_insync_replicas_refuses_and_consumers_stop_at_the_high_watermark():
             latest = c.request(LIST_OFFSETS, 1, {"replica_id": -1, "topics": [{"name": TOPIC, "partitions": [
                 {"partition_index": 0, "timestamp": -1}]}]})
         assert latest["topics"][0]["partitions"][0]["offset"] == 2
+        # Once broker 2 leaves the ISR, min.insync.replicas=2 refuses acks=-1
+        # writes and appends nothing.
+        wait_until(lambda: isr_of(a) == [1], what="ISR to shrink")
+        assert produce(a, [b"refused"], acks=-1)["error_code"] == NOT_ENOUGH_REPLICAS
+        assert consume(a)[1] == [b"r0", b"r1", b"uncommitted"]
 
-        # Leader 1 dies too; broker 2 (which never got "uncommitted") comes
-        # back and is elected (epoch 1) with an empty ISR but itself.
+        # Broker 1 dies; broker 2, which never got "uncommitted", comes back
+        # and is made leader (epoch 1: an unclean election, it was out of the ISR).
         a.kill()
         b.start()
         ctl.send(leader=2, leader_epoch=1, isr=(2,), to=(2,))
         assert produce(b, [b"from-2"], acks=1)["error_code"] == NONE
-        # Broker 1 returns as a follower: KIP-101 truncation drops the
-        # uncommitted record it alone had, then it copies the new leader's log.
+        # Broker 1 returns as a follower: KIP-101 truncation drops the record
+        # it alone had (offset 2), then it copies the new leader's log.
         a.start()
         ctl.send(leader=2, leader_epoch=1, isr=(2,))
         wait_until(lambda: isr_of(b) == [1, 2], what="broker 1 to rejoin the ISR")
         ctl.send(leader=1, leader_epoch=2, isr=(1, 2))
-        assert consume(a)[1] == [b"r0", b"r1", b"from-2"]
+        wait_until(lambda: consume(a)[1] == [b"r0", b"r1", b"from-2"], what="broker 1 to serve the new leader's log")

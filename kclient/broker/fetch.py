@@ -64,7 +64,6 @@ from kclient.errors import (
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.records.codecs import CodecError
 from kclient.protocol.records.formats import fetch_magic
-from kclient.protocol.records.scan import scan_batches
 
 if TYPE_CHECKING:
     from kclient.broker.handlers import BrokerState
@@ -98,14 +97,6 @@ class _Empty:
     def __init__(self, hw: int, log_start_offset: int) -> None:
         self.high_watermark = hw
         self.log_start_offset = log_start_offset
-
-
-def _cut_at(records: bytes, offset: int) -> bytes:
-    """``records`` up to the first batch whose last offset is ``>= offset``."""
-    for info in scan_batches(records):
-        if info.last_offset >= offset:
-            return records[: info.position]
-    return records
 
 
 def leader_error(state: BrokerState, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
@@ -184,17 +175,13 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
                     records: Any = b""
                     result: Any = _Empty(hw, plog.log_start_offset)
                 elif use_slices:
-                    result = plog.read_slice(fetch_offset, max(limit, 0), min_one_batch=min_one)
-                    if bound is not None and bound < result.log_end_offset:
-                        result.end_before(bound)
+                    result = plog.read_slice(fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=bound)
                     records = result if result.length else b""
                     if not result.length:
                         result.release()
                 else:
-                    result = plog.read(fetch_offset, max(limit, 0), min_one_batch=min_one)
+                    result = plog.read(fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=bound)
                     records = result.records
-                    if bound is not None and bound < result.log_end_offset:
-                        records = _cut_at(records, bound)
                 if follower:
                     part.record_follower_fetch(replica_id, fetch_offset, now_ms())
             except BrokerResponseError as exc:

@@ -131,6 +131,8 @@ class Partition:
         """Become (or stay) leader with a LeaderAndIsr partition state."""
         new_epoch = state["leader_epoch"] != self.leader_epoch or not self.is_leader
         self._apply_state(state)
+        # From now on the replication layer moves the high watermark.
+        self.log.update_high_watermark(self.log.high_watermark)
         if new_epoch:
             leo = self.log.log_end_offset
             self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
@@ -155,6 +157,7 @@ class Partition:
         changed (the fetcher must truncate and restart)."""
         changed = state["leader"] != self.leader_id or state["leader_epoch"] != self.leader_epoch
         self._apply_state(state)
+        self.log.update_high_watermark(self.log.high_watermark)
         self.remote = {}
         self._wake()
         if changed:

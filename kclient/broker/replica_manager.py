@@ -40,6 +40,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from kclient.broker.metadata_cache import MetadataCache
@@ -142,6 +143,7 @@ class ReplicaManager:
                     continue
                 if self.zk is None:
                     part.apply_isr(isr, part.zk_version)
+                    self._cache_isr(part)
                     continue
                 path = partition_state_path(part.topic, part.partition)
                 data = PartitionState(self.broker_id, isr, part.leader_epoch, part.controller_epoch).to_json()
@@ -163,6 +165,7 @@ class ReplicaManager:
                     continue
                 log.info("%s-%d: ISR is now %s (was %s)", part.topic, part.partition, list(isr), list(part.isr))
                 part.apply_isr(isr, version)
+                self._cache_isr(part)
                 note = json.dumps({"version": 1, "partitions": [{"topic": part.topic, "partition": part.partition}]}).encode()
                 try:
                     await trio.to_thread.run_sync(self.zk.create_sequential, ISR_CHANGE_NOTIFICATION_PREFIX, note)
@@ -170,6 +173,13 @@ class ReplicaManager:
                     log.warning("cannot write an ISR change notification: %s", exc)
             finally:
                 part.isr_change_pending = False
+
+    def _cache_isr(self, part: Partition) -> None:
+        """Show this broker's own ISR change in its metadata cache at once
+        (the controller's UpdateMetadata follows in a cluster)."""
+        meta = self.metadata_cache.partition(part.topic, part.partition)
+        if meta is not None and meta.leader_epoch == part.leader_epoch:
+            self.metadata_cache.upsert(attrs.evolve(meta, isr=part.isr, zk_version=part.zk_version))
 
     async def _refresh_zk_version(self, part: Partition) -> None:
         """Re-read a partition's state znode; keep its version if it still

@@ -613,7 +613,7 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            if api is SASL_HANDSHAKE or api is SASL_AUTHENTICATE:  # not in APIS (decode_request's table)
+            if api.key not in APIS:  # SASL and inter-broker APIs: not in decode_request's table
                 body = api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
             else:
                 body = decode_request(header, frame)

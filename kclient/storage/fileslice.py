@@ -109,18 +109,6 @@ class FileSlice:
     def __len__(self) -> int:
         return self.length
 
-    def end_before(self, offset: int) -> None:
-        """Shorten the slice so that it ends before the batch holding
-        ``offset`` (a consumer's read stops at the high watermark, which
-        lies on a batch boundary). A slice left empty stays valid (release
-        it as usual)."""
-        if self._segment is None or not self.length:
-            return
-        info = self._segment.find_batch(offset)
-        if info is not None and info.position < self.position + self.length:
-            self.length = max(0, info.position - self.position)
-
-
     def read(self, offset: int = 0, size: int | None = None) -> bytes:
         """Read the slice's bytes with ``os.pread``.
 

@@ -15,7 +15,8 @@ from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
 from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FETCH, PRODUCE
-from kclient.protocol.records import build_batch, iter_record_set, scan_batches
+from kclient.protocol.records import build_batch as _build_batch
+from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
 
 #: The first frame each real client sends on a new connection, captured on
@@ -54,6 +55,13 @@ FIRST_REQUESTS = [
 ]
 
 TIMEOUT = 15  # seconds any single exchange may take before the test fails
+
+
+def build_batch(*args, **kwargs) -> bytes:
+    """A v2 batch as the broker stores it: its leader stamps its leader
+    epoch (0 on a standalone broker) into every batch (KIP-101)."""
+    kwargs.setdefault("partition_leader_epoch", 0)
+    return _build_batch(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- helpers
@@ -133,7 +141,8 @@ async def create(client: TrioClient, topic: str) -> None:
 # FindCoordinator 0-2 answers with this broker and OffsetFetch 1-5 with "no
 # committed offset" (issue 4).
 EXPECTED_VERSIONS = {
-    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 9: (1, 5), 10: (0, 2), 17: (0, 1), 18: (0, 3), 22: (0, 1), 36: (0, 1)
+    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 4: (0, 3), 5: (0, 1), 6: (0, 5), 9: (1, 5), 10: (0, 2),
+    17: (0, 1), 18: (0, 3), 22: (0, 1), 23: (0, 3), 36: (0, 1)
 }
 
 

@@ -31,7 +31,8 @@ from kclient.client.producer.producer import Producer, ProducerData
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, PRODUCE
-from kclient.protocol.records import build_batch, codecs, iter_record_set, scan_batches
+from kclient.protocol.records import build_batch as _build_batch
+from kclient.protocol.records import codecs, iter_record_set, scan_batches
 from kclient.protocol.records.legacy import build_entry, build_message, build_message_set, read_message
 from kclient.protocol.records.v2 import read_header, validate_batch
 from kclient.testing import BrokerProcess
@@ -54,6 +55,13 @@ TOPIC_CONFIGS = {
 
 LEGACY_CODECS = ["none", "gzip", "snappy", "lz4"]
 TS = 1_600_000_000_000
+
+
+def build_batch(*args, **kwargs) -> bytes:
+    """A v2 batch as the broker stores it: its leader stamps its leader
+    epoch (0 on a standalone broker) into every batch (KIP-101)."""
+    kwargs.setdefault("partition_leader_epoch", 0)
+    return _build_batch(*args, **kwargs)
 
 
 def write_topic_configs(path: Path, configs: dict) -> Path:

@@ -39,7 +39,9 @@ from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
+    COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
+    KafkaError,
     INVALID_REQUEST,
     INVALID_REQUIRED_ACKS,
     INVALID_TOPIC_EXCEPTION,
@@ -761,9 +763,18 @@ class RequestHandlers:
     async def init_producer_id(self, header: RequestHeader, body: dict) -> dict:
         """InitProducerId v0-1 (KIP-98): a new producer id with epoch 0 for
         an idempotent producer; a transactional id keeps its producer id and
-        gets the next epoch. Sequence numbers are not checked yet."""
+        gets the next epoch. In a cluster the ids come from blocks claimed in
+        ZooKeeper (`kclient.broker.meta.claim_producer_id_block`), so no two
+        brokers hand out the same id; the partition leaders check the
+        sequence numbers (`kclient.storage.Log.append`)."""
         state = self.state
         txn = body.get("transactional_id")
+        if state.producer_ids.needs_block and state.producer_ids.zk is not None:
+            try:
+                await trio.to_thread.run_sync(state.producer_ids.ensure_block)
+            except KafkaError as exc:
+                log.warning("InitProducerId: %s", exc)
+                return {"throttle_time_ms": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
         if txn is None:
             pid, epoch = state.producer_ids.allocate(), 0
         else:

@@ -113,11 +113,89 @@ class ProducerIdAllocator:
         self._next = start
         self._block_end = start  # nothing reserved yet
 
+        #: With a ZooKeeper session, blocks come from the cluster-wide
+        #: ``/latest_producer_id_block`` instead (see `allocate`).
+        self.zk = None
+        self.broker_id = -1
+
     def allocate(self) -> int:
-        """The next producer id (int64 >= 0)."""
+        """The next producer id (int64 >= 0). Blocking: with ``zk`` set,
+        a new block is claimed in ZooKeeper (call from a worker thread).
+
+        Raises:
+            kclient.errors.ZooKeeperError: The block cannot be claimed.
+        """
         if self._next >= self._block_end:
-            self._block_end = self._next + self._block_size
-            _write_atomically(self._path, f"{self._block_end}\n")
+            if self.zk is not None:
+                self._next, self._block_end = claim_producer_id_block(self.zk, self.broker_id, self._block_size)
+            else:
+                self._block_end = self._next + self._block_size
+                _write_atomically(self._path, f"{self._block_end}\n")
         pid = self._next
         self._next += 1
         return pid
+
+    @property
+    def needs_block(self) -> bool:
+        """True if the next `allocate` claims a new block (may block)."""
+        return self._next >= self._block_end
+
+    def ensure_block(self) -> None:
+        """Claim a new block now if the current one is used up (blocking),
+        so that the next `allocate` does not block."""
+        if self.needs_block and self.zk is not None:
+            self._next, self._block_end = claim_producer_id_block(self.zk, self.broker_id, self._block_size)
+
+
+#: Kafka's znode of the last producer id block handed out in the cluster.
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+
+
+def claim_producer_id_block(zk, broker_id: int, size: int) -> tuple[int, int]:
+    """Claim the next ``size`` producer ids for ``broker_id`` in
+    ``/latest_producer_id_block`` (Kafka's ZooKeeper-era
+    ``ProducerIdManager``: JSON ``{"version":1,"broker":B,"block_start":"S",
+    "block_end":"E"}``, E inclusive, advanced with a conditional write so
+    two brokers never get the same block).
+
+    Args:
+        zk (kclient.zk.client.ZkClient): A started session.
+        broker_id: The claiming broker.
+        size: Ids per block.
+
+    Returns:
+        ``(first id, first id after the block)``.
+
+    Raises:
+        kclient.errors.ZooKeeperError: ZooKeeper failed.
+    """
+    import json
+
+    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, ZookeeperError
+
+    from kclient.errors import ZooKeeperError
+
+    kazoo = zk.kazoo
+    for _ in range(100):
+        try:
+            try:
+                data, stat = kazoo.get(PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                start = 0
+                doc = {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(start + size - 1)}
+                try:
+                    kazoo.create(PRODUCER_ID_BLOCK_PATH, json.dumps(doc).encode(), makepath=True)
+                except NodeExistsError:
+                    continue
+                return start, start + size
+            start = int(json.loads(data)["block_end"]) + 1 if data else 0
+            doc = {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(start + size - 1)}
+            try:
+                kazoo.set(PRODUCER_ID_BLOCK_PATH, json.dumps(doc).encode(), version=stat.version)
+            except BadVersionError:
+                continue
+            log.info("broker %d claimed producer ids %d..%d", broker_id, start, start + size - 1)
+            return start, start + size
+        except (ZookeeperError, ValueError, KeyError) as exc:
+            raise ZooKeeperError(f"cannot claim a producer id block in {PRODUCER_ID_BLOCK_PATH}: {exc}") from exc
+    raise ZooKeeperError(f"cannot claim a producer id block in {PRODUCER_ID_BLOCK_PATH}: too much contention")

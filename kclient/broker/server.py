@@ -329,6 +329,8 @@ class Broker:
                     log.warning("listening on every interface with no TLS and no authentication")
             if registrar is not None:
                 state.replica_manager.zk = registrar.client
+                state.producer_ids.zk = registrar.client
+                state.producer_ids.broker_id = state.broker_id
             for topic, count in sorted(state.logs.topics().items()):
                 await state.replica_manager.lead_locally(topic, range(count))
             async with trio.open_nursery() as nursery:

@@ -49,6 +49,10 @@ UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -451,6 +455,26 @@ class FencedLeaderEpochError(BrokerResponseError):
 @_code(UNKNOWN_LEADER_EPOCH, "UNKNOWN_LEADER_EPOCH", retriable=True)
 class UnknownLeaderEpochError(BrokerResponseError):
     """75: the request's leader epoch is newer than the broker's (KIP-320)."""
+
+
+@_code(INVALID_PARTITIONS, "INVALID_PARTITIONS")
+class InvalidPartitionsError(BrokerResponseError):
+    """37: the number of partitions is invalid (below 1)."""
+
+
+@_code(INVALID_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR")
+class InvalidReplicationFactorError(BrokerResponseError):
+    """38: the replication factor is below 1 or above the live brokers."""
+
+
+@_code(INVALID_REPLICA_ASSIGNMENT, "INVALID_REPLICA_ASSIGNMENT")
+class InvalidReplicaAssignmentError(BrokerResponseError):
+    """39: a manual replica assignment is invalid."""
+
+
+@_code(INVALID_CONFIG, "INVALID_CONFIG")
+class InvalidConfigurationError(BrokerResponseError):
+    """40: a topic config name or value is invalid."""
 
 
 @_code(UNSUPPORTED_COMPRESSION_TYPE, "UNSUPPORTED_COMPRESSION_TYPE")

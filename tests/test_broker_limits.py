@@ -492,7 +492,10 @@ def test_slow_reader_blocks_only_itself(tmp_path, version):
                 assert r["error_code"] == 0
                 p = fetch(writer, topic, 0, r["base_offset"])
                 stored = bytes(p["records"])[: len(batch)]
-                assert stored[8:] == batch[8:]  # the log assigned the base offset
+                # The log assigned the base offset and stamped the leader's
+                # epoch (0); the rest, CRC included, is the batch as sent.
+                assert stored[8:12] == batch[8:12] and stored[12:16] == b"\x00\x00\x00\x00"
+                assert stored[16:] == batch[16:]
                 ping(proc)
             during = rss_kib(pid)
         finally:

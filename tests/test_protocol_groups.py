@@ -782,11 +782,16 @@ def test_update_metadata_v0_and_v5_by_hand():
 
 
 def test_apis_is_still_what_the_broker_serves():
-    """The broker serves `APIS` plus the SASL APIs (which it advertises on
-    every listener, as Kafka does; `kclient.broker.security` answers them)."""
+    """The broker serves `APIS`, the SASL APIs (which it advertises on
+    every listener, as Kafka does; `kclient.broker.security` answers them)
+    and the inter-broker and admin APIs; it decodes exactly what it serves."""
     from kclient.broker.handlers import SUPPORTED_VERSIONS
+    from kclient.broker.server import _BROKER_APIS
 
-    assert set(SUPPORTED_VERSIONS) == set(APIS) | {SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key}
+    assert set(SUPPORTED_VERSIONS) == set(_BROKER_APIS)
+    assert set(APIS) | {SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key} <= set(SUPPORTED_VERSIONS)
+    for key, (lo, hi) in SUPPORTED_VERSIONS.items():
+        assert _BROKER_APIS[key].min_version <= lo <= hi <= _BROKER_APIS[key].max_version, key
     assert APIS[OFFSET_FETCH.key] is OFFSET_FETCH and OFFSET_FETCH.max_version == 5
     for key, api in ALL_APIS.items():
         if key in APIS and api is not OFFSET_FETCH_FULL:

@@ -214,6 +214,10 @@ def test_broker_restart_registers_existing_topics_and_leaves_on_stop(zookeeper, 
             reg = BrokerRegistration.from_json(4, zk.get("/restart/brokers/ids/4"))
             assert reg.port == broker.port
             assert TopicAssignment.from_json(zk.get("/restart/brokers/topics/kept")).partition_ids == [0, 1]
+            # The controller (this broker) writes the partition states just after start-up.
+            deadline = time.monotonic() + 15
+            while zk.get("/restart/brokers/topics/kept/partitions/1/state") is None and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert PartitionState.from_json(zk.get("/restart/brokers/topics/kept/partitions/1/state")).leader == 4
     finally:
         zk.close()

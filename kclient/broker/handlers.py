@@ -44,7 +44,6 @@ from kclient.errors import (
     KafkaError,
     INVALID_REQUEST,
     INVALID_REQUIRED_ACKS,
-    INVALID_TOPIC_EXCEPTION,
     LEADER_NOT_AVAILABLE,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
@@ -52,13 +51,11 @@ from kclient.errors import (
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
     ConfigError,
-    InvalidTopicError,
-    TopicAlreadyExistsError,
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.list_offsets import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.protocol.records import iter_record_set
-from kclient.storage import Log, LogConfig, LogManager, validate_topic_name
+from kclient.storage import Log, LogConfig, LogManager
 
 log = logging.getLogger("kclient.broker")
 
@@ -86,6 +83,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     6: (0, 5),  # UpdateMetadata (controller -> broker)
     17: (0, 1),  # SaslHandshake (KIP-43; v1: tokens in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
+    19: (0, 4),  # CreateTopics (KIP-4)
+    20: (0, 3),  # DeleteTopics (KIP-4)
     22: (0, 1),  # InitProducerId
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
     36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
@@ -215,6 +214,10 @@ class BrokerState:
         #: This broker's replicas and the controller's view of the cluster
         #: (`kclient.broker.replica_manager.ReplicaManager`).
         self.replica_manager = ReplicaManager(self)
+        from kclient.broker.topic_admin import TopicAdmin
+
+        #: Topic creation and deletion (`kclient.broker.topic_admin.TopicAdmin`).
+        self.topic_admin = TopicAdmin(self)
 
     @property
     def metadata_cache(self):
@@ -296,19 +299,7 @@ class BrokerState:
             return NONE
         if not (allow_create and self.auto_create_topics):
             return UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            validate_topic_name(name)
-            self.logs.create_topic(name, self.num_partitions)
-            log.info("auto-created topic %s with %d partition(s)", name, self.num_partitions)
-            await self.replica_manager.lead_locally(name, range(self.num_partitions), is_new=True)
-            for listener in self.topic_listeners:
-                listener(name, self.num_partitions)
-        except TopicAlreadyExistsError:
-            pass
-        except InvalidTopicError as exc:
-            log.info("not creating topic %r: %s", name, exc)
-            return INVALID_TOPIC_EXCEPTION
-        return NONE
+        return await self.topic_admin.auto_create(name)
 
 
 def _first_record_at(plog: Log, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:
@@ -352,6 +343,8 @@ class RequestHandlers:
             18: self.api_versions,
             22: self.init_producer_id,
             23: self.offset_for_leader_epoch,
+            19: self.create_topics,
+            20: self.delete_topics,
             4: self.leader_and_isr,
             5: self.stop_replica,
             6: self.update_metadata,
@@ -757,6 +750,16 @@ class RequestHandlers:
                 parts.append({"error_code": NONE, "partition": index, "leader_epoch": epoch, "end_offset": end})
             topics.append({"topic": t["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------ topics
+
+    async def create_topics(self, header: RequestHeader, body: dict) -> dict:
+        """CreateTopics v0-4: `kclient.broker.topic_admin.TopicAdmin.create_topics`."""
+        return await self.state.topic_admin.create_topics(body, header.api_version)
+
+    async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
+        """DeleteTopics v0-3: `kclient.broker.topic_admin.TopicAdmin.delete_topics`."""
+        return await self.state.topic_admin.delete_topics(body, header.api_version)
 
     # ------------------------------------------------------------ InitProducerId
 

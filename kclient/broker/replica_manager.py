@@ -95,11 +95,12 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ tasks
 
-    async def run(self) -> None:
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the fetchers, the ISR writer and the periodic ISR and
         high-watermark checkpoint jobs until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetchers.run)
+            task_status.started()
             nursery.start_soon(self._isr_writer)
             nursery.start_soon(self._isr_expiry)
             nursery.start_soon(self._checkpoint_high_watermarks)

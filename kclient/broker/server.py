@@ -77,6 +77,7 @@ from typing import Any
 
 import trio
 
+from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
 from kclient.broker.handlers import (
     SUPPORTED_VERSIONS,
@@ -110,6 +111,8 @@ from kclient.protocol.connection import (
 from kclient.protocol.messages import (
     API_VERSIONS,
     APIS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
     FETCH,
     LEADER_AND_ISR,
     OFFSET_FOR_LEADER_EPOCH,
@@ -132,6 +135,9 @@ _BROKER_APIS = {
     STOP_REPLICA.key: STOP_REPLICA,
     UPDATE_METADATA.key: UPDATE_METADATA,
     OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
+    # Admin (KIP-4).
+    CREATE_TOPICS.key: CREATE_TOPICS,
+    DELETE_TOPICS.key: DELETE_TOPICS,
 }
 
 #: Largest single receive from a client socket (bytes), and so the most
@@ -212,6 +218,8 @@ class Broker:
         self.connection_count = 0
         self._handlers: RequestHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
+        #: The `kclient.broker.controller.Controller` (ZooKeeper mode only).
+        self.controller: Controller | None = None
         self._scope: trio.CancelScope | None = None
         self.listeners: list[ListenerRuntime] = []
         self.ports: dict[str, int] = {}
@@ -289,7 +297,6 @@ class Broker:
                         await listener.aclose()
                 state.close()
                 raise
-            state.topic_listeners.append(registrar.topic_created)
         self.state = state
         self.registrar = registrar
         self._handlers = RequestHandlers(state)
@@ -331,11 +338,19 @@ class Broker:
                 state.replica_manager.zk = registrar.client
                 state.producer_ids.zk = registrar.client
                 state.producer_ids.broker_id = state.broker_id
-            for topic, count in sorted(state.logs.topics().items()):
-                await state.replica_manager.lead_locally(topic, range(count))
+            controller = None
+            if registrar is None:
+                # Standalone: this broker leads every partition it holds.
+                for topic, count in sorted(state.logs.topics().items()):
+                    await state.replica_manager.lead_locally(topic, range(count))
+            else:
+                controller = Controller(state, registrar.client)
+            self.controller = controller
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
-                nursery.start_soon(state.replica_manager.run)
+                await nursery.start(state.replica_manager.run)
+                if controller is not None:
+                    await nursery.start(controller.run)
                 for runtime, group in bound:
                     nursery.start_soon(self._accept_all, group, runtime)
                 for name, period_ms, job in self._periodic_jobs(state):

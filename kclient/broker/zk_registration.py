@@ -10,13 +10,10 @@ With ``zookeeper.connect`` set, `BrokerRegistrar`:
   start-up once that node has outlived ``zookeeper.session.timeout.ms``
   (a broker killed and restarted quickly waits for its old session to
   expire, as Kafka 0.8 did);
-- creates ``/cluster/id`` if absent and claims ``/controller`` (ephemeral)
-  when no broker holds it, with ``/controller_epoch``;
-- writes ``/brokers/topics/<topic>`` (partition -> ``[broker.id]``) and
-  every partition's ``state`` (leader and ISR = this broker) for the topics
-  in its logs at start-up and for each topic created later (auto-creation):
-  the topic node first, then the state nodes, so a consumer never sees a
-  topic without its partition map;
+- creates ``/cluster/id`` if absent;
+- registers the topics of its logs that ZooKeeper does not know (logs
+  from a standalone run) with itself as their only replica (the
+  controller, `kclient.broker.controller`, then elects their leaders);
 - after its session is lost and a new one established, registers all of it
   again.
 
@@ -39,20 +36,14 @@ from kclient.errors import ZooKeeperError
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import (
     CLUSTER_ID_PATH,
-    CONTROLLER_PATH,
     BrokerRegistration,
-    ControllerRegistration,
-    PartitionState,
     TopicAssignment,
     broker_path,
     encode_cluster_id,
-    partition_state_path,
     topic_path,
 )
 
 log = logging.getLogger("kclient.broker")
-
-CONTROLLER_EPOCH_PATH = "/controller_epoch"
 
 _RESYNC = object()
 
@@ -163,29 +154,20 @@ class BrokerRegistrar:
             log.info("%s exists (an older session of this broker?); waiting for it to expire", path)
             time.sleep(0.5)
         log.info("registered broker %d at %s with endpoints %s", broker_id, path, ", ".join(registration.endpoints))
-        epoch = zk.get(CONTROLLER_EPOCH_PATH)
-        if epoch is None:
-            zk.create_persistent_if_absent(CONTROLLER_EPOCH_PATH, b"1")
-            epoch = zk.get(CONTROLLER_EPOCH_PATH) or b"1"
-        self.controller_epoch = int(epoch)
-        if zk.create_ephemeral_if_absent(CONTROLLER_PATH, ControllerRegistration(broker_id, now).to_json()):
-            log.info("broker %d is the controller (epoch %d)", broker_id, self.controller_epoch)
         for topic, count in sorted(state.logs.topics().items()):
             self._register_topic(topic, count)
 
     def _register_topic(self, topic: str, count: int) -> None:
+        """A topic this broker holds logs of, unknown to ZooKeeper (logs
+        from a standalone run): registered with this broker as its only
+        replica; the controller elects it leader."""
         if count <= 0:
             return
         zk = self.client
         broker_id = self.state.broker_id
         assignment = TopicAssignment({p: (broker_id,) for p in range(count)})
-        zk.write_persistent(topic_path(topic), assignment.to_json())
-        for p in range(count):
-            zk.write_ephemeral(
-                partition_state_path(topic, p),
-                PartitionState(broker_id, (broker_id,), 0, self.controller_epoch).to_json(),
-            )
-        log.info("registered topic %s (%d partitions, leader %d) in ZooKeeper", topic, count, broker_id)
+        if zk.create_persistent_if_absent(topic_path(topic), assignment.to_json()):
+            log.info("registered local topic %s (%d partitions on broker %d) in ZooKeeper", topic, count, broker_id)
 
 
-__all__ = ["BrokerRegistrar", "CONTROLLER_EPOCH_PATH"]
+__all__ = ["BrokerRegistrar"]

@@ -210,6 +210,15 @@ class BrokerConfig(_KafkaConfig):
     """How often (ms) the broker applies the retention settings to every log."""
     auto_create_topics_enable: bool = prop("auto.create.topics.enable", _to_bool, True)
     """Create unknown topics when a client asks for their metadata."""
+    default_replication_factor: int = prop("default.replication.factor", _to_int, 1, _at_least(1))
+    """Replicas of each partition of an auto-created topic (and of a
+    CreateTopics request asking for -1)."""
+    delete_topic_enable: bool = prop("delete.topic.enable", _to_bool, True)
+    """Whether DeleteTopics (and ``kclient topics --delete``) delete topics."""
+    unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", _to_bool, False)
+    """Whether a replica outside the ISR may become leader when no in-sync
+    replica is alive (availability over durability: acknowledged records
+    may be lost); a topic's own setting wins."""
     min_insync_replicas: int = prop("min.insync.replicas", _to_int, 1, _at_least(1))
     """With ``acks=-1`` a produce needs at least this many in-sync replicas
     (else NOT_ENOUGH_REPLICAS); a topic's own ``min.insync.replicas`` wins."""

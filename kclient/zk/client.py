@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import trio
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
@@ -204,6 +204,45 @@ class ZkClient:
         except NoNodeError:
             pass
         self._kazoo.create(path, data, ephemeral=True, makepath=True)
+
+    @_zk_errors
+    def get_versioned(self, path: str) -> tuple[bytes, int] | None:
+        """The node's data and ZooKeeper data version, or None if absent."""
+        try:
+            data, stat = self._kazoo.get(path)
+        except NoNodeError:
+            return None
+        return data, stat.version
+
+    @_zk_errors
+    def set_versioned(self, path: str, data: bytes, version: int) -> int | None:
+        """Replace the node's data only if its version is still ``version``
+        (a conditional write).
+
+        Returns:
+            The new version; ``None`` if the version moved or the node is gone.
+        """
+        try:
+            stat = self._kazoo.set(path, data, version=version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    @_zk_errors
+    def create_versioned(self, path: str, data: bytes) -> int | None:
+        """Create a persistent node (and parents); its version (0), or
+        ``None`` if it exists already."""
+        try:
+            self._kazoo.create(path, data, makepath=True)
+        except NodeExistsError:
+            return None
+        return 0
+
+    @_zk_errors
+    def create_sequential(self, path_prefix: str, data: bytes) -> str:
+        """Create a persistent sequential node ``<path_prefix><10 digits>``
+        (parents created); returns its path."""
+        return self._kazoo.create(path_prefix, data, sequence=True, makepath=True)
 
     @_zk_errors
     def ensure_path(self, path: str) -> None:

@@ -1,0 +1,534 @@
+"""The controller: one broker of a ZooKeeper cluster decides who leads
+what (Kafka's ZooKeeper-era ``KafkaController``; Kafka documentation,
+"Replication" and the ZooKeeper layout of "Distribution").
+
+Every broker runs a `Controller`; the one that creates the ephemeral
+``/controller`` node (``{"version":1,"brokerid":N,"timestamp":"ms"}``) is
+active and increments ``/controller_epoch``. When its session ends the node
+disappears and every broker races to take over. All events (ZooKeeper
+watches fire on kazoo's thread) are queued and handled one at a time on
+the broker's trio loop, as Kafka's ``ControllerEventManager`` does.
+
+When active it:
+
+- on election, reads the live brokers, every topic's replica assignment
+  and every partition's state znode, creates the states of partitions that
+  have none, elects leaders for partitions without a live one, and sends
+  every live broker UpdateMetadata and each replica its LeaderAndIsr;
+- on a new topic (``/brokers/topics`` children): writes each partition's
+  state (leader = first live replica, ISR = live replicas, leader epoch 0)
+  and tells the replicas;
+- on a broker leaving (``/brokers/ids`` children): elects a new leader
+  for each partition it led, from the ISR's live members in replica order;
+  with none, from any live replica if ``unclean.leader.election.enable``
+  (per topic or broker), else the partition stays offline (leader -1, ISR
+  kept) until an ISR member returns; removes it from other partitions' ISR.
+  Each change bumps the leader epoch and is a conditional write of the
+  state znode;
+- on a broker joining: sends it metadata and its partitions' states, and
+  elects leaders for offline partitions it can lead;
+- on ``/isr_change_notification`` (leaders' ISR changes): re-reads those
+  partitions and sends every broker fresh metadata;
+- on ``/admin/delete_topics/<topic>`` (with ``delete.topic.enable``):
+  StopReplica with deletion to the replicas, removes the topic's znodes and
+  tells every broker (leader -2 in UpdateMetadata).
+
+Requests go out through `kclient.broker.controller_channel`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+from kazoo.client import KazooState
+from kazoo.recipe.watchers import DataWatch
+
+from kclient.broker.controller_channel import ControllerChannel
+from kclient.broker.metadata_cache import LEADER_DURING_DELETE
+from kclient.broker.topic_admin import DELETE_TOPICS_PATH, TOPIC_CONFIG_PATH
+from kclient.clock import now_ms
+from kclient.config.convert import _to_bool
+from kclient.errors import KafkaError
+from kclient.protocol.messages import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from kclient.zk.client import TrioZk
+from kclient.zk.paths import (
+    BROKER_IDS_PATH,
+    BROKER_TOPICS_PATH,
+    CONTROLLER_PATH,
+    BrokerRegistration,
+    ControllerRegistration,
+    PartitionState,
+    TopicAssignment,
+    partition_state_path,
+    topic_path,
+)
+
+if TYPE_CHECKING:
+    from kclient.broker.handlers import BrokerState
+
+log = logging.getLogger("kclient.broker.controller")
+
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+
+#: Kafka's SecurityProtocol ids, for UpdateMetadata endpoints.
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@attrs.define
+class _Partition:
+    replicas: tuple[int, ...]
+    state: PartitionState | None = None
+    zk_version: int = 0
+
+
+class Controller:
+    """Runs on every broker with ``zookeeper.connect`` (see the module
+    docstring). ``state`` is the broker's `BrokerState` and ``zk`` its
+    `kclient.zk.client.ZkClient` session. Run `run` as a broker task."""
+
+    def __init__(self, state: BrokerState, zk) -> None:
+        self.state = state
+        self.config = state.config
+        self.broker_id = state.broker_id
+        self.zk = zk
+        self.active = False
+        self.epoch = 0
+        self.live: dict[int, BrokerRegistration] = {}
+        self.partitions: dict[tuple[str, int], _Partition] = {}
+        self.channel = ControllerChannel(
+            state.replica_manager,
+            backoff_ms=min(self.config.replica_fetch_backoff_ms, 500),
+            timeout_ms=self.config.replica_socket_timeout_ms,
+        )
+        self._send, self._receive = trio.open_memory_channel(math.inf)
+        self._tzk: TrioZk | None = None
+        self._watches: list[Any] = []
+
+    # ------------------------------------------------------------ plumbing
+
+    def _enqueue(self, *event: Any) -> None:
+        if self._tzk is not None:
+            self._tzk.deliver(self._send.send_nowait, event)
+
+    async def _zk(self, fn, *args):
+        return await trio.to_thread.run_sync(fn, *args)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Install the watches and handle events until cancelled."""
+        self._tzk = TrioZk(self.zk)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.channel.run)
+            kazoo = self.zk.kazoo
+            for path in (BROKER_IDS_PATH, BROKER_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH):
+                await self._zk(self.zk.ensure_path, path)
+
+            def on_controller(data, stat, event=None):
+                if data is None:
+                    self._enqueue("elect")
+                elif event is not None:
+                    self._enqueue("check")
+
+            self._watches.append(await self._zk(DataWatch, kazoo, CONTROLLER_PATH, on_controller))
+            for path, kind in (
+                (BROKER_IDS_PATH, "brokers"),
+                (BROKER_TOPICS_PATH, "topics"),
+                (ISR_CHANGE_NOTIFICATION_PATH, "isr"),
+                (DELETE_TOPICS_PATH, "delete"),
+            ):
+                await self._tzk.watch_children(path, lambda children, kind=kind: self._send.send_nowait((kind, list(children))))
+            self.zk.add_state_listener(self._on_session)
+            self._send.send_nowait(("elect",))
+            task_status.started()
+            async for event in self._receive:
+                try:
+                    await self._handle(event)
+                except KafkaError as exc:
+                    log.error("controller event %s failed: %s; retrying", event[0], exc)
+                    await trio.sleep(0.5)
+                    self._send.send_nowait(("elect",) if not self.active else event)
+                except Exception:
+                    log.exception("controller event %s failed", event[0])
+
+    def _on_session(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            self._enqueue("resign")
+        elif state == KazooState.CONNECTED:
+            self._enqueue("elect")
+
+    def close(self) -> None:
+        self.channel.close()
+
+    async def _handle(self, event: tuple) -> None:
+        kind = event[0]
+        if kind in ("elect", "check"):
+            await self._elect()
+        elif kind == "resign":
+            self._resign()
+        elif not self.active:
+            return
+        elif kind == "brokers":
+            await self._brokers_changed(set(int(b) for b in event[1] if b.isdigit()))
+        elif kind == "topics":
+            await self._topics_changed(set(event[1]))
+        elif kind == "isr":
+            await self._isr_changed(event[1])
+        elif kind == "delete":
+            await self._delete_topics(event[1])
+
+    # ------------------------------------------------------------ election
+
+    async def _elect(self) -> None:
+        data = await self._zk(self.zk.get, CONTROLLER_PATH)
+        if data is not None:
+            try:
+                holder = int(json.loads(data)["brokerid"])
+            except (ValueError, KeyError, TypeError):
+                holder = -1
+            owner = await self._zk(self.zk.owner_session, CONTROLLER_PATH)
+            if holder != self.broker_id or owner != self.zk.session_id:
+                # Another broker, or this broker's previous session (its node
+                # goes when that session expires; the watch then fires).
+                self._resign()
+                return
+            if self.active:
+                return
+        else:
+            created = await self._zk(self.zk.create_ephemeral_if_absent, CONTROLLER_PATH, ControllerRegistration(self.broker_id, now_ms()).to_json())
+            if not created:
+                self._resign()
+                return
+        self.epoch = await self._zk(self._increment_epoch)
+        self.active = True
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        await self._initialize()
+
+    def _increment_epoch(self) -> int:
+        while True:
+            found = self.zk.get_versioned(CONTROLLER_EPOCH_PATH)
+            if found is None:
+                if self.zk.create_versioned(CONTROLLER_EPOCH_PATH, b"1") is not None:
+                    return 1
+                continue
+            data, version = found
+            epoch = int(data or b"0") + 1
+            if self.zk.set_versioned(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version) is not None:
+                return epoch
+
+    def _resign(self) -> None:
+        if self.active:
+            log.info("broker %d is no longer the controller", self.broker_id)
+        self.active = False
+        self.channel.set_brokers({})
+
+    async def _initialize(self) -> None:
+        self.live = await self._zk(self._read_brokers, None)
+        self._update_channel()
+        self.partitions = {}
+        topics = await self._zk(self.zk.get_children, BROKER_TOPICS_PATH)
+        for topic in sorted(topics):
+            await self._load_topic(topic)
+        changed = await self._zk(self._initialize_states, list(self.partitions))
+        changed |= await self._zk(self._elect_leaders, list(self.partitions), set())
+        self._send_metadata_to(set(self.live))
+        self._send_leader_and_isr(list(self.partitions))
+        deletions = await self._zk(self.zk.get_children, DELETE_TOPICS_PATH)
+        if deletions:
+            await self._delete_topics(deletions)
+
+    def _read_brokers(self, only: set[int] | None) -> dict[int, BrokerRegistration]:
+        brokers = {}
+        for child in self.zk.get_children(BROKER_IDS_PATH):
+            if not child.isdigit() or (only is not None and int(child) not in only):
+                continue
+            data = self.zk.get(f"{BROKER_IDS_PATH}/{child}")
+            if data is None:
+                continue
+            try:
+                brokers[int(child)] = BrokerRegistration.from_json(int(child), data)
+            except ValueError as exc:
+                log.warning("broker %s registration unreadable: %s", child, exc)
+        return brokers
+
+    def _update_channel(self) -> None:
+        self.channel.set_brokers({bid: self._inter_broker_address(reg) for bid, reg in self.live.items()})
+
+    def _inter_broker_address(self, reg: BrokerRegistration) -> tuple[str, int]:
+        name = self.config.inter_broker_listener_name
+        for ep in reg.endpoints:
+            listener, _, rest = ep.partition("://")
+            host, _, port = rest.rpartition(":")
+            if name is None or listener.upper() == name.upper():
+                return host.strip("[]"), int(port)
+        return reg.host, reg.port
+
+    async def _load_topic(self, topic: str) -> list[tuple[str, int]]:
+        data = await self._zk(self.zk.get, topic_path(topic))
+        if data is None:
+            return []
+        try:
+            assignment = TopicAssignment.from_json(data)
+        except (ValueError, KeyError) as exc:
+            log.warning("topic %s: unreadable assignment: %s", topic, exc)
+            return []
+        keys = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            key = (topic, int(p))
+            found = await self._zk(self.zk.get_versioned, partition_state_path(topic, int(p)))
+            entry = _Partition(tuple(replicas))
+            if found is not None:
+                entry.state = PartitionState.from_json(found[0])
+                entry.zk_version = found[1]
+            self.partitions[key] = entry
+            keys.append(key)
+        return keys
+
+    # ------------------------------------------------------------ partition states (blocking, worker thread)
+
+    def _initialize_states(self, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Create the state znodes of new partitions with a live replica."""
+        changed = set()
+        for key in keys:
+            entry = self.partitions.get(key)
+            if entry is None or entry.state is not None:
+                continue
+            live = [r for r in entry.replicas if r in self.live]
+            if not live:
+                continue
+            state = PartitionState(live[0], tuple(live), 0, self.epoch)
+            version = self.zk.create_versioned(partition_state_path(*key), state.to_json())
+            if version is None:  # written meanwhile: take it
+                found = self.zk.get_versioned(partition_state_path(*key))
+                if found is None:
+                    continue
+                entry.state, entry.zk_version = PartitionState.from_json(found[0]), found[1]
+            else:
+                entry.state, entry.zk_version = state, version
+                log.info("%s-%d: new partition, leader %d, ISR %s", *key, state.leader, list(state.isr))
+            changed.add(key)
+        return changed
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        data = self.zk.get(f"{TOPIC_CONFIG_PATH}/{topic}")
+        if data:
+            try:
+                value = json.loads(data).get("config", {}).get("unclean.leader.election.enable")
+                if value is not None:
+                    return _to_bool(value)
+            except (ValueError, AttributeError):
+                pass
+        return self.config.unclean_leader_election_enable
+
+    def _elect_leaders(self, keys: list[tuple[str, int]], dead: set[int]) -> set[tuple[str, int]]:
+        """New leaders for partitions whose leader is not live, and ISRs
+        without the ``dead`` brokers; conditional writes (re-read and retried
+        on a version conflict). Returns the partitions changed."""
+        changed = set()
+        for key in keys:
+            for _ in range(10):
+                entry = self.partitions.get(key)
+                if entry is None or entry.state is None:
+                    break
+                st = entry.state
+                new = self._next_state(key, entry, dead)
+                if new is None:
+                    break
+                version = self.zk.set_versioned(partition_state_path(*key), new.to_json(), entry.zk_version)
+                if version is None:
+                    found = self.zk.get_versioned(partition_state_path(*key))
+                    if found is None:
+                        break
+                    entry.state, entry.zk_version = PartitionState.from_json(found[0]), found[1]
+                    continue
+                log.info(
+                    "%s-%d: leader %d -> %d (epoch %d), ISR %s -> %s", *key, st.leader, new.leader, new.leader_epoch, list(st.isr), list(new.isr)
+                )
+                entry.state, entry.zk_version = new, version
+                changed.add(key)
+                break
+        return changed
+
+    def _next_state(self, key: tuple[str, int], entry: _Partition, dead: set[int]) -> PartitionState | None:
+        st = entry.state
+        assert st is not None
+        live = self.live
+        isr = tuple(r for r in st.isr if r in live)
+        if st.leader in live:
+            if isr == st.isr or not isr:
+                return None
+            return PartitionState(st.leader, isr, st.leader_epoch + 1, self.epoch)
+        candidates = [r for r in entry.replicas if r in isr]
+        if candidates:
+            return PartitionState(candidates[0], isr, st.leader_epoch + 1, self.epoch)
+        others = [r for r in entry.replicas if r in live]
+        if others and self._unclean_allowed(key[0]):
+            log.warning("%s-%d: unclean leader election of %d (no live ISR member; data may be lost)", *key, others[0])
+            return PartitionState(others[0], (others[0],), st.leader_epoch + 1, self.epoch)
+        if st.leader == -1:
+            return None
+        # Offline: no leader; the ISR keeps the last members so that one of
+        # them is elected when it returns.
+        log.warning("%s-%d: no live in-sync replica (ISR %s): offline", *key, list(st.isr))
+        return PartitionState(-1, st.isr, st.leader_epoch + 1, self.epoch)
+
+    # ------------------------------------------------------------ requests
+
+    def _partition_state_body(self, key: tuple[str, int], *, is_new: bool = False, deleting: bool = False) -> dict:
+        entry = self.partitions[key]
+        st = entry.state or PartitionState(-1, (), 0, self.epoch)
+        return {
+            "topic_name": key[0],
+            "partition_index": key[1],
+            "controller_epoch": st.controller_epoch,
+            "leader": LEADER_DURING_DELETE if deleting else st.leader,
+            "leader_epoch": st.leader_epoch,
+            "isr": list(st.isr),
+            "partition_epoch": entry.zk_version,
+            "zk_version": entry.zk_version,
+            "replicas": list(entry.replicas),
+            "offline_replicas": [r for r in entry.replicas if r not in self.live],
+            "is_new": is_new,
+        }
+
+    def _live_brokers_body(self) -> list[dict]:
+        brokers = []
+        for bid, reg in sorted(self.live.items()):
+            endpoints = []
+            for ep in reg.endpoints:
+                listener, _, rest = ep.partition("://")
+                host, _, port = rest.rpartition(":")
+                protocol = reg.protocol_map.get(listener, listener).upper()
+                endpoints.append({"port": int(port), "host": host.strip("[]"), "listener": listener, "security_protocol": _PROTOCOL_IDS.get(protocol, 0)})
+            if not endpoints:
+                endpoints.append({"port": reg.port, "host": reg.host, "listener": "PLAINTEXT", "security_protocol": 0})
+            brokers.append({"id": bid, "endpoints": endpoints, "rack": None})
+        return brokers
+
+    def _send_metadata_to(self, brokers: set[int], keys: list[tuple[str, int]] | None = None, *, deleting: bool = False) -> None:
+        keys = list(self.partitions) if keys is None else keys
+        body = {
+            "controller_id": self.broker_id,
+            "controller_epoch": self.epoch,
+            "ungrouped_partition_states": [self._partition_state_body(k, deleting=deleting) for k in keys if k in self.partitions],
+            "live_brokers": self._live_brokers_body(),
+        }
+        for bid in brokers:
+            self.channel.send(bid, UPDATE_METADATA, 4, body)
+
+    def _send_leader_and_isr(self, keys, *, only: set[int] | None = None, is_new: bool = False) -> None:
+        per_broker: dict[int, list[dict]] = {}
+        for key in keys:
+            entry = self.partitions.get(key)
+            if entry is None or entry.state is None:
+                continue
+            body = self._partition_state_body(key, is_new=is_new)
+            for r in entry.replicas:
+                if r in self.live and (only is None or r in only):
+                    per_broker.setdefault(r, []).append(body)
+        for bid, states in per_broker.items():
+            leaders = {s["leader"] for s in states if s["leader"] in self.live}
+            live_leaders = []
+            for leader in sorted(leaders):
+                host, port = self._inter_broker_address(self.live[leader])
+                live_leaders.append({"broker_id": leader, "host_name": host, "port": port})
+            self.channel.send(
+                bid,
+                LEADER_AND_ISR,
+                1,
+                {"controller_id": self.broker_id, "controller_epoch": self.epoch, "ungrouped_partition_states": states, "live_leaders": live_leaders},
+            )
+
+    # ------------------------------------------------------------ events
+
+    async def _brokers_changed(self, current: set[int]) -> None:
+        known = set(self.live)
+        gone = known - current
+        new = current - known
+        if not gone and not new:
+            return
+        if new:
+            self.live.update(await self._zk(self._read_brokers, new))
+        for bid in gone:
+            self.live.pop(bid, None)
+        log.info("brokers changed: live %s (new %s, gone %s)", sorted(self.live), sorted(new), sorted(gone))
+        self._update_channel()
+        keys = list(self.partitions)
+        changed = await self._zk(self._initialize_states, keys)
+        changed |= await self._zk(self._elect_leaders, keys, gone)
+        self._send_metadata_to(set(self.live))
+        if changed:
+            self._send_leader_and_isr(sorted(changed))
+        if new:
+            # Returning brokers learn every partition they host.
+            self._send_leader_and_isr([k for k, e in self.partitions.items() if set(e.replicas) & new], only=new)
+
+    async def _topics_changed(self, topics: set[str]) -> None:
+        known = {t for t, _ in self.partitions}
+        added = sorted(topics - known)
+        if not added:
+            return
+        keys = []
+        for topic in added:
+            keys.extend(await self._load_topic(topic))
+        changed = await self._zk(self._initialize_states, keys)
+        changed |= await self._zk(self._elect_leaders, keys, set())
+        log.info("new topics %s", added)
+        self._send_leader_and_isr(sorted(k for k in keys), is_new=True)
+        self._send_metadata_to(set(self.live))
+
+    async def _isr_changed(self, children: list[str]) -> None:
+        if not children:
+            return
+        keys = set()
+        for child in children:
+            path = f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
+            data = await self._zk(self.zk.get, path)
+            if data:
+                try:
+                    for p in json.loads(data).get("partitions", []):
+                        keys.add((p["topic"], int(p["partition"])))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("unreadable ISR change notification %s", child)
+            await self._zk(self.zk.delete, path)
+        for key in keys:
+            entry = self.partitions.get(key)
+            if entry is None:
+                continue
+            found = await self._zk(self.zk.get_versioned, partition_state_path(*key))
+            if found is not None:
+                entry.state, entry.zk_version = PartitionState.from_json(found[0]), found[1]
+        self._send_metadata_to(set(self.live), sorted(keys))
+
+    async def _delete_topics(self, topics: list[str]) -> None:
+        for topic in sorted(set(topics)):
+            admin = f"{DELETE_TOPICS_PATH}/{topic}"
+            if not self.config.delete_topic_enable:
+                log.warning("topic %s marked for deletion, but delete.topic.enable is false", topic)
+                continue
+            keys = [k for k in self.partitions if k[0] == topic]
+            per_broker: dict[int, list[dict]] = {}
+            for key in keys:
+                for r in self.partitions[key].replicas:
+                    per_broker.setdefault(r, []).append({"topic_name": topic, "partition_index": key[1]})
+            for bid, parts in per_broker.items():
+                self.channel.send(
+                    bid,
+                    STOP_REPLICA,
+                    0,
+                    {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": True, "ungrouped_partitions": parts},
+                )
+            self._send_metadata_to(set(self.live), keys, deleting=True)
+            for key in keys:
+                del self.partitions[key]
+            await self._zk(lambda: self.zk.delete(topic_path(topic), recursive=True))
+            await self._zk(lambda: self.zk.delete(f"{TOPIC_CONFIG_PATH}/{topic}"))
+            await self._zk(self.zk.delete, admin)
+            log.info("deleted topic %s (%d partitions)", topic, len(keys))
+
+
+__all__ = ["CONTROLLER_EPOCH_PATH", "Controller", "DELETE_TOPICS_PATH", "ISR_CHANGE_NOTIFICATION_PATH", "TOPIC_CONFIG_PATH"]

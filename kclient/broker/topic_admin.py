@@ -1,0 +1,324 @@
+"""Creating and deleting topics: auto-creation, CreateTopics (KIP-4) and
+DeleteTopics.
+
+In a ZooKeeper cluster any broker creates a topic the way Kafka's
+ZooKeeper-era ``AdminZkClient`` does: it writes the topic's configs to
+``/config/topics/<topic>`` (``{"version":1,"config":{...}}``) and its
+replica assignment to ``/brokers/topics/<topic>``; the controller
+(`kclient.broker.controller`) notices the new topic, elects the leaders and
+tells the brokers. Deleting writes ``/admin/delete_topics/<topic>``. The
+CreateTopics / DeleteTopics answers wait (up to the request's
+``timeout_ms``) until this broker's metadata shows the change, as Kafka's
+delayed operations do.
+
+A standalone broker (no ``zookeeper.connect``) creates the logs and leads
+them itself at once, so an auto-creating Produce succeeds in the same
+request.
+
+Replicas are assigned as Kafka's ``AdminUtils.assignReplicasToBrokers``
+does without racks: partition ``p``'s first replica is broker
+``(p + start) mod n`` of the sorted live brokers and the followers follow
+it at a distance that shifts by one every ``n`` partitions, so leaders and
+followers spread evenly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import trio
+
+from kclient.errors import (
+    INVALID_CONFIG,
+    INVALID_PARTITIONS,
+    INVALID_REPLICA_ASSIGNMENT,
+    INVALID_REPLICATION_FACTOR,
+    INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
+    LEADER_NOT_AVAILABLE,
+    NONE,
+    REQUEST_TIMED_OUT,
+    TOPIC_ALREADY_EXISTS,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    error_for_code,
+)
+from kclient.storage import validate_topic_name
+from kclient.zk.paths import BROKER_IDS_PATH, TopicAssignment, topic_path
+
+if TYPE_CHECKING:
+    from kclient.broker.handlers import BrokerState
+
+log = logging.getLogger("kclient.broker")
+
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+TOPIC_CONFIG_PATH = "/config/topics"
+
+#: Topic configs CreateTopics accepts (Kafka's topic-level names).
+TOPIC_CONFIGS = frozenset(
+    {
+        "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms", "flush.messages",
+        "flush.ms", "index.interval.bytes", "max.message.bytes", "message.format.version",
+        "message.timestamp.difference.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "retention.bytes", "retention.ms",
+        "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+        "unclean.leader.election.enable", "message.downconversion.enable", "max.compaction.lag.ms",
+    }
+)
+
+
+def assign_replicas(
+    brokers: Sequence[int], partitions: int, replication_factor: int, *, start_index: int | None = None, shift: int | None = None
+) -> dict[int, tuple[int, ...]]:
+    """Kafka's rack-unaware replica assignment (see the module docstring).
+
+    Args:
+        brokers: Live broker ids.
+        partitions: Number of partitions (>= 1).
+        replication_factor: Replicas per partition (1 .. len(brokers)).
+        start_index: Where the first partition's leader is taken (default
+            random, as Kafka).
+        shift: The initial follower shift (default random).
+
+    Returns:
+        ``{partition: (replica ids...)}``, the first replica the preferred leader.
+
+    Raises:
+        ValueError: Bad counts.
+    """
+    ids = sorted(brokers)
+    n = len(ids)
+    if partitions < 1:
+        raise ValueError(f"number of partitions must be at least 1, got {partitions}")
+    if replication_factor < 1 or replication_factor > n:
+        raise ValueError(f"replication factor {replication_factor} needs 1..{n} live brokers ({n} available)")
+    start = random.randrange(n) if start_index is None else start_index % n
+    next_shift = random.randrange(n) if shift is None else shift % n
+    result: dict[int, tuple[int, ...]] = {}
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            next_shift += 1
+        first = (p + start) % n
+        replicas = [ids[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ids[(first + 1 + (next_shift + j) % (n - 1)) % n])
+        result[p] = tuple(replicas)
+    return result
+
+
+class TopicAdmin:
+    """Topic creation and deletion for one broker (see the module docstring)."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
+    @property
+    def zk(self):
+        return self.state.replica_manager.zk
+
+    async def live_brokers(self) -> list[int]:
+        """Live broker ids (from ZooKeeper in a cluster)."""
+        if self.zk is None:
+            return [self.state.broker_id]
+        children = await trio.to_thread.run_sync(self.zk.get_children, BROKER_IDS_PATH)
+        return sorted(int(c) for c in children if c.isdigit())
+
+    async def auto_create(self, name: str) -> int:
+        """Auto-create ``name`` with ``num.partitions`` partitions and
+        ``default.replication.factor`` replicas.
+
+        Returns:
+            NONE (standalone: created and led here), LEADER_NOT_AVAILABLE
+                (cluster: written, leaders being elected), or the error.
+        """
+        state = self.state
+        code, message = await self.create(name, state.num_partitions, state.config.default_replication_factor, {})
+        if code == TOPIC_ALREADY_EXISTS:
+            return NONE if state.metadata_cache.has_topic(name) else LEADER_NOT_AVAILABLE
+        if code != NONE:
+            log.info("not auto-creating topic %r: %s", name, message)
+            return code
+        log.info("auto-created topic %s with %d partition(s)", name, state.num_partitions)
+        return NONE if self.zk is None else LEADER_NOT_AVAILABLE
+
+    async def create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        assignment: Mapping[int, Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> tuple[int, str | None]:
+        """Create a topic; ``(error code, message)``. Does not wait for the
+        leaders (see `create_topics`)."""
+        state = self.state
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError as exc:
+            return INVALID_TOPIC_EXCEPTION, str(exc)
+        unknown = sorted(set(configs) - TOPIC_CONFIGS)
+        if unknown:
+            return INVALID_CONFIG, f"unknown topic config(s): {', '.join(unknown)}"
+        if "min.insync.replicas" in configs:
+            try:
+                if int(configs["min.insync.replicas"]) < 1:
+                    raise ValueError
+            except ValueError:
+                return INVALID_CONFIG, f"min.insync.replicas must be an int >= 1, got {configs['min.insync.replicas']!r}"
+        live = await self.live_brokers()
+        if assignment:
+            if sorted(assignment) != list(range(len(assignment))):
+                return INVALID_REPLICA_ASSIGNMENT, "partitions of a manual assignment must be 0..n-1"
+            sizes = {len(r) for r in assignment.values()}
+            if len(sizes) != 1 or any(len(set(r)) != len(r) for r in assignment.values()):
+                return INVALID_REPLICA_ASSIGNMENT, "every partition needs the same number of distinct replicas"
+            unknown_brokers = {b for r in assignment.values() for b in r} - set(live)
+            if unknown_brokers:
+                return INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) {sorted(unknown_brokers)}"
+            replicas = {int(p): tuple(r) for p, r in assignment.items()}
+        else:
+            if partitions < 1:
+                return INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}"
+            if replication_factor < 1 or replication_factor > len(live):
+                return INVALID_REPLICATION_FACTOR, f"replication factor {replication_factor} is larger than the {len(live)} live broker(s)"
+            replicas = assign_replicas(live, partitions, replication_factor)
+        if self.zk is None and any(r != (state.broker_id,) for r in replicas.values()):
+            return INVALID_REPLICA_ASSIGNMENT, "a standalone broker can only hold replicas of itself"
+        if validate_only:
+            exists = state.metadata_cache.has_topic(name)
+            return (TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") if exists else (NONE, None)
+        if self.zk is None:
+            return await self._create_locally(name, len(replicas), configs)
+        return await trio.to_thread.run_sync(self._write_zk, name, replicas, dict(configs))
+
+    async def _create_locally(self, name: str, partitions: int, configs: Mapping[str, str]) -> tuple[int, str | None]:
+        state = self.state
+        try:
+            state.logs.create_topic(name, partitions)
+        except TopicAlreadyExistsError as exc:
+            return TOPIC_ALREADY_EXISTS, str(exc)
+        except InvalidTopicError as exc:
+            return INVALID_TOPIC_EXCEPTION, str(exc)
+        if configs:
+            state.topic_configs[name] = {**state.topic_configs.get(name, {}), **configs}
+        await state.replica_manager.lead_locally(name, range(partitions), is_new=True)
+        for listener in state.topic_listeners:
+            listener(name, partitions)
+        return NONE, None
+
+    def _write_zk(self, name: str, replicas: dict[int, tuple[int, ...]], configs: dict[str, str]) -> tuple[int, str | None]:
+        zk = self.zk
+        if zk.exists(topic_path(name)):
+            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        folded = name.replace(".", "_")
+        for other in zk.get_children("/brokers/topics"):
+            if other != name and other.replace(".", "_") == folded:
+                return INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}"
+        zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{name}", json.dumps({"version": 1, "config": configs}).encode())
+        if zk.create_versioned(topic_path(name), TopicAssignment(replicas).to_json()) is None:
+            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        log.info("created topic %s: assignment %s", name, {p: list(r) for p, r in replicas.items()})
+        return NONE, None
+
+    async def delete(self, name: str) -> tuple[int, str | None]:
+        """Mark ``name`` for deletion (standalone: delete it now)."""
+        state = self.state
+        if not state.config.delete_topic_enable:
+            return INVALID_REQUEST, "topic deletion is disabled (delete.topic.enable=false)"
+        if self.zk is None:
+            partitions = sorted(state.metadata_cache.partitions(name))
+            if not partitions:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
+            await state.replica_manager.stop_replica(
+                {
+                    "controller_id": state.broker_id,
+                    "controller_epoch": state.replica_manager.controller_epoch,
+                    "delete_partitions": True,
+                    "ungrouped_partitions": [{"topic_name": name, "partition_index": p} for p in partitions],
+                },
+                0,
+            )
+            state.metadata_cache.remove_topic(name)
+            state.topic_configs.pop(name, None)
+            return NONE, None
+        exists = await trio.to_thread.run_sync(self.zk.exists, topic_path(name))
+        if not exists:
+            return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
+        await trio.to_thread.run_sync(self.zk.create_persistent_if_absent, f"{DELETE_TOPICS_PATH}/{name}", b"")
+        return NONE, None
+
+    # ------------------------------------------------------------ the APIs
+
+    async def create_topics(self, body: dict, version: int) -> dict:
+        """CreateTopics v0-4 (KIP-4): create each topic, then wait up to
+        ``timeout_ms`` until this broker's metadata has a leader for each
+        of its partitions (REQUEST_TIMED_OUT otherwise; the topic stays
+        created). ``num_partitions`` / ``replication_factor`` -1 (v4) take
+        the broker defaults."""
+        state = self.state
+        results: list[dict[str, Any]] = []
+        waiting: list[tuple[dict, str, int]] = []
+        seen: set[str] = set()
+        for t in body["topics"]:
+            name = t["name"]
+            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            results.append(entry)
+            if name in seen:
+                entry.update(error_code=INVALID_REQUEST, error_message=f"topic {name!r} is listed twice")
+                continue
+            seen.add(name)
+            partitions = t["num_partitions"] if t["num_partitions"] != -1 else state.num_partitions
+            rf = t["replication_factor"] if t["replication_factor"] != -1 else state.config.default_replication_factor
+            assignment = {a["partition_index"]: a["broker_ids"] for a in t.get("assignments") or []}
+            if assignment and (t["num_partitions"] != -1 or t["replication_factor"] != -1):
+                entry.update(error_code=INVALID_REQUEST, error_message="give either an assignment or counts, not both")
+                continue
+            configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
+            code, message = await self.create(name, partitions, rf, configs, assignment or None, validate_only=bool(body.get("validate_only")))
+            entry.update(error_code=code, error_message=message)
+            if code == NONE and not body.get("validate_only"):
+                waiting.append((entry, name, len(assignment) if assignment else partitions))
+        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
+        for entry, name, count in waiting:
+            while not state.metadata_cache.all_leaders_known(name, count):
+                if trio.current_time() >= deadline:
+                    entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"topic {name!r} created; its leaders are not all elected yet")
+                    break
+                with trio.move_on_at(deadline):
+                    await state.metadata_cache.wait_changed()
+        for entry in results:
+            if entry["error_code"] != NONE:
+                log.info("CreateTopics %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def delete_topics(self, body: dict, version: int) -> dict:
+        """DeleteTopics v0-3: mark each topic for deletion and wait up to
+        ``timeout_ms`` until this broker's metadata no longer has it."""
+        state = self.state
+        names = list(body.get("topic_names") or [t["name"] for t in body.get("topics") or []])
+        results = []
+        waiting = []
+        for name in names:
+            code, message = await self.delete(name)
+            entry = {"name": name, "error_code": code, "error_message": message}
+            results.append(entry)
+            if code == NONE:
+                waiting.append(entry)
+        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
+        for entry in waiting:
+            while state.metadata_cache.has_topic(entry["name"]):
+                if trio.current_time() >= deadline:
+                    entry["error_code"] = REQUEST_TIMED_OUT
+                    break
+                with trio.move_on_at(deadline):
+                    await state.metadata_cache.wait_changed()
+        return {"throttle_time_ms": 0, "responses": results}
+
+
+__all__ = ["DELETE_TOPICS_PATH", "TOPIC_CONFIG_PATH", "TopicAdmin", "assign_replicas"]

@@ -42,10 +42,17 @@ def certs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def secure_broker(certs, zookeeper):
-    add_scram_user(zookeeper.connect, SCRAM_USER, {"SCRAM-SHA-256": SCRAM_PASSWORD, "SCRAM-SHA-512": SCRAM_PASSWORD})
+def secure_zk(zookeeper) -> str:
+    """The secured broker's own chroot: alone in it, it leads every
+    partition (the session ZooKeeper's root holds other brokers)."""
+    return zookeeper.connect_string("secure-broker")
+
+
+@pytest.fixture(scope="module")
+def secure_broker(certs, secure_zk):
+    add_scram_user(secure_zk, SCRAM_USER, {"SCRAM-SHA-256": SCRAM_PASSWORD, "SCRAM-SHA-512": SCRAM_PASSWORD})
     props = security_properties(certs, plain_users=PLAIN_USERS)
-    props.update({"zookeeper.connect": zookeeper.connect, "broker.id": 1515, "num.partitions": 1})
+    props.update({"zookeeper.connect": secure_zk, "broker.id": 1515, "num.partitions": 1})
     with BrokerProcess(properties=props) as proc:
         yield proc
 
@@ -298,14 +305,14 @@ def test_v0_handshake_then_raw_tokens(secure_broker):
         assert client.closed_by_broker()
 
 
-def test_kclient_configs_adds_a_scram_user_who_can_log_in(secure_broker, certs, zookeeper):
+def test_kclient_configs_adds_a_scram_user_who_can_log_in(secure_broker, certs, secure_zk):
     user = f"erin-{uuid.uuid4().hex[:6]}"
-    command = [sys.executable, "-m", "kclient", "configs", "--zookeeper", zookeeper.connect, "--alter",
+    command = [sys.executable, "-m", "kclient", "configs", "--zookeeper", secure_zk, "--alter",
                "--add-config", "SCRAM-SHA-256=[iterations=8192,password=erin-secret],SCRAM-SHA-512=[password=erin-secret]",
                "--entity-type", "users", "--entity-name", user]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=secure_broker_root())
     assert done.returncode == 0, done.stderr
-    assert "erin-secret" not in str(describe_user_config(zookeeper.connect, user))
+    assert "erin-secret" not in str(describe_user_config(secure_zk, user))
     described = subprocess.run(command[:6] + ["--describe", "--entity-type", "users", "--entity-name", user],
                                capture_output=True, text=True, timeout=60, cwd=secure_broker_root())
     assert "SCRAM-SHA-256=iterations=8192" in described.stdout and "SCRAM-SHA-512=iterations=4096" in described.stdout

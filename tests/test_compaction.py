@@ -361,3 +361,117 @@ def test_log_manager_cleaner_checkpoint_and_unclean_restart(tmp_path):
         assert again.recovery_truncated_bytes() == {}
     finally:
         again.close()
+
+
+# ---------------------------------------------------------------- real broker
+
+import time  # noqa: E402
+
+import confluent_kafka  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kclient import Producer, ProducerData  # noqa: E402
+from kclient.testing import BrokerProcess  # noqa: E402
+from tests.helpers.peers import ck_produce, kp_consume  # noqa: E402
+
+DEADLINE = 60.0
+
+
+def _wait_for(predicate, what: str, timeout: float = DEADLINE):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _cleaned_to(log_dir: Path, topic: str) -> int | None:
+    try:
+        return read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT).get((topic, 0))
+    except Exception:
+        return None
+
+
+def test_compacted_topic_on_a_real_broker_read_by_a_peer_consumer(tmp_path):
+    log_dir = tmp_path / "logs"
+    props = {"num.partitions": 1, "log.cleaner.backoff.ms": 200, "log.segment.bytes": 1 << 20}
+    with BrokerProcess(log_dir=log_dir, properties=props) as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        topic = "table"
+        configs = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+        admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(timeout=30)
+        written = []
+        config = {"metadata.broker.list": proc.bootstrap, "producer.type": "sync", "request.required.acks": 1}
+        with Producer(config) as producer:
+            for r in range(25):
+                for k in range(12):
+                    key, value = b"user-%d" % k, b"v%d-%d" % (k, r)
+                    producer.send(ProducerData(topic, key=key, messages=[value]))
+                    written.append((len(written), key, value))
+        # a record without a key is refused (INVALID_RECORD, Produce v8)
+        errors = []
+        ck = confluent_kafka.Producer({"bootstrap.servers": proc.bootstrap, "retries": 0})
+        ck.produce(topic, value=b"no key", on_delivery=lambda err, msg: errors.append(err))
+        ck.flush(30)
+        assert errors and errors[0] is not None and errors[0].code() == confluent_kafka.KafkaError.INVALID_RECORD
+        end = _wait_for(lambda: _cleaned_to(log_dir, topic), "the cleaner")
+        expected = expected_after(written, end)
+        assert len(expected) < len(written)
+        got = kp_consume(proc.bootstrap, topic, len(expected), deadline=DEADLINE, partitions=[0])
+        assert [(o, k, v) for _, o, k, v, _ in got] == expected
+        # the latest value of every key, at the offset it was written at
+        latest = {k: (o, v) for o, k, v in written}
+        assert {k: (o, v) for _, o, k, v, _ in got} == latest
+
+
+def test_broker_killed_while_cleaning_a_large_log_restarts_with_every_record(tmp_path):
+    log_dir = tmp_path / "logs"
+    topic = "big"
+    base = {"num.partitions": 1, "log.cleanup.policy": "compact", "log.segment.bytes": 256 * 1024, "log.cleaner.backoff.ms": 100}
+    proc = BrokerProcess(log_dir=log_dir, properties={**base, "log.cleaner.enable": False})
+    try:
+        proc.start()
+        records = [(b"key-%d" % (i % 3000), b"value-%07d-" % i + b"x" * 40, ()) for i in range(60_000)]
+        places = ck_produce(proc.bootstrap, topic, records, deadline=DEADLINE, linger_ms=20, config={"batch.size": 16384})
+        written = [(off, k, v) for (_, off), (k, v, _) in zip(places, records)]
+        assert [o for o, _, _ in written] == list(range(len(written)))
+        proc.stop()
+        part = log_dir / f"{topic}-0"
+
+        def mid_clean():
+            try:
+                names = os.listdir(part)
+            except FileNotFoundError:
+                return False
+            return any(n == "cleaner.tmp" or n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in names)
+
+        proc.properties = {**base, "log.cleaner.enable": True}
+        proc.start()
+        _wait_for(mid_clean, "the cleaner to start writing cleaned segments", timeout=DEADLINE)
+        proc.kill()  # SIGKILL while cleaning
+        proc.properties = {**base, "log.cleaner.enable": False}
+        proc.start()
+        assert not any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)) for n in os.listdir(part))
+        by_offset = {o: (k, v) for o, k, v in written}
+        latest = {k: o for o, k, _ in written}
+        n_latest = len(latest)
+        # every record left is one that was written, at its offset, in order,
+        # and the latest record of every key is there
+        got = kp_consume(proc.bootstrap, topic, len(written), deadline=15, partitions=[0])
+        offsets = [o for _, o, _, _, _ in got]
+        assert offsets == sorted(set(offsets))
+        assert all(by_offset[o] == (k, v) for _, o, k, v, _ in got)
+        assert set(latest.values()) <= set(offsets)
+        assert n_latest <= len(got) <= len(written)
+        proc.stop()
+        # the cleaner finishes the job after the crash
+        proc.properties = {**base, "log.cleaner.enable": True}
+        proc.start()
+        active_base = _wait_for(lambda: _cleaned_to(log_dir, topic), "the cleaner after restart")
+        expected = expected_after(written, active_base)
+        got = kp_consume(proc.bootstrap, topic, len(expected), deadline=DEADLINE, partitions=[0])
+        assert [(o, k, v) for _, o, k, v, _ in got] == expected
+    finally:
+        proc.cleanup()

@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable
 import attrs
 import trio
 
+from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
 from kclient.clock import now_ms
@@ -524,12 +525,13 @@ class RequestHandlers:
                 index = pdata["index"]
                 append_time = -1
                 part = None
+                details: dict[str, Any] = {}
                 if acks not in (0, 1, -1):
                     error, base, start = INVALID_REQUIRED_ACKS, -1, -1
                 elif topic_error != NONE:
                     error, base, start = topic_error, -1, -1
                 else:
-                    error, base, start, append_time, part = self._append(name, index, pdata["records"], version, acks)
+                    error, base, start, append_time, part = self._append(name, index, pdata["records"], version, acks, details)
                 if error != NONE:
                     failed = True
                 entry = {
@@ -541,6 +543,7 @@ class RequestHandlers:
                     "record_errors": [],
                     "error_message": None,
                 }
+                entry.update(details)
                 parts.append(entry)
                 if acks == -1 and error == NONE and part is not None:
                     waits.append((entry, part, part.log.log_end_offset))
@@ -560,10 +563,14 @@ class RequestHandlers:
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _append(self, topic: str, partition: int, records, version: int, acks: int) -> tuple[int, int, int, int, Any]:
+    def _append(
+        self, topic: str, partition: int, records, version: int, acks: int, details: dict[str, Any] | None = None
+    ) -> tuple[int, int, int, int, Any]:
         """Validate, convert and append one partition's record set as its
         leader; returns ``(error_code, base_offset, log_start_offset,
-        log_append_time_ms, partition)``."""
+        log_append_time_ms, partition)``. A compacted topic refuses records
+        without a key (`kclient.broker.compacted`); ``details`` then gets
+        the response's ``error_message`` and ``record_errors``."""
         state = self.state
         part = state.replica_manager.partition(topic, partition)
         if part is None:
@@ -589,6 +596,14 @@ class RequestHandlers:
         except AppendRejected as exc:
             log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)
             return exc.code, -1, plog.log_start_offset, -1, None
+        if plog.config.compact:
+            keyless = first_keyless_record(prepared.records)
+            if keyless is not None:
+                code, message, record_errors = keyless_error(topic, version, keyless)
+                log.info("produce v%d to %s-%d rejected: %s (record %d)", version, topic, partition, message, keyless)
+                if details is not None:
+                    details.update(error_message=message, record_errors=record_errors)
+                return code, -1, plog.log_start_offset, -1, None
         try:
             result = plog.append(prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True)
         except BrokerResponseError as exc:

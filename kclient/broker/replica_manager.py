@@ -52,6 +52,7 @@ from kclient.errors import (
     STALE_CONTROLLER_EPOCH,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
+    ConfigError,
     KafkaError,
 )
 from kclient.zk.paths import PartitionState, partition_state_path
@@ -263,6 +264,7 @@ class ReplicaManager:
             )
             self.partitions[(topic, index)] = part
         part.min_insync_replicas = await self._min_insync_replicas(topic)
+        await self._apply_log_config(topic)
         if s["leader"] == self.broker_id:
             self.fetchers.remove(part.key)
             part.make_leader(s, now)
@@ -278,6 +280,16 @@ class ReplicaManager:
             else:
                 log.info("%s-%d: no live leader (%d) to follow yet", topic, index, s["leader"])
         return NONE
+
+    async def _apply_log_config(self, topic: str) -> None:
+        """Give ``topic``'s logs its topic-level configs (``cleanup.policy``,
+        ``retention.ms``, ``segment.bytes``, ...; see
+        `kclient.storage.LogManager.set_topic_config`)."""
+        configs = await self.topic_config(topic)
+        try:
+            self.state.logs.set_topic_config(topic, configs)
+        except ConfigError as exc:
+            log.warning("topic %s: config not applied to its logs: %s", topic, exc)
 
     async def _min_insync_replicas(self, topic: str) -> int:
         configs = await self.topic_config(topic)

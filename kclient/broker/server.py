@@ -63,6 +63,9 @@ cancelled (after the call in progress finishes) when the broker stops:
   applied by the log on append);
 - every ``log.retention.check.interval.ms``:
   `kclient.storage.LogManager.cleanup` (retention);
+- every ``log.cleaner.backoff.ms`` when ``log.cleaner.enable``:
+  `kclient.storage.LogCleaner.clean_all` (log compaction of the
+  ``cleanup.policy=compact`` topics);
 - every ``log.flush.offset.checkpoint.interval.ms``:
   `kclient.storage.LogManager.checkpoint_recovery_points`.
 """
@@ -399,6 +402,11 @@ class Broker:
         flush_period = config.flush_scheduler_interval_ms
         if flush_period is not None:
             jobs.append(("log flush", flush_period, logs.flush_if_due))
+        if config.log_cleaner_enable:
+            from kclient.storage.cleaner import LogCleaner
+
+            cleaner = LogCleaner(logs, dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size)
+            jobs.append(("log cleaner", max(1, config.log_cleaner_backoff_ms), cleaner.clean_all))
         return jobs
 
     async def _run_periodically(self, name: str, period_ms: int, job: Callable[[], Any]) -> None:

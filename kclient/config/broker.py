@@ -14,6 +14,7 @@ from kclient.config.convert import (
     Listener,
     _at_least,
     _not_empty,
+    _one_of,
     _port,
     _to_bool,
     _to_int,
@@ -51,6 +52,22 @@ DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104857600
 #: `kclient.security.settings.ListenerSecurity` (their names are open-ended:
 #: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
 SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+
+
+def _to_cleanup_policy(value: Any) -> tuple[str, ...]:
+    """``delete`` / ``compact`` / ``compact,delete`` (any order) -> sorted tuple."""
+    policies = tuple(sorted({p.lower() for p in _to_list(value)}))
+    if not policies or any(p not in ("compact", "delete") for p in policies):
+        raise ValueError("expected delete, compact or compact,delete")
+    return policies
+
+
+def _to_ratio(value: Any) -> float:
+    """A number in [0, 1]."""
+    ratio = float(value)
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return ratio
 
 
 def _to_ip_overrides(value: Any) -> tuple[tuple[str, int], ...]:
@@ -133,7 +150,7 @@ class BrokerConfig(_KafkaConfig):
             "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
             "transaction.state.log.min.isr",
             "group.initial.rebalance.delay.ms", "default.replication.factor",
-            "num.replica.fetchers", "log.cleaner.enable", "share.coordinator.state.topic.replication.factor",
+            "num.replica.fetchers", "share.coordinator.state.topic.replication.factor",
             "share.coordinator.state.topic.min.isr", "process.roles", "controller.quorum.voters",
             "controller.quorum.bootstrap.servers",
             "inter.broker.listener.name", "delete.topic.enable",
@@ -208,6 +225,29 @@ class BrokerConfig(_KafkaConfig):
     """Delete old segments while a partition is larger than this (bytes); -1: no limit."""
     log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", _to_int, 300000, _at_least(1))
     """How often (ms) the broker applies the retention settings to every log."""
+    log_cleanup_policy: tuple[str, ...] = prop("log.cleanup.policy", _to_cleanup_policy, ("delete",))
+    """Default ``cleanup.policy`` of every topic: ``delete`` (retention by
+    time and size), ``compact`` (log compaction: the last record of each key
+    is kept) or ``compact,delete`` (both). A topic's own ``cleanup.policy``
+    wins (Kafka documentation, "Log Compaction")."""
+    log_cleaner_enable: bool = prop("log.cleaner.enable", _to_bool, True)
+    """Run the log cleaner, which compacts the topics whose policy holds ``compact``."""
+    log_cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", _to_int, 15000, _at_least(0))
+    """Pause (ms) of the log cleaner between two passes over the logs."""
+    log_cleaner_threads: int = prop("log.cleaner.threads", _to_int, 1, _one_of(1))
+    """Cleaner threads; kclient runs one cleaner task, so only 1 is accepted."""
+    log_cleaner_dedupe_buffer_size: int = prop("log.cleaner.dedupe.buffer.size", _to_int, 134217728, _at_least(24))
+    """Memory (bytes) of the cleaner's key -> offset map, 24 bytes a key; a
+    pass cleans only as many dirty segments as the map covers."""
+    log_cleaner_delete_retention_ms: int = prop("log.cleaner.delete.retention.ms", _to_int, 86400000, _at_least(0))
+    """How long (ms) a tombstone (null value) stays in a compacted log after
+    its first cleaning; a topic's ``delete.retention.ms`` wins."""
+    log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", _to_ratio, 0.5)
+    """A compacted log is cleaned when its dirty bytes over its cleanable
+    bytes exceed this; a topic's ``min.cleanable.dirty.ratio`` wins."""
+    log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", _to_int, 0, _at_least(0))
+    """Records younger than this (ms) stay uncompacted; a topic's
+    ``min.compaction.lag.ms`` wins."""
     auto_create_topics_enable: bool = prop("auto.create.topics.enable", _to_bool, True)
     """Create unknown topics when a client asks for their metadata."""
     default_replication_factor: int = prop("default.replication.factor", _to_int, 1, _at_least(1))

@@ -15,6 +15,11 @@
 * `ProducerStateManager` (``producer_state.py``): idempotent producer
   state and its ``.snapshot`` files (KIP-98).
 * ``checkpoint.py``: the checkpoint file format and the marker.
+* `LogCleaner` / `clean_log` (``cleaner.py``): log compaction
+  (``cleanup.policy=compact``) with its ``cleaner-offset-checkpoint``;
+  ``offset_map.py`` (key -> latest offset), ``batch_filter.py`` (batches
+  rebuilt without removed records, offsets kept), ``swap.py`` (crash-safe
+  swap of cleaned segments, settled when a log is opened).
 
 Layout and semantics follow the "Log" section of the Kafka documentation
 (https://kafka.apache.org/documentation/#log: writes, reads, deletes,
@@ -29,6 +34,7 @@ from kclient.storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from kclient.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanResult, LogCleaner, clean_log
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.index import OffsetIndex
 from kclient.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -47,6 +53,7 @@ from kclient.storage.segment import LogSegment
 from kclient.storage.timeindex import TimeIndex
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
@@ -55,6 +62,9 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
     "AppendResult",
+    "CleanResult",
+    "LogCleaner",
+    "clean_log",
     "CheckpointError",
     "FileSlice",
     "LeaderEpochCache",

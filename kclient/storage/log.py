@@ -53,7 +53,7 @@ import struct
 import threading
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -74,6 +74,7 @@ from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_pro
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
+from kclient.storage.swap import SWAP_SUFFIX, recover_swaps
 from kclient.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -145,6 +146,51 @@ def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, at
     return check
 
 
+CLEANUP_POLICIES = ("compact", "delete")
+
+#: Topic-level config name -> `LogConfig` field.
+_TOPIC_FIELDS = {
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "roll_ms",
+    "segment.index.bytes": "index_max_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_interval_ms",
+}
+
+
+def parse_cleanup_policy(value: Any) -> tuple[str, ...]:
+    """A ``cleanup.policy`` value as a sorted tuple of policies.
+
+    Args:
+        value: ``"delete"``, ``"compact"``, ``"compact,delete"`` (any order,
+            spaces allowed; Kafka's list syntax) or an iterable of those.
+
+    Returns:
+        ``("delete",)``, ``("compact",)`` or ``("compact", "delete")``.
+
+    Raises:
+        kclient.errors.ConfigError: An empty or unknown policy.
+    """
+    items = value.split(",") if isinstance(value, str) else list(value)
+    policies = sorted({str(p).strip().lower() for p in items if str(p).strip()})
+    if not policies or any(p not in CLEANUP_POLICIES for p in policies):
+        raise ConfigError(f"cleanup.policy must be delete, compact or compact,delete, got {value!r}")
+    return tuple(policies)
+
+
+def _ratio(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{attribute.name} must be in [0, 1], got {value!r}")
+
+
 @attrs.frozen
 class LogConfig:
     """Per-log settings (Kafka broker ``log.*`` / topic configs and their defaults).
@@ -172,6 +218,20 @@ class LogConfig:
             oldest segments while the log is larger.
         index_max_bytes: ``log.index.size.max.bytes``, 10 MiB: roll when an
             index file reaches this size.
+        cleanup_policy: ``log.cleanup.policy`` / topic ``cleanup.policy``:
+            ``("delete",)`` (the default), ``("compact",)`` or ``("compact",
+            "delete")``. Retention by time and size applies only when it
+            holds ``delete``; the log cleaner compacts only logs whose policy
+            holds ``compact`` (Kafka documentation, "Log Compaction").
+        delete_retention_ms: ``log.cleaner.delete.retention.ms`` / topic
+            ``delete.retention.ms``, 1 day: how long a tombstone (a record
+            with a null value) is kept once cleaned.
+        min_cleanable_dirty_ratio: ``log.cleaner.min.cleanable.ratio`` /
+            topic ``min.cleanable.dirty.ratio``, 0.5: a log is cleaned when
+            its dirty bytes over its cleanable bytes exceed this.
+        min_compaction_lag_ms: ``log.cleaner.min.compaction.lag.ms`` / topic
+            ``min.compaction.lag.ms``, 0: a segment whose newest record is
+            younger than this stays uncompacted.
 
     Raises:
         kclient.errors.ConfigError: A value is out of range.
@@ -186,6 +246,55 @@ class LogConfig:
     retention_ms: int = attrs.field(default=_WEEK_MS, validator=_int_field(-1, LONG_MAX))
     retention_bytes: int = attrs.field(default=-1, validator=_int_field(-1, LONG_MAX))
     index_max_bytes: int = attrs.field(default=10485760, validator=_int_field(4, _INT32_MAX))
+    cleanup_policy: tuple[str, ...] = attrs.field(default=("delete",), converter=lambda v: parse_cleanup_policy(v))
+    delete_retention_ms: int = attrs.field(default=86_400_000, validator=_int_field(0, LONG_MAX))
+    min_cleanable_dirty_ratio: float = attrs.field(default=0.5, converter=float, validator=_ratio)
+    min_compaction_lag_ms: int = attrs.field(default=0, validator=_int_field(0, LONG_MAX))
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleanup policy holds ``compact``."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether the cleanup policy holds ``delete`` (retention applies)."""
+        return "delete" in self.cleanup_policy
+
+    def with_topic_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
+        """This configuration with a topic's own configs applied (Kafka's
+        topic-level names: ``cleanup.policy``, ``delete.retention.ms``,
+        ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
+        ``retention.ms``, ``retention.bytes``, ``segment.bytes``,
+        ``segment.ms``, ``segment.index.bytes``, ``index.interval.bytes``,
+        ``max.message.bytes``, ``flush.messages``, ``flush.ms``; others are
+        ignored here), as /config/topics in ZooKeeper or CreateTopics
+        configs carry them.
+
+        Args:
+            overrides: Topic config name -> value (strings or numbers).
+
+        Returns:
+            The resulting configuration (``self`` when nothing applies).
+
+        Raises:
+            kclient.errors.ConfigError: A value is malformed or out of range.
+        """
+        kwargs: dict[str, Any] = {}
+        for name, value in overrides.items():
+            field = _TOPIC_FIELDS.get(name)
+            if field is None or value is None:
+                continue
+            try:
+                if field == "cleanup_policy":
+                    kwargs[field] = parse_cleanup_policy(value)
+                elif field == "min_cleanable_dirty_ratio":
+                    kwargs[field] = float(value)
+                else:
+                    kwargs[field] = int(value)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"topic config {name}={value!r}: {exc}") from None
+        return attrs.evolve(self, **kwargs) if kwargs else self
 
     @classmethod
     def from_broker_config(cls, config: Any) -> LogConfig:
@@ -201,7 +310,10 @@ class LogConfig:
                 ``log_flush_interval_ms``, ``log_retention_ms`` else
                 ``log_retention_minutes`` else ``log_retention_hours`` (Kafka's
                 precedence; a negative value means unlimited),
-                ``log_retention_bytes``.
+                ``log_retention_bytes``, ``log_cleanup_policy``,
+                ``log_cleaner_delete_retention_ms``,
+                ``log_cleaner_min_cleanable_ratio``,
+                ``log_cleaner_min_compaction_lag_ms``.
 
         Returns:
             The log configuration.
@@ -221,9 +333,15 @@ class LogConfig:
             ("index_max_bytes", "log_index_size_max_bytes"),
             ("flush_interval_messages", "log_flush_interval_messages"),
             ("retention_bytes", "log_retention_bytes"),
+            ("delete_retention_ms", "log_cleaner_delete_retention_ms"),
+            ("min_compaction_lag_ms", "log_cleaner_min_compaction_lag_ms"),
         ):
             if get(name) is not None:
                 kwargs[field] = int(get(name))
+        if get("log_cleanup_policy") is not None:
+            kwargs["cleanup_policy"] = parse_cleanup_policy(get("log_cleanup_policy"))
+        if get("log_cleaner_min_cleanable_ratio") is not None:
+            kwargs["min_cleanable_dirty_ratio"] = float(get("log_cleaner_min_cleanable_ratio"))
         if get("log_flush_interval_ms") is not None:
             kwargs["flush_interval_ms"] = int(get("log_flush_interval_ms"))
         if get("log_roll_ms") is not None:
@@ -329,6 +447,13 @@ class Log:
     ``clock``: a function returning the time in ms (default: wall clock);
     used for time-based roll and flush when no ``now_ms`` is passed.
 
+    Compaction (Kafka documentation, "Log Compaction"; the cleaner is
+    `kclient.storage.cleaner`): before loading, a cleaning cut by a crash
+    is settled (`kclient.storage.swap.recover_swaps`: ``.cleaned`` files are
+    deleted, ``.swap`` files replace the segments they cover).
+    ``offset_gaps`` (default: the config's policy holds ``compact``) lets
+    recovery accept offsets that skip values, as cleaned segments have.
+
     Replication state (KIP-101, KIP-98): ``high_watermark`` is the
     checkpointed high watermark (``None``: the log end offset); the
     `leader_epoch_cache` is loaded from ``leader-epoch-checkpoint`` (rebuilt
@@ -353,9 +478,15 @@ class Log:
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
         high_watermark: int | None = None,
+        offset_gaps: bool | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
+        #: Whether offsets may skip values between batches (a compacted log,
+        #: Kafka documentation "Log Compaction": cleaning removes records but
+        #: keeps the offsets of the others). Recovery then accepts a batch or
+        #: segment that starts above the previous one's end, not only at it.
+        self.offset_gaps = self.config.compact if offset_gaps is None else offset_gaps
         self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
         self._closed = False
@@ -404,9 +535,18 @@ class Log:
         clean_shutdown: bool = False,
         clock: Callable[[], int] | None = None,
         high_watermark: int | None = None,
+        offset_gaps: bool | None = None,
     ) -> Log:
         """Load (or create) the log in ``directory``; same as the constructor."""
-        return cls(directory, config, recovery_point=recovery_point, clean_shutdown=clean_shutdown, clock=clock, high_watermark=high_watermark)
+        return cls(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            clock=clock,
+            high_watermark=high_watermark,
+            offset_gaps=offset_gaps,
+        )
 
     # ------------------------------------------------------------ loading
 
@@ -443,6 +583,9 @@ class Log:
     def _load(self, recovery_point: int | None, clean_shutdown: bool) -> list[LogSegment]:
         now = self._clock()
         interval = self.config.index_interval_bytes
+        if recover_swaps(self.directory):
+            self._dir_dirty = True
+            self.offset_gaps = True  # a cleaner ran here
         names = os.listdir(self.directory)
         bases = sorted(b for name in names if name.endswith(LOG_SUFFIX) and (b := parse_base_offset(name)) is not None)
         self._remove_leftovers(set(bases))
@@ -465,7 +608,7 @@ class Log:
                     segments.append(LogSegment.open(self.directory, base, interval, now_ms=now))
                     continue
                 prev = segments[-1] if segments else None
-                if prev is not None and base != prev.next_offset:
+                if prev is not None and (base < prev.next_offset or (base > prev.next_offset and not self.offset_gaps)):
                     # Each segment starts where the previous one ends (rolls
                     # happen at the log end offset and nothing is compacted):
                     # a gap means the previous segment lost its tail, an
@@ -485,7 +628,7 @@ class Log:
                 seg = LogSegment.open(self.directory, base, interval, check_indexes=False, now_ms=now)
                 segments.append(seg)
                 recovered.append(seg)
-                cut = seg.recover()
+                cut = seg.recover(allow_gaps=self.offset_gaps)
                 if cut:
                     truncated += cut
                     self._dir_dirty = True
@@ -505,7 +648,7 @@ class Log:
             if clean_shutdown and not segments[-1].verify_tail():
                 last = segments[-1]
                 logger.warning("log %s: clean shutdown marker found but segment %d ends badly; recovering it", self.directory, last.base_offset)
-                truncated += last.recover()
+                truncated += last.recover(allow_gaps=self.offset_gaps)
                 recovered.append(last)
             if not segments:  # every segment overlapped (impossible unless files were renamed)
                 segments.append(LogSegment.create(self.directory, bases[0], interval, now_ms=now))
@@ -821,7 +964,8 @@ class Log:
         fetch result), as they are.
 
         No offset or field is rewritten. The records must start at the log
-        end offset and each batch must start right after the previous one.
+        end offset and each batch must start right after the previous one
+        (with `offset_gaps`, as a compacted leader's batches: at or after).
         The `leader_epoch_cache` records each v2 batch's
         ``partitionLeaderEpoch`` above its latest epoch (KIP-101) and the
         `producer_state` each batch with a producer id >= 0, without
@@ -862,6 +1006,8 @@ class Log:
             for info in infos:
                 if _is_wrapper(buf, info):
                     ok = info.last_offset >= expected  # carries its last inner offset only
+                elif self.offset_gaps:
+                    ok = info.base_offset >= expected  # a compacted leader's log skips offsets
                 else:
                     ok = info.base_offset == expected
                 if not ok:
@@ -875,10 +1021,11 @@ class Log:
                 expected = info.last_offset + 1
             now = self._clock() if now_ms is None else now_ms
             last = infos[-1].last_offset
-            flush_due = self._write_locked(buf, infos, end, last, now, epochs_from_batches=True)
+            first = end if _is_wrapper(buf, infos[0]) else infos[0].base_offset
+            flush_due = self._write_locked(buf, infos, first, last, now, epochs_from_batches=True)
         if flush_due:
             self.flush(now_ms=now)
-        return AppendResult(end, last, -1)
+        return AppendResult(first, last, -1)
 
     def _validate_batches(self, buf) -> tuple[list[BatchInfo], bool]:
         """Check a record set's framing and sizes (lock held); returns its
@@ -1158,6 +1305,7 @@ class Log:
                 return FileSlice.empty(hw, start, end)
             if self._closed:
                 raise ValueError(f"log {self.directory} is closed")
+            self._await_writer()
         raise OffsetOutOfRangeError(
             f"offset {offset} of {self.name} was deleted while being read; log start offset is now {self.log_start_offset}"
         )
@@ -1273,6 +1421,7 @@ class Log:
                     seg.release()
                 return None if info is None else (info.base_offset, info.max_timestamp)
             except _Stale:
+                self._await_writer()
                 continue
         raise OffsetOutOfRangeError(f"segments of {self.name} were deleted while looking up timestamp {timestamp_ms}")
 
@@ -1483,7 +1632,9 @@ class Log:
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Retention (``log.retention.ms`` / ``log.retention.bytes``), Kafka's rules.
 
-        Delete whole segments, oldest first, never the active one, while the
+        Only for a cleanup policy holding ``delete`` (a ``compact``-only log
+        keeps every segment; its cleaner removes records instead). Delete
+        whole segments, oldest first, never the active one, while the
         segment's largest timestamp (its file mtime when it has no timestamps)
         is more than ``retention_ms`` before ``now_ms``, or while the log minus
         that segment still holds ``retention_bytes`` or more. The log start
@@ -1503,6 +1654,11 @@ class Log:
             if self._closed:
                 return 0
             segs = self._view.segments
+            if not cfg.delete:
+                for seg in segs:
+                    if seg.index_suspect:
+                        seg.rebuild_indexes()
+                return 0
             for seg in segs:
                 if seg.index_suspect:
                     seg.rebuild_indexes()
@@ -1525,6 +1681,82 @@ class Log:
                     why.append(f"{by_size} beyond retention.bytes {cfg.retention_bytes}")
                 self._delete_prefix(n, "retention: " + ", ".join(why))
             return n
+
+    # ------------------------------------------------------------ compaction
+
+    def _await_writer(self) -> None:
+        """A reader that met a deleted segment waits for the writer holding
+        the lock to publish the new view before taking a new snapshot."""
+        with self._lock:
+            pass
+
+    def update_config(self, config: LogConfig) -> None:
+        """Replace the log's configuration (a topic's configs changed or
+        became known; Kafka's ``updateConfig``). Appends, rolls, retention
+        and the cleaner use it from their next call. A ``compact`` policy
+        turns `offset_gaps` on for good.
+
+        Args:
+            config: The new configuration.
+        """
+        with self._lock:
+            self.config = config
+            if config.compact:
+                self.offset_gaps = True
+
+    def replace_segments(self, old: Sequence[LogSegment], sizes: Sequence[int], swap_stem: Path) -> LogSegment | None:
+        """Swap cleaned segment files in for ``old`` (Kafka's
+        ``replaceSegments``; used by `kclient.storage.cleaner`).
+
+        ``swap_stem`` names ``<stem>.log.swap`` (and its ``.index.swap`` /
+        ``.timeindex.swap``), fsync-ed, whose base offset is that of
+        ``old[0]``. Under the writer lock: if ``old`` are still consecutive,
+        inactive segments of the log with the ``sizes`` seen when cleaning
+        began, they are deleted (readers keep their open files), the swap
+        files take their names, the new segment is opened and a new view
+        published; else the swap files are deleted and nothing changes. A
+        crash at any point leaves files `kclient.storage.swap.recover_swaps`
+        settles.
+
+        Args:
+            old: The segments the cleaned one replaces, oldest first.
+            sizes: Their sizes when cleaning read them.
+            swap_stem: The path of the swap files without their suffixes.
+
+        Returns:
+            The new segment, or ``None`` if the log changed meanwhile.
+
+        Raises:
+            OSError: An I/O failure.
+        """
+        base = old[0].base_offset
+        swaps = [swap_stem.with_name(swap_stem.name + suffix + SWAP_SUFFIX) for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)]
+        with self._lock:
+            segs = self._view.segments
+            ok = not self._closed and old[0] in segs
+            if ok:
+                i = segs.index(old[0])
+                ok = (
+                    i + len(old) < len(segs)
+                    and all(a is b and not a.deleted and a.size == n for a, b, n in zip(old, segs[i : i + len(old)], sizes))
+                )
+            if not ok:
+                for path in swaps:
+                    path.unlink(missing_ok=True)
+                logger.info("log %s: cleaned segment %d dropped: the log changed while it was cleaned", self.directory, base)
+                return None
+            self.offset_gaps = True
+            for seg in old:
+                seg.delete()
+            stem = self.directory / file_stem(base)
+            for path, suffix in zip(swaps, (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+                if path.exists():
+                    os.replace(path, stem.with_name(stem.name + suffix))
+            new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, now_ms=self._clock())
+            self._view = _View(segs[:i] + (new,) + segs[i + len(old) :])
+            fsync_dir(self.directory)
+            self._dir_dirty = False
+        return new
 
     # ------------------------------------------------------------ lifecycle
 

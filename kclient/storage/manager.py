@@ -12,7 +12,10 @@ after flushes), ``replication-offset-checkpoint`` (every partition's high
 watermark, written by `LogManager.checkpoint_high_watermarks`, Kafka's
 ``replica.high.watermark.checkpoint.interval.ms`` task, and at close) and,
 between a clean `LogManager.close` and the next start,
-``.kafka_cleanshutdown`` (see `kclient.storage.checkpoint`).
+``.kafka_cleanshutdown`` (see `kclient.storage.checkpoint`), and
+``cleaner-offset-checkpoint`` (each compacted partition's first dirty
+offset, kept by `kclient.storage.cleaner.LogCleaner`; a partition listed
+there is loaded knowing its offsets may have gaps).
 After an unclean shutdown each partition recovers from its checkpointed
 recovery point (0 when absent: the whole log).
 
@@ -45,6 +48,7 @@ from kclient.storage.checkpoint import (
     write_checkpoint,
     write_clean_shutdown_marker,
 )
+from kclient.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 from kclient.storage.log import Log, LogConfig
 from kclient.storage.segment import fsync_dir
 
@@ -136,6 +140,7 @@ class LogManager:
         if default_num_partitions < 1:
             raise ConfigError(f"num.partitions must be >= 1, got {default_num_partitions}")
         self.config = config if config is not None else LogConfig()
+        self._topic_overrides: dict[str, dict[str, str]] = {}
         self.default_num_partitions = default_num_partitions
         self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
@@ -176,6 +181,11 @@ class LogManager:
             else:
                 state = "unclean shutdown, recovering from checkpoints"
             logger.info("log dir %s: %s", log_dir, state)
+            try:
+                cleaned = read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+            except (CheckpointError, OSError, UnicodeDecodeError) as exc:
+                logger.warning("log dir %s: unreadable cleaner checkpoint (%s)", log_dir, exc)
+                cleaned = {}
             for entry in sorted(os.listdir(log_dir)):
                 parsed = parse_partition_dir(entry)
                 path = log_dir / entry
@@ -190,6 +200,8 @@ class LogManager:
                     clean_shutdown=clean,
                     clock=self._clock,
                     high_watermark=watermarks.get(parsed),
+                    # A log the cleaner has touched may have offset gaps.
+                    offset_gaps=True if parsed in cleaned else None,
                 )
                 self._logs[parsed] = plog
                 self._dir_of[parsed] = log_dir
@@ -232,6 +244,42 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         """The log dir holding ``topic``/``partition``, or ``None``."""
         return self._dir_of.get((topic, partition))
+
+    # ------------------------------------------------------------ per-topic configs
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The `LogConfig` of ``topic``'s logs: the broker defaults with the
+        topic's overrides (`set_topic_config`) applied."""
+        overrides = self._topic_overrides.get(topic)
+        if not overrides:
+            return self.config
+        try:
+            return self.config.with_topic_overrides(overrides)
+        except ConfigError as exc:
+            logger.warning("topic %s: bad config override (%s); using the broker defaults", topic, exc)
+            return self.config
+
+    def set_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        """Set the topic-level configs of ``topic`` (``cleanup.policy``,
+        ``retention.ms``, ``segment.bytes``, ... as in ZooKeeper's
+        ``/config/topics/<topic>`` or a CreateTopics request; see
+        `kclient.storage.LogConfig.with_topic_overrides`) and apply them to
+        its hosted logs and to those created later.
+
+        Args:
+            topic: The topic.
+            overrides: Topic config name -> value; replaces earlier ones.
+
+        Raises:
+            kclient.errors.ConfigError: A malformed value (nothing changes).
+        """
+        config = self.config.with_topic_overrides(overrides)
+        with self._lock:
+            self._topic_overrides[topic] = dict(overrides)
+            logs = [plog for (t, _), plog in self._logs.items() if t == topic]
+        for plog in logs:
+            if plog.config != config:
+                plog.update_config(config)
 
     # ------------------------------------------------------------ creation
 
@@ -291,7 +339,7 @@ class LogManager:
         path = log_dir / f"{key[0]}-{key[1]}"
         if path.exists():
             raise TopicAlreadyExistsError(f"directory {path} exists already")
-        plog = Log.open(path, self.config, clock=self._clock)
+        plog = Log.open(path, self.config_for(key[0]), clock=self._clock)
         self._logs[key] = plog
         self._dir_of[key] = log_dir
         return plog

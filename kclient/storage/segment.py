@@ -819,13 +819,19 @@ class LogSegment:
         self._tail_known = True
         self.index_suspect = False
 
-    def recover(self) -> int:
+    def recover(self, allow_gaps: bool = False) -> int:
         """Validate every batch from byte 0 and cut the file after the last valid one.
 
         A batch is valid when complete, with a possible header, offsets
-        contiguous from ``base_offset`` and a matching CRC. Both indexes are
-        rebuilt and ``size``, ``last_offset`` and the largest timestamp set. Seed
-        001 "log recovery"; Kafka's ``LogSegment.recover``.
+        contiguous from ``base_offset`` (with ``allow_gaps``, as in a
+        compacted log: increasing from ``base_offset``) and a matching CRC.
+        Both indexes are rebuilt and ``size``, ``last_offset`` and the
+        largest timestamp set. Kafka's ``LogSegment.recover``.
+
+        Args:
+            allow_gaps: Accept a batch starting above the previous batch's
+                end (Kafka documentation, "Log Compaction": cleaned
+                segments keep each retained record's offset).
 
         Returns:
             The number of bytes truncated (logged at WARNING when non-zero).
@@ -846,7 +852,7 @@ class LogSegment:
                 if wrapper and info.last_offset < expected:
                     # A compressed v0/v1 wrapper carries its last inner offset only.
                     reason = f"message set at byte {info.position} ends at offset {info.last_offset}, expected at least {expected}"
-                elif not wrapper and info.base_offset != expected:
+                elif not wrapper and (info.base_offset < expected if allow_gaps else info.base_offset != expected):
                     # Offsets are contiguous in this log (no compaction), so a
                     # gap means damage to the base offset, which no CRC covers.
                     reason = f"batch at byte {info.position} has offset {info.base_offset}, expected {expected}"

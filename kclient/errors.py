@@ -165,8 +165,10 @@ class FailedToSendMessageError(KafkaError):
 
     Retrying a possibly-written message (the producer's own
     ``message.send.max.retries``, or the application re-sending after this
-    error) may write it twice: only ``enable.idempotence`` (issue 11) makes
-    such a retry safe.
+    error) may write it twice. ``enable.idempotence`` (KIP-98) makes the
+    producer's own retries safe (the broker recognises a resent batch by its
+    producer id and sequence numbers); an application's re-send is a new
+    batch and may still duplicate.
 
     Attributes:
         lost_messages: how many messages failed (None: not counted), both kinds.

@@ -62,9 +62,21 @@ later request's answer acknowledged them while an earlier batch of their
 partition failed. They may be in the log; the rest (``not_sent``) are not:
 a failed write (an incomplete frame is never processed), a refused
 connection, unknown metadata or a broker error code before the append.
-A retry of a possibly-written batch (step 6) may duplicate it: only
-``enable.idempotence`` (issue 11) prevents that, and kclient does not
-implement it yet.
+A retry of a possibly-written batch (step 6) may duplicate it, unless
+``enable.idempotence`` is set: then the batches carry a producer id and
+per-partition sequence numbers (KIP-98), a retry resends the same bytes and
+the leader (or a new leader, which copied them) recognises a batch it
+already holds. One batch per partition is then in flight at a time
+(`kclient.client.producer.idempotence` has the state and the rules after a
+final failure).
+
+Every retry refreshes the metadata first (a lost connection, a timeout or
+NOT_ENOUGH_REPLICAS may all mean the leader moved). A topic whose metadata
+cannot be had because no broker answers (every bootstrap broker down, a
+producer started before its cluster) is retried the same way, backing off
+from ``retry.backoff.ms`` up to ``message.send.max.retries`` times, then
+fails with `NoBrokersAvailableError` as the cause. The failed records
+themselves are in ``FailedToSendMessageError.failed_records``.
 """
 
 from __future__ import annotations

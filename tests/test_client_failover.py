@@ -160,7 +160,12 @@ def test_simple_consumer_is_told_where_the_new_leader_is(cluster, topic):
     assert exc.leader == (leader.host, leader.port)
     assert exc.leader_id == new
     with SimpleConsumer(*exc.leader) as consumer:
-        got = [m.message.payload for m in consumer.fetch(FetchRequest(topic, 0, 0))]
+        # A new leader exposes the records once its high watermark passes
+        # them again (its followers fetched), as in Kafka.
+        got = wait_until(
+            lambda: [m.message.payload for m in consumer.fetch(FetchRequest(topic, 0, 0))] or None,
+            what="the new leader to serve the records",
+        )
     assert got == [b"m0", b"m1", b"m2"]
 
 

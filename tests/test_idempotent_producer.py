@@ -163,3 +163,28 @@ def test_idempotence_needs_record_batch_v2(cluster, topic):
             producer.send(ProducerData(topic, messages=[b"x"]))
     assert info.value.failed_records == {(topic, 0): [(None, b"x")]}
     assert cluster.values(topic) == []
+
+
+def test_async_pipelined_producer_keeps_each_partition_in_order(cluster, topic):
+    """With several batches in flight (async mode), each partition still
+    has one at a time: sequences follow each other with no gap."""
+    config = idempotent(
+        cluster,
+        **{
+            "producer.type": "async",
+            "batch.num.messages": 7,
+            "queue.buffering.max.ms": 1,
+            "max.in.flight.requests.per.connection": 5,
+        },
+    )
+    values = [f"q{i:03d}".encode() for i in range(200)]
+    with Producer(config) as producer:
+        for v in values:
+            producer.send(ProducerData(topic, messages=[v]))
+    assert cluster.values(topic) == values
+    headers = cluster.batch_headers(topic)
+    expected, seq = [], 0
+    for h in headers:
+        expected.append(seq)
+        seq += h.records_count
+    assert [h.base_sequence for h in headers] == expected and seq == 200

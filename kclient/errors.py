@@ -165,8 +165,10 @@ class FailedToSendMessageError(KafkaError):
 
     Retrying a possibly-written message (the producer's own
     ``message.send.max.retries``, or the application re-sending after this
-    error) may write it twice: only ``enable.idempotence`` (issue 11) makes
-    such a retry safe.
+    error) may write it twice. ``enable.idempotence`` (KIP-98) makes the
+    producer's own retries safe (the broker recognises a resent batch by its
+    producer id and sequence numbers); an application's re-send is a new
+    batch and may still duplicate.
 
     Attributes:
         lost_messages: how many messages failed (None: not counted), both kinds.
@@ -176,6 +178,11 @@ class FailedToSendMessageError(KafkaError):
             (0: none of them reached a broker).
         possibly_written_partitions: ``{(topic, partition): messages
             possibly written}`` for the partitions with any.
+        failed_records: ``{(topic, partition): [(key, value), ...]}``, the
+            failed records themselves (serialized key and value bytes) in
+            send order, so the application can tell exactly which ones to
+            resend; empty when the producer could not tell (a custom
+            ``event.handler``).
     """
 
     name = "FAILED_TO_SEND_MESSAGE"
@@ -187,8 +194,10 @@ class FailedToSendMessageError(KafkaError):
         failed_partitions: dict[tuple[str, int], int] | None = None,
         possibly_written: int = 0,
         possibly_written_partitions: dict[tuple[str, int], int] | None = None,
+        failed_records: dict[tuple[str, int], list] | None = None,
     ) -> None:
         super().__init__(*args)
+        self.failed_records: dict[tuple[str, int], list] = failed_records or {}
         self.lost_messages = lost_messages
         self.failed_partitions = failed_partitions
         self.possibly_written = possibly_written
@@ -235,8 +244,11 @@ class FrameTooLargeError(ProtocolError):
         self.max_bytes = max_bytes
 
 
-class NoBrokersAvailableError(KafkaError):
-    """None of the bootstrap brokers (``metadata.broker.list``) answered."""
+class NoBrokersAvailableError(KafkaConnectionError):
+    """None of the bootstrap brokers (``metadata.broker.list``) answered,
+    after every retry the caller allows (a `KafkaConnectionError`: the
+    producer retries it with ``retry.backoff.ms`` backoff, up to
+    ``message.send.max.retries`` times, before giving up)."""
 
     name = "NO_BROKERS_AVAILABLE"
     retriable = True
@@ -341,7 +353,19 @@ class LeaderNotAvailableError(BrokerResponseError):
 
 @_code(NOT_LEADER_OR_FOLLOWER, "NOT_LEADER_OR_FOLLOWER", retriable=True, invalid_metadata=True)
 class NotLeaderForPartitionError(BrokerResponseError):
-    """6: this broker is not the leader of the partition."""
+    """6: this broker is not the leader of the partition.
+
+    A client that looked the partition up again after this error (the
+    `SimpleConsumer` does) fills in where the leader is now.
+
+    Attributes:
+        leader: ``(host, port)`` of the partition's current leader, or None
+            when it is not known (no leader elected yet, or not looked up).
+        leader_id: That leader's broker id, -1 when not known.
+    """
+
+    leader: tuple[str, int] | None = None
+    leader_id: int = -1
 
 
 @_code(REQUEST_TIMED_OUT, "REQUEST_TIMED_OUT", retriable=True)

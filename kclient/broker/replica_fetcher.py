@@ -121,6 +121,12 @@ class FetcherManager:
         self._fetchers.clear()
 
 
+def _first_leaf(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup) and group.exceptions:
+        group = group.exceptions[0]
+    return group
+
+
 class ReplicaFetcher:
     """Copies the partitions this broker follows on one leader broker (see
     the module docstring)."""
@@ -159,7 +165,11 @@ class ReplicaFetcher:
                         finally:
                             with trio.CancelScope(shield=True):
                                 await conn.aclose()
-                except KafkaError as exc:
+                except* KafkaError as group:
+                    # The connection's reader runs in the nursery, so a lost
+                    # leader arrives as an ExceptionGroup (trio's strict
+                    # exception groups): retry, do not crash the broker.
+                    exc = _first_leaf(group)
                     log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
                     self.needs_truncation.update(self.partitions)
                     await trio.sleep(backoff)

@@ -111,9 +111,13 @@ class ProducerConfig(_ClientSecurityConfig):
     compressed_topics: tuple[str, ...] = prop("compressed.topics", _to_list, ())
     """Topics to compress; empty means every topic when a codec is set."""
     message_send_max_retries: int = prop("message.send.max.retries", _to_int, 3, _at_least(0), aliases=["retries"])
-    """Retries of a failed send before `FailedToSendMessageError`."""
+    """Retries of a failed send before `FailedToSendMessageError` (leadership
+    errors, NOT_ENOUGH_REPLICAS, timeouts, lost connections); also bounds the
+    wait for an unreachable bootstrap (every ``metadata.broker.list`` broker
+    down), which then fails with `NoBrokersAvailableError` as the cause."""
     retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
-    """Pause before each retry, after refreshing metadata (ms)."""
+    """Pause before the first retry (ms), doubled for each further one up to
+    10 s; metadata is refreshed before every retry."""
     topic_metadata_refresh_interval_ms: int = prop(
         "topic.metadata.refresh.interval.ms", _to_int, 600000, aliases=["metadata.max.age.ms"]
     )
@@ -147,7 +151,10 @@ class ProducerConfig(_ClientSecurityConfig):
     callback_handler: Any = prop("callback.handler", _to_optional_plugin, None)
     """CallbackHandler with enqueue/dequeue/before-send hooks (0.7); ``None`` for none."""
     enable_idempotence: bool = prop("enable.idempotence", _to_bool, False)
-    """Get a producer id (InitProducerId) and number batches so retries do not duplicate."""
+    """Get a producer id (InitProducerId) and number each partition's batches
+    (KIP-98) so that retries, also to a new leader after a failover, do not
+    duplicate; keeps one batch per partition in flight. Needs
+    ``request.required.acks=-1`` and Produce v3+ (``api.version`` 0.11+)."""
     max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
     """Largest produce request the producer builds (bytes)."""
     max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", _to_int, 1, _at_least(1))
@@ -155,7 +162,8 @@ class ProducerConfig(_ClientSecurityConfig):
     had acknowledged (Kafka's property of the same name). 1 (the default)
     keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
     retries; more pipelines Produce requests for throughput, and a retried
-    batch may then land after a later one, as in Kafka."""
+    batch may then land after a later one, as in Kafka (not with
+    ``enable.idempotence``, which keeps one batch per partition in flight)."""
     api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
     """Cap on the Produce version, and with it the message format, as a Kafka
     release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)

@@ -98,13 +98,25 @@ class ByteBufferMessageSet:
     log_start_offset: int = -1
     error_code: int = 0
     max_size: int | None = None
+    #: With NOT_LEADER_OR_FOLLOWER: ``(broker id, host, port)`` of the
+    #: partition's current leader, when the consumer looked it up.
+    leader: tuple[int, str, int] | None = None
 
     @property
     def error(self) -> BrokerResponseError | None:
-        """The partition's error as an exception instance, or None."""
+        """The partition's error as an exception instance, or None (a
+        `NotLeaderForPartitionError` carries ``leader`` / ``leader_id``
+        when the new leader is known)."""
         if not self.error_code:
             return None
-        return error_for_code(self.error_code)(f"{self.topic}-{self.partition} at offset {self.start_offset}")
+        where = f"{self.topic}-{self.partition} at offset {self.start_offset}"
+        if self.leader is not None:
+            where += f"; the leader is now broker {self.leader[0]} at {self.leader[1]}:{self.leader[2]}"
+        exc = error_for_code(self.error_code)(where)
+        if self.leader is not None:
+            exc.leader_id = self.leader[0]  # type: ignore[attr-defined]
+            exc.leader = (self.leader[1], self.leader[2])  # type: ignore[attr-defined]
+        return exc
 
     @property
     def size_in_bytes(self) -> int:

@@ -30,7 +30,15 @@ import trio
 
 from kclient.client.cluster import PartitionInfo, _parse_metadata
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
-from kclient.errors import UNKNOWN_TOPIC_OR_PARTITION, UnknownTopicOrPartitionError, UnsupportedVersionError, raise_for_code
+from kclient.errors import (
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    KafkaError,
+    NotLeaderForPartitionError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, LIST_OFFSETS, METADATA
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -181,6 +189,10 @@ class TrioSimpleConsumer:
             BrokerResponseError: the partition's error
                 (`OffsetOutOfRangeError` past the log end or before the
                 log start, `UnknownTopicOrPartitionError`, ...).
+                `NotLeaderForPartitionError` (the partition's leader moved,
+                e.g. after a broker failure) carries ``leader``, the new
+                leader's ``(host, port)``, and ``leader_id`` when this
+                broker's metadata names one: reconnect there.
             MessageSizeTooLargeError: the first batch is bigger than
                 ``request.max_size``.
             KafkaConnectionError: the broker cannot be reached or the
@@ -269,7 +281,43 @@ class TrioSimpleConsumer:
                     p["error_code"],
                     req.max_size,
                 )
+        moved = [r for r in results if r is not None and r.error_code == NOT_LEADER_OR_FOLLOWER]
+        if moved:
+            leaders = await self._leaders({(r.topic, r.partition) for r in moved})
+            for r in moved:
+                r.leader = leaders.get((r.topic, r.partition))
         return MultiFetchResponse(results)  # type: ignore[arg-type]
+
+    async def _leaders(self, keys: set[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, str, int]]:
+        """Where the partitions' leaders are now, from a Metadata request to
+        this consumer's broker (which the controller keeps up to date with
+        UpdateMetadata). Partitions without a leader, and every partition if
+        the request fails, are left out."""
+        try:
+            conn = await self._connection()
+            body = {"topics": [{"name": t} for t in sorted({k[0] for k in keys})], "allow_auto_topic_creation": False}
+            metadata = _parse_metadata(await conn.request(METADATA, body))
+        except KafkaError as exc:
+            log.debug("looking up the new leaders of %s failed: %s", sorted(keys), exc)
+            return {}
+        out = {}
+        for topic, partition in keys:
+            for info in metadata.partitions_for(topic):
+                broker = metadata.brokers.get(info.leader)
+                if info.partition == partition and broker is not None:
+                    out[(topic, partition)] = (broker.node_id, broker.host, broker.port)
+        return out
+
+    async def _raise_not_leader(self, topic: str, partition: int) -> None:
+        leader = (await self._leaders({(topic, partition)})).get((topic, partition))
+        where = f"{topic}-{partition} on {self.host}:{self.port}"
+        if leader is not None:
+            where += f"; the leader is now broker {leader[0]} at {leader[1]}:{leader[2]}"
+        exc = NotLeaderForPartitionError(where)
+        if leader is not None:
+            exc.leader_id = leader[0]
+            exc.leader = (leader[1], leader[2])
+        raise exc
 
     async def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
         """Valid offsets before a time (Kafka's ``getOffsetsBefore``).
@@ -292,7 +340,8 @@ class TrioSimpleConsumer:
         Raises:
             BrokerResponseError: the partition's error
                 (`UnknownTopicOrPartitionError`,
-                `NotLeaderForPartitionError`, ...).
+                `NotLeaderForPartitionError` with the new leader's
+                ``(host, port)`` as ``leader`` when known, ...).
             UnsupportedVersionError: the broker supports no ListOffsets
                 version this client speaks.
             KafkaConnectionError: the broker cannot be reached or the
@@ -311,6 +360,8 @@ class TrioSimpleConsumer:
         }
         response = await conn.request(LIST_OFFSETS, body, version=version)
         part = response["topics"][0]["partitions"][0]
+        if part["error_code"] == NOT_LEADER_OR_FOLLOWER:
+            await self._raise_not_leader(topic, partition)
         raise_for_code(part["error_code"], f"{topic}-{partition}")
         if version == 0:
             return list(part["old_style_offsets"])[:max_num_offsets]

@@ -13,7 +13,7 @@ Format"). `BatchBuilder` does the work for the `DefaultEventHandler`;
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kclient.client.producer.settings import ProducerSettings
 from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
@@ -42,7 +42,10 @@ class PartitionSend:
     call: its records, their chunks, the encoded batches not acknowledged
     yet, and the first error."""
 
-    __slots__ = ("topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes", "maybe")
+    __slots__ = (
+        "topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes", "maybe",
+        "producer_id", "producer_epoch", "sequences",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -59,6 +62,12 @@ class PartitionSend:
         # id() of every pending record that some attempt may have written
         # (request written, outcome unknown); None while there is none.
         self.maybe: set[int] | None = None
+        # Idempotent producer (KIP-98): the producer id and epoch the chunks
+        # were numbered under and each pending chunk's base sequence; None
+        # for a producer without enable.idempotence.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequences: list[int] | None = None
 
     @property
     def pending_messages(self) -> int:
@@ -120,7 +129,7 @@ class BatchBuilder:
         self.settings = settings
         self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
 
-    def build(self, part: PartitionSend, magic: int | None = None) -> None:
+    def build(self, part: PartitionSend, magic: int | None = None, stamp: "Callable[[PartitionSend], None] | None" = None) -> None:
         """Split a partition's records into chunks that fit a request and
         encode them.
 
@@ -129,6 +138,10 @@ class BatchBuilder:
                 ``batches``.
             magic: The message format; default: the format the
                 ``api.version`` cap allows, else v2.
+            stamp: Called once the chunks are known and before they are
+                encoded, to set ``part``'s producer id, epoch and base
+                sequences (the idempotent producer's
+                `IdempotentProducerState.stamp`).
 
         Raises:
             MessageSizeTooLargeError: one record alone does not fit.
@@ -144,6 +157,8 @@ class BatchBuilder:
         part.chunks = self.chunk(part, part.records, codec, magic)
         part.counts = [len(c) for c in part.chunks]
         part.records = []
+        if stamp is not None:
+            stamp(part)
         self.encode(part, magic)
 
     def chunk(self, part: PartitionSend, records: list, codec: int, magic: int) -> list[list]:
@@ -221,13 +236,24 @@ class BatchBuilder:
             TypeError: a key or value is not bytes after serialization.
         """
         codec = part.codec
+        if magic < 2 and part.sequences is not None:
+            raise UnsupportedForMessageFormatError(
+                f"topic {part.topic!r} partition {part.partition}: an idempotent producer needs record batch v2 "
+                f"(Produce v3+, KIP-98) to carry its producer id and sequence numbers, not message format v{magic}"
+            )
         if magic < 2 and part.header_bytes:
             raise UnsupportedForMessageFormatError(
                 f"records for topic {part.topic!r} partition {part.partition} carry headers, which message format "
                 f"v{magic} cannot hold (headers need record batch v2, KIP-82)"
             )
         try:
-            if magic == 2:
+            if magic == 2 and part.sequences is not None:
+                pid, epoch = part.producer_id, part.producer_epoch
+                part.batches = [
+                    build_batch(c, codec=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+                    for c, seq in zip(part.chunks, part.sequences)
+                ]
+            elif magic == 2:
                 part.batches = [build_batch(c, codec=codec) for c in part.chunks]
             else:
                 part.batches = [build_message_set(c, magic=magic, codec=codec) for c in part.chunks]
@@ -254,7 +280,7 @@ class BatchBuilder:
         """
         if part.magic == magic:
             return
-        if magic < 2 <= part.magic:
+        if magic < 2 <= part.magic and part.sequences is None:
             records = [r for c in part.chunks for r in c]
             part.chunks = self.chunk(part, records, part.codec, magic)
             part.counts = [len(c) for c in part.chunks]

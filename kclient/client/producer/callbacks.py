@@ -119,7 +119,9 @@ class CallbackHandler:
                 be in the log anyway (written, then no answer: a timeout or
                 a connection lost after the write); ``not_sent`` the ones
                 that are not. Re-sending a possibly-written message may
-                duplicate it (no ``enable.idempotence`` yet: issue 11).
+                duplicate it (the producer's own retries do not when
+                ``enable.idempotence=true``, KIP-98). ``failed_records``
+                lists the failed ``(key, value)`` pairs per partition.
         """
 
     def close(self) -> None:

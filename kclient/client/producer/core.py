@@ -148,8 +148,6 @@ class TrioProducer:
         #: Topic names `prepare` has checked (read by the blocking
         #: Producer's fast path; only ever grows).
         self.valid_topics: set[str] = set()
-        if cfg.enable_idempotence:
-            log.warning("enable.idempotence=true: the producer does not number batches yet; retries may duplicate records")
 
     @property
     def cluster(self) -> Cluster:

@@ -62,9 +62,21 @@ later request's answer acknowledged them while an earlier batch of their
 partition failed. They may be in the log; the rest (``not_sent``) are not:
 a failed write (an incomplete frame is never processed), a refused
 connection, unknown metadata or a broker error code before the append.
-A retry of a possibly-written batch (step 6) may duplicate it: only
-``enable.idempotence`` (issue 11) prevents that, and kclient does not
-implement it yet.
+A retry of a possibly-written batch (step 6) may duplicate it, unless
+``enable.idempotence`` is set: then the batches carry a producer id and
+per-partition sequence numbers (KIP-98), a retry resends the same bytes and
+the leader (or a new leader, which copied them) recognises a batch it
+already holds. One batch per partition is then in flight at a time
+(`kclient.client.producer.idempotence` has the state and the rules after a
+final failure).
+
+Every retry refreshes the metadata first (a lost connection, a timeout or
+NOT_ENOUGH_REPLICAS may all mean the leader moved). A topic whose metadata
+cannot be had because no broker answers (every bootstrap broker down, a
+producer started before its cluster) is retried the same way, backing off
+from ``retry.backoff.ms`` up to ``message.send.max.retries`` times, then
+fails with `NoBrokersAvailableError` as the cause. The failed records
+themselves are in ``FailedToSendMessageError.failed_records``.
 """
 
 from __future__ import annotations
@@ -80,12 +92,16 @@ from kclient.client.producer.batching import BatchBuilder, PartitionSend, header
 from kclient.client.producer.data import ProducerData as _ProducerData
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
+from kclient.client.producer.idempotence import RESET_CODES, IdempotentProducerState
 from kclient.errors import (
+    DUPLICATE_SEQUENCE_NUMBER,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     REQUEST_TIMED_OUT,
     AuthenticationError,
     FailedToSendMessageError,
+    KafkaConnectionError,
     KafkaError,
+    KafkaTimeoutError,
     LeaderNotAvailableError,
     MessageSizeTooLargeError,
     UnsupportedCompressionTypeError,
@@ -185,6 +201,32 @@ class DefaultEventHandler(EventHandler):
         self._encode_key = None if _is_passthrough(context.key_encoder) else context.key_encoder.to_message
         self._partition = context.partitioner.partition
         self._batches = BatchBuilder(context.settings)
+        s = context.settings
+        #: The idempotent producer's state (enable.idempotence), else None.
+        self.idempotence: IdempotentProducerState | None = (
+            IdempotentProducerState(context.cluster, retries=s.retries, backoff_ms=s.backoff_ms) if s.idempotence else None
+        )
+
+    async def _partitions_for(self, topic: str) -> tuple:
+        """The topic's partitions, retrying an unreachable cluster (every
+        bootstrap broker down, a connection lost, no answer) with the send
+        retries' backoff, up to ``message.send.max.retries`` times: a
+        producer started before its brokers waits for them (Kafka 0.8's
+        producer retries its metadata fetch the same way). Broker answers
+        (unknown topic, no leader) are not retried here:
+        `Cluster.partitions_for` already waits for leaders."""
+        s = self._settings
+        attempt = 0
+        while True:
+            try:
+                return await self._cluster.partitions_for(topic)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                if attempt >= s.retries:
+                    raise
+                attempt += 1
+                delay = min(s.backoff_ms * (2 ** (attempt - 1)), MAX_BACKOFF_MS)
+                log.info("no broker answered for topic %r (%s); retry %d of %d in %d ms", topic, exc, attempt, s.retries, delay)
+                await trio.sleep(delay / 1000)
 
     # -- step 1-3: serialize and partition ---------------------------------
 
@@ -203,10 +245,11 @@ class DefaultEventHandler(EventHandler):
         out: dict[tuple[str, int], PartitionSend] = {}
         for topic, datas in by_topic.items():
             try:
-                parts = await self._cluster.partitions_for(topic)
+                parts = await self._partitions_for(topic)
             except KafkaError as exc:
                 n = sum(len(d.messages) for d in datas)
-                failed[(topic, -1)] = (n, exc)
+                given = [(d.key, m) for d in datas for m in d.messages]
+                failed[(topic, -1)] = (n, exc, 0, given)
                 continue
             n_parts = len(parts)
             by_partition: dict[int, PartitionSend] = {}
@@ -298,21 +341,51 @@ class DefaultEventHandler(EventHandler):
         """
         if not events:
             return _nothing
-        failed: dict[tuple[str, int], tuple[int, BaseException]] = {}
+        failed: dict[tuple[str, int], tuple] = {}
         parts = await self._collate(events, failed)
-        for part in parts.values():
+        idem = self.idempotence
+        slots: list = []
+        stamp = None
+        if idem is not None and parts:
+            # One batch in flight per partition: wait for the previous one.
+            slots = await idem.acquire(parts)
             try:
-                self._batches.build(part)
-            except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
-                failed[(part.topic, part.partition)] = (len(part.records), exc)
-                part.batches = []
-                part.chunks = []
-                part.counts = []
-        pending = [p for p in parts.values() if p.batches]
-        plan = await self._write_round(pending) if pending else []
+                await idem.ensure_producer_id()
+            except KafkaError as exc:
+                idem.release(slots)
+                for part in parts.values():
+                    failed[(part.topic, part.partition)] = (len(part.records), exc, 0, [(r[0], r[1]) for r in part.records])
+                return _raiser(failed)
+            except BaseException:
+                idem.release(slots)
+                raise
+            stamp = idem.stamp  # no await from here to the last stamp
+        try:
+            for part in parts.values():
+                try:
+                    self._batches.build(part, stamp=stamp)
+                except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
+                    records = part.records or [r for c in part.chunks for r in c]
+                    if idem is not None:
+                        idem.rewind(part)
+                    failed[(part.topic, part.partition)] = (len(records), exc, 0, [(r[0], r[1]) for r in records])
+                    part.batches = []
+                    part.chunks = []
+                    part.counts = []
+                    part.sequences = None
+            pending = [p for p in parts.values() if p.batches]
+            plan = await self._write_round(pending) if pending else []
+        except BaseException:
+            if slots:
+                idem.release(slots)  # type: ignore[union-attr]
+            raise
 
         async def finish() -> None:
-            await self._finish(pending, plan, failed)
+            try:
+                await self._finish(pending, plan, failed)
+            finally:
+                if slots:
+                    idem.release(slots)  # type: ignore[union-attr]
 
         return finish
 
@@ -336,11 +409,17 @@ class DefaultEventHandler(EventHandler):
                 if err is not None and getattr(err, "retriable", False) and attempt < s.retries:
                     retry.append(part)
                 else:
-                    failed[(part.topic, part.partition)] = (part.pending_messages, err, _possibly_written(part))
+                    possibly = _possibly_written(part)
+                    failed[(part.topic, part.partition)] = (part.pending_messages, err, possibly, [(r[0], r[1]) for c in part.chunks for r in c])
+                    if self.idempotence is not None and part.sequences is not None:
+                        self._after_final_failure(part, err, possibly)
             if not retry:
                 break
             attempt += 1
-            refresh = any(getattr(p.error, "invalid_metadata", False) for p in retry)
+            # Any retry may meet a moved leader (a lost connection, a
+            # timeout, NOT_ENOUGH_REPLICAS while the ISR shrinks): look the
+            # leaders up again every time.
+            refresh = True
             log.debug(
                 "retrying %d partition(s) (attempt %d of %d) after %s",
                 len(retry),
@@ -365,6 +444,21 @@ class DefaultEventHandler(EventHandler):
                 # with the AuthenticationException): never retried.
                 raise auth from error
             raise error
+
+    def _after_final_failure(self, part: PartitionSend, err: BaseException | None, possibly: int) -> None:
+        """Keep the idempotent numbering consistent after ``part``'s pending
+        batches finally failed (see `kclient.client.producer.idempotence`):
+        rewind when none of them can be in the log, else drop the producer
+        id."""
+        idem = self.idempotence
+        assert idem is not None
+        code = getattr(err, "code", None)
+        if code in RESET_CODES:
+            idem.reset(f"{part.topic}-{part.partition}: {err}")
+        elif possibly:
+            idem.reset(f"{part.topic}-{part.partition}: {possibly} record(s) failed and may be in the log")
+        else:
+            idem.rewind(part)
 
     async def _send_round(self, parts: list[PartitionSend]) -> None:
         """One attempt: write every request, then read every response;
@@ -479,7 +573,9 @@ class DefaultEventHandler(EventHandler):
                 name = t["name"]
                 for pr in t["partition_responses"]:
                     code = pr["error_code"]
-                    if not code:
+                    if not code or code == DUPLICATE_SEQUENCE_NUMBER:
+                        # 46: an idempotent batch the leader already holds
+                        # (a retry of one whose answer was lost): written.
                         continue
                     msg = pr.get("error_message") or ""
                     err = error_for_code(code)(f"topic {name!r} partition {pr['index']} on broker {node_id}" + (f": {msg}" if msg else ""))
@@ -505,6 +601,8 @@ class DefaultEventHandler(EventHandler):
             del part.batches[:cut]
             del part.chunks[:cut]
             del part.counts[:cut]
+            if part.sequences is not None:
+                del part.sequences[:cut]
             part.failed_from = None
 
 
@@ -537,6 +635,13 @@ async def _nothing() -> None:
     return None
 
 
+def _raiser(failed: dict) -> "Callable[[], Awaitable[None]]":
+    async def finish() -> None:
+        raise _failure(failed, 0)
+
+    return finish
+
+
 def _failure(failed: dict, retries: int) -> FailedToSendMessageError:
     """The error for ``failed``: ``{(topic, partition): (messages, error)
     or (messages, error, possibly written)}``."""
@@ -547,6 +652,7 @@ def _failure(failed: dict, retries: int) -> FailedToSendMessageError:
     cause = next((v[1] for v in failed.values() if v[1] is not None), None)
     after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
     maybe = {tp: v[2] for tp, v in failed.items() if len(v) > 2 and v[2]}
+    records = {tp: v[3] for tp, v in failed.items() if len(v) > 3}
     possibly = sum(maybe.values())
     if possibly:
         outcome = f" ({possibly} possibly written: the broker may have appended them; {lost - possibly} not sent)"
@@ -558,6 +664,7 @@ def _failure(failed: dict, retries: int) -> FailedToSendMessageError:
         failed_partitions={tp: v[0] for tp, v in failed.items()},
         possibly_written=possibly,
         possibly_written_partitions=maybe,
+        failed_records=records,
     )
     exc.__cause__ = cause
     return exc

@@ -70,7 +70,9 @@ class ProducerSettings:
     4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
     all when a codec is set); ``max_request_bytes``: the most bytes a Produce
     request (and so a record batch) may carry; ``max_produce_version``: the
-    cap from ``api.version`` (`produce_version_cap`), None for none.
+    cap from ``api.version`` (`produce_version_cap`), None for none;
+    ``idempotence``: enable.idempotence (KIP-98: producer id and sequence
+    numbers, see `kclient.client.producer.idempotence`).
     """
 
     acks: int = 1
@@ -81,6 +83,7 @@ class ProducerSettings:
     compressed_topics: frozenset = frozenset()
     max_request_bytes: int = 1_048_576
     max_produce_version: int | None = None
+    idempotence: bool = False
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
@@ -106,6 +109,7 @@ def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
         compressed_topics=frozenset(config.compressed_topics),
         max_request_bytes=config.max_request_size,
         max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
+        idempotence=bool(getattr(config, "enable_idempotence", False)),
     )
 
 

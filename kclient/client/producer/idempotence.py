@@ -1,0 +1,237 @@
+"""The idempotent producer's state: producer id, epoch and per-partition
+sequence numbers (KIP-98, "Exactly Once Delivery and Transactional
+Messaging"; the record batch fields ``producerId``, ``producerEpoch`` and
+``baseSequence`` of the Kafka protocol guide, "Record Batch").
+
+With ``enable.idempotence=true`` the producer
+
+* asks any broker for a producer id with InitProducerId (API key 22)
+  before its first Produce, retrying retriable errors (a broker that
+  cannot reach ZooKeeper answers COORDINATOR_NOT_AVAILABLE) with
+  ``retry.backoff.ms`` backoff, up to ``message.send.max.retries`` times;
+* numbers the records of each partition from 0: a batch carries the
+  sequence of its first record, the next batch starts where it ended
+  (modulo 2**31, as the broker counts);
+* sends the very same batch bytes when it retries, so a leader (or the new
+  leader after a failover, whose log holds the replicated batches and so
+  the producer's state) that already appended the batch answers with the
+  offsets it got the first time, appending nothing (a DUPLICATE_SEQUENCE_NUMBER
+  answer is also taken as success);
+* keeps **one batch in flight per partition** (`acquire` / `release`):
+  the next batch of a partition is numbered and sent only once the
+  previous one is acknowledged or has finally failed. Ordering per
+  partition therefore holds across retries whatever
+  ``max.in.flight.requests.per.connection`` says (batches of different
+  partitions are still pipelined).
+
+When a batch finally fails, the broker's idea of the next sequence and the
+producer's may differ:
+
+* nothing of the failed batches can be in the log (every attempt was
+  refused before the append): the partition's sequence is rewound to the
+  first failed batch (`rewind`), and the next batch reuses its numbers;
+* a failed batch may be in the log (no answer, or REQUEST_TIMED_OUT /
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND), or the broker answered
+  OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
+  INVALID_PRODUCER_EPOCH: the producer id is dropped (`reset`) and the
+  next send gets a new one, whose sequences start at 0 on every
+  partition. KIP-360 instead bumps the epoch of the same producer id
+  (InitProducerId v3+); the broker speaks InitProducerId v0-1 only, so a
+  new producer id is the way to restart the numbering. The failed records
+  themselves are reported in the `FailedToSendMessageError`, never
+  resent behind the application's back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Iterable
+
+import trio
+
+from kclient.errors import (
+    INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    UNKNOWN_PRODUCER_ID,
+    KafkaError,
+    error_for_code,
+)
+from kclient.protocol.messages import INIT_PRODUCER_ID
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.client.cluster import Cluster
+    from kclient.client.producer.batching import PartitionSend
+
+log = logging.getLogger(__name__)
+
+#: Sequence numbers are int32 and wrap to 0 after 2**31 - 1 (KIP-98).
+SEQUENCE_MODULUS = 2**31
+#: Broker errors after which the producer id must be replaced.
+RESET_CODES = frozenset((OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH))
+#: Upper bound of the InitProducerId retry backoff (seconds).
+MAX_BACKOFF_S = 10.0
+
+TopicPartition = tuple[str, int]
+
+
+class IdempotentProducerState:
+    """Producer id, epoch and next sequence per partition of one producer.
+
+    Used on the producer's trio loop only.
+
+    Args:
+        cluster: Where InitProducerId is sent (any broker).
+        retries: InitProducerId retries of retriable errors
+            (``message.send.max.retries``).
+        backoff_ms: First pause between them (``retry.backoff.ms``),
+            doubled each time up to 10 s.
+    """
+
+    def __init__(self, cluster: "Cluster", *, retries: int = 3, backoff_ms: int = 100) -> None:
+        self._cluster = cluster
+        self._retries = retries
+        self._backoff_ms = max(1, backoff_ms)
+        #: The producer id, -1 until InitProducerId answered (or after a reset).
+        self.producer_id = -1
+        #: The producer epoch, -1 until InitProducerId answered.
+        self.producer_epoch = -1
+        #: How many times the producer id was dropped (`reset`).
+        self.resets = 0
+        self._next: dict[TopicPartition, int] = {}
+        self._slots: dict[TopicPartition, trio.Semaphore] = {}
+        self._init_lock = trio.Lock()
+
+    # ------------------------------------------------------------ producer id
+
+    async def ensure_producer_id(self) -> None:
+        """Get a producer id if there is none (InitProducerId, KIP-98).
+
+        Raises:
+            KafkaError: the last error once the retries ran out, or a
+                non-retriable one at once (e.g. an `AuthenticationError`,
+                or `UnsupportedVersionError` from a broker without
+                InitProducerId).
+        """
+        if self.producer_id >= 0:
+            return
+        async with self._init_lock:
+            attempt = 0
+            while self.producer_id < 0:
+                try:
+                    conn = await self._cluster.any_connection()
+                    version = conn.version_for(INIT_PRODUCER_ID, ceiling=1)
+                    body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+                    response = await conn.request(INIT_PRODUCER_ID, body, version=version)
+                    code = response["error_code"]
+                    if code:
+                        raise error_for_code(code)("InitProducerId")
+                except KafkaError as exc:
+                    if not exc.retriable or attempt >= self._retries:
+                        log.error("cannot get a producer id (InitProducerId) after %d retries: %s", attempt, exc)
+                        raise
+                    attempt += 1
+                    delay = min(self._backoff_ms * 2 ** (attempt - 1) / 1000, MAX_BACKOFF_S)
+                    log.info("InitProducerId failed (%s); retry %d of %d in %.2f s", exc, attempt, self._retries, delay)
+                    await trio.sleep(delay)
+                    continue
+                self.producer_id = response["producer_id"]
+                self.producer_epoch = response["producer_epoch"]
+                self._next.clear()
+                log.info("idempotent producer: producer id %d, epoch %d", self.producer_id, self.producer_epoch)
+
+    def reset(self, reason: str) -> None:
+        """Drop the producer id (and with it every partition's sequence):
+        the next send asks for a new one.
+
+        Args:
+            reason: Logged at WARNING.
+        """
+        if self.producer_id < 0:
+            return
+        log.warning("idempotent producer %d: dropping the producer id (%s); the next send gets a new one", self.producer_id, reason)
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._next.clear()
+        self.resets += 1
+
+    # ------------------------------------------------------------ sequences
+
+    def next_sequence(self, tp: TopicPartition) -> int:
+        """The sequence the next batch of a partition starts at (0 for a
+        partition not written with this producer id yet)."""
+        return self._next.get(tp, 0)
+
+    def stamp(self, part: "PartitionSend") -> None:
+        """Give each chunk of ``part`` the producer id, epoch and its base
+        sequence, and advance the partition's sequence past them.
+
+        Call right after `ensure_producer_id` with no ``await`` in between
+        (the producer id may otherwise have been reset).
+
+        Args:
+            part: The partition, its ``counts`` set (records per chunk).
+
+        Raises:
+            RuntimeError: there is no producer id.
+        """
+        if self.producer_id < 0:
+            raise RuntimeError("no producer id: call ensure_producer_id() first")
+        tp = (part.topic, part.partition)
+        seq = self._next.get(tp, 0)
+        sequences = []
+        for count in part.counts:
+            sequences.append(seq)
+            seq = (seq + count) % SEQUENCE_MODULUS
+        self._next[tp] = seq
+        part.producer_id = self.producer_id
+        part.producer_epoch = self.producer_epoch
+        part.sequences = sequences
+
+    def rewind(self, part: "PartitionSend") -> None:
+        """Give the sequences of ``part``'s pending chunks back: none of
+        them is in the log, so the partition's next batch starts at the
+        first one's sequence.
+
+        Only valid while ``part`` holds its partition's slot (no later
+        batch was numbered); a ``part`` numbered under an older producer
+        id changes nothing.
+
+        Args:
+            part: The partition whose pending chunks finally failed.
+        """
+        if not part.sequences or part.producer_id != self.producer_id or part.producer_epoch != self.producer_epoch:
+            return
+        self._next[(part.topic, part.partition)] = part.sequences[0]
+
+    # ------------------------------------------------------------ in flight
+
+    async def acquire(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Wait until no earlier batch of these partitions is in flight and
+        take their slots (in sorted order, so two callers cannot deadlock).
+
+        Args:
+            tps: The partitions a batch writes.
+
+        Returns:
+            The partitions taken, sorted; give them back with `release`.
+        """
+        taken: list[TopicPartition] = []
+        try:
+            for tp in sorted(set(tps)):
+                slot = self._slots.get(tp)
+                if slot is None:
+                    slot = self._slots[tp] = trio.Semaphore(1)
+                await slot.acquire()
+                taken.append(tp)
+        except BaseException:
+            self.release(taken)
+            raise
+        return taken
+
+    def release(self, tps: Iterable[TopicPartition]) -> None:
+        """Give back the slots `acquire` took (from any task)."""
+        for tp in tps:
+            self._slots[tp].release()
+
+
+__all__ = ["RESET_CODES", "SEQUENCE_MODULUS", "IdempotentProducerState"]

@@ -151,17 +151,22 @@ class ReplicaFetcher:
         backoff = self.config.replica_fetch_backoff_ms / 1000
         with self._scope:
             while not self.stopped:
-                try:
-                    async with trio.open_nursery() as nursery:
+                # The errors are caught inside the nursery: leaving it, they
+                # would come out wrapped in an exception group and end the broker.
+                async with trio.open_nursery() as nursery:
+                    conn = None
+                    try:
                         conn = await self._connect(nursery)
-                        try:
-                            await self._fetch_loop(conn)
-                        finally:
+                        await self._fetch_loop(conn)
+                    except KafkaError as exc:
+                        log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
+                        self.needs_truncation.update(self.partitions)
+                    finally:
+                        if conn is not None:
                             with trio.CancelScope(shield=True):
                                 await conn.aclose()
-                except KafkaError as exc:
-                    log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
-                    self.needs_truncation.update(self.partitions)
+                        nursery.cancel_scope.cancel()
+                if not self.stopped:
                     await trio.sleep(backoff)
 
     async def _connect(self, nursery: trio.Nursery) -> BrokerConnection:

@@ -480,7 +480,9 @@ class RequestHandlers:
             "throttle_time_ms": 0,
             "brokers": self._live_brokers(),
             "cluster_id": state.cluster_id,
-            "controller_id": cache.controller_id if cache.controller_id >= 0 else state.broker_id,
+            # In a cluster: the controller of the last UpdateMetadata, -1 before
+            # the first (as Kafka); a standalone broker is its own controller.
+            "controller_id": cache.controller_id if cache.controller_id >= 0 or state.replica_manager.zk is not None else state.broker_id,
             "topics": topics,
         }
 

@@ -8,7 +8,10 @@ CreateTopics and DeleteTopics go to the controller that Metadata v1+ names
 answers NOT_CONTROLLER (41) — the controller moved — makes the client
 refresh the metadata and send the topics again to the new controller
 until the call's timeout. List and describe read one Metadata response
-(Kafka protocol guide, https://kafka.apache.org/protocol#The_Messages_Metadata).
+(Kafka protocol guide, https://kafka.apache.org/protocol#The_Messages_Metadata),
+from the controller when it is known: it answered CreateTopics and
+DeleteTopics only once its own metadata showed the change, so a client
+reads back what it did (the other brokers learn it moments later).
 
 Example::
 
@@ -165,7 +168,7 @@ class TrioAdminClient:
         last: BaseException | None = None
         for _ in range(max(2, len(self.config.bootstrap_servers) + len(self.cluster.metadata.brokers))):
             try:
-                conn = await self.cluster.any_connection()
+                conn = await self._reader()
                 version = conn.version_for(METADATA)
                 if topics is None:
                     names = [] if version == 0 else None
@@ -179,6 +182,18 @@ class TrioAdminClient:
             self.cluster.metadata = _parse_metadata(response)
             return self.cluster.metadata
         raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
+
+    async def _reader(self):
+        # The last known controller first: it answered this client's
+        # CreateTopics / DeleteTopics only once its own metadata showed the
+        # change, so what the client did is what it reads back.
+        md = self.cluster.metadata
+        if md.controller_id in md.brokers:
+            try:
+                return await self.cluster.broker_connection(md.controller_id)
+            except KafkaConnectionError:
+                pass
+        return await self.cluster.any_connection()
 
     async def _controller(self):
         md = await self.metadata([])

@@ -63,9 +63,10 @@ def _assignment(value: Mapping[int, Sequence[int]] | None) -> dict[int, tuple[in
 
 @attrs.frozen
 class NewTopic:
-    """A topic to create.
+    """A topic to create: ``NewTopic(name, num_partitions, replication_factor,
+    replica_assignment=None, config={})``.
 
-    Args:
+    Attributes:
         name: The topic name.
         num_partitions: Partition count; -1 for the broker's
             ``num.partitions`` (KIP-464).
@@ -253,6 +254,8 @@ class TrioAdminClient:
     async def create_topics(self, new_topics: Sequence[NewTopic], timeout_ms: int | None = None, validate_only: bool = False) -> None:
         """CreateTopics (API key 19) to the controller; returns once each
         topic's leaders are elected (the broker waits up to ``timeout_ms``).
+        When several topics fail, the first one's error is raised and its
+        message names the others.
 
         Args:
             new_topics: The topics.
@@ -271,9 +274,6 @@ class TrioAdminClient:
                 elected within ``timeout_ms``.
             NotControllerError: 41, still no controller at the deadline.
             NoBrokersAvailableError: No broker answered.
-
-            When several topics fail, the first one's error is raised and
-            its message names the others.
         """
         timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         by_name = {t.name: t for t in new_topics}

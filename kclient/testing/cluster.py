@@ -377,7 +377,38 @@ class Cluster:
         assignment = self.assignment(name)
         for p in assignment:
             self.wait_for_leader(name, p, timeout=timeout)
+        self.wait_for_metadata(name, timeout=timeout)
         return assignment
+
+    def wait_for_metadata(self, topic: str, timeout: float = 30.0) -> None:
+        """Wait until every running broker's Metadata shows each partition
+        of ``topic`` (as ZooKeeper assigns them) with a leader. The
+        controller sends a broker its LeaderAndIsr before the UpdateMetadata
+        that carries the same change, so the leaders then serve the topic.
+
+        Raises:
+            BrokerProcessError: Not within ``timeout`` seconds.
+        """
+        from kclient.errors import KafkaError
+        from kclient.tools._common import fetch_metadata
+
+        def probe() -> bool | None:
+            want = set(self.assignment(topic))
+            if not want:
+                return None
+            for broker in self.brokers.values():
+                if not broker.running:
+                    continue
+                try:
+                    md = fetch_metadata([(broker.host, broker.port)], [topic], timeout_ms=5000)
+                except KafkaError:
+                    return None
+                parts = md.partitions_for(topic)
+                if {p.partition for p in parts} != want or any(p.leader < 0 for p in parts):
+                    return None
+            return True
+
+        self._wait(probe, timeout, f"every broker's metadata to show {topic} with leaders")
 
     def __repr__(self) -> str:
         running = [bid for bid, b in sorted(self.brokers.items()) if b.running]

@@ -16,7 +16,10 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
   (`Whitelist`, `Blacklist`) give `KafkaStream`
   iterators of `MessageAndMetadata`.
 - The trio API underneath: `TrioProducer`, `TrioSimpleConsumer`.
-- Test helpers: `BrokerProcess` and `ZooKeeperProcess` (from `kclient.testing`).
+- `AdminClient` with `NewTopic` (configured by `AdminConfig`): create,
+  delete, list and describe topics (KIP-4).
+- Test helpers: `BrokerProcess`, `ZooKeeperProcess` and `Cluster` (a
+  real multi-broker cluster; from `kclient.testing`).
 - Errors named after Kafka error codes, all under `KafkaError`.
 """
 
@@ -30,6 +33,13 @@ __version__ = "0.1.0"
 # Public name -> module. Loaded on first use (PEP 562) so that importing the
 # pure protocol layer does not pull in trio, threads or the broker.
 _EXPORTS = {
+    "AdminClient": "kclient.client.admin",
+    "AdminConfig": "kclient.config",
+    "Cluster": "kclient.testing",
+    "NewTopic": "kclient.client.admin",
+    "NotControllerError": "kclient.errors",
+    "TopicAlreadyExistsError": "kclient.errors",
+    "InvalidReplicationFactorError": "kclient.errors",
     "Blacklist": "kclient.client.consumer.group.streams",
     "BrokerConfig": "kclient.config",
     "BrokerResponseError": "kclient.errors",
@@ -129,6 +139,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.errors import AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError, UnsupportedSaslMechanismError
     from kclient.security.settings import ClientSecurity
     from kclient.protocol.records import Header
-    from kclient.testing import BrokerProcess, ZooKeeperProcess
+    from kclient.testing import BrokerProcess, Cluster, ZooKeeperProcess
+    from kclient.client.admin import AdminClient, NewTopic
+    from kclient.config import AdminConfig
+    from kclient.errors import InvalidReplicationFactorError, NotControllerError, TopicAlreadyExistsError
 
 __all__ = sorted(_EXPORTS)

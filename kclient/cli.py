@@ -1,6 +1,7 @@
 """The ``kclient`` command line (argparse, stdlib).
 
-Subcommands: ``broker`` (below), the console tools Kafka users know
+Subcommands: ``broker`` (below), ``cluster`` (ZooKeeper plus N brokers in
+the foreground, see `kclient.tools.cluster`), the console tools Kafka users know
 (``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
 ``get-offsets``: see `kclient.tools`), ``dump-log`` and ``configs`` (SCRAM
 users in ZooKeeper like ``kafka-configs.sh``, see `kclient.tools.configs`).
@@ -86,6 +87,7 @@ def _registrar(module: str) -> _SubcommandAdder:
 SUBCOMMANDS: list[_SubcommandAdder] = [
     _add_broker,
     _registrar("zookeeper"),
+    _registrar("cluster"),
     _registrar("console_producer"),
     _registrar("console_consumer"),
     _registrar("topics"),

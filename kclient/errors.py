@@ -53,6 +53,9 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
+#: Admin requests (CreateTopics, DeleteTopics, ...) sent to a broker that
+#: is not the controller (KIP-4): send them to Metadata's controller_id.
+NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -499,6 +502,12 @@ class InvalidReplicaAssignmentError(BrokerResponseError):
 @_code(INVALID_CONFIG, "INVALID_CONFIG")
 class InvalidConfigurationError(BrokerResponseError):
     """40: a topic config name or value is invalid."""
+
+
+@_code(NOT_CONTROLLER, "NOT_CONTROLLER", retriable=True)
+class NotControllerError(BrokerResponseError):
+    """41: the broker is not the controller; admin requests go to the
+    controller Metadata v1+ names (KIP-4)."""
 
 
 @_code(UNSUPPORTED_COMPRESSION_TYPE, "UNSUPPORTED_COMPRESSION_TYPE")

@@ -143,12 +143,15 @@ def test_topics_list_and_describe(broker, topic):
     assert nope.returncode != 0 and len(nope.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("action", ["--create", "--delete"])
-def test_topics_create_delete_not_yet(broker, topic, action):
-    result = kc("topics", "--bootstrap-server", broker.bootstrap, action, "--topic", topic)
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "issue 11" in result.stderr
+def test_topics_create_and_delete_on_a_standalone_broker(broker, topic):
+    created = kc("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", "3", "--replication-factor", "1")
+    assert created.returncode == 0, created.stderr
+    described = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic)
+    assert described.stdout.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 3\tReplicationFactor: 1"
+    deleted = kc("topics", "--bootstrap-server", broker.bootstrap, "--delete", "--topic", topic)
+    assert deleted.returncode == 0, deleted.stderr
+    assert topic not in kc("topics", "--bootstrap-server", broker.bootstrap, "--list").stdout.splitlines()
+    # The cluster's tools are tested in test_cluster_tools.py.
 
 
 @pytest.mark.parametrize(

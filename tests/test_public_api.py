@@ -14,3 +14,22 @@ def test_public_names_import_from_kclient():
         assert getattr(kclient, name) is getattr(serde, name)
         assert name in kclient.__all__
     assert kclient.BrokerProcess is BrokerProcess and kclient.ZooKeeperProcess is ZooKeeperProcess
+
+
+def test_cluster_and_admin_names_import_from_kclient():
+    """The cluster helper and the admin client (issue 11) are public names."""
+    import kclient
+    import kclient.testing
+    from kclient.client import admin
+    from kclient.config import AdminConfig
+    from kclient.errors import InvalidReplicationFactorError, NotControllerError, TopicAlreadyExistsError
+    from kclient.testing.cluster import Cluster
+
+    assert kclient.Cluster is Cluster and kclient.testing.Cluster is Cluster and "Cluster" in kclient.testing.__all__
+    assert kclient.AdminClient is admin.AdminClient and kclient.NewTopic is admin.NewTopic
+    assert kclient.AdminConfig is AdminConfig
+    assert (kclient.TopicAlreadyExistsError.code, kclient.InvalidReplicationFactorError.code, kclient.NotControllerError.code) == (36, 38, 41)
+    assert kclient.TopicAlreadyExistsError is TopicAlreadyExistsError and kclient.NotControllerError is NotControllerError
+    assert kclient.InvalidReplicationFactorError is InvalidReplicationFactorError
+    for name in ("AdminClient", "AdminConfig", "Cluster", "NewTopic", "NotControllerError"):
+        assert name in kclient.__all__

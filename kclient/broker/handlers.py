@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import attrs
@@ -36,7 +37,7 @@ import trio
 
 from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.convert import AppendRejected, prepare_append
-from kclient.broker.meta import ProducerIdAllocator, load_or_create_meta
+from kclient.broker.meta import META_FILE, ProducerIdAllocator, load_or_create_meta
 from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
@@ -190,6 +191,9 @@ class BrokerState:
         self.config = config
         self.logs = logs
         self.cluster_id = cluster_id
+        #: True while the cluster id is the one this start made up (no
+        #: ``meta.properties`` before): ZooKeeper's ``/cluster/id`` replaces it.
+        self.cluster_id_is_new = False
         self.broker_id: int = config.broker_id
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
@@ -266,6 +270,7 @@ class BrokerState:
         log_dirs = list(config.log_dirs)
         if not log_dirs:
             raise ConfigError("log.dirs is empty")
+        meta_is_new = not (Path(log_dirs[0]) / META_FILE).exists()
         cluster_id = load_or_create_meta(log_dirs[0], config.broker_id)
         log_config = LogConfig.from_broker_config(config)
         logs = LogManager(log_dirs, log_config, default_num_partitions=config.num_partitions)
@@ -273,7 +278,9 @@ class BrokerState:
             log.warning("recovered %s-%d: truncated %d bytes", topic, partition, cut)
         if logs.clean_shutdown_dirs:
             log.info("clean shutdown marker found in %s: recovery skipped", ", ".join(map(str, logs.clean_shutdown_dirs)))
-        return cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
+        state = cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
+        state.cluster_id_is_new = meta_is_new
+        return state
 
     def close(self) -> None:
         """Flush and close every log (idempotent)."""
@@ -474,7 +481,9 @@ class RequestHandlers:
             "throttle_time_ms": 0,
             "brokers": self._live_brokers(),
             "cluster_id": state.cluster_id,
-            "controller_id": cache.controller_id if cache.controller_id >= 0 else state.broker_id,
+            # In a cluster: the controller of the last UpdateMetadata, -1 before
+            # the first (as Kafka); a standalone broker is its own controller.
+            "controller_id": cache.controller_id if cache.controller_id >= 0 or state.replica_manager.zk is not None else state.broker_id,
             "topics": topics,
         }
 

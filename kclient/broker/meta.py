@@ -97,6 +97,25 @@ def load_or_create_meta(log_dir: str | os.PathLike, broker_id: int) -> str:
     return cluster_id
 
 
+def store_cluster_id(log_dir: str | os.PathLike, broker_id: int, cluster_id: str) -> None:
+    """Rewrite ``log_dir/meta.properties`` with ``cluster_id`` (a broker
+    whose ``meta.properties`` is new takes the cluster id ZooKeeper's
+    ``/cluster/id`` already holds, as Kafka's ``getOrGenerateClusterId``
+    does: every broker of a cluster reports the same id).
+
+    Args:
+        log_dir: The first log directory.
+        broker_id: This broker's ``broker.id``.
+        cluster_id: The cluster id to keep.
+    """
+    _write_atomically(
+        Path(log_dir) / META_FILE,
+        "#\n#kclient broker metadata (same keys as Kafka's meta.properties)\n"
+        f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n",
+    )
+    log.info("stored cluster.id=%s in %s", cluster_id, Path(log_dir) / META_FILE)
+
+
 class ProducerIdAllocator:
     """Hands out increasing producer ids, persisting block boundaries in
     ``log_dir/producer_id_block`` so ids are never reused across restarts."""

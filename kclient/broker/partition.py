@@ -94,6 +94,10 @@ class Partition:
         self.broker_id = broker_id
         self.leader_id = -1
         self.leader_epoch = -1
+        #: Bumped each time this broker becomes leader after not leading: a
+        #: produce waiting for replication fails if leadership was lost and
+        #: regained meanwhile (its records may have been truncated).
+        self.leadership = 0
         #: Where the current leader epoch started in this log (leader only).
         self.leader_epoch_start_offset = 0
         self.isr: tuple[int, ...] = ()
@@ -130,6 +134,8 @@ class Partition:
     def make_leader(self, state: dict, now_ms: int) -> None:
         """Become (or stay) leader with a LeaderAndIsr partition state."""
         new_epoch = state["leader_epoch"] != self.leader_epoch or not self.is_leader
+        if not self.is_leader:
+            self.leadership += 1
         self._apply_state(state)
         # From now on the replication layer moves the high watermark.
         self.log.update_high_watermark(self.log.high_watermark)
@@ -209,13 +215,17 @@ class Partition:
 
         Returns:
             NONE; REQUEST_TIMED_OUT after ``deadline``;
-                NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile;
+                NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile (a new
+                leader epoch with this broker still leading is fine);
                 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the records are
                 replicated but the ISR is below ``min.insync.replicas``.
         """
-        epoch = self.leader_epoch
+        # A new leader epoch with this broker still leading (the controller
+        # shrank the ISR after a broker died) is no reason to fail: the high
+        # watermark moves on with the new ISR, as Kafka's DelayedProduce.
+        leadership = self.leadership
         while self.log.high_watermark < required_offset:
-            if not self.is_leader or self.leader_epoch != epoch:
+            if not self.is_leader or self.leadership != leadership or self.log.log_end_offset < required_offset:
                 return NOT_LEADER_OR_FOLLOWER
             event = self._hw_moved
             with trio.move_on_at(deadline):

@@ -159,20 +159,28 @@ class ReplicaFetcher:
             while not self.stopped:
                 try:
                     async with trio.open_nursery() as nursery:
-                        conn = await self._connect(nursery)
+                        conn = None
                         try:
+                            conn = await self._connect(nursery)
                             await self._fetch_loop(conn)
+                        except KafkaError as exc:
+                            self._failed(exc, backoff)
                         finally:
-                            with trio.CancelScope(shield=True):
-                                await conn.aclose()
+                            if conn is not None:
+                                with trio.CancelScope(shield=True):
+                                    await conn.aclose()
+                            nursery.cancel_scope.cancel()
                 except* KafkaError as group:
                     # The connection's reader runs in the nursery, so a lost
-                    # leader arrives as an ExceptionGroup (trio's strict
-                    # exception groups): retry, do not crash the broker.
-                    exc = _first_leaf(group)
-                    log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
-                    self.needs_truncation.update(self.partitions)
+                    # leader can also arrive as an ExceptionGroup (trio's
+                    # strict exception groups): retry, do not end the broker.
+                    self._failed(_first_leaf(group), backoff)
+                if not self.stopped:
                     await trio.sleep(backoff)
+
+    def _failed(self, exc: BaseException, backoff: float) -> None:
+        log.info("replica fetcher for broker %d at %s:%d: %s; retrying in %.1f s", self.leader_id, *self.address, exc, backoff)
+        self.needs_truncation.update(self.partitions)
 
     async def _connect(self, nursery: trio.Nursery) -> BrokerConnection:
         from kclient.net.connection import BrokerConnection

@@ -250,6 +250,11 @@ class TopicAdmin:
         exists = await trio.to_thread.run_sync(self.zk.exists, topic_path(name))
         if not exists:
             return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
+        if not state.metadata_cache.has_topic(name):
+            # Gone from the metadata while the controller finishes deleting it.
+            marked = await trio.to_thread.run_sync(self.zk.exists, f"{DELETE_TOPICS_PATH}/{name}")
+            if marked:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} is being deleted"
         await trio.to_thread.run_sync(self.zk.create_persistent_if_absent, f"{DELETE_TOPICS_PATH}/{name}", b"")
         return NONE, None
 

@@ -10,7 +10,10 @@ With ``zookeeper.connect`` set, `BrokerRegistrar`:
   start-up once that node has outlived ``zookeeper.session.timeout.ms``
   (a broker killed and restarted quickly waits for its old session to
   expire, as Kafka 0.8 did);
-- creates ``/cluster/id`` if absent;
+- creates ``/cluster/id`` if absent, and takes the id it holds when its
+  ``meta.properties`` was new (every broker of a cluster reports one
+  cluster id); an older ``meta.properties`` with another id fails the
+  start-up (Kafka's InconsistentClusterIdException);
 - registers the topics of its logs that ZooKeeper does not know (logs
   from a standalone run) with itself as their only replica (the
   controller, `kclient.broker.controller`, then elects their leaders);
@@ -32,13 +35,15 @@ import trio
 from kazoo.client import KazooState
 
 from kclient.clock import now_ms
-from kclient.errors import ZooKeeperError
+from kclient.broker.meta import store_cluster_id
+from kclient.errors import ConfigError, ZooKeeperError
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import (
     CLUSTER_ID_PATH,
     BrokerRegistration,
     TopicAssignment,
     broker_path,
+    decode_cluster_id,
     encode_cluster_id,
     topic_path,
 )
@@ -137,6 +142,18 @@ class BrokerRegistrar:
         broker_id = state.broker_id
         now = now_ms()
         zk.create_persistent_if_absent(CLUSTER_ID_PATH, encode_cluster_id(state.cluster_id))
+        stored = zk.get(CLUSTER_ID_PATH)
+        zk_cluster_id = decode_cluster_id(stored) if stored else state.cluster_id
+        if zk_cluster_id != state.cluster_id:
+            if not state.cluster_id_is_new:
+                raise ConfigError(
+                    f"The cluster id {zk_cluster_id} in ZooKeeper does not match the cluster id {state.cluster_id} "
+                    f"in {state.log_dirs[0]}/meta.properties (Kafka's InconsistentClusterIdException): "
+                    "the log directory belongs to another cluster"
+                )
+            store_cluster_id(state.log_dirs[0], broker_id, zk_cluster_id)
+            state.cluster_id = zk_cluster_id
+        state.cluster_id_is_new = False
         registration = BrokerRegistration.create(broker_id, state.advertised_host, state.advertised_port, now, listeners=self.listeners)
         path = broker_path(broker_id)
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 1.0

@@ -1,7 +1,7 @@
 """Configuration objects built from Kafka's dotted property names.
 
-Three frozen attrs classes, `ProducerConfig`, `ConsumerConfig`
-and `BrokerConfig`, hold validated settings under snake_case attribute
+Four frozen attrs classes, `ProducerConfig`, `ConsumerConfig`,
+`BrokerConfig` and `AdminConfig`, hold validated settings under snake_case attribute
 names. Each attribute is declared with `prop`, one line per Kafka
 property: the Kafka name, a converter, a default, an optional validator and
 the older spellings (aliases) that mean the same thing. That declaration is
@@ -43,7 +43,7 @@ The package, one job a module:
 - `kclient.config.files`: ``.properties`` files and ``--override`` lists;
 - `kclient.config.formats`: message format versions and per-topic configs;
 - `kclient.config.producer`, `kclient.config.consumer`,
-  `kclient.config.broker`: the three config classes;
+  `kclient.config.broker`, `kclient.config.admin`: the four config classes;
 - `kclient.config.reference`: the Markdown configuration reference.
 
 Every public name imports from ``kclient.config`` itself.
@@ -58,6 +58,7 @@ classic names this SDK keeps, the Kafka 0.8 configuration page
 (https://kafka.apache.org/07/documentation.html#configuration).
 """
 
+from kclient.config.admin import AdminConfig
 from kclient.config.base import REQUIRED, Property, prop
 from kclient.config.broker import BrokerConfig
 from kclient.config.consumer import ConsumerConfig
@@ -73,6 +74,7 @@ from kclient.config.formats import (
 from kclient.config.producer import ProducerConfig
 
 __all__ = [
+    "AdminConfig",
     "BrokerConfig",
     "COMPRESSION_CODECS",
     "ConsumerConfig",

@@ -1,7 +1,7 @@
 """The configuration reference page, rendered from the config declarations.
 
 Every row comes from the `prop` declarations of `ProducerConfig`,
-`ConsumerConfig` and `BrokerConfig`: the Kafka name, the aliases, the
+`ConsumerConfig`, `BrokerConfig` and `AdminConfig`: the Kafka name, the aliases, the
 default, the unit (when the name says it: ``.ms`` or ``.bytes``) and the
 attribute's docstring. ``docs/configuration.md`` is this module's output,
 committed; a test regenerates it and fails when the two differ. Regenerate
@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from kclient.config.admin import AdminConfig
 from kclient.config.base import REQUIRED, Property, _KafkaConfig
 from kclient.config.broker import SECURITY_PREFIXES, BrokerConfig
 from kclient.config.consumer import ConsumerConfig
@@ -31,7 +32,7 @@ from kclient.config.producer import ProducerConfig
 __all__ = ["CONFIG_CLASSES", "REGENERATE", "field_docs", "render_class", "render_page", "unit_of"]
 
 #: The config classes the reference page documents, in page order.
-CONFIG_CLASSES: tuple[type[_KafkaConfig], ...] = (ProducerConfig, ConsumerConfig, BrokerConfig)
+CONFIG_CLASSES: tuple[type[_KafkaConfig], ...] = (ProducerConfig, ConsumerConfig, BrokerConfig, AdminConfig)
 
 #: The command that rewrites the committed page.
 REGENERATE = "python -m kclient.config.reference > docs/configuration.md"
@@ -187,7 +188,8 @@ def render_page() -> str:
 <!-- Generated from the config declarations in kclient/config/; do not edit.
      Regenerate with: {REGENERATE} -->
 
-Every property of `ProducerConfig`, `ConsumerConfig` and `BrokerConfig`
+Every property of `ProducerConfig`, `ConsumerConfig`, `BrokerConfig` and
+`AdminConfig`
 (`kclient.config`), generated from the same declarations the configs are
 built from. Build a config from these names with
 `ProducerConfig.from_properties({{"bootstrap.servers": "localhost:9092"}})`,

@@ -26,14 +26,24 @@ PLAIN / SCRAM users): `kclient.testing.security`::
     with BrokerProcess(properties=security_properties(certs)) as broker:
         conf = client_properties("SSL", certs) | {"bootstrap.servers": broker.bootstrap_for("SSL")}
 
+A real multi-broker cluster (ZooKeeper plus N brokers, SIGKILL and
+restart on the same port, leaders and ISRs read from ZooKeeper):
+`kclient.testing.Cluster`::
+
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("events", partitions=3, replication_factor=3)
+        cluster.kill(cluster.leader("events", 0))
+
 The package: `kclient.testing.process` holds the subprocess lifecycle both
 servers share (start, wait until ready, stop with SIGTERM, kill with
 SIGKILL, log capture, temporary directories); `kclient.testing.broker` the
-bundled broker; `kclient.testing.zookeeper` ZooKeeper. Every public name
+bundled broker; `kclient.testing.zookeeper` ZooKeeper; `kclient.testing.cluster` the
+cluster. Every public name
 imports from ``kclient.testing`` itself.
 """
 
 from kclient.testing.broker import BrokerProcess, run_broker
+from kclient.testing.cluster import CLUSTER_DEFAULTS, Cluster
 from kclient.testing.process import BrokerProcessError, ServerProcess
 from kclient.testing.security import (
     ALL_LISTENERS,
@@ -55,7 +65,9 @@ from kclient.testing.zookeeper import (
 __all__ = [
     "ALL_LISTENERS",
     "BrokerProcess",
+    "CLUSTER_DEFAULTS",
     "ClientCertificate",
+    "Cluster",
     "TestCertificates",
     "client_properties",
     "kafka_python_options",

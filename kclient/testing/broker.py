@@ -46,6 +46,10 @@ class BrokerProcess(ServerProcess):
         config_file: A ``server.properties`` file passed to the broker
             first (the overrides still win).
         startup_timeout: Seconds to wait for the broker to listen.
+        keep_port: Restart (`start` after `stop` or `kill`) on the port
+            of the first start instead of a new free one, as a restarted
+            broker of a cluster does; its address in ZooKeeper and in the
+            clients' metadata stays the same.
         verbose: Run it with ``-v``.
         python: The Python interpreter that runs it.
     """
@@ -62,6 +66,7 @@ class BrokerProcess(ServerProcess):
         properties: Mapping[str, Any] | None = None,
         config_file: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
+        keep_port: bool = False,
         verbose: bool = False,
         python: str = sys.executable,
     ) -> None:
@@ -76,6 +81,7 @@ class BrokerProcess(ServerProcess):
         self.log_dir: Path = Path(log_dir) if log_dir is not None else self._workdir / "logs"  # type: ignore[operator]
         self.properties = dict(properties or {})
         self.config_file = config_file
+        self.keep_port = keep_port
         self.verbose = verbose
         self.python = python
         self._ports: dict[str, int] = {}
@@ -147,7 +153,10 @@ class BrokerProcess(ServerProcess):
                 not print its listening line within ``startup_timeout``
                 seconds (the message holds its log).
         """
-        return super().start()
+        super().start()
+        if self.keep_port:
+            self._requested_port = self.port
+        return self
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """Stop the broker with SIGTERM (a clean shutdown that flushes its

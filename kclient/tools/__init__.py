@@ -5,12 +5,14 @@ has a ``register(subparsers)`` that `kclient.cli` calls).
   (``kafka-console-producer.sh``): stdin lines to a topic.
 * `kclient.tools.console_consumer`: ``kclient console-consumer``
   (``kafka-console-consumer.sh``): a topic's records to stdout.
-* `kclient.tools.topics`: ``kclient topics --list/--describe``
+* `kclient.tools.topics`: ``kclient topics --list/--describe/--create/--delete``
   (``kafka-topics.sh``).
 * `kclient.tools.get_offsets`: ``kclient get-offsets``
   (``kafka-get-offsets.sh``, GetOffsetShell).
 * `kclient.tools.zookeeper`: ``kclient zookeeper``, a dev ZooKeeper in the
   foreground (``zookeeper-server-start.sh``).
+* `kclient.tools.cluster`: ``kclient cluster``, a development cluster
+  (ZooKeeper plus N brokers) in the foreground.
 * `kclient.tools.dump_log`: ``kclient dump-log``, a port of Kafka's
   ``kafka.tools.DumpLogSegments`` for ``.log``, ``.index`` and
   ``.timeindex`` files.

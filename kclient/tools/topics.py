@@ -1,35 +1,41 @@
-"""``kclient topics``: list and describe topics from Metadata, with the
+"""``kclient topics``: list, describe, create and delete topics, with the
 flags of Kafka's ``kafka-topics.sh``::
 
     kclient topics --bootstrap-server 127.0.0.1:9092 --list
     kclient topics --bootstrap-server 127.0.0.1:9092 --describe --topic events
+    kclient topics --bootstrap-server 127.0.0.1:9092 --create --topic events \
+        --partitions 6 --replication-factor 3 --config min.insync.replicas=2
+    kclient topics --bootstrap-server 127.0.0.1:9092 --delete --topic events
 
 ``--describe`` prints Kafka's layout: one summary line per topic, then one
 tab-indented line per partition (leader, replicas, in-sync replicas).
-``--topic`` is a topic name or, as in Kafka, a regular expression.
+``--topic`` is a topic name or, as in Kafka, a regular expression (for
+``--create`` a name).
 
-``--create`` and ``--delete`` need CreateTopics / DeleteTopics on the
-broker, which come with the cluster work (issue 11): they print a one-line
-error and exit with status 2. Until then topics are created on first use
-(``auto.create.topics.enable``, ``num.partitions``).
+With ``--bootstrap-server`` the tool is a client: ``--create`` and
+``--delete`` send CreateTopics / DeleteTopics (KIP-4) to the controller
+through `kclient.client.admin.AdminClient` and return once the cluster
+shows the change. With ``--zookeeper HOST:PORT[/chroot]`` instead (the
+older ``kafka-topics.sh`` way) it reads and writes ZooKeeper itself:
+``--create`` writes the topic's replica assignment (Kafka's rack-unaware
+round-robin over the registered brokers) and configs for the controller to
+pick up, ``--delete`` marks the topic under ``/admin/delete_topics``, and
+``--list`` / ``--describe`` read the partition state znodes.
+
+Every failure is one line on stderr (exit status 1; 2 for bad arguments).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 
-from kclient.errors import UnknownTopicOrPartitionError
-from kclient.tools._common import add_bootstrap_argument, client_properties, fetch_metadata, parse_bootstrap
+from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kclient.tools._common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
 
-__all__ = ["NOT_YET", "register", "run"]
-
-#: The error of ``--create`` / ``--delete`` (``{action}`` is the option).
-NOT_YET = (
-    "kclient topics {action} is not available yet: the bundled broker has no CreateTopics/DeleteTopics "
-    "until the cluster work (issue 11); topics are auto-created on first use (auto.create.topics.enable, num.partitions)"
-)
+__all__ = ["INTERNAL_TOPICS", "parse_replica_assignment", "register", "run"]
 
 #: Kafka's internal topics (left out by ``--exclude-internal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -43,19 +49,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """
     p = subparsers.add_parser(
         "topics",
-        help="list and describe topics (kafka-topics.sh)",
-        description="List or describe topics from the broker's Metadata.",
+        help="list, describe, create and delete topics (kafka-topics.sh)",
+        description="List, describe, create or delete topics, through a broker (--bootstrap-server) or "
+        "ZooKeeper (--zookeeper).",
     )
-    add_bootstrap_argument(p)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--bootstrap-server",
+        "--broker-list",
+        dest="bootstrap_server",
+        metavar="HOST:PORT",
+        help="the broker(s) to connect to, comma-separated",
+    )
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the cluster's zookeeper.connect (instead of a broker)")
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list the topic names")
     actions.add_argument("--describe", action="store_true", help="describe the topics' partitions")
-    actions.add_argument("--create", action="store_true", help="not available yet (needs issue 11)")
-    actions.add_argument("--delete", action="store_true", help="not available yet (needs issue 11)")
+    actions.add_argument("--create", action="store_true", help="create a topic")
+    actions.add_argument("--delete", action="store_true", help="delete topics")
     p.add_argument("--topic", help="a topic name or regular expression (default: every topic)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__consumer_offsets, ...)")
-    p.add_argument("--partitions", type=int, help="(--create) not available yet")
-    p.add_argument("--replication-factor", type=int, help="(--create) not available yet")
+    p.add_argument("--partitions", type=int, help="(--create) the number of partitions (default: the broker's num.partitions)")
+    p.add_argument(
+        "--replication-factor", type=int, help="(--create) replicas per partition (default: the broker's default.replication.factor)"
+    )
+    p.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="(--create) manual assignment: partitions separated by commas, each a colon-separated broker list",
+    )
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="(--create) a topic config (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true", help="(--create) no error if the topic exists")
+    p.add_argument("--if-exists", action="store_true", help="(--delete, --describe) no error if the topic does not exist")
     p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=run)
 
@@ -72,6 +97,53 @@ def _select(names, pattern: str | None) -> list[str]:
     return sorted(n for n in names if regex.fullmatch(n))
 
 
+def parse_replica_assignment(text: str) -> dict[int, list[int]]:
+    """Parse ``--replica-assignment`` (``"1:2,2:3,3:1"``: partition 0 on
+    brokers 1 and 2, ...).
+
+    Args:
+        text: The option's value.
+
+    Returns:
+        ``{partition: [broker ids]}``.
+
+    Raises:
+        ConfigError: Not that format.
+    """
+    try:
+        result = {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}
+    except ValueError:
+        raise ConfigError(f"--replica-assignment {text!r}: expected broker ids like 1:2,2:3") from None
+    if not result or any(len(set(r)) != len(r) for r in result.values()):
+        raise ConfigError(f"--replica-assignment {text!r}: each partition needs distinct broker ids")
+    return result
+
+
+def _check_create_args(args: argparse.Namespace) -> None:
+    if not args.topic:
+        raise ConfigError("--create needs --topic")
+    if args.replica_assignment and (args.partitions is not None or args.replication_factor is not None):
+        raise ConfigError("--replica-assignment cannot be combined with --partitions or --replication-factor")
+
+
+def _print(lines: list[str]) -> None:
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    sys.stdout.flush()
+
+
+def _describe_lines(name: str, parts) -> list[str]:
+    """Kafka's ``--describe`` lines for one topic (``parts``: objects with
+    partition, leader, replicas, isr)."""
+    rf = max((len(p.replicas) for p in parts), default=0)
+    out = [f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"]
+    for p in parts:
+        out.append(
+            f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
+            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+        )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``kclient topics``.
 
@@ -79,40 +151,136 @@ def run(args: argparse.Namespace) -> int:
         args: The parsed arguments.
 
     Returns:
-        0, or 2 for ``--create`` / ``--delete`` (not available yet).
+        0.
 
     Raises:
         ConfigError: Bad arguments.
-        UnknownTopicOrPartitionError: ``--topic`` matches no topic.
-        KafkaError: The broker could not be reached.
+        UnknownTopicOrPartitionError: ``--topic`` matches no topic (unless
+            ``--if-exists``).
+        TopicAlreadyExistsError: ``--create`` of an existing topic (unless
+            ``--if-not-exists``).
+        KafkaError: The broker refused or could not be reached.
     """
-    import logging
-
-    if args.create or args.delete:
-        logging.getLogger("kclient.cli").error("%s", NOT_YET.format(action="--create" if args.create else "--delete"))
-        return 2
+    configs = parse_key_values(args.config, "--config")
+    if args.create:
+        _check_create_args(args)
+    if args.zookeeper:
+        return _run_zookeeper(args, configs)
     bootstrap = parse_bootstrap(args.bootstrap_server)
     props = client_properties(args.command_config, [], "--command-config")
+    if args.create:
+        return _create(args, props, configs)
     metadata = fetch_metadata(bootstrap, None, properties=props)
     names = {n for n, code in metadata.topic_errors.items() if not code}
     if args.exclude_internal:
         names -= INTERNAL_TOPICS
     selected = _select(names, args.topic)
     if args.topic is not None and not selected:
+        if args.if_exists:
+            return 0
         raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
-    out = []
     if args.list:
-        out.extend(name + "\n" for name in selected)
+        _print(selected)
+    elif args.describe:
+        _print([line for name in selected for line in _describe_lines(name, metadata.partitions_for(name))])
     else:
-        for name in selected:
-            parts = metadata.partitions_for(name)
-            rf = max((len(p.replicas) for p in parts), default=0)
-            out.append(f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\n")
-            for p in parts:
-                out.append(
-                    f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
-                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\n"
-                )
-    sys.stdout.write("".join(out))
-    sys.stdout.flush()
+        if args.topic is None:
+            raise ConfigError("--delete needs --topic")
+        from kclient.client.admin import AdminClient
+
+        with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}) as admin:
+            admin.delete_topics(selected)
+        _print([f"Deleted topic {name}." for name in selected])
     return 0
+
+
+def _create(args: argparse.Namespace, props: dict, configs: dict[str, str]) -> int:
+    from kclient.client.admin import AdminClient, NewTopic
+
+    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    topic = NewTopic(
+        args.topic,
+        -1 if args.partitions is None else args.partitions,
+        -1 if args.replication_factor is None else args.replication_factor,
+        replica_assignment=assignment,
+        config=configs,
+    )
+    with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}) as admin:
+        try:
+            admin.create_topics([topic])
+        except TopicAlreadyExistsError:
+            if not args.if_not_exists:
+                raise
+            return 0
+    _print([f"Created topic {args.topic}."])
+    return 0
+
+
+# ---------------------------------------------------------------- --zookeeper
+
+
+def _run_zookeeper(args: argparse.Namespace, configs: dict[str, str]) -> int:
+    from kclient.broker.topic_admin import DELETE_TOPICS_PATH, TOPIC_CONFIG_PATH, assign_replicas
+    from kclient.storage import validate_topic_name
+    from kclient.zk.client import ZkClient
+    from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, PartitionState, TopicAssignment, partition_state_path, topic_path
+
+    zk = ZkClient(args.zookeeper, session_timeout_ms=10000, connection_timeout_ms=10000)
+    zk.start()
+    try:
+        names = set(zk.get_children(BROKER_TOPICS_PATH)) if zk.exists(BROKER_TOPICS_PATH) else set()
+        if args.create:
+            validate_topic_name(args.topic)
+            if args.topic in names:
+                if args.if_not_exists:
+                    return 0
+                raise TopicAlreadyExistsError(f"Topic '{args.topic}' already exists.")
+            brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit()) if zk.exists(BROKER_IDS_PATH) else []
+            if args.replica_assignment:
+                replicas = parse_replica_assignment(args.replica_assignment)
+            else:
+                if args.partitions is None or args.replication_factor is None:
+                    raise ConfigError("--create with --zookeeper needs --partitions and --replication-factor (or --replica-assignment)")
+                try:
+                    replicas = {p: list(r) for p, r in assign_replicas(brokers, args.partitions, args.replication_factor).items()}
+                except ValueError as exc:
+                    from kclient.errors import InvalidPartitionsError, InvalidReplicationFactorError
+
+                    error = InvalidPartitionsError if args.partitions < 1 else InvalidReplicationFactorError
+                    raise error(f"{exc} (registered brokers: {brokers})") from None
+            zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{args.topic}", json.dumps({"version": 1, "config": configs}).encode())
+            if zk.create_versioned(topic_path(args.topic), TopicAssignment(replicas).to_json()) is None:
+                raise TopicAlreadyExistsError(f"Topic '{args.topic}' already exists.")
+            _print([f"Created topic {args.topic}."])
+            return 0
+        if args.exclude_internal:
+            names -= INTERNAL_TOPICS
+        selected = _select(names, args.topic)
+        if args.topic is not None and not selected:
+            if args.if_exists:
+                return 0
+            raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
+        if args.list:
+            _print(selected)
+        elif args.describe:
+            from kclient.client.cluster import PartitionInfo
+
+            lines = []
+            for name in selected:
+                assignment = TopicAssignment.from_json(zk.get(topic_path(name)) or b'{"partitions":{}}').partitions
+                parts = []
+                for p, reps in sorted(assignment.items()):
+                    data = zk.get(partition_state_path(name, int(p)))
+                    state = PartitionState.from_json(data) if data else PartitionState(-1, ())
+                    parts.append(PartitionInfo(name, int(p), state.leader, tuple(reps), state.isr))
+                lines += _describe_lines(name, parts)
+            _print(lines)
+        else:
+            if args.topic is None:
+                raise ConfigError("--delete needs --topic")
+            for name in selected:
+                zk.create_persistent_if_absent(f"{DELETE_TOPICS_PATH}/{name}", b"")
+            _print([f"Topic {name} is marked for deletion." for name in selected])
+        return 0
+    finally:
+        zk.close()

@@ -1,0 +1,479 @@
+"""The admin client: create, delete, list and describe topics (KIP-4).
+
+`AdminClient` is blocking, like the other blocking clients: one trio loop
+in a background thread (`kclient.sync.LoopThread`) runs `TrioAdminClient`.
+
+CreateTopics and DeleteTopics go to the controller that Metadata v1+ names
+(``controller_id``), as Kafka's admin client sends them; a broker that
+answers NOT_CONTROLLER (41) — the controller moved — makes the client
+refresh the metadata and send the topics again to the new controller
+until the call's timeout. List and describe read one Metadata response
+(Kafka protocol guide, https://kafka.apache.org/protocol#The_Messages_Metadata),
+from the controller when it is known: it answered CreateTopics and
+DeleteTopics only once its own metadata showed the change, so a client
+reads back what it did (the other brokers learn it moments later).
+
+Example::
+
+    from kclient.client.admin import AdminClient, NewTopic
+
+    with AdminClient({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        admin.create_topics([NewTopic("events", 6, 3, config={"min.insync.replicas": "2"})])
+        for p in admin.describe_topics(["events"])["events"].partitions:
+            print(p.partition, p.leader, p.replicas, p.isr)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import attrs
+import trio
+
+from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, _parse_metadata
+from kclient.config.admin import AdminConfig
+from kclient.errors import (
+    NONE,
+    NOT_CONTROLLER,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    error_for_code,
+)
+from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS, METADATA
+from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
+
+__all__ = ["AdminClient", "ClusterDescription", "NewTopic", "TopicDescription", "TrioAdminClient"]
+
+log = logging.getLogger(__name__)
+
+#: Kafka's internal topics (Metadata v1+ marks them ``is_internal``).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _config_dict(value: Mapping[str, str] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value or {}).items()}
+
+
+def _assignment(value: Mapping[int, Sequence[int]] | None) -> dict[int, tuple[int, ...]] | None:
+    return None if value is None else {int(p): tuple(int(b) for b in r) for p, r in value.items()}
+
+
+@attrs.frozen
+class NewTopic:
+    """A topic to create: ``NewTopic(name, num_partitions, replication_factor,
+    replica_assignment=None, config={})``.
+
+    Attributes:
+        name: The topic name.
+        num_partitions: Partition count; -1 for the broker's
+            ``num.partitions`` (KIP-464).
+        replication_factor: Replicas per partition; -1 for the broker's
+            ``default.replication.factor`` (KIP-464).
+        replica_assignment: ``{partition: [broker ids]}``, the first the
+            preferred leader, instead of the counts (which must then be -1).
+        config: Topic configs (``{"min.insync.replicas": "2"}``).
+    """
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, tuple[int, ...]] | None = attrs.field(default=None, converter=_assignment)
+    config: dict[str, str] = attrs.field(factory=dict, converter=_config_dict)
+
+    def to_request(self) -> dict[str, Any]:
+        """The topic's entry of a CreateTopics request."""
+        assignments = [{"partition_index": p, "broker_ids": list(r)} for p, r in sorted((self.replica_assignment or {}).items())]
+        return {
+            "name": self.name,
+            "num_partitions": -1 if assignments else self.num_partitions,
+            "replication_factor": -1 if assignments else self.replication_factor,
+            "assignments": assignments,
+            "configs": [{"name": k, "value": v} for k, v in sorted(self.config.items())],
+        }
+
+
+@attrs.frozen
+class TopicDescription:
+    """A topic as Metadata describes it: each partition's leader (-1 for
+    none), replicas and in-sync replicas (`kclient.client.cluster.PartitionInfo`)."""
+
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    internal: bool = False
+
+
+@attrs.frozen
+class ClusterDescription:
+    """The brokers, the controller and the cluster id from Metadata."""
+
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+
+
+class TrioAdminClient:
+    """The admin client's trio core (see the module docstring).
+
+    Call `attach` with a nursery before anything else, and `aclose` at the
+    end.
+
+    Args:
+        config: An `AdminConfig` or Kafka property names
+            (``{"bootstrap.servers": "h:9092"}``).
+
+    Raises:
+        ConfigError: A bad or missing property.
+    """
+
+    def __init__(self, config: AdminConfig | Mapping[str, Any]) -> None:
+        self.config = AdminConfig.from_properties(config)
+        self._cluster: Cluster | None = None
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Use ``nursery`` for the connections' reader tasks.
+
+        Args:
+            nursery: A nursery of the loop the client runs on.
+        """
+        c = self.config
+        self._cluster = Cluster(
+            nursery,
+            c.bootstrap_servers,
+            client_id=c.client_id,
+            request_timeout_ms=c.request_timeout_ms,
+            connect_timeout_ms=c.request_timeout_ms,
+            retry_backoff_ms=c.retry_backoff_ms,
+            security=c.security,
+        )
+
+    @property
+    def cluster(self) -> Cluster:
+        assert self._cluster is not None, "attach() first"
+        return self._cluster
+
+    async def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        """One Metadata request (no auto-creation).
+
+        Args:
+            topics: The topics to describe; None for every topic.
+
+        Returns:
+            The snapshot, with ``controller_id`` (-1 from a v0 broker).
+
+        Raises:
+            NoBrokersAvailableError: No broker answered.
+        """
+        last: BaseException | None = None
+        for _ in range(max(2, len(self.config.bootstrap_servers) + len(self.cluster.metadata.brokers))):
+            try:
+                conn = await self._reader()
+                version = conn.version_for(METADATA)
+                if topics is None:
+                    names = [] if version == 0 else None
+                else:
+                    names = [{"name": t} for t in topics]
+                response = await conn.request(METADATA, {"topics": names, "allow_auto_topic_creation": False}, version=version)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last = exc
+                await trio.sleep(self.config.retry_backoff_ms / 1000)
+                continue
+            self.cluster.metadata = _parse_metadata(response)
+            return self.cluster.metadata
+        raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
+
+    async def _reader(self):
+        # The last known controller first: it answered this client's
+        # CreateTopics / DeleteTopics only once its own metadata showed the
+        # change, so what the client did is what it reads back.
+        md = self.cluster.metadata
+        if md.controller_id in md.brokers:
+            try:
+                return await self.cluster.broker_connection(md.controller_id)
+            except KafkaConnectionError:
+                pass
+        return await self.cluster.any_connection()
+
+    async def _controller(self):
+        md = await self.metadata([])
+        if md.controller_id >= 0 and md.controller_id in md.brokers:
+            return await self.cluster.broker_connection(md.controller_id)
+        return await self.cluster.any_connection()
+
+    async def _to_controller(
+        self, api, names: list[str], body_for: Callable[[list[str], int], dict], results_of: Callable[[dict], Iterable[dict]], timeout_ms: int
+    ) -> dict[str, tuple[int, str | None]]:
+        """Send ``api`` for ``names`` to the controller; topics answered
+        NOT_CONTROLLER, and all of them after a lost connection, are sent
+        again to the new controller until ``timeout_ms`` has passed."""
+        deadline = trio.current_time() + timeout_ms / 1000
+        results: dict[str, tuple[int, str | None]] = {}
+        pending = list(names)
+        backoff = self.config.retry_backoff_ms / 1000
+        while pending:
+            left_ms = int((deadline - trio.current_time()) * 1000)
+            try:
+                conn = await self._controller()
+                version = conn.version_for(api, ceiling=4 if api is CREATE_TOPICS else 3)
+                response = await conn.request(
+                    api, body_for(pending, max(0, left_ms)), version=version, timeout_ms=max(0, left_ms) + self.config.request_timeout_ms
+                )
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailableError) as exc:
+                if trio.current_time() + backoff >= deadline:
+                    raise
+                log.info("%s failed (%s); retrying", api.name, exc)
+                await trio.sleep(backoff)
+                continue
+            retry = []
+            for entry in results_of(response):
+                code = entry["error_code"]
+                if code == NOT_CONTROLLER:
+                    retry.append(entry["name"])
+                results[entry["name"]] = (code, entry.get("error_message"))
+            pending = retry
+            if pending:
+                if trio.current_time() + backoff >= deadline:
+                    break
+                log.info("%s: broker %s is not the controller; retrying", api.name, conn)
+                await trio.sleep(backoff)
+        return results
+
+    @staticmethod
+    def _raise_first(results: Mapping[str, tuple[int, str | None]], names: Sequence[str], what: str) -> None:
+        failed = [(n, *results[n]) for n in names if n in results and results[n][0] != NONE]
+        if not failed:
+            return
+        name, code, message = failed[0]
+        text = f"{what} {name!r}: {message or error_for_code(code).name}"
+        if len(failed) > 1:
+            text += "; also " + ", ".join(f"{n!r}: {error_for_code(c).name}" for n, c, _ in failed[1:])
+        raise error_for_code(code)(text)
+
+    async def create_topics(self, new_topics: Sequence[NewTopic], timeout_ms: int | None = None, validate_only: bool = False) -> None:
+        """CreateTopics (API key 19) to the controller; returns once each
+        topic's leaders are elected (the broker waits up to ``timeout_ms``).
+        When several topics fail, the first one's error is raised and its
+        message names the others.
+
+        Args:
+            new_topics: The topics.
+            timeout_ms: How long the whole call may take (ms); default
+                ``default.api.timeout.ms``.
+            validate_only: Only check the request (KIP-108).
+
+        Raises:
+            TopicAlreadyExistsError: 36.
+            InvalidReplicationFactorError: 38, more replicas than live brokers.
+            InvalidPartitionsError: 37.
+            InvalidReplicaAssignmentError: 39.
+            InvalidConfigurationError: 40, an unknown topic config.
+            InvalidTopicError: 17, an illegal name.
+            RequestTimedOutError: 7, created but the leaders were not all
+                elected within ``timeout_ms``.
+            NotControllerError: 41, still no controller at the deadline.
+            NoBrokersAvailableError: No broker answered.
+        """
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        by_name = {t.name: t for t in new_topics}
+
+        def body(names: list[str], left_ms: int) -> dict:
+            return {"topics": [by_name[n].to_request() for n in names], "timeout_ms": left_ms, "validate_only": validate_only}
+
+        names = list(by_name)
+        results = await self._to_controller(CREATE_TOPICS, names, body, lambda r: r["topics"], timeout)
+        self._raise_first(results, names, "topic")
+
+    async def delete_topics(self, names: Sequence[str], timeout_ms: int | None = None) -> None:
+        """DeleteTopics (API key 20) to the controller; returns once the
+        broker no longer has the topics (it waits up to ``timeout_ms``).
+
+        Args:
+            names: The topics.
+            timeout_ms: How long the whole call may take (ms); default
+                ``default.api.timeout.ms``.
+
+        Raises:
+            UnknownTopicOrPartitionError: 3, no such topic.
+            InvalidRequestError: 42, the brokers have
+                ``delete.topic.enable=false``.
+            RequestTimedOutError: 7, marked for deletion but not yet gone.
+            NotControllerError: 41, still no controller at the deadline.
+            NoBrokersAvailableError: No broker answered.
+        """
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        names = list(dict.fromkeys(names))
+
+        def body(pending: list[str], left_ms: int) -> dict:
+            return {"topic_names": pending, "timeout_ms": left_ms}
+
+        results = await self._to_controller(DELETE_TOPICS, names, body, lambda r: r["responses"], timeout)
+        self._raise_first(results, names, "topic")
+
+    async def list_topics(self, include_internal: bool = False) -> list[str]:
+        """The topic names, sorted.
+
+        Args:
+            include_internal: Include ``__consumer_offsets`` and the like.
+
+        Returns:
+            The names.
+        """
+        md = await self.metadata(None)
+        names = {n for n, code in md.topic_errors.items() if code == NONE}
+        if not include_internal:
+            names -= INTERNAL_TOPICS
+        return sorted(names)
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicDescription]:
+        """Each topic's partitions: leader, replicas, ISR (Metadata).
+
+        Args:
+            names: The topics; None for every topic.
+
+        Returns:
+            ``{name: TopicDescription}``.
+
+        Raises:
+            UnknownTopicOrPartitionError: A named topic does not exist
+                (or the topic's other Metadata error).
+        """
+        md = await self.metadata(None if names is None else list(names))
+        out = {}
+        for name in sorted(md.topic_errors) if names is None else names:
+            code = md.topic_errors.get(name, NONE)
+            if code != NONE:
+                raise error_for_code(code)(f"topic {name!r}")
+            out[name] = TopicDescription(name, md.partitions_for(name), name in INTERNAL_TOPICS)
+        return out
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The brokers, the controller and the cluster id.
+
+        Returns:
+            A `ClusterDescription`.
+        """
+        md = await self.metadata([])
+        return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers[b] for b in sorted(md.brokers)))
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        if self._cluster is not None:
+            await self._cluster.aclose()
+
+
+class AdminClient(ClosingClient):
+    """Blocking admin client (see the module docstring): topics created,
+    deleted, listed and described.
+
+    Use as a context manager or call `close`; the exit hook of
+    `kclient.sync` closes one left open.
+
+    Args:
+        config: An `AdminConfig` or Kafka property names
+            (``{"bootstrap.servers": "h:9092"}``, ``security.protocol``,
+            ``ssl.*``, ``sasl.*``, ``request.timeout.ms``,
+            ``default.api.timeout.ms``, ``retry.backoff.ms``).
+
+    Raises:
+        ConfigError: A bad or missing property.
+
+    Example::
+
+        with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+            admin.create_topics([NewTopic("t", num_partitions=3, replication_factor=3)])
+            admin.describe_topics(["t"])["t"].partitions[0].isr  # (1, 2, 3)
+    """
+
+    def __init__(self, config: AdminConfig | Mapping[str, Any]) -> None:
+        core = TrioAdminClient(config)  # ConfigError before a thread starts
+        self._loop = LoopThread(name="kclient-admin")
+        self._core = core
+        with self._loop.closing_on_error():
+            self._loop.call_sync(core.attach, self._loop.nursery)
+        self._closer = _AdminCloser(f"<AdminClient client.id={core.config.client_id}>", 5.0, self._loop, core)
+        track(self._closer)
+
+    def create_topics(self, new_topics: Sequence[NewTopic], timeout_ms: int | None = None, validate_only: bool = False) -> None:
+        """Blocking `TrioAdminClient.create_topics`.
+
+        Args:
+            new_topics: The topics (`NewTopic`).
+            timeout_ms: How long the call may take (ms).
+            validate_only: Only check the request.
+
+        Raises:
+            BrokerResponseError: The first failing topic's Kafka error
+                (`TopicAlreadyExistsError`, `InvalidReplicationFactorError`, ...).
+        """
+        self._loop.call(self._core.create_topics, list(new_topics), timeout_ms, validate_only)
+
+    def delete_topics(self, names: Sequence[str], timeout_ms: int | None = None) -> None:
+        """Blocking `TrioAdminClient.delete_topics`.
+
+        Args:
+            names: The topics.
+            timeout_ms: How long the call may take (ms).
+
+        Raises:
+            BrokerResponseError: The first failing topic's Kafka error
+                (`UnknownTopicOrPartitionError`, ...).
+        """
+        self._loop.call(self._core.delete_topics, list(names), timeout_ms)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Blocking `TrioAdminClient.list_topics`.
+
+        Args:
+            include_internal: Include internal topics.
+
+        Returns:
+            The sorted topic names.
+        """
+        return self._loop.call(self._core.list_topics, include_internal)
+
+    def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicDescription]:
+        """Blocking `TrioAdminClient.describe_topics`.
+
+        Args:
+            names: The topics; None for all.
+
+        Returns:
+            ``{name: TopicDescription}``.
+
+        Raises:
+            UnknownTopicOrPartitionError: A named topic does not exist.
+        """
+        return self._loop.call(self._core.describe_topics, None if names is None else list(names))
+
+    def describe_cluster(self) -> ClusterDescription:
+        """Blocking `TrioAdminClient.describe_cluster`.
+
+        Returns:
+            The brokers, controller id and cluster id.
+        """
+        return self._loop.call(self._core.describe_cluster)
+
+    def close(self) -> None:
+        """Close the connections and the loop thread. Idempotent."""
+        self._closer.close()
+
+    def __repr__(self) -> str:
+        return f"<AdminClient client.id={self._core.config.client_id} {self._state()}>"
+
+
+class _AdminCloser(ExitCloser):
+    """Closes an AdminClient's connections and loop (`kclient.sync.ExitCloser`)."""
+
+    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioAdminClient) -> None:
+        super().__init__(description, exit_timeout)
+        self._loop = loop
+        self._core = core
+
+    def _close(self) -> None:
+        try:
+            self._loop.call(self._core.aclose)
+        except KafkaError:  # the loop is gone already
+            pass
+        self._loop.close()

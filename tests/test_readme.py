@@ -83,8 +83,10 @@ def test_snippet_runs(where, code, zookeeper, zk_broker, events):
         assert done.stdout.rstrip().endswith("no more messages")
     elif "SimpleConsumer(broker.host" in code:
         assert "b'hello'" in done.stdout and "b'hi'" in done.stdout, done.stdout
-    elif "SimpleConsumer(\"127.0.0.1\", 9092" in code:
+    elif "SimpleConsumer(\"127.0.0.1\", 9092" in code and "EARLIEST_TIME" in code:
         assert "b'event 0'" in done.stdout, done.stdout
+    elif "statistics_callback=report" in code:
+        assert "messages fetched, 0 behind" in done.stdout, done.stdout
 
 
 def test_readme_group_snippet_cannot_block_forever():

@@ -18,7 +18,13 @@ import sys
 import threading
 import uuid
 
-from kclient import CallbackHandler, FetchRequest, Producer, ProducerData, SimpleConsumer
+from kclient import (
+    CallbackHandler,
+    FetchRequest,
+    Producer,
+    ProducerData,
+    SimpleConsumer,
+)
 
 
 class AuditingHandler(CallbackHandler):

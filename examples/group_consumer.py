@@ -24,7 +24,14 @@ import os
 import sys
 import uuid
 
-from kclient import ConsumerConnector, ConsumerTimeoutError, Producer, ProducerData, StringDecoder, Whitelist
+from kclient import (
+    ConsumerConnector,
+    ConsumerTimeoutError,
+    Producer,
+    ProducerData,
+    StringDecoder,
+    Whitelist,
+)
 
 
 def drain(stream) -> list:

@@ -25,7 +25,15 @@ import sys
 import uuid
 import zlib
 
-from kclient import Decoder, Encoder, FetchRequest, Partitioner, Producer, ProducerData, SimpleConsumer
+from kclient import (
+    Decoder,
+    Encoder,
+    FetchRequest,
+    Partitioner,
+    Producer,
+    ProducerData,
+    SimpleConsumer,
+)
 
 
 class JsonEncoder(Encoder):

@@ -19,7 +19,14 @@ import uuid
 
 import trio
 
-from kclient import FetchRequest, OffsetRequest, ProducerData, TrioProducer, TrioSimpleConsumer, UnknownTopicOrPartitionError
+from kclient import (
+    FetchRequest,
+    OffsetRequest,
+    ProducerData,
+    TrioProducer,
+    TrioSimpleConsumer,
+    UnknownTopicOrPartitionError,
+)
 
 RECORDS = 200
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def kc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kclient", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "kclient", *args], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 

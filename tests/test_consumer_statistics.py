@@ -11,7 +11,15 @@ import uuid
 
 import pytest
 
-from kclient import ConfigError, ConsumerConnector, ConsumerTimeoutError, FetchRequest, Producer, ProducerData, SimpleConsumer
+from kclient import (
+    ConfigError,
+    ConsumerConnector,
+    ConsumerTimeoutError,
+    FetchRequest,
+    Producer,
+    ProducerData,
+    SimpleConsumer,
+)
 from kclient.client.consumer.statistics import FetchStatistics, PartitionStatistics
 
 

@@ -30,7 +30,7 @@ def broker3():
 
 
 def run(*args: str, env: dict | None = None) -> str:
-    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=200, env={**os.environ, **(env or {})}, cwd=EXAMPLES.parent)
+    done = subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True, timeout=200, env={**os.environ, **(env or {})}, cwd=EXAMPLES.parent)
     assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -78,5 +78,5 @@ def test_pytest_fixture_example_passes_its_own_tests(broker3):
 def test_pytest_fixture_example_starts_its_own_broker_without_an_address():
     env = {k: v for k, v in os.environ.items() if k != "KCLIENT_BOOTSTRAP"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / "test_app_with_kclient.py")],
-                          capture_output=True, text=True, timeout=200, env=env, cwd=EXAMPLES.parent)
+                          check=False, capture_output=True, text=True, timeout=200, env=env, cwd=EXAMPLES.parent)
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]

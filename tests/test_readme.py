@@ -20,12 +20,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import require_spark
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "quickstart.md", *sorted((ROOT / "docs" / "guides").glob("*.md"))]
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,7 +44,7 @@ BLOCKS = python_blocks()
 
 
 def run_snippet(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 

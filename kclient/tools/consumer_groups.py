@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 from kclient.errors import ConfigError, KafkaError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -201,6 +201,7 @@ def count_fetched(stats: FetchStatistics, message_set) -> None:
         stats: The counters.
         message_set (kclient.ByteBufferMessageSet): The fetched partition.
     """
+    from kclient.errors import CorruptRecordError
     from kclient.protocol.records.scan import scan_batches
 
     if message_set.error_code:
@@ -211,7 +212,7 @@ def count_fetched(stats: FetchStatistics, message_set) -> None:
         try:
             for info in scan_batches(message_set.buffer):
                 position = info.next_offset
-        except Exception:  # a corrupt header: iterating the set reports it
+        except CorruptRecordError:  # iterating the set reports it to the application
             pass
     position = max(position, start)
     stats.record(message_set.topic, message_set.partition, position - start, len(message_set.buffer), position, message_set.high_watermark)

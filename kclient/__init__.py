@@ -11,6 +11,8 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
   dotted property names.
 - `SimpleConsumer` with `FetchRequest` and
   `OffsetRequest`; fetches return `ByteBufferMessageSet`.
+- ``statistics()`` snapshots: `ProducerStatistics`, `ConsumerStatistics`
+  (with `PartitionStatistics` and each partition's lag).
 - `ConsumerConnector`, the ZooKeeper-coordinated high-level consumer:
   ``create_message_streams`` / ``create_message_streams_by_filter``
   (`Whitelist`, `Blacklist`) give `KafkaStream`
@@ -50,6 +52,9 @@ _EXPORTS = {
     "AuthenticationError": "kclient.errors",
     "ClientSecurity": "kclient.security.settings",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
+    "ConsumerStatistics": "kclient.client.consumer.statistics",
+    "PartitionStatistics": "kclient.client.consumer.statistics",
+    "ProducerStatistics": "kclient.client.producer.producer",
     "ConsumerRebalanceFailedError": "kclient.errors",
     "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
@@ -129,7 +134,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler
     from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
     from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
-    from kclient.client.producer.producer import Producer
+    from kclient.client.producer.producer import Producer, ProducerStatistics
+    from kclient.client.consumer.statistics import ConsumerStatistics, PartitionStatistics
     from kclient.client.producer.data import ProducerData
     from kclient.client.producer.core import TrioProducer
     from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer

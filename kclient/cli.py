@@ -3,7 +3,7 @@
 Subcommands: ``broker`` (below), ``cluster`` (ZooKeeper plus N brokers in
 the foreground, see `kclient.tools.cluster`), the console tools Kafka users know
 (``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
-``get-offsets``: see `kclient.tools`), ``dump-log`` and ``configs`` (SCRAM
+``get-offsets``, ``consumer-groups``: see `kclient.tools`), ``dump-log`` and ``configs`` (SCRAM
 users in ZooKeeper like ``kafka-configs.sh``, see `kclient.tools.configs`).
 ``kclient --version`` prints the version.
 
@@ -92,6 +92,7 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
     _registrar("console_consumer"),
     _registrar("topics"),
     _registrar("get_offsets"),
+    _registrar("consumer_groups"),
     _add_dump_log,
     _add_configs,
 ]
@@ -100,7 +101,7 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
 #: own one-line warnings and errors reach stderr (Kafka's
 #: tools-log4j.properties is as quiet), so their output stays what a script
 #: expects.
-CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets"})
+CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets", "consumer-groups"})
 
 
 def _version() -> str:

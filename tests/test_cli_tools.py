@@ -192,3 +192,24 @@ def test_zookeeper_subcommand():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_formatter_prints_headers_as_kafka_does(broker, topic):
+    """KIP-431's print.headers: ``k:v,k2:v2`` before the key, ``NO_HEADERS``
+    for a record without any, a null header value as null.literal."""
+    from kclient import Producer, ProducerData
+
+    with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+        producer.send(ProducerData(topic, b"k", [b"with"], partition=0, headers=[("trace", b"abc"), ("empty", None)]))
+        producer.send(ProducerData(topic, b"k", [b"without"], partition=0))
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--partition", "0", "--offset", "earliest",
+        "--max-messages", "2", "--property", "print.headers=true", "--property", "print.key=true",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["trace:abc,empty:null\tk\twith", "NO_HEADERS\tk\twithout"]
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--partition", "0", "--offset", "earliest",
+        "--max-messages", "1", "--property", "print.headers=true", "--property", "headers.separator=;", "--property", "headers.key.separator==",
+    )
+    assert result.stdout.splitlines() == ["trace=abc;empty=null\twith"]

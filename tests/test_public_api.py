@@ -33,3 +33,16 @@ def test_cluster_and_admin_names_import_from_kclient():
     assert kclient.InvalidReplicationFactorError is InvalidReplicationFactorError
     for name in ("AdminClient", "AdminConfig", "Cluster", "NewTopic", "NotControllerError"):
         assert name in kclient.__all__
+
+
+def test_statistics_types_import_from_kclient():
+    """The snapshots ``statistics()`` returns are public names too."""
+    import kclient
+    from kclient.client.consumer import statistics
+    from kclient.client.producer import producer
+
+    assert kclient.ConsumerStatistics is statistics.ConsumerStatistics
+    assert kclient.PartitionStatistics is statistics.PartitionStatistics
+    assert kclient.ProducerStatistics is producer.ProducerStatistics
+    for name in ("ConsumerStatistics", "PartitionStatistics", "ProducerStatistics"):
+        assert name in kclient.__all__

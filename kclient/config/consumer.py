@@ -124,6 +124,10 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Longest wait to connect to ZooKeeper (ms)."""
     zookeeper_sync_time_ms: int = prop("zookeeper.sync.time.ms", _to_int, 2000, _at_least(0))
     """How far a ZooKeeper follower may lag the leader (ms)."""
+    statistics_interval_ms: int = prop("statistics.interval.ms", _to_int, 0, _at_least(0))
+    """How often the ConsumerConnector calls its ``statistics_callback`` with
+    a statistics snapshot (ms; librdkafka's property of the same name); 0
+    (the default) never."""
 
     def __attrs_post_init__(self) -> None:
         self._check_security()

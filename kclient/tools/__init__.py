@@ -9,6 +9,9 @@ has a ``register(subparsers)`` that `kclient.cli` calls).
   (``kafka-topics.sh``).
 * `kclient.tools.get_offsets`: ``kclient get-offsets``
   (``kafka-get-offsets.sh``, GetOffsetShell).
+* `kclient.tools.consumer_groups`: ``kclient consumer-groups --list /
+  --describe`` (``kafka-consumer-groups.sh --zookeeper``, 0.8's
+  ConsumerOffsetChecker): committed offsets, log end offsets and lag.
 * `kclient.tools.zookeeper`: ``kclient zookeeper``, a dev ZooKeeper in the
   foreground (``zookeeper-server-start.sh``).
 * `kclient.tools.cluster`: ``kclient cluster``, a development cluster

@@ -12,9 +12,10 @@ earliest``) or an offset (``--offset N``, with ``--partition``). No group,
 no committed offsets.
 
 Each record is printed as Kafka's ``DefaultMessageFormatter`` does:
-``CreateTime:<ms>``, ``Partition:<n>``, ``Offset:<n>``, the key and the
-value, in that order, as the ``print.timestamp``, ``print.partition``,
-``print.offset``, ``print.key`` and ``print.value`` (default true)
+``CreateTime:<ms>``, ``Partition:<n>``, ``Offset:<n>``, the headers, the
+key and the value, in that order, as the ``print.timestamp``, ``print.partition``,
+``print.offset``, ``print.headers`` (KIP-431: ``k1:v1,k2:v2``, or
+``NO_HEADERS``), ``print.key`` and ``print.value`` (default true)
 properties ask, separated by ``key.separator`` (default a tab) and ended by
 ``line.separator`` (default a newline); a null key or value prints as
 ``null`` (``null.literal``).
@@ -31,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import IO, Any, Mapping
+from typing import IO, Any, Mapping, Sequence
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
 from kclient.tools._common import (
@@ -60,7 +61,9 @@ class MessageFormatter:
             ``print.partition``, ``print.offset``, ``print.key`` (default
             false), ``print.value`` (default true), ``key.separator``
             (default a tab), ``line.separator`` (default a newline),
-            ``null.literal`` (default ``null``).
+            ``null.literal`` (default ``null``), ``print.headers``
+            (default false), ``headers.separator`` (default ``,``),
+            ``headers.key.separator`` (default ``:``) (KIP-431).
 
     Raises:
         ConfigError: A boolean property that is neither true nor false.
@@ -75,8 +78,11 @@ class MessageFormatter:
         self.key_separator = properties.get("key.separator", "\t").encode("utf-8")
         self.line_separator = properties.get("line.separator", "\n").encode("utf-8")
         self.null_literal = properties.get("null.literal", "null").encode("utf-8")
+        self.print_headers = property_bool(properties, "print.headers")
+        self.headers_separator = properties.get("headers.separator", ",").encode("utf-8")
+        self.headers_key_separator = properties.get("headers.key.separator", ":").encode("utf-8")
 
-    def format(self, partition: int, offset: int, key: bytes | None, value: bytes | None, timestamp: int) -> bytes:
+    def format(self, partition: int, offset: int, key: bytes | None, value: bytes | None, timestamp: int, headers: Sequence[Any] = ()) -> bytes:
         """One record as printed.
 
         Args:
@@ -85,6 +91,8 @@ class MessageFormatter:
             key: Its key (None for a null key).
             value: Its value (None for a null value).
             timestamp: Its timestamp (ms since the epoch; -1 for none).
+            headers: Its headers, ``(key, value)`` pairs or `kclient.Header`
+                values (a null value prints as ``null.literal``).
 
         Returns:
             The bytes to write, ``line.separator`` included.
@@ -96,6 +104,16 @@ class MessageFormatter:
             fields.append(b"Partition:%d" % partition)
         if self.print_offset:
             fields.append(b"Offset:%d" % offset)
+        if self.print_headers:
+            if not headers:
+                fields.append(b"NO_HEADERS")
+            else:
+                fields.append(
+                    self.headers_separator.join(
+                        k.encode("utf-8") + self.headers_key_separator + (self.null_literal if v is None else bytes(v))
+                        for k, v in (h if isinstance(h, tuple) else (h.key, h.value) for h in headers)
+                    )
+                )
         if self.print_key:
             fields.append(self.null_literal if key is None else bytes(key))
         if self.print_value:
@@ -208,7 +226,7 @@ def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
                 for message_set in consumer.multifetch(requests, max_wait_ms=wait, min_bytes=1):
                     for mo in message_set:
                         m = mo.message
-                        out.write(formatter.format(message_set.partition, mo.offset, m.key, m.payload, m.timestamp))
+                        out.write(formatter.format(message_set.partition, mo.offset, m.key, m.payload, m.timestamp, m.headers))
                         positions[address][message_set.partition] = mo.offset + 1
                         processed += 1
                         got += 1

@@ -228,6 +228,7 @@ class FetcherGroup:
                 client_id=core.config.client_id,
                 config=core.config.security,
                 ssl_context=getattr(core, "ssl_context", None),
+                statistics=getattr(core, "fetch_statistics", None),
             )
             consumer.attach(conn_nursery)
             try:

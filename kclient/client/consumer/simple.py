@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import trio
 
 from kclient.client.cluster import PartitionInfo, _parse_metadata
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
+from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics, StatisticsReporter, count_fetched
 from kclient.errors import (
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
+    ConfigError,
     KafkaError,
     NotLeaderForPartitionError,
     UnknownTopicOrPartitionError,
@@ -104,6 +106,8 @@ class TrioSimpleConsumer:
             keys of a mapping are ignored. ``None``: PLAINTEXT.
         ssl_context: a TLS context to reuse (built from ``config`` if not
             given).
+        statistics: the `FetchStatistics` to count fetches in (to share
+            one between consumers); None: a new one, see `statistics`.
 
     Raises:
         ConfigError: naming the property, for a bad security value or an
@@ -120,6 +124,7 @@ class TrioSimpleConsumer:
         *,
         config: Mapping[str, Any] | ClientSecurity | Any | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        statistics: FetchStatistics | None = None,
     ) -> None:
         del buffer_size  # see the class docstring
         self.host = host
@@ -134,6 +139,21 @@ class TrioSimpleConsumer:
         self._nursery: trio.Nursery | None = None
         self._nursery_cm = None
         self._lock = trio.Lock()
+        self._stats = statistics if statistics is not None else FetchStatistics()
+
+    def statistics(self) -> ConsumerStatistics:
+        """What this consumer fetched so far, and each partition's lag.
+
+        Counted from the batch headers of every fetched partition, nothing
+        decompressed: ``fetched_messages`` are the offsets between each
+        requested offset and the end of the last complete batch returned
+        (records removed by compaction included), the position is that end,
+        the lag the partition's high watermark minus the position.
+
+        Returns:
+            A `kclient.ConsumerStatistics`.
+        """
+        return self._stats.snapshot()
 
     async def __aenter__(self) -> "TrioSimpleConsumer":
         self._nursery_cm = trio.open_nursery()
@@ -281,6 +301,10 @@ class TrioSimpleConsumer:
                     p["error_code"],
                     req.max_size,
                 )
+        stats = self._stats
+        stats.request()
+        for result in results:
+            count_fetched(stats, result)
         moved = [r for r in results if r is not None and r.error_code == NOT_LEADER_OR_FOLLOWER]
         if moved:
             leaders = await self._leaders({(r.topic, r.partition) for r in moved})
@@ -453,6 +477,17 @@ class SimpleConsumer(ClosingClient):
         buffer_size: accepted for Kafka's signature and ignored (see
             `TrioSimpleConsumer`; bytes).
         client_id: sent in every request header.
+        config: the security properties (see `TrioSimpleConsumer`).
+        statistics_interval_ms: with ``statistics_callback``, call it every
+            this many ms (librdkafka's ``statistics.interval.ms``; 0, the
+            default: never).
+        statistics_callback: called with a `statistics` snapshot every
+            ``statistics_interval_ms`` on a thread of its own (librdkafka's
+            ``stats_cb``), until `close`.
+
+    Raises:
+        ConfigError: a bad security value, or only one of
+            ``statistics_interval_ms`` > 0 and ``statistics_callback``.
     """
 
     def __init__(
@@ -464,13 +499,20 @@ class SimpleConsumer(ClosingClient):
         client_id: str = "kclient-simple-consumer",
         *,
         config: Mapping[str, Any] | ClientSecurity | Any | None = None,
+        statistics_interval_ms: int = 0,
+        statistics_callback: Callable[[ConsumerStatistics], object] | None = None,
     ) -> None:
+        if statistics_interval_ms < 0 or (statistics_interval_ms > 0) != (statistics_callback is not None):
+            raise ConfigError("statistics_interval_ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")
         core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id, config=config)  # ConfigError before a thread starts
         self._loop = LoopThread(name=f"kclient-simple-consumer-{host}:{port}")
         self._core = core
         with self._loop.closing_on_error():
             self._loop.call_sync(self._core.attach, self._loop.nursery)
-        self._closer = _SimpleConsumerCloser(f"<SimpleConsumer {host}:{port} client.id={client_id}>", max(1.0, so_timeout_ms / 1000), self._loop, core)
+        reporter = None
+        if statistics_callback is not None:
+            reporter = StatisticsReporter(statistics_interval_ms, statistics_callback, core.statistics, f"kclient-simple-consumer-{host}:{port}-stats")
+        self._closer = _SimpleConsumerCloser(f"<SimpleConsumer {host}:{port} client.id={client_id}>", max(1.0, so_timeout_ms / 1000), self._loop, core, reporter)
         track(self._closer)
 
     @property
@@ -570,6 +612,18 @@ class SimpleConsumer(ClosingClient):
         """
         return self._loop.call(self._core.partitions_for, topic)
 
+    def statistics(self) -> ConsumerStatistics:
+        """What this consumer fetched so far, and each partition's lag (see
+        `TrioSimpleConsumer.statistics`); callable from any thread, also
+        after `close`.
+
+        Returns:
+            A `kclient.ConsumerStatistics`:
+            ``fetch_requests``, ``fetched_messages``, ``fetched_bytes`` and
+            per partition the position, high watermark and ``lag``.
+        """
+        return self._core.statistics()
+
     def close(self) -> None:
         """Close the connection and stop the client's trio thread (idempotent;
         never raises for an already closed consumer). A SimpleConsumer still
@@ -586,12 +640,15 @@ class _SimpleConsumerCloser(ExitCloser):
     """Closes a SimpleConsumer's connection and loop; holds no reference to
     the SimpleConsumer (see `kclient.sync.ExitCloser`)."""
 
-    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioSimpleConsumer) -> None:
+    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioSimpleConsumer, reporter: StatisticsReporter | None = None) -> None:
         super().__init__(description, exit_timeout)
         self._loop = loop
         self._core = core
+        self._reporter = reporter
 
     def _close(self) -> None:
+        if self._reporter is not None:
+            self._reporter.stop()
         try:
             self._loop.call(self._core.aclose)
         except Exception:  # loop already gone

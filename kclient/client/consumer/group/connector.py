@@ -64,10 +64,11 @@ group coordinator) is not supported: the constructor raises
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kclient.client.consumer.group.core import ConnectorCore
 from kclient.client.consumer.group.registration import default_consumer_id
+from kclient.client.consumer.statistics import ConsumerStatistics, StatisticsReporter
 from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
@@ -103,9 +104,13 @@ class ConsumerConnector(ClosingClient):
 
     Args:
         config: the configuration (above).
+        statistics_callback: called with a `statistics` snapshot every
+            ``statistics.interval.ms`` (librdkafka's ``stats_cb``), on a
+            thread of its own, until `shutdown`.
 
     Raises:
-        ConfigError: a bad value (the property is named).
+        ConfigError: a bad value (the property is named), or only one of
+            ``statistics.interval.ms`` > 0 and ``statistics_callback``.
         NotSupportedError: ``offsets.storage=kafka`` or
             ``partition.assignment.strategy=roundrobin``.
         ZkTimeoutError: ZooKeeper did not answer within
@@ -123,7 +128,7 @@ class ConsumerConnector(ClosingClient):
     shut down in the background.
     """
 
-    def __init__(self, config: ConsumerConfig | Mapping[str, Any]) -> None:
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any], *, statistics_callback: Callable[[ConsumerStatistics], object] | None = None) -> None:
         if not isinstance(config, ConsumerConfig):
             if not isinstance(config, Mapping):
                 raise ConfigError(f"ConsumerConnector takes a ConsumerConfig or a mapping of properties, not {type(config).__name__}")
@@ -138,6 +143,8 @@ class ConsumerConnector(ClosingClient):
                 f"partition.assignment.strategy={config.partition_assignment_strategy} is not supported: "
                 "kclient's ConsumerConnector assigns partitions by range"
             )
+        if (config.statistics_interval_ms > 0) != (statistics_callback is not None):
+            raise ConfigError("statistics.interval.ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")
         self.config = config
         self.consumer_id = config.consumer_id or default_consumer_id(config.group_id)
         self._core = ConnectorCore(config, self.consumer_id)
@@ -149,7 +156,10 @@ class ConsumerConnector(ClosingClient):
         # the ephemeral registration anyway), plus the socket timeout for the
         # fetchers to stop.
         bound = (config.zookeeper_session_timeout_ms + config.socket_timeout_ms) / 1000
-        self._closer = _ConnectorCloser(f"<ConsumerConnector {self.consumer_id} group={config.group_id!r}>", bound, self._loop, self._core)
+        reporter = None
+        if statistics_callback is not None:
+            reporter = StatisticsReporter(config.statistics_interval_ms, statistics_callback, self._core.fetch_statistics.snapshot, f"kclient-consumer-{self.consumer_id}-stats")
+        self._closer = _ConnectorCloser(f"<ConsumerConnector {self.consumer_id} group={config.group_id!r}>", bound, self._loop, self._core, reporter)
         track(self._closer)
 
     @property
@@ -268,6 +278,19 @@ class ConsumerConnector(ClosingClient):
             raise IllegalStateError("the connector is shut down")
         self._loop.call(self._core.commit)
 
+    def statistics(self) -> ConsumerStatistics:
+        """What this consumer's fetchers fetched so far, and the lag of each
+        partition it fetched since it was built (the high watermark minus
+        the next offset to fetch; fetched messages wait in the streams'
+        queues until the application reads them). Counted as
+        `kclient.SimpleConsumer.statistics` counts. Callable from any
+        thread, also after `shutdown`.
+
+        Returns:
+            A `kclient.ConsumerStatistics`.
+        """
+        return self._core.fetch_statistics.snapshot()
+
     def owned_partitions(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): stream index}`` this consumer owns now."""
         return self._loop.call_sync(self._core.owned_partitions)
@@ -294,12 +317,15 @@ class _ConnectorCloser(ExitCloser):
     release the partitions, leave the group); holds no reference to the
     connector (see `kclient.sync.ExitCloser`)."""
 
-    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: ConnectorCore) -> None:
+    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: ConnectorCore, reporter: StatisticsReporter | None = None) -> None:
         super().__init__(description, exit_timeout)
         self._loop = loop
         self._core = core
+        self._reporter = reporter
 
     def _close(self) -> None:
+        if self._reporter is not None:
+            self._reporter.stop()
         try:
             self._loop.call(self._core.shutdown)
         finally:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import trio
 from kazoo.client import KazooState
 
+from kclient.client.consumer.statistics import FetchStatistics
 from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
 from kclient.client.consumer.group.offsets import ConsumedOffsets, ZkOffsetStorage
 from kclient.client.consumer.group.registration import GroupRegistry, Leader, TopicPartition
@@ -56,6 +57,8 @@ class ConnectorCore:
         self.consumer_id = consumer_id
         self.group = config.group_id
         self.closed = False
+        #: What the fetchers fetched (`ConsumerConnector.statistics`).
+        self.fetch_statistics = FetchStatistics()
         #: Bumped by each rebalance that moves partitions; chunks fetched
         #: under an older one are dropped by the streams.
         self.generation = 0

@@ -1,0 +1,218 @@
+"""Consumer statistics: what a consumer fetched, and how far behind it is.
+
+Both consumers keep the counters of a `FetchStatistics` and give a
+snapshot with ``statistics()``, as the Producer does:
+`kclient.SimpleConsumer.statistics` (also `kclient.TrioSimpleConsumer`)
+and `kclient.ConsumerConnector.statistics`. Per partition, the lag is the
+partition's high watermark at the last fetch minus the consumer's position
+(the next offset it will fetch), librdkafka's ``consumer_lag`` (its
+STATISTICS.md, "partitions" object). A consumer can also call an
+application callback every ``statistics.interval.ms`` with a snapshot, as
+librdkafka's ``statistics.interval.ms`` and ``stats_cb`` do
+(`StatisticsReporter`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from kclient.clock import now_ms
+
+__all__ = ["ConsumerStatistics", "FetchStatistics", "PartitionStatistics", "StatisticsReporter"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class PartitionStatistics:
+    """One partition in a `ConsumerStatistics`.
+
+    Attributes:
+        topic: The topic.
+        partition: The partition.
+        fetched_messages: Messages fetched from it so far.
+        fetched_bytes: Bytes of record data fetched from it so far.
+        position: The next offset the consumer will fetch (-1 before the
+            first fetch).
+        high_watermark: The partition's high watermark at the last fetch
+            (-1 before the first).
+        lag: ``high_watermark - position`` (at least 0), or None while
+            either is unknown.
+    """
+
+    topic: str
+    partition: int
+    fetched_messages: int
+    fetched_bytes: int
+    position: int
+    high_watermark: int
+
+    @property
+    def lag(self) -> int | None:
+        if self.position < 0 or self.high_watermark < 0:
+            return None
+        return max(0, self.high_watermark - self.position)
+
+
+@attrs.frozen
+class ConsumerStatistics:
+    """A snapshot of a consumer's fetch counters.
+
+    Attributes:
+        timestamp_ms: When the snapshot was taken (ms since the epoch).
+        fetch_requests: Fetch requests answered.
+        fetched_messages: Messages fetched, over every partition.
+        fetched_bytes: Bytes of record data fetched, over every partition.
+        partitions: ``{(topic, partition): PartitionStatistics}``.
+    """
+
+    timestamp_ms: int
+    fetch_requests: int
+    fetched_messages: int
+    fetched_bytes: int
+    partitions: Mapping[tuple[str, int], PartitionStatistics]
+
+    @property
+    def lag(self) -> int:
+        """The sum of the partitions' known lags."""
+        return sum(p.lag or 0 for p in self.partitions.values())
+
+
+class FetchStatistics:
+    """The counters a consumer updates as it fetches (one writer: the
+    consumer's trio thread; `snapshot` may be called from any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests = 0
+        # (topic, partition) -> [messages, bytes, position, high watermark]
+        self._partitions: dict[tuple[str, int], list[int]] = {}
+        # Messages and bytes of partitions forgotten after a rebalance.
+        self._gone_messages = 0
+        self._gone_bytes = 0
+
+    def request(self) -> None:
+        """Count one answered Fetch request."""
+        self._requests += 1
+
+    def record(self, topic: str, partition: int, messages: int, nbytes: int, position: int, high_watermark: int) -> None:
+        """Count one partition's part of a fetch.
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            messages: Messages fetched.
+            nbytes: Bytes of record data fetched.
+            position: The next offset to fetch now.
+            high_watermark: The high watermark the broker reported (-1:
+                not reported, the last one is kept).
+        """
+        key = (topic, partition)
+        with self._lock:
+            entry = self._partitions.get(key)
+            if entry is None:
+                entry = self._partitions[key] = [0, 0, -1, -1]
+            entry[0] += messages
+            entry[1] += nbytes
+            entry[2] = position
+            if high_watermark >= 0:
+                entry[3] = high_watermark
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop a partition the consumer no longer fetches (after a
+        rebalance); its messages and bytes stay in the totals."""
+        with self._lock:
+            entry = self._partitions.pop((topic, partition), None)
+            if entry is not None:
+                self._gone_messages += entry[0]
+                self._gone_bytes += entry[1]
+
+    def snapshot(self) -> ConsumerStatistics:
+        """The counters now.
+
+        Returns:
+            A `ConsumerStatistics`.
+        """
+        with self._lock:
+            parts = {k: PartitionStatistics(k[0], k[1], *v) for k, v in self._partitions.items()}
+            gone_messages = self._gone_messages
+            gone_bytes = self._gone_bytes
+            requests = self._requests
+        return ConsumerStatistics(
+            now_ms(),
+            requests,
+            gone_messages + sum(p.fetched_messages for p in parts.values()),
+            gone_bytes + sum(p.fetched_bytes for p in parts.values()),
+            parts,
+        )
+
+
+class StatisticsReporter:
+    """Calls ``callback(snapshot())`` every ``interval_ms`` on a daemon
+    thread of its own (librdkafka's ``statistics.interval.ms`` with a
+    ``stats_cb``), so a slow callback delays only the next report, never a
+    fetch. An exception raised by the callback is logged and reporting goes
+    on.
+
+    Args:
+        interval_ms: The period (ms, > 0).
+        callback: Called with each `ConsumerStatistics`.
+        snapshot: Returns the snapshot to report.
+        name: The thread's name.
+    """
+
+    def __init__(self, interval_ms: int, callback: Callable[[ConsumerStatistics], object], snapshot: Callable[[], ConsumerStatistics], name: str) -> None:
+        if interval_ms <= 0:
+            raise ValueError(f"statistics interval must be > 0 ms, got {interval_ms}")
+        self._interval = interval_ms / 1000
+        self._callback = callback
+        self._snapshot = snapshot
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._callback(self._snapshot())
+            except Exception:
+                log.exception("the statistics callback failed")
+
+    def stop(self) -> None:
+        """Stop reporting (idempotent); waits for a report under way unless
+        called from the callback itself."""
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+
+def count_fetched(stats: FetchStatistics, message_set) -> None:
+    """Count one partition of a SimpleConsumer fetch from its batch headers
+    only (nothing is decompressed): the position becomes the offset after
+    the last complete batch, and the messages are the offsets between the
+    requested offset and that position (records removed by compaction
+    included).
+
+    Args:
+        stats: The counters.
+        message_set (kclient.ByteBufferMessageSet): The fetched partition.
+    """
+    from kclient.errors import CorruptRecordError
+    from kclient.protocol.records.scan import scan_batches
+
+    if message_set.error_code:
+        return
+    start = message_set.start_offset
+    position = start
+    if message_set.buffer:
+        try:
+            for info in scan_batches(message_set.buffer):
+                position = info.next_offset
+        except CorruptRecordError:  # iterating the set reports it to the application
+            pass
+    position = max(position, start)
+    stats.record(message_set.topic, message_set.partition, position - start, len(message_set.buffer), position, message_set.high_watermark)

@@ -1,0 +1,234 @@
+"""``kclient consumer-groups``: list the consumer groups kept in ZooKeeper and
+describe one, with each partition's committed offset, log end offset and
+lag, as Kafka's ``kafka-consumer-groups.sh --zookeeper`` (and before it
+0.8's ``kafka.tools.ConsumerOffsetChecker``) does::
+
+    kclient consumer-groups --zookeeper 127.0.0.1:2181 --list
+    kclient consumer-groups --zookeeper 127.0.0.1:2181 --describe --group readers
+    GROUP    TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID
+    readers  events  0          40              42              2    readers_host-1700000000000-1a2b3c4d-0
+    readers  events  1          -               17              -    -
+
+The groups are those of the ZooKeeper-coordinated `kclient.ConsumerConnector`
+(``/consumers/<group>``, the "Consumer registration" and "Consumer Offsets"
+paths of the Kafka 0.8 documentation, section "Distribution"). A group's
+topics are those it has committed offsets for or owns partitions of.
+``CURRENT-OFFSET`` is the committed offset (``-`` when none),
+``LOG-END-OFFSET`` the partition's log end offset asked of its leader
+(ListOffsets; the leader and its address are read from ZooKeeper), ``LAG``
+their difference, ``CONSUMER-ID`` the consumer thread owning the partition
+now (``-`` when none). When stderr is a terminal, a ``tqdm`` bar shows the
+partitions being asked.
+
+Groups coordinated by a broker (the modern consumers' ``--bootstrap-server``
+form) are not supported: the bundled broker has no group coordinator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+from kclient.errors import ConfigError, KafkaError
+
+__all__ = ["PartitionLag", "describe_group", "list_groups", "register", "run"]
+
+COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID")
+
+
+class PartitionLag(tuple):
+    """One row of ``--describe``: ``group``, ``topic``, ``partition``,
+    ``current_offset`` (the committed offset, None when nothing is
+    committed), ``log_end_offset`` (None when the leader could not be
+    asked), ``lag`` (None unless both are known) and ``owner`` (the
+    consumer thread id owning the partition, or None)."""
+
+    __slots__ = ()
+    _fields = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag", "owner")
+
+    def __new__(cls, group: str, topic: str, partition: int, current_offset: int | None, log_end_offset: int | None, owner: str | None):
+        lag = None if current_offset is None or log_end_offset is None else max(0, log_end_offset - current_offset)
+        return tuple.__new__(cls, (group, topic, partition, current_offset, log_end_offset, lag, owner))
+
+    group = property(lambda self: self[0])
+    topic = property(lambda self: self[1])
+    partition = property(lambda self: self[2])
+    current_offset = property(lambda self: self[3])
+    log_end_offset = property(lambda self: self[4])
+    lag = property(lambda self: self[5])
+    owner = property(lambda self: self[6])
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``consumer-groups`` subcommand.
+
+    Args:
+        subparsers: The ``kclient`` parser's subparsers.
+    """
+    p = subparsers.add_parser(
+        "consumer-groups",
+        help="list consumer groups, describe one with its lag (kafka-consumer-groups.sh --zookeeper)",
+        description="List the consumer groups in ZooKeeper, or describe one: per partition the committed offset, "
+        "the log end offset, the lag and the owning consumer.",
+    )
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the group's zookeeper.connect")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list the groups")
+    action.add_argument("--describe", action="store_true", help="describe --group")
+    p.add_argument("--group", help="the group to describe")
+    p.add_argument("--timeout-ms", type=int, default=10_000, help="ZooKeeper connection and broker request timeout (ms, default 10000)")
+    p.set_defaults(func=run)
+
+
+def list_groups(zk) -> list[str]:
+    """The groups registered under ``/consumers``.
+
+    Args:
+        zk (kclient.zk.client.ZkClient): A started ZooKeeper session.
+
+    Returns:
+        The group names, sorted.
+    """
+    from kclient.zk import paths
+
+    return sorted(zk.get_children(paths.CONSUMERS_PATH)) if zk.exists(paths.CONSUMERS_PATH) else []
+
+
+def _group_partitions(zk, group: str) -> Iterator[tuple[str, int]]:
+    from kclient.zk import paths
+
+    topics: set[str] = set()
+    for base in (paths.offsets_path(group, ""), paths.owners_path(group, "")):
+        base = base.rstrip("/")
+        if zk.exists(base):
+            topics.update(zk.get_children(base))
+    for topic in sorted(topics):
+        data = zk.get(paths.topic_path(topic))
+        if data is not None:
+            ids = paths.TopicAssignment.from_json(data).partition_ids
+        else:  # the topic is gone; show what the group still holds
+            ids = sorted({int(p) for base in (paths.offsets_path(group, topic), paths.owners_path(group, topic)) if zk.exists(base) for p in zk.get_children(base)})
+        for partition in ids:
+            yield topic, partition
+
+
+def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -> list[PartitionLag]:
+    """The rows of ``--describe`` for ``group``.
+
+    Args:
+        zk (kclient.zk.client.ZkClient): A started ZooKeeper session.
+        group: The consumer group.
+        timeout_ms: The timeout of each ListOffsets request (ms).
+        progress: Called with each finished row (e.g. a tqdm ``update``).
+
+    Returns:
+        One `PartitionLag` per partition of each topic the group has
+        offsets for or owns, sorted by topic and partition.
+
+    Raises:
+        ConfigError: The group does not exist.
+    """
+    from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
+    from kclient.zk import paths
+
+    if not zk.exists(paths.consumer_group_path(group)):
+        raise ConfigError(f"consumer group {group!r} does not exist in ZooKeeper")
+    consumers: dict[tuple[str, int], SimpleConsumer] = {}
+    addresses: dict[int, tuple[str, int] | None] = {}
+
+    def leader_of(topic: str, partition: int) -> tuple[str, int] | None:
+        state = zk.get(paths.partition_state_path(topic, partition))
+        if state is None:
+            return None
+        leader = paths.PartitionState.from_json(state).leader
+        if leader not in addresses:
+            data = zk.get(paths.broker_path(leader)) if leader >= 0 else None
+            addresses[leader] = None if data is None else paths.BrokerRegistration.from_json(leader, data).endpoint_for("PLAINTEXT")
+        return addresses[leader]
+
+    rows = []
+    try:
+        for topic, partition in _group_partitions(zk, group):
+            committed = zk.get(paths.offset_path(group, topic, partition))
+            owner = zk.get(paths.owner_path(group, topic, partition))
+            end = None
+            address = leader_of(topic, partition)
+            if address is not None:
+                if address not in consumers:
+                    consumers[address] = SimpleConsumer(*address, timeout_ms, client_id="kclient-consumer-groups")
+                try:
+                    offsets = consumers[address].get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)
+                    end = offsets[0] if offsets else None
+                except KafkaError:
+                    end = None
+            row = PartitionLag(
+                group,
+                topic,
+                partition,
+                None if committed is None else paths.decode_offset(committed),
+                end,
+                None if owner is None else owner.decode("utf-8"),
+            )
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    return rows
+
+
+def format_rows(rows: list[PartitionLag]) -> str:
+    """The ``--describe`` table: a header and one line per row, columns
+    aligned, ``-`` for what is unknown.
+
+    Args:
+        rows: The rows.
+
+    Returns:
+        The text, ending with a newline.
+    """
+    cells = [COLUMNS] + [tuple("-" if v is None else str(v) for v in row) for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in cells)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``kclient consumer-groups``.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: ``--describe`` without ``--group``, or a group that
+            does not exist.
+        ZkTimeoutError: ZooKeeper did not answer within ``--timeout-ms``.
+    """
+    from kclient.zk.client import ZkClient
+
+    if args.describe and not args.group:
+        raise ConfigError("--describe needs --group")
+    zk = ZkClient(args.zookeeper, connection_timeout_ms=args.timeout_ms)
+    zk.start()
+    try:
+        if args.list:
+            sys.stdout.write("".join(g + "\n" for g in list_groups(zk)))
+            return 0
+        bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
+        try:
+            rows = describe_group(zk, args.group, timeout_ms=args.timeout_ms, progress=None if bar is None else (lambda _row: bar.update()))
+        finally:
+            if bar is not None:
+                bar.close()
+        sys.stdout.write(format_rows(rows))
+        return 0
+    finally:
+        zk.close()

@@ -38,6 +38,7 @@ bench: venv
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/spark.py
 	$(BIN)/python benchmarks/security.py
+	$(BIN)/python benchmarks/cluster.py
 
 clean:
 	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis

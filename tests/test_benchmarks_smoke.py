@@ -155,3 +155,25 @@ def test_security_benchmark_quick(tmp_path) -> None:
     for row in report["rows"]:
         assert row["plaintext_records_per_s"] > 0 and row["sasl_ssl_records_per_s"] > 0, row
     assert "SASL_SSL/PLAINTEXT" in proc.stdout
+
+
+def test_cluster_benchmark_quick(tmp_path, zookeeper) -> None:
+    """benchmarks/cluster.py --quick (issue 11): the replication rows and
+    the failover row run on a 3-broker cluster; only the report's shape and
+    the record counts (checked by the script) are verified."""
+    out = tmp_path / "cluster.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cluster.py"), "--quick", "--kills", "1", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"benchmarks/cluster.py --quick failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    report = json.loads(out.read_text())
+    assert set(report) == {"count", "repeat", "replication", "failover"}
+    assert "kclient" in report["replication"]
+    for row in report["replication"].values():
+        assert row["rf3_acks_all_records_per_s"] > 0 and row["rf1_acks_1_records_per_s"] > 0
+    assert len(report["failover"]["failover_s"]) == 1
+    assert "failover (leader SIGKILL" in proc.stdout

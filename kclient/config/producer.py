@@ -117,7 +117,11 @@ class ProducerConfig(_ClientSecurityConfig):
     down), which then fails with `NoBrokersAvailableError` as the cause."""
     retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
     """Pause before the first retry (ms), doubled for each further one up to
-    10 s; metadata is refreshed before every retry."""
+    ``retry.backoff.max.ms``; metadata is refreshed before every retry."""
+    retry_backoff_max_ms: int = prop("retry.backoff.max.ms", _to_int, 1000, _at_least(0))
+    """Cap of the exponential retry backoff (ms; KIP-580): after a leader
+    moves, a retry comes at most this long after the new leader is
+    ready."""
     topic_metadata_refresh_interval_ms: int = prop(
         "topic.metadata.refresh.interval.ms", _to_int, 600000, aliases=["metadata.max.age.ms"]
     )

@@ -29,7 +29,7 @@ through the event.handler config parameter."
    highest Produce version both sides support, capped by ``api.version``;
 6. retries only the partitions that failed with a retriable error, up to
    ``message.send.max.retries`` times, backing off exponentially from
-   ``retry.backoff.ms`` (capped at 10 s) and refreshing metadata in between.
+   ``retry.backoff.ms`` (doubling, capped at ``retry.backoff.max.ms``) and refreshing metadata in between.
    An `AuthenticationError` (TLS handshake, SASL: KIP-43, KIP-152) is not
    retriable: the send raises that error itself (its ``__cause__`` the
    `FailedToSendMessageError` counting the lost messages).
@@ -118,8 +118,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-#: Upper bound of the exponential retry backoff, ms.
-MAX_BACKOFF_MS = 10_000
 #: Per-partition overhead of a Produce request besides the batch (bytes).
 PARTITION_OVERHEAD = 16
 #: Produce error codes that the broker sends after (possibly) appending.
@@ -224,7 +222,7 @@ class DefaultEventHandler(EventHandler):
                 if attempt >= s.retries:
                     raise
                 attempt += 1
-                delay = min(s.backoff_ms * (2 ** (attempt - 1)), MAX_BACKOFF_MS)
+                delay = min(s.backoff_ms * (2 ** (attempt - 1)), s.backoff_max_ms)
                 log.info("no broker answered for topic %r (%s); retry %d of %d in %d ms", topic, exc, attempt, s.retries, delay)
                 await trio.sleep(delay / 1000)
 
@@ -427,7 +425,7 @@ class DefaultEventHandler(EventHandler):
                 s.retries,
                 "; ".join(f"{p.topic}-{p.partition}: {p.error}" for p in retry[:5]),
             )
-            await trio.sleep(min(s.backoff_ms * (2 ** (attempt - 1)), MAX_BACKOFF_MS) / 1000)
+            await trio.sleep(min(s.backoff_ms * (2 ** (attempt - 1)), s.backoff_max_ms) / 1000)
             if refresh:
                 try:
                     await self._cluster.refresh_metadata({p.topic for p in retry})

@@ -65,7 +65,7 @@ class ProducerSettings:
 
     ``acks``: request.required.acks (0, 1, -1); ``timeout_ms``:
     request.timeout.ms, the time the broker may wait for acks (ms);
-    ``retries``: message.send.max.retries; ``backoff_ms``: retry.backoff.ms
+    ``retries``: message.send.max.retries; ``backoff_ms``: retry.backoff.ms; ``backoff_max_ms``: retry.backoff.max.ms
     (ms); ``codec``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4,
     4 zstd); ``compressed_topics``: frozenset of topics to compress (empty =
     all when a codec is set); ``max_request_bytes``: the most bytes a Produce
@@ -79,6 +79,7 @@ class ProducerSettings:
     timeout_ms: int = 10000
     retries: int = 3
     backoff_ms: int = 100
+    backoff_max_ms: int = 1000
     codec: int = 0
     compressed_topics: frozenset = frozenset()
     max_request_bytes: int = 1_048_576
@@ -105,6 +106,7 @@ def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
         timeout_ms=config.request_timeout_ms,
         retries=config.message_send_max_retries,
         backoff_ms=config.retry_backoff_ms,
+        backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
         codec=_codecs.codec_id(config.compression_codec),
         compressed_topics=frozenset(config.compressed_topics),
         max_request_bytes=config.max_request_size,

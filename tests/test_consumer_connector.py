@@ -540,16 +540,13 @@ def test_partitions_are_fetched_from_their_own_leaders(zookeeper, group):
     ) as b2:
         # The controller spreads auto-created topics over both brokers; this
         # test wants one topic per broker, so it assigns the replicas itself.
-        from kclient.protocol.messages import CREATE_TOPICS
-        from tests.helpers.raw import SocketClient
+        from kclient import AdminClient, NewTopic
 
-        def assigned(name, broker_id, n):
-            assignments = [{"partition_index": p, "broker_ids": [broker_id]} for p in range(n)]
-            return {"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": assignments, "configs": []}
-
-        with SocketClient(b1.host, b1.port, client_id="test-admin", timeout=30) as admin:
-            reply = admin.request(CREATE_TOPICS, 3, {"topics": [assigned("left", 1, 2), assigned("right", 2, 3)], "timeout_ms": 30_000, "validate_only": False})
-        assert [t["error_code"] for t in reply["topics"]] == [0, 0], reply
+        with AdminClient({"bootstrap.servers": f"{b1.bootstrap},{b2.bootstrap}"}) as admin:
+            admin.create_topics(
+                [NewTopic("left", -1, -1, replica_assignment={p: [1] for p in range(2)}), NewTopic("right", -1, -1, replica_assignment={p: [2] for p in range(3)})],
+                timeout_ms=30_000,
+            )
         produce(b1, "left", [(f"l{i}", "1") for i in range(20)])
         produce(b2, "right", [(f"r{i}", "2") for i in range(30)])
         with ConsumerConnector(dict(props(zookeeper, group), **{"zookeeper.connect": connect})) as connector:

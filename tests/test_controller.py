@@ -188,6 +188,30 @@ def test_create_topics_errors_are_kafkas(cluster, name):
         assert name in admin.list_topics() and name + "-rf" not in admin.list_topics()
 
 
+def test_only_the_controller_serves_create_and_delete_topics(cluster, name):
+    """As Kafka's ZooKeeper-mode brokers: CreateTopics / DeleteTopics sent
+    to another broker get NOT_CONTROLLER (41) and create nothing; the admin
+    client follows Metadata's controller_id (KIP-4)."""
+    from kclient.errors import NOT_CONTROLLER
+    from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS
+
+    controller = cluster.wait_for_controller()
+    other = cluster.broker(next(b for b in sorted(cluster.brokers) if b != controller))
+    topic = {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    with SocketClient(other.host, other.port, client_id="test-admin", timeout=30) as raw:
+        reply = raw.request(CREATE_TOPICS, 3, {"topics": [topic], "timeout_ms": 5000, "validate_only": False})
+        assert [t["error_code"] for t in reply["topics"]] == [NOT_CONTROLLER]
+        assert name not in cluster.zk.get_children("/brokers/topics")
+        reply = raw.request(DELETE_TOPICS, 1, {"topic_names": [name], "timeout_ms": 5000})
+        assert [t["error_code"] for t in reply["responses"]] == [NOT_CONTROLLER]
+    # Bootstrapped on the non-controller only, the admin client still succeeds.
+    with AdminClient({"bootstrap.servers": other.bootstrap}) as admin:
+        admin.create_topics([NewTopic(name, 1, 3)])
+        assert name in admin.list_topics()
+        admin.delete_topics([name])
+        assert name not in admin.list_topics()
+
+
 # ---------------------------------------------------------------- failover
 
 

@@ -349,6 +349,7 @@ class Broker:
             else:
                 controller = Controller(state, registrar.client)
             self.controller = controller
+            state.topic_admin.controller = controller
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 await nursery.start(state.replica_manager.run)

@@ -40,6 +40,7 @@ from kclient.errors import (
     INVALID_TOPIC_EXCEPTION,
     LEADER_NOT_AVAILABLE,
     NONE,
+    NOT_CONTROLLER,
     REQUEST_TIMED_OUT,
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -115,6 +116,16 @@ class TopicAdmin:
 
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        #: This broker's `kclient.broker.controller.Controller` in a
+        #: cluster (set by the server); None for a standalone broker.
+        self.controller: Any = None
+
+    def not_controller(self) -> bool:
+        """Whether CreateTopics / DeleteTopics must be refused with
+        NOT_CONTROLLER: in a cluster only the active controller serves them
+        (as Kafka's ZooKeeper-mode brokers; clients send them to the
+        ``controller_id`` of Metadata v1+, KIP-4)."""
+        return self.controller is not None and not self.controller.active
 
     @property
     def zk(self):
@@ -270,6 +281,10 @@ class TopicAdmin:
         results: list[dict[str, Any]] = []
         waiting: list[tuple[dict, str, int]] = []
         seen: set[str] = set()
+        if self.not_controller():
+            message = "this broker is not the controller; send CreateTopics to the controller_id of Metadata"
+            topics = [{"name": t["name"], "error_code": NOT_CONTROLLER, "error_message": message} for t in body["topics"]]
+            return {"throttle_time_ms": 0, "topics": topics}
         for t in body["topics"]:
             name = t["name"]
             entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
@@ -307,6 +322,8 @@ class TopicAdmin:
         ``timeout_ms`` until this broker's metadata no longer has it."""
         state = self.state
         names = list(body.get("topic_names") or [t["name"] for t in body.get("topics") or []])
+        if self.not_controller():
+            return {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": NOT_CONTROLLER, "error_message": None} for n in names]}
         results = []
         waiting = []
         for name in names:

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Callable
 
 from helpers.raw import SocketClient, fetch_body
-from kclient.protocol.messages import CREATE_TOPICS, FETCH, METADATA
+from kclient.protocol.messages import FETCH, METADATA
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import read_header
@@ -107,11 +107,11 @@ class ThreeBrokers:
 
     def create_topic(self, topic: str, partitions: int = 1, replication_factor: int = 3) -> None:
         """Create a topic and wait until every partition has a leader and a full ISR."""
-        b = self.live()[0]
-        spec = {"name": topic, "num_partitions": partitions, "replication_factor": replication_factor, "assignments": [], "configs": []}
-        with SocketClient(b.host, b.port, client_id="test-admin", timeout=30) as c:
-            reply = c.request(CREATE_TOPICS, 3, {"topics": [spec], "timeout_ms": 30_000, "validate_only": False})
-        assert reply["topics"][0]["error_code"] == 0, reply
+        from kclient import AdminClient, NewTopic
+
+        # The admin client sends CreateTopics to the controller.
+        with AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in self.live())}) as admin:
+            admin.create_topics([NewTopic(topic, partitions, replication_factor)], timeout_ms=30_000)
         for p in range(partitions):
             wait_until(
                 lambda: self.partition(topic, p)["leader_id"] >= 0 and len(self.partition(topic, p)["isr_nodes"]) == replication_factor,

@@ -19,8 +19,8 @@ import time
 import uuid
 
 import pytest
-
 from helpers.raw import SocketClient, fetch_body
+
 from kclient.broker.group.records import (
     OFFSETS_TOPIC,
     GroupKey,
@@ -187,8 +187,8 @@ def fetch_offsets(c, group, topic=None, partitions=(0, 1), *, version=5) -> dict
 def test_find_coordinator_creates_the_compacted_offsets_topic(gbroker, zookeeper):
     with client(gbroker) as c:
         for version in (0, 1, 2):
-            body = find_coordinator(c, f"g-{uuid.uuid4().hex[:6]}") if version == 2 else retry(
-                lambda: c.request(FIND_COORDINATOR, version, {"key": "some-group", "key_type": 0}), ok=lambda r: r["error_code"] == 0
+            body = retry(
+                lambda v=version: c.request(FIND_COORDINATOR, v, {"key": "some-group", "key_type": 0}), ok=lambda r: r["error_code"] == 0
             )
             assert (body["node_id"], body["host"], body["port"]) == (0, gbroker.host, gbroker.port)
         meta = c.request(METADATA, 4, {"topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": False})

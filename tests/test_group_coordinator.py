@@ -435,3 +435,46 @@ def test_restart_loads_groups_and_offsets(zookeeper, tmp_path, topic):
             assert described["group_state"] == "Stable"
             assert [(m["member_id"], m["member_assignment"]) for m in described["members"]] == [(member, assignment)]
         assert "loaded 1 group(s), 2 committed offset(s)" in broker.output()
+
+
+# ---------------------------------------------------------------- acknowledged once replicated
+
+
+async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
+    """A commit is acknowledged only once every ISR member has it: with a
+    follower in the ISR that never fetches, it fails with REQUEST_TIMED_OUT
+    after ``offsets.commit.timeout.ms``, and the cache keeps the old
+    offset. Once the ISR is the leader alone, commits succeed."""
+    import trio
+
+    from kclient.broker.handlers import BrokerState
+    from kclient.config import BrokerConfig
+
+    config = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path / "logs"), "offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 300}
+    )
+    state = BrokerState.open(config, advertised_host="127.0.0.1", advertised_port=9)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(state.group_coordinator.run)
+            partition_state = {
+                "topic_name": OFFSETS_TOPIC, "partition_index": 0, "controller_epoch": 1, "leader": 0, "leader_epoch": 1,
+                "isr": [0, 1], "partition_epoch": 0, "zk_version": 0, "replicas": [0, 1], "offline_replicas": [], "is_new": True,
+            }
+            body = {"controller_id": 0, "controller_epoch": 1, "ungrouped_partition_states": [partition_state], "live_leaders": []}
+            assert (await state.replica_manager.leader_and_isr(body, 1))["partition_errors"][0]["error_code"] == 0
+            manager = state.group_coordinator.manager
+            with trio.fail_after(TIMEOUT):
+                while manager.status("g") != 0:
+                    await trio.sleep(0.01)
+            committed = {("t", 0): OffsetAndMetadata(offset=5, commit_timestamp=1)}
+            assert await manager.store_offsets("g", committed) == 7  # REQUEST_TIMED_OUT
+            assert manager.offsets.get("g") is None
+            # The controller shrinks the ISR to the leader: commits go through.
+            body["ungrouped_partition_states"] = [{**partition_state, "leader_epoch": 2, "isr": [0]}]
+            await state.replica_manager.leader_and_isr(body, 1)
+            assert await manager.store_offsets("g", committed) == 0
+            assert manager.offsets["g"] == committed
+            nursery.cancel_scope.cancel()
+    finally:
+        state.close()

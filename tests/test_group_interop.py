@@ -19,7 +19,8 @@ import subprocess
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,7 @@ class Member(threading.Thread):
         self.values: list[str] = []
         self.assignment: set[int] = set()
         self.commits = 0
+        self.commit_errors: list[BaseException] = []
         self.error: BaseException | None = None
         self._halt = threading.Event()
         self.lock = threading.Lock()
@@ -88,7 +90,7 @@ class Member(threading.Thread):
                     self.assignment = self._assignment(consumer)
             finally:
                 consumer.close()
-        except BaseException as exc:  # reported by the test
+        except BaseException as exc:  # noqa: BLE001 - re-raised by stop() in the test
             self.error = exc
 
     def _poll(self, consumer) -> list[str]:
@@ -107,8 +109,8 @@ class Member(threading.Thread):
             else:
                 consumer.commit(asynchronous=False)
             self.commits += 1
-        except Exception:  # a commit racing a rebalance: the records come again
-            pass
+        except Exception as exc:  # noqa: BLE001 - a commit racing a rebalance: the records come again
+            self.commit_errors.append(exc)
 
     def _assignment(self, consumer) -> set[int]:
         return {tp.partition for tp in consumer.assignment()}
@@ -326,9 +328,9 @@ def test_kcat_balanced_consumer_resumes_from_its_commits(gbroker, topic):
 
 
 def test_cluster_coordinator_killed_group_resumes_on_the_new_one(zookeeper, topic):
+    from helpers.raw import SocketClient
     from kafka import KafkaConsumer
 
-    from helpers.raw import SocketClient
     from kclient.protocol.messages import FIND_COORDINATOR
 
     props = {**PROPERTIES, "offsets.topic.replication.factor": 3}

@@ -76,6 +76,19 @@ FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
+# Consumer groups and the offset manager (Kafka protocol guide, "Error Codes").
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
 
 
 class KafkaError(Exception):
@@ -518,6 +531,73 @@ class UnsupportedCompressionTypeError(BrokerResponseError):
 @_code(INVALID_RECORD, "INVALID_RECORD")
 class InvalidRecordError(BrokerResponseError):
     """87: a record failed the broker's validation."""
+
+
+@_code(OFFSET_METADATA_TOO_LARGE, "OFFSET_METADATA_TOO_LARGE")
+class OffsetMetadataTooLargeError(BrokerResponseError):
+    """12: a committed offset's metadata string is longer than the
+    broker's ``offset.metadata.max.bytes``."""
+
+
+@_code(COORDINATOR_LOAD_IN_PROGRESS, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    """14: the coordinator is still loading its ``__consumer_offsets``
+    partition (it just became its leader); retry after a backoff."""
+
+
+@_code(ILLEGAL_GENERATION, "ILLEGAL_GENERATION")
+class IllegalGenerationError(BrokerResponseError):
+    """22: the request's generation id is not the group's current one: the
+    member must rejoin."""
+
+
+@_code(INCONSISTENT_GROUP_PROTOCOL, "INCONSISTENT_GROUP_PROTOCOL")
+class InconsistentGroupProtocolError(BrokerResponseError):
+    """23: the member's protocol type or protocols have nothing in common
+    with the group's."""
+
+
+@_code(INVALID_GROUP_ID, "INVALID_GROUP_ID")
+class InvalidGroupIdError(BrokerResponseError):
+    """24: the group id is empty or null."""
+
+
+@_code(UNKNOWN_MEMBER_ID, "UNKNOWN_MEMBER_ID")
+class UnknownMemberIdError(BrokerResponseError):
+    """25: the coordinator does not know this member id (its session
+    expired, or it left): the member must rejoin with an empty id."""
+
+
+@_code(INVALID_SESSION_TIMEOUT, "INVALID_SESSION_TIMEOUT")
+class InvalidSessionTimeoutError(BrokerResponseError):
+    """26: the session timeout is outside the broker's
+    ``group.min.session.timeout.ms`` .. ``group.max.session.timeout.ms``."""
+
+
+@_code(REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS")
+class RebalanceInProgressError(BrokerResponseError):
+    """27: the group is rebalancing: the member must rejoin."""
+
+
+@_code(NON_EMPTY_GROUP, "NON_EMPTY_GROUP")
+class GroupNotEmptyError(BrokerResponseError):
+    """68: DeleteGroups on a group that still has members (KIP-229)."""
+
+
+@_code(GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND")
+class GroupIdNotFoundError(BrokerResponseError):
+    """69: the group does not exist (DeleteGroups, KIP-229)."""
+
+
+@_code(MEMBER_ID_REQUIRED, "MEMBER_ID_REQUIRED")
+class MemberIdRequiredError(BrokerResponseError):
+    """79: JoinGroup v4+ without a member id: the response carries one;
+    join again with it (KIP-394)."""
+
+
+@_code(GROUP_MAX_SIZE_REACHED, "GROUP_MAX_SIZE_REACHED")
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """81: the group already has ``group.max.size`` members (KIP-389)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

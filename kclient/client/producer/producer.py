@@ -66,7 +66,7 @@ from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer
-from kclient.client.producer.delivery import RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
+from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
 from kclient.client.producer.queue import MessageQueue
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
@@ -265,7 +265,10 @@ class Producer(ClosingClient):
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
         if callback is not None:
-            self._send_tracked(data_or_list, callback, want_futures=False)
+            if type(data_or_list) is ProducerData and self._plain_enqueue:
+                self._put_tracked(data_or_list, callback, None)
+            else:
+                self._send_tracked(data_or_list, callback, want_futures=False)
             return
         events = self._core.prepare(data_or_list)
         if self._async:
@@ -306,7 +309,28 @@ class Producer(ClosingClient):
         """
         if self._closed:
             raise ProducerClosedError("send_with_result() called after the producer was closed")
+        if type(data_or_list) is ProducerData and self._plain_enqueue:
+            futures = [RecordFuture() for _ in data_or_list[2]]
+            self._put_tracked(data_or_list, None, futures)
+            return futures
         return self._send_tracked(data_or_list, None, want_futures=True)  # type: ignore[return-value]
+
+    def _put_tracked(self, d: ProducerData, callback: Any, futures: "list[RecordFuture] | None") -> None:
+        # The async fast path with a delivery result: one ProducerData, no
+        # enqueue hooks (as `send`'s, plus the report).
+        if d[0] not in self._valid_topics:
+            self._core.prepare(d)
+        ts = d[3] if d[3] is not None else now_ms()
+        n = len(d[2])
+        report = DeliveryReport(d, callback, futures, self._reports)
+        report.timestamp = ts
+        self._thread.tracking = True  # type: ignore[union-attr]
+        if not self._queue.put(_new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms):  # type: ignore[union-attr]
+            plain = _new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))
+            exc = self._queue_full([plain], 1, self._enqueue_timeout_ms)
+            report.settle(exc)
+            if futures is None:
+                raise exc
 
     def _send_tracked(self, data_or_list: Any, callback: Any, *, want_futures: bool) -> "list[RecordFuture] | None":
         events = self._core.prepare(data_or_list)

@@ -434,3 +434,25 @@ def test_trio_producer_results_and_callbacks(broker3, topic):
     sent += [(b"cb", v, m) for v, (m, _) in zip([b"c1", b"c2"], calls)]
     check_against_log(broker3, topic, sent)
     assert isinstance(bad[0].exception().__cause__, MessageSizeTooLargeError)
+
+
+def test_idempotent_producer_results_match_the_log(broker3, topic):
+    data = records(topic, 60)
+    with Producer(config(broker3, producer_type="async", enable_idempotence=True, request_required_acks=-1, batch_num_messages=20)) as producer:
+        futures = producer.send_with_result(data)
+        producer.flush()
+    check_against_log(broker3, topic, [(k, v, f.result(timeout=0)) for (k, v), f in zip(flat(data), futures)])
+
+
+def test_plain_sends_keep_no_delivery_state(broker3, topic):
+    """Without a callback or futures the send path stays the plain one:
+    no report is kept and the send thread does not look for any."""
+    with Producer(config(broker3, producer_type="async")) as producer:
+        for i in range(50):
+            producer.send(ProducerData(topic, messages=[b"%d" % i]))
+        producer.send([ProducerData(topic, messages=[b"list"])])
+        producer.flush()
+        assert producer._thread.tracking is False and not producer._reports
+        producer.send(ProducerData(topic, messages=[b"cb"]), callback=lambda m, e: None)
+        producer.flush()
+        assert producer._thread.tracking is True and not producer._reports  # resolved: nothing kept

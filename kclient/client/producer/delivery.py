@@ -293,6 +293,21 @@ class DeliveryReport:
             index: The record's index in its ProducerData's messages.
             metadata: Where the broker put it.
         """
+        if self.futures is None:
+            # callback only (the common async case): inline
+            states = self.states
+            with _lock:
+                if states[index]:  # type: ignore[index]
+                    return
+                states[index] = _DONE  # type: ignore[index]
+                self.pending -= 1
+            try:
+                self.callback(metadata, None)  # type: ignore[misc]
+            except Exception:
+                log.exception("a delivery callback raised (ignored)")
+            if not self.pending and self.registry is not None:
+                self.registry.discard(self)
+            return
         with _lock:
             woken = self._settle_one(index, _DONE, metadata)
         if woken is not None:

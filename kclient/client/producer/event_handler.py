@@ -264,11 +264,12 @@ class DefaultEventHandler(EventHandler):
                     if type(d) is _ProducerData:
                         _, key, messages, ts, fixed, headers = d
                         report = None
+                    elif type(d) is TrackedData:  # sent with a delivery callback or futures
+                        _, key, messages, ts, fixed, headers, report = d
                     else:
                         key, messages, ts = d.key, d.messages, d.timestamp_ms
                         fixed, headers = getattr(d, "partition", None), getattr(d, "headers", ())
-                        # sent with a delivery callback or futures
-                        report = d[6] if type(d) is TrackedData else None
+                        report = None
                     if not messages:
                         continue
                     if key is not None and encode_key is not None:

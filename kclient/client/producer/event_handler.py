@@ -77,6 +77,14 @@ producer started before its cluster) is retried the same way, backing off
 from ``retry.backoff.ms`` up to ``message.send.max.retries`` times, then
 fails with `NoBrokersAvailableError` as the cause. The failed records
 themselves are in ``FailedToSendMessageError.failed_records``.
+
+Records sent with a delivery callback or future arrive as
+`kclient.client.producer.delivery.TrackedData`: when their batch is
+acknowledged each gets a `RecordMetadata` (offset = the partition's
+``base_offset`` + its index in the batch, -1 with acks=0; timestamp = the
+``log_append_time_ms`` the broker answered, else its CreateTime); when its
+partition finally fails, a `FailedToSendMessageError` naming that partition
+(the same error `_failure` builds, for that partition alone).
 """
 
 from __future__ import annotations

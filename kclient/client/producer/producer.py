@@ -29,6 +29,11 @@ with the two modes of ``producer.type``:
   `QueueFullError` at once, >0 wait that many ms and
   then raise it. `Producer.close` sends everything queued first.
 
+Per-record delivery results (Kafka's ``send(record, callback)`` and
+``Future<RecordMetadata>``): ``send(data, callback=fn)`` and
+``send_with_result(data)`` (`kclient.client.producer.delivery`). Plain
+``send(data)`` keeps its path and allocates nothing per record for them.
+
 The Producer owns one thread running a trio loop with a
 `TrioProducer` on it: in sync mode a
 `kclient.sync.LoopThread` (``...-trio``), in async mode the

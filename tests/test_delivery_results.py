@@ -181,7 +181,7 @@ def test_result_timeout_while_pending():
     assert f.running() and not f.done()
 
 
-def test_log_append_time_is_the_timestamp(tmp_path, topic):
+def test_log_append_time_is_the_timestamp(topic):
     with BrokerProcess(properties={"num.partitions": 1, "log.message.timestamp.type": "LogAppendTime"}) as broker:
         before = time.time_ns() // 1_000_000
         with Producer(config(broker)) as producer:
@@ -267,9 +267,8 @@ def test_too_large_and_unknown_topic_reach_their_records(strict_broker, mode):
 
 def test_sync_send_with_callback_raises_after_calling_back(strict_broker):
     calls = []
-    with Producer(config(strict_broker, message_send_max_retries=0)) as producer:
-        with pytest.raises(FailedToSendMessageError) as info:
-            producer.send(ProducerData("no-such-topic-sync-cb", messages=[b"a", b"b"]), callback=lambda m, e: calls.append((m, e)))
+    with Producer(config(strict_broker, message_send_max_retries=0)) as producer, pytest.raises(FailedToSendMessageError) as info:
+        producer.send(ProducerData("no-such-topic-sync-cb", messages=[b"a", b"b"]), callback=lambda m, e: calls.append((m, e)))
     assert [m for m, _ in calls] == [None, None]
     assert all(isinstance(e.__cause__, UnknownTopicOrPartitionError) for _, e in calls)
     assert isinstance(info.value.__cause__, UnknownTopicOrPartitionError)

@@ -64,15 +64,25 @@ KCLIENT = "kclient"
 #: kclient-stream: kclient's high-level consumer (ConsumerConnector + one
 #: KafkaStream, ZooKeeper-coordinated), a consume row beside SimpleConsumer.
 KCLIENT_STREAM = "kclient-stream"
-PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM]
+#: kclient-callback / kclient-futures: kclient's async produce with a
+#: per-record delivery result (send(data, callback=fn) / send_with_result),
+#: rows beside the plain one in the 100 B produce groups, so that
+#: 'kclient ÷ this' is what delivery results cost.
+KCLIENT_CALLBACK = "kclient-callback"
+KCLIENT_FUTURES = "kclient-futures"
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_CALLBACK, KCLIENT_FUTURES]
 CLIENTS = [KCLIENT, "kafka-python", "aiokafka", "confluent-kafka"]
 #: consume rows add confluent-kafka with librdkafka's defaults untouched
 #: ("confluent-kafka" there sets fetch.queue.backoff.ms=0, see worker.py)
 CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults", KCLIENT_STREAM]
+#: every client a row may name (--clients chooses among them)
+ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_CALLBACK, KCLIENT_FUTURES]
 #: import name of each client, to skip the ones not installed
 MODULES = {
     KCLIENT: "kclient",
     KCLIENT_STREAM: "kclient",
+    KCLIENT_CALLBACK: "kclient",
+    KCLIENT_FUTURES: "kclient",
     "kafka-python": "kafka",
     "aiokafka": "aiokafka",
     "confluent-kafka": "confluent_kafka",
@@ -128,7 +138,9 @@ def plan(quick: bool) -> list[dict]:
     groups: list[dict] = []
     for size, count in ((100, n["small"]), (1000, n["large"])):
         for parts in (1, 8):
-            groups.append(_throughput_group("produce", size, count, parts, CLIENTS))
+            # the 100 B rows (per-record costs dominate) also measure delivery results
+            clients = [*CLIENTS, KCLIENT_CALLBACK, KCLIENT_FUTURES] if size == 100 else CLIENTS
+            groups.append(_throughput_group("produce", size, count, parts, clients))
     # The same 1,000 B workloads with batches up to 1 MB (every client tuned
     # alike): per-request costs then weigh far less than per-record ones.
     for parts in (1, 8):
@@ -308,9 +320,9 @@ class Session:
             self.broker_cpu, self.client_cpu = cpus[0], cpus[1]
         else:
             self.broker_cpu = self.client_cpu = None
-        wanted = [c.strip() for c in args.clients.split(",")] if args.clients else CONSUME_CLIENTS
+        wanted = [c.strip() for c in args.clients.split(",")] if args.clients else ALL_CLIENTS
         self.available = []
-        for client in CONSUME_CLIENTS:
+        for client in ALL_CLIENTS:
             if client not in wanted:
                 continue
             if importlib.util.find_spec(MODULES[client]) is None:
@@ -834,6 +846,10 @@ def settings_text(quick: bool) -> list[str]:
         f"kafka-python KafkaProducer(acks=1, linger_ms={LINGER_MS}, batch_size={BATCH_BYTES}, enable_idempotence=False), send() then flush(); "
         f"aiokafka AIOKafkaProducer(acks=1, linger_ms={LINGER_MS}, max_batch_size={BATCH_BYTES}, enable_idempotence=False), await send() then flush(); "
         f"confluent-kafka Producer(acks=1, linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}), produce() (poll(0) every 1024) then flush()",
+        "delivery results (the 100 B produce rows): kclient-callback = the kclient row with send(data, callback=fn), fn counting "
+        "fn(metadata, exception) calls on the send thread; kclient-futures = send_with_result(data), the futures of every 10,000 "
+        "sends read with result() after the next 10,000 (then dropped); both check that every record got its result. "
+        "'kclient ÷ this' is then the plain send's speed over the one with results",
         f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.num.messages = "
         f"{BIG_BATCH_BYTES // 1010} x P, kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
         "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync).send(); "
@@ -867,7 +883,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
     ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, gzip, 8p ...")
-    ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(CONSUME_CLIENTS)}")
+    ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(ALL_CLIENTS)}")
     ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the broker and the clients to separate cores")

@@ -177,11 +177,43 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "client.id": "bench",
     }
     producer = Producer({**config, **security(spec)})
+    results = spec.get("results")  # None, "callback" or "futures": per-record delivery results
+    delivered = [0]
+    errors: list = []
     try:
         timer.start()
-        send = producer.send
-        for v in values(pool, count):
-            send(ProducerData(topic, None, [v]))
+        if results is None:
+            send = producer.send
+            for v in values(pool, count):
+                send(ProducerData(topic, None, [v]))
+        elif results == "callback":
+            # send(data, callback=fn): fn(metadata, exception) per record, on the send thread
+            def on_completion(metadata, exc, delivered=delivered, errors=errors):
+                if exc is None:
+                    delivered[0] += 1
+                else:
+                    errors.append(exc)
+
+            send = producer.send
+            for v in values(pool, count):
+                send(ProducerData(topic, None, [v]), callback=on_completion)
+        else:
+            # send_with_result(data) -> [RecordFuture]; every 10,000 sends the
+            # previous 10,000 futures are read (result()) and dropped
+            send_with_result = producer.send_with_result
+            window: list = []
+            previous: list = []
+            for v in values(pool, count):
+                window += send_with_result(ProducerData(topic, None, [v]))
+                if len(window) == 10_000:
+                    for f in previous:
+                        if f.result().offset >= 0:
+                            delivered[0] += 1
+                    previous, window = window, []
+            producer.flush()
+            for f in previous + window:
+                if f.result().offset >= 0:
+                    delivered[0] += 1
         producer.flush()
         timer.stop()
         stats = producer.statistics()
@@ -189,8 +221,20 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         producer.close()
     if stats.sent_messages != count or stats.failed_messages:
         raise BenchError(f"kclient producer sent {stats.sent_messages} of {count} ({stats.failed_messages} failed: {stats.first_error})")
+    if results is not None and (delivered[0] != count or errors):
+        raise BenchError(f"kclient producer ({results}): {delivered[0]} of {count} delivery results ({len(errors)} errors)")
     settings = {k: v for k, v in config.items() if k not in ("metadata.broker.list", "client.id")}
+    if results is not None:
+        settings["delivery results"] = "send(data, callback=fn)" if results == "callback" else "send_with_result(data) futures"
     return {"records": count, "bytes": count * spec["size"], "settings": settings}
+
+
+def produce_kclient_callback(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    return produce_kclient({**spec, "results": "callback"}, pool, timer)
+
+
+def produce_kclient_futures(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    return produce_kclient({**spec, "results": "futures"}, pool, timer)
 
 
 def produce_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
@@ -716,6 +760,8 @@ def raw_sendfile(spec: dict, pool: list[bytes], timer: Timer) -> dict:
 
 WORKERS = {
     ("produce", "kclient"): produce_kclient,
+    ("produce", "kclient-callback"): produce_kclient_callback,
+    ("produce", "kclient-futures"): produce_kclient_futures,
     ("produce", "kafka-python"): produce_kafka_python,
     ("produce", "aiokafka"): produce_aiokafka,
     ("produce", "confluent-kafka"): produce_confluent,

@@ -1,10 +1,16 @@
-"""The async producer with `kclient.CallbackHandler` hooks.
+"""The async producer with `kclient.CallbackHandler` hooks and per-record
+delivery results.
 
 The hooks of Kafka 0.8's ``callback.handler`` (Kafka 0.8 documentation,
 section 5.1 "API Design"): this handler stamps a header on every record
 before it is queued, counts what each batch carries, adds a last record
 when the producer closes, and hears about batches that failed. The
 producer's ``statistics()`` gives the totals afterwards.
+
+Delivery results, as Kafka's ``send(record, callback)`` gives them: a
+callback per record (``send(data, callback=fn)``, called on the producer's
+send thread) and futures (``send_with_result``), each with the record's
+partition and offset, checked here against what a consumer reads back.
 
     python examples/async_callbacks.py 127.0.0.1:9092      # or KCLIENT_BOOTSTRAP=...
 
@@ -69,17 +75,33 @@ def main(bootstrap: str) -> None:
         "linger.ms": 20,  # ... or the oldest has waited 20 ms (queue.buffering.max.ms)
         "compression.type": "gzip",
         "callback.handler": handler,  # an instance, a class or a dotted path
+        "client.id": "audit",  # names the send thread: kclient-producer-audit-send
     }
+    delivered = {}  # value -> (partition, offset), filled by the callback
+
+    def on_completion(metadata, exc):
+        # Kafka's Callback.onCompletion: on the producer's send thread, once per record.
+        if exc is not None:
+            print(f"not delivered: {exc}", file=sys.stderr)
+            return
+        delivered[metadata.offset] = (metadata.partition, threading.current_thread().name)
+
     with Producer(config) as producer:  # close() flushes the queue
         for i in range(500):
             producer.send(ProducerData(topic, key=b"k", messages=[f"record {i}".encode()]))
         producer.send(ProducerData(topic, key=b"k", messages=["drop me"]))
+        # Delivery results: a callback per record, or a future per record.
+        producer.send(ProducerData(topic, key=b"k", messages=[b"cb 1", b"cb 2"]), callback=on_completion)
+        [future] = producer.send_with_result(ProducerData(topic, key=b"k", messages=[b"with a future"]))
+        metadata = future.result(timeout=30)  # RecordMetadata(topic, partition, offset, timestamp, ...)
+        print(f"'with a future' is at {metadata.topic}-{metadata.partition} offset {metadata.offset}")
         producer.flush()
         stats = producer.statistics()
         print(f"sent {stats.sent_messages} records in {stats.sent_batches} batches, {stats.failed_messages} failed")
 
-    assert handler.enqueued == 501 and not handler.errors
-    assert sum(handler.batches) == 501, handler.batches  # 500 records and the last batch's one
+    assert handler.enqueued == 503 and not handler.errors  # ProducerData: 500 + "drop me" + 2 with results
+    assert sum(handler.batches) == 504, handler.batches  # 503 records and the last batch's one
+    assert {thread for _, thread in delivered.values()} == {"kclient-producer-audit-send"}, delivered
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     with SimpleConsumer(host, int(port), so_timeout_ms=10_000) as consumer:
         records = []
@@ -88,8 +110,11 @@ def main(bootstrap: str) -> None:
             while chunk := consumer.fetch(FetchRequest(topic, p.partition, offset, 1 << 20)).messages():
                 records += chunk
                 offset = chunk[-1].next_offset
-    assert len(records) == 501, len(records)
+    assert len(records) == 504, len(records)
     assert records[0].message.headers[0].key == "source" and records[-1].message.payload == b"end of stream"
+    by_offset = {r.offset: r.message.payload for r in records}
+    assert by_offset[metadata.offset] == b"with a future"
+    assert sorted(by_offset[offset] for offset in delivered) == [b"cb 1", b"cb 2"]
     print(f"OK: {len(records)} records, {len(handler.batches)} batches ({handler.batches[:5]}...)")
 
 

@@ -8,7 +8,9 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
 - `Producer` (sync and async modes) with `ProducerData`,
   pluggable `Encoder` (and the consumer's `Decoder`), `Partitioner`, `EventHandler` and
   `CallbackHandler`; configured by `ProducerConfig` or Kafka's
-  dotted property names.
+  dotted property names. Per-record delivery results: ``send(data,
+  callback=...)`` and ``send_with_result`` (`RecordFuture`,
+  `RecordMetadata`).
 - `SimpleConsumer` with `FetchRequest` and
   `OffsetRequest`; fetches return `ByteBufferMessageSet`.
 - ``statistics()`` snapshots: `ProducerStatistics`, `ConsumerStatistics`
@@ -92,6 +94,8 @@ _EXPORTS = {
     "ProducerConfig": "kclient.config",
     "ProducerData": "kclient.client.producer.data",
     "ProtocolError": "kclient.errors",
+    "RecordFuture": "kclient.client.producer.delivery",
+    "RecordMetadata": "kclient.client.producer.delivery",
     "SaslAuthenticationFailedError": "kclient.errors",
     "SslAuthenticationError": "kclient.errors",
     "UnsupportedSaslMechanismError": "kclient.errors",
@@ -137,6 +141,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.producer.producer import Producer, ProducerStatistics
     from kclient.client.consumer.statistics import ConsumerStatistics, PartitionStatistics
     from kclient.client.producer.data import ProducerData
+    from kclient.client.producer.delivery import RecordFuture, RecordMetadata
     from kclient.client.producer.core import TrioProducer
     from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig

@@ -46,3 +46,14 @@ def test_statistics_types_import_from_kclient():
     assert kclient.ProducerStatistics is producer.ProducerStatistics
     for name in ("ConsumerStatistics", "PartitionStatistics", "ProducerStatistics"):
         assert name in kclient.__all__
+
+
+def test_delivery_result_types_import_from_kclient():
+    """The per-record delivery results (issue 14) are public names."""
+    import kclient
+    from kclient.client.producer import delivery
+
+    assert kclient.RecordMetadata is delivery.RecordMetadata
+    assert kclient.RecordFuture is delivery.RecordFuture
+    for name in ("RecordFuture", "RecordMetadata"):
+        assert name in kclient.__all__

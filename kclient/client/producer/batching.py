@@ -44,7 +44,7 @@ class PartitionSend:
 
     __slots__ = (
         "topic", "partition", "records", "codec", "chunks", "batches", "counts", "magic", "error", "failed_from", "header_bytes", "maybe",
-        "producer_id", "producer_epoch", "sequences",
+        "producer_id", "producer_epoch", "sequences", "tracked",
     )
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -68,6 +68,10 @@ class PartitionSend:
         self.producer_id = -1
         self.producer_epoch = -1
         self.sequences: list[int] | None = None
+        # Records sent with a delivery callback or future: id() of the
+        # record tuple -> (DeliveryReport, index in its ProducerData); None
+        # while there is none (the usual case).
+        self.tracked: dict[int, tuple] | None = None
 
     @property
     def pending_messages(self) -> int:

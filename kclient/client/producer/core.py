@@ -36,10 +36,11 @@ import trio
 
 from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.cluster import Cluster
+from kclient.client.producer.delivery import RecordFuture, RecordMetadata, call_back, settle, track
 from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
 from kclient.client.producer.settings import settings_from_config
 from kclient.config import ProducerConfig
-from kclient.errors import InvalidTopicError, ProducerClosedError
+from kclient.errors import FailedToSendMessageError, InvalidTopicError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -261,7 +262,7 @@ class TrioProducer:
                 valid.add(topic)
         return events
 
-    async def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
+    async def send(self, data_or_list: "ProducerData | Iterable[ProducerData]", *, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None" = None) -> None:
         """Send records and wait for the acknowledgements
         (``request.required.acks``; with 0, until written).
 
@@ -270,6 +271,12 @@ class TrioProducer:
 
         Args:
             data_or_list: One ProducerData or an iterable of them.
+            callback: ``callback(metadata, exception)``, called once per
+                record on this task before ``send`` returns or raises, as
+                `Producer.send`'s: `RecordMetadata` and None once
+                acknowledged, None and the error (a
+                `FailedToSendMessageError` naming the record's partition)
+                if not.
 
         Raises:
             InvalidTopicError: an illegal topic name (nothing is sent).
@@ -281,6 +288,50 @@ class TrioProducer:
         if self._closed or self._cluster is None:
             raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
         events = self.prepare(data_or_list)
+        if callback is not None:
+            futures, error = await self._send_tracked(events)
+            call_back(futures, callback)
+            if error is not None:
+                raise error
+            return
+        await self._send_hooked(events)
+
+    async def send_with_result(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[RecordFuture]":
+        """Send records, wait until each is acknowledged or failed, and
+        return their results: one done `RecordFuture` per record (each
+        message of each ProducerData, in order), as `Producer.send_with_result`.
+        Delivery errors are in the futures, not raised.
+
+        Args:
+            data_or_list: One ProducerData or an iterable of them.
+
+        Returns:
+            The futures, all done: ``f.result()`` is the record's
+            `RecordMetadata` or raises its error.
+
+        Raises:
+            InvalidTopicError: an illegal topic name (nothing is sent).
+            ProducerClosedError: the producer is closed or not open.
+        """
+        if self._closed or self._cluster is None:
+            raise ProducerClosedError("the producer is closed" if self._closed else "the producer is not open")
+        futures, _ = await self._send_tracked(self.prepare(data_or_list))
+        return futures
+
+    async def _send_tracked(self, events: "list[ProducerData]") -> "tuple[list[RecordFuture], Exception | None]":
+        tracked, reports, futures = track(events, None, True, None)
+        error: Exception | None = None
+        try:
+            await self._send_hooked(tracked)
+        except Exception as exc:
+            error = exc
+        except BaseException as exc:  # cancelled: the outcome is not known
+            settle(reports, FailedToSendMessageError(f"the send was interrupted ({type(exc).__name__}) before it was acknowledged; the record may be in the log"))
+            raise
+        settle(reports, error)
+        return futures, error  # type: ignore[return-value]
+
+    async def _send_hooked(self, events: "list[ProducerData]") -> None:
         if self._before_send:
             events = list(self.callback_handler.before_sending_data(events) or ())
         try:

@@ -77,6 +77,14 @@ producer started before its cluster) is retried the same way, backing off
 from ``retry.backoff.ms`` up to ``message.send.max.retries`` times, then
 fails with `NoBrokersAvailableError` as the cause. The failed records
 themselves are in ``FailedToSendMessageError.failed_records``.
+
+Records sent with a delivery callback or future arrive as
+`kclient.client.producer.delivery.TrackedData`: when their batch is
+acknowledged each gets a `RecordMetadata` (offset = the partition's
+``base_offset`` + its index in the batch, -1 with acks=0; timestamp = the
+``log_append_time_ms`` the broker answered, else its CreateTime); when its
+partition finally fails, a `FailedToSendMessageError` naming that partition
+(the same error `_failure` builds, for that partition alone).
 """
 
 from __future__ import annotations
@@ -90,6 +98,7 @@ import trio
 
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
 from kclient.client.producer.data import ProducerData as _ProducerData
+from kclient.client.producer.delivery import RecordMetadata, TrackedData
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
 from kclient.client.producer.idempotence import RESET_CODES, IdempotentProducerState
@@ -247,7 +256,7 @@ class DefaultEventHandler(EventHandler):
             except KafkaError as exc:
                 n = sum(len(d.messages) for d in datas)
                 given = [(d.key, m) for d in datas for m in d.messages]
-                failed[(topic, -1)] = (n, exc, 0, given)
+                failed[(topic, -1)] = (n, exc, 0, given, [(d[6], j) for d in datas if type(d) is TrackedData for j in range(len(d[2]))])
                 continue
             n_parts = len(parts)
             by_partition: dict[int, PartitionSend] = {}
@@ -260,9 +269,13 @@ class DefaultEventHandler(EventHandler):
                     # attributes.
                     if type(d) is _ProducerData:
                         _, key, messages, ts, fixed, headers = d
+                        report = None
+                    elif type(d) is TrackedData:  # sent with a delivery callback or futures
+                        _, key, messages, ts, fixed, headers, report = d
                     else:
                         key, messages, ts = d.key, d.messages, d.timestamp_ms
                         fixed, headers = getattr(d, "partition", None), getattr(d, "headers", ())
+                        report = None
                     if not messages:
                         continue
                     if key is not None and encode_key is not None:
@@ -280,6 +293,9 @@ class DefaultEventHandler(EventHandler):
                         records = lists[p] = target.records
                     if ts is None:
                         ts = now
+                    if report is not None:
+                        _add_tracked(by_partition[p], key, messages, ts, headers, encode, report)
+                        continue
                     if headers:
                         by_partition[p].header_bytes += headers_size(headers) * len(messages)
                         records.extend([(key, m if encode is None or m is None else encode(m), ts, headers) for m in messages])
@@ -352,7 +368,7 @@ class DefaultEventHandler(EventHandler):
             except KafkaError as exc:
                 idem.release(slots)
                 for part in parts.values():
-                    failed[(part.topic, part.partition)] = (len(part.records), exc, 0, [(r[0], r[1]) for r in part.records])
+                    failed[(part.topic, part.partition)] = (len(part.records), exc, 0, [(r[0], r[1]) for r in part.records], _tracked_of(part, part.records))
                 return _raiser(failed)
             except BaseException:
                 idem.release(slots)
@@ -366,7 +382,7 @@ class DefaultEventHandler(EventHandler):
                     records = part.records or [r for c in part.chunks for r in c]
                     if idem is not None:
                         idem.rewind(part)
-                    failed[(part.topic, part.partition)] = (len(records), exc, 0, [(r[0], r[1]) for r in records])
+                    failed[(part.topic, part.partition)] = (len(records), exc, 0, [(r[0], r[1]) for r in records], _tracked_of(part, records))
                     part.batches = []
                     part.chunks = []
                     part.counts = []
@@ -408,7 +424,10 @@ class DefaultEventHandler(EventHandler):
                     retry.append(part)
                 else:
                     possibly = _possibly_written(part)
-                    failed[(part.topic, part.partition)] = (part.pending_messages, err, possibly, [(r[0], r[1]) for c in part.chunks for r in c])
+                    failed[(part.topic, part.partition)] = (
+                        part.pending_messages, err, possibly, [(r[0], r[1]) for c in part.chunks for r in c],
+                        _tracked_of(part, [r for c in part.chunks for r in c]),
+                    )
                     if self.idempotence is not None and part.sequences is not None:
                         self._after_final_failure(part, err, possibly)
             if not retry:
@@ -436,6 +455,7 @@ class DefaultEventHandler(EventHandler):
             pending = retry
         if failed:
             error = _failure(failed, attempt)
+            _fail_tracked(failed, attempt)
             auth = next((v[1] for v in failed.values() if isinstance(v[1], AuthenticationError)), None)
             if auth is not None:
                 # The typed error itself (Kafka's producer fails the send
@@ -552,6 +572,7 @@ class DefaultEventHandler(EventHandler):
         errors, then drop each part's acknowledged batches (everything before
         its first failed batch)."""
         acked: list = []  # (part, batch index) acknowledged in this round
+        offsets: dict = {}  # (id(part), batch index) -> (base offset, log append time), tracked parts only
         for node_id, chosen, handle in plan:
             if handle is None:  # acks=0: written is all there is
                 continue
@@ -566,6 +587,8 @@ class DefaultEventHandler(EventHandler):
                     if written:
                         _maybe(part, i)
                 continue
+            if any(part.tracked for part, _ in chosen):
+                _note_offsets(response, chosen, offsets)
             errored = None
             for t in response["responses"]:
                 name = t["name"]
@@ -596,12 +619,88 @@ class DefaultEventHandler(EventHandler):
                 _maybe(part, i)
         for part in parts:
             cut = len(part.batches) if part.failed_from is None else part.failed_from
+            if part.tracked and cut:
+                _resolve_acked(part, cut, offsets)
             del part.batches[:cut]
             del part.chunks[:cut]
             del part.counts[:cut]
             if part.sequences is not None:
                 del part.sequences[:cut]
             part.failed_from = None
+
+
+def _add_tracked(part: PartitionSend, key: Any, messages: Sequence, ts: int, headers: Sequence, encode: Any, report: Any) -> None:
+    """Append the records of a ProducerData sent with a delivery callback or
+    futures to ``part`` and remember which report and index each is."""
+    records = part.records
+    tracked = part.tracked
+    if tracked is None:
+        tracked = part.tracked = {}
+    if headers:
+        part.header_bytes += headers_size(headers) * len(messages)
+    for j, m in enumerate(messages):
+        value = m if encode is None or m is None else encode(m)
+        r = (key, value, ts, headers) if headers else (key, value, ts)
+        records.append(r)
+        tracked[id(r)] = (report, j)
+
+
+def _tracked_of(part: PartitionSend, records: Sequence) -> list:
+    """The (DeliveryReport, index) of the tracked ones among ``records``."""
+    tracked = part.tracked
+    if not tracked:
+        return []
+    return [t for r in records if (t := tracked.get(id(r))) is not None]
+
+
+def _note_offsets(response: dict, chosen: list, offsets: dict) -> None:
+    """Remember the base offset and LogAppendTime of each acknowledged batch
+    of a tracked partition in ``chosen``."""
+    answers = {(t["name"], pr["index"]): pr for t in response["responses"] for pr in t["partition_responses"]}
+    for part, i in chosen:
+        if part.tracked:
+            pr = answers.get((part.topic, part.partition))
+            if pr is not None and (not pr["error_code"] or pr["error_code"] == DUPLICATE_SEQUENCE_NUMBER):
+                offsets[(id(part), i)] = (pr["base_offset"], pr.get("log_append_time_ms", -1))
+
+
+def _resolve_acked(part: PartitionSend, cut: int, offsets: dict) -> None:
+    """Resolve the tracked records of ``part``'s first ``cut`` batches (all
+    acknowledged): offset = the batch's base offset + the record's index in
+    it (-1 with acks=0); timestamp = LogAppendTime if the broker set one,
+    else the record's CreateTime."""
+    tracked = part.tracked
+    assert tracked is not None
+    topic, partition = part.topic, part.partition
+    for i in range(cut):
+        base, append_time = offsets.get((id(part), i), (-1, -1))
+        for j, r in enumerate(part.chunks[i]):
+            t = tracked.pop(id(r), None)
+            if t is None:
+                continue
+            key, value = r[0], r[1]
+            t[0].succeeded(
+                t[1],
+                RecordMetadata(
+                    topic,
+                    partition,
+                    base + j if base >= 0 else -1,
+                    append_time if append_time is not None and append_time >= 0 else r[2],
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                ),
+            )
+
+
+def _fail_tracked(failed: dict, retries: int) -> None:
+    """Fail the tracked records of each failed partition with an error
+    naming that partition (its cause: the partition's broker or connection
+    error)."""
+    for tp, v in failed.items():
+        if len(v) > 4 and v[4]:
+            error = _failure({tp: v}, retries)
+            for report, index in v[4]:
+                report.failed(index, error)
 
 
 def _fail(part: PartitionSend, index: int, error: BaseException) -> None:
@@ -635,7 +734,9 @@ async def _nothing() -> None:
 
 def _raiser(failed: dict) -> "Callable[[], Awaitable[None]]":
     async def finish() -> None:
-        raise _failure(failed, 0)
+        error = _failure(failed, 0)
+        _fail_tracked(failed, 0)
+        raise error
 
     return finish
 

@@ -29,6 +29,11 @@ with the two modes of ``producer.type``:
   `QueueFullError` at once, >0 wait that many ms and
   then raise it. `Producer.close` sends everything queued first.
 
+Per-record delivery results (Kafka's ``send(record, callback)`` and
+``Future<RecordMetadata>``): ``send(data, callback=fn)`` and
+``send_with_result(data)`` (`kclient.client.producer.delivery`). Plain
+``send(data)`` keeps its path and allocates nothing per record for them.
+
 The Producer owns one thread running a trio loop with a
 `TrioProducer` on it: in sync mode a
 `kclient.sync.LoopThread` (``...-trio``), in async mode the
@@ -58,7 +63,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
@@ -66,12 +71,14 @@ from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.core import TrioProducer
+from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
 from kclient.client.producer.queue import MessageQueue
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
-from kclient.sync import ClosingClient, ExitCloser, LoopThread, track, untrack
+from kclient.sync import ClosingClient, ExitCloser, LoopThread, untrack
+from kclient.sync import track as track_closer
 
 __all__ = ["Producer", "ProducerStatistics"]
 
@@ -137,6 +144,9 @@ class Producer(ClosingClient):
         label = cfg.client_id or str(number)
         self._queue: MessageQueue | None = None
         self._thread: ProducerSendThread | None = None
+        # DeliveryReports of async records sent with a callback or future and
+        # not resolved yet: close() fails whatever is left.
+        self._reports: set = set()
         self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
         self._valid_topics = self._core.valid_topics  # filled by prepare()
         self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
@@ -158,8 +168,8 @@ class Producer(ClosingClient):
             self._loop.call(self._core.open, self._loop.nursery)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
-        self._closer = _ProducerCloser(f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>", cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread)
-        track(self._closer)
+        self._closer = _ProducerCloser(f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>", cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread, self._reports)
+        track_closer(self._closer)
 
     @property
     def producer_type(self) -> str:
@@ -198,15 +208,41 @@ class Producer(ClosingClient):
             raise ProducerClosedError("the producer is closed")
         return self._loop.call(self._core.cluster.partitions_for, topic)
 
-    def send(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> None:
+    def send(self, data_or_list: "ProducerData | Iterable[ProducerData]", *, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None" = None) -> None:
         """Send one `ProducerData` or a list of them.
 
         sync mode: returns once acknowledged. async mode: returns once
         queued; send errors surface later through the log, the
-        CallbackHandler's ``on_send_error``, `statistics` and `close`.
+        CallbackHandler's ``on_send_error``, `statistics`, `close` and,
+        for records sent with a ``callback``, that callback.
+
+        With ``callback`` (Kafka's ``send(record, callback)``, whose
+        ``onCompletion(metadata, exception)`` it mirrors), every record
+        (each message of each ProducerData) gets exactly one call
+        ``callback(metadata, None)`` with its `RecordMetadata` once the
+        broker acknowledged it, or ``callback(None, error)`` once the
+        producer gave up on it: a `FailedToSendMessageError` naming its
+        partition (``__cause__``: the broker's error, e.g.
+        `MessageSizeTooLargeError`), a `QueueFullError` for the records
+        this call could not queue, or a `FailedToSendMessageError` from
+        ``close()`` for records abandoned there. Only a call that raises
+        before queuing anything (`InvalidTopicError`, `ProducerClosedError`,
+        TypeError) makes no calls. The callback runs on:
+
+        - async mode: the producer's send thread (``...-send``), as Kafka's
+          callbacks run on its I/O thread: keep it short (it holds up the
+          sending), and do not call `flush` or `close` from it (they raise
+          `IllegalStateError`); the records not queued (`QueueFullError`)
+          are called back on the thread calling ``send``, before it raises;
+        - sync mode: the thread calling ``send``, before ``send`` returns or
+          raises.
+
+        An exception raised by the callback is logged and ignored. Without
+        a callback nothing per record is kept or allocated.
 
         Args:
             data_or_list: a ProducerData or an iterable of them.
+            callback: ``callback(metadata, exception)`` per record, or None.
 
         Raises:
             FailedToSendMessageError: sync mode: a non-retriable error, or
@@ -222,7 +258,7 @@ class Producer(ClosingClient):
         """
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
-        if type(data_or_list) is ProducerData and self._plain_enqueue:
+        if type(data_or_list) is ProducerData and self._plain_enqueue and callback is None:
             # The common async case, one ProducerData and no enqueue hooks:
             # validate the topic once, stamp, append (about 1 us).
             d = data_or_list
@@ -233,10 +269,105 @@ class Producer(ClosingClient):
             if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
+        if callback is not None:
+            if type(data_or_list) is ProducerData and self._plain_enqueue:
+                self._put_tracked(data_or_list, callback, None)
+            else:
+                self._send_tracked(data_or_list, callback, want_futures=False)
+            return
         events = self._core.prepare(data_or_list)
         if self._async:
             self._enqueue(events)
             return
+        self._send_sync(events)
+
+    def send_with_result(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[RecordFuture]":
+        """Send like `send` and return one `RecordFuture` per record (each
+        message of each ProducerData, in order): Kafka's
+        ``Future<RecordMetadata> send(record)``.
+
+        A future is resolved with the record's `RecordMetadata` (topic,
+        partition, offset, timestamp, serialized sizes) once the broker
+        acknowledged it, or failed with the error the producer gave up on
+        it with (see `send`'s ``callback``). Delivery errors go into the
+        futures, never raised here (as in Kafka, where a full buffer fails
+        the returned future): records the async queue had no room for
+        (``queue.enqueue.timeout.ms``) get a failed future holding the
+        `QueueFullError`. ``close()`` resolves or fails every future it
+        leaves behind.
+
+        sync mode: returns once every record was acknowledged or failed, so
+        every future is done. async mode: returns once queued; the futures
+        are resolved on the send thread (see `RecordFuture` for where
+        ``add_done_callback`` functions run).
+
+        Args:
+            data_or_list: a ProducerData or an iterable of them.
+
+        Returns:
+            The futures, one per record.
+
+        Raises:
+            InvalidTopicError: an illegal topic name (nothing is sent or
+                queued).
+            ProducerClosedError: the producer was closed before the call.
+        """
+        if self._closed:
+            raise ProducerClosedError("send_with_result() called after the producer was closed")
+        if type(data_or_list) is ProducerData and self._plain_enqueue:
+            futures = [RecordFuture() for _ in data_or_list[2]]
+            self._put_tracked(data_or_list, None, futures)
+            return futures
+        return self._send_tracked(data_or_list, None, want_futures=True)  # type: ignore[return-value]
+
+    def _put_tracked(self, d: ProducerData, callback: Any, futures: "list[RecordFuture] | None") -> None:
+        # The async fast path with a delivery result: one ProducerData, no
+        # enqueue hooks (as `send`'s, plus the report).
+        if d[0] not in self._valid_topics:
+            self._core.prepare(d)
+        ts = d[3] if d[3] is not None else now_ms()
+        n = len(d[2])
+        report = DeliveryReport(d, callback, futures, self._reports)
+        report.timestamp = ts
+        self._thread.tracking = True  # type: ignore[union-attr]
+        if not self._queue.put(_new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms):  # type: ignore[union-attr]
+            plain = _new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))
+            exc = self._queue_full([plain], 1, self._enqueue_timeout_ms)
+            report.settle(exc)
+            if futures is None:
+                raise exc
+
+    def _send_tracked(self, data_or_list: Any, callback: Any, *, want_futures: bool) -> "list[RecordFuture] | None":
+        events = self._core.prepare(data_or_list)
+        if not self._async:
+            # Futures resolved on the trio thread; callbacks called here.
+            tracked, reports, futures = track(events, None, True, None)
+            error: Exception | None = None
+            try:
+                self._send_sync(tracked)
+            except Exception as exc:
+                error = exc
+            settle(reports, error)
+            if callback is not None:
+                call_back(futures, callback)  # type: ignore[arg-type]
+            if error is not None and not want_futures:
+                raise error
+            return futures
+        tracked, reports, futures = track(events, callback, want_futures, self._reports)
+        self._thread.tracking = True  # type: ignore[union-attr]
+        try:
+            self._enqueue(tracked)
+        except QueueFullError as exc:
+            rest = exc.not_enqueued
+            exc.not_enqueued = [d.untracked() if isinstance(d, TrackedData) else d for d in rest]
+            for d in rest:
+                if isinstance(d, TrackedData):
+                    d.report.settle(exc)
+            if not want_futures:
+                raise
+        return futures
+
+    def _send_sync(self, events: list) -> None:
         if self._before_send:
             events = list(self._callbacks.before_sending_data(events) or ())
         try:
@@ -274,7 +405,10 @@ class Producer(ClosingClient):
         callbacks = self._callbacks
         for i, d in enumerate(events):
             if self._before_enqueue:
+                given = d
                 d = callbacks.before_enqueue(d)
+                if type(given) is TrackedData and d is not given:
+                    d = _retrack(given, d)
                 if d is None:
                     continue
             if d.timestamp_ms is None:
@@ -375,8 +509,11 @@ class _ProducerCloser(ExitCloser):
     """Closes a Producer's send thread, queue, loop and connections; holds no
     reference to the Producer (see `kclient.sync.ExitCloser`)."""
 
-    def __init__(self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None") -> None:
+    def __init__(
+        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None", reports: "set | None" = None
+    ) -> None:
         super().__init__(description, close_timeout_ms / 1000)
+        self._reports = reports if reports is not None else set()
         self.close_timeout_ms = close_timeout_ms
         self._loop = loop
         self._core = core
@@ -417,6 +554,25 @@ class _ProducerCloser(ExitCloser):
             untrack(self)
 
     def _shutdown(self, timeout: float | None, why: str, *, at_exit: bool) -> None:
+        try:
+            self._stop(timeout, why, at_exit=at_exit)
+        finally:
+            self._fail_leftovers(why)
+
+    def _fail_leftovers(self, why: str) -> None:
+        """Fail the delivery results still pending (records abandoned at an
+        aborted close, or whose batch never finished): nothing stays
+        pending after close."""
+        left = list(self._reports)
+        if not left:
+            return
+        n = sum(r.pending for r in left)
+        error = FailedToSendMessageError(f"{self.description}: record {why} (the producer was closed)", lost_messages=n)
+        for report in left:
+            report.settle(error)
+        self._reports.clear()
+
+    def _stop(self, timeout: float | None, why: str, *, at_exit: bool) -> None:
         abandoned = 0
         if self._queue is not None and self._thread is not None:
             self._queue.close()
@@ -496,3 +652,16 @@ class _ProducerCloser(ExitCloser):
             log.error("%s at exit: %s", self.description, message)
             return
         raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_error
+
+
+def _retrack(given: TrackedData, data: Any) -> Any:
+    """After a ``before_enqueue`` hook replaced a tracked ProducerData: keep
+    its DeliveryReport on the replacement when it holds as many records;
+    else resolve the report now (partition and offset unknown) and queue
+    the replacement untracked."""
+    report = given.report
+    if isinstance(data, ProducerData) and len(data.messages) == len(given.messages):
+        plain = data.untracked() if isinstance(data, TrackedData) else tuple(data)[:6]
+        return _new_tuple(TrackedData, (*plain, report))
+    report.settle(None)
+    return data

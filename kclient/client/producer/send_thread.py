@@ -37,6 +37,7 @@ import attrs
 import trio
 
 from kclient.client.producer.callbacks import CallbackHandler, overrides
+from kclient.client.producer.delivery import reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.sync import LoopThread
 
@@ -125,6 +126,9 @@ class ProducerSendThread(LoopThread):
         self._failed_batches = 0
         self._first_error: BaseException | None = None
         self._possibly_written = 0
+        #: Set by the Producer once a record was sent with a delivery
+        #: callback or future: batches then look for their reports.
+        self.tracking = False
 
     def start_sending(self, producer: "TrioProducer") -> None:
         """Start the batching task on this thread's loop. Call once.
@@ -185,6 +189,10 @@ class ProducerSendThread(LoopThread):
         the queue) and submit them; the queue's ``task_done(taken)`` follows
         once the batch is acknowledged or failed."""
         batch = items
+        # Records sent with a delivery callback or future: whatever the event
+        # handler did not resolve (a hook replaced or dropped it, a custom
+        # event.handler, a batch-wide error) is settled when the batch ends.
+        reports = reports_of(items) if self.tracking else None
         try:
             if dequeued and self._after_dequeue:
                 hook = self._callbacks.after_dequeuing_existing_data
@@ -193,10 +201,14 @@ class ProducerSendThread(LoopThread):
                 batch = list(self._callbacks.before_sending_data(batch) or ())
         except Exception as exc:
             self._record_failure(batch, exc, sum(len(d.messages) for d in batch))
+            if reports:
+                settle(reports, exc)
             if taken:
                 self.queue.task_done(taken)
             return
         if not batch:
+            if reports:
+                settle(reports, None)
             if taken:
                 self.queue.task_done(taken)
             return
@@ -211,6 +223,8 @@ class ProducerSendThread(LoopThread):
 
         def done(exc: BaseException | None) -> None:  # on this loop, once
             try:
+                if reports:
+                    settle(reports, exc)
                 if exc is None:
                     self._sent_messages += n
                     self._sent_batches += 1

@@ -91,3 +91,53 @@ def test_lag_needs_both_offsets_and_the_table_aligns():
     assert lines[1].split() == ["g", "t", "0", "5", "9", "4", "owner-0"]
     assert lines[2].split() == ["g", "topic", "10", "-", "12", "-", "-"]
     assert lines[0].index("TOPIC") == lines[1].index("t  ") == lines[2].index("topic")
+
+
+def test_broker_coordinated_group_is_listed_and_described(broker, topic):
+    """A confluent-kafka group kept by the broker's group coordinator:
+    AdminClient and ``consumer-groups --bootstrap-server`` show its member,
+    its assignment, its committed offsets and the lag."""
+    import pytest
+
+    ck = pytest.importorskip("confluent_kafka")
+    from kclient import AdminClient
+
+    group = f"broker-lag-{uuid.uuid4().hex[:8]}"
+    with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+        producer.send(ProducerData(topic, None, [b"m%d" % i for i in range(6)], partition=0))
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                            "enable.auto.commit": False, "client.id": "lag-reader"})
+    try:
+        consumer.subscribe([topic])
+        got = []
+        deadline = 60
+        import time
+
+        end = time.monotonic() + deadline
+        while len(got) < 6 and time.monotonic() < end:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+        assert len(got) == 6
+        consumer.commit(asynchronous=False)
+        with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+            producer.send(ProducerData(topic, None, [b"late"] * 2, partition=0))
+
+        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            assert group in [g.group_id for g in admin.list_consumer_groups()]
+            description = admin.describe_consumer_groups([group])[group]
+            assert description.state == "Stable" and description.protocol_type == "consumer"
+            [member] = description.members
+            assert member.client_id == "lag-reader" and (topic, 0) in member.assignment
+            assert admin.list_consumer_group_offsets(group)[(topic, 0)] == 6
+
+        result = kc("consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group)
+        assert result.returncode == 0, result.stderr
+        rows = table(result.stdout)
+        assert rows[(topic, "0")][3:7] == ["6", "8", "2", member.member_id]
+        listed = kc("consumer-groups", "--bootstrap-server", broker.bootstrap, "--list")
+        assert listed.returncode == 0 and group in listed.stdout.split()
+    finally:
+        consumer.close()
+    missing = kc("consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", "no-such-group-xyz")
+    assert missing.returncode != 0 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr

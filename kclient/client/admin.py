@@ -31,6 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import attrs
 import trio
 
+from kclient.client import admin_groups
+from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, _parse_metadata
 from kclient.config.admin import AdminConfig
 from kclient.errors import (
@@ -45,7 +47,7 @@ from kclient.errors import (
 from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS, METADATA
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
-__all__ = ["AdminClient", "ClusterDescription", "NewTopic", "TopicDescription", "TrioAdminClient"]
+__all__ = ["AdminClient", "ClusterDescription", "GroupDescription", "GroupListing", "NewTopic", "TopicDescription", "TrioAdminClient"]
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +359,40 @@ class TrioAdminClient:
         md = await self.metadata([])
         return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers[b] for b in sorted(md.brokers)))
 
+    async def list_consumer_groups(self) -> list[GroupListing]:
+        """Every group the brokers coordinate (ListGroups to each broker).
+
+        Returns:
+            `GroupListing` per group, sorted by id.
+        """
+        return await admin_groups.list_groups(self.cluster)
+
+    async def describe_consumer_groups(self, groups: Sequence[str]) -> dict[str, GroupDescription]:
+        """Each group's state, protocol and members with their
+        assignments (DescribeGroups at the group's coordinator).
+
+        Args:
+            groups: The group ids.
+
+        Returns:
+            ``{group_id: GroupDescription}``.
+        """
+        c = self.config
+        return await admin_groups.describe_groups(self.cluster, list(groups), timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
+
+    async def list_consumer_group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch of all partitions,
+        KIP-88).
+
+        Args:
+            group: The group id.
+
+        Returns:
+            ``{(topic, partition): offset}``.
+        """
+        c = self.config
+        return await admin_groups.list_group_offsets(self.cluster, group, timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
+
     async def aclose(self) -> None:
         """Close the connections."""
         if self._cluster is not None:
@@ -454,6 +490,36 @@ class AdminClient(ClosingClient):
             The brokers, controller id and cluster id.
         """
         return self._loop.call(self._core.describe_cluster)
+
+    def list_consumer_groups(self) -> list[GroupListing]:
+        """Blocking `TrioAdminClient.list_consumer_groups`.
+
+        Returns:
+            `GroupListing` per group, sorted by id.
+        """
+        return self._loop.call(self._core.list_consumer_groups)
+
+    def describe_consumer_groups(self, groups: Sequence[str]) -> dict[str, GroupDescription]:
+        """Blocking `TrioAdminClient.describe_consumer_groups`.
+
+        Args:
+            groups: The group ids.
+
+        Returns:
+            ``{group_id: GroupDescription}``.
+        """
+        return self._loop.call(self._core.describe_consumer_groups, list(groups))
+
+    def list_consumer_group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Blocking `TrioAdminClient.list_consumer_group_offsets`.
+
+        Args:
+            group: The group id.
+
+        Returns:
+            ``{(topic, partition): offset}``.
+        """
+        return self._loop.call(self._core.list_consumer_group_offsets, group)
 
     def close(self) -> None:
         """Close the connections and the loop thread. Idempotent."""

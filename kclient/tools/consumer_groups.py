@@ -20,8 +20,15 @@ their difference, ``CONSUMER-ID`` the consumer thread owning the partition
 now (``-`` when none). When stderr is a terminal, a ``tqdm`` bar shows the
 partitions being asked.
 
-Groups coordinated by a broker (the modern consumers' ``--bootstrap-server``
-form) are not supported: the bundled broker has no group coordinator.
+With ``--bootstrap-server`` instead of ``--zookeeper`` the groups are those
+the brokers' group coordinators keep (kafka-python's, confluent-kafka's,
+Kafka's own consumers): ``--list`` asks every broker (ListGroups),
+``--describe`` asks the group's coordinator for its members and their
+assignments (DescribeGroups) and committed offsets (OffsetFetch), as
+``kafka-consumer-groups.sh --bootstrap-server`` does; ``CONSUMER-ID`` is then
+the member id::
+
+    kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group readers
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from collections.abc import Iterator
 
 from kclient.errors import ConfigError, KafkaError
 
-__all__ = ["PartitionLag", "describe_group", "list_groups", "register", "run"]
+__all__ = ["PartitionLag", "describe_group", "describe_group_on_brokers", "list_groups", "register", "run"]
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID")
 
@@ -72,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List the consumer groups in ZooKeeper, or describe one: per partition the committed offset, "
         "the log end offset, the lag and the owning consumer.",
     )
-    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the group's zookeeper.connect")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper-coordinated groups: the group's zookeeper.connect")
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="broker-coordinated groups: brokers to bootstrap from")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list the groups")
     action.add_argument("--describe", action="store_true", help="describe --group")
@@ -179,6 +188,78 @@ def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -
     return rows
 
 
+def describe_group_on_brokers(admin, group: str, *, timeout_ms: int = 10_000, progress=None) -> list[PartitionLag]:
+    """The rows of ``--describe`` for a group its coordinator keeps.
+
+    Args:
+        admin (kclient.AdminClient): An admin client on the cluster.
+        group: The consumer group.
+        timeout_ms: The timeout of each ListOffsets request (ms).
+        progress: Called with each finished row (e.g. a tqdm ``update``).
+
+    Returns:
+        One `PartitionLag` per partition the group has committed offsets
+        for or a member is assigned, sorted by topic and partition.
+
+    Raises:
+        ConfigError: The coordinator knows nothing of the group.
+    """
+    from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
+
+    description = admin.describe_consumer_groups([group])[group]
+    committed = admin.list_consumer_group_offsets(group)
+    owners = {tp: m.member_id for m in description.members for tp in m.assignment}
+    keys = sorted(set(committed) | set(owners))
+    if not keys and description.state in ("Dead", ""):
+        raise ConfigError(f"consumer group {group!r} is not known to the brokers")
+    topics = admin.describe_topics(sorted({t for t, _ in keys})) if keys else {}
+    brokers = {b.node_id: (b.host, b.port) for b in admin.describe_cluster().brokers}
+    consumers: dict[tuple[str, int], SimpleConsumer] = {}
+    rows = []
+    try:
+        for topic, partition in keys:
+            end = None
+            leader = next((p.leader for p in topics[topic].partitions if p.partition == partition), -1) if topic in topics else -1
+            address = brokers.get(leader)
+            if address is not None:
+                if address not in consumers:
+                    consumers[address] = SimpleConsumer(*address, timeout_ms, client_id="kclient-consumer-groups")
+                try:
+                    offsets = consumers[address].get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)
+                    end = offsets[0] if offsets else None
+                except KafkaError:
+                    end = None
+            row = PartitionLag(group, topic, partition, committed.get((topic, partition)), end, owners.get((topic, partition)))
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    return rows
+
+
+def _run_on_brokers(args: argparse.Namespace) -> int:
+    from kclient.client.admin import AdminClient
+
+    with AdminClient({"bootstrap.servers": args.bootstrap_server, "request.timeout.ms": args.timeout_ms}) as admin:
+        if args.list:
+            sys.stdout.write("".join(g.group_id + "\n" for g in admin.list_consumer_groups()))
+            return 0
+        bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
+        try:
+            rows = describe_group_on_brokers(admin, args.group, timeout_ms=args.timeout_ms, progress=None if bar is None else (lambda _row: bar.update()))
+        finally:
+            if bar is not None:
+                bar.close()
+        sys.stdout.write(format_rows(rows))
+        return 0
+
+
 def format_rows(rows: list[PartitionLag]) -> str:
     """The ``--describe`` table: a header and one line per row, columns
     aligned, ``-`` for what is unknown.
@@ -212,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.describe and not args.group:
         raise ConfigError("--describe needs --group")
+    if args.bootstrap_server:
+        return _run_on_brokers(args)
     zk = ZkClient(args.zookeeper, connection_timeout_ms=args.timeout_ms)
     zk.start()
     try:

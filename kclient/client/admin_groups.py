@@ -1,0 +1,242 @@
+"""Consumer groups kept by the brokers' group coordinators, as an admin
+sees them: list the groups, describe their members and assignments, and
+read their committed offsets (Kafka's ``AdminClient.listConsumerGroups``,
+``describeConsumerGroups`` and ``listConsumerGroupOffsets``; KIP-88 for
+OffsetFetch of every partition of a group).
+
+A group's coordinator is the broker FindCoordinator names (the leader of
+the group's ``__consumer_offsets`` partition); ListGroups goes to every
+broker, each answering for the groups it coordinates. These functions work
+on a `kclient.client.cluster.Cluster`; `kclient.client.admin.AdminClient`
+exposes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from kclient.errors import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NONE,
+    NOT_COORDINATOR,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolError,
+    error_for_code,
+)
+from kclient.protocol.consumer_protocol import decode_assignment
+from kclient.protocol.messages import DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS, OFFSET_FETCH
+
+if TYPE_CHECKING:
+    from kclient.client.cluster import Cluster
+    from kclient.net.connection import BrokerConnection
+
+__all__ = ["GroupDescription", "GroupListing", "MemberDescription", "describe_groups", "find_coordinator", "list_group_offsets", "list_groups"]
+
+log = logging.getLogger(__name__)
+
+_RETRIABLE = frozenset({COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR})
+
+
+@attrs.frozen
+class GroupListing:
+    """A group as ListGroups names it.
+
+    Attributes:
+        group_id: The group.
+        protocol_type: ``"consumer"`` for Kafka consumers; empty for a
+            group that has only committed offsets.
+        coordinator_id: The broker that answered for it.
+    """
+
+    group_id: str
+    protocol_type: str
+    coordinator_id: int
+
+
+@attrs.frozen
+class MemberDescription:
+    """One member of a group.
+
+    Attributes:
+        member_id: The id the coordinator gave it.
+        client_id: Its ``client.id``.
+        client_host: The address it connected from.
+        assignment: ``((topic, partition), ...)`` it was assigned (empty
+            when the assignment is not the ``consumer`` protocol's).
+    """
+
+    member_id: str
+    client_id: str
+    client_host: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen
+class GroupDescription:
+    """A group as DescribeGroups describes it.
+
+    Attributes:
+        group_id: The group.
+        state: ``Stable``, ``PreparingRebalance``, ``CompletingRebalance``,
+            ``Empty`` or ``Dead``.
+        protocol_type: ``"consumer"`` for Kafka consumers.
+        protocol: The assignor chosen (``range``, ``roundrobin``, ...).
+        members: The members (`MemberDescription`).
+        coordinator_id: The group's coordinator.
+    """
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator_id: int
+
+
+async def find_coordinator(cluster: Cluster, group: str, *, timeout_ms: int, backoff_ms: int) -> tuple[int, BrokerConnection]:
+    """The group's coordinator (FindCoordinator, key type 0), retried
+    with ``backoff_ms`` while it is not available or still loading.
+
+    Args:
+        cluster: The client's cluster view.
+        group: The group id.
+        timeout_ms: How long to keep trying (ms).
+        backoff_ms: Pause between attempts (ms).
+
+    Returns:
+        ``(node_id, connection)``.
+
+    Raises:
+        CoordinatorNotAvailableError: Still none at the deadline (or the
+            broker's other FindCoordinator error).
+        NoBrokersAvailableError: No broker answered.
+    """
+    deadline = trio.current_time() + timeout_ms / 1000
+    while True:
+        try:
+            conn = await cluster.any_connection()
+            version = conn.version_for(FIND_COORDINATOR, ceiling=2)
+            r = await conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0}, version=version)
+            code = r["error_code"]
+            if code == NONE:
+                return r["node_id"], await cluster.connection(r["host"], r["port"])
+            error: KafkaError = error_for_code(code)(f"FindCoordinator for group {group!r}: {r.get('error_message') or error_for_code(code).name}")
+            if code not in _RETRIABLE:
+                raise error
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            error = exc
+        if trio.current_time() + backoff_ms / 1000 >= deadline:
+            raise error
+        log.debug("coordinator of %r: %s; retrying", group, error)
+        await trio.sleep(backoff_ms / 1000)
+
+
+async def list_groups(cluster: Cluster) -> list[GroupListing]:
+    """Every group the live brokers coordinate (ListGroups to each).
+
+    Args:
+        cluster: The client's cluster view (its metadata is refreshed).
+
+    Returns:
+        The groups, sorted by id.
+
+    Raises:
+        BrokerResponseError: A broker's ListGroups error
+            (e.g. `CoordinatorLoadInProgressError`).
+        KafkaConnectionError: A live broker could not be reached.
+    """
+    md = await cluster.refresh_metadata((), allow_auto_create=False)
+    out = []
+    for node_id in sorted(md.brokers):
+        conn = await cluster.broker_connection(node_id)
+        r = await conn.request(LIST_GROUPS, {}, version=conn.version_for(LIST_GROUPS, ceiling=2))
+        if r["error_code"] != NONE:
+            raise error_for_code(r["error_code"])(f"ListGroups on broker {node_id}")
+        out += [GroupListing(g["group_id"], g["protocol_type"], node_id) for g in r["groups"]]
+    return sorted(out, key=lambda g: g.group_id)
+
+
+def _assignment(protocol_type: str, data: bytes | None) -> tuple[tuple[str, int], ...]:
+    if protocol_type != "consumer" or not data:
+        return ()
+    try:
+        decoded = decode_assignment(bytes(data))
+    except (ProtocolError, ValueError):
+        return ()
+    return tuple(sorted((t, p) for t, parts in decoded.assigned_partitions for p in parts))
+
+
+async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: int, backoff_ms: int) -> dict[str, GroupDescription]:
+    """DescribeGroups of each group at its coordinator.
+
+    Args:
+        cluster: The client's cluster view.
+        groups: The group ids.
+        timeout_ms: Bound of each coordinator lookup (ms).
+        backoff_ms: Pause between lookups (ms).
+
+    Returns:
+        ``{group_id: GroupDescription}``; a group the coordinator does not
+        know is described with state ``Dead`` and no members, as Kafka does.
+
+    Raises:
+        BrokerResponseError: A group's DescribeGroups error.
+    """
+    out = {}
+    for group in groups:
+        node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+        r = await conn.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
+        g = r["groups"][0]
+        if g["error_code"] != NONE:
+            raise error_for_code(g["error_code"])(f"DescribeGroups {group!r}")
+        members = tuple(
+            MemberDescription(m["member_id"], m["client_id"], m["client_host"], _assignment(g["protocol_type"], m["member_assignment"]))
+            for m in g["members"]
+        )
+        out[group] = GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"], members, node_id)
+    return out
+
+
+async def list_group_offsets(cluster: Cluster, group: str, *, timeout_ms: int, backoff_ms: int) -> dict[tuple[str, int], int]:
+    """Every committed offset of a group (OffsetFetch v2+ with null
+    topics, KIP-88), at its coordinator; retried while the coordinator
+    loads or moves.
+
+    Args:
+        cluster: The client's cluster view.
+        group: The group id.
+        timeout_ms: How long to keep trying (ms).
+        backoff_ms: Pause between attempts (ms).
+
+    Returns:
+        ``{(topic, partition): offset}`` of the partitions with a commit.
+
+    Raises:
+        BrokerResponseError: The group's or a partition's OffsetFetch error.
+    """
+    deadline = trio.current_time() + timeout_ms / 1000
+    while True:
+        _, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+        version = conn.version_for(OFFSET_FETCH, floor=2)
+        r = await conn.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version)
+        code = r.get("error_code", NONE)
+        if code in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
+            await trio.sleep(backoff_ms / 1000)
+            continue
+        if code != NONE:
+            raise error_for_code(code)(f"OffsetFetch of group {group!r}")
+        out = {}
+        for t in r["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"] != NONE:
+                    raise error_for_code(p["error_code"])(f"OffsetFetch of group {group!r}, {t['name']}-{p['partition_index']}")
+                if p["committed_offset"] >= 0:
+                    out[(t["name"], p["partition_index"])] = p["committed_offset"]
+        return out

@@ -126,8 +126,15 @@ def test_group_records_are_kafkas_layout():
 
 
 @pytest.fixture(scope="module")
-def gbroker(zookeeper):
-    with BrokerProcess(properties={"zookeeper.connect": zookeeper.connect, **BROKER_PROPERTIES}) as proc:
+def gzk(zookeeper) -> str:
+    """This module's own chroot: the session ZooKeeper's root holds other
+    brokers (with their own ``__consumer_offsets``)."""
+    return zookeeper.connect_string(f"groups-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def gbroker(gzk):
+    with BrokerProcess(properties={"zookeeper.connect": gzk, **BROKER_PROPERTIES}) as proc:
         yield proc
 
 
@@ -184,7 +191,7 @@ def fetch_offsets(c, group, topic=None, partitions=(0, 1), *, version=5) -> dict
     return c.request(OFFSET_FETCH, version, {"group_id": group, "topics": topics})
 
 
-def test_find_coordinator_creates_the_compacted_offsets_topic(gbroker, zookeeper):
+def test_find_coordinator_creates_the_compacted_offsets_topic(gbroker, gzk):
     with client(gbroker) as c:
         for version in (0, 1, 2):
             body = retry(
@@ -197,7 +204,7 @@ def test_find_coordinator_creates_the_compacted_offsets_topic(gbroker, zookeeper
         assert len(t["partitions"]) == OFFSETS_PARTITIONS
     from kazoo.client import KazooClient
 
-    zk = KazooClient(hosts=zookeeper.connect)
+    zk = KazooClient(hosts=gzk)
     zk.start(timeout=TIMEOUT)
     try:
         data, _ = zk.get(f"/config/topics/{OFFSETS_TOPIC}")

@@ -118,6 +118,7 @@ from kclient.protocol.messages import (
     CREATE_TOPICS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     FETCH,
     HEARTBEAT,
@@ -150,6 +151,7 @@ _BROKER_APIS = {
     # Admin (KIP-4).
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,
+    DESCRIBE_CONFIGS.key: DESCRIBE_CONFIGS,
     # Consumer groups (kclient.broker.group).
     OFFSET_COMMIT.key: OFFSET_COMMIT,
     JOIN_GROUP.key: JOIN_GROUP,

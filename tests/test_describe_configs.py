@@ -27,12 +27,21 @@ from kclient.broker.describe_configs import (
 from kclient.broker.topic_admin import TOPIC_CONFIGS
 from kclient.broker.topic_configs import TOPIC_CONFIG_DEFS, kafka_string, topic_defaults
 from kclient.config import BrokerConfig
-from kclient.errors import INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION
+from kclient.errors import (
+    INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from kclient.testing import BrokerProcess, Cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewTopic,
+    )
     from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -237,7 +246,7 @@ def test_raw_broker_configs(standalone):
     (result,) = response.results
     assert result.error_code == 0
     configs = by_name(result)
-    assert set(BrokerConfig.properties()[a].name for a in BrokerConfig.properties()) <= set(configs)
+    assert {spec.name for spec in BrokerConfig.properties().values()} <= set(configs)
     segment = configs["log.segment.bytes"]
     assert (segment.value, segment.config_source, segment.read_only, segment.is_sensitive) == ("1048576", STATIC_BROKER_CONFIG, True, False)
     assert segment.config_type == 3 and segment.documentation  # INT, its docstring
@@ -321,9 +330,8 @@ def test_kafka_python_describes_topic_and_broker(standalone, overridden_topic):
 
 @pytest.mark.interop
 def test_confluent_describes_topic_and_broker(standalone, overridden_topic):
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigSource
     from confluent_kafka.admin import ConfigResource as CkConfigResource
-    from confluent_kafka.admin import ConfigSource
 
     admin = AdminClient({"bootstrap.servers": standalone.bootstrap})
     futures = admin.describe_configs([CkConfigResource("topic", overridden_topic), CkConfigResource("broker", "0")], request_timeout=30)
@@ -393,9 +401,8 @@ def test_cluster_kafka_python_describes_topic_and_each_broker(cluster, cluster_t
 
 @pytest.mark.interop
 def test_cluster_confluent_describes_topic_and_a_broker(cluster, cluster_topic):
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigSource
     from confluent_kafka.admin import ConfigResource as CkConfigResource
-    from confluent_kafka.admin import ConfigSource
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.describe_configs([CkConfigResource("topic", cluster_topic), CkConfigResource("broker", "2")], request_timeout=30)

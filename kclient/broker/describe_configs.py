@@ -47,10 +47,26 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kclient.broker.topic_configs import BROKER_SYNONYM_GROUPS, CONFIG_TYPES, TOPIC_CONFIG_DEFS, kafka_string, topic_defaults
+from kclient.broker.topic_configs import (
+    BROKER_SYNONYM_GROUPS,
+    CONFIG_TYPES,
+    TOPIC_CONFIG_DEFS,
+    kafka_string,
+    topic_defaults,
+)
 from kclient.config.base import REQUIRED
-from kclient.errors import INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, NONE, UNKNOWN_TOPIC_OR_PARTITION, InvalidTopicError
-from kclient.protocol.messages.describe_configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+from kclient.errors import (
+    INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    InvalidTopicError,
+)
+from kclient.protocol.messages.describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+)
 from kclient.storage import validate_topic_name
 
 if TYPE_CHECKING:

@@ -318,7 +318,7 @@ def _logger_entries() -> list[dict]:
         logger = logging.getLogger() if name == "root" else logging.getLogger(name)
         level = logging.getLevelName(logger.getEffectiveLevel())
         entries.append(
-            _entry(name, _LOG4J_LEVELS.get(level, level), DYNAMIC_BROKER_LOGGER_CONFIG, [], read_only=True, sensitive=False, type_="STRING", doc=None)
+            _entry(name, _LOG4J_LEVELS.get(level, level), DYNAMIC_BROKER_LOGGER_CONFIG, [], read_only=False, sensitive=False, type_="STRING", doc=None)
         )
     return entries
 

@@ -113,6 +113,7 @@ from kclient.protocol.connection import (
     parse_request_header,
 )
 from kclient.protocol.messages import (
+    ALTER_CONFIGS,
     API_VERSIONS,
     APIS,
     CREATE_TOPICS,
@@ -122,6 +123,7 @@ from kclient.protocol.messages import (
     DESCRIBE_GROUPS,
     FETCH,
     HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
     JOIN_GROUP,
     LEADER_AND_ISR,
     LEAVE_GROUP,
@@ -152,6 +154,8 @@ _BROKER_APIS = {
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,
     DESCRIBE_CONFIGS.key: DESCRIBE_CONFIGS,
+    ALTER_CONFIGS.key: ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS.key: INCREMENTAL_ALTER_CONFIGS,
     # Consumer groups (kclient.broker.group).
     OFFSET_COMMIT.key: OFFSET_COMMIT,
     JOIN_GROUP.key: JOIN_GROUP,

@@ -21,16 +21,31 @@ import pytest
 
 from kclient.broker.alter_configs import validate_topic_configs
 from kclient.broker.config_changes import changed_topic
-from kclient.errors import INVALID_CONFIG, INVALID_REQUEST, NONE, NOT_ENOUGH_REPLICAS, UNKNOWN_TOPIC_OR_PARTITION
+from kclient.errors import (
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from kclient.protocol.messages import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.testing import BrokerProcess, Cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaProducer
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewTopic,
+    )
     from kafka.errors import NotEnoughReplicasError
-    from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    from kafka.protocol.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
@@ -292,5 +307,5 @@ def test_cluster_confluent_incremental_alter_configs(cluster):
     for future in admin.incremental_alter_configs([resource], request_timeout=30).values():
         future.result(timeout=60)
     assert json.loads(cluster.zk.get(f"/config/topics/{name}"))["config"] == {"retention.ms": "60000", "cleanup.policy": "compact"}
-    described = list(admin.describe_configs([CkConfigResource("topic", name)], request_timeout=30).values())[0].result(timeout=60)
+    described = next(iter(admin.describe_configs([CkConfigResource("topic", name)], request_timeout=30).values())).result(timeout=60)
     assert described["retention.ms"].value == "60000" and described["cleanup.policy"].value == "compact"

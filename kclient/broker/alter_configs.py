@@ -51,8 +51,17 @@ from kclient.errors import (
     InvalidTopicError,
     KafkaError,
 )
-from kclient.protocol.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
-from kclient.protocol.messages.describe_configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+from kclient.protocol.messages.alter_configs import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+)
+from kclient.protocol.messages.describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+)
 from kclient.storage import LogConfig, validate_topic_name
 from kclient.storage.log import parse_cleanup_policy
 

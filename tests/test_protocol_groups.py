@@ -326,6 +326,42 @@ SAMPLES: dict[tuple[int, str], dict] = {
             {"error_code": 29, "error_message": "Authorization failed.", "resource_type": 4, "resource_name": "1", "configs": []},
         ],
     },
+    (33, "request"): {
+        "resources": [
+            {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": "3600000"}, {"name": "cleanup.policy", "value": None}]},
+            {"resource_type": 4, "resource_name": "1", "configs": []},
+        ],
+        "validate_only": True,
+    },
+    (33, "response"): {
+        "throttle_time_ms": 0,
+        "responses": [
+            {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "orders"},
+            {"error_code": 42, "error_message": "Cannot update these configs dynamically: log.retention.hours", "resource_type": 4, "resource_name": "1"},
+        ],
+    },
+    (44, "request"): {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "orders",
+                "configs": [
+                    {"name": "retention.ms", "config_operation": 0, "value": "3600000"},
+                    {"name": "segment.ms", "config_operation": 1, "value": None},
+                    {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                ],
+            },
+            {"resource_type": 8, "resource_name": "1", "configs": [{"name": "kclient.broker", "config_operation": 0, "value": "DEBUG"}]},
+        ],
+        "validate_only": False,
+    },
+    (44, "response"): {
+        "throttle_time_ms": 5,
+        "responses": [
+            {"error_code": 40, "error_message": "Unknown topic config name: x", "resource_type": 2, "resource_name": "orders"},
+            {"error_code": 0, "error_message": None, "resource_type": 8, "resource_name": "1"},
+        ],
+    },
     (36, "request"): {"auth_bytes": b"\x00alice\x00alice-secret"},
     (36, "response"): {"error_code": 0, "error_message": None, "auth_bytes": b"r=fyko+d2lbbFgONRv9qkxdawL,s=QSXCR+Q6sek8bf92,i=4096", "session_lifetime_ms": 3_600_000},
     (42, "request"): {"groups_names": ["billing-consumers", "audit", "connect-sink"]},

@@ -93,6 +93,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     20: (0, 3),  # DeleteTopics (KIP-4)
     22: (0, 1),  # InitProducerId
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
+    32: (0, 3),  # DescribeConfigs (KIP-133, KIP-226, KIP-569)
+    33: (0, 1),  # AlterConfigs (KIP-133)
+    44: (0, 0),  # IncrementalAlterConfigs (KIP-339; v1 is flexible)
     36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
     42: (0, 1),  # DeleteGroups (KIP-229)
 }
@@ -254,6 +257,10 @@ class BrokerState:
             self._formats[topic] = fmt
         return fmt
 
+    def forget_topic_format(self, topic: str) -> None:
+        """Drop the cached `TopicFormat` of ``topic`` (its configs changed)."""
+        self._formats.pop(topic, None)
+
     @classmethod
     def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
         """Open the logs and read (or create) the cluster id.
@@ -375,6 +382,9 @@ class RequestHandlers:
             23: self.offset_for_leader_epoch,
             19: self.create_topics,
             20: self.delete_topics,
+            32: self.describe_configs,
+            33: self.alter_configs,
+            44: self.incremental_alter_configs,
             4: self.leader_and_isr,
             5: self.stop_replica,
             6: self.update_metadata,
@@ -766,6 +776,25 @@ class RequestHandlers:
     async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
         """DeleteTopics v0-3: `kclient.broker.topic_admin.TopicAdmin.delete_topics`."""
         return await self.state.topic_admin.delete_topics(body, header.api_version)
+
+    async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
+        """DescribeConfigs v0-3 (KIP-133, KIP-226, KIP-569):
+        `kclient.broker.describe_configs.describe_configs`."""
+        from kclient.broker.describe_configs import describe_configs
+
+        return await describe_configs(self.state, body, header.api_version)
+
+    async def alter_configs(self, header: RequestHeader, body: dict) -> dict:
+        """AlterConfigs v0-1 (KIP-133): `kclient.broker.alter_configs.alter_configs`."""
+        from kclient.broker.alter_configs import alter_configs
+
+        return await alter_configs(self.state, body, header.api_version, incremental=False)
+
+    async def incremental_alter_configs(self, header: RequestHeader, body: dict) -> dict:
+        """IncrementalAlterConfigs v0 (KIP-339): `kclient.broker.alter_configs.alter_configs`."""
+        from kclient.broker.alter_configs import alter_configs
+
+        return await alter_configs(self.state, body, header.api_version, incremental=True)
 
     # ------------------------------------------------------------ InitProducerId
 

@@ -111,6 +111,10 @@ class ReplicaManager:
             nursery.start_soon(self._isr_writer)
             nursery.start_soon(self._isr_expiry)
             nursery.start_soon(self._checkpoint_high_watermarks)
+            if self.zk is not None:
+                from kclient.broker.config_changes import ConfigChangeListener
+
+                await nursery.start(ConfigChangeListener(self).run)
 
     async def _isr_expiry(self) -> None:
         lag = self.config.replica_lag_time_max_ms
@@ -304,6 +308,18 @@ class ReplicaManager:
             self.state.logs.set_topic_config(topic, configs)
         except ConfigError as exc:
             log.warning("topic %s: config not applied to its logs: %s", topic, exc)
+
+    async def topic_config_changed(self, topic: str) -> None:
+        """Apply ``topic``'s configs anew after they changed (AlterConfigs,
+        IncrementalAlterConfigs, a ``/config/changes`` notification;
+        `kclient.broker.config_changes`): its logs' settings, its hosted
+        partitions' ``min.insync.replicas`` and its stored format."""
+        self.state.forget_topic_format(topic)
+        await self._apply_log_config(topic)
+        min_isr = await self._min_insync_replicas(topic)
+        for (name, _), part in list(self.partitions.items()):
+            if name == topic:
+                part.min_insync_replicas = min_isr
 
     async def _min_insync_replicas(self, topic: str) -> int:
         configs = await self.topic_config(topic)

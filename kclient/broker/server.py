@@ -113,14 +113,17 @@ from kclient.protocol.connection import (
     parse_request_header,
 )
 from kclient.protocol.messages import (
+    ALTER_CONFIGS,
     API_VERSIONS,
     APIS,
     CREATE_TOPICS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     FETCH,
     HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
     JOIN_GROUP,
     LEADER_AND_ISR,
     LEAVE_GROUP,
@@ -150,6 +153,9 @@ _BROKER_APIS = {
     # Admin (KIP-4).
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,
+    DESCRIBE_CONFIGS.key: DESCRIBE_CONFIGS,
+    ALTER_CONFIGS.key: ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS.key: INCREMENTAL_ALTER_CONFIGS,
     # Consumer groups (kclient.broker.group).
     OFFSET_COMMIT.key: OFFSET_COMMIT,
     JOIN_GROUP.key: JOIN_GROUP,

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from kclient.protocol.messages.alter_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.api_versions import API_VERSIONS
 from kclient.protocol.messages.create_topics import CREATE_TOPICS
 from kclient.protocol.messages.delete_groups import DELETE_GROUPS
@@ -65,6 +66,8 @@ ALL_APIS: dict[int, Api] = {
             DELETE_TOPICS,
             OFFSET_FOR_LEADER_EPOCH,
             DESCRIBE_CONFIGS,
+            ALTER_CONFIGS,
+            INCREMENTAL_ALTER_CONFIGS,
             SASL_AUTHENTICATE,
             DELETE_GROUPS,
         )
@@ -105,6 +108,7 @@ def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, flo
 
 __all__ = [
     "ALL_APIS",
+    "ALTER_CONFIGS",
     "APIS",
     "API_VERSIONS",
     "CREATE_TOPICS",
@@ -115,6 +119,7 @@ __all__ = [
     "FETCH",
     "FIND_COORDINATOR",
     "HEARTBEAT",
+    "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
     "JOIN_GROUP",
     "LEADER_AND_ISR",

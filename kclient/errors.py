@@ -36,11 +36,7 @@ REPLICA_NOT_AVAILABLE = 9
 MESSAGE_TOO_LARGE = 10
 #: An inter-broker request from a controller older than one already seen.
 STALE_CONTROLLER_EPOCH = 11
-#: OffsetCommit: the committed metadata string is longer than the broker allows.
-OFFSET_METADATA_TOO_LARGE = 12
 NETWORK_EXCEPTION = 13
-#: The coordinator is still loading its ``__consumer_offsets`` partition.
-COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
@@ -49,15 +45,6 @@ NOT_ENOUGH_REPLICAS = 19
 #: Produce: appended to the leader's log, then too few in-sync replicas.
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 INVALID_REQUIRED_ACKS = 21
-#: Group membership: a request of a generation the group has left behind.
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-#: The group is rebalancing: members must rejoin.
-REBALANCE_IN_PROGRESS = 27
-INVALID_COMMIT_OFFSET_SIZE = 28
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_VERSION = 35
@@ -80,21 +67,28 @@ SASL_AUTHENTICATION_FAILED = 58
 #: Idempotent producer (KIP-98): the partition holds no state for the
 #: producer id and the batch does not start at sequence 0.
 UNKNOWN_PRODUCER_ID = 59
-#: DeleteGroups of a group that still has members.
-NON_EMPTY_GROUP = 68
-#: DeleteGroups / DescribeGroups of a group the coordinator does not know.
-GROUP_ID_NOT_FOUND = 69
 #: Fetch sessions (KIP-227): the session id is unknown. The bundled broker
 #: answers it; no exception class, since kclient's clients open no sessions.
 FETCH_SESSION_ID_NOT_FOUND = 70
-#: JoinGroup v4+ (KIP-394): join again with the member id in the response.
-MEMBER_ID_REQUIRED = 79
 #: KIP-320: the request's leader epoch is older than the broker's.
 FENCED_LEADER_EPOCH = 74
 #: KIP-320: the request's leader epoch is newer than the broker's.
 UNKNOWN_LEADER_EPOCH = 75
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
+# Consumer groups and the offset manager (Kafka protocol guide, "Error Codes").
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
 
 
 class KafkaError(Exception):
@@ -421,74 +415,6 @@ class NotCoordinatorError(BrokerResponseError):
     """16: this broker is not the coordinator of the group."""
 
 
-@_code(OFFSET_METADATA_TOO_LARGE, "OFFSET_METADATA_TOO_LARGE")
-class OffsetMetadataTooLargeError(BrokerResponseError):
-    """12: an OffsetCommit's metadata string exceeds the broker's
-    ``offset.metadata.max.bytes``."""
-
-
-@_code(COORDINATOR_LOAD_IN_PROGRESS, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
-class CoordinatorLoadInProgressError(BrokerResponseError):
-    """14: the coordinator is loading the group's offsets and state from its
-    ``__consumer_offsets`` partition; retry after a backoff (Kafka's
-    OffsetsLoadInProgress)."""
-
-
-@_code(ILLEGAL_GENERATION, "ILLEGAL_GENERATION")
-class IllegalGenerationError(BrokerResponseError):
-    """22: the request names a generation the group has moved past; the
-    member must rejoin."""
-
-
-@_code(INCONSISTENT_GROUP_PROTOCOL, "INCONSISTENT_GROUP_PROTOCOL")
-class InconsistentGroupProtocolError(BrokerResponseError):
-    """23: the member's protocol type or protocols share nothing with the
-    group's."""
-
-
-@_code(INVALID_GROUP_ID, "INVALID_GROUP_ID")
-class InvalidGroupIdError(BrokerResponseError):
-    """24: the group id is empty or invalid."""
-
-
-@_code(UNKNOWN_MEMBER_ID, "UNKNOWN_MEMBER_ID")
-class UnknownMemberIdError(BrokerResponseError):
-    """25: the coordinator does not know the member id (its session
-    expired); the member must rejoin with an empty id."""
-
-
-@_code(INVALID_SESSION_TIMEOUT, "INVALID_SESSION_TIMEOUT")
-class InvalidSessionTimeoutError(BrokerResponseError):
-    """26: ``session.timeout.ms`` is outside the broker's
-    ``group.min.session.timeout.ms`` .. ``group.max.session.timeout.ms``."""
-
-
-@_code(REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS")
-class RebalanceInProgressError(BrokerResponseError):
-    """27: the group is rebalancing; the member must rejoin (JoinGroup)."""
-
-
-@_code(INVALID_COMMIT_OFFSET_SIZE, "INVALID_COMMIT_OFFSET_SIZE")
-class InvalidCommitOffsetSizeError(BrokerResponseError):
-    """28: the OffsetCommit request is too large."""
-
-
-@_code(NON_EMPTY_GROUP, "NON_EMPTY_GROUP")
-class NonEmptyGroupError(BrokerResponseError):
-    """68: the group still has members (DeleteGroups)."""
-
-
-@_code(GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND")
-class GroupIdNotFoundError(BrokerResponseError):
-    """69: the coordinator does not know the group."""
-
-
-@_code(MEMBER_ID_REQUIRED, "MEMBER_ID_REQUIRED")
-class MemberIdRequiredError(BrokerResponseError):
-    """79: JoinGroup v4+ (KIP-394): join again with the member id the
-    response carries."""
-
-
 @_code(INVALID_TOPIC_EXCEPTION, "INVALID_TOPIC_EXCEPTION")
 class InvalidTopicError(BrokerResponseError):
     """17: the topic name is invalid (empty, too long, bad characters)."""
@@ -605,6 +531,73 @@ class UnsupportedCompressionTypeError(BrokerResponseError):
 @_code(INVALID_RECORD, "INVALID_RECORD")
 class InvalidRecordError(BrokerResponseError):
     """87: a record failed the broker's validation."""
+
+
+@_code(OFFSET_METADATA_TOO_LARGE, "OFFSET_METADATA_TOO_LARGE")
+class OffsetMetadataTooLargeError(BrokerResponseError):
+    """12: a committed offset's metadata string is longer than the
+    broker's ``offset.metadata.max.bytes``."""
+
+
+@_code(COORDINATOR_LOAD_IN_PROGRESS, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    """14: the coordinator is still loading its ``__consumer_offsets``
+    partition (it just became its leader); retry after a backoff."""
+
+
+@_code(ILLEGAL_GENERATION, "ILLEGAL_GENERATION")
+class IllegalGenerationError(BrokerResponseError):
+    """22: the request's generation id is not the group's current one: the
+    member must rejoin."""
+
+
+@_code(INCONSISTENT_GROUP_PROTOCOL, "INCONSISTENT_GROUP_PROTOCOL")
+class InconsistentGroupProtocolError(BrokerResponseError):
+    """23: the member's protocol type or protocols have nothing in common
+    with the group's."""
+
+
+@_code(INVALID_GROUP_ID, "INVALID_GROUP_ID")
+class InvalidGroupIdError(BrokerResponseError):
+    """24: the group id is empty or null."""
+
+
+@_code(UNKNOWN_MEMBER_ID, "UNKNOWN_MEMBER_ID")
+class UnknownMemberIdError(BrokerResponseError):
+    """25: the coordinator does not know this member id (its session
+    expired, or it left): the member must rejoin with an empty id."""
+
+
+@_code(INVALID_SESSION_TIMEOUT, "INVALID_SESSION_TIMEOUT")
+class InvalidSessionTimeoutError(BrokerResponseError):
+    """26: the session timeout is outside the broker's
+    ``group.min.session.timeout.ms`` .. ``group.max.session.timeout.ms``."""
+
+
+@_code(REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS")
+class RebalanceInProgressError(BrokerResponseError):
+    """27: the group is rebalancing: the member must rejoin."""
+
+
+@_code(NON_EMPTY_GROUP, "NON_EMPTY_GROUP")
+class GroupNotEmptyError(BrokerResponseError):
+    """68: DeleteGroups on a group that still has members (KIP-229)."""
+
+
+@_code(GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND")
+class GroupIdNotFoundError(BrokerResponseError):
+    """69: the group does not exist (DeleteGroups, KIP-229)."""
+
+
+@_code(MEMBER_ID_REQUIRED, "MEMBER_ID_REQUIRED")
+class MemberIdRequiredError(BrokerResponseError):
+    """79: JoinGroup v4+ without a member id: the response carries one;
+    join again with it (KIP-394)."""
+
+
+@_code(GROUP_MAX_SIZE_REACHED, "GROUP_MAX_SIZE_REACHED")
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """81: the group already has ``group.max.size`` members (KIP-389)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

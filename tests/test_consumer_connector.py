@@ -233,9 +233,11 @@ def test_bad_config_values_name_the_property(zookeeper, group):
         ConsumerConnector({"group.id": group})
 
 
-def test_offsets_storage_kafka_is_refused_clearly(zookeeper, group):
-    with pytest.raises(NotSupportedError, match="offsets.storage=kafka"):
-        ConsumerConnector(props(zookeeper, group, **{"offsets.storage": "kafka"}))
+def test_roundrobin_with_zookeeper_coordination_is_refused_clearly(zookeeper, group):
+    # offsets.storage=kafka is supported (tests/test_consumer_offsets_kafka.py);
+    # the roundrobin assignor only with group.coordination=broker.
+    with pytest.raises(NotSupportedError, match="partition.assignment.strategy=roundrobin.*group.coordination=broker"):
+        ConsumerConnector(props(zookeeper, group, **{"partition.assignment.strategy": "roundrobin"}))
     assert issubclass(NotSupportedError, ConfigError)
 
 

@@ -28,7 +28,7 @@ after their Kafka error code.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from typing import Awaitable, Callable, Iterable, Mapping
 
 import trio
 
@@ -62,15 +62,17 @@ class GroupCoordinator:
     """Finds a group's coordinator and talks to it (use on a trio loop).
 
     Args:
-        cluster: The metadata cache and connection pool.
+        cluster: The metadata cache and connection pool, or an async
+            function building it on first use (e.g. once brokers are known).
         group_id: The ``group.id``.
         retry_backoff_ms: Pause before a retry (ms).
         timeout_ms: Longest a call may take, retries included (ms).
         commit_retries: Retries of a commit after its first attempt.
     """
 
-    def __init__(self, cluster: Cluster, group_id: str, *, retry_backoff_ms: int = 1000, timeout_ms: int = 30000, commit_retries: int = 5) -> None:
-        self.cluster = cluster
+    def __init__(self, cluster: Cluster | Callable[[], Awaitable[Cluster]], group_id: str, *, retry_backoff_ms: int = 1000, timeout_ms: int = 30000, commit_retries: int = 5) -> None:
+        self.cluster: Cluster | None = cluster if isinstance(cluster, Cluster) else None
+        self._cluster_factory = None if isinstance(cluster, Cluster) else cluster
         self.group_id = group_id
         self.retry_backoff_ms = retry_backoff_ms
         self.timeout_ms = timeout_ms
@@ -91,8 +93,20 @@ class GroupCoordinator:
             log.info("group %s: coordinator %d (%s:%d) marked dead: %s", self.group_id, *self.coordinator_node, why)
         self.coordinator_node = None
 
+    async def get_cluster(self) -> Cluster:
+        """The cluster, built on first use.
+
+        Returns:
+            The `Cluster`.
+        """
+        if self.cluster is None:
+            assert self._cluster_factory is not None
+            self.cluster = await self._cluster_factory()
+        return self.cluster
+
     async def _find(self) -> tuple[int, str, int]:
-        conn = await self.cluster.any_connection()
+        cluster = await self.get_cluster()
+        conn = await cluster.any_connection()
         response = await conn.request(FIND_COORDINATOR, {"key": self.group_id, "key_type": COORDINATOR_GROUP})
         code = response["error_code"]
         if code != NONE:
@@ -117,11 +131,12 @@ class GroupCoordinator:
             if self.coordinator_node is None:
                 self.coordinator_node = await self._find()
             _, host, port = self.coordinator_node
-        return await self.cluster.connection(host, port)
+        cluster = await self.get_cluster()
+        return await cluster.connection(host, port)
 
     # ------------------------------------------------------------ requests
 
-    async def call(self, api: Api, body: dict, check, *, attempts: int | None = None, floor: int | None = None, ceiling: int | None = None, timeout_ms: int | None = None):
+    async def call(self, api: Api, body: dict, check, *, attempts: int | None = None, floor: int | None = None, ceiling: int | None = None, timeout_ms: int | None = None, request_timeout_ms: int | None = None, version_body=None):
         """Send a request to the coordinator, retrying as the module
         docstring says.
 
@@ -135,6 +150,11 @@ class GroupCoordinator:
             floor: Lowest version to use.
             ceiling: Highest version to use.
             timeout_ms: Overrides the coordinator's ``timeout_ms``.
+            request_timeout_ms: Response timeout of one attempt (default:
+                the cluster's request timeout); a JoinGroup waits for the
+                whole rebalance.
+            version_body: ``version_body(version) -> body``, for bodies
+                that differ by version (overrides ``body``).
 
         Returns:
             What ``check`` returns.
@@ -152,7 +172,9 @@ class GroupCoordinator:
                 conn = await self.connection()
                 version = conn.version_for(api, floor=floor, ceiling=ceiling)
                 remaining_ms = max(1, int((deadline - trio.current_time()) * 1000))
-                response = await conn.request(api, body, version=version, timeout_ms=min(remaining_ms, self.cluster.request_timeout_ms))
+                per_request = request_timeout_ms if request_timeout_ms is not None else (await self.get_cluster()).request_timeout_ms
+                payload = version_body(version) if version_body is not None else body
+                response = await conn.request(api, payload, version=version, timeout_ms=min(remaining_ms, per_request))
                 return check(response)
             except (*_REDISCOVER, *_RETRY) as exc:
                 if isinstance(exc, _REDISCOVER):

@@ -293,6 +293,29 @@ class GroupRegistry:
             return False
         return True
 
+    def broker_addresses(self) -> list[tuple[str, int]]:
+        """Blocking: the address of every broker registered in
+        ``/brokers/ids`` for the consumer's ``security.protocol`` (KIP-103),
+        to bootstrap a connection to the group coordinator from.
+
+        Returns:
+            ``[(host, port), ...]`` in broker id order.
+        """
+        protocol = self.config.security.security_protocol.value
+        addresses = []
+        for child in sorted(self.zk.get_children(BROKER_IDS_PATH), key=lambda c: (len(c), c)):
+            if not child.isdigit():
+                continue
+            raw = self.zk.get(broker_path(int(child)))
+            try:
+                reg = BrokerRegistration.from_json(int(child), raw) if raw else None
+            except ValueError:
+                reg = None
+            endpoint = reg.endpoint_for(protocol) if reg is not None else None
+            if endpoint is not None:
+                addresses.append(endpoint)
+        return addresses
+
     def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Blocking: the partition leaders from the partition state and
         broker nodes. Each leader's address is its endpoint for the

@@ -37,6 +37,7 @@ import trio
 
 from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.convert import AppendRejected, prepare_append
+from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.meta import META_FILE, ProducerIdAllocator, load_or_create_meta
 from kclient.clock import now_ms
 from kclient.config import BrokerConfig, message_format_magic
@@ -44,7 +45,6 @@ from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
     KafkaError,
-    INVALID_REQUEST,
     INVALID_REQUIRED_ACKS,
     LEADER_NOT_AVAILABLE,
     NONE,
@@ -65,21 +65,24 @@ log = logging.getLogger("kclient.broker")
 #: Produce 0-2 and Fetch 0-3 carry message sets v0/v1 (converted on append
 #: and down-converted on fetch, `kclient.broker.convert`); the ranges
 #: contain Produce 0, 3 and 7, Fetch 4 and 10 and FindCoordinator 0, which
-#: librdkafka < 2.11.1 looks for: without
-#: FindCoordinator its LZ4 feature stays off and its v2 producer sends lz4
-#: batches uncompressed. Once a coordinator is found, librdkafka (2.16 at
-#: least) segfaults if OffsetFetch is missing (librdkafka issue #4789,
-#: ``rd_kafka_assignment_handle_OffsetFetch``) when a consumer assigns
-#: partitions without explicit offsets: hence the minimal OffsetFetch
-#: ("nothing committed"). OffsetCommit is not advertised; librdkafka
-#: reports its commits as _UNSUPPORTED_FEATURE.
+#: librdkafka < 2.11.1 looks for (without FindCoordinator its LZ4 feature
+#: stays off and its v2 producer sends lz4 batches uncompressed). The group
+#: APIs (`kclient.broker.group`) are served up to their last non-flexible
+#: version; peers negotiate down to them.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 8),  # Produce
     1: (0, 11),  # Fetch
     2: (0, 5),  # ListOffsets
     3: (0, 8),  # Metadata
+    8: (0, 7),  # OffsetCommit
     9: (1, 5),  # OffsetFetch
     10: (0, 2),  # FindCoordinator
+    11: (0, 5),  # JoinGroup (v4+: KIP-394 member ids)
+    12: (0, 3),  # Heartbeat
+    13: (0, 3),  # LeaveGroup
+    14: (0, 3),  # SyncGroup
+    15: (0, 4),  # DescribeGroups
+    16: (0, 2),  # ListGroups
     4: (0, 3),  # LeaderAndIsr (controller -> broker)
     5: (0, 1),  # StopReplica (controller -> broker)
     6: (0, 5),  # UpdateMetadata (controller -> broker)
@@ -90,6 +93,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     22: (0, 1),  # InitProducerId
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
     36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
+    42: (0, 1),  # DeleteGroups (KIP-229)
 }
 # The SASL APIs are advertised on every listener, as Kafka does; on a
 # listener without SASL, or once authenticated, they are answered
@@ -223,6 +227,11 @@ class BrokerState:
 
         #: Topic creation and deletion (`kclient.broker.topic_admin.TopicAdmin`).
         self.topic_admin = TopicAdmin(self)
+        from kclient.broker.group.coordinator import GroupCoordinator
+
+        #: The group coordinator and offset manager (`kclient.broker.group`).
+        self.group_coordinator = GroupCoordinator(self)
+        self.replica_manager.leadership_listeners.append(self.group_coordinator.manager.leadership_changed)
 
     @property
     def metadata_cache(self):
@@ -340,6 +349,10 @@ class RequestHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        from kclient.broker.group.apis import GroupApis
+
+        #: The group APIs (`kclient.broker.group.apis`).
+        self.group_apis = GroupApis(state, state.group_coordinator)
         self._table: dict[int, Handler] = {
             0: self.produce,
             1: self.fetch,
@@ -347,6 +360,14 @@ class RequestHandlers:
             3: self.metadata,
             9: self.offset_fetch,
             10: self.find_coordinator,
+            8: self.group_apis.offset_commit,
+            11: self.group_apis.join_group,
+            12: self.group_apis.heartbeat,
+            13: self.group_apis.leave_group,
+            14: self.group_apis.sync_group,
+            15: self.group_apis.describe_groups,
+            16: self.group_apis.list_groups,
+            42: self.group_apis.delete_groups,
             17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,
@@ -476,7 +497,7 @@ class RequestHandlers:
                             "offline_replicas": offline,
                         }
                     )
-            topics.append({"error_code": error, "name": name, "is_internal": False, "partitions": partitions})
+            topics.append({"error_code": error, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": partitions})
         return {
             "throttle_time_ms": 0,
             "brokers": self._live_brokers(),
@@ -680,57 +701,17 @@ class RequestHandlers:
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    # ------------------------------------------------------------ FindCoordinator
+    # ------------------------------------------------------------ groups
 
     async def find_coordinator(self, header: RequestHeader, body: dict) -> dict:
-        """FindCoordinator v0-2: this broker (the only one) coordinates
-        every consumer group (``key_type`` 0, the only type in v0) and
-        every transactional id (1); another ``key_type`` gets
-        INVALID_REQUEST. The group APIs themselves (OffsetCommit,
-        OffsetFetch, JoinGroup, ...) are not served yet: a client that
-        needs them sees them missing from ApiVersions."""
-        state = self.state
-        key_type = body.get("key_type", 0)
-        if key_type not in (0, 1):
-            log.info("FindCoordinator from %s with unknown key type %d", header.client_id, key_type)
-            return {
-                "throttle_time_ms": 0,
-                "error_code": INVALID_REQUEST,
-                "error_message": f"unknown coordinator key type {key_type}",
-                "node_id": -1,
-                "host": "",
-                "port": -1,
-            }
-        log.debug("FindCoordinator for %s %r from %s", "group" if key_type == 0 else "transactional id", body["key"], header.client_id)
-        host, port = self._address()
-        return {
-            "throttle_time_ms": 0,
-            "error_code": NONE,
-            "error_message": None,
-            "node_id": state.broker_id,
-            "host": host,
-            "port": port,
-        }
-
-    # ------------------------------------------------------------ OffsetFetch
+        """FindCoordinator v0-2:
+        `kclient.broker.group.apis.GroupApis.find_coordinator`, answering
+        with the endpoints of the current connection's listener name."""
+        return await self.group_apis.find_coordinator(header, body, self._address(), listener_name.get())
 
     async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
-        """OffsetFetch v1-5 without offset storage: this broker keeps no
-        committed offsets (OffsetCommit is not served), so every requested
-        partition gets ``committed_offset`` -1 (none; the consumer applies
-        its ``auto.offset.reset``), metadata ``""`` and no error, as Kafka
-        answers for a group that never committed; ``topics`` null (v2+,
-        "all") gets an empty list. Served because librdkafka crashes when a
-        coordinator lacks it (see `SUPPORTED_VERSIONS`)."""
-        topics = []
-        for t in body.get("topics") or []:
-            parts = [
-                {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": NONE}
-                for index in t["partition_indexes"]
-            ]
-            topics.append({"name": t["name"], "partitions": parts})
-        log.debug("OffsetFetch for group %r from %s: no committed offsets kept", body["group_id"], header.client_id)
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": NONE}
+        """OffsetFetch v1-5: `kclient.broker.group.apis.GroupApis.offset_fetch`."""
+        return await self.group_apis.offset_fetch(header, body)
 
     # ------------------------------------------------------------ replication
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import trio
@@ -93,6 +93,11 @@ class ReplicaManager:
         self.fetchers = FetcherManager(self)
         self._isr_send, self._isr_receive = trio.open_memory_channel(math.inf)
         self._topic_configs: dict[str, dict[str, str]] = {}
+        #: Called as ``listener(partition)`` after a hosted partition became
+        #: leader or follower, or was stopped (its ``is_leader`` tells which);
+        #: the group coordinator loads and unloads ``__consumer_offsets``
+        #: partitions here.
+        self.leadership_listeners: list[Callable[[Partition], None]] = []
 
     # ------------------------------------------------------------ tasks
 
@@ -279,7 +284,15 @@ class ReplicaManager:
                 self.fetchers.add(part, s["leader"], address)
             else:
                 log.info("%s-%d: no live leader (%d) to follow yet", topic, index, s["leader"])
+        self._leadership_changed(part)
         return NONE
+
+    def _leadership_changed(self, part: Partition) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(part)
+            except Exception:
+                log.exception("%s-%d: leadership listener failed", part.topic, part.partition)
 
     async def _apply_log_config(self, topic: str) -> None:
         """Give ``topic``'s logs its topic-level configs (``cleanup.policy``,
@@ -336,6 +349,7 @@ class ReplicaManager:
             part = self.partitions.pop(key, None)
             if part is not None:
                 part.stop()
+                self._leadership_changed(part)
             code = NONE
             if body.get("delete_partitions"):
                 try:

@@ -82,6 +82,7 @@ import trio
 
 from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
+from kclient.broker.group.apis import client_host
 from kclient.broker.handlers import (
     SUPPORTED_VERSIONS,
     BrokerState,
@@ -115,13 +116,21 @@ from kclient.protocol.messages import (
     API_VERSIONS,
     APIS,
     CREATE_TOPICS,
+    DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_GROUPS,
     FETCH,
+    HEARTBEAT,
+    JOIN_GROUP,
     LEADER_AND_ISR,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
     OFFSET_FOR_LEADER_EPOCH,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     STOP_REPLICA,
+    SYNC_GROUP,
     UPDATE_METADATA,
 )
 
@@ -141,6 +150,15 @@ _BROKER_APIS = {
     # Admin (KIP-4).
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,
+    # Consumer groups (kclient.broker.group).
+    OFFSET_COMMIT.key: OFFSET_COMMIT,
+    JOIN_GROUP.key: JOIN_GROUP,
+    HEARTBEAT.key: HEARTBEAT,
+    LEAVE_GROUP.key: LEAVE_GROUP,
+    SYNC_GROUP.key: SYNC_GROUP,
+    DESCRIBE_GROUPS.key: DESCRIBE_GROUPS,
+    LIST_GROUPS.key: LIST_GROUPS,
+    DELETE_GROUPS.key: DELETE_GROUPS,
 }
 
 #: Largest single receive from a client socket (bytes), and so the most
@@ -352,6 +370,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 await nursery.start(state.replica_manager.run)
+                await nursery.start(state.group_coordinator.run)
                 if controller is not None:
                     await nursery.start(controller.run)
                 for runtime, group in bound:
@@ -461,6 +480,7 @@ class Broker:
         conn: Any = stream
         try:
             listener_address.set((listener.advertised_host, listener.advertised_port))
+            client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
             listener_name.set(listener.name)
             if listener.uses_ssl:
                 tls = await tls_handshake(stream, listener, peer_name, self._refusals)

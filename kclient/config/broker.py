@@ -147,9 +147,9 @@ class BrokerConfig(_KafkaConfig):
         {
             "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
             "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-            "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+            "transaction.state.log.replication.factor",
             "transaction.state.log.min.isr",
-            "group.initial.rebalance.delay.ms", "default.replication.factor",
+            "default.replication.factor",
             "num.replica.fetchers", "share.coordinator.state.topic.replication.factor",
             "share.coordinator.state.topic.min.isr", "process.roles", "controller.quorum.voters",
             "controller.quorum.bootstrap.servers",
@@ -255,6 +255,35 @@ class BrokerConfig(_KafkaConfig):
     CreateTopics request asking for -1)."""
     delete_topic_enable: bool = prop("delete.topic.enable", _to_bool, True)
     """Whether DeleteTopics (and ``kclient topics --delete``) delete topics."""
+    offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", _to_int, 50, _at_least(1))
+    """Partitions of the ``__consumer_offsets`` topic (created on first use);
+    group ``g`` lives in partition ``abs(hashCode(g)) % n``. Do not change
+    it once the topic exists."""
+    offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", _to_int, 3, _at_least(1))
+    """Replicas of each ``__consumer_offsets`` partition. Deviation from
+    Kafka (which refuses to create the topic until that many brokers are
+    alive): with fewer live brokers the topic is created with one replica
+    per live broker, and a WARNING says so."""
+    offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", _to_int, 104857600, _at_least(14))
+    """``segment.bytes`` of the ``__consumer_offsets`` topic (small
+    segments compact and load faster)."""
+    offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", _to_int, 5000, _at_least(1))
+    """How long an offset commit waits for the ISR of its
+    ``__consumer_offsets`` partition (ms); then REQUEST_TIMED_OUT."""
+    offsets_retention_minutes: int = prop("offsets.retention.minutes", _to_int, 10080, _at_least(1))
+    """Committed offsets of a group without members are deleted (a
+    tombstone is written) this long after their commit (KIP-211)."""
+    offsets_retention_check_interval_ms: int = prop("offsets.retention.check.interval.ms", _to_int, 600000, _at_least(1))
+    """How often expired offsets are looked for (ms)."""
+    offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", _to_int, 4096, _at_least(0))
+    """Longest metadata string a commit may carry (else OFFSET_METADATA_TOO_LARGE)."""
+    group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", _to_int, 6000, _at_least(1))
+    """Smallest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."""
+    group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", _to_int, 1800000, _at_least(1))
+    """Largest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."""
+    group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", _to_int, 3000, _at_least(0))
+    """How long the first rebalance of an empty group waits for more
+    members to join (ms), up to the rebalance timeout."""
     unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", _to_bool, False)
     """Whether a replica outside the ISR may become leader when no in-sync
     replica is alive (availability over durability: acknowledged records

@@ -1,0 +1,243 @@
+"""Request handlers of the group APIs: FindCoordinator, OffsetCommit,
+OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
+DescribeGroups and DeleteGroups (Kafka protocol guide, "The Messages";
+KIP-229 for DeleteGroups).
+
+Each takes the request header and the decoded body (the schemas of
+`kclient.protocol.messages`) and returns the response body; the version
+differences are handled here, the semantics in
+`kclient.broker.group.coordinator`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
+from kclient.clock import now_ms
+from kclient.errors import (
+    COORDINATOR_NOT_AVAILABLE,
+    INVALID_REQUEST,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from kclient.protocol.connection import RequestHeader
+
+if TYPE_CHECKING:
+    from kclient.broker.group.coordinator import GroupCoordinator
+    from kclient.broker.handlers import BrokerState
+
+log = logging.getLogger("kclient.broker.group")
+
+#: The client's host of the current connection (set per connection by the
+#: server); JoinGroup records it for DescribeGroups as Kafka does ("/ip").
+client_host: contextvars.ContextVar[str] = contextvars.ContextVar("kclient_client_host", default="")
+
+
+class GroupApis:
+    """The group API handlers over one `GroupCoordinator`.
+
+    Args:
+        state: The broker's state (metadata cache, listener addresses).
+        coordinator: The group coordinator.
+    """
+
+    def __init__(self, state: BrokerState, coordinator: GroupCoordinator) -> None:
+        self.state = state
+        self.coordinator = coordinator
+
+    # ------------------------------------------------------------ FindCoordinator
+
+    async def find_coordinator(self, header: RequestHeader, body: dict, address: tuple[str, int], listener: str | None) -> dict:
+        """FindCoordinator v0-2: the leader of the group's
+        ``__consumer_offsets`` partition (created on first use);
+        COORDINATOR_NOT_AVAILABLE while it has no live leader. Transactional
+        ids (key type 1) are coordinated by the broker asked."""
+        state = self.state
+        key_type = body.get("key_type", 0)
+
+        def answer(code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> dict:
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": node_id, "host": host, "port": port}
+
+        if key_type == 1:
+            return answer(NONE, state.broker_id, *address)
+        if key_type != 0:
+            return answer(INVALID_REQUEST, message=f"unknown coordinator key type {key_type}")
+        group = body["key"]
+        code = await self.coordinator.manager.ensure_topic()
+        if code != NONE:
+            return answer(code, message=f"{OFFSETS_TOPIC} is being created")
+        index = self.coordinator.manager.partition_for(group)
+        meta = state.metadata_cache.partition(OFFSETS_TOPIC, index)
+        cache = state.metadata_cache
+        if meta is None or meta.leader < 0:
+            return answer(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC}-{index} has no leader")
+        if meta.leader == state.broker_id:
+            log.debug("FindCoordinator for group %r: this broker (partition %d)", group, index)
+            return answer(NONE, state.broker_id, *address)
+        node = cache.brokers.get(meta.leader)
+        ep = None if node is None else (node.endpoint(listener) or node.endpoint(None))
+        if ep is None:
+            return answer(COORDINATOR_NOT_AVAILABLE, message=f"broker {meta.leader} is not alive")
+        log.debug("FindCoordinator for group %r: broker %d (partition %d)", group, meta.leader, index)
+        return answer(NONE, meta.leader, ep.host, ep.port)
+
+    # ------------------------------------------------------------ offsets
+
+    async def offset_commit(self, header: RequestHeader, body: dict) -> dict:
+        """OffsetCommit v0-7. v0 has no generation (a "simple" commit,
+        generation -1); v1's per-partition commit timestamps are ignored
+        (the broker stamps its own time, as Kafka does since KIP-211); v2-4
+        ``retention_time_ms`` (-1: the broker's ``offsets.retention.minutes``)
+        sets an expire timestamp. Partitions of unknown topics get
+        UNKNOWN_TOPIC_OR_PARTITION, metadata over ``offset.metadata.max.bytes``
+        OFFSET_METADATA_TOO_LARGE; the rest share the commit's error."""
+        state = self.state
+        version = header.api_version
+        group_id = body["group_id"]
+        generation = body.get("generation_id_or_member_epoch", -1) if version >= 1 else -1
+        member_id = body.get("member_id", "") if version >= 1 else ""
+        retention = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
+        now = now_ms()
+        max_metadata = state.config.offset_metadata_max_bytes
+        results: dict[tuple[str, int], int] = {}
+        valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                tp = (t["name"], p["partition_index"])
+                metadata = p.get("committed_metadata") or ""
+                if state.metadata_cache.partition(*tp) is None:
+                    results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > max_metadata:
+                    results[tp] = OFFSET_METADATA_TOO_LARGE
+                else:
+                    valid[tp] = OffsetAndMetadata(
+                        offset=p["committed_offset"],
+                        metadata=metadata,
+                        commit_timestamp=now,
+                        leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                        expire_timestamp=now + retention if retention >= 0 else -1,
+                    )
+        if valid:
+            code = await self.coordinator.commit_offsets(group_id, member_id, generation, valid)
+            if code != NONE:
+                log.info("OffsetCommit for group %r from %s: error %d", group_id, header.client_id, code)
+            for tp in valid:
+                results[tp] = code
+        topics: dict[str, list[dict]] = {}
+        for t in body["topics"]:
+            parts = topics.setdefault(t["name"], [])
+            for p in t["partitions"]:
+                parts.append({"partition_index": p["partition_index"], "error_code": results[(t["name"], p["partition_index"])]})
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+    async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
+        """OffsetFetch v1-5: the committed offsets of the listed partitions
+        (-1 where none), or of every committed partition when ``topics``
+        is null (v2+). A coordinator error is the top-level error (v2+)
+        and each partition's (v1, and v2+ as Kafka fills both)."""
+        version = header.api_version
+        group_id = body["group_id"]
+        requested = body.get("topics")
+        partitions = None if requested is None else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
+        code, committed = self.coordinator.fetch_offsets(group_id, partitions)
+        if partitions is None:
+            partitions = sorted(committed)
+        topics: dict[str, list[dict]] = {}
+        for tp in partitions:
+            c = committed.get(tp)
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition_index": tp[1],
+                    "committed_offset": c.offset if c else -1,
+                    "committed_leader_epoch": c.leader_epoch if c else -1,
+                    "metadata": c.metadata if c else "",
+                    "error_code": code if version < 2 else NONE,
+                }
+            )
+        if code != NONE and version >= 2:
+            topics = {}
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "error_code": code}
+
+    # ------------------------------------------------------------ membership
+
+    async def join_group(self, header: RequestHeader, body: dict) -> dict:
+        """JoinGroup v0-5 (v4+: MEMBER_ID_REQUIRED for a member without an
+        id, KIP-394)."""
+        version = header.api_version
+        result = await self.coordinator.join_group(
+            body["group_id"],
+            body["member_id"],
+            client_id=header.client_id or "",
+            client_host=client_host.get(),
+            session_timeout_ms=body["session_timeout_ms"],
+            rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
+            protocol_type=body["protocol_type"],
+            protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+            require_known_member_id=version >= 4,
+        )
+        if version < 7 and result["protocol_name"] is None:
+            result = {**result, "protocol_name": ""}
+        return {"throttle_time_ms": 0, "skip_assignment": False, **result}
+
+    async def sync_group(self, header: RequestHeader, body: dict) -> dict:
+        """SyncGroup v0-3: the leader's assignments stored, each member's
+        own returned."""
+        version = header.api_version
+        result = await self.coordinator.sync_group(
+            body["group_id"],
+            body["generation_id"],
+            body["member_id"],
+            {a["member_id"]: bytes(a["assignment"]) for a in body.get("assignments") or []},
+            protocol_type=body.get("protocol_type") if version >= 5 else None,
+            protocol_name=body.get("protocol_name") if version >= 5 else None,
+        )
+        return {"throttle_time_ms": 0, **result}
+
+    async def heartbeat(self, header: RequestHeader, body: dict) -> dict:
+        """Heartbeat v0-3."""
+        code = self.coordinator.heartbeat(body["group_id"], body["member_id"], body["generation_id"])
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    async def leave_group(self, header: RequestHeader, body: dict) -> dict:
+        """LeaveGroup v0-3: one member (v0-2) or a batch answered per
+        member (v3+, KIP-345)."""
+        version = header.api_version
+        ids = [body["member_id"]] if version < 3 else [m["member_id"] for m in body.get("members") or []]
+        code, results = self.coordinator.leave_group(body["group_id"], ids)
+        if version < 3 and code == NONE and results:
+            code = results[0][1]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "members": [{"member_id": m, "group_instance_id": None, "error_code": c} for m, c in results],
+        }
+
+    # ------------------------------------------------------------ admin
+
+    async def list_groups(self, header: RequestHeader, body: dict) -> dict:
+        """ListGroups v0-2: the groups this broker coordinates."""
+        code, groups = self.coordinator.list_groups()
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "groups": [{"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"} for g, t, s in groups],
+        }
+
+    async def describe_groups(self, header: RequestHeader, body: dict) -> dict:
+        """DescribeGroups v0-4 (authorized operations are not computed:
+        the KIP-430 "omitted" value)."""
+        return {"throttle_time_ms": 0, "groups": [self.coordinator.describe_group(g) for g in body["groups"]]}
+
+    async def delete_groups(self, header: RequestHeader, body: dict) -> dict:
+        """DeleteGroups v0-1 (KIP-229)."""
+        results = []
+        for group_id in body["groups_names"]:
+            results.append({"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)})
+        return {"throttle_time_ms": 0, "results": results}
+
+
+__all__ = ["GroupApis", "client_host"]

@@ -1,0 +1,570 @@
+"""The group coordinator: Kafka's classic consumer-group membership
+protocol (Kafka documentation, "Consumer Group Protocol"; KIP-62 rebalance
+timeouts, KIP-394 member ids, KIP-134 the initial rebalance delay).
+
+A rebalance: members send JoinGroup; the first rebalance of an empty group
+waits ``group.initial.rebalance.delay.ms`` for more members (extended by
+each new one, up to the rebalance timeout), later ones until every known
+member rejoined or the largest rebalance timeout passed (members that did
+not rejoin are removed). The join completes with a new generation, the
+protocol voted for by the members and a leader, who gets every member's
+metadata and sends the assignments in its SyncGroup; the group metadata
+record (members, generation, assignments) is written to
+``__consumer_offsets`` and every member's SyncGroup answered with its own
+assignment. A member that sends no Heartbeat (nor any other request) for
+its session timeout is removed and the group rebalances; so does one that
+leaves (LeaveGroup).
+
+Error codes as Kafka's ``GroupCoordinator``: UNKNOWN_MEMBER_ID,
+ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, INCONSISTENT_GROUP_PROTOCOL,
+INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED (JoinGroup v4+),
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (see
+`kclient.broker.group.metadata_manager`).
+
+Trio-thread only. Parked JoinGroup / SyncGroup requests wait on
+`kclient.broker.group.membership.Waiter` events; one task checks the
+session, rebalance and sync deadlines every `TICK_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kclient.broker.group.membership import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    Group,
+    Member,
+    Waiter,
+)
+from kclient.broker.group.metadata_manager import GroupMetadataManager
+from kclient.broker.group.records import OffsetAndMetadata
+from kclient.clock import now_ms
+from kclient.errors import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    NON_EMPTY_GROUP,
+    NONE,
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
+
+if TYPE_CHECKING:
+    from kclient.broker.handlers import BrokerState
+
+log = logging.getLogger("kclient.broker.group")
+
+#: How often the deadlines are checked (seconds).
+TICK_SECONDS = 0.1
+
+
+def _join_error(code: int, member_id: str = "") -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None,
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+class GroupCoordinator:
+    """The membership state machine (see the module docstring) over a
+    `GroupMetadataManager`. Run `run` in the broker's nursery."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.config = state.config
+        self.manager = GroupMetadataManager(state)
+        self.manager.on_unload.append(self._unloaded)
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run the offset manager and the deadline checks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.manager.run)
+            self._nursery = nursery
+            task_status.started()
+            try:
+                while True:
+                    await trio.sleep(TICK_SECONDS)
+                    self.check_deadlines(trio.current_time())
+            finally:
+                self._nursery = None
+
+    # ------------------------------------------------------------ helpers
+
+    def _check(self, group_id: str | None) -> int:
+        if not group_id:
+            return INVALID_GROUP_ID
+        return self.manager.status(group_id)
+
+    def _unloaded(self, group: Group) -> None:
+        """The group moved away: its parked requests get NOT_COORDINATOR."""
+        for m in group.members.values():
+            self._fail_waiters(m, NOT_COORDINATOR)
+        group.transition(DEAD, now_ms())
+
+    @staticmethod
+    def _fail_waiters(m: Member, code: int) -> None:
+        if m.join_waiter is not None:
+            m.join_waiter.set(_join_error(code, m.member_id))
+            m.join_waiter = None
+        if m.sync_waiter is not None:
+            m.sync_waiter.set({"error_code": code, "assignment": b"", "protocol_type": None, "protocol_name": None})
+            m.sync_waiter = None
+
+    def _store_soon(self, group: Group) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._store, group)
+
+    async def _store(self, group: Group) -> None:
+        code = await self.manager.store_group(group)
+        if code != NONE:
+            log.info("group %r: metadata of generation %d not stored: error %d", group.group_id, group.generation_id, code)
+
+    def _join_response(self, group: Group, member_id: str) -> dict[str, Any]:
+        leader = member_id == group.leader_id
+        protocol = group.protocol_name or ""
+        return {
+            "error_code": NONE,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id or "",
+            "member_id": member_id,
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": None, "metadata": m.metadata(protocol)}
+                for m in group.members.values()
+            ]
+            if leader
+            else [],
+        }
+
+    # ------------------------------------------------------------ JoinGroup
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> dict[str, Any]:
+        """Handle a JoinGroup; returns the response fields (``error_code``,
+        ``generation_id``, ``protocol_type``, ``protocol_name``, ``leader``,
+        ``member_id``, ``members``), after the rebalance completed when the
+        member takes part in one."""
+        code = self._check(group_id)
+        if code != NONE:
+            return _join_error(code, member_id)
+        if not self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms:
+            return _join_error(INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 (KIP-62)
+        groups = self.manager.groups
+        group = groups.get(group_id)
+        if group is None:
+            if member_id:
+                return _join_error(UNKNOWN_MEMBER_ID, member_id)
+            group = groups[group_id] = Group(group_id)
+        if group.is_(DEAD):
+            return _join_error(COORDINATOR_NOT_AVAILABLE, member_id)
+        now = trio.current_time()
+        details = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        if not member_id or member_id in group.pending_members:
+            if not group.supports(protocol_type, protocols):
+                return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+            if not member_id:
+                member_id = f"{client_id}-{uuid.uuid4()}"
+                if require_known_member_id:
+                    # KIP-394: hand out the id; the member joins again with it.
+                    group.pending_members[member_id] = now + session_timeout_ms / 1000.0
+                    log.debug("group %r: member id %s handed out (MEMBER_ID_REQUIRED)", group_id, member_id)
+                    return _join_error(MEMBER_ID_REQUIRED, member_id)
+            group.pending_members.pop(member_id, None)
+            waiter = self._add_member(group, member_id, *details, now=now)
+        else:
+            member = group.members.get(member_id)
+            if member is None or group.state in (EMPTY, DEAD):
+                return _join_error(UNKNOWN_MEMBER_ID, member_id)
+            if not group.supports(protocol_type, protocols):
+                return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+            member.last_heartbeat = now
+            unchanged = member.matches(protocols)
+            if group.is_(COMPLETING_REBALANCE) and unchanged:
+                return self._join_response(group, member_id)
+            if group.is_(STABLE) and unchanged and member_id != group.leader_id:
+                return self._join_response(group, member_id)
+            waiter = self._update_member(group, member, *details, now=now)
+        self.maybe_complete_join(group, now)
+        await waiter.event.wait()
+        assert waiter.result is not None
+        return waiter.result
+
+    def _add_member(self, group, member_id, client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols, *, now):
+        member = Member(
+            member_id=member_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            protocol_type=protocol_type,
+            protocols=list(protocols),
+            last_heartbeat=now,
+            join_waiter=Waiter(),
+        )
+        if not group.members:
+            group.protocol_type = protocol_type
+        group.members[member_id] = member
+        if group.leader_id not in group.members:
+            group.leader_id = member_id
+        log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, client_id, client_host)
+        if group.is_(PREPARING_REBALANCE) and group.join_not_before > now:
+            # The initial delay goes on while members keep arriving (KIP-134).
+            delay = self.config.group_initial_rebalance_delay_ms / 1000.0
+            group.join_not_before = min(now + delay, group.rebalance_deadline)
+        else:
+            self._prepare_rebalance(group, now, f"member {member_id} joined")
+        return member.join_waiter
+
+    def _update_member(self, group, member, client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols, *, now):
+        member.protocols = list(protocols)
+        member.session_timeout_ms = session_ms
+        member.rebalance_timeout_ms = rebalance_ms
+        if member.join_waiter is not None:  # a second JoinGroup while one is parked
+            member.join_waiter.set(_join_error(REBALANCE_IN_PROGRESS, member.member_id))
+        member.join_waiter = Waiter()
+        self._prepare_rebalance(group, now, f"member {member.member_id} rejoined")
+        return member.join_waiter
+
+    def _prepare_rebalance(self, group: Group, now: float, reason: str) -> None:
+        """Enter PreparingRebalance (no effect if already there)."""
+        if group.is_(PREPARING_REBALANCE):
+            return
+        if group.is_(COMPLETING_REBALANCE):
+            for m in group.members.values():
+                m.assignment = b""
+                if m.sync_waiter is not None:
+                    m.sync_waiter.set({"error_code": REBALANCE_IN_PROGRESS, "assignment": b"", "protocol_type": None, "protocol_name": None})
+                    m.sync_waiter = None
+        timeout = group.max_rebalance_timeout_ms() / 1000.0
+        if group.is_(EMPTY):
+            delay = min(self.config.group_initial_rebalance_delay_ms / 1000.0, timeout)
+            group.join_not_before = now + delay
+        else:
+            group.join_not_before = 0.0
+        group.rebalance_deadline = now + timeout
+        log.info("group %r: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason)
+        group.transition(PREPARING_REBALANCE, now_ms())
+
+    def maybe_complete_join(self, group: Group, now: float) -> None:
+        """Complete the join when every member rejoined (and the initial
+        delay passed) or the rebalance timeout passed."""
+        if not group.is_(PREPARING_REBALANCE):
+            return
+        if (group.all_joined() and now >= group.join_not_before) or now >= group.rebalance_deadline:
+            self._complete_join(group, now)
+
+    def _complete_join(self, group: Group, now: float) -> None:
+        for m in [m for m in group.members.values() if m.join_waiter is None]:
+            log.info("group %r: member %s did not rejoin in time; removed", group.group_id, m.member_id)
+            self._remove_member(group, m)
+        group.pending_members.clear()
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(EMPTY, now_ms())
+            log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
+            self._store_soon(group)
+            return
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.protocol_name = group.select_protocol()
+        group.transition(COMPLETING_REBALANCE, now_ms())
+        group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000.0
+        log.info(
+            "group %r: generation %d with %d member(s), protocol %s, leader %s",
+            group.group_id, group.generation_id, len(group.members), group.protocol_name, group.leader_id,
+        )
+        for m in group.members.values():
+            m.last_heartbeat = now
+            waiter, m.join_waiter = m.join_waiter, None
+            if waiter is not None:
+                waiter.set(self._join_response(group, m.member_id))
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        group.members.pop(member.member_id, None)
+        self._fail_waiters(member, UNKNOWN_MEMBER_ID)
+        if group.leader_id == member.member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _remove_and_rebalance(self, group: Group, member: Member, now: float, reason: str) -> None:
+        self._remove_member(group, member)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now, reason)
+        self.maybe_complete_join(group, now)
+
+    # ------------------------------------------------------------ SyncGroup
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Handle a SyncGroup; returns ``error_code``, ``assignment``,
+        ``protocol_type``, ``protocol_name``."""
+
+        def error(code: int) -> dict[str, Any]:
+            return {"error_code": code, "assignment": b"", "protocol_type": None, "protocol_name": None}
+
+        code = self._check(group_id)
+        if code != NONE:
+            return error(code)
+        group = self.manager.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return error(UNKNOWN_MEMBER_ID)
+        if group.is_(DEAD):
+            return error(COORDINATOR_NOT_AVAILABLE)
+        if generation_id != group.generation_id:
+            return error(ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return error(INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        now = trio.current_time()
+        member.last_heartbeat = now
+        if group.is_(EMPTY):
+            return error(UNKNOWN_MEMBER_ID)
+        if group.is_(PREPARING_REBALANCE):
+            return error(REBALANCE_IN_PROGRESS)
+        if group.is_(STABLE):
+            return {"error_code": NONE, "assignment": member.assignment, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+        # CompletingRebalance
+        if member.sync_waiter is not None:
+            member.sync_waiter.set(error(REBALANCE_IN_PROGRESS))
+        waiter = member.sync_waiter = Waiter()
+        if member_id == group.leader_id:
+            generation = group.generation_id
+            for m in group.members.values():
+                m.assignment = bytes(assignments.get(m.member_id, b""))
+            code = await self.manager.store_group(group)
+            if group.is_(COMPLETING_REBALANCE) and group.generation_id == generation:
+                if code != NONE:
+                    log.info("group %r: generation %d not stored (error %d): rebalancing", group_id, generation, code)
+                    for m in group.members.values():
+                        if m.sync_waiter is not None:
+                            m.sync_waiter.set(error(code))
+                            m.sync_waiter = None
+                    self._prepare_rebalance(group, trio.current_time(), "the group metadata could not be stored")
+                else:
+                    group.transition(STABLE, now_ms())
+                    log.info("group %r: generation %d is stable", group_id, generation)
+                    for m in group.members.values():
+                        m.last_heartbeat = trio.current_time()
+                        if m.sync_waiter is not None:
+                            m.sync_waiter.set(
+                                {"error_code": NONE, "assignment": m.assignment, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+                            )
+                            m.sync_waiter = None
+        await waiter.event.wait()
+        assert waiter.result is not None
+        return waiter.result
+
+    # ------------------------------------------------------------ Heartbeat / LeaveGroup
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+        """Handle a Heartbeat; returns its error code."""
+        code = self._check(group_id)
+        if code != NONE:
+            return code
+        group = self.manager.groups.get(group_id)
+        if group is None or group.is_(EMPTY):
+            return UNKNOWN_MEMBER_ID
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ILLEGAL_GENERATION
+        member.last_heartbeat = trio.current_time()
+        if group.is_(PREPARING_REBALANCE):
+            return REBALANCE_IN_PROGRESS
+        return NONE
+
+    def leave_group(self, group_id: str, member_ids: list[str]) -> tuple[int, list[tuple[str, int]]]:
+        """Handle a LeaveGroup: ``(error code, [(member id, error code)])``."""
+        code = self._check(group_id)
+        if code != NONE:
+            return code, [(m, code) for m in member_ids]
+        group = self.manager.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return NONE, [(m, UNKNOWN_MEMBER_ID) for m in member_ids]
+        now = trio.current_time()
+        results = []
+        for member_id in member_ids:
+            if group.pending_members.pop(member_id, None) is not None:
+                results.append((member_id, NONE))
+                self.maybe_complete_join(group, now)
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                results.append((member_id, UNKNOWN_MEMBER_ID))
+                continue
+            log.info("group %r: member %s leaves", group_id, member_id)
+            self._remove_and_rebalance(group, member, now, f"member {member_id} left")
+            results.append((member_id, NONE))
+        return NONE, results
+
+    # ------------------------------------------------------------ deadlines
+
+    def check_deadlines(self, now: float) -> None:
+        """Expire sessions, pending member ids, and rebalances and syncs
+        past their timeouts."""
+        for group in list(self.manager.groups.values()):
+            if group.is_(DEAD):
+                continue
+            for member_id, deadline in list(group.pending_members.items()):
+                if now >= deadline:
+                    del group.pending_members[member_id]
+            for member in list(group.members.values()):
+                parked = member.join_waiter is not None or member.sync_waiter is not None
+                if not parked and now - member.last_heartbeat > member.session_timeout_ms / 1000.0:
+                    log.info(
+                        "group %r: member %s session expired (%d ms without a heartbeat)",
+                        group.group_id, member.member_id, member.session_timeout_ms,
+                    )
+                    self._remove_and_rebalance(group, member, now, f"member {member.member_id} expired")
+            if group.is_(COMPLETING_REBALANCE) and now >= group.sync_deadline:
+                for member in [m for m in group.members.values() if m.sync_waiter is None]:
+                    log.info("group %r: member %s did not sync in time; removed", group.group_id, member.member_id)
+                    self._remove_member(group, member)
+                self._prepare_rebalance(group, now, "members did not sync in time")
+            self.maybe_complete_join(group, now)
+
+    # ------------------------------------------------------------ offsets
+
+    async def commit_offsets(
+        self, group_id: str, member_id: str, generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> int:
+        """Handle an OffsetCommit of already validated partitions; returns
+        the error code for all of them."""
+        code = self._check(group_id)
+        if code != NONE:
+            return code
+        groups = self.manager.groups
+        group = groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ILLEGAL_GENERATION
+            group = groups[group_id] = Group(group_id)  # offsets only, no members (a "simple" group)
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        if not (generation_id < 0 and group.is_(EMPTY)):
+            if group.is_(COMPLETING_REBALANCE):
+                return REBALANCE_IN_PROGRESS
+            member = group.members.get(member_id)
+            if member is None:
+                return UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ILLEGAL_GENERATION
+            member.last_heartbeat = trio.current_time()
+        return await self.manager.store_offsets(group_id, offsets)
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:
+        """``(error code, {(topic, partition): committed})``; ``partitions``
+        None: every committed partition of the group."""
+        code = self._check(group_id)
+        if code != NONE:
+            return code, {}
+        committed = self.manager.offsets.get(group_id, {})
+        if partitions is None:
+            return NONE, dict(committed)
+        return NONE, {tp: committed[tp] for tp in partitions if tp in committed}
+
+    # ------------------------------------------------------------ admin
+
+    def list_groups(self) -> tuple[int, list[tuple[str, str, str]]]:
+        """``(error code, [(group id, protocol type, state)])`` of the loaded
+        groups; COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+        groups = [(g.group_id, g.protocol_type or "", g.state) for g in self.manager.groups.values() if not g.is_(DEAD)]
+        return (COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading_any() else NONE), sorted(groups)
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        """DescribeGroups' entry for ``group_id``: an unknown group is
+        ``Dead`` without error, as Kafka answers; member metadata and
+        assignments are given when the group is Stable."""
+        code = self._check(group_id)
+        entry: dict[str, Any] = {"error_code": code, "group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "", "members": []}
+        if code != NONE:
+            return entry
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            return entry
+        stable = group.is_(STABLE)
+        entry.update(
+            group_state=group.state,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=[
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": None,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(group.protocol_name or "") if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in group.members.values()
+            ],
+        )
+        return entry
+
+    async def delete_group(self, group_id: str) -> int:
+        """DeleteGroups for one group (KIP-229): GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, or NONE once its tombstones are replicated."""
+        code = self._check(group_id)
+        if code != NONE:
+            return code
+        group = self.manager.groups.get(group_id)
+        if (group is None or group.is_(DEAD)) and group_id not in self.manager.offsets:
+            return GROUP_ID_NOT_FOUND
+        if group is not None and (group.members or group.state not in (EMPTY, DEAD)):
+            return NON_EMPTY_GROUP
+        code = await self.manager.delete_group(group_id)
+        if code == NONE and group is not None:
+            group.transition(DEAD, now_ms())
+            log.info("group %r deleted", group_id)
+        return code
+
+
+__all__ = ["TICK_SECONDS", "GroupCoordinator"]

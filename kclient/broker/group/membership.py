@@ -1,0 +1,211 @@
+"""One consumer group's members and state (Kafka's classic group
+protocol: ``GroupMetadata`` / ``MemberMetadata``).
+
+States, as Kafka names them (and DescribeGroups / ListGroups report):
+
+- ``Empty``: no members (offsets may still be committed);
+- ``PreparingRebalance``: members are (re)joining; JoinGroup responses are
+  held until every known member rejoined or the rebalance timeout passed;
+- ``CompletingRebalance``: the join is done, waiting for the leader's
+  SyncGroup with the assignments;
+- ``Stable``: every member has its assignment;
+- ``Dead``: the group was deleted or moved to another coordinator.
+
+Trio-thread only; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import attrs
+import trio
+
+from kclient.broker.group.records import GroupRecord, MemberRecord
+
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"
+COMPLETING_REBALANCE = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+
+class Waiter:
+    """A parked JoinGroup or SyncGroup: `set` stores the response body
+    and wakes the request's handler."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.result: dict[str, Any] | None = None
+
+    def set(self, result: dict[str, Any]) -> None:
+        if not self.event.is_set():
+            self.result = result
+            self.event.set()
+
+
+@attrs.define
+class Member:
+    """One member: its identity, timeouts (ms), the protocols it offered
+    (``[(name, metadata)]`` in preference order), its assignment, the
+    trio time of its last sign of life and its parked requests."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    last_heartbeat: float = 0.0
+    join_waiter: Waiter | None = None
+    sync_waiter: Waiter | None = None
+
+    def metadata(self, protocol: str) -> bytes:
+        """The metadata this member offered with ``protocol``."""
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """True if ``protocols`` is what this member offered last."""
+        return list(protocols) == list(self.protocols)
+
+
+class Group:
+    """A group's state (see the module docstring).
+
+    Args:
+        group_id: The group id.
+        state: Its initial state (``Empty``).
+    """
+
+    def __init__(self, group_id: str, state: str = EMPTY) -> None:
+        self.group_id = group_id
+        self.state = state
+        self.state_timestamp_ms = -1
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.generation_id = 0
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        #: Member ids handed out with MEMBER_ID_REQUIRED (KIP-394) -> trio
+        #: deadline by which they must join with it.
+        self.pending_members: dict[str, float] = {}
+        #: PreparingRebalance: when the join completes at the latest (trio
+        #: time), and the earliest (the initial rebalance delay).
+        self.rebalance_deadline = 0.0
+        self.join_not_before = 0.0
+        #: CompletingRebalance: when members that did not sync are dropped.
+        self.sync_deadline = 0.0
+
+    def __repr__(self) -> str:
+        return f"<Group {self.group_id!r} {self.state} generation {self.generation_id} members {sorted(self.members)}>"
+
+    def is_(self, state: str) -> bool:
+        return self.state == state
+
+    def transition(self, state: str, now_ms: int) -> None:
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------ protocols
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a member offering ``protocols`` of ``protocol_type`` may
+        join: an empty group takes any non-empty list; otherwise the type
+        must match and one protocol be common to every member."""
+        if not protocols:
+            return False
+        if not self.members and not self.pending_members:
+            return True
+        if self.protocol_type is not None and protocol_type != self.protocol_type:
+            return False
+        names = {name for name, _ in protocols}
+        return bool(self.candidate_protocols() & names) if self.members else True
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every member supports."""
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Kafka's vote: each member votes for the first of its protocols
+        that every member supports; the most votes win (ties: the leader's
+        preference order)."""
+        candidates = self.candidate_protocols()
+        votes: Counter[str] = Counter()
+        for m in self.members.values():
+            for name, _ in m.protocols:
+                if name in candidates:
+                    votes[name] += 1
+                    break
+        best = max(votes.values())
+        order = [name for name, _ in self.members[self.leader_id].protocols] if self.leader_id in self.members else sorted(votes)
+        return next(name for name in order if votes.get(name) == best)
+
+    # ------------------------------------------------------------ joins
+
+    def all_joined(self) -> bool:
+        """Every member has a JoinGroup parked and no member id handed out
+        with MEMBER_ID_REQUIRED is still expected."""
+        return not self.pending_members and all(m.join_waiter is not None for m in self.members.values())
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    # ------------------------------------------------------------ records
+
+    def to_record(self) -> GroupRecord:
+        """The group metadata record of the current generation."""
+        protocol = self.protocol_name
+        members = tuple(
+            MemberRecord(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(protocol) if protocol else b"",
+                assignment=m.assignment,
+            )
+            for m in self.members.values()
+        )
+        return GroupRecord(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=protocol,
+            leader=self.leader_id,
+            current_state_timestamp=self.state_timestamp_ms,
+            members=members,
+        )
+
+    @classmethod
+    def from_record(cls, group_id: str, record: GroupRecord, now: float) -> Group:
+        """The group a loaded record describes: ``Empty`` without members,
+        else ``Stable`` with every member's heartbeat starting ``now``."""
+        group = cls(group_id, STABLE if record.members else EMPTY)
+        group.state_timestamp_ms = record.current_state_timestamp
+        group.protocol_type = record.protocol_type or None
+        group.protocol_name = record.protocol
+        group.generation_id = record.generation
+        group.leader_id = record.leader
+        for m in record.members:
+            group.members[m.member_id] = Member(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout_ms=m.session_timeout,
+                rebalance_timeout_ms=m.rebalance_timeout,
+                protocol_type=record.protocol_type,
+                protocols=[(record.protocol or "", m.subscription)],
+                assignment=m.assignment,
+                last_heartbeat=now,
+            )
+        return group
+
+
+__all__ = ["COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "Group", "Member", "Waiter"]

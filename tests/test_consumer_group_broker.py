@@ -6,9 +6,22 @@ processes, alone and sharing a group with a confluent-kafka consumer."""
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
+
 import pytest
 
-from kclient.client.consumer.group.assignors import ASSIGNORS, range_assign, roundrobin_assign, spread_over_streams
+from kclient import Consumer, Producer, ProducerData
+from kclient.client.consumer.group.assignors import (
+    ASSIGNORS,
+    range_assign,
+    roundrobin_assign,
+    spread_over_streams,
+)
+from kclient.client.consumer.group.streams import MessageAndMetadata, Whitelist
+from kclient.errors import ConsumerTimeoutError
+from kclient.testing import BrokerProcess
 
 # -- assignors -----------------------------------------------------------------------------
 
@@ -52,3 +65,241 @@ def test_partitions_spread_over_local_streams_by_range() -> None:
     got = spread_over_streams([("a", 0), ("a", 1), ("a", 2), ("b", 4)], {"a": (0, 2), "b": (2, 1)})
     assert got == {("a", 0): 0, ("a", 1): 0, ("a", 2): 1, ("b", 4): 2}
     assert spread_over_streams([("x", 0)], {"a": (0, 1)}) == {}
+
+
+# -- against real brokers ------------------------------------------------------------------
+
+PARTITIONS = 4
+DEADLINE = 90.0
+
+
+@pytest.fixture(scope="module")
+def group_broker():
+    """A broker without ZooKeeper: the group is coordinated by the broker."""
+    props = {
+        "num.partitions": PARTITIONS,
+        "offsets.topic.num.partitions": 3,
+        "offsets.topic.replication.factor": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "group.min.session.timeout.ms": 1000,
+    }
+    with BrokerProcess(properties=props, keep_port=True) as proc:
+        yield proc
+
+
+@pytest.fixture
+def group() -> str:
+    return f"bg-{uuid.uuid4().hex[:10]}"
+
+
+def member_settings(broker, group, **extra) -> dict:
+    base = {
+        "group.id": group,
+        "bootstrap.servers": broker.bootstrap,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 500,
+        "auto.commit.enable": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+        "rebalance.timeout.ms": 10000,
+        "rebalance.backoff.ms": 200,
+        "offsets.channel.backoff.ms": 100,
+    }
+    base.update(extra)
+    return base
+
+
+def produce(broker, topic, values) -> None:
+    config = {"metadata.broker.list": broker.bootstrap, "request.required.acks": 1, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
+    with Producer(config) as producer:
+        for i, value in enumerate(values):
+            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
+
+
+class Reader:
+    """Iterates a stream on a thread of its own, collecting every message."""
+
+    def __init__(self, stream) -> None:
+        self.messages: list[MessageAndMetadata] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.messages.append(next(stream))
+                except ConsumerTimeoutError:
+                    continue
+                except StopIteration:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - surfaced by stop()
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(DEADLINE)
+        assert not self.errors, self.errors
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def values_of(messages) -> list[str]:
+    return sorted(m.message for m in messages)
+
+
+def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, group, topic):
+    values = [f"v{i}" for i in range(100)]
+    produce(group_broker, topic, values)
+    with Consumer.create(member_settings(group_broker, group)) as connector:
+        assert connector.config.group_coordination == "broker"
+        streams = connector.create_message_streams({topic: 2}, value_decoder=bytes.decode)[topic]
+        assert sorted(connector.owned_partitions()) == [(topic, p) for p in range(PARTITIONS)]
+        assert sorted(set(connector.owned_partitions().values())) == [0, 1]  # spread over both streams
+        readers = [Reader(s) for s in streams]
+        wait_until(lambda: sum(len(r.messages) for r in readers) >= len(values), "every message")
+        time.sleep(0.5)
+        for r in readers:
+            r.stop()
+        connector.commit_offsets()
+    got = [m for r in readers for m in r.messages]
+    assert values_of(got) == sorted(values)
+    more = [f"w{i}" for i in range(30)]
+    produce(group_broker, topic, more)
+    with Consumer.create(member_settings(group_broker, group)) as connector:
+        (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+        reader = Reader(stream)
+        wait_until(lambda: len(reader.messages) >= len(more), "the new messages")
+        time.sleep(1.0)
+        reader.stop()
+    assert values_of(reader.messages) == sorted(more)  # resumed at the committed offsets
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(group_broker, group, topic, strategy):
+    values = [f"v{i}" for i in range(120)]
+    produce(group_broker, topic, values)
+    settings = member_settings(group_broker, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200})
+    first = Consumer.create(settings)
+    second = None
+    try:
+        (s1,) = first.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+        r1 = Reader(s1)
+        second = Consumer.create(settings)
+        (s2,) = second.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+        r2 = Reader(s2)
+
+        def split() -> bool:
+            a, b = set(first.owned_partitions()), set(second.owned_partitions())
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(split, "the partitions to be split between the two members")
+        wait_until(lambda: len({m.message for m in r1.messages + r2.messages}) >= len(values), "every message")
+        second.shutdown()  # LeaveGroup: the first member takes everything at once
+        r2.stop()
+        wait_until(lambda: len(first.owned_partitions()) == PARTITIONS, "the first member to own every partition")
+        more = [f"w{i}" for i in range(40)]
+        produce(group_broker, topic, more)
+        wait_until(lambda: {m.message for m in r1.messages} >= set(more), "the new messages on the remaining member")
+        r1.stop()
+    finally:
+        first.shutdown()
+        if second is not None:
+            second.shutdown()
+    seen = {m.message for m in r1.messages + r2.messages}
+    assert seen == set(values) | set(more)  # nothing lost (at least once across the rebalance)
+
+
+def test_topic_filter_subscribes_matching_topics(group_broker, group):
+    prefix = f"flt-{uuid.uuid4().hex[:6]}"
+    produce(group_broker, f"{prefix}-a", ["a1", "a2"])
+    produce(group_broker, f"{prefix}-b", ["b1"])
+    produce(group_broker, f"other-{prefix}", ["x"])
+    with Consumer.create(member_settings(group_broker, group)) as connector:
+        (stream,) = connector.create_message_streams_by_filter(Whitelist(f"{prefix}-.*"), 1, value_decoder=bytes.decode)
+        reader = Reader(stream)
+        wait_until(lambda: len(reader.messages) >= 3, "the matching topics' messages")
+        time.sleep(0.5)
+        reader.stop()
+    assert values_of(reader.messages) == ["a1", "a2", "b1"]
+
+
+def test_kclient_and_confluent_kafka_members_share_one_group(group_broker, group, topic):
+    """A confluent-kafka member alone, a kclient member joins (the group
+    splits the partitions, each member reads only its own), the kclient
+    member leaves (confluent-kafka takes everything back); every record
+    is read."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    batches = [[f"b{b}-{i}" for i in range(120)] for b in range(3)]
+    peer = confluent_kafka.Consumer({
+        "bootstrap.servers": group_broker.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+        "partition.assignment.strategy": "range",
+    })
+    peer_messages: list[tuple[int, str]] = []
+    peer_assigned: set[int] = set()
+    stop = threading.Event()
+
+    def on_assign(consumer, partitions):
+        peer_assigned.clear()
+        peer_assigned.update(p.partition for p in partitions)
+
+    def on_revoke(consumer, partitions):
+        peer_assigned.clear()
+
+    def poll() -> None:
+        while not stop.is_set():
+            msg = peer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                peer_messages.append((msg.partition(), msg.value().decode()))
+                peer.commit(message=msg, asynchronous=False)
+
+    def all_read(batch, *readers) -> bool:
+        seen = {v for _, v in peer_messages} | {m.message for r in readers for m in r.messages}
+        return seen >= set(batch)
+
+    peer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        produce(group_broker, topic, batches[0])
+        wait_until(lambda: len(peer_assigned) == PARTITIONS, "confluent-kafka to own every partition alone")
+        wait_until(lambda: all_read(batches[0]), "confluent-kafka to read the first batch")
+        with Consumer.create(member_settings(group_broker, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            reader = Reader(stream)
+
+            def split() -> bool:
+                mine = {p for _, p in connector.owned_partitions()}
+                return len(mine) == PARTITIONS // 2 and len(peer_assigned) == PARTITIONS // 2 and not mine & peer_assigned
+
+            wait_until(split, "kclient and confluent-kafka to split the partitions")
+            mine = {p for _, p in connector.owned_partitions()}
+            theirs = set(peer_assigned)
+            peer_before = len(peer_messages)
+            produce(group_broker, topic, batches[1])
+            wait_until(lambda: all_read(batches[1], reader), "the second batch")
+            reader.stop()
+            assert reader.messages and {m.partition for m in reader.messages} <= mine
+            assert {p for p, _ in peer_messages[peer_before:]} <= theirs
+        # The kclient member left: confluent-kafka takes every partition again.
+        wait_until(lambda: len(peer_assigned) == PARTITIONS, "confluent-kafka to take the partitions back")
+        produce(group_broker, topic, batches[2])
+        wait_until(lambda: all_read(batches[2]), "confluent-kafka to read the third batch")
+    finally:
+        stop.set()
+        poller.join(DEADLINE)
+        peer.close()
+    seen = {v for _, v in peer_messages} | {m.message for m in reader.messages}
+    assert seen == {v for batch in batches for v in batch}

@@ -9,7 +9,18 @@ from typing import ClassVar
 import attrs
 
 from kclient.config.base import prop
-from kclient.config.convert import HostPort, _at_least, _enum, _not_empty, _same_as, _to_bool, _to_host_ports, _to_int, _to_optional_str, _to_str
+from kclient.config.convert import (
+    HostPort,
+    _at_least,
+    _enum,
+    _not_empty,
+    _same_as,
+    _to_bool,
+    _to_host_ports,
+    _to_int,
+    _to_optional_str,
+    _to_str,
+)
 from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
@@ -22,7 +33,7 @@ def _to_optional_host_ports(value: object) -> tuple[HostPort, ...] | None:
     return _to_host_ports(value)
 
 
-def _default_coordination(config: "ConsumerConfig") -> str:
+def _default_coordination(config: ConsumerConfig) -> str:
     return "broker" if config.bootstrap_servers and not config.zookeeper_connect else "zookeeper"
 
 

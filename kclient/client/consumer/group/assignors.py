@@ -24,7 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 TopicPartition = tuple[str, int]
 #: ``{member_id: [(topic, partition), ...]}``

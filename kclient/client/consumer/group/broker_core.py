@@ -30,7 +30,7 @@ topics matching it when the group is joined.
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
 import trio
 

@@ -82,13 +82,20 @@ with any other Kafka consumer (Java, librdkafka, kafka-python, aiokafka).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kclient.client.consumer.group.broker_core import BrokerGroupCore
 from kclient.client.consumer.group.core import ConnectorCore
 from kclient.client.consumer.group.registration import default_consumer_id
+from kclient.client.consumer.group.streams import (
+    Blacklist,
+    KafkaStream,
+    MessageAndMetadata,
+    TopicFilter,
+    Whitelist,
+)
 from kclient.client.consumer.statistics import ConsumerStatistics, StatisticsReporter
-from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
 from kclient.errors import ConfigError, IllegalStateError, NotSupportedError

@@ -28,7 +28,7 @@ after their Kafka error code.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import trio
 

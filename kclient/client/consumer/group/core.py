@@ -25,7 +25,8 @@ apart, then `ConsumerRebalanceFailedError`), start fetching.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import trio
 from kazoo.client import KazooState
@@ -34,12 +35,25 @@ from kclient.client.cluster import Cluster
 from kclient.client.consumer.fetcher import PartitionTopicInfo
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
-from kclient.client.consumer.group.offset_stores import DualOffsetStore, KafkaOffsetStore, OffsetStore, ZkOffsetStore
+from kclient.client.consumer.group.offset_stores import (
+    DualOffsetStore,
+    KafkaOffsetStore,
+    OffsetStore,
+    ZkOffsetStore,
+)
 from kclient.client.consumer.group.offsets import ZkOffsetStorage
-from kclient.client.consumer.group.registration import GroupRegistry, Leader, TopicPartition
+from kclient.client.consumer.group.registration import (
+    GroupRegistry,
+    Leader,
+    TopicPartition,
+)
 from kclient.client.consumer.group.streams import TopicFilter
 from kclient.config import ConsumerConfig
-from kclient.errors import ConsumerRebalanceFailedError, KafkaError, NoBrokersAvailableError
+from kclient.errors import (
+    ConsumerRebalanceFailedError,
+    KafkaError,
+    NoBrokersAvailableError,
+)
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
 

@@ -11,7 +11,8 @@ group coordinator) fill in membership and assignment.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -19,7 +20,12 @@ from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
 from kclient.client.consumer.group.offset_stores import OffsetStore
 from kclient.client.consumer.group.offsets import ConsumedOffsets
 from kclient.client.consumer.group.registration import Leader, TopicPartition
-from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata, StreamQueues, TopicFilter
+from kclient.client.consumer.group.streams import (
+    KafkaStream,
+    MessageAndMetadata,
+    StreamQueues,
+    TopicFilter,
+)
 from kclient.client.consumer.statistics import FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError

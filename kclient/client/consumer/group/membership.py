@@ -19,7 +19,7 @@ round start the round again. Coordinator errors are retried by
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import attrs
 
@@ -28,12 +28,19 @@ from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.errors import (
     NONE,
     IllegalGenerationError,
+    KafkaError,
     MemberIdRequiredError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     error_for_code,
 )
-from kclient.protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription, encode_assignment, encode_subscription
+from kclient.protocol.consumer_protocol import (
+    PROTOCOL_TYPE,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from kclient.protocol.messages import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 
 log = logging.getLogger("kclient.consumer")
@@ -149,7 +156,7 @@ class GroupMember:
             }
             holder: dict = {}
 
-            def check(response: dict) -> dict:
+            def check(response: dict, holder: dict = holder) -> dict:
                 code = response["error_code"]
                 if code != NONE:
                     holder["member_id"] = response.get("member_id") or ""
@@ -237,10 +244,10 @@ class GroupMember:
         try:
             await self.coordinator.call(LEAVE_GROUP, {}, lambda r: _raise_for(r, f"LeaveGroup of group {self.group_id!r}"), attempts=2, version_body=body_for)
             log.info("group %s: member %s left", self.group_id, member_id)
-        except Exception as exc:  # leaving is best effort: the session expires anyway
+        except KafkaError as exc:  # leaving is best effort: the session expires anyway
             log.warning("group %s: LeaveGroup of %s failed: %s", self.group_id, member_id, exc)
         self.member_id = ""
         self.generation = -1
 
 
-__all__ = ["GroupMember", "JoinResult", "REJOIN_ERRORS"]
+__all__ = ["REJOIN_ERRORS", "GroupMember", "JoinResult"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.offsets import ZkOffsetStorage

@@ -26,7 +26,7 @@ import logging
 import socket
 import time
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
 from kclient.clock import now_ms

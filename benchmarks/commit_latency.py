@@ -33,8 +33,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent))
 
-from kclient import Consumer, Producer, ProducerData  # noqa: E402
-from kclient.testing import BrokerProcess, ZooKeeperProcess  # noqa: E402
+from kclient import Consumer, Producer, ProducerData
+from kclient.testing import BrokerProcess, ZooKeeperProcess
 
 LABELS = (
     "kclient offsets.storage=zookeeper",
@@ -47,7 +47,7 @@ LABELS = (
 def percentile(samples: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) by nearest rank."""
     ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))
+    index = min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))
     return ordered[index]
 
 

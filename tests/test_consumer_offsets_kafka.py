@@ -254,3 +254,47 @@ def test_group_resumes_from_kafka_offsets_after_a_broker_restart(chroot, offsets
     produce(offsets_broker, topic, more)
     again = consume_phase(chroot, group, topic, len(more), **kafka_only)
     assert_exactly(again, more)
+
+
+# ---------------------------------------------------------------- coordinator moves
+
+
+def test_commits_follow_the_coordinator_to_another_broker(zookeeper):
+    """Two brokers, ``__consumer_offsets`` replicated on both: the broker
+    coordinating the group stops; the connector's next commit finds the new
+    coordinator (lost connection, NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE,
+    COORDINATOR_LOAD_IN_PROGRESS are retried) and the group resumes from it
+    with nothing lost or repeated."""
+    from kclient.testing import Cluster
+
+    props = {"num.partitions": 2, "offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 2}
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    topic = f"moves-{uuid.uuid4().hex[:8]}"
+    with Cluster(brokers=2, properties=props, zookeeper=zookeeper) as cluster:
+        first = [f"a{i}" for i in range(40)]
+        produce_to(cluster.bootstrap, topic, first)
+        kafka_only = settings(cluster.zookeeper_connect, group, **{"offsets.storage": "kafka", "dual.commit.enabled": False})
+        with Consumer.create(kafka_only) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            got = read_available(stream, len(first))
+            connector.commit_offsets()
+            coordinator = connector._core.coordinator.coordinator_node[0]
+            cluster.broker(coordinator).stop()
+            second = [f"b{i}" for i in range(30)]
+            produce_to(cluster.bootstrap, topic, second)
+            got += read_available(stream, len(second))
+            connector.commit_offsets()  # through the new coordinator
+            assert connector._core.coordinator.coordinator_node[0] != coordinator
+        assert_exactly(got, first + second)
+        third = [f"c{i}" for i in range(20)]
+        produce_to(cluster.bootstrap, topic, third)
+        with Consumer.create(kafka_only) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            assert_exactly(read_available(stream, len(third)), third)
+
+
+def produce_to(bootstrap: str, topic: str, values) -> None:
+    config = {"metadata.broker.list": bootstrap, "request.required.acks": -1, "message.send.max.retries": 10, "retry.backoff.ms": 300, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
+    with Producer(config) as producer:
+        for i, value in enumerate(values):
+            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))

@@ -298,3 +298,80 @@ def produce_to(bootstrap: str, topic: str, values) -> None:
     with Producer(config) as producer:
         for i, value in enumerate(values):
             producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
+
+
+# ---------------------------------------------------------------- the coordinator client
+
+
+def run_with_coordinator(bootstrap, group, body, **kwargs):
+    """Run ``await body(coordinator)`` with a `GroupCoordinator` on a fresh trio loop."""
+    import trio
+
+    from kclient.client.cluster import Cluster as MetadataCluster
+    from kclient.client.consumer.group.coordinator import GroupCoordinator
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            cluster = MetadataCluster(nursery, bootstrap, request_timeout_ms=5000, connect_timeout_ms=1000, retry_backoff_ms=50)
+            try:
+                return await body(GroupCoordinator(cluster, group, **kwargs))
+            finally:
+                await cluster.aclose()
+                nursery.cancel_scope.cancel()
+
+    return trio.run(main)
+
+
+def test_coordinator_client_commits_and_fetches(offsets_broker, zk, group, topic):
+    from kclient.errors import UnknownTopicOrPartitionError
+
+    produce(offsets_broker, topic, ["x"])
+    wait_for_topic(zk, topic)
+    host, port = offsets_broker.bootstrap.split(":")
+
+    async def body(coordinator):
+        assert await coordinator.fetch_offsets([(topic, 0)]) == {}
+        await coordinator.commit_offsets({(topic, 0): 5, (topic, 2): 7})
+        with pytest.raises(UnknownTopicOrPartitionError, match="OffsetCommit"):
+            await coordinator.commit_offsets({(f"{topic}-missing", 0): 1})
+        return await coordinator.fetch_offsets([(topic, 0), (topic, 1), (topic, 2)])
+
+    assert run_with_coordinator([(host, int(port))], group, body) == {(topic, 0): 5, (topic, 2): 7}
+
+
+def test_coordinator_client_raises_a_member_error_at_once(offsets_broker, zk, group, topic):
+    from kclient.errors import IllegalGenerationError, UnknownMemberIdError
+
+    produce(offsets_broker, topic, ["x"])
+    wait_for_topic(zk, topic)
+    host, port = offsets_broker.bootstrap.split(":")
+
+    async def body(coordinator):
+        with pytest.raises((UnknownMemberIdError, IllegalGenerationError)) as info:
+            await coordinator.commit_offsets({(topic, 0): 1}, generation=7, member_id="nobody")
+        return info.value
+
+    started = time.monotonic()
+    error = run_with_coordinator([(host, int(port))], group, body, retry_backoff_ms=2000, timeout_ms=60000)
+    assert time.monotonic() - started < 30  # not retried for a minute
+    assert "OffsetCommit" in str(error) and error.code in (22, 25) and not error.retriable
+
+
+def test_coordinator_client_gives_up_on_unreachable_brokers_with_a_named_error(group):
+    import socket
+
+    from kclient.errors import KafkaConnectionError
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def body(coordinator):
+        with pytest.raises(KafkaConnectionError) as info:
+            await coordinator.fetch_offsets([("t", 0)])
+        return info.value
+
+    started = time.monotonic()
+    error = run_with_coordinator([("127.0.0.1", port)], group, body, retry_backoff_ms=100, timeout_ms=1500)
+    assert time.monotonic() - started < 30
+    assert f"127.0.0.1:{port}" in str(error)

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import attrs
 import trio
@@ -44,7 +45,6 @@ from kclient.config import BrokerConfig, message_format_magic
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
-    KafkaError,
     INVALID_REQUIRED_ACKS,
     LEADER_NOT_AVAILABLE,
     NONE,
@@ -53,6 +53,7 @@ from kclient.errors import (
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
     ConfigError,
+    KafkaError,
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.list_offsets import LATEST_TIMESTAMP, MAX_TIMESTAMP

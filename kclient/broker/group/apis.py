@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
 from kclient.clock import now_ms

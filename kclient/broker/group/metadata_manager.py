@@ -32,7 +32,8 @@ Trio-thread only; log reads while loading run in a worker thread.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -61,11 +62,11 @@ from kclient.errors import (
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
-    REQUEST_TIMED_OUT,
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
+    ProtocolError,
 )
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches
@@ -392,7 +393,7 @@ def _read_partition(part: Partition):
                         groups.pop(key.group, None)
                     else:
                         groups[key.group] = decode_group_value(bytes(rec.value))
-            except Exception as exc:  # a record we cannot read: skip it, as Kafka warns and goes on
+            except (ProtocolError, ValueError, UnicodeDecodeError) as exc:  # unreadable: skip it, as Kafka warns and goes on
                 log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, part.partition, rec.offset, exc)
         offset = max(offset, infos[-1].next_offset)
     return groups, offsets

@@ -217,18 +217,20 @@ def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(
     assert seen == set(values) | set(more)  # nothing lost (at least once across the rebalance)
 
 
-def test_topic_filter_subscribes_matching_topics(group_broker, group):
+def test_topic_filter_subscribes_matching_topics_and_new_ones(group_broker, group):
     prefix = f"flt-{uuid.uuid4().hex[:6]}"
     produce(group_broker, f"{prefix}-a", ["a1", "a2"])
     produce(group_broker, f"{prefix}-b", ["b1"])
     produce(group_broker, f"other-{prefix}", ["x"])
-    with Consumer.create(member_settings(group_broker, group)) as connector:
+    with Consumer.create(member_settings(group_broker, group, **{"metadata.max.age.ms": 300})) as connector:
         (stream,) = connector.create_message_streams_by_filter(Whitelist(f"{prefix}-.*"), 1, value_decoder=bytes.decode)
         reader = Reader(stream)
         wait_until(lambda: len(reader.messages) >= 3, "the matching topics' messages")
+        produce(group_broker, f"{prefix}-c", ["c1"])  # appears after the join
+        wait_until(lambda: len(reader.messages) >= 4, "the new topic's message")
         time.sleep(0.5)
         reader.stop()
-    assert values_of(reader.messages) == ["a1", "a2", "b1"]
+    assert values_of(reader.messages) == ["a1", "a2", "b1", "c1"]
 
 
 def test_kclient_and_confluent_kafka_members_share_one_group(group_broker, group, topic):

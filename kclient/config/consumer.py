@@ -172,6 +172,10 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Broker-coordinated groups: how long the coordinator waits for every
     member to rejoin in a rebalance (JoinGroup's rebalance timeout,
     KIP-62; ms)."""
+    metadata_max_age_ms: int = prop("metadata.max.age.ms", _to_int, 300000, _at_least(1))
+    """Broker-coordinated groups: how often the member checks its subscribed
+    topics (a topic filter's matches) and their partition counts; a change
+    starts a rebalance (ms)."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
     """ZooKeeper session timeout (ms)."""
     zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))

@@ -24,7 +24,9 @@ The same streams as with ZooKeeper; what changes:
 - shutdown: commit, then LeaveGroup.
 
 A topic filter (``create_message_streams_by_filter``) subscribes the
-topics matching it when the group is joined.
+topics matching it when the group is joined; every ``metadata.max.age.ms``
+the member looks again, and a new matching topic (or a topic with more
+partitions) starts a rebalance.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class BrokerGroupCore(GroupCoreBase):
         self.member: GroupMember | None = None
         self._joining = False
         self._joined = False
+        #: ``{topic: partitions}`` this member subscribed when it last joined.
+        self._joined_topics: dict[str, int] = {}
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Set up the cluster connections and the coordinator client, and
@@ -118,6 +122,7 @@ class BrokerGroupCore(GroupCoreBase):
                     inner.start_soon(self._auto_commit_loop)
                 inner.start_soon(self._rebalance_loop)
                 inner.start_soon(self._heartbeat_loop)
+                inner.start_soon(self._metadata_loop)
 
     async def shutdown(self) -> None:
         """Stop fetching; commit (with ``auto.commit.enable``); end the
@@ -225,6 +230,7 @@ class BrokerGroupCore(GroupCoreBase):
             for stream in self.streams:
                 stream.forget_last()
             topics = await self._subscribed_topics()
+            self._joined_topics = dict(await self._partition_counts(set(topics)))
             self._joined = False
             result = await self.member.join(topics, self._partition_counts, owned_before)
             self._joined = True
@@ -260,6 +266,24 @@ class BrokerGroupCore(GroupCoreBase):
                 if key in wanted and broker is not None:
                     leaders[key] = (broker.node_id, broker.host, broker.port)
         return leaders
+
+    # ------------------------------------------------------------ metadata
+
+    async def _metadata_loop(self) -> None:
+        interval = self.config.metadata_max_age_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if self._joining or not self._joined or self._rebalance_pending:
+                continue
+            try:
+                topics = await self._subscribed_topics()
+                counts = dict(await self._partition_counts(set(topics)))
+            except KafkaError as exc:
+                log.warning("group %s: metadata check failed: %s", self.group, exc)
+                continue
+            if counts != self._joined_topics and not self._joining:
+                log.info("group %s: subscribed topics changed from %s to %s; rebalancing", self.group, self._joined_topics, counts)
+                self.request_rebalance()
 
     # ------------------------------------------------------------ heartbeats
 

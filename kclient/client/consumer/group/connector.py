@@ -118,7 +118,7 @@ class ConsumerConnector(ClosingClient):
     ``offsets.commit.max.retries``, ``partition.assignment.strategy``
     (``range``; also ``roundrobin`` with broker coordination),
     ``session.timeout.ms``, ``heartbeat.interval.ms``,
-    ``rebalance.timeout.ms``;
+    ``rebalance.timeout.ms``, ``metadata.max.age.ms``;
     ``consumer.id``, ``auto.commit.enable``, ``auto.commit.interval.ms``
     (ms), ``auto.offset.reset`` (``smallest`` | ``largest``),
     ``consumer.timeout.ms`` (ms, -1 = wait forever),

@@ -267,6 +267,17 @@ class BrokerGroupCore(GroupCoreBase):
                     leaders[key] = (broker.node_id, broker.host, broker.port)
         return leaders
 
+    async def _commit_locked(self) -> int:
+        try:
+            return await super()._commit_locked()
+        except REJOIN_ERRORS:
+            # The group moved on (a member joined or left) before this
+            # member's heartbeat said so: rejoin, as Kafka's consumer does
+            # after a CommitFailedException (a rebalance under way rejoins anyway).
+            if not self._joining:
+                self.request_rebalance()
+            raise
+
     # ------------------------------------------------------------ metadata
 
     async def _metadata_loop(self) -> None:

@@ -328,3 +328,56 @@ def test_broker_restart_member_rejoins_and_resumes_from_committed_offsets(group_
         time.sleep(1.0)
         reader.stop()
     assert values_of(reader.messages) == sorted(first + second)  # none twice: the commit survived the restart
+
+
+def test_kclient_and_kafka_python_members_share_a_roundrobin_group(group_broker, group, topic):
+    """kafka-python offers only roundrobin; kclient prefers range but offers
+    roundrobin too, so the coordinator picks roundrobin and the two members
+    split the partitions by it."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    batches = [[f"b{b}-{i}" for i in range(80)] for b in range(2)]
+    produce(group_broker, topic, batches[0])
+    with Consumer.create(member_settings(group_broker, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
+        (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+        reader = Reader(stream)
+        wait_until(lambda: len(reader.messages) >= len(batches[0]), "kclient alone to read the first batch")
+        peer = kafka.KafkaConsumer(
+            topic,
+            bootstrap_servers=group_broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            auto_commit_interval_ms=200,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            partition_assignment_strategy=[RoundRobinPartitionAssignor],
+        )
+        peer_messages: list[tuple[int, str]] = []
+        try:
+            def split() -> bool:
+                for records in peer.poll(timeout_ms=200).values():
+                    peer_messages.extend((r.partition, r.value.decode()) for r in records)
+                mine = {p for _, p in connector.owned_partitions()}
+                theirs = {tp.partition for tp in peer.assignment()}
+                return len(mine) == len(theirs) == PARTITIONS // 2 and not mine & theirs
+
+            wait_until(split, "kclient and kafka-python to split the partitions")
+            mine = {p for _, p in connector.owned_partitions()}
+            assert mine in ({0, 2}, {1, 3})  # roundrobin over two members, not range's {0, 1} / {2, 3}
+            before = len(reader.messages)
+            produce(group_broker, topic, batches[1])
+
+            def second_read() -> bool:
+                for records in peer.poll(timeout_ms=200).values():
+                    peer_messages.extend((r.partition, r.value.decode()) for r in records)
+                seen = {v for _, v in peer_messages} | {m.message for m in reader.messages}
+                return seen >= set(batches[1])
+
+            wait_until(second_read, "the second batch")
+            reader.stop()
+            assert {m.partition for m in reader.messages[before:]} <= mine
+        finally:
+            peer.close()
+    assert {v for _, v in peer_messages} | {m.message for m in reader.messages} == set(batches[0]) | set(batches[1])

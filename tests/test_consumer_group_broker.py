@@ -151,6 +151,17 @@ def wait_until(predicate, what: str) -> None:
         time.sleep(0.05)
 
 
+def group_members(broker, group) -> set[str]:
+    """The group's member ids, as kafka-python's admin client describes them (DescribeGroups)."""
+    kafka_admin = pytest.importorskip("kafka.admin")
+    admin = kafka_admin.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        description = admin.describe_groups([group])[group]
+        return {m["member_id"] for m in description["members"]}
+    finally:
+        admin.close()
+
+
 def values_of(messages) -> list[str]:
     return sorted(m.message for m in messages)
 
@@ -186,7 +197,7 @@ def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, gr
 def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(group_broker, group, topic, strategy):
     values = [f"v{i}" for i in range(120)]
     produce(group_broker, topic, values)
-    settings = member_settings(group_broker, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200})
+    settings = member_settings(group_broker, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 30000})
     first = Consumer.create(settings)
     second = None
     try:
@@ -202,7 +213,10 @@ def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(
 
         wait_until(split, "the partitions to be split between the two members")
         wait_until(lambda: len({m.message for m in r1.messages + r2.messages}) >= len(values), "every message")
-        second.shutdown()  # LeaveGroup: the first member takes everything at once
+        leaving = second._core.member.member_id
+        assert leaving in group_members(group_broker, group)
+        second.shutdown()  # LeaveGroup: gone at once, not after session.timeout.ms (30 s here)
+        assert leaving not in group_members(group_broker, group)
         r2.stop()
         wait_until(lambda: len(first.owned_partitions()) == PARTITIONS, "the first member to own every partition")
         more = [f"w{i}" for i in range(40)]

@@ -16,7 +16,10 @@ as awaitable stores for the connector's trio loop:
   larger of the two offsets, as Kafka 0.8.2's ``ZookeeperConsumerConnector``
   did, so a group moving from ZooKeeper to Kafka neither re-reads nor skips.
 
-`offset_store_for` picks one from the config.
+The connector's core picks one from ``offsets.storage`` and
+``dual.commit.enabled``
+(`kclient.client.consumer.group.core.ConnectorCore`); broker-coordinated
+groups always use `KafkaOffsetStore`.
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ import pytest
 from kclient import Consumer, Producer, ProducerData
 from kclient.client.consumer.group.assignors import (
     ASSIGNORS,
+    java_string_hash,
     range_assign,
     roundrobin_assign,
     spread_over_streams,
+    zk_roundrobin_assignment,
 )
 from kclient.client.consumer.group.streams import MessageAndMetadata, Whitelist
 from kclient.errors import ConsumerTimeoutError
@@ -59,6 +61,25 @@ def test_every_partition_has_exactly_one_owner(name: str) -> None:
     assert sorted(owned) == sorted((t, p) for t, n in counts.items() for p in range(n))
     for member, tps in plan.items():
         assert all(t in subs[member] for t, _ in tps)
+
+
+def test_java_string_hash_is_javas() -> None:
+    # Values of java.lang.String.hashCode (overflowing int arithmetic, UTF-16 units).
+    assert java_string_hash("") == 0 and java_string_hash("a") == 97
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -2147483648
+    assert java_string_hash("\U0001f600") == 1772899  # a surrogate pair: two UTF-16 units
+
+
+def test_zookeeper_roundrobin_deals_in_hash_order_and_needs_identical_subscriptions() -> None:
+    partitions = {"t": [0, 1, 2], "u": [0, 1]}
+    threads = {"t": ["c1-0", "c2-0"], "u": ["c2-0", "c1-0"]}
+    plan = zk_roundrobin_assignment(partitions, threads)
+    order = sorted([("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1)], key=lambda tp: (java_string_hash(f"[{tp[0]},{tp[1]}]"), tp))
+    assert plan == {tp: ("c1-0", "c2-0")[i % 2] for i, tp in enumerate(order)}
+    with pytest.raises(ValueError, match="same topics"):
+        zk_roundrobin_assignment(partitions, {"t": ["c1-0", "c2-0"], "u": ["c1-0"]})
+    assert zk_roundrobin_assignment(partitions, {}) == {}
 
 
 def test_partitions_spread_over_local_streams_by_range() -> None:

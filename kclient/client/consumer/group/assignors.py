@@ -90,6 +90,58 @@ def roundrobin_assign(partitions_per_topic: Mapping[str, int], subscriptions: Ma
     return result
 
 
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed, over UTF-16 code units).
+
+    Args:
+        text: The string.
+
+    Returns:
+        ``s[0]*31^(n-1) + ... + s[n-1]`` in Java ``int`` arithmetic.
+    """
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def zk_roundrobin_assignment(partitions: Mapping[str, Iterable[int]], threads: Mapping[str, Iterable[str]], thread_key: Callable[[str], object] = str) -> dict[TopicPartition, str]:
+    """Kafka 0.8.2's ``RoundRobinAssignor`` of the ZooKeeper-coordinated
+    consumer (``partition.assignment.strategy=roundrobin``, Kafka 0.8.2
+    documentation, consumer configs): every partition of every subscribed
+    topic, ordered by the Java hash code of its ``"[topic,partition]"``
+    name, is dealt in turn to the group's consumer threads in sorted order.
+    It requires every consumer to subscribe the same topics with the same
+    number of streams.
+
+    Args:
+        partitions: ``{topic: partition ids}``.
+        threads: ``{topic: the group's consumer thread ids for it}``.
+        thread_key: Sort key of a thread id (Kafka's ConsumerThreadId
+            order: `kclient.zk.paths.thread_sort_key`).
+
+    Returns:
+        ``{(topic, partition): thread id}`` for every partition (empty
+        without threads).
+
+    Raises:
+        ValueError: The topics do not all have the same threads.
+    """
+    per_topic = {t: tuple(sorted(set(threads.get(t, ())), key=thread_key)) for t in partitions}
+    distinct = set(per_topic.values())
+    if len(distinct) > 1:
+        raise ValueError(
+            "round-robin assignment needs every consumer of the group to subscribe the same topics "
+            "with the same number of streams"
+        )
+    ordered = next(iter(distinct), ())
+    if not ordered:
+        return {}
+    every = sorted(((t, p) for t, ps in partitions.items() for p in ps), key=lambda tp: (java_string_hash(f"[{tp[0]},{tp[1]}]"), tp))
+    return {tp: ordered[i % len(ordered)] for i, tp in enumerate(every)}
+
+
 #: The assignors by JoinGroup protocol name.
 ASSIGNORS: dict[str, Assignor] = {RANGE: range_assign, ROUNDROBIN: roundrobin_assign}
 
@@ -124,4 +176,4 @@ def spread_over_streams(assigned: Iterable[TopicPartition], streams_per_topic: M
     return result
 
 
-__all__ = ["ASSIGNORS", "RANGE", "ROUNDROBIN", "range_assign", "roundrobin_assign", "spread_over_streams"]
+__all__ = ["ASSIGNORS", "RANGE", "ROUNDROBIN", "java_string_hash", "range_assign", "roundrobin_assign", "spread_over_streams", "zk_roundrobin_assignment"]

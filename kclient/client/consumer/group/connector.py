@@ -29,7 +29,11 @@ What happens, in the terms of section 5.5 (the parts live in
    ``/brokers/topics/<topic>`` are split over the group's sorted consumer
    threads ``<consumer_id>-<n>`` by range, the first
    ``partitions % threads`` threads taking one extra partition
-   (`kclient.zk.paths.range_assignment`). If the result is what this
+   (`kclient.zk.paths.range_assignment`; with
+   ``partition.assignment.strategy=roundrobin``, Kafka 0.8.2's round-robin
+   over every subscribed partition,
+   `kclient.client.consumer.group.assignors.zk_roundrobin_assignment`).
+   If the result is what this
    consumer already owns, nothing changes. Otherwise the fetchers stop, the
    streams' queues are cleared, offsets are committed (with
    ``auto.commit.enable``), this consumer's owner nodes are deleted, and the
@@ -98,7 +102,7 @@ from kclient.client.consumer.group.streams import (
 from kclient.client.consumer.statistics import ConsumerStatistics, StatisticsReporter
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
-from kclient.errors import ConfigError, IllegalStateError, NotSupportedError
+from kclient.errors import ConfigError, IllegalStateError
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
 log = logging.getLogger(__name__)
@@ -116,7 +120,7 @@ class ConsumerConnector(ClosingClient):
     ``offsets.storage`` (``zookeeper`` | ``kafka``), ``dual.commit.enabled``,
     ``offsets.channel.backoff.ms``, ``offsets.channel.socket.timeout.ms``,
     ``offsets.commit.max.retries``, ``partition.assignment.strategy``
-    (``range``; also ``roundrobin`` with broker coordination),
+    (``range`` or ``roundrobin``),
     ``session.timeout.ms``, ``heartbeat.interval.ms``,
     ``rebalance.timeout.ms``, ``metadata.max.age.ms``;
     ``consumer.id``, ``auto.commit.enable``, ``auto.commit.interval.ms``
@@ -144,8 +148,6 @@ class ConsumerConnector(ClosingClient):
     Raises:
         ConfigError: a bad value (the property is named), or only one of
             ``statistics.interval.ms`` > 0 and ``statistics_callback``.
-        NotSupportedError: ``partition.assignment.strategy=roundrobin``
-            with ZooKeeper coordination.
         ZkTimeoutError: ZooKeeper did not answer within
             ``zookeeper.connection.timeout.ms``.
 
@@ -167,12 +169,6 @@ class ConsumerConnector(ClosingClient):
                 raise ConfigError(f"ConsumerConnector takes a ConsumerConfig or a mapping of properties, not {type(config).__name__}")
             config = ConsumerConfig.from_properties(config)
         broker_coordinated = config.group_coordination == "broker"
-        if not broker_coordinated and config.partition_assignment_strategy != "range":
-            raise NotSupportedError(
-                f"partition.assignment.strategy={config.partition_assignment_strategy} is not supported with "
-                "group.coordination=zookeeper: kclient's ZooKeeper-coordinated ConsumerConnector assigns partitions by range "
-                "(group.coordination=broker offers range and roundrobin)"
-            )
         if (config.statistics_interval_ms > 0) != (statistics_callback is not None):
             raise ConfigError("statistics.interval.ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")
         self.config = config

@@ -113,10 +113,10 @@ def group() -> str:
     return f"bg-{uuid.uuid4().hex[:10]}"
 
 
-def member_settings(broker, group, **extra) -> dict:
+def member_settings(bootstrap: str, group, **extra) -> dict:
     base = {
         "group.id": group,
-        "bootstrap.servers": broker.bootstrap,
+        "bootstrap.servers": bootstrap,
         "auto.offset.reset": "smallest",
         "consumer.timeout.ms": 500,
         "auto.commit.enable": False,
@@ -190,7 +190,7 @@ def values_of(messages) -> list[str]:
 def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, group, topic):
     values = [f"v{i}" for i in range(100)]
     produce(group_broker, topic, values)
-    with Consumer.create(member_settings(group_broker, group)) as connector:
+    with Consumer.create(member_settings(group_broker.bootstrap, group)) as connector:
         assert connector.config.group_coordination == "broker"
         streams = connector.create_message_streams({topic: 2}, value_decoder=bytes.decode)[topic]
         assert sorted(connector.owned_partitions()) == [(topic, p) for p in range(PARTITIONS)]
@@ -205,7 +205,7 @@ def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, gr
     assert values_of(got) == sorted(values)
     more = [f"w{i}" for i in range(30)]
     produce(group_broker, topic, more)
-    with Consumer.create(member_settings(group_broker, group)) as connector:
+    with Consumer.create(member_settings(group_broker.bootstrap, group)) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
         wait_until(lambda: len(reader.messages) >= len(more), "the new messages")
@@ -218,7 +218,7 @@ def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, gr
 def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(group_broker, group, topic, strategy):
     values = [f"v{i}" for i in range(120)]
     produce(group_broker, topic, values)
-    settings = member_settings(group_broker, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 30000})
+    settings = member_settings(group_broker.bootstrap, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 30000})
     first = Consumer.create(settings)
     second = None
     try:
@@ -257,7 +257,7 @@ def test_topic_filter_subscribes_matching_topics_and_new_ones(group_broker, grou
     produce(group_broker, f"{prefix}-a", ["a1", "a2"])
     produce(group_broker, f"{prefix}-b", ["b1"])
     produce(group_broker, f"other-{prefix}", ["x"])
-    with Consumer.create(member_settings(group_broker, group, **{"metadata.max.age.ms": 300})) as connector:
+    with Consumer.create(member_settings(group_broker.bootstrap, group, **{"metadata.max.age.ms": 300})) as connector:
         (stream,) = connector.create_message_streams_by_filter(Whitelist(f"{prefix}-.*"), 1, value_decoder=bytes.decode)
         reader = Reader(stream)
         wait_until(lambda: len(reader.messages) >= 3, "the matching topics' messages")
@@ -313,7 +313,7 @@ def test_kclient_and_confluent_kafka_members_share_one_group(group_broker, group
         produce(group_broker, topic, batches[0])
         wait_until(lambda: len(peer_assigned) == PARTITIONS, "confluent-kafka to own every partition alone")
         wait_until(lambda: all_read(batches[0]), "confluent-kafka to read the first batch")
-        with Consumer.create(member_settings(group_broker, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
+        with Consumer.create(member_settings(group_broker.bootstrap, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
             (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
             reader = Reader(stream)
 
@@ -349,7 +349,7 @@ def test_broker_restart_member_rejoins_and_resumes_from_committed_offsets(group_
     resumes from those commits. Nothing is read twice, nothing is lost."""
     first = [f"a{i}" for i in range(60)]
     produce(group_broker, topic, first)
-    settings = member_settings(group_broker, group)
+    settings = member_settings(group_broker.bootstrap, group)
     with Consumer.create(settings) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
@@ -385,7 +385,7 @@ def test_kclient_and_kafka_python_members_share_a_roundrobin_group(group_broker,
 
     batches = [[f"b{b}-{i}" for i in range(80)] for b in range(2)]
     produce(group_broker, topic, batches[0])
-    with Consumer.create(member_settings(group_broker, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
+    with Consumer.create(member_settings(group_broker.bootstrap, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
         wait_until(lambda: len(reader.messages) >= len(batches[0]), "kclient alone to read the first batch")
@@ -427,3 +427,50 @@ def test_kclient_and_kafka_python_members_share_a_roundrobin_group(group_broker,
         finally:
             peer.close()
     assert {v for _, v in peer_messages} | {m.message for m in reader.messages} == set(batches[0]) | set(batches[1])
+
+
+def test_member_follows_its_coordinator_to_another_broker(zookeeper):
+    """Two brokers, ``__consumer_offsets`` and the topic replicated on both:
+    the group's coordinator stops; the member finds the new one (the group
+    and its offsets were replicated with ``__consumer_offsets``), commits
+    there and reads on; a new member resumes from those commits."""
+    from kclient.testing import Cluster
+
+    props = {"num.partitions": 2, "offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 2, "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
+    group = f"bg-{uuid.uuid4().hex[:10]}"
+    topic = f"moves-{uuid.uuid4().hex[:8]}"
+    with Cluster(brokers=2, properties=props, zookeeper=zookeeper) as cluster:
+        first = [f"a{i}" for i in range(40)]
+        produce_acks_all(cluster.bootstrap, topic, first)
+        settings = member_settings(cluster.bootstrap, group)
+        with Consumer.create(settings) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            reader = Reader(stream)
+            wait_until(lambda: len(reader.messages) >= len(first), "the first batch")
+            connector.commit_offsets()
+            coordinator = connector._core.coordinator.coordinator_node[0]
+            cluster.broker(coordinator).stop()
+            second = [f"b{i}" for i in range(30)]
+            produce_acks_all(cluster.bootstrap, topic, second)
+            wait_until(lambda: {m.message for m in reader.messages} >= set(second), "the second batch after the coordinator stopped")
+            time.sleep(0.5)
+            reader.stop()
+            connector.commit_offsets()  # through the new coordinator
+            assert connector._core.coordinator.coordinator_node[0] != coordinator
+        assert values_of(reader.messages) == sorted(first + second)
+        third = [f"c{i}" for i in range(20)]
+        produce_acks_all(cluster.bootstrap, topic, third)
+        with Consumer.create(settings) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            reader = Reader(stream)
+            wait_until(lambda: len(reader.messages) >= len(third), "the third batch")
+            time.sleep(1.0)
+            reader.stop()
+        assert values_of(reader.messages) == sorted(third)
+
+
+def produce_acks_all(bootstrap: str, topic: str, values) -> None:
+    config = {"metadata.broker.list": bootstrap, "request.required.acks": -1, "message.send.max.retries": 10, "retry.backoff.ms": 300, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
+    with Producer(config) as producer:
+        for i, value in enumerate(values):
+            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))

@@ -474,3 +474,68 @@ def produce_acks_all(bootstrap: str, topic: str, values) -> None:
     with Producer(config) as producer:
         for i, value in enumerate(values):
             producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
+
+
+def test_kclient_and_aiokafka_members_share_one_group(group_broker, group, topic):
+    """An aiokafka member (roundrobin, its default assignor) and a kclient
+    member split the partitions; every record is read."""
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    batches = [[f"b{b}-{i}" for i in range(80)] for b in range(2)]
+    peer_messages: list[tuple[int, str]] = []
+    peer_assigned: set[int] = set()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    async def peer_main() -> None:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=group_broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            auto_commit_interval_ms=200,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+        )
+        await consumer.start()
+        try:
+            while not stop.is_set():
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    peer_messages.extend((r.partition, r.value.decode()) for r in records)
+                peer_assigned.clear()
+                peer_assigned.update(tp.partition for tp in consumer.assignment())
+        finally:
+            await consumer.stop()
+
+    def run_peer() -> None:
+        try:
+            asyncio.run(peer_main())
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            failures.append(exc)
+
+    produce(group_broker, topic, batches[0])
+    peer = threading.Thread(target=run_peer, daemon=True)
+    peer.start()
+    try:
+        wait_until(lambda: len(peer_assigned) == PARTITIONS and {v for _, v in peer_messages} >= set(batches[0]), "aiokafka alone to read the first batch")
+        with Consumer.create(member_settings(group_broker.bootstrap, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
+            (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
+            reader = Reader(stream)
+
+            def split() -> bool:
+                mine = {p for _, p in connector.owned_partitions()}
+                return len(mine) == len(peer_assigned) == PARTITIONS // 2 and not mine & peer_assigned
+
+            wait_until(split, "kclient and aiokafka to split the partitions")
+            mine = {p for _, p in connector.owned_partitions()}
+            produce(group_broker, topic, batches[1])
+            wait_until(lambda: {v for _, v in peer_messages} | {m.message for m in reader.messages} >= set(batches[1]), "the second batch")
+            reader.stop()
+            assert reader.messages and {m.partition for m in reader.messages} <= mine
+    finally:
+        stop.set()
+        peer.join(DEADLINE)
+    assert not failures, failures
+    assert {v for _, v in peer_messages} | {m.message for m in reader.messages} == set(batches[0]) | set(batches[1])

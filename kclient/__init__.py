@@ -15,7 +15,9 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
   `OffsetRequest`; fetches return `ByteBufferMessageSet`.
 - ``statistics()`` snapshots: `ProducerStatistics`, `ConsumerStatistics`
   (with `PartitionStatistics` and each partition's lag).
-- `ConsumerConnector`, the ZooKeeper-coordinated high-level consumer:
+- `ConsumerConnector` (built directly or by ``Consumer.create``), the
+  high-level consumer, its group coordinated through ZooKeeper or a
+  broker's group coordinator, its offsets in ZooKeeper or Kafka:
   ``create_message_streams`` / ``create_message_streams_by_filter``
   (`Whitelist`, `Blacklist`) give `KafkaStream`
   iterators of `MessageAndMetadata`.
@@ -53,6 +55,7 @@ _EXPORTS = {
     "ConsumerConfig": "kclient.config",
     "AuthenticationError": "kclient.errors",
     "ClientSecurity": "kclient.security.settings",
+    "Consumer": "kclient.client.consumer.group.connector",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
     "ConsumerStatistics": "kclient.client.consumer.statistics",
     "PartitionStatistics": "kclient.client.consumer.statistics",
@@ -132,7 +135,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.producer.callbacks import CallbackHandler
-    from kclient.client.consumer.group.connector import ConsumerConnector
+    from kclient.client.consumer.group.connector import Consumer, ConsumerConnector
     from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
     from kclient.client.serde import DefaultDecoder, DefaultEncoder, Decoder, Encoder, StringDecoder, StringEncoder
     from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler

@@ -412,6 +412,27 @@ def test_consumer_defaults_follow_kafka_08() -> None:
     assert c.with_properties({"auto.offset.reset": "earliest"}).auto_offset_reset == "smallest"
 
 
+def test_consumer_group_coordination_follows_the_connection_properties() -> None:
+    zk = ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:2181"})
+    assert zk.group_coordination == "zookeeper" and zk.bootstrap_servers is None
+    broker = ConsumerConfig.from_properties({"group.id": "g", "bootstrap.servers": "k:1,l:2"})
+    assert broker.group_coordination == "broker" and broker.bootstrap_servers == (("k", 1), ("l", 2))
+    assert broker.zookeeper_connect is None
+    both = ConsumerConfig.from_properties({"group.id": "g", "bootstrap.servers": "k:1", "zookeeper.connect": "zk:2181"})
+    assert both.group_coordination == "zookeeper"
+    assert both.with_properties({"group.coordination": "broker"}).group_coordination == "broker"
+    assert (broker.session_timeout_ms, broker.heartbeat_interval_ms, broker.rebalance_timeout_ms) == (10000, 3000, 60000)
+    assert (zk.offsets_channel_backoff_ms, zk.offsets_channel_socket_timeout_ms, zk.offsets_commit_max_retries) == (1000, 10000, 5)
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        ConsumerConfig.from_properties({"group.id": "g"})
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:2181", "group.coordination": "broker"})
+    with pytest.raises(ConfigError, match="group.coordination"):
+        ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:2181", "group.coordination": "raft"})
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms"):
+        ConsumerConfig.from_properties({"group.id": "g", "bootstrap.servers": "k:1", "session.timeout.ms": "3000"})
+
+
 def test_consumer_validation() -> None:
     with pytest.raises(ConfigError, match="group.id"):
         ConsumerConfig.from_properties({"zookeeper.connect": "zk:2181"})
@@ -669,8 +690,6 @@ def test_strict_from_file_and_broker(tmp_path: Path) -> None:
     [
         (ProducerConfig, "batch.size", "set batch.num.messages"),
         (ProducerConfig, "buffer.memory", "set queue.buffering.max.messages"),
-        (ConsumerConfig, "bootstrap.servers", "set zookeeper.connect"),
-        (ConsumerConfig, "session.timeout.ms", "set zookeeper.session.timeout.ms"),
         (ConsumerConfig, "fetch.max.bytes", "set fetch.message.max.bytes"),
     ],
 )
@@ -710,4 +729,5 @@ def test_reference_page_lists_every_property_alias_default_and_unit() -> None:
     assert "| `fetch.wait.max.ms` | `fetch.max.wait.ms` | `100` | ms |" in section
     assert "| `fetch.message.max.bytes` | `max.partition.fetch.bytes` | `1048576` | bytes |" in section
     assert "| `group.id` |  | **required** |" in section and "same as `group.id`" in section
-    assert "`session.timeout.ms`" in section  # listed as not mapped
+    assert "`fetch.max.bytes`" in section  # listed as not mapped
+    assert "| `session.timeout.ms` |  | `10000` | ms |" in section

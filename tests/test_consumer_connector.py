@@ -23,7 +23,6 @@ from kclient.errors import (
     ConsumerTimeoutError,
     CorruptRecordError,
     IllegalStateError,
-    NotSupportedError,
     ZkTimeoutError,
 )
 from kclient.zk import paths
@@ -233,10 +232,23 @@ def test_bad_config_values_name_the_property(zookeeper, group):
         ConsumerConnector({"group.id": group})
 
 
-def test_offsets_storage_kafka_is_refused_clearly(zookeeper, group):
-    with pytest.raises(NotSupportedError, match="offsets.storage=kafka"):
-        ConsumerConnector(props(zookeeper, group, **{"offsets.storage": "kafka"}))
-    assert issubclass(NotSupportedError, ConfigError)
+def test_roundrobin_assignment_deals_partitions_by_hash_order(zookeeper, zk_broker, zk, group, topic):
+    """partition.assignment.strategy=roundrobin (Kafka 0.8.2's
+    RoundRobinAssignor): two consumers, one stream each, get the topic's
+    partitions dealt alternately in the Java-hash order of "[topic,p]"."""
+    from kclient.client.consumer.group.assignors import java_string_hash
+
+    produce(zk_broker, topic, [(f"k{i}", f"v{i}") for i in range(50)])
+    wait_for_topic(zk, topic)
+    settings = props(zookeeper, group, **{"partition.assignment.strategy": "roundrobin"})
+    with ConsumerConnector({**settings, "consumer.id": "a"}) as a, ConsumerConnector({**settings, "consumer.id": "b"}) as b:
+        (sa,) = a.create_message_streams({topic: 1})[topic]
+        (sb,) = b.create_message_streams({topic: 1})[topic]
+        current = wait_for_owners(zk, group, topic, {"a", "b"})
+        order = sorted(range(PARTITIONS), key=lambda p: (java_string_hash(f"[{topic},{p}]"), p))
+        assert current == {p: ("a-0" if i % 2 == 0 else "b-0") for i, p in enumerate(order)}
+        got = drain_all([sa, sb], 50)
+    assert sorted(m.message for m in got) == sorted(f"v{i}".encode() for i in range(50))
 
 
 def test_unreachable_zookeeper_fails_within_the_connection_timeout(group):

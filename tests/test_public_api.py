@@ -57,3 +57,13 @@ def test_delivery_result_types_import_from_kclient():
     assert kclient.RecordFuture is delivery.RecordFuture
     for name in ("RecordFuture", "RecordMetadata"):
         assert name in kclient.__all__
+
+
+def test_consumer_factory_imports_from_kclient():
+    """``Consumer.create`` (Kafka 0.8's ``kafka.consumer.Consumer``) is a
+    public name of its home module (issue 12)."""
+    import kclient
+    from kclient.client.consumer.group import connector
+
+    assert kclient.Consumer is connector.Consumer and "Consumer" in kclient.__all__
+    assert callable(kclient.Consumer.create)

@@ -84,6 +84,9 @@ def test_snippet_runs(where, code, zookeeper, zk_broker, events):
         assert "b'hello'" in done.stdout and "b'hi'" in done.stdout, done.stdout
     elif "SimpleConsumer(\"127.0.0.1\", 9092" in code and "EARLIEST_TIME" in code:
         assert "b'event 0'" in done.stdout, done.stdout
+    elif "Consumer.create(config)" in code and "bootstrap.servers" in code:
+        # The broker-coordinated group snippet reads the "events" records.
+        assert "b'event 0'" in done.stdout and "b'event 5'" in done.stdout, done.stdout
     elif "statistics_callback=report" in code:
         assert "messages fetched, 0 behind" in done.stdout, done.stdout
 

@@ -9,18 +9,50 @@ from typing import ClassVar
 import attrs
 
 from kclient.config.base import prop
-from kclient.config.convert import _at_least, _enum, _not_empty, _same_as, _to_bool, _to_int, _to_optional_str, _to_str
+from kclient.config.convert import (
+    HostPort,
+    _at_least,
+    _enum,
+    _not_empty,
+    _same_as,
+    _to_bool,
+    _to_host_ports,
+    _to_int,
+    _to_optional_str,
+    _to_str,
+)
 from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
 __all__ = ["ConsumerConfig"]
 
 
+def _to_optional_host_ports(value: object) -> tuple[HostPort, ...] | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _to_host_ports(value)
+
+
+def _default_coordination(config: ConsumerConfig) -> str:
+    return "broker" if config.bootstrap_servers and not config.zookeeper_connect else "zookeeper"
+
+
 @attrs.frozen(kw_only=True)
 class ConsumerConfig(_ClientSecurityConfig):
     """Settings of the high-level consumer (Kafka 0.8 consumer names and defaults).
 
-    ``group.id`` and ``zookeeper.connect`` are required, as in Kafka 0.8.
+    ``group.id`` is required, and so is ``zookeeper.connect`` for a group
+    coordinated through ZooKeeper (``group.coordination=zookeeper``, Kafka
+    0.8's design). ``group.coordination=broker`` (the default when
+    ``bootstrap.servers`` is given without ``zookeeper.connect``) instead
+    coordinates the group through a broker's group coordinator (JoinGroup,
+    SyncGroup, Heartbeat, LeaveGroup with the "consumer" protocol: see
+    `kclient.client.consumer.group.broker_core`) and needs
+    ``bootstrap.servers``; offsets then always live in Kafka
+    (``offsets.storage`` and ``dual.commit.enabled`` apply to
+    ZooKeeper-coordinated groups only). ``session.timeout.ms``,
+    ``heartbeat.interval.ms`` and ``rebalance.timeout.ms`` apply to
+    broker-coordinated groups only.
     ``client.id`` defaults to ``group.id``. ``auto.offset.reset`` also accepts
     ``earliest``/``latest`` and stores them as ``smallest``/``largest``.
 
@@ -34,9 +66,6 @@ class ConsumerConfig(_ClientSecurityConfig):
     and ``exclude.internal.topics`` are already the modern names.
 
     Not aliased, because the meaning differs (see `NOT_MAPPED`):
-    ``bootstrap.servers`` (this consumer finds the brokers through
-    ZooKeeper), ``session.timeout.ms`` (the broker group coordinator's
-    heartbeat timeout; membership here is a ZooKeeper session) and
     ``fetch.max.bytes`` (a cap on a whole fetch response, not per
     partition).
 
@@ -53,18 +82,25 @@ class ConsumerConfig(_ClientSecurityConfig):
     """
 
     NOT_MAPPED: ClassVar[dict[str, str]] = {
-        "bootstrap.servers": "this consumer finds the brokers through ZooKeeper: set zookeeper.connect "
-        "(SimpleConsumer connects to one broker directly)",
-        "session.timeout.ms": "it is the broker group coordinator's heartbeat timeout, and this consumer's group "
-        "membership is a ZooKeeper session: set zookeeper.session.timeout.ms",
         "fetch.max.bytes": "it caps a whole fetch response, and kclient's limit is per partition: set "
         "fetch.message.max.bytes (alias max.partition.fetch.bytes)",
     }
 
     group_id: str = prop("group.id", _to_str, validate=_not_empty)
     """Consumer group the consumer joins. Required."""
-    zookeeper_connect: str = prop("zookeeper.connect", _to_str, validate=_not_empty)
-    """ZooKeeper ensemble, ``"host:port,host:port/chroot"``. Required."""
+    zookeeper_connect: str | None = prop("zookeeper.connect", _to_optional_str, None)
+    """ZooKeeper ensemble, ``"host:port,host:port/chroot"``. Required with
+    ``group.coordination=zookeeper``."""
+    bootstrap_servers: tuple[HostPort, ...] | None = prop("bootstrap.servers", _to_optional_host_ports, None)
+    """Brokers to bootstrap from, ``"host:port,host:port"``. Required with
+    ``group.coordination=broker``; with ZooKeeper coordination and
+    ``offsets.storage=kafka`` the brokers registered in ZooKeeper are used
+    when it is unset."""
+    group_coordination: str = prop("group.coordination", _enum("zookeeper", "broker"), attrs.Factory(_default_coordination, takes_self=True))
+    """Who coordinates the group: ``zookeeper`` (Kafka 0.8's registration
+    and rebalance in ZooKeeper) or ``broker`` (a broker's group coordinator,
+    JoinGroup/SyncGroup). Default: ``broker`` when ``bootstrap.servers`` is
+    set and ``zookeeper.connect`` is not, else ``zookeeper``."""
     consumer_id: str | None = prop("consumer.id", _to_optional_str, None)
     """Member id in the group; ``None`` generates ``<group>_<host>-<ms>-<random>``."""
     client_id: str = prop("client.id", _to_str, _same_as("group_id"))
@@ -118,6 +154,28 @@ class ConsumerConfig(_ClientSecurityConfig):
         "partition.assignment.strategy", _enum("range", "roundrobin"), "range"
     )
     """How partitions are spread over the group's streams."""
+    offsets_channel_backoff_ms: int = prop("offsets.channel.backoff.ms", _to_int, 1000, _at_least(0))
+    """Pause before retrying a coordinator request: finding the
+    coordinator, committing or fetching offsets, joining (ms)."""
+    offsets_channel_socket_timeout_ms: int = prop("offsets.channel.socket.timeout.ms", _to_int, 10000, _at_least(1))
+    """Longest a coordinator call may take, its retries included (ms)."""
+    offsets_commit_max_retries: int = prop("offsets.commit.max.retries", _to_int, 5, _at_least(0))
+    """Retries of a failed commit to Kafka (not of the commit at shutdown's
+    ZooKeeper part)."""
+    session_timeout_ms: int = prop("session.timeout.ms", _to_int, 10000, _at_least(1))
+    """Broker-coordinated groups: a member without a heartbeat for this long
+    is removed from the group (ms)."""
+    heartbeat_interval_ms: int = prop("heartbeat.interval.ms", _to_int, 3000, _at_least(1))
+    """Broker-coordinated groups: time between heartbeats (ms); below
+    ``session.timeout.ms``."""
+    rebalance_timeout_ms: int = prop("rebalance.timeout.ms", _to_int, 60000, _at_least(1))
+    """Broker-coordinated groups: how long the coordinator waits for every
+    member to rejoin in a rebalance (JoinGroup's rebalance timeout,
+    KIP-62; ms)."""
+    metadata_max_age_ms: int = prop("metadata.max.age.ms", _to_int, 300000, _at_least(1))
+    """Broker-coordinated groups: how often the member checks its subscribed
+    topics (a topic filter's matches) and their partition counts; a change
+    starts a rebalance (ms)."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
     """ZooKeeper session timeout (ms)."""
     zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))
@@ -131,6 +189,15 @@ class ConsumerConfig(_ClientSecurityConfig):
 
     def __attrs_post_init__(self) -> None:
         self._check_security()
+        if self.group_coordination == "zookeeper" and not self.zookeeper_connect:
+            raise ConfigError("Missing required configuration zookeeper.connect (group.coordination=zookeeper)")
+        if self.group_coordination == "broker" and not self.bootstrap_servers:
+            raise ConfigError("Missing required configuration bootstrap.servers (group.coordination=broker)")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"Invalid value {self.heartbeat_interval_ms} for configuration heartbeat.interval.ms: "
+                f"must be below session.timeout.ms={self.session_timeout_ms}"
+            )
         if self.socket_timeout_ms < self.fetch_wait_max_ms:
             raise ConfigError(
                 f"Invalid value {self.socket_timeout_ms} for configuration socket.timeout.ms: "

@@ -182,6 +182,10 @@ class GroupMetadataManager:
         """Host the loading tasks and the offset expiry until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            # Partitions led since before the broker ran (a standalone broker
+            # leads its logs' partitions at start-up) load now.
+            for part in list(self.loading.values()):
+                nursery.start_soon(self._load, part, part.leadership)
             task_status.started()
             nursery.start_soon(self._expire_periodically)
             try:

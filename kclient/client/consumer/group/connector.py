@@ -29,7 +29,11 @@ What happens, in the terms of section 5.5 (the parts live in
    ``/brokers/topics/<topic>`` are split over the group's sorted consumer
    threads ``<consumer_id>-<n>`` by range, the first
    ``partitions % threads`` threads taking one extra partition
-   (`kclient.zk.paths.range_assignment`). If the result is what this
+   (`kclient.zk.paths.range_assignment`; with
+   ``partition.assignment.strategy=roundrobin``, Kafka 0.8.2's round-robin
+   over every subscribed partition,
+   `kclient.client.consumer.group.assignors.zk_roundrobin_assignment`).
+   If the result is what this
    consumer already owns, nothing changes. Otherwise the fetchers stop, the
    streams' queues are cleared, offsets are committed (with
    ``auto.commit.enable``), this consumer's owner nodes are deleted, and the
@@ -56,23 +60,49 @@ the auto-commit task live there; ZooKeeper calls run in worker threads and
 kazoo's watch callbacks are handed to the loop with
 ``TrioToken.run_sync_soon`` (`kclient.zk.client.TrioZk`).
 
-``offsets.storage=kafka`` (offsets in ``__consumer_offsets`` through a
-group coordinator) is not supported: the constructor raises
-`NotSupportedError`.
+Offsets (``offsets.storage``; Kafka 0.8.2 documentation, "Offset
+management" and "Migrating offsets from ZooKeeper to Kafka",
+https://kafka.apache.org/082/documentation.html#distributionimpl):
+``zookeeper`` (the default) keeps them as in step 4; ``kafka`` commits and
+fetches them through the group's coordinator (FindCoordinator,
+OffsetCommit, OffsetFetch: `kclient.client.consumer.group.coordinator`),
+retrying while the coordinator loads its ``__consumer_offsets`` partition
+or moves; with ``dual.commit.enabled=true`` (the default, as in Kafka
+0.8.2) each commit goes to Kafka and then ZooKeeper, and a read takes the
+larger of the two offsets. The migration: run the group with
+``offsets.storage=kafka`` and ``dual.commit.enabled=true``, restart every
+consumer that way, then set ``dual.commit.enabled=false`` and restart
+again; no record is read twice or skipped.
+
+Group coordination without ZooKeeper (``group.coordination=broker``, the
+default when ``bootstrap.servers`` is set and ``zookeeper.connect`` is
+not): the same connector and streams, with membership and assignment done
+by a broker's group coordinator as Kafka's own consumers do
+(`kclient.client.consumer.group.broker_core`): this works on clusters that
+give clients no ZooKeeper access, and a kclient member can share a group
+with any other Kafka consumer (Java, librdkafka, kafka-python, aiokafka).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from kclient.client.consumer.group.broker_core import BrokerGroupCore
 from kclient.client.consumer.group.core import ConnectorCore
 from kclient.client.consumer.group.registration import default_consumer_id
+from kclient.client.consumer.group.streams import (
+    Blacklist,
+    KafkaStream,
+    MessageAndMetadata,
+    TopicFilter,
+    Whitelist,
+)
 from kclient.client.consumer.statistics import ConsumerStatistics, StatisticsReporter
-from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
-from kclient.errors import ConfigError, IllegalStateError, NotSupportedError
+from kclient.errors import ConfigError, IllegalStateError
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
 log = logging.getLogger(__name__)
@@ -85,7 +115,14 @@ class ConsumerConnector(ClosingClient):
     module docstring for the algorithm).
 
     ``config`` is a `kclient.config.ConsumerConfig` or a mapping of
-    Kafka property names (``group.id`` and ``zookeeper.connect`` required;
+    Kafka property names (``group.id`` required, with ``zookeeper.connect``
+    or, for ``group.coordination=broker``, ``bootstrap.servers``;
+    ``offsets.storage`` (``zookeeper`` | ``kafka``), ``dual.commit.enabled``,
+    ``offsets.channel.backoff.ms``, ``offsets.channel.socket.timeout.ms``,
+    ``offsets.commit.max.retries``, ``partition.assignment.strategy``
+    (``range`` or ``roundrobin``),
+    ``session.timeout.ms``, ``heartbeat.interval.ms``,
+    ``rebalance.timeout.ms``, ``metadata.max.age.ms``;
     ``consumer.id``, ``auto.commit.enable``, ``auto.commit.interval.ms``
     (ms), ``auto.offset.reset`` (``smallest`` | ``largest``),
     ``consumer.timeout.ms`` (ms, -1 = wait forever),
@@ -96,11 +133,11 @@ class ConsumerConnector(ClosingClient):
     ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``,
     ``socket.timeout.ms``, ``client.id``, ``exclude.internal.topics``).
     ``num.consumer.fetchers`` is accepted but there is always one fetch loop
-    per leader broker; ``zookeeper.sync.time.ms``,
-    ``socket.receive.buffer.bytes`` and ``dual.commit.enabled`` are
-    accepted and unused.
+    per leader broker; ``zookeeper.sync.time.ms`` and
+    ``socket.receive.buffer.bytes`` are accepted and unused.
 
-    The constructor connects to ZooKeeper.
+    The constructor connects to ZooKeeper (ZooKeeper coordination); with
+    broker coordination the group is joined by ``create_message_streams``.
 
     Args:
         config: the configuration (above).
@@ -111,8 +148,6 @@ class ConsumerConnector(ClosingClient):
     Raises:
         ConfigError: a bad value (the property is named), or only one of
             ``statistics.interval.ms`` > 0 and ``statistics_callback``.
-        NotSupportedError: ``offsets.storage=kafka`` or
-            ``partition.assignment.strategy=roundrobin``.
         ZkTimeoutError: ZooKeeper did not answer within
             ``zookeeper.connection.timeout.ms``.
 
@@ -133,29 +168,21 @@ class ConsumerConnector(ClosingClient):
             if not isinstance(config, Mapping):
                 raise ConfigError(f"ConsumerConnector takes a ConsumerConfig or a mapping of properties, not {type(config).__name__}")
             config = ConsumerConfig.from_properties(config)
-        if config.offsets_storage != "zookeeper":
-            raise NotSupportedError(
-                f"offsets.storage={config.offsets_storage} is not supported: kclient's ConsumerConnector "
-                "commits offsets to ZooKeeper only (offsets.storage=zookeeper)"
-            )
-        if config.partition_assignment_strategy != "range":
-            raise NotSupportedError(
-                f"partition.assignment.strategy={config.partition_assignment_strategy} is not supported: "
-                "kclient's ConsumerConnector assigns partitions by range"
-            )
+        broker_coordinated = config.group_coordination == "broker"
         if (config.statistics_interval_ms > 0) != (statistics_callback is not None):
             raise ConfigError("statistics.interval.ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")
         self.config = config
         self.consumer_id = config.consumer_id or default_consumer_id(config.group_id)
-        self._core = ConnectorCore(config, self.consumer_id)
+        self._core: ConnectorCore | BrokerGroupCore = BrokerGroupCore(config, self.consumer_id) if broker_coordinated else ConnectorCore(config, self.consumer_id)
         self._streams_created = False
         self._loop = LoopThread(name=f"kclient-consumer-{self.consumer_id}")
         with self._loop.closing_on_error():
             self._loop.call(self._core.start, self._loop.nursery)
-        # At exit: bounded by the session timeout (after it, ZooKeeper drops
-        # the ephemeral registration anyway), plus the socket timeout for the
-        # fetchers to stop.
-        bound = (config.zookeeper_session_timeout_ms + config.socket_timeout_ms) / 1000
+        # At exit: bounded by the session timeout (after it, ZooKeeper or the
+        # group coordinator drops the member anyway), plus the socket timeout
+        # for the fetchers to stop.
+        session_ms = config.session_timeout_ms if broker_coordinated else config.zookeeper_session_timeout_ms
+        bound = (session_ms + config.socket_timeout_ms) / 1000
         reporter = None
         if statistics_callback is not None:
             reporter = StatisticsReporter(config.statistics_interval_ms, statistics_callback, self._core.fetch_statistics.snapshot, f"kclient-consumer-{self.consumer_id}-stats")
@@ -268,10 +295,15 @@ class ConsumerConnector(ClosingClient):
         """Commit the offset after the last message each stream has handed
         out, for every partition this consumer owns, to
         ``/consumers/<group>/offsets/<topic>/<partition>`` (section 5.5
-        "Consumer Offsets").
+        "Consumer Offsets"), to the group coordinator (``offsets.storage=kafka``
+        or broker coordination) or to both (``dual.commit.enabled``).
 
         Raises:
             ZooKeeperError: ZooKeeper failed.
+            BrokerResponseError: the coordinator refused the commit (named
+                after the Kafka error code, e.g. `IllegalGenerationError`
+                after a rebalance), after retrying what can be retried.
+            KafkaConnectionError: no coordinator could be reached.
             IllegalStateError: the connector is shut down.
         """
         if self._closer.closed:
@@ -340,4 +372,28 @@ class _ConnectorCloser(ExitCloser):
         return 0
 
 
-__all__ = ["Blacklist", "ConsumerConnector", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "default_consumer_id"]
+class Consumer:
+    """Kafka 0.8's ``kafka.consumer.Consumer`` factory (Kafka 0.8
+    documentation, section 5.1 "API Design", "Consumer APIs":
+    ``ConsumerConnector connector = Consumer.create(consumerConfig)``)."""
+
+    @staticmethod
+    def create(config: ConsumerConfig | Mapping[str, Any], **kwargs: Any) -> ConsumerConnector:
+        """Create a high-level consumer.
+
+        Args:
+            config: A `kclient.config.ConsumerConfig` or a mapping of Kafka
+                property names (see `ConsumerConnector`).
+            **kwargs: Passed to `ConsumerConnector` (``statistics_callback``).
+
+        Returns:
+            The `ConsumerConnector`.
+
+        Raises:
+            ConfigError: a bad or missing property.
+            ZkTimeoutError: ZooKeeper did not answer (ZooKeeper coordination).
+        """
+        return ConsumerConnector(config, **kwargs)
+
+
+__all__ = ["Blacklist", "Consumer", "ConsumerConnector", "KafkaStream", "MessageAndMetadata", "TopicFilter", "Whitelist", "default_consumer_id"]

@@ -5,8 +5,11 @@ parts that each do one job:
 - `kclient.client.consumer.group.registration.GroupRegistry`: registration,
   the group's members, the range assignment, partition ownership, leaders
   (blocking ZooKeeper calls, run in worker threads);
-- `kclient.client.consumer.group.offsets`: consumed / committed offsets and
-  their ZooKeeper storage;
+- `kclient.client.consumer.group.offsets`: consumed / committed offsets;
+- `kclient.client.consumer.group.offset_stores`: where commits go
+  (``offsets.storage``: ZooKeeper, Kafka through the group coordinator of
+  `kclient.client.consumer.group.coordinator`, or both with
+  ``dual.commit.enabled``);
 - `kclient.client.consumer.group.streams.StreamQueues`: the streams' queues;
 - `kclient.client.consumer.fetcher.FetcherGroup`: one generation's fetch
   loops.
@@ -22,27 +25,42 @@ apart, then `ConsumerRebalanceFailedError`), start fetching.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import trio
 from kazoo.client import KazooState
 
-from kclient.client.consumer.statistics import FetchStatistics
-from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
-from kclient.client.consumer.group.offsets import ConsumedOffsets, ZkOffsetStorage
-from kclient.client.consumer.group.registration import GroupRegistry, Leader, TopicPartition
-from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata, StreamQueues, TopicFilter
+from kclient.client.cluster import Cluster
+from kclient.client.consumer.fetcher import PartitionTopicInfo
+from kclient.client.consumer.group.coordinator import GroupCoordinator
+from kclient.client.consumer.group.core_base import GroupCoreBase
+from kclient.client.consumer.group.offset_stores import (
+    DualOffsetStore,
+    KafkaOffsetStore,
+    OffsetStore,
+    ZkOffsetStore,
+)
+from kclient.client.consumer.group.offsets import ZkOffsetStorage
+from kclient.client.consumer.group.registration import (
+    GroupRegistry,
+    Leader,
+    TopicPartition,
+)
+from kclient.client.consumer.group.streams import TopicFilter
 from kclient.config import ConsumerConfig
-from kclient.errors import ConsumerRebalanceFailedError, KafkaError, ZooKeeperError
-from kclient.security.tls import client_ssl_context
-from kclient.sync import LoopThread
+from kclient.errors import (
+    ConsumerRebalanceFailedError,
+    KafkaError,
+    NoBrokersAvailableError,
+)
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
 
 log = logging.getLogger("kclient.consumer")
 
 
-class ConnectorCore:
+class ConnectorCore(GroupCoreBase):
     """The connector's state on its trio loop (everything but the blocking
     facade). Its public methods are what `ConsumerConnector` and the
     fetchers use; not part of kclient's public API.
@@ -53,47 +71,20 @@ class ConnectorCore:
     """
 
     def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
-        self.config = config
-        self.consumer_id = consumer_id
-        self.group = config.group_id
-        self.closed = False
-        #: What the fetchers fetched (`ConsumerConnector.statistics`).
-        self.fetch_statistics = FetchStatistics()
-        #: Bumped by each rebalance that moves partitions; chunks fetched
-        #: under an older one are dropped by the streams.
-        self.generation = 0
-        self.key_decoder: Callable[[Any], Any] | None = None
-        self.value_decoder: Callable[[Any], Any] | None = None
+        super().__init__(config, consumer_id)
         self.zk_client = ZkClient(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
-        #: One TLS context for every fetcher connection (``ssl.*`` files are
-        #: read once, and a bad one fails here, not in a fetcher).
-        self.ssl_context = client_ssl_context(config.security) if config.security.security_protocol.uses_ssl else None
         self.registry = GroupRegistry(self.zk_client, config, consumer_id)
         self.storage = ZkOffsetStorage(self.zk_client, self.group)
-        self.offsets = ConsumedOffsets()
-        self.queues = StreamQueues()
-        #: Partitions owned now: {(topic, p): PartitionTopicInfo}.
-        self.owned: dict[TopicPartition, PartitionTopicInfo] = {}
+        #: The group's coordinator, with ``offsets.storage=kafka``.
+        self.coordinator: GroupCoordinator | None = None
+        self._cluster: Cluster | None = None
         self._owned_threads: dict[TopicPartition, str] = {}
-        self.rebalance_count = 0
         self._zk: TrioZk | None = None
-        self._nursery: trio.Nursery | None = None
-        self._lock: trio.Lock | None = None
-        self._wakeup: trio.Event | None = None
-        self._rebalance_pending = False
-        self._scope: trio.CancelScope | None = None
-        self._fetch_scope: trio.CancelScope | None = None
-        self._fetch_done: trio.Event | None = None
         self._session_lost = False
-        self._stopping = False
-
-    @property
-    def streams(self) -> list[KafkaStream]:
-        return self.queues.streams
 
     # ------------------------------------------------------------ start / stop
 
@@ -109,7 +100,45 @@ class ConnectorCore:
         self._wakeup = trio.Event()
         await trio.to_thread.run_sync(self.zk_client.start)
         self.zk_client.add_state_listener(self._on_zk_state)
+        self.store = self._make_store(nursery)
         nursery.start_soon(self._background)
+
+    def _make_store(self, nursery: trio.Nursery) -> OffsetStore:
+        assert self._zk is not None
+        zk_store = ZkOffsetStore(self.storage, self._zk)
+        if self.config.offsets_storage == "zookeeper":
+            return zk_store
+        config = self.config
+
+        async def make_cluster() -> Cluster:
+            bootstrap = list(config.bootstrap_servers or ())
+            if not bootstrap:
+                assert self._zk is not None
+                bootstrap = await self._zk.run(self.registry.broker_addresses)
+            if not bootstrap:
+                raise NoBrokersAvailableError("no broker is registered in ZooKeeper to find the group coordinator with")
+            self._cluster = Cluster(
+                nursery,
+                bootstrap,
+                client_id=config.client_id,
+                request_timeout_ms=config.offsets_channel_socket_timeout_ms,
+                connect_timeout_ms=config.offsets_channel_socket_timeout_ms,
+                retry_backoff_ms=config.offsets_channel_backoff_ms,
+                security=config.security,
+            )
+            return self._cluster
+
+        self.coordinator = GroupCoordinator(
+            make_cluster,
+            self.group,
+            retry_backoff_ms=config.offsets_channel_backoff_ms,
+            timeout_ms=config.offsets_channel_socket_timeout_ms,
+            commit_retries=config.offsets_commit_max_retries,
+        )
+        kafka_store = KafkaOffsetStore(self.coordinator)
+        if config.dual_commit_enabled:
+            return DualOffsetStore(kafka_store, zk_store)
+        return kafka_store
 
     async def _background(self) -> None:
         with trio.CancelScope() as scope:
@@ -155,10 +184,12 @@ class ConnectorCore:
                 await trio.to_thread.run_sync(self.registry.release, self._owned_threads)
             except KafkaError as exc:
                 log.warning("releasing partitions at shutdown failed: %s", exc)
+        if self._cluster is not None:
+            await self._cluster.aclose()
         await trio.to_thread.run_sync(self.zk_client.close)
         log.info("consumer %s shut down", self.consumer_id)
 
-    # ------------------------------------------------------------ subscription and streams
+    # ------------------------------------------------------------ subscription
 
     def subscribe(
         self,
@@ -176,89 +207,9 @@ class ConnectorCore:
             key_decoder: Applied to every key; None keeps the bytes.
             value_decoder: Applied to every value; None keeps the bytes.
         """
-        self.key_decoder, self.value_decoder = key_decoder, value_decoder
+        super().subscribe(subscription, topic_filter, key_decoder, value_decoder)
         self.registry.subscription = dict(subscription)
         self.registry.topic_filter = topic_filter
-
-    def make_streams(self, loop: LoopThread, count: int, capacity: int, names: list[str]) -> list[KafkaStream]:
-        """Build the streams (on the loop thread).
-
-        Args:
-            loop: The loop thread.
-            count: How many streams.
-            capacity: Queue size of each (chunks).
-            names: One name per stream.
-
-        Returns:
-            The streams.
-        """
-        return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)
-
-    async def deliver(self, stream_index: int, item: Any) -> None:
-        """Queue an item for a stream; waits while its queue is full.
-
-        Args:
-            stream_index: The stream's index.
-            item: A chunk ``(generation, [MessageAndMetadata])`` or an error.
-        """
-        await self.queues.deliver(stream_index, item)
-
-    def owned_partitions(self) -> dict[TopicPartition, int]:
-        """``{(topic, partition): stream index}`` owned now (loop thread)."""
-        return {k: i.stream_index for k, i in self.owned.items()}
-
-    # ------------------------------------------------------------ consumed offsets
-
-    def record_consumed(self, m: MessageAndMetadata) -> None:
-        """Count a message as consumed (any thread).
-
-        Args:
-            m: The message handed to the application.
-        """
-        key = (m[2], m[3])
-        if key in self.owned:
-            self.offsets.record(key, m[4] + 1)
-
-    def reset_consumed(self, key: TopicPartition, offset: int) -> None:
-        """The fetcher moved a partition (``auto.offset.reset``).
-
-        Args:
-            key: ``(topic, partition)``.
-            offset: Where it fetches from now.
-        """
-        self.offsets.reset(key, offset)
-
-    def _collect_consumed(self) -> None:
-        for stream in self.streams:
-            last = stream.last_message
-            if last is not None:
-                self.record_consumed(last)
-
-    async def commit(self) -> int:
-        """Commit consumed offsets to ZooKeeper; returns how many changed."""
-        assert self._lock is not None
-        async with self._lock:
-            return await self._commit_locked()
-
-    async def _commit_locked(self) -> int:
-        self._collect_consumed()
-        todo = self.offsets.to_commit(self.owned)
-        if not todo:
-            return 0
-        assert self._zk is not None
-        await self._zk.run(self.storage.write, todo)
-        self.offsets.mark_committed(todo)
-        log.debug("committed offsets %s", todo)
-        return len(todo)
-
-    async def _auto_commit_loop(self) -> None:
-        interval = self.config.auto_commit_interval_ms / 1000.0
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.commit()
-            except KafkaError as exc:
-                log.warning("auto commit failed: %s", exc)
 
     # ------------------------------------------------------------ registration and watches
 
@@ -287,31 +238,6 @@ class ConnectorCore:
             log.debug("subscribed topics now %s", sorted(self.registry.relevant(children)))
             self.request_rebalance()
 
-    def request_rebalance(self) -> None:
-        """Ask the rebalance task to run (trio thread)."""
-        if self._wakeup is not None and not self.closed:
-            self._rebalance_pending = True
-            self._wakeup.set()
-
-    async def _rebalance_loop(self) -> None:
-        assert self._lock is not None
-        while True:
-            assert self._wakeup is not None
-            await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            async with self._lock:
-                if not self._rebalance_pending:
-                    continue  # already handled by a rebalance that ran meanwhile
-                try:
-                    await self._rebalance()
-                except Exception as exc:  # ConsumerRebalanceFailedError, or a bug: tell the streams
-                    if isinstance(exc, ConsumerRebalanceFailedError):
-                        log.error("%s", exc)
-                    else:
-                        log.exception("rebalance of consumer %s failed", self.consumer_id)
-                    self.queues.clear()
-                    self.queues.tell_all(exc)
-
     # ------------------------------------------------------------ rebalance
 
     async def _rebalance(self) -> None:
@@ -325,7 +251,7 @@ class ConnectorCore:
                     self.rebalance_count += 1
                     return
                 last_error = None
-            except ZooKeeperError as exc:
+            except KafkaError as exc:  # ZooKeeper, or the offsets' coordinator
                 last_error = exc
                 log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
             if attempt + 1 < attempts:
@@ -372,7 +298,8 @@ class ConnectorCore:
             stream.forget_last()
         if not await self._zk.run(registry.claim, wanted):
             return False
-        committed, leaders = await self._zk.run(self._read_offsets_and_leaders, list(wanted))
+        committed = await self.store.read(list(wanted))  # type: ignore[union-attr]
+        leaders = await self._zk.run(self.registry.leaders, list(wanted))
         starts = self.offsets.reassign(sorted(wanted), committed, previous)
         infos: dict[TopicPartition, PartitionTopicInfo] = {}
         for key, thread in sorted(wanted.items()):
@@ -383,10 +310,6 @@ class ConnectorCore:
         self._owned_threads = dict(wanted)
         await self._start_fetchers(list(infos.values()))
         return True
-
-    def _read_offsets_and_leaders(self, keys: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, Leader]]:
-        # Blocking, one worker-thread hop for both.
-        return self.storage.read(keys), self.registry.leaders(keys)
 
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Partition leaders from ZooKeeper (`GroupRegistry.leaders`).
@@ -400,33 +323,6 @@ class ConnectorCore:
         """
         assert self._zk is not None
         return await self._zk.run(self.registry.leaders, keys)
-
-    # ------------------------------------------------------------ fetchers
-
-    async def _start_fetchers(self, infos: list[PartitionTopicInfo]) -> None:
-        if not infos:
-            return
-        group = FetcherGroup(self, infos, self.generation)
-        nursery = self._nursery
-        assert nursery is not None
-
-        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
-            with trio.CancelScope() as scope:
-                self._fetch_scope = scope
-                self._fetch_done = trio.Event()
-                try:
-                    await group.run(task_status=task_status)
-                finally:
-                    self._fetch_done.set()
-
-        await nursery.start(run)
-
-    async def _stop_fetchers(self) -> None:
-        if self._fetch_scope is not None:
-            self._fetch_scope.cancel()
-            assert self._fetch_done is not None
-            await self._fetch_done.wait()
-            self._fetch_scope = None
 
 
 __all__ = ["ConnectorCore"]

@@ -26,12 +26,13 @@ import logging
 import socket
 import time
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
+from kclient.client.consumer.group.assignors import zk_roundrobin_assignment
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
 from kclient.clock import now_ms
 from kclient.config import ConsumerConfig
-from kclient.errors import ZooKeeperError
+from kclient.errors import ConsumerRebalanceFailedError, ZooKeeperError
 from kclient.zk.client import ZkClient
 from kclient.zk.paths import (
     BROKER_IDS_PATH,
@@ -48,6 +49,7 @@ from kclient.zk.paths import (
     owner_path,
     partition_state_path,
     range_assignment,
+    thread_sort_key,
     topic_path,
 )
 
@@ -195,7 +197,10 @@ class GroupRegistry:
         return partitions, threads, brokers
 
     def assign(self, partitions: Mapping[str, list[int]], threads: Mapping[str, list[str]]) -> dict[TopicPartition, str]:
-        """This consumer's share of the range assignment.
+        """This consumer's share of the assignment: by range per topic, or
+        with ``partition.assignment.strategy=roundrobin`` Kafka 0.8.2's
+        round-robin over all subscribed partitions
+        (`kclient.client.consumer.group.assignors.zk_roundrobin_assignment`).
 
         Args:
             partitions: ``{topic: sorted partition ids}``.
@@ -203,8 +208,19 @@ class GroupRegistry:
 
         Returns:
             ``{(topic, partition): thread id}`` for this consumer's threads.
+
+        Raises:
+            ConsumerRebalanceFailedError: roundrobin, and the group's
+                consumers do not all subscribe the same topics with the
+                same number of streams.
         """
         wanted: dict[TopicPartition, str] = {}
+        if self.config.partition_assignment_strategy == "roundrobin":
+            try:
+                plan = zk_roundrobin_assignment(partitions, threads, thread_sort_key)
+            except ValueError as exc:
+                raise ConsumerRebalanceFailedError(f"group {self.group}: {exc}") from None
+            return {key: thread for key, thread in plan.items() if thread.rsplit("-", 1)[0] == self.consumer_id}
         for topic, parts in partitions.items():
             for thread, assigned in range_assignment(parts, threads[topic]).items():
                 if thread.rsplit("-", 1)[0] == self.consumer_id:
@@ -292,6 +308,29 @@ class GroupRegistry:
                 zk.delete(done)
             return False
         return True
+
+    def broker_addresses(self) -> list[tuple[str, int]]:
+        """Blocking: the address of every broker registered in
+        ``/brokers/ids`` for the consumer's ``security.protocol`` (KIP-103),
+        to bootstrap a connection to the group coordinator from.
+
+        Returns:
+            ``[(host, port), ...]`` in broker id order.
+        """
+        protocol = self.config.security.security_protocol.value
+        addresses = []
+        for child in sorted(self.zk.get_children(BROKER_IDS_PATH), key=lambda c: (len(c), c)):
+            if not child.isdigit():
+                continue
+            raw = self.zk.get(broker_path(int(child)))
+            try:
+                reg = BrokerRegistration.from_json(int(child), raw) if raw else None
+            except ValueError:
+                reg = None
+            endpoint = reg.endpoint_for(protocol) if reg is not None else None
+            if endpoint is not None:
+                addresses.append(endpoint)
+        return addresses
 
     def leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Blocking: the partition leaders from the partition state and

@@ -1,0 +1,179 @@
+"""Partition assignors of the "consumer" group protocol: pure functions that
+split a group's partitions over its members, as the group leader does
+before it sends the assignments in SyncGroup (Kafka protocol guide, "The
+Consumer Group Protocol" in "A Guide To The Kafka Protocol",
+https://cwiki.apache.org/confluence/display/KAFKA/A+Guide+To+The+Kafka+Protocol;
+KIP-62 / KIP-429 for the embedded subscription format).
+
+The names are the JoinGroup protocol names Kafka's clients use, so a
+kclient member and a Java, librdkafka, kafka-python or aiokafka member
+agree on one:
+
+- ``range`` (Kafka's ``RangeAssignor``, the ``partition.assignment.strategy``
+  default): per topic, the members subscribed to it in member-id order; with
+  ``N = partitions // members`` and ``extra = partitions % members`` the
+  member at position ``i`` takes the ``N + (1 if i < extra else 0)``
+  consecutive partitions starting at ``i * N + min(i, extra)``.
+- ``roundrobin`` (Kafka's ``RoundRobinAssignor``): every partition of every
+  subscribed topic, sorted by topic name then partition, is dealt in turn to
+  the members in member-id order, skipping members not subscribed to that
+  partition's topic.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+TopicPartition = tuple[str, int]
+#: ``{member_id: [(topic, partition), ...]}``
+Assignments = dict[str, list[TopicPartition]]
+Assignor = Callable[[Mapping[str, int], Mapping[str, Iterable[str]]], Assignments]
+
+RANGE = "range"
+ROUNDROBIN = "roundrobin"
+
+
+def range_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Iterable[str]]) -> Assignments:
+    """Kafka's ``RangeAssignor``.
+
+    Args:
+        partitions_per_topic: ``{topic: partition count}``; topics missing
+            here (unknown to the cluster) are skipped.
+        subscriptions: ``{member_id: subscribed topics}``.
+
+    Returns:
+        ``{member_id: [(topic, partition), ...]}`` for every member (an
+        empty list for a member that gets nothing), each list sorted by
+        topic then partition.
+    """
+    subs = {member: set(topics) for member, topics in subscriptions.items()}
+    result: Assignments = {member: [] for member in subs}
+    for topic in sorted({t for topics in subs.values() for t in topics}):
+        count = partitions_per_topic.get(topic)
+        if not count:
+            continue
+        members = sorted(m for m, topics in subs.items() if topic in topics)
+        per, extra = divmod(count, len(members))
+        for i, member in enumerate(members):
+            start = i * per + min(i, extra)
+            length = per + (1 if i < extra else 0)
+            result[member].extend((topic, p) for p in range(start, start + length))
+    return result
+
+
+def roundrobin_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Iterable[str]]) -> Assignments:
+    """Kafka's ``RoundRobinAssignor``.
+
+    Args:
+        partitions_per_topic: ``{topic: partition count}``; topics missing
+            here are skipped.
+        subscriptions: ``{member_id: subscribed topics}``.
+
+    Returns:
+        ``{member_id: [(topic, partition), ...]}`` for every member, each
+        list in the order the partitions were dealt (topic, then partition).
+    """
+    subs = {member: set(topics) for member, topics in subscriptions.items()}
+    result: Assignments = {member: [] for member in subs}
+    members = sorted(subs)
+    if not members:
+        return result
+    position = 0
+    for topic in sorted({t for topics in subs.values() for t in topics}):
+        for partition in range(partitions_per_topic.get(topic) or 0):
+            while topic not in subs[members[position % len(members)]]:
+                position += 1
+            result[members[position % len(members)]].append((topic, partition))
+            position += 1
+    return result
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed, over UTF-16 code units).
+
+    Args:
+        text: The string.
+
+    Returns:
+        ``s[0]*31^(n-1) + ... + s[n-1]`` in Java ``int`` arithmetic.
+    """
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def zk_roundrobin_assignment(partitions: Mapping[str, Iterable[int]], threads: Mapping[str, Iterable[str]], thread_key: Callable[[str], object] = str) -> dict[TopicPartition, str]:
+    """Kafka 0.8.2's ``RoundRobinAssignor`` of the ZooKeeper-coordinated
+    consumer (``partition.assignment.strategy=roundrobin``, Kafka 0.8.2
+    documentation, consumer configs): every partition of every subscribed
+    topic, ordered by the Java hash code of its ``"[topic,partition]"``
+    name, is dealt in turn to the group's consumer threads in sorted order.
+    It requires every consumer to subscribe the same topics with the same
+    number of streams.
+
+    Args:
+        partitions: ``{topic: partition ids}``.
+        threads: ``{topic: the group's consumer thread ids for it}``.
+        thread_key: Sort key of a thread id (Kafka's ConsumerThreadId
+            order: `kclient.zk.paths.thread_sort_key`).
+
+    Returns:
+        ``{(topic, partition): thread id}`` for every partition (empty
+        without threads).
+
+    Raises:
+        ValueError: The topics do not all have the same threads.
+    """
+    per_topic = {t: tuple(sorted(set(threads.get(t, ())), key=thread_key)) for t in partitions}
+    distinct = set(per_topic.values())
+    if len(distinct) > 1:
+        raise ValueError(
+            "round-robin assignment needs every consumer of the group to subscribe the same topics "
+            "with the same number of streams"
+        )
+    ordered = next(iter(distinct), ())
+    if not ordered:
+        return {}
+    every = sorted(((t, p) for t, ps in partitions.items() for p in ps), key=lambda tp: (java_string_hash(f"[{tp[0]},{tp[1]}]"), tp))
+    return {tp: ordered[i % len(ordered)] for i, tp in enumerate(every)}
+
+
+#: The assignors by JoinGroup protocol name.
+ASSIGNORS: dict[str, Assignor] = {RANGE: range_assign, ROUNDROBIN: roundrobin_assign}
+
+
+def spread_over_streams(assigned: Iterable[TopicPartition], streams_per_topic: Mapping[str, tuple[int, int]]) -> dict[TopicPartition, int]:
+    """Hand a member's partitions to its local streams: per topic, by range
+    over that topic's streams (the partition-to-thread split of Kafka 0.8's
+    ``ZookeeperConsumerConnector``, applied within one member).
+
+    Args:
+        assigned: The member's ``(topic, partition)`` pairs.
+        streams_per_topic: ``{topic: (first stream index, stream count)}``.
+
+    Returns:
+        ``{(topic, partition): stream index}``; partitions of topics not in
+        ``streams_per_topic`` are left out.
+    """
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assigned:
+        by_topic.setdefault(topic, []).append(partition)
+    result: dict[TopicPartition, int] = {}
+    for topic, partitions in by_topic.items():
+        if topic not in streams_per_topic:
+            continue
+        base, count = streams_per_topic[topic]
+        parts = sorted(set(partitions))
+        per, extra = divmod(len(parts), count)
+        for i in range(count):
+            start = i * per + min(i, extra)
+            for p in parts[start : start + per + (1 if i < extra else 0)]:
+                result[(topic, p)] = base + i
+    return result
+
+
+__all__ = ["ASSIGNORS", "RANGE", "ROUNDROBIN", "java_string_hash", "range_assign", "roundrobin_assign", "spread_over_streams", "zk_roundrobin_assignment"]

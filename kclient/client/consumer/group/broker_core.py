@@ -1,0 +1,318 @@
+"""The `ConsumerConnector`'s core for ``group.coordination=broker``: the
+group is coordinated by a broker's group coordinator instead of ZooKeeper,
+as Kafka's own consumers do since Kafka 0.9 (Kafka protocol guide, group
+membership APIs, https://kafka.apache.org/protocol; KIP-62), so the
+connector works on clusters that give clients no ZooKeeper access and
+shares groups with any other Kafka consumer.
+
+The same streams as with ZooKeeper; what changes:
+
+- membership: `kclient.client.consumer.group.membership.GroupMember`
+  (JoinGroup / SyncGroup with the "consumer" protocol, offering
+  ``partition.assignment.strategy`` first and the other assignor of
+  `kclient.client.consumer.group.assignors` second); the member's
+  partitions are spread over its streams by range per topic;
+- liveness: a Heartbeat every ``heartbeat.interval.ms`` on a background
+  task; ``REBALANCE_IN_PROGRESS`` (another member joined or left),
+  ``ILLEGAL_GENERATION`` or ``UNKNOWN_MEMBER_ID`` start a rebalance: stop
+  the fetchers, clear the queues, commit (with ``auto.commit.enable``),
+  join again, fetch the committed offsets of the new partitions, start
+  fetching;
+- offsets: always in Kafka, committed with the member's generation and id
+  (`kclient.client.consumer.group.offset_stores.KafkaOffsetStore`);
+- leaders and partition counts: from Metadata (`kclient.client.cluster`);
+- shutdown: commit, then LeaveGroup.
+
+A topic filter (``create_message_streams_by_filter``) subscribes the
+topics matching it when the group is joined; every ``metadata.max.age.ms``
+the member looks again, and a new matching topic (or a topic with more
+partitions) starts a rebalance.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import trio
+
+from kclient.client.cluster import Cluster
+from kclient.client.consumer.fetcher import PartitionTopicInfo
+from kclient.client.consumer.group.assignors import ASSIGNORS, spread_over_streams
+from kclient.client.consumer.group.coordinator import GroupCoordinator
+from kclient.client.consumer.group.core_base import GroupCoreBase
+from kclient.client.consumer.group.membership import REJOIN_ERRORS, GroupMember
+from kclient.client.consumer.group.offset_stores import KafkaOffsetStore
+from kclient.client.consumer.group.registration import Leader, TopicPartition
+from kclient.client.consumer.group.streams import TopicFilter
+from kclient.config import ConsumerConfig
+from kclient.errors import ConsumerRebalanceFailedError, KafkaError
+from kclient.protocol.messages import METADATA
+
+log = logging.getLogger("kclient.consumer")
+
+
+class BrokerGroupCore(GroupCoreBase):
+    """The connector's state on its trio loop, for broker coordination.
+
+    Args:
+        config: the connector's config.
+        consumer_id: this consumer's id (logged; the coordinator hands
+            out the member id).
+    """
+
+    def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
+        super().__init__(config, consumer_id)
+        self.subscription: dict[str, int] = {}
+        self.topic_filter: TopicFilter | None = None
+        self.cluster: Cluster | None = None
+        self.coordinator: GroupCoordinator | None = None
+        self.member: GroupMember | None = None
+        self._joining = False
+        self._joined = False
+        #: ``{topic: partitions}`` this member subscribed when it last joined.
+        self._joined_topics: dict[str, int] = {}
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Set up the cluster connections and the coordinator client, and
+        start the background tasks (the group is joined by
+        `register_and_rebalance`).
+
+        Args:
+            nursery: The loop thread's nursery.
+        """
+        config = self.config
+        self._nursery = nursery
+        self._lock = trio.Lock()
+        self._wakeup = trio.Event()
+        assert config.bootstrap_servers
+        self.cluster = Cluster(
+            nursery,
+            list(config.bootstrap_servers),
+            client_id=config.client_id,
+            request_timeout_ms=config.socket_timeout_ms,
+            connect_timeout_ms=config.offsets_channel_socket_timeout_ms,
+            retry_backoff_ms=config.offsets_channel_backoff_ms,
+            security=config.security,
+        )
+        self.coordinator = GroupCoordinator(
+            self.cluster,
+            self.group,
+            retry_backoff_ms=config.offsets_channel_backoff_ms,
+            timeout_ms=config.offsets_channel_socket_timeout_ms,
+            commit_retries=config.offsets_commit_max_retries,
+        )
+        preferred = config.partition_assignment_strategy
+        self.member = GroupMember(
+            self.coordinator,
+            session_timeout_ms=config.session_timeout_ms,
+            rebalance_timeout_ms=config.rebalance_timeout_ms,
+            assignors=[preferred, *(a for a in ASSIGNORS if a != preferred)],
+        )
+        self.store = KafkaOffsetStore(self.coordinator, self.member.current)
+        nursery.start_soon(self._background)
+
+    async def _background(self) -> None:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopping:
+                return
+            async with trio.open_nursery() as inner:
+                if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
+                    inner.start_soon(self._auto_commit_loop)
+                inner.start_soon(self._rebalance_loop)
+                inner.start_soon(self._heartbeat_loop)
+                inner.start_soon(self._metadata_loop)
+
+    async def shutdown(self) -> None:
+        """Stop fetching; commit (with ``auto.commit.enable``); end the
+        streams; leave the group; close the connections."""
+        if self.closed:
+            return
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        assert self._lock is not None
+        async with self._lock:
+            await self._stop_fetchers()
+            self.closed = True
+            self.queues.close()
+            try:
+                if self.config.auto_commit_enable and self.owned and self._joined:
+                    await self._commit_locked()
+            except KafkaError as exc:
+                log.error("committing offsets at shutdown failed: %s", exc)
+            if self.member is not None and self._joined:
+                with trio.move_on_after(self.config.offsets_channel_socket_timeout_ms / 1000):
+                    await self.member.leave()
+        if self.cluster is not None:
+            await self.cluster.aclose()
+        log.info("consumer %s shut down", self.consumer_id)
+
+    # ------------------------------------------------------------ subscription
+
+    def subscribe(self, subscription, topic_filter, key_decoder, value_decoder) -> None:
+        """Set what this consumer reads (see
+        `kclient.client.consumer.group.core_base.GroupCoreBase.subscribe`)."""
+        super().subscribe(subscription, topic_filter, key_decoder, value_decoder)
+        self.subscription = dict(subscription)
+        self.topic_filter = topic_filter
+
+    async def _subscribed_topics(self) -> list[str]:
+        if self.topic_filter is None:
+            return list(self.subscription)
+        assert self.cluster is not None
+        conn = await self.cluster.any_connection()
+        version = conn.version_for(METADATA)
+        response = await conn.request(METADATA, {"topics": None, "allow_auto_topic_creation": False}, version=version)
+        excl = self.config.exclude_internal_topics
+        return sorted(t["name"] for t in response["topics"] if t["error_code"] == 0 and self.topic_filter.is_topic_allowed(t["name"], excl))
+
+    def _streams_per_topic(self, topics: list[str]) -> dict[str, tuple[int, int]]:
+        if self.topic_filter is not None:
+            n = next(iter(self.subscription.values()))
+            return {t: (0, n) for t in topics}
+        result = {}
+        base = 0
+        for topic, n in self.subscription.items():
+            result[topic] = (base, n)
+            base += n
+        return result
+
+    async def _partition_counts(self, topics: set[str]) -> Mapping[str, int]:
+        assert self.cluster is not None
+        metadata = await self.cluster.refresh_metadata(topics, allow_auto_create=False)
+        return {t: len(metadata.partitions_for(t)) for t in topics if metadata.partitions_for(t)}
+
+    # ------------------------------------------------------------ join and rebalance
+
+    async def register_and_rebalance(self) -> None:
+        """Join the group and start fetching (``create_message_streams``)."""
+        assert self._lock is not None
+        async with self._lock:
+            await self._rebalance()
+
+    async def _rebalance(self) -> None:
+        attempts = self.config.rebalance_max_retries + 1
+        last_error: BaseException | None = None
+        for attempt in range(attempts):
+            self._rebalance_pending = False
+            try:
+                await self._rebalance_once()
+                self.rebalance_count += 1
+                return
+            except KafkaError as exc:
+                last_error = exc
+                log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
+            if attempt + 1 < attempts:
+                await trio.sleep(self.config.rebalance_backoff_ms / 1000)
+        raise ConsumerRebalanceFailedError(
+            f"{self.consumer_id} can't join group {self.group!r} after {attempts} attempts (rebalance.max.retries="
+            f"{self.config.rebalance_max_retries}): {last_error}"
+        ) from last_error
+
+    async def _rebalance_once(self) -> None:
+        assert self.member is not None
+        self._joining = True
+        try:
+            await self._stop_fetchers()
+            self.generation += 1
+            self._collect_consumed()
+            self.queues.clear()
+            if self.config.auto_commit_enable and self.owned and self._joined:
+                try:
+                    await self._commit_locked()
+                except KafkaError as exc:  # e.g. the generation moved on: the next owner re-reads from the last commit
+                    log.warning("commit before rejoining group %s failed: %s", self.group, exc)
+            previous = self.offsets.snapshot(self.owned)
+            owned_before = list(self.owned)
+            self.owned = {}
+            for stream in self.streams:
+                stream.forget_last()
+            topics = await self._subscribed_topics()
+            self._joined_topics = dict(await self._partition_counts(set(topics)))
+            self._joined = False
+            result = await self.member.join(topics, self._partition_counts, owned_before)
+            self._joined = True
+        finally:
+            self._joining = False
+        assigned = [tp for tp in result.assignment if tp[0] in topics]
+        streams = spread_over_streams(assigned, self._streams_per_topic(topics))
+        keys = sorted(streams)
+        committed = await self.store.read(keys) if keys else {}  # type: ignore[union-attr]
+        leaders = await self.find_leaders(keys) if keys else {}
+        starts = self.offsets.reassign(keys, committed, previous)
+        self.owned = {key: PartitionTopicInfo(key[0], key[1], streams[key], starts[key], leaders.get(key)) for key in keys}
+        await self._start_fetchers(list(self.owned.values()))
+
+    async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
+        """Partition leaders from Metadata.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: (broker id, host, port)}`` for partitions with a
+            leader the metadata knows.
+        """
+        assert self.cluster is not None
+        metadata = await self.cluster.refresh_metadata({t for t, _ in keys}, allow_auto_create=False)
+        wanted = set(keys)
+        leaders: dict[TopicPartition, Leader] = {}
+        for topic in {t for t, _ in keys}:
+            for info in metadata.partitions_for(topic):
+                key = (topic, info.partition)
+                broker = metadata.brokers.get(info.leader)
+                if key in wanted and broker is not None:
+                    leaders[key] = (broker.node_id, broker.host, broker.port)
+        return leaders
+
+    async def _commit_locked(self) -> int:
+        try:
+            return await super()._commit_locked()
+        except REJOIN_ERRORS:
+            # The group moved on (a member joined or left) before this
+            # member's heartbeat said so: rejoin, as Kafka's consumer does
+            # after a CommitFailedException (a rebalance under way rejoins anyway).
+            if not self._joining:
+                self.request_rebalance()
+            raise
+
+    # ------------------------------------------------------------ metadata
+
+    async def _metadata_loop(self) -> None:
+        interval = self.config.metadata_max_age_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if self._joining or not self._joined or self._rebalance_pending:
+                continue
+            try:
+                topics = await self._subscribed_topics()
+                counts = dict(await self._partition_counts(set(topics)))
+            except KafkaError as exc:
+                log.warning("group %s: metadata check failed: %s", self.group, exc)
+                continue
+            if counts != self._joined_topics and not self._joining:
+                log.info("group %s: subscribed topics changed from %s to %s; rebalancing", self.group, self._joined_topics, counts)
+                self.request_rebalance()
+
+    # ------------------------------------------------------------ heartbeats
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if self._joining or not self._joined or self.member is None or self._rebalance_pending:
+                continue
+            try:
+                await self.member.heartbeat()
+            except REJOIN_ERRORS as exc:
+                if self._joining:
+                    continue
+                log.info("group %s: %s; rebalancing", self.group, exc)
+                self.request_rebalance()
+            except KafkaError as exc:
+                log.warning("group %s: heartbeat failed: %s", self.group, exc)
+
+
+__all__ = ["BrokerGroupCore"]

@@ -1,0 +1,246 @@
+"""What every `ConsumerConnector` core shares, whoever coordinates the
+group: the streams' queues, the consumed and committed offsets, the commit
+(to an `kclient.client.consumer.group.offset_stores.OffsetStore`), the
+auto-commit task, the rebalance task's wake-up and the fetchers of the
+current generation. `kclient.client.consumer.group.core.ConnectorCore`
+(ZooKeeper coordination) and
+`kclient.client.consumer.group.broker_core.BrokerGroupCore` (a broker's
+group coordinator) fill in membership and assignment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
+from kclient.client.consumer.group.offset_stores import OffsetStore
+from kclient.client.consumer.group.offsets import ConsumedOffsets
+from kclient.client.consumer.group.registration import Leader, TopicPartition
+from kclient.client.consumer.group.streams import (
+    KafkaStream,
+    MessageAndMetadata,
+    StreamQueues,
+    TopicFilter,
+)
+from kclient.client.consumer.statistics import FetchStatistics
+from kclient.config import ConsumerConfig
+from kclient.errors import ConsumerRebalanceFailedError, KafkaError
+from kclient.security.tls import client_ssl_context
+from kclient.sync import LoopThread
+
+log = logging.getLogger("kclient.consumer")
+
+
+class GroupCoreBase:
+    """State and tasks shared by the connector cores (on the connector's
+    trio loop). Not part of kclient's public API.
+
+    Args:
+        config: the connector's config.
+        consumer_id: this consumer's id.
+    """
+
+    def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
+        self.config = config
+        self.consumer_id = consumer_id
+        self.group = config.group_id
+        self.closed = False
+        #: What the fetchers fetched (`ConsumerConnector.statistics`).
+        self.fetch_statistics = FetchStatistics()
+        #: Bumped by each rebalance that moves partitions; chunks fetched
+        #: under an older one are dropped by the streams.
+        self.generation = 0
+        self.key_decoder: Callable[[Any], Any] | None = None
+        self.value_decoder: Callable[[Any], Any] | None = None
+        #: One TLS context for every fetcher connection (``ssl.*`` files are
+        #: read once, and a bad one fails here, not in a fetcher).
+        self.ssl_context = client_ssl_context(config.security) if config.security.security_protocol.uses_ssl else None
+        #: Where commits go (set by the subclass's ``start``).
+        self.store: OffsetStore | None = None
+        self.offsets = ConsumedOffsets()
+        self.queues = StreamQueues()
+        #: Partitions owned now: {(topic, p): PartitionTopicInfo}.
+        self.owned: dict[TopicPartition, PartitionTopicInfo] = {}
+        self.rebalance_count = 0
+        self._nursery: trio.Nursery | None = None
+        self._lock: trio.Lock | None = None
+        self._wakeup: trio.Event | None = None
+        self._rebalance_pending = False
+        self._scope: trio.CancelScope | None = None
+        self._fetch_scope: trio.CancelScope | None = None
+        self._fetch_done: trio.Event | None = None
+        self._stopping = False
+
+    @property
+    def streams(self) -> list[KafkaStream]:
+        return self.queues.streams
+
+    # ------------------------------------------------------------ subscription and streams
+
+    def subscribe(
+        self,
+        subscription: dict[str, int],
+        topic_filter: TopicFilter | None,
+        key_decoder: Callable[[Any], Any] | None,
+        value_decoder: Callable[[Any], Any] | None,
+    ) -> None:
+        """Set what this consumer reads (once, before `make_streams`).
+
+        Args:
+            subscription: Static ``{topic: streams}``, or ``{regex:
+                streams}`` with a ``topic_filter``.
+            topic_filter: A `Whitelist` / `Blacklist`, or None.
+            key_decoder: Applied to every key; None keeps the bytes.
+            value_decoder: Applied to every value; None keeps the bytes.
+        """
+        self.key_decoder, self.value_decoder = key_decoder, value_decoder
+
+    def make_streams(self, loop: LoopThread, count: int, capacity: int, names: list[str]) -> list[KafkaStream]:
+        """Build the streams (on the loop thread).
+
+        Args:
+            loop: The loop thread.
+            count: How many streams.
+            capacity: Queue size of each (chunks).
+            names: One name per stream.
+
+        Returns:
+            The streams.
+        """
+        return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)  # type: ignore[arg-type]
+
+    async def deliver(self, stream_index: int, item: Any) -> None:
+        """Queue an item for a stream; waits while its queue is full.
+
+        Args:
+            stream_index: The stream's index.
+            item: A chunk ``(generation, [MessageAndMetadata])`` or an error.
+        """
+        await self.queues.deliver(stream_index, item)
+
+    def owned_partitions(self) -> dict[TopicPartition, int]:
+        """``{(topic, partition): stream index}`` owned now (loop thread)."""
+        return {k: i.stream_index for k, i in self.owned.items()}
+
+    # ------------------------------------------------------------ consumed offsets
+
+    def record_consumed(self, m: MessageAndMetadata) -> None:
+        """Count a message as consumed (any thread).
+
+        Args:
+            m: The message handed to the application.
+        """
+        key = (m[2], m[3])
+        if key in self.owned:
+            self.offsets.record(key, m[4] + 1)
+
+    def reset_consumed(self, key: TopicPartition, offset: int) -> None:
+        """The fetcher moved a partition (``auto.offset.reset``).
+
+        Args:
+            key: ``(topic, partition)``.
+            offset: Where it fetches from now.
+        """
+        self.offsets.reset(key, offset)
+
+    def _collect_consumed(self) -> None:
+        for stream in self.streams:
+            last = stream.last_message
+            if last is not None:
+                self.record_consumed(last)
+
+    async def commit(self) -> int:
+        """Commit consumed offsets to the offset store; returns how many
+        changed."""
+        assert self._lock is not None
+        async with self._lock:
+            return await self._commit_locked()
+
+    async def _commit_locked(self) -> int:
+        self._collect_consumed()
+        todo = self.offsets.to_commit(self.owned)
+        if not todo:
+            return 0
+        assert self.store is not None
+        await self.store.write(todo)
+        self.offsets.mark_committed(todo)
+        log.debug("committed offsets %s to %s", todo, self.store.name)
+        return len(todo)
+
+    async def _auto_commit_loop(self) -> None:
+        interval = self.config.auto_commit_interval_ms / 1000.0
+        while True:
+            await trio.sleep(interval)
+            try:
+                await self.commit()
+            except KafkaError as exc:
+                log.warning("auto commit failed: %s", exc)
+
+    # ------------------------------------------------------------ rebalance task
+
+    def request_rebalance(self) -> None:
+        """Ask the rebalance task to run (trio thread)."""
+        if self._wakeup is not None and not self.closed:
+            self._rebalance_pending = True
+            self._wakeup.set()
+
+    async def _rebalance(self) -> None:
+        raise NotImplementedError
+
+    async def _rebalance_loop(self) -> None:
+        assert self._lock is not None
+        while True:
+            assert self._wakeup is not None
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            async with self._lock:
+                if not self._rebalance_pending:
+                    continue  # already handled by a rebalance that ran meanwhile
+                try:
+                    await self._rebalance()
+                except Exception as exc:  # ConsumerRebalanceFailedError, or a bug: tell the streams
+                    if isinstance(exc, (ConsumerRebalanceFailedError, KafkaError)):
+                        log.error("%s", exc)
+                    else:
+                        log.exception("rebalance of consumer %s failed", self.consumer_id)
+                    self.queues.clear()
+                    self.queues.tell_all(exc)
+
+    async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
+        """Partition leaders, ``{key: (broker id, host, port)}`` for the
+        partitions with a live one (implemented by each core)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ fetchers
+
+    async def _start_fetchers(self, infos: list[PartitionTopicInfo]) -> None:
+        if not infos:
+            return
+        group = FetcherGroup(self, infos, self.generation)  # type: ignore[arg-type]
+        nursery = self._nursery
+        assert nursery is not None
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            with trio.CancelScope() as scope:
+                self._fetch_scope = scope
+                self._fetch_done = trio.Event()
+                try:
+                    await group.run(task_status=task_status)
+                finally:
+                    self._fetch_done.set()
+
+        await nursery.start(run)
+
+    async def _stop_fetchers(self) -> None:
+        if self._fetch_scope is not None:
+            self._fetch_scope.cancel()
+            assert self._fetch_done is not None
+            await self._fetch_done.wait()
+            self._fetch_scope = None
+
+
+__all__ = ["GroupCoreBase"]

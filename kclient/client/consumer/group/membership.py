@@ -1,0 +1,253 @@
+"""One member of a broker-coordinated consumer group: JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup with the "consumer" protocol (Kafka protocol
+guide, https://kafka.apache.org/protocol, the group membership APIs;
+"The Consumer Group Protocol" in "A Guide To The Kafka Protocol",
+https://cwiki.apache.org/confluence/display/KAFKA/A+Guide+To+The+Kafka+Protocol;
+KIP-62 rebalance timeout, KIP-394 member id required).
+
+`GroupMember.join` runs one rebalance round for this member: JoinGroup
+(retried with the member id the coordinator hands out for
+``MEMBER_ID_REQUIRED``, with an empty one after ``UNKNOWN_MEMBER_ID``), the
+leader's assignment (an assignor of
+`kclient.client.consumer.group.assignors` over every member's
+subscription and the topics' partition counts), SyncGroup, and the decoded
+assignment. ``REBALANCE_IN_PROGRESS`` / ``ILLEGAL_GENERATION`` during a
+round start the round again. Coordinator errors are retried by
+`kclient.client.consumer.group.coordinator.GroupCoordinator.call`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+import attrs
+
+from kclient.client.consumer.group.assignors import ASSIGNORS, TopicPartition
+from kclient.client.consumer.group.coordinator import GroupCoordinator
+from kclient.errors import (
+    NONE,
+    IllegalGenerationError,
+    KafkaError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    error_for_code,
+)
+from kclient.protocol.consumer_protocol import (
+    PROTOCOL_TYPE,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kclient.protocol.messages import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+
+log = logging.getLogger("kclient.consumer")
+
+#: The errors after which a member joins again.
+REJOIN_ERRORS = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
+
+
+@attrs.frozen
+class JoinResult:
+    """What one rebalance round gave this member."""
+
+    generation: int
+    member_id: str
+    leader_id: str
+    protocol: str
+    assignment: tuple[TopicPartition, ...]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.member_id
+
+
+def _raise_for(response: dict, what: str) -> None:
+    code = response["error_code"]
+    if code != NONE:
+        raise error_for_code(code)(what)
+
+
+class GroupMember:
+    """This consumer's membership of ``coordinator.group_id``.
+
+    Args:
+        coordinator: The group's coordinator client.
+        session_timeout_ms: ``session.timeout.ms``.
+        rebalance_timeout_ms: ``rebalance.timeout.ms`` (JoinGroup v1+).
+        assignors: Protocol names offered, in order of preference (each a
+            key of `kclient.client.consumer.group.assignors.ASSIGNORS`).
+        client_id: Logged; Kafka derives member ids from it.
+    """
+
+    def __init__(self, coordinator: GroupCoordinator, *, session_timeout_ms: int, rebalance_timeout_ms: int, assignors: Iterable[str]) -> None:
+        self.coordinator = coordinator
+        self.group_id = coordinator.group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.assignors = list(assignors)
+        self.member_id = ""
+        self.generation = -1
+
+    def current(self) -> tuple[int, str]:
+        """``(generation, member id)`` for commits (-1 and ``""`` before
+        the first join)."""
+        return self.generation, self.member_id
+
+    async def join(self, topics: Iterable[str], partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]], owned: Iterable[TopicPartition] = ()) -> JoinResult:
+        """One rebalance round (repeated while the group rebalances again).
+
+        Args:
+            topics: This member's subscribed topics.
+            partition_counts: ``await partition_counts(topics) ->
+                {topic: partitions}``; asked by the leader for every
+                member's topics.
+            owned: The partitions this member owns now (sent in the
+                subscription, v1+, KIP-429).
+
+        Returns:
+            The `JoinResult`.
+
+        Raises:
+            BrokerResponseError: a JoinGroup or SyncGroup error a rejoin
+                cannot fix (``INCONSISTENT_GROUP_PROTOCOL``,
+                ``INVALID_SESSION_TIMEOUT``, ...), or coordinator errors
+                after the retries.
+        """
+        topics = sorted(set(topics))
+        by_topic: dict[str, list[int]] = {}
+        for t, p in owned:
+            by_topic.setdefault(t, []).append(p)
+        metadata = encode_subscription(topics, owned_partitions=sorted(by_topic.items()), version=1)
+        while True:
+            try:
+                joined = await self._join_group(metadata)
+                assignments = []
+                if joined["leader"] == joined["member_id"]:
+                    assignments = await self._assign(joined, partition_counts)
+                assignment = await self._sync_group(joined["generation_id"], joined["protocol_name"], assignments)
+            except REJOIN_ERRORS as exc:
+                if isinstance(exc, UnknownMemberIdError):
+                    self.member_id = ""
+                log.info("group %s: rejoining: %s", self.group_id, exc)
+                continue
+            result = JoinResult(self.generation, self.member_id, joined["leader"], joined["protocol_name"] or "", assignment)
+            log.info(
+                "group %s: member %s joined generation %d (%s, leader %s): %s",
+                self.group_id, self.member_id, self.generation, result.protocol, result.leader_id,
+                ", ".join(f"{t}-{p}" for t, p in assignment) or "nothing",
+            )
+            return result
+
+    async def _join_group(self, metadata: bytes) -> dict:
+        while True:
+            member_id = self.member_id
+            body = {
+                "group_id": self.group_id,
+                "session_timeout_ms": self.session_timeout_ms,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms,
+                "member_id": member_id,
+                "group_instance_id": None,
+                "protocol_type": PROTOCOL_TYPE,
+                "protocols": [{"name": name, "metadata": metadata} for name in self.assignors],
+                "reason": None,
+            }
+            holder: dict = {}
+
+            def check(response: dict, holder: dict = holder) -> dict:
+                code = response["error_code"]
+                if code != NONE:
+                    holder["member_id"] = response.get("member_id") or ""
+                    raise error_for_code(code)(f"JoinGroup of group {self.group_id!r}")
+                return response
+
+            wait_ms = self.rebalance_timeout_ms + 5000
+            try:
+                response = await self.coordinator.call(JOIN_GROUP, body, check, request_timeout_ms=wait_ms, timeout_ms=wait_ms + self.coordinator.timeout_ms)
+            except MemberIdRequiredError:
+                self.member_id = holder.get("member_id", "")
+                log.debug("group %s: JoinGroup again with member id %s (KIP-394)", self.group_id, self.member_id)
+                continue
+            except UnknownMemberIdError:
+                if not member_id:
+                    raise
+                self.member_id = ""
+                continue
+            self.member_id = response["member_id"]
+            self.generation = response["generation_id"]
+            return response
+
+    async def _assign(self, joined: dict, partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]]) -> list[dict]:
+        protocol = joined["protocol_name"]
+        assignor = ASSIGNORS.get(protocol)
+        if assignor is None:  # the coordinator chose a protocol this member offered
+            raise error_for_code(23)(f"group {self.group_id!r} chose assignor {protocol!r}, not one of {self.assignors}")
+        subscriptions = {m["member_id"]: decode_subscription(m["metadata"]).topics for m in joined["members"]}
+        all_topics = {t for topics in subscriptions.values() for t in topics}
+        counts = await partition_counts(all_topics)
+        plan = assignor(counts, subscriptions)
+        log.info("group %s: leader %s assigns by %s: %s", self.group_id, self.member_id, protocol, {m: [f"{t}-{p}" for t, p in tps] for m, tps in plan.items()})
+        assignments = []
+        for member, tps in plan.items():
+            by_topic: dict[str, list[int]] = {}
+            for t, p in tps:
+                by_topic.setdefault(t, []).append(p)
+            assignments.append({"member_id": member, "assignment": encode_assignment(sorted(by_topic.items()))})
+        return assignments
+
+    async def _sync_group(self, generation: int, protocol: str | None, assignments: list[dict]) -> tuple[TopicPartition, ...]:
+        body = {
+            "group_id": self.group_id,
+            "generation_id": generation,
+            "member_id": self.member_id,
+            "group_instance_id": None,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": protocol,
+            "assignments": assignments,
+        }
+
+        def check(response: dict) -> bytes:
+            _raise_for(response, f"SyncGroup of group {self.group_id!r} generation {generation}")
+            return response["assignment"]
+
+        wait_ms = self.rebalance_timeout_ms + 5000
+        data = await self.coordinator.call(SYNC_GROUP, body, check, request_timeout_ms=wait_ms, timeout_ms=wait_ms + self.coordinator.timeout_ms)
+        decoded = decode_assignment(bytes(data or b""))
+        return tuple((t, p) for t, parts in decoded.assigned_partitions for p in sorted(parts))
+
+    async def heartbeat(self) -> None:
+        """One Heartbeat of the current generation.
+
+        Raises:
+            RebalanceInProgressError, IllegalGenerationError,
+            UnknownMemberIdError: the member must rejoin.
+            BrokerResponseError: another error, or coordinator errors after
+                the retries.
+        """
+        body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id, "group_instance_id": None}
+        await self.coordinator.call(HEARTBEAT, body, lambda r: _raise_for(r, f"Heartbeat of group {self.group_id!r}"), attempts=1)
+
+    async def leave(self) -> None:
+        """LeaveGroup (the other members rebalance at once instead of after
+        ``session.timeout.ms``). Errors are logged, not raised."""
+        if not self.member_id:
+            return
+        member_id = self.member_id
+
+        def body_for(version: int) -> dict:
+            if version >= 3:
+                return {"group_id": self.group_id, "members": [{"member_id": member_id, "group_instance_id": None, "reason": "the consumer is shutting down"}]}
+            return {"group_id": self.group_id, "member_id": member_id}
+
+        try:
+            await self.coordinator.call(LEAVE_GROUP, {}, lambda r: _raise_for(r, f"LeaveGroup of group {self.group_id!r}"), attempts=2, version_body=body_for)
+            log.info("group %s: member %s left", self.group_id, member_id)
+        except KafkaError as exc:  # leaving is best effort: the session expires anyway
+            log.warning("group %s: LeaveGroup of %s failed: %s", self.group_id, member_id, exc)
+        self.member_id = ""
+        self.generation = -1
+
+
+__all__ = ["REJOIN_ERRORS", "GroupMember", "JoinResult"]

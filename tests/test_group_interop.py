@@ -94,6 +94,8 @@ class Member(threading.Thread):
             self.error = exc
 
     def _poll(self, consumer) -> list[str]:
+        if self.lib == "aiokafka":
+            return consumer.poll_values(200)
         if self.lib == "kafka-python":
             batches = consumer.poll(timeout_ms=200)
             return [r.value.decode() for recs in batches.values() for r in recs]
@@ -104,7 +106,7 @@ class Member(threading.Thread):
 
     def _commit(self, consumer) -> None:
         try:
-            if self.lib == "kafka-python":
+            if self.lib in ("kafka-python", "aiokafka"):
                 consumer.commit()
             else:
                 consumer.commit(asynchronous=False)
@@ -166,7 +168,57 @@ def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[], Any
     return make
 
 
-MAKERS = {"kafka-python": kafka_python_member, "confluent-kafka": confluent_member}
+class _AioKafkaMember:
+    """aiokafka's AIOKafkaConsumer driven from a member's thread: each call
+    runs the coroutine on the thread's own event loop (its heartbeats run
+    while the loop does, i.e. during every poll)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        import asyncio
+
+        import aiokafka
+
+        self.loop = asyncio.new_event_loop()
+
+        async def start():
+            consumer = aiokafka.AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+                metadata_max_age_ms=1000,
+            )
+            await consumer.start()
+            return consumer
+
+        self.consumer = self.loop.run_until_complete(start())
+
+    def poll_values(self, timeout_ms: int) -> list[str]:
+        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=timeout_ms))
+        return [r.value.decode() for recs in batches.values() for r in recs]
+
+    def commit(self) -> None:
+        self.loop.run_until_complete(self.consumer.commit())
+
+    def assignment(self):
+        return self.consumer.assignment()
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.consumer.stop())
+        finally:
+            self.loop.close()
+
+
+def aiokafka_member(bootstrap: str, group: str, topic: str) -> Callable[[], Any]:
+    pytest.importorskip("aiokafka")
+    return lambda: _AioKafkaMember(bootstrap, group, topic)
+
+
+MAKERS = {"kafka-python": kafka_python_member, "confluent-kafka": confluent_member, "aiokafka": aiokafka_member}
 
 
 @pytest.fixture
@@ -382,3 +434,93 @@ def test_cluster_coordinator_killed_group_resumes_on_the_new_one(zookeeper, topi
         after = [f"q{i}" for i in range(20)]
         produce(bootstrap, topic, after)
         assert consume_all(set(after), 1.0) == set(after)
+
+
+class KcatMember:
+    """``kcat -G`` (librdkafka's balanced consumer, auto-commit every
+    500 ms) as a group member; its stdout lines are the values read."""
+
+    def __init__(self, kcat: str, bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen(
+            [kcat, "-b", bootstrap, "-G", group, "-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=500",
+             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", "-q", "-u", "-f", "%s\\n", topic],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.values: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.values.append(line.strip())
+
+    def consumed(self) -> set[str]:
+        return set(self.values)
+
+    def stop(self) -> None:
+        """SIGINT: kcat commits what it read and leaves the group."""
+        import signal
+
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.wait(TIMEOUT) is not None
+        self.reader.join(TIMEOUT)
+
+
+def test_kcat_members_rebalance_commit_and_resume_after_restart(gbroker, topic):
+    """The scenario of the peer-library test with ``kcat -G`` members; the
+    assignments are read with DescribeGroups (kclient's AdminClient)."""
+    from kclient import AdminClient
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat is not installed")
+    group = f"kcat-{uuid.uuid4().hex[:6]}"
+
+    def assignments() -> list[set[int]]:
+        with AdminClient({"bootstrap.servers": gbroker.bootstrap}) as admin:
+            d = admin.describe_consumer_groups([group])[group]
+        return [{p for t, p in m.assignment if t == topic} for m in d.members] if d.state == "Stable" else []
+
+    produced = [f"a{i}" for i in range(40)]
+    produce(gbroker.bootstrap, topic, produced)
+    first = KcatMember(kcat, gbroker.bootstrap, group, topic)
+    second = third = None
+    try:
+        wait_until(lambda: first.consumed() >= set(produced), "the first member to consume")
+        wait_until(lambda: assignments() == [set(range(PARTITIONS))], "one member with every partition")
+
+        second = KcatMember(kcat, gbroker.bootstrap, group, topic)
+        split = wait_until(lambda: (a := assignments()) and len(a) == 2 and all(a) and a, "the partitions to be split")
+        assert split[0] | split[1] == set(range(PARTITIONS)) and not split[0] & split[1]
+        more = [f"b{i}" for i in range(40)]
+        produce(gbroker.bootstrap, topic, more)
+        produced += more
+        wait_until(lambda: first.consumed() | second.consumed() >= set(produced), "both members to consume")
+        assert second.consumed() & set(more), "the second member got none of the new records"
+
+        first.stop()
+        wait_until(lambda: assignments() == [set(range(PARTITIONS))], "the second member to take every partition")
+        rest = [f"c{i}" for i in range(40)]
+        produce(gbroker.bootstrap, topic, rest)
+        produced += rest
+        wait_until(lambda: first.consumed() | second.consumed() >= set(produced), "every record to be consumed")
+        second.stop()
+        assert first.consumed() | second.consumed() == set(produced)
+
+        gbroker.stop()
+        gbroker.start()
+        after = [f"d{i}" for i in range(20)]
+        produce(gbroker.bootstrap, topic, after)
+        third = KcatMember(kcat, gbroker.bootstrap, group, topic)
+        wait_until(lambda: third.consumed() >= set(after), "the member after the restart to consume")
+        time.sleep(1.0)
+        third.stop()
+        assert third.consumed() == set(after), "records before the last commit were read again"
+    finally:
+        for m in (first, second, third):
+            if m is not None and m.proc.poll() is None:
+                m.proc.kill()

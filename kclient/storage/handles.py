@@ -167,7 +167,7 @@ class FileHandleCache:
             f._pins -= 1
             if f._pins or f._fd is None:
                 return
-            if f._closed:
+            if f._closed or not f._linger:
                 fd, f._fd = f._fd, None
                 self._close_fd(fd)
                 return
@@ -179,8 +179,21 @@ class FileHandleCache:
             f._fd = fd
             self._open += 1
             self.opened += 1
+            if not f._linger:
+                f._fd = None
+                self._close_fd(fd)
+                return
             self._idle[f] = None
             self._evict(self._capacity)
+
+    def _drop(self, f: CachedFile) -> bool:
+        with self._lock:
+            if f._pins or f._fd is None:
+                return False
+            self._idle.pop(f, None)
+            fd, f._fd = f._fd, None
+            self._close_fd(fd)
+            return True
 
     def _close(self, f: CachedFile) -> None:
         with self._lock:
@@ -223,15 +236,27 @@ class CachedFile:
         path: The file.
         create: Open with ``O_CREAT`` (index files); without it a missing
             file raises ``FileNotFoundError`` on use.
+        linger: Keep the descriptor among the cache's idle ones after use;
+            ``False`` closes it when the last pin goes (files used rarely,
+            such as indexes, whose entries live in memory).
         fd: A descriptor already open on ``path`` (from creating the
             file), handed to the cache as idle.
         cache: The cache; default `default_cache`.
     """
 
-    __slots__ = ("_path", "_flags", "_cache", "_fd", "_pins", "_closed", "__weakref__")
+    __slots__ = ("_path", "_flags", "_linger", "_cache", "_fd", "_pins", "_closed", "__weakref__")
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = False, fd: int | None = None, cache: FileHandleCache | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        linger: bool = True,
+        fd: int | None = None,
+        cache: FileHandleCache | None = None,
+    ) -> None:
         self._path = Path(path)
+        self._linger = linger
         self._flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self._cache = cache if cache is not None else default_cache()
         self._fd: int | None = None
@@ -289,6 +314,15 @@ class CachedFile:
             yield fd
         finally:
             self._cache._unpin(self)
+
+    def drop(self) -> bool:
+        """Close the descriptor now if no one uses it; the file stays
+        usable (the next use opens it again).
+
+        Returns:
+            Whether a descriptor was closed.
+        """
+        return self._cache._drop(self)
 
     def rename(self, path: str | os.PathLike[str]) -> None:
         """Rename the file (``os.replace``); a missing file is not an error.

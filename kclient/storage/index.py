@@ -70,7 +70,9 @@ class IndexFile(abc.ABC):
     KIND = "index"
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
-        self._file = CachedFile(path, create=True)
+        # Written a few times per index_interval_bytes * 512 bytes of log and
+        # read once: no descriptor lingers after use.
+        self._file = CachedFile(path, create=True, linger=False)
         self.base_offset = int(base_offset)
         # Both columns in one tuple, replaced as a whole on truncation so a
         # lock-free reader always bisects a consistent pair of arrays;

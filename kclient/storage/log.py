@@ -1120,6 +1120,7 @@ class Log:
         old = self.active_segment
         old.mark_inactive()
         old.flush()  # a rolled segment is never written again: make it durable now
+        old.drop_descriptors()  # and it holds no descriptor until it is read
         if old.next_offset > self._recovery_point:
             self._recovery_point = old.next_offset
             if self._recovery_point >= self._log_end_offset:

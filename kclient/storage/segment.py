@@ -787,6 +787,16 @@ class LogSegment:
         self._ensure_tail()
         self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
 
+    def drop_descriptors(self) -> bool:
+        """Close the segment's descriptors that no one uses now; the
+        segment stays usable and opens its files again when read (called
+        for a segment that has just become inactive).
+
+        Returns:
+            Whether a descriptor was closed.
+        """
+        return self._log.drop()
+
     # ------------------------------------------------------------ recovery
 
     def rebuild_indexes(self) -> None:

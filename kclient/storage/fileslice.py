@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
+    from kclient.storage.handles import CachedFile
     from kclient.storage.segment import LogSegment
 
 _SENDFILE_FALLBACK_ERRNOS = {errno.EINVAL, errno.ENOSYS, getattr(errno, "EOPNOTSUPP", -1), getattr(errno, "ENOTSUP", -1)}
@@ -109,6 +110,12 @@ class FileSlice:
             raise ValueError("file slice is not held: use hold()")
         return self._fd
 
+    def _use(self) -> CachedFile:
+        """The file, to pin for one call (``with self._use() as fd``)."""
+        if self._segment is None or self._file is None:
+            raise ValueError("file slice was released")
+        return self._file
+
     @property
     def held(self) -> bool:
         """Whether `hold` keeps the descriptor open now."""
@@ -174,7 +181,7 @@ class FileSlice:
         out = bytearray()
         pos = self.position + offset
         want = end - offset
-        with self.hold() as fd:
+        with self._use() as fd:
             while len(out) < want:
                 chunk = os.pread(fd, want - len(out), pos + len(out))
                 if not chunk:
@@ -204,7 +211,7 @@ class FileSlice:
         if offset >= end:
             return 0
         n = end - offset
-        with self.hold() as fd:
+        with self._use() as fd:
             sendfile = getattr(os, "sendfile", None)
             if sendfile is not None:
                 try:

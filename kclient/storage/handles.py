@@ -32,9 +32,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 try:
     import resource
@@ -301,19 +299,23 @@ class CachedFile:
         """Give back a `pin`; the descriptor may then be closed."""
         self._cache._unpin(self)
 
-    @contextmanager
-    def use(self) -> Iterator[int]:
-        """The descriptor, pinned for a ``with`` block.
+    def use(self) -> CachedFile:
+        """The descriptor, pinned for a ``with`` block
+        (``with f.use() as fd:``).
 
-        Raises:
-            ValueError: The file was closed.
-            OSError: Opening failed.
+        Returns:
+            This file, a context manager whose ``__enter__`` pins (opening
+                the file if needed; ``ValueError`` once closed, ``OSError``
+                if opening fails) and returns the descriptor, and whose
+                ``__exit__`` unpins.
         """
-        fd = self._cache._pin(self)
-        try:
-            yield fd
-        finally:
-            self._cache._unpin(self)
+        return self
+
+    def __enter__(self) -> int:
+        return self._cache._pin(self)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._cache._unpin(self)
 
     def drop(self) -> bool:
         """Close the descriptor now if no one uses it; the file stays

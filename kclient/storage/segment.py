@@ -19,17 +19,24 @@ invalid batch, which handles both a lost tail and a nonsense block added by
 a crash. Modelled on Kafka's ``LogSegment``.
 
 Lifetime: readers take a reference (`LogSegment.try_acquire` /
-`LogSegment.release`) for as long as they use the file descriptor.
+`LogSegment.release`) for as long as they use the segment's bytes.
 `LogSegment.delete` renames the files to ``*.deleted`` at once (so a
-restart never loads them again) but closes and unlinks them only when the
-last reference is released, so a reader never sees a closed (or, worse,
-reused) descriptor and a pending ``sendfile`` still finds its bytes.
+restart never loads them again) but unlinks them only when the last
+reference is released, so a pending ``sendfile`` still finds its bytes.
+
+Descriptors: none is held for long. The ``.log`` file and both indexes are
+`kclient.storage.handles.CachedFile` objects, opened when used and pinned
+only for the duration of each read, write or sync; an idle ``.log``
+descriptor stays open while it is among the process's most recently used
+(a bounded cache), index descriptors close after each use and the index
+entries are read on the first lookup (Kafka's lazy indexes, KAFKA-7283).
+A rolled segment drops its descriptor at once (`drop_descriptors`).
 
 Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio.
 
 Why one module of about 900 lines: `LogSegment` owns three files that must
 agree (the log and its two indexes) and the reference count that keeps
-their descriptors alive; its recovery, lookups and deletion all rely on
+their bytes alive; its recovery, lookups and deletion all rely on
 that agreement, so they stay in one class. About half the lines are
 docstrings.
 """
@@ -156,7 +163,7 @@ class LogSegment:
     Not thread-safe for concurrent writers; reads (``read``,
     ``find_batch``, ``find_offset_by_timestamp``) may run alongside one
     writer because they never look past ``size``, and they should hold a
-    reference (`try_acquire`) so the files stay open. Raises
+    reference (`try_acquire`) so the files stay readable, even once deleted. Raises
     ``OSError`` on I/O failure.
     """
 
@@ -398,8 +405,9 @@ class LogSegment:
     # ------------------------------------------------------------ references
 
     def try_acquire(self) -> bool:
-        """Take a reference that keeps the files open; ``False`` if the
-        segment is closed or deleted already (the caller should take a new
+        """Take a reference that keeps the files readable (a deleted
+        segment's are unlinked only after the last one; no descriptor is
+        held, see `log_file`); ``False`` if the segment is closed or deleted already (the caller should take a new
         snapshot of the log). Pair with `release`."""
         with self._ref_lock:
             if self._retired or self._released:
@@ -409,8 +417,8 @@ class LogSegment:
 
     def release(self) -> None:
         """Drop a reference taken with `try_acquire`; the last one
-        after `close` / `delete` closes (and for a deleted
-        segment unlinks) the files."""
+        after `close` / `delete` closes the files (and for a deleted
+        segment unlinks them)."""
         with self._ref_lock:
             if self._refs <= 0:
                 raise RuntimeError(f"segment {self.log_path}: release without acquire")

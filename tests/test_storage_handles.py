@@ -8,8 +8,10 @@ the process really holds."""
 from __future__ import annotations
 
 import os
+import random
 import resource
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -303,3 +305,53 @@ def test_truncation_compaction_and_recovery_with_no_idle_descriptor(tmp_path, ca
     again.close()
     log.close()
     assert open_files_under(d) == []
+
+
+def test_readers_and_a_writer_on_many_logs_share_a_tiny_cache(tmp_path, cache_capacity):
+    """Four reader threads and one writer on three logs with room for one
+    idle descriptor: every use races with evictions, and every read still
+    returns the batch it asked for."""
+    cache = cache_capacity(1)
+    logs = [Log(tmp_path / f"t-{i}", LogConfig(segment_bytes=2048, index_interval_bytes=128)) for i in range(3)]
+    written: list[dict[int, bytes]] = [{} for _ in logs]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            while not stop.is_set():
+                i = rng.randrange(len(logs))
+                known = written[i]
+                if not known:
+                    continue
+                offset = rng.choice(list(known))
+                data = logs[i].read(offset, 1 << 16).records
+                first = next(iter(scan_batches(data)))
+                assert first.base_offset == offset
+                assert decode_records(data[: first.size])[0][3] == known[offset]
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(300):
+            for i, log in enumerate(logs):
+                value = b"value-%d-%d" % (i, n)
+                res = log.append(build_batch([(None, value, T0 + n)]))
+                written[i][res.base_offset] = value
+            if stop.is_set():
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+    assert all(len(log.segments) > 3 for log in logs)
+    assert cache.evicted > 0
+    for log in logs:
+        log.close()
+    assert open_files_under(tmp_path) == []

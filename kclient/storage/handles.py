@@ -133,15 +133,36 @@ class FileHandleCache:
         except OSError:
             logger.exception("could not close descriptor %d", fd)
 
-    def _open_file(self, f: CachedFile) -> int:
+    def open_new(self, path: str | os.PathLike[str], flags: int) -> int:
+        """``os.open`` a file that the caller then hands to a `CachedFile`
+        (``fd=``), closing idle descriptors and retrying once if the
+        process is out of them.
+
+        Args:
+            path: The file.
+            flags: ``os.open`` flags (``O_CREAT | O_EXCL`` for a new segment).
+
+        Returns:
+            The descriptor.
+
+        Raises:
+            OSError: The open failed.
+        """
+        with self._lock:
+            return self._os_open(path, flags)
+
+    def _os_open(self, path: str | os.PathLike[str], flags: int) -> int:
         try:
-            fd = os.open(f._path, f._flags, 0o644)
+            return os.open(path, flags, 0o644)
         except OSError as exc:
             if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._idle:
                 raise
-            logger.warning("out of descriptors opening %s: closing %d idle segment files", f._path, len(self._idle))
+            logger.warning("out of descriptors opening %s: closing %d idle segment files", path, len(self._idle))
             self._evict(0)
-            fd = os.open(f._path, f._flags, 0o644)
+            return os.open(path, flags, 0o644)
+
+    def _open_file(self, f: CachedFile) -> int:
+        fd = self._os_open(f._path, f._flags)
         self._open += 1
         self.opened += 1
         return fd

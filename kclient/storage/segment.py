@@ -69,7 +69,7 @@ from kclient.protocol.records.scan import (
 )
 from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
 from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
-from kclient.storage.handles import CachedFile
+from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
 from kclient.storage.timeindex import TimeIndex
 
@@ -237,7 +237,7 @@ class LogSegment:
         """
         directory = Path(directory)
         stem = file_stem(base_offset)
-        fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = default_cache().open_new(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL)
         index = timeindex = None
         try:
             index = OffsetIndex(directory / (stem + INDEX_SUFFIX), base_offset)

@@ -157,19 +157,20 @@ async def _send_bytes(sock: Any, data: bytes) -> None:
 async def _send_slice(sock: Any, fd: int, piece: FileSlice) -> None:
     offset = 0
     total = piece.length
-    while offset < total:
-        try:
-            sent = piece.transfer_to(fd, offset)
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(sock)
-            continue
-        if sent == 0:
-            raise SpliceError(f"{piece.path} ended {total - offset} bytes before the end of its slice {piece!r}")
-        offset += sent
-        if offset < total:
-            # The socket buffer is probably full now: yield to the other
-            # connections before trying again.
-            await trio.lowlevel.checkpoint()
+    with piece.hold():  # one descriptor for the whole loop (segment files open lazily)
+        while offset < total:
+            try:
+                sent = piece.transfer_to(fd, offset)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            if sent == 0:
+                raise SpliceError(f"{piece.path} ended {total - offset} bytes before the end of its slice {piece!r}")
+            offset += sent
+            if offset < total:
+                # The socket buffer is probably full now: yield to the other
+                # connections before trying again.
+                await trio.lowlevel.checkpoint()
     await trio.lowlevel.checkpoint_if_cancelled()
 
 

@@ -4,7 +4,10 @@
 * `TimeIndex` (``timeindex.py``): sparse ``.timeindex`` file.
 * `LogSegment` (``segment.py``): one ``.log`` + indexes triple.
 * `FileSlice` (``fileslice.py``): a byte range of a segment file
-  for ``os.sendfile``, holding the segment open.
+  for ``os.sendfile``, holding a reference on the segment.
+* ``handles.py``: segment and index files opened lazily, with a bounded
+  cache of idle descriptors (KAFKA-7283), so thousands of partitions fit
+  in ``ulimit -n 1024``.
 * `Log` (``log.py``): one partition's segments, offsets, reads,
   flush policy, retention, recovery.
 * `LogManager` (``manager.py``): every partition under the log

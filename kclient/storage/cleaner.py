@@ -184,9 +184,8 @@ def _segment_batches(seg: LogSegment):
     """``(info, batch bytes)`` for each batch of an inactive segment
     (holding a reference; ``ValueError`` if it was deleted meanwhile)."""
     with seg.reference():
-        fd = seg.fileno()
         for info in seg.iter_batches(0):
-            yield info, os.pread(fd, info.size, info.position)
+            yield info, seg.read(info.position, info.size)
 
 
 def _is_v2_skipped(batch: bytes) -> bool:

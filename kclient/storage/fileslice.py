@@ -8,9 +8,14 @@ documentation https://kafka.apache.org/documentation/#maximizingefficiency,
 "Efficiency") so record data goes from the page cache to the socket without
 passing through Python.
 
-The slice holds a reference on its segment: the file stays open (and its
-bytes readable) until `FileSlice.release`, even if retention deletes
-the segment meanwhile. Use it as a context manager.
+The slice holds a reference on its segment: the file's bytes stay
+readable until `FileSlice.release`, even if retention deletes the segment
+meanwhile (the file is then renamed ``*.deleted`` and unlinked on the last
+release). It does not hold a descriptor: the file is opened through the
+process-wide cache of `kclient.storage.handles` for each `FileSlice.read`
+/ `FileSlice.transfer_to`, or once for a whole ``sendfile`` loop with
+`FileSlice.hold`, so a fetch of thousands of partitions does not need
+thousands of descriptors at once. Use it as a context manager.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
+    from kclient.storage.handles import CachedFile
     from kclient.storage.segment import LogSegment
 
 _SENDFILE_FALLBACK_ERRNOS = {errno.EINVAL, errno.ENOSYS, getattr(errno, "EOPNOTSUPP", -1), getattr(errno, "ENOTSUP", -1)}
@@ -32,8 +39,8 @@ class FileSlice:
     file, plus the partition's ``high_watermark``, ``log_start_offset`` and
     ``log_end_offset`` when the read was made (offsets, not bytes).
 
-    ``fd`` is the open file descriptor (-1 for an empty slice); ``path``
-    the file (``None`` when empty). The range starts at a batch boundary
+    ``fd`` is the file descriptor while the slice is held (`hold`; -1 for
+    an empty slice); ``path`` the file (``None`` when empty). The range starts at a batch boundary
     and may end inside a batch (clients drop a partial last batch, as the
     "Reads" part of Kafka's "Log" documentation describes). The bytes never change while the slice is held (segments
     are append-only). Not thread-safe: one consumer per slice.
@@ -43,7 +50,7 @@ class FileSlice:
     ``ResourceWarning``.
     """
 
-    __slots__ = ("_segment", "_fd", "path", "position", "length", "high_watermark", "log_start_offset", "log_end_offset")
+    __slots__ = ("_segment", "_file", "_fd", "_holds", "path", "position", "length", "high_watermark", "log_start_offset", "log_end_offset")
 
     def __init__(
         self,
@@ -67,7 +74,9 @@ class FileSlice:
             log_end_offset: The partition's log end offset.
         """
         self._segment = segment
-        self._fd = segment.fileno() if segment is not None else -1
+        self._file = segment.log_file if segment is not None else None
+        self._fd = -1
+        self._holds = 0
         self.path = segment.log_path if segment is not None else None
         self.position = position
         self.length = length if segment is not None else 0
@@ -84,17 +93,61 @@ class FileSlice:
 
     @property
     def fd(self) -> int:
-        """The ``.log`` file descriptor to ``os.sendfile`` from.
+        """The ``.log`` file descriptor to ``os.sendfile`` from, while the
+        slice is held (`hold`).
 
         Returns:
             The descriptor; -1 when the slice is empty.
 
         Raises:
-            ValueError: The slice was released.
+            ValueError: The slice was released, or is not held.
         """
-        if self._segment is None and self._fd != -1:
+        if self._file is None:
+            return -1
+        if self._segment is None:
             raise ValueError("file slice was released")
+        if not self._holds:
+            raise ValueError("file slice is not held: use hold()")
         return self._fd
+
+    def _use(self) -> CachedFile:
+        """The file, to pin for one call (``with self._use() as fd``)."""
+        if self._segment is None or self._file is None:
+            raise ValueError("file slice was released")
+        return self._file
+
+    @property
+    def held(self) -> bool:
+        """Whether `hold` keeps the descriptor open now."""
+        return self._holds > 0
+
+    @contextmanager
+    def hold(self) -> Iterator[int]:
+        """Keep the file's descriptor open for a ``with`` block (a
+        ``sendfile`` loop that waits for the socket between calls).
+
+        Yields:
+            The descriptor (-1 for an empty slice).
+
+        Raises:
+            ValueError: The slice was released.
+            OSError: The file could not be opened.
+        """
+        if self._file is None:
+            yield -1
+            return
+        if self._segment is None:
+            raise ValueError("file slice was released")
+        fd = self._file.pin()
+        self._fd = fd
+        self._holds += 1
+        try:
+            yield fd
+        finally:
+            self._holds -= 1
+            if not self._holds:
+                self._fd = -1
+            self._file.unpin()
 
     def fileno(self) -> int:
         """Same as `fd`."""
@@ -125,15 +178,15 @@ class FileSlice:
         end = self.length if size is None else min(self.length, offset + max(0, size))
         if offset < 0 or offset >= end:
             return b""
-        fd = self.fd
         out = bytearray()
         pos = self.position + offset
         want = end - offset
-        while len(out) < want:
-            chunk = os.pread(fd, want - len(out), pos + len(out))
-            if not chunk:
-                break  # the file is shorter than promised: return what is there
-            out += chunk
+        with self._use() as fd:
+            while len(out) < want:
+                chunk = os.pread(fd, want - len(out), pos + len(out))
+                if not chunk:
+                    break  # the file is shorter than promised: return what is there
+                out += chunk
         return bytes(out)
 
     def transfer_to(self, out_fd: int, offset: int = 0, count: int | None = None) -> int:
@@ -157,16 +210,16 @@ class FileSlice:
         end = self.length if count is None else min(self.length, offset + max(0, count))
         if offset >= end:
             return 0
-        fd = self.fd
         n = end - offset
-        sendfile = getattr(os, "sendfile", None)
-        if sendfile is not None:
-            try:
-                return sendfile(out_fd, fd, self.position + offset, n)
-            except OSError as exc:
-                if isinstance(exc, BlockingIOError) or exc.errno not in _SENDFILE_FALLBACK_ERRNOS:
-                    raise
-        data = os.pread(fd, min(n, _FALLBACK_CHUNK), self.position + offset)
+        with self._use() as fd:
+            sendfile = getattr(os, "sendfile", None)
+            if sendfile is not None:
+                try:
+                    return sendfile(out_fd, fd, self.position + offset, n)
+                except OSError as exc:
+                    if isinstance(exc, BlockingIOError) or exc.errno not in _SENDFILE_FALLBACK_ERRNOS:
+                        raise
+            data = os.pread(fd, min(n, _FALLBACK_CHUNK), self.position + offset)
         if not data:
             return 0
         return os.write(out_fd, data)
@@ -175,7 +228,8 @@ class FileSlice:
 
     def release(self) -> None:
         """Give the segment reference back (the file may then be closed and,
-        if deleted, unlinked). Idempotent."""
+        if deleted, unlinked). Idempotent. A `hold` in progress keeps its
+        descriptor until it ends."""
         seg, self._segment = self._segment, None
         if seg is not None:
             seg.release()

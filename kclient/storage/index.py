@@ -16,6 +16,12 @@ index sparser, never wrong.
 `IndexFile` holds what the offset index and the time index
 (`kclient.storage.timeindex`) share: two int64 columns in memory, a
 buffered append-only file, truncation, flush and close.
+
+Indexes are lazy, as Kafka's ``LazyIndex`` is since 2.x (KAFKA-7283):
+the entries are read on the first lookup or append, not when the segment
+is opened, and the file is a `kclient.storage.handles.CachedFile` that
+holds a descriptor only while it is read or written (and while it stays
+among the recently used files of the process-wide cache).
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ import abc
 import logging
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+
+from kclient.storage.handles import CachedFile
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +54,12 @@ class IndexFile(abc.ABC):
     column values) and `_encode` (column values -> file bytes). Not
     thread-safe for writers; readers only touch the in-memory columns.
 
+    Entries are read from the file on first use (`loaded`); the file is
+    opened only to read, write, truncate or sync it.
+
     Args:
-        path: The index file; created if missing. A trailing partial entry
-            is dropped (WARNING) on load.
+        path: The index file; created if missing when first used. A
+            trailing partial entry is dropped (WARNING) on load.
         base_offset: The segment's base offset.
 
     Raises:
@@ -58,21 +70,42 @@ class IndexFile(abc.ABC):
     KIND = "index"
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
-        self.path = Path(path)
+        # Written a few times per index_interval_bytes * 512 bytes of log and
+        # read once: no descriptor lingers after use.
+        self._file = CachedFile(path, create=True, linger=False)
         self.base_offset = int(base_offset)
         # Both columns in one tuple, replaced as a whole on truncation so a
         # lock-free reader always bisects a consistent pair of arrays;
-        # appends grow the current arrays in place.
-        self._cols: tuple[array, array] = (array("q"), array("q"))
+        # appends grow the current arrays in place. ``None`` until the
+        # file is first needed (Kafka's ``LazyIndex``, KAFKA-7283).
+        self._loaded: tuple[array, array] | None = None
+        self._load_lock = threading.Lock()
         self._pending = bytearray()  # encoded entries not yet written
         self._persisted = 0
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            self._load()
-        except BaseException:
-            os.close(self._fd)
-            self._fd = None
-            raise
+
+    @property
+    def path(self) -> Path:
+        """The index file's current name."""
+        return self._file.path
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the entries were read from the file (on first use)."""
+        return self._loaded is not None
+
+    @property
+    def _cols(self) -> tuple[array, array]:
+        cols = self._loaded
+        if cols is None:
+            with self._load_lock:
+                cols = self._loaded
+                if cols is None:
+                    cols = self._loaded = self._load()
+        return cols
+
+    @_cols.setter
+    def _cols(self, cols: tuple[array, array]) -> None:
+        self._loaded = cols
 
     # ------------------------------------------------------------ codec
 
@@ -84,22 +117,30 @@ class IndexFile(abc.ABC):
     def _encode(self, a: int, b: int) -> bytes:
         """An entry's bytes on disk."""
 
-    def _load(self) -> None:
-        size = os.fstat(self._fd).st_size
-        entry_size = self.ENTRY.size
-        usable = size - size % entry_size
-        if usable != size:
-            logger.warning("%s %s: dropping %d trailing bytes of a partial entry", self.KIND, self.path, size - usable)
-            os.ftruncate(self._fd, usable)
-        data = os.pread(self._fd, usable, 0) if usable else b""
+    def _load(self) -> tuple[array, array]:
+        col_a, col_b = array("q"), array("q")
+        try:
+            fd = self._file.pin()
+        except ValueError:
+            return (col_a, col_b)  # closed or deleted: nothing left to read
+        try:
+            size = os.fstat(fd).st_size
+            entry_size = self.ENTRY.size
+            usable = size - size % entry_size
+            if usable != size:
+                logger.warning("%s %s: dropping %d trailing bytes of a partial entry", self.KIND, self.path, size - usable)
+                os.ftruncate(fd, usable)
+            data = os.pread(fd, usable, 0) if usable else b""
+        finally:
+            self._file.unpin()
         if len(data) != usable:
             raise OSError(f"{self.KIND} {self.path}: short read ({len(data)} of {usable} bytes)")
-        col_a, col_b = self._cols
         for x, y in self.ENTRY.iter_unpack(data):
             a, b = self._decode(x, y)
             col_a.append(a)
             col_b.append(b)
         self._persisted = len(col_a)
+        return (col_a, col_b)
 
     # ------------------------------------------------------------ queries
 
@@ -144,7 +185,16 @@ class IndexFile(abc.ABC):
             self._write_pending()
 
     def reset(self) -> None:
-        """Remove every entry (before a rebuild)."""
+        """Remove every entry (before a rebuild); creates the file if missing."""
+        if self._loaded is None:
+            with self._load_lock:
+                if self._loaded is None:  # nothing to read: just empty the file
+                    self._pending.clear()
+                    with self._file.use() as fd:
+                        os.ftruncate(fd, 0)
+                    self._persisted = 0
+                    self._loaded = (array("q"), array("q"))
+                    return
         self._truncate_entries(0)
 
     def _truncate_entries(self, keep: int) -> None:
@@ -157,24 +207,20 @@ class IndexFile(abc.ABC):
             del self._pending[(keep - self._persisted) * size :]
         else:
             self._pending.clear()
-            os.ftruncate(self._require_fd(), keep * size)
+            with self._file.use() as fd:
+                os.ftruncate(fd, keep * size)
             self._persisted = keep
-
-    def _require_fd(self) -> int:
-        if self._fd is None:
-            raise ValueError(f"{self.KIND} {self.path} is closed")
-        return self._fd
 
     def _write_pending(self) -> None:
         if not self._pending:
             return
-        fd = self._require_fd()
         data = memoryview(bytes(self._pending))
         pos = self._persisted * self.ENTRY.size
-        while data:
-            n = os.pwrite(fd, data, pos)
-            data = data[n:]
-            pos += n
+        with self._file.use() as fd:
+            while data:
+                n = os.pwrite(fd, data, pos)
+                data = data[n:]
+                pos += n
         self._persisted += len(self._pending) // self.ENTRY.size
         self._pending.clear()
 
@@ -189,28 +235,35 @@ class IndexFile(abc.ABC):
         """
         self._write_pending()
         if fsync:
-            os.fsync(self._require_fd())
+            self.sync()
 
     def sync(self) -> None:
         """``os.fsync`` the file without writing buffered entries (call
-        ``flush(fsync=False)`` first, under the writer's lock)."""
-        os.fsync(self._require_fd())
+        ``flush(fsync=False)`` first, under the writer's lock).
+
+        The file is opened for it if no descriptor is open (``fsync``
+        flushes the file, whichever descriptor wrote the data).
+        """
+        with self._file.use() as fd:
+            os.fsync(fd)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` or `delete` was called."""
+        return self._file.closed
 
     def close(self) -> None:
         """Write buffered entries (no fsync) and close the file. Idempotent."""
-        if self._fd is None:
+        if self._file.closed:
             return
         try:
             self._write_pending()
         finally:
-            os.close(self._fd)
-            self._fd = None
+            self._file.close()
 
     def delete(self) -> None:
         """Close and remove the file (missing file is not an error)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
         self._pending.clear()
         try:
             self.path.unlink()
@@ -218,19 +271,15 @@ class IndexFile(abc.ABC):
             pass
 
     def rename(self, path: str | os.PathLike[str]) -> None:
-        """Rename the file; the open descriptor stays valid.
+        """Rename the file; an open descriptor stays valid and later opens
+        use the new name.
 
         Used to mark a deleted segment's files ``.deleted``.
 
         Args:
             path: The new path.
         """
-        new = Path(path)
-        try:
-            os.replace(self.path, new)
-        except FileNotFoundError:
-            pass
-        self.path = new
+        self._file.rename(path)
 
 
 class OffsetIndex(IndexFile):

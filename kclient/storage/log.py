@@ -387,6 +387,15 @@ class ReadResult:
     log_end_offset: int
 
 
+def _holds_offsets_from(segments: Sequence[LogSegment], i: int, offset: int) -> bool:
+    """Whether ``segments[i]`` holds an offset ``>= offset``, answered from
+    the next segment's base offset when that suffices, so a flush or a
+    close does not open every old segment (their files open lazily)."""
+    if i + 1 < len(segments) and segments[i + 1].base_offset <= offset:
+        return False
+    return segments[i].next_offset > offset
+
+
 class _Stale(Exception):
     """A segment of a snapshot was deleted meanwhile: take a new snapshot."""
 
@@ -1111,6 +1120,7 @@ class Log:
         old = self.active_segment
         old.mark_inactive()
         old.flush()  # a rolled segment is never written again: make it durable now
+        old.drop_descriptors()  # and it holds no descriptor until it is read
         if old.next_offset > self._recovery_point:
             self._recovery_point = old.next_offset
             if self._recovery_point >= self._log_end_offset:
@@ -1175,8 +1185,9 @@ class Log:
                 return False
             started = self._clock() if now_ms is None else now_ms
             held = []
-            for seg in self._view.segments:
-                if seg.next_offset > rp and seg.size:
+            segs = self._view.segments
+            for i, seg in enumerate(segs):
+                if seg.size and _holds_offsets_from(segs, i, rp):
                     seg.prepare_flush()
                     if seg.try_acquire():
                         held.append(seg)
@@ -1781,8 +1792,8 @@ class Log:
             try:
                 active = segs[-1]
                 active.mark_inactive()
-                for seg in segs:
-                    if seg is active or (seg.next_offset > self._recovery_point and seg.size):
+                for i, seg in enumerate(segs):
+                    if seg is active or (seg.size and _holds_offsets_from(segs, i, self._recovery_point)):
                         seg.flush()
                 self._producer_state.take_snapshot(self._log_end_offset)
                 if not self._epoch_cache.path.exists():

@@ -19,17 +19,24 @@ invalid batch, which handles both a lost tail and a nonsense block added by
 a crash. Modelled on Kafka's ``LogSegment``.
 
 Lifetime: readers take a reference (`LogSegment.try_acquire` /
-`LogSegment.release`) for as long as they use the file descriptor.
+`LogSegment.release`) for as long as they use the segment's bytes.
 `LogSegment.delete` renames the files to ``*.deleted`` at once (so a
-restart never loads them again) but closes and unlinks them only when the
-last reference is released, so a reader never sees a closed (or, worse,
-reused) descriptor and a pending ``sendfile`` still finds its bytes.
+restart never loads them again) but unlinks them only when the last
+reference is released, so a pending ``sendfile`` still finds its bytes.
+
+Descriptors: none is held for long. The ``.log`` file and both indexes are
+`kclient.storage.handles.CachedFile` objects, opened when used and pinned
+only for the duration of each read, write or sync; an idle ``.log``
+descriptor stays open while it is among the process's most recently used
+(a bounded cache), index descriptors close after each use and the index
+entries are read on the first lookup (Kafka's lazy indexes, KAFKA-7283).
+A rolled segment drops its descriptor at once (`drop_descriptors`).
 
 Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio.
 
 Why one module of about 900 lines: `LogSegment` owns three files that must
 agree (the log and its two indexes) and the reference count that keeps
-their descriptors alive; its recovery, lookups and deletion all rely on
+their bytes alive; its recovery, lookups and deletion all rely on
 that agreement, so they stay in one class. About half the lines are
 docstrings.
 """
@@ -62,6 +69,7 @@ from kclient.protocol.records.scan import (
 )
 from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
 from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
+from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
 from kclient.storage.timeindex import TimeIndex
 
@@ -155,7 +163,7 @@ class LogSegment:
     Not thread-safe for concurrent writers; reads (``read``,
     ``find_batch``, ``find_offset_by_timestamp``) may run alongside one
     writer because they never look past ``size``, and they should hold a
-    reference (`try_acquire`) so the files stay open. Raises
+    reference (`try_acquire`) so the files stay readable, even once deleted. Raises
     ``OSError`` on I/O failure.
     """
 
@@ -163,7 +171,7 @@ class LogSegment:
         self,
         directory: Path,
         base_offset: int,
-        fd: int,
+        fd: int | None,
         index: OffsetIndex,
         size: int,
         index_interval_bytes: int,
@@ -181,14 +189,15 @@ class LogSegment:
         self.timeindex = timeindex
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = clock.now_ms() if created_ms is None else created_ms
-        self._fd: int | None = fd
+        # The .log file, opened on demand through the process-wide cache.
+        self._log = CachedFile(self.log_path, fd=fd)
         self._size = size
         # Tail state, computed lazily for a segment opened without recovery.
         self._last_offset = last_offset  # None = not computed yet
         self._max_timestamp = -1
         self._offset_of_max = base_offset - 1
         self._tail_known = last_offset is not None and size == 0
-        self._bytes_since_index = 0
+        self._bytes_since_index: int | None = 0  # None = from the index, on the first append
         # Time of the first append (ms), None = unknown yet (see rolling_base_ms).
         self._rolling_base_ms: int | None = None
         self.index_suspect = False
@@ -228,7 +237,7 @@ class LogSegment:
         """
         directory = Path(directory)
         stem = file_stem(base_offset)
-        fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = default_cache().open_new(directory / (stem + LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL)
         index = timeindex = None
         try:
             index = OffsetIndex(directory / (stem + INDEX_SUFFIX), base_offset)
@@ -256,7 +265,9 @@ class LogSegment:
         """Open the existing segment ``base_offset`` in ``directory``.
 
         Its batches are not validated (see `recover`); ``size`` is the file
-        length.
+        length. No descriptor stays open: the files are opened when used
+        (see `kclient.storage.handles`) and the indexes read on their first
+        lookup, unless ``check_indexes`` reads them now.
 
         Args:
             directory: The partition directory.
@@ -276,26 +287,17 @@ class LogSegment:
         """
         directory = Path(directory)
         stem = file_stem(base_offset)
-        fd = os.open(directory / (stem + LOG_SUFFIX), os.O_RDWR)
-        index = timeindex = None
-        try:
-            size = os.fstat(fd).st_size
-            index_path = directory / (stem + INDEX_SUFFIX)
-            time_path = directory / (stem + TIMEINDEX_SUFFIX)
-            had_index = index_path.exists()
-            had_timeindex = time_path.exists()
-            index = OffsetIndex(index_path, base_offset)
-            timeindex = TimeIndex(time_path, base_offset)
-        except BaseException:
-            for ix in (index, timeindex):
-                if ix is not None:
-                    ix.close()
-            os.close(fd)
-            raise
+        size = os.stat(directory / (stem + LOG_SUFFIX)).st_size
+        index_path = directory / (stem + INDEX_SUFFIX)
+        time_path = directory / (stem + TIMEINDEX_SUFFIX)
+        had_index = index_path.exists()
+        had_timeindex = time_path.exists()
+        index = OffsetIndex(index_path, base_offset)
+        timeindex = TimeIndex(time_path, base_offset)
         seg = cls(
-            directory, base_offset, fd, index, size, index_interval_bytes, None if size else base_offset - 1, timeindex, now_ms
+            directory, base_offset, None, index, size, index_interval_bytes, None if size else base_offset - 1, timeindex, now_ms
         )
-        seg._bytes_since_index = size - index.last_entry[1]
+        seg._bytes_since_index = None
         if not check_indexes or not size:
             if not size:
                 index.reset()
@@ -331,7 +333,7 @@ class LogSegment:
     def closed(self) -> bool:
         """Whether `close` or `delete` was called (the files may
         stay open a little longer for readers holding a reference)."""
-        return self._retired or self._fd is None
+        return self._retired or self._released
 
     @property
     def last_offset(self) -> int:
@@ -386,33 +388,37 @@ class LogSegment:
     def mtime(self) -> int:
         """Modification time of the ``.log`` file in ms since the epoch
         (what ListOffsets v0 pairs with the segment's base offset)."""
-        return os.fstat(self._require_fd()).st_mtime_ns // 1_000_000
+        with self._log.use() as fd:
+            return os.fstat(fd).st_mtime_ns // 1_000_000
 
-    def _require_fd(self) -> int:
-        if self._fd is None:
-            raise ValueError(f"segment {self.log_path} is closed")
-        return self._fd
+    @property
+    def log_file(self) -> CachedFile:
+        """The ``.log`` file: `CachedFile.use` (or ``pin`` / ``unpin``)
+        gives a descriptor that stays valid while it is pinned."""
+        return self._log
 
-    def fileno(self) -> int:
-        """The ``.log`` file descriptor (valid while a reference is held)."""
-        return self._require_fd()
+    @property
+    def has_open_files(self) -> bool:
+        """Whether a descriptor of the ``.log`` file or an index is open now."""
+        return self._log.is_open or self.index._file.is_open or self.timeindex._file.is_open
 
     # ------------------------------------------------------------ references
 
     def try_acquire(self) -> bool:
-        """Take a reference that keeps the files open; ``False`` if the
-        segment is closed or deleted already (the caller should take a new
+        """Take a reference that keeps the files readable (a deleted
+        segment's are unlinked only after the last one; no descriptor is
+        held, see `log_file`); ``False`` if the segment is closed or deleted already (the caller should take a new
         snapshot of the log). Pair with `release`."""
         with self._ref_lock:
-            if self._retired or self._fd is None:
+            if self._retired or self._released:
                 return False
             self._refs += 1
             return True
 
     def release(self) -> None:
         """Drop a reference taken with `try_acquire`; the last one
-        after `close` / `delete` closes (and for a deleted
-        segment unlinks) the files."""
+        after `close` / `delete` closes the files (and for a deleted
+        segment unlinks them)."""
         with self._ref_lock:
             if self._refs <= 0:
                 raise RuntimeError(f"segment {self.log_path}: release without acquire")
@@ -452,15 +458,16 @@ class LogSegment:
         pread-ing ``chunk`` bytes at a time (more for a batch that does not
         fit). Stops silently at a partial batch at ``end``; raises
         `CorruptRecordError` naming the file and absolute byte
-        position at an impossible header."""
-        fd = self._require_fd()
+        position at an impossible header. The descriptor is pinned for each
+        read only, never across a ``yield``."""
         if chunk is None:
             chunk = _WALK_CHUNK
         pos = start
         want = chunk
         while pos < end:
             n = min(want, end - pos)
-            buf = os.pread(fd, n, pos)
+            with self._log.use() as fd:
+                buf = os.pread(fd, n, pos)
             off = 0
             try:
                 while True:
@@ -633,13 +640,13 @@ class LogSegment:
         end = min(self._size, position + max(0, max_bytes))
         if position < 0 or position >= end:
             return b""
-        fd = self._require_fd()
-        out = os.pread(fd, end - position, position)
-        while len(out) < end - position:  # short read (rare on regular files)
-            more = os.pread(fd, end - position - len(out), position + len(out))
-            if not more:
-                break
-            out += more
+        with self._log.use() as fd:
+            out = os.pread(fd, end - position, position)
+            while len(out) < end - position:  # short read (rare on regular files)
+                more = os.pread(fd, end - position - len(out), position + len(out))
+                if not more:
+                    break
+                out += more
         return out
 
     # ------------------------------------------------------------ tail state
@@ -675,6 +682,8 @@ class LogSegment:
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
             self._offset_of_max = last_offset
+        if self._bytes_since_index is None:
+            self._bytes_since_index = position - self.index.last_entry[1]
         if self._bytes_since_index > self.index_interval_bytes:
             self.index.append(base_offset, position)
             self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
@@ -717,18 +726,18 @@ class LogSegment:
                 f"segment {self.log_path}: batches hold {infos[0].base_offset}..{infos[-1].last_offset}, "
                 f"not {first_offset}..{last_offset}"
             )
-        fd = self._require_fd()
         start = self._size
-        try:
-            written = 0
-            while written < n:
-                written += os.pwrite(fd, view[written:], start + written)
-        except BaseException:
+        with self._log.use() as fd:
             try:
-                os.ftruncate(fd, start)
-            except OSError:
-                logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
-            raise
+                written = 0
+                while written < n:
+                    written += os.pwrite(fd, view[written:], start + written)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
+                raise
         if start == 0:
             self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
         for info in infos:
@@ -760,14 +769,14 @@ class LogSegment:
             return 0
         position = info.position
         removed = self._size - position
-        fd = self._require_fd()
         # Entries name batches by the offset they carry (a compressed v0/v1
         # wrapper carries its last inner offset), so every entry at or after
         # the cut names an offset >= that of the batch at the cut, and every
         # entry before it a lower one.
         self.index.truncate_to(info.base_offset)
         self.timeindex.truncate_to(info.base_offset)
-        os.ftruncate(fd, position)
+        with self._log.use() as fd:
+            os.ftruncate(fd, position)
         self._size = position
         self._last_offset = None
         self._tail_known = False
@@ -785,6 +794,16 @@ class LogSegment:
         segment's largest timestamp (Kafka's ``onBecomeInactiveSegment``)."""
         self._ensure_tail()
         self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
+
+    def drop_descriptors(self) -> bool:
+        """Close the segment's descriptors that no one uses now; the
+        segment stays usable and opens its files again when read (called
+        for a segment that has just become inactive).
+
+        Returns:
+            Whether a descriptor was closed.
+        """
+        return self._log.drop()
 
     # ------------------------------------------------------------ recovery
 
@@ -836,8 +855,8 @@ class LogSegment:
         Returns:
             The number of bytes truncated (logged at WARNING when non-zero).
         """
-        fd = self._require_fd()
-        file_size = os.fstat(fd).st_size
+        with self._log.use() as fd:
+            file_size = os.fstat(fd).st_size
         self.index.reset()
         self.timeindex.reset()
         self._bytes_since_index = 0
@@ -881,7 +900,8 @@ class LogSegment:
                 last,
                 reason,
             )
-            os.ftruncate(fd, valid_end)
+            with self._log.use() as fd:
+                os.ftruncate(fd, valid_end)
         self._size = valid_end
         self._last_offset = last
         self._tail_known = True
@@ -920,7 +940,8 @@ class LogSegment:
     def sync(self) -> None:
         """``os.fsync`` the log, index and time index files (safe alongside
         appends; the caller holds a reference)."""
-        os.fsync(self._require_fd())
+        with self._log.use() as fd:
+            os.fsync(fd)
         self.index.sync()
         self.timeindex.sync()
 
@@ -956,9 +977,7 @@ class LogSegment:
                 finally:
                     self.timeindex.close()
         finally:
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                os.close(fd)
+            self._log.close()
             if self.deleted:
                 # Once renamed, the original name may already belong to a new
                 # segment (a truncated log re-rolls at the same offset).
@@ -982,11 +1001,8 @@ class LogSegment:
             if self._refs > 0:
                 # Readers still use the files: rename them now (the open
                 # descriptors stay valid); the last release unlinks them.
-                try:
-                    os.replace(self.log_path, self.log_path.with_name(self.log_path.name + DELETED_SUFFIX))
-                    self._renamed = True
-                except FileNotFoundError:
-                    pass
+                self._log.rename(self.log_path.with_name(self.log_path.name + DELETED_SUFFIX))
+                self._renamed = self._log.path != self.log_path
                 for ix in (self.index, self.timeindex):
                     ix.rename(ix.path.with_name(ix.path.name + DELETED_SUFFIX))
                 return

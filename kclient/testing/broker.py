@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import resource
 import selectors
 import shutil
 import subprocess
@@ -24,6 +26,14 @@ __all__ = ["BrokerProcess", "run_broker"]
 _LISTENING = re.compile(rb"kclient broker listening on (?P<host>\S+):(?P<port>\d+)")
 #: One listener's line (``... (NAME)``); the broker prints them all in one write.
 _LISTENER_LINE = re.compile(rb"kclient broker listening on (?P<host>\S+):(?P<port>\d+)(?: \((?P<name>[A-Za-z0-9_]+)\))?\n")
+
+
+def _limit_open_files(limit: int) -> None:
+    """Set ``RLIMIT_NOFILE`` in the forked child before it runs the broker."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 class BrokerProcess(ServerProcess):
@@ -52,6 +62,9 @@ class BrokerProcess(ServerProcess):
             clients' metadata stays the same.
         verbose: Run it with ``-v``.
         python: The Python interpreter that runs it.
+        max_open_files: Start it with this soft and hard ``RLIMIT_NOFILE``
+            (what ``ulimit -n`` sets), to check that it serves within a
+            descriptor budget; ``None`` inherits this process's limit.
     """
 
     NAME = "the broker"
@@ -69,6 +82,7 @@ class BrokerProcess(ServerProcess):
         keep_port: bool = False,
         verbose: bool = False,
         python: str = sys.executable,
+        max_open_files: int | None = None,
     ) -> None:
         super().__init__(
             host=host,
@@ -84,6 +98,7 @@ class BrokerProcess(ServerProcess):
         self.keep_port = keep_port
         self.verbose = verbose
         self.python = python
+        self.max_open_files = max_open_files
         self._ports: dict[str, int] = {}
 
     @property
@@ -200,7 +215,10 @@ class BrokerProcess(ServerProcess):
         root = str(Path(__file__).resolve().parents[2])  # the directory holding the kclient package
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
-        return {"stdout": subprocess.PIPE, "stderr": self._output_file, "env": env}
+        kwargs: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": self._output_file, "env": env}
+        if self.max_open_files is not None:
+            kwargs["preexec_fn"] = functools.partial(_limit_open_files, self.max_open_files)
+        return kwargs
 
     def _wait_ready(self, port: int | None) -> int:
         assert self._proc is not None and self._proc.stdout is not None

@@ -31,7 +31,12 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.consumer_protocol import decode_assignment
-from kclient.protocol.messages import DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS, OFFSET_FETCH
+from kclient.protocol.messages import (
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    LIST_GROUPS,
+    OFFSET_FETCH,
+)
 
 if TYPE_CHECKING:
     from kclient.client.cluster import Cluster

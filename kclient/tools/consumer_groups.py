@@ -122,6 +122,52 @@ def _group_partitions(zk, group: str) -> Iterator[tuple[str, int]]:
             yield topic, partition
 
 
+class _LogEndOffsets:
+    """Log end offsets asked of partition leaders (ListOffsets latest),
+    one SimpleConsumer per leader address; a context manager closing them."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self._consumers: dict = {}
+
+    def get(self, address: tuple[str, int] | None, topic: str, partition: int) -> int | None:
+        """The partition's log end offset; None without a leader address
+        or when the leader cannot tell."""
+        from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
+
+        if address is None:
+            return None
+        if address not in self._consumers:
+            self._consumers[address] = SimpleConsumer(*address, self.timeout_ms, client_id="kclient-consumer-groups")
+        try:
+            offsets = self._consumers[address].get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)
+        except KafkaError:
+            return None
+        return offsets[0] if offsets else None
+
+    def __enter__(self) -> _LogEndOffsets:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+
+
+def _print_described(args: argparse.Namespace, describe) -> None:
+    """Print ``describe(progress)``'s rows, with a tqdm bar on a terminal."""
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
+    try:
+        rows = describe(None if bar is None else (lambda _row: bar.update()))
+    finally:
+        if bar is not None:
+            bar.close()
+    sys.stdout.write(format_rows(rows))
+
+
 def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -> list[PartitionLag]:
     """The rows of ``--describe`` for ``group``.
 
@@ -138,12 +184,10 @@ def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -
     Raises:
         ConfigError: The group does not exist.
     """
-    from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
     from kclient.zk import paths
 
     if not zk.exists(paths.consumer_group_path(group)):
         raise ConfigError(f"consumer group {group!r} does not exist in ZooKeeper")
-    consumers: dict[tuple[str, int], SimpleConsumer] = {}
     addresses: dict[int, tuple[str, int] | None] = {}
 
     def leader_of(topic: str, partition: int) -> tuple[str, int] | None:
@@ -157,20 +201,11 @@ def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -
         return addresses[leader]
 
     rows = []
-    try:
+    with _LogEndOffsets(timeout_ms) as log_ends:
         for topic, partition in _group_partitions(zk, group):
             committed = zk.get(paths.offset_path(group, topic, partition))
             owner = zk.get(paths.owner_path(group, topic, partition))
-            end = None
-            address = leader_of(topic, partition)
-            if address is not None:
-                if address not in consumers:
-                    consumers[address] = SimpleConsumer(*address, timeout_ms, client_id="kclient-consumer-groups")
-                try:
-                    offsets = consumers[address].get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)
-                    end = offsets[0] if offsets else None
-                except KafkaError:
-                    end = None
+            end = log_ends.get(leader_of(topic, partition), topic, partition)
             row = PartitionLag(
                 group,
                 topic,
@@ -182,9 +217,6 @@ def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -
             rows.append(row)
             if progress is not None:
                 progress(row)
-    finally:
-        for consumer in consumers.values():
-            consumer.close()
     return rows
 
 
@@ -204,8 +236,6 @@ def describe_group_on_brokers(admin, group: str, *, timeout_ms: int = 10_000, pr
     Raises:
         ConfigError: The coordinator knows nothing of the group.
     """
-    from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
-
     description = admin.describe_consumer_groups([group])[group]
     committed = admin.list_consumer_group_offsets(group)
     owners = {tp: m.member_id for m in description.members for tp in m.assignment}
@@ -214,28 +244,15 @@ def describe_group_on_brokers(admin, group: str, *, timeout_ms: int = 10_000, pr
         raise ConfigError(f"consumer group {group!r} is not known to the brokers")
     topics = admin.describe_topics(sorted({t for t, _ in keys})) if keys else {}
     brokers = {b.node_id: (b.host, b.port) for b in admin.describe_cluster().brokers}
-    consumers: dict[tuple[str, int], SimpleConsumer] = {}
     rows = []
-    try:
+    with _LogEndOffsets(timeout_ms) as log_ends:
         for topic, partition in keys:
-            end = None
             leader = next((p.leader for p in topics[topic].partitions if p.partition == partition), -1) if topic in topics else -1
-            address = brokers.get(leader)
-            if address is not None:
-                if address not in consumers:
-                    consumers[address] = SimpleConsumer(*address, timeout_ms, client_id="kclient-consumer-groups")
-                try:
-                    offsets = consumers[address].get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)
-                    end = offsets[0] if offsets else None
-                except KafkaError:
-                    end = None
+            end = log_ends.get(brokers.get(leader), topic, partition)
             row = PartitionLag(group, topic, partition, committed.get((topic, partition)), end, owners.get((topic, partition)))
             rows.append(row)
             if progress is not None:
                 progress(row)
-    finally:
-        for consumer in consumers.values():
-            consumer.close()
     return rows
 
 
@@ -246,17 +263,7 @@ def _run_on_brokers(args: argparse.Namespace) -> int:
         if args.list:
             sys.stdout.write("".join(g.group_id + "\n" for g in admin.list_consumer_groups()))
             return 0
-        bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
-        try:
-            rows = describe_group_on_brokers(admin, args.group, timeout_ms=args.timeout_ms, progress=None if bar is None else (lambda _row: bar.update()))
-        finally:
-            if bar is not None:
-                bar.close()
-        sys.stdout.write(format_rows(rows))
+        _print_described(args, lambda progress: describe_group_on_brokers(admin, args.group, timeout_ms=args.timeout_ms, progress=progress))
         return 0
 
 
@@ -301,17 +308,7 @@ def run(args: argparse.Namespace) -> int:
         if args.list:
             sys.stdout.write("".join(g + "\n" for g in list_groups(zk)))
             return 0
-        bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
-        try:
-            rows = describe_group(zk, args.group, timeout_ms=args.timeout_ms, progress=None if bar is None else (lambda _row: bar.update()))
-        finally:
-            if bar is not None:
-                bar.close()
-        sys.stdout.write(format_rows(rows))
+        _print_described(args, lambda progress: describe_group(zk, args.group, timeout_ms=args.timeout_ms, progress=progress))
         return 0
     finally:
         zk.close()

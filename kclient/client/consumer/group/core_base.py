@@ -10,6 +10,7 @@ group coordinator) fill in membership and assignment.
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ from kclient.sync import LoopThread
 log = logging.getLogger("kclient.consumer")
 
 
-class GroupCoreBase:
+class GroupCoreBase(abc.ABC):
     """State and tasks shared by the connector cores (on the connector's
     trio loop). Not part of kclient's public API.
 
@@ -188,8 +189,10 @@ class GroupCoreBase:
             self._rebalance_pending = True
             self._wakeup.set()
 
+    @abc.abstractmethod
     async def _rebalance(self) -> None:
-        raise NotImplementedError
+        """Decide this consumer's partitions and start fetching them
+        (through ZooKeeper or the group coordinator: each core's own)."""
 
     async def _rebalance_loop(self) -> None:
         assert self._lock is not None
@@ -210,10 +213,10 @@ class GroupCoreBase:
                     self.queues.clear()
                     self.queues.tell_all(exc)
 
+    @abc.abstractmethod
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Partition leaders, ``{key: (broker id, host, port)}`` for the
         partitions with a live one (implemented by each core)."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------ fetchers
 

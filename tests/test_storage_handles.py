@@ -355,3 +355,44 @@ def test_readers_and_a_writer_on_many_logs_share_a_tiny_cache(tmp_path, cache_ca
     for log in logs:
         log.close()
     assert open_files_under(tmp_path) == []
+
+
+def test_a_log_that_failed_to_open_is_created_on_retry(tmp_path):
+    """Out of descriptors mid-creation (a real EMFILE, in a subprocess with
+    a tiny RLIMIT_NOFILE): what is left of the partition directory (even
+    its cleanup needs descriptors) holds nothing, and the retry creates the
+    log instead of failing with TOPIC_ALREADY_EXISTS "exists already"."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import errno, os, resource, sys
+        from kclient.storage import LogConfig, LogManager
+        m = LogManager([{str(tmp_path)!r}], LogConfig())
+        hog = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        try:
+            while True:
+                hog.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        try:
+            m.create_log("t", 0)
+        except OSError as e:
+            assert e.errno == errno.EMFILE, e
+        else:
+            sys.exit("the log opened without a free descriptor")
+        for fd in hog:
+            os.close(fd)
+        left = os.path.join({str(tmp_path)!r}, "t-0")
+        assert not os.path.exists(left) or all(os.path.getsize(os.path.join(left, f)) == 0 for f in os.listdir(left))
+        log = m.create_log("t", 0)
+        assert log.log_end_offset == 0
+        m.close()
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

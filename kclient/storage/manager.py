@@ -103,6 +103,17 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(m.group(2))
 
 
+def _empty_leftover(path: Path) -> bool:
+    """Whether ``path`` is what a failed creation leaves behind (only empty
+    files: the open ran out of descriptors or space before anything was
+    written, and even the cleanup could not remove it), which a retry may
+    take over."""
+    try:
+        return all(p.is_file() and p.stat().st_size == 0 for p in path.iterdir())
+    except OSError:
+        return False
+
+
 class LogManager:
     """Owner of every partition `Log` of the broker.
 
@@ -337,9 +348,16 @@ class LogManager:
         partitions (lock held); the caller fsyncs the log dir."""
         log_dir = self._next_log_dir()
         path = log_dir / f"{key[0]}-{key[1]}"
-        if path.exists():
+        if path.exists() and not _empty_leftover(path):
             raise TopicAlreadyExistsError(f"directory {path} exists already")
-        plog = Log.open(path, self.config_for(key[0]), clock=self._clock)
+        try:
+            plog = Log.open(path, self.config_for(key[0]), clock=self._clock)
+        except BaseException:
+            # The directory did not exist: a failed open (out of
+            # descriptors, disk full) must not leave it behind, or the
+            # retry would be refused as "exists already".
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         self._logs[key] = plog
         self._dir_of[key] = log_dir
         return plog

@@ -211,7 +211,9 @@ def test_kafka_python_wrong_password_fails_fast(secure_broker, certs, caplog):
     start = time.time()
     with caplog.at_level("WARNING", logger="kafka"):
         with pytest.raises(kafka.errors.KafkaError):
-            kafka.KafkaProducer(**options, request_timeout_ms=3000, max_block_ms=3000)
+            # kafka-python 3.x retries its bootstrap for bootstrap_timeout_ms.
+            bounded = {"bootstrap_timeout_ms": 3000} if "bootstrap_timeout_ms" in kafka.KafkaProducer.DEFAULT_CONFIG else {}
+            kafka.KafkaProducer(**options, request_timeout_ms=3000, max_block_ms=3000, **bounded)
     failures = [r for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
     assert failures and failures[0].created - start < 5
     assert "Invalid username or password" in caplog.text

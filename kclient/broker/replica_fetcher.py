@@ -121,10 +121,13 @@ class FetcherManager:
         self._fetchers.clear()
 
 
-def _first_leaf(group: BaseException) -> BaseException:
-    while isinstance(group, BaseExceptionGroup) and group.exceptions:
-        group = group.exceptions[0]
-    return group
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc`` (itself if it is no group); works on
+    Python 3.10 too, where groups come from the exceptiongroup backport."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (tuple, list)) and isinstance(exc, BaseException) and type(exc).__name__.endswith("ExceptionGroup"):
+        return [leaf for e in inner for leaf in _leaves(e)]
+    return [exc]
 
 
 class ReplicaFetcher:
@@ -170,11 +173,14 @@ class ReplicaFetcher:
                                 with trio.CancelScope(shield=True):
                                     await conn.aclose()
                             nursery.cancel_scope.cancel()
-                except* KafkaError as group:
+                except Exception as exc:
                     # The connection's reader runs in the nursery, so a lost
                     # leader can also arrive as an ExceptionGroup (trio's
                     # strict exception groups): retry, do not end the broker.
-                    self._failed(_first_leaf(group), backoff)
+                    leaves = _leaves(exc)
+                    if not all(isinstance(leaf, KafkaError) for leaf in leaves):
+                        raise
+                    self._failed(leaves[0], backoff)
                 if not self.stopped:
                     await trio.sleep(backoff)
 

@@ -26,6 +26,9 @@ confluent-kafka against ONE bundled broker (issue 5).
 - checks correctness: every produce run must leave the topic's log end
   offsets summing to the record count, every consume run must read every
   record (count and value bytes);
+- adds issue 16's "cost as work grows" rows (100 B keyed records at 1, 64,
+  512 and 2,048 partitions, kclient and confluent-kafka), a "CPU µs per
+  record" table, and issue 5's and issue 16's targets as pass/fail lines;
 - prints the tables and writes JSON (default ``benchmarks/results/latest.json``).
 
 Timings are never asserted anywhere; ``tests/test_benchmarks_smoke.py`` runs
@@ -1032,6 +1035,15 @@ def settings_text(quick: bool) -> list[str]:
         "only batch headers parsed (no record decoded); raw sendfile = os.sendfile of the ingest topic's segment file over a loopback "
         "TCP connection from a process on the broker's core to one on the client's core (1 MB recv_into buffer); MB/s of these rows "
         "counts record-batch bytes on disk / on the wire, the producers' rows count value bytes",
+        "scaling rows (issue 16, 'cost as work grows'): 100 B records with keys (10,000 distinct, record i has key i % 10,000, each client's "
+        "default partitioner) to one topic of 1, 64, 512 and 2,048 partitions (1 and 64 with --quick), produce with the settings above and "
+        "consume as above, kclient and confluent-kafka only (kafka-python needs about 2 minutes a run at 2,048 partitions); one produce topic "
+        "per client and partition count, reused by the repeats, each run checked by the log end offsets it added; kclient's ratio to "
+        "confluent-kafka at N partitions ÷ its ratio at 1 partition is the target (>= 1)",
+        "CPU µs per record = the client process's CPU time (user + system, all threads) during the timed section ÷ records: the "
+        "'CPU s/M rec' column under issue 16's name",
+        "kclient consume: the log end offsets that tell its loop when to stop are looked up before the timed section (the peers stop "
+        "at the expected count)",
         "every measurement runs in a fresh process; CPU = user + system of that process (all its threads) during the timed section; "
         "peak RSS = its VmHWM (peak resident set) over its whole life (interpreter, library, 10,000-payload pool); broker CPU = the broker's CPU "
         "seconds while the process ran",
@@ -1046,7 +1058,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="tiny counts and 1 repeat (smoke test)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
-    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, gzip, 8p ...")
+    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, scaling, gzip, 8p ...")
     ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(ALL_CLIENTS)}")
     ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")

@@ -12,7 +12,10 @@ confluent-kafka against ONE bundled broker (issue 5).
 - pre-creates every topic the session will use, with its partition count,
   by making the partition directories before the broker starts (the broker
   has no CreateTopics API and ``num.partitions`` is one number for all
-  auto-created topics), so each client run writes to a fresh topic;
+  auto-created topics), so each client run writes to a fresh topic; the
+  scaling rows' topics (up to 2,048 partitions) are created with
+  CreateTopics right before their group instead, one produce topic per
+  client reused by the repeats;
 - generates the payloads once, from a fixed seed, and gives the same ones to
   every client: random bytes for the throughput rows, JSON-like text for the
   compression rows (random bytes do not compress);

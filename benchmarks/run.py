@@ -12,7 +12,10 @@ confluent-kafka against ONE bundled broker (issue 5).
 - pre-creates every topic the session will use, with its partition count,
   by making the partition directories before the broker starts (the broker
   has no CreateTopics API and ``num.partitions`` is one number for all
-  auto-created topics), so each client run writes to a fresh topic;
+  auto-created topics), so each client run writes to a fresh topic; the
+  scaling rows' topics (up to 2,048 partitions) are created with
+  CreateTopics right before their group instead, one produce topic per
+  client reused by the repeats;
 - generates the payloads once, from a fixed seed, and gives the same ones to
   every client: random bytes for the throughput rows, JSON-like text for the
   compression rows (random bytes do not compress);
@@ -26,6 +29,9 @@ confluent-kafka against ONE bundled broker (issue 5).
 - checks correctness: every produce run must leave the topic's log end
   offsets summing to the record count, every consume run must read every
   record (count and value bytes);
+- adds issue 16's "cost as work grows" rows (100 B keyed records at 1, 64,
+  512 and 2,048 partitions, kclient and confluent-kafka), a "CPU µs per
+  record" table, and issue 5's and issue 16's targets as pass/fail lines;
 - prints the tables and writes JSON (default ``benchmarks/results/latest.json``).
 
 Timings are never asserted anywhere; ``tests/test_benchmarks_smoke.py`` runs
@@ -105,7 +111,7 @@ BIG_BATCH_BYTES = 1 << 20
 def sizes(quick: bool) -> dict[str, int]:
     """Record counts and byte totals of each workload (full or --quick)."""
     if quick:
-        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000)
+        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000, scaling=2_000)
     return dict(
         small=1_000_000,  # 100-byte records
         large=100_000,  # 1,000-byte records
@@ -114,7 +120,18 @@ def sizes(quick: bool) -> dict[str, int]:
         compression=200_000,  # 100-byte text records per codec
         ingest_records=200_000,  # 1,000-byte records: 200 MB through the broker
         ingest_size=1_000,
+        scaling=200_000,  # 100-byte keyed records per scaling row
     )
+
+
+#: The "cost as work grows" rows (issue 16): 100 B keyed records to one
+#: topic of N partitions, produce and consume, kclient and confluent-kafka.
+SCALING_PARTITIONS = (1, 64, 512, 2048)
+SCALING_PARTITIONS_QUICK = (1, 64)
+#: kafka-python (1,788 records/s at 2,048 partitions in issue 16's table,
+#: about 2 minutes a run) and aiokafka are left out: the target compares
+#: kclient with confluent-kafka only.
+SCALING_CLIENTS = ["kclient", "confluent-kafka"]
 
 
 def _throughput_group(kind: str, size: int, count: int, parts: int, clients: Any, batch_bytes: int | None = None) -> dict:
@@ -190,6 +207,17 @@ def plan(quick: bool) -> list[dict]:
             clients=["ingest (confluent-kafka)", "raw-append-fsync", "broker-fetch", "raw-sendfile"],
         )
     )
+    for kind in ("produce", "consume"):
+        for parts in SCALING_PARTITIONS_QUICK if quick else SCALING_PARTITIONS:
+            g = _throughput_group(kind, 100, n["scaling"], parts, SCALING_CLIENTS)
+            g.update(name=f"scaling-{g['name']}", title=f"scaling: {g['title']}, keyed (10,000 keys)", scaling=True, keyed=True)
+            if kind == "consume" and parts * (1 << 20) >= 1 << 31:
+                # kclient's SimpleConsumer.multifetch sends the sum of the
+                # partitions' max sizes as the Fetch max_bytes (int32): 2,048 x
+                # 1 MB overflows it (ValueError), so these rows ask for 512 KB
+                # per partition (each holds about 10 KB)
+                g["fetch_bytes"] = (1 << 30) // parts
+            groups.append(g)
     return groups
 
 
@@ -364,6 +392,10 @@ class Session:
             acks=1,
             cpu=self.client_cpu,
         )
+        if group.get("keyed"):
+            spec["keyed"] = True
+        if "fetch_bytes" in group:
+            spec["fetch_bytes"] = group["fetch_bytes"]
         if group["kind"] == "latency":
             spec["warmup"] = group["warmup"]
         spec.update(kw)
@@ -409,7 +441,17 @@ class Session:
         for g in self.groups:
             g["runs"] = []
             k = g["kind"]
-            if k in ("produce", "latency"):
+            if g.get("scaling") and k == "produce":
+                # One topic per client for all repeats (a 2,048-partition
+                # topic per run would make thousands more directories for the
+                # broker to load); each run checks the log end offsets it adds.
+                for client in g["clients"]:
+                    if client in self.available:
+                        t = self.topic(f"{g['name']}-{client}", g["partitions"])
+                        for rep in range(self.repeat):
+                            g["runs"].append(dict(rep=rep, client=client, topic=t, kind=k, reuse=True))
+                g["runs"].sort(key=lambda r: r["rep"])  # clients interleaved
+            elif k in ("produce", "latency"):
                 for rep in range(self.repeat):
                     for client in g["clients"]:
                         if client in self.available:
@@ -435,7 +477,16 @@ class Session:
                     g["runs"].append(dict(rep=rep, client="raw-append-fsync", kind="bound", label="raw-append-fsync"))
                     g["runs"].append(dict(rep=rep, client="broker-fetch", topic=t, kind="bound", label="broker-fetch"))
                     g["runs"].append(dict(rep=rep, client="raw-sendfile", topic=t, kind="bound", label="raw-sendfile"))
+        # The scaling rows' topics (thousands of partitions) are created
+        # with CreateTopics right before their group runs: as directories at
+        # start they made the broker register and elect leaders for ~8,000
+        # partitions in the background during the first rows (measured:
+        # LEADER_NOT_AVAILABLE on the first run, 5x the broker CPU).
+        self.late_topics = {g["name"]: sorted({r["topic"] for r in g["runs"] if "topic" in r} | ({g["source_topic"]} if "source_topic" in g else set())) for g in self.groups if g.get("scaling")}
+        late = {t for names in self.late_topics.values() for t in names}
         for name, parts in self.topics.items():
+            if name in late:
+                continue
             for p in range(parts):
                 (self.log_dir / f"{name}-{p}").mkdir()
 
@@ -479,9 +530,34 @@ class Session:
 
     # ------------------------------------------------------------ running
 
+    def create_late_topics(self, g: dict) -> None:
+        """Create a scaling group's topics (CreateTopics, replication 1) and
+        wait until every partition answers ListOffsets."""
+        from kclient.client.admin import AdminClient, NewTopic
+
+        names = self.late_topics.get(g["name"]) or []
+        if not names:
+            return
+        t0 = time.monotonic()
+        with AdminClient({"bootstrap.servers": self.broker.bootstrap, "request.timeout.ms": 600000}) as admin:
+            admin.create_topics([NewTopic(t, self.topics[t], 1) for t in names], timeout_ms=600000)
+        deadline = time.monotonic() + 300
+        for t in names:
+            while True:
+                try:
+                    self.end_offsets(t, self.topics[t])
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        self.log(f"   created {len(names)} topic(s) of {g['partitions']} partitions ({time.monotonic() - t0:.1f} s)")
+
     def run(self) -> None:
         for g in self.groups:
             self.log(f"== {g['title']}")
+            if g.get("scaling"):
+                self.create_late_topics(g)
             if g["kind"] == "consume":
                 self.fill(g)
             for run in g["runs"]:
@@ -509,6 +585,8 @@ class Session:
             kw.update(self.bounds_spec(g, run))
         spec = self.spec(g, **kw)
         try:
+            if run.get("reuse"):
+                run["offsets_before"] = self.end_offsets(run["topic"], g["partitions"])
             result = self.run_worker(spec)
             self.verify(g, run, spec, result)
         except Exception as exc:  # recorded, reported, and the suite goes on
@@ -543,11 +621,13 @@ class Session:
     def verify(self, g: dict, run: dict, spec: dict, result: dict) -> None:
         kind = run["kind"]
         if kind in ("produce", "latency"):
+            # a reused topic (the scaling rows): what this run added to it
+            before = run.get("offsets_before", 0)
             expected = result.get("expected_end_offsets", spec["count"])
-            got = self.end_offsets(run["topic"], spec["partitions"])
+            got = self.end_offsets(run["topic"], spec["partitions"]) - before
             result["log_end_offsets"] = got
             if got != expected:
-                raise RuntimeError(f"{run['topic']}: log end offsets sum to {got}, expected {expected}")
+                raise RuntimeError(f"{run['topic']}: log end offsets sum to {got} (added by this run), expected {expected}")
         elif kind == "consume":
             if result["records"] != spec["count"]:
                 raise RuntimeError(f"consumed {result['records']} of {spec['count']}")
@@ -601,6 +681,8 @@ def summarise(groups: list[dict]) -> None:
                 "spread_pct": _spread([r["bytes"] / r["elapsed_s"] for r in results]),
                 "elapsed_s": _median([r["elapsed_s"] for r in results]),
                 "cpu_s_per_million": _median([r["cpu_s"] / r["records"] * 1e6 for r in results]) if results[0]["records"] else None,
+                # the same number, under issue 16's name: process CPU µs per record
+                "cpu_us_per_record": _median([r["cpu_s"] / r["records"] * 1e6 for r in results]) if results[0]["records"] else None,
                 "cpu_s": _median([r["cpu_s"] for r in results]),
                 "peak_rss_mb": _median([r["peak_rss_kb"] / 1024 for r in results]),
                 "broker_cpu_s": _median([r.get("broker_cpu_s") for r in results]),
@@ -681,7 +763,8 @@ def ratios(g: dict, medians: dict[str, dict]) -> dict:
 
 
 TARGETS = [
-    # (group kind, peer, minimum kclient/peer ratio, text)
+    # (group kind, peer, minimum kclient/peer ratio, text): issue 5, every
+    # produce / consume group but the scaling ones
     ("produce", "kafka-python", 3.0, "kclient async produce >= 3x kafka-python"),
     ("produce", "aiokafka", 1.0, "kclient async produce >= 1x aiokafka"),
     ("produce", "confluent-kafka", 0.5, "kclient async produce toward >= 0.5x confluent-kafka"),
@@ -690,14 +773,62 @@ TARGETS = [
     ("consume", "confluent-kafka", 0.5, "kclient consume toward >= 0.5x confluent-kafka"),
 ]
 
+#: Issue 16's targets, (group kind, group names or None for every group of
+#: the kind but the scaling ones, kclient row, peer, minimum, text).
+#: Consume targets are judged against the tuned "confluent-kafka" row.
+TARGETS_16 = [
+    ("produce", ("produce-100B-1p", "produce-100B-8p"), KCLIENT, "confluent-kafka", 0.5, "async produce 100 B >= 0.5x confluent-kafka"),
+    ("produce", None, KCLIENT, "kafka-python", 3.0, "every produce row >= 3x kafka-python"),
+    ("produce", None, KCLIENT, "aiokafka", 1.5, "every produce row >= 1.5x aiokafka"),
+    ("consume", None, KCLIENT, "confluent-kafka", 1.0, "consume (SimpleConsumer) >= 1x confluent-kafka"),
+    ("consume", None, KCLIENT_STREAM, "confluent-kafka", 1.0, "consume (KafkaStream) >= 1x confluent-kafka"),
+]
+#: sync produce latency: kclient p99 / confluent-kafka p99 at most this
+LATENCY_P99_MAX = 1.5
+
+
+def _target(issue: int, text: str, group: str, ratio: float, minimum: float | None = None, maximum: float | None = None) -> dict:
+    met = (minimum is None or ratio >= minimum) and (maximum is None or ratio <= maximum)
+    return dict(issue=issue, target=text, group=group, ratio=ratio, minimum=minimum, maximum=maximum, met=met)
+
+
+def scaling_table(groups: list[dict]) -> list[dict]:
+    """The "cost as work grows" rows: per kind and partition count,
+    kclient's and confluent-kafka's records/s and CPU µs per record,
+    kclient ÷ confluent-kafka, and that ratio ÷ the ratio at 1 partition."""
+    out = []
+    for kind in ("produce", "consume"):
+        base = None
+        for g in sorted((g for g in groups if g.get("scaling") and g["kind"] == kind), key=lambda g: g["partitions"]):
+            k = g["rows"].get(KCLIENT) or {}
+            c = g["rows"].get("confluent-kafka") or {}
+            ratio = g["ratios"].get("confluent-kafka")
+            if g["partitions"] == 1:
+                base = ratio
+            out.append(
+                dict(
+                    kind=kind,
+                    group=g["name"],
+                    partitions=g["partitions"],
+                    kclient_records_per_s=k.get("records_per_s"),
+                    confluent_records_per_s=c.get("records_per_s"),
+                    kclient_cpu_us_per_record=k.get("cpu_us_per_record"),
+                    confluent_cpu_us_per_record=c.get("cpu_us_per_record"),
+                    ratio=ratio,
+                    ratio_vs_1p=ratio / base if ratio and base else None,
+                )
+            )
+    return out
+
 
 def targets(groups: list[dict]) -> list[dict]:
     out = []
+    plain = [g for g in groups if not g.get("scaling")]
     for kind, peer, minimum, text in TARGETS:
-        for g in groups:
+        for g in plain:
             if g["kind"] == kind and peer in g.get("ratios", {}):
                 r = g["ratios"][peer]
-                out.append(dict(target=text, group=g["name"], ratio=r, minimum=minimum, met=r >= minimum))
+                out.append(_target(5, text, g["name"], r, minimum))
     for g in groups:
         if g["kind"] == "bounds":
             for key, minimum, text in (
@@ -708,7 +839,33 @@ def targets(groups: list[dict]) -> list[dict]:
             ):
                 if key in g["ratios"]:
                     r = g["ratios"][key]
-                    out.append(dict(target=text, group=g["name"], ratio=r, minimum=minimum, met=r >= minimum))
+                    out.append(_target(5, text, g["name"], r, minimum))
+    # issue 16
+    for kind, names, mine, peer, minimum, text in TARGETS_16:
+        for g in plain:
+            if g["kind"] != kind or (names is not None and g["name"] not in names):
+                continue
+            a = (g["rows"].get(mine) or {}).get("records_per_s")
+            b = (g["rows"].get(peer) or {}).get("records_per_s")
+            if a and b:
+                out.append(_target(16, text, g["name"], a / b, minimum))
+    for g in plain:
+        if g["kind"] == "latency":
+            a = (g["rows"].get(KCLIENT) or {}).get("p99_ms")
+            b = (g["rows"].get("confluent-kafka") or {}).get("p99_ms")
+            if a and b:
+                out.append(_target(16, f"sync produce p99: kclient / confluent-kafka <= {LATENCY_P99_MAX}", g["name"], a / b, maximum=LATENCY_P99_MAX))
+    for row in scaling_table(groups):
+        if row["partitions"] > 1 and row["ratio_vs_1p"] is not None:
+            out.append(
+                _target(
+                    16,
+                    f"{row['kind']}: kclient ÷ confluent-kafka at N partitions no worse than at 1 partition",
+                    row["group"],
+                    row["ratio_vs_1p"],
+                    1.0,
+                )
+            )
     return out
 
 
@@ -808,15 +965,68 @@ def render(report: dict) -> str:
             if cpu_bound:
                 text += "\n  (the broker's own CPU cost: " + "; ".join(cpu_bound) + ")"
             parts.append(text)
-    if report["targets"]:
-        rows = [[t["target"], t["group"], f"{t['ratio']:.2f}x", "met" if t["met"] else "MISSED"] for t in report["targets"]]
-        parts.append("issue 5 targets (ratios of medians, same run)\n" + table(["target", "workload", "ratio", ""], rows, "llrl"))
+    cpu = cpu_table(report["groups"])
+    if cpu:
+        parts.append(cpu)
+    scaling = report.get("scaling") or []
+    if scaling:
+        rows = [
+            [
+                r["kind"],
+                str(r["partitions"]),
+                _fmt(r["kclient_records_per_s"]),
+                _fmt(r["confluent_records_per_s"]),
+                _fmt(r["ratio"], ".2f") + ("x" if r["ratio"] else ""),
+                _fmt(r["ratio_vs_1p"], ".2f") + ("x" if r["ratio_vs_1p"] else ""),
+                _fmt(r["kclient_cpu_us_per_record"], ",.2f"),
+                _fmt(r["confluent_cpu_us_per_record"], ",.2f"),
+            ]
+            for r in scaling
+        ]
+        headers = ["", "partitions", "kclient rec/s", "confluent-kafka rec/s", "kclient ÷ confluent", "÷ ratio at 1p", "kclient CPU µs/rec", "confluent CPU µs/rec"]
+        parts.append("cost as work grows (issue 16): 100 B keyed records, one topic of N partitions\n" + table(headers, rows, "lrrrrrrr"))
+    for issue, title in ((5, "issue 5 targets (ratios of medians, same run)"), (16, "issue 16 targets (ratios of medians, same run)")):
+        chosen = [t for t in report["targets"] if t.get("issue", 5) == issue]
+        if chosen:
+            rows = [
+                [
+                    t["target"],
+                    t["group"],
+                    f"{t['ratio']:.2f}x",
+                    f">= {t['minimum']:.2f}" if t.get("minimum") is not None else f"<= {t['maximum']:.2f}",
+                    "met" if t["met"] else "MISSED",
+                ]
+                for t in chosen
+            ]
+            parts.append(title + "\n" + table(["target", "workload", "ratio", "bound", ""], rows, "llrll"))
     parts.append("settings\n" + "\n".join(f"  - {s}" for s in report["settings_text"]))
     if report["notes"]:
         parts.append("notes\n" + "\n".join(f"  - {n}" for n in report["notes"]))
     if report["failures"]:
         parts.append("FAILURES\n" + "\n".join(f"  - {f['group']} / {f['client']} rep {f['rep'] + 1}: {f['error'].splitlines()[-1] if f['error'] else ''}" for f in report["failures"]))
     return "\n\n".join(parts) + "\n"
+
+
+def cpu_table(groups: list[dict]) -> str:
+    """Issue 16's "CPU µs per record": process CPU time (all threads) ÷
+    records, per workload and client, produce and consume (the same figure
+    as the "CPU s/M rec" column), and kclient's ÷ confluent-kafka's."""
+    chosen = [g for g in groups if g["kind"] in ("produce", "consume")]
+    clients: list[str] = []
+    for g in chosen:
+        for label, med in g["rows"].items():
+            if label not in clients and med.get("cpu_us_per_record") is not None:
+                clients.append(label)
+    if not chosen or not clients:
+        return ""
+    order = [c for c in ALL_CLIENTS if c in clients]
+    rows = []
+    for g in chosen:
+        cells = [_fmt((g["rows"].get(c) or {}).get("cpu_us_per_record"), ",.2f", "") for c in order]
+        k = (g["rows"].get(KCLIENT) or {}).get("cpu_us_per_record")
+        c = (g["rows"].get("confluent-kafka") or {}).get("cpu_us_per_record")
+        rows.append([g["short"], *cells, f"{k / c:.1f}x" if k and c else ""])
+    return "CPU µs per record (client process CPU, all threads, ÷ records; medians)\n" + table(["workload", *order, "kclient ÷ confluent-kafka"], rows)
 
 
 SHORT_NAMES = {
@@ -834,6 +1044,8 @@ def short_name(g: dict) -> str:
     name = SHORT_NAMES[g["kind"]].format(size=g["size"], count=c, partitions=g["partitions"], codec=g.get("codec", ""), mb=f"{g['count'] * g['size'] / 1e6:,.0f}")
     if g.get("batch_bytes", BATCH_BYTES) != BATCH_BYTES:
         name += f", {g['batch_bytes'] >> 20} MB batches"
+    if g.get("keyed"):
+        name += ", keyed"
     return name
 
 
@@ -868,6 +1080,15 @@ def settings_text(quick: bool) -> list[str]:
         "only batch headers parsed (no record decoded); raw sendfile = os.sendfile of the ingest topic's segment file over a loopback "
         "TCP connection from a process on the broker's core to one on the client's core (1 MB recv_into buffer); MB/s of these rows "
         "counts record-batch bytes on disk / on the wire, the producers' rows count value bytes",
+        "scaling rows (issue 16, 'cost as work grows'): 100 B records with keys (10,000 distinct, record i has key i % 10,000, each client's "
+        "default partitioner) to one topic of 1, 64, 512 and 2,048 partitions (1 and 64 with --quick), produce with the settings above and "
+        "consume as above, kclient and confluent-kafka only (kafka-python needs about 2 minutes a run at 2,048 partitions); one produce topic "
+        "per client and partition count, reused by the repeats, each run checked by the log end offsets it added; kclient's ratio to "
+        "confluent-kafka at N partitions ÷ its ratio at 1 partition is the target (>= 1)",
+        "CPU µs per record = the client process's CPU time (user + system, all threads) during the timed section ÷ records: the "
+        "'CPU s/M rec' column under issue 16's name",
+        "kclient consume: the log end offsets that tell its loop when to stop are looked up before the timed section (the peers stop "
+        "at the expected count)",
         "every measurement runs in a fresh process; CPU = user + system of that process (all its threads) during the timed section; "
         "peak RSS = its VmHWM (peak resident set) over its whole life (interpreter, library, 10,000-payload pool); broker CPU = the broker's CPU "
         "seconds while the process ran",
@@ -882,7 +1103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="tiny counts and 1 repeat (smoke test)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
-    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, gzip, 8p ...")
+    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, scaling, gzip, 8p ...")
     ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(ALL_CLIENTS)}")
     ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")
@@ -944,9 +1165,11 @@ def main(argv: list[str] | None = None) -> int:
             {k: v for k, v in g.items() if k not in ("clients",)} | {"clients": [c for c in g["clients"] if c in session.available or g["kind"] == "bounds"]}
             for g in groups
         ],
+        "scaling": [],
         "targets": [],
         "failures": session.failures,
     }
+    report["scaling"] = scaling_table(report["groups"])
     report["targets"] = targets(report["groups"])
     text = render(report)
     print(text)

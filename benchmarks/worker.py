@@ -19,7 +19,9 @@ payload pool (the pool is small: 10,000 distinct payloads, ``run.POOL``,
 reused in turn).
 
 Every client produces the same records: record ``i`` has a null key and
-the value ``pool[i % len(pool)]``. Consumers check that they read the
+the value ``pool[i % len(pool)]`` (with ``spec["keyed"]``, the scaling rows:
+the key ``keys()[i % KEYS]``, 10,000 distinct 9-byte keys, each client
+partitioning by its default partitioner). Consumers check that they read the
 expected number of records and value bytes; a mismatch fails the run.
 """
 
@@ -97,6 +99,23 @@ def values(pool: list[bytes], count: int):
     n = len(pool)
     for i in range(count):
         yield pool[i % n]
+
+
+#: Distinct keys of the keyed (scaling) rows; record i has key i % KEYS.
+KEYS = 10_000
+
+
+def keys() -> list[bytes]:
+    """The keys of the keyed rows: b"key-00000" .. b"key-09999"."""
+    return [b"key-%05d" % i for i in range(KEYS)]
+
+
+def keyed_values(pool: list[bytes], count: int):
+    """``(key, value)`` of the ``count`` records of a keyed row, in order."""
+    ks = keys()
+    n, nk = len(pool), len(ks)
+    for i in range(count):
+        yield ks[i % nk], pool[i % n]
 
 
 def peak_rss_kb() -> int:
@@ -182,7 +201,11 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     errors: list = []
     try:
         timer.start()
-        if results is None:
+        if results is None and spec.get("keyed"):
+            send = producer.send
+            for k, v in keyed_values(pool, count):
+                send(ProducerData(topic, k, [v]))
+        elif results is None:
             send = producer.send
             for v in values(pool, count):
                 send(ProducerData(topic, None, [v]))
@@ -253,8 +276,12 @@ def produce_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     try:
         timer.start()
         send = producer.send
-        for v in values(pool, count):
-            send(topic, v)
+        if spec.get("keyed"):
+            for k, v in keyed_values(pool, count):
+                send(topic, v, key=k)
+        else:
+            for v in values(pool, count):
+                send(topic, v)
         producer.flush(timeout=DEADLINE_S)
         timer.stop()
     finally:
@@ -283,8 +310,12 @@ def produce_aiokafka(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         try:
             timer.start()
             send = producer.send
-            for v in values(pool, count):
-                await send(topic, v)
+            if spec.get("keyed"):
+                for k, v in keyed_values(pool, count):
+                    await send(topic, v, key=k)
+            else:
+                for v in values(pool, count):
+                    await send(topic, v)
             await producer.flush()
             timer.stop()
         finally:
@@ -309,10 +340,11 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     timer.start()
     produce = producer.produce
     poll = producer.poll
-    for i, v in enumerate(values(pool, count)):
+    items = keyed_values(pool, count) if spec.get("keyed") else ((None, v) for v in values(pool, count))
+    for i, (k, v) in enumerate(items):
         while True:
             try:
-                produce(topic, v)
+                produce(topic, v, k)
                 break
             except BufferError:  # local queue full: serve delivery reports and retry
                 poll(0.005)
@@ -439,8 +471,11 @@ def consume_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     host, port = host_port(spec["bootstrap"])
     n = nbytes = 0
     with SimpleConsumer(host, port, so_timeout_ms=30000, buffer_size=1 << 20, client_id="bench", config=security(spec) or None) as consumer:
-        timer.start()
+        # The log end offsets only tell this loop when to stop (the peers
+        # stop at the expected count), so they are looked up before the
+        # timed section: at 2,048 partitions that is 2,048 round trips.
         ends = {p: consumer.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(parts)}
+        timer.start()
         offsets = {p: 0 for p in range(parts)}
         active = [p for p in range(parts) if ends[p] > 0]
         deadline = time.monotonic() + DEADLINE_S

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
 
 GROUP_KEYS = {"name", "kind", "title", "size", "count", "partitions", "runs", "rows", "ratios", "settings", "clients"}
-ROW_KEYS = {"runs", "failed", "records", "records_per_s", "mb_per_s", "elapsed_s", "cpu_s_per_million", "cpu_s", "peak_rss_mb", "broker_cpu_s"}
+ROW_KEYS = {"runs", "failed", "records", "records_per_s", "mb_per_s", "elapsed_s", "cpu_s_per_million", "cpu_s", "peak_rss_mb", "broker_cpu_s", "cpu_us_per_record"}
+SCALING_KEYS = {"kind", "group", "partitions", "kclient_records_per_s", "confluent_records_per_s", "kclient_cpu_us_per_record", "confluent_cpu_us_per_record", "ratio", "ratio_vs_1p"}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,10 @@ def test_report_shape(quick_report) -> None:
         "compression-lz4",
         "compression-zstd",
         "broker-bounds",
+        "scaling-produce-100B-1p",
+        "scaling-produce-100B-64p",
+        "scaling-consume-100B-1p",
+        "scaling-consume-100B-64p",
     ]
     for g in report["groups"]:
         assert GROUP_KEYS <= set(g), g["name"]
@@ -80,7 +85,18 @@ def test_report_shape(quick_report) -> None:
     assert any("KafkaStream" in n for n in report["notes"])
     assert isinstance(report["targets"], list)
     for t in report["targets"]:
-        assert {"target", "group", "ratio", "minimum", "met"} <= set(t)
+        assert {"issue", "target", "group", "ratio", "minimum", "maximum", "met"} <= set(t)
+        assert (t["minimum"] is None) != (t["maximum"] is None), t
+    # issue 16: the scaling rows (1 and 64 partitions with --quick), kclient vs confluent-kafka
+    scaling = report["scaling"]
+    if installed("confluent-kafka"):
+        assert [(r["kind"], r["partitions"]) for r in scaling] == [("produce", 1), ("produce", 64), ("consume", 1), ("consume", 64)]
+        for r in scaling:
+            assert SCALING_KEYS <= set(r), r
+            assert r["ratio"] > 0 and r["kclient_cpu_us_per_record"] > 0
+        issue16 = {t["target"] for t in report["targets"] if t["issue"] == 16}
+        assert any("at N partitions" in t for t in issue16)
+        assert any("p99" in t for t in issue16)
 
 
 def test_every_client_row_counted_every_record(quick_report) -> None:
@@ -130,6 +146,9 @@ def test_table_printed(quick_report) -> None:
     _, stdout = quick_report
     assert "records/s" in stdout and "kclient ÷ this" in stdout
     assert "issue 5 targets" in stdout
+    assert "CPU µs per record" in stdout
+    if installed("confluent-kafka"):
+        assert "issue 16 targets" in stdout and "cost as work grows" in stdout
     assert "JSON written to" in stdout
 
 

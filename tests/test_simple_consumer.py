@@ -127,6 +127,15 @@ def test_multifetch_keeps_request_order_and_reports_errors_per_partition(broker,
             list(response[3])
 
 
+def test_multifetch_of_many_partitions_keeps_max_bytes_an_int32(broker, topic):
+    """3 x 1 GiB per partition adds up past the request's int32 max_bytes:
+    the request is still sent (capped) and every partition answered."""
+    _produce_batches(broker.host, broker.port, topic, {p: [_records(f"m{p}", 1)] for p in range(2)})
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        response = consumer.multifetch([FetchRequest(topic, p, 0, 1 << 30) for p in range(2)] + [FetchRequest(topic, 0, 0, 1 << 30)])
+        assert [[m.message.key for m in r] for r in response] == [[b"m0-k0"], [b"m1-k0"], [b"m0-k0"]]
+
+
 def test_get_offsets_before(broker, topic):
     _produce_batches(broker.host, broker.port, topic, {0: [_records("a", 3), _records("b", 2)]})
     with SimpleConsumer(broker.host, broker.port) as consumer:

@@ -51,6 +51,10 @@ from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 log = logging.getLogger(__name__)
 
 
+#: Largest value of an int32 field (the Fetch request's ``max_bytes``).
+_INT32_MAX = 2**31 - 1
+
+
 @attrs.frozen
 class FetchRequest:
     """Read ``topic``/``partition`` from ``offset``, at most ``max_size``
@@ -270,7 +274,9 @@ class TrioSimpleConsumer:
                 "replica_id": -1,
                 "max_wait_ms": max_wait_ms,
                 "min_bytes": min_bytes,
-                "max_bytes": max(1, sum(r.max_size for _, r in this_round)),
+                # The request's own limit is an int32 (Fetch v3+, KIP-74):
+                # many partitions' sizes can add up past it.
+                "max_bytes": max(1, min(_INT32_MAX, sum(r.max_size for _, r in this_round))),
                 "isolation_level": 0,
                 "session_id": 0,
                 "session_epoch": -1,

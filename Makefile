@@ -39,6 +39,8 @@ bench: venv
 	$(BIN)/python benchmarks/spark.py
 	$(BIN)/python benchmarks/security.py
 	$(BIN)/python benchmarks/cluster.py
+	$(BIN)/python benchmarks/commit_latency.py
+	$(BIN)/python benchmarks/descriptors.py 2048 --ulimit 1024
 
 clean:
 	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis

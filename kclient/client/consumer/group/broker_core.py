@@ -124,30 +124,19 @@ class BrokerGroupCore(GroupCoreBase):
                 inner.start_soon(self._heartbeat_loop)
                 inner.start_soon(self._metadata_loop)
 
-    async def shutdown(self) -> None:
-        """Stop fetching; commit (with ``auto.commit.enable``); end the
-        streams; leave the group; close the connections."""
-        if self.closed:
-            return
-        self._stopping = True
-        if self._scope is not None:
-            self._scope.cancel()
-        assert self._lock is not None
-        async with self._lock:
-            await self._stop_fetchers()
-            self.closed = True
-            self.queues.close()
-            try:
-                if self.config.auto_commit_enable and self.owned and self._joined:
-                    await self._commit_locked()
-            except KafkaError as exc:
-                log.error("committing offsets at shutdown failed: %s", exc)
-            if self.member is not None and self._joined:
-                with trio.move_on_after(self.config.offsets_channel_socket_timeout_ms / 1000):
-                    await self.member.leave()
+    def _may_commit_at_shutdown(self) -> bool:
+        return self._joined
+
+    async def _leave_locked(self) -> None:
+        """LeaveGroup, so the group rebalances at once (not after the
+        session timeout)."""
+        if self.member is not None and self._joined:
+            with trio.move_on_after(self.config.offsets_channel_socket_timeout_ms / 1000):
+                await self.member.leave()
+
+    async def _close_connections(self) -> None:
         if self.cluster is not None:
             await self.cluster.aclose()
-        log.info("consumer %s shut down", self.consumer_id)
 
     # ------------------------------------------------------------ subscription
 

@@ -162,32 +162,18 @@ class ConnectorCore(GroupCoreBase):
             assert self._zk is not None
             self._zk.deliver(self.request_rebalance)
 
-    async def shutdown(self) -> None:
-        """Stop everything; commit (with auto.commit.enable); end the streams;
-        release ownership and end the ZooKeeper session."""
-        if self.closed:
-            return
-        self._stopping = True
-        if self._scope is not None:
-            self._scope.cancel()
-        assert self._lock is not None
-        async with self._lock:
-            await self._stop_fetchers()
-            self.closed = True
-            self.queues.close()
-            try:
-                if self.config.auto_commit_enable and self.owned:
-                    await self._commit_locked()
-            except KafkaError as exc:
-                log.error("committing offsets at shutdown failed: %s", exc)
-            try:
-                await trio.to_thread.run_sync(self.registry.release, self._owned_threads)
-            except KafkaError as exc:
-                log.warning("releasing partitions at shutdown failed: %s", exc)
+    async def _leave_locked(self) -> None:
+        """Release ownership of the partitions in ZooKeeper."""
+        try:
+            await trio.to_thread.run_sync(self.registry.release, self._owned_threads)
+        except KafkaError as exc:
+            log.warning("releasing partitions at shutdown failed: %s", exc)
+
+    async def _close_connections(self) -> None:
+        """Close the broker connections and end the ZooKeeper session."""
         if self._cluster is not None:
             await self._cluster.aclose()
         await trio.to_thread.run_sync(self.zk_client.close)
-        log.info("consumer %s shut down", self.consumer_id)
 
     # ------------------------------------------------------------ subscription
 
@@ -198,15 +184,9 @@ class ConnectorCore(GroupCoreBase):
         key_decoder: Callable[[Any], Any] | None,
         value_decoder: Callable[[Any], Any] | None,
     ) -> None:
-        """Set what this consumer reads (once, before `make_streams`).
-
-        Args:
-            subscription: Static ``{topic: streams}``, or ``{regex:
-                streams}`` with a ``topic_filter``.
-            topic_filter: A `Whitelist` / `Blacklist`, or None.
-            key_decoder: Applied to every key; None keeps the bytes.
-            value_decoder: Applied to every value; None keeps the bytes.
-        """
+        """Set what this consumer reads (see
+        `kclient.client.consumer.group.core_base.GroupCoreBase.subscribe`)
+        and tell the ZooKeeper registry."""
         super().subscribe(subscription, topic_filter, key_decoder, value_decoder)
         self.registry.subscription = dict(subscription)
         self.registry.topic_filter = topic_filter

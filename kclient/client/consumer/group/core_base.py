@@ -161,6 +161,41 @@ class GroupCoreBase(abc.ABC):
         async with self._lock:
             return await self._commit_locked()
 
+    async def shutdown(self) -> None:
+        """Stop fetching; commit (with ``auto.commit.enable``); end the
+        streams; give up the partitions (each core's `_leave_locked`);
+        close the connections (`_close_connections`). Idempotent."""
+        if self.closed:
+            return
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        assert self._lock is not None
+        async with self._lock:
+            await self._stop_fetchers()
+            self.closed = True
+            self.queues.close()
+            try:
+                if self.config.auto_commit_enable and self.owned and self._may_commit_at_shutdown():
+                    await self._commit_locked()
+            except KafkaError as exc:
+                log.error("committing offsets at shutdown failed: %s", exc)
+            await self._leave_locked()
+        await self._close_connections()
+        log.info("consumer %s shut down", self.consumer_id)
+
+    def _may_commit_at_shutdown(self) -> bool:
+        """Whether the owned partitions' offsets may still be committed."""
+        return True
+
+    @abc.abstractmethod
+    async def _leave_locked(self) -> None:
+        """Give up the partitions at shutdown (lock held)."""
+
+    @abc.abstractmethod
+    async def _close_connections(self) -> None:
+        """Close the core's broker and ZooKeeper connections at shutdown."""
+
     async def _commit_locked(self) -> int:
         self._collect_consumed()
         todo = self.offsets.to_commit(self.owned)

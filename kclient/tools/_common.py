@@ -14,6 +14,7 @@ import trio
 from kclient.errors import ConfigError
 
 __all__ = [
+    "serve_in_foreground",
     "add_bootstrap_argument",
     "client_properties",
     "fetch_metadata",
@@ -236,3 +237,54 @@ def leader_address(metadata, partition_info) -> tuple[str, int]:
     if broker is None:
         raise LeaderNotAvailableError(f"{partition_info.topic}-{partition_info.partition} has no leader")
     return broker.host, broker.port
+
+
+def serve_in_foreground(name: str, start, ready_line: str, exited, cleanup, log) -> int:
+    """Run a development server started by ``start()`` until SIGINT or
+    SIGTERM (``kclient zookeeper``, ``kclient cluster``).
+
+    Ctrl-C stops it even when started in the background of a shell (which
+    ignores SIGINT there).
+
+    Args:
+        name: What is served, for the log ("ZooKeeper", "the cluster").
+        start: Starts it; raises `kclient.testing.BrokerProcessError`.
+        ready_line: Printed on stdout once it serves.
+        exited: Called every 0.2 s: None while serving, else the last log
+            line of what exited on its own.
+        cleanup: Stops it and removes its files.
+        log: The command's logger.
+
+    Returns:
+        0 once stopped by a signal; 1 if it cannot start or exits on its own.
+    """
+    import signal
+    import sys
+    import time
+
+    from kclient.testing.process import BrokerProcessError
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        try:
+            start()
+        except BrokerProcessError as exc:
+            log.error("cannot start %s: %s", name, (str(exc).strip().splitlines() or [type(exc).__name__])[0])
+            return 1
+        sys.stdout.write(ready_line() + "\n")
+        sys.stdout.flush()
+        while (last := exited()) is None:
+            time.sleep(0.2)
+        log.error("%s", last)
+        return 1
+    except KeyboardInterrupt:
+        log.info("stopping %s", name)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        cleanup()

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
-import time
 
 __all__ = ["READY_LINE", "register", "run"]
 
@@ -72,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from kclient.config.files import parse_overrides
     from kclient.errors import ConfigError
     from kclient.testing import Cluster
-    from kclient.testing.process import BrokerProcessError
+    from kclient.tools._common import serve_in_foreground
 
     if args.brokers < 1:
         raise ConfigError(f"--brokers {args.brokers}: a cluster needs at least one broker")
@@ -82,30 +79,14 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--override {reserved}: set by kclient cluster for each broker")
     cluster = Cluster(brokers=args.brokers, properties=properties, zookeeper=args.zookeeper, chroot=args.chroot)
 
-    def terminate(signum, frame):
-        raise KeyboardInterrupt
+    def exited() -> str | None:
+        dead = [bid for bid, b in sorted(cluster.brokers.items()) if not b.running]
+        if not dead:
+            return None
+        tail = [line for line in cluster.brokers[dead[0]].output().splitlines() if line.strip()][-1:] or ["(no output)"]
+        return f"broker {dead[0]} exited on its own; last log line: {tail[0]}"
 
-    previous = signal.signal(signal.SIGTERM, terminate)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        try:
-            cluster.start()
-        except BrokerProcessError as exc:
-            log.error("cannot start the cluster: %s", (str(exc).strip().splitlines() or [type(exc).__name__])[0])
-            return 1
-        sys.stdout.write(READY_LINE.format(bootstrap=cluster.bootstrap, zookeeper=cluster.zookeeper_connect) + "\n")
-        sys.stdout.flush()
-        while True:
-            time.sleep(0.2)
-            dead = [bid for bid, b in sorted(cluster.brokers.items()) if not b.running]
-            if dead:
-                tail = [line for line in cluster.brokers[dead[0]].output().splitlines() if line.strip()][-1:] or ["(no output)"]
-                log.error("broker %d exited on its own; last log line: %s", dead[0], tail[0])
-                return 1
-    except KeyboardInterrupt:
-        log.info("stopping the cluster")
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-        cluster.cleanup()
+    def ready() -> str:
+        return READY_LINE.format(bootstrap=cluster.bootstrap, zookeeper=cluster.zookeeper_connect)
+
+    return serve_in_foreground("the cluster", cluster.start, ready, exited, cluster.cleanup, log)

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
-import time
 from pathlib import Path
 
 __all__ = ["READY_LINE", "register", "run"]
@@ -57,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         its own.
     """
     from kclient.testing import ZooKeeperProcess
-    from kclient.testing.process import BrokerProcessError
+    from kclient.tools._common import serve_in_foreground
 
     if not 0 <= args.port <= 65535:
         log.error("--port %s: expected 0-65535", args.port)
@@ -66,30 +63,10 @@ def run(args: argparse.Namespace) -> int:
     if args.data_dir:
         zk.data_dir = Path(args.data_dir).resolve()
 
-    def terminate(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    # Ctrl-C stops it even when started in the background of a shell
-    # (which ignores SIGINT there).
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        try:
-            zk.start()
-        except BrokerProcessError as exc:
-            log.error("cannot start ZooKeeper: %s", (str(exc).strip().splitlines() or [type(exc).__name__])[0])
-            return 1
-        sys.stdout.write(READY_LINE.format(connect=zk.connect) + "\n")
-        sys.stdout.flush()
-        while zk.running:
-            time.sleep(0.2)
+    def exited() -> str | None:
+        if zk.running:
+            return None
         tail = [line for line in zk.output().splitlines() if line.strip()][-1:] or ["(no output)"]
-        log.error("ZooKeeper exited on its own; last log line: %s", tail[0])
-        return 1
-    except KeyboardInterrupt:
-        log.info("stopping ZooKeeper")
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-        zk.cleanup()
+        return f"ZooKeeper exited on its own; last log line: {tail[0]}"
+
+    return serve_in_foreground("ZooKeeper", zk.start, lambda: READY_LINE.format(connect=zk.connect), exited, zk.cleanup, log)

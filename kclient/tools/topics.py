@@ -85,6 +85,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _selected(names: set[str], args: argparse.Namespace) -> list[str] | None:
+    """The topics ``--topic`` names (all without it), internal ones left
+    out with ``--exclude-internal``; None when none exists and
+    ``--if-exists`` was given.
+
+    Raises:
+        UnknownTopicOrPartitionError: ``--topic`` matches no topic.
+    """
+    if args.exclude_internal:
+        names = names - INTERNAL_TOPICS
+    selected = _select(names, args.topic)
+    if args.topic is not None and not selected:
+        if args.if_exists:
+            return None
+        raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
+    return selected
+
+
 def _select(names, pattern: str | None) -> list[str]:
     if pattern is None:
         return sorted(names)
@@ -172,13 +190,9 @@ def run(args: argparse.Namespace) -> int:
         return _create(args, props, configs)
     metadata = fetch_metadata(bootstrap, None, properties=props)
     names = {n for n, code in metadata.topic_errors.items() if not code}
-    if args.exclude_internal:
-        names -= INTERNAL_TOPICS
-    selected = _select(names, args.topic)
-    if args.topic is not None and not selected:
-        if args.if_exists:
-            return 0
-        raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
+    selected = _selected(names, args)
+    if selected is None:
+        return 0
     if args.list:
         _print(selected)
     elif args.describe:
@@ -253,13 +267,9 @@ def _run_zookeeper(args: argparse.Namespace, configs: dict[str, str]) -> int:
                 raise TopicAlreadyExistsError(f"Topic '{args.topic}' already exists.")
             _print([f"Created topic {args.topic}."])
             return 0
-        if args.exclude_internal:
-            names -= INTERNAL_TOPICS
-        selected = _select(names, args.topic)
-        if args.topic is not None and not selected:
-            if args.if_exists:
-                return 0
-            raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
+        selected = _selected(names, args)
+        if selected is None:
+            return 0
         if args.list:
             _print(selected)
         elif args.describe:

@@ -18,8 +18,9 @@ import time
 import uuid
 
 import pytest
-
 from helpers.raw import SocketClient, fetch_body, produce_body
+from helpers.skips import require
+
 from kclient.broker.topic_admin import assign_replicas
 from kclient.client.admin import AdminClient, NewTopic
 from kclient.errors import (
@@ -344,8 +345,7 @@ def test_confluent_admin_creates_a_topic_with_replication_factor_3(cluster, name
 @pytest.mark.interop
 def test_kcat_lists_the_cluster_metadata(cluster, name):
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
-    if kcat is None:
-        pytest.skip("kcat is not installed")
+    require(None if kcat else "not on PATH", name="kcat", needs="needs kcat (.ci/run installs it)")
     cluster.create_topic(name, partitions=2, replication_factor=3)
     for p in (0, 1):
         cluster.wait_for_isr(name, p, BROKERS)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.skips import require
 
 from kclient.testing import BrokerProcess, Cluster
 
@@ -356,8 +357,7 @@ def test_aiokafka_group_commit_and_resume(gbroker, topic):
 
 def test_kcat_balanced_consumer_resumes_from_its_commits(gbroker, topic):
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
-    if kcat is None:
-        pytest.skip("kcat is not installed")
+    require(None if kcat else "not on PATH", name="kcat", needs="needs kcat (.ci/run installs it)")
     group = f"kcat-{uuid.uuid4().hex[:6]}"
     first = [f"k{i}" for i in range(20)]
     produce(gbroker.bootstrap, topic, first)
@@ -476,8 +476,7 @@ def test_kcat_members_rebalance_commit_and_resume_after_restart(gbroker, topic):
     from kclient import AdminClient
 
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
-    if kcat is None:
-        pytest.skip("kcat is not installed")
+    require(None if kcat else "not on PATH", name="kcat", needs="needs kcat (.ci/run installs it)")
     group = f"kcat-{uuid.uuid4().hex[:6]}"
 
     def assignments() -> list[set[int]]:

@@ -969,8 +969,9 @@ def test_tls_ca_directory(pki, tmp_path):
     import subprocess
 
     openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to hash a CA directory")
+    from helpers.skips import require
+
+    require(None if openssl else "not on PATH", name="openssl", needs="needs the openssl command to hash a CA directory")
     name = subprocess.run(
         [openssl, "x509", "-hash", "-noout", "-in", pki["ca"]], check=True, capture_output=True, text=True
     ).stdout.strip()

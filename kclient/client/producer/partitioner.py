@@ -17,6 +17,7 @@ import functools
 import random
 import struct
 
+from kclient._accel import speedups as _speedups
 from kclient.plugins import PluginInterface
 
 __all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "to_positive"]
@@ -74,8 +75,10 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
-# Keys repeat (a carrier code, a user id): remember recent short ones.
+# Keys repeat (a carrier code, a user id): the pure-Python path remembers
+# recent short ones; the compiled murmur2 is cheaper than the cache lookup.
 _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
+_c_murmur2 = _speedups.murmur2 if _speedups is not None else None
 
 
 class Partitioner(PluginInterface):
@@ -136,7 +139,9 @@ class DefaultPartitioner(Partitioner):
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
         if key is None:
             return int(self._random() * num_partitions)  # uniform, cheaper than randrange
-        if type(key) is bytes and len(key) <= 256:
+        if type(key) is bytes and _c_murmur2 is not None:
+            h = _c_murmur2(key)
+        elif type(key) is bytes and len(key) <= 256:
             h = _cached_murmur2(key)
         elif isinstance(key, (bytes, bytearray, memoryview)):
             h = murmur2(key)

@@ -24,6 +24,7 @@ from typing import Iterable, Iterator, Sequence
 import attrs
 import crc32c
 
+from kclient._accel import speedups as _speedups
 from kclient.errors import CorruptRecordError
 from kclient.protocol.primitives import read_varint, write_varint
 from kclient.protocol.records import codecs
@@ -117,6 +118,11 @@ class BatchHeader:
         return self.batch_length + 12
 
 
+# The compiled twins of the per-record loops below (None: pure Python only).
+_c_encode_records = _speedups.encode_records if _speedups is not None else None
+_c_decode_rows = _speedups.decode_rows if _speedups is not None else None
+
+
 def _zigzag_bytes(value: int) -> bytes:
     out = bytearray()
     write_varint(out, value)
@@ -153,6 +159,65 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, 
         _write_bytes_varint(body, hv)
     write_varint(out, len(body))
     out += body
+
+
+def _encode_records_py(records: Sequence[tuple], base_ts: int) -> tuple[bytes, int, int]:
+    """The records section of an uncompressed v2 batch (pure Python; the
+    compiled ``kclient._speedups.encode_records`` must give the same bytes).
+
+    Args:
+        records: ``(key, value, timestamp_ms[, headers])`` tuples.
+        base_ts: The batch's first timestamp (ms).
+
+    Returns:
+        ``(body, count, max_timestamp)``: the encoded records, how many,
+        and the largest timestamp (-1 if every one is negative).
+    """
+    parts: list = []
+    append = parts.append
+    extend = parts.extend
+    zz = _ZIGZAG
+    limit = _ZIGZAG_LIMIT
+    max_ts = -1
+    count = 0
+    for rec in records:
+        if len(rec) == 3:
+            key, value, ts = rec
+            headers = ()
+        else:
+            key, value, ts, headers = rec
+        if ts > max_ts:
+            max_ts = ts
+        delta = ts - base_ts
+        if headers or not (0 <= delta < limit and count < limit):
+            one = bytearray()
+            encode_record(one, count, delta, key, value, headers)
+            append(bytes(one))
+            count += 1
+            continue
+        # Fast path, no headers: length, attributes 0, timestamp delta,
+        # offset delta, key, value, header count 0 (all zigzag varints).
+        td = zz[delta]
+        od = zz[count]
+        if key is None:
+            kl = b"\x01"
+            klen = 0
+            key = b""
+        else:
+            klen = len(key)
+            kl = zz[klen] if klen < limit else _zigzag_bytes(klen)
+        if value is None:
+            vl = b"\x01"
+            vlen = 0
+            value = b""
+        else:
+            vlen = len(value)
+            vl = zz[vlen] if vlen < limit else _zigzag_bytes(vlen)
+        size = 2 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen
+        # One extend per record (a null key/value adds an empty piece).
+        extend((zz[size] if size < limit else _zigzag_bytes(size), b"\x00", td, od, kl, key, vl, value, b"\x00"))
+        count += 1
+    return b"".join(parts), count, max_ts
 
 
 def build_batch(
@@ -196,52 +261,9 @@ def build_batch(
     records = records if isinstance(records, (list, tuple)) else list(records)
     if not records:
         raise ValueError("a record batch needs at least one record")
-    parts: list = []
-    append = parts.append
-    extend = parts.extend
-    zz = _ZIGZAG
-    limit = _ZIGZAG_LIMIT
     base_ts = records[0][2]
-    max_ts = -1
-    count = 0
-    for rec in records:
-        if len(rec) == 3:
-            key, value, ts = rec
-            headers = ()
-        else:
-            key, value, ts, headers = rec
-        if ts > max_ts:
-            max_ts = ts
-        delta = ts - base_ts
-        if headers or not (0 <= delta < limit and count < limit):
-            one = bytearray()
-            encode_record(one, count, delta, key, value, headers)
-            append(bytes(one))
-            count += 1
-            continue
-        # Fast path, no headers: length, attributes 0, timestamp delta,
-        # offset delta, key, value, header count 0 (all zigzag varints).
-        td = zz[delta]
-        od = zz[count]
-        if key is None:
-            kl = b"\x01"
-            klen = 0
-            key = b""
-        else:
-            klen = len(key)
-            kl = zz[klen] if klen < limit else _zigzag_bytes(klen)
-        if value is None:
-            vl = b"\x01"
-            vlen = 0
-            value = b""
-        else:
-            vlen = len(value)
-            vl = zz[vlen] if vlen < limit else _zigzag_bytes(vlen)
-        size = 2 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen
-        # One extend per record (a null key/value adds an empty piece).
-        extend((zz[size] if size < limit else _zigzag_bytes(size), b"\x00", td, od, kl, key, vl, value, b"\x00"))
-        count += 1
-    body = b"".join(parts)
+    encoded = _c_encode_records(records, base_ts) if _c_encode_records is not None and type(records) is list else None
+    body, count, max_ts = encoded if encoded is not None else _encode_records_py(records, base_ts)
     payload = codecs.compress(codec, body) if codec else body
     attributes = (codec & ATTR_CODEC_MASK) | (ATTR_TIMESTAMP_TYPE if timestamp_type_log_append else 0)
     if is_transactional:
@@ -423,6 +445,33 @@ def decode_rows(
     Raises:
         kclient.errors.CorruptRecordError: Malformed records.
     """
+    if offsets is None:
+        offsets = []
+    if rows is None:
+        rows = []
+    if _c_decode_rows is not None and type(data) is bytes:
+        # The compiled loop takes the common shape (no headers, well formed)
+        # and backs out of anything else, which the loop below then decodes
+        # or reports.
+        if _c_decode_rows(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows):
+            return offsets, rows
+    return _decode_rows_py(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows)
+
+
+def _decode_rows_py(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None = None,
+    offsets: list | None = None,
+    rows: list | None = None,
+) -> tuple[list, list]:
+    """`decode_rows` in pure Python: the definition the compiled
+    ``kclient._speedups.decode_rows`` is tested against. Same arguments,
+    result and errors."""
     zz = _ZZ
     rv = read_varint
     if offsets is None:

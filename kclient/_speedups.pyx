@@ -1,0 +1,318 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled versions of kclient's per-record loops (optional).
+
+Each function here has a pure-Python twin that defines its behaviour and
+that the test suite compares it with byte for byte (hypothesis tests run
+both): `kclient.protocol.records.v2` (encoding and decoding the records of
+a v2 record batch, Kafka protocol guide "Record Batch" / "Record") and
+`kclient.client.producer.partitioner` (Java's ``Utils.murmur2``).
+
+The compiled functions only take the common shapes (``bytes`` keys and
+values, no record headers, well-formed input) and report anything else
+back to the caller (``None`` or ``False``), which then runs the pure-Python
+twin: the errors a user sees always come from one place.
+
+`kclient._accel` decides whether this module is used (it is not when the
+``KCLIENT_PURE_PYTHON`` environment variable is set, or when it was not
+built).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uint8_t
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    bint PyTuple_CheckExact(object o)
+    bint PyList_CheckExact(object o)
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+
+# Timestamps further than this from zero are left to the pure-Python path
+# (their differences could overflow 64 bits here).
+cdef int64_t _TS_BOUND = (<int64_t>1) << 61
+
+cdef tuple _EMPTY = ()
+
+
+# -- zigzag varints (Kafka protocol guide, "Record": varint / varlong) ----------
+
+cdef inline uint64_t _zigzag(int64_t v) noexcept nogil:
+    return (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+
+
+cdef inline Py_ssize_t _varint_size(int64_t v) noexcept nogil:
+    cdef uint64_t u = _zigzag(v)
+    cdef Py_ssize_t n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+cdef inline char* _write_varint(char* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = _zigzag(v)
+    while u >= 0x80:
+        p[0] = <char>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <char>u
+    return p + 1
+
+
+# -- encoding -------------------------------------------------------------------
+
+cdef inline int _record_shape(object rec) except -1:
+    """1 when ``rec`` is a record of the fast shape: a ``(key, value,
+    timestamp[, ()])`` tuple, key and value ``bytes`` or None, the
+    timestamp an int within +-2**61; else 0."""
+    cdef Py_ssize_t n
+    cdef object t
+    cdef int overflow = 0
+    cdef int64_t ts
+    if not PyTuple_CheckExact(rec):
+        return 0
+    n = PyTuple_GET_SIZE(rec)
+    if n == 4:
+        if len(<object>PyTuple_GET_ITEM(rec, 3)):  # headers: the pure path writes them
+            return 0
+    elif n != 3:
+        return 0
+    t = <object>PyTuple_GET_ITEM(rec, 0)
+    if t is not None and not PyBytes_CheckExact(t):
+        return 0
+    t = <object>PyTuple_GET_ITEM(rec, 1)
+    if t is not None and not PyBytes_CheckExact(t):
+        return 0
+    t = <object>PyTuple_GET_ITEM(rec, 2)
+    if not PyLong_CheckExact(t):
+        return 0
+    ts = PyLong_AsLongLongAndOverflow(t, &overflow)
+    if overflow or ts >= _TS_BOUND or ts <= -_TS_BOUND:
+        return 0
+    return 1
+
+
+def encode_records(list records, object base_timestamp):
+    """The records section of an uncompressed v2 record batch.
+
+    Args:
+        records: ``(key, value, timestamp_ms)`` tuples (or with an empty
+            headers sequence as a fourth item), key and value ``bytes`` or
+            None; record ``i`` gets offset delta ``i``.
+        base_timestamp: The batch's first timestamp (ms).
+
+    Returns:
+        ``(body, count, max_timestamp)`` exactly as
+        ``kclient.protocol.records.v2._encode_records_py`` returns them, or
+        None when a record is not of the fast shape (headers, another
+        bytes-like type, a timestamp out of range): the caller then runs
+        the pure-Python encoder.
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(records)
+    cdef Py_ssize_t i, total = 0, body, klen, vlen
+    cdef int64_t base_ts, ts, max_ts = -1, delta
+    cdef object rec, key = None, value = None
+    cdef int overflow = 0
+    cdef bytes out
+    cdef char* p
+    if not PyLong_CheckExact(base_timestamp):
+        return None
+    base_ts = PyLong_AsLongLongAndOverflow(base_timestamp, &overflow)
+    if overflow or base_ts >= _TS_BOUND or base_ts <= -_TS_BOUND:
+        return None
+    # Pass 1: check every record and size the section.
+    for i in range(n):
+        rec = <object>PyList_GET_ITEM(records, i)
+        if not _record_shape(rec):
+            return None
+        key = <object>PyTuple_GET_ITEM(rec, 0)
+        value = <object>PyTuple_GET_ITEM(rec, 1)
+        ts = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(rec, 2), &overflow)
+        if ts > max_ts:
+            max_ts = ts
+        delta = ts - base_ts
+        body = 2 + _varint_size(delta) + _varint_size(i)  # attributes, deltas, header count
+        if key is None:
+            body += 1
+        else:
+            klen = PyBytes_GET_SIZE(key)
+            body += _varint_size(klen) + klen
+        if value is None:
+            body += 1
+        else:
+            vlen = PyBytes_GET_SIZE(value)
+            body += _varint_size(vlen) + vlen
+        total += _varint_size(body) + body
+    # Pass 2: write them.
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    for i in range(n):
+        rec = <object>PyList_GET_ITEM(records, i)
+        key = <object>PyTuple_GET_ITEM(rec, 0)
+        value = <object>PyTuple_GET_ITEM(rec, 1)
+        ts = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(rec, 2), &overflow)
+        delta = ts - base_ts
+        klen = -1 if key is None else PyBytes_GET_SIZE(key)
+        vlen = -1 if value is None else PyBytes_GET_SIZE(value)
+        body = 2 + _varint_size(delta) + _varint_size(i)
+        body += 1 if klen < 0 else _varint_size(klen) + klen
+        body += 1 if vlen < 0 else _varint_size(vlen) + vlen
+        p = _write_varint(p, body)
+        p[0] = 0  # attributes
+        p = _write_varint(p + 1, delta)
+        p = _write_varint(p, i)
+        p = _write_varint(p, klen)  # -1 (null) is zigzag 0x01
+        if klen > 0:
+            memcpy(p, PyBytes_AS_STRING(key), klen)
+            p += klen
+        p = _write_varint(p, vlen)
+        if vlen > 0:
+            memcpy(p, PyBytes_AS_STRING(value), vlen)
+            p += vlen
+        p[0] = 0  # header count
+        p += 1
+    return out, n, max_ts
+
+
+# -- decoding -------------------------------------------------------------------
+
+cdef inline int _read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end, int64_t* out) noexcept nogil:
+    """A zigzag varint of at most 10 bytes inside ``buf[:end]``; 0 if
+    truncated or too long for 64 bits."""
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef Py_ssize_t p = pos[0]
+    cdef uint8_t b
+    while True:
+        if p >= end or shift > 63:
+            return 0
+        b = buf[p]
+        p += 1
+        if shift == 63 and (b & 0x7E):
+            return 0
+        raw |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+    pos[0] = p
+    out[0] = <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+    return 1
+
+
+def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
+                object base_timestamp, object fixed_timestamp, list offsets, list rows):
+    """Decode ``count`` records of a v2 batch's uncompressed records
+    section ``data[pos:end]``, appending to ``offsets`` and ``rows`` as
+    ``kclient.protocol.records.v2._decode_rows_py`` does.
+
+    Returns:
+        True when every record was decoded; False when a record has headers
+        or anything is malformed, after removing what this call appended:
+        the caller then runs the pure-Python decoder, which raises the
+        precise error (or decodes the headers).
+    """
+    cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
+    cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t i, rec_end
+    cdef int64_t length, ts_delta, off_delta, n, b_off, b_ts, fixed = 0
+    cdef bint has_fixed = fixed_timestamp is not None
+    cdef int overflow = 0
+    cdef object key, value, ts_obj
+    if end > size:
+        end = size
+    if pos < 0 or count < 0:
+        return False
+    b_off = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
+    if overflow:
+        return False
+    b_ts = PyLong_AsLongLongAndOverflow(base_timestamp, &overflow)
+    if overflow or b_ts >= _TS_BOUND or b_ts <= -_TS_BOUND:
+        return False
+    if has_fixed:
+        fixed = PyLong_AsLongLongAndOverflow(fixed_timestamp, &overflow)
+        if overflow:
+            return False
+        ts_obj = fixed_timestamp
+    for i in range(count):
+        if not _read_varint(buf, &pos, end, &length):
+            break
+        if length < 0 or length > end - pos:
+            break
+        rec_end = pos + <Py_ssize_t>length
+        if pos >= end:
+            break
+        pos += 1  # attributes (unused, as in Kafka)
+        if not _read_varint(buf, &pos, end, &ts_delta) or not _read_varint(buf, &pos, end, &off_delta):
+            break
+        if ts_delta >= _TS_BOUND or ts_delta <= -_TS_BOUND or off_delta >= _TS_BOUND or off_delta <= -_TS_BOUND:
+            break
+        if not _read_varint(buf, &pos, end, &n):
+            break
+        if n < 0:
+            key = None
+        else:
+            if n > end - pos:
+                break
+            key = PyBytes_FromStringAndSize(<const char*>buf + pos, <Py_ssize_t>n)
+            pos += <Py_ssize_t>n
+        if not _read_varint(buf, &pos, end, &n):
+            break
+        if n < 0:
+            value = None
+        else:
+            if n > end - pos:
+                break
+            value = PyBytes_FromStringAndSize(<const char*>buf + pos, <Py_ssize_t>n)
+            pos += <Py_ssize_t>n
+        # header count: anything but 0 goes to the pure path
+        if pos >= end or buf[pos] != 0:
+            break
+        pos += 1
+        if pos != rec_end:
+            break
+        PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
+        if not has_fixed:
+            ts_obj = PyLong_FromLongLong(b_ts + ts_delta)
+        PyList_Append(rows, (key, value, ts_obj, _EMPTY))
+    else:
+        return True
+    del offsets[first_offset:]
+    del rows[first_row:]
+    return False
+
+
+# -- murmur2 (Java org.apache.kafka.common.utils.Utils.murmur2) -------------------
+
+def murmur2(bytes data):
+    """32-bit MurmurHash2 of ``data`` as Kafka's Java ``Utils.murmur2``
+    (seed 0x9747b28c), as a signed Java ``int``."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(data)
+    cdef uint32_t m = 0x5BD1E995
+    cdef uint32_t h = 0x9747B28C ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i, tail = length & ~3
+    for i in range(0, tail, 4):
+        k = (<uint32_t>p[i]) | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16) | (<uint32_t>p[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    cdef Py_ssize_t rest = length & 3
+    if rest == 3:
+        h ^= <uint32_t>p[tail + 2] << 16
+    if rest >= 2:
+        h ^= <uint32_t>p[tail + 1] << 8
+    if rest >= 1:
+        h ^= <uint32_t>p[tail]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t>h

@@ -1,0 +1,190 @@
+"""The compiled speedups (`kclient._speedups`) against their pure-Python
+twins: identical bytes, identical rows, and a clean hand-back to the pure
+path for every shape they do not take.
+
+These tests call both implementations directly, so they check the compiled
+module whichever path the rest of the suite runs (``KCLIENT_PURE_PYTHON``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers.skips import require
+from kclient import _accel
+from kclient.client.producer import partitioner
+from kclient.errors import CorruptRecordError
+from kclient.protocol.records import codecs, v2
+
+try:
+    from kclient import _speedups
+except ImportError as exc:  # not built (no C compiler where kclient was installed)
+    _speedups = None
+    _MISSING = f"kclient._speedups is not built: {exc}"
+else:
+    _MISSING = None
+
+
+@pytest.fixture(autouse=True)
+def compiled():
+    """Every test here needs the compiled module: skipped without it on a
+    developer machine, a failure in CI (``make test`` builds it)."""
+    require(_MISSING, name="kclient._speedups", needs="the compiled speedups")
+
+
+_BYTES = st.one_of(st.none(), st.binary(max_size=300))
+# Timestamps around a base, including negative deltas and values that need
+# long varints; a few beyond what the compiled path takes (+-2**61).
+_TS = st.one_of(st.integers(-(2**40), 2**45), st.integers(-(2**63), 2**63 - 1))
+
+
+@st.composite
+def _records(draw, with_headers: bool = False):
+    n = draw(st.integers(1, 40))
+    out = []
+    for _ in range(n):
+        key, value, ts = draw(_BYTES), draw(_BYTES), draw(_TS)
+        shape = draw(st.integers(0, 2 if with_headers else 1))
+        if shape == 0:
+            out.append((key, value, ts))
+        elif shape == 1:
+            out.append((key, value, ts, ()))
+        else:
+            headers = draw(st.lists(st.tuples(st.text(max_size=8), _BYTES), min_size=1, max_size=3))
+            out.append((key, value, ts, headers))
+    return out
+
+
+def _fast_shape(records) -> bool:
+    return all((len(r) == 3 or not r[3]) and all(abs(t) < 2**61 for t in (r[2], records[0][2])) for r in records)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_records(with_headers=True))
+def test_encode_records_matches_pure_python(records):
+    base = records[0][2]
+    compiled = _speedups.encode_records(records, base)
+    if not _fast_shape(records):
+        assert compiled is None  # handed back: the pure path encodes it
+        return
+    assert compiled is not None
+    assert compiled == v2._encode_records_py(records, base)
+
+
+def test_encode_records_hands_back_other_bytes_like_types():
+    ts = 1_700_000_000_000
+    for record in [(bytearray(b"k"), b"v", ts), (b"k", memoryview(b"v"), ts), ("str", b"v", ts), (b"k", b"v", 1.5), [b"k", b"v", ts]]:
+        assert _speedups.encode_records([(None, b"x", ts), record], ts) is None
+    # ... and build_batch still encodes the bytes-like ones as before.
+    assert v2.decode_records(v2.build_batch([(bytearray(b"k"), memoryview(b"v"), ts)]))[0][2:4] == (b"k", b"v")
+
+
+@settings(max_examples=100, deadline=None)
+@given(_records(), st.sampled_from([codecs.NONE, codecs.GZIP, codecs.LZ4, codecs.ZSTD]), st.integers(0, 2**40))
+def test_build_batch_bytes_identical_on_both_paths(records, codec, base_offset):
+    records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
+    compiled = v2.build_batch(records, codec=codec, base_offset=base_offset)
+    saved = v2._c_encode_records
+    v2._c_encode_records = None
+    try:
+        pure = v2.build_batch(records, codec=codec, base_offset=base_offset)
+    finally:
+        v2._c_encode_records = saved
+    if codec in (codecs.NONE,):
+        assert compiled == pure
+    else:  # compressors may differ run to run only in framing details; the records must not
+        assert v2.decode_records(compiled) == v2.decode_records(pure)
+
+
+def _section(batch: bytes) -> tuple[bytes, v2.BatchHeader]:
+    header = v2.read_header(batch)
+    return batch, header
+
+
+def _both(data: bytes, pos: int, end: int, header: v2.BatchHeader, fixed=None):
+    """Decode with the compiled loop and the pure one; the compiled result
+    (True/False) and both outcomes."""
+    c_off, c_rows = [7], [("sentinel",)]
+    ok = _speedups.decode_rows(data, pos, end, header.records_count, header.base_offset, header.base_timestamp, fixed, c_off, c_rows)
+    try:
+        pure = v2._decode_rows_py(data, pos, end, header.records_count, header.base_offset, header.base_timestamp, fixed, [7], [("sentinel",)])
+    except CorruptRecordError as exc:
+        pure = exc
+    return ok, (c_off, c_rows), pure
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_records(with_headers=True), st.integers(0, 2**50), st.booleans())
+def test_decode_rows_matches_pure_python(records, base_offset, log_append_time):
+    records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
+    batch = v2.build_batch(records, base_offset=base_offset)
+    data, header = _section(batch)
+    fixed = header.max_timestamp if log_append_time else None
+    ok, compiled, pure = _both(data, v2.HEADER_SIZE, len(data), header, fixed)
+    has_headers = any(len(r) == 4 and r[3] for r in records)
+    if has_headers:
+        assert not ok  # handed back, and nothing of it left in the lists
+        assert compiled == ([7], [("sentinel",)])
+    else:
+        assert ok
+        assert compiled == pure
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_records(), st.data())
+def test_decode_rows_on_corrupt_bytes_agrees_or_hands_back(records, data):
+    """Flip, cut or extend the records section at random: whenever the
+    compiled loop says it decoded, the pure one decodes the same rows;
+    otherwise it left the lists as they were (the pure path then raises or
+    decodes)."""
+    records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
+    batch = bytearray(v2.build_batch(records))
+    header = v2.read_header(bytes(batch))
+    body = len(batch) - v2.HEADER_SIZE
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = v2.HEADER_SIZE + data.draw(st.integers(0, max(0, body - 1)))
+        batch[at] = data.draw(st.integers(0, 255))
+    end = len(batch) - data.draw(st.integers(0, min(5, body)))
+    count = header.records_count + data.draw(st.integers(-1, 1))
+    header = attrs.evolve(header, records_count=max(0, count))
+    ok, compiled, pure = _both(bytes(batch), v2.HEADER_SIZE, end, header)
+    if ok:
+        assert compiled == pure
+    else:
+        assert compiled == ([7], [("sentinel",)])
+
+
+def test_decode_rows_wrapper_uses_the_pure_path_for_errors():
+    batch = bytearray(v2.build_batch([(b"k", b"v", 5), (None, b"w", 6)]))
+    batch[-3] = 0x7F  # the second record's value length now runs past the end
+    header = v2.read_header(bytes(batch))
+    with pytest.raises(CorruptRecordError):
+        v2.decode_rows(bytes(batch), v2.HEADER_SIZE, len(batch), header.records_count, header.base_offset, header.base_timestamp)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=600))
+def test_murmur2_matches_pure_python(data):
+    assert _speedups.murmur2(data) == partitioner.murmur2(data)
+
+
+def test_kclient_uses_the_compiled_loops_by_default():
+    assert _accel.speedups is _speedups or os.environ.get(_accel.PURE_PYTHON_ENV) not in (None, "", "0")
+
+
+def test_pure_python_environment_variable_turns_them_off():
+    code = (
+        "import kclient, kclient._accel as a, kclient.protocol.records.v2 as v2, kclient.client.producer.partitioner as p;"
+        "print(a.speedups is None, v2._c_decode_rows is None, v2._c_encode_records is None, p._c_murmur2 is None)"
+    )
+    for value, expected in (("1", "True True True True"), ("0", "False False False False")):
+        env = {**os.environ, _accel.PURE_PYTHON_ENV: value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        assert out.split() == expected.split()

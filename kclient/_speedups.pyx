@@ -316,3 +316,140 @@ def murmur2(bytes data):
     h *= m
     h ^= h >> 15
     return <int32_t>h
+
+
+# -- the async producer's queue state (kclient.client.producer.queue) -------------
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    int CLOCK_MONOTONIC
+
+
+cdef inline double _monotonic() noexcept nogil:
+    # time.monotonic()'s clock on Linux and the BSDs.
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
+cdef class QueueCore:
+    """The state of `kclient.client.producer.queue.MessageQueue`, compiled:
+    the twin of ``kclient.client.producer.queue.PyQueueCore`` (same methods,
+    same results; see there). Each method runs without releasing the GIL,
+    which is what makes it atomic towards other threads: no lock per put."""
+
+    cdef list items, sizes, times
+    cdef readonly Py_ssize_t max_messages, count, unfinished, flushing
+    cdef readonly bint closed
+    cdef bint consumer_waiting
+    cdef Py_ssize_t wake_at
+    cdef object waker
+
+    def __cinit__(self, Py_ssize_t max_messages):
+        self.max_messages = max_messages
+        self.items = []
+        self.sizes = []
+        self.times = []
+        self.waker = None
+
+    @property
+    def queued_items(self):
+        return PyList_GET_SIZE(self.items)
+
+    @property
+    def oldest(self):
+        return self.times[0] if PyList_GET_SIZE(self.times) else None
+
+    def put(self, data, Py_ssize_t n):
+        cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
+        cdef object waker
+        if self.closed or (self.count + n > self.max_messages and queued):
+            return False
+        PyList_Append(self.items, data)
+        PyList_Append(self.sizes, n)
+        PyList_Append(self.times, _monotonic())
+        self.count += n
+        self.unfinished += n
+        if self.consumer_waiting and (queued == 0 or self.count >= self.wake_at):
+            return self._release_waker()
+        return None
+
+    cdef object _release_waker(self):
+        cdef object waker = self.waker
+        self.waker = None
+        self.consumer_waiting = False
+        return waker
+
+    cdef tuple _take(self, Py_ssize_t batch_messages):
+        cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
+        cdef Py_ssize_t k = 0, taken = 0, size
+        cdef list batch
+        while k < queued:
+            size = <Py_ssize_t>(<object>PyList_GET_ITEM(self.sizes, k))
+            if taken and taken + size > batch_messages:
+                break
+            taken += size
+            k += 1
+        if k == queued:
+            batch = self.items
+            self.items = []
+            self.sizes = []
+            self.times = []
+        else:
+            batch = self.items[:k]
+            del self.items[:k]
+            del self.sizes[:k]
+            del self.times[:k]
+        self.count -= taken
+        return batch, taken
+
+    def poll(self, Py_ssize_t batch_messages, double max_wait_s, waker):
+        cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
+        cdef double timeout
+        self.consumer_waiting = False
+        self.waker = None
+        if queued and (self.count >= batch_messages or self.closed or self.flushing):
+            return "batch", self._take(batch_messages)
+        if not queued:
+            if self.closed:
+                return "closed", None
+            timeout_obj = None
+        else:
+            timeout = <double>(<object>PyList_GET_ITEM(self.times, 0)) + max_wait_s - _monotonic()
+            if timeout <= 0:
+                return "batch", self._take(batch_messages)
+            timeout_obj = timeout
+        self.consumer_waiting = True
+        self.wake_at = batch_messages
+        self.waker = waker
+        return "wait", timeout_obj
+
+    def flush_requested(self, Py_ssize_t delta):
+        self.flushing += delta
+        if delta > 0 and self.consumer_waiting:
+            return self._release_waker()
+        return None
+
+    def close(self):
+        self.closed = True
+        if self.consumer_waiting:
+            return self._release_waker()
+        return None
+
+    def abandon(self):
+        cdef Py_ssize_t dropped = self.count
+        self.closed = True
+        self.items = []
+        self.sizes = []
+        self.times = []
+        self.count = 0
+        self.unfinished -= dropped
+        return dropped, (self._release_waker() if self.consumer_waiting else None)
+
+    def task_done(self, Py_ssize_t n):
+        self.unfinished -= n
+        return self.unfinished <= 0

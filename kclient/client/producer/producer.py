@@ -154,6 +154,8 @@ class Producer(ClosingClient):
             # The send thread runs the trio loop: batches go from the queue
             # to the sockets on one thread.
             self._queue = MessageQueue(cfg.queue_buffering_max_messages)
+            # send()'s per-record call (see MessageQueue.fast_put).
+            self._fast_put = self._queue.fast_put
             self._thread = ProducerSendThread(
                 self._queue,
                 callback_handler=self._callbacks,
@@ -266,7 +268,12 @@ class Producer(ClosingClient):
                 self._core.prepare(d)
             if d[3] is None:
                 d = _new_tuple(ProducerData, (d[0], d[1], d[2], now_ms(), d[4], d[5]))
-            if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
+            waker = self._fast_put(d, len(d[2]))
+            if waker is None:
+                return
+            if waker is not False:
+                waker()
+            elif not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
         if callback is not None:

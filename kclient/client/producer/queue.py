@@ -3,7 +3,8 @@
 `MessageQueue` is bounded by a number of *messages*
 (``queue.buffering.max.messages``; a ProducerData counts as many messages
 as it holds). Putting never waits for the send thread: ``Producer.send`` in
-async mode takes one lock and appends, and wakes the consumer (the
+async mode appends in one call of the queue's core (compiled: no lock, the
+GIL makes it atomic; pure Python: one lock), and wakes the consumer (the
 `kclient.client.producer.send_thread.ProducerSendThread`) only when it is
 idle and a batch may be due: a batch is due when ``batch.num.messages``
 messages are waiting or ``queue.buffering.max.ms`` has passed since the
@@ -13,16 +14,16 @@ oldest waiting item was enqueued (Kafka 0.8 documentation, section 5.1
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import Any, Callable, Sequence
 
 import attrs
 
+from kclient._accel import speedups as _speedups
 from kclient.errors import ProducerClosedError, QueueFullError
 
-__all__ = ["MessageQueue", "QueueStatistics"]
+__all__ = ["MessageQueue", "PyQueueCore", "QueueStatistics"]
 
 _monotonic = time.monotonic
 
@@ -39,78 +40,183 @@ class QueueStatistics:
     unfinished_messages: int
 
 
+class PyQueueCore:
+    """The queue's state and its atomic steps, in pure Python (each method
+    under one lock); ``kclient._speedups.QueueCore`` is its compiled twin,
+    where the GIL makes each call atomic. `MessageQueue` adds the waiting.
+
+    Items wait in three parallel lists (the data, its message count, its
+    enqueue time in `time.monotonic` seconds), so a queued record costs the
+    garbage collector one tracked object, its ProducerData.
+
+    Args:
+        max_messages: The bound (messages).
+    """
+
+    def __init__(self, max_messages: int) -> None:
+        self.max_messages = max_messages
+        self._items: list = []
+        self._sizes: list = []
+        self._times: list = []
+        self.count = 0  # messages queued
+        self.unfinished = 0  # messages queued or taken and not yet done
+        self.flushing = 0  # flush() calls waiting
+        self.closed = False
+        self._consumer_waiting = False
+        self._wake_at = 0
+        self._waker: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def queued_items(self) -> int:
+        return len(self._items)
+
+    @property
+    def oldest(self) -> float | None:
+        """When the oldest queued item was enqueued (monotonic s), or None."""
+        times = self._times
+        return times[0] if times else None
+
+    def put(self, data: Any, n: int) -> "Callable[[], None] | None | bool":
+        """Append ``data`` (``n`` messages) if the queue is open and has
+        room (an item larger than the bound fits an empty queue).
+
+        Returns:
+            False: not queued (full or closed). None: queued. A callable:
+            queued, and the waiting consumer must be woken by calling it
+            (outside any lock).
+        """
+        with self._lock:
+            items = self._items
+            queued = len(items)
+            if self.closed or (self.count + n > self.max_messages and queued):
+                return False
+            items.append(data)
+            self._sizes.append(n)
+            self._times.append(_monotonic())
+            self.count += n
+            self.unfinished += n
+            if self._consumer_waiting and (queued == 0 or self.count >= self._wake_at):
+                return self._release_waker()
+            return None
+
+    def _release_waker(self) -> "Callable[[], None] | None":
+        waker = self._waker
+        self._waker = None
+        self._consumer_waiting = False
+        return waker
+
+    def _take(self, batch_messages: int) -> tuple[list, int]:
+        items, sizes = self._items, self._sizes
+        queued = len(items)
+        k = taken = 0
+        while k < queued:
+            size = sizes[k]
+            if taken and taken + size > batch_messages:
+                break
+            taken += size
+            k += 1
+        if k == queued:
+            batch = items
+            self._items, self._sizes, self._times = [], [], []
+        else:
+            batch = items[:k]
+            del items[:k], sizes[:k], self._times[:k]
+        self.count -= taken
+        return batch, taken
+
+    def poll(self, batch_messages: int, max_wait_s: float, waker: Callable[[], None]) -> "tuple[str, Any]":
+        """The consumer's step: `MessageQueue.poll_batch`'s result; on
+        ``"wait"`` the ``waker`` is registered (atomically with the check)."""
+        with self._lock:
+            self._consumer_waiting = False
+            self._waker = None
+            queued = len(self._items)
+            if queued and (self.count >= batch_messages or self.closed or self.flushing):
+                return "batch", self._take(batch_messages)
+            if not queued:
+                if self.closed:
+                    return "closed", None
+                timeout = None
+            else:
+                timeout = self._times[0] + max_wait_s - _monotonic()
+                if timeout <= 0:
+                    return "batch", self._take(batch_messages)
+            self._consumer_waiting = True
+            self._wake_at = batch_messages
+            self._waker = waker
+            return "wait", timeout
+
+    def flush_requested(self, delta: int) -> "Callable[[], None] | None":
+        """Count a flush starting (+1) or ending (-1); returns the waker to
+        call when a start must wake the consumer."""
+        with self._lock:
+            self.flushing += delta
+            if delta > 0 and self._consumer_waiting:
+                return self._release_waker()
+            return None
+
+    def close(self) -> "Callable[[], None] | None":
+        """Refuse further puts; returns the waker to call, if any."""
+        with self._lock:
+            self.closed = True
+            return self._release_waker() if self._consumer_waiting else None
+
+    def abandon(self) -> "tuple[int, Callable[[], None] | None]":
+        """Close and drop what is queued: ``(messages dropped, waker)``."""
+        with self._lock:
+            dropped = self.count
+            self.closed = True
+            self._items, self._sizes, self._times = [], [], []
+            self.count = 0
+            self.unfinished -= dropped
+            return dropped, (self._release_waker() if self._consumer_waiting else None)
+
+    def task_done(self, n: int) -> bool:
+        """Mark ``n`` taken messages finished; True once none is left."""
+        with self._lock:
+            self.unfinished -= n
+            return self.unfinished <= 0
+
+
+#: The core `MessageQueue` uses: compiled when available.
+_QueueCore = _speedups.QueueCore if _speedups is not None else PyQueueCore
+
+
 class MessageQueue:
     """A bounded FIFO of ProducerData counted in messages, for one consumer
     thread (the ProducerSendThread) and any number of producer threads.
 
     An item larger than the whole bound is accepted when the queue is empty
     (it could never fit otherwise). Thread-safe.
+
+    Args:
+        max_messages: The bound (messages, ``queue.buffering.max.messages``).
+
+    Raises:
+        ValueError: ``max_messages`` < 1.
     """
 
     def __init__(self, max_messages: int) -> None:
         if max_messages < 1:
             raise ValueError(f"queue.buffering.max.messages must be >= 1, got {max_messages}")
         self.max_messages = max_messages
-        # Parallel deques (not one tuple per entry): a queued record then
-        # costs the garbage collector one tracked object, its ProducerData.
-        self._items: collections.deque = collections.deque()  # the data
-        self._sizes: collections.deque = collections.deque()  # its message counts
-        self._times: collections.deque = collections.deque()  # when enqueued (monotonic s)
-        self._count = 0
-        self._unfinished = 0
-        self._lock = threading.Lock()
+        self._core = core = _QueueCore(max_messages)
+        #: The producer's per-send call: ``fast_put(data, n)`` returns None
+        #: when queued, a callable to call when queued and the consumer
+        #: must be woken, False when not queued (full or closed: call `put`,
+        #: which waits or raises).
+        self.fast_put = core.put
+        self._lock = threading.Lock()  # for the conditions only
         self._not_full = threading.Condition(self._lock)
-        self._not_empty = threading.Condition(self._lock)
         self._all_done = threading.Condition(self._lock)
-        self._closed = False
-        self._flushing = 0
-        self._consumer_waiting = False
-        self._wake_at = 0  # message count at which to wake the consumer
-        # A consumer on an event loop (poll_batch) registers a thread-safe
-        # callable instead of waiting on _not_empty; it is called once.
-        self._waker: Callable[[], None] | None = None
+        self._putters = 0  # put() calls waiting for room
+        self._flushers = 0  # flush() calls waiting
         #: threading.get_ident() of the consumer thread, if known: a put from
         #: it must not wait for room (nothing else would make any).
         self.consumer_ident: int | None = None
 
     # -- producer side ----------------------------------------------------------
-
-    def _wait_for_room(self, n: int, timeout_ms: int) -> bool:
-        # Called with the lock held.
-        if self._closed:
-            raise ProducerClosedError("the producer is closed")
-        if self._count + n <= self.max_messages or not self._items:
-            return True
-        if timeout_ms == 0:
-            return False
-        if threading.get_ident() == self.consumer_ident:
-            # Only the consumer makes room: waiting here would never end.
-            raise QueueFullError(
-                "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
-                "waiting would deadlock: only that thread empties the queue"
-            )
-        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
-        while self._count + n > self.max_messages and self._items:
-            if deadline is None:
-                self._not_full.wait()
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._not_full.wait(remaining)
-            if self._closed:
-                raise ProducerClosedError("the producer was closed while send() waited for room in the queue")
-        return True
-
-    def _append(self, data: Any, n: int, now: float) -> None:
-        # Called with the lock held and room checked.
-        self._items.append(data)
-        self._sizes.append(n)
-        self._times.append(now)
-        self._count += n
-        self._unfinished += n
-        if self._consumer_waiting and (len(self._items) == 1 or self._count >= self._wake_at):
-            self._wake_consumer()
 
     def put(self, data: Any, n: int, timeout_ms: int) -> bool:
         """Append one item.
@@ -130,24 +236,54 @@ class MessageQueue:
             QueueFullError: the queue is full and the caller is the
                 consumer thread (waiting would deadlock).
         """
+        waker = self.fast_put(data, n)
+        if waker is False:
+            return self._put_waiting(data, n, timeout_ms)
+        if waker is not None:
+            waker()
+        return True
+
+    def _put_waiting(self, data: Any, n: int, timeout_ms: int) -> bool:
+        core = self._core
+        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         with self._lock:
-            # The async producer's per-send path: kept inline and short.
-            if self._count + n > self.max_messages and self._items or self._closed:
-                if not self._wait_for_room(n, timeout_ms):
-                    return False
-            items = self._items
-            items.append(data)
-            self._sizes.append(n)
-            self._times.append(_monotonic())
-            self._count += n
-            self._unfinished += n
-            if self._consumer_waiting and (len(items) == 1 or self._count >= self._wake_at):
-                self._wake_consumer()
-            return True
+            # Counted before trying: a consumer taking after the try sees
+            # the count and notifies (under this lock, so after the wait).
+            self._putters += 1
+            try:
+                first = True
+                while True:
+                    waker = core.put(data, n)
+                    if waker is not False:
+                        break
+                    if core.closed:
+                        raise ProducerClosedError(
+                            "the producer is closed" if first else "the producer was closed while send() waited for room in the queue"
+                        )
+                    if timeout_ms == 0:
+                        return False
+                    if threading.get_ident() == self.consumer_ident:
+                        # Only the consumer makes room: waiting here would never end.
+                        raise QueueFullError(
+                            "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
+                            "waiting would deadlock: only that thread empties the queue"
+                        )
+                    first = False
+                    if deadline is None:
+                        self._not_full.wait()
+                    else:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            return False
+                        self._not_full.wait(remaining)
+            finally:
+                self._putters -= 1
+        if waker is not None:
+            waker()
+        return True
 
     def put_many(self, items: Sequence[Any], timeout_ms: int) -> int:
-        """Append several items in order under one lock, each waiting for
-        room as in `put`.
+        """Append several items in order, each waiting for room as in `put`.
 
         Args:
             items: The ProducerData to queue (each counts
@@ -164,18 +300,11 @@ class MessageQueue:
             QueueFullError: the queue is full and the caller is the
                 consumer thread.
         """
-        with self._lock:
-            now = time.monotonic()
-            for i, data in enumerate(items):
-                n = len(data.messages)
-                if self._count + n > self.max_messages and self._items:
-                    if not self._wait_for_room(n, timeout_ms):
-                        return i
-                    now = time.monotonic()
-                elif self._closed:
-                    raise ProducerClosedError("the producer is closed")
-                self._append(data, n, now)
-            return len(items)
+        put = self.put
+        for i, data in enumerate(items):
+            if not put(data, len(data.messages), timeout_ms):
+                return i
+        return len(items)
 
     # -- consumer side ------------------------------------------------------------
 
@@ -192,30 +321,17 @@ class MessageQueue:
                 ``queue.buffering.max.ms``).
 
         Returns:
-            ``(items, n_messages)``: whole items holding up to
-            ``batch_messages`` messages (at least one item); None once the
-            queue is closed and empty.
+            Whole items holding up to ``batch_messages`` messages (at least
+            one item); None once the queue is closed and empty.
         """
-        with self._lock:
-            while True:
-                items = self._items
-                if items and (self._count >= batch_messages or self._closed or self._flushing):
-                    break
-                if not items:
-                    if self._closed:
-                        return None
-                    timeout = None
-                else:
-                    timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
-                    if timeout <= 0:
-                        break
-                self._consumer_waiting = True
-                self._wake_at = batch_messages
-                try:
-                    self._not_empty.wait(timeout)
-                finally:
-                    self._consumer_waiting = False
-            return self._take(batch_messages)[0]
+        while True:
+            wake = threading.Event()
+            kind, value = self.poll_batch(batch_messages, max_wait_ms, wake.set)
+            if kind == "batch":
+                return value[0]
+            if kind == "closed":
+                return None
+            wake.wait(value)
 
     def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
         """`take_batch` without blocking, for a consumer running on an
@@ -225,9 +341,8 @@ class MessageQueue:
             batch_messages: The batch size (messages).
             max_wait_ms: The longest an item waits for a full batch (ms).
             waker: Called at most once, from whichever thread enqueues
-                enough messages, flushes or closes, with the queue's lock
-                held, so it must only schedule the wake-up (e.g.
-                ``TrioToken.run_sync_soon``).
+                enough messages, flushes or closes, so it must only
+                schedule the wake-up (e.g. ``TrioToken.run_sync_soon``).
 
         Returns:
             ``("batch", (items, n_messages))`` when a batch is due (same
@@ -236,50 +351,11 @@ class MessageQueue:
             ``seconds`` (None: no deadline) or as soon as ``waker()`` is
             called.
         """
-        with self._lock:
-            items = self._items
-            if items and (self._count >= batch_messages or self._closed or self._flushing):
-                return "batch", self._take(batch_messages)
-            if not items:
-                if self._closed:
-                    return "closed", None
-                timeout = None
-            else:
-                timeout = self._times[0] + max_wait_ms / 1000 - time.monotonic()
-                if timeout <= 0:
-                    return "batch", self._take(batch_messages)
-            self._consumer_waiting = True
-            self._wake_at = batch_messages
-            self._waker = waker
-            return "wait", timeout
-
-    def _wake_consumer(self) -> None:
-        # Called with the lock held when the waiting consumer should look again.
-        waker = self._waker
-        if waker is None:
-            self._not_empty.notify()
-            return
-        self._waker = None
-        self._consumer_waiting = False
-        waker()
-
-    def _take(self, batch_messages: int) -> tuple[list, int]:
-        # Called with the lock held and at least one item queued.
-        items = self._items
-        sizes = self._sizes
-        batch = []
-        append = batch.append
-        pop_item = items.popleft
-        pop_size = sizes.popleft
-        pop_time = self._times.popleft
-        taken = 0
-        while items and (taken == 0 or taken + sizes[0] <= batch_messages):
-            append(pop_item())
-            taken += pop_size()
-            pop_time()
-        self._count -= taken
-        self._not_full.notify_all()
-        return batch, taken
+        kind, value = self._core.poll(batch_messages, max_wait_ms / 1000, waker)
+        if kind == "batch" and self._putters:
+            with self._lock:
+                self._not_full.notify_all()
+        return kind, value
 
     def task_done(self, n_messages: int) -> None:
         """Mark taken messages as finished (sent or failed).
@@ -287,9 +363,8 @@ class MessageQueue:
         Args:
             n_messages: How many messages of taken batches are finished.
         """
-        with self._lock:
-            self._unfinished -= n_messages
-            if self._unfinished <= 0:
+        if self._core.task_done(n_messages) and self._flushers:
+            with self._lock:
                 self._all_done.notify_all()
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -303,22 +378,27 @@ class MessageQueue:
         Returns:
             False on timeout.
         """
+        core = self._core
         with self._lock:
-            self._flushing += 1
-            if self._consumer_waiting:
-                self._wake_consumer()
-            try:
-                return self._all_done.wait_for(lambda: self._unfinished <= 0, timeout)
-            finally:
-                self._flushing -= 1
+            self._flushers += 1
+        try:
+            waker = core.flush_requested(1)
+            if waker is not None:
+                waker()
+            with self._lock:
+                return self._all_done.wait_for(lambda: core.unfinished <= 0, timeout)
+        finally:
+            core.flush_requested(-1)
+            with self._lock:
+                self._flushers -= 1
 
     def close(self) -> None:
         """Refuse further puts (waiting putters get ProducerClosedError) and
         let the consumer drain what is queued, then get None."""
+        waker = self._core.close()
+        if waker is not None:
+            waker()
         with self._lock:
-            self._closed = True
-            if self._consumer_waiting:
-                self._wake_consumer()
             self._not_full.notify_all()
 
     def abandon(self) -> int:
@@ -329,25 +409,18 @@ class MessageQueue:
             How many messages were dropped (queued, not yet taken by the
             consumer; batches already taken are not counted).
         """
+        dropped, waker = self._core.abandon()
+        if waker is not None:
+            waker()
         with self._lock:
-            self._closed = True
-            dropped = self._count
-            self._items.clear()
-            self._sizes.clear()
-            self._times.clear()
-            self._count = 0
-            self._unfinished -= dropped
-            if self._consumer_waiting:
-                self._wake_consumer()
             self._not_full.notify_all()
-            if self._unfinished <= 0:
-                self._all_done.notify_all()
-            return dropped
+            self._all_done.notify_all()
+        return dropped
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._core.closed
 
     def statistics(self) -> QueueStatistics:
-        with self._lock:
-            return QueueStatistics(self._count, len(self._items), self.max_messages, self._unfinished)
+        core = self._core
+        return QueueStatistics(core.count, core.queued_items, self.max_messages, core.unfinished)

@@ -291,31 +291,7 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, ob
 def murmur2(bytes data):
     """32-bit MurmurHash2 of ``data`` as Kafka's Java ``Utils.murmur2``
     (seed 0x9747b28c), as a signed Java ``int``."""
-    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t length = PyBytes_GET_SIZE(data)
-    cdef uint32_t m = 0x5BD1E995
-    cdef uint32_t h = 0x9747B28C ^ <uint32_t>length
-    cdef uint32_t k
-    cdef Py_ssize_t i, tail = length & ~3
-    for i in range(0, tail, 4):
-        k = (<uint32_t>p[i]) | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16) | (<uint32_t>p[i + 3] << 24)
-        k *= m
-        k ^= k >> 24
-        k *= m
-        h *= m
-        h ^= k
-    cdef Py_ssize_t rest = length & 3
-    if rest == 3:
-        h ^= <uint32_t>p[tail + 2] << 16
-    if rest >= 2:
-        h ^= <uint32_t>p[tail + 1] << 8
-    if rest >= 1:
-        h ^= <uint32_t>p[tail]
-        h *= m
-    h ^= h >> 13
-    h *= m
-    h ^= h >> 15
-    return <int32_t>h
+    return _murmur2(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
 
 # -- the async producer's queue state (kclient.client.producer.queue) -------------
@@ -453,3 +429,122 @@ cdef class QueueCore:
     def task_done(self, Py_ssize_t n):
         self.unfinished -= n
         return self.unfinished <= 0
+
+
+# -- the producer's collate step (kclient.client.producer.event_handler) ----------
+
+cdef inline int32_t _murmur2(const uint8_t* p, Py_ssize_t length) noexcept:
+    cdef uint32_t m = 0x5BD1E995
+    cdef uint32_t h = 0x9747B28C ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i, tail = length & ~3, rest = length & 3
+    for i in range(0, tail, 4):
+        k = (<uint32_t>p[i]) | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16) | (<uint32_t>p[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    if rest == 3:
+        h ^= <uint32_t>p[tail + 2] << 16
+    if rest >= 2:
+        h ^= <uint32_t>p[tail + 1] << 8
+    if rest >= 1:
+        h ^= <uint32_t>p[tail]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t>h
+
+
+def collate_default(list events, object data_type, Py_ssize_t n_parts, object now, object random):
+    """Group one topic's ProducerData into per-partition record lists, as
+    ``DefaultEventHandler._collate`` does with pass-through encoders and
+    the `DefaultPartitioner` (murmur2 of the key, ``int(random() * n)`` for
+    a null key, an explicit partition as given).
+
+    Args:
+        events: The topic's ProducerData, in order.
+        data_type: The ProducerData class (only exact instances are taken).
+        n_parts: The topic's partition count (>= 1).
+        now: The timestamp (ms) of records without one.
+        random: The partitioner's ``random.Random.random``.
+
+    Returns:
+        ``{partition: [(key, value, timestamp), ...]}`` in order, or None
+        when some item is of another shape (another type, headers, a key
+        that is not bytes, a partition outside the topic): the caller then
+        collates in Python, which raises the precise error.
+    """
+    cdef dict out = {}
+    cdef Py_ssize_t i, j, n = PyList_GET_SIZE(events), n_msgs
+    cdef object d, key, messages, ts, fixed, headers, records, p_obj
+    cdef Py_ssize_t p
+    cdef double r
+    if n_parts < 1:
+        return None
+    for i in range(n):
+        d = <object>PyList_GET_ITEM(events, i)
+        if type(d) is not data_type:
+            return None
+        key = <object>PyTuple_GET_ITEM(d, 1)
+        messages = <object>PyTuple_GET_ITEM(d, 2)
+        ts = <object>PyTuple_GET_ITEM(d, 3)
+        fixed = <object>PyTuple_GET_ITEM(d, 4)
+        headers = <object>PyTuple_GET_ITEM(d, 5)
+        if not PyTuple_CheckExact(messages) or len(headers):
+            return None
+        n_msgs = PyTuple_GET_SIZE(messages)
+        if n_msgs == 0:
+            continue
+        if key is not None and not PyBytes_CheckExact(key):
+            return None
+        if fixed is None:
+            if key is None:
+                r = random()
+                p = <Py_ssize_t>(r * n_parts)
+            else:
+                p = (_murmur2(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % n_parts
+        else:
+            if not PyLong_CheckExact(fixed):
+                return None
+            p = fixed
+            if p < 0 or p >= n_parts:
+                return None
+        if ts is None:
+            ts = now
+        p_obj = p
+        records = out.get(p_obj)
+        if records is None:
+            records = out[p_obj] = []
+        for j in range(n_msgs):
+            PyList_Append(records, (key, <object>PyTuple_GET_ITEM(messages, j), ts))
+    return out
+
+
+def group_by_topic(list events, object data_types):
+    """``{topic: [items in order]}`` of the producer's items: the topic of
+    an instance of one of ``data_types`` (ProducerData-like tuples) is its
+    first field, of anything else its ``topic`` attribute."""
+    cdef dict out = {}
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(events)
+    cdef object d, topic, lst
+    cdef object last_topic = None
+    cdef list last = None
+    for i in range(n):
+        d = <object>PyList_GET_ITEM(events, i)
+        if type(d) in data_types:
+            topic = <object>PyTuple_GET_ITEM(d, 0)
+        else:
+            topic = d.topic
+        if last is not None and (topic is last_topic or topic == last_topic):
+            PyList_Append(last, d)
+            continue
+        lst = out.get(topic)
+        if lst is None:
+            lst = out[topic] = []
+        PyList_Append(lst, d)
+        last = lst
+        last_topic = topic
+    return out

@@ -96,9 +96,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 import attrs
 import trio
 
+from kclient._accel import speedups as _speedups
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
 from kclient.client.producer.data import ProducerData as _ProducerData
 from kclient.client.producer.delivery import RecordMetadata, TrackedData
+from kclient.client.producer.partitioner import DefaultPartitioner
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
 from kclient.client.producer.idempotence import RESET_CODES, IdempotentProducerState
@@ -126,6 +128,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
+
+# The producer's item types whose topic is their first field (compiled
+# grouping by topic; None: pure Python).
+_DATA_TYPES = frozenset((_ProducerData, TrackedData))
+_c_group_by_topic = _speedups.group_by_topic if _speedups is not None else None
+
 
 #: Per-partition overhead of a Produce request besides the batch (bytes).
 PARTITION_OVERHEAD = 16
@@ -207,6 +215,12 @@ class DefaultEventHandler(EventHandler):
         self._encode = None if _is_passthrough(context.encoder) else context.encoder.to_message
         self._encode_key = None if _is_passthrough(context.key_encoder) else context.key_encoder.to_message
         self._partition = context.partitioner.partition
+        # The compiled collate step takes the default plug-ins only.
+        self._c_collate = None
+        self._random = None
+        if _speedups is not None and self._encode is None and self._encode_key is None and type(context.partitioner) is DefaultPartitioner:
+            self._c_collate = _speedups.collate_default
+            self._random = context.partitioner._random
         self._batches = BatchBuilder(context.settings)
         s = context.settings
         #: The idempotent producer's state (enable.idempotence), else None.
@@ -239,13 +253,17 @@ class DefaultEventHandler(EventHandler):
 
     async def _collate(self, events: Sequence["ProducerData"], failed: dict) -> dict[tuple[str, int], PartitionSend]:
         now = now_ms()
-        by_topic: dict[str, list] = {}
-        for d in events:
-            lst = by_topic.get(d.topic)
-            if lst is None:
-                by_topic[d.topic] = [d]
-            else:
-                lst.append(d)
+        if _c_group_by_topic is not None and type(events) is list:
+            by_topic: dict[str, list] = _c_group_by_topic(events, _DATA_TYPES)
+        else:
+            by_topic = {}
+            for d in events:
+                lst = by_topic.get(d.topic)
+                if lst is None:
+                    by_topic[d.topic] = [d]
+                else:
+                    lst.append(d)
+        fast = self._c_collate
         encode = self._encode
         encode_key = self._encode_key
         choose = self._partition
@@ -259,6 +277,15 @@ class DefaultEventHandler(EventHandler):
                 failed[(topic, -1)] = (n, exc, 0, given, [(d[6], j) for d in datas if type(d) is TrackedData for j in range(len(d[2]))])
                 continue
             n_parts = len(parts)
+            if fast is not None:
+                # The compiled loop (pass-through encoders, DefaultPartitioner,
+                # plain ProducerData); None: some item needs the loop below.
+                grouped = fast(datas, _ProducerData, n_parts, now, self._random)
+                if grouped is not None:
+                    for p, records in grouped.items():
+                        target = out[(topic, p)] = PartitionSend(topic, p)
+                        target.records = records
+                    continue
             by_partition: dict[int, PartitionSend] = {}
             # One records list per partition, looked up by partition number.
             lists: dict[int, list] = {}

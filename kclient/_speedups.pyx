@@ -458,7 +458,7 @@ cdef inline int32_t _murmur2(const uint8_t* p, Py_ssize_t length) noexcept:
     return <int32_t>h
 
 
-def collate_default(list events, object data_type, Py_ssize_t n_parts, object now, object random):
+def collate_default(list events, object data_type, Py_ssize_t n_parts, object now, object random, bint bytes_values):
     """Group one topic's ProducerData into per-partition record lists, as
     ``DefaultEventHandler._collate`` does with pass-through encoders and
     the `DefaultPartitioner` (murmur2 of the key, ``int(random() * n)`` for
@@ -470,6 +470,9 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
         n_parts: The topic's partition count (>= 1).
         now: The timestamp (ms) of records without one.
         random: The partitioner's ``random.Random.random``.
+        bytes_values: Values must be ``bytes`` or None (the `DefaultEncoder`,
+            which copies other bytes-like values and refuses the rest: those
+            go back to the caller); False: values pass as they are.
 
     Returns:
         ``{partition: [(key, value, timestamp), ...]}`` in order, or None
@@ -479,7 +482,7 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
     """
     cdef dict out = {}
     cdef Py_ssize_t i, j, n = PyList_GET_SIZE(events), n_msgs
-    cdef object d, key, messages, ts, fixed, headers, records, p_obj
+    cdef object d, key, messages, ts, fixed, headers, records, p_obj, value
     cdef Py_ssize_t p
     cdef double r
     if n_parts < 1:
@@ -519,7 +522,10 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
         if records is None:
             records = out[p_obj] = []
         for j in range(n_msgs):
-            PyList_Append(records, (key, <object>PyTuple_GET_ITEM(messages, j), ts))
+            value = <object>PyTuple_GET_ITEM(messages, j)
+            if bytes_values and value is not None and not PyBytes_CheckExact(value):
+                return None
+            PyList_Append(records, (key, value, ts))
     return out
 
 

@@ -101,6 +101,7 @@ from kclient.client.producer.batching import BatchBuilder, PartitionSend, header
 from kclient.client.producer.data import ProducerData as _ProducerData
 from kclient.client.producer.delivery import RecordMetadata, TrackedData
 from kclient.client.producer.partitioner import DefaultPartitioner
+from kclient.client.serde import DefaultEncoder
 from kclient.client.producer.settings import ProducerSettings
 from kclient.clock import now_ms
 from kclient.client.producer.idempotence import RESET_CODES, IdempotentProducerState
@@ -218,9 +219,12 @@ class DefaultEventHandler(EventHandler):
         # The compiled collate step takes the default plug-ins only.
         self._c_collate = None
         self._random = None
-        if _speedups is not None and self._encode is None and self._encode_key is None and type(context.partitioner) is DefaultPartitioner:
-            self._c_collate = _speedups.collate_default
-            self._random = context.partitioner._random
+        plain_keys = self._encode_key is None or type(context.key_encoder) is DefaultEncoder
+        if _speedups is not None and plain_keys and type(context.partitioner) is DefaultPartitioner:
+            if self._encode is None or type(context.encoder) is DefaultEncoder:
+                self._c_collate = _speedups.collate_default
+                self._random = context.partitioner._random
+                self._bytes_values = self._encode is not None
         self._batches = BatchBuilder(context.settings)
         s = context.settings
         #: The idempotent producer's state (enable.idempotence), else None.
@@ -280,7 +284,7 @@ class DefaultEventHandler(EventHandler):
             if fast is not None:
                 # The compiled loop (pass-through encoders, DefaultPartitioner,
                 # plain ProducerData); None: some item needs the loop below.
-                grouped = fast(datas, _ProducerData, n_parts, now, self._random)
+                grouped = fast(datas, _ProducerData, n_parts, now, self._random, self._bytes_values)
                 if grouped is not None:
                     for p, records in grouped.items():
                         target = out[(topic, p)] = PartitionSend(topic, p)

@@ -63,6 +63,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from time import time_ns as _time_ns
 from typing import Any, Callable, Iterable, Mapping
 
 import attrs
@@ -258,24 +259,30 @@ class Producer(ClosingClient):
                 queued).
             ProducerClosedError: the producer was closed.
         """
-        if self._closed:
-            raise ProducerClosedError("send() called after the producer was closed")
-        if type(data_or_list) is ProducerData and self._plain_enqueue and callback is None:
+        if callback is None and type(data_or_list) is ProducerData and self._plain_enqueue:
             # The common async case, one ProducerData and no enqueue hooks:
-            # validate the topic once, stamp, append (about 1 us).
+            # validate the topic once, stamp, append (one call of the queue's
+            # core; a closed producer has a closed queue, which refuses it).
             d = data_or_list
             if d[0] not in self._valid_topics:
+                if self._closed:
+                    raise ProducerClosedError("send() called after the producer was closed")
                 self._core.prepare(d)
             if d[3] is None:
-                d = _new_tuple(ProducerData, (d[0], d[1], d[2], now_ms(), d[4], d[5]))
+                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000, d[4], d[5]))
             waker = self._fast_put(d, len(d[2]))
             if waker is None:
                 return
             if waker is not False:
                 waker()
-            elif not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
+                return
+            if self._closed:
+                raise ProducerClosedError("send() called after the producer was closed")
+            if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
+        if self._closed:
+            raise ProducerClosedError("send() called after the producer was closed")
         if callback is not None:
             if type(data_or_list) is ProducerData and self._plain_enqueue:
                 self._put_tracked(data_or_list, callback, None)

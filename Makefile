@@ -9,11 +9,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kclient-installed
 
 .DEFAULT_GOAL := test
-.PHONY: venv demo test docs bench clean
+.PHONY: venv demo test test-pure docs bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py kclient/_speedups.pyx
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,demo,docs,spark]'
 	@touch $@
@@ -25,6 +25,10 @@ demo: venv
 # collected, so an empty run fails too.
 test: venv
 	$(BIN)/python -m pytest -q
+
+# The same suite on the pure-Python path (kclient._speedups not used).
+test-pure: venv
+	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q
 
 docs: venv
 	$(BIN)/mkdocs build --strict
@@ -43,5 +47,5 @@ bench: venv
 	$(BIN)/python benchmarks/descriptors.py 2048 --ulimit 1024
 
 clean:
-	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .hypothesis kclient/_speedups.c kclient/_speedups*.so
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -188,3 +188,83 @@ def test_pure_python_environment_variable_turns_them_off():
         env = {**os.environ, _accel.PURE_PYTHON_ENV: value}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
         assert out.split() == expected.split()
+
+
+# -- the producer queue's core: compiled and pure twins step for step ----------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
+def test_queue_core_twins_agree(max_messages, ops):
+    from kclient.client.producer.queue import PyQueueCore
+
+    cores = [_speedups.QueueCore(max_messages), PyQueueCore(max_messages)]
+    wakers = [[], []]
+    taken_total = [0, 0]
+    for step, (op, n) in enumerate(ops):
+        results = []
+        for i, core in enumerate(cores):
+            if op == "put":
+                r = core.put(("item", step), n)
+                r = "woke" if callable(r) else r
+                if r == "woke":
+                    wakers[i].append(step)
+            elif op == "poll":
+                # max_wait 0: a waiting batch is due at once; an hour: only full batches
+                kind, value = core.poll(n * 2, 0.0 if n % 2 else 3600.0, lambda: None)
+                if kind == "batch":
+                    items, taken = value
+                    taken_total[i] += taken
+                    r = (kind, list(items), taken)
+                else:
+                    r = (kind, value if value is None else "timeout")
+            elif op == "flush+":
+                r = "woke" if core.flush_requested(1) is not None else None
+            elif op == "flush-":
+                r = core.flush_requested(-1) if core.flushing > 0 else None
+            elif op == "done":
+                k = min(n, taken_total[i])
+                taken_total[i] -= k
+                r = core.task_done(k)
+            elif op == "close":
+                r = core.close() is not None
+            else:
+                dropped, waker = core.abandon()
+                r = (dropped, waker is not None)
+            results.append(r)
+        assert results[0] == results[1], (op, n)
+        state = [(c.count, c.unfinished, c.closed, c.flushing, c.queued_items) for c in cores]
+        assert state[0] == state[1]
+    assert wakers[0] == wakers[1]
+
+
+def test_extension_build_failure_still_installs(tmp_path):
+    """No C compiler: setup.py warns and builds nothing, and kclient runs
+    its pure-Python loops (saying so at DEBUG)."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"
+    shutil.copytree(root / "kclient", src / "kclient", ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(root / name, src / name)
+    env = {**os.environ, "CC": "false", "LDSHARED": "false"}
+    env.pop(_accel.PURE_PYTHON_ENV, None)
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=src, env=env, capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "_speedups" in build.stdout + build.stderr  # the warning names the optional extension
+    assert not list((src / "kclient").glob("_speedups*.so"))
+    code = (
+        # (the editable install's import hook would find the repo's kclient first)
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, '__module__', '')).startswith('__editable__')];"
+        "import logging; logging.basicConfig(level=logging.DEBUG, format='%(name)s %(message)s');"
+        "import kclient, kclient._accel as a; from kclient.protocol.records import v2;"
+        "b = v2.build_batch([(b'k', b'v', 5)]); assert v2.decode_records(b)[0][2:4] == (b'k', b'v');"
+        "print('kclient from', kclient.__path__[0].rsplit('/', 1)[0]); print('speedups', a.speedups)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=src, env={**env, "PYTHONPATH": str(src)}, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert f"kclient from {src}" in run.stdout
+    assert "speedups None" in run.stdout
+    assert "kclient.accel kclient._speedups is not built" in run.stderr

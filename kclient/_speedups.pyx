@@ -554,3 +554,92 @@ def group_by_topic(list events, object data_types):
         last = lst
         last_topic = topic
     return out
+
+
+# -- ProducerData (kclient.client.producer.data) --------------------------------------
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject_alloc "PyTypeObject":
+        PyObject* (*tp_alloc)(PyTypeObject_alloc*, Py_ssize_t)
+    void PyTuple_SET_ITEM_raw "PyTuple_SET_ITEM"(PyObject* p, Py_ssize_t pos, PyObject* o)
+    object PyList_AsTuple(object lst)
+    void Py_INCREF_raw "Py_INCREF"(PyObject* o)
+
+cdef extern from "<time.h>" nogil:
+    int CLOCK_REALTIME
+
+
+cdef object _alloc6(object cls, object a, object b, object c, object d, object e, object f):
+    """A new instance of the tuple subclass ``cls`` holding the six items
+    (what ``tuple.__new__(cls, (a, b, c, d, e, f))`` makes, without the
+    argument tuple)."""
+    cdef PyTypeObject_alloc* tp = <PyTypeObject_alloc*>cls
+    cdef PyObject* raw = tp.tp_alloc(tp, 6)
+    if raw == NULL:
+        raise MemoryError()
+    Py_INCREF_raw(<PyObject*>a)
+    PyTuple_SET_ITEM_raw(raw, 0, <PyObject*>a)
+    Py_INCREF_raw(<PyObject*>b)
+    PyTuple_SET_ITEM_raw(raw, 1, <PyObject*>b)
+    Py_INCREF_raw(<PyObject*>c)
+    PyTuple_SET_ITEM_raw(raw, 2, <PyObject*>c)
+    Py_INCREF_raw(<PyObject*>d)
+    PyTuple_SET_ITEM_raw(raw, 3, <PyObject*>d)
+    Py_INCREF_raw(<PyObject*>e)
+    PyTuple_SET_ITEM_raw(raw, 4, <PyObject*>e)
+    Py_INCREF_raw(<PyObject*>f)
+    PyTuple_SET_ITEM_raw(raw, 5, <PyObject*>f)
+    return _steal(raw)
+
+
+cdef inline object _steal(PyObject* raw):
+    cdef object obj = <object>raw  # a new reference ...
+    Py_DECREF_raw(raw)  # ... so drop the one tp_alloc returned
+    return obj
+
+
+cdef extern from "Python.h":
+    void Py_DECREF_raw "Py_DECREF"(PyObject* o)
+
+
+cdef object _data_fallback = None
+
+
+def set_data_fallback(fallback):
+    """Register the pure-Python ``ProducerData.__new__`` that `new_data`
+    hands the uncommon shapes to."""
+    global _data_fallback
+    _data_fallback = fallback
+
+
+def new_data(cls, topic, key=None, messages=(), timestamp_ms=None, partition=None, headers=()):
+    """``ProducerData.__new__``, compiled: the same value as the pure
+    ``kclient.client.producer.data.ProducerData.__new__`` (which it calls
+    for anything but a list or tuple of messages and tuple or empty
+    headers)."""
+    cdef object kind = type(messages)
+    if kind is list:
+        messages = PyList_AsTuple(messages)
+    elif kind is not tuple:
+        return _data_fallback(cls, topic, key, messages, timestamp_ms, partition, headers)
+    if headers is not _EMPTY:
+        if not headers:
+            headers = _EMPTY
+        elif type(headers) is not tuple:
+            return _data_fallback(cls, topic, key, messages, timestamp_ms, partition, headers)
+    return _alloc6(cls, topic, key, messages, timestamp_ms, partition, headers)
+
+
+cdef inline object _now_ms():
+    # time.time_ns() // 1_000_000: CLOCK_REALTIME in whole ms
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return PyLong_FromLongLong(<int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000)
+
+
+def stamped(data):
+    """A copy of the ProducerData-like tuple ``data`` with item 3
+    (``timestamp_ms``) set to now (ms since the epoch, as
+    ``time.time_ns() // 1_000_000``)."""
+    return _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
+                   _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))

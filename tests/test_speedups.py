@@ -268,3 +268,46 @@ def test_extension_build_failure_still_installs(tmp_path):
     assert f"kclient from {src}" in run.stdout
     assert "speedups None" in run.stdout
     assert "kclient.accel kclient._speedups is not built" in run.stderr
+
+
+# -- ProducerData: the compiled constructor and stamp against the pure ones -------------
+
+
+_ANY_MESSAGES = st.one_of(st.lists(_BYTES, max_size=3), st.tuples(_BYTES), st.lists(_BYTES, max_size=2).map(iter), st.binary(max_size=3), st.none())
+_ANY_HEADERS = st.one_of(st.just(()), st.none(), st.just([]), st.lists(st.tuples(st.text(max_size=3), _BYTES), max_size=2), st.lists(st.tuples(st.text(max_size=3), _BYTES), max_size=2).map(tuple))
+
+
+def _outcome(fn, *args):
+    try:
+        value = fn(*args)
+    except Exception as exc:  # the same error type and message on both paths
+        return type(exc), str(exc)
+    return type(value), tuple(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=4)), _ANY_MESSAGES, st.one_of(st.none(), st.integers(0, 2**42)), st.one_of(st.none(), st.integers(0, 9)), _ANY_HEADERS)
+def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts, partition, headers):
+    from kclient.client.producer import data
+
+    pure = data._py_new
+    if hasattr(messages, "__next__"):  # an iterator is used up by one call: make two
+        items = list(messages)
+        first, second = iter(items), iter(items)
+    else:
+        first = second = messages
+    compiled = _outcome(_speedups.new_data, data.ProducerData, topic, key, first, ts, partition, headers)
+    assert compiled == _outcome(pure, data.ProducerData, topic, key, second, ts, partition, headers)
+
+
+def test_stamped_sets_the_send_time():
+    import time
+
+    from kclient.client.producer.data import ProducerData, _py_stamped
+
+    d = ProducerData("t", b"k", [b"v"], None, 3, [("h", b"x")])
+    before = time.time_ns() // 1_000_000
+    compiled, pure = _speedups.stamped(d), _py_stamped(d)
+    after = time.time_ns() // 1_000_000
+    assert type(compiled) is ProducerData and compiled[:3] == d[:3] and compiled[4:] == d[4:]
+    assert before <= compiled.timestamp_ms <= after and before <= pure.timestamp_ms <= after

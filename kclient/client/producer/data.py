@@ -9,7 +9,10 @@ importing each other.
 from __future__ import annotations
 
 from operator import itemgetter
+from time import time_ns
 from typing import Any
+
+from kclient._accel import speedups as _speedups
 
 __all__ = ["ProducerData"]
 
@@ -93,3 +96,23 @@ class ProducerData(tuple):
 
 
 _new_tuple = tuple.__new__
+
+
+def _py_stamped(d: ProducerData) -> ProducerData:
+    # The send time as the records' CreateTime (ms since the epoch).
+    return _new_tuple(type(d), (d[0], d[1], d[2], time_ns() // 1_000_000, d[4], d[5]))
+
+
+#: ``stamped(d)``: a copy of ``d`` (an exact ProducerData) with
+#: ``timestamp_ms`` set to now. Compiled when available.
+stamped = _py_stamped
+#: The pure-Python ``ProducerData.__new__`` (the compiled one hands it the
+#: rare shapes).
+_py_new = ProducerData.__new__
+
+if _speedups is not None:
+    # The compiled constructor and stamp (same values; tests/test_speedups.py
+    # compares them with the pure ones above, which take the rare shapes).
+    _speedups.set_data_fallback(_py_new)
+    ProducerData.__new__ = staticmethod(_speedups.new_data)  # type: ignore[method-assign]
+    stamped = _speedups.stamped

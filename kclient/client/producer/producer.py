@@ -63,7 +63,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from time import time_ns as _time_ns
 from typing import Any, Callable, Iterable, Mapping
 
 import attrs
@@ -71,6 +70,7 @@ import attrs
 from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.data import ProducerData, _new_tuple
+from kclient.client.producer.data import stamped as _stamped
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
 from kclient.client.producer.queue import MessageQueue
@@ -269,7 +269,7 @@ class Producer(ClosingClient):
                     raise ProducerClosedError("send() called after the producer was closed")
                 self._core.prepare(d)
             if d[3] is None:
-                d = _new_tuple(ProducerData, (d[0], d[1], d[2], _time_ns() // 1_000_000, d[4], d[5]))
+                d = _stamped(d)
             waker = self._fast_put(d, len(d[2]))
             if waker is None:
                 return

@@ -211,6 +211,7 @@ class MessageQueue:
         self._not_full = threading.Condition(self._lock)
         self._all_done = threading.Condition(self._lock)
         self._putters = 0  # put() calls waiting for room
+        self._low_water = max_messages // 2  # wake them at or below this many messages
         self._flushers = 0  # flush() calls waiting
         #: threading.get_ident() of the consumer thread, if known: a put from
         #: it must not wait for room (nothing else would make any).
@@ -268,14 +269,15 @@ class MessageQueue:
                             "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
                             "waiting would deadlock: only that thread empties the queue"
                         )
-                    first = False
                     if deadline is None:
                         self._not_full.wait()
                     else:
                         remaining = deadline - time.monotonic()
-                        if remaining <= 0:
+                        if remaining <= 0 and not first:
                             return False
-                        self._not_full.wait(remaining)
+                        # (at the deadline: one more try above, then False)
+                        self._not_full.wait(max(0.0, remaining))
+                    first = False
             finally:
                 self._putters -= 1
         if waker is not None:
@@ -351,8 +353,14 @@ class MessageQueue:
             ``seconds`` (None: no deadline) or as soon as ``waker()`` is
             called.
         """
-        kind, value = self._core.poll(batch_messages, max_wait_ms / 1000, waker)
-        if kind == "batch" and self._putters:
+        core = self._core
+        kind, value = core.poll(batch_messages, max_wait_ms / 1000, waker)
+        # Putters waiting for room are woken once the queue is down to half
+        # (or empty, for an item larger than the rest of the bound): they
+        # then queue many items at once instead of trading the processor
+        # with this consumer batch by batch. A putter with a deadline tries
+        # once more when it passes.
+        if kind == "batch" and self._putters and (core.count <= self._low_water or not core.queued_items):
             with self._lock:
                 self._not_full.notify_all()
         return kind, value

@@ -460,9 +460,13 @@ class Controller:
         keys = list(self.partitions)
         changed = await self._zk(self._initialize_states, keys)
         changed |= await self._zk(self._elect_leaders, keys, gone)
-        self._send_metadata_to(set(self.live))
+        # As Kafka's controller batches them: LeaderAndIsr before
+        # UpdateMetadata, so that a broker's partitions know their new leader
+        # and ISR by the time its Metadata answers show them (one queue per
+        # broker keeps the order).
         if changed:
             self._send_leader_and_isr(sorted(changed))
+        self._send_metadata_to(set(self.live))
         if new:
             # Returning brokers learn every partition they host.
             self._send_leader_and_isr([k for k, e in self.partitions.items() if set(e.replicas) & new], only=new)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.producer.core import TrioProducer
 
 log = logging.getLogger(__name__)
+
+_topic_of = operator.attrgetter("topic")
 
 
 @attrs.frozen
@@ -219,7 +222,7 @@ class ProducerSendThread(LoopThread):
         # thousands of ProducerData held until acknowledged made every
         # garbage collection pass walk them: ~30 % of the CPU with 1 MB
         # batches.)
-        kept = batch if self._on_send_error else sorted({d.topic for d in batch})
+        kept = batch if self._on_send_error else sorted(set(map(_topic_of, batch)))
 
         def done(exc: BaseException | None) -> None:  # on this loop, once
             try:

@@ -31,7 +31,9 @@ confluent-kafka against ONE bundled broker (issue 5).
   record (count and value bytes);
 - adds issue 16's "cost as work grows" rows (100 B keyed records at 1, 64,
   512 and 2,048 partitions, kclient and confluent-kafka), a "CPU µs per
-  record" table, and issue 5's and issue 16's targets as pass/fail lines;
+  record" table, issue 16's producer memory rows (kclient's async Producer
+  with ``queue.buffering.max.messages`` = 10,000, peak RSS at N and 10 x N
+  records), and issue 5's and issue 16's targets as pass/fail lines;
 - prints the tables and writes JSON (default ``benchmarks/results/latest.json``).
 
 Timings are never asserted anywhere; ``tests/test_benchmarks_smoke.py`` runs
@@ -111,7 +113,7 @@ BIG_BATCH_BYTES = 1 << 20
 def sizes(quick: bool) -> dict[str, int]:
     """Record counts and byte totals of each workload (full or --quick)."""
     if quick:
-        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000, scaling=2_000)
+        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000, scaling=2_000, memory=2_000)
     return dict(
         small=1_000_000,  # 100-byte records
         large=100_000,  # 1,000-byte records
@@ -121,6 +123,7 @@ def sizes(quick: bool) -> dict[str, int]:
         ingest_records=200_000,  # 1,000-byte records: 200 MB through the broker
         ingest_size=1_000,
         scaling=200_000,  # 100-byte keyed records per scaling row
+        memory=200_000,  # 100-byte records, the smaller memory row (the other: MEMORY_FACTOR x)
     )
 
 
@@ -132,6 +135,26 @@ SCALING_PARTITIONS_QUICK = (1, 64)
 #: about 2 minutes a run) and aiokafka are left out: the target compares
 #: kclient with confluent-kafka only.
 SCALING_CLIENTS = ["kclient", "confluent-kafka"]
+
+
+#: The producer memory rows (issue 16, "producer memory still bounded by
+#: queue.buffering.max.messages"): kclient's async Producer, the 100 B 1p
+#: produce row's settings but this fixed queue bound, at N and
+#: MEMORY_FACTOR x N records.
+MEMORY_QUEUE_MAX = 10_000
+MEMORY_FACTOR = 10
+#: The target: peak RSS (VmHWM) at MEMORY_FACTOR x N records minus peak RSS
+#: at N records, at most this many MB. What the bound lets the producer
+#: hold: 10,000 queued records x (100 B payload + ~300 B of per-record
+#: Python objects: ProducerData, its one-element list, the queue's slot)
+#: ~= 4 MB, plus the batches being built and in flight (5 requests x 16 KB,
+#: well under 1 MB); the payloads here come from the shared 10,000-payload
+#: pool, so that 4 MB already over-counts. Doubled for allocator slack
+#: (pymalloc's 1 MB arenas, glibc's heap and thread arenas, garbage not yet
+#: collected): 8 MB. An unbounded queue grows by hundreds of MB over the
+#: 1.8M extra records of the full run (measured with the bound at 2,000,000:
+#: +380 MB, ~210 B per record held; benchmarks/README.md).
+MEMORY_GROWTH_MAX_MB = 8.0
 
 
 def _throughput_group(kind: str, size: int, count: int, parts: int, clients: Any, batch_bytes: int | None = None) -> dict:
@@ -162,6 +185,25 @@ def plan(quick: bool) -> list[dict]:
     # alike): per-request costs then weigh far less than per-record ones.
     for parts in (1, 8):
         groups.append(_throughput_group("produce", 1000, n["large"], parts, CLIENTS, batch_bytes=BIG_BATCH_BYTES))
+    # kclient's producer memory at N and 10 x N records, one queue bound
+    counts = [n["memory"], MEMORY_FACTOR * n["memory"]]
+    groups.append(
+        dict(
+            name="memory-100B-1p",
+            kind="memory",
+            title=(
+                f"producer memory: kclient async produce {counts[0]:,} and {counts[1]:,} x 100 B, 1 partition, acks=1, "
+                f"queue.buffering.max.messages={MEMORY_QUEUE_MAX:,}"
+            ),
+            size=100,
+            count=counts[0],
+            counts=counts,
+            queue_max_messages=MEMORY_QUEUE_MAX,
+            partitions=1,
+            payload="random",
+            clients=[KCLIENT],
+        )
+    )
     groups.append(
         dict(
             name="latency-100B-1p",
@@ -219,6 +261,11 @@ def plan(quick: bool) -> list[dict]:
                 g["fetch_bytes"] = (1 << 30) // parts
             groups.append(g)
     return groups
+
+
+def memory_label(client: str, count: int) -> str:
+    """The row label of a memory run: client and record count."""
+    return f"{client} {count:,} records"
 
 
 def select(groups: list[dict], only: str | None) -> list[dict]:
@@ -398,6 +445,8 @@ class Session:
             spec["fetch_bytes"] = group["fetch_bytes"]
         if group["kind"] == "latency":
             spec["warmup"] = group["warmup"]
+        if "queue_max_messages" in group:
+            spec["queue_max_messages"] = group["queue_max_messages"]
         spec.update(kw)
         return spec
 
@@ -457,6 +506,15 @@ class Session:
                         if client in self.available:
                             t = self.topic(f"{g['name']}-{client}-r{rep}", g["partitions"])
                             g["runs"].append(dict(rep=rep, client=client, topic=t, kind=k))
+            elif k == "memory":
+                # per repeat, the N-record run then the 10N-record one, each
+                # to a fresh topic; a "produce" run with its own count
+                for rep in range(self.repeat):
+                    for client in g["clients"]:
+                        if client in self.available:
+                            for count in g["counts"]:
+                                t = self.topic(f"{g['name']}-{client}-{count}-r{rep}", g["partitions"])
+                                g["runs"].append(dict(rep=rep, client=client, topic=t, kind="produce", count=count, label=memory_label(client, count)))
             elif k == "consume":
                 g["source_topic"] = self.topic(f"{g['name']}-source", g["partitions"])
                 for rep in range(self.repeat):
@@ -579,6 +637,8 @@ class Session:
         kw: dict[str, Any] = dict(kind=kind, client=client)
         if "topic" in run:
             kw["topic"] = run["topic"]
+        if "count" in run:  # the memory rows: each run its own count
+            kw["count"] = run["count"]
         if g["kind"] == "compression":
             kw["codec"] = g["codec"]
         if g["kind"] == "bounds":
@@ -821,6 +881,51 @@ def scaling_table(groups: list[dict]) -> list[dict]:
     return out
 
 
+def memory_table(groups: list[dict]) -> list[dict]:
+    """The producer memory rows (issue 16), per memory group: each record
+    count's medians (peak RSS MB, records/s, CPU s per million records) and
+    the growth of peak RSS from the smallest count to the largest (MB):
+    median at 10N - median at N, and the same per repeat (the two runs of one
+    repeat, back to back)."""
+    out = []
+    for g in groups:
+        if g["kind"] != "memory":
+            continue
+        for client in g["clients"]:
+            labels = [memory_label(client, c) for c in g["counts"]]
+            meds = [g["rows"].get(label) or {} for label in labels]
+            if not any(m.get("runs") for m in meds):
+                continue
+            rss = [m.get("peak_rss_mb") for m in meds]
+            by_rep: dict[int, dict[int, float]] = {}
+            for run in g["runs"]:
+                if run["client"] == client and "result" in run:
+                    by_rep.setdefault(run["rep"], {})[run["count"]] = run["result"]["peak_rss_kb"] / 1024
+            lo, hi = g["counts"][0], g["counts"][-1]
+            per_repeat = [round(v[hi] - v[lo], 2) for _, v in sorted(by_rep.items()) if lo in v and hi in v]
+            out.append(
+                dict(
+                    group=g["name"],
+                    client=client,
+                    queue_max_messages=g.get("queue_max_messages"),
+                    rows=[
+                        dict(
+                            records=count,
+                            peak_rss_mb=m.get("peak_rss_mb"),
+                            records_per_s=m.get("records_per_s"),
+                            cpu_s_per_million=m.get("cpu_s_per_million"),
+                            runs=m.get("runs", 0),
+                        )
+                        for count, m in zip(g["counts"], meds)
+                    ],
+                    growth_mb=rss[-1] - rss[0] if rss[0] is not None and rss[-1] is not None else None,
+                    growth_mb_per_repeat=per_repeat,
+                    maximum_mb=MEMORY_GROWTH_MAX_MB,
+                )
+            )
+    return out
+
+
 def targets(groups: list[dict]) -> list[dict]:
     out = []
     plain = [g for g in groups if not g.get("scaling")]
@@ -855,6 +960,18 @@ def targets(groups: list[dict]) -> list[dict]:
             b = (g["rows"].get("confluent-kafka") or {}).get("p99_ms")
             if a and b:
                 out.append(_target(16, f"sync produce p99: kclient / confluent-kafka <= {LATENCY_P99_MAX}", g["name"], a / b, maximum=LATENCY_P99_MAX))
+    for m in memory_table(groups):
+        if m["growth_mb"] is not None and m["client"] == KCLIENT:
+            lo, hi = m["rows"][0]["records"], m["rows"][-1]["records"]
+            t = _target(
+                16,
+                f"producer memory bounded by queue.buffering.max.messages: peak RSS growth from {lo:,} to {hi:,} records <= {m['maximum_mb']:g} MB",
+                m["group"],
+                m["growth_mb"],
+                maximum=m["maximum_mb"],
+            )
+            t["unit"] = "MB"  # the "ratio" is the growth in MB
+            out.append(t)
     for row in scaling_table(groups):
         if row["partitions"] > 1 and row["ratio_vs_1p"] is not None:
             out.append(
@@ -965,6 +1082,24 @@ def render(report: dict) -> str:
             if cpu_bound:
                 text += "\n  (the broker's own CPU cost: " + "; ".join(cpu_bound) + ")"
             parts.append(text)
+    for m in report.get("memory") or []:
+        rows = [
+            [
+                f"{r['records']:,}",
+                _fmt(r["peak_rss_mb"], ",.1f"),
+                _fmt(r["records_per_s"]),
+                _fmt(r["cpu_s_per_million"], ",.2f"),
+            ]
+            for r in m["rows"]
+        ]
+        growth = f"{m['growth_mb']:+.1f} MB" if m["growth_mb"] is not None else "-"
+        per_repeat = f" (per repeat: {', '.join(f'{v:+.1f}' for v in m['growth_mb_per_repeat'])} MB)" if len(m["growth_mb_per_repeat"]) > 1 else ""
+        parts.append(
+            f"producer memory (issue 16): {m['client']} async produce, 100 B records, 1 partition, "
+            f"queue.buffering.max.messages={m['queue_max_messages']:,}; medians\n"
+            + table(["records", "peak RSS MB", "records/s", "CPU s/M rec"], rows, "rrrr")
+            + f"\npeak RSS growth from {m['rows'][0]['records']:,} to {m['rows'][-1]['records']:,} records: {growth}{per_repeat}, bound {m['maximum_mb']:g} MB"
+        )
     cpu = cpu_table(report["groups"])
     if cpu:
         parts.append(cpu)
@@ -985,15 +1120,16 @@ def render(report: dict) -> str:
         ]
         headers = ["", "partitions", "kclient rec/s", "confluent-kafka rec/s", "kclient ÷ confluent", "÷ ratio at 1p", "kclient CPU µs/rec", "confluent CPU µs/rec"]
         parts.append("cost as work grows (issue 16): 100 B keyed records, one topic of N partitions\n" + table(headers, rows, "lrrrrrrr"))
-    for issue, title in ((5, "issue 5 targets (ratios of medians, same run)"), (16, "issue 16 targets (ratios of medians, same run)")):
+    for issue, title in ((5, "issue 5 targets (ratios of medians, same run)"), (16, "issue 16 targets (ratios of medians, same run; the memory line: MB)")):
         chosen = [t for t in report["targets"] if t.get("issue", 5) == issue]
         if chosen:
             rows = [
                 [
                     t["target"],
                     t["group"],
-                    f"{t['ratio']:.2f}x",
-                    f">= {t['minimum']:.2f}" if t.get("minimum") is not None else f"<= {t['maximum']:.2f}",
+                    # a target with a unit (the memory line: MB) prints its value and bound in it
+                    f"{t['ratio']:.2f} {t['unit']}" if t.get("unit") else f"{t['ratio']:.2f}x",
+                    (f">= {t['minimum']:.2f}" if t.get("minimum") is not None else f"<= {t['maximum']:.2f}") + (f" {t['unit']}" if t.get("unit") else ""),
                     "met" if t["met"] else "MISSED",
                 ]
                 for t in chosen
@@ -1035,6 +1171,7 @@ SHORT_NAMES = {
     "compression": "{codec} {size} B text x {count}",
     "bounds": "broker bounds {mb} MB",
     "latency": "latency",
+    "memory": "memory {size} B x {count}, {partitions}p",
 }
 
 
@@ -1085,6 +1222,11 @@ def settings_text(quick: bool) -> list[str]:
         "consume as above, kclient and confluent-kafka only (kafka-python needs about 2 minutes a run at 2,048 partitions); one produce topic "
         "per client and partition count, reused by the repeats, each run checked by the log end offsets it added; kclient's ratio to "
         "confluent-kafka at N partitions ÷ its ratio at 1 partition is the target (>= 1)",
+        f"producer memory (issue 16): kclient's async Producer with the 100 B 1-partition produce settings above but "
+        f"queue.buffering.max.messages={MEMORY_QUEUE_MAX:,} fixed, producing {sizes(quick)['memory']:,} and then "
+        f"{MEMORY_FACTOR * sizes(quick)['memory']:,} records (fresh process and topic each, the pair once per repeat); peak RSS = VmHWM; "
+        f"the target: median peak RSS at {MEMORY_FACTOR}N - median at N <= {MEMORY_GROWTH_MAX_MB:g} MB (10,000 queued records x "
+        "(100 B + ~300 B of Python objects) ~= 4 MB, doubled for allocator slack)",
         "CPU µs per record = the client process's CPU time (user + system, all threads) during the timed section ÷ records: the "
         "'CPU s/M rec' column under issue 16's name",
         "kclient consume: the log end offsets that tell its loop when to stop are looked up before the timed section (the peers stop "
@@ -1103,7 +1245,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="tiny counts and 1 repeat (smoke test)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the JSON report (default {DEFAULT_JSON.relative_to(_ROOT)})")
-    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, latency, consume, compression, bounds, scaling, gzip, 8p ...")
+    ap.add_argument("--only", default=None, help="comma-separated group names or kinds: produce, memory, latency, consume, compression, bounds, scaling, gzip, 8p ...")
     ap.add_argument("--clients", default=None, help=f"comma-separated subset of {', '.join(ALL_CLIENTS)}")
     ap.add_argument("--log-dir", default=None, help="parent directory for the broker's logs and payloads (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the broker's log directory afterwards")
@@ -1166,10 +1308,12 @@ def main(argv: list[str] | None = None) -> int:
             for g in groups
         ],
         "scaling": [],
+        "memory": [],
         "targets": [],
         "failures": session.failures,
     }
     report["scaling"] = scaling_table(report["groups"])
+    report["memory"] = memory_table(report["groups"])
     report["targets"] = targets(report["groups"])
     text = render(report)
     print(text)

@@ -16,7 +16,9 @@ send threads, aiokafka's event loop) and prints ONE line::
 ``peak_rss_kb`` is the process's peak resident set (``VmHWM``) over its
 whole life, so it includes the interpreter, the client library and the
 payload pool (the pool is small: 10,000 distinct payloads, ``run.POOL``,
-reused in turn).
+reused in turn). The producer memory rows (run.py's "memory" group)
+compare it between two record counts with one fixed
+``queue.buffering.max.messages`` (``spec["queue_max_messages"]``).
 
 Every client produces the same records: record ``i`` has a null key and
 the value ``pool[i % len(pool)]`` (with ``spec["keyed"]``, the scaling rows:
@@ -189,7 +191,9 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "request.required.acks": spec.get("acks", 1),
         "queue.buffering.max.ms": spec["linger_ms"],
         "batch.num.messages": batch,
-        "queue.buffering.max.messages": max(10000, 2 * batch),
+        # the memory rows fix the bound (spec["queue_max_messages"]); the
+        # others leave room for two batches
+        "queue.buffering.max.messages": spec.get("queue_max_messages") or max(10000, 2 * batch),
         # the peers keep 5 requests in flight (kafka-python, aiokafka defaults)
         "max.in.flight.requests.per.connection": 5,
         "compression.codec": spec.get("codec", "none"),

@@ -394,6 +394,17 @@ def _cleaned_to(log_dir: Path, topic: str) -> int | None:
         return None
 
 
+def _cleaned_through_active(log_dir: Path, topic: str) -> int | None:
+    """The cleaner's checkpoint once it reached the active (last) segment's
+    base offset, else None."""
+    cleaned = _cleaned_to(log_dir, topic)
+    try:
+        active = max(int(name[: -len(".log")]) for name in os.listdir(log_dir / f"{topic}-0") if name.endswith(".log"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return cleaned if cleaned is not None and cleaned >= active else None
+
+
 def test_compacted_topic_on_a_real_broker_read_by_a_peer_consumer(tmp_path):
     log_dir = tmp_path / "logs"
     props = {"num.partitions": 1, "log.cleaner.backoff.ms": 200, "log.segment.bytes": 1 << 20}
@@ -416,7 +427,10 @@ def test_compacted_topic_on_a_real_broker_read_by_a_peer_consumer(tmp_path):
         ck.produce(topic, value=b"no key", on_delivery=lambda err, msg: errors.append(err))
         ck.flush(30)
         assert errors and errors[0] is not None and errors[0].code() == confluent_kafka.KafkaError.INVALID_RECORD
-        end = _wait_for(lambda: _cleaned_to(log_dir, topic), "the cleaner")
+        # Everything below the active segment is cleanable (dirty ratio
+        # 0.01, no lag): wait until the cleaner got there, so that no later
+        # pass changes the log while the peer reads it.
+        end = _wait_for(lambda: _cleaned_through_active(log_dir, topic), "the cleaner to reach the active segment")
         expected = expected_after(written, end)
         assert len(expected) < len(written)
         got = kp_consume(proc.bootstrap, topic, len(expected), deadline=DEADLINE, partitions=[0])

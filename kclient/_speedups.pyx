@@ -322,15 +322,16 @@ cdef class QueueCore:
     cdef readonly Py_ssize_t max_messages, count, unfinished, flushing
     cdef readonly bint closed
     cdef bint consumer_waiting
-    cdef Py_ssize_t wake_at
-    cdef object waker
+    cdef Py_ssize_t wake_at, bundles
+    cdef object waker, bundle_type
 
-    def __cinit__(self, Py_ssize_t max_messages):
+    def __cinit__(self, Py_ssize_t max_messages, bundle_type=None):
         self.max_messages = max_messages
         self.items = []
         self.sizes = []
         self.times = []
         self.waker = None
+        self.bundle_type = bundle_type
 
     @property
     def queued_items(self):
@@ -350,6 +351,8 @@ cdef class QueueCore:
         PyList_Append(self.times, _monotonic())
         self.count += n
         self.unfinished += n
+        if type(data) is self.bundle_type:
+            self.bundles += 1
         if self.consumer_waiting and (queued == 0 or self.count >= self.wake_at):
             return self._release_waker()
         return None
@@ -381,7 +384,21 @@ cdef class QueueCore:
             del self.sizes[:k]
             del self.times[:k]
         self.count -= taken
+        if self.bundles:
+            batch = self._flatten(batch)
         return batch, taken
+
+    cdef list _flatten(self, list batch):
+        # Bundles (several items queued by one call) become their items.
+        cdef list out = []
+        cdef object item
+        for item in batch:
+            if type(item) is self.bundle_type:
+                out.extend(item)
+                self.bundles -= 1
+            else:
+                PyList_Append(out, item)
+        return out
 
     def poll(self, Py_ssize_t batch_messages, double max_wait_s, waker):
         cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
@@ -422,6 +439,7 @@ cdef class QueueCore:
         self.items = []
         self.sizes = []
         self.times = []
+        self.bundles = 0
         self.count = 0
         self.unfinished -= dropped
         return dropped, (self._release_waker() if self.consumer_waiting else None)
@@ -643,3 +661,31 @@ def stamped(data):
     ``time.time_ns() // 1_000_000``)."""
     return _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
                    _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))
+
+
+def stamp_all(list events, object data_type, object valid_topics):
+    """``send(list)``'s per-record step, compiled: each item an exact
+    ``data_type`` (ProducerData) whose topic is in ``valid_topics``, the
+    ones without a timestamp copied with the send time (ms since the epoch).
+
+    Returns:
+        ``(items, messages)``: the stamped list and how many messages it
+        holds; None when an item is of another type or names a topic not
+        yet checked (the caller then takes its general path).
+    """
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(events), messages = 0
+    cdef list out = []
+    cdef object d, now = None, msgs
+    for i in range(n):
+        d = <object>PyList_GET_ITEM(events, i)
+        if type(d) is not data_type or <object>PyTuple_GET_ITEM(d, 0) not in valid_topics:
+            return None
+        msgs = <object>PyTuple_GET_ITEM(d, 2)
+        messages += len(msgs)
+        if <object>PyTuple_GET_ITEM(d, 3) is None:
+            if now is None:
+                now = _now_ms()
+            d = _alloc6(data_type, <object>PyTuple_GET_ITEM(d, 0), <object>PyTuple_GET_ITEM(d, 1), msgs,
+                        now, <object>PyTuple_GET_ITEM(d, 4), <object>PyTuple_GET_ITEM(d, 5))
+        PyList_Append(out, d)
+    return out, messages

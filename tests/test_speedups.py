@@ -194,18 +194,18 @@ def test_pure_python_environment_variable_turns_them_off():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
+@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "bundle", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
 def test_queue_core_twins_agree(max_messages, ops):
-    from kclient.client.producer.queue import PyQueueCore
+    from kclient.client.producer.queue import Bundle, PyQueueCore
 
-    cores = [_speedups.QueueCore(max_messages), PyQueueCore(max_messages)]
+    cores = [_speedups.QueueCore(max_messages, Bundle), PyQueueCore(max_messages, Bundle)]
     wakers = [[], []]
     taken_total = [0, 0]
     for step, (op, n) in enumerate(ops):
         results = []
         for i, core in enumerate(cores):
-            if op == "put":
-                r = core.put(("item", step), n)
+            if op in ("put", "bundle"):
+                r = core.put(("item", step) if op == "put" else Bundle([("bundled", step, j) for j in range(n)]), n)
                 r = "woke" if callable(r) else r
                 if r == "woke":
                     wakers[i].append(step)

@@ -17,6 +17,7 @@ twin: the errors a user sees always come from one place.
 built).
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
@@ -202,10 +203,11 @@ cdef inline int _read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end
     return 1
 
 
-def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
+def decode_rows(object data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
                 object base_timestamp, object fixed_timestamp, list offsets, list rows):
     """Decode ``count`` records of a v2 batch's uncompressed records
-    section ``data[pos:end]``, appending to ``offsets`` and ``rows`` as
+    section ``data[pos:end]`` (``data``: bytes, bytearray or any buffer;
+    keys and values are new ``bytes``), appending to ``offsets`` and ``rows`` as
     ``kclient.protocol.records.v2._decode_rows_py`` does.
 
     Returns:
@@ -214,10 +216,18 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, ob
         the caller then runs the pure-Python decoder, which raises the
         precise error (or decodes the headers).
     """
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_rows(<const uint8_t*>view.buf, view.len, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
+                         object base_timestamp, object fixed_timestamp, list offsets, list rows):
     cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
     cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t i, rec_end
     cdef int64_t length, ts_delta, off_delta, n, b_off, b_ts, fixed = 0
     cdef bint has_fixed = fixed_timestamp is not None

@@ -78,17 +78,21 @@ KCLIENT_STREAM = "kclient-stream"
 #: 'kclient ÷ this' is what delivery results cost.
 KCLIENT_CALLBACK = "kclient-callback"
 KCLIENT_FUTURES = "kclient-futures"
-PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_CALLBACK, KCLIENT_FUTURES]
+#: kclient-list: the batch-level send, send(list of 1,000 ProducerData),
+#: beside the plain one-record-per-call row in the 100 B produce groups.
+KCLIENT_LIST = "kclient-list"
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES]
 CLIENTS = [KCLIENT, "kafka-python", "aiokafka", "confluent-kafka"]
 #: consume rows add confluent-kafka with librdkafka's defaults untouched
 #: ("confluent-kafka" there sets fetch.queue.backoff.ms=0, see worker.py)
 CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults", KCLIENT_STREAM]
 #: every client a row may name (--clients chooses among them)
-ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_CALLBACK, KCLIENT_FUTURES]
+ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES]
 #: import name of each client, to skip the ones not installed
 MODULES = {
     KCLIENT: "kclient",
     KCLIENT_STREAM: "kclient",
+    KCLIENT_LIST: "kclient",
     KCLIENT_CALLBACK: "kclient",
     KCLIENT_FUTURES: "kclient",
     "kafka-python": "kafka",
@@ -179,7 +183,7 @@ def plan(quick: bool) -> list[dict]:
     for size, count in ((100, n["small"]), (1000, n["large"])):
         for parts in (1, 8):
             # the 100 B rows (per-record costs dominate) also measure delivery results
-            clients = [*CLIENTS, KCLIENT_CALLBACK, KCLIENT_FUTURES] if size == 100 else CLIENTS
+            clients = [*CLIENTS, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES] if size == 100 else CLIENTS
             groups.append(_throughput_group("produce", size, count, parts, clients))
     # The same 1,000 B workloads with batches up to 1 MB (every client tuned
     # alike): per-request costs then weigh far less than per-record ones.
@@ -1199,6 +1203,8 @@ def settings_text(quick: bool) -> list[str]:
         "fn(metadata, exception) calls on the send thread; kclient-futures = send_with_result(data), the futures of every 10,000 "
         "sends read with result() after the next 10,000 (then dropped); both check that every record got its result. "
         "'kclient ÷ this' is then the plain send's speed over the one with results",
+        "batch-level send (the 100 B produce rows): kclient-list = the kclient row with send(list of 1,000 ProducerData) per call "
+        "(queued as one entry per batch.num.messages messages); 'kclient ÷ this' is the one-record-per-call speed over it",
         f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.num.messages = "
         f"{BIG_BATCH_BYTES // 1010} x P, kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
         "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync).send(); "

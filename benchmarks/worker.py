@@ -213,6 +213,17 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
             send = producer.send
             for v in values(pool, count):
                 send(ProducerData(topic, None, [v]))
+        elif results == "list":
+            # send(list): a batch-level send of 1,000 ProducerData per call
+            send = producer.send
+            chunk: list = []
+            for v in values(pool, count):
+                chunk.append(ProducerData(topic, None, [v]))
+                if len(chunk) == 1000:
+                    send(chunk)
+                    chunk = []
+            if chunk:
+                send(chunk)
         elif results == "callback":
             # send(data, callback=fn): fn(metadata, exception) per record, on the send thread
             def on_completion(metadata, exc, delivered=delivered, errors=errors):
@@ -248,12 +259,18 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         producer.close()
     if stats.sent_messages != count or stats.failed_messages:
         raise BenchError(f"kclient producer sent {stats.sent_messages} of {count} ({stats.failed_messages} failed: {stats.first_error})")
-    if results is not None and (delivered[0] != count or errors):
+    if results not in (None, "list") and (delivered[0] != count or errors):
         raise BenchError(f"kclient producer ({results}): {delivered[0]} of {count} delivery results ({len(errors)} errors)")
     settings = {k: v for k, v in config.items() if k not in ("metadata.broker.list", "client.id")}
-    if results is not None:
+    if results == "list":
+        settings["send"] = "send(list of 1,000 ProducerData)"
+    elif results is not None:
         settings["delivery results"] = "send(data, callback=fn)" if results == "callback" else "send_with_result(data) futures"
     return {"records": count, "bytes": count * spec["size"], "settings": settings}
+
+
+def produce_kclient_list(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    return produce_kclient({**spec, "results": "list"}, pool, timer)
 
 
 def produce_kclient_callback(spec: dict, pool: list[bytes], timer: Timer) -> dict:
@@ -799,6 +816,7 @@ def raw_sendfile(spec: dict, pool: list[bytes], timer: Timer) -> dict:
 
 WORKERS = {
     ("produce", "kclient"): produce_kclient,
+    ("produce", "kclient-list"): produce_kclient_list,
     ("produce", "kclient-callback"): produce_kclient_callback,
     ("produce", "kclient-futures"): produce_kclient_futures,
     ("produce", "kafka-python"): produce_kafka_python,

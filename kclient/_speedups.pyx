@@ -17,6 +17,7 @@ twin: the errors a user sees always come from one place.
 built).
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
@@ -202,10 +203,11 @@ cdef inline int _read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end
     return 1
 
 
-def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
+def decode_rows(object data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
                 object base_timestamp, object fixed_timestamp, list offsets, list rows):
     """Decode ``count`` records of a v2 batch's uncompressed records
-    section ``data[pos:end]``, appending to ``offsets`` and ``rows`` as
+    section ``data[pos:end]`` (``data``: bytes, bytearray or any buffer;
+    keys and values are new ``bytes``), appending to ``offsets`` and ``rows`` as
     ``kclient.protocol.records.v2._decode_rows_py`` does.
 
     Returns:
@@ -214,10 +216,18 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, ob
         the caller then runs the pure-Python decoder, which raises the
         precise error (or decodes the headers).
     """
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_rows(<const uint8_t*>view.buf, view.len, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
+                         object base_timestamp, object fixed_timestamp, list offsets, list rows):
     cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
     cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef const uint8_t* buf = <const uint8_t*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t i, rec_end
     cdef int64_t length, ts_delta, off_delta, n, b_off, b_ts, fixed = 0
     cdef bint has_fixed = fixed_timestamp is not None
@@ -322,15 +332,16 @@ cdef class QueueCore:
     cdef readonly Py_ssize_t max_messages, count, unfinished, flushing
     cdef readonly bint closed
     cdef bint consumer_waiting
-    cdef Py_ssize_t wake_at
-    cdef object waker
+    cdef Py_ssize_t wake_at, bundles
+    cdef object waker, bundle_type
 
-    def __cinit__(self, Py_ssize_t max_messages):
+    def __cinit__(self, Py_ssize_t max_messages, bundle_type=None):
         self.max_messages = max_messages
         self.items = []
         self.sizes = []
         self.times = []
         self.waker = None
+        self.bundle_type = bundle_type
 
     @property
     def queued_items(self):
@@ -350,6 +361,8 @@ cdef class QueueCore:
         PyList_Append(self.times, _monotonic())
         self.count += n
         self.unfinished += n
+        if type(data) is self.bundle_type:
+            self.bundles += 1
         if self.consumer_waiting and (queued == 0 or self.count >= self.wake_at):
             return self._release_waker()
         return None
@@ -381,7 +394,21 @@ cdef class QueueCore:
             del self.sizes[:k]
             del self.times[:k]
         self.count -= taken
+        if self.bundles:
+            batch = self._flatten(batch)
         return batch, taken
+
+    cdef list _flatten(self, list batch):
+        # Bundles (several items queued by one call) become their items.
+        cdef list out = []
+        cdef object item
+        for item in batch:
+            if type(item) is self.bundle_type:
+                out.extend(item)
+                self.bundles -= 1
+            else:
+                PyList_Append(out, item)
+        return out
 
     def poll(self, Py_ssize_t batch_messages, double max_wait_s, waker):
         cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
@@ -422,6 +449,7 @@ cdef class QueueCore:
         self.items = []
         self.sizes = []
         self.times = []
+        self.bundles = 0
         self.count = 0
         self.unfinished -= dropped
         return dropped, (self._release_waker() if self.consumer_waiting else None)
@@ -643,3 +671,31 @@ def stamped(data):
     ``time.time_ns() // 1_000_000``)."""
     return _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
                    _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))
+
+
+def stamp_all(list events, object data_type, object valid_topics):
+    """``send(list)``'s per-record step, compiled: each item an exact
+    ``data_type`` (ProducerData) whose topic is in ``valid_topics``, the
+    ones without a timestamp copied with the send time (ms since the epoch).
+
+    Returns:
+        ``(items, messages)``: the stamped list and how many messages it
+        holds; None when an item is of another type or names a topic not
+        yet checked (the caller then takes its general path).
+    """
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(events), messages = 0
+    cdef list out = []
+    cdef object d, now = None, msgs
+    for i in range(n):
+        d = <object>PyList_GET_ITEM(events, i)
+        if type(d) is not data_type or <object>PyTuple_GET_ITEM(d, 0) not in valid_topics:
+            return None
+        msgs = <object>PyTuple_GET_ITEM(d, 2)
+        messages += len(msgs)
+        if <object>PyTuple_GET_ITEM(d, 3) is None:
+            if now is None:
+                now = _now_ms()
+            d = _alloc6(data_type, <object>PyTuple_GET_ITEM(d, 0), <object>PyTuple_GET_ITEM(d, 1), msgs,
+                        now, <object>PyTuple_GET_ITEM(d, 4), <object>PyTuple_GET_ITEM(d, 5))
+        PyList_Append(out, d)
+    return out, messages

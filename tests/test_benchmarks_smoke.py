@@ -44,7 +44,7 @@ def installed(client: str) -> bool:
         from kclient.testing import zookeeper_unavailable_reason
 
         return zookeeper_unavailable_reason() is None
-    module = {"kclient": "kclient", "kclient-callback": "kclient", "kclient-futures": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
+    module = {"kclient": "kclient", "kclient-list": "kclient", "kclient-callback": "kclient", "kclient-futures": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
     return importlib.util.find_spec(module) is not None
 
 

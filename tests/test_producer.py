@@ -736,3 +736,32 @@ def test_async_error_without_hooks_is_logged_and_raised_at_close(broker, topic, 
             producer.close()
     assert any(f"{topic}-big" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
     assert all_records(read_topic(broker, topic, 2)) == [(None, b"fine")]
+
+
+def test_async_send_of_a_list_is_queued_as_bundles_and_arrives_in_order(broker, topic):
+    """send(list) (a batch-level send): one queue entry per batch.num.messages
+    messages, every record delivered once, in order per partition, with its
+    own timestamp or the send time."""
+    handler = plugins.RecordingEventHandler()
+    props = async_config(broker, batch_num_messages=100, queue_buffering_max_ms=5, queue_buffering_max_messages=250)
+    before = int(time.time() * 1000)
+    with Producer(props, event_handler=handler) as producer:
+        data = [
+            ProducerData(topic, None, [b"%d" % i, b"%d+" % i] if i % 7 == 0 else [b"%d" % i], timestamp_ms=1_000_000 + i if i % 5 == 0 else None, partition=i % 2)
+            for i in range(1234)
+        ]
+        producer.send(data)
+        producer.send([ProducerData(topic, None, [b"last"], partition=1)])
+        producer.flush()
+    after = int(time.time() * 1000)
+    assert max(handler.batch_sizes) <= 100  # whole bundles of up to batch.num.messages messages
+    got = read_topic(broker, topic, 2)
+    expected: dict[int, list] = {0: [], 1: []}
+    for i in range(1234):
+        expected[i % 2] += [b"%d" % i, b"%d+" % i] if i % 7 == 0 else [b"%d" % i]
+    expected[1].append(b"last")
+    assert {p: [v for _, v in got[p]] for p in (0, 1)} == expected
+    stamps = {v: ts for p in (0, 1) for _, _, v, ts in read_partition(broker, topic, p)}
+    for i in range(1234):
+        ts = stamps[b"%d" % i]
+        assert ts == 1_000_000 + i if i % 5 == 0 else before <= ts <= after

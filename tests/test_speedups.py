@@ -194,18 +194,18 @@ def test_pure_python_environment_variable_turns_them_off():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
+@given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "bundle", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
 def test_queue_core_twins_agree(max_messages, ops):
-    from kclient.client.producer.queue import PyQueueCore
+    from kclient.client.producer.queue import Bundle, PyQueueCore
 
-    cores = [_speedups.QueueCore(max_messages), PyQueueCore(max_messages)]
+    cores = [_speedups.QueueCore(max_messages, Bundle), PyQueueCore(max_messages, Bundle)]
     wakers = [[], []]
     taken_total = [0, 0]
     for step, (op, n) in enumerate(ops):
         results = []
         for i, core in enumerate(cores):
-            if op == "put":
-                r = core.put(("item", step), n)
+            if op in ("put", "bundle"):
+                r = core.put(("item", step) if op == "put" else Bundle([("bundled", step, j) for j in range(n)]), n)
                 r = "woke" if callable(r) else r
                 if r == "woke":
                     wakers[i].append(step)
@@ -311,3 +311,27 @@ def test_stamped_sets_the_send_time():
     after = time.time_ns() // 1_000_000
     assert type(compiled) is ProducerData and compiled[:3] == d[:3] and compiled[4:] == d[4:]
     assert before <= compiled.timestamp_ms <= after and before <= pure.timestamp_ms <= after
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_records(with_headers=True), min_size=1, max_size=4), st.integers(0, 3))
+def test_record_sets_decode_alike_from_bytes_bytearray_and_memoryview(batches, skip):
+    from kclient.protocol.records import iter_record_rows
+
+    data, base = b"", 0
+    for records in batches:
+        records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
+        data += v2.build_batch(records, base_offset=base)
+        base += len(records)
+    start = min(skip, base - 1)
+
+    def rows_of(buf):
+        return [(o, r) for offsets, rows in iter_record_rows(buf, start) for o, r in zip(offsets, rows)]
+
+    expected = rows_of(data)
+    assert expected and expected[0][0] == start
+    assert rows_of(bytearray(data)) == expected
+    assert rows_of(memoryview(bytearray(b"xx" + data))[2:]) == expected
+    for _, (key, value, _, _) in expected:
+        assert key is None or type(key) is bytes
+        assert value is None or type(value) is bytes

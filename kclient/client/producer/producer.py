@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
@@ -69,11 +70,12 @@ import attrs
 
 from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
+from kclient._accel import speedups as _speedups
 from kclient.client.producer.data import ProducerData, _new_tuple
 from kclient.client.producer.data import stamped as _stamped
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
-from kclient.client.producer.queue import MessageQueue
+from kclient.client.producer.queue import Bundle, MessageQueue
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
@@ -84,6 +86,11 @@ from kclient.sync import track as track_closer
 __all__ = ["Producer", "ProducerStatistics"]
 
 log = logging.getLogger(__name__)
+
+_messages_of = operator.itemgetter(2)  # ProducerData.messages
+# send(list)'s compiled stamping (None: pure Python).
+_c_stamp_all = _speedups.stamp_all if _speedups is not None else None
+
 
 _ids = itertools.count(1)
 
@@ -157,6 +164,8 @@ class Producer(ClosingClient):
             self._queue = MessageQueue(cfg.queue_buffering_max_messages)
             # send()'s per-record call (see MessageQueue.fast_put).
             self._fast_put = self._queue.fast_put
+            # send(list) queues bundles of up to this many messages.
+            self._bundle_messages = max(1, cfg.batch_num_messages)
             self._thread = ProducerSendThread(
                 self._queue,
                 callback_handler=self._callbacks,
@@ -283,6 +292,13 @@ class Producer(ClosingClient):
             return
         if self._closed:
             raise ProducerClosedError("send() called after the producer was closed")
+        if callback is None and type(data_or_list) is list and self._plain_enqueue and _c_stamp_all is not None:
+            # A batch-level send: stamped in one compiled pass (None: an item
+            # or topic the general path must check first), queued as bundles.
+            stamped = _c_stamp_all(data_or_list, ProducerData, self._valid_topics)
+            if stamped is not None:
+                self._enqueue_bundles(stamped[0])
+                return
         if callback is not None:
             if type(data_or_list) is ProducerData and self._plain_enqueue:
                 self._put_tracked(data_or_list, callback, None)
@@ -411,10 +427,7 @@ class Producer(ClosingClient):
         timeout = self.config.queue_enqueue_timeout_ms
         now = now_ms()
         if not (self._before_enqueue or self._after_enqueue):
-            stamped = [d if d.timestamp_ms is not None else d._stamped(now) for d in events]
-            done = queue.put_many(stamped, timeout)
-            if done < len(stamped):
-                raise self._queue_full(stamped[done:], len(stamped), timeout)
+            self._enqueue_bundles([d if d.timestamp_ms is not None else d._stamped(now) for d in events])
             return
         callbacks = self._callbacks
         for i, d in enumerate(events):
@@ -432,6 +445,36 @@ class Producer(ClosingClient):
                 callbacks.after_enqueue(d, added)
             if not added:
                 raise self._queue_full([d, *events[i + 1 :]], len(events), timeout)
+
+    def _enqueue_bundles(self, stamped: list) -> None:
+        # send(list) without enqueue hooks: the items go into the queue as
+        # `Bundle` entries of up to batch.num.messages messages each (one
+        # entry per batch instead of one per record; the send thread gets
+        # the items back in order).
+        queue = self._queue
+        assert queue is not None
+        timeout = self._enqueue_timeout_ms
+        limit = self._bundle_messages
+        total = len(stamped)
+        counts = list(map(len, map(_messages_of, stamped)))
+        if sum(counts) == total:  # one message each: cut by position
+            cuts = [(start, min(total, start + limit), min(total, start + limit) - start) for start in range(0, total, limit)]
+        else:  # whole items of up to ``limit`` messages (a larger item alone)
+            cuts = []
+            start = n = 0
+            for i, c in enumerate(counts):
+                if n and n + c > limit:
+                    cuts.append((start, i, n))
+                    start, n = i, 0
+                n += c
+            cuts.append((start, total, n))
+        for start, end, n in cuts:
+            if end - start == 1:
+                added = queue.put(stamped[start], n, timeout)
+            else:
+                added = queue.put(Bundle(stamped[start:end]), n, timeout)
+            if not added:
+                raise self._queue_full(stamped[start:], total, timeout)
 
     def _queue_full(self, rest: list, total: int, timeout: int) -> QueueFullError:
         n_messages = sum(len(d.messages) for d in rest)

@@ -23,7 +23,7 @@ import attrs
 from kclient._accel import speedups as _speedups
 from kclient.errors import ProducerClosedError, QueueFullError
 
-__all__ = ["MessageQueue", "PyQueueCore", "QueueStatistics"]
+__all__ = ["Bundle", "MessageQueue", "PyQueueCore", "QueueStatistics"]
 
 _monotonic = time.monotonic
 
@@ -40,6 +40,14 @@ class QueueStatistics:
     unfinished_messages: int
 
 
+class Bundle(list):
+    """Several ProducerData queued as ONE item by one call (a batch-level
+    send, ``Producer.send(list)``): one queue entry instead of one per
+    record; the consumer gets them back one by one, in order."""
+
+    __slots__ = ()
+
+
 class PyQueueCore:
     """The queue's state and its atomic steps, in pure Python (each method
     under one lock); ``kclient._speedups.QueueCore`` is its compiled twin,
@@ -51,10 +59,14 @@ class PyQueueCore:
 
     Args:
         max_messages: The bound (messages).
+        bundle_type: The type of items that hold several items
+            (`Bundle`): taken apart when taken.
     """
 
-    def __init__(self, max_messages: int) -> None:
+    def __init__(self, max_messages: int, bundle_type: type | None = None) -> None:
         self.max_messages = max_messages
+        self._bundle_type = bundle_type
+        self._bundles = 0  # bundles queued
         self._items: list = []
         self._sizes: list = []
         self._times: list = []
@@ -96,6 +108,8 @@ class PyQueueCore:
             self._times.append(_monotonic())
             self.count += n
             self.unfinished += n
+            if type(data) is self._bundle_type:
+                self._bundles += 1
             if self._consumer_waiting and (queued == 0 or self.count >= self._wake_at):
                 return self._release_waker()
             return None
@@ -123,6 +137,15 @@ class PyQueueCore:
             batch = items[:k]
             del items[:k], sizes[:k], self._times[:k]
         self.count -= taken
+        if self._bundles:
+            flat: list = []
+            for item in batch:
+                if type(item) is self._bundle_type:
+                    flat.extend(item)
+                    self._bundles -= 1
+                else:
+                    flat.append(item)
+            batch = flat
         return batch, taken
 
     def poll(self, batch_messages: int, max_wait_s: float, waker: Callable[[], None]) -> "tuple[str, Any]":
@@ -168,6 +191,7 @@ class PyQueueCore:
             dropped = self.count
             self.closed = True
             self._items, self._sizes, self._times = [], [], []
+            self._bundles = 0
             self.count = 0
             self.unfinished -= dropped
             return dropped, (self._release_waker() if self._consumer_waiting else None)
@@ -201,7 +225,7 @@ class MessageQueue:
         if max_messages < 1:
             raise ValueError(f"queue.buffering.max.messages must be >= 1, got {max_messages}")
         self.max_messages = max_messages
-        self._core = core = _QueueCore(max_messages)
+        self._core = core = _QueueCore(max_messages, Bundle)
         #: The producer's per-send call: ``fast_put(data, n)`` returns None
         #: when queued, a callable to call when queued and the consumer
         #: must be woken, False when not queued (full or closed: call `put`,

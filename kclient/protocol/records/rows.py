@@ -28,6 +28,7 @@ from kclient.protocol.records.legacy import iter_entry_records
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CONTROL,
+    DECODES_ANY_BUFFER,
     ATTR_TIMESTAMP_TYPE,
     BatchHeader,
     CRC_START,
@@ -54,9 +55,10 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
     dropped.
 
     Args:
-        buf: the record bytes;
-            anything but ``bytes`` is copied once so that keys and values
-            are ``bytes`` slices.
+        buf: the record bytes; anything but ``bytes`` (or, with the
+            compiled decoder, a ``bytearray`` or ``memoryview`` that is not
+            changed afterwards) is copied once, so that keys and values are
+            ``bytes``.
         start_offset: the first offset wanted.
         where: a label such as ``"topic-0"``; when given, a
             `CorruptRecordError` is re-raised as ``"<where> offset <batch
@@ -72,7 +74,7 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
             undecodable, or has an unknown magic byte; raised after every
             record before that batch was yielded.
     """
-    if not isinstance(buf, bytes):
+    if not isinstance(buf, bytes) and not (DECODES_ANY_BUFFER and isinstance(buf, (bytearray, memoryview))):
         buf = bytes(buf)
     view = memoryview(buf)
     size = len(buf)
@@ -96,7 +98,7 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
             done = len(rows)
             try:
                 data, first, stop = records_section(buf, pos, end, attributes, base_offset)
-                if not isinstance(data, bytes):
+                if not isinstance(data, bytes) and not DECODES_ANY_BUFFER:
                     data = bytes(data)
                 decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None, offsets, rows)
             except CorruptRecordError as exc:

@@ -121,6 +121,9 @@ class BatchHeader:
 # The compiled twins of the per-record loops below (None: pure Python only).
 _c_encode_records = _speedups.encode_records if _speedups is not None else None
 _c_decode_rows = _speedups.decode_rows if _speedups is not None else None
+#: True when `decode_rows` takes any buffer (the compiled decoder), so a
+#: reader need not copy a received ``bytearray`` into ``bytes`` first.
+DECODES_ANY_BUFFER = _c_decode_rows is not None
 
 
 def _zigzag_bytes(value: int) -> bytes:
@@ -423,8 +426,9 @@ def decode_rows(
     from them in C (see `kclient.client.consumer.message_set.ByteBufferMessageSet`).
 
     Args:
-        data: The records section (see `records_section`); should be
-            ``bytes``: keys and values are slices of it.
+        data: The records section (see `records_section`): ``bytes``, or
+            any buffer when the compiled decoder is in use
+            (``DECODES_ANY_BUFFER``); keys and values are ``bytes``.
         pos: The first record's byte in ``data``.
         end: The byte after the last record.
         count: The batch's record count.
@@ -449,12 +453,15 @@ def decode_rows(
         offsets = []
     if rows is None:
         rows = []
-    if _c_decode_rows is not None and type(data) is bytes:
+    if _c_decode_rows is not None:
         # The compiled loop takes the common shape (no headers, well formed)
-        # and backs out of anything else, which the loop below then decodes
-        # or reports.
+        # from any buffer and backs out of anything else, which the loop
+        # below then decodes or reports (from bytes: its keys and values are
+        # slices).
         if _c_decode_rows(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows):
             return offsets, rows
+        if type(data) is not bytes:
+            data, pos, end = bytes(memoryview(data)[pos:end]), 0, end - pos
     return _decode_rows_py(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows)
 
 

@@ -630,14 +630,55 @@ cdef extern from "Python.h":
     void Py_DECREF_raw "Py_DECREF"(PyObject* o)
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
+    bint PyObject_GC_IsTracked(object op)
+    bint PyUnicode_CheckExact(object o)
+
+
+cdef inline void _untrack_plain(object d):
+    """Stop the garbage collector from tracking an exact ProducerData that
+    cannot be part of a reference cycle: a str topic, a bytes or null key,
+    a tuple of bytes or null messages, int or null timestamp and partition,
+    no headers. (What CPython does for such tuples itself, lazily.) A queued
+    record then costs the collector nothing."""
+    cdef object messages = <object>PyTuple_GET_ITEM(d, 2)
+    cdef object x
+    cdef Py_ssize_t i
+    if not PyUnicode_CheckExact(<object>PyTuple_GET_ITEM(d, 0)):
+        return
+    x = <object>PyTuple_GET_ITEM(d, 1)
+    if x is not None and not PyBytes_CheckExact(x):
+        return
+    x = <object>PyTuple_GET_ITEM(d, 3)
+    if x is not None and not PyLong_CheckExact(x):
+        return
+    x = <object>PyTuple_GET_ITEM(d, 4)
+    if x is not None and not PyLong_CheckExact(x):
+        return
+    if <object>PyTuple_GET_ITEM(d, 5) is not _EMPTY or not PyTuple_CheckExact(messages):
+        return
+    for i in range(PyTuple_GET_SIZE(messages)):
+        x = <object>PyTuple_GET_ITEM(messages, i)
+        if x is not None and not PyBytes_CheckExact(x):
+            return
+    if PyObject_GC_IsTracked(messages):
+        PyObject_GC_UnTrack(<void*>messages)
+    if PyObject_GC_IsTracked(d):
+        PyObject_GC_UnTrack(<void*>d)
+
+
 cdef object _data_fallback = None
+cdef object _data_type = None
 
 
-def set_data_fallback(fallback):
+def set_data_fallback(fallback, data_type):
     """Register the pure-Python ``ProducerData.__new__`` that `new_data`
-    hands the uncommon shapes to."""
-    global _data_fallback
+    hands the uncommon shapes to, and the ProducerData class (its exact
+    instances of plain values are not tracked by the garbage collector)."""
+    global _data_fallback, _data_type
     _data_fallback = fallback
+    _data_type = data_type
 
 
 def new_data(cls, topic, key=None, messages=(), timestamp_ms=None, partition=None, headers=()):
@@ -655,7 +696,10 @@ def new_data(cls, topic, key=None, messages=(), timestamp_ms=None, partition=Non
             headers = _EMPTY
         elif type(headers) is not tuple:
             return _data_fallback(cls, topic, key, messages, timestamp_ms, partition, headers)
-    return _alloc6(cls, topic, key, messages, timestamp_ms, partition, headers)
+    cdef object d = _alloc6(cls, topic, key, messages, timestamp_ms, partition, headers)
+    if cls is _data_type:
+        _untrack_plain(d)
+    return d
 
 
 cdef inline object _now_ms():
@@ -669,8 +713,11 @@ def stamped(data):
     """A copy of the ProducerData-like tuple ``data`` with item 3
     (``timestamp_ms``) set to now (ms since the epoch, as
     ``time.time_ns() // 1_000_000``)."""
-    return _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
-                   _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))
+    cdef object d = _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
+                            _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))
+    if type(data) is _data_type:
+        _untrack_plain(d)
+    return d
 
 
 def stamp_all(list events, object data_type, object valid_topics):
@@ -697,5 +744,6 @@ def stamp_all(list events, object data_type, object valid_topics):
                 now = _now_ms()
             d = _alloc6(data_type, <object>PyTuple_GET_ITEM(d, 0), <object>PyTuple_GET_ITEM(d, 1), msgs,
                         now, <object>PyTuple_GET_ITEM(d, 4), <object>PyTuple_GET_ITEM(d, 5))
+            _untrack_plain(d)
         PyList_Append(out, d)
     return out, messages

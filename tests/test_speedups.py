@@ -335,3 +335,26 @@ def test_record_sets_decode_alike_from_bytes_bytearray_and_memoryview(batches, s
     for _, (key, value, _, _) in expected:
         assert key is None or type(key) is bytes
         assert value is None or type(value) is bytes
+
+
+def test_plain_producer_data_is_not_tracked_by_the_garbage_collector():
+    """Queued records of plain values cost the collector nothing; anything
+    that could hold a reference cycle stays tracked."""
+    import gc
+
+    from kclient.client.producer.data import ProducerData
+
+    plain = _speedups.new_data(ProducerData, "t", b"k", [b"v", None], 5, 1, ())
+    assert not gc.is_tracked(plain) and not gc.is_tracked(plain.messages)
+    assert not gc.is_tracked(_speedups.stamped(_speedups.new_data(ProducerData, "t", None, [b"v"])))
+    holder: dict = {}
+    for d in (
+        _speedups.new_data(ProducerData, "t", None, [holder]),  # a value that could refer back
+        _speedups.new_data(ProducerData, "t", None, [b"v"], headers=[("h", b"x")]),
+        _speedups.new_data(ProducerData, "t", ["not bytes"], [b"v"]),
+    ):
+        assert gc.is_tracked(d)
+    cyclic = _speedups.new_data(ProducerData, "t", None, [holder])
+    holder["self"] = cyclic  # a cycle through a tracked record is still collected
+    del cyclic, holder
+    assert gc.collect() >= 2

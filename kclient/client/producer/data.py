@@ -113,6 +113,6 @@ _py_new = ProducerData.__new__
 if _speedups is not None:
     # The compiled constructor and stamp (same values; tests/test_speedups.py
     # compares them with the pure ones above, which take the rare shapes).
-    _speedups.set_data_fallback(_py_new)
+    _speedups.set_data_fallback(_py_new, ProducerData)
     ProducerData.__new__ = staticmethod(_speedups.new_data)  # type: ignore[method-assign]
     stamped = _speedups.stamped

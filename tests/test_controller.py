@@ -26,6 +26,7 @@ from kclient.client.admin import AdminClient, NewTopic
 from kclient.errors import (
     NONE,
     NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
@@ -270,10 +271,18 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster, name):
     cluster.wait_for_isr(name, 0, {leader})
     wait_until(lambda: partition_views(cluster, name)[leader][2] == (leader,), what="leader's ISR to shrink")
     r = produce(cluster.broker(leader), name, [b"refused"], acks=-1)
+    appended = []
+    if r["error_code"] == NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        # The leader's partition applied the shrink just after this append
+        # (its ISR change reaches ZooKeeper and the Metadata answers before
+        # the partition itself, as in Kafka): the record is in the log, not
+        # acknowledged. The next one meets the shrunk ISR before the append.
+        appended.append(b"refused")
+        r = produce(cluster.broker(leader), name, [b"refused again"], acks=-1)
     assert r["error_code"] == NOT_ENOUGH_REPLICAS
     # acks=1 does not ask for the ISR.
     assert produce(cluster.broker(leader), name, [b"acks-1"], acks=1)["error_code"] == NONE
-    assert consume(cluster.broker(leader), name) == (NONE, [b"ok", b"two-left", b"acks-1"])
+    assert consume(cluster.broker(leader), name) == (NONE, [b"ok", b"two-left", *appended, b"acks-1"])
 
 
 # ---------------------------------------------------------------- deletion

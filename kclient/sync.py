@@ -7,6 +7,19 @@ producer's send loop), and runs coroutines on it from the caller's thread with
 `LoopThread.call`. Calls cross threads once per call, so the blocking
 API's hot paths are built to make one call per batch, not per record.
 
+How a call crosses (the round trip of a sync ``Producer.send``): the caller
+queues the call with ``TrioToken.run_sync_soon``, the loop runs it as a system
+task, and the caller sleeps on a `_Waiter`, a file descriptor (an eventfd on
+Linux, else a pipe) that the loop thread writes to when the call is done.
+Writing to a file descriptor releases the GIL *before* it wakes the caller, so
+the woken caller finds the GIL free and runs at once. A ``threading`` lock or
+queue (what ``trio.from_thread.run`` uses) wakes the caller while the loop
+thread still holds the GIL: the caller then blocks on the GIL, the loop thread
+is switched back in, and the caller runs only once the loop thread next blocks
+(three wake-ups instead of one when both threads share a core, and the
+caller's latency includes whatever the loop does before it next blocks).
+Waiters are pooled per LoopThread, so a call allocates no file descriptor.
+
 Shutdown is explicit (`LoopThread.close`, or leaving a ``with`` block), with
 two safety nets for an application that forgets it:
 
@@ -53,6 +66,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import contextvars
 import logging
 import os
 import signal
@@ -65,6 +79,98 @@ import trio
 from kclient.errors import LoopClosedError
 
 log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- the hand-off
+
+
+_EVENTFD = hasattr(os, "eventfd")
+
+
+class _Waiter:
+    """What a thread blocked in `LoopThread.call` sleeps on until the loop
+    thread fires it (`fire`): an eventfd (Linux) or a pipe. One call at a time uses
+    a waiter, and each call fires it exactly once, so `wait` returns exactly
+    once per call. Its file descriptors are closed when it is garbage
+    collected (never while the loop thread may still fire it)."""
+
+    __slots__ = ("_r", "_w")
+
+    def __init__(self) -> None:
+        self._r = self._w = -1
+        if _EVENTFD:
+            self._r = self._w = os.eventfd(0, os.EFD_CLOEXEC)
+        else:
+            self._r, self._w = os.pipe()
+
+    def wait(self) -> None:
+        """Block until fired (interruptible: Ctrl-C raises KeyboardInterrupt)."""
+        if _EVENTFD:
+            os.eventfd_read(self._r)
+        else:
+            os.read(self._r, 1)
+
+    def fire(self) -> None:
+        """Wake the waiting thread (or the next `wait`). Releases the GIL
+        before the write wakes it."""
+        if _EVENTFD:
+            os.eventfd_write(self._w, 1)
+        else:
+            os.write(self._w, b"\0")
+
+    def __del__(self) -> None:
+        for fd in {self._r, self._w}:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+class _Call:
+    """One `LoopThread.call` in flight: the function, its arguments and the
+    caller's contextvars context (as ``trio.from_thread.run`` passes them),
+    then its result or exception."""
+
+    __slots__ = ("args", "error", "fn", "result", "waiter")
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple, waiter: _Waiter) -> None:
+        self.fn = fn
+        self.args = args
+        self.waiter = waiter
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+async def _run_call(call: _Call) -> None:
+    # A system task on the loop (like trio.from_thread.run's): cancelled
+    # only when the loop ends.
+    try:
+        call.result = await call.fn(*call.args)
+    except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there
+        call.error = exc
+    call.waiter.fire()
+
+
+def _start_call(call: _Call, context: contextvars.Context) -> None:
+    # On the loop thread (a run_sync_soon callback: never raise).
+    try:
+        trio.lowlevel.spawn_system_task(_run_call, call, name=call.fn, context=context)
+    except RuntimeError:  # the run is finishing: its system nursery is closed
+        call.error = trio.RunFinishedError("system nursery is closed")
+        call.waiter.fire()
+
+
+#: True when called inside a trio task (where a blocking call would stall
+#: that task's loop; on the LoopThread's own loop it would deadlock).
+_in_trio_task: Callable[[], bool] = getattr(trio.lowlevel, "in_trio_task", None) or (lambda: _current_task_or_none() is not None)
+
+
+def _current_task_or_none() -> Any:
+    try:
+        return trio.lowlevel.current_task()
+    except RuntimeError:
+        return None
 
 
 class LoopThread:
@@ -86,6 +192,8 @@ class LoopThread:
         self._stop: trio.Event | None = None
         self._error: BaseException | None = None
         self._closed = False
+        # Idle `_Waiter`s for `call` (list.pop/append are atomic).
+        self._waiters: list[_Waiter] = []
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -126,6 +234,13 @@ class LoopThread:
     def call(self, async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Run ``async_fn(*args)`` on the loop and block until it is done.
 
+        As ``trio.from_thread.run(async_fn, *args, trio_token=...)``: it runs
+        as a system task of the loop, in a copy of the caller's contextvars
+        context; if the loop ends meanwhile it is cancelled (the caller gets
+        `trio.Cancelled`). The hand-off is cheaper (see the module
+        docstring). Ctrl-C in the caller raises KeyboardInterrupt there; the
+        call goes on running on the loop.
+
         Args:
             async_fn: The async function to run.
             *args: Its positional arguments.
@@ -135,13 +250,37 @@ class LoopThread:
 
         Raises:
             kclient.errors.LoopClosedError: The loop is closed.
+            RuntimeError: Called from a trio task (on the loop itself it
+                would deadlock).
         """
-        if self._closed or self._token is None:
+        token = self._token
+        if self._closed or token is None:
             raise LoopClosedError("the client's event loop is closed")
+        if _in_trio_task():
+            raise RuntimeError("this is a blocking function; call it from a thread")
+        waiters = self._waiters
         try:
-            return trio.from_thread.run(async_fn, *args, trio_token=self._token)
+            waiter = waiters.pop()
+        except IndexError:
+            waiter = _Waiter()
+        call = _Call(async_fn, args, waiter)
+        try:
+            token.run_sync_soon(_start_call, call, contextvars.copy_context())
         except trio.RunFinishedError:
+            waiters.append(waiter)
             raise LoopClosedError("the client's event loop is closed") from None
+        # Interrupted (Ctrl-C), the waiter is dropped: the loop fires it
+        # later, and it is closed once neither side holds it.
+        waiter.wait()
+        if not self._closed:
+            waiters.append(waiter)
+        error = call.error
+        if error is not None:
+            call.error = None  # no reference cycle through the traceback
+            if isinstance(error, trio.RunFinishedError):
+                raise LoopClosedError("the client's event loop is closed") from None
+            raise error
+        return call.result
 
     def call_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run the plain function ``fn(*args)`` on the loop thread. Raises
@@ -219,6 +358,7 @@ class LoopThread:
         if self._closed:
             return
         self._closed = True
+        self._waiters.clear()  # their file descriptors close when collected
         if self._stop is not None and self._token is not None:
             try:
                 trio.from_thread.run_sync(self._stop.set, trio_token=self._token)

@@ -1,0 +1,214 @@
+"""`kclient.sync.LoopThread.call`: the hand-off from a blocking caller to
+the client's trio loop thread and back (results, errors, contextvars,
+concurrency, Ctrl-C, closing)."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import signal
+import sys
+import threading
+
+import pytest
+import trio
+
+from kclient.errors import LoopClosedError
+from kclient.sync import LoopThread, _Waiter
+
+
+@pytest.fixture
+def loop():
+    lt = LoopThread(name="test-loop")
+    try:
+        yield lt
+    finally:
+        lt.close()
+
+
+async def _add(a, b):
+    await trio.lowlevel.checkpoint()
+    return a + b
+
+
+def test_call_returns_the_result_and_runs_on_the_loop_thread(loop):
+    assert loop.call(_add, 2, 3) == 5
+
+    async def where():
+        return threading.get_ident()
+
+    assert loop.call(where) == loop.ident != threading.get_ident()
+
+
+def test_call_raises_the_functions_exception_with_its_traceback(loop):
+    class Boom(Exception):
+        pass
+
+    async def fail():
+        await trio.lowlevel.checkpoint()
+        raise Boom("no")
+
+    with pytest.raises(Boom, match="no") as info:
+        loop.call(fail)
+    assert any(entry.name == "fail" for entry in info.traceback)
+    # the next call is not disturbed
+    assert loop.call(_add, 1, 1) == 2
+
+
+def test_call_through_pipe_waiters(monkeypatch):
+    monkeypatch.setattr("kclient.sync._EVENTFD", False)
+    with LoopThread(name="test-loop-pipe") as lt:
+        assert [lt.call(_add, i, i) for i in range(10)] == [2 * i for i in range(10)]
+        assert lt._waiters[0]._r != lt._waiters[0]._w
+
+
+def test_call_many_times_reuses_waiters(loop):
+    for i in range(200):
+        assert loop.call(_add, i, 1) == i + 1
+    assert len(loop._waiters) == 1
+
+
+def test_call_sees_the_callers_contextvars(loop):
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    async def read():
+        return var.get()
+
+    token = var.set("caller's value")
+    try:
+        assert loop.call(read) == "caller's value"
+    finally:
+        var.reset(token)
+    assert loop.call(read) == "unset"
+
+
+def test_concurrent_callers_each_get_their_own_result(loop):
+    started = threading.Barrier(8)
+    results: dict[int, list] = {}
+
+    async def slow_echo(i, j):
+        await trio.sleep(0.001 * (i % 3))
+        return (i, j)
+
+    def worker(i):
+        started.wait()
+        results[i] = [loop.call(slow_echo, i, j) for j in range(30)]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {i: [(i, j) for j in range(30)] for i in range(8)}
+
+
+def test_a_call_that_blocks_does_not_hold_up_other_callers(loop):
+    release = None
+    entered = threading.Event()
+
+    async def wait_for_release():
+        nonlocal release
+        release = trio.Event()
+        entered.set()
+        await release.wait()
+        return "released"
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(loop.call(wait_for_release)))
+    t.start()
+    assert entered.wait(10)
+    assert loop.call(_add, 20, 22) == 42  # not queued behind the blocked call
+    loop.call_sync(release.set)
+    t.join(10)
+    assert out == ["released"]
+
+
+def test_call_from_a_trio_task_raises_runtime_error(loop):
+    async def reenter():
+        loop.call(_add, 1, 2)
+
+    with pytest.raises(RuntimeError, match="blocking function"):
+        loop.call(reenter)  # on the loop thread itself: would deadlock
+    with pytest.raises(RuntimeError, match="blocking function"):
+        trio.run(reenter)  # from another trio run's task
+
+
+def test_call_after_close_raises_loop_closed(loop):
+    loop.close()
+    with pytest.raises(LoopClosedError):
+        loop.call(_add, 1, 2)
+    assert loop._waiters == []
+
+
+def test_close_during_a_call_cancels_it(loop):
+    entered = threading.Event()
+
+    async def forever():
+        entered.set()
+        await trio.sleep_forever()
+
+    errors = []
+
+    def run():
+        try:
+            loop.call(forever)
+        except BaseException as exc:  # noqa: BLE001 -- recorded, checked below
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert entered.wait(10)
+    loop.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], (trio.Cancelled, LoopClosedError))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_waiting_leaves_the_next_call_correct(loop):
+    """KeyboardInterrupt in the waiting caller: the interrupted call goes on
+    on the loop and its late wake-up must not be taken for a later call's."""
+    entered = threading.Event()
+    go = threading.Event()
+
+    async def slow():
+        entered.set()
+        await trio.to_thread.run_sync(go.wait)
+        return "slow"
+
+    main = threading.get_ident()
+
+    def interrupt():
+        entered.wait(10)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        loop.call(slow)
+    t.join(10)
+    idle = list(loop._waiters)
+    go.set()  # the interrupted call now finishes and fires its waiter
+    for i in range(20):
+        assert loop.call(_add, i, 100) == i + 100
+    assert all(w not in idle for w in loop._waiters) or not idle
+
+
+@pytest.mark.parametrize("eventfd", [True, False], ids=["eventfd", "pipe"])
+def test_waiter_wakes_once_per_fire_and_closes_its_descriptors(monkeypatch, eventfd):
+    if eventfd and not hasattr(os, "eventfd"):
+        pytest.skip("no os.eventfd on this platform")
+    monkeypatch.setattr("kclient.sync._EVENTFD", eventfd)
+    w = _Waiter()
+    fds = {w._r, w._w}
+    t = threading.Timer(0.01, w.fire)
+    t.start()
+    w.wait()
+    t.join()
+    del t
+    w.fire()
+    w.wait()  # a fire before the wait is not lost
+    del w
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)

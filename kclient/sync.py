@@ -8,17 +8,22 @@ producer's send loop), and runs coroutines on it from the caller's thread with
 API's hot paths are built to make one call per batch, not per record.
 
 How a call crosses (the round trip of a sync ``Producer.send``): the caller
-queues the call with ``TrioToken.run_sync_soon``, the loop runs it as a system
-task, and the caller sleeps on a `_Waiter`, a file descriptor (an eventfd on
-Linux, else a pipe) that the loop thread writes to when the call is done.
-Writing to a file descriptor releases the GIL *before* it wakes the caller, so
-the woken caller finds the GIL free and runs at once. A ``threading`` lock or
-queue (what ``trio.from_thread.run`` uses) wakes the caller while the loop
-thread still holds the GIL: the caller then blocks on the GIL, the loop thread
-is switched back in, and the caller runs only once the loop thread next blocks
-(three wake-ups instead of one when both threads share a core, and the
-caller's latency includes whatever the loop does before it next blocks).
-Waiters are pooled per LoopThread, so a call allocates no file descriptor.
+appends the call to the loop's queue and writes to the loop's wake-up file
+descriptor; a worker task of the loop, waiting on that descriptor, takes the
+call and runs it at once (in a copy of the caller's contextvars context, as
+``trio.from_thread.run`` does), after handing the waiting role to an idle
+worker so that concurrent calls still run concurrently; the caller sleeps on
+a `_Waiter`, a file descriptor the worker writes to when the call is done.
+Compared with ``trio.from_thread.run`` (``TrioToken.run_sync_soon``, a new
+system task per call, a ``queue.SimpleQueue``) this spares each call a task
+spawn and a pass of the scheduler on the way in, and on the way out it wakes
+the caller with the GIL already released: writing to a file descriptor
+releases the GIL *before* the wake-up, so the woken caller runs at once,
+whereas a ``threading`` lock or queue wakes it while the loop thread still
+holds the GIL (the caller then blocks on the GIL, the loop thread is switched
+back in, and the caller runs only once the loop thread next blocks: three
+wake-ups instead of one when both threads share a core). Waiters are pooled
+per LoopThread, so a call allocates no file descriptor.
 
 Shutdown is explicit (`LoopThread.close`, or leaving a ``with`` block), with
 two safety nets for an application that forgets it:
@@ -65,6 +70,7 @@ from __future__ import annotations
 
 import abc
 import atexit
+import collections
 import contextlib
 import contextvars
 import logging
@@ -72,7 +78,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Awaitable, Callable, Iterator
+import types
+from typing import Any, Awaitable, Callable, Generator, Iterator
 
 import trio
 
@@ -127,38 +134,182 @@ class _Waiter:
                     pass
 
 
-class _Call:
-    """One `LoopThread.call` in flight: the function, its arguments and the
-    caller's contextvars context (as ``trio.from_thread.run`` passes them),
-    then its result or exception."""
+class _Wakeup:
+    """The loop's wake-up file descriptor: any thread calls `wake`, the
+    loop's leading worker waits until it is readable and calls `drain`. An
+    eventfd (Linux) or a pipe, non-blocking; closed when garbage collected
+    (never while a thread may still write to it)."""
 
-    __slots__ = ("args", "error", "fn", "result", "waiter")
+    __slots__ = ("_r", "_w")
+
+    def __init__(self) -> None:
+        self._r = self._w = -1
+        if _EVENTFD:
+            self._r = self._w = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        else:
+            self._r, self._w = os.pipe()
+            os.set_blocking(self._r, False)
+            os.set_blocking(self._w, False)
+
+    def fileno(self) -> int:
+        return self._r
+
+    def wake(self) -> None:
+        """Make the descriptor readable (releases the GIL first)."""
+        try:
+            if _EVENTFD:
+                os.eventfd_write(self._w, 1)
+            else:
+                os.write(self._w, b"\0")
+        except BlockingIOError:  # a full pipe is readable already
+            pass
+
+    def drain(self) -> None:
+        try:
+            if _EVENTFD:
+                os.eventfd_read(self._r)
+            else:
+                while os.read(self._r, 4096):
+                    pass
+        except BlockingIOError:
+            pass
+
+    def __del__(self) -> None:
+        for fd in {self._r, self._w}:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+class _Call:
+    """One `LoopThread.call` in flight: the function, its arguments and a
+    copy of the caller's contextvars context, then its result or exception."""
+
+    __slots__ = ("args", "context", "error", "fn", "result", "waiter")
 
     def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple, waiter: _Waiter) -> None:
         self.fn = fn
         self.args = args
+        self.context = contextvars.copy_context()
         self.waiter = waiter
         self.result: Any = None
         self.error: BaseException | None = None
 
 
-async def _run_call(call: _Call) -> None:
-    # A system task on the loop (like trio.from_thread.run's): cancelled
-    # only when the loop ends.
-    try:
-        call.result = await call.fn(*call.args)
-    except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there
-        call.error = exc
-    call.waiter.fire()
+@types.coroutine
+def _in_context(coro: Any, context: contextvars.Context) -> Generator[Any, Any, Any]:
+    """Await ``coro`` with each of its steps run in ``context``: how a trio
+    task runs its coroutine, for a call run inside a worker task (trio's
+    scheduler sends the outcome of each trap back through here)."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            if error is None:
+                trap = context.run(coro.send, value)
+            else:
+                trap = context.run(coro.throw, error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            value = yield trap
+            error = None
+        except BaseException as exc:  # noqa: BLE001 -- thrown into the call
+            value, error = None, exc
 
 
-def _start_call(call: _Call, context: contextvars.Context) -> None:
-    # On the loop thread (a run_sync_soon callback: never raise).
-    try:
-        trio.lowlevel.spawn_system_task(_run_call, call, name=call.fn, context=context)
-    except RuntimeError:  # the run is finishing: its system nursery is closed
-        call.error = trio.RunFinishedError("system nursery is closed")
-        call.waiter.fire()
+class _Dispatcher:
+    """Runs the calls of `LoopThread.call` on the loop (see the module
+    docstring).
+
+    Worker tasks (system tasks, so cancelled only when the run ends, as
+    ``trio.from_thread.run``'s calls are) take turns: one, the leader, waits
+    for the wake-up descriptor; when a call arrives it takes it, makes an
+    idle worker (or a new one) the leader, and runs the call itself; done,
+    it becomes the leader again or goes idle. So a call starts in the
+    scheduler pass that notices it, and as many calls run at once as callers
+    are waiting.
+    """
+
+    def __init__(self) -> None:
+        self.calls: collections.deque[_Call] = collections.deque()
+        self.wakeup = _Wakeup()
+        #: Set once the run ended: no call is taken any more.
+        self.finished = False
+        self._idle: list[Any] = []  # parked worker tasks
+        self._leading = False
+
+    def submit(self, call: _Call) -> bool:
+        """Queue ``call`` (any thread). False if the run has ended and the
+        call was not taken."""
+        self.calls.append(call)
+        self.wakeup.wake()
+        if self.finished:
+            # finish() may have emptied the queue before the append: take the
+            # call back unless it did take it (and then fired its waiter).
+            try:
+                self.calls.remove(call)
+            except ValueError:
+                return True
+            return False
+        return True
+
+    def start(self) -> None:
+        """Start the first worker (on the loop)."""
+        trio.lowlevel.spawn_system_task(self._worker)
+
+    def finish(self) -> None:
+        """After the run ended (on the loop thread): fail what is queued."""
+        self.finished = True
+        while True:
+            try:
+                call = self.calls.popleft()
+            except IndexError:
+                return
+            call.error = trio.RunFinishedError("the run has finished")
+            call.waiter.fire()
+
+    async def _worker(self) -> None:
+        calls = self.calls
+        while True:
+            if self._leading:
+                await self._park()
+                continue
+            self._leading = True
+            while not calls:
+                await trio.lowlevel.wait_readable(self.wakeup)
+                self.wakeup.drain()
+            call = calls.popleft()
+            self._leading = False
+            if self._idle:
+                trio.lowlevel.reschedule(self._idle.pop())
+            else:
+                try:
+                    trio.lowlevel.spawn_system_task(self._worker)
+                except RuntimeError:  # the run is ending; finish() fails the rest
+                    pass
+            try:
+                coro = call.fn(*call.args)
+                if not isinstance(coro, types.CoroutineType):
+                    raise TypeError(f"LoopThread.call expects an async function, {call.fn!r} returned {type(coro).__name__}")
+                call.result = await _in_context(coro, call.context)
+            except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there
+                call.error = exc
+            call.waiter.fire()
+            call = coro = None  # hold nothing while idle
+
+    async def _park(self) -> None:
+        task = trio.lowlevel.current_task()
+        idle = self._idle
+        idle.append(task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            idle.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 #: True when called inside a trio task (where a blocking call would stall
@@ -194,6 +345,7 @@ class LoopThread:
         self._closed = False
         # Idle `_Waiter`s for `call` (list.pop/append are atomic).
         self._waiters: list[_Waiter] = []
+        self._dispatcher = _Dispatcher()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -206,10 +358,13 @@ class LoopThread:
         except BaseException as exc:  # surfaced through close()/call()
             self._error = exc
             self._ready.set()
+        finally:
+            self._dispatcher.finish()
 
     async def _main(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
+        self._dispatcher.start()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._ready.set()
@@ -235,7 +390,7 @@ class LoopThread:
         """Run ``async_fn(*args)`` on the loop and block until it is done.
 
         As ``trio.from_thread.run(async_fn, *args, trio_token=...)``: it runs
-        as a system task of the loop, in a copy of the caller's contextvars
+        in a system task of the loop, in a copy of the caller's contextvars
         context; if the loop ends meanwhile it is cancelled (the caller gets
         `trio.Cancelled`). The hand-off is cheaper (see the module
         docstring). Ctrl-C in the caller raises KeyboardInterrupt there; the
@@ -253,8 +408,7 @@ class LoopThread:
             RuntimeError: Called from a trio task (on the loop itself it
                 would deadlock).
         """
-        token = self._token
-        if self._closed or token is None:
+        if self._closed or self._token is None:
             raise LoopClosedError("the client's event loop is closed")
         if _in_trio_task():
             raise RuntimeError("this is a blocking function; call it from a thread")
@@ -264,11 +418,9 @@ class LoopThread:
         except IndexError:
             waiter = _Waiter()
         call = _Call(async_fn, args, waiter)
-        try:
-            token.run_sync_soon(_start_call, call, contextvars.copy_context())
-        except trio.RunFinishedError:
+        if not self._dispatcher.submit(call):
             waiters.append(waiter)
-            raise LoopClosedError("the client's event loop is closed") from None
+            raise LoopClosedError("the client's event loop is closed")
         # Interrupted (Ctrl-C), the waiter is dropped: the loop fires it
         # later, and it is closed once neither side holds it.
         waiter.wait()

@@ -9,12 +9,13 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import pytest
 import trio
 
 from kclient.errors import LoopClosedError
-from kclient.sync import LoopThread, _Waiter
+from kclient.sync import LoopThread, _Call, _Dispatcher, _Waiter
 
 
 @pytest.fixture
@@ -212,3 +213,60 @@ def test_waiter_wakes_once_per_fire_and_closes_its_descriptors(monkeypatch, even
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_call_of_a_plain_function_raises_type_error(loop):
+    def not_async():
+        return 1
+
+    with pytest.raises(TypeError, match="async function"):
+        loop.call(not_async)
+    assert loop.call(_add, 1, 2) == 3
+
+
+def test_calls_queued_when_the_run_ends_fail_with_loop_closed():
+    d = _Dispatcher()
+    waiter = _Waiter()
+    queued = _Call(_add, (1, 2), waiter)
+    d.calls.append(queued)
+    d.finish()  # what LoopThread does once trio.run returned
+    waiter.wait()  # fired
+    assert isinstance(queued.error, trio.RunFinishedError)
+    late = _Call(_add, (1, 2), _Waiter())
+    assert d.submit(late) is False  # not taken: the caller raises LoopClosedError
+    assert not d.calls
+
+
+def test_many_threads_many_calls_while_the_loop_closes():
+    """Every call either returns its result or raises LoopClosedError /
+    trio.Cancelled; none hangs."""
+    lt = LoopThread(name="test-loop-closing")
+    outcomes: list = []
+    lock = threading.Lock()
+
+    async def echo(i):
+        await trio.sleep(0.0005)
+        return i
+
+    def worker():
+        for i in range(200):
+            try:
+                r = lt.call(echo, i)
+                assert r == i
+                what = "ok"
+            except (LoopClosedError, trio.Cancelled) as exc:
+                what = type(exc).__name__
+            with lock:
+                outcomes.append(what)
+            if what != "ok":
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.02)
+    lt.close()
+    for t in threads:
+        t.join(20)
+        assert not t.is_alive()
+    assert set(outcomes) <= {"ok", "LoopClosedError", "Cancelled"}

@@ -94,3 +94,82 @@ async def test_a_request_bigger_than_the_socket_buffer_goes_out_whole():
         assert data[8 + size : 8 + size + size2].endswith(b"after")
         await conn.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def _answering_peer(task_status=trio.TASK_STATUS_IGNORED, *, mode: str, pad: int = 0):
+    """A TCP peer answering Metadata v0 requests with an empty Metadata
+    (with ``pad`` topics of 30,000-byte names): ``mode`` "batch" answers every
+    request read so far in one write, "bytewise" writes each answer one
+    byte at a time, "close" closes the connection instead of answering."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    topics = [{"error_code": 0, "name": f"{i:05d}" + "x" * 29_995, "partitions": []} for i in range(pad)]
+    body = METADATA.response(0).encode({"brokers": [], "topics": topics})
+
+    async def handler(stream):
+        buf = bytearray()
+        async with stream:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                if mode == "close":
+                    return
+                buf += data
+                answers = bytearray()
+                while len(buf) >= 4:
+                    (size,) = struct.unpack_from(">i", buf, 0)
+                    if len(buf) < 4 + size:
+                        break
+                    correlation_id = struct.unpack_from(">i", buf, 8)[0]
+                    del buf[: 4 + size]
+                    answers += struct.pack(">ii", 4 + len(body), correlation_id) + body
+                if mode == "bytewise":
+                    for i in range(len(answers)):
+                        await stream.send_all(answers[i : i + 1])
+                elif answers:
+                    await stream.send_all(bytes(answers))
+
+    async with trio.open_nursery() as nursery:
+        task_status.started(port)
+        await trio.serve_listeners(handler, listeners, handler_nursery=nursery)
+
+
+@pytest.mark.parametrize("mode", ["batch", "bytewise"])
+async def test_pipelined_responses_in_one_read_or_byte_by_byte(mode):
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(functools.partial(_answering_peer, mode=mode))
+        conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
+        for _ in range(3):
+            handles = [await conn.start_request(METADATA, {"topics": []}, version=0) for _ in range(40)]
+            for h in handles:
+                with trio.fail_after(10):
+                    assert await h.wait() == {"brokers": [], "topics": []}
+        assert await conn.request(METADATA, {"topics": []}, version=0) == {"brokers": [], "topics": []}
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_responses_larger_than_one_read_are_received_whole():
+    pad = 20  # 600 KB: more than a 64 KiB plain-TCP read, received in place
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(functools.partial(_answering_peer, mode="batch", pad=pad))
+        conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
+        handles = [await conn.start_request(METADATA, {"topics": []}, version=0) for _ in range(5)]
+        for h in handles:
+            with trio.fail_after(10):
+                body = await h.wait()
+            assert [t["name"][:5] for t in body["topics"]] == [f"{i:05d}" for i in range(pad)]
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_that_closes_fails_the_pending_requests():
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(functools.partial(_answering_peer, mode="close"))
+        conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
+        handle = await conn.start_request(METADATA, {"topics": []}, version=0)
+        with trio.fail_after(10), pytest.raises(KafkaConnectionError, match="closed the connection"):
+            await handle.wait()
+        assert conn.closed
+        nursery.cancel_scope.cancel()

@@ -70,6 +70,12 @@ from kclient.security.tls import client_ssl_context, ssl_authentication_error
 log = logging.getLogger(__name__)
 
 _RECV_BYTES = 1 << 20
+#: The same over plain TCP (read straight from the socket, `_receive_raw`),
+#: where a large response goes in place once its size prefix has arrived
+#: (_DIRECT_FRAME_BYTES): a read of n bytes allocates n bytes and shrinks
+#: them to what arrived, and at 1 MB every read got a fresh mapping from
+#: malloc.
+_RECV_BYTES_RAW = 64 * 1024
 #: Responses at least this big are received in place (FrameBuffer.receive_buffer).
 _DIRECT_FRAME_BYTES = 64 * 1024
 #: SaslHandshake v1: the tokens travel in SaslAuthenticate requests (KIP-152).
@@ -155,6 +161,8 @@ class BrokerConnection:
         # paths). TLS: every byte goes through the SSLStream.
         self._raw = isinstance(stream, trio.SocketStream)
         self._fd = stream.socket.fileno() if self._raw else -1
+        # Whether the last plain-TCP read emptied the socket (see _receive_raw).
+        self._drained = True
         # Wakes the watchdog (_watch) at the earliest deadline of a pending request.
         self._watch_scope: trio.CancelScope | None = None
         self._closed = False
@@ -517,8 +525,8 @@ class BrokerConnection:
                 # straight into its final buffer; everything else in chunks.
                 into = self._proto.receive_buffer(_DIRECT_FRAME_BYTES) if self._raw else None
                 try:
-                    if into is not None:
-                        data = await self._stream.socket.recv_into(into)  # type: ignore[attr-defined]
+                    if self._raw:
+                        data = await self._receive_raw(into)
                     else:
                         data = await self._stream.receive_some(_RECV_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -555,6 +563,42 @@ class BrokerConnection:
         finally:
             if not self._closed:
                 await self._fail(KafkaConnectionError("reader stopped"))
+
+    async def _receive_raw(self, into: memoryview | None) -> bytes | int:
+        """Plain TCP: read what the socket holds, into ``into`` (then return
+        the byte count) or as bytes (at most `_RECV_BYTES_RAW`); 0 or
+        ``b""`` at EOF.
+
+        When the previous read emptied the socket (the usual case: each
+        response arrives whole and is read at once) it first waits until
+        the socket is readable, so that waiting for a response costs no
+        failing read (a system call and an exception) beforehand; otherwise
+        (more was buffered) it reads first. Either way a checkpoint, as
+        trio's socket reads are.
+
+        Raises:
+            OSError: The connection broke.
+            trio.ClosedResourceError: The connection was closed meanwhile.
+        """
+        fd = self._fd
+        if self._drained:
+            await trio.lowlevel.wait_readable(fd)
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                if into is None:
+                    data: bytes | int = os.read(fd, _RECV_BYTES_RAW)
+                    self._drained = len(data) < _RECV_BYTES_RAW  # type: ignore[arg-type]
+                else:
+                    data = os.readv(fd, (into,))
+                    self._drained = data < len(into)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            if not self._drained:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
 
     def _lost(self, exc: BaseException | None) -> BaseException:
         """The error for a broken stream (``exc``; ``None`` for an EOF).

@@ -76,6 +76,7 @@ import contextvars
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import types
@@ -112,7 +113,7 @@ class _Waiter:
 
     def wait(self) -> None:
         """Block until fired (interruptible: Ctrl-C raises KeyboardInterrupt)."""
-        if _EVENTFD:
+        if self._r == self._w:  # an eventfd
             os.eventfd_read(self._r)
         else:
             os.read(self._r, 1)
@@ -120,67 +121,68 @@ class _Waiter:
     def fire(self) -> None:
         """Wake the waiting thread (or the next `wait`). Releases the GIL
         before the write wakes it."""
-        if _EVENTFD:
+        if self._r == self._w:
             os.eventfd_write(self._w, 1)
         else:
             os.write(self._w, b"\0")
 
-    def __del__(self) -> None:
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
         for fd in {self._r, self._w}:
             if fd >= 0:
                 try:
-                    os.close(fd)
+                    _close(fd)
                 except OSError:
                     pass
 
 
 class _Wakeup:
     """The loop's wake-up file descriptor: any thread calls `wake`, the
-    loop's leading worker waits until it is readable and calls `drain`. An
-    eventfd (Linux) or a pipe, non-blocking; closed when garbage collected
-    (never while a thread may still write to it)."""
+    loop's leading worker waits until it is readable and calls `drain`. A
+    non-blocking eventfd (Linux), else a socket pair (what trio's own
+    wake-up uses: the only kind every trio backend can wait on). Closed when
+    garbage collected (never while a thread may still write to it)."""
 
-    __slots__ = ("_r", "_w")
+    __slots__ = ("_fd", "_r", "_w")
 
     def __init__(self) -> None:
-        self._r = self._w = -1
+        self._fd = -1
+        self._r = self._w = None
         if _EVENTFD:
-            self._r = self._w = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            self._fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         else:
-            self._r, self._w = os.pipe()
-            os.set_blocking(self._r, False)
-            os.set_blocking(self._w, False)
+            self._r, self._w = socket.socketpair()
+            self._r.setblocking(False)
+            self._w.setblocking(False)
 
     def fileno(self) -> int:
-        return self._r
+        return self._fd if self._r is None else self._r.fileno()
 
     def wake(self) -> None:
         """Make the descriptor readable (releases the GIL first)."""
         try:
-            if _EVENTFD:
-                os.eventfd_write(self._w, 1)
+            if self._w is None:
+                os.eventfd_write(self._fd, 1)
             else:
-                os.write(self._w, b"\0")
-        except BlockingIOError:  # a full pipe is readable already
+                self._w.send(b"\0")
+        except BlockingIOError:  # a full socket buffer is readable already
             pass
 
     def drain(self) -> None:
         try:
-            if _EVENTFD:
-                os.eventfd_read(self._r)
+            if self._r is None:
+                os.eventfd_read(self._fd)
             else:
-                while os.read(self._r, 4096):
+                while self._r.recv(4096):
                     pass
         except BlockingIOError:
             pass
 
-    def __del__(self) -> None:
-        for fd in {self._r, self._w}:
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        if self._fd >= 0:
+            try:
+                _close(self._fd)
+            except OSError:
+                pass
 
 
 class _Call:

@@ -60,7 +60,8 @@ def test_call_through_pipe_waiters(monkeypatch):
     monkeypatch.setattr("kclient.sync._EVENTFD", False)
     with LoopThread(name="test-loop-pipe") as lt:
         assert [lt.call(_add, i, i) for i in range(10)] == [2 * i for i in range(10)]
-        assert lt._waiters[0]._r != lt._waiters[0]._w
+        assert lt._waiters[0]._r != lt._waiters[0]._w  # a pipe
+        assert lt._dispatcher.wakeup._r is not None  # a socket pair
 
 
 def test_call_many_times_reuses_waiters(loop):

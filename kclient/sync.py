@@ -71,6 +71,7 @@ from __future__ import annotations
 import abc
 import atexit
 import collections
+import collections.abc
 import contextlib
 import contextvars
 import logging
@@ -294,7 +295,7 @@ class _Dispatcher:
                     pass
             try:
                 coro = call.fn(*call.args)
-                if not isinstance(coro, types.CoroutineType):
+                if type(coro) is not types.CoroutineType and not isinstance(coro, collections.abc.Coroutine):
                     raise TypeError(f"LoopThread.call expects an async function, {call.fn!r} returned {type(coro).__name__}")
                 call.result = await _in_context(coro, call.context)
             except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there

@@ -4,6 +4,7 @@ concurrency, Ctrl-C, closing)."""
 
 from __future__ import annotations
 
+import collections.abc
 import contextvars
 import os
 import signal
@@ -271,3 +272,29 @@ def test_many_threads_many_calls_while_the_loop_closes():
         t.join(20)
         assert not t.is_alive()
     assert set(outcomes) <= {"ok", "LoopClosedError", "Cancelled"}
+
+
+def test_call_accepts_any_coroutine_object(loop):
+    """Not only native coroutines: any collections.abc.Coroutine (e.g. one
+    compiled by Cython), as trio.from_thread.run accepts."""
+
+    class Wrapper(collections.abc.Coroutine):
+        def __init__(self, coro):
+            self._coro = coro
+
+        def send(self, value):
+            return self._coro.send(value)
+
+        def throw(self, *exc):
+            return self._coro.throw(*exc)
+
+        def close(self):
+            self._coro.close()
+
+        def __await__(self):
+            return self._coro.__await__()
+
+    def fn(a, b):
+        return Wrapper(_add(a, b))
+
+    assert loop.call(fn, 3, 4) == 7

@@ -7,8 +7,7 @@ Fetch request for all of that broker's partitions (``fetch.message.max.bytes``
 per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). Per
 partition result:
 
-- data: decoded into a chunk of
-  `MessageAndMetadata` (key / value
+- data: decoded into a `MessageChunk` (rows; key / value
   decoders applied) and put on the stream's bounded queue; a full queue
   (``queued.max.message.chunks``) holds the loop until the stream is read;
 - OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
@@ -33,11 +32,12 @@ A partition without a starting offset (nothing committed) starts at the
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
-from kclient.client.consumer.group.streams import MessageAndMetadata
+from kclient.client.consumer.group.streams import MessageChunk
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.errors import (
     AuthenticationError,
@@ -58,7 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("kclient.consumer")
 
-_new = tuple.__new__
+_key = itemgetter(0)
+_value = itemgetter(1)
 
 
 class PartitionTopicInfo:
@@ -84,10 +85,14 @@ class PartitionTopicInfo:
         return f"<PartitionTopicInfo {self.topic}-{self.partition} stream={self.stream_index} fetch_offset={self.fetch_offset} leader={self.leader}>"
 
 
-def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
-    """Decode one fetched partition into `MessageAndMetadata`, with
+def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> MessageChunk:
+    """Decode one fetched partition into a `MessageChunk` (a sequence of
+    `MessageAndMetadata`), with
     `kclient.protocol.records.iter_record_rows` (every format; control
-    batches skipped; every batch's size and CRC checked).
+    batches skipped; every batch's size and CRC checked). The key / value
+    decoders run here, on every message, so that a failing one fails the
+    chunk; the `MessageAndMetadata` objects are built by the stream as it
+    hands them out.
 
     Args:
         info: The partition's fetch state (topic, partition, the offset
@@ -107,22 +112,24 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
-    mm = MessageAndMetadata
-    out: list = []
-    kd = key_decoder or _identity
-    vd = value_decoder or _identity
-    plain = key_decoder is None and value_decoder is None
+    offsets: list[int] = []
+    rows: list[tuple] = []
     # rows: (key, value, timestamp, headers)
-    for offsets, rows in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
-        if plain:
-            out += [_new(mm, (r[0], r[1], topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
+    for o, r in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
+        if rows:
+            offsets += o
+            rows += r
         else:
-            out += [_new(mm, (kd(r[0]), vd(r[1]), topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
-    return out
-
-
-def _identity(value: Any) -> Any:
-    return value
+            offsets, rows = o, r
+    keys = values = None
+    if key_decoder is not None and value_decoder is not None:  # in message order, key then value
+        pairs = [(key_decoder(r[0]), value_decoder(r[1])) for r in rows]
+        keys, values = list(map(_key, pairs)), list(map(_value, pairs))
+    elif key_decoder is not None:
+        keys = list(map(key_decoder, map(_key, rows)))
+    elif value_decoder is not None:
+        values = list(map(value_decoder, map(_value, rows)))
+    return MessageChunk(topic, partition, offsets, rows, keys, values)
 
 
 def _end_of_complete_batches(buffer: Any) -> int:
@@ -305,8 +312,8 @@ class FetcherGroup:
                         keep.pop()
                         await core.deliver(info.stream_index, exc)
                         continue
-                    if chunk:
-                        info.fetch_offset = chunk[-1][4] + 1
+                    if chunk.offsets:
+                        info.fetch_offset = chunk.offsets[-1] + 1
                         await core.deliver(info.stream_index, (generation, chunk))
                     else:
                         end = _end_of_complete_batches(message_set.buffer)

@@ -38,6 +38,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from kclient.sync import LoopThread
 
 
+try:  # the C descriptor of namedtuple fields: faster than property(itemgetter)
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # not CPython
+
+    def _tuplegetter(index: int, doc: str):  # type: ignore[misc]
+        return property(itemgetter(index), doc=doc)
+
+
 class MessageAndMetadata(tuple):
     """One consumed message: ``key`` and ``message`` (also ``value``),
     decoded by the stream's key / value decoders (bytes or None without
@@ -50,13 +58,13 @@ class MessageAndMetadata(tuple):
     def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> "MessageAndMetadata":
         return tuple.__new__(cls, (key, message, topic, partition, offset, timestamp))
 
-    key = property(itemgetter(0), doc="The decoded key.")
-    message = property(itemgetter(1), doc="The decoded value (Kafka 0.8's name).")
-    value = property(itemgetter(1), doc="The decoded value (same as ``message``).")
-    topic = property(itemgetter(2), doc="The topic.")
-    partition = property(itemgetter(3), doc="The partition.")
-    offset = property(itemgetter(4), doc="Offset of the message in its partition.")
-    timestamp = property(itemgetter(5), doc="ms since the epoch (-1 if unknown).")
+    key = _tuplegetter(0, "The decoded key.")
+    message = _tuplegetter(1, "The decoded value (Kafka 0.8's name).")
+    value = _tuplegetter(1, "The decoded value (same as ``message``).")
+    topic = _tuplegetter(2, "The topic.")
+    partition = _tuplegetter(3, "The partition.")
+    offset = _tuplegetter(4, "Offset of the message in its partition.")
+    timestamp = _tuplegetter(5, "ms since the epoch (-1 if unknown).")
 
     def __repr__(self) -> str:
         return (

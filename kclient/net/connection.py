@@ -405,7 +405,7 @@ class BrokerConnection:
         response = await self._request(api, version, body, expect_response=expect_response, timeout_ms=timeout_ms)
         return None if response is None else response.body
 
-    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True) -> "PendingResponse | None":
+    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> "PendingResponse | None":
         """Write one request and return without waiting for its response.
 
         Requests started one after another on a connection are written, and
@@ -418,6 +418,8 @@ class BrokerConnection:
             version: The API version (default: the negotiated one).
             expect_response: ``False`` for requests the broker does not answer
                 (Produce with acks=0).
+            timeout_ms: Response timeout in ms, enforced from now on as
+                `request` does (default ``request.timeout.ms``).
 
         Returns:
             A `PendingResponse` to ``await .wait()`` later, or ``None`` when
@@ -428,7 +430,7 @@ class BrokerConnection:
         """
         if version is None:
             version = self.version_for(api)
-        return await self._start(api, version, body, expect_response)
+        return await self._start(api, version, body, expect_response, timeout_ms)
 
     async def _start(self, api: Api, version: int, body: dict, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
         if self._closed:

@@ -4,8 +4,12 @@ the `KafkaStream` each partition feeds.
 
 One fetch loop per leader broker (Kafka's ConsumerFetcherThread) sends one
 Fetch request for all of that broker's partitions (``fetch.message.max.bytes``
-per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). Per
-partition result:
+per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). When
+every partition of an answer came back without an error, the next request
+goes out before that answer is decoded, from the offsets its batch headers
+end at, so that the broker reads while the client decodes (one request in
+flight per broker; what it brings back for a partition that stopped being
+fetched meanwhile is dropped). Per partition result:
 
 - data: decoded into a `MessageChunk` (rows; key / value
   decoders applied) and put on the stream's bounded queue; a full queue
@@ -39,6 +43,7 @@ import trio
 
 from kclient.client.consumer.group.streams import MessageChunk
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
+from kclient.client.consumer.statistics import fetched_position
 from kclient.errors import (
     AuthenticationError,
     BrokerResponseError,
@@ -51,7 +56,7 @@ from kclient.errors import (
 )
 from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import OFFSET_OUT_OF_RANGE
-from kclient.protocol.records import iter_record_rows, scan_batches
+from kclient.protocol.records import iter_record_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
@@ -132,12 +137,45 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     return MessageChunk(topic, partition, offsets, rows, keys, values)
 
 
-def _end_of_complete_batches(buffer: Any) -> int:
-    """The offset after the last complete batch in ``buffer`` (-1 if none)."""
-    last = -1
-    for info in scan_batches(memoryview(buffer)):
-        last = info.last_offset
-    return last + 1 if last >= 0 else -1
+class _Fetch:
+    """One multifetch of a fetch loop, run as a task of its own so that the
+    next fetch can be sent before the last one's messages are decoded and
+    handed over: ``infos`` / ``offsets`` say what it asked for."""
+
+    __slots__ = ("infos", "offsets", "_done", "_response", "_error")
+
+    def __init__(self, infos: list[PartitionTopicInfo], offsets: list[int]) -> None:
+        self.infos = infos
+        self.offsets = offsets
+        self._done = trio.Event()
+        self._response: Any = None
+        self._error: Exception | None = None
+
+    async def run(self, consumer: TrioSimpleConsumer, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """``nursery.start`` it: started once the request is written."""
+        started = False
+
+        def sent() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
+        try:
+            self._response = await consumer.multifetch_sent(requests, max_wait_ms, min_bytes, sent)
+        except Exception as exc:  # raised by result(), in the fetch loop
+            self._error = exc
+        finally:
+            self._done.set()
+        sent()  # it failed before its request was written
+
+    async def result(self) -> Any:
+        """The `MultiFetchResponse` (waits for it); raises what the fetch raised."""
+        await self._done.wait()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._response
 
 
 class FetcherGroup:
@@ -265,17 +303,34 @@ class FetcherGroup:
                     await consumer.aclose()
                 conn_nursery.cancel_scope.cancel()
 
+    async def _start_fetch(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo], offsets: list[int]) -> "_Fetch":
+        """Send a multifetch; returns once its request is written (or it failed)."""
+        fetch = _Fetch(list(infos), offsets)
+        requests = [FetchRequest(i.topic, i.partition, o, self._max_bytes) for i, o in zip(fetch.infos, offsets)]
+        await nursery.start(fetch.run, consumer, requests, self._max_wait_ms, self._min_bytes)
+        return fetch
+
     async def _fetch_until_done(self, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
+        async with trio.open_nursery() as nursery:
+            try:
+                await self._fetch_partitions(nursery, consumer, broker_id, infos)
+            finally:
+                nursery.cancel_scope.cancel()  # a fetch sent ahead
+
+    async def _fetch_partitions(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
         core = self.core
         key_decoder, value_decoder = core.key_decoder, core.value_decoder
         generation = self.generation
+        ahead: _Fetch | None = None
         while infos:
             try:
-                for info in infos:
-                    if info.fetch_offset < 0:
-                        await self._reset_offset(consumer, info, "no committed offset")
-                requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, self._max_bytes) for i in infos]
-                response = await consumer.multifetch(requests, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes)
+                if ahead is None:
+                    for info in infos:
+                        if info.fetch_offset < 0:
+                            await self._reset_offset(consumer, info, "no committed offset")
+                    ahead = await self._start_fetch(nursery, consumer, infos, [i.fetch_offset for i in infos])
+                fetch, ahead = ahead, None
+                response = await fetch.result()
             except AuthenticationError:
                 raise  # not retriable: _fetch_loop hands it to the streams
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
@@ -293,8 +348,24 @@ class FetcherGroup:
                 log.warning("fetch from broker %d failed: %s; retrying in %s s", broker_id, exc, self._backoff)
                 await trio.sleep(self._backoff)
                 continue
+            # Where each partition goes on: the offset after its last complete
+            # batch (the batch headers say; the same as after decoding it).
+            live = {id(i) for i in infos}
+            ends = [fetched_position(ms.buffer, offset) if ms.buffer and not ms.error_code else offset for offset, ms in zip(fetch.offsets, response)]
+            # Ask for what follows now, so that the broker reads it while these
+            # are decoded and handed over: when every partition came back
+            # without an error and with complete batches or nothing (a first
+            # batch larger than the fetch size comes back again).
+            now = [(i, o, e, ms) for i, o, e, ms in zip(fetch.infos, fetch.offsets, ends, response) if id(i) in live]
+            if now and all(not ms.error_code and (e > o or not ms.buffer) for _, o, e, ms in now):
+                ahead = await self._start_fetch(nursery, consumer, [i for i, *_ in now], [e if i.fetch_offset == o else i.fetch_offset for i, o, e, _ in now])
             keep: list[PartitionTopicInfo] = []
-            for info, message_set in zip(infos, response):
+            for info, offset, end, message_set in zip(fetch.infos, fetch.offsets, ends, response):
+                if id(info) not in live:
+                    continue  # sent ahead before the partition stopped being fetched: dropped
+                if info.fetch_offset != offset:
+                    keep.append(info)  # sent ahead from an offset that has moved since: fetched again
+                    continue
                 code = message_set.error_code
                 if code == _NO_ERROR:
                     keep.append(info)
@@ -313,12 +384,10 @@ class FetcherGroup:
                         await core.deliver(info.stream_index, exc)
                         continue
                     if chunk.offsets:
-                        info.fetch_offset = chunk.offsets[-1] + 1
+                        info.fetch_offset = max(end, chunk.offsets[-1] + 1)
                         await core.deliver(info.stream_index, (generation, chunk))
-                    else:
-                        end = _end_of_complete_batches(message_set.buffer)
-                        if end > info.fetch_offset:
-                            info.fetch_offset = end  # only control batches / skipped records
+                    elif end > info.fetch_offset:
+                        info.fetch_offset = end  # only control batches / skipped records
                 elif code == OFFSET_OUT_OF_RANGE:
                     keep.append(info)
                     try:

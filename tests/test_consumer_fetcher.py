@@ -166,3 +166,22 @@ async def test_a_first_batch_larger_than_the_fetch_size_is_reported_once():
     await trio.sleep(0)
     assert [type(item) for item in core.delivered[0]] == [MessageSizeTooLargeError]
     assert offsets_of(core.delivered[1]) == list(range(10))
+
+
+async def test_an_error_of_the_fetch_loop_leaves_it_as_itself_not_in_a_group():
+    """_fetch_loop tells AuthenticationError (never retried, handed to the
+    streams) from other errors by its type: the loop's own nursery (for the
+    fetch sent ahead) must not wrap it."""
+    import pytest
+
+    from kclient.errors import SaslAuthenticationFailedError
+
+    class Refusing(FakeBroker):
+        async def multifetch_sent(self, requests, max_wait_ms, min_bytes, sent):
+            raise SaslAuthenticationFailedError("bad password")
+
+    core = FakeCore(max_bytes=1000)
+    infos = [PartitionTopicInfo("t", 0, 0, 0)]
+    group = FetcherGroup(core, infos, generation=1)  # type: ignore[arg-type]
+    with pytest.raises(SaslAuthenticationFailedError):
+        await group._fetch_until_done(Refusing({0: []}), 0, list(infos))

@@ -311,11 +311,16 @@ class FetcherGroup:
         return fetch
 
     async def _fetch_until_done(self, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
-        async with trio.open_nursery() as nursery:
+        error: Exception | None = None
+        async with trio.open_nursery() as nursery:  # for the fetch sent ahead
             try:
                 await self._fetch_partitions(nursery, consumer, broker_id, infos)
+            except Exception as exc:  # raised below as itself, not inside an ExceptionGroup
+                error = exc
             finally:
-                nursery.cancel_scope.cancel()  # a fetch sent ahead
+                nursery.cancel_scope.cancel()
+        if error is not None:
+            raise error
 
     async def _fetch_partitions(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
         core = self.core

@@ -153,6 +153,34 @@ class ZkClient:
             ``False`` if the node exists already, else ``True``.
         """
         try:
+            self._kazoo.create(path, data, ephemeral=True)
+            return True
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            pass
+        # Missing parents: their creates and the node's go out together
+        # (ZooKeeper applies a session's requests in order), one round trip
+        # instead of kazoo's makepath, which checks each level with an
+        # exists and then creates them one after another (a consumer of a
+        # new group met this on registering and on claiming partitions).
+        parts = path.strip("/").split("/")
+        parents = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+        pending = [self._kazoo.create_async(parent, b"") for parent in parents]
+        node = self._kazoo.create_async(path, data, ephemeral=True)
+        for result in pending:
+            try:
+                result.get()
+            except (NodeExistsError, NoNodeError):
+                pass  # there already; or no chroot node (below)
+        try:
+            node.get()
+            return True
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            pass
+        try:  # kazoo's makepath also creates a missing chroot node
             self._kazoo.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
             return False

@@ -158,7 +158,8 @@ class GroupRegistry:
         whole group}, broker ids)`` for the topics this consumer subscribes
         (re-registering first: after a lost session the node is gone)."""
         zk = self.zk
-        self.register()
+        if zk.owner_session(consumer_id_path(self.group, self.consumer_id)) != zk.session_id:
+            self.register()
         brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit())
         all_topics = zk.get_children(BROKER_TOPICS_PATH)
         mine = self.relevant(all_topics)

@@ -128,6 +128,26 @@ class ZkClient:
         return data
 
     @_zk_errors
+    def get_many(self, paths: list[str]) -> list[bytes | None]:
+        """`get` of several nodes, their requests sent together (one round
+        trip, not one per node).
+
+        Args:
+            paths: The nodes' paths.
+
+        Returns:
+            Each node's data, or None where it does not exist, in order.
+        """
+        pending = [self._kazoo.get_async(path) for path in paths]
+        out: list[bytes | None] = []
+        for result in pending:
+            try:
+                out.append(result.get()[0])
+            except NoNodeError:
+                out.append(None)
+        return out
+
+    @_zk_errors
     def get_children(self, path: str) -> list[str]:
         """The node's children (unsorted), ``[]`` if it does not exist."""
         try:

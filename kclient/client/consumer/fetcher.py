@@ -277,9 +277,7 @@ class FetcherGroup:
             )
             consumer.attach(conn_nursery)
             try:
-                for info in infos:
-                    if info.fetch_offset < 0:
-                        await self._reset_offset(consumer, info, "no committed offset")
+                await self._reset_offsets(consumer, infos)
             except AuthenticationError:
                 pass  # the fetch loop below raises it again and reports it
             except Exception as exc:  # retried by the fetch loop below
@@ -330,9 +328,7 @@ class FetcherGroup:
         while infos:
             try:
                 if ahead is None:
-                    for info in infos:
-                        if info.fetch_offset < 0:
-                            await self._reset_offset(consumer, info, "no committed offset")
+                    await self._reset_offsets(consumer, infos)
                     ahead = await self._start_fetch(nursery, consumer, infos, [i.fetch_offset for i in infos])
                 fetch, ahead = ahead, None
                 response = await fetch.result()
@@ -409,6 +405,29 @@ class FetcherGroup:
                     await trio.sleep(self._backoff)
             infos = keep
             await trio.lowlevel.checkpoint()
+
+    async def _reset_offsets(self, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo]) -> None:
+        """Start the partitions without an offset per ``auto.offset.reset``,
+        their ListOffsets requests in flight together; raises the first
+        error (as itself) once they all answered."""
+        todo = [info for info in infos if info.fetch_offset < 0]
+        if len(todo) == 1:
+            await self._reset_offset(consumer, todo[0], "no committed offset")
+        if len(todo) < 2:
+            return
+        errors: list[Exception] = []
+
+        async def reset(info: PartitionTopicInfo) -> None:
+            try:
+                await self._reset_offset(consumer, info, "no committed offset")
+            except Exception as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for info in todo:
+                nursery.start_soon(reset, info)
+        if errors:
+            raise errors[0]
 
     async def _reset_offset(self, consumer: TrioSimpleConsumer, info: PartitionTopicInfo, why: str) -> None:
         reset = self.core.config.auto_offset_reset

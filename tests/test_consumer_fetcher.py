@@ -11,10 +11,15 @@ from __future__ import annotations
 import types
 
 import trio
+import trio.lowlevel
 
 from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
-from kclient.errors import OFFSET_OUT_OF_RANGE, CorruptRecordError, MessageSizeTooLargeError
+from kclient.errors import (
+    OFFSET_OUT_OF_RANGE,
+    CorruptRecordError,
+    MessageSizeTooLargeError,
+)
 from kclient.protocol.records import v2
 from kclient.protocol.records.scan import read_batch_info
 
@@ -163,7 +168,7 @@ async def test_a_first_batch_larger_than_the_fetch_size_is_reported_once():
     infos = [PartitionTopicInfo("t", 0, 0, 0), PartitionTopicInfo("t", 1, 1, 0)]
     group = FetcherGroup(core, infos, generation=1)  # type: ignore[arg-type]
     await run_until(group, broker, list(infos), lambda: infos[1].fetch_offset >= 10 and 0 in core.delivered)
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     assert [type(item) for item in core.delivered[0]] == [MessageSizeTooLargeError]
     assert offsets_of(core.delivered[1]) == list(range(10))
 

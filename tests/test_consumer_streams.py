@@ -13,7 +13,13 @@ import types
 
 import pytest
 
-from kclient.client.consumer.group.streams import END, TIMEOUT, KafkaStream, MessageAndMetadata, MessageChunk
+from kclient.client.consumer.group.streams import (
+    END,
+    TIMEOUT,
+    KafkaStream,
+    MessageAndMetadata,
+    MessageChunk,
+)
 from kclient.errors import ConsumerTimeoutError, CorruptRecordError
 
 
@@ -112,7 +118,7 @@ def test_for_and_next_share_one_position_across_chunks(setup):
 
 
 def test_last_message_is_exactly_the_last_handed_out(setup):
-    core, loop, stream = setup
+    _, loop, stream = setup
     c = chunk(2, 50, 10)
     loop.items.append((1, c))
     assert stream.last_message is None
@@ -152,7 +158,7 @@ def test_clear_while_a_for_loop_is_inside_the_chunk(setup):
 
 
 def test_timeouts_errors_and_interrupts_leave_the_stream_usable(setup):
-    core, loop, stream = setup
+    _, loop, stream = setup
     with pytest.raises(ConsumerTimeoutError):
         next(stream)
     loop.items.append((1, chunk(0, 0, 2)))
@@ -176,7 +182,7 @@ def test_timeouts_errors_and_interrupts_leave_the_stream_usable(setup):
 
 
 def test_the_stream_ends_at_shutdown_and_stays_ended(setup):
-    core, loop, stream = setup
+    _, loop, stream = setup
     loop.items.extend([(1, chunk(0, 0, 3)), END])
     assert [m.offset for m in stream] == [0, 1, 2]
     with pytest.raises(StopIteration):

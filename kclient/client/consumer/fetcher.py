@@ -142,7 +142,7 @@ class _Fetch:
     next fetch can be sent before the last one's messages are decoded and
     handed over: ``infos`` / ``offsets`` say what it asked for."""
 
-    __slots__ = ("infos", "offsets", "_done", "_response", "_error")
+    __slots__ = ("_done", "_error", "_response", "infos", "offsets")
 
     def __init__(self, infos: list[PartitionTopicInfo], offsets: list[int]) -> None:
         self.infos = infos
@@ -301,7 +301,7 @@ class FetcherGroup:
                     await consumer.aclose()
                 conn_nursery.cancel_scope.cancel()
 
-    async def _start_fetch(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo], offsets: list[int]) -> "_Fetch":
+    async def _start_fetch(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo], offsets: list[int]) -> _Fetch:
         """Send a multifetch; returns once its request is written (or it failed)."""
         fetch = _Fetch(list(infos), offsets)
         requests = [FetchRequest(i.topic, i.partition, o, self._max_bytes) for i, o in zip(fetch.infos, offsets)]

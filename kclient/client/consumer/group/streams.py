@@ -96,7 +96,7 @@ class MessageChunk:
         values: The decoded values, or None.
     """
 
-    __slots__ = ("topic", "partition", "offsets", "rows", "keys", "values")
+    __slots__ = ("keys", "offsets", "partition", "rows", "topic", "values")
 
     def __init__(self, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None = None, values: list | None = None) -> None:
         self.topic = topic
@@ -280,7 +280,7 @@ class _Raising:
     def __init__(self, exc: BaseException) -> None:
         self._exc: BaseException | None = exc
 
-    def __iter__(self) -> "_Raising":
+    def __iter__(self) -> _Raising:
         return self
 
     def __next__(self) -> Any:

@@ -190,3 +190,35 @@ async def test_an_error_of_the_fetch_loop_leaves_it_as_itself_not_in_a_group():
     group = FetcherGroup(core, infos, generation=1)  # type: ignore[arg-type]
     with pytest.raises(SaslAuthenticationFailedError):
         await group._fetch_until_done(Refusing({0: []}), 0, list(infos))
+
+
+async def test_starting_offsets_are_looked_up_together_and_a_failure_stops_the_rest():
+    import pytest
+
+    from kclient.errors import KafkaConnectionError
+
+    class Broker(FakeBroker):
+        def __init__(self, logs, fail: bool) -> None:
+            super().__init__(logs)
+            self.fail = fail
+            self.lookups: list[int] = []
+
+        async def get_offsets_before(self, topic, partition, time, max_offsets):
+            self.lookups.append(partition)
+            if self.fail:
+                raise KafkaConnectionError("no broker")
+            await trio.sleep(0.001)
+            return [partition * 10]
+
+    core = FakeCore(max_bytes=1000)
+    infos = [PartitionTopicInfo("t", p, 0, -1) for p in range(4)]
+    group = FetcherGroup(core, infos, generation=1)  # type: ignore[arg-type]
+    broker = Broker({p: [] for p in range(4)}, fail=False)
+    await group._reset_offsets(broker, infos)
+    assert [i.fetch_offset for i in infos] == [0, 10, 20, 30] and sorted(broker.lookups) == [0, 1, 2, 3]
+    assert sorted(core.resets) == [(("t", p), p * 10) for p in range(4)]
+    failing = Broker({p: [] for p in range(4)}, fail=True)
+    infos = [PartitionTopicInfo("t", p, 0, -1) for p in range(4)]
+    with pytest.raises(KafkaConnectionError):
+        await group._reset_offsets(failing, infos)
+    assert failing.lookups == [0]  # one attempt, as when they went one by one

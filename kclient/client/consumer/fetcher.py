@@ -407,24 +407,26 @@ class FetcherGroup:
             await trio.lowlevel.checkpoint()
 
     async def _reset_offsets(self, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo]) -> None:
-        """Start the partitions without an offset per ``auto.offset.reset``,
-        their ListOffsets requests in flight together; raises the first
-        error (as itself) once they all answered."""
+        """Start the partitions without an offset per ``auto.offset.reset``:
+        the first alone (it opens the connection, and an error stops there
+        as it did when they went one by one), the others with their
+        ListOffsets requests in flight together; the first error is raised
+        (as itself) and stops the rest."""
         todo = [info for info in infos if info.fetch_offset < 0]
-        if len(todo) == 1:
-            await self._reset_offset(consumer, todo[0], "no committed offset")
-        if len(todo) < 2:
+        if not todo:
             return
+        await self._reset_offset(consumer, todo[0], "no committed offset")
         errors: list[Exception] = []
-
-        async def reset(info: PartitionTopicInfo) -> None:
-            try:
-                await self._reset_offset(consumer, info, "no committed offset")
-            except Exception as exc:
-                errors.append(exc)
-
         async with trio.open_nursery() as nursery:
-            for info in todo:
+
+            async def reset(info: PartitionTopicInfo) -> None:
+                try:
+                    await self._reset_offset(consumer, info, "no committed offset")
+                except Exception as exc:
+                    errors.append(exc)
+                    nursery.cancel_scope.cancel()
+
+            for info in todo[1:]:
                 nursery.start_soon(reset, info)
         if errors:
             raise errors[0]

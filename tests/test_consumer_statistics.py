@@ -113,6 +113,48 @@ def test_counters_keep_totals_of_forgotten_partitions():
     assert PartitionStatistics("t", 0, 0, 0, 10, 4).lag == 0  # never negative
 
 
+def test_fetched_position_walks_headers_as_scan_batches_does():
+    """The position count_fetched records is the offset after the last
+    complete batch, as walking the set with scan_batches gives: every
+    format, a partial batch at the end, an impossible header (the walk
+    stops there; iterating the set reports it)."""
+    import random
+
+    from kclient.client.consumer.statistics import fetched_position
+    from kclient.errors import CorruptRecordError
+    from kclient.protocol.records import codecs, legacy, v2
+    from kclient.protocol.records.scan import scan_batches
+
+    def by_scan(buf, start):
+        position = start
+        try:
+            for info in scan_batches(buf):
+                position = info.next_offset
+        except CorruptRecordError:
+            pass
+        return position
+
+    recs = [(None, b"v%d" % i, 1000 + i) for i in range(5)]
+    whole = (
+        legacy.build_message_set(recs[:2], magic=0, base_offset=0)
+        + legacy.build_message_set(recs[2:4], magic=1, base_offset=2, codec=codecs.GZIP)
+        + v2.build_batch(recs, base_offset=4)
+        + v2.build_batch(recs[:1], base_offset=9, is_control=True)
+        + v2.build_batch(recs, base_offset=10)
+    )
+    rng = random.Random(7)
+    cases = [whole[:n] for n in range(0, len(whole) + 1, 7)] + [whole]
+    for _ in range(200):
+        damaged = bytearray(whole)
+        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cases.append(bytes(damaged))
+    assert fetched_position(whole, 0) == 15
+    for buf in cases:
+        for start in (0, 3):
+            assert fetched_position(buf, start) == by_scan(buf, start)
+            assert fetched_position(memoryview(buf), start) == by_scan(buf, start)
+
+
 def test_consumer_connector_statistics_and_callback(zookeeper, zk_broker, topic):
     produce(zk_broker.bootstrap, topic, 0, 8)
     produce(zk_broker.bootstrap, topic, 2, 3)

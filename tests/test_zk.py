@@ -159,6 +159,24 @@ def test_zk_client_ephemeral_and_persistent_nodes(zookeeper):
         b.close()
 
 
+def test_ephemeral_node_under_missing_parents_and_a_missing_chroot(zookeeper):
+    """create_ephemeral_if_absent makes the missing parents (persistent,
+    empty) in one go, also under a chroot whose own node does not exist yet."""
+    root = f"/kclient-chroot-{time.time_ns()}"
+    for connect in (zookeeper.connect, zookeeper.connect + root):
+        a = ZkClient(connect)
+        a.start()
+        try:
+            path = f"/x{time.time_ns()}/a/b/e"
+            assert a.create_ephemeral_if_absent(path, b"1")
+            assert not a.create_ephemeral_if_absent(path, b"2")
+            assert a.get(path) == b"1" and a.owner_session(path) == a.session_id
+            assert a.get(path.rsplit("/", 1)[0]) == b"" and a.owner_session(path.rsplit("/", 1)[0]) == 0
+            assert a.create_ephemeral_if_absent(path.rsplit("/", 1)[0] + "/f", b"3")  # parents there now
+        finally:
+            a.close()
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     import socket

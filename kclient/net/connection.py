@@ -74,7 +74,9 @@ _RECV_BYTES = 1 << 20
 #: where a large response goes in place once its size prefix has arrived
 #: (_DIRECT_FRAME_BYTES): a read of n bytes allocates n bytes and shrinks
 #: them to what arrived, and at 1 MB every read got a fresh mapping from
-#: malloc.
+#: malloc (page faults on each) plus two more copies of the head of every
+#: fetch response (measured: 1 MB fetches took 0.54 instead of 0.78 ms of
+#: CPU each, ~150 page faults fewer).
 _RECV_BYTES_RAW = 64 * 1024
 #: Responses at least this big are received in place (FrameBuffer.receive_buffer).
 _DIRECT_FRAME_BYTES = 64 * 1024
@@ -406,7 +408,7 @@ class BrokerConnection:
         response = await self._request(api, version, body, expect_response=expect_response, timeout_ms=timeout_ms)
         return None if response is None else response.body
 
-    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True) -> "PendingResponse | None":
+    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> "PendingResponse | None":
         """Write one request and return without waiting for its response.
 
         Requests started one after another on a connection are written, and
@@ -419,6 +421,8 @@ class BrokerConnection:
             version: The API version (default: the negotiated one).
             expect_response: ``False`` for requests the broker does not answer
                 (Produce with acks=0).
+            timeout_ms: Response timeout in ms, enforced from now on as
+                `request` does (default ``request.timeout.ms``).
 
         Returns:
             A `PendingResponse` to ``await .wait()`` later, or ``None`` when
@@ -429,7 +433,7 @@ class BrokerConnection:
         """
         if version is None:
             version = self.version_for(api)
-        return await self._start(api, version, body, expect_response)
+        return await self._start(api, version, body, expect_response, timeout_ms)
 
     async def _start(self, api: Api, version: int, body: dict, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
         if self._closed:

@@ -40,8 +40,10 @@ DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_RESPONSE_BYTES = 8 * 1024 * 1024
 #: A frame received in place starts with at most this much room; the buffer
 #: then doubles as its bytes arrive (so a size prefix that lies costs
-#: nothing until the bytes it announces do arrive).
-FIRST_CHUNK_BYTES = 1 << 20
+#: nothing until the bytes it announces do arrive). 1 MiB of records plus
+#: room for the response's headers: the answer to a fetch of 1 MiB (the
+#: consumers' default size) fits without growing, which would copy it.
+FIRST_CHUNK_BYTES = (1 << 20) + (64 << 10)
 #: Per-partition and per-topic room in a Fetch response besides the records
 #: (partition header, aborted transactions list, topic name), bytes.
 FETCH_PARTITION_OVERHEAD = 64

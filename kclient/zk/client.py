@@ -128,6 +128,26 @@ class ZkClient:
         return data
 
     @_zk_errors
+    def get_many(self, paths: list[str]) -> list[bytes | None]:
+        """`get` of several nodes, their requests sent together (one round
+        trip, not one per node).
+
+        Args:
+            paths: The nodes' paths.
+
+        Returns:
+            Each node's data, or None where it does not exist, in order.
+        """
+        pending = [self._kazoo.get_async(path) for path in paths]
+        out: list[bytes | None] = []
+        for result in pending:
+            try:
+                out.append(result.get()[0])
+            except NoNodeError:
+                out.append(None)
+        return out
+
+    @_zk_errors
     def get_children(self, path: str) -> list[str]:
         """The node's children (unsorted), ``[]`` if it does not exist."""
         try:
@@ -153,6 +173,34 @@ class ZkClient:
             ``False`` if the node exists already, else ``True``.
         """
         try:
+            self._kazoo.create(path, data, ephemeral=True)
+            return True
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            pass
+        # Missing parents: their creates and the node's go out together
+        # (ZooKeeper applies a session's requests in order), one round trip
+        # instead of kazoo's makepath, which checks each level with an
+        # exists and then creates them one after another (a consumer of a
+        # new group met this on registering and on claiming partitions).
+        parts = path.strip("/").split("/")
+        parents = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+        pending = [self._kazoo.create_async(parent, b"") for parent in parents]
+        node = self._kazoo.create_async(path, data, ephemeral=True)
+        for result in pending:
+            try:
+                result.get()
+            except (NodeExistsError, NoNodeError):
+                pass  # there already; or no chroot node (below)
+        try:
+            node.get()
+            return True
+        except NodeExistsError:
+            return False
+        except NoNodeError:
+            pass
+        try:  # kazoo's makepath also creates a missing chroot node
             self._kazoo.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
             return False

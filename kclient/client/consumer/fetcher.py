@@ -4,11 +4,14 @@ the `KafkaStream` each partition feeds.
 
 One fetch loop per leader broker (Kafka's ConsumerFetcherThread) sends one
 Fetch request for all of that broker's partitions (``fetch.message.max.bytes``
-per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). Per
-partition result:
+per partition, ``fetch.wait.max.ms`` / ``fetch.min.bytes`` long poll). When
+every partition of an answer came back without an error, the next request
+goes out before that answer is decoded, from the offsets its batch headers
+end at, so that the broker reads while the client decodes (one request in
+flight per broker; what it brings back for a partition that stopped being
+fetched meanwhile is dropped). Per partition result:
 
-- data: decoded into a chunk of
-  `MessageAndMetadata` (key / value
+- data: decoded into a `MessageChunk` (rows; key / value
   decoders applied) and put on the stream's bounded queue; a full queue
   (``queued.max.message.chunks``) holds the loop until the stream is read;
 - OFFSET_OUT_OF_RANGE: the offset is reset per ``auto.offset.reset``
@@ -33,12 +36,14 @@ A partition without a starting offset (nothing committed) starts at the
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
-from kclient.client.consumer.group.streams import MessageAndMetadata
+from kclient.client.consumer.group.streams import MessageChunk
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
+from kclient.client.consumer.statistics import fetched_position
 from kclient.errors import (
     AuthenticationError,
     BrokerResponseError,
@@ -51,14 +56,15 @@ from kclient.errors import (
 )
 from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import OFFSET_OUT_OF_RANGE
-from kclient.protocol.records import iter_record_rows, scan_batches
+from kclient.protocol.records import iter_record_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
 
-_new = tuple.__new__
+_key = itemgetter(0)
+_value = itemgetter(1)
 
 
 class PartitionTopicInfo:
@@ -84,10 +90,14 @@ class PartitionTopicInfo:
         return f"<PartitionTopicInfo {self.topic}-{self.partition} stream={self.stream_index} fetch_offset={self.fetch_offset} leader={self.leader}>"
 
 
-def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list:
-    """Decode one fetched partition into `MessageAndMetadata`, with
+def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> MessageChunk:
+    """Decode one fetched partition into a `MessageChunk` (a sequence of
+    `MessageAndMetadata`), with
     `kclient.protocol.records.iter_record_rows` (every format; control
-    batches skipped; every batch's size and CRC checked).
+    batches skipped; every batch's size and CRC checked). The key / value
+    decoders run here, on every message, so that a failing one fails the
+    chunk; the `MessageAndMetadata` objects are built by the stream as it
+    hands them out.
 
     Args:
         info: The partition's fetch state (topic, partition, the offset
@@ -107,30 +117,65 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
-    mm = MessageAndMetadata
-    out: list = []
-    kd = key_decoder or _identity
-    vd = value_decoder or _identity
-    plain = key_decoder is None and value_decoder is None
+    offsets: list[int] = []
+    rows: list[tuple] = []
     # rows: (key, value, timestamp, headers)
-    for offsets, rows in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
-        if plain:
-            out += [_new(mm, (r[0], r[1], topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
+    for o, r in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
+        if rows:
+            offsets += o
+            rows += r
         else:
-            out += [_new(mm, (kd(r[0]), vd(r[1]), topic, partition, o, r[2])) for o, r in zip(offsets, rows)]
-    return out
+            offsets, rows = o, r
+    keys = values = None
+    if key_decoder is not None and value_decoder is not None:  # in message order, key then value
+        pairs = [(key_decoder(r[0]), value_decoder(r[1])) for r in rows]
+        keys, values = list(map(_key, pairs)), list(map(_value, pairs))
+    elif key_decoder is not None:
+        keys = list(map(key_decoder, map(_key, rows)))
+    elif value_decoder is not None:
+        values = list(map(value_decoder, map(_value, rows)))
+    return MessageChunk(topic, partition, offsets, rows, keys, values)
 
 
-def _identity(value: Any) -> Any:
-    return value
+class _Fetch:
+    """One multifetch of a fetch loop, run as a task of its own so that the
+    next fetch can be sent before the last one's messages are decoded and
+    handed over: ``infos`` / ``offsets`` say what it asked for."""
 
+    __slots__ = ("_done", "_error", "_response", "infos", "offsets")
 
-def _end_of_complete_batches(buffer: Any) -> int:
-    """The offset after the last complete batch in ``buffer`` (-1 if none)."""
-    last = -1
-    for info in scan_batches(memoryview(buffer)):
-        last = info.last_offset
-    return last + 1 if last >= 0 else -1
+    def __init__(self, infos: list[PartitionTopicInfo], offsets: list[int]) -> None:
+        self.infos = infos
+        self.offsets = offsets
+        self._done = trio.Event()
+        self._response: Any = None
+        self._error: Exception | None = None
+
+    async def run(self, consumer: TrioSimpleConsumer, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """``nursery.start`` it: started once the request is written."""
+        started = False
+
+        def sent() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
+        try:
+            self._response = await consumer.multifetch_sent(requests, max_wait_ms, min_bytes, sent)
+        except Exception as exc:  # raised by result(), in the fetch loop
+            self._error = exc
+        finally:
+            self._done.set()
+        sent()  # it failed before its request was written
+
+    async def result(self) -> Any:
+        """The `MultiFetchResponse` (waits for it); raises what the fetch raised."""
+        await self._done.wait()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._response
 
 
 class FetcherGroup:
@@ -232,9 +277,7 @@ class FetcherGroup:
             )
             consumer.attach(conn_nursery)
             try:
-                for info in infos:
-                    if info.fetch_offset < 0:
-                        await self._reset_offset(consumer, info, "no committed offset")
+                await self._reset_offsets(consumer, infos)
             except AuthenticationError:
                 pass  # the fetch loop below raises it again and reports it
             except Exception as exc:  # retried by the fetch loop below
@@ -258,17 +301,37 @@ class FetcherGroup:
                     await consumer.aclose()
                 conn_nursery.cancel_scope.cancel()
 
+    async def _start_fetch(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo], offsets: list[int]) -> _Fetch:
+        """Send a multifetch; returns once its request is written (or it failed)."""
+        fetch = _Fetch(list(infos), offsets)
+        requests = [FetchRequest(i.topic, i.partition, o, self._max_bytes) for i, o in zip(fetch.infos, offsets)]
+        await nursery.start(fetch.run, consumer, requests, self._max_wait_ms, self._min_bytes)
+        return fetch
+
     async def _fetch_until_done(self, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
+        error: Exception | None = None
+        async with trio.open_nursery() as nursery:  # for the fetch sent ahead
+            try:
+                await self._fetch_partitions(nursery, consumer, broker_id, infos)
+            except Exception as exc:  # raised below as itself, not inside an ExceptionGroup
+                error = exc
+            finally:
+                nursery.cancel_scope.cancel()
+        if error is not None:
+            raise error
+
+    async def _fetch_partitions(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
         core = self.core
         key_decoder, value_decoder = core.key_decoder, core.value_decoder
         generation = self.generation
+        ahead: _Fetch | None = None
         while infos:
             try:
-                for info in infos:
-                    if info.fetch_offset < 0:
-                        await self._reset_offset(consumer, info, "no committed offset")
-                requests = [FetchRequest(i.topic, i.partition, i.fetch_offset, self._max_bytes) for i in infos]
-                response = await consumer.multifetch(requests, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes)
+                if ahead is None:
+                    await self._reset_offsets(consumer, infos)
+                    ahead = await self._start_fetch(nursery, consumer, infos, [i.fetch_offset for i in infos])
+                fetch, ahead = ahead, None
+                response = await fetch.result()
             except AuthenticationError:
                 raise  # not retriable: _fetch_loop hands it to the streams
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
@@ -286,8 +349,24 @@ class FetcherGroup:
                 log.warning("fetch from broker %d failed: %s; retrying in %s s", broker_id, exc, self._backoff)
                 await trio.sleep(self._backoff)
                 continue
+            # Where each partition goes on: the offset after its last complete
+            # batch (the batch headers say; the same as after decoding it).
+            live = {id(i) for i in infos}
+            ends = [fetched_position(ms.buffer, offset) if ms.buffer and not ms.error_code else offset for offset, ms in zip(fetch.offsets, response)]
+            # Ask for what follows now, so that the broker reads it while these
+            # are decoded and handed over: when every partition came back
+            # without an error and with complete batches or nothing (a first
+            # batch larger than the fetch size comes back again).
+            now = [(i, o, e, ms) for i, o, e, ms in zip(fetch.infos, fetch.offsets, ends, response) if id(i) in live]
+            if now and all(not ms.error_code and (e > o or not ms.buffer) for _, o, e, ms in now):
+                ahead = await self._start_fetch(nursery, consumer, [i for i, *_ in now], [e if i.fetch_offset == o else i.fetch_offset for i, o, e, _ in now])
             keep: list[PartitionTopicInfo] = []
-            for info, message_set in zip(infos, response):
+            for info, offset, end, message_set in zip(fetch.infos, fetch.offsets, ends, response):
+                if id(info) not in live:
+                    continue  # sent ahead before the partition stopped being fetched: dropped
+                if info.fetch_offset != offset:
+                    keep.append(info)  # sent ahead from an offset that has moved since: fetched again
+                    continue
                 code = message_set.error_code
                 if code == _NO_ERROR:
                     keep.append(info)
@@ -305,13 +384,11 @@ class FetcherGroup:
                         keep.pop()
                         await core.deliver(info.stream_index, exc)
                         continue
-                    if chunk:
-                        info.fetch_offset = chunk[-1][4] + 1
+                    if chunk.offsets:
+                        info.fetch_offset = max(end, chunk.offsets[-1] + 1)
                         await core.deliver(info.stream_index, (generation, chunk))
-                    else:
-                        end = _end_of_complete_batches(message_set.buffer)
-                        if end > info.fetch_offset:
-                            info.fetch_offset = end  # only control batches / skipped records
+                    elif end > info.fetch_offset:
+                        info.fetch_offset = end  # only control batches / skipped records
                 elif code == OFFSET_OUT_OF_RANGE:
                     keep.append(info)
                     try:
@@ -328,6 +405,31 @@ class FetcherGroup:
                     await trio.sleep(self._backoff)
             infos = keep
             await trio.lowlevel.checkpoint()
+
+    async def _reset_offsets(self, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo]) -> None:
+        """Start the partitions without an offset per ``auto.offset.reset``:
+        the first alone (it opens the connection, and an error stops there
+        as it did when they went one by one), the others with their
+        ListOffsets requests in flight together; the first error is raised
+        (as itself) and stops the rest."""
+        todo = [info for info in infos if info.fetch_offset < 0]
+        if not todo:
+            return
+        await self._reset_offset(consumer, todo[0], "no committed offset")
+        errors: list[Exception] = []
+        async with trio.open_nursery() as nursery:
+
+            async def reset(info: PartitionTopicInfo) -> None:
+                try:
+                    await self._reset_offset(consumer, info, "no committed offset")
+                except Exception as exc:
+                    errors.append(exc)
+                    nursery.cancel_scope.cancel()
+
+            for info in todo[1:]:
+                nursery.start_soon(reset, info)
+        if errors:
+            raise errors[0]
 
     async def _reset_offset(self, consumer: TrioSimpleConsumer, info: PartitionTopicInfo, why: str) -> None:
         reset = self.core.config.auto_offset_reset

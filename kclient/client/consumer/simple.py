@@ -253,6 +253,25 @@ class TrioSimpleConsumer:
             KafkaTimeoutError: no answer within ``so_timeout_ms +
                 max_wait_ms``.
         """
+        return await self.multifetch_sent(requests, max_wait_ms, min_bytes, None)
+
+    async def multifetch_sent(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> MultiFetchResponse:
+        """`multifetch`, calling ``sent()`` once its Fetch request is
+        written to the broker's socket (the high-level consumer's fetch loop
+        waits for that much before it decodes the last answer, so that the
+        broker reads the next one meanwhile). Not part of the public API.
+
+        Args:
+            requests: As `multifetch`.
+            max_wait_ms: As `multifetch`.
+            min_bytes: As `multifetch`.
+            sent: Called once, after the first (usually the only) Fetch
+                request of this call is written; not called if it fails
+                before that.
+
+        Returns:
+            As `multifetch`.
+        """
         results: list[ByteBufferMessageSet | None] = [None] * len(requests)
         remaining = list(enumerate(requests))
         conn = await self._connection()
@@ -285,7 +304,12 @@ class TrioSimpleConsumer:
                 "rack_id": "",
             }
             timeout = self.so_timeout_ms + max_wait_ms
-            response = await conn.request(FETCH, body, version=version, timeout_ms=timeout)
+            pending = await conn.start_request(FETCH, body, version=version, timeout_ms=timeout)
+            if sent is not None:
+                sent()
+                sent = None
+            assert pending is not None
+            response = await pending.wait()
             if response.get("error_code"):
                 raise_for_code(response["error_code"], "fetch")
             by_key = {}

@@ -15,6 +15,7 @@ librdkafka's ``statistics.interval.ms`` and ``stats_cb`` do
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from collections.abc import Callable, Mapping
 
@@ -190,6 +191,44 @@ class StatisticsReporter:
             self._thread.join()
 
 
+#: Every format's first fields: offset int64, size int32 (the bytes after
+#: them); the magic byte at 16; a v2 batch's lastOffsetDelta int32 at 23
+#: (see `kclient.protocol.records.scan`).
+_HEAD = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+#: The least size (after offset and size) of a v2 batch, a v0 and a v1 entry.
+_MIN_SIZE = {2: 61 - 12, 0: 14, 1: 22}
+
+
+def fetched_position(buf, start: int) -> int:
+    """The offset after the last complete batch in a fetched record set, from
+    the batch headers only: what walking it with
+    `kclient.protocol.records.scan.scan_batches` gives (``start`` if there is
+    none; the walk stops at a partial batch and, silently, at an impossible
+    header, which iterating the set reports), without an object per batch.
+
+    Args:
+        buf (bytes | bytearray | memoryview): The partition's record bytes.
+        start: The offset asked for.
+
+    Returns:
+        The next offset to fetch.
+    """
+    position = start
+    end = len(buf)
+    head = _HEAD.unpack_from
+    pos = 0
+    while pos + 17 <= end:
+        offset, size = head(buf, pos)
+        magic = buf[pos + 16]
+        least = _MIN_SIZE.get(magic)
+        if least is None or size < least or pos + 12 + size > end:
+            break
+        position = offset + _LAST_DELTA.unpack_from(buf, pos + 23)[0] + 1 if magic == 2 else offset + 1
+        pos += 12 + size
+    return position
+
+
 def count_fetched(stats: FetchStatistics, message_set) -> None:
     """Count one partition of a SimpleConsumer fetch from its batch headers
     only (nothing is decompressed): the position becomes the offset after
@@ -201,18 +240,8 @@ def count_fetched(stats: FetchStatistics, message_set) -> None:
         stats: The counters.
         message_set (kclient.ByteBufferMessageSet): The fetched partition.
     """
-    from kclient.errors import CorruptRecordError
-    from kclient.protocol.records.scan import scan_batches
-
     if message_set.error_code:
         return
     start = message_set.start_offset
-    position = start
-    if message_set.buffer:
-        try:
-            for info in scan_batches(message_set.buffer):
-                position = info.next_offset
-        except CorruptRecordError:  # iterating the set reports it to the application
-            pass
-    position = max(position, start)
+    position = max(fetched_position(message_set.buffer, start), start) if message_set.buffer else start
     stats.record(message_set.topic, message_set.partition, position - start, len(message_set.buffer), position, message_set.high_watermark)

@@ -197,12 +197,16 @@ class ConnectorCore(GroupCoreBase):
         """Kafka's "Consumer registration algorithm": register, watch the
         group's ids, the brokers and the topics, rebalance now."""
         assert self._zk is not None
-        await self._zk.run(self.registry.register)
-        await self._zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed)
-        await self._zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed)
-        await self._zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed)
         assert self._lock is not None
+        # Under the lock from the start: the watches' first calls wake the
+        # rebalance task, which would otherwise rebalance while the watches
+        # are still being set, and this one again right after (the first
+        # calls of the later watches arrive during its pass).
         async with self._lock:
+            await self._zk.run(self.registry.register)
+            await self._zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed)
+            await self._zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed)
+            await self._zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed)
             await self._rebalance()
 
     def _on_consumers_changed(self, children: list[str]) -> None:

@@ -62,8 +62,8 @@ class ZkOffsetStorage:
             ZooKeeperError: a ZooKeeper read failed.
         """
         committed: dict[TopicPartition, int] = {}
-        for topic, partition in keys:
-            data = self.zk.get(offset_path(self.group, topic, partition))
+        keys = list(keys)
+        for (topic, partition), data in zip(keys, self.zk.get_many([offset_path(self.group, t, p) for t, p in keys])):
             if data:
                 try:
                     committed[(topic, partition)] = decode_offset(data)

@@ -158,7 +158,8 @@ class GroupRegistry:
         whole group}, broker ids)`` for the topics this consumer subscribes
         (re-registering first: after a lost session the node is gone)."""
         zk = self.zk
-        self.register()
+        if zk.owner_session(consumer_id_path(self.group, self.consumer_id)) != zk.session_id:
+            self.register()
         brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit())
         all_topics = zk.get_children(BROKER_TOPICS_PATH)
         mine = self.relevant(all_topics)
@@ -345,25 +346,29 @@ class GroupRegistry:
             leader are left out.
         """
         zk = self.zk
+        keys = list(keys)
         protocol = self.config.security.security_protocol.value
         brokers: dict[int, BrokerRegistration | None] = {}
         leaders = {}
-        for topic, partition in keys:
-            data = zk.get(partition_state_path(topic, partition))
+        # The partitions' states, then their leaders' registrations: each
+        # set read in one round trip.
+        states: list[tuple[TopicPartition, int]] = []
+        for key, data in zip(keys, zk.get_many([partition_state_path(t, p) for t, p in keys])):
             if not data:
                 continue
             try:
                 leader = PartitionState.from_json(data).leader
             except (ValueError, KeyError):
                 continue
-            if leader < 0:
-                continue
-            if leader not in brokers:
-                raw = zk.get(broker_path(leader))
-                try:
-                    brokers[leader] = BrokerRegistration.from_json(leader, raw) if raw else None
-                except ValueError:
-                    brokers[leader] = None
+            if leader >= 0:
+                states.append((key, leader))
+        ids = list(dict.fromkeys(leader for _, leader in states))
+        for leader, raw in zip(ids, zk.get_many([broker_path(b) for b in ids])):
+            try:
+                brokers[leader] = BrokerRegistration.from_json(leader, raw) if raw else None
+            except ValueError:
+                brokers[leader] = None
+        for (topic, partition), leader in states:
             reg = brokers[leader]
             if reg is not None:
                 endpoint = reg.endpoint_for(protocol)

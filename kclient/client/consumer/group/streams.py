@@ -9,15 +9,23 @@ MessageAndMetadata; ``createMessageStreamsByFilter`` takes a TopicFilter,
 
 A stream is fed by the connector's fetchers (trio tasks in the connector's
 loop thread) through a bounded queue of ``queued.max.message.chunks``
-chunks; a chunk is the decoded messages of one partition from one fetch.
-Iterating crosses threads once per chunk, never per message: ``next()``
-on a stream is a list-iterator step plus one attribute store.
+chunks; a chunk (`MessageChunk`) is the decoded records of one partition
+from one fetch, as plain rows. Iterating crosses threads once per chunk,
+never per message, and runs no Python code per message: ``for m in
+stream`` iterates an `itertools.chain` of C-level pipelines
+(``map``/``zip`` over a chunk's rows) that build each `MessageAndMetadata`
+as it is handed out, so messages waiting in the queue are rows the garbage
+collector untracks, not tuple-subclass objects it would walk again and
+again. What a stream has handed out is read from the position of a list
+iterator of the chunk being read (`KafkaStream.last_message`), so
+counting consumption costs nothing per message either.
 """
 
 from __future__ import annotations
 
 import abc
 import re
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -28,6 +36,14 @@ from kclient.errors import ConsumerTimeoutError, LoopClosedError
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
     from kclient.sync import LoopThread
+
+
+try:  # the C descriptor of namedtuple fields: faster than property(itemgetter)
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # not CPython
+
+    def _tuplegetter(index: int, doc: str):  # type: ignore[misc]
+        return property(itemgetter(index), doc=doc)
 
 
 class MessageAndMetadata(tuple):
@@ -42,19 +58,93 @@ class MessageAndMetadata(tuple):
     def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> "MessageAndMetadata":
         return tuple.__new__(cls, (key, message, topic, partition, offset, timestamp))
 
-    key = property(itemgetter(0), doc="The decoded key.")
-    message = property(itemgetter(1), doc="The decoded value (Kafka 0.8's name).")
-    value = property(itemgetter(1), doc="The decoded value (same as ``message``).")
-    topic = property(itemgetter(2), doc="The topic.")
-    partition = property(itemgetter(3), doc="The partition.")
-    offset = property(itemgetter(4), doc="Offset of the message in its partition.")
-    timestamp = property(itemgetter(5), doc="ms since the epoch (-1 if unknown).")
+    key = _tuplegetter(0, "The decoded key.")
+    message = _tuplegetter(1, "The decoded value (Kafka 0.8's name).")
+    value = _tuplegetter(1, "The decoded value (same as ``message``).")
+    topic = _tuplegetter(2, "The topic.")
+    partition = _tuplegetter(3, "The partition.")
+    offset = _tuplegetter(4, "Offset of the message in its partition.")
+    timestamp = _tuplegetter(5, "ms since the epoch (-1 if unknown).")
 
     def __repr__(self) -> str:
         return (
             f"MessageAndMetadata(topic={self[2]!r}, partition={self[3]}, offset={self[4]}, "
             f"key={self[0]!r}, message={self[1]!r})"
         )
+
+
+_new = tuple.__new__
+_key = itemgetter(0)
+_value = itemgetter(1)
+_timestamp = itemgetter(2)
+
+
+class MessageChunk:
+    """The messages of one partition from one fetch, as the fetcher decoded
+    them: ``offsets`` and ``rows`` (``(key, value, timestamp, headers)``
+    tuples of `kclient.protocol.records.iter_record_rows`), plus ``keys`` /
+    ``values`` when a key / value decoder was applied (else the row's bytes
+    are the key / value). A sequence of `MessageAndMetadata`, built when
+    asked for: `reader` is how a stream iterates it.
+
+    Args:
+        topic: The topic.
+        partition: The partition.
+        offsets: The messages' offsets, ascending.
+        rows: One row per offset.
+        keys: The decoded keys, or None.
+        values: The decoded values, or None.
+    """
+
+    __slots__ = ("keys", "offsets", "partition", "rows", "topic", "values")
+
+    def __init__(self, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None = None, values: list | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offsets = offsets
+        self.rows = rows
+        self.keys = keys
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, index: int) -> MessageAndMetadata:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]  # type: ignore[return-value]
+        row = self.rows[index]
+        key = row[0] if self.keys is None else self.keys[index]
+        value = row[1] if self.values is None else self.values[index]
+        return _new(MessageAndMetadata, (key, value, self.topic, self.partition, self.offsets[index], row[2]))
+
+    def __iter__(self) -> Iterator[MessageAndMetadata]:
+        return self.reader()[0]
+
+    def reader(self) -> tuple[Iterator[MessageAndMetadata], Iterator[int], Iterator[tuple]]:
+        """The messages as a C-level iterator, with two handles on it.
+
+        Returns:
+            ``(messages, stop, probe)``: ``messages`` builds each
+            `MessageAndMetadata` as it is asked for (``map``/``zip`` over
+            the columns, no Python frame per message). ``stop`` is the
+            iterator of ``offsets`` it reads: ``stop.__setstate__(len(chunk))``
+            ends ``messages`` at once. ``probe`` is the iterator of ``rows``
+            it reads last for each message (after ``stop``), so
+            ``len(chunk) - probe.__length_hint__()`` is always how many
+            messages it handed out, also after ``stop`` ended it.
+        """
+        rows = self.rows
+        stop = iter(self.offsets)
+        probe = iter(rows)
+        keys = map(_key, rows) if self.keys is None else iter(self.keys)
+        values = map(_value, rows) if self.values is None else iter(self.values)
+        # zip pulls its arguments in order: key, value, ..., the offset
+        # (stop), then the timestamp (probe).
+        columns = zip(keys, values, repeat(self.topic), repeat(self.partition), stop, map(_timestamp, probe))
+        return map(_new, repeat(MessageAndMetadata), columns), stop, probe
+
+    def __repr__(self) -> str:
+        return f"<MessageChunk {self.topic}-{self.partition} offsets {self.offsets[0] if self.offsets else '-'}..{self.offsets[-1] if self.offsets else '-'} ({len(self)} messages)>"
 
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -173,14 +263,38 @@ def topic_filter_for(pattern: str, regex: str) -> TopicFilter:
     raise ValueError(f"not a wildcard pattern: {pattern!r}")
 
 
-def _empty_next() -> Any:
-    raise StopIteration
-
-
 #: Marks the end of a stream (shutdown) and an empty wait
 #: (``consumer.timeout.ms`` passed) in the stream's queue protocol.
 END = object()
 TIMEOUT = object()
+
+
+class _Raising:
+    """An iterator that raises ``exc`` once, then is exhausted: how a
+    stream's chain of chunk iterators hands an error to the application
+    and stays usable (``itertools.chain`` keeps an iterator that raised as
+    its current one and asks it again on the next ``next()``)."""
+
+    __slots__ = ("_exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self._exc: BaseException | None = exc
+
+    def __iter__(self) -> _Raising:
+        return self
+
+    def __next__(self) -> Any:
+        exc = self._exc
+        if exc is None:
+            raise StopIteration
+        self._exc = None
+        try:
+            raise exc
+        finally:
+            del exc
+
+
+_EXHAUSTED: Iterator[Any] = iter(())
 
 
 class KafkaStream:
@@ -199,6 +313,10 @@ class KafkaStream:
     `ConsumerRebalanceFailedError` (a background
     rebalance gave up).
 
+    ``next(stream)`` works too; ``iter(stream)`` (what a ``for`` loop
+    calls) returns a C-level iterator over the same position, so a ``for``
+    loop runs no Python code of the stream per message.
+
     Iterate a stream from one thread at a time. Built by
     `kclient.ConsumerConnector.create_message_streams`, not directly.
     """
@@ -209,74 +327,110 @@ class KafkaStream:
         self.name = name
         self._loop = loop
         self._receive = receive
-        self._next: Callable[[], MessageAndMetadata] = _empty_next
-        #: The last message handed to the application (what a commit counts
-        #: as consumed; read by the connector's thread).
-        self._last: MessageAndMetadata | None = None
+        #: The chunk being read: ``(chunk, stop, probe)`` of
+        #: `MessageChunk.reader`, or None.
+        self._reading: tuple[MessageChunk, Iterator[int], Iterator[tuple]] | None = None
+        #: Its messages' iterator (exhausted when there is none).
+        self._active: Iterator[MessageAndMetadata] = _EXHAUSTED
+        #: The last message handed out before the chunk being read.
+        self._before: MessageAndMetadata | None = None
+        self._ended = False
+        # What the chains iterate: the message iterators of the chunks, as
+        # the application reaches them (``_next_messages``; END ends it).
+        self._chunks = iter(self._next_messages, END)
+        self._iterator: Iterator[MessageAndMetadata] = iter(self)
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:
-        return self
+        # Per message the chain steps a chunk's C-level iterator; per chunk
+        # it calls _next_messages. A fresh chain for every loop (it goes on
+        # where the stream is), so that a chain whose source was interrupted
+        # (KeyboardInterrupt while waiting) is not reused.
+        return chain.from_iterable(self._chunks)
 
     def __next__(self) -> MessageAndMetadata:
         try:
-            m = self._next()
+            return next(self._iterator)
         except StopIteration:
-            m = self._advance()
-        self._last = m
-        return m
-
-    def _advance(self) -> MessageAndMetadata:
-        while True:
-            last = self._last
-            if last is not None:
-                self._core.record_consumed(last)
-            if self._core.closed:
-                self._next = _empty_next
-                raise StopIteration
-            try:
-                # ``_receive`` reports its outcomes as items (END, TIMEOUT,
-                # exceptions queued for the application) and raises nothing
-                # of its own: the only KafkaError here is the loop's.
-                item = self._loop.call(self._receive)
-            except LoopClosedError:
-                if self._core.closed:
-                    self._next = _empty_next
-                    raise StopIteration from None
+            if self._ended:
                 raise
-            if item is END:
-                self._next = _empty_next
-                raise StopIteration
-            if item is TIMEOUT:
-                raise ConsumerTimeoutError(
-                    f"no message on stream {self.name} within consumer.timeout.ms={self._core.config.consumer_timeout_ms}"
-                )
-            if isinstance(item, BaseException):
-                raise item
-            generation, messages = item
-            if generation != self._core.generation:
-                continue  # fetched before a rebalance that moved its partition
-            step = iter(messages).__next__
-            try:
-                m = step()
-            except StopIteration:
-                continue
-            self._next = step
-            return m
+            self._iterator = iter(self)  # an interrupted chain: go on with a new one
+            return next(self._iterator)
+
+    def _next_messages(self) -> Iterator[Any]:
+        """The rest of the chunk being read, else the next chunk's messages
+        (blocks); END when the stream ends; an iterator that raises the error
+        for a timeout or a fetch error. Called by a chain whenever its
+        current iterator is exhausted, on the iterating thread: nothing it
+        raises may escape (the chain would drop its source)."""
+        try:
+            reading = self._reading
+            if reading is not None and reading[1].__length_hint__() > 0:  # type: ignore[attr-defined]
+                return self._active  # another chain (a loop left with break) stopped inside it
+            while True:
+                last = self.last_message
+                self._before = last  # first: last_message never goes back for a reader on another thread
+                self._reading = None
+                if last is not None:
+                    self._core.record_consumed(last)
+                if self._core.closed:
+                    return self._end()
+                try:
+                    # ``_receive`` reports its outcomes as items (END, TIMEOUT,
+                    # exceptions queued for the application) and raises nothing
+                    # of its own: the only KafkaError here is the loop's.
+                    item = self._loop.call(self._receive)
+                except LoopClosedError:
+                    if self._core.closed:
+                        return self._end()
+                    raise
+                if item is END:
+                    return self._end()
+                if item is TIMEOUT:
+                    raise ConsumerTimeoutError(
+                        f"no message on stream {self.name} within consumer.timeout.ms={self._core.config.consumer_timeout_ms}"
+                    )
+                if isinstance(item, BaseException):
+                    raise item
+                generation, chunk = item
+                if generation != self._core.generation or not len(chunk):
+                    continue  # fetched before a rebalance that moved its partition
+                messages, stop, probe = chunk.reader()
+                self._active = messages
+                self._reading = (chunk, stop, probe)
+                return messages
+        except BaseException as exc:
+            return _Raising(exc)
+
+    def _end(self) -> Any:
+        self._ended = True
+        self._active = _EXHAUSTED
+        return END
 
     def clear(self) -> None:
         """Drop the rest of the chunk being iterated (the connector calls this
-        when a rebalance takes the partitions away; any thread)."""
-        self._next = _empty_next
+        when a rebalance takes the partitions away; any thread).
+        `last_message` stays the last message handed out."""
+        reading = self._reading
+        if reading is not None:
+            chunk, stop, _ = reading
+            stop.__setstate__(len(chunk))  # one C call: the chunk's iterator is exhausted
 
     @property
     def last_message(self) -> MessageAndMetadata | None:
         """The last message handed to the application (what a commit counts
         as consumed), or None."""
-        return self._last
+        reading = self._reading
+        if reading is not None:
+            chunk, _, probe = reading
+            handed = len(chunk) - probe.__length_hint__()  # type: ignore[attr-defined]
+            if handed > 0:
+                return chunk[handed - 1]
+        return self._before
 
     def forget_last(self) -> None:
         """Forget `last_message` (a rebalance took its partition away)."""
-        self._last = None
+        self._reading = None
+        self._before = None
 
     def __repr__(self) -> str:
         return f"<KafkaStream {self.name}>"
@@ -285,7 +439,7 @@ class KafkaStream:
 class StreamQueues:
     """The bounded queues between the fetchers and the streams, one per
     stream (``queued.max.message.chunks`` chunks each), on the connector's
-    trio loop. Items: ``(generation, [MessageAndMetadata])`` chunks, an
+    trio loop. Items: ``(generation, MessageChunk)`` chunks, an
     exception for the application, or (from the receive side) `END` /
     `TIMEOUT`."""
 
@@ -325,7 +479,7 @@ class StreamQueues:
 
         Args:
             stream_index: The stream's index.
-            item: A chunk ``(generation, [MessageAndMetadata])`` or an
+            item: A chunk ``(generation, MessageChunk)`` or an
                 exception for the application.
         """
         try:
@@ -387,4 +541,4 @@ def _receiver_function(receive: trio.MemoryReceiveChannel, timeout_ms: int) -> C
     return next_item
 
 
-__all__ = ["Blacklist", "KafkaStream", "MessageAndMetadata", "StreamQueues", "TopicFilter", "Whitelist", "topic_filter_for"]
+__all__ = ["Blacklist", "KafkaStream", "MessageAndMetadata", "MessageChunk", "StreamQueues", "TopicFilter", "Whitelist", "topic_filter_for"]

@@ -159,6 +159,7 @@ def test_zk_client_ephemeral_and_persistent_nodes(zookeeper):
         b.close()
 
 
+@pytest.mark.filterwarnings("ignore:No chroot path exists:UserWarning")  # kazoo, on connecting under the missing chroot
 def test_ephemeral_node_under_missing_parents_and_a_missing_chroot(zookeeper):
     """create_ephemeral_if_absent makes the missing parents (persistent,
     empty) in one go, also under a chroot whose own node does not exist yet."""

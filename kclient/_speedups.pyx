@@ -24,6 +24,7 @@ from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uint8_t
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memcpy
 
 cdef extern from "Python.h":
@@ -226,13 +227,8 @@ def decode_rows(object data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, o
 
 cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
                          object base_timestamp, object fixed_timestamp, list offsets, list rows):
-    cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
-    cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
-    cdef Py_ssize_t i, rec_end
-    cdef int64_t length, ts_delta, off_delta, n, b_off, b_ts, fixed = 0
-    cdef bint has_fixed = fixed_timestamp is not None
+    cdef int64_t b_off, b_ts
     cdef int overflow = 0
-    cdef object key, value, ts_obj
     if end > size:
         end = size
     if pos < 0 or count < 0:
@@ -243,10 +239,28 @@ cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py
     b_ts = PyLong_AsLongLongAndOverflow(base_timestamp, &overflow)
     if overflow or b_ts >= _TS_BOUND or b_ts <= -_TS_BOUND:
         return False
-    if has_fixed:
-        fixed = PyLong_AsLongLongAndOverflow(fixed_timestamp, &overflow)
+    if fixed_timestamp is not None:
+        PyLong_AsLongLongAndOverflow(fixed_timestamp, &overflow)
         if overflow:
             return False
+    return _decode_rows_c(buf, pos, end, count, b_off, b_ts, fixed_timestamp, offsets, rows, None, None, None)
+
+
+cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, int64_t b_off, int64_t b_ts,
+                         object fixed_timestamp, list offsets, list rows, object cls, object topic, object partition) except -1:
+    """`_decode_rows` with the batch's numbers checked: ``end`` within the
+    buffer, ``b_ts`` within +-2**61, ``fixed_timestamp`` an int (or None).
+    With ``cls`` (a tuple subclass), appends to ``rows`` one ``cls((key,
+    value, topic, partition, offset, timestamp))`` per record instead, not
+    tracked by the garbage collector (``topic`` a str and ``partition`` an
+    int), and leaves ``offsets`` alone."""
+    cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets) if offsets is not None else 0
+    cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
+    cdef Py_ssize_t i, rec_end
+    cdef int64_t length, ts_delta, off_delta, n
+    cdef bint has_fixed = fixed_timestamp is not None
+    cdef object key, value, ts_obj, m
+    if has_fixed:
         ts_obj = fixed_timestamp
     for i in range(count):
         if not _read_varint(buf, &pos, end, &length):
@@ -285,15 +299,179 @@ cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py
         pos += 1
         if pos != rec_end:
             break
-        PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
         if not has_fixed:
             ts_obj = PyLong_FromLongLong(b_ts + ts_delta)
-        PyList_Append(rows, (key, value, ts_obj, _EMPTY))
+        if cls is None:
+            PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
+            PyList_Append(rows, (key, value, ts_obj, _EMPTY))
+        else:
+            m = _alloc6(cls, key, value, topic, partition, PyLong_FromLongLong(b_off + off_delta), ts_obj)
+            PyObject_GC_UnTrack(<void*>m)
+            PyList_Append(rows, m)
     else:
         return True
-    del offsets[first_offset:]
+    if offsets is not None:
+        del offsets[first_offset:]
     del rows[first_row:]
     return False
+
+
+cdef inline int64_t _be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
+                     | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
+
+
+cdef inline int32_t _be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+# v2 record batch header (Kafka protocol guide, "Record Batch"): byte
+# positions of its fields, and the attribute bits read here.
+DEF _B_LENGTH = 8
+DEF _B_MAGIC = 16
+DEF _B_CRC = 17
+DEF _B_ATTRIBUTES = 21
+DEF _B_LAST_DELTA = 23
+DEF _B_BASE_TS = 27
+DEF _B_MAX_TS = 35
+DEF _B_COUNT = 57
+DEF _B_HEADER = 61
+DEF _ATTR_CODEC = 0x07
+DEF _ATTR_TS_TYPE = 0x08
+DEF _ATTR_CONTROL = 0x20
+
+
+def decode_messages(object buf, Py_ssize_t pos, object start_offset, list messages, object crc32c, object cls, str topic, object partition):
+    """`decode_batches` into messages: one ``cls((key, value, topic,
+    partition, offset, timestamp))`` per record (``cls`` a tuple subclass:
+    MessageAndMetadata) appended to ``messages``, not tracked by the garbage
+    collector, for every plain batch from ``pos`` on.
+
+    Returns:
+        The position it stopped at (see `decode_batches`).
+    """
+    if not PyLong_CheckExact(partition):
+        return pos
+    return _decode_batches(buf, pos, start_offset, None, messages, PY_SSIZE_T_MAX, crc32c, cls, topic, partition)
+
+
+def decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets, list rows, Py_ssize_t chunk_rows, object crc32c):
+    """The fast path of ``kclient.protocol.records.rows.iter_record_rows``,
+    compiled: from ``pos`` on, the v2 record batches of ``buf`` (any
+    buffer) that are whole, uncompressed, start at or after
+    ``start_offset`` and pass their CRC-32C (``crc32c``, the library's
+    function, over the bytes from the attributes on); control batches are
+    checked and skipped, every other batch's records decoded as
+    ``decode_rows`` does into ``offsets`` / ``rows``. Stops at the first
+    batch of any other kind (or the end), and once ``rows`` holds
+    ``chunk_rows`` or more.
+
+    Returns:
+        The position it stopped at: the caller's general path takes the
+        batch there (and raises the precise error for a bad one).
+    """
+    return _decode_batches(buf, pos, start_offset, offsets, rows, chunk_rows, crc32c, None, None, None)
+
+
+cdef object _decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets, list rows, Py_ssize_t chunk_rows, object crc32c,
+                            object cls, object topic, object partition):
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t size, end, count
+    cdef int64_t base_offset, start, base_ts
+    cdef int32_t length, last_delta
+    cdef int attributes
+    cdef uint32_t crc
+    cdef int overflow = 0
+    cdef object mv, fixed
+    start = PyLong_AsLongLongAndOverflow(start_offset, &overflow)
+    if overflow:
+        return pos
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        size = view.len
+        mv = memoryview(buf)
+        while pos >= 0 and pos + _B_HEADER <= size and p[pos + _B_MAGIC] == 2 and PyList_GET_SIZE(rows) < chunk_rows:
+            base_offset = _be64(p + pos)
+            length = _be32(p + pos + _B_LENGTH)
+            last_delta = _be32(p + pos + _B_LAST_DELTA)
+            count = _be32(p + pos + _B_COUNT)
+            end = pos + 12 + <Py_ssize_t>length
+            if end > size or length < _B_HEADER - 12 or count < 0 or last_delta < 0 or base_offset < start:
+                break
+            attributes = (p[pos + _B_ATTRIBUTES] << 8) | p[pos + _B_ATTRIBUTES + 1]
+            if attributes & _ATTR_CODEC:
+                break
+            crc = <uint32_t>_be32(p + pos + _B_CRC)
+            if crc32c(mv[pos + _B_ATTRIBUTES : end]) != crc:
+                break
+            if not (attributes & _ATTR_CONTROL):
+                base_ts = _be64(p + pos + _B_BASE_TS)
+                if base_ts >= _TS_BOUND or base_ts <= -_TS_BOUND:
+                    break
+                fixed = PyLong_FromLongLong(_be64(p + pos + _B_MAX_TS)) if attributes & _ATTR_TS_TYPE else None
+                if not _decode_rows_c(p, pos + _B_HEADER, end, count, base_offset, base_ts, fixed, offsets, rows, cls, topic, partition):
+                    break
+            pos = end
+        return pos
+    finally:
+        mv = None
+        PyBuffer_Release(&view)
+
+
+cdef int64_t _OFFSET_BOUND = (<int64_t>1) << 62
+
+
+def fetched_position(object buf, object start):
+    """``kclient.client.consumer.statistics.fetched_position``, compiled:
+    the offset after the last complete batch (v2) or entry (v0/v1) of a
+    fetched record set, from the headers only (``start`` if there is none;
+    the walk stops at a partial batch or an impossible header).
+
+    Returns:
+        The next offset to fetch; None when ``start`` or an offset in the
+        headers does not fit 62 bits (the caller then runs the pure-Python
+        twin).
+    """
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t size, pos = 0
+    cdef int64_t position, offset
+    cdef int32_t length, least
+    cdef int overflow = 0
+    cdef uint8_t magic
+    position = PyLong_AsLongLongAndOverflow(start, &overflow)
+    if overflow:
+        return None
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        size = view.len
+        while pos + 17 <= size:
+            offset = _be64(p + pos)
+            length = _be32(p + pos + _B_LENGTH)
+            magic = p[pos + _B_MAGIC]
+            if magic == 2:
+                least = _B_HEADER - 12
+            elif magic == 1:
+                least = 22
+            elif magic == 0:
+                least = 14
+            else:
+                break
+            if length < least or pos + 12 + <Py_ssize_t>length > size:
+                break
+            if offset > _OFFSET_BOUND or offset < -_OFFSET_BOUND:
+                return None  # the pure twin does the big-number arithmetic
+            if magic == 2:
+                position = offset + <int64_t>_be32(p + pos + _B_LAST_DELTA) + 1
+            else:
+                position = offset + 1
+            pos += 12 + <Py_ssize_t>length
+        return PyLong_FromLongLong(position)
+    finally:
+        PyBuffer_Release(&view)
 
 
 # -- murmur2 (Java org.apache.kafka.common.utils.Utils.murmur2) -------------------
@@ -747,3 +925,50 @@ def stamp_all(list events, object data_type, object valid_topics):
             _untrack_plain(d)
         PyList_Append(out, d)
     return out, messages
+
+
+# -- MessageAndMetadata (kclient.client.consumer.group.streams) ---------------------
+
+cdef inline bint _atomic(object o):
+    """Whether ``o`` can hold no reference to another object (so a tuple of
+    such values cannot be part of a reference cycle)."""
+    return o is None or PyBytes_CheckExact(o) or PyLong_CheckExact(o) or PyUnicode_CheckExact(o)
+
+
+def make_messages(object cls, object topic, object partition, list offsets, list rows, object keys, object values):
+    """``kclient.client.consumer.group.streams._make_messages_py``, compiled:
+    one ``cls`` (MessageAndMetadata, a tuple subclass) per row, ``(key,
+    value, topic, partition, offset, timestamp)`` with the key / value from
+    ``keys`` / ``values`` when given (lists as long as ``rows``), else from
+    the row (``(key, value, timestamp, headers)``). A message of plain
+    values (bytes, str, int or None) is not tracked by the garbage
+    collector.
+
+    Returns:
+        The list of messages; None when an argument is not of the shape
+        this takes (the caller then runs the pure-Python twin).
+    """
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(offsets)
+    cdef object row, key, value, ts, m
+    cdef bint plain = _atomic(topic) and _atomic(partition)
+    if PyList_GET_SIZE(rows) != n:
+        return None
+    if keys is not None and (not PyList_CheckExact(keys) or PyList_GET_SIZE(keys) != n):
+        return None
+    if values is not None and (not PyList_CheckExact(values) or PyList_GET_SIZE(values) != n):
+        return None
+    for i in range(n):
+        row = <object>PyList_GET_ITEM(rows, i)
+        if not PyTuple_CheckExact(row) or PyTuple_GET_SIZE(row) < 3:
+            return None
+    cdef list out = [None] * n
+    for i in range(n):
+        row = <object>PyList_GET_ITEM(rows, i)
+        key = <object>PyTuple_GET_ITEM(row, 0) if keys is None else <object>PyList_GET_ITEM(keys, i)
+        value = <object>PyTuple_GET_ITEM(row, 1) if values is None else <object>PyList_GET_ITEM(values, i)
+        ts = <object>PyTuple_GET_ITEM(row, 2)
+        m = _alloc6(cls, key, value, topic, partition, <object>PyList_GET_ITEM(offsets, i), ts)
+        if plain and _atomic(key) and _atomic(value) and _atomic(ts) and _atomic(<object>PyList_GET_ITEM(offsets, i)):
+            PyObject_GC_UnTrack(<void*>m)
+        out[i] = m
+    return out

@@ -60,14 +60,18 @@ class FakeLoop:
         return END if self.core.closed else TIMEOUT
 
 
-def chunk(partition: int, first: int, count: int, topic: str = "t") -> MessageChunk:
+def rows_for(first: int, count: int) -> tuple[list[int], list[tuple]]:
     offsets = list(range(first, first + count))
-    rows = [(None if o % 2 else b"k%d" % o, b"v%d" % o, 1000 + o, ()) for o in offsets]
-    return MessageChunk(topic, partition, offsets, rows)
+    return offsets, [(None if o % 2 else b"k%d" % o, b"v%d" % o, 1000 + o, ()) for o in offsets]
+
+
+def chunk(partition: int, first: int, count: int, topic: str = "t") -> MessageChunk:
+    return MessageChunk(topic, partition, *rows_for(first, count))
 
 
 def expected(c: MessageChunk) -> list[tuple]:
-    return [(r[0], r[1], c.topic, c.partition, o, r[2]) for o, r in zip(c.offsets, c.rows)]
+    offsets, rows = rows_for(c.messages[0].offset, len(c)) if len(c) else ([], [])
+    return [(r[0], r[1], c.topic, c.partition, o, r[2]) for o, r in zip(offsets, rows)]
 
 
 @pytest.fixture
@@ -94,7 +98,7 @@ def test_a_chunk_is_a_sequence_of_message_and_metadata():
     assert type(c[0]) is MessageAndMetadata and c[0].offset == 10 and c[-1].offset == 14
     assert c[1].key is None and c[0].key == b"k10" and c[4].message == b"v14" and c[4].timestamp == 1014
     assert [m.offset for m in c[1:3]] == [11, 12]
-    decoded = MessageChunk("t", 3, c.offsets, c.rows, keys=["K"] * 5, values=list(range(5)))
+    decoded = MessageChunk("t", 3, *rows_for(10, 5), keys=["K"] * 5, values=list(range(5)))
     assert [(m.key, m.value) for m in decoded] == [("K", i) for i in range(5)]
 
 

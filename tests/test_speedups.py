@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from helpers.skips import require
 from kclient import _accel
 from kclient.client.producer import partitioner
-from kclient.errors import CorruptRecordError
+from kclient.errors import CorruptRecordError, MessageSizeTooLargeError
 from kclient.protocol.records import codecs, v2
 
 try:
@@ -367,3 +367,167 @@ def test_plain_producer_data_is_not_tracked_by_the_garbage_collector():
     holder["self"] = cyclic  # a cycle through a tracked record is still collected
     del cyclic, holder
     assert gc.collect() >= 2
+
+
+# -- whole record sets: the compiled batch walker against the pure loop -------------
+
+
+@st.composite
+def _record_set(draw):
+    """Several v2 batches of every kind the walker meets: plain, compressed,
+    LogAppendTime, control, with headers; then maybe a damaged byte and a
+    cut end (a fetch ends inside a batch)."""
+    data, base = b"", draw(st.integers(0, 2**40))
+    first = base
+    for _ in range(draw(st.integers(1, 6))):
+        records = [r for r in draw(_records(with_headers=draw(st.booleans()))) if abs(r[2]) < 2**61] or [(None, b"x", 0)]
+        kind = draw(st.sampled_from(["plain", "plain", "plain", "gzip", "append", "control"]))
+        data += v2.build_batch(
+            records,
+            base_offset=base,
+            codec=codecs.GZIP if kind == "gzip" else codecs.NONE,
+            timestamp_type_log_append=kind == "append",
+            is_control=kind == "control",
+            is_transactional=kind == "control",
+        )
+        base += len(records)
+    data = bytearray(data)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(data) - 1))
+        data[at] ^= draw(st.integers(1, 255))
+    cut = draw(st.integers(0, 80))
+    if cut:
+        data = data[: max(0, len(data) - cut)]
+    start = first + draw(st.integers(0, base - first))
+    return bytes(data), start
+
+
+def _walk(buf, start, chunk_rows):
+    """Every chunk iter_record_rows yields, then the error it raised."""
+    from kclient.protocol.records.rows import iter_record_rows
+
+    chunks: list = []
+    try:
+        for offsets, rows in iter_record_rows(buf, start, where="t-0", chunk_rows=chunk_rows):
+            chunks.append((list(offsets), list(rows)))
+    except CorruptRecordError as exc:
+        return chunks, str(exc)
+    return chunks, None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_record_set(), st.sampled_from([1, 7, 256]))
+def test_record_set_walk_matches_pure_python(record_set, chunk_rows):
+    """iter_record_rows with the compiled batch walker yields the same rows
+    and raises the same error, after the same rows, as with none."""
+    from kclient.protocol.records import rows as rows_module
+
+    buf, start = record_set
+    assert rows_module._c_decode_batches is _speedups.decode_batches or _accel.speedups is None
+    saved = rows_module._c_decode_batches
+    rows_module._c_decode_batches = _speedups.decode_batches
+    try:
+        compiled = _walk(bytearray(buf), start, chunk_rows)
+    finally:
+        rows_module._c_decode_batches = None
+    try:
+        pure = _walk(buf, start, chunk_rows)
+    finally:
+        rows_module._c_decode_batches = saved
+    flat = lambda chunks: [(o, r) for offsets, rows in chunks for o, r in zip(offsets, rows)]  # noqa: E731
+    assert flat(compiled[0]) == flat(pure[0])
+    assert compiled[1] == pure[1]
+    if chunk_rows == 256:
+        assert all(len(rows) >= 1 for _, rows in compiled[0])
+
+
+def _decode_chunk_both(buf, start, key_decoder=None, value_decoder=None):
+    from kclient.client.consumer import fetcher
+    from kclient.client.consumer.fetcher import PartitionTopicInfo, decode_chunk
+    from kclient.client.consumer.message_set import ByteBufferMessageSet
+
+    def one():
+        try:
+            chunk = decode_chunk(PartitionTopicInfo("t", 3, 0, start), ByteBufferMessageSet("t", 3, bytearray(buf), start), key_decoder, value_decoder)
+        except (CorruptRecordError, MessageSizeTooLargeError) as exc:
+            return type(exc).__name__, str(exc)
+        return [tuple(m) for m in chunk], [type(m).__name__ for m in chunk]
+
+    saved = fetcher._c_decode_messages
+    fetcher._c_decode_messages = _speedups.decode_messages
+    try:
+        compiled = one()
+    finally:
+        fetcher._c_decode_messages = None
+    try:
+        pure = one()
+    finally:
+        fetcher._c_decode_messages = saved
+    return compiled, pure
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_record_set())
+def test_consumer_chunks_decode_alike_on_both_paths(record_set):
+    """The high-level consumer's fetched chunks: MessageAndMetadata made
+    straight from the bytes (compiled) equal those made from rows (pure),
+    and a corrupt batch fails the chunk with the same error."""
+    buf, start = record_set
+    compiled, pure = _decode_chunk_both(buf, start)
+    assert compiled == pure
+
+
+def test_messages_made_from_plain_values_are_not_tracked_by_the_garbage_collector():
+    import gc
+
+    from kclient.client.consumer.group.streams import MessageAndMetadata, _make_messages_py
+
+    buf = v2.build_batch([(b"k", b"v", 5), (None, b"w", 6)], base_offset=10)
+    out: list = []
+    assert _speedups.decode_messages(buf, 0, 10, out, __import__("crc32c").crc32c, MessageAndMetadata, "t", 2) == len(buf)
+    assert out == [(b"k", b"v", "t", 2, 10, 5), (None, b"w", "t", 2, 11, 6)]
+    assert all(type(m) is MessageAndMetadata and not gc.is_tracked(m) for m in out)
+    rows = [(b"k", b"v", 5, ()), (None, b"w", 6, ())]
+    made = _speedups.make_messages(MessageAndMetadata, "t", 2, [10, 11], rows, None, None)
+    assert made == out and not any(gc.is_tracked(m) for m in made)
+    holder: dict = {}
+    decoded = _speedups.make_messages(MessageAndMetadata, "t", 2, [10, 11], rows, None, [holder, "s"])
+    assert decoded == _make_messages_py(MessageAndMetadata, "t", 2, [10, 11], rows, None, [holder, "s"])
+    assert gc.is_tracked(decoded[0]) and not gc.is_tracked(decoded[1])  # a dict could refer back
+    holder["self"] = decoded[0]
+    del decoded, holder
+    assert gc.collect() >= 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_BYTES, _BYTES, st.integers(-(2**63), 2**63 - 1)), max_size=20), st.booleans(), st.booleans(), st.data())
+def test_make_messages_matches_pure_python(rows, decode_keys, decode_values, data):
+    from kclient.client.consumer.group.streams import MessageAndMetadata, _make_messages_py
+
+    rows = [(k, v, ts, ()) for k, v, ts in rows]
+    offsets = sorted(data.draw(st.lists(st.integers(0, 2**62), min_size=len(rows), max_size=len(rows), unique=True)))
+    keys = [repr(r[0]) for r in rows] if decode_keys else None
+    values = [len(r[1] or b"") for r in rows] if decode_values else None
+    compiled = _speedups.make_messages(MessageAndMetadata, "t", 1, offsets, rows, keys, values)
+    pure = _make_messages_py(MessageAndMetadata, "t", 1, offsets, rows, keys, values)
+    assert compiled == pure and all(type(m) is MessageAndMetadata for m in compiled)
+    # shapes it does not take are handed back
+    assert _speedups.make_messages(MessageAndMetadata, "t", 1, offsets + [1], rows, keys, values) is None
+    assert _speedups.make_messages(MessageAndMetadata, "t", 1, offsets, rows, (), values) is None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_record_set(), st.sampled_from([None, 0, 1]), st.integers(0, 2**40), st.data())
+def test_fetched_position_matches_pure_python(record_set, legacy_magic, start, data):
+    """Where the high-level consumer fetches next, from batch headers: the
+    same on both paths for v2 batches, v0/v1 entries, cut and damaged sets."""
+    from kclient.client.consumer import statistics
+    from kclient.protocol.records import legacy
+
+    buf, _ = record_set
+    if legacy_magic is not None:
+        records = [(b"k", b"v" * data.draw(st.integers(0, 50)), 1000)] * data.draw(st.integers(1, 5))
+        buf = legacy.build_message_set(records, magic=legacy_magic, base_offset=data.draw(st.integers(0, 2**40))) + buf
+    for candidate in (buf, buf[: data.draw(st.integers(0, len(buf)))]):
+        assert _speedups.fetched_position(bytearray(candidate), start) == statistics._fetched_position_py(candidate, start)
+    assert _speedups.fetched_position(buf, 2**63) is None

@@ -178,6 +178,32 @@ def test_ephemeral_node_under_missing_parents_and_a_missing_chroot(zookeeper):
             a.close()
 
 
+@pytest.mark.filterwarnings("ignore:No chroot path exists:UserWarning")
+@pytest.mark.parametrize("parents", [False, True])
+def test_batched_reads_and_ephemeral_creates(zookeeper, parents):
+    """create_ephemeral_many creates what is absent (parents too, also under
+    a missing chroot) and reports what existed; owners_and_data and
+    get_children_many read several nodes at once, None / [] for absent ones."""
+    root = f"/kclient-chroot-{time.time_ns()}"
+    for connect in (zookeeper.connect, zookeeper.connect + root):
+        a, b = ZkClient(connect), ZkClient(connect)
+        a.start()
+        b.start()
+        try:
+            base = f"/m{time.time_ns()}"
+            assert b.create_ephemeral_many([(f"{base}/x/1", b"theirs")], parents=parents) == [True]
+            nodes = [(f"{base}/x/0", b"a0"), (f"{base}/x/1", b"a1"), (f"{base}/y/z/2", b"a2")]
+            assert a.create_ephemeral_many(nodes, parents=parents) == [True, False, True]
+            assert a.create_ephemeral_many(nodes, parents=parents) == [False, False, False]
+            got = a.owners_and_data([f"{base}/x/0", f"{base}/x/1", f"{base}/nope", f"{base}/x"])
+            assert got == [(b"a0", a.session_id), (b"theirs", b.session_id), None, (b"", 0)]
+            children = a.get_children_many([f"{base}/x", f"{base}/y/z", f"{base}/nope"])
+            assert sorted(children[0]) == ["0", "1"] and children[1:] == [["2"], []]
+        finally:
+            a.close()
+            b.close()
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     import socket

@@ -56,6 +56,16 @@ def _zk_errors(fn: Callable[..., _T]) -> Callable[..., _T]:
     return wrapper
 
 
+def _parents_of(paths: list[str]) -> list[str]:
+    """The ancestors of the paths, each once, every parent before its
+    children (``/a``, ``/a/b`` for ``/a/b/c``)."""
+    parents: dict[str, None] = {}
+    for path in paths:
+        parts = path.strip("/").split("/")
+        parents.update(dict.fromkeys("/" + "/".join(parts[:k]) for k in range(1, len(parts))))
+    return list(parents)
+
+
 class ZkClient:
     """A ZooKeeper session to ``connect`` (``"host:port,host:port/chroot"``,
     Kafka's ``zookeeper.connect``) with a session timeout of
@@ -205,6 +215,103 @@ class ZkClient:
         except NodeExistsError:
             return False
         return True
+
+    @_zk_errors
+    def create_ephemeral_many(self, nodes: list[tuple[str, bytes]], *, parents: bool = False) -> list[bool]:
+        """`create_ephemeral_if_absent` of several nodes, their requests sent
+        together (ZooKeeper applies a session's requests in order and
+        commits them as a group): one round trip for all of them, instead of
+        one or two per node.
+
+        Args:
+            nodes: ``(path, data)`` pairs.
+            parents: Send the creates of their parents (persistent, empty)
+                first, in the same round trip, for nodes whose parents may
+                well be missing (a new group's first consumer); else a
+                missing parent costs a second round trip.
+
+        Returns:
+            For each node, in order: ``False`` if it existed already, else
+            ``True``.
+        """
+        kazoo = self._kazoo
+        made = [kazoo.create_async(parent, b"") for parent in _parents_of([path for path, _ in nodes])] if parents else []
+        pending = [kazoo.create_async(path, data, ephemeral=True) for path, data in nodes]
+        for result in made:
+            try:
+                result.get()
+            except (NodeExistsError, NoNodeError):
+                pass  # there already; or no chroot node (below)
+        out: list[bool | None] = []
+        for result in pending:
+            try:
+                result.get()
+                out.append(True)
+            except NodeExistsError:
+                out.append(False)
+            except NoNodeError:
+                out.append(None)  # a parent is missing
+        missing = [i for i, created in enumerate(out) if created is None]
+        if missing:
+            made = [kazoo.create_async(parent, b"") for parent in _parents_of([nodes[i][0] for i in missing])]
+            again = [(i, kazoo.create_async(nodes[i][0], nodes[i][1], ephemeral=True)) for i in missing]
+            for result in made:
+                try:
+                    result.get()
+                except (NodeExistsError, NoNodeError):
+                    pass  # there already; or no chroot node (below)
+            for i, result in again:
+                try:
+                    result.get()
+                    out[i] = True
+                except NodeExistsError:
+                    out[i] = False
+                except NoNodeError:  # a missing chroot node: one at a time
+                    out[i] = self.create_ephemeral_if_absent(*nodes[i])
+        return [bool(created) for created in out]
+
+    @_zk_errors
+    def owners_and_data(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """The data and owning session of several nodes, their requests sent
+        together (one round trip).
+
+        Args:
+            paths: The nodes' paths.
+
+        Returns:
+            For each path, in order: ``(data, ephemeral owner session id; 0
+            for a persistent node)``, or None where it does not exist.
+        """
+        pending = [self._kazoo.get_async(path) for path in paths]
+        out: list[tuple[bytes, int] | None] = []
+        for result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                out.append(None)
+                continue
+            out.append((data, stat.ephemeralOwner))
+        return out
+
+    @_zk_errors
+    def get_children_many(self, paths: list[str]) -> list[list[str]]:
+        """`get_children` of several nodes, their requests sent together
+        (one round trip).
+
+        Args:
+            paths: The nodes' paths.
+
+        Returns:
+            Each node's children (unsorted), ``[]`` where it does not exist.
+        """
+        pending = [self._kazoo.get_children_async(path) for path in paths]
+        out: list[list[str]] = []
+        for result in pending:
+            try:
+                out.append(result.get())
+            except NoNodeError:
+                out.append([])
+        return out
 
     @_zk_errors
     def create_persistent_if_absent(self, path: str, data: bytes = b"") -> bool:

@@ -40,8 +40,10 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
+from crc32c import crc32c
 
-from kclient.client.consumer.group.streams import MessageChunk
+from kclient._accel import speedups
+from kclient.client.consumer.group.streams import MessageAndMetadata, MessageChunk
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.client.consumer.statistics import fetched_position
 from kclient.errors import (
@@ -62,6 +64,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
+
+#: The compiled decoder of plain record batches into messages (None: pure Python).
+_c_decode_messages = speedups.decode_messages if speedups is not None else None
 
 _key = itemgetter(0)
 _value = itemgetter(1)
@@ -117,6 +122,18 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
+    if _c_decode_messages is not None and key_decoder is None and value_decoder is None:
+        # The compiled decoder makes the messages straight from the fetched
+        # bytes (no row per record) for every plain batch; the general
+        # decoder takes anything else from where it stops.
+        buf = message_set.buffer
+        start = message_set.start_offset
+        messages: list[MessageAndMetadata] = []
+        pos = _c_decode_messages(buf, 0, start, messages, crc32c, MessageAndMetadata, topic, partition)
+        if pos < len(buf):
+            for o, r in iter_record_rows(memoryview(buf)[pos:], start, where=f"{topic}-{partition}"):
+                messages += MessageChunk(topic, partition, o, r).messages
+        return MessageChunk.from_messages(topic, partition, messages)
     offsets: list[int] = []
     rows: list[tuple] = []
     # rows: (key, value, timestamp, headers)
@@ -384,8 +401,8 @@ class FetcherGroup:
                         keep.pop()
                         await core.deliver(info.stream_index, exc)
                         continue
-                    if chunk.offsets:
-                        info.fetch_offset = max(end, chunk.offsets[-1] + 1)
+                    if chunk.messages:
+                        info.fetch_offset = max(end, chunk.messages[-1][4] + 1)
                         await core.deliver(info.stream_index, (generation, chunk))
                     elif end > info.fetch_offset:
                         info.fetch_offset = end  # only control batches / skipped records

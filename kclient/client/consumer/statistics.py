@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
+from kclient._accel import speedups
 from kclient.clock import now_ms
 
 __all__ = ["ConsumerStatistics", "FetchStatistics", "PartitionStatistics", "StatisticsReporter"]
@@ -194,6 +195,9 @@ class StatisticsReporter:
 #: Every format's first fields: offset int64, size int32 (the bytes after
 #: them); the magic byte at 16; a v2 batch's lastOffsetDelta int32 at 23
 #: (see `kclient.protocol.records.scan`).
+#: The compiled twin of `_fetched_position_py` (None: pure Python only).
+_c_fetched_position = speedups.fetched_position if speedups is not None else None
+
 _HEAD = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
 #: The least size (after offset and size) of a v2 batch, a v0 and a v1 entry.
@@ -201,6 +205,24 @@ _MIN_SIZE = {2: 61 - 12, 0: 14, 1: 22}
 
 
 def fetched_position(buf, start: int) -> int:
+    """The offset after the last complete batch in a fetched record set (see
+    `_fetched_position_py`; compiled where ``kclient._speedups`` is built).
+
+    Args:
+        buf (bytes | bytearray | memoryview): The partition's record bytes.
+        start: The offset asked for.
+
+    Returns:
+        The next offset to fetch.
+    """
+    if _c_fetched_position is not None:
+        position = _c_fetched_position(buf, start)
+        if position is not None:
+            return position
+    return _fetched_position_py(buf, start)
+
+
+def _fetched_position_py(buf, start: int) -> int:
     """The offset after the last complete batch in a fetched record set, from
     the batch headers only: what walking it with
     `kclient.protocol.records.scan.scan_batches` gives (``start`` if there is

@@ -25,8 +25,8 @@ apart, then `ConsumerRebalanceFailedError`), start fetching.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import trio
 from kazoo.client import KazooState
@@ -56,6 +56,9 @@ from kclient.errors import (
 )
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 log = logging.getLogger("kclient.consumer")
 
@@ -203,10 +206,14 @@ class ConnectorCore(GroupCoreBase):
         # are still being set, and this one again right after (the first
         # calls of the later watches arrive during its pass).
         async with self._lock:
-            await self._zk.run(self.registry.register)
-            await self._zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed)
-            await self._zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed)
-            await self._zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed)
+            zk = self._zk
+            await zk.run(self.registry.register)
+            # The three watches are set at once (each is a round trip).
+            await _all(
+                zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed),
+                zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed),
+                zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed),
+            )
             await self._rebalance()
 
     def _on_consumers_changed(self, children: list[str]) -> None:
@@ -282,8 +289,8 @@ class ConnectorCore(GroupCoreBase):
             stream.forget_last()
         if not await self._zk.run(registry.claim, wanted):
             return False
-        committed = await self.store.read(list(wanted))  # type: ignore[union-attr]
-        leaders = await self._zk.run(self.registry.leaders, list(wanted))
+        # The committed offsets and the leaders are read at once.
+        committed, leaders = await _both(self.store.read(list(wanted)), self._zk.run(self.registry.leaders, list(wanted)))  # type: ignore[union-attr]
         starts = self.offsets.reassign(sorted(wanted), committed, previous)
         infos: dict[TopicPartition, PartitionTopicInfo] = {}
         for key, thread in sorted(wanted.items()):
@@ -307,6 +314,34 @@ class ConnectorCore(GroupCoreBase):
         """
         assert self._zk is not None
         return await self._zk.run(self.registry.leaders, keys)
+
+
+async def _all(*calls: Awaitable[Any]) -> list[Any]:
+    """Await several calls concurrently; their results in order. The first
+    exception (in order) is raised as itself once all have finished, not
+    wrapped in an exception group, so that callers catch `KafkaError` as
+    from a single call."""
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    async def one(i: int, call: Awaitable[Any]) -> None:
+        try:
+            results[i] = await call
+        except Exception as exc:
+            errors[i] = exc
+
+    async with trio.open_nursery() as nursery:
+        for i, call in enumerate(calls):
+            nursery.start_soon(one, i, call)
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
+
+
+async def _both(a: Awaitable[_A], b: Awaitable[_B]) -> tuple[_A, _B]:
+    first, second = await _all(a, b)
+    return first, second
 
 
 __all__ = ["ConnectorCore"]

@@ -117,7 +117,7 @@ class GroupRegistry:
         path = consumer_id_path(self.group, self.consumer_id)
         data = self.registration().to_json()
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
-        while not zk.create_ephemeral_if_absent(path, data):
+        while not zk.create_ephemeral_many([(path, data)], parents=True)[0]:
             if zk.owner_session(path) == zk.session_id:
                 return
             if time.monotonic() > deadline:
@@ -158,15 +158,21 @@ class GroupRegistry:
         whole group}, broker ids)`` for the topics this consumer subscribes
         (re-registering first: after a lost session the node is gone)."""
         zk = self.zk
-        if zk.owner_session(consumer_id_path(self.group, self.consumer_id)) != zk.session_id:
+        # Two round trips: this consumer's node and the three lists, then
+        # the topics' and the consumers' nodes (requests sent together).
+        (mine_node,) = zk.owners_and_data([consumer_id_path(self.group, self.consumer_id)])
+        broker_ids, all_topics, consumers = zk.get_children_many([BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path(self.group)])
+        if mine_node is None or mine_node[1] != zk.session_id:
             self.register()
-        brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit())
-        all_topics = zk.get_children(BROKER_TOPICS_PATH)
+            consumers = zk.get_children(consumer_ids_path(self.group))
+        brokers = sorted(int(b) for b in broker_ids if b.isdigit())
         mine = self.relevant(all_topics)
         self.relevant_topics = frozenset(mine)
+        consumers = sorted(consumers)
+        datas = zk.get_many([topic_path(topic) for topic in mine] + [consumer_id_path(self.group, c) for c in consumers])
+        topic_datas, consumer_datas = datas[: len(mine)], datas[len(mine) :]
         partitions: dict[str, list[int]] = {}
-        for topic in mine:
-            data = zk.get(topic_path(topic))
+        for topic, data in zip(mine, topic_datas):
             if not data:
                 continue
             try:
@@ -174,8 +180,7 @@ class GroupRegistry:
             except ValueError as exc:
                 log.warning("ignoring topic %s: %s", topic, exc)
         threads: dict[str, list[str]] = {t: [] for t in partitions}
-        for consumer in sorted(zk.get_children(consumer_ids_path(self.group))):
-            data = zk.get(consumer_id_path(self.group, consumer))
+        for consumer, data in zip(consumers, consumer_datas):
             if not data:
                 continue
             try:
@@ -265,11 +270,10 @@ class GroupRegistry:
             ZooKeeper session.
         """
         zk = self.zk
-        for (topic, partition), thread in wanted.items():
-            path = owner_path(self.group, topic, partition)
-            if zk.get(path) != thread.encode() or zk.owner_session(path) != zk.session_id:
-                return False
-        return True
+        items = list(wanted.items())
+        nodes = zk.owners_and_data([owner_path(self.group, t, p) for (t, p), _ in items])
+        session = zk.session_id
+        return all(node is not None and node[0] == thread.encode() and node[1] == session for (_, thread), node in zip(items, nodes))
 
     def release(self, owned: Mapping[TopicPartition, str]) -> None:
         """Blocking: delete the owner nodes this session holds.
@@ -278,13 +282,16 @@ class GroupRegistry:
             owned: ``{(topic, partition): thread id}``.
         """
         zk = self.zk
-        for (topic, partition), thread in owned.items():
-            path = owner_path(self.group, topic, partition)
-            if zk.get(path) == thread.encode() and zk.owner_session(path) == zk.session_id:
+        items = list(owned.items())
+        paths = [owner_path(self.group, t, p) for (t, p), _ in items]
+        session = zk.session_id
+        for path, (_, thread), node in zip(paths, items, zk.owners_and_data(paths)):
+            if node is not None and node[0] == thread.encode() and node[1] == session:
                 zk.delete(path)
 
     def claim(self, wanted: Mapping[TopicPartition, str]) -> bool:
-        """Blocking: claim partitions by creating their owner nodes.
+        """Blocking: claim partitions by creating their owner nodes (the
+        creates sent together: one round trip).
 
         Args:
             wanted: ``{(topic, partition): thread id}``.
@@ -294,21 +301,29 @@ class GroupRegistry:
             consumer's node (the claims made are undone).
         """
         zk = self.zk
-        claimed: list[str] = []
-        for (topic, partition), thread in sorted(wanted.items()):
-            path = owner_path(self.group, topic, partition)
-            if zk.create_ephemeral_if_absent(path, thread.encode()):
-                claimed.append(path)
-                continue
-            if zk.get(path) == thread.encode() and zk.owner_session(path) == zk.session_id:
-                claimed.append(path)
-                continue
-            holder = zk.get(path)
-            log.info("%s-%d is still owned by %s; waiting for it to be released", topic, partition, holder.decode() if holder else "?")
-            for done in claimed:
-                zk.delete(done)
-            return False
-        return True
+        items = sorted(wanted.items())
+        paths = [owner_path(self.group, t, p) for (t, p), _ in items]
+        created = zk.create_ephemeral_many([(path, thread.encode()) for path, (_, thread) in zip(paths, items)], parents=True)
+        existing = [i for i, made in enumerate(created) if not made]
+        if not existing:
+            return True
+        session = zk.session_id
+        ours = list(created)
+        conflict = None
+        for i, node in zip(existing, zk.owners_and_data([paths[i] for i in existing])):
+            if node is not None and node[0] == items[i][1].encode() and node[1] == session:
+                ours[i] = True  # ours already
+            elif conflict is None:
+                conflict = (i, node[0] if node is not None else None)
+        if conflict is None:
+            return True
+        i, holder = conflict
+        (topic, partition), _ = items[i]
+        log.info("%s-%d is still owned by %s; waiting for it to be released", topic, partition, holder.decode() if holder else "?")
+        for path, mine in zip(paths, ours):
+            if mine:
+                zk.delete(path)
+        return False
 
     def broker_addresses(self) -> list[tuple[str, int]]:
         """Blocking: the address of every broker registered in

@@ -9,28 +9,29 @@ MessageAndMetadata; ``createMessageStreamsByFilter`` takes a TopicFilter,
 
 A stream is fed by the connector's fetchers (trio tasks in the connector's
 loop thread) through a bounded queue of ``queued.max.message.chunks``
-chunks; a chunk (`MessageChunk`) is the decoded records of one partition
-from one fetch, as plain rows. Iterating crosses threads once per chunk,
-never per message, and runs no Python code per message: ``for m in
-stream`` iterates an `itertools.chain` of C-level pipelines
-(``map``/``zip`` over a chunk's rows) that build each `MessageAndMetadata`
-as it is handed out, so messages waiting in the queue are rows the garbage
-collector untracks, not tuple-subclass objects it would walk again and
-again. What a stream has handed out is read from the position of a list
-iterator of the chunk being read (`KafkaStream.last_message`), so
-counting consumption costs nothing per message either.
+chunks; a chunk (`MessageChunk`) is the `MessageAndMetadata` of one
+partition from one fetch, built by the fetcher as it decodes them (in C
+where ``kclient._speedups`` is built; messages of plain values are then
+not tracked by the garbage collector, so a full queue costs it nothing).
+Iterating crosses threads once per chunk, never per message, and runs no
+Python code per message: ``for m in stream`` iterates an
+`itertools.chain` of C-level iterators over the chunks' lists. What a
+stream has handed out is read from the position of an iterator of the
+chunk being read (`KafkaStream.last_message`), so counting consumption
+costs nothing per message either.
 """
 
 from __future__ import annotations
 
 import abc
 import re
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import trio
 
+from kclient._accel import speedups
 from kclient.errors import ConsumerTimeoutError, LoopClosedError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,13 +80,34 @@ _value = itemgetter(1)
 _timestamp = itemgetter(2)
 
 
+def _make_messages_py(cls: type, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None, values: list | None) -> list:
+    """One ``cls`` (`MessageAndMetadata`) per row: ``(key, value, topic,
+    partition, offset, timestamp)``, the key / value from ``keys`` /
+    ``values`` when given, else from the row. The reference behaviour of
+    the compiled ``kclient._speedups.make_messages``."""
+    keys_in = map(_key, rows) if keys is None else keys
+    values_in = map(_value, rows) if values is None else values
+    return list(map(_new, repeat(cls), zip(keys_in, values_in, repeat(topic), repeat(partition), offsets, map(_timestamp, rows))))
+
+
+def _make_messages(cls: type, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None, values: list | None) -> list:
+    if speedups is not None:
+        messages = speedups.make_messages(cls, topic, partition, offsets, rows, keys, values)
+        if messages is not None:
+            return messages
+    return _make_messages_py(cls, topic, partition, offsets, rows, keys, values)
+
+
 class MessageChunk:
     """The messages of one partition from one fetch, as the fetcher decoded
-    them: ``offsets`` and ``rows`` (``(key, value, timestamp, headers)``
-    tuples of `kclient.protocol.records.iter_record_rows`), plus ``keys`` /
-    ``values`` when a key / value decoder was applied (else the row's bytes
-    are the key / value). A sequence of `MessageAndMetadata`, built when
-    asked for: `reader` is how a stream iterates it.
+    them: built from ``offsets`` and ``rows`` (``(key, value, timestamp,
+    headers)`` tuples of `kclient.protocol.records.iter_record_rows`), with
+    ``keys`` / ``values`` when a key / value decoder was applied (else the
+    row's bytes are the key / value). A sequence of `MessageAndMetadata`,
+    built here, on the fetcher's thread (compiled where
+    ``kclient._speedups`` is built; messages of plain values are then not
+    tracked by the garbage collector); `reader` is how a stream iterates
+    it.
 
     Args:
         topic: The topic.
@@ -94,57 +116,72 @@ class MessageChunk:
         rows: One row per offset.
         keys: The decoded keys, or None.
         values: The decoded values, or None.
+
+    Raises:
+        ValueError: ``rows``, ``keys`` or ``values`` is not as long as
+            ``offsets``.
     """
 
-    __slots__ = ("keys", "offsets", "partition", "rows", "topic", "values")
+    __slots__ = ("messages", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None = None, values: list | None = None) -> None:
+        n = len(offsets)
+        if len(rows) != n or (keys is not None and len(keys) != n) or (values is not None and len(values) != n):
+            raise ValueError(f"a chunk needs one row, key and value per offset: {n} offsets, {len(rows)} rows")
         self.topic = topic
         self.partition = partition
-        self.offsets = offsets
-        self.rows = rows
-        self.keys = keys
-        self.values = values
+        #: The `MessageAndMetadata` of the chunk, in offset order.
+        self.messages: list[MessageAndMetadata] = _make_messages(MessageAndMetadata, topic, partition, offsets, rows, keys, values)
+
+    @classmethod
+    def from_messages(cls, topic: str, partition: int, messages: list[MessageAndMetadata]) -> MessageChunk:
+        """A chunk of messages built already (the fetcher's compiled
+        decoder makes them straight from the fetched bytes).
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            messages: Its `MessageAndMetadata`, in offset order.
+
+        Returns:
+            The chunk.
+        """
+        chunk = cls.__new__(cls)
+        chunk.topic = topic
+        chunk.partition = partition
+        chunk.messages = messages
+        return chunk
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.messages)
 
     def __getitem__(self, index: int) -> MessageAndMetadata:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]  # type: ignore[return-value]
-        row = self.rows[index]
-        key = row[0] if self.keys is None else self.keys[index]
-        value = row[1] if self.values is None else self.values[index]
-        return _new(MessageAndMetadata, (key, value, self.topic, self.partition, self.offsets[index], row[2]))
+        return self.messages[index]
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:
-        return self.reader()[0]
+        return iter(self.messages)
 
-    def reader(self) -> tuple[Iterator[MessageAndMetadata], Iterator[int], Iterator[tuple]]:
+    def reader(self) -> tuple[Iterator[MessageAndMetadata], Iterator[MessageAndMetadata], Iterator[bool]]:
         """The messages as a C-level iterator, with two handles on it.
 
         Returns:
-            ``(messages, stop, probe)``: ``messages`` builds each
-            `MessageAndMetadata` as it is asked for (``map``/``zip`` over
-            the columns, no Python frame per message). ``stop`` is the
-            iterator of ``offsets`` it reads: ``stop.__setstate__(len(chunk))``
-            ends ``messages`` at once. ``probe`` is the iterator of ``rows``
-            it reads last for each message (after ``stop``), so
-            ``len(chunk) - probe.__length_hint__()`` is always how many
-            messages it handed out, also after ``stop`` ended it.
+            ``(messages, stop, probe)``: ``messages`` hands out the chunk's
+            messages (``itertools.compress`` of ``stop``, the list's
+            iterator, and ``probe``, a ``repeat(True, len(chunk))``: no
+            Python frame per message). ``stop.__setstate__(len(chunk))``
+            ends ``messages`` at once. ``probe`` is read last for each
+            message (after ``stop``), so ``len(chunk) -
+            probe.__length_hint__()`` is always how many messages it handed
+            out, also after ``stop`` ended it.
         """
-        rows = self.rows
-        stop = iter(self.offsets)
-        probe = iter(rows)
-        keys = map(_key, rows) if self.keys is None else iter(self.keys)
-        values = map(_value, rows) if self.values is None else iter(self.values)
-        # zip pulls its arguments in order: key, value, ..., the offset
-        # (stop), then the timestamp (probe).
-        columns = zip(keys, values, repeat(self.topic), repeat(self.partition), stop, map(_timestamp, probe))
-        return map(_new, repeat(MessageAndMetadata), columns), stop, probe
+        messages = self.messages
+        stop = iter(messages)
+        probe = repeat(True, len(messages))
+        return compress(stop, probe), stop, probe
 
     def __repr__(self) -> str:
-        return f"<MessageChunk {self.topic}-{self.partition} offsets {self.offsets[0] if self.offsets else '-'}..{self.offsets[-1] if self.offsets else '-'} ({len(self)} messages)>"
+        messages = self.messages
+        return f"<MessageChunk {self.topic}-{self.partition} offsets {messages[0][4] if messages else '-'}..{messages[-1][4] if messages else '-'} ({len(self)} messages)>"
 
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -329,7 +366,7 @@ class KafkaStream:
         self._receive = receive
         #: The chunk being read: ``(chunk, stop, probe)`` of
         #: `MessageChunk.reader`, or None.
-        self._reading: tuple[MessageChunk, Iterator[int], Iterator[tuple]] | None = None
+        self._reading: tuple[MessageChunk, Iterator[MessageAndMetadata], Iterator[bool]] | None = None
         #: Its messages' iterator (exhausted when there is none).
         self._active: Iterator[MessageAndMetadata] = _EXHAUSTED
         #: The last message handed out before the chunk being read.

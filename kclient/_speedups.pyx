@@ -972,3 +972,31 @@ def make_messages(object cls, object topic, object partition, list offsets, list
             PyObject_GC_UnTrack(<void*>m)
         out[i] = m
     return out
+
+
+# -- receive buffers (kclient.protocol.connection.FrameBuffer) -----------------------
+
+cdef extern from "Python.h":
+    object PyByteArray_FromStringAndSize(const char* string, Py_ssize_t length)
+    int PyByteArray_Resize(object bytearray, Py_ssize_t length) except -1
+
+
+def new_buffer(Py_ssize_t size):
+    """A ``bytearray`` of ``size`` bytes whose content is not initialized
+    (``bytearray(size)`` without the zeroing): for receiving into, where
+    every byte is written before it is read."""
+    if size < 0:
+        raise ValueError("negative size")
+    return PyByteArray_FromStringAndSize(NULL, size)
+
+
+def resize_buffer(bytearray buffer, Py_ssize_t size):
+    """Make ``buffer`` ``size`` bytes long; new bytes are not initialized
+    (no zeroing, no copy beyond what the allocator's realloc does).
+
+    Raises:
+        BufferError: the buffer is exported (a memoryview of it is alive).
+    """
+    if size < 0:
+        raise ValueError("negative size")
+    PyByteArray_Resize(buffer, size)

@@ -68,8 +68,10 @@ def _fetch_body(
 def test_in_place_frame_grows_with_the_bytes_received(monkeypatch):
     """A frame received in place starts small and doubles as it fills: the
     buffer never holds more than max(first chunk, 2 x bytes received), and the
-    frames come out whole and in order, in place or fed."""
+    frames come out whole and in order, in place or fed. (Without spare
+    buffers: a spare is memory held already, see the next test.)"""
     monkeypatch.setattr(pc, "FIRST_CHUNK_BYTES", 64)
+    monkeypatch.setattr(pc, "SPARE_BUFFERS", 0)
     rng = random.Random(13)
     frames = [rng.randbytes(n) for n in (5000, 300, 64, 129, 10_000, 0, 1)]
     stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
@@ -98,6 +100,57 @@ def test_in_place_frame_grows_with_the_bytes_received(monkeypatch):
             while (f := fb.next_frame()) is not None:
                 got.append(bytes(f))
         assert got == frames, mode
+
+
+def _receive_in_place(fb: FrameBuffer, frame: bytes, step: int = 100) -> bytearray:
+    stream = struct.pack(">i", len(frame)) + frame
+    fb.feed(stream[:8])
+    pos = 8
+    while pos < len(stream):
+        into = fb.receive_buffer(64)
+        assert into is not None
+        n = min(step, len(into), len(stream) - pos)
+        into[:n] = stream[pos : pos + n]
+        into.release()
+        fb.received(n)
+        pos += n
+    got = fb.next_frame()
+    assert isinstance(got, bytearray) and got == frame
+    return got
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_frame_buffers_are_reused_only_once_nobody_holds_them(monkeypatch, pure):
+    """A large frame's buffer is received into again for a later frame, but
+    only after its reader dropped it and every view of it: what a reader
+    still holds never changes."""
+    monkeypatch.setattr(pc, "FIRST_CHUNK_BYTES", 64)
+    if pure:
+        monkeypatch.setattr(pc, "_new_buffer", pc._new_buffer_py)
+        monkeypatch.setattr(pc, "_resize_buffer", pc._resize_buffer_py)
+    rng = random.Random(7)
+    fb = FrameBuffer()
+    a = _receive_in_place(fb, rng.randbytes(3000))
+    a_id = id(a)
+    view = memoryview(a)[100:200]
+    kept = bytes(view)
+    del a
+    b = _receive_in_place(fb, rng.randbytes(3000))  # a's buffer is still viewed: not reused
+    assert id(b) != a_id and bytes(view) == kept
+    c = _receive_in_place(fb, rng.randbytes(2500))  # b is held, a viewed: a new one again
+    c_id = id(c)
+    assert c_id not in (a_id, id(b)) and bytes(view) == kept
+    view.release()
+    b_id = id(b)
+    del b  # the spares are now b's and c's buffers (a's was the oldest: dropped)
+    d = _receive_in_place(fb, rng.randbytes(5000))  # into b's buffer, grown as needed
+    assert id(d) == b_id
+    e = _receive_in_place(fb, rng.randbytes(2000))  # c and d are held: a new one
+    assert id(e) not in (id(c), id(d))
+    del c
+    f = _receive_in_place(fb, rng.randbytes(1000))  # into c's buffer (made shorter)
+    assert id(f) == c_id and len(f) == 1000
+    assert len(fb._spares) <= pc.SPARE_BUFFERS
 
 
 def test_a_lying_size_prefix_allocates_nothing_it_announces():

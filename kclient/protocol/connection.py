@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import collections
 import struct
+import sys
 
 import attrs
 
+from kclient._accel import speedups
 from kclient.errors import UNSUPPORTED_VERSION, FrameTooLargeError, ProtocolError
 from kclient.protocol import primitives as p
 from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
@@ -44,6 +46,30 @@ DEFAULT_RESPONSE_BYTES = 8 * 1024 * 1024
 #: room for the response's headers: the answer to a fetch of 1 MiB (the
 #: consumers' default size) fits without growing, which would copy it.
 FIRST_CHUNK_BYTES = (1 << 20) + (64 << 10)
+#: How many buffers of large frames a connection keeps to receive later
+#: frames into (two: one being read by the application while the next
+#: response arrives), and the largest it keeps, bytes.
+SPARE_BUFFERS = 2
+SPARE_BUFFER_BYTES = 64 * 1024 * 1024
+
+
+def _new_buffer_py(size: int) -> bytearray:
+    return bytearray(size)
+
+
+def _resize_buffer_py(buffer: bytearray, size: int) -> None:
+    have = len(buffer)
+    if size < have:
+        del buffer[size:]
+    elif size > have:
+        buffer += bytes(size - have)
+
+
+# Compiled: new bytes are not zeroed (every byte of a frame is received
+# before the frame is handed out).
+_new_buffer = speedups.new_buffer if speedups is not None else _new_buffer_py
+_resize_buffer = speedups.resize_buffer if speedups is not None else _resize_buffer_py
+
 #: Per-partition and per-topic room in a Fetch response besides the records
 #: (partition header, aborted transactions list, topic name), bytes.
 FETCH_PARTITION_OVERHEAD = 64
@@ -70,6 +96,8 @@ class FrameBuffer:
         self._big: bytearray | None = None
         self._big_size = 0
         self._big_fill = 0
+        #: Buffers of frames handed out, reused once nobody holds them.
+        self._spares: list[bytearray] = []
 
     def _grow(self, need: int) -> bytearray:
         """Make room in the in-place frame for ``need`` bytes in all (at most
@@ -78,12 +106,38 @@ class FrameBuffer:
         assert big is not None
         have = len(big)
         if need > have:
-            target = min(self._big_size, max(need, 2 * have))
-            if target == 2 * have:
-                big *= 2  # no temporary: the copy of the unfilled half is overwritten
-            else:
-                big += bytes(target - have)
+            _resize_buffer(big, min(self._big_size, max(need, 2 * have)))
         return big
+
+    def _take_buffer(self, size: int, have: int) -> bytearray:
+        """The buffer for a frame of ``size`` bytes received in place, ``have``
+        of them here already: a buffer of an earlier frame that nobody holds
+        any more (the frame's reader dropped it and every view of it), made
+        as long as its memory allows, else a new one of
+        `FIRST_CHUNK_BYTES` (or ``have``) at most."""
+        first = min(size, max(have, FIRST_CHUNK_BYTES))
+        pool = self._spares
+        for i in range(len(pool)):
+            # the pool's reference and getrefcount's argument only: no reader
+            # and no memoryview of it is left
+            if sys.getrefcount(pool[i]) <= 2:
+                spare = pool.pop(i)
+                _resize_buffer(spare, min(size, max(first, len(spare))))
+                return spare
+        return _new_buffer(first)
+
+    def _keep(self, big: bytearray) -> None:
+        """Remember a frame's buffer handed out, to receive a later frame
+        into once its reader is done with it: at most `SPARE_BUFFERS`
+        buffers of at most `SPARE_BUFFER_BYTES` each. Receiving into memory
+        that is mapped already spares the page faults of fresh memory (a
+        response of 8 MiB touches 2,048 new pages) and the zeroing."""
+        if len(big) > SPARE_BUFFER_BYTES or SPARE_BUFFERS <= 0:
+            return
+        pool = self._spares
+        if len(pool) >= SPARE_BUFFERS:
+            del pool[0]
+        pool.append(big)
 
     def feed(self, data) -> None:
         """Add received bytes."""
@@ -132,7 +186,7 @@ class FrameBuffer:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < min_frame_bytes or size <= have or size > self.max_frame_bytes:
                 return None  # small, complete, or invalid (next_frame raises)
-            big = self._big = bytearray(min(size, max(have, FIRST_CHUNK_BYTES)))
+            big = self._big = self._take_buffer(size, have)
             big[:have] = memoryview(buf)[pos + 4 :]
             self._big_size = size
             self._big_fill = have
@@ -171,7 +225,8 @@ class FrameBuffer:
         if big is not None:
             if self._big_fill < self._big_size:
                 return None
-            self._big = None  # handed over: never written or resized again
+            self._big = None  # handed over: not written or resized while anyone holds it
+            self._keep(big)
             return big
         buf = self._buf
         pos = self._pos

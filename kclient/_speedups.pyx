@@ -205,7 +205,7 @@ cdef inline int _read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end
 
 
 def decode_rows(object data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
-                object base_timestamp, object fixed_timestamp, list offsets, list rows):
+                object base_timestamp, object fixed_timestamp, list offsets not None, list rows not None):
     """Decode ``count`` records of a v2 batch's uncompressed records
     section ``data[pos:end]`` (``data``: bytes, bytearray or any buffer;
     keys and values are new ``bytes``), appending to ``offsets`` and ``rows`` as
@@ -243,23 +243,22 @@ cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py
         PyLong_AsLongLongAndOverflow(fixed_timestamp, &overflow)
         if overflow:
             return False
-    return _decode_rows_c(buf, pos, end, count, b_off, b_ts, fixed_timestamp, offsets, rows, None, None, None)
+    return _decode_rows_c(buf, pos, end, count, b_off, b_ts, fixed_timestamp, offsets, rows, None, None)
 
 
 cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, int64_t b_off, int64_t b_ts,
-                         object fixed_timestamp, list offsets, list rows, object cls, object topic, object partition) except -1:
+                         object fixed_timestamp, list offsets, list rows, list values, list timestamps) except -1:
     """`_decode_rows` with the batch's numbers checked: ``end`` within the
     buffer, ``b_ts`` within +-2**61, ``fixed_timestamp`` an int (or None).
-    With ``cls`` (a tuple subclass), appends to ``rows`` one ``cls((key,
-    value, topic, partition, offset, timestamp))`` per record instead, not
-    tracked by the garbage collector (``topic`` a str and ``partition`` an
-    int), and leaves ``offsets`` alone."""
-    cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets) if offsets is not None else 0
+    With ``values`` and ``timestamps`` (columns), the keys go to ``rows``,
+    the values and timestamps to those lists (no tuple per record)."""
+    cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
     cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
+    cdef bint columns = values is not None
     cdef Py_ssize_t i, rec_end
     cdef int64_t length, ts_delta, off_delta, n
     cdef bint has_fixed = fixed_timestamp is not None
-    cdef object key, value, ts_obj, m
+    cdef object key, value, ts_obj
     if has_fixed:
         ts_obj = fixed_timestamp
     for i in range(count):
@@ -301,18 +300,20 @@ cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_
             break
         if not has_fixed:
             ts_obj = PyLong_FromLongLong(b_ts + ts_delta)
-        if cls is None:
-            PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
-            PyList_Append(rows, (key, value, ts_obj, _EMPTY))
+        PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
+        if columns:
+            PyList_Append(rows, key)
+            PyList_Append(values, value)
+            PyList_Append(timestamps, ts_obj)
         else:
-            m = _alloc6(cls, key, value, topic, partition, PyLong_FromLongLong(b_off + off_delta), ts_obj)
-            PyObject_GC_UnTrack(<void*>m)
-            PyList_Append(rows, m)
+            PyList_Append(rows, (key, value, ts_obj, _EMPTY))
     else:
         return True
-    if offsets is not None:
-        del offsets[first_offset:]
+    del offsets[first_offset:]
     del rows[first_row:]
+    if columns:
+        del values[first_row:]
+        del timestamps[first_row:]
     return False
 
 
@@ -341,21 +342,19 @@ DEF _ATTR_TS_TYPE = 0x08
 DEF _ATTR_CONTROL = 0x20
 
 
-def decode_messages(object buf, Py_ssize_t pos, object start_offset, list messages, object crc32c, object cls, str topic, object partition):
-    """`decode_batches` into messages: one ``cls((key, value, topic,
-    partition, offset, timestamp))`` per record (``cls`` a tuple subclass:
-    MessageAndMetadata) appended to ``messages``, not tracked by the garbage
-    collector, for every plain batch from ``pos`` on.
+def decode_columns(object buf, Py_ssize_t pos, object start_offset, list offsets not None, list keys not None, list values not None, list timestamps not None, object crc32c):
+    """`decode_batches` into columns: each record's offset, key, value and
+    timestamp appended to ``offsets``, ``keys``, ``values`` and
+    ``timestamps`` (no tuple per record: nothing the garbage collector
+    tracks), for every plain batch from ``pos`` on.
 
     Returns:
         The position it stopped at (see `decode_batches`).
     """
-    if not PyLong_CheckExact(partition):
-        return pos
-    return _decode_batches(buf, pos, start_offset, None, messages, PY_SSIZE_T_MAX, crc32c, cls, topic, partition)
+    return _decode_batches(buf, pos, start_offset, offsets, keys, PY_SSIZE_T_MAX, crc32c, values, timestamps)
 
 
-def decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets, list rows, Py_ssize_t chunk_rows, object crc32c):
+def decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets not None, list rows not None, Py_ssize_t chunk_rows, object crc32c):
     """The fast path of ``kclient.protocol.records.rows.iter_record_rows``,
     compiled: from ``pos`` on, the v2 record batches of ``buf`` (any
     buffer) that are whole, uncompressed, start at or after
@@ -370,11 +369,11 @@ def decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets
         The position it stopped at: the caller's general path takes the
         batch there (and raises the precise error for a bad one).
     """
-    return _decode_batches(buf, pos, start_offset, offsets, rows, chunk_rows, crc32c, None, None, None)
+    return _decode_batches(buf, pos, start_offset, offsets, rows, chunk_rows, crc32c, None, None)
 
 
 cdef object _decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets, list rows, Py_ssize_t chunk_rows, object crc32c,
-                            object cls, object topic, object partition):
+                            list values, list timestamps):
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t size, end, count
@@ -411,7 +410,7 @@ cdef object _decode_batches(object buf, Py_ssize_t pos, object start_offset, lis
                 if base_ts >= _TS_BOUND or base_ts <= -_TS_BOUND:
                     break
                 fixed = PyLong_FromLongLong(_be64(p + pos + _B_MAX_TS)) if attributes & _ATTR_TS_TYPE else None
-                if not _decode_rows_c(p, pos + _B_HEADER, end, count, base_offset, base_ts, fixed, offsets, rows, cls, topic, partition):
+                if not _decode_rows_c(p, pos + _B_HEADER, end, count, base_offset, base_ts, fixed, offsets, rows, values, timestamps):
                     break
             pos = end
         return pos
@@ -935,43 +934,75 @@ cdef inline bint _atomic(object o):
     return o is None or PyBytes_CheckExact(o) or PyLong_CheckExact(o) or PyUnicode_CheckExact(o)
 
 
-def make_messages(object cls, object topic, object partition, list offsets, list rows, object keys, object values):
-    """``kclient.client.consumer.group.streams._make_messages_py``, compiled:
-    one ``cls`` (MessageAndMetadata, a tuple subclass) per row, ``(key,
-    value, topic, partition, offset, timestamp)`` with the key / value from
-    ``keys`` / ``values`` when given (lists as long as ``rows``), else from
-    the row (``(key, value, timestamp, headers)``). A message of plain
-    values (bytes, str, int or None) is not tracked by the garbage
-    collector.
+cdef class ChunkReader:
+    """``kclient.client.consumer.group.streams._ChunkReaderPy``, compiled:
+    hands out a chunk's messages, one ``cls((key, value, topic, partition,
+    offset, timestamp))`` (MessageAndMetadata, a tuple subclass) per
+    ``next()``, built from the chunk's columns as it is asked for (so a
+    message is made just before the application drops the one before it,
+    and queued chunks hold no message objects). A message of plain values
+    (bytes, str, int or None) is not tracked by the garbage collector.
 
-    Returns:
-        The list of messages; None when an argument is not of the shape
-        this takes (the caller then runs the pure-Python twin).
+    Args:
+        cls: The message type.
+        topic: The topic.
+        partition: The partition.
+        offsets, keys, values, timestamps: The columns, lists of one length.
+
+    Raises:
+        ValueError: the columns differ in length.
     """
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(offsets)
-    cdef object row, key, value, ts, m
-    cdef bint plain = _atomic(topic) and _atomic(partition)
-    if PyList_GET_SIZE(rows) != n:
-        return None
-    if keys is not None and (not PyList_CheckExact(keys) or PyList_GET_SIZE(keys) != n):
-        return None
-    if values is not None and (not PyList_CheckExact(values) or PyList_GET_SIZE(values) != n):
-        return None
-    for i in range(n):
-        row = <object>PyList_GET_ITEM(rows, i)
-        if not PyTuple_CheckExact(row) or PyTuple_GET_SIZE(row) < 3:
-            return None
-    cdef list out = [None] * n
-    for i in range(n):
-        row = <object>PyList_GET_ITEM(rows, i)
-        key = <object>PyTuple_GET_ITEM(row, 0) if keys is None else <object>PyList_GET_ITEM(keys, i)
-        value = <object>PyTuple_GET_ITEM(row, 1) if values is None else <object>PyList_GET_ITEM(values, i)
-        ts = <object>PyTuple_GET_ITEM(row, 2)
-        m = _alloc6(cls, key, value, topic, partition, <object>PyList_GET_ITEM(offsets, i), ts)
-        if plain and _atomic(key) and _atomic(value) and _atomic(ts) and _atomic(<object>PyList_GET_ITEM(offsets, i)):
+
+    cdef object cls, topic, partition
+    cdef list offsets, keys, values, timestamps
+    cdef Py_ssize_t index, end
+    cdef bint plain
+
+    def __cinit__(self, object cls, object topic, object partition, list offsets not None, list keys not None, list values not None, list timestamps not None):
+        cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
+        if PyList_GET_SIZE(keys) != n or PyList_GET_SIZE(values) != n or PyList_GET_SIZE(timestamps) != n:
+            raise ValueError("the columns of a chunk differ in length")
+        self.cls = cls
+        self.topic = topic
+        self.partition = partition
+        self.offsets = offsets
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.index = 0
+        self.end = n
+        self.plain = _atomic(topic) and _atomic(partition)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Py_ssize_t i = self.index
+        cdef object key, value, ts, offset, m
+        if i >= self.end:
+            raise StopIteration
+        key = <object>PyList_GET_ITEM(self.keys, i)
+        value = <object>PyList_GET_ITEM(self.values, i)
+        offset = <object>PyList_GET_ITEM(self.offsets, i)
+        ts = <object>PyList_GET_ITEM(self.timestamps, i)
+        m = _alloc6(self.cls, key, value, self.topic, self.partition, offset, ts)
+        if self.plain and _atomic(key) and _atomic(value) and _atomic(offset) and _atomic(ts):
             PyObject_GC_UnTrack(<void*>m)
-        out[i] = m
-    return out
+        self.index = i + 1
+        return m
+
+    def stop(self):
+        """End the iteration where it is (one C call: atomic for the
+        threads that iterate and read `handed`)."""
+        self.end = self.index
+
+    def remaining(self):
+        """How many messages are left to hand out."""
+        return self.end - self.index
+
+    def handed(self):
+        """How many messages were handed out."""
+        return self.index
 
 
 # -- receive buffers (kclient.protocol.connection.FrameBuffer) -----------------------

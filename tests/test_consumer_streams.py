@@ -70,7 +70,7 @@ def chunk(partition: int, first: int, count: int, topic: str = "t") -> MessageCh
 
 
 def expected(c: MessageChunk) -> list[tuple]:
-    offsets, rows = rows_for(c.messages[0].offset, len(c)) if len(c) else ([], [])
+    offsets, rows = rows_for(c.offsets[0], len(c)) if len(c) else ([], [])
     return [(r[0], r[1], c.topic, c.partition, o, r[2]) for o, r in zip(offsets, rows)]
 
 

@@ -43,7 +43,7 @@ import trio
 from crc32c import crc32c
 
 from kclient._accel import speedups
-from kclient.client.consumer.group.streams import MessageAndMetadata, MessageChunk
+from kclient.client.consumer.group.streams import MessageChunk
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.client.consumer.statistics import fetched_position
 from kclient.errors import (
@@ -65,11 +65,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("kclient.consumer")
 
-#: The compiled decoder of plain record batches into messages (None: pure Python).
-_c_decode_messages = speedups.decode_messages if speedups is not None else None
+#: The compiled decoder of plain record batches into columns (None: pure Python).
+_c_decode_columns = speedups.decode_columns if speedups is not None else None
 
 _key = itemgetter(0)
 _value = itemgetter(1)
+_timestamp = itemgetter(2)
 
 
 class PartitionTopicInfo:
@@ -97,9 +98,11 @@ class PartitionTopicInfo:
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> MessageChunk:
     """Decode one fetched partition into a `MessageChunk` (a sequence of
-    `MessageAndMetadata`), with
+    `MessageAndMetadata`, held as columns), with
     `kclient.protocol.records.iter_record_rows` (every format; control
-    batches skipped; every batch's size and CRC checked). The key / value
+    batches skipped; every batch's size and CRC checked; plain v2 batches
+    decoded straight into the columns where ``kclient._speedups`` is
+    built). The key / value
     decoders run here, on every message, so that a failing one fails the
     chunk; the `MessageAndMetadata` objects are built by the stream as it
     hands them out.
@@ -122,36 +125,33 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     message_set.check_fits()
     topic = info.topic
     partition = info.partition
-    if _c_decode_messages is not None and key_decoder is None and value_decoder is None:
-        # The compiled decoder makes the messages straight from the fetched
-        # bytes (no row per record) for every plain batch; the general
-        # decoder takes anything else from where it stops.
-        buf = message_set.buffer
-        start = message_set.start_offset
-        messages: list[MessageAndMetadata] = []
-        pos = _c_decode_messages(buf, 0, start, messages, crc32c, MessageAndMetadata, topic, partition)
-        if pos < len(buf):
-            for o, r in iter_record_rows(memoryview(buf)[pos:], start, where=f"{topic}-{partition}"):
-                messages += MessageChunk(topic, partition, o, r).messages
-        return MessageChunk.from_messages(topic, partition, messages)
     offsets: list[int] = []
-    rows: list[tuple] = []
-    # rows: (key, value, timestamp, headers)
-    for o, r in iter_record_rows(message_set.buffer, message_set.start_offset, where=f"{topic}-{partition}"):
-        if rows:
+    keys: list[Any] = []
+    values: list[Any] = []
+    timestamps: list[int] = []
+    buf = message_set.buffer
+    start = message_set.start_offset
+    pos = 0
+    if _c_decode_columns is not None:
+        # The compiled decoder fills the columns straight from the fetched
+        # bytes (no tuple per record) for every plain batch; the general
+        # decoder takes anything else from where it stops.
+        pos = _c_decode_columns(buf, 0, start, offsets, keys, values, timestamps, crc32c)
+    if pos < len(buf):
+        for o, r in iter_record_rows(memoryview(buf)[pos:] if pos else buf, start, where=f"{topic}-{partition}"):
+            # rows: (key, value, timestamp, headers)
             offsets += o
-            rows += r
-        else:
-            offsets, rows = o, r
-    keys = values = None
+            keys += map(_key, r)
+            values += map(_value, r)
+            timestamps += map(_timestamp, r)
     if key_decoder is not None and value_decoder is not None:  # in message order, key then value
-        pairs = [(key_decoder(r[0]), value_decoder(r[1])) for r in rows]
+        pairs = [(key_decoder(k), value_decoder(v)) for k, v in zip(keys, values)]
         keys, values = list(map(_key, pairs)), list(map(_value, pairs))
     elif key_decoder is not None:
-        keys = list(map(key_decoder, map(_key, rows)))
+        keys = list(map(key_decoder, keys))
     elif value_decoder is not None:
-        values = list(map(value_decoder, map(_value, rows)))
-    return MessageChunk(topic, partition, offsets, rows, keys, values)
+        values = list(map(value_decoder, values))
+    return MessageChunk.from_columns(topic, partition, offsets, keys, values, timestamps)
 
 
 class _Fetch:
@@ -401,8 +401,8 @@ class FetcherGroup:
                         keep.pop()
                         await core.deliver(info.stream_index, exc)
                         continue
-                    if chunk.messages:
-                        info.fetch_offset = max(end, chunk.messages[-1][4] + 1)
+                    if chunk.offsets:
+                        info.fetch_offset = max(end, chunk.offsets[-1] + 1)
                         await core.deliver(info.stream_index, (generation, chunk))
                     elif end > info.fetch_offset:
                         info.fetch_offset = end  # only control batches / skipped records

@@ -9,15 +9,17 @@ MessageAndMetadata; ``createMessageStreamsByFilter`` takes a TopicFilter,
 
 A stream is fed by the connector's fetchers (trio tasks in the connector's
 loop thread) through a bounded queue of ``queued.max.message.chunks``
-chunks; a chunk (`MessageChunk`) is the `MessageAndMetadata` of one
-partition from one fetch, built by the fetcher as it decodes them (in C
-where ``kclient._speedups`` is built; messages of plain values are then
-not tracked by the garbage collector, so a full queue costs it nothing).
-Iterating crosses threads once per chunk, never per message, and runs no
-Python code per message: ``for m in stream`` iterates an
-`itertools.chain` of C-level iterators over the chunks' lists. What a
-stream has handed out is read from the position of an iterator of the
-chunk being read (`KafkaStream.last_message`), so counting consumption
+chunks; a chunk (`MessageChunk`) is the decoded records of one partition
+from one fetch, as columns (offsets, keys, values, timestamps: lists of
+objects the garbage collector does not track). Iterating crosses threads
+once per chunk, never per message, and runs no Python code per message:
+``for m in stream`` iterates an `itertools.chain` of C-level chunk
+readers (compiled where ``kclient._speedups`` is built, else
+``map``/``zip`` pipelines) that build each `MessageAndMetadata` as it is
+handed out, so a message is made just before the application drops the
+one before it and queued chunks hold no message objects: consuming does
+not make the garbage collector run. What a stream has handed out is read
+from its reader (`KafkaStream.last_message`), so counting consumption
 costs nothing per message either.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import abc
 import re
-from itertools import chain, compress, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -80,49 +82,70 @@ _value = itemgetter(1)
 _timestamp = itemgetter(2)
 
 
-def _make_messages_py(cls: type, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None, values: list | None) -> list:
-    """One ``cls`` (`MessageAndMetadata`) per row: ``(key, value, topic,
-    partition, offset, timestamp)``, the key / value from ``keys`` /
-    ``values`` when given, else from the row. The reference behaviour of
-    the compiled ``kclient._speedups.make_messages``."""
-    keys_in = map(_key, rows) if keys is None else keys
-    values_in = map(_value, rows) if values is None else values
-    return list(map(_new, repeat(cls), zip(keys_in, values_in, repeat(topic), repeat(partition), offsets, map(_timestamp, rows))))
+class _ChunkReaderPy:
+    """Hands out a chunk's messages, built from its columns as they are
+    asked for (the reference behaviour of the compiled
+    ``kclient._speedups.ChunkReader``). Iterating it gives a C-level
+    ``map``/``zip`` pipeline (no Python frame per message); `stop`,
+    `remaining` and `handed` work from any thread."""
+
+    __slots__ = ("_messages", "_n", "_probe", "_stop")
+
+    def __init__(self, cls: type, topic: str, partition: int, offsets: list[int], keys: list, values: list, timestamps: list[int]) -> None:
+        n = len(offsets)
+        if not len(keys) == len(values) == len(timestamps) == n:
+            raise ValueError("the columns of a chunk differ in length")
+        self._n = n
+        # zip pulls its arguments in order: key, value, ..., the offset
+        # (_stop), then the timestamp (_probe): _probe advances only for a
+        # message handed out, also after _stop ended the iteration.
+        self._stop = iter(offsets)
+        self._probe = iter(timestamps)
+        columns = zip(iter(keys), iter(values), repeat(topic), repeat(partition), self._stop, self._probe)
+        self._messages = map(_new, repeat(cls), columns)
+
+    def __iter__(self) -> Iterator[MessageAndMetadata]:
+        return self._messages
+
+    def stop(self) -> None:
+        """End the iteration where it is (one C call)."""
+        self._stop.__setstate__(self._n)  # type: ignore[attr-defined]
+
+    def remaining(self) -> int:
+        """How many messages are left to hand out."""
+        return self._stop.__length_hint__()  # type: ignore[attr-defined]
+
+    def handed(self) -> int:
+        """How many messages were handed out."""
+        return self._n - self._probe.__length_hint__()  # type: ignore[attr-defined]
 
 
-def _make_messages(cls: type, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None, values: list | None) -> list:
-    if speedups is not None:
-        messages = speedups.make_messages(cls, topic, partition, offsets, rows, keys, values)
-        if messages is not None:
-            return messages
-    return _make_messages_py(cls, topic, partition, offsets, rows, keys, values)
+#: What reads a chunk: compiled where ``kclient._speedups`` is built.
+_ChunkReader = speedups.ChunkReader if speedups is not None else _ChunkReaderPy
 
 
 class MessageChunk:
     """The messages of one partition from one fetch, as the fetcher decoded
-    them: built from ``offsets`` and ``rows`` (``(key, value, timestamp,
-    headers)`` tuples of `kclient.protocol.records.iter_record_rows`), with
-    ``keys`` / ``values`` when a key / value decoder was applied (else the
-    row's bytes are the key / value). A sequence of `MessageAndMetadata`,
-    built here, on the fetcher's thread (compiled where
-    ``kclient._speedups`` is built; messages of plain values are then not
-    tracked by the garbage collector); `reader` is how a stream iterates
-    it.
+    them, in columns: ``offsets``, ``keys``, ``values`` (decoded by the
+    stream's key / value decoders, or bytes) and ``timestamps``. A sequence
+    of `MessageAndMetadata`, built when asked for: `reader` is how a
+    stream iterates it.
 
     Args:
         topic: The topic.
         partition: The partition.
         offsets: The messages' offsets, ascending.
-        rows: One row per offset.
-        keys: The decoded keys, or None.
-        values: The decoded values, or None.
+        rows: One ``(key, value, timestamp, headers)`` row per offset (see
+            `kclient.protocol.records.iter_record_rows`).
+        keys: The decoded keys, or None (the rows' keys).
+        values: The decoded values, or None (the rows' values).
 
     Raises:
         ValueError: ``rows``, ``keys`` or ``values`` is not as long as
             ``offsets``.
     """
 
-    __slots__ = ("messages", "partition", "topic")
+    __slots__ = ("keys", "offsets", "partition", "timestamps", "topic", "values")
 
     def __init__(self, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None = None, values: list | None = None) -> None:
         n = len(offsets)
@@ -130,58 +153,63 @@ class MessageChunk:
             raise ValueError(f"a chunk needs one row, key and value per offset: {n} offsets, {len(rows)} rows")
         self.topic = topic
         self.partition = partition
-        #: The `MessageAndMetadata` of the chunk, in offset order.
-        self.messages: list[MessageAndMetadata] = _make_messages(MessageAndMetadata, topic, partition, offsets, rows, keys, values)
+        self.offsets = offsets
+        self.keys = list(map(_key, rows)) if keys is None else keys
+        self.values = list(map(_value, rows)) if values is None else values
+        self.timestamps = list(map(_timestamp, rows))
 
     @classmethod
-    def from_messages(cls, topic: str, partition: int, messages: list[MessageAndMetadata]) -> MessageChunk:
-        """A chunk of messages built already (the fetcher's compiled
-        decoder makes them straight from the fetched bytes).
+    def from_columns(cls, topic: str, partition: int, offsets: list[int], keys: list, values: list, timestamps: list[int]) -> MessageChunk:
+        """A chunk from its columns (what the fetcher's compiled decoder
+        makes, with no tuple per record).
 
         Args:
             topic: The topic.
             partition: The partition.
-            messages: Its `MessageAndMetadata`, in offset order.
+            offsets: The offsets, ascending.
+            keys: One key per offset.
+            values: One value per offset.
+            timestamps: One timestamp (ms) per offset.
 
         Returns:
             The chunk.
+
+        Raises:
+            ValueError: the columns differ in length.
         """
+        if not len(keys) == len(values) == len(timestamps) == len(offsets):
+            raise ValueError("the columns of a chunk differ in length")
         chunk = cls.__new__(cls)
         chunk.topic = topic
         chunk.partition = partition
-        chunk.messages = messages
+        chunk.offsets = offsets
+        chunk.keys = keys
+        chunk.values = values
+        chunk.timestamps = timestamps
         return chunk
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self.offsets)
 
     def __getitem__(self, index: int) -> MessageAndMetadata:
-        return self.messages[index]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]  # type: ignore[return-value]
+        return _new(MessageAndMetadata, (self.keys[index], self.values[index], self.topic, self.partition, self.offsets[index], self.timestamps[index]))
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:
-        return iter(self.messages)
+        return iter(self.reader())
 
-    def reader(self) -> tuple[Iterator[MessageAndMetadata], Iterator[MessageAndMetadata], Iterator[bool]]:
-        """The messages as a C-level iterator, with two handles on it.
-
-        Returns:
-            ``(messages, stop, probe)``: ``messages`` hands out the chunk's
-            messages (``itertools.compress`` of ``stop``, the list's
-            iterator, and ``probe``, a ``repeat(True, len(chunk))``: no
-            Python frame per message). ``stop.__setstate__(len(chunk))``
-            ends ``messages`` at once. ``probe`` is read last for each
-            message (after ``stop``), so ``len(chunk) -
-            probe.__length_hint__()`` is always how many messages it handed
-            out, also after ``stop`` ended it.
-        """
-        messages = self.messages
-        stop = iter(messages)
-        probe = repeat(True, len(messages))
-        return compress(stop, probe), stop, probe
+    def reader(self) -> Any:
+        """A reader of the messages: iterating it hands them out, each
+        `MessageAndMetadata` built as it is asked for (C-level, no Python
+        frame per message), with ``stop()`` (end it where it is),
+        ``remaining()`` and ``handed()`` (how many it handed out, also after
+        ``stop()``), safe to call from another thread."""
+        return _ChunkReader(MessageAndMetadata, self.topic, self.partition, self.offsets, self.keys, self.values, self.timestamps)
 
     def __repr__(self) -> str:
-        messages = self.messages
-        return f"<MessageChunk {self.topic}-{self.partition} offsets {messages[0][4] if messages else '-'}..{messages[-1][4] if messages else '-'} ({len(self)} messages)>"
+        offsets = self.offsets
+        return f"<MessageChunk {self.topic}-{self.partition} offsets {offsets[0] if offsets else '-'}..{offsets[-1] if offsets else '-'} ({len(self)} messages)>"
 
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -364,9 +392,8 @@ class KafkaStream:
         self.name = name
         self._loop = loop
         self._receive = receive
-        #: The chunk being read: ``(chunk, stop, probe)`` of
-        #: `MessageChunk.reader`, or None.
-        self._reading: tuple[MessageChunk, Iterator[MessageAndMetadata], Iterator[bool]] | None = None
+        #: The chunk being read and its `MessageChunk.reader`, or None.
+        self._reading: tuple[MessageChunk, Any] | None = None
         #: Its messages' iterator (exhausted when there is none).
         self._active: Iterator[MessageAndMetadata] = _EXHAUSTED
         #: The last message handed out before the chunk being read.
@@ -401,7 +428,7 @@ class KafkaStream:
         raises may escape (the chain would drop its source)."""
         try:
             reading = self._reading
-            if reading is not None and reading[1].__length_hint__() > 0:  # type: ignore[attr-defined]
+            if reading is not None and reading[1].remaining() > 0:
                 return self._active  # another chain (a loop left with break) stopped inside it
             while True:
                 last = self.last_message
@@ -431,9 +458,10 @@ class KafkaStream:
                 generation, chunk = item
                 if generation != self._core.generation or not len(chunk):
                     continue  # fetched before a rebalance that moved its partition
-                messages, stop, probe = chunk.reader()
+                reader = chunk.reader()
+                messages = iter(reader)
                 self._active = messages
-                self._reading = (chunk, stop, probe)
+                self._reading = (chunk, reader)
                 return messages
         except BaseException as exc:
             return _Raising(exc)
@@ -449,8 +477,7 @@ class KafkaStream:
         `last_message` stays the last message handed out."""
         reading = self._reading
         if reading is not None:
-            chunk, stop, _ = reading
-            stop.__setstate__(len(chunk))  # one C call: the chunk's iterator is exhausted
+            reading[1].stop()  # one C call: the chunk's iterator is exhausted
 
     @property
     def last_message(self) -> MessageAndMetadata | None:
@@ -458,8 +485,8 @@ class KafkaStream:
         as consumed), or None."""
         reading = self._reading
         if reading is not None:
-            chunk, _, probe = reading
-            handed = len(chunk) - probe.__length_hint__()  # type: ignore[attr-defined]
+            chunk, reader = reading
+            handed = reader.handed()
             if handed > 0:
                 return chunk[handed - 1]
         return self._before

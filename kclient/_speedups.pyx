@@ -23,7 +23,7 @@ from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uint8_t
+from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint32_t, uint64_t, uint8_t
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memcpy
 
@@ -37,6 +37,9 @@ cdef extern from "Python.h":
 cdef int64_t _TS_BOUND = (<int64_t>1) << 61
 
 cdef tuple _EMPTY = ()
+
+# Offsets further than this from zero are left to the pure-Python path.
+cdef int64_t _OFFSET_BOUND = (<int64_t>1) << 62
 
 
 # -- zigzag varints (Kafka protocol guide, "Record": varint / varlong) ----------
@@ -243,15 +246,16 @@ cdef object _decode_rows(const uint8_t* buf, Py_ssize_t size, Py_ssize_t pos, Py
         PyLong_AsLongLongAndOverflow(fixed_timestamp, &overflow)
         if overflow:
             return False
-    return _decode_rows_c(buf, pos, end, count, b_off, b_ts, fixed_timestamp, offsets, rows, None, None)
+    return _decode_rows_c(buf, pos, end, count, b_off, b_ts, fixed_timestamp, offsets, rows, None, None, INT64_MIN)
 
 
 cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, int64_t b_off, int64_t b_ts,
-                         object fixed_timestamp, list offsets, list rows, list values, list timestamps) except -1:
+                         object fixed_timestamp, list offsets, list rows, list values, list timestamps, int64_t min_offset) except -1:
     """`_decode_rows` with the batch's numbers checked: ``end`` within the
     buffer, ``b_ts`` within +-2**61, ``fixed_timestamp`` an int (or None).
     With ``values`` and ``timestamps`` (columns), the keys go to ``rows``,
-    the values and timestamps to those lists (no tuple per record)."""
+    the values and timestamps to those lists (no tuple per record).
+    Records below ``min_offset`` are decoded (checked) but not kept."""
     cdef Py_ssize_t first_offset = PyList_GET_SIZE(offsets)
     cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
     cdef bint columns = values is not None
@@ -300,6 +304,8 @@ cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_
             break
         if not has_fixed:
             ts_obj = PyLong_FromLongLong(b_ts + ts_delta)
+        if b_off + off_delta < min_offset:
+            continue
         PyList_Append(offsets, PyLong_FromLongLong(b_off + off_delta))
         if columns:
             PyList_Append(rows, key)
@@ -342,26 +348,29 @@ DEF _ATTR_TS_TYPE = 0x08
 DEF _ATTR_CONTROL = 0x20
 
 
-def decode_columns(object buf, Py_ssize_t pos, object start_offset, list offsets not None, list keys not None, list values not None, list timestamps not None, object crc32c):
+def decode_columns(object buf, Py_ssize_t pos, object start_offset, list offsets not None, list keys not None, list values not None, list timestamps not None,
+                   object crc32c, Py_ssize_t chunk_rows=PY_SSIZE_T_MAX):
     """`decode_batches` into columns: each record's offset, key, value and
     timestamp appended to ``offsets``, ``keys``, ``values`` and
     ``timestamps`` (no tuple per record: nothing the garbage collector
-    tracks), for every plain batch from ``pos`` on.
+    tracks), for every plain batch from ``pos`` on, until the columns hold
+    ``chunk_rows`` records or more.
 
     Returns:
         The position it stopped at (see `decode_batches`).
     """
-    return _decode_batches(buf, pos, start_offset, offsets, keys, PY_SSIZE_T_MAX, crc32c, values, timestamps)
+    return _decode_batches(buf, pos, start_offset, offsets, keys, chunk_rows, crc32c, values, timestamps)
 
 
 def decode_batches(object buf, Py_ssize_t pos, object start_offset, list offsets not None, list rows not None, Py_ssize_t chunk_rows, object crc32c):
     """The fast path of ``kclient.protocol.records.rows.iter_record_rows``,
     compiled: from ``pos`` on, the v2 record batches of ``buf`` (any
-    buffer) that are whole, uncompressed, start at or after
-    ``start_offset`` and pass their CRC-32C (``crc32c``, the library's
-    function, over the bytes from the attributes on); control batches are
-    checked and skipped, every other batch's records decoded as
-    ``decode_rows`` does into ``offsets`` / ``rows``. Stops at the first
+    buffer) that are whole and uncompressed: those wholly before
+    ``start_offset`` skipped unread, the others' CRC-32C checked
+    (``crc32c``, the library's function, over the bytes from the attributes
+    on); control batches are then skipped, every other batch's records at
+    or after ``start_offset`` decoded as ``decode_rows`` does into
+    ``offsets`` / ``rows``. Stops at the first
     batch of any other kind (or the end), and once ``rows`` holds
     ``chunk_rows`` or more.
 
@@ -397,8 +406,11 @@ cdef object _decode_batches(object buf, Py_ssize_t pos, object start_offset, lis
             last_delta = _be32(p + pos + _B_LAST_DELTA)
             count = _be32(p + pos + _B_COUNT)
             end = pos + 12 + <Py_ssize_t>length
-            if end > size or length < _B_HEADER - 12 or count < 0 or last_delta < 0 or base_offset < start:
+            if end > size or length < _B_HEADER - 12 or count < 0 or last_delta < 0 or base_offset > _OFFSET_BOUND or base_offset < -_OFFSET_BOUND:
                 break
+            if base_offset + last_delta < start:  # wholly before the start: skipped unread
+                pos = end
+                continue
             attributes = (p[pos + _B_ATTRIBUTES] << 8) | p[pos + _B_ATTRIBUTES + 1]
             if attributes & _ATTR_CODEC:
                 break
@@ -410,16 +422,13 @@ cdef object _decode_batches(object buf, Py_ssize_t pos, object start_offset, lis
                 if base_ts >= _TS_BOUND or base_ts <= -_TS_BOUND:
                     break
                 fixed = PyLong_FromLongLong(_be64(p + pos + _B_MAX_TS)) if attributes & _ATTR_TS_TYPE else None
-                if not _decode_rows_c(p, pos + _B_HEADER, end, count, base_offset, base_ts, fixed, offsets, rows, values, timestamps):
+                if not _decode_rows_c(p, pos + _B_HEADER, end, count, base_offset, base_ts, fixed, offsets, rows, values, timestamps, start):
                     break
             pos = end
         return pos
     finally:
         mv = None
         PyBuffer_Release(&view)
-
-
-cdef int64_t _OFFSET_BOUND = (<int64_t>1) << 62
 
 
 def fetched_position(object buf, object start):
@@ -1003,6 +1012,79 @@ cdef class ChunkReader:
     def handed(self):
         """How many messages were handed out."""
         return self.index
+
+
+cdef object _alloc_n(object cls, Py_ssize_t n, object a, object b, object c, object d):
+    """A new instance of the tuple subclass ``cls`` holding the first ``n``
+    (2 or 4) of the items."""
+    cdef PyTypeObject_alloc* tp = <PyTypeObject_alloc*>cls
+    cdef PyObject* raw = tp.tp_alloc(tp, n)
+    if raw == NULL:
+        raise MemoryError()
+    Py_INCREF_raw(<PyObject*>a)
+    PyTuple_SET_ITEM_raw(raw, 0, <PyObject*>a)
+    Py_INCREF_raw(<PyObject*>b)
+    PyTuple_SET_ITEM_raw(raw, 1, <PyObject*>b)
+    if n == 4:
+        Py_INCREF_raw(<PyObject*>c)
+        PyTuple_SET_ITEM_raw(raw, 2, <PyObject*>c)
+        Py_INCREF_raw(<PyObject*>d)
+        PyTuple_SET_ITEM_raw(raw, 3, <PyObject*>d)
+    return _steal(raw)
+
+
+cdef class MessageSetReader:
+    """``kclient.client.consumer.message_set._message_set_reader_py``,
+    compiled: hands out ``MessageAndOffset(Message(key, payload,
+    timestamp, ()), offset)`` (both tuple subclasses) for each record of
+    the columns, built as asked for; those of plain values (bytes or None
+    key and value) are not tracked by the garbage collector.
+
+    Args:
+        message_cls: The Message type.
+        wrapper_cls: The MessageAndOffset type.
+        offsets, keys, values, timestamps: The columns, lists of one length.
+
+    Raises:
+        ValueError: the columns differ in length.
+    """
+
+    cdef object message_cls, wrapper_cls
+    cdef list offsets, keys, values, timestamps
+    cdef Py_ssize_t index, end
+
+    def __cinit__(self, object message_cls, object wrapper_cls, list offsets not None, list keys not None, list values not None, list timestamps not None):
+        cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
+        if PyList_GET_SIZE(keys) != n or PyList_GET_SIZE(values) != n or PyList_GET_SIZE(timestamps) != n:
+            raise ValueError("the columns differ in length")
+        self.message_cls = message_cls
+        self.wrapper_cls = wrapper_cls
+        self.offsets = offsets
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.index = 0
+        self.end = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Py_ssize_t i = self.index
+        cdef object key, value, ts, offset, message, wrapper
+        if i >= self.end:
+            raise StopIteration
+        key = <object>PyList_GET_ITEM(self.keys, i)
+        value = <object>PyList_GET_ITEM(self.values, i)
+        ts = <object>PyList_GET_ITEM(self.timestamps, i)
+        offset = <object>PyList_GET_ITEM(self.offsets, i)
+        message = _alloc_n(self.message_cls, 4, key, value, ts, _EMPTY)
+        wrapper = _alloc_n(self.wrapper_cls, 2, message, offset, None, None)
+        if _atomic(key) and _atomic(value) and _atomic(ts) and _atomic(offset):
+            PyObject_GC_UnTrack(<void*>message)
+            PyObject_GC_UnTrack(<void*>wrapper)
+        self.index = i + 1
+        return wrapper
 
 
 # -- receive buffers (kclient.protocol.connection.FrameBuffer) -----------------------

@@ -543,3 +543,57 @@ def test_fetched_position_matches_pure_python(record_set, legacy_magic, start, d
         assert compiled == pure or compiled is None  # None: an offset beyond 62 bits, handed back
         assert statistics.fetched_position(candidate, start) == pure
     assert _speedups.fetched_position(buf, 2**63) is None
+
+
+def _iterate_message_set(buf, start):
+    from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset
+
+    got: list = []
+    try:
+        for mo in ByteBufferMessageSet("t", 1, bytearray(buf), start):
+            assert type(mo) is MessageAndOffset and type(mo.message) is Message
+            got.append((mo.offset, tuple(mo.message)))
+    except (CorruptRecordError, MessageSizeTooLargeError) as exc:
+        return got, (type(exc).__name__, str(exc))
+    return got, None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_record_set())
+def test_simple_consumer_message_sets_iterate_alike_on_both_paths(record_set):
+    """SimpleConsumer's ByteBufferMessageSet: the messages built from the
+    compiled columns equal those from rows (pure), start offsets inside a
+    batch included, and a corrupt batch raises the same error after the
+    same messages."""
+    from kclient.client.consumer import message_set
+
+    buf, start = record_set
+    saved = message_set._c_decode_columns, message_set._MessageSetReader
+    message_set._c_decode_columns, message_set._MessageSetReader = _speedups.decode_columns, _speedups.MessageSetReader
+    try:
+        compiled = _iterate_message_set(buf, start)
+    finally:
+        message_set._c_decode_columns = message_set._MessageSetReader = None
+    try:
+        pure = _iterate_message_set(buf, start)
+    finally:
+        message_set._c_decode_columns, message_set._MessageSetReader = saved
+    assert compiled == pure
+
+
+def test_message_set_reader_messages_of_plain_values_are_not_tracked():
+    import gc
+
+    from kclient.client.consumer.message_set import Message, MessageAndOffset
+
+    holder: dict = {}
+    reader = _speedups.MessageSetReader(Message, MessageAndOffset, [5, 6], [b"k", None], [b"v", holder], [1, 2])
+    plain, other = list(reader)
+    assert plain == ((b"k", b"v", 1, ()), 5) and other == ((None, holder, 2, ()), 6)
+    assert not gc.is_tracked(plain) and not gc.is_tracked(plain.message)
+    assert gc.is_tracked(other) and gc.is_tracked(other.message)
+    holder["self"] = other
+    del reader, plain, other, holder
+    assert gc.collect() >= 2
+    with pytest.raises(ValueError):
+        _speedups.MessageSetReader(Message, MessageAndOffset, [1], [], [], [])

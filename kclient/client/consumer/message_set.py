@@ -17,9 +17,12 @@ from operator import itemgetter
 from typing import Iterable, Iterator, Sequence
 
 import attrs
+from crc32c import crc32c as _crc32c
 
+from kclient._accel import speedups
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
+from kclient.protocol.records.rows import CHUNK_ROWS
 from kclient.protocol.records.scan import LOG_OVERHEAD
 
 
@@ -75,6 +78,18 @@ class MessageAndOffset(tuple):
 
 
 _new = tuple.__new__
+
+
+def _message_set_reader_py(offsets: list[int], rows: list[tuple]) -> Iterator[MessageAndOffset]:
+    """The messages of decoded rows (``(key, value, timestamp, headers)``)
+    as a C-level ``map``/``zip`` pipeline: the reference behaviour of the
+    compiled ``kclient._speedups.MessageSetReader``."""
+    return map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
+
+
+#: The compiled column decoder and reader (None: pure Python only).
+_c_decode_columns = speedups.decode_columns if speedups is not None else None
+_MessageSetReader = speedups.MessageSetReader if speedups is not None else None
 
 
 @attrs.define
@@ -167,8 +182,28 @@ class ByteBufferMessageSet:
         if self.error_code:
             raise self.error  # type: ignore[misc]
         self.check_fits()
-        for offsets, rows in iter_record_rows(self.buffer, self.start_offset, where=f"{self.topic}-{self.partition}"):
-            yield map(_new, repeat(MessageAndOffset), zip(map(_new, repeat(Message), rows), offsets))
+        buf = self.buffer
+        start = self.start_offset
+        pos = 0
+        if _c_decode_columns is not None:
+            # The compiled decoder fills columns straight from the bytes (no
+            # tuple per record) for runs of plain batches, a chunk at a time;
+            # the general decoder takes the rest from where it stops.
+            size = len(buf)
+            while pos < size:
+                offsets: list[int] = []
+                keys: list = []
+                values: list = []
+                timestamps: list[int] = []
+                pos = _c_decode_columns(buf, pos, start, offsets, keys, values, timestamps, _crc32c, CHUNK_ROWS)
+                if not offsets:
+                    break
+                yield _MessageSetReader(Message, MessageAndOffset, offsets, keys, values, timestamps)
+            if pos >= size:
+                return
+            buf = memoryview(buf)[pos:]
+        for offsets, rows in iter_record_rows(buf, start, where=f"{self.topic}-{self.partition}"):
+            yield _message_set_reader_py(offsets, rows)
 
     def messages(self) -> list[MessageAndOffset]:
         """All messages as a list."""

@@ -65,6 +65,10 @@ def _resize_buffer_py(buffer: bytearray, size: int) -> None:
         buffer += bytes(size - have)
 
 
+#: Reference counts tell when nobody holds a spare buffer (CPython); without
+#: them no buffer is kept.
+_getrefcount = getattr(sys, "getrefcount", None)
+
 # Compiled: new bytes are not zeroed (every byte of a frame is received
 # before the frame is handed out).
 _new_buffer = speedups.new_buffer if speedups is not None else _new_buffer_py
@@ -120,7 +124,7 @@ class FrameBuffer:
         for i in range(len(pool)):
             # the pool's reference and getrefcount's argument only: no reader
             # and no memoryview of it is left
-            if sys.getrefcount(pool[i]) <= 2:
+            if _getrefcount(pool[i]) <= 2:  # type: ignore[misc]
                 spare = pool.pop(i)
                 _resize_buffer(spare, min(size, max(first, len(spare))))
                 return spare
@@ -132,7 +136,7 @@ class FrameBuffer:
         buffers of at most `SPARE_BUFFER_BYTES` each. Receiving into memory
         that is mapped already spares the page faults of fresh memory (a
         response of 8 MiB touches 2,048 new pages) and the zeroing."""
-        if len(big) > SPARE_BUFFER_BYTES or SPARE_BUFFERS <= 0:
+        if len(big) > SPARE_BUFFER_BYTES or SPARE_BUFFERS <= 0 or _getrefcount is None:
             return
         pool = self._spares
         if len(pool) >= SPARE_BUFFERS:

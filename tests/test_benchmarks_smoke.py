@@ -224,3 +224,22 @@ def test_cluster_benchmark_quick(tmp_path, zookeeper) -> None:
         assert row["rf3_acks_all_records_per_s"] > 0 and row["rf1_acks_1_records_per_s"] > 0
     assert len(report["failover"]["failover_s"]) == 1
     assert "failover (leader SIGKILL" in proc.stdout
+
+
+def test_stream_phases_quick(zookeeper) -> None:
+    """benchmarks/stream_phases.py: a few small runs, each consuming every
+    record (it stops at the count, or fails on consumer.timeout.ms), each
+    with its phases, page faults, GC runs and thread CPU printed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stream_phases.py"), "--partitions", "2", "--count", "3000", "--size", "200", "--runs", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, f"benchmarks/stream_phases.py failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    runs = [line for line in proc.stdout.splitlines() if line.startswith("run ")]
+    assert len(runs) == 2, proc.stdout
+    for line in runs:
+        assert "join" in line and "records/s" in line and "page faults" in line and "gc runs" in line, line
+    assert proc.stdout.count("thread CPU ms:") == 2

@@ -238,7 +238,9 @@ class _chunks:
     straddle chunk boundaries."""
 
     def __init__(self, walk: int, recover: int) -> None:
-        self.values = {"_WALK_CHUNK": walk, "_RECOVER_CHUNK": recover}
+        # _FIND_CHUNK: the header walk of find_batch re-reads when a header
+        # straddles what it read, and skips bodies it did not read.
+        self.values = {"_WALK_CHUNK": walk, "_RECOVER_CHUNK": recover, "_FIND_CHUNK": walk}
 
     def __enter__(self):
         self.saved = {k: getattr(segment_mod, k) for k in self.values}
@@ -266,7 +268,7 @@ def _build_segment(d: Path, sizes, interval: int) -> tuple[LogSegment, int]:
     sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 600)), min_size=1, max_size=40),
     interval=st.integers(0, 1500),
     reopen=st.booleans(),
-    walk_chunk=st.sampled_from([17, 64, 700, 16 * 1024]),
+    walk_chunk=st.sampled_from([17, 43, 64, 700, 16 * 1024]),
 )
 def test_index_lookup_matches_linear_scan(sizes, interval, reopen, walk_chunk):
     with tempfile.TemporaryDirectory() as tmp, _chunks(walk_chunk, walk_chunk):
@@ -533,3 +535,22 @@ def test_parse_partition_dir():
     assert parse_partition_dir("t-0.abc-delete") is None
     assert parse_partition_dir("-0") is None
     assert parse_partition_dir("notapartition") is None
+
+
+def test_batch_header_facts_need_only_the_header():
+    """read_batch_header reads what read_batch_info does from the first
+    HEADER_FACTS_BYTES of a batch (v2) or entry (v0/v1), the rest of it
+    absent, and rejects the same impossible headers."""
+    from kclient.protocol.records import legacy
+    from kclient.protocol.records.scan import HEADER_FACTS_BYTES, read_batch_header, read_batch_info
+
+    v2_batch = batch(3, value_size=500)
+    for data in (v2_batch, legacy.build_message_set([(b"k", b"v" * 50, 7)], magic=1, base_offset=9), legacy.build_message_set([(None, b"v")], magic=0, base_offset=4)):
+        whole = read_batch_info(data, 0)
+        assert read_batch_header(data[:HEADER_FACTS_BYTES], 0) == whole
+        assert read_batch_header(data, 0) == whole
+    assert read_batch_header(v2_batch[: HEADER_FACTS_BYTES - 1], 0) is None
+    bad = bytearray(v2_batch)
+    bad[16] = 9
+    with pytest.raises(CorruptRecordError):
+        read_batch_header(bytes(bad[:HEADER_FACTS_BYTES]), 0)

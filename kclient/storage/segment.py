@@ -59,10 +59,12 @@ from kclient.errors import CorruptRecordError
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
 from kclient.protocol.records.scan import (
+    HEADER_FACTS_BYTES,
     LOG_OVERHEAD,
     MAGIC_AT,
     BatchInfo,
     ProducerFields,
+    read_batch_header,
     read_batch_info,
     read_v2_producer_fields,
     scan_batches,
@@ -82,6 +84,7 @@ DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
 _U32 = struct.Struct(">I")
 _WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
+_FIND_CHUNK = 4 * 1024  # bytes per pread when walking headers to find a batch
 _RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
 
 
@@ -494,6 +497,35 @@ class LogSegment:
                 want = chunk
             pos += off
 
+    def _walk_headers(self, start: int) -> Iterator[BatchInfo]:
+        """Yield the `BatchInfo` (absolute ``position``) of each complete
+        batch from byte ``start``, reading only headers: ``_FIND_CHUNK``
+        bytes at a time, a batch's body skipped unread when the next header
+        lies past what was read (finding a fetch's first batch reads a few
+        KB, not the batches before it). Stops silently at a partial batch at
+        the end; raises `CorruptRecordError` naming the file and absolute
+        byte position at an impossible header."""
+        end = self._size
+        pos = start
+        buf = b""
+        base = start  # buf holds the file's bytes base .. base + len(buf)
+        while pos < end:
+            try:
+                info = read_batch_header(buf, pos - base) if pos - base < len(buf) else None
+                if info is None:
+                    with self._log.use() as fd:
+                        buf = os.pread(fd, min(max(_FIND_CHUNK, HEADER_FACTS_BYTES), end - pos), pos)
+                    base = pos
+                    info = read_batch_header(buf, 0)
+                    if info is None:
+                        return  # a partial header at the end
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.log_path}: impossible batch at byte {pos} ({exc})") from exc
+            if pos + info.size > end:
+                return  # a partial batch at the end
+            yield BatchInfo(pos, info.base_offset, info.last_offset, info.size, info.magic, info.max_timestamp)
+            pos += info.size
+
     def iter_batches(self, position: int = 0) -> Iterator[BatchInfo]:
         """Walk the batch headers of the segment.
 
@@ -564,7 +596,7 @@ class LogSegment:
         if start > 0:
             try:
                 first = True
-                for info in self.iter_batches(start):
+                for info in self._walk_headers(start):
                     if first and info.base_offset != entry_offset:
                         raise _BadIndex(f"entry ({entry_offset}, {start}) points at a batch with offset {info.base_offset}")
                     first = False
@@ -573,7 +605,10 @@ class LogSegment:
                 return None
             except (_BadIndex, CorruptRecordError) as exc:
                 self._suspect("offset index", str(exc))
-        return self._scan_for(lambda info: info.last_offset >= offset)
+        for info in self._walk_headers(0):
+            if info.last_offset >= offset:
+                return info
+        return None
 
     def find_position(self, offset: int) -> int | None:
         """Byte position of the batch holding ``offset``.

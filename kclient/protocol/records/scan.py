@@ -106,6 +106,50 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
     raise CorruptRecordError(f"unknown magic byte {magic} at byte {position}")
 
 
+#: Bytes from a batch's first byte through its header facts: a v2 batch's
+#: maxTimestamp ends at byte 43 (a v0/v1 entry's need fewer).
+HEADER_FACTS_BYTES = 43
+
+
+def read_batch_header(buf, position: int) -> BatchInfo | None:
+    """`read_batch_info` from the header alone: the batch may end past
+    ``buf`` (a reader of headers then skips ``size`` bytes unread).
+
+    Args:
+        buf (bytes | bytearray | memoryview): Bytes holding the header.
+        position: Offset of the batch's first byte in ``buf``.
+
+    Returns:
+        The batch's facts, or ``None`` if ``buf`` ends inside the header
+            (`HEADER_FACTS_BYTES` for v2).
+
+    Raises:
+        kclient.errors.CorruptRecordError: An impossible size or an unknown
+            magic.
+    """
+    end = len(buf)
+    if position + MAGIC_AT + 1 > end:
+        return None
+    offset, size = _HEAD.unpack_from(buf, position)
+    magic = buf[position + MAGIC_AT]
+    if magic == 2:
+        if size < V2_HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch at byte {position} claims size {size}, below the v2 header size")
+        if position + HEADER_FACTS_BYTES > end:
+            return None
+        delta, _, max_ts = _V2_TAIL.unpack_from(buf, position + 23)
+        return BatchInfo(position, offset, offset + delta, size + LOG_OVERHEAD, 2, max_ts)
+    if magic in (0, 1):
+        minimum = MIN_V0_SIZE if magic == 0 else MIN_V1_SIZE
+        if size < minimum:
+            raise CorruptRecordError(f"message at byte {position} claims size {size}, below the v{magic} minimum {minimum}")
+        if magic == 1 and position + 26 > end:
+            return None
+        ts = _V1_TS.unpack_from(buf, position + 18)[0] if magic == 1 else -1
+        return BatchInfo(position, offset, offset, size + LOG_OVERHEAD, magic, ts)
+    raise CorruptRecordError(f"unknown magic byte {magic} at byte {position}")
+
+
 def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
     """Walk the complete batches of ``buf`` from ``start``.
 

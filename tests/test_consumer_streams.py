@@ -222,3 +222,29 @@ def test_decode_chunk_runs_decoders_in_message_order():
     c = decode_chunk(PartitionTopicInfo("t", 0, 0, 1), ByteBufferMessageSet("t", 0, buffer, 1), kd, vd)
     assert [(m.key, m.value, m.offset) for m in c] == [("k1", "v1", 1), ("k2", "v2", 2), ("k3", "v3", 3)]
     assert calls == [(x, f"{x}{i}".encode()) for i in (1, 2, 3) for x in "kv"]
+
+
+async def test_concurrent_zookeeper_reads_raise_their_own_error_not_a_group():
+    """The rebalance reads committed offsets and leaders at once
+    (core._all); a failing read raises its own KafkaError, after both
+    finished, so the rebalance's retry (which catches KafkaError) sees it."""
+    import trio
+
+    from kclient.client.consumer.group.core import _all, _both
+    from kclient.errors import ZooKeeperError
+
+    finished = []
+
+    async def ok(value, delay):
+        await trio.sleep(delay)
+        finished.append(value)
+        return value
+
+    async def fails():
+        await trio.sleep(0)
+        raise ZooKeeperError("read failed")
+
+    assert await _both(ok(1, 0.01), ok(2, 0)) == (1, 2)
+    with pytest.raises(ZooKeeperError, match="read failed"):
+        await _all(fails(), ok(3, 0.02))
+    assert 3 in finished  # the other call ran to its end

@@ -879,3 +879,31 @@ async def test_spliced_response_sent_through_a_tiny_socket_buffer(tmp_path):
     await sender.aclose()
     b.close()
     plog.close()
+
+
+def test_response_slices_are_found_at_any_depth_in_encoding_order():
+    """iter_slices (what releases a Fetch response's file slices and checks
+    the encoder took them all) finds every FileSlice in nested dicts and
+    lists, subclasses included, in order, and nothing else."""
+    from collections import OrderedDict
+
+    from kclient.broker.zerocopy import iter_slices, release_slices
+    from kclient.storage import FileSlice
+
+    s = [FileSlice.empty(i, 0, i) for i in range(5)]
+
+    class Parts(list):
+        pass
+
+    body = {
+        "throttle_time_ms": 0,
+        "responses": [
+            {"topic": "a", "partitions": Parts([{"partition_index": 0, "records": s[0], "aborted": []}, {"records": b"x", "flag": True}])},
+            OrderedDict(topic="b", partitions=[{"records": s[1]}, {"records": None}, {"nested": [[s[2]], {"deep": s[3]}]}]),
+        ],
+        "tail": s[4],
+    }
+    assert list(iter_slices(body)) == s
+    assert list(iter_slices(s[0])) == [s[0]] and list(iter_slices(7)) == []
+    release_slices(body)
+    assert all(piece.released for piece in s)

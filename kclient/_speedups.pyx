@@ -943,7 +943,43 @@ cdef inline bint _atomic(object o):
     return o is None or PyBytes_CheckExact(o) or PyLong_CheckExact(o) or PyUnicode_CheckExact(o)
 
 
-cdef class ChunkReader:
+cdef class _Columns:
+    """The columns of decoded records (offsets, keys, values, timestamps:
+    lists of one length) and how far a reader has handed them out."""
+
+    cdef list offsets, keys, values, timestamps
+    cdef Py_ssize_t index, end
+
+    cdef int _set_columns(self, list offsets, list keys, list values, list timestamps) except -1:
+        cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
+        if PyList_GET_SIZE(keys) != n or PyList_GET_SIZE(values) != n or PyList_GET_SIZE(timestamps) != n:
+            raise ValueError("the columns differ in length")
+        self.offsets = offsets
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.index = 0
+        self.end = n
+        return 0
+
+    def __iter__(self):
+        return self
+
+    def stop(self):
+        """End the iteration where it is (one C call: atomic for the
+        threads that iterate and read `handed`)."""
+        self.end = self.index
+
+    def remaining(self):
+        """How many records are left to hand out."""
+        return self.end - self.index
+
+    def handed(self):
+        """How many records were handed out."""
+        return self.index
+
+
+cdef class ChunkReader(_Columns):
     """``kclient.client.consumer.group.streams._ChunkReaderPy``, compiled:
     hands out a chunk's messages, one ``cls((key, value, topic, partition,
     offset, timestamp))`` (MessageAndMetadata, a tuple subclass) per
@@ -963,27 +999,14 @@ cdef class ChunkReader:
     """
 
     cdef object cls, topic, partition
-    cdef list offsets, keys, values, timestamps
-    cdef Py_ssize_t index, end
     cdef bint plain
 
     def __cinit__(self, object cls, object topic, object partition, list offsets not None, list keys not None, list values not None, list timestamps not None):
-        cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
-        if PyList_GET_SIZE(keys) != n or PyList_GET_SIZE(values) != n or PyList_GET_SIZE(timestamps) != n:
-            raise ValueError("the columns of a chunk differ in length")
+        self._set_columns(offsets, keys, values, timestamps)
         self.cls = cls
         self.topic = topic
         self.partition = partition
-        self.offsets = offsets
-        self.keys = keys
-        self.values = values
-        self.timestamps = timestamps
-        self.index = 0
-        self.end = n
         self.plain = _atomic(topic) and _atomic(partition)
-
-    def __iter__(self):
-        return self
 
     def __next__(self):
         cdef Py_ssize_t i = self.index
@@ -999,19 +1022,6 @@ cdef class ChunkReader:
             PyObject_GC_UnTrack(<void*>m)
         self.index = i + 1
         return m
-
-    def stop(self):
-        """End the iteration where it is (one C call: atomic for the
-        threads that iterate and read `handed`)."""
-        self.end = self.index
-
-    def remaining(self):
-        """How many messages are left to hand out."""
-        return self.end - self.index
-
-    def handed(self):
-        """How many messages were handed out."""
-        return self.index
 
 
 cdef object _alloc_n(object cls, Py_ssize_t n, object a, object b, object c, object d):
@@ -1033,7 +1043,7 @@ cdef object _alloc_n(object cls, Py_ssize_t n, object a, object b, object c, obj
     return _steal(raw)
 
 
-cdef class MessageSetReader:
+cdef class MessageSetReader(_Columns):
     """``kclient.client.consumer.message_set._message_set_reader_py``,
     compiled: hands out ``MessageAndOffset(Message(key, payload,
     timestamp, ()), offset)`` (both tuple subclasses) for each record of
@@ -1050,24 +1060,11 @@ cdef class MessageSetReader:
     """
 
     cdef object message_cls, wrapper_cls
-    cdef list offsets, keys, values, timestamps
-    cdef Py_ssize_t index, end
 
     def __cinit__(self, object message_cls, object wrapper_cls, list offsets not None, list keys not None, list values not None, list timestamps not None):
-        cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
-        if PyList_GET_SIZE(keys) != n or PyList_GET_SIZE(values) != n or PyList_GET_SIZE(timestamps) != n:
-            raise ValueError("the columns differ in length")
+        self._set_columns(offsets, keys, values, timestamps)
         self.message_cls = message_cls
         self.wrapper_cls = wrapper_cls
-        self.offsets = offsets
-        self.keys = keys
-        self.values = values
-        self.timestamps = timestamps
-        self.index = 0
-        self.end = n
-
-    def __iter__(self):
-        return self
 
     def __next__(self):
         cdef Py_ssize_t i = self.index

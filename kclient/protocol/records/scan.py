@@ -83,27 +83,10 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
         kclient.errors.CorruptRecordError: An impossible size or an unknown
             magic.
     """
-    end = len(buf)
-    if position + MAGIC_AT + 1 > end:
+    info = read_batch_header(buf, position)
+    if info is None or position + info.size > len(buf):
         return None
-    offset, size = _HEAD.unpack_from(buf, position)
-    magic = buf[position + MAGIC_AT]
-    if magic == 2:
-        if size < V2_HEADER_SIZE - LOG_OVERHEAD:
-            raise CorruptRecordError(f"record batch at byte {position} claims size {size}, below the v2 header size")
-        if position + LOG_OVERHEAD + size > end:
-            return None
-        delta, _, max_ts = _V2_TAIL.unpack_from(buf, position + 23)
-        return BatchInfo(position, offset, offset + delta, size + LOG_OVERHEAD, 2, max_ts)
-    if magic in (0, 1):
-        minimum = MIN_V0_SIZE if magic == 0 else MIN_V1_SIZE
-        if size < minimum:
-            raise CorruptRecordError(f"message at byte {position} claims size {size}, below the v{magic} minimum {minimum}")
-        if position + LOG_OVERHEAD + size > end:
-            return None
-        ts = _V1_TS.unpack_from(buf, position + 18)[0] if magic == 1 else -1
-        return BatchInfo(position, offset, offset, size + LOG_OVERHEAD, magic, ts)
-    raise CorruptRecordError(f"unknown magic byte {magic} at byte {position}")
+    return info
 
 
 #: Bytes from a batch's first byte through its header facts: a v2 batch's

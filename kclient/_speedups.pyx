@@ -207,6 +207,26 @@ cdef inline int _read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end
     return 1
 
 
+cdef object _MALFORMED = object()
+
+
+cdef inline object _read_nullable(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end):
+    """A record's key or value: a zigzag varint length (-1: null), then that
+    many bytes, as new ``bytes``; ``_MALFORMED`` when it runs past
+    ``end``."""
+    cdef int64_t n
+    cdef object out
+    if not _read_varint(buf, pos, end, &n):
+        return _MALFORMED
+    if n < 0:
+        return None
+    if n > end - pos[0]:
+        return _MALFORMED
+    out = PyBytes_FromStringAndSize(<const char*>buf + pos[0], <Py_ssize_t>n)
+    pos[0] += <Py_ssize_t>n
+    return out
+
+
 def decode_rows(object data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, object base_offset,
                 object base_timestamp, object fixed_timestamp, list offsets not None, list rows not None):
     """Decode ``count`` records of a v2 batch's uncompressed records
@@ -260,7 +280,7 @@ cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_
     cdef Py_ssize_t first_row = PyList_GET_SIZE(rows)
     cdef bint columns = values is not None
     cdef Py_ssize_t i, rec_end
-    cdef int64_t length, ts_delta, off_delta, n
+    cdef int64_t length, ts_delta, off_delta
     cdef bint has_fixed = fixed_timestamp is not None
     cdef object key, value, ts_obj
     if has_fixed:
@@ -278,24 +298,12 @@ cdef bint _decode_rows_c(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_
             break
         if ts_delta >= _TS_BOUND or ts_delta <= -_TS_BOUND or off_delta >= _TS_BOUND or off_delta <= -_TS_BOUND:
             break
-        if not _read_varint(buf, &pos, end, &n):
+        key = _read_nullable(buf, &pos, end)
+        if key is _MALFORMED:
             break
-        if n < 0:
-            key = None
-        else:
-            if n > end - pos:
-                break
-            key = PyBytes_FromStringAndSize(<const char*>buf + pos, <Py_ssize_t>n)
-            pos += <Py_ssize_t>n
-        if not _read_varint(buf, &pos, end, &n):
+        value = _read_nullable(buf, &pos, end)
+        if value is _MALFORMED:
             break
-        if n < 0:
-            value = None
-        else:
-            if n > end - pos:
-                break
-            value = PyBytes_FromStringAndSize(<const char*>buf + pos, <Py_ssize_t>n)
-            pos += <Py_ssize_t>n
         # header count: anything but 0 goes to the pure path
         if pos >= end or buf[pos] != 0:
             break

@@ -835,15 +835,57 @@ def test_small_slices_are_inlined_large_ones_sent_from_the_file(tmp_path):
     body = _fetch_response_body(plog, [(0, small), (10, large), (20, small)])
     pieces = [p["records"] for p in body["responses"][0]["partitions"]]
     copied = encode_spliced_response(FETCH, 11, 5, _fetch_response_body(plog, [(0, small), (10, large), (20, small)]), min_sendfile_bytes=1 << 30)
-    assert isinstance(copied, bytes)
+    assert isinstance(copied, bytearray)  # one buffer, the slices read into it
     response = encode_spliced_response(FETCH, 11, 5, body)
     assert isinstance(response, SplicedResponse)
     with response:
         assert response.slices == [pieces[1]]
         assert pieces[0].released and pieces[2].released
-        assert [type(p) for p in response.parts] == [bytes, type(pieces[1]), bytes]
+        assert [type(p) for p in response.parts] == [bytearray, type(pieces[1]), bytearray]
         assert response.to_bytes() == copied
     assert pieces[1].released
+    plog.close()
+
+
+def test_a_short_slice_whose_file_ends_early_fails_the_frame_and_releases_every_slice(tmp_path, monkeypatch):
+    """A short slice is read into the frame's buffer; if its file holds
+    fewer bytes than the slice promised, the frame cannot be built:
+    SpliceError names the file, and no slice stays held."""
+    from kclient.broker.zerocopy import SpliceError, encode_spliced_response
+    from kclient.storage import fileslice
+
+    plog, _ = _spliced_fixture(tmp_path, 40, segment_bytes=1 << 30, pad=300)
+    body = _fetch_response_body(plog, [(0, 2000), (10, 20_000), (20, 2000)])
+    pieces = [p["records"] for p in body["responses"][0]["partitions"]]
+    real = fileslice.FileSlice.readinto
+    monkeypatch.setattr(fileslice.FileSlice, "readinto", lambda self, buffer, offset=0: real(self, buffer, offset) - (self is pieces[2]))
+    with pytest.raises(SpliceError, match="ended 1 bytes before the end of its slice"):
+        encode_spliced_response(FETCH, 11, 5, body)
+    assert all(p.released for p in pieces)
+    plog.close()
+
+
+@pytest.mark.parametrize("preadv", [True, False])
+def test_file_slice_readinto_reads_the_slice_bytes(tmp_path, monkeypatch, preadv):
+    """readinto gives the same bytes as read, from any offset and into a
+    shorter buffer, with preadv or (where the platform lacks it) pread."""
+    from kclient.storage import fileslice
+
+    if not preadv:
+        monkeypatch.setattr(fileslice, "_preadv", None)
+    plog, _ = _spliced_fixture(tmp_path, 10, segment_bytes=1 << 30, pad=100)
+    piece = plog.read_slice(2, 1 << 20)
+    whole = piece.read()
+    assert len(whole) == piece.length > 100
+    for offset, room in ((0, piece.length), (7, 50), (piece.length - 3, 10), (piece.length, 5)):
+        buf = bytearray(b"\xee" * room)
+        got = piece.readinto(memoryview(buf), offset)
+        assert got == max(0, min(room, piece.length - offset))
+        assert bytes(buf[:got]) == whole[offset : offset + got]
+        assert buf[got:] == b"\xee" * (room - got)
+    piece.release()
+    with pytest.raises(ValueError, match="released"):
+        piece.readinto(bytearray(10))
     plog.close()
 
 

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 import trio
 
-from kclient.protocol.connection import response_header_version
+from kclient.protocol.connection import new_buffer, response_header_version
 from kclient.protocol.schema import Api
 from kclient.storage import FileSlice
 
@@ -67,6 +67,13 @@ class _SpliceBuffer(bytearray):
                 self.splices.append((len(self), other))
             return self
         return bytearray.__iadd__(self, other)  # type: ignore[return-value]
+
+    def __delitem__(self, key: Any) -> None:
+        # A schema writer cuts the buffer back to where a struct began when
+        # a value does not fit: forget the slices appended after that.
+        bytearray.__delitem__(self, key)
+        end = len(self)
+        self.splices = [(pos, piece) for pos, piece in self.splices if pos <= end]
 
 
 def iter_slices(body: Any) -> Iterator[FileSlice]:
@@ -106,12 +113,12 @@ def release_slices(body: Any) -> None:
 
 
 class SplicedResponse:
-    """One response frame as ``parts``: ``bytes`` and non-empty
+    """One response frame as ``parts``: ``bytes``/``bytearray`` and non-empty
     `FileSlice` objects, in wire order; ``size`` is the frame's
     total length in bytes including its 4-byte size prefix. Owns the
     slices (see the module docstring)."""
 
-    def __init__(self, parts: list[bytes | FileSlice]) -> None:
+    def __init__(self, parts: list[bytes | bytearray | FileSlice]) -> None:
         self.parts = parts
         self.size = sum(len(p) for p in parts)
 
@@ -123,7 +130,7 @@ class SplicedResponse:
     def to_bytes(self) -> bytes:
         """The whole frame read into memory (the copying path; for tests
         and for transports without a file descriptor)."""
-        return b"".join(p if isinstance(p, bytes) else p.read() for p in self.parts)
+        return b"".join(p.read() if isinstance(p, FileSlice) else p for p in self.parts)
 
     async def send(self, stream: trio.SocketStream) -> None:
         """Write the frame to ``stream``'s socket.
@@ -160,7 +167,7 @@ class SplicedResponse:
         self.release()
 
 
-async def _send_bytes(sock: Any, data: bytes) -> None:
+async def _send_bytes(sock: Any, data: bytes | bytearray) -> None:
     # No MSG_MORE / TCP_CORK: measured on Linux 6.18 loopback, corking the
     # header made every response after the first wait ~200 ms (the cork
     # timer) before its first byte; TCP_NODELAY plus a separate small
@@ -193,7 +200,7 @@ async def _send_slice(sock: Any, fd: int, piece: FileSlice) -> None:
 
 def encode_spliced_response(
     api: Api, version: int, correlation_id: int, body: dict, *, min_sendfile_bytes: int = SENDFILE_MIN_BYTES
-) -> bytes | SplicedResponse:
+) -> bytes | bytearray | SplicedResponse:
     """Frame a response whose ``records`` fields may hold `FileSlice` objects.
 
     Size, response header, body by the schema. Slices of at least
@@ -209,7 +216,8 @@ def encode_spliced_response(
         min_sendfile_bytes: Smallest slice, in bytes, worth a ``sendfile``.
 
     Returns:
-        Plain ``bytes`` when no slice stays (every slice is then released),
+        The frame's bytes (``bytes`` or ``bytearray``) when no slice stays
+            (every slice is then released),
             else a `SplicedResponse` owning the slices that stay.
 
     Raises:
@@ -235,31 +243,60 @@ def encode_spliced_response(
     _SIZE.pack_into(out, 0, len(out) - 4 + data_bytes)
     if not out.splices:
         return bytes(out)
-    parts: list[bytes | FileSlice] = []
-    pending = bytearray()
-    start = 0
     try:
-        for pos, piece in out.splices:
-            pending += out[start:pos]
-            start = pos
-            if piece.length >= min_sendfile_bytes:
-                parts.append(bytes(pending))
-                pending.clear()
-                parts.append(piece)
-            else:
-                data = piece.read()
-                if len(data) != piece.length:
-                    raise SpliceError(f"{piece.path} ended {piece.length - len(data)} bytes before the end of its slice {piece!r}")
-                pending += data
-                piece.release()
+        parts = _assemble(out, min_sendfile_bytes)
     except BaseException:
         release_slices(body)
         raise
-    pending += out[start:]
-    if not parts:
-        return bytes(pending)
-    parts.append(bytes(pending))
-    return SplicedResponse([p for p in parts if not isinstance(p, bytes) or p])
+    if len(parts) == 1:
+        return parts[0]  # type: ignore[return-value]  # every slice was read in
+    return SplicedResponse(parts)
+
+
+def _assemble(out: _SpliceBuffer, min_sendfile_bytes: int) -> list[bytearray | FileSlice]:
+    """The frame's parts: each run of encoded bytes and short slices as one
+    buffer, the short slices read (``preadv``) straight into their place
+    and released, and the long slices kept for ``sendfile``. A buffer is
+    sized once: no copy of a slice's bytes but the read itself."""
+    encoded = memoryview(out)
+    try:
+        # Cut the frame at the long slices; each run is (start, end) of the
+        # encoded bytes plus the short slices within it.
+        runs: list[tuple[int, int, list[tuple[int, FileSlice]], FileSlice | None]] = []
+        start = 0
+        short: list[tuple[int, FileSlice]] = []
+        for pos, piece in out.splices:
+            if piece.length >= min_sendfile_bytes:
+                runs.append((start, pos, short, piece))
+                start, short = pos, []
+            else:
+                short.append((pos, piece))
+        runs.append((start, len(out), short, None))
+        parts: list[bytearray | FileSlice] = []
+        for start, end, short, long_piece in runs:
+            size = end - start + sum(piece.length for _, piece in short)
+            buf = new_buffer(size)
+            view = memoryview(buf)
+            at = 0  # where the next bytes go in buf
+            cut = start  # the encoded bytes before cut are in buf
+            for pos, piece in short:
+                view[at : at + pos - cut] = encoded[cut:pos]
+                at += pos - cut
+                cut = pos
+                got = piece.readinto(view[at : at + piece.length])
+                if got != piece.length:
+                    raise SpliceError(f"{piece.path} ended {piece.length - got} bytes before the end of its slice {piece!r}")
+                piece.release()
+                at += got
+            view[at:] = encoded[cut:end]
+            view.release()
+            if buf:
+                parts.append(buf)
+            if long_piece is not None:
+                parts.append(long_piece)
+        return parts
+    finally:
+        encoded.release()
 
 
 __all__ = ["SpliceError", "SplicedResponse", "encode_spliced_response", "iter_slices", "release_slices"]

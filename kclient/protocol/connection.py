@@ -74,6 +74,19 @@ _getrefcount = getattr(sys, "getrefcount", None)
 _new_buffer = speedups.new_buffer if speedups is not None else _new_buffer_py
 _resize_buffer = speedups.resize_buffer if speedups is not None else _resize_buffer_py
 
+
+def new_buffer(size: int) -> bytearray:
+    """A ``bytearray`` of ``size`` bytes to be filled completely before it
+    is read (compiled: not zeroed first; pure Python: zeroed).
+
+    Args:
+        size: Its length in bytes.
+
+    Returns:
+        The buffer.
+    """
+    return _new_buffer(size)
+
 #: Per-partition and per-topic room in a Fetch response besides the records
 #: (partition header, aborted transactions list, topic name), bytes.
 FETCH_PARTITION_OVERHEAD = 64

@@ -34,6 +34,10 @@ _SENDFILE_FALLBACK_ERRNOS = {errno.EINVAL, errno.ENOSYS, getattr(errno, "EOPNOTS
 _FALLBACK_CHUNK = 256 * 1024
 
 
+#: ``os.preadv`` where the platform has it (Linux, the BSDs; not macOS).
+_preadv = getattr(os, "preadv", None)
+
+
 class FileSlice:
     """Bytes ``position`` .. ``position + length`` of a segment's ``.log``
     file, plus the partition's ``high_watermark``, ``log_start_offset`` and
@@ -188,6 +192,43 @@ class FileSlice:
                     break  # the file is shorter than promised: return what is there
                 out += chunk
         return bytes(out)
+
+    def readinto(self, buffer: memoryview | bytearray, offset: int = 0) -> int:
+        """Read slice bytes straight into ``buffer`` (``os.preadv``, no
+        intermediate ``bytes``).
+
+        Args:
+            buffer: Where the bytes go; up to ``len(buffer)`` are read.
+            offset: Where to start, in bytes from the start of the slice.
+
+        Returns:
+            The number of bytes read: ``min(len(buffer), length - offset)``,
+                or fewer if the file is shorter than the slice promised.
+
+        Raises:
+            ValueError: The slice was released.
+        """
+        want = min(len(buffer), self.length - offset)
+        if offset < 0 or want <= 0:
+            return 0
+        view = memoryview(buffer).cast("B")
+        got = 0
+        try:
+            with self._use() as fd:
+                while got < want:
+                    start = self.position + offset + got
+                    if _preadv is not None:
+                        n = _preadv(fd, [view[got:want]], start)
+                    else:  # no preadv (macOS): read, then copy
+                        data = os.pread(fd, want - got, start)
+                        n = len(data)
+                        view[got : got + n] = data
+                    if not n:
+                        break  # the file is shorter than promised
+                    got += n
+        finally:
+            view.release()
+        return got
 
     def transfer_to(self, out_fd: int, offset: int = 0, count: int | None = None) -> int:
         """Send slice bytes to a file descriptor with one ``os.sendfile`` call.

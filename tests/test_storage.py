@@ -5,8 +5,10 @@ under tmp_path."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import random
 import struct
 import tempfile
 import time
@@ -554,3 +556,90 @@ def test_batch_header_facts_need_only_the_header():
     bad[16] = 9
     with pytest.raises(CorruptRecordError):
         read_batch_header(bytes(bad[:HEADER_FACTS_BYTES]), 0)
+
+
+def test_topic_configs_applied_again_unchanged_touch_no_log(tmp_path, monkeypatch):
+    """A broker applies a topic's configs once per partition it is given:
+    unchanged overrides leave the logs alone (a topic of N partitions is
+    not N x N config comparisons); changed ones reach every log of the
+    topic, and logs created later get them too."""
+    manager = LogManager([tmp_path])
+    manager.create_topic("t", 3)
+    manager.create_topic("other", 1)
+    updates = []
+    real = Log.update_config
+    monkeypatch.setattr(Log, "update_config", lambda self, config: (updates.append(self.name), real(self, config)))
+    manager.set_topic_config("t", {"retention.ms": "1000"})
+    assert sorted(updates) == ["t-0", "t-1", "t-2"]
+    assert {manager.get("t", p).config.retention_ms for p in range(3)} == {1000}
+    updates.clear()
+    compared = []
+    real_ne = LogConfig.__ne__
+    monkeypatch.setattr(LogConfig, "__ne__", lambda self, other: (compared.append(1), real_ne(self, other))[1])
+    for _ in range(5):
+        manager.set_topic_config("t", {"retention.ms": "1000"})
+    assert updates == [] and compared == []
+    assert manager.create_log("t", 3).config.retention_ms == 1000
+    manager.set_topic_config("t", {"retention.ms": "2000"})
+    assert sorted(updates) == ["t-0", "t-1", "t-2", "t-3"]
+    assert {manager.get("t", p).config.retention_ms for p in range(4)} == {2000}
+    assert manager.get("other", 0).config.retention_ms != 2000
+    manager.close()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_read_slice_from_a_known_batch_start_equals_the_header_walk(tmp_path, monkeypatch, seed):
+    """A fetch from a segment's base offset or from where a recent batch was
+    appended takes its slice without reading a header: the same bytes as
+    the header walk for every offset, whatever max_bytes and max_offset
+    (the high watermark) say, with v1 entries and after a truncation too.
+    (Seeded random logs: each seed is one log and its reads.)"""
+    rng = random.Random(seed)
+    sizes = [rng.randint(1, 5) for _ in range(rng.randint(1, 30))]
+    v1_at = {rng.randrange(30) for _ in range(rng.randint(0, 3))}
+    plog = Log(tmp_path / "t-0", LogConfig(segment_bytes=rng.choice([300, 1000, 1 << 20]), index_interval_bytes=128))
+    for i, n in enumerate(sizes):
+        plog.append(v1_entry(b"w" * 20) if i in v1_at else batch(n, 20, tag=b"%d" % (i % 10)))
+    if len(sizes) > 3 and rng.random() < 0.5:
+        plog.truncate_to(plog.log_end_offset - sizes[-1] - 1)  # a follower's truncation
+        plog.append(batch(2, 20, tag=b"t"))
+    end = plog.log_end_offset
+    limits = [(rng.randint(0, 4000), rng.choice([None, rng.randint(0, end)]), rng.random() < 0.5) for _ in range(3)]
+    walks = []
+    real_find = LogSegment.find_batch
+    monkeypatch.setattr(LogSegment, "find_batch", lambda self, offset: (walks.append(offset), real_find(self, offset))[1])
+
+    def slices(fast: bool) -> list:
+        got = []
+        for offset, (max_bytes, max_offset, min_one) in itertools.product(range(end + 1), limits):
+            with monkeypatch.context() as m:
+                if not fast:
+                    m.setattr(LogSegment, "batch_start", lambda self, offset: None)
+                piece = plog.read_slice(offset, max_bytes, min_one_batch=min_one, max_offset=max_offset)
+            with piece:
+                got.append((offset, max_bytes, max_offset, piece.path, piece.position, piece.length, piece.read()))
+        return got
+
+    fast = slices(True)
+    fast_walks = len(walks)
+    walks.clear()
+    assert fast == slices(False)
+    assert fast_walks <= len(walks)
+    plog.close()
+
+
+def test_read_slice_from_the_start_or_the_last_append_reads_no_header(tmp_path, monkeypatch):
+    """The two known starts: offset 0 (a consumer reading from the
+    beginning) and the base offset of the batch appended last (a consumer
+    that has read everything so far)."""
+    plog = Log(tmp_path / "t-0", LogConfig())
+    for _ in range(5):
+        plog.append(batch(3))
+    monkeypatch.setattr(LogSegment, "find_batch", lambda self, offset: pytest.fail("a header was read"))
+    with plog.read_slice(0, 1 << 20, max_offset=plog.high_watermark) as whole:
+        assert (whole.position, whole.length) == (0, plog.active_segment.size)
+    before = plog.active_segment.size
+    plog.append(batch(2))
+    with plog.read_slice(15, 1 << 20, max_offset=plog.high_watermark) as tail:
+        assert (tail.position, tail.length) == (before, plog.active_segment.size - before)
+    plog.close()

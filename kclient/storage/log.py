@@ -1295,6 +1295,19 @@ class Log:
                     break
                 keep = False
                 try:
+                    # A fetch from where a batch is known to begin that takes
+                    # the rest of the segment (a consumer reading from the
+                    # start, or one that has read everything appended so
+                    # far) needs no header: no batch is cut, none passes
+                    # max_offset. The size is read before the next offset
+                    # (an append raises the size first).
+                    position = seg.batch_start(offset)
+                    if position is not None:
+                        size = seg.size
+                        if 0 < size - position <= max_bytes and (max_offset is None or max_offset >= seg.next_offset):
+                            result = FileSlice(seg, position, size - position, hw, start, end)
+                            keep = True
+                            return result
                     info = seg.find_batch(offset)
                     if info is not None:
                         want = info.size if (min_one_batch and info.size > max_bytes) else max(0, max_bytes)

@@ -152,6 +152,8 @@ class LogManager:
             raise ConfigError(f"num.partitions must be >= 1, got {default_num_partitions}")
         self.config = config if config is not None else LogConfig()
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        # The broker defaults each topic's overrides were last applied over.
+        self._topic_base: dict[str, LogConfig] = {}
         self.default_num_partitions = default_num_partitions
         self._clock = clock if clock is not None else now_ms
         self._lock = threading.Lock()
@@ -284,9 +286,16 @@ class LogManager:
         Raises:
             kclient.errors.ConfigError: A malformed value (nothing changes).
         """
+        with self._lock:
+            # A broker applies a topic's configs again for each partition it
+            # is given (LeaderAndIsr): unchanged ones cost nothing, so that
+            # a topic of N partitions is not N x N config comparisons.
+            if self._topic_overrides.get(topic) == overrides and self._topic_base.get(topic) is self.config:
+                return
         config = self.config.with_topic_overrides(overrides)
         with self._lock:
             self._topic_overrides[topic] = dict(overrides)
+            self._topic_base[topic] = self.config
             logs = [plog for (t, _), plog in self._logs.items() if t == topic]
         for plog in logs:
             if plog.config != config:
@@ -440,6 +449,8 @@ class LogManager:
         return True
 
     def _next_log_dir(self) -> Path:
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] += 1

@@ -85,6 +85,7 @@ _INT32_MAX = 2**31 - 1
 _U32 = struct.Struct(">I")
 _WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
 _FIND_CHUNK = 4 * 1024  # bytes per pread when walking headers to find a batch
+_RECENT_STARTS = 64  # positions of the last v2 batches appended, kept per segment
 _RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
 
 
@@ -204,6 +205,9 @@ class LogSegment:
         # Time of the first append (ms), None = unknown yet (see rolling_base_ms).
         self._rolling_base_ms: int | None = None
         self.index_suspect = False
+        # Where the v2 batches appended last begin: base offset -> byte
+        # position, the last _RECENT_STARTS of them (see batch_start).
+        self._recent_starts: dict[int, int] = {}
         self.deleted = False
         self._renamed = False  # files renamed *.deleted by delete()
         self._ref_lock = threading.Lock()
@@ -615,6 +619,24 @@ class LogSegment:
                 return info
         return None
 
+    def batch_start(self, offset: int) -> int | None:
+        """Byte position of the batch that begins at ``offset``, when it is
+        known without reading the file: 0 for the segment's base offset
+        (its first batch holds it, or the first offset after it), the
+        position a v2 batch was appended at for one of the last
+        `_RECENT_STARTS` appended (where a consumer that has read
+        everything fetches next).
+
+        Args:
+            offset: An absolute offset.
+
+        Returns:
+            The position, or None when unknown (use `find_batch`).
+        """
+        if offset == self.base_offset:
+            return 0
+        return self._recent_starts.get(offset)
+
     def find_position(self, offset: int) -> int | None:
         """Byte position of the batch holding ``offset``.
 
@@ -780,8 +802,13 @@ class LogSegment:
                 raise
         if start == 0:
             self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
+        recent = self._recent_starts
         for info in infos:
             self._index_batch(info.base_offset, info.last_offset, start + info.position, info.size, info.max_timestamp)
+            if info.magic == 2:
+                recent[info.base_offset] = start + info.position
+        while len(recent) > _RECENT_STARTS:
+            del recent[next(iter(recent))]
         self._size = start + n
         self._last_offset = last_offset
 
@@ -815,6 +842,7 @@ class LogSegment:
         # entry before it a lower one.
         self.index.truncate_to(info.base_offset)
         self.timeindex.truncate_to(info.base_offset)
+        self._recent_starts = {o: p for o, p in self._recent_starts.items() if p < position}
         with self._log.use() as fd:
             os.ftruncate(fd, position)
         self._size = position

@@ -152,18 +152,22 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
     min_one = True
     total = 0
     any_error = False
+    hosted = state.replica_manager.partitions
     for topic in body["topics"]:
         name = topic["topic"]
         parts: list[dict] = []
         responses.append({"topic": name, "partitions": parts})
         for p in topic["partitions"]:
             index = p["partition"]
-            part = state.replica_manager.partition(name, index)
-            code = leader_error(state, name, index, part, p.get("current_leader_epoch", -1))
-            if code != NONE:
-                parts.append(_partition_error(index, code))
-                any_error = True
-                continue
+            part = hosted.get((name, index))
+            epoch = p.get("current_leader_epoch", -1)
+            # (the common case, a led partition and no epoch named, inline)
+            if part is None or epoch >= 0 or part.leader_id != part.broker_id:
+                code = leader_error(state, name, index, part, epoch)
+                if code != NONE:
+                    parts.append(_partition_error(index, code))
+                    any_error = True
+                    continue
             plog = part.log
             limit = min(p["partition_max_bytes"], remaining)
             fetch_offset = p["fetch_offset"]
@@ -210,15 +214,17 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
                     any_error = True
                     continue
             if records:
+                size = len(records)
                 min_one = False
-                remaining -= len(records)
-                total += len(records)
+                remaining -= size
+                total += size
+            hw = plog.high_watermark
             parts.append(
                 {
                     "partition_index": index,
                     "error_code": NONE,
-                    "high_watermark": plog.high_watermark,
-                    "last_stable_offset": plog.high_watermark,
+                    "high_watermark": hw,
+                    "last_stable_offset": hw,
                     "log_start_offset": result.log_start_offset,
                     "aborted_transactions": [],
                     "preferred_read_replica": -1,

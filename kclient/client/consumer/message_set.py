@@ -181,11 +181,12 @@ class ByteBufferMessageSet:
         messages before it."""
         if self.error_code:
             raise self.error  # type: ignore[misc]
-        self.check_fits()
         buf = self.buffer
         start = self.start_offset
         pos = 0
-        if _c_decode_columns is not None:
+        if _c_decode_columns is None:
+            self.check_fits()
+        else:
             # The compiled decoder fills columns straight from the bytes (no
             # tuple per record) for runs of plain batches, a chunk at a time;
             # the general decoder takes the rest from where it stops.
@@ -201,6 +202,11 @@ class ByteBufferMessageSet:
                 yield _MessageSetReader(Message, MessageAndOffset, offsets, keys, values, timestamps)
             if pos >= size:
                 return
+            if not pos:
+                # Nothing decoded: the first batch may be cut by the fetch
+                # size (a decoded batch was whole, so this check is needed
+                # only here).
+                self.check_fits()
             buf = memoryview(buf)[pos:]
         for offsets, rows in iter_record_rows(buf, start, where=f"{self.topic}-{self.partition}"):
             yield _message_set_reader_py(offsets, rows)

@@ -136,6 +136,52 @@ def test_multifetch_of_many_partitions_keeps_max_bytes_an_int32(broker, topic):
         assert [[m.message.key for m in r] for r in response] == [[b"m0-k0"], [b"m1-k0"], [b"m0-k0"]]
 
 
+def test_multifetch_of_many_partitions_without_a_long_poll_is_pipelined(broker, topic, monkeypatch):
+    """More partitions than PIPELINE_PARTITIONS, without a long poll: several
+    Fetch requests in flight at once, and the same answer as one request,
+    in request order, errors on their own sets; with a long poll
+    (min_bytes > 0) one request, as the broker answers in order."""
+    from kclient.client.consumer import simple
+
+    _produce_batches(broker.host, broker.port, topic, {p: [_records(f"m{p}", p + 1)] for p in range(2)})
+    other = f"{topic}-other"
+    _produce_batches(broker.host, broker.port, other, {0: [_records("o", 3)]})
+    requests = [
+        FetchRequest(topic, 1, 0, 1 << 16),
+        FetchRequest(other, 0, 1, 1 << 16),
+        FetchRequest(topic, 0, 99, 1 << 16),  # out of range
+        FetchRequest(topic, 0, 0, 1 << 16),  # again: the second round
+        FetchRequest(topic, 1, 1, 1 << 16),  # again: the second round
+        FetchRequest(other, 0, 0, 1 << 16),  # again: the second round
+    ]
+    sent = []
+    real_start = BrokerConnection.start_request
+
+    async def counting_start(self, api, body, **kwargs):
+        if api.key == 1:
+            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
+        return await real_start(self, api, body, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
+
+    def answer(**kwargs):
+        with SimpleConsumer(broker.host, broker.port) as consumer:
+            response = consumer.multifetch(requests, **kwargs)
+            return [(r.topic, r.partition, r.error_code, [(m.offset, m.message.key) for m in r] if not r.error_code else None) for r in response]
+
+    monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", 0)
+    single = answer()
+    assert sent == [3, 3]
+    sent.clear()
+    monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", 2)
+    assert answer() == single
+    assert sent == [2, 1, 2, 1]
+    assert single[0][3] == [(0, b"m1-k0"), (1, b"m1-k1")] and single[2][2] == 1 and single[4][3] == [(1, b"m1-k1")]
+    sent.clear()
+    assert answer(max_wait_ms=100, min_bytes=1) == single
+    assert sent == [3, 3]
+
+
 def test_get_offsets_before(broker, topic):
     _produce_batches(broker.host, broker.port, topic, {0: [_records("a", 3), _records("b", 2)]})
     with SimpleConsumer(broker.host, broker.port) as consumer:

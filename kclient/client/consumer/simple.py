@@ -86,6 +86,33 @@ class OffsetRequest:
     EARLIEST_TIME = EARLIEST_TIMESTAMP
 
 
+#: A fetch without a long poll naming more partitions than this goes as
+#: several pipelined Fetch requests of at most this many (0: always one).
+PIPELINE_PARTITIONS = 128
+
+
+def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int) -> dict:
+    """The Fetch request body for ``part`` (``(index, request)`` pairs,
+    no partition twice)."""
+    topics: dict[str, list[dict]] = {}
+    for _, req in part:
+        topics.setdefault(req.topic, []).append({"partition": req.partition, "fetch_offset": req.offset, "partition_max_bytes": req.max_size, "log_start_offset": -1})
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        # The request's own limit is an int32 (Fetch v3+, KIP-74):
+        # many partitions' sizes can add up past it.
+        "max_bytes": max(1, min(_INT32_MAX, sum(r.max_size for _, r in part))),
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
 class TrioSimpleConsumer:
     """The SimpleConsumer for trio code: ``async with TrioSimpleConsumer(host,
     port) as c: ms = await c.fetch(FetchRequest(...))``.
@@ -231,8 +258,11 @@ class TrioSimpleConsumer:
         return result
 
     async def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
-        """Fetch several partitions in one round trip (one Fetch request; a
-        partition asked for twice needs a second round trip).
+        """Fetch several partitions in one round trip: one Fetch request,
+        or, without a long poll (``min_bytes`` <= 0) and for more than
+        ``PIPELINE_PARTITIONS`` (128) partitions, several sent together (the
+        broker reads the next while this side decodes the last). A
+        partition asked for twice needs a second round trip.
 
         Args:
             requests: one FetchRequest per partition to read.
@@ -284,53 +314,46 @@ class TrioSimpleConsumer:
                 (later if key in seen else this_round).append((i, req))
                 seen.add(key)
             remaining = later
-            topics: dict[str, list[dict]] = {}
-            for _, req in this_round:
-                topics.setdefault(req.topic, []).append(
-                    {"partition": req.partition, "fetch_offset": req.offset, "partition_max_bytes": req.max_size, "log_start_offset": -1}
-                )
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": max_wait_ms,
-                "min_bytes": min_bytes,
-                # The request's own limit is an int32 (Fetch v3+, KIP-74):
-                # many partitions' sizes can add up past it.
-                "max_bytes": max(1, min(_INT32_MAX, sum(r.max_size for _, r in this_round))),
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
+            # Without a long poll (min_bytes <= 0: the broker answers at
+            # once) a fetch of many partitions goes as several requests,
+            # pipelined: the broker reads the next part while this side
+            # decodes the last. With a long poll it stays one request (the
+            # broker answers a connection's requests in order, so each part
+            # would wait in turn).
+            step = PIPELINE_PARTITIONS if min_bytes <= 0 and PIPELINE_PARTITIONS > 0 else len(this_round)
+            parts = [this_round[k : k + step] for k in range(0, len(this_round), max(1, step))]
             timeout = self.so_timeout_ms + max_wait_ms
-            pending = await conn.start_request(FETCH, body, version=version, timeout_ms=timeout)
-            if sent is not None:
-                sent()
-                sent = None
-            assert pending is not None
-            response = await pending.wait()
-            if response.get("error_code"):
-                raise_for_code(response["error_code"], "fetch")
-            by_key = {}
-            for t in response["responses"]:
-                for p in t["partitions"]:
-                    by_key[(t["topic"], p["partition_index"])] = p
-            for i, req in this_round:
-                p = by_key.get((req.topic, req.partition))
-                if p is None:
-                    results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size)
-                    continue
-                results[i] = ByteBufferMessageSet(
-                    req.topic,
-                    req.partition,
-                    p["records"] if p["records"] is not None else b"",
-                    req.offset,
-                    p["high_watermark"],
-                    p.get("log_start_offset", -1),
-                    p["error_code"],
-                    req.max_size,
-                )
+            pendings = []
+            for part in parts:
+                pending = await conn.start_request(FETCH, _fetch_body(part, max_wait_ms, min_bytes), version=version, timeout_ms=timeout)
+                if sent is not None:
+                    sent()
+                    sent = None
+                assert pending is not None
+                pendings.append(pending)
+            for part, pending in zip(parts, pendings):
+                response = await pending.wait()
+                if response.get("error_code"):
+                    raise_for_code(response["error_code"], "fetch")
+                by_key = {}
+                for t in response["responses"]:
+                    for p in t["partitions"]:
+                        by_key[(t["topic"], p["partition_index"])] = p
+                for i, req in part:
+                    p = by_key.get((req.topic, req.partition))
+                    if p is None:
+                        results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size)
+                        continue
+                    results[i] = ByteBufferMessageSet(
+                        req.topic,
+                        req.partition,
+                        p["records"] if p["records"] is not None else b"",
+                        req.offset,
+                        p["high_watermark"],
+                        p.get("log_start_offset", -1),
+                        p["error_code"],
+                        req.max_size,
+                    )
         stats = self._stats
         stats.request()
         for result in results:
@@ -580,7 +603,8 @@ class SimpleConsumer(ClosingClient):
 
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Blocking `TrioSimpleConsumer.multifetch`: read several partitions
-        in one round trip.
+        in one round trip (several Fetch requests in flight for more than
+        ``PIPELINE_PARTITIONS`` (128) partitions without a long poll).
 
         Args:
             requests: One FetchRequest per partition.

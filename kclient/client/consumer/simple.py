@@ -303,6 +303,7 @@ class TrioSimpleConsumer:
             As `multifetch`.
         """
         results: list[ByteBufferMessageSet | None] = [None] * len(requests)
+        stats = self._stats
         remaining = list(enumerate(requests))
         conn = await self._connection()
         version = conn.version_for(FETCH, floor=4)
@@ -342,22 +343,23 @@ class TrioSimpleConsumer:
                 for i, req in part:
                     p = by_key.get((req.topic, req.partition))
                     if p is None:
-                        results[i] = ByteBufferMessageSet(req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size)
-                        continue
-                    results[i] = ByteBufferMessageSet(
-                        req.topic,
-                        req.partition,
-                        p["records"] if p["records"] is not None else b"",
-                        req.offset,
-                        p["high_watermark"],
-                        p.get("log_start_offset", -1),
-                        p["error_code"],
-                        req.max_size,
-                    )
-        stats = self._stats
+                        results[i] = result = ByteBufferMessageSet(
+                            req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size
+                        )
+                    else:
+                        results[i] = result = ByteBufferMessageSet(
+                            req.topic,
+                            req.partition,
+                            p["records"] if p["records"] is not None else b"",
+                            req.offset,
+                            p["high_watermark"],
+                            p.get("log_start_offset", -1),
+                            p["error_code"],
+                            req.max_size,
+                        )
+                    # counted as each part arrives, while the broker reads the next
+                    count_fetched(stats, result)
         stats.request()
-        for result in results:
-            count_fetched(stats, result)
         moved = [r for r in results if r is not None and r.error_code == NOT_LEADER_OR_FOLLOWER]
         if moved:
             leaders = await self._leaders({(r.topic, r.partition) for r in moved})

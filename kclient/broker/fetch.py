@@ -262,9 +262,14 @@ async def handle_fetch(
     if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
         log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)
         return {"throttle_time_ms": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     min_bytes = body.get("min_bytes", 0)
-    deadline = trio.current_time() + max(0, body.get("max_wait_ms", 0)) / 1000.0
+    max_wait_ms = body.get("max_wait_ms", 0)
+    if min_bytes <= 0 or max_wait_ms <= 0:
+        # No long poll: one read, answered at once (nothing to wait for).
+        responses, _, _ = read_fetch(state, body, version)
+        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
+    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    deadline = trio.current_time() + max_wait_ms / 1000.0
     while True:
         event = state.appends.register(keys)
         try:

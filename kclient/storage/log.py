@@ -1299,8 +1299,10 @@ class Log:
                     # the rest of the segment (a consumer reading from the
                     # start, or one that has read everything appended so
                     # far) needs no header: no batch is cut, none passes
-                    # max_offset. The size is read before the next offset
-                    # (an append raises the size first).
+                    # max_offset. As in the walk below, the size and the
+                    # next offset are read without the writer's lock (the
+                    # broker appends to a partition it leads and reads it on
+                    # its one trio thread).
                     position = seg.batch_start(offset)
                     if position is not None:
                         size = seg.size

@@ -167,7 +167,7 @@ class FileSlice:
         return self.length
 
     def read(self, offset: int = 0, size: int | None = None) -> bytes:
-        """Read the slice's bytes with ``os.pread``.
+        """Read the slice's bytes into new ``bytes`` (with `readinto`).
 
         Args:
             offset: Where to start, in bytes from the start of the slice.
@@ -182,15 +182,9 @@ class FileSlice:
         end = self.length if size is None else min(self.length, offset + max(0, size))
         if offset < 0 or offset >= end:
             return b""
-        out = bytearray()
-        pos = self.position + offset
-        want = end - offset
-        with self._use() as fd:
-            while len(out) < want:
-                chunk = os.pread(fd, want - len(out), pos + len(out))
-                if not chunk:
-                    break  # the file is shorter than promised: return what is there
-                out += chunk
+        out = bytearray(end - offset)
+        got = self.readinto(out, offset)
+        del out[got:]  # the file is shorter than promised: return what is there
         return bytes(out)
 
     def readinto(self, buffer: memoryview | bytearray, offset: int = 0) -> int:

@@ -162,7 +162,7 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
             part = hosted.get((name, index))
             epoch = p.get("current_leader_epoch", -1)
             # (the common case, a led partition and no epoch named, inline)
-            if part is None or epoch >= 0 or part.leader_id != part.broker_id:
+            if part is None or epoch >= 0 or not part.is_leader:
                 code = leader_error(state, name, index, part, epoch)
                 if code != NONE:
                     parts.append(_partition_error(index, code))

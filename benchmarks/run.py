@@ -81,13 +81,21 @@ KCLIENT_FUTURES = "kclient-futures"
 #: kclient-list: the batch-level send, send(list of 1,000 ProducerData),
 #: beside the plain one-record-per-call row in the 100 B produce groups.
 KCLIENT_LIST = "kclient-list"
-PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES]
+#: kclient-no-busy-poll: the sync latency row's kclient without
+#: socket.busy.poll.us (its default, 0), beside "kclient" with it at
+#: LATENCY_BUSY_POLL_US, as the peers there run with their latency settings
+#: (linger 0).
+KCLIENT_NO_POLL = "kclient-no-busy-poll"
+#: socket.busy.poll.us of the latency row's "kclient" (benchmarks/README.md,
+#: "Sync latency and the VM's idle cores").
+LATENCY_BUSY_POLL_US = 200
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES, KCLIENT_NO_POLL]
 CLIENTS = [KCLIENT, "kafka-python", "aiokafka", "confluent-kafka"]
 #: consume rows add confluent-kafka with librdkafka's defaults untouched
 #: ("confluent-kafka" there sets fetch.queue.backoff.ms=0, see worker.py)
 CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults", KCLIENT_STREAM]
 #: every client a row may name (--clients chooses among them)
-ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES]
+ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES, KCLIENT_NO_POLL]
 #: import name of each client, to skip the ones not installed
 MODULES = {
     KCLIENT: "kclient",
@@ -95,6 +103,7 @@ MODULES = {
     KCLIENT_LIST: "kclient",
     KCLIENT_CALLBACK: "kclient",
     KCLIENT_FUTURES: "kclient",
+    KCLIENT_NO_POLL: "kclient",
     "kafka-python": "kafka",
     "aiokafka": "aiokafka",
     "confluent-kafka": "confluent_kafka",
@@ -109,6 +118,10 @@ SEED = 20240505
 LINGER_MS = 5
 BATCH_BYTES = 16384
 BIG_BATCH_BYTES = 1 << 20
+#: The untimed write before the first row (`Session.warm_up`): twice the
+#: largest row's data (the 1,000,000 x 100 B rows, ~130 MB on disk).
+WARM_UP_TOPIC = "warm-up"
+WARM_UP_MB = 300
 
 
 # ============================================================ the plan
@@ -218,7 +231,8 @@ def plan(quick: bool) -> list[dict]:
             warmup=n["latency_warmup"],
             partitions=1,
             payload="random",
-            clients=list(CLIENTS),
+            clients=[*CLIENTS, KCLIENT_NO_POLL],
+            busy_poll_us=LATENCY_BUSY_POLL_US,
         )
     )
     for size, count in ((100, n["small"]), (1000, n["large"])):
@@ -392,6 +406,7 @@ class Session:
         self.log_dir = self.workdir / "logs"
         self.log_dir.mkdir()
         self.topics: dict[str, int] = {}
+        self.deleted_topics: list[str] = []
         self.broker: Any = None
         self.checker: Any = None
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -449,6 +464,7 @@ class Session:
             spec["fetch_bytes"] = group["fetch_bytes"]
         if group["kind"] == "latency":
             spec["warmup"] = group["warmup"]
+            spec["busy_poll_us"] = group.get("busy_poll_us", 0)
         if "queue_max_messages" in group:
             spec["queue_max_messages"] = group["queue_max_messages"]
         spec.update(kw)
@@ -539,6 +555,8 @@ class Session:
                     g["runs"].append(dict(rep=rep, client="raw-append-fsync", kind="bound", label="raw-append-fsync"))
                     g["runs"].append(dict(rep=rep, client="broker-fetch", topic=t, kind="bound", label="broker-fetch"))
                     g["runs"].append(dict(rep=rep, client="raw-sendfile", topic=t, kind="bound", label="raw-sendfile"))
+        if not self.quick:
+            self.topic(WARM_UP_TOPIC, 1)
         # The scaling rows' topics (thousands of partitions) are created
         # with CreateTopics right before their group runs: as directories at
         # start they made the broker register and elect leaders for ~8,000
@@ -616,14 +634,56 @@ class Session:
         self.log(f"   created {len(names)} topic(s) of {g['partitions']} partitions ({time.monotonic() - t0:.1f} s)")
 
     def run(self) -> None:
-        for g in self.groups:
+        # Each topic is deleted (untimed) once the last run that uses it is
+        # done, so that the page cache holds one row's data, not the whole
+        # suite's. Measured on this suite's 2-core VM (benchmarks/README.md,
+        # "The page cache and the VM"): once the page cache grows into
+        # memory the host has not backed, writing 100 MB to a new file takes
+        # 250 ms of system time instead of 20 ms, and the broker-bound rows
+        # late in a run (produce 1000 B) ran 30-45 % slower for every
+        # client; the pages of deleted files are reused at the fast rate.
+        last_use = {run["topic"]: (gi, ri) for gi, g in enumerate(self.groups) for ri, run in enumerate(g["runs"]) if "topic" in run}
+        self.warm_up()
+        for gi, g in enumerate(self.groups):
             self.log(f"== {g['title']}")
             if g.get("scaling"):
                 self.create_late_topics(g)
             if g["kind"] == "consume":
                 self.fill(g)
-            for run in g["runs"]:
+            for ri, run in enumerate(g["runs"]):
                 self.one(g, run)
+                if "topic" in run and last_use.get(run["topic"]) == (gi, ri):
+                    self.delete_topic(run["topic"])
+
+    def warm_up(self) -> None:
+        """Write WARM_UP_MB through the broker to a scratch topic and delete
+        it (untimed), so that the first rows, like the later ones, write
+        into page-cache memory that has been used before (see `run`;
+        measured: the suite's first run, kclient's 100 B produce, had 1.7 s
+        of broker CPU instead of 0.9 s)."""
+        if self.quick or WARM_UP_TOPIC not in self.topics:
+            return
+        group = dict(kind="produce", size=1000, count=WARM_UP_MB * 1000, partitions=1, payload="random")
+        spec = self.spec(group, kind="produce", client=self.filler, topic=WARM_UP_TOPIC, batch_bytes=BIG_BATCH_BYTES)
+        t0 = time.monotonic()
+        try:
+            self.run_worker(spec)
+        except Exception as exc:
+            self.log(f"   (warm-up failed: {exc!r})")
+        self.delete_topic(WARM_UP_TOPIC)
+        self.log(f"   warm-up: {WARM_UP_MB} MB through the broker to {WARM_UP_TOPIC}, deleted ({time.monotonic() - t0:.1f} s)")
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic no later run uses (DeleteTopics; untimed). A
+        failure is logged and the suite goes on with the topic kept."""
+        from kclient.client.admin import AdminClient
+
+        try:
+            with AdminClient({"bootstrap.servers": self.broker.bootstrap, "request.timeout.ms": 120000}) as admin:
+                admin.delete_topics([name], timeout_ms=120000)
+            self.deleted_topics.append(name)
+        except Exception as exc:
+            self.log(f"   (could not delete topic {name}: {exc!r}; its data stays in the page cache)")
 
     def fill(self, g: dict) -> None:
         """Produce the consume group's source topic once (not timed)."""
@@ -1214,7 +1274,9 @@ def settings_text(quick: bool) -> list[str]:
         "(queued as one entry per batch.num.messages messages); 'kclient ÷ this' is the one-record-per-call speed over it",
         f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.num.messages = "
         f"{BIG_BATCH_BYTES // 1010} x P, kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
-        "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync).send(); "
+        "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync, "
+        f"socket.busy.poll.us={LATENCY_BUSY_POLL_US}).send() (the socket is polled for the acknowledgement before the thread sleeps; "
+        "kclient-no-busy-poll: the same with the default, 0); "
         "kafka-python send().get(); aiokafka await send_and_wait(); confluent-kafka produce() + flush(); after a warm-up of 50 sends",
         "consume: every record from offset 0, reading each value in Python: kclient SimpleConsumer.multifetch over all partitions "
         "(FetchRequest.max_size 1 MB per partition); kafka-python KafkaConsumer assign + seek_to_beginning + poll(); aiokafka "
@@ -1324,6 +1386,7 @@ def main(argv: list[str] | None = None) -> int:
         "memory": [],
         "targets": [],
         "failures": session.failures,
+        "deleted_topics": session.deleted_topics,
     }
     report["scaling"] = scaling_table(report["groups"])
     report["memory"] = memory_table(report["groups"])

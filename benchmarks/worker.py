@@ -385,6 +385,11 @@ def latency_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     from kclient import Producer, ProducerData
 
     settings = {"producer.type": "sync", "request.required.acks": spec.get("acks", 1)}
+    if spec["client"] != "kclient-no-busy-poll" and spec.get("busy_poll_us"):
+        # Poll the socket for the acknowledgement before sleeping (the
+        # peers' latency settings: linger 0); "kclient-no-busy-poll" keeps
+        # the default, 0.
+        settings["socket.busy.poll.us"] = spec["busy_poll_us"]
     producer = Producer({"metadata.broker.list": spec["bootstrap"], "client.id": "bench", **settings})
     topic = spec["topic"]
     try:
@@ -823,6 +828,7 @@ WORKERS = {
     ("produce", "aiokafka"): produce_aiokafka,
     ("produce", "confluent-kafka"): produce_confluent,
     ("latency", "kclient"): latency_kclient,
+    ("latency", "kclient-no-busy-poll"): latency_kclient,
     ("latency", "kafka-python"): latency_kafka_python,
     ("latency", "aiokafka"): latency_aiokafka,
     ("latency", "confluent-kafka"): latency_confluent,

@@ -44,7 +44,7 @@ def installed(client: str) -> bool:
         from kclient.testing import zookeeper_unavailable_reason
 
         return zookeeper_unavailable_reason() is None
-    module = {"kclient": "kclient", "kclient-list": "kclient", "kclient-callback": "kclient", "kclient-futures": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
+    module = {"kclient": "kclient", "kclient-list": "kclient", "kclient-callback": "kclient", "kclient-futures": "kclient", "kclient-no-busy-poll": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
     return importlib.util.find_spec(module) is not None
 
 
@@ -140,6 +140,11 @@ def test_latency_and_bounds_rows(quick_report) -> None:
     for label, row in latency["rows"].items():
         assert row["records"] == latency["count"]
         assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+    # "kclient" polls for its acknowledgements, "kclient-no-busy-poll" keeps the default
+    settings = {run["client"]: run["result"]["settings"] for run in latency["runs"]}
+    assert settings["kclient"]["socket.busy.poll.us"] == latency["busy_poll_us"] > 0
+    assert "socket.busy.poll.us" not in settings["kclient-no-busy-poll"]
+    assert latency["ratios"]["kclient-no-busy-poll"] > 0
     bounds = next(g for g in report["groups"] if g["kind"] == "bounds")
     assert set(bounds["rows"]) >= {"raw-append-fsync", "broker-fetch", "raw-sendfile"}
     pairs = ("ingest / raw append+fsync", "fetch / raw sendfile")
@@ -151,6 +156,15 @@ def test_latency_and_bounds_rows(quick_report) -> None:
     total = bounds["count"] * bounds["size"]
     append = next(r for r in bounds["runs"] if r["client"] == "raw-append-fsync")
     assert append["result"]["bytes"] == total
+
+
+def test_every_topic_deleted_after_its_last_run(quick_report) -> None:
+    """The suite deletes each topic once no later run uses it (so that the
+    page cache holds one row's data): every topic a run named is deleted,
+    each once."""
+    report, _ = quick_report
+    used = {run["topic"] for g in report["groups"] for run in g["runs"] if "topic" in run}
+    assert used and sorted(report["deleted_topics"]) == sorted(used)
 
 
 def test_memory_rows(quick_report) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import time
 
 import pytest
 import trio
@@ -173,3 +174,55 @@ async def test_a_peer_that_closes_fails_the_pending_requests():
             await handle.wait()
         assert conn.closed
         nursery.cancel_scope.cancel()
+
+
+def test_busy_wait_polls_without_yielding_until_the_first_bytes(broker, topic):
+    """``PendingResponse.busy_wait`` (socket.busy.poll.us): against the
+    real broker, a Fetch the broker holds for ``max_wait_ms`` is polled for
+    without letting other tasks run; the poll gives up after its budget,
+    and a second one returns once the held response arrives."""
+    from kclient.client.admin import AdminClient, NewTopic
+    from kclient.protocol.messages import FETCH
+
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)], timeout_ms=30000)
+    held_ms = 600
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, broker.host, broker.port)
+            body = {
+                "replica_id": -1, "max_wait_ms": held_ms, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20, "log_start_offset": -1}]}],
+            }
+            # the partition may still be electing its leader: wait for a Fetch answered without error
+            for _ in range(100):
+                response = await conn.request(FETCH, {**body, "max_wait_ms": 0})
+                if response["responses"][0]["partitions"][0]["error_code"] == 0:
+                    break
+                await trio.sleep(0.05)
+            handle = await conn.start_request(FETCH, body)
+            ran: list[int] = []
+
+            async def mark():
+                ran.append(1)
+
+            nursery.start_soon(mark)  # runs at the next checkpoint
+            t0 = time.perf_counter()
+            assert handle.busy_wait(0.05) is False  # the broker holds the fetch (empty partition)
+            first = time.perf_counter() - t0
+            assert first >= 0.05
+            assert ran == []  # no checkpoint while polling
+            assert handle.busy_wait(30.0) is True  # the held response arrives after max_wait_ms
+            assert time.perf_counter() - t0 < 30
+            assert ran == [] and not handle.done  # polled, not read: the reader reads it
+            response = await handle.wait()
+            assert ran == [1]
+            assert response["responses"][0]["partitions"][0]["error_code"] == 0
+            assert handle.busy_wait(0.0) is True  # already answered
+            await conn.aclose()
+            assert conn._busy_wait_readable(0.01) is False  # closed: nothing to poll
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

@@ -129,6 +129,69 @@ def test_sync_send_lands_where_murmur2_says(broker5, topic, acks):
     assert len({p for p, recs in got.items() if recs}) > 1
 
 
+@pytest.mark.parametrize("mode", ["sync", "trio", "async"])
+def test_socket_busy_poll_us_polls_sync_sends_only(broker5, topic, mode, monkeypatch):
+    """socket.busy.poll.us: each acknowledgement a sync send (Producer in
+    sync mode, TrioProducer.send) waits for is first polled for, with the
+    configured budget, and the records land as without it; async mode
+    never polls. With a 30 s budget a loopback broker always answers
+    within it, so every poll ends with the response's bytes."""
+    from kclient.net.connection import BrokerConnection
+
+    polls: list[tuple[float, bool]] = []
+    original = BrokerConnection._busy_wait_readable
+
+    def counting(self, seconds):
+        got = original(self, seconds)
+        polls.append((seconds, got))
+        return got
+
+    monkeypatch.setattr(BrokerConnection, "_busy_wait_readable", counting)
+    keys = [f"k{i}".encode() for i in range(12)]
+    props = {"socket_busy_poll_us": 30_000_000}
+    if mode == "sync":
+        with Producer(config(broker5, **props)) as producer:
+            for k in keys:
+                producer.send(ProducerData(topic, key=k, messages=[k + b"-v"]))
+    elif mode == "trio":
+
+        async def main():
+            async with TrioProducer(config(broker5, **props)) as producer:
+                for k in keys:
+                    await producer.send(ProducerData(topic, key=k, messages=[k + b"-v"]))
+
+        trio.run(main)
+    else:
+        with Producer(async_config(broker5, queue_buffering_max_ms=1, **props)) as producer:
+            for k in keys:
+                producer.send(ProducerData(topic, key=k, messages=[k + b"-v"]))
+    expected = {p: [] for p in range(PARTITIONS)}
+    for k in keys:
+        expected[kafka_python_partition(k, PARTITIONS)].append((k, k + b"-v"))
+    assert read_topic(broker5, topic, PARTITIONS) == expected
+    if mode == "async":
+        assert polls == []
+    else:
+        # one Produce request per send, each polled until its response came
+        assert len(polls) == len(keys)
+        assert polls == [(30.0, True)] * len(keys)
+
+
+def test_socket_busy_poll_us_is_off_by_default_and_checked(broker, topic, monkeypatch):
+    from kclient.errors import ConfigError
+    from kclient.net.connection import BrokerConnection
+
+    polls = []
+    monkeypatch.setattr(BrokerConnection, "_busy_wait_readable", lambda self, seconds: polls.append(seconds) or False)
+    with Producer(config(broker)) as producer:
+        producer.send(ProducerData(topic, messages=[b"x"]))
+    assert polls == []
+    assert ProducerConfig.from_properties({"metadata.broker.list": "h:1"}).socket_busy_poll_us == 0
+    assert ProducerConfig.from_properties({"metadata.broker.list": "h:1", "socket.busy.poll.us": "150"}).socket_busy_poll_us == 150
+    with pytest.raises(ConfigError, match="socket.busy.poll.us"):
+        ProducerConfig.from_properties({"metadata.broker.list": "h:1", "socket.busy.poll.us": "-1"})
+
+
 def test_sync_null_keys_and_values(broker, topic):
     with Producer(config(broker)) as producer:
         producer.send([ProducerData(topic, messages=[b"no key", None]) for _ in range(10)])

@@ -42,8 +42,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import select
 import socket
 import ssl
+import time
+from typing import Any
 
 import trio
 
@@ -145,6 +148,24 @@ class PendingResponse:
         return self._pending.event.is_set()
 
 
+    def busy_wait(self, seconds: float) -> bool:
+        """Poll the connection's socket until the response starts to arrive,
+        for at most ``seconds``, without yielding to the event loop (the
+        ``socket.busy.poll.us`` of sync sends). It reads nothing: the
+        connection's reader takes the bytes once the caller awaits `wait`.
+
+        Args:
+            seconds: The longest poll (s).
+
+        Returns:
+            True once the response is in or its first bytes are readable,
+                False when ``seconds`` ran out first or the connection is
+                closed.
+        """
+        if self._pending.event.is_set():
+            return True
+        return self._conn._busy_wait_readable(seconds)
+
 class BrokerConnection:
     """One TCP connection to ``host:port``.
 
@@ -163,6 +184,11 @@ class BrokerConnection:
         # paths). TLS: every byte goes through the SSLStream.
         self._raw = isinstance(stream, trio.SocketStream)
         self._fd = stream.socket.fileno() if self._raw else -1
+        # The TCP socket under TLS too, polled by _busy_wait_readable.
+        transport = stream if self._raw else getattr(stream, "transport_stream", None)
+        sock = getattr(transport, "socket", None)
+        self._poll_fd = sock.fileno() if sock is not None else -1
+        self._poller: Any = None
         # Whether the last plain-TCP read emptied the socket (see _receive_raw).
         self._drained = True
         # Wakes the watchdog (_watch) at the earliest deadline of a pending request.
@@ -479,6 +505,26 @@ class BrokerConnection:
             sent = 0
         if sent < len(data):
             await self._stream.send_all(memoryview(data)[sent:])
+
+    def _busy_wait_readable(self, seconds: float) -> bool:
+        fd = self._poll_fd
+        if self._closed or fd < 0:
+            return False
+        poller = self._poller
+        if poller is None:
+            if hasattr(select, "poll"):
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                self._poller = poller = poller.poll
+            else:  # Windows
+                self._poller = poller = lambda timeout: select.select([fd], [], [], timeout)[0]
+        clock = time.perf_counter
+        end = clock() + seconds
+        while True:
+            if poller(0):
+                return True
+            if clock() >= end:
+                return False
 
     async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None):
         if not pending.event.is_set():

@@ -365,10 +365,10 @@ class DefaultEventHandler(EventHandler):
                 (``lost_messages``, ``failed_partitions``; the broker or
                 connection error as ``__cause__``).
         """
-        finish = await self.start(events)
+        finish = await self.start(events, busy_poll=True)
         await finish()
 
-    async def start(self, events: "list[ProducerData]") -> "Callable[[], Awaitable[None]]":
+    async def start(self, events: "list[ProducerData]", *, busy_poll: bool = False) -> "Callable[[], Awaitable[None]]":
         """The first half of `handle`: serialize, partition, build the
         batches and WRITE the first attempt's Produce requests.
 
@@ -379,6 +379,9 @@ class DefaultEventHandler(EventHandler):
 
         Args:
             events: The batch's ProducerData.
+            busy_poll: The caller waits for the acknowledgement at once
+                (`handle`): the first responses are awaited with
+                ``socket.busy.poll.us`` of polling.
 
         Returns:
             A coroutine function that awaits the responses and retries, and
@@ -425,9 +428,11 @@ class DefaultEventHandler(EventHandler):
                 idem.release(slots)  # type: ignore[union-attr]
             raise
 
+        spin = self._settings.busy_poll_us / 1e6 if busy_poll else 0.0
+
         async def finish() -> None:
             try:
-                await self._finish(pending, plan, failed)
+                await self._finish(pending, plan, failed, spin)
             finally:
                 if slots:
                     idem.release(slots)  # type: ignore[union-attr]
@@ -436,13 +441,13 @@ class DefaultEventHandler(EventHandler):
 
     # -- step 5-6: send with retries ------------------------------------------
 
-    async def _finish(self, pending: list[PartitionSend], plan: list, failed: dict) -> None:
+    async def _finish(self, pending: list[PartitionSend], plan: list, failed: dict, spin: float = 0.0) -> None:
         s = self._settings
         attempt = 0
         first = True
         while pending:
             if first:
-                await self._read_round(plan, pending)
+                await self._read_round(plan, pending, spin)
                 first = False
             else:
                 await self._send_round(pending)
@@ -598,15 +603,18 @@ class DefaultEventHandler(EventHandler):
             active = [part for part in active if cursor[id(part)] < len(part.batches)]
         return requests
 
-    async def _read_round(self, plan: list, parts: list[PartitionSend]) -> None:
+    async def _read_round(self, plan: list, parts: list[PartitionSend], spin: float = 0.0) -> None:
         """Await every response of ``plan`` in order, record per-partition
         errors, then drop each part's acknowledged batches (everything before
-        its first failed batch)."""
+        its first failed batch). ``spin`` (s): poll each response's socket
+        that long before sleeping (``socket.busy.poll.us``)."""
         acked: list = []  # (part, batch index) acknowledged in this round
         offsets: dict = {}  # (id(part), batch index) -> (base offset, log append time), tracked parts only
         for node_id, chosen, handle in plan:
             if handle is None:  # acks=0: written is all there is
                 continue
+            if spin:
+                handle.busy_wait(spin)
             try:
                 response = await handle.wait()
             except KafkaError as exc:

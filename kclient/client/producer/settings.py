@@ -72,7 +72,9 @@ class ProducerSettings:
     request (and so a record batch) may carry; ``max_produce_version``: the
     cap from ``api.version`` (`produce_version_cap`), None for none;
     ``idempotence``: enable.idempotence (KIP-98: producer id and sequence
-    numbers, see `kclient.client.producer.idempotence`).
+    numbers, see `kclient.client.producer.idempotence`); ``busy_poll_us``:
+    socket.busy.poll.us, how long a send that waits for its
+    acknowledgement polls the socket before sleeping (µs).
     """
 
     acks: int = 1
@@ -85,6 +87,7 @@ class ProducerSettings:
     max_request_bytes: int = 1_048_576
     max_produce_version: int | None = None
     idempotence: bool = False
+    busy_poll_us: int = 0
 
 
 def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
@@ -112,6 +115,7 @@ def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
         max_request_bytes=config.max_request_size,
         max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
         idempotence=bool(getattr(config, "enable_idempotence", False)),
+        busy_poll_us=int(getattr(config, "socket_busy_poll_us", 0)),
     )
 
 

@@ -1278,7 +1278,7 @@ def settings_text(quick: bool) -> list[str]:
         f"socket.busy.poll.us={LATENCY_BUSY_POLL_US}).send() (the socket is polled for the acknowledgement before the thread sleeps; "
         "kclient-no-busy-poll: the same with the default, 0); "
         "kafka-python send().get(); aiokafka await send_and_wait(); confluent-kafka produce() + flush(); after a warm-up of 50 sends",
-        "consume: every record from offset 0, reading each value in Python: kclient SimpleConsumer.multifetch over all partitions "
+        "consume: every record from offset 0, reading each value in Python: kclient SimpleConsumer.multifetch_iter over all partitions "
         "(FetchRequest.max_size 1 MB per partition); kafka-python KafkaConsumer assign + seek_to_beginning + poll(); aiokafka "
         "AIOKafkaConsumer assign + seek_to_beginning + getmany(); confluent-kafka Consumer assign(offset 0) + consume(num_messages=10000) "
         "with fetch.queue.backoff.ms=0 (librdkafka's default of 1000 ms stalls a fast consumer at random: 270k-1.3M records/s for the same "

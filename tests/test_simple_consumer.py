@@ -164,9 +164,9 @@ def test_multifetch_of_many_partitions_without_a_long_poll_is_pipelined(broker, 
 
     monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
 
-    def answer(**kwargs):
+    def answer(iterate=False, **kwargs):
         with SimpleConsumer(broker.host, broker.port) as consumer:
-            response = consumer.multifetch(requests, **kwargs)
+            response = (consumer.multifetch_iter if iterate else consumer.multifetch)(requests, **kwargs)
             return [(r.topic, r.partition, r.error_code, [(m.offset, m.message.key) for m in r] if not r.error_code else None) for r in response]
 
     monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", 0)
@@ -180,6 +180,65 @@ def test_multifetch_of_many_partitions_without_a_long_poll_is_pipelined(broker, 
     sent.clear()
     assert answer(max_wait_ms=100, min_bytes=1) == single
     assert sent == [3, 3]
+    # multifetch_iter: the same requests, the same sets in the same order
+    for pipeline, expected_sent in ((0, [3, 3]), (2, [2, 1, 2, 1])):
+        monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", pipeline)
+        sent.clear()
+        assert answer(iterate=True) == single
+        assert sent == expected_sent
+    sent.clear()
+    assert answer(iterate=True, max_wait_ms=100, min_bytes=1) == single
+    assert sent == [3, 3]
+
+
+def test_multifetch_iter_hands_out_each_part_as_it_arrives(broker, topic, monkeypatch):
+    """multifetch_iter: the requests are written by the call; each part's
+    sets are handed out once that part is read (the statistics, counted
+    per part as it is read, show only the parts read so far); stopping
+    early leaves the connection usable; after close the iterator raises."""
+    from kclient import LoopClosedError
+    from kclient.client.consumer import simple
+
+    topics = [f"{topic}-{i}" for i in range(3)]
+    for i, t in enumerate(topics):  # 2 partitions each (the session broker's default)
+        _produce_batches(broker.host, broker.port, t, {p: [_records(f"{t}/{p}", i + p + 1)] for p in range(2)})
+    requests = [FetchRequest(t, p, 0, 1 << 16) for t in topics for p in range(2)]
+    monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", 2)
+    sent = []
+    real_start = BrokerConnection.start_request
+
+    async def counting_start(self, api, body, **kwargs):
+        if api.key == 1:
+            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
+        return await real_start(self, api, body, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        expected = [[m.message.key for m in r] for r in consumer.multifetch(requests)]
+        assert consumer.statistics().fetch_requests == 1
+        sent.clear()
+        sets = consumer.multifetch_iter(requests)
+        assert sent == [2, 2, 2]  # all three parts written before the first set is asked for
+        got = []
+        for k, ms in enumerate(sets):
+            got.append([m.message.key for m in ms])
+            read = {(t, p) for (t, p), s in consumer.statistics().partitions.items() if s.fetched_messages == 2 * _expected_count(expected, requests, t, p)}
+            # parts of 2: after set k, the sets of parts 0..k//2 were read, no more
+            assert read == {(r.topic, r.partition) for r in requests[: 2 * (k // 2 + 1)]}, k
+        assert got == expected
+        assert consumer.statistics().fetch_requests == 2
+        # stopping after the first set: the answers still due are dropped
+        first = next(iter(consumer.multifetch_iter(requests)))
+        assert [m.message.key for m in first] == expected[0]
+        assert [[m.message.key for m in r] for r in consumer.multifetch(requests)] == expected
+        late = consumer.multifetch_iter(requests)
+    with pytest.raises(LoopClosedError):
+        next(late)
+
+
+def _expected_count(expected, requests, t, p):
+    """Messages of partition (t, p) in one multifetch answer."""
+    return sum(len(e) for e, r in zip(expected, requests) if (r.topic, r.partition) == (t, p))
 
 
 def test_get_offsets_before(broker, topic):
@@ -198,6 +257,9 @@ async def test_trio_api(broker, topic):
     async with TrioSimpleConsumer(broker.host, broker.port) as consumer:
         ms = await consumer.fetch(FetchRequest(topic, 0, 0, 1 << 16))
         assert [m.message.key for m in ms] == [b"t-k0", b"t-k1", b"t-k2"]
+        requests = [FetchRequest(topic, 0, 1, 1 << 16), FetchRequest(topic, 1, 0, 1 << 16), FetchRequest(topic, 0, 0, 1 << 16)]
+        streamed = [[m.offset for m in r] async for r in consumer.multifetch_iter(requests)]
+        assert streamed == [[m.offset for m in r] for r in await consumer.multifetch(requests)] == [[1, 2], [], [0, 1, 2]]
         assert await consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1) == [3]
 
 

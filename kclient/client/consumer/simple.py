@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
 
 import attrs
 import trio
@@ -88,7 +88,7 @@ class OffsetRequest:
 
 #: A fetch without a long poll naming more partitions than this goes as
 #: several pipelined Fetch requests of at most this many (0: always one).
-PIPELINE_PARTITIONS = 128
+PIPELINE_PARTITIONS = 64
 
 
 def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int) -> dict:
@@ -111,6 +111,107 @@ def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_byte
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+class _MultiFetch:
+    """One `TrioSimpleConsumer.multifetch` in progress. A round holds each
+    requested partition once (a partition asked for twice waits for the
+    next round); its parts, of at most ``PIPELINE_PARTITIONS`` partitions
+    without a long poll, are written together and answered in order."""
+
+    def __init__(self, consumer: "TrioSimpleConsumer", conn: BrokerConnection, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> None:
+        self.consumer = consumer
+        self.conn = conn
+        self.version = conn.version_for(FETCH, floor=4)
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.sent = sent
+        self.results: list[ByteBufferMessageSet | None] = [None] * len(requests)
+        self.remaining = list(enumerate(requests))
+        self.queue: list[tuple[list[tuple[int, FetchRequest]], Any]] = []
+        self.handed = 0  # results handed out by next_ready
+
+    async def start_round(self) -> None:
+        """Write the next round's Fetch requests (nothing when done)."""
+        seen: set[tuple[str, int]] = set()
+        this_round, later = [], []
+        for i, req in self.remaining:
+            key = (req.topic, req.partition)
+            (later if key in seen else this_round).append((i, req))
+            seen.add(key)
+        self.remaining = later
+        # Without a long poll (min_bytes <= 0: the broker answers at
+        # once) a fetch of many partitions goes as several requests,
+        # pipelined: the broker reads the next part while this side
+        # decodes the last. With a long poll it stays one request (the
+        # broker answers a connection's requests in order, so each part
+        # would wait in turn).
+        step = PIPELINE_PARTITIONS if self.min_bytes <= 0 and PIPELINE_PARTITIONS > 0 else len(this_round)
+        parts = [this_round[k : k + step] for k in range(0, len(this_round), max(1, step))]
+        timeout = self.consumer.so_timeout_ms + self.max_wait_ms
+        for part in parts:
+            pending = await self.conn.start_request(FETCH, _fetch_body(part, self.max_wait_ms, self.min_bytes), version=self.version, timeout_ms=timeout)
+            if self.sent is not None:
+                self.sent()
+                self.sent = None
+            assert pending is not None
+            self.queue.append((part, pending))
+
+    async def next_part(self) -> bool:
+        """Wait for the next part's answer and fill its results; False once
+        every request is answered."""
+        if not self.queue:
+            if not self.remaining:
+                return False
+            await self.start_round()
+        part, pending = self.queue.pop(0)
+        response = await pending.wait()
+        if response.get("error_code"):
+            raise_for_code(response["error_code"], "fetch")
+        by_key = {}
+        for t in response["responses"]:
+            for p in t["partitions"]:
+                by_key[(t["topic"], p["partition_index"])] = p
+        stats = self.consumer._stats
+        results = self.results
+        for i, req in part:
+            p = by_key.get((req.topic, req.partition))
+            if p is None:
+                results[i] = result = ByteBufferMessageSet(
+                    req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size
+                )
+            else:
+                results[i] = result = ByteBufferMessageSet(
+                    req.topic,
+                    req.partition,
+                    p["records"] if p["records"] is not None else b"",
+                    req.offset,
+                    p["high_watermark"],
+                    p.get("log_start_offset", -1),
+                    p["error_code"],
+                    req.max_size,
+                )
+            # counted as each part arrives, while the broker reads the next
+            count_fetched(stats, result)
+        if not self.queue and not self.remaining:
+            stats.request()
+        return True
+
+    async def next_ready(self) -> list[ByteBufferMessageSet] | None:
+        """The sets that became ready, in request order, once the next part
+        is in (moved leaders looked up); None once all were handed out."""
+        results = self.results
+        while True:
+            end = self.handed
+            while end < len(results) and results[end] is not None:
+                end += 1
+            if end > self.handed:
+                ready: list[ByteBufferMessageSet] = results[self.handed : end]  # type: ignore[assignment]
+                self.handed = end
+                await self.consumer._mark_moved(ready)
+                return ready
+            if not await self.next_part():
+                return None
 
 
 class TrioSimpleConsumer:
@@ -260,7 +361,7 @@ class TrioSimpleConsumer:
     async def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Fetch several partitions in one round trip: one Fetch request,
         or, without a long poll (``min_bytes`` <= 0) and for more than
-        ``PIPELINE_PARTITIONS`` (128) partitions, several sent together (the
+        ``PIPELINE_PARTITIONS`` (64) partitions, several sent together (the
         broker reads the next while this side decodes the last). A
         partition asked for twice needs a second round trip.
 
@@ -302,70 +403,64 @@ class TrioSimpleConsumer:
         Returns:
             As `multifetch`.
         """
-        results: list[ByteBufferMessageSet | None] = [None] * len(requests)
-        stats = self._stats
-        remaining = list(enumerate(requests))
-        conn = await self._connection()
-        version = conn.version_for(FETCH, floor=4)
-        while remaining:
-            seen: set[tuple[str, int]] = set()
-            this_round, later = [], []
-            for i, req in remaining:
-                key = (req.topic, req.partition)
-                (later if key in seen else this_round).append((i, req))
-                seen.add(key)
-            remaining = later
-            # Without a long poll (min_bytes <= 0: the broker answers at
-            # once) a fetch of many partitions goes as several requests,
-            # pipelined: the broker reads the next part while this side
-            # decodes the last. With a long poll it stays one request (the
-            # broker answers a connection's requests in order, so each part
-            # would wait in turn).
-            step = PIPELINE_PARTITIONS if min_bytes <= 0 and PIPELINE_PARTITIONS > 0 else len(this_round)
-            parts = [this_round[k : k + step] for k in range(0, len(this_round), max(1, step))]
-            timeout = self.so_timeout_ms + max_wait_ms
-            pendings = []
-            for part in parts:
-                pending = await conn.start_request(FETCH, _fetch_body(part, max_wait_ms, min_bytes), version=version, timeout_ms=timeout)
-                if sent is not None:
-                    sent()
-                    sent = None
-                assert pending is not None
-                pendings.append(pending)
-            for part, pending in zip(parts, pendings):
-                response = await pending.wait()
-                if response.get("error_code"):
-                    raise_for_code(response["error_code"], "fetch")
-                by_key = {}
-                for t in response["responses"]:
-                    for p in t["partitions"]:
-                        by_key[(t["topic"], p["partition_index"])] = p
-                for i, req in part:
-                    p = by_key.get((req.topic, req.partition))
-                    if p is None:
-                        results[i] = result = ByteBufferMessageSet(
-                            req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size
-                        )
-                    else:
-                        results[i] = result = ByteBufferMessageSet(
-                            req.topic,
-                            req.partition,
-                            p["records"] if p["records"] is not None else b"",
-                            req.offset,
-                            p["high_watermark"],
-                            p.get("log_start_offset", -1),
-                            p["error_code"],
-                            req.max_size,
-                        )
-                    # counted as each part arrives, while the broker reads the next
-                    count_fetched(stats, result)
-        stats.request()
-        moved = [r for r in results if r is not None and r.error_code == NOT_LEADER_OR_FOLLOWER]
+        fetch = await self._open_multifetch(requests, max_wait_ms, min_bytes, sent)
+        while await fetch.next_part():
+            pass
+        await self._mark_moved(fetch.results)  # type: ignore[arg-type]
+        return MultiFetchResponse(fetch.results)  # type: ignore[arg-type]
+
+    async def multifetch_iter(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> AsyncIterator[ByteBufferMessageSet]:
+        """`multifetch`, handing out each message set as soon as its part
+        of the answer is in: ``async for ms in c.multifetch_iter(reqs)``.
+
+        The same Fetch requests go out, all parts of a round written
+        together when the iteration starts; the sets come in request order,
+        each the one `multifetch` would return in its place. While the
+        caller reads one part's messages, the broker reads the next part
+        (for more than ``PIPELINE_PARTITIONS`` partitions without a long
+        poll), so reading many partitions takes about the longer of the two
+        instead of their sum.
+
+        Args:
+            requests: One FetchRequest per partition to read.
+            max_wait_ms: As `multifetch` (ms).
+            min_bytes: As `multifetch` (bytes).
+
+        Yields:
+            One `ByteBufferMessageSet` per request, in request order.
+            Partition errors are not raised here: each set carries its
+            partition's ``error_code`` and raises it when iterated.
+
+        Raises:
+            BrokerResponseError: a Fetch request as a whole failed (a
+                top-level error code), raised where its part would begin.
+            KafkaConnectionError: the broker cannot be reached or the
+                connection failed: the sets of the parts already in were
+                handed out, the rest are not.
+            KafkaTimeoutError: no answer within ``so_timeout_ms +
+                max_wait_ms``.
+        """
+        fetch = await self._open_multifetch(requests, max_wait_ms, min_bytes, None)
+        while True:
+            ready = await fetch.next_ready()
+            if ready is None:
+                return
+            for message_set in ready:
+                yield message_set
+
+    async def _open_multifetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> "_MultiFetch":
+        fetch = _MultiFetch(self, await self._connection(), list(requests), max_wait_ms, min_bytes, sent)
+        await fetch.start_round()
+        return fetch
+
+    async def _mark_moved(self, sets: Sequence[ByteBufferMessageSet]) -> None:
+        """Give each set whose partition's leader moved (NOT_LEADER) its
+        new leader, from one Metadata request."""
+        moved = [r for r in sets if r.error_code == NOT_LEADER_OR_FOLLOWER]
         if moved:
             leaders = await self._leaders({(r.topic, r.partition) for r in moved})
             for r in moved:
                 r.leader = leaders.get((r.topic, r.partition))
-        return MultiFetchResponse(results)  # type: ignore[arg-type]
 
     async def _leaders(self, keys: set[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, str, int]]:
         """Where the partitions' leaders are now, from a Metadata request to
@@ -606,7 +701,7 @@ class SimpleConsumer(ClosingClient):
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Blocking `TrioSimpleConsumer.multifetch`: read several partitions
         in one round trip (several Fetch requests in flight for more than
-        ``PIPELINE_PARTITIONS`` (128) partitions without a long poll).
+        ``PIPELINE_PARTITIONS`` (64) partitions without a long poll).
 
         Args:
             requests: One FetchRequest per partition.
@@ -624,6 +719,50 @@ class SimpleConsumer(ClosingClient):
             KafkaTimeoutError: the broker did not answer in time.
         """
         return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+
+    def multifetch_iter(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> Iterator[ByteBufferMessageSet]:
+        """Blocking `TrioSimpleConsumer.multifetch_iter`: `multifetch`,
+        handing out each message set as soon as its part of the answer is
+        in, so that reading the first partitions' messages overlaps the
+        broker reading the next ones::
+
+            for req, ms in zip(reqs, consumer.multifetch_iter(reqs)):
+                for mo in ms: ...
+
+        The requests are written by this call (the first round), before it
+        returns; the iterator waits for each part in turn. Stopping early is
+        safe: the answers still due are read and dropped.
+
+        Args:
+            requests: One FetchRequest per partition.
+            max_wait_ms: Long-poll limit (ms); 0 answers at once.
+            min_bytes: Answer early once this many bytes are ready (bytes).
+
+        Returns:
+            An iterator of one `ByteBufferMessageSet` per request, in
+            request order; a partition's error is raised when its set is
+            iterated.
+
+        Raises:
+            LoopClosedError: after `close` (also from the iterator).
+            BrokerResponseError: a top-level error of a Fetch request,
+                from the iterator, where its part would begin.
+            KafkaConnectionError: connecting, writing the requests (from
+                this call), or a failed connection (from the iterator,
+                after the sets already in).
+            KafkaTimeoutError: the broker did not answer in time (from the
+                iterator).
+        """
+        requests = list(requests)
+        fetch = self._loop.call(lambda: self._core._open_multifetch(requests, max_wait_ms, min_bytes, None))
+        return self._ready_sets(fetch)
+
+    def _ready_sets(self, fetch: "_MultiFetch") -> Iterator[ByteBufferMessageSet]:
+        while True:
+            ready = self._loop.call(fetch.next_ready)
+            if ready is None:
+                return
+            yield from ready
 
     def get_offsets_before(self, topic: str, partition: int, time: int, max_num_offsets: int) -> list[int]:
         """Blocking `TrioSimpleConsumer.get_offsets_before` (Kafka's

@@ -1306,7 +1306,10 @@ def settings_text(quick: bool) -> list[str]:
         "'CPU s/M rec' column under issue 16's name",
         "kclient consume: the log end offsets that tell its loop when to stop are looked up before the timed section (the peers stop "
         "at the expected count)",
-        "every measurement runs in a fresh process, after os.sync() (untimed: earlier runs' dirty pages are written back first); CPU = user + system of that process (all its threads) during the timed section; "
+        "every measurement runs in a fresh process, after os.sync() (untimed: earlier runs' dirty pages are written back first); "
+        f"each topic is deleted once its last run is done, and {WARM_UP_MB} MB go through the broker to a scratch topic (deleted) before the "
+        "first row, all untimed, so that the broker appends into page-cache memory used before (on this VM fresh memory costs 12x the "
+        "system time: benchmarks/README.md); CPU = user + system of that process (all its threads) during the timed section; "
         "peak RSS = its VmHWM (peak resident set) over its whole life (interpreter, library, 10,000-payload pool); broker CPU = the broker's CPU "
         "seconds while the process ran",
     ]

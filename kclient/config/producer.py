@@ -177,9 +177,10 @@ class ProducerConfig(_ClientSecurityConfig):
     take tens to hundreds of µs to wake when the response arrives; polling
     trades that CPU time for latency. About 200 covers a round trip to a
     broker on the same host or LAN: measured on a 2-core VM, p99 of
-    one-record sends fell from 0.7 to 0.32 ms (``benchmarks/README.md``).
-    The poll blocks the producer's event loop, and ends as soon as the
-    response's first bytes arrive."""
+    one-record sends fell from 0.7 to 0.32 ms while the host was quiet,
+    and rose from 0.69 to 0.94 ms while it was busy (``benchmarks/README.md``):
+    measure on your own machines. The poll blocks the producer's event
+    loop, and ends as soon as the response's first bytes arrive."""
     api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
     """Cap on the Produce version, and with it the message format, as a Kafka
     release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)

@@ -106,6 +106,21 @@ def test_batch_larger_than_max_size_gives_a_clear_error(broker, topic):
         assert [m.message.payload for m in ms] == [b"y" * 5000]
 
 
+def _count_fetch_requests(monkeypatch) -> list[int]:
+    """From now on, record how many partitions each Fetch request written
+    names (in the returned list, in order)."""
+    sent: list[int] = []
+    real_start = BrokerConnection.start_request
+
+    async def counting_start(self, api, body, **kwargs):
+        if api.key == 1:
+            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
+        return await real_start(self, api, body, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
+    return sent
+
+
 def test_multifetch_keeps_request_order_and_reports_errors_per_partition(broker, topic):
     _produce_batches(broker.host, broker.port, topic, {0: [_records("p0", 2)]})
     other = f"{topic}-other"
@@ -154,15 +169,7 @@ def test_multifetch_of_many_partitions_without_a_long_poll_is_pipelined(broker, 
         FetchRequest(topic, 1, 1, 1 << 16),  # again: the second round
         FetchRequest(other, 0, 0, 1 << 16),  # again: the second round
     ]
-    sent = []
-    real_start = BrokerConnection.start_request
-
-    async def counting_start(self, api, body, **kwargs):
-        if api.key == 1:
-            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
-        return await real_start(self, api, body, **kwargs)
-
-    monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
+    sent = _count_fetch_requests(monkeypatch)
 
     def answer(iterate=False, **kwargs):
         with SimpleConsumer(broker.host, broker.port) as consumer:
@@ -204,15 +211,7 @@ def test_multifetch_iter_hands_out_each_part_as_it_arrives(broker, topic, monkey
         _produce_batches(broker.host, broker.port, t, {p: [_records(f"{t}/{p}", i + p + 1)] for p in range(2)})
     requests = [FetchRequest(t, p, 0, 1 << 16) for t in topics for p in range(2)]
     monkeypatch.setattr(simple, "PIPELINE_PARTITIONS", 2)
-    sent = []
-    real_start = BrokerConnection.start_request
-
-    async def counting_start(self, api, body, **kwargs):
-        if api.key == 1:
-            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
-        return await real_start(self, api, body, **kwargs)
-
-    monkeypatch.setattr(BrokerConnection, "start_request", counting_start)
+    sent = _count_fetch_requests(monkeypatch)
     with SimpleConsumer(broker.host, broker.port) as consumer:
         expected = [[m.message.key for m in r] for r in consumer.multifetch(requests)]
         assert consumer.statistics().fetch_requests == 1

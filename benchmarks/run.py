@@ -637,7 +637,7 @@ class Session:
         # Each topic is deleted (untimed) once the last run that uses it is
         # done, so that the page cache holds one row's data, not the whole
         # suite's. Measured on this suite's 2-core VM (benchmarks/README.md,
-        # "The page cache and the VM"): once the page cache grows into
+        # "The page cache: broker-bound rows late in a run"): once the page cache grows into
         # memory the host has not backed, writing 100 MB to a new file takes
         # 250 ms of system time instead of 20 ms, and the broker-bound rows
         # late in a run (produce 1000 B) ran 30-45 % slower for every

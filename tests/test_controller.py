@@ -257,6 +257,39 @@ def test_leader_is_reelected_from_the_isr_after_sigkill_and_rejoins_when_restart
     cluster.wait_for_isr(name, 0, BROKERS, timeout=60)
 
 
+def test_a_new_controller_tells_the_new_leader_before_its_metadata_names_it(cluster, name):
+    """The controller is also the partition's leader and is SIGKILLed: the
+    next controller elects a new leader and sends it LeaderAndIsr before
+    UpdateMetadata (one queue per broker keeps the order), so a broker
+    whose Metadata names itself the leader serves Fetch. Each survivor is
+    asked Metadata then Fetch over and over until one names itself."""
+    controller = cluster.wait_for_controller()
+    others = [b for b in BROKERS if b != controller]
+    cluster.create_topic(name, replica_assignment={0: [controller, *others]})
+    cluster.wait_for_isr(name, 0, BROKERS)
+    assert produce(cluster.broker(controller), name, [b"a"], acks=-1)["error_code"] == NONE
+
+    clients = {b: SocketClient(cluster.broker(b).host, cluster.broker(b).port, client_id="test-watch", timeout=10) for b in others}
+    try:
+        cluster.kill(controller)
+        deadline = time.monotonic() + 30
+        named_itself: dict[int, int] = {}
+        while not named_itself:
+            assert time.monotonic() < deadline, "no survivor named itself the leader"
+            for bid, c in clients.items():
+                md = c.request(METADATA, 1, {"topics": [{"name": name}]})
+                leader = md["topics"][0]["partitions"][0]["leader_id"]
+                if leader != bid:
+                    continue
+                part = c.request(FETCH, 11, fetch_body(name, [(0, 0)]))["responses"][0]["partitions"][0]
+                named_itself[bid] = part["error_code"]
+    finally:
+        for c in clients.values():
+            c.close()
+    assert list(named_itself.values()) == [NONE], named_itself
+    assert cluster.wait_for_controller(exclude={controller}) in others
+
+
 def test_acks_all_is_refused_below_min_insync_replicas(cluster, name):
     cluster.create_topic(name, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     wait_until(lambda: len(cluster.isr(name, 0)) == 3, what="full ISR")

@@ -14,7 +14,7 @@ When active it:
 - on election, reads the live brokers, every topic's replica assignment
   and every partition's state znode, creates the states of partitions that
   have none, elects leaders for partitions without a live one, and sends
-  every live broker UpdateMetadata and each replica its LeaderAndIsr;
+  each replica its LeaderAndIsr, then every live broker UpdateMetadata;
 - on a new topic (``/brokers/topics`` children): writes each partition's
   state (leader = first live replica, ISR = live replicas, leader epoch 0)
   and tells the replicas;
@@ -235,8 +235,12 @@ class Controller:
             await self._load_topic(topic)
         changed = await self._zk(self._initialize_states, list(self.partitions))
         changed |= await self._zk(self._elect_leaders, list(self.partitions), set())
-        self._send_metadata_to(set(self.live))
+        # LeaderAndIsr first, as on every other change: a broker elected
+        # here (its leader died with the old controller) must lead before
+        # its own Metadata names it, or it answers Fetch and Produce with
+        # NOT_LEADER_OR_FOLLOWER while naming itself the leader.
         self._send_leader_and_isr(list(self.partitions))
+        self._send_metadata_to(set(self.live))
         deletions = await self._zk(self.zk.get_children, DELETE_TOPICS_PATH)
         if deletions:
             await self._delete_topics(deletions)

@@ -204,6 +204,42 @@ def test_batched_reads_and_ephemeral_creates(zookeeper, parents):
             b.close()
 
 
+@pytest.mark.filterwarnings("ignore:No chroot path exists:UserWarning")
+def test_ephemeral_create_and_counter_increment_are_one_transaction(zookeeper):
+    """create_ephemeral_and_increment: the node and the counter change
+    together or not at all; racing sessions never count twice."""
+    import concurrent.futures
+
+    root = f"/kclient-chroot-{time.time_ns()}"
+    for connect in (zookeeper.connect, zookeeper.connect + root):
+        clients = [ZkClient(connect) for _ in range(4)]
+        for c in clients:
+            c.start()
+        try:
+            base = f"/c{time.time_ns()}"
+            node, counter = base + "/owner", base + "/counter"
+            clients[0].ensure_path(base)
+            # Absent counter: created with 0, then incremented to 1.
+            assert clients[0].create_ephemeral_and_increment(node, b"a", counter) == 1
+            assert clients[1].get(node) == b"a" and clients[1].get(counter) == b"1"
+            # The node exists: nothing changes, the counter included.
+            assert clients[1].create_ephemeral_and_increment(node, b"b", counter) is None
+            assert clients[1].get(node) == b"a" and clients[1].get(counter) == b"1"
+            # The owner's session ends: the next one counts from there.
+            clients[0].close()
+            assert clients[1].create_ephemeral_and_increment(node, b"b", counter) == 2
+            assert clients[2].get(node) == b"b" and clients[2].owner_session(node) == clients[1].session_id
+            # Concurrent sessions on distinct nodes, one counter: each commit
+            # is conditional on the version it read, so no value is taken twice.
+            with concurrent.futures.ThreadPoolExecutor(3) as pool:
+                got = list(pool.map(lambda i: [clients[1 + i].create_ephemeral_and_increment(f"{base}/n{i}-{k}", b"", counter) for k in range(20)], range(3)))
+            values = sorted(v for run in got for v in run)
+            assert values == list(range(3, 63)) and clients[1].get(counter) == b"62"
+        finally:
+            for c in clients:
+                c.close()  # idempotent
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     import socket

@@ -4,7 +4,9 @@ what (Kafka's ZooKeeper-era ``KafkaController``; Kafka documentation,
 
 Every broker runs a `Controller`; the one that creates the ephemeral
 ``/controller`` node (``{"version":1,"brokerid":N,"timestamp":"ms"}``) is
-active and increments ``/controller_epoch``. When its session ends the node
+active; it creates the node and increments ``/controller_epoch`` in one
+ZooKeeper transaction, so the node never names it beside the previous
+controller's epoch (Kafka 2.2+ does the same). When its session ends the node
 disappears and every broker races to take over. All events (ZooKeeper
 watches fire on kazoo's thread) are queued and handled one at a time on
 the broker's trio loop, as Kafka's ``ControllerEventManager`` does.
@@ -198,27 +200,24 @@ class Controller:
                 return
             if self.active:
                 return
+            self.epoch = await self._zk(self._current_epoch)
         else:
-            created = await self._zk(self.zk.create_ephemeral_if_absent, CONTROLLER_PATH, ControllerRegistration(self.broker_id, now_ms()).to_json())
-            if not created:
+            # One ZooKeeper transaction: /controller names this broker only
+            # together with the epoch it has as controller (a reader never
+            # sees the new controller beside the old epoch).
+            registration = ControllerRegistration(self.broker_id, now_ms()).to_json()
+            epoch = await self._zk(self.zk.create_ephemeral_and_increment, CONTROLLER_PATH, registration, CONTROLLER_EPOCH_PATH)
+            if epoch is None:
                 self._resign()
                 return
-        self.epoch = await self._zk(self._increment_epoch)
+            self.epoch = epoch
         self.active = True
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         await self._initialize()
 
-    def _increment_epoch(self) -> int:
-        while True:
-            found = self.zk.get_versioned(CONTROLLER_EPOCH_PATH)
-            if found is None:
-                if self.zk.create_versioned(CONTROLLER_EPOCH_PATH, b"1") is not None:
-                    return 1
-                continue
-            data, version = found
-            epoch = int(data or b"0") + 1
-            if self.zk.set_versioned(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version) is not None:
-                return epoch
+    def _current_epoch(self) -> int:
+        found = self.zk.get_versioned(CONTROLLER_EPOCH_PATH)
+        return int(found[0] or b"0") if found else 0
 
     def _resign(self) -> None:
         if self.active:

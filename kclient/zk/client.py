@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import trio
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
@@ -392,6 +392,53 @@ class ZkClient:
         except NodeExistsError:
             return None
         return 0
+
+    @_zk_errors
+    def create_ephemeral_and_increment(self, path: str, data: bytes, counter_path: str) -> int | None:
+        """Create an ephemeral node and increment a counter node in one
+        ZooKeeper transaction (multi-op): both happen or neither does.
+
+        The counter (a persistent node holding a decimal integer) is created
+        with ``0`` if absent; its increment is conditional on the version
+        read, so two sessions racing cannot both succeed or count twice.
+        A controller uses it so that ``/controller`` never names a broker
+        before ``/controller_epoch`` holds that broker's epoch (Kafka does
+        the same since 2.2).
+
+        Args:
+            path: The ephemeral node's path (its parent must exist).
+            data: Its content.
+            counter_path: The counter node's path.
+
+        Returns:
+            The counter's new value; ``None`` if ``path`` exists already
+            (nothing was changed).
+
+        Raises:
+            ZooKeeperError: The transaction failed for another reason.
+        """
+        while True:
+            try:
+                value, stat = self._kazoo.get(counter_path)
+            except NoNodeError:
+                try:
+                    self._kazoo.create(counter_path, b"0", makepath=True)
+                except NodeExistsError:
+                    pass
+                continue
+            counter = int(value or b"0") + 1
+            transaction = self._kazoo.transaction()
+            transaction.create(path, data, ephemeral=True)
+            transaction.set_data(counter_path, str(counter).encode(), version=stat.version)
+            created, incremented = transaction.commit()
+            if isinstance(created, NodeExistsError):
+                return None
+            if isinstance(incremented, (BadVersionError, NoNodeError)):
+                continue  # the counter moved (or went) between the read and the commit
+            for result in (created, incremented):
+                if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                    raise result
+            return counter
 
     @_zk_errors
     def create_sequential(self, path_prefix: str, data: bytes) -> str:

@@ -111,6 +111,11 @@ class Partition:
         self._hw_moved = trio.Event()
         #: An ISR change is being written (at most one at a time).
         self.isr_change_pending = False
+        #: The ISR being written while ``isr_change_pending``, else ``()``.
+        #: The high watermark waits for its replicas too (Kafka's "maximal
+        #: ISR", KIP-497): once ZooKeeper names a joining replica in the ISR
+        #: it may be elected, so it must hold every acknowledged record.
+        self.pending_isr: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -280,6 +285,27 @@ class Partition:
                 out.append(r)
         return out
 
+    def begin_isr_change(self, isr: tuple[int, ...]) -> bool:
+        """An ISR change is about to be written: from now until
+        `end_isr_change` the high watermark also waits for its replicas.
+
+        Returns:
+            False (nothing starts) if a change is being written already or
+            ``isr`` is the current ISR.
+        """
+        if self.isr_change_pending or tuple(sorted(isr)) == tuple(sorted(self.isr)):
+            return False
+        self.isr_change_pending = True
+        self.pending_isr = tuple(isr)
+        return True
+
+    def end_isr_change(self) -> None:
+        """The change is written and applied (`apply_isr`), or not written:
+        the high watermark follows the ISR alone again."""
+        self.isr_change_pending = False
+        self.pending_isr = ()
+        self.maybe_increment_high_watermark()  # an unwritten change held it back
+
     def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
         """An ISR change was written: apply it."""
         self.isr = isr
@@ -289,11 +315,12 @@ class Partition:
 
     def maybe_increment_high_watermark(self) -> bool:
         """Leader: set the high watermark to the smallest log end offset in
-        the ISR if that is higher; True if it moved."""
+        the ISR (and the ISR being written, `pending_isr`) if that is
+        higher; True if it moved."""
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for r in self.isr:
+        for r in set(self.isr).union(self.pending_isr):
             if r == self.broker_id:
                 continue
             state = self.remote.get(r)

@@ -143,9 +143,8 @@ class ReplicaManager:
 
     def request_isr_change(self, part: Partition, isr: tuple[int, ...]) -> None:
         """Queue an ISR change of a led partition (trio thread)."""
-        if part.isr_change_pending or tuple(sorted(isr)) == tuple(sorted(part.isr)):
+        if not part.begin_isr_change(isr):
             return
-        part.isr_change_pending = True
         self._isr_send.send_nowait((part, part.leader_epoch, tuple(isr)))
 
     async def _isr_writer(self) -> None:
@@ -184,7 +183,7 @@ class ReplicaManager:
                 except KafkaError as exc:
                     log.warning("cannot write an ISR change notification: %s", exc)
             finally:
-                part.isr_change_pending = False
+                part.end_isr_change()
 
     def _cache_isr(self, part: Partition) -> None:
         """Show this broker's own ISR change in its metadata cache at once

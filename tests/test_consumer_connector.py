@@ -73,6 +73,26 @@ def produce(broker, topic, pairs):
             producer.send(ProducerData(topic=topic, key=key, messages=[value]))
 
 
+def wait_for_leaders(brokers, topic, count, leader=None):
+    """Wait until each broker's Metadata shows ``count`` partitions of
+    ``topic``, each with a leader (``leader`` if given): the controller
+    tells each broker on its own queue, and a producer's retries are few."""
+    from kclient.errors import KafkaError
+    from kclient.tools._common import fetch_metadata
+
+    deadline = time.monotonic() + DEADLINE
+    for broker in brokers:
+        while True:
+            try:
+                parts = fetch_metadata([(broker.host, broker.port)], [topic], timeout_ms=5000).partitions_for(topic)
+            except KafkaError:
+                parts = ()
+            if len(parts) == count and all(p.leader >= 0 and leader in (None, p.leader) for p in parts):
+                break
+            assert time.monotonic() < deadline, f"{broker.bootstrap} never showed {topic} with leaders"
+            time.sleep(0.05)
+
+
 def wait_for_topic(zk, topic):
     deadline = time.monotonic() + DEADLINE
     while zk.get(paths.partition_state_path(topic, PARTITIONS - 1)) is None:
@@ -559,6 +579,8 @@ def test_partitions_are_fetched_from_their_own_leaders(zookeeper, group):
                 [NewTopic("left", -1, -1, replica_assignment={p: [1] for p in range(2)}), NewTopic("right", -1, -1, replica_assignment={p: [2] for p in range(3)})],
                 timeout_ms=30_000,
             )
+        wait_for_leaders([b1, b2], "left", 2, leader=1)
+        wait_for_leaders([b1, b2], "right", 3, leader=2)
         produce(b1, "left", [(f"l{i}", "1") for i in range(20)])
         produce(b2, "right", [(f"r{i}", "2") for i in range(30)])
         with ConsumerConnector(dict(props(zookeeper, group), **{"zookeeper.connect": connect})) as connector:
@@ -573,6 +595,7 @@ def test_partitions_are_fetched_from_their_own_leaders(zookeeper, group):
             assert sorted(m.key for m in later) == sorted(f"m{i}".encode() for i in range(10))
             # broker 2 comes back (on another port): its partitions are found and read again
             b2.start()
+            wait_for_leaders([b2], "right", 3, leader=2)  # the controller makes it leader again
             produce(b2, "right", [(f"s{i}", "4") for i in range(15)])
             again = drain_all(streams["right"], 15)
             assert sorted(m.key for m in again) == sorted(f"s{i}".encode() for i in range(15))

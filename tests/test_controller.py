@@ -342,8 +342,12 @@ def test_deleted_topic_leaves_zookeeper_the_metadata_and_the_disks(cluster, name
     wait_until(lambda: not cluster.zk.exists(f"/admin/delete_topics/{name}"), what="deletion marker gone")
     assert not cluster.zk.exists(f"/config/topics/{name}")
     wait_until(lambda: not any(d.exists() for d in dirs), what="partition directories deleted")
-    for broker in cluster.brokers.values():
-        assert metadata(broker, name)["topics"][0]["error_code"] != NONE
+    # StopReplica (which deletes the directories) goes before the
+    # UpdateMetadata that drops the topic, each broker on its own queue.
+    wait_until(
+        lambda: all(metadata(broker, name)["topics"][0]["error_code"] != NONE for broker in cluster.brokers.values()),
+        what="every broker's Metadata to drop the topic",
+    )
 
 
 # ---------------------------------------------------------------- peers
@@ -359,8 +363,8 @@ def test_kafka_python_admin_creates_and_deletes_topics(cluster, name):
         admin.create_topics([KpNewTopic(name, num_partitions=3, replication_factor=3)], timeout_ms=30000)
         assignment = cluster.assignment(name)
         assert sorted(assignment) == [0, 1, 2] and all(sorted(r) == list(BROKERS) for r in assignment.values())
-        for p in range(3):
-            cluster.wait_for_leader(name, p)
+        # kafka-python asks any broker; each learns the topic on its own queue.
+        cluster.wait_for_metadata(name)
         assert name in admin.list_topics()
         admin.delete_topics([name], timeout_ms=30000)
         wait_until(lambda: not cluster.zk.exists(f"/brokers/topics/{name}"), what="topic deleted")
@@ -376,6 +380,7 @@ def test_confluent_admin_creates_a_topic_with_replication_factor_3(cluster, name
     admin = CkAdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.create_topics([CkNewTopic(name, num_partitions=2, replication_factor=3)], operation_timeout=30, request_timeout=40)
     futures[name].result(timeout=60)
+    cluster.wait_for_metadata(name)  # librdkafka asks any broker
     md = admin.list_topics(name, timeout=30)
     parts = md.topics[name].partitions
     assert sorted(parts) == [0, 1]

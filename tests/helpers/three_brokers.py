@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Callable
 
 from helpers.raw import SocketClient, fetch_body
+from kclient.errors import NOT_LEADER_OR_FOLLOWER
 from kclient.protocol.messages import FETCH, METADATA
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.scan import scan_batches
@@ -77,10 +78,10 @@ class ThreeBrokers:
         """Every live broker, ``host:port,...``."""
         return ",".join(b.bootstrap for b in self.live())
 
-    def metadata(self, topics: list[str] | None = None) -> dict:
-        """A Metadata v1 answer from some live broker."""
+    def metadata(self, topics: list[str] | None = None, broker: BrokerProcess | None = None) -> dict:
+        """A Metadata v1 answer from ``broker``, or else from some live broker."""
         last: Exception | None = None
-        for b in self.live():
+        for b in [broker] if broker is not None else self.live():
             try:
                 with SocketClient(b.host, b.port, client_id="test-md", timeout=10) as c:
                     return c.request(METADATA, 1, {"topics": [{"name": t} for t in topics] if topics is not None else None})
@@ -88,8 +89,8 @@ class ThreeBrokers:
                 last = exc
         raise AssertionError(f"no live broker answered Metadata: {last}")
 
-    def partition(self, topic: str, partition: int = 0) -> dict:
-        md = self.metadata([topic])
+    def partition(self, topic: str, partition: int = 0, broker: BrokerProcess | None = None) -> dict:
+        md = self.metadata([topic], broker)
         for p in md["topics"][0]["partitions"] or ():
             if p["partition_index"] == partition:
                 return p
@@ -106,17 +107,20 @@ class ThreeBrokers:
         wait_until(lambda: len(self.metadata([])["brokers"]) == 3, what="three live brokers in Metadata")
 
     def create_topic(self, topic: str, partitions: int = 1, replication_factor: int = 3) -> None:
-        """Create a topic and wait until every partition has a leader and a full ISR."""
+        """Create a topic and wait until every live broker's Metadata shows
+        each partition with a leader and a full ISR (the controller tells
+        each broker on its own queue, so one broker knowing is not enough)."""
         from kclient import AdminClient, NewTopic
 
         # The admin client sends CreateTopics to the controller.
         with AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in self.live())}) as admin:
             admin.create_topics([NewTopic(topic, partitions, replication_factor)], timeout_ms=30_000)
-        for p in range(partitions):
-            wait_until(
-                lambda: self.partition(topic, p)["leader_id"] >= 0 and len(self.partition(topic, p)["isr_nodes"]) == replication_factor,
-                what=f"{topic}-{p} to get a leader and a full ISR",
-            )
+        for b in self.live():
+            for p in range(partitions):
+                wait_until(
+                    lambda: (lambda part: part["leader_id"] >= 0 and len(part["isr_nodes"]) == replication_factor)(self.partition(topic, p, b)),
+                    what=f"{topic}-{p} to get a leader and a full ISR in the Metadata of {b.bootstrap}",
+                )
 
     def kill_leader(self, topic: str, partition: int = 0) -> int:
         """SIGKILL the partition's leader; returns its broker id."""
@@ -134,12 +138,19 @@ class ThreeBrokers:
     # ------------------------------------------------------------ reading
 
     def _fetch_from_leader(self, topic: str, partition: int) -> bytes:
+        # A broker's Metadata can name a new leader before that leader's
+        # LeaderAndIsr lands (separate controller queues): retry its refusal.
+        return wait_until(lambda: self._try_fetch_from_leader(topic, partition), what=f"the leader of {topic}-{partition} to serve Fetch")[0]
+
+    def _try_fetch_from_leader(self, topic: str, partition: int) -> tuple[bytes] | None:
         leader = self.brokers[self.leader(topic, partition)]
         out = b""
         offset = 0
         with SocketClient(leader.host, leader.port, client_id="test-reader", timeout=15) as c:
             while True:
                 part = c.request(FETCH, 4, fetch_body(topic, [(partition, offset)]))["responses"][0]["partitions"][0]
+                if part["error_code"] == NOT_LEADER_OR_FOLLOWER:
+                    return None
                 assert part["error_code"] == 0, part
                 data = part["records"] or b""
                 last = None
@@ -148,7 +159,7 @@ class ThreeBrokers:
                     last = h.base_offset + h.last_offset_delta + 1
                     out += bytes(data[info.position : info.position + info.size])
                 if last is None or last >= part["high_watermark"]:
-                    return out
+                    return (out,)  # true even when empty
                 offset = last
 
     def values(self, topic: str, partition: int = 0) -> list[bytes]:

@@ -1,5 +1,6 @@
-"""The leader's high watermark while an ISR change is being written
-(kclient.broker.partition.Partition, no sockets: a real Log on disk).
+"""A partition's replication state on one broker, without sockets (a real
+Log on disk): the leader's high watermark while an ISR change is being
+written, and a follower append in flight while the role changes.
 
 Once the leader has asked for a replica to join the ISR, the write can
 land in ZooKeeper before the leader applies it; from that moment the
@@ -10,9 +11,13 @@ while the change is in flight (Kafka's "maximal ISR", KIP-497).
 
 from __future__ import annotations
 
+import threading
+from types import SimpleNamespace
+
 import trio
 
 from kclient.broker.partition import Partition
+from kclient.broker.replica_fetcher import ReplicaFetcher
 from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig
 
@@ -74,5 +79,86 @@ def test_an_isr_change_not_written_stops_holding_the_high_watermark_back(tmp_pat
         # the high watermark follows the ISR [1, 2] alone again at once.
         part.end_isr_change()
         assert part.isr == (1, 2) and part.high_watermark == 3
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- a follower append in flight
+
+
+class _Appends:
+    def __init__(self) -> None:
+        self.notified: list = []
+
+    def notify(self, key) -> None:
+        self.notified.append(key)
+
+
+def follower(tmp_path) -> tuple[Partition, ReplicaFetcher]:
+    part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()), 2, request_isr_change=lambda p, isr: None, notify=lambda key: None)
+    part.make_follower({"leader": 1, "leader_epoch": 3, "isr": [1, 2], "replicas": [1, 2], "zk_version": 0, "controller_epoch": 1})
+    replicas = SimpleNamespace(config=None, broker_id=2, state=SimpleNamespace(appends=_Appends()))
+    fetcher = ReplicaFetcher(replicas, 1, ("127.0.0.1", 9))
+    fetcher.partitions[part.key] = part  # as add() leaves it once truncated
+    return part, fetcher
+
+
+def fetched(base_offset: int, n: int, high_watermark: int) -> dict:
+    batch = build_batch([(None, b"v", 1000) for _ in range(n)], base_offset=base_offset, partition_leader_epoch=3)
+    return {"records": batch, "high_watermark": high_watermark}
+
+
+def test_a_role_change_waits_for_the_follower_append_in_flight(tmp_path):
+    """The fetcher holds the partition's replication lock across its
+    append: whoever changes the role (ReplicaManager on LeaderAndIsr) gets
+    the lock only once the append landed, so a new leader's epoch starts at
+    the log end offset that includes it."""
+    part, fetcher = follower(tmp_path)
+    started, release = threading.Event(), threading.Event()
+    real_append = part.log.append_as_follower
+
+    def slow_append(data):
+        started.set()
+        release.wait(10)
+        return real_append(data)
+
+    part.log.append_as_follower = slow_append
+
+    async def main() -> None:
+        seen = {}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetcher._apply, part, fetched(0, 4, 4), 3)
+            await trio.to_thread.run_sync(started.wait, 10)
+
+            async def change_role() -> None:
+                async with part.replication_lock:
+                    seen["leo"] = part.log.log_end_offset
+
+            nursery.start_soon(change_role)
+            await trio.sleep(0.2)
+            assert "leo" not in seen  # still waiting for the append
+            release.set()
+        assert seen["leo"] == 4 and part.log.log_end_offset == 4
+        assert fetcher.replicas.state.appends.notified == [part.key]
+
+    trio.run(main)
+
+
+def test_a_fetch_answered_after_the_role_changed_is_not_appended(tmp_path):
+    part, fetcher = follower(tmp_path)
+
+    async def main() -> None:
+        await fetcher._apply(part, fetched(0, 2, 2), 3)
+        assert part.log.log_end_offset == 2
+        # It became leader (epoch 4) while the next fetch was out.
+        part.make_leader({"leader": 2, "leader_epoch": 4, "isr": [2], "replicas": [1, 2], "zk_version": 1, "controller_epoch": 1}, now_ms=1000)
+        await fetcher._apply(part, fetched(2, 3, 5), 3)
+        assert part.log.log_end_offset == 2 and part.leader_epoch_start_offset == 2
+        # And a follower again in a newer epoch: an answer to the old epoch's
+        # request is dropped too (it must truncate first).
+        part.make_follower({"leader": 1, "leader_epoch": 5, "isr": [1, 2], "replicas": [1, 2], "zk_version": 2, "controller_epoch": 1})
+        await fetcher._apply(part, fetched(2, 3, 5), 3)
+        assert part.log.log_end_offset == 2
+        assert fetcher.replicas.state.appends.notified == [part.key]
 
     trio.run(main)

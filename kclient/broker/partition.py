@@ -109,6 +109,11 @@ class Partition:
         self._request_isr_change = request_isr_change
         self._notify = notify
         self._hw_moved = trio.Event()
+        #: Held while a follower write (append, truncation) of this log runs
+        #: and while this broker's role for the partition changes, so that a
+        #: new leader never starts on a log a fetcher is still appending to
+        #: (Kafka's fetcher partition-map lock).
+        self.replication_lock = trio.Lock()
         #: An ISR change is being written (at most one at a time).
         self.isr_change_pending = False
         #: The ISR being written while ``isr_change_pending``, else ``()``.

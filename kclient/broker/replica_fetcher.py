@@ -222,11 +222,13 @@ class ReplicaFetcher:
     async def _truncate(self, conn: BrokerConnection) -> None:
         keys = list(self.needs_truncation)
         by_topic: dict[str, list[dict]] = {}
+        sent: dict[tuple[str, int], int] = {}
         for key in keys:
             part = self.partitions.get(key)
             if part is None:
                 self.needs_truncation.discard(key)
                 continue
+            sent[key] = part.leader_epoch
             by_topic.setdefault(key[0], []).append(
                 {"partition": key[1], "current_leader_epoch": part.leader_epoch, "leader_epoch": part.log.latest_epoch}
             )
@@ -242,7 +244,7 @@ class ReplicaFetcher:
             for p in t["partitions"]:
                 key = (t["topic"], p["partition"])
                 part = self.partitions.get(key)
-                if part is None or key not in self.needs_truncation:
+                if part is None or key not in self.needs_truncation or key not in sent:
                     continue
                 plog = part.log
                 if p["error_code"] != NONE:
@@ -256,18 +258,22 @@ class ReplicaFetcher:
                 else:
                     _, own_end = plog.end_offset_for_epoch(p["leader_epoch"])
                     target = min(p["end_offset"], own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
-                if target < plog.log_end_offset:
-                    log.warning(
-                        "%s-%d: truncating from %d to %d to match leader %d (epoch %d)",
-                        *key, plog.log_end_offset, target, self.leader_id, part.leader_epoch,
-                    )
-                    await trio.to_thread.run_sync(plog.truncate_to, target)
+                async with part.replication_lock:
+                    if not self._follows(part, sent[key]):
+                        continue  # its role changed while the request was out
+                    if target < plog.log_end_offset:
+                        log.warning(
+                            "%s-%d: truncating from %d to %d to match leader %d (epoch %d)",
+                            *key, plog.log_end_offset, target, self.leader_id, part.leader_epoch,
+                        )
+                        await trio.to_thread.run_sync(plog.truncate_to, target)
                 self.needs_truncation.discard(key)
 
     # ------------------------------------------------------------ fetch
 
     async def _fetch_once(self, conn: BrokerConnection, ready: dict[tuple[str, int], Partition]) -> bool:
         cfg = self.config
+        sent = {key: part.leader_epoch for key, part in ready.items()}
         by_topic: dict[str, list[dict]] = {}
         for (topic, index), part in ready.items():
             by_topic.setdefault(topic, []).append(
@@ -302,38 +308,56 @@ class ReplicaFetcher:
                     continue
                 code = p["error_code"]
                 if code == NONE:
-                    await self._apply(part, p)
+                    await self._apply(part, p, sent[key])
                 elif code == OFFSET_OUT_OF_RANGE:
-                    await self._handle_out_of_range(conn, part)
+                    await self._handle_out_of_range(conn, part, sent[key])
                 else:
                     failed = True
                     log.info("%s-%d: fetch from leader %d: %s", *key, self.leader_id, error_for_code(code).name)
         return failed
 
-    async def _apply(self, part: Partition, p: dict) -> None:
+    def _follows(self, part: Partition, epoch: int) -> bool:
+        """``part`` is still this fetcher's and still follows this leader in
+        the leader epoch a request was sent with (not removed, made leader
+        or moved meanwhile); call with its ``replication_lock`` held."""
+        return (
+            not self.stopped
+            and self.partitions.get(part.key) is part
+            and part.leader_id == self.leader_id
+            and part.leader_epoch == epoch
+        )
+
+    async def _apply(self, part: Partition, p: dict, epoch: int) -> None:
         plog = part.log
         data = complete_batches(p["records"])
-        if data:
-            await trio.to_thread.run_sync(plog.append_as_follower, data)
-        hw = min(p["high_watermark"], plog.log_end_offset)
-        if hw > plog.high_watermark:
-            plog.update_high_watermark(hw)
+        async with part.replication_lock:
+            if not self._follows(part, epoch) or part.key in self.needs_truncation:
+                return  # it became leader (or moved) while the fetch was out
+            if data:
+                await trio.to_thread.run_sync(plog.append_as_follower, data)
+            hw = min(p["high_watermark"], plog.log_end_offset)
+            if hw > plog.high_watermark:
+                plog.update_high_watermark(hw)
         if data:
             self.replicas.state.appends.notify(part.key)
 
-    async def _handle_out_of_range(self, conn: BrokerConnection, part: Partition) -> None:
+    async def _handle_out_of_range(self, conn: BrokerConnection, part: Partition, epoch: int) -> None:
         """The leader cannot serve our log end offset: follow its log start
         and end (Kafka's ``handleOutOfRangeError``)."""
         plog = part.log
         leader_end = await self._leader_offset(conn, part, LATEST_TIMESTAMP)
         if leader_end < plog.log_end_offset:
-            log.warning("%s-%d: ahead of leader %d (%d > %d): truncating", *part.key, self.leader_id, plog.log_end_offset, leader_end)
-            await trio.to_thread.run_sync(plog.truncate_to, leader_end)
+            async with part.replication_lock:
+                if self._follows(part, epoch):
+                    log.warning("%s-%d: ahead of leader %d (%d > %d): truncating", *part.key, self.leader_id, plog.log_end_offset, leader_end)
+                    await trio.to_thread.run_sync(plog.truncate_to, leader_end)
             return
         leader_start = await self._leader_offset(conn, part, EARLIEST_TIMESTAMP)
         if leader_start > plog.log_end_offset:
-            log.warning("%s-%d: behind leader %d's log start %d: restarting the log there", *part.key, self.leader_id, leader_start)
-            await trio.to_thread.run_sync(plog.truncate_fully_and_start_at, leader_start)
+            async with part.replication_lock:
+                if self._follows(part, epoch):
+                    log.warning("%s-%d: behind leader %d's log start %d: restarting the log there", *part.key, self.leader_id, leader_start)
+                    await trio.to_thread.run_sync(plog.truncate_fully_and_start_at, leader_start)
 
     async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
         version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)

@@ -274,11 +274,18 @@ class ReplicaManager:
             self.partitions[(topic, index)] = part
         part.min_insync_replicas = await self._min_insync_replicas(topic)
         await self._apply_log_config(topic)
-        if s["leader"] == self.broker_id:
-            self.fetchers.remove(part.key)
-            part.make_leader(s, now)
-        elif part.make_follower(s) or not self.fetchers.has(part.key):
-            self.fetchers.remove(part.key)
+        # A follower append still in flight finishes before the role changes
+        # (a new leader's epoch starts at its final log end offset).
+        async with part.replication_lock:
+            if s["leader"] == self.broker_id:
+                self.fetchers.remove(part.key)
+                part.make_leader(s, now)
+                follow = False
+            else:
+                follow = part.make_follower(s) or not self.fetchers.has(part.key)
+                if follow:
+                    self.fetchers.remove(part.key)
+        if follow:
             address = leaders.get(s["leader"])
             if address is None and s["leader"] >= 0:
                 node = self.metadata_cache.brokers.get(s["leader"])
@@ -361,10 +368,13 @@ class ReplicaManager:
             keys.extend((t["name"], i) for i in t["partition_indexes"])
         errors = []
         for key in keys:
-            self.fetchers.remove(key)
             part = self.partitions.pop(key, None)
-            if part is not None:
-                part.stop()
+            if part is None:
+                self.fetchers.remove(key)
+            else:
+                async with part.replication_lock:  # no follower write still running on it
+                    self.fetchers.remove(key)
+                    part.stop()
                 self._leadership_changed(part)
             code = NONE
             if body.get("delete_partitions"):

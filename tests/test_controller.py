@@ -295,6 +295,54 @@ def test_a_new_controller_tells_the_new_leader_before_its_metadata_names_it(clus
     assert cluster.wait_for_controller(exclude={controller}) in others
 
 
+def test_a_broker_registered_again_under_a_new_session_is_handled_as_a_restart(cluster, name):
+    """/brokers/ids/<id> deleted and created again in one ZooKeeper
+    transaction: the children the controller reads are the same ids, but
+    the registration's session is new (a restart whose two events came
+    together). The controller handles it as gone, then back, as Kafka's
+    does with the broker epoch (KIP-380): the partitions it led get a new
+    leader and epoch, and it is told to follow that leader."""
+    from kclient.zk.client import ZkClient
+
+    controller = cluster.wait_for_controller()
+    bounced, other = [b for b in BROKERS if b != controller][:2]
+    cluster.create_topic(name, replica_assignment={0: [bounced, other]})
+    cluster.wait_for_isr(name, 0, {bounced, other})
+    before = cluster.partition_state(name, 0)
+    assert before["leader"] == bounced
+    assert produce(cluster.broker(bounced), name, [b"a"], acks=-1)["error_code"] == NONE
+
+    path = f"/brokers/ids/{bounced}"
+    registration = cluster.zk.get(path)
+    intruder = ZkClient(cluster.zk.connect)
+    intruder.start()
+    try:
+        transaction = intruder.kazoo.transaction()
+        transaction.delete(path)
+        transaction.create(path, registration, ephemeral=True)
+        assert not any(isinstance(r, Exception) for r in transaction.commit())
+        assert cluster.registered_brokers() == list(BROKERS)  # the same ids throughout
+        state = wait_until(
+            lambda: (lambda st: st if st["leader"] == other else None)(cluster.partition_state(name, 0)),
+            what=f"broker {other} to lead after broker {bounced}'s restart",
+        )
+        assert state["leader_epoch"] > before["leader_epoch"]
+        # Back: the controller tells it to follow the new leader, and it
+        # rejoins the ISR; every broker's Metadata agrees.
+        cluster.wait_for_isr(name, 0, {bounced, other})
+        wait_until(
+            lambda: {v[:2] for v in partition_views(cluster, name).values()} == {(other, cluster.partition_state(name, 0)["leader_epoch"])},
+            what="every broker to name the new leader",
+        )
+        assert consume(cluster.broker(other), name) == (NONE, [b"a"])
+    finally:
+        # The registration now belongs to the intruder's session: restart
+        # the broker so that it owns its registration again.
+        cluster.kill(bounced)
+        intruder.close()
+        cluster.start_broker(bounced)
+
+
 def test_acks_all_is_refused_below_min_insync_replicas(cluster, name):
     cluster.create_topic(name, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     wait_until(lambda: len(cluster.isr(name, 0)) == 3, what="full ISR")

@@ -102,6 +102,10 @@ class Controller:
         self.active = False
         self.epoch = 0
         self.live: dict[int, BrokerRegistration] = {}
+        #: The ZooKeeper session that owns each live broker's registration:
+        #: a new one under the same id is a restart, even when the children
+        #: of /brokers/ids look unchanged (Kafka's broker epoch, KIP-380).
+        self.sessions: dict[int, int] = {}
         self.partitions: dict[tuple[str, int], _Partition] = {}
         self.channel = ControllerChannel(
             state.replica_manager,
@@ -226,7 +230,9 @@ class Controller:
         self.channel.set_brokers({})
 
     async def _initialize(self) -> None:
-        self.live = await self._zk(self._read_brokers, None)
+        registered = await self._zk(self._read_brokers, None)
+        self.live = {bid: reg for bid, (reg, _) in registered.items()}
+        self.sessions = {bid: session for bid, (_, session) in registered.items()}
         self._update_channel()
         self.partitions = {}
         topics = await self._zk(self.zk.get_children, BROKER_TOPICS_PATH)
@@ -244,18 +250,18 @@ class Controller:
         if deletions:
             await self._delete_topics(deletions)
 
-    def _read_brokers(self, only: set[int] | None) -> dict[int, BrokerRegistration]:
+    def _read_brokers(self, only: set[int] | None) -> dict[int, tuple[BrokerRegistration, int]]:
+        """The registered brokers (all, or those in ``only``): their
+        registrations and the sessions that own them, read in one round trip."""
+        ids = [int(c) for c in self.zk.get_children(BROKER_IDS_PATH) if c.isdigit() and (only is None or int(c) in only)]
         brokers = {}
-        for child in self.zk.get_children(BROKER_IDS_PATH):
-            if not child.isdigit() or (only is not None and int(child) not in only):
-                continue
-            data = self.zk.get(f"{BROKER_IDS_PATH}/{child}")
-            if data is None:
+        for bid, found in zip(ids, self.zk.owners_and_data([f"{BROKER_IDS_PATH}/{bid}" for bid in ids])):
+            if found is None:
                 continue
             try:
-                brokers[int(child)] = BrokerRegistration.from_json(int(child), data)
+                brokers[bid] = (BrokerRegistration.from_json(bid, found[0]), found[1])
             except ValueError as exc:
-                log.warning("broker %s registration unreadable: %s", child, exc)
+                log.warning("broker %d registration unreadable: %s", bid, exc)
         return brokers
 
     def _update_channel(self) -> None:
@@ -449,15 +455,29 @@ class Controller:
     # ------------------------------------------------------------ events
 
     async def _brokers_changed(self, current: set[int]) -> None:
+        registered = await self._zk(self._read_brokers, current)
+        bounced = {bid for bid, (_, session) in registered.items() if bid in self.live and session != self.sessions.get(bid)}
+        if bounced:
+            # Its old session ended and a new one registered the same id
+            # between two reads (or in one): a restart. As Kafka's
+            # controller does, handle it as gone, then as back.
+            log.info("broker(s) %s registered again under a new ZooKeeper session: a restart", sorted(bounced))
+            await self._apply_brokers({bid: v for bid, v in registered.items() if bid not in bounced})
+        await self._apply_brokers(registered)
+
+    async def _apply_brokers(self, registered: dict[int, tuple[BrokerRegistration, int]]) -> None:
+        """Make ``registered`` the live brokers: elect leaders away from the
+        gone ones and tell the new ones what they host."""
         known = set(self.live)
-        gone = known - current
-        new = current - known
+        gone = known - set(registered)
+        new = set(registered) - known
         if not gone and not new:
             return
-        if new:
-            self.live.update(await self._zk(self._read_brokers, new))
+        for bid in new:
+            self.live[bid], self.sessions[bid] = registered[bid]
         for bid in gone:
             self.live.pop(bid, None)
+            self.sessions.pop(bid, None)
         log.info("brokers changed: live %s (new %s, gone %s)", sorted(self.live), sorted(new), sorted(gone))
         self._update_channel()
         keys = list(self.partitions)

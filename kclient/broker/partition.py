@@ -325,7 +325,7 @@ class Partition:
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for r in set(self.isr).union(self.pending_isr):
+        for r in set(self.isr).union(self.pending_isr) if self.pending_isr else self.isr:
             if r == self.broker_id:
                 continue
             state = self.remote.get(r)

@@ -77,20 +77,12 @@ def wait_for_leaders(brokers, topic, count, leader=None):
     """Wait until each broker's Metadata shows ``count`` partitions of
     ``topic``, each with a leader (``leader`` if given): the controller
     tells each broker on its own queue, and a producer's retries are few."""
-    from kclient.errors import KafkaError
-    from kclient.tools._common import fetch_metadata
+    from kclient.testing.cluster import metadata_shows_leaders
 
     deadline = time.monotonic() + DEADLINE
-    for broker in brokers:
-        while True:
-            try:
-                parts = fetch_metadata([(broker.host, broker.port)], [topic], timeout_ms=5000).partitions_for(topic)
-            except KafkaError:
-                parts = ()
-            if len(parts) == count and all(p.leader >= 0 and leader in (None, p.leader) for p in parts):
-                break
-            assert time.monotonic() < deadline, f"{broker.bootstrap} never showed {topic} with leaders"
-            time.sleep(0.05)
+    while not metadata_shows_leaders(brokers, topic, range(count), leader):
+        assert time.monotonic() < deadline, f"{[b.bootstrap for b in brokers]} never showed {topic} with leaders"
+        time.sleep(0.05)
 
 
 def wait_for_topic(zk, topic):

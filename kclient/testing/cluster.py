@@ -33,7 +33,7 @@ from kclient.testing.broker import BrokerProcess
 from kclient.testing.process import BrokerProcessError
 from kclient.testing.zookeeper import ZooKeeperProcess
 
-__all__ = ["Cluster", "CLUSTER_DEFAULTS"]
+__all__ = ["Cluster", "CLUSTER_DEFAULTS", "metadata_shows_leaders"]
 
 log = logging.getLogger("kclient.testing")
 
@@ -50,6 +50,25 @@ CLUSTER_DEFAULTS: dict[str, Any] = {
     "replica.fetch.backoff.ms": 200,
     "replica.socket.timeout.ms": 5000,
 }
+
+
+def metadata_shows_leaders(brokers: Collection[BrokerProcess], topic: str, partitions: Collection[int], leader: int | None = None) -> bool:
+    """True if every one of ``brokers`` answers Metadata for ``topic`` with
+    exactly ``partitions``, each with a leader (``leader``, if given). Each
+    broker learns from the controller on its own queue, so one broker
+    knowing says nothing of the others.
+    """
+    from kclient.errors import KafkaError
+    from kclient.tools._common import fetch_metadata
+
+    for broker in brokers:
+        try:
+            parts = fetch_metadata([(broker.host, broker.port)], [topic], timeout_ms=5000).partitions_for(topic)
+        except KafkaError:
+            return False
+        if {p.partition for p in parts} != set(partitions) or any(p.leader < 0 or leader not in (None, p.leader) for p in parts):
+            return False
+    return True
 
 
 class Cluster:
@@ -389,24 +408,11 @@ class Cluster:
         Raises:
             BrokerProcessError: Not within ``timeout`` seconds.
         """
-        from kclient.errors import KafkaError
-        from kclient.tools._common import fetch_metadata
 
         def probe() -> bool | None:
             want = set(self.assignment(topic))
-            if not want:
-                return None
-            for broker in self.brokers.values():
-                if not broker.running:
-                    continue
-                try:
-                    md = fetch_metadata([(broker.host, broker.port)], [topic], timeout_ms=5000)
-                except KafkaError:
-                    return None
-                parts = md.partitions_for(topic)
-                if {p.partition for p in parts} != want or any(p.leader < 0 for p in parts):
-                    return None
-            return True
+            running = [b for b in self.brokers.values() if b.running]
+            return True if want and metadata_shows_leaders(running, topic, want) else None
 
         self._wait(probe, timeout, f"every broker's metadata to show {topic} with leaders")
 

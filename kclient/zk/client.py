@@ -418,18 +418,14 @@ class ZkClient:
             ZooKeeperError: The transaction failed for another reason.
         """
         while True:
-            try:
-                value, stat = self._kazoo.get(counter_path)
-            except NoNodeError:
-                try:
-                    self._kazoo.create(counter_path, b"0", makepath=True)
-                except NodeExistsError:
-                    pass
+            found = self.get_versioned(counter_path)
+            if found is None:
+                self.create_versioned(counter_path, b"0")  # None if created meanwhile: read it
                 continue
-            counter = int(value or b"0") + 1
+            counter = int(found[0] or b"0") + 1
             transaction = self._kazoo.transaction()
             transaction.create(path, data, ephemeral=True)
-            transaction.set_data(counter_path, str(counter).encode(), version=stat.version)
+            transaction.set_data(counter_path, str(counter).encode(), version=found[1])
             created, incremented = transaction.commit()
             if isinstance(created, NodeExistsError):
                 return None

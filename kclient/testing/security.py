@@ -89,7 +89,12 @@ class TestCertificates:
         self.ca.cert_pem.write_to_path(self.ca_location)
         server = self.ca.issue_cert(*hosts)
         self.keystore_location = str(self.directory / "server.keystore.pem")
-        server.private_key_and_cert_chain_pem.write_to_path(self.keystore_location)
+        # Kafka's PEM keystore (KIP-651) takes the key only as PKCS#8
+        # ("BEGIN PRIVATE KEY"); trustme writes EC keys as SEC1, which
+        # Apache Kafka's broker refuses ("algid parse error").
+        Path(self.keystore_location).write_bytes(
+            _pkcs8(server.private_key_pem.bytes()) + b"".join(blob.bytes() for blob in server.cert_chain_pems)
+        )
         self._clients: dict[str, ClientCertificate] = {}
 
     @property
@@ -145,6 +150,14 @@ class TestCertificates:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def _pkcs8(key_pem: bytes) -> bytes:
+    """A PEM private key rewritten as unencrypted PKCS#8."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def _jaas_quote(value: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import logging
 import time
 from pathlib import Path
 
@@ -39,6 +40,8 @@ ZOOKEEPER_JAR_DIRS = ("/usr/share/java", "/usr/share/zookeeper", "/usr/share/zoo
 
 _ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
+log = logging.getLogger("kclient.testing")
+
 
 def _find_java() -> str | None:
     home = os.environ.get("JAVA_HOME")
@@ -47,20 +50,38 @@ def _find_java() -> str | None:
     return shutil.which("java")
 
 
+def _pyspark_jars() -> Path | None:
+    """pyspark's ``jars/`` directory when it ships ZooKeeper (Spark 4 does)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "jars"
+        if any(folder.glob("zookeeper-3*.jar")):
+            return folder
+    return None
+
+
 def zookeeper_classpath() -> list[str]:
     """The jars needed to run a ZooKeeper server.
 
-    zookeeper, zookeeper-jute, slf4j-api and a binding, and the optional
-    helpers ZooKeeper 3.5+ loads, found in ``$ZOOKEEPER_HOME`` or
-    `ZOOKEEPER_JAR_DIRS`.
+    Looked for in this order: ``$ZOOKEEPER_HOME`` (a ZooKeeper tarball:
+    every jar of ``lib/`` and beside it); the ``zookeeper`` jar set
+    fetched from Maven Central by `kclient.testing.maven` (ZooKeeper 3.9
+    with an SLF4J binding; fetched on first use); pyspark's ``jars/``
+    (Spark 4 ships ZooKeeper 3.9 and everything its server needs); Debian's
+    ``zookeeper`` package (`ZOOKEEPER_JAR_DIRS`).
 
     Returns:
-        The jar paths, ``zookeeper.jar`` first (every jar of a tarball's
-        ``lib/`` when ``$ZOOKEEPER_HOME`` is one).
+        The jar paths.
 
     Raises:
-        ZooKeeperUnavailableError: ``zookeeper.jar`` is not found.
+        ZooKeeperUnavailableError: None of these has ``zookeeper.jar``.
     """
+    from kclient.testing.maven import JarFetchError, JavaUnavailableError, jars
+
     dirs: list[Path] = []
     home = os.environ.get("ZOOKEEPER_HOME")
     if home:
@@ -68,9 +89,17 @@ def zookeeper_classpath() -> list[str]:
     dirs += [Path(d) for d in ZOOKEEPER_JAR_DIRS]
     # Tarball layout: every jar of lib/ plus the zookeeper jars beside it.
     if home and (Path(home) / "lib").is_dir():
-        jars = sorted(str(p) for d in (Path(home) / "lib", Path(home)) for p in d.glob("*.jar"))
-        if any("zookeeper" in Path(j).name for j in jars):
-            return jars
+        tarball = sorted(str(p) for d in (Path(home) / "lib", Path(home)) for p in d.glob("*.jar"))
+        if any("zookeeper" in Path(j).name for j in tarball):
+            return tarball
+    try:
+        return jars("zookeeper")
+    except (JarFetchError, JavaUnavailableError) as exc:
+        log.warning("ZooKeeper's jars from Maven Central: %s; trying pyspark's and Debian's", exc)
+    spark_jars = _pyspark_jars()
+    if spark_jars is not None:
+        wanted = ("zookeeper-", "slf4j-api-", "log4j-", "commons-io-", "commons-cli-", "netty-", "metrics-core-", "audience-annotations-")
+        return sorted(str(p) for p in spark_jars.glob("*.jar") if p.name.startswith(wanted))
 
     def find(*names: str) -> str | None:
         for name in names:

@@ -1,33 +1,52 @@
 # kclient: `make demo` and `make test` set up what they need (a .venv with the
-# package installed editable plus its test, demo, docs and spark extras), then run.
-# Spark needs Java 17+ (.ci/run installs openjdk-17-jre-headless when absent).
+# package installed editable plus its test, demo, docs and spark extras, and the
+# JVM jars: Apache Kafka, ZooKeeper and Spark's Kafka connector from Maven
+# Central into the ignored .cache/jvm/), then run. They need python3, make and
+# Java 17+ (Spark, ZooKeeper, Kafka); without Java they stop at once with one
+# line saying so (.ci/run installs openjdk-17-jre-headless when absent).
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Reinstall only when pyproject.toml changes (or the venv is new).
 STAMP  := $(VENV)/.kclient-installed
+# The jar cache (kclient.testing.maven): Kafka 4.x and 3.9, ZooKeeper, Spark's
+# Kafka connector. Fetched by `make jvm` (mvn, or Maven itself from Maven
+# Central when mvn is absent), again whenever a pom changes.
+export KCLIENT_JVM_CACHE ?= $(CURDIR)/.cache/jvm
+JVM_STAMP := $(KCLIENT_JVM_CACHE)/.fetched
+POMS := $(wildcard kclient/testing/jvm/*/pom.xml)
 
 .DEFAULT_GOAL := test
-.PHONY: venv demo test test-pure docs bench clean
+.PHONY: venv java jvm demo test test-pure docs bench clean
 
 venv: $(STAMP)
+
+# One line and a stop when Java 17+ is missing (nothing else is tried first).
+java:
+	@$(PYTHON) kclient/testing/maven.py --check-java
+
+jvm: java venv $(JVM_STAMP)
+
+$(JVM_STAMP): $(POMS)
+	$(BIN)/python -m kclient.testing.maven
+	@touch $@
 
 $(STAMP): pyproject.toml setup.py kclient/_speedups.pyx
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,demo,docs,spark]'
 	@touch $@
 
-demo: venv
+demo: java venv
 	$(BIN)/python examples/flights.py
 
 # pytest's own exit code is the target's: 1 for failures, 5 when no test was
 # collected, so an empty run fails too.
-test: venv
+test: jvm
 	$(BIN)/python -m pytest -q
 
 # The same suite on the pure-Python path (kclient._speedups not used).
-test-pure: venv
+test-pure: jvm
 	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q
 
 docs: venv
@@ -35,7 +54,7 @@ docs: venv
 
 # The bench extra (aiokafka, profilers) is installed on first use and again
 # whenever pyproject.toml changes. BENCH_ARGS: e.g. --quick, --repeat 5.
-bench: venv
+bench: jvm
 	@test $(VENV)/.kclient-bench-installed -nt pyproject.toml || { \
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]' && \
 		touch $(VENV)/.kclient-bench-installed; }

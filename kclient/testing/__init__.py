@@ -34,6 +34,14 @@ restart on the same port, leaders and ISRs read from ZooKeeper):
         cluster.create_topic("events", partitions=3, replication_factor=3)
         cluster.kill(cluster.leader("events", 0))
 
+Apache Kafka itself (4.x in KRaft mode, 3.9 in ZooKeeper mode), its
+tools and Java clients, from Maven Central jars fetched on first use
+(`kclient.testing.maven`): `kclient.testing.KafkaProcess`,
+`kclient.testing.KafkaCluster`, `kclient.testing.kafka_tool`::
+
+    with KafkaProcess() as kafka:
+        kafka_tool("kafka-topics", "--bootstrap-server", kafka.bootstrap, "--list")
+
 The package: `kclient.testing.process` holds the subprocess lifecycle both
 servers share (start, wait until ready, stop with SIGTERM, kill with
 SIGKILL, log capture, temporary directories); `kclient.testing.broker` the
@@ -44,6 +52,17 @@ imports from ``kclient.testing`` itself.
 
 from kclient.testing.broker import BrokerProcess, run_broker
 from kclient.testing.cluster import CLUSTER_DEFAULTS, Cluster
+from kclient.testing.kafka import (
+    KAFKA_RELEASES,
+    KAFKA_TOOLS,
+    KafkaCluster,
+    KafkaProcess,
+    kafka_classpath,
+    kafka_tool,
+    kafka_tool_command,
+    kafka_version,
+)
+from kclient.testing.maven import JarFetchError, JavaUnavailableError, jars, java_unavailable_reason
 from kclient.testing.process import BrokerProcessError, ServerProcess
 from kclient.testing.security import (
     ALL_LISTENERS,
@@ -64,6 +83,18 @@ from kclient.testing.zookeeper import (
 
 __all__ = [
     "ALL_LISTENERS",
+    "JarFetchError",
+    "JavaUnavailableError",
+    "KAFKA_RELEASES",
+    "KAFKA_TOOLS",
+    "KafkaCluster",
+    "KafkaProcess",
+    "jars",
+    "java_unavailable_reason",
+    "kafka_classpath",
+    "kafka_tool",
+    "kafka_tool_command",
+    "kafka_version",
     "BrokerProcess",
     "CLUSTER_DEFAULTS",
     "ClientCertificate",

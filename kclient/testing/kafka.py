@@ -53,6 +53,7 @@ __all__ = [
     "KafkaProcess",
     "kafka_classpath",
     "kafka_tool",
+    "kafka_tool_command",
     "kafka_version",
     "random_cluster_id",
 ]

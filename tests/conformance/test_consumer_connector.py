@@ -1,0 +1,348 @@
+"""ConsumerConnector groups against each broker.
+
+- ZooKeeper coordination (Kafka 0.8's ``/consumers/<group>`` layout,
+  "Distribution" in the Kafka 0.8 documentation) over the brokers
+  registered in ZooKeeper: the bundled broker and Kafka 3.9 in ZooKeeper
+  mode (`zk_target`; Kafka 4 has no ZooKeeper, KIP-833). Two connectors of
+  one group split the partitions (range and roundrobin), commit, shut
+  down, and a new connector resumes at the committed offsets.
+- Broker coordination (``group.coordination=broker``, the classic
+  "consumer" group protocol: JoinGroup / SyncGroup / Heartbeat) against
+  every broker, in ONE group with Kafka's own Java consumer
+  (``VerifiableConsumer``, a KafkaConsumer with ``group.protocol=classic``)
+  with Kafka's ``RangeAssignor`` or ``RoundRobinAssignor``: both members
+  get partitions, every record is consumed exactly once between them, and
+  each side resumes at the offsets the other committed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kclient import AdminClient, NewTopic, Producer, ProducerData
+from kclient.client.consumer.group.connector import ConsumerConnector
+from kclient.client.consumer.group.streams import KafkaStream
+from kclient.errors import ConsumerTimeoutError
+from kclient.testing import kafka_tool_command
+from kclient.testing.cluster import metadata_shows_leaders
+
+DEADLINE = 120.0
+#: Partitions of every topic here: an odd count, so range ({0,1,2}, {3,4})
+#: and roundrobin ({0,2,4}, {1,3}) split two members differently.
+PARTITIONS = 5
+JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor", "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor"}
+#: What each assignor gives two members of one group over `PARTITIONS`
+#: partitions of one topic (the first member in member-id order takes the
+#: first set).
+SPLITS = {"range": {frozenset({0, 1, 2}), frozenset({3, 4})}, "roundrobin": {frozenset({0, 2, 4}), frozenset({1, 3})}}
+
+
+def wait_until(predicate: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def new_topic(target) -> str:
+    name = f"group-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])
+    wait_until(lambda: metadata_shows_leaders([target.process], name, range(PARTITIONS)), f"leaders of {name}")
+    return name
+
+
+class ModuloPartitioner:
+    """Partition ``int(key) % partitions``: the records spread evenly."""
+
+    def partition(self, key: bytes | None, num_partitions: int) -> int:
+        return int(key or b"0") % num_partitions
+
+
+def produce(target, topic: str, first: int, count: int) -> None:
+    """Records ``first .. first+count-1``, value = key = the number, on
+    partition ``n % PARTITIONS`` (an explicit partition through the key:
+    the partitioner would spread them unevenly)."""
+    config = {"bootstrap.servers": target.bootstrap, "request.required.acks": -1, "producer.type": "sync", "partitioner.class": ModuloPartitioner()}
+    with Producer(config) as producer:
+        producer.send([ProducerData(topic, str(n).encode(), [str(n).encode()]) for n in range(first, first + count)])
+
+
+class StreamReader(threading.Thread):
+    """Reads a connector's streams into one list until stopped."""
+
+    def __init__(self, streams: list[KafkaStream]) -> None:
+        super().__init__(daemon=True)
+        self.streams = streams
+        self.lock = threading.Lock()
+        self.records: list[tuple[int, int, int]] = []  # (number, partition, offset)
+        self.stop_event = threading.Event()
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True) for s in streams]
+
+    def start(self) -> None:  # type: ignore[override]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, stream: KafkaStream) -> None:
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    m = next(stream)
+                except ConsumerTimeoutError:
+                    continue
+                except StopIteration:
+                    return
+                with self.lock:
+                    self.records.append((int(m.message), m.partition, m.offset))
+        except BaseException as exc:  # surfaced by the test
+            self.errors.append(exc)
+
+    def numbers(self) -> list[int]:
+        with self.lock:
+            return [n for n, _, _ in self.records]
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(DEADLINE)
+        assert not self.errors, self.errors
+
+
+# ---------------------------------------------------------------- ZooKeeper coordination
+
+
+def zk_config(target, group: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "group.id": group,
+        "zookeeper.connect": target.zookeeper_connect,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 200,
+        "auto.commit.enable": False,
+        "rebalance.backoff.ms": 200,
+        "rebalance.max.retries": 50,
+        "zookeeper.session.timeout.ms": 6000,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_zookeeper_group_splits_commits_and_resumes(zk_target, strategy):
+    target = zk_target
+    topic = new_topic(target)
+    group = f"zk-{uuid.uuid4().hex[:8]}"
+    produce(target, topic, 0, 100)
+    config = zk_config(target, group, **{"partition.assignment.strategy": strategy})
+    first = ConsumerConnector(config)
+    second = ConsumerConnector(config)
+    readers = []
+    try:
+        for c in (first, second):
+            readers.append(StreamReader(c.create_message_streams({topic: 1})[topic]))
+        split = wait_until(
+            lambda: (lambda a, b: (a, b) if a and b and a | b == set(range(PARTITIONS)) and not a & b else None)(
+                {p for t, p in first.owned_partitions()}, {p for t, p in second.owned_partitions()}
+            ),
+            "the two connectors to split the partitions",
+        )
+        if strategy == "range":
+            # Kafka 0.8's range over the sorted consumer thread ids.
+            assert {frozenset(s) for s in split} == SPLITS["range"]
+        else:
+            # 0.8.2's roundrobin deals in the Java hash order of "[topic,p]": 3 and 2.
+            assert sorted(len(s) for s in split) == [2, 3]
+        for r in readers:
+            r.start()
+        wait_until(lambda: len(readers[0].numbers()) + len(readers[1].numbers()) >= 100, "100 records")
+        for r in readers:
+            r.stop()
+        got = readers[0].numbers() + readers[1].numbers()
+        assert sorted(got) == list(range(100)), "every record exactly once between the two"
+        for r, c in zip(readers, (first, second)):
+            owned = {p for _, p in c.owned_partitions()}
+            assert {p for _, p, _ in r.records} <= owned
+        first.commit_offsets()
+        second.commit_offsets()
+    finally:
+        first.shutdown()
+        second.shutdown()
+    produce(target, topic, 100, 50)
+    with ConsumerConnector(config) as third:
+        reader = StreamReader(third.create_message_streams({topic: 2})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 50, "the 50 records after the commit")
+        reader.stop()
+        assert sorted(reader.numbers()) == list(range(100, 150)), "resumed at the committed offsets"
+
+
+# ---------------------------------------------------------------- broker coordination with Kafka's Java consumer
+
+
+class JavaConsumer:
+    """Kafka's ``VerifiableConsumer`` in the group (it commits synchronously
+    after every poll; ``--verbose`` prints each record it consumed)."""
+
+    def __init__(self, target, topic: str, group: str, strategy: str) -> None:
+        release = target.release or "4"
+        command = kafka_tool_command(
+            "kafka-verifiable-consumer",
+            "--bootstrap-server", target.bootstrap,
+            "--topic", topic,
+            "--group-id", group,
+            "--group-protocol", "classic",
+            "--assignment-strategy", JAVA_ASSIGNORS[strategy],
+            "--reset-policy", "earliest",
+            "--session-timeout", "10000",
+            "--verbose",
+            release=release,
+        )  # fmt: skip
+        self.lock = threading.Lock()
+        self.events: list[dict] = []
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                with self.lock:
+                    self.events.append(json.loads(line))
+
+    def of(self, name: str) -> list[dict]:
+        with self.lock:
+            return [e for e in self.events if e.get("name") == name]
+
+    def assignment(self) -> set[int] | None:
+        """Its partitions after the latest rebalance (None before the first)."""
+        with self.lock:
+            owned: set[int] | None = None
+            for e in self.events:
+                if e.get("name") == "partitions_assigned":
+                    owned = (owned or set()) | {p["partition"] for p in e["partitions"]}
+                elif e.get("name") == "partitions_revoked":
+                    owned = (owned or set()) - {p["partition"] for p in e["partitions"]}
+            return owned
+
+    def numbers(self) -> list[int]:
+        return [int(e["value"]) for e in self.of("record_data")]
+
+    def committed(self) -> dict[int, int]:
+        """The latest successful commit per partition."""
+        out: dict[int, int] = {}
+        for e in self.of("offsets_committed"):
+            if e.get("success"):
+                for o in e["offsets"]:
+                    out[o["partition"]] = o["offset"]
+        return out
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"VerifiableConsumer exited with {self.proc.returncode}: {''.join(self.stderr)[-3000:]}")
+        return True
+
+    def stop(self) -> None:
+        """SIGTERM: its shutdown hook wakes the consumer, which closes
+        (LeaveGroup) and prints shutdown_complete."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def broker_config(target, group: str, strategy: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "group.id": group,
+        "bootstrap.servers": target.bootstrap,
+        "group.coordination": "broker",
+        "partition.assignment.strategy": strategy,
+        "auto.offset.reset": "smallest",
+        "consumer.timeout.ms": 200,
+        "auto.commit.enable": False,
+        "heartbeat.interval.ms": 500,
+        "session.timeout.ms": 10000,
+        "rebalance.max.retries": 20,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("strategy,first_member", [("range", "kclient"), ("roundrobin", "java"), ("range", "java"), ("roundrobin", "kclient")])
+def test_broker_group_with_kafkas_java_consumer(target, strategy, first_member):
+    """kclient and Kafka's Java consumer in one group: the first member to
+    join leads it and computes the assignment for both (so each side's
+    assignor is exercised on the other's subscription)."""
+    topic = new_topic(target)
+    group = f"java-{uuid.uuid4().hex[:8]}"
+    config = broker_config(target, group, strategy)
+    java = kclient = None
+    try:
+        if first_member == "java":
+            java = JavaConsumer(target, topic, group, strategy)
+            wait_until(lambda: java.alive() and java.assignment() == set(range(PARTITIONS)), "the Java consumer to own every partition")
+        kclient = ConsumerConnector(config)
+        reader = StreamReader(kclient.create_message_streams({topic: 1})[topic])
+        if java is None:
+            wait_until(lambda: {p for _, p in kclient.owned_partitions()} == set(range(PARTITIONS)), "kclient to own every partition")
+            java = JavaConsumer(target, topic, group, strategy)
+
+        def settled():
+            java.alive()
+            mine = {p for _, p in kclient.owned_partitions()}
+            theirs = java.assignment() or set()
+            return (mine, theirs) if mine and theirs and not mine & theirs and mine | theirs == set(range(PARTITIONS)) else None
+
+        mine, theirs = wait_until(settled, "both members to own partitions")
+        assert {frozenset(mine), frozenset(theirs)} == SPLITS[strategy]
+        reader.start()
+        produce(target, topic, 0, 200)
+        wait_until(lambda: java.alive() and len(reader.numbers()) + len(java.numbers()) >= 200, "the 200 records")
+        reader.stop()
+        assert sorted(reader.numbers() + java.numbers()) == list(range(200)), "every record exactly once between the two"
+        assert {p for _, p, _ in reader.records} == mine
+        assert {e["partition"] for e in java.of("record_data")} == theirs
+        kclient.commit_offsets()
+        wait_until(lambda: java.committed() == {p: 40 for p in theirs}, "the Java consumer's commits")
+        # The group's committed offsets, as the coordinator keeps them.
+        with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+            offsets = admin.list_consumer_group_offsets(group)
+        assert offsets == {(topic, p): 40 for p in range(PARTITIONS)}
+    finally:
+        if kclient is not None:
+            kclient.shutdown()
+        if java is not None:
+            java.stop()
+    # kclient alone resumes where both left off (its own and the Java consumer's commits) ...
+    produce(target, topic, 200, 50)
+    with ConsumerConnector(config) as again:
+        reader = StreamReader(again.create_message_streams({topic: 1})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 50, "the 50 records after the commit")
+        reader.stop()
+        assert sorted(reader.numbers()) == list(range(200, 250)), "kclient resumed at the group's offsets"
+        again.commit_offsets()
+    # ... and the Java consumer alone resumes at kclient's commits.
+    produce(target, topic, 250, 50)
+    java = JavaConsumer(target, topic, group, strategy)
+    try:
+        wait_until(lambda: java.alive() and len(java.numbers()) >= 50, "the Java consumer to read the last 50")
+        wait_until(lambda: java.committed() == {p: 60 for p in range(PARTITIONS)}, "its commits")
+        assert sorted(java.numbers()) == list(range(250, 300)), "the Java consumer resumed at kclient's offsets"
+    finally:
+        java.stop()

@@ -3,15 +3,21 @@ server, unique topic names."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import uuid
 
 import pytest
 
-from helpers.skips import require
+from helpers.skips import require, skip_summary
 from kclient.testing import BrokerProcess, ZooKeeperProcess, zookeeper_unavailable_reason
+
+def pytest_sessionstart(session) -> None:
+    """Say in one line, before the first test, what this run will skip for
+    want of an outside program (Java, kcat, ...) and why."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(skip_summary())
+
 
 #: Partitions of auto-created topics on the session broker.
 BROKER_PARTITIONS = 2
@@ -69,9 +75,9 @@ def spark_unavailable_reason() -> str | None:
         import pyspark  # noqa: F401
     except ImportError as exc:
         return f"pyspark/pyarrow not installed ({exc}); install kclient[spark]"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "java is not installed (Spark needs Java 17+)"
-    return None
+    from kclient.testing import java_unavailable_reason
+
+    return java_unavailable_reason()
 
 
 def require_spark() -> None:

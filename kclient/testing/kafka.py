@@ -80,12 +80,13 @@ KAFKA_TOOLS: dict[str, dict[str, str]] = {
         "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
         "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
         "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
-        "kafka-acls": "kafka.admin.AclCommand",
+        "kafka-acls": "org.apache.kafka.tools.AclCommand",
     },
     "3.9": {
         "kafka-topics": "org.apache.kafka.tools.TopicCommand",
         "kafka-configs": "kafka.admin.ConfigCommand",
-        "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+        # 3.9 still runs the Scala one from kafka_2.13 (moved to tools in 4.0).
+        "kafka-console-producer": "kafka.tools.ConsoleProducer",
         "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
         "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",

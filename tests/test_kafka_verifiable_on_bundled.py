@@ -1,0 +1,262 @@
+"""Kafka's own system-test tools against a 3-broker bundled cluster while
+the partition's leader is killed with SIGKILL and restarted.
+
+``kafka-verifiable-producer`` (``org.apache.kafka.tools.VerifiableProducer``)
+writes the numbers 0, 1, 2, ... as values and prints one JSON event per
+delivery report (``producer_send_success`` with the offset,
+``producer_send_error``) and, on SIGTERM, ``shutdown_complete`` and
+``tool_data`` with its ``sent`` and ``acked`` counts.
+``kafka-verifiable-consumer`` reads in a group and prints
+``records_consumed`` (with ``--verbose`` one ``record_data`` per record),
+``offsets_committed`` and ``shutdown_complete``. Kafka's system tests
+(``tests/kafkatest/tests/core/replication_test.py``) judge a broker by
+exactly this accounting: every acknowledged value must be consumed.
+
+Here the producer is Kafka's idempotent producer (``enable.idempotence=true``,
+``acks=all``), the topic has replication factor 3 and
+``min.insync.replicas=2``, and the leader of its one partition is killed
+three times. Checked: the producer's own ``acked`` count equals its success
+events; every acked value is in the log exactly once and in order (read
+back with kclient's SimpleConsumer) and was consumed by the verifiable
+consumer; its committed offsets reach the log end.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from kclient import FetchRequest
+from kclient.client.consumer.simple import SimpleConsumer
+from kclient.testing import Cluster, java_unavailable_reason, kafka_tool_command
+
+KILLS = 3
+TIMEOUT = 90.0
+PROPERTIES = {
+    "min.insync.replicas": 2,
+    "default.replication.factor": 3,
+    "num.partitions": 1,
+    "offsets.topic.replication.factor": 3,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 100,
+}
+#: The Java producer's settings: idempotent, acks=all, retried until the
+#: delivery timeout (VerifiableProducer sets retries=0 unless told).
+PRODUCER_CONFIG = {
+    "enable.idempotence": "true",
+    "acks": "all",
+    "retries": "2147483647",
+    "max.in.flight.requests.per.connection": "5",
+    "request.timeout.ms": "5000",
+    "delivery.timeout.ms": "120000",
+    "retry.backoff.ms": "200",
+    "metadata.max.age.ms": "2000",
+}
+CONSUMER_CONFIG = {
+    "request.timeout.ms": "10000",
+    "session.timeout.ms": "10000",
+    "heartbeat.interval.ms": "1000",
+    "metadata.max.age.ms": "2000",
+}
+
+pytestmark = pytest.mark.skipif(java_unavailable_reason() is not None, reason=str(java_unavailable_reason()))
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper):
+    with Cluster(brokers=3, zookeeper=zookeeper, properties=PROPERTIES) as c:
+        yield c
+
+
+class JsonTool:
+    """One of Kafka's verifiable tools as a subprocess; its stdout JSON
+    events collected by a thread (``events``), its stderr in a file."""
+
+    def __init__(self, name: str, args: list[str], workdir) -> None:
+        self.name = name
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        self.stderr_path = workdir / f"{name}.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            kafka_tool_command(name, *args, log_level="warn"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self.reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.events.append(event)
+
+    def named(self, name: str) -> list[dict]:
+        with self.lock:
+            return [e for e in self.events if e.get("name") == name]
+
+    def stop(self, timeout: float = TIMEOUT) -> int:
+        """SIGTERM (the tools' shutdown hook prints their summary), wait."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.reader.join(timeout)
+        self._stderr.close()
+        return code
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-4000:]
+
+
+def properties_file(path, settings: dict[str, str]) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return str(path)
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT, tools: tuple[JsonTool, ...] = ()):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for tool in tools:
+            assert tool.proc.poll() is None, f"{tool.name} exited ({tool.proc.returncode}) waiting for {what}:\n{tool.stderr()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; " + "; ".join(f"{t.name}: {t.stderr()[-1500:]}" for t in tools)
+        time.sleep(0.05)
+
+
+def acked_values(producer: JsonTool) -> list[int]:
+    return [int(e["value"]) for e in producer.named("producer_send_success")]
+
+
+def read_log(cluster, topic: str) -> list[tuple[int, int]]:
+    """``(offset, value)`` of every record of partition 0 up to the high
+    watermark, read from its leader with kclient."""
+    leader = cluster.broker(cluster.leader(topic, 0))
+    consumer = SimpleConsumer(leader.host, leader.port, 10_000, 1 << 20, "verifiable-check")
+    try:
+        out: list[tuple[int, int]] = []
+        offset = 0
+        end = consumer.get_offsets_before(topic, 0, -1, 1)[0]
+        while offset < end:
+            messages = list(consumer.fetch(FetchRequest(topic, 0, offset, 1 << 20)))
+            assert messages, f"no progress at offset {offset} of {end}"
+            for m in messages:
+                out.append((m.offset, int(m.message.payload)))
+                offset = m.next_offset
+        return out
+    finally:
+        consumer.close()
+
+
+def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path):
+    topic = f"verifiable-{uuid.uuid4().hex[:8]}"
+    group = f"verifiable-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    cluster.wait_for_isr(topic, 0, sorted(cluster.brokers), timeout=TIMEOUT)
+    bootstrap = cluster.bootstrap
+    producer = JsonTool(
+        "kafka-verifiable-producer",
+        [
+            "--bootstrap-server", bootstrap,
+            "--topic", topic,
+            "--max-messages", "-1",
+            "--throughput", "300",
+            "--acks", "-1",
+            "--command-config", properties_file(tmp_path / "producer.properties", PRODUCER_CONFIG),
+        ],
+        tmp_path,
+    )  # fmt: skip
+    consumer = JsonTool(
+        "kafka-verifiable-consumer",
+        [
+            "--bootstrap-server", bootstrap,
+            "--topic", topic,
+            "--group-id", group,
+            "--reset-policy", "earliest",
+            "--verbose",
+            "--command-config", properties_file(tmp_path / "consumer.properties", CONSUMER_CONFIG),
+        ],
+        tmp_path,
+    )  # fmt: skip
+    tools = (producer, consumer)
+    try:
+        wait_for(lambda: len(acked_values(producer)) >= 100, "the first acknowledgements", tools=tools)
+        wait_for(lambda: consumer.named("records_consumed"), "the consumer's first records", tools=tools)
+        for _ in range(KILLS):
+            old = cluster.leader(topic, 0)
+            before = len(acked_values(producer))
+            cluster.kill(old)
+            new = cluster.wait_for_leader(topic, 0, exclude=[old], timeout=TIMEOUT)
+            assert new != old
+            wait_for(lambda: len(acked_values(producer)) >= before + 200, "acknowledged sends on the new leader", tools=tools)
+            cluster.start_broker(old)
+            cluster.wait_for_isr(topic, 0, sorted(cluster.brokers), timeout=TIMEOUT)
+        wait_for(lambda: len(acked_values(producer)) >= before + 400, "acknowledged sends after the last restart", tools=tools)
+    finally:
+        producer_status = producer.stop()
+    # The producer's own accounting.
+    summary = producer.named("tool_data")
+    assert producer.named("shutdown_complete"), producer.stderr()
+    assert summary, producer.stderr()
+    acked = acked_values(producer)
+    errors = producer.named("producer_send_error")
+    assert summary[-1]["acked"] == len(acked), summary
+    assert summary[-1]["sent"] == len(acked) + len(errors), summary
+    assert producer_status in (0, 143, -signal.SIGTERM), (producer_status, producer.stderr())
+    # The log, read with kclient: every acked value exactly once, in order,
+    # at the offset its delivery report named.
+    log = read_log(cluster, topic)
+    values = [v for _, v in log]
+    duplicated = len(values) - len(set(values))
+    lost = sorted(set(acked) - set(values))
+    assert not lost, f"acknowledged but not in the log: {lost[:20]} ({len(lost)})"
+    assert duplicated == 0, f"{duplicated} values twice in the log"
+    assert values == sorted(values), "values out of order"
+    at = dict(log)
+    wrong = [e for e in producer.named("producer_send_success") if at.get(e["offset"]) != int(e["value"])]
+    assert not wrong, f"delivery reports naming another offset: {wrong[:5]}"
+    # The verifiable consumer's accounting: it read every acked value and
+    # committed the log end.
+    end = log[-1][0] + 1
+
+    def consumed() -> set[int]:
+        return {int(e["value"]) for e in consumer.named("record_data")}
+
+    wait_for(lambda: set(acked) <= consumed(), "the verifiable consumer to read every acked value", tools=(consumer,))
+    wait_for(
+        lambda: any(e["success"] and any(o["offset"] >= end for o in e["offsets"]) for e in consumer.named("offsets_committed")),
+        "the verifiable consumer to commit the log end",
+        tools=(consumer,),
+    )
+    consumer_status = consumer.stop()
+    assert consumer.named("shutdown_complete"), consumer.stderr()
+    assert consumer_status in (0, 143, -signal.SIGTERM), (consumer_status, consumer.stderr())
+    records = consumer.named("record_data")
+    consumed_twice = len(records) - len({(r["partition"], r["offset"]) for r in records})
+    failed_commits = [e for e in consumer.named("offsets_committed") if not e["success"]]
+    print(
+        f"verifiable producer: sent {summary[-1]['sent']}, acked {len(acked)}, errors {len(errors)}, "
+        f"lost 0, duplicated {duplicated}; log {len(log)} records; verifiable consumer: {len(records)} records "
+        f"({consumed_twice} read again after a rebalance), {len(failed_commits)} failed commits"
+    )

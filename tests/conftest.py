@@ -84,3 +84,45 @@ def require_spark() -> None:
     """Skip the calling test without PySpark or Java, with the reason; in CI
     (``CI`` set, as ``.ci/run`` does after installing Java) fail instead."""
     require(spark_unavailable_reason(), name="Spark", needs="needs Spark")
+
+
+#: Why Spark's own Kafka connector is not on the session's class path, or
+#: None when it is (set by the `spark` fixture).
+_spark_kafka_unavailable: str | None = "the spark fixture has not started"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one `local[2]` SparkSession of the test session, the `kclient`
+    source registered, with Spark's own Kafka connector
+    (``spark-sql-kafka-0-10``, the ``spark-kafka`` jar set of
+    `kclient.testing.maven`) on its class path so that ``format("kafka")``
+    runs beside ``format("kclient")``.
+
+    Spark reads ``spark.jars`` only when its JVM starts, so every test uses
+    this session rather than making (and stopping) its own. Skipped without
+    PySpark or Java unless ``CI`` is set."""
+    global _spark_kafka_unavailable
+    require_spark()
+    import kclient.spark
+    from kclient.testing.maven import JarFetchError, jars
+
+    try:
+        connector = jars("spark-kafka")
+        _spark_kafka_unavailable = None
+    except JarFetchError as exc:
+        connector = []
+        _spark_kafka_unavailable = f"its jars could not be fetched ({str(exc).splitlines()[0] if str(exc) else exc!r})"
+    conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
+    session = kclient.spark.session("kclient-tests", conf=conf, jars=connector)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark_kafka(spark):
+    """The session `spark`, for a test that also runs Spark's own
+    ``format("kafka")``: skipped (failed in CI) when its jars are missing."""
+    require(_spark_kafka_unavailable, name="Spark's Kafka connector", needs="needs spark-sql-kafka-0-10")
+    return spark

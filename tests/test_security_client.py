@@ -809,30 +809,20 @@ def test_e2e_consumer_connector_fails_fast_on_a_wrong_password(secure_broker, pk
     assert 1 <= attempts.count <= 2  # one fetcher per leader, one attempt each; no retry loop
 
 
-def test_e2e_spark_writes_and_reads_over_sasl_ssl(secure_broker, pki, topic) -> None:
+def test_e2e_spark_writes_and_reads_over_sasl_ssl(secure_broker, pki, topic, spark) -> None:
     """The Spark data source passes kafka.security.protocol / kafka.ssl.* /
     kafka.sasl.* to its producers (writes) and to the driver's and tasks'
     connections (reads)."""
-    from conftest import require_spark
-
-    require_spark()
     _require_broker_sasl(secure_broker)
-    import kclient.spark
-
     props = _client_props(secure_broker, pki, "SASL_SSL", SCRAM_SHA_512)
     options = {"kafka.bootstrap.servers": secure_broker.bootstrap_for("SASL_SSL"), **{f"kafka.{k}": v for k, v in props.items()}}
-    session = kclient.spark.session("kclient-security-tests", conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"})
-    try:
-        session.sparkContext.setLogLevel("ERROR")
-        rows = [(f"k{i}", f"value-{i}") for i in range(50)]
-        df = session.createDataFrame(rows, "key string, value string")
-        df.write.mode("append").format("kclient").options(**options).option("topic", topic).save()
-        back = session.read.format("kclient").options(**options).option("subscribe", topic).load()
-        got = back.selectExpr("cast(key as string) k", "cast(value as string) v").collect()
-        assert sorted((r.k, r.v) for r in got) == sorted(rows)
-        # a wrong password fails the read at planning, typed (the driver's metadata request)
-        bad = {**options, "kafka.sasl.password": "wrong"}
-        with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|SaslAuthenticationFailedError"):
-            session.read.format("kclient").options(**bad).option("subscribe", topic).load().collect()
-    finally:
-        session.stop()
+    rows = [(f"k{i}", f"value-{i}") for i in range(50)]
+    df = spark.createDataFrame(rows, "key string, value string")
+    df.write.mode("append").format("kclient").options(**options).option("topic", topic).save()
+    back = spark.read.format("kclient").options(**options).option("subscribe", topic).load()
+    got = back.selectExpr("cast(key as string) k", "cast(value as string) v").collect()
+    assert sorted((r.k, r.v) for r in got) == sorted(rows)
+    # a wrong password fails the read at planning, typed (the driver's metadata request)
+    bad = {**options, "kafka.sasl.password": "wrong"}
+    with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED|SaslAuthenticationFailedError"):
+        spark.read.format("kclient").options(**bad).option("subscribe", topic).load().collect()

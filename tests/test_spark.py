@@ -1,5 +1,5 @@
-"""The `kclient` Spark data source against a real bundled broker, in one
-local[2] Spark session for the whole module."""
+"""The `kclient` Spark data source against a real bundled broker, in the
+test session's one local[2] Spark session (`spark`, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,11 @@ import socket
 import uuid
 
 import pytest
-from conftest import require_spark
 
 from kclient import OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.testing import BrokerProcess
 
 PARTITIONS = 3
-
-
-@pytest.fixture(scope="module")
-def spark():
-    require_spark()
-    import kclient.spark
-
-    session = kclient.spark.session("kclient-tests", conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"})
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

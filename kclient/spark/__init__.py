@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -57,7 +57,12 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KClientDataSource)
 
 
-def session(app_name: str = "kclient", master: str = "local[2]", conf: Mapping[str, Any] | None = None) -> Any:
+def session(
+    app_name: str = "kclient",
+    master: str = "local[2]",
+    conf: Mapping[str, Any] | None = None,
+    jars: Iterable[str] = (),
+) -> Any:
     """A SparkSession with the `kclient` source registered, whose Python
     workers run this interpreter.
 
@@ -65,6 +70,12 @@ def session(app_name: str = "kclient", master: str = "local[2]", conf: Mapping[s
         app_name: the Spark application name.
         master: the Spark master URL (`local[2]`: two worker threads here).
         conf: more Spark settings (`{"spark.sql.shuffle.partitions": 4}`).
+        jars: local jar paths for the driver's and executors' class path
+            (`spark.jars`), for example Spark's own Kafka connector
+            (`kclient.testing.maven.jars("spark-kafka")`), so that
+            `format("kafka")` runs beside `format("kclient")`. Spark reads
+            them when its JVM starts: they take effect only for the first
+            session of a Python process.
 
     Returns:
         The `pyspark.sql.SparkSession` (`getOrCreate`: an active session is
@@ -74,6 +85,9 @@ def session(app_name: str = "kclient", master: str = "local[2]", conf: Mapping[s
 
     builder = SparkSession.builder.appName(app_name).master(master)
     builder = builder.config("spark.pyspark.python", sys.executable).config("spark.pyspark.driver.python", sys.executable)
+    jar_list = [str(jar) for jar in jars]
+    if jar_list:
+        builder = builder.config("spark.jars", ",".join(jar_list))
     for key, value in (conf or {}).items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()

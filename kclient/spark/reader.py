@@ -87,7 +87,8 @@ def to_record_batch(cols: Columns, topic: str, partition: int, schema: pa.Schema
         pa.array(cols.timestamp_types, pa.int32()),
     ]
     if include_headers:
-        arrays.append(pa.array([[{"key": h.key, "value": h.value} for h in hs] for hs in cols.headers], _HEADER_TYPE))
+        # As Spark's own source: a record without headers has null headers, not [].
+        arrays.append(pa.array([[{"key": h.key, "value": h.value} for h in hs] if hs else None for hs in cols.headers], _HEADER_TYPE))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -242,13 +242,25 @@ class BrokerState:
         """The `kclient.broker.metadata_cache.MetadataCache`."""
         return self.replica_manager.metadata_cache
 
-    def topic_format(self, topic: str) -> TopicFormat:
+    def topic_format(self, topic: str, overrides: Mapping[str, str] | None = None) -> TopicFormat:
         """The `TopicFormat` of ``topic``: the broker's
         ``log.message.format.version`` / ``log.message.timestamp.type``,
-        overridden by the topic's entries in ``topic.config.file``."""
-        fmt = self._formats.get(topic)
+        overridden by the topic's configs.
+
+        Args:
+            topic: The topic.
+            overrides: The topic's configs as just read (``topic.config.file``
+                and ZooKeeper's ``/config/topics/<topic>``; the replica
+                manager passes them when it applies a topic's configs):
+                the format is computed from them and kept. None: the kept
+                format, else one from ``topic.config.file`` alone.
+
+        Returns:
+            The topic's format.
+        """
+        fmt = self._formats.get(topic) if overrides is None else None
         if fmt is None:
-            override = self.topic_configs.get(topic, {})
+            override = self.topic_configs.get(topic, {}) if overrides is None else overrides
             fmt = self._default_format
             if "message.format.version" in override:
                 fmt = attrs.evolve(fmt, magic=message_format_magic(override["message.format.version"]))

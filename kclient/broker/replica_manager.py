@@ -310,6 +310,9 @@ class ReplicaManager:
         ``retention.ms``, ``segment.bytes``, ...; see
         `kclient.storage.LogManager.set_topic_config`)."""
         configs = await self.topic_config(topic)
+        # message.timestamp.type / message.format.version from ZooKeeper too
+        # (a topic created or altered with them through the API).
+        self.state.topic_format(topic, configs)
         try:
             self.state.logs.set_topic_config(topic, configs)
         except ConfigError as exc:

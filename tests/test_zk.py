@@ -260,6 +260,12 @@ def test_broker_registers_itself_and_topics(zookeeper, zk_broker, topic):
     zk = ZkClient(zookeeper.connect)
     zk.start()
     try:
+        # The broker listens before its ZooKeeper registration lands: wait for it
+        # (and for the controller it elects) rather than read once.
+        deadline = time.monotonic() + 30
+        while zk.get("/brokers/ids/0") is None or zk.get("/controller") is None:
+            assert time.monotonic() < deadline, "the broker never registered in ZooKeeper"
+            time.sleep(0.05)
         reg = BrokerRegistration.from_json(0, zk.get("/brokers/ids/0"))
         assert (reg.host, reg.port) == (zk_broker.host, zk_broker.port)
         assert reg.endpoints == (f"PLAINTEXT://{zk_broker.host}:{zk_broker.port}",)
@@ -269,7 +275,7 @@ def test_broker_registers_itself_and_topics(zookeeper, zk_broker, topic):
         with Producer({"metadata.broker.list": zk_broker.bootstrap, "request.required.acks": 1}) as producer:
             producer.send(ProducerData(topic=topic, key=b"k", messages=[b"v"]))
         deadline = time.monotonic() + 30
-        while zk.get(paths.partition_state_path(topic, 4)) is None:
+        while any(zk.get(paths.partition_state_path(topic, p)) is None for p in range(5)):
             assert time.monotonic() < deadline, "auto-created topic never appeared in ZooKeeper"
             time.sleep(0.05)
         assert TopicAssignment.from_json(zk.get(paths.topic_path(topic))).partitions == {p: (0,) for p in range(5)}

@@ -651,25 +651,148 @@ class KafkaCluster:
                 raise BrokerProcessError(f"the Kafka brokers did not all list brokers {sorted(node_ids)} within {timeout}s")
             time.sleep(0.2)
 
+    def partition_info(self, topic: str, partition: int = 0, node_id: int | None = None) -> Any:
+        """One partition as a broker's Metadata describes it (each KRaft
+        broker answers from its own copy of the metadata log, so brokers
+        may briefly disagree).
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            node_id: Ask this broker; None asks the running brokers in
+                turn and takes the first answer naming the partition.
+
+        Returns:
+            A `kclient.client.cluster.PartitionInfo` (``leader`` -1 for
+            none), or None when no broker asked knows the partition.
+        """
+        from kclient.errors import KafkaError
+        from kclient.tools._common import fetch_metadata
+
+        brokers = [self.brokers[node_id]] if node_id is not None else list(self.brokers.values())
+        for b in brokers:
+            if not b.running:
+                continue
+            try:
+                for p in fetch_metadata([(b.host, b.ports["PLAINTEXT"])], [topic], timeout_ms=2000).partitions_for(topic):
+                    if p.partition == partition:
+                        return p
+            except (KafkaError, OSError):
+                continue
+        return None
+
     def leader(self, topic: str, partition: int = 0) -> int:
         """The current leader's node id of one partition (from Metadata).
 
         Raises:
             BrokerProcessError: No running broker names a leader.
         """
-        from kclient.errors import KafkaError
-        from kclient.tools._common import fetch_metadata
+        for b in self.brokers.values():
+            info = self.partition_info(topic, partition, b.node_id) if b.running else None
+            if info is not None and info.leader >= 0:
+                return info.leader
+        raise BrokerProcessError(f"no running broker names a leader of {topic}-{partition}")
 
+    def isr(self, topic: str, partition: int = 0) -> list[int]:
+        """The partition's in-sync replicas from a running broker's
+        Metadata (empty when no broker knows the partition)."""
+        info = self.partition_info(topic, partition)
+        return sorted(info.isr) if info is not None else []
+
+    def _agreed(self, topic: str, partition: int) -> Any:
+        """The partition as every running broker describes it, when they
+        all agree on its leader and ISR; else None."""
+        seen = set()
+        info = None
         for b in self.brokers.values():
             if not b.running:
                 continue
-            try:
-                for p in fetch_metadata([(b.host, b.ports["PLAINTEXT"])], [topic], timeout_ms=2000).partitions_for(topic):
-                    if p.partition == partition and p.leader >= 0:
-                        return p.leader
-            except (KafkaError, OSError):
-                continue
-        raise BrokerProcessError(f"no running broker names a leader of {topic}-{partition}")
+            info = self.partition_info(topic, partition, b.node_id)
+            if info is None:
+                return None
+            seen.add((info.leader, tuple(sorted(info.isr))))
+        return info if len(seen) == 1 else None
+
+    def _wait(self, probe: Any, timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value is not None:
+                return value
+            if time.monotonic() > deadline:
+                raise BrokerProcessError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.1)
+
+    def wait_for_leader(self, topic: str, partition: int = 0, *, exclude: Iterable[int] = (), timeout: float = 60.0) -> int:
+        """Wait until every running broker's Metadata names the same leader
+        of the partition, not one of ``exclude`` (a killed leader stays
+        named until the controller fences it: ``broker.session.timeout.ms``
+        in KRaft mode, the ZooKeeper session in ZooKeeper mode).
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            exclude: Node ids that do not count (the old leader).
+            timeout: Seconds to wait.
+
+        Returns:
+            The leader's node id.
+
+        Raises:
+            BrokerProcessError: Not within ``timeout`` seconds.
+        """
+        excluded = set(exclude)
+
+        def probe() -> int | None:
+            info = self._agreed(topic, partition)
+            return info.leader if info is not None and info.leader >= 0 and info.leader not in excluded else None
+
+        return self._wait(probe, timeout, f"{topic}-{partition} to have a leader not in {sorted(excluded)}")
+
+    def wait_for_isr(self, topic: str, partition: int, isr: Iterable[int], timeout: float = 60.0) -> list[int]:
+        """Wait until every running broker's Metadata shows exactly ``isr``
+        (any order) as the partition's in-sync replicas, and a leader.
+
+        Returns:
+            The ISR, sorted.
+
+        Raises:
+            BrokerProcessError: Not within ``timeout`` seconds.
+        """
+        want = sorted(set(isr))
+
+        def probe() -> list[int] | None:
+            info = self._agreed(topic, partition)
+            return want if info is not None and info.leader >= 0 and sorted(info.isr) == want else None
+
+        return self._wait(probe, timeout, f"{topic}-{partition} to have ISR {want}")
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, config: Mapping[str, Any] | None = None, *, timeout: float = 60.0) -> None:
+        """Create a topic with kclient's AdminClient (CreateTopics) and wait
+        until every running broker shows each partition with a leader and
+        every replica in sync.
+
+        Args:
+            name: The topic.
+            partitions: Partition count.
+            replication_factor: Replicas per partition (default
+                ``min(3, brokers)``).
+            config: Topic configs (``{"min.insync.replicas": 2}``).
+            timeout: Seconds to wait.
+
+        Raises:
+            BrokerResponseError: Kafka refused (`TopicAlreadyExistsError`, ...).
+            BrokerProcessError: Not in sync within ``timeout`` seconds.
+        """
+        from kclient.client.admin import AdminClient, NewTopic
+
+        rf = min(3, len(self.brokers)) if replication_factor is None else replication_factor
+        topic = NewTopic(name, partitions, rf, config={k: str(v) for k, v in (config or {}).items()})
+        with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
+            admin.create_topics([topic], timeout_ms=int(timeout * 1000))
+        for p in range(partitions):
+            info = self._wait(lambda p=p: self._agreed(name, p), timeout, f"every broker to know {name}-{p}")
+            self.wait_for_isr(name, p, info.replicas, timeout=timeout)
 
     def cleanup(self) -> None:
         """Stop every broker, delete their data, stop an own ZooKeeper."""

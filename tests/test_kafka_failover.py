@@ -1,0 +1,193 @@
+"""kclient's idempotent producer on a real Apache Kafka 4 cluster while the
+leader is killed: three KRaft nodes (each broker and controller), a topic
+with replication factor 3 and ``min.insync.replicas=2``, and the leader of
+its partition killed with SIGKILL and restarted, several times in a row,
+while an idempotent ``acks=-1`` kclient Producer sends numbered records
+(Kafka documentation, "Replication"; KIP-98 for idempotence). The same
+scenario as tests/test_cluster_failover.py runs on the bundled cluster.
+
+Every record is counted: acknowledged (its delivery callback had a
+`RecordMetadata`), failed (the callback had an error), lost (acknowledged,
+not in the log) and duplicated (in the log twice). Nothing acknowledged may
+be lost or doubled, and each acknowledged record sits at the offset its
+delivery result named.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
+from kclient.testing import KafkaCluster, java_unavailable_reason
+from helpers.skips import require
+
+KILLS = 3
+TIMEOUT = 120.0
+PROPERTIES = {
+    "min.insync.replicas": 2,
+    "default.replication.factor": 3,
+    "num.partitions": 1,
+    # A killed broker is fenced (and leaves every ISR) once its heartbeats
+    # stop for broker.session.timeout.ms (KRaft; Kafka's default is 9 s).
+    "broker.session.timeout.ms": 6000,
+    "broker.heartbeat.interval.ms": 1000,
+    "replica.lag.time.max.ms": 10000,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
+    with KafkaCluster(3, release="4", properties=PROPERTIES) as c:
+        yield c
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+class Ledger:
+    """What the producer's delivery callbacks said about each record."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acked: dict[int, int] = {}  # number -> offset of its RecordMetadata
+        self.ack_times: list[float] = []
+        self.failed: dict[int, str] = {}
+        self.calls = 0
+
+    def callback(self, n: int):
+        def done(metadata, error) -> None:
+            with self.lock:
+                self.calls += 1
+                if error is None:
+                    assert n not in self.acked, f"record {n} acknowledged twice"
+                    self.acked[n] = metadata.offset
+                    self.ack_times.append(time.monotonic())
+                else:
+                    self.failed[n] = f"{type(error).__name__}: {error}"
+
+        return done
+
+    def acks_after(self, t: float) -> int:
+        with self.lock:
+            return sum(1 for x in self.ack_times if x > t)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+
+class Writer(threading.Thread):
+    """An async idempotent acks=-1 kclient Producer sending "0", "1", ...
+    with a delivery callback each, until stopped; then it closes (flushing
+    what is queued)."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str, ledger: Ledger) -> None:
+        super().__init__(name="kclient-writer", daemon=True)
+        self.config = {
+            "bootstrap.servers": cluster.bootstrap,
+            "producer.type": "async",
+            "enable.idempotence": True,
+            "request.required.acks": -1,
+            "message.send.max.retries": 200,
+            "retry.backoff.ms": 200,
+            "request.timeout.ms": 5000,
+            "batch.num.messages": 50,
+            "queue.buffering.max.ms": 5,
+            "queue.buffering.max.messages": 500,
+            "close.timeout.ms": int(TIMEOUT * 1000),
+        }
+        self.topic, self.ledger = topic, ledger
+        self.halt = threading.Event()
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with Producer(self.config) as producer:
+                while not self.halt.is_set():
+                    producer.send(ProducerData(self.topic, None, [str(self.sent).encode()]), callback=self.ledger.callback(self.sent))
+                    self.sent += 1
+                    if self.sent % 50 == 0:
+                        time.sleep(0.005)  # a steady stream, not a flood
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(2 * TIMEOUT)
+        assert not self.is_alive(), "the producer did not close"
+        assert self.error is None, self.error
+
+
+def read_log(cluster: KafkaCluster, topic: str) -> list[tuple[int, int]]:
+    """``(offset, number)`` of every record of partition 0 up to the high
+    watermark, from its leader."""
+    leader = cluster.broker(cluster.wait_for_leader(topic, 0))
+    out: list[tuple[int, int]] = []
+    with SimpleConsumer(leader.host, leader.ports["PLAINTEXT"], 10_000, 1 << 20, "failover-check") as consumer:
+        end = consumer.get_offsets_before(topic, 0, -1, 1)[0]
+        offset = 0
+        while offset < end:
+            messages = list(consumer.fetch(FetchRequest(topic, 0, offset, 1 << 20)))
+            assert messages, f"no progress at offset {offset} of {end}"
+            for m in messages:
+                if m.offset < offset:
+                    continue
+                out.append((m.offset, int(m.message.payload)))
+                offset = m.next_offset
+    return out
+
+
+def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(cluster):
+    topic = f"numbered-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+    assert cluster.isr(topic, 0) == [1, 2, 3]
+    ledger = Ledger()
+    writer = Writer(cluster, topic, ledger)
+    writer.start()
+    failovers = []
+    try:
+        wait_for(lambda: writer.error is None and ledger.count() >= 200, "the first acknowledgements")
+        for _ in range(KILLS):
+            old = cluster.wait_for_leader(topic, 0)
+            killed_at = time.monotonic()
+            cluster.kill(old)
+            new = cluster.wait_for_leader(topic, 0, exclude={old}, timeout=TIMEOUT)
+            assert new != old
+            wait_for(lambda: ledger.acks_after(killed_at) >= 200, "acknowledged sends on the new leader")
+            failovers.append(round(min(t for t in ledger.ack_times if t > killed_at) - killed_at, 2))
+            cluster.restart(old)
+            cluster.wait_for_isr(topic, 0, [1, 2, 3], timeout=TIMEOUT)
+            assert writer.error is None, writer.error
+    finally:
+        writer.stop()
+    assert ledger.calls == writer.sent, f"{writer.sent} records sent, {ledger.calls} delivery results"
+    log = read_log(cluster, topic)
+    numbers = [n for _, n in log]
+    at = {n: o for o, n in log}
+    acked = ledger.acked
+    lost = sorted(set(acked) - set(numbers))
+    duplicated = sorted({n for n in numbers if numbers.count(n) > 1}) if len(numbers) != len(set(numbers)) else []
+    wrong_offset = sorted(n for n, o in acked.items() if n in at and o != at[n])
+    print(
+        f"Kafka {cluster.broker(1).version}: sent {writer.sent}, acknowledged {len(acked)}, failed {len(ledger.failed)}, "
+        f"lost {len(lost)}, duplicated {len(duplicated)}, in the log {len(numbers)}; "
+        f"failover (kill -> first acknowledgement after it), s: {failovers}; failures: {dict(list(ledger.failed.items())[:3])}"
+    )
+    assert not lost, f"acknowledged but lost: {lost[:20]} ({len(lost)})"
+    assert not duplicated, f"in the log twice: {duplicated[:20]} ({len(duplicated)})"
+    assert not wrong_offset, f"acknowledged at another offset than the log's: {[(n, acked[n], at[n]) for n in wrong_offset[:10]]}"
+    assert set(numbers) <= set(acked) | set(ledger.failed), "in the log but never sent"
+    assert numbers == sorted(numbers), "records out of order"

@@ -10,18 +10,24 @@ Every record is counted: acknowledged (its delivery callback had a
 `RecordMetadata`), failed (the callback had an error), lost (acknowledged,
 not in the log) and duplicated (in the log twice). Nothing acknowledged may
 be lost or doubled, and each acknowledged record sits at the offset its
-delivery result named.
+delivery result named. A broker-coordinated ConsumerConnector group reads
+the partition throughout; one of the kills takes its group coordinator
+(the leader of the group's ``__consumer_offsets`` partition) instead, and
+the group reads the whole log in the end.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import uuid
 
 import pytest
 
-from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
+from kclient import AdminClient, FetchRequest, Producer, ProducerData, SimpleConsumer
+from kclient.client.consumer.group.connector import ConsumerConnector
+from kclient.errors import ConsumerTimeoutError
 from kclient.testing import KafkaCluster, java_unavailable_reason
 from helpers.skips import require
 
@@ -131,6 +137,54 @@ class Writer(threading.Thread):
         assert self.error is None, self.error
 
 
+class GroupReader(threading.Thread):
+    """A broker-coordinated ConsumerConnector reading the topic into a set
+    (at-least-once: a record may come again after a rebalance)."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str) -> None:
+        super().__init__(name="kclient-group", daemon=True)
+        self.group = f"failover-{uuid.uuid4().hex[:8]}"
+        self.connector = ConsumerConnector(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.coordination": "broker",
+                "group.id": self.group,
+                "auto.offset.reset": "smallest",
+                "consumer.timeout.ms": 200,
+                "auto.commit.interval.ms": 500,
+                "heartbeat.interval.ms": 500,
+                "session.timeout.ms": 10000,
+                "rebalance.max.retries": 50,
+                "rebalance.backoff.ms": 500,
+            }
+        )
+        self.stream = self.connector.create_message_streams({topic: 1})[topic][0]
+        self.seen: set[int] = set()
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.halt.is_set():
+                try:
+                    for m in self.stream:
+                        self.seen.add(int(m.message))
+                except ConsumerTimeoutError:
+                    continue
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def coordinator(self, cluster: KafkaCluster) -> int:
+        with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+            return admin.describe_consumer_groups([self.group])[self.group].coordinator_id
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(TIMEOUT)
+        self.connector.shutdown()
+        assert self.error is None, self.error
+
+
 def read_log(cluster: KafkaCluster, topic: str) -> list[tuple[int, int]]:
     """``(offset, number)`` of every record of partition 0 up to the high
     watermark, from its leader."""
@@ -150,22 +204,29 @@ def read_log(cluster: KafkaCluster, topic: str) -> list[tuple[int, int]]:
     return out
 
 
-def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(cluster):
+def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(cluster, request):
     topic = f"numbered-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     assert cluster.isr(topic, 0) == [1, 2, 3]
     ledger = Ledger()
     writer = Writer(cluster, topic, ledger)
     writer.start()
+    group = GroupReader(cluster, topic)
+    request.addfinalizer(group.connector.shutdown)
+    group.start()
     failovers = []
+    killed = []
     try:
-        wait_for(lambda: writer.error is None and ledger.count() >= 200, "the first acknowledgements")
-        for _ in range(KILLS):
-            old = cluster.wait_for_leader(topic, 0)
+        wait_for(lambda: writer.error is None and ledger.count() >= 200 and group.seen, "the first acknowledgements and reads")
+        for kill in range(KILLS):
+            leader = cluster.wait_for_leader(topic, 0)
+            # The second kill takes the group's coordinator (often another node).
+            old = group.coordinator(cluster) if kill == 1 else leader
             killed_at = time.monotonic()
             cluster.kill(old)
-            new = cluster.wait_for_leader(topic, 0, exclude={old}, timeout=TIMEOUT)
-            assert new != old
+            killed.append((old, "leader" if old == leader else "coordinator"))
+            if old == leader:
+                assert cluster.wait_for_leader(topic, 0, exclude={old}, timeout=TIMEOUT) != old
             wait_for(lambda: ledger.acks_after(killed_at) >= 200, "acknowledged sends on the new leader")
             failovers.append(round(min(t for t in ledger.ack_times if t > killed_at) - killed_at, 2))
             cluster.restart(old)
@@ -179,15 +240,18 @@ def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(clust
     at = {n: o for o, n in log}
     acked = ledger.acked
     lost = sorted(set(acked) - set(numbers))
-    duplicated = sorted({n for n in numbers if numbers.count(n) > 1}) if len(numbers) != len(set(numbers)) else []
+    duplicated = sorted(n for n, times in collections.Counter(numbers).items() if times > 1)
     wrong_offset = sorted(n for n, o in acked.items() if n in at and o != at[n])
     print(
         f"Kafka {cluster.broker(1).version}: sent {writer.sent}, acknowledged {len(acked)}, failed {len(ledger.failed)}, "
         f"lost {len(lost)}, duplicated {len(duplicated)}, in the log {len(numbers)}; "
-        f"failover (kill -> first acknowledgement after it), s: {failovers}; failures: {dict(list(ledger.failed.items())[:3])}"
+        f"killed {killed}; failover (kill -> first acknowledgement after it), s: {failovers}; failures: {dict(list(ledger.failed.items())[:3])}"
     )
     assert not lost, f"acknowledged but lost: {lost[:20]} ({len(lost)})"
     assert not duplicated, f"in the log twice: {duplicated[:20]} ({len(duplicated)})"
     assert not wrong_offset, f"acknowledged at another offset than the log's: {[(n, acked[n], at[n]) for n in wrong_offset[:10]]}"
     assert set(numbers) <= set(acked) | set(ledger.failed), "in the log but never sent"
     assert numbers == sorted(numbers), "records out of order"
+    wait_for(lambda: group.error is None and set(numbers) <= group.seen, "the group to read the whole log")
+    group.stop()
+    assert group.seen == set(numbers)

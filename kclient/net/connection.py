@@ -65,7 +65,7 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.connection import ClientConnection
-from kclient.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, choose_version
+from kclient.protocol.messages import API_VERSIONS, FETCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, choose_version
 from kclient.protocol.schema import Api
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context, ssl_authentication_error
@@ -165,6 +165,36 @@ class PendingResponse:
         if self._pending.event.is_set():
             return True
         return self._conn._busy_wait_readable(seconds)
+
+#: Lowest Produce version Kafka 4.0+ accepts (KIP-896 removed v0-v2).
+KIP_896_PRODUCE_MIN_VERSION = 3
+#: Lowest Fetch version Kafka 4.0+ advertises (KIP-896 removed v0-v3): a
+#: broker whose Fetch starts here is a KIP-896 broker.
+KIP_896_FETCH_MIN_VERSION = 4
+
+
+def _effective_versions(versions: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The versions a broker accepts, from those its ApiVersions advertised.
+
+    Kafka 4.0+ removed Produce v0-v2 (KIP-896) yet still advertises Produce
+    v0 (KAFKA-18659: old librdkafka releases refused to compress unless the
+    broker listed v0); a v0-v2 Produce request makes it close the
+    connection. Such a broker is known by its Fetch range starting at v4:
+    its Produce range is taken to start at v3, so that a producer capped at
+    an older release (``api.version``) fails with `UnsupportedVersionError`
+    instead of a closed connection.
+
+    Args:
+        versions: API key -> ``(min, max)`` as advertised.
+
+    Returns:
+        ``versions``, with Produce's minimum raised on a KIP-896 broker.
+    """
+    produce, fetch = versions.get(PRODUCE.key), versions.get(FETCH.key)
+    if produce is not None and fetch is not None and fetch[0] >= KIP_896_FETCH_MIN_VERSION and produce[0] < KIP_896_PRODUCE_MIN_VERSION:
+        versions = {**versions, PRODUCE.key: (KIP_896_PRODUCE_MIN_VERSION, produce[1])}
+    return versions
+
 
 class BrokerConnection:
     """One TCP connection to ``host:port``.
@@ -387,7 +417,7 @@ class BrokerConnection:
             response = await self._request(API_VERSIONS, version, body if version >= 3 else {})
         if response.body["error_code"]:
             raise UnsupportedVersionError(f"ApiVersions failed with error {response.body['error_code']}")
-        self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
+        self.api_versions = _effective_versions({k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]})
         self._versions.clear()
 
     def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:

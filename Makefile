@@ -60,6 +60,7 @@ bench: jvm
 		touch $(VENV)/.kclient-bench-installed; }
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/spark.py
+	$(BIN)/python benchmarks/kafka_reference.py
 	$(BIN)/python benchmarks/security.py
 	$(BIN)/python benchmarks/cluster.py
 	$(BIN)/python benchmarks/commit_latency.py

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.skips import require
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
@@ -257,3 +259,44 @@ def test_stream_phases_quick(zookeeper) -> None:
     for line in runs:
         assert "join" in line and "records/s" in line and "page faults" in line and "gc runs" in line, line
     assert proc.stdout.count("thread CPU ms:") == 2
+
+
+def test_kafka_reference_benchmark_quick(tmp_path) -> None:
+    """benchmarks/kafka_reference.py --quick (issue 25): the bundled broker
+    beside Apache Kafka's, kclient beside Kafka's Java client and
+    librdkafka, the kclient Spark source beside Spark's format("kafka");
+    counts are checked by the script (exit 1 on a wrong one), here the
+    exit status, the ratio lines and the JSON's shape. No speed is
+    asserted."""
+    from conftest import require_spark
+
+    from kclient.testing import java_unavailable_reason
+
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
+    require_spark()
+    pytest.importorskip("confluent_kafka")
+    out = tmp_path / "kafka_reference.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kafka_reference.py"), "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"benchmarks/kafka_reference.py --quick failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    report = json.loads(out.read_text())
+    assert report["quick"] is True and report["repeat"] == 1 and report["failures"] == []
+    rows = {(r["row"], r["client"]): r for r in report["broker_rows"]}
+    for kind in ("produce", "consume"):
+        for partitions in (1, 64):
+            for client in ("kclient", "confluent-kafka", "java"):
+                row = rows[f"{kind}-100B-{partitions}p", client]
+                assert row["bundled_records_per_s"] > 0 and row["kafka_records_per_s"] > 0, row
+                assert row["bundled_over_kafka"] > 0, row
+            assert rows[f"{kind}-100B-{partitions}p", "kclient"]["kclient_over_java"] > 0
+    for kind in ("read_aggregate", "write"):
+        assert report["spark"][kind]["kclient_over_kafka"] > 0, report["spark"]
+    stdout = proc.stdout
+    assert "bundled/Kafka" in stdout and "kclient/Java" in stdout and "kclient/librdkafka" in stdout and "kclient/Spark" in stdout
+    assert re.search(r"^produce-100B-1p\s+kclient\s+[\d,]+\s+[\d,]+\s+[\d.]+$", stdout, re.M), stdout
+    assert re.search(r"^read\+aggregate\s+[\d,]+\s+[\d,]+\s+[\d.]+$", stdout, re.M), stdout

@@ -194,17 +194,22 @@ class JavaConsumer:
     """Kafka's ``VerifiableConsumer`` in the group (it commits synchronously
     after every poll; ``--verbose`` prints each record it consumed)."""
 
-    def __init__(self, target, topic: str, group: str, strategy: str) -> None:
+    def __init__(self, target, topic: str, group: str, strategy: str, *, protocol: str = "classic", autocommit: bool = False) -> None:
         release = target.release or "4"
+        args = ["--group-protocol", protocol]
+        if protocol == "classic":
+            args += ["--assignment-strategy", JAVA_ASSIGNORS[strategy], "--session-timeout", "10000"]
+        else:
+            args += ["--group-remote-assignor", "uniform" if strategy == "roundrobin" else strategy]
+        if autocommit:
+            args.append("--enable-autocommit")
         command = kafka_tool_command(
             "kafka-verifiable-consumer",
             "--bootstrap-server", target.bootstrap,
             "--topic", topic,
             "--group-id", group,
-            "--group-protocol", "classic",
-            "--assignment-strategy", JAVA_ASSIGNORS[strategy],
+            *args,
             "--reset-policy", "earliest",
-            "--session-timeout", "10000",
             "--verbose",
             release=release,
         )  # fmt: skip
@@ -254,6 +259,11 @@ class JavaConsumer:
         if self.proc.poll() is not None:
             raise AssertionError(f"VerifiableConsumer exited with {self.proc.returncode}: {''.join(self.stderr)[-3000:]}")
         return True
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup; the coordinator drops it after its session timeout."""
+        self.proc.kill()
+        self.proc.wait()
 
     def stop(self) -> None:
         """SIGTERM: its shutdown hook wakes the consumer, which closes
@@ -344,5 +354,81 @@ def test_broker_group_with_kafkas_java_consumer(target, strategy, first_member):
         wait_until(lambda: java.alive() and len(java.numbers()) >= 50, "the Java consumer to read the last 50")
         wait_until(lambda: java.committed() == {p: 60 for p in range(PARTITIONS)}, "its commits")
         assert sorted(java.numbers()) == list(range(250, 300)), "the Java consumer resumed at kclient's offsets"
+    finally:
+        java.stop()
+
+
+def test_broker_group_rebalances_as_the_java_consumer_leaves_joins_and_dies(target):
+    """Rebalances between kclient and the Java consumer, both committing
+    automatically: the Java consumer leaves (LeaveGroup), a new one joins,
+    then it is killed (SIGKILL: the coordinator drops it once its session
+    times out). After each, kclient owns what it should and nothing
+    produced is missed (at-least-once: a record may come twice around a
+    rebalance)."""
+    topic = new_topic(target)
+    group = f"rebalance-{uuid.uuid4().hex[:8]}"
+    everything = set(range(PARTITIONS))
+    config = broker_config(target, group, "range", **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})
+    java_numbers: list[int] = []
+    with ConsumerConnector(config) as kclient:
+        reader = StreamReader(kclient.create_message_streams({topic: 1})[topic])
+        reader.start()
+        try:
+            mine = lambda: {p for _, p in kclient.owned_partitions()}  # noqa: E731
+            wait_until(lambda: mine() == everything, "kclient to own every partition")
+            produced = 0
+            for step in ("leave", "kill"):
+                java = JavaConsumer(target, topic, group, "range", autocommit=True)
+                try:
+                    wait_until(lambda: java.alive() and java.assignment() and not java.assignment() & mine() and java.assignment() | mine() == everything, "the split")
+                    produce(target, topic, produced, 100)
+                    produced += 100
+                    wait_until(lambda: java.alive() and set(range(produced)) <= set(reader.numbers()) | set(java_numbers) | set(java.numbers()), "the records while both are in")
+                    if step == "leave":
+                        java.stop()
+                    else:
+                        java.kill()
+                finally:
+                    java_numbers += java.numbers()
+                    java.stop()
+                wait_until(lambda: mine() == everything, f"kclient to own every partition again after the Java consumer's {step}")
+                produce(target, topic, produced, 100)
+                produced += 100
+                wait_until(lambda: set(range(produced)) <= set(reader.numbers()) | set(java_numbers), f"every record after the {step}")
+        finally:
+            reader.stop()
+    assert set(reader.numbers()) | set(java_numbers) == set(range(produced))
+
+
+def test_kafka4_mixed_group_with_a_kip848_java_consumer(kafka4_target):
+    """Kafka 4's new consumer group protocol (KIP-848, ConsumerGroupHeartbeat)
+    beside kclient's classic member: the coordinator assigns for both with
+    its server-side assignor, kclient's member gets its share through
+    JoinGroup / SyncGroup (KIP-848's online migration: a classic member in
+    a consumer group), and between them every record is read once."""
+    target = kafka4_target
+    topic = new_topic(target)
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    config = broker_config(target, group, "range")
+    java = JavaConsumer(target, topic, group, "range", protocol="consumer")
+    try:
+        wait_until(lambda: java.alive() and java.assignment() == set(range(PARTITIONS)), "the Java consumer to own every partition")
+        with ConsumerConnector(config) as kclient:
+            reader = StreamReader(kclient.create_message_streams({topic: 1})[topic])
+
+            def settled():
+                java.alive()
+                mine = {p for _, p in kclient.owned_partitions()}
+                theirs = java.assignment() or set()
+                return (mine, theirs) if mine and theirs and not mine & theirs and mine | theirs == set(range(PARTITIONS)) else None
+
+            mine, theirs = wait_until(settled, "both members to own partitions")
+            reader.start()
+            produce(target, topic, 0, 200)
+            wait_until(lambda: java.alive() and len(reader.numbers()) + len(java.numbers()) >= 200, "the 200 records")
+            reader.stop()
+            assert sorted(reader.numbers() + java.numbers()) == list(range(200))
+            assert {p for _, p, _ in reader.records} == mine
+            kclient.commit_offsets()
     finally:
         java.stop()

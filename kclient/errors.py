@@ -89,6 +89,8 @@ NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+#: OffsetDelete (KIP-496): a member of the group consumes the topic.
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 class KafkaError(Exception):
@@ -598,6 +600,12 @@ class MemberIdRequiredError(BrokerResponseError):
 @_code(GROUP_MAX_SIZE_REACHED, "GROUP_MAX_SIZE_REACHED")
 class GroupMaxSizeReachedError(BrokerResponseError):
     """81: the group already has ``group.max.size`` members (KIP-389)."""
+
+
+@_code(GROUP_SUBSCRIBED_TO_TOPIC, "GROUP_SUBSCRIBED_TO_TOPIC")
+class GroupSubscribedToTopicError(BrokerResponseError):
+    """86: OffsetDelete of a partition whose topic a member of the group is
+    subscribed to (KIP-496)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

@@ -366,6 +366,27 @@ SAMPLES: dict[tuple[int, str], dict] = {
     (36, "response"): {"error_code": 0, "error_message": None, "auth_bytes": b"r=fyko+d2lbbFgONRv9qkxdawL,s=QSXCR+Q6sek8bf92,i=4096", "session_lifetime_ms": 3_600_000},
     (42, "request"): {"groups_names": ["billing-consumers", "audit", "connect-sink"]},
     (42, "response"): {"throttle_time_ms": 0, "results": [{"group_id": "billing-consumers", "error_code": 0}, {"group_id": "audit", "error_code": 68}, {"group_id": "connect-sink", "error_code": 69}]},
+    (37, "request"): {
+        "topics": [
+            {"name": "orders", "count": 6, "assignments": [{"broker_ids": [1, 2, 3]}, {"broker_ids": [2, 3, 1]}]},
+            {"name": "payments", "count": 4, "assignments": None},
+        ],
+        "timeout_ms": 30000,
+        "validate_only": True,
+    },
+    (37, "response"): {
+        "throttle_time_ms": 0,
+        "results": [
+            {"name": "orders", "error_code": 0, "error_message": None},
+            {"name": "payments", "error_code": 37, "error_message": "Topic currently has 8 partitions, which is higher than the requested 4."},
+        ],
+    },
+    (47, "request"): {"group_id": "billing-consumers", "topics": [{"name": "orders", "partitions": [{"partition_index": 0}, {"partition_index": 5}]}]},
+    (47, "response"): {
+        "error_code": 0,
+        "throttle_time_ms": 0,
+        "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0}, {"partition_index": 5, "error_code": 86}]}],
+    },
 }
 
 #: Second bodies: (overrides of SAMPLES, lowest version they apply to) —
@@ -387,6 +408,8 @@ VARIANTS: dict[tuple[int, str], list[tuple[dict, int]]] = {
     (23, "request"): [({"replica_id": -1, "topics": []}, 0)],
     (36, "request"): [({"auth_bytes": b""}, 0)],
     (36, "response"): [({"error_code": 58, "error_message": "Authentication failed: invalid credentials", "auth_bytes": b"", "session_lifetime_ms": 0}, 0)],
+    (37, "request"): [({"topics": [], "validate_only": False}, 0)],
+    (47, "response"): [({"error_code": 69, "topics": []}, 0)],
 }
 
 
@@ -518,6 +541,8 @@ def kafka_python_cases():
         for kind in ("request", "response"):
             for version in range(api.min_version, api.max_version + 1):
                 old = old_class(api, kind, version)
+                if (api.key, kind) == (37, "request"):
+                    old = None  # its hand-written class nests count and assignments in a struct of its own (same bytes)
                 if old is not None and not api.flexible(version):
                     cases.append(pytest.param(api, kind, version, "old", id=f"{api.name}-{kind}-v{version}-old"))
                 if new_class(api, kind, version) is not None:

@@ -31,6 +31,9 @@ When active it:
   elects leaders for offline partitions it can lead;
 - on ``/isr_change_notification`` (leaders' ISR changes): re-reads those
   partitions and sends every broker fresh metadata;
+- on partitions added to a topic (CreatePartitions, KIP-195, which only
+  the active controller serves): creates the new partitions' states and
+  tells the replicas, as for a new topic;
 - on ``/admin/delete_topics/<topic>`` (with ``delete.topic.enable``):
   StopReplica with deletion to the replicas, removes the topic's znodes and
   tells every broker (leader -2 in UpdateMetadata).
@@ -186,6 +189,8 @@ class Controller:
             await self._isr_changed(event[1])
         elif kind == "delete":
             await self._delete_topics(event[1])
+        elif kind == "partitions":
+            await self._partitions_added(event[1])
 
     # ------------------------------------------------------------ election
 
@@ -506,6 +511,26 @@ class Controller:
         changed |= await self._zk(self._elect_leaders, keys, set())
         log.info("new topics %s", added)
         self._send_leader_and_isr(sorted(k for k in keys), is_new=True)
+        self._send_metadata_to(set(self.live))
+
+    def partitions_added(self, topic: str) -> None:
+        """Tell the active controller that ``/brokers/topics/<topic>`` now
+        holds more partitions (CreatePartitions, KIP-195, written by this
+        broker's `kclient.broker.topic_admin.TopicAdmin`); Kafka's
+        ``PartitionModifications`` event."""
+        self._send.send_nowait(("partitions", topic))
+
+    async def _partitions_added(self, topic: str) -> None:
+        known = {k for k in self.partitions if k[0] == topic}
+        if not known:
+            return  # a new or deleted topic: the topics watch handles it
+        keys = [k for k in await self._load_topic(topic) if k not in known]
+        if not keys:
+            return
+        await self._zk(self._initialize_states, keys)
+        await self._zk(self._elect_leaders, keys, set())
+        log.info("%s: new partitions %s", topic, [p for _, p in keys])
+        self._send_leader_and_isr(sorted(keys), is_new=True)
         self._send_metadata_to(set(self.live))
 
     async def _isr_changed(self, children: list[str]) -> None:

@@ -98,6 +98,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 0),  # IncrementalAlterConfigs (KIP-339; v1 is flexible)
     36: (0, 1),  # SaslAuthenticate (KIP-152; v1: session lifetime, KIP-368)
     42: (0, 1),  # DeleteGroups (KIP-229)
+    37: (0, 1),  # CreatePartitions (KIP-195; v2 is flexible)
+    47: (0, 0),  # OffsetDelete (KIP-496)
 }
 # The SASL APIs are advertised on every listener, as Kafka does; on a
 # listener without SASL, or once authenticated, they are answered
@@ -388,12 +390,14 @@ class RequestHandlers:
             15: self.group_apis.describe_groups,
             16: self.group_apis.list_groups,
             42: self.group_apis.delete_groups,
+            47: self.group_apis.offset_delete,
             17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,
             23: self.offset_for_leader_epoch,
             19: self.create_topics,
             20: self.delete_topics,
+            37: self.create_partitions,
             32: self.describe_configs,
             33: self.alter_configs,
             44: self.incremental_alter_configs,
@@ -788,6 +792,10 @@ class RequestHandlers:
     async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
         """DeleteTopics v0-3: `kclient.broker.topic_admin.TopicAdmin.delete_topics`."""
         return await self.state.topic_admin.delete_topics(body, header.api_version)
+
+    async def create_partitions(self, header: RequestHeader, body: dict) -> dict:
+        """CreatePartitions v0-1: `kclient.broker.topic_admin.TopicAdmin.create_partitions`."""
+        return await self.state.topic_admin.create_partitions(body, header.api_version)
 
     async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
         """DescribeConfigs v0-3 (KIP-133, KIP-226, KIP-569):

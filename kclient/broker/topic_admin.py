@@ -1,5 +1,5 @@
-"""Creating and deleting topics: auto-creation, CreateTopics (KIP-4) and
-DeleteTopics.
+"""Creating and deleting topics: auto-creation, CreateTopics (KIP-4),
+DeleteTopics and CreatePartitions (KIP-195).
 
 In a ZooKeeper cluster any broker creates a topic the way Kafka's
 ZooKeeper-era ``AdminZkClient`` does: it writes the topic's configs to
@@ -14,6 +14,14 @@ delayed operations do.
 A standalone broker (no ``zookeeper.connect``) creates the logs and leads
 them itself at once, so an auto-creating Produce succeeds in the same
 request.
+
+CreatePartitions adds partitions as ZooKeeper-era Kafka's
+``AdminZkClient.addPartitions`` does: the active controller assigns the new
+partitions (continuing the existing numbering and replication factor, or
+as the request assigns them), rewrites ``/brokers/topics/<topic>`` with the
+old and new partitions and creates the new partitions' states; the answer
+waits until this broker's metadata shows them with leaders. A standalone
+broker creates and leads the new logs itself.
 
 Replicas are assigned as Kafka's ``AdminUtils.assignReplicasToBrokers``
 does without racks: partition ``p``'s first replica is broker
@@ -73,7 +81,13 @@ TOPIC_CONFIGS = frozenset(
 
 
 def assign_replicas(
-    brokers: Sequence[int], partitions: int, replication_factor: int, *, start_index: int | None = None, shift: int | None = None
+    brokers: Sequence[int],
+    partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int | None = None,
+    shift: int | None = None,
+    first_partition: int = 0,
 ) -> dict[int, tuple[int, ...]]:
     """Kafka's rack-unaware replica assignment (see the module docstring).
 
@@ -84,6 +98,8 @@ def assign_replicas(
         start_index: Where the first partition's leader is taken (default
             random, as Kafka).
         shift: The initial follower shift (default random).
+        first_partition: The id of the first partition to assign (partitions
+            added to an existing topic, KIP-195, continue its numbering).
 
     Returns:
         ``{partition: (replica ids...)}``, the first replica the preferred leader.
@@ -100,7 +116,7 @@ def assign_replicas(
     start = random.randrange(n) if start_index is None else start_index % n
     next_shift = random.randrange(n) if shift is None else shift % n
     result: dict[int, tuple[int, ...]] = {}
-    for p in range(partitions):
+    for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
             next_shift += 1
         first = (p + start) % n
@@ -269,7 +285,137 @@ class TopicAdmin:
         await trio.to_thread.run_sync(self.zk.create_persistent_if_absent, f"{DELETE_TOPICS_PATH}/{name}", b"")
         return NONE, None
 
+    async def add_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool = False
+    ) -> tuple[int, str | None]:
+        """Raise ``name``'s partition count to ``count`` (KIP-195);
+        ``(error code, message)``. Does not wait for the new leaders (see
+        `create_partitions`).
+
+        Args:
+            name: The topic.
+            count: Its new partition count.
+            assignments: One replica list per new partition, or None to
+                assign them as Kafka does.
+            validate_only: Check only.
+
+        Returns:
+            NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (being
+            deleted), INVALID_PARTITIONS (not more than now),
+            INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR.
+        """
+        state = self.state
+        current = state.metadata_cache.partitions(name)
+        existing: dict[int, tuple[int, ...]]
+        if self.zk is None:
+            if not current:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            existing = {p: (state.broker_id,) for p in current}
+        else:
+            data = await trio.to_thread.run_sync(self.zk.get, topic_path(name))
+            if data is None:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            if await trio.to_thread.run_sync(self.zk.exists, f"{DELETE_TOPICS_PATH}/{name}"):
+                return INVALID_TOPIC_EXCEPTION, f"The topic '{name}' is queued for deletion."
+            existing = dict(TopicAssignment.from_json(data).partitions)
+        old = len(existing)
+        if count < old:
+            return INVALID_PARTITIONS, f"Topic currently has {old} partitions, which is higher than the requested {count}."
+        if count == old:
+            return INVALID_PARTITIONS, f"Topic already has {old} partitions."
+        added = count - old
+        factor = len(existing[min(existing)])
+        live = await self.live_brokers()
+        if assignments is not None:
+            if len(assignments) != added:
+                return INVALID_REPLICA_ASSIGNMENT, f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided."
+            new = {old + i: tuple(r) for i, r in enumerate(assignments)}
+            for p, replicas in new.items():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers or no broker in the assignment of partition {p}: {list(replicas)}"
+                if len(replicas) != factor:
+                    return (
+                        INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor between partitions, partition 0 has {factor} while partition {p} has {len(replicas)}.",
+                    )
+            unknown = sorted({b for r in new.values() for b in r} - set(live))
+            if unknown:
+                return INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+        else:
+            if factor > len(live):
+                return INVALID_REPLICATION_FACTOR, f"replication factor {factor} is larger than the {len(live)} live broker(s)"
+            ids = sorted(live)
+            first = existing[min(existing)][0]
+            start = ids.index(first) if first in ids else None
+            new = assign_replicas(ids, added, factor, start_index=start, shift=start, first_partition=old)
+        if validate_only:
+            return NONE, None
+        if self.zk is None:
+            await state.replica_manager.lead_locally(name, range(old, count), is_new=True)
+            for listener in state.topic_listeners:
+                listener(name, count)
+            log.info("topic %s: partitions %d..%d added", name, old, count - 1)
+            return NONE, None
+        code, message = await trio.to_thread.run_sync(self._write_partitions_zk, name, existing, new)
+        if code == NONE and self.controller is not None:
+            self.controller.partitions_added(name)
+        return code, message
+
+    def _write_partitions_zk(
+        self, name: str, existing: dict[int, tuple[int, ...]], new: dict[int, tuple[int, ...]]
+    ) -> tuple[int, str | None]:
+        found = self.zk.get_versioned(topic_path(name))
+        if found is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        if dict(TopicAssignment.from_json(found[0]).partitions) != existing:
+            return INVALID_PARTITIONS, f"The partitions of topic '{name}' changed meanwhile; retry."
+        if self.zk.set_versioned(topic_path(name), TopicAssignment({**existing, **new}).to_json(), found[1]) is None:
+            return INVALID_PARTITIONS, f"The partitions of topic '{name}' changed meanwhile; retry."
+        log.info("topic %s: partitions added: %s", name, {p: list(r) for p, r in new.items()})
+        return NONE, None
+
     # ------------------------------------------------------------ the APIs
+
+    async def create_partitions(self, body: dict, version: int) -> dict:
+        """CreatePartitions v0-1 (KIP-195): add each topic's partitions,
+        then wait up to ``timeout_ms`` until this broker's metadata has a
+        leader for each new partition (REQUEST_TIMED_OUT otherwise; the
+        partitions stay added). In a cluster only the active controller
+        serves it (NOT_CONTROLLER elsewhere), as in ZooKeeper-mode Kafka."""
+        state = self.state
+        topics = body.get("topics") or []
+        if self.not_controller():
+            message = "this broker is not the controller; send CreatePartitions to the controller_id of Metadata"
+            return {"throttle_time_ms": 0, "results": [{"name": t["name"], "error_code": NOT_CONTROLLER, "error_message": message} for t in topics]}
+        names = [t["name"] for t in topics]
+        results: list[dict[str, Any]] = []
+        waiting: list[tuple[dict, str, int]] = []
+        for t in topics:
+            name = t["name"]
+            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            results.append(entry)
+            if names.count(name) > 1:
+                entry.update(error_code=INVALID_REQUEST, error_message="Duplicate topic in request.")
+                continue
+            assignments = t.get("assignments")
+            replicas = None if assignments is None else [a["broker_ids"] for a in assignments]
+            code, message = await self.add_partitions(name, t["count"], replicas, validate_only=bool(body.get("validate_only")))
+            entry.update(error_code=code, error_message=message)
+            if code == NONE and not body.get("validate_only"):
+                waiting.append((entry, name, t["count"]))
+        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
+        for entry, name, count in waiting:
+            while not state.metadata_cache.all_leaders_known(name, count):
+                if trio.current_time() >= deadline:
+                    entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"partitions of {name!r} added; their leaders are not all elected yet")
+                    break
+                with trio.move_on_at(deadline):
+                    await state.metadata_cache.wait_changed()
+        for entry in results:
+            if entry["error_code"] != NONE:
+                log.info("CreatePartitions %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
+        return {"throttle_time_ms": 0, "results": results}
+
 
     async def create_topics(self, body: dict, version: int) -> dict:
         """CreateTopics v0-4 (KIP-4): create each topic, then wait up to

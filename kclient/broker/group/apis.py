@@ -1,7 +1,7 @@
 """Request handlers of the group APIs: FindCoordinator, OffsetCommit,
 OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
-DescribeGroups and DeleteGroups (Kafka protocol guide, "The Messages";
-KIP-229 for DeleteGroups).
+DescribeGroups, DeleteGroups and OffsetDelete (Kafka protocol guide, "The
+Messages"; KIP-229 for DeleteGroups, KIP-496 for OffsetDelete).
 
 Each takes the request header and the decoded body (the schemas of
 `kclient.protocol.messages`) and returns the response body; the version
@@ -238,6 +238,30 @@ class GroupApis:
         for group_id in body["groups_names"]:
             results.append({"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)})
         return {"throttle_time_ms": 0, "results": results}
+
+    async def offset_delete(self, header: RequestHeader, body: dict) -> dict:
+        """OffsetDelete v0 (KIP-496): a partition of a topic this broker
+        does not know is answered UNKNOWN_TOPIC_OR_PARTITION, the others as
+        `kclient.broker.group.coordinator.GroupCoordinator.delete_offsets`
+        decides."""
+        cache = self.state.metadata_cache
+        known: list[tuple[str, int]] = []
+        unknown: set[tuple[str, int]] = set()
+        for t in body.get("topics") or []:
+            for p in t.get("partitions") or []:
+                tp = (t["name"], p["partition_index"])
+                if cache.partition(*tp) is not None:
+                    known.append(tp)
+                else:
+                    unknown.add(tp)
+        code, errors = await self.coordinator.delete_offsets(body["group_id"], known)
+        if code != NONE:
+            return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+        errors.update({tp: UNKNOWN_TOPIC_OR_PARTITION for tp in unknown})
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), error in errors.items():
+            topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+        return {"error_code": NONE, "throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
 
 __all__ = ["GroupApis", "client_host"]

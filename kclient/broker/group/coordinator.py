@@ -51,6 +51,7 @@ from kclient.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
@@ -548,6 +549,56 @@ class GroupCoordinator:
             ],
         )
         return entry
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete for one group (KIP-496): ``(group error code,
+        {partition: error code})``.
+
+        The group error is GROUP_ID_NOT_FOUND for a group without members
+        or offsets, NON_EMPTY_GROUP for a group with members that is not a
+        consumer group; in a consumer group with members, the partitions of
+        topics a member subscribes to are refused with
+        GROUP_SUBSCRIBED_TO_TOPIC and the others deleted (Kafka's
+        ``GroupCoordinator.handleDeleteOffsets``). A partition without a
+        committed offset is answered NONE.
+        """
+        code = self._check(group_id)
+        if code != NONE:
+            return code, {}
+        group = self.manager.groups.get(group_id)
+        committed = self.manager.offsets.get(group_id, {})
+        if (group is None or group.is_(DEAD)) and not committed:
+            return GROUP_ID_NOT_FOUND, {}
+        errors: dict[tuple[str, int], int] = {}
+        deletable = list(partitions)
+        if group is not None and not group.is_(EMPTY) and not group.is_(DEAD):
+            if group.protocol_type != "consumer":
+                return NON_EMPTY_GROUP, {}
+            subscribed = self._subscribed_topics(group)
+            deletable = [tp for tp in partitions if tp[0] not in subscribed]
+            errors.update({tp: GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed})
+        code = await self.manager.delete_offsets(group_id, [tp for tp in deletable if tp in committed])
+        if code != NONE:
+            return code, {}
+        errors.update({tp: NONE for tp in deletable})
+        if deletable:
+            log.info("group %r: offsets of %d partition(s) deleted", group_id, len(deletable))
+        return NONE, errors
+
+    @staticmethod
+    def _subscribed_topics(group: Group) -> set[str]:
+        """The topics the members of a consumer group subscribe to (from
+        their ConsumerProtocolSubscription metadata)."""
+        from kclient.protocol.consumer_protocol import decode_subscription
+
+        topics: set[str] = set()
+        for member in group.members.values():
+            for _, data in member.protocols:
+                try:
+                    topics.update(decode_subscription(data).topics)
+                except Exception:  # not a consumer's subscription
+                    continue
+        return topics
 
     async def delete_group(self, group_id: str) -> int:
         """DeleteGroups for one group (KIP-229): GROUP_ID_NOT_FOUND,

@@ -309,6 +309,18 @@ class GroupMetadataManager:
         """Write ``group``'s metadata record (its current generation)."""
         return await self.append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(group.to_record()))])
 
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> int:
+        """Tombstone ``group_id``'s committed offsets of ``partitions`` and
+        forget them (OffsetDelete, KIP-496); the group stays."""
+        if not partitions:
+            return NONE
+        code = await self.append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in partitions])
+        if code == NONE:
+            committed = self.offsets.get(group_id, {})
+            for tp in partitions:
+                committed.pop(tp, None)
+        return code
+
     async def delete_group(self, group_id: str) -> int:
         """Tombstone ``group_id``'s metadata and offsets and forget them."""
         committed = self.offsets.get(group_id, {})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kclient.protocol.messages.alter_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.api_versions import API_VERSIONS
+from kclient.protocol.messages.create_partitions import CREATE_PARTITIONS
 from kclient.protocol.messages.create_topics import CREATE_TOPICS
 from kclient.protocol.messages.delete_groups import DELETE_GROUPS
 from kclient.protocol.messages.delete_topics import DELETE_TOPICS
@@ -25,6 +26,7 @@ from kclient.protocol.messages.list_groups import LIST_GROUPS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS, MAX_TIMESTAMP
 from kclient.protocol.messages.metadata import METADATA
 from kclient.protocol.messages.offset_commit import OFFSET_COMMIT
+from kclient.protocol.messages.offset_delete import OFFSET_DELETE
 from kclient.protocol.messages.offset_fetch import OFFSET_FETCH
 from kclient.protocol.messages.offset_fetch_full import OFFSET_FETCH_FULL
 from kclient.protocol.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
@@ -70,6 +72,8 @@ ALL_APIS: dict[int, Api] = {
             INCREMENTAL_ALTER_CONFIGS,
             SASL_AUTHENTICATE,
             DELETE_GROUPS,
+            CREATE_PARTITIONS,
+            OFFSET_DELETE,
         )
     },
 }
@@ -111,6 +115,7 @@ __all__ = [
     "ALTER_CONFIGS",
     "APIS",
     "API_VERSIONS",
+    "CREATE_PARTITIONS",
     "CREATE_TOPICS",
     "DELETE_GROUPS",
     "DELETE_TOPICS",
@@ -128,6 +133,7 @@ __all__ = [
     "LIST_OFFSETS",
     "METADATA",
     "OFFSET_COMMIT",
+    "OFFSET_DELETE",
     "OFFSET_FETCH",
     "OFFSET_FETCH_FULL",
     "OFFSET_FOR_LEADER_EPOCH",

@@ -16,7 +16,34 @@ def pytest_sessionstart(session) -> None:
     want of an outside program (Java, kcat, ...) and why."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(skip_summary())
+        line = skip_summary()
+        if "not apache_kafka" in (session.config.option.markexpr or ""):
+            line += "; deselected on purpose: the Apache Kafka tests (-m 'not apache_kafka'; make test runs them)"
+        reporter.write_line(line)
+
+
+#: Fixtures that start Apache Kafka (tests/conformance/conftest.py).
+_KAFKA_FIXTURES = frozenset({"kafka4_target", "kafka39_target"})
+#: Parameters of the conformance `target` fixture that are Apache Kafka.
+_KAFKA_TARGETS = frozenset({"kafka-4", "kafka-3.9"})
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark ``apache_kafka`` every test that runs Apache Kafka's JVM (its
+    broker, tools or jars): the conformance cells against Kafka 4 and 3.9,
+    and the ``test_kafka_*`` / ``test_jvm_setup`` modules. ``make
+    test-pure`` deselects them (`make test` runs them)."""
+    marker = pytest.mark.apache_kafka
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = list(callspec.params.values()) if callspec is not None else []
+        if (
+            item.path.name.startswith("test_kafka_")
+            or item.path.name == "test_jvm_setup.py"
+            or _KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or any(isinstance(v, str) and v in _KAFKA_TARGETS for v in params)
+        ):
+            item.add_marker(marker)
 
 
 #: Partitions of auto-created topics on the session broker.

@@ -17,7 +17,7 @@ from kclient import (
 from kclient.client.producer.partitioner import murmur2, to_positive
 from kclient.testing import kafka_tool
 
-from client_support import create_topic, read_topic, simple_consumer, unique_topic, wait_for, wait_for_log_end, read_partition
+from conformance.client_support import create_topic, read_topic, simple_consumer, unique_topic, wait_for, wait_for_log_end, read_partition
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 KEYS = [f"key-{i}".encode() for i in range(24)]

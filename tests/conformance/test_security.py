@@ -11,7 +11,7 @@ import pytest
 from kclient import AdminClient, AuthenticationError, FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.errors import SaslAuthenticationFailedError, SslAuthenticationError
 
-from client_support import create_topic, unique_topic
+from conformance.client_support import create_topic, unique_topic
 
 SECURED = [("SSL", None), ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")]
 

@@ -10,7 +10,7 @@ import pytest
 from kclient import FetchRequest, OffsetOutOfRangeError, OffsetRequest, Producer, ProducerData
 from kclient.errors import UnknownTopicOrPartitionError
 
-from client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic
+from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic
 
 NOW = 1_700_000_000_000
 

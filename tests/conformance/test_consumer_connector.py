@@ -432,3 +432,68 @@ def test_kafka4_mixed_group_with_a_kip848_java_consumer(kafka4_target):
             kclient.commit_offsets()
     finally:
         java.stop()
+
+
+@pytest.mark.parametrize("listener,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256")])
+def test_zookeeper_group_over_a_secured_listener(zk_target, listener, mechanism):
+    """A ZooKeeper-coordinated connector picks the broker endpoint of its
+    ``security.protocol`` from the registration's ``endpoints`` (Kafka
+    0.9's registration version 2+) and reads over it."""
+    target = zk_target
+    topic = new_topic(target)
+    produce(target, topic, 0, 20)
+    security = target.client_properties(listener, mechanism)
+    security.pop("bootstrap.servers")
+    config = zk_config(target, f"zk-{listener.lower()}-{uuid.uuid4().hex[:8]}", **security)
+    with ConsumerConnector(config) as connector:
+        reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 20, "the 20 records")
+        reader.stop()
+    assert sorted(reader.numbers()) == list(range(20))
+
+
+@pytest.mark.parametrize("dual_commit", [True, False])
+def test_zookeeper_group_with_offsets_in_kafka(zk_target, dual_commit):
+    """``offsets.storage=kafka`` (Kafka 0.8.2): a ZooKeeper-coordinated
+    group commits through the group coordinator (a standalone OffsetCommit:
+    generation -1, no member id) and resumes from there."""
+    target = zk_target
+    topic = new_topic(target)
+    group = f"zk-kafka-offsets-{uuid.uuid4().hex[:8]}"
+    produce(target, topic, 0, 50)
+    config = zk_config(target, group, **{"offsets.storage": "kafka", "dual.commit.enabled": dual_commit})
+    with ConsumerConnector(config) as connector:
+        reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 50, "the 50 records")
+        reader.stop()
+        connector.commit_offsets()
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        assert admin.list_consumer_group_offsets(group) == {(topic, p): 10 for p in range(PARTITIONS)}
+    produce(target, topic, 50, 25)
+    with ConsumerConnector(config) as connector:
+        reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 25, "the 25 records after the commit")
+        reader.stop()
+    assert sorted(reader.numbers()) == list(range(50, 75))
+
+
+@pytest.mark.parametrize("listener,mechanism", [("SSL", None), ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")])
+def test_broker_group_over_a_secured_listener(target, listener, mechanism):
+    """A broker-coordinated connector joins, reads, commits and resumes over
+    TLS and SASL (the coordinator's connection too)."""
+    topic = new_topic(target)
+    produce(target, topic, 0, 20)
+    config = broker_config(target, f"secured-{uuid.uuid4().hex[:8]}", "range", **target.client_properties(listener, mechanism))
+    for first, count in ((0, 20), (20, 10)):
+        if first:
+            produce(target, topic, first, count)
+        with ConsumerConnector(config) as connector:
+            reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
+            reader.start()
+            wait_until(lambda: len(reader.numbers()) >= count, f"{count} records")
+            reader.stop()
+            connector.commit_offsets()
+        assert sorted(reader.numbers()) == list(range(first, first + count))

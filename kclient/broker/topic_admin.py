@@ -198,6 +198,13 @@ class TopicAdmin:
                     raise ValueError
             except ValueError:
                 return INVALID_CONFIG, f"min.insync.replicas must be an int >= 1, got {configs['min.insync.replicas']!r}"
+        from kclient.broker.alter_configs import validate_topic_configs
+
+        # A bad value (retention.ms=soon) is INVALID_CONFIG for CreateTopics,
+        # as Kafka's LogConfig.validate makes it (3.9 and 4.x alike).
+        code, message = validate_topic_configs(dict(configs))
+        if code != NONE:
+            return INVALID_CONFIG, message
         live = await self.live_brokers()
         if assignment:
             if sorted(assignment) != list(range(len(assignment))):

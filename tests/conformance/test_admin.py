@@ -1,0 +1,182 @@
+"""kclient's AdminClient and the ``kclient topics`` / ``consumer-groups`` /
+``configs`` tools against every target: topics created, described and
+deleted, the errors a bad request gets, consumer groups listed and
+described with their committed offsets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kclient import AdminClient, Consumer, NewTopic, Producer, ProducerData
+from kclient.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+from conformance.client_support import create_topic, unique_topic, wait_for
+
+
+def kclient_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the ``kclient`` command (``python -m kclient``)."""
+    result = subprocess.run([sys.executable, "-m", "kclient", *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kclient {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+@pytest.fixture
+def admin(target):
+    with AdminClient({"bootstrap.servers": target.bootstrap, "default.api.timeout.ms": 30_000}) as client:
+        yield client
+
+
+def node_id(admin) -> int:
+    [broker] = admin.describe_cluster().brokers
+    return broker.node_id
+
+
+def test_describe_cluster(target, admin):
+    cluster = admin.describe_cluster()
+    [broker] = cluster.brokers
+    assert (broker.host, broker.port) == (target.host, target.port)
+    assert cluster.controller_id in (broker.node_id, -1) or target.name == "kafka-4"
+    assert cluster.cluster_id
+
+
+def test_create_describe_delete(target, admin):
+    topic = unique_topic("adm")
+    admin.create_topics([NewTopic(topic, 3, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})])
+    wait_for(lambda: topic in admin.list_topics(), f"{topic} listed")
+    node = node_id(admin)
+    described = wait_for(lambda: _described(admin, topic), f"{topic} led")
+    assert [(p.partition, p.leader, p.replicas, p.isr) for p in described.partitions] == [(p, node, (node,), (node,)) for p in range(3)]
+    assert described.internal is False
+    admin.delete_topics([topic])
+    wait_for(lambda: topic not in admin.list_topics(), f"{topic} gone")
+
+
+def _described(admin, topic):
+    try:
+        found = admin.describe_topics([topic])[topic]
+    except UnknownTopicOrPartitionError:
+        return None
+    return found if all(p.leader >= 0 for p in found.partitions) else None
+
+
+def test_create_validate_only(target, admin):
+    topic = unique_topic("adm-validate")
+    admin.create_topics([NewTopic(topic, 2, 1)], validate_only=True)
+    assert topic not in admin.list_topics()
+
+
+@pytest.mark.parametrize(
+    "make,error,code",
+    [
+        (lambda t: NewTopic(t, 0, 1), InvalidPartitionsError, 37),
+        (lambda t: NewTopic(t, 1, 3), InvalidReplicationFactorError, 38),
+        (lambda t: NewTopic(t, 1, 1, config={"no.such.config": "1"}), InvalidConfigurationError, 40),
+        (lambda t: NewTopic(t, 1, 1, config={"retention.ms": "soon"}), InvalidConfigurationError, 40),
+        (lambda t: NewTopic(t + "/bad", 1, 1), InvalidTopicError, 17),
+    ],
+    ids=["zero-partitions", "replication-factor-3", "unknown-config", "bad-config-value", "bad-name"],
+)
+def test_create_errors(target, admin, make, error, code):
+    new = make(unique_topic("adm-err"))
+    with pytest.raises(error) as raised:
+        admin.create_topics([new])
+    assert raised.value.code == code
+    assert new.name not in admin.list_topics()
+
+
+def test_create_existing_and_delete_missing(target, admin):
+    topic = create_topic(target, unique_topic("adm-twice"), partitions=1)
+    with pytest.raises(TopicAlreadyExistsError) as raised:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    assert raised.value.code == 36
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        admin.delete_topics([unique_topic("adm-missing")])
+    assert raised.value.code == 3
+
+
+def test_describe_missing_topic(target, admin):
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.describe_topics([unique_topic("adm-missing")])
+
+
+@pytest.fixture
+def group_with_offsets(target):
+    """A broker-coordinated kclient group ``grp-*``, still running, that
+    read and committed partition 0's 5 records and partition 1's 2; then 2
+    more records went to partition 0 (log end 7, lag 2)."""
+    topic = create_topic(target, unique_topic("adm-grp"), partitions=2)
+    conf = {"bootstrap.servers": target.bootstrap, "request.required.acks": -1}
+    with Producer(conf) as producer:
+        producer.send([ProducerData(topic, b"k", [f"v{i}".encode() for i in range(5)], partition=0), ProducerData(topic, b"k", [b"a", b"b"], partition=1)])
+    group = unique_topic("grp")
+    config = {
+        "group.id": group,
+        "bootstrap.servers": target.bootstrap,
+        "auto.offset.reset": "earliest",
+        "auto.commit.enable": "false",
+        "consumer.timeout.ms": 15_000,
+        "client.id": "conformance-member",
+    }
+    with Consumer.create(config) as connector:
+        (stream,) = connector.create_message_streams({topic: 1})[topic]
+        seen = []
+        for m in stream:
+            seen.append((m.partition, m.offset))
+            if len(seen) == 7:
+                break
+        assert sorted(seen) == [(0, i) for i in range(5)] + [(1, 0), (1, 1)]
+        connector.commit_offsets()
+        with Producer(conf) as producer:
+            producer.send(ProducerData(topic, b"k", [b"v5", b"v6"], partition=0))
+        yield topic, group, connector
+
+
+def test_consumer_groups(target, admin, group_with_offsets):
+    topic, group, _ = group_with_offsets
+    listed = {g.group_id: g for g in admin.list_consumer_groups()}
+    assert listed[group].protocol_type == "consumer"
+    described = wait_for(lambda: (d := admin.describe_consumer_groups([group])[group]) and d.state == "Stable" and d, "a stable group")
+    assert (described.group_id, described.protocol_type, described.protocol) == (group, "consumer", "range")
+    [member] = described.members
+    assert member.client_id == "conformance-member"
+    assert sorted(member.assignment) == [(topic, 0), (topic, 1)]
+    assert admin.list_consumer_group_offsets(group) == {(topic, 0): 5, (topic, 1): 2}
+
+
+def test_cli_consumer_groups(target, group_with_offsets):
+    topic, group, _ = group_with_offsets
+    assert group in kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--list").stdout.split()
+    lines = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group).stdout.splitlines()
+    rows = [line.split() for line in lines]
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"]
+    assert [r[:6] for r in rows[1:]] == [[group, topic, "0", "5", "7", "2"], [group, topic, "1", "2", "2", "0"]]
+    assert rows[1][6] == rows[2][6] != "-"
+
+
+def test_cli_topics(target):
+    topic = unique_topic("cli")
+    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=60000").stdout == f"Created topic {topic}.\n"
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        node = node_id(admin)
+        wait_for(lambda: _described(admin, topic), f"{topic} led")
+    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--list", "--topic", topic).stdout == f"{topic}\n"
+    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--describe", "--topic", topic).stdout.splitlines() == [
+        f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1",
+        f"\tTopic: {topic}\tPartition: 0\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
+        f"\tTopic: {topic}\tPartition: 1\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
+    ]
+    again = kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--create", "--topic", topic, "--partitions", "2", check=False)
+    assert again.returncode == 1
+    assert "TopicAlreadyExistsError" in again.stderr
+    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--delete", "--topic", topic).stdout == f"Deleted topic {topic}.\n"

@@ -59,12 +59,12 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
         ({"retention.ms": "1000", "cleanup.policy": "compact,delete", "min.insync.replicas": "2"}, NONE),
         ({"message.timestamp.type": "LogAppendTime", "compression.type": "zstd", "preallocate": "true"}, NONE),
         ({"no.such.config": "1"}, INVALID_CONFIG),
-        ({"retention.ms": "soon"}, INVALID_REQUEST),
-        ({"segment.bytes": "10"}, INVALID_REQUEST),  # below Kafka's minimum of 14
-        ({"min.insync.replicas": "0"}, INVALID_REQUEST),
-        ({"cleanup.policy": "forever"}, INVALID_REQUEST),
-        ({"message.timestamp.type": "Whenever"}, INVALID_REQUEST),
-        ({"unclean.leader.election.enable": "maybe"}, INVALID_REQUEST),
+        ({"retention.ms": "soon"}, INVALID_CONFIG),
+        ({"segment.bytes": "10"}, INVALID_CONFIG),  # below Kafka's minimum of 14
+        ({"min.insync.replicas": "0"}, INVALID_CONFIG),
+        ({"cleanup.policy": "forever"}, INVALID_CONFIG),
+        ({"message.timestamp.type": "Whenever"}, INVALID_CONFIG),
+        ({"unclean.leader.election.enable": "maybe"}, INVALID_CONFIG),
     ],
 )
 def test_validate_topic_configs(configs, code):

@@ -9,8 +9,9 @@ ZooKeeper-mode ``ZkAdminManager``, any broker serves them:
   the configs given; IncrementalAlterConfigs applies each operation to
   them: SET, DELETE (back to the broker default), APPEND / SUBTRACT (list
   configs only: ``cleanup.policy``, starting from its effective value). The
-  result is validated (`validate_topic_configs`): an unknown name gets
-  INVALID_CONFIG, a bad value INVALID_REQUEST, nothing is written. Unless
+  result is validated (`validate_topic_configs`): an unknown name or a
+  bad value gets INVALID_CONFIG (as Apache Kafka 3.9 and 4.x answer both
+  APIs), nothing is written. Unless
   ``validate_only``, a cluster broker writes ``/config/topics/<topic>`` and
   a ``/config/changes`` notification (`kclient.broker.config_changes`) that
   makes every broker apply the configs; a standalone broker keeps them in
@@ -116,24 +117,24 @@ def validate_topic_configs(configs: dict[str, str]) -> tuple[int, str | None]:
         configs: Topic config name -> value.
 
     Returns:
-        ``(NONE, None)``, ``(INVALID_CONFIG, message)`` for a name that is no
-        topic config, or ``(INVALID_REQUEST, message)`` for a bad value (as
-        Kafka's ``LogConfig.validate``).
+        ``(NONE, None)``, or ``(INVALID_CONFIG, message)`` for a name that
+        is no topic config or a bad value (as Kafka's ``LogConfig.validate``,
+        whose ConfigException Kafka 3.9 and 4.x answer with INVALID_CONFIG).
     """
     for name in configs:
         if name not in TOPIC_CONFIG_DEFS:
             return INVALID_CONFIG, f"Unknown topic config name: {name}"
     for name, value in configs.items():
         if value is None:
-            return INVALID_REQUEST, f"Invalid value null for configuration {name}"
+            return INVALID_CONFIG, f"Invalid value null for configuration {name}"
         try:
             _check_value(name, value)
         except (ValueError, ConfigError) as exc:
-            return INVALID_REQUEST, f"Invalid value {value} for configuration {name}: {exc}"
+            return INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {exc}"
     try:
         LogConfig().with_topic_overrides(configs)
     except ConfigError as exc:
-        return INVALID_REQUEST, str(exc)
+        return INVALID_CONFIG, str(exc)
     return NONE, None
 
 

@@ -32,6 +32,7 @@ import attrs
 import trio
 
 from kclient.client import admin_groups
+from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, _parse_metadata
 from kclient.config.admin import AdminConfig
@@ -47,7 +48,18 @@ from kclient.errors import (
 from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS, METADATA
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
-__all__ = ["AdminClient", "ClusterDescription", "GroupDescription", "GroupListing", "NewTopic", "TopicDescription", "TrioAdminClient"]
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "GroupDescription",
+    "GroupListing",
+    "NewTopic",
+    "TopicDescription",
+    "TrioAdminClient",
+]
 
 log = logging.getLogger(__name__)
 
@@ -393,6 +405,43 @@ class TrioAdminClient:
         c = self.config
         return await admin_groups.list_group_offsets(self.cluster, group, timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
 
+    async def describe_configs(self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs of topics, brokers or broker loggers (DescribeConfigs;
+        `kclient.client.admin_configs.describe_configs`).
+
+        Args:
+            resources: The `ConfigResource` values.
+            names: Only these configs; None for all.
+
+        Returns:
+            ``{resource: {name: ConfigEntry}}``.
+
+        Raises:
+            UnknownTopicOrPartitionError: 3, no such topic.
+            BrokerResponseError: The resource's other error.
+        """
+        from kclient.client.admin_configs import describe_configs
+
+        return await describe_configs(self.cluster, resources, names)
+
+    async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
+        """Change configs (IncrementalAlterConfigs, KIP-339;
+        `kclient.client.admin_configs.incremental_alter_configs`).
+
+        Args:
+            changes: ``{ConfigResource: [AlterConfigOp, ...]}``.
+            validate_only: Only check the changes.
+
+        Raises:
+            InvalidConfigurationError: 40, an unknown config.
+            InvalidRequestError: 42, a bad value.
+            UnknownTopicOrPartitionError: 3, no such topic.
+            BrokerResponseError: The resource's other error.
+        """
+        from kclient.client.admin_configs import incremental_alter_configs
+
+        await incremental_alter_configs(self.cluster, changes, validate_only=validate_only)
+
     async def aclose(self) -> None:
         """Close the connections."""
         if self._cluster is not None:
@@ -520,6 +569,40 @@ class AdminClient(ClosingClient):
             ``{(topic, partition): offset}``.
         """
         return self._loop.call(self._core.list_consumer_group_offsets, group)
+
+    def describe_configs(self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Blocking `TrioAdminClient.describe_configs` (Kafka's ``describeConfigs``).
+
+        Args:
+            resources: The `ConfigResource` values
+                (``ConfigResource("topic", "events")``).
+            names: Only these configs; None for all.
+
+        Returns:
+            ``{resource: {name: ConfigEntry}}``.
+
+        Raises:
+            UnknownTopicOrPartitionError: 3, no such topic.
+            BrokerResponseError: The resource's other error.
+        """
+        return self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names))
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
+        """Blocking `TrioAdminClient.incremental_alter_configs` (Kafka's
+        ``incrementalAlterConfigs``).
+
+        Args:
+            changes: ``{ConfigResource: [AlterConfigOp, ...]}``
+                (``{ConfigResource("topic", "events"): [AlterConfigOp("retention.ms", "60000")]}``).
+            validate_only: Only check the changes.
+
+        Raises:
+            InvalidConfigurationError: 40, an unknown config.
+            InvalidRequestError: 42, a bad value.
+            UnknownTopicOrPartitionError: 3, no such topic.
+            BrokerResponseError: The resource's other error.
+        """
+        self._loop.call(self._core.incremental_alter_configs, dict(changes), validate_only)
 
     def close(self) -> None:
         """Close the connections and the loop thread. Idempotent."""

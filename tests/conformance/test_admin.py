@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from kclient import AdminClient, Consumer, NewTopic, Producer, ProducerData
+from kclient.client.admin import AlterConfigOp, ConfigEntry, ConfigResource
 from kclient.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -180,3 +181,107 @@ def test_cli_topics(target):
     assert again.returncode == 1
     assert "TopicAlreadyExistsError" in again.stderr
     assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--delete", "--topic", topic).stdout == f"Deleted topic {topic}.\n"
+
+
+def topic_configs(admin, topic: str) -> dict:
+    resource = ConfigResource("topic", topic)
+    return admin.describe_configs([resource])[resource]
+
+
+def test_describe_topic_configs(target, admin):
+    topic = create_topic(target, unique_topic("adm-cfg"), partitions=1, config={"retention.ms": "3600000"})
+    configs = topic_configs(admin, topic)
+    assert configs["retention.ms"] == ConfigEntry("retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG", False, False, False)
+    assert configs["cleanup.policy"] == ConfigEntry("cleanup.policy", "delete", "DEFAULT_CONFIG", True, False, False)
+    assert configs["message.timestamp.type"] == ConfigEntry("message.timestamp.type", "CreateTime", "DEFAULT_CONFIG", True, False, False)
+    assert configs["max.message.bytes"].value == "1048588"
+    assert configs["min.insync.replicas"].value == "1"
+    only = admin.describe_configs([ConfigResource("topic", topic)], names=["retention.ms", "segment.bytes"])
+    assert sorted(only[ConfigResource("topic", topic)]) == ["retention.ms", "segment.bytes"]
+
+
+def test_describe_broker_config(target, admin):
+    node = node_id(admin)
+    resource = ConfigResource("broker", str(node))
+    [entry] = admin.describe_configs([resource], names=["num.partitions"])[resource].values()
+    assert entry == ConfigEntry("num.partitions", "2", "STATIC_BROKER_CONFIG", False, True, False)
+
+
+def _when(value, test):
+    return value if test(value) else None
+
+
+def test_alter_topic_configs(target, admin):
+    topic = create_topic(target, unique_topic("adm-alter"), partitions=1, config={"retention.ms": "3600000"})
+    resource = ConfigResource("topic", topic)
+    admin.incremental_alter_configs({resource: [AlterConfigOp("retention.ms", "60000"), AlterConfigOp("cleanup.policy", "compact")]})
+    changed = wait_for(lambda: _when(topic_configs(admin, topic), lambda c: c["cleanup.policy"].value == "compact"), "the change")
+    assert (changed["retention.ms"].value, changed["retention.ms"].source) == ("60000", "DYNAMIC_TOPIC_CONFIG")
+    assert (changed["cleanup.policy"].value, changed["cleanup.policy"].source) == ("compact", "DYNAMIC_TOPIC_CONFIG")
+    admin.incremental_alter_configs({resource: [AlterConfigOp("cleanup.policy", "delete", op="append"), AlterConfigOp("retention.ms", op="delete")]})
+    back = wait_for(lambda: _when(topic_configs(admin, topic), lambda c: c["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"), "retention.ms deleted")
+    assert back["retention.ms"].is_default
+    assert back["cleanup.policy"].value == "compact,delete"
+    admin.incremental_alter_configs({resource: [AlterConfigOp("retention.ms", "1000")]}, validate_only=True)
+    assert topic_configs(admin, topic)["retention.ms"].is_default
+
+
+@pytest.mark.parametrize(
+    "op,error,code",
+    [
+        (AlterConfigOp("no.such.config", "1"), InvalidConfigurationError, 40),
+        (AlterConfigOp("retention.ms", "soon"), InvalidConfigurationError, 40),
+        (AlterConfigOp("retention.ms", "1", op="append"), InvalidConfigurationError, 40),
+    ],
+    ids=["unknown-config", "bad-value", "append-to-scalar"],
+)
+def test_alter_topic_config_errors(target, admin, op, error, code):
+    topic = create_topic(target, unique_topic("adm-alter-err"), partitions=1)
+    resource = ConfigResource("topic", topic)
+    with pytest.raises(error) as raised:
+        admin.incremental_alter_configs({resource: [op]})
+    assert raised.value.code == code
+    assert topic_configs(admin, topic)["retention.ms"].is_default
+
+
+def test_configs_of_missing_topic(target, admin):
+    missing = ConfigResource("topic", unique_topic("adm-missing"))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.describe_configs([missing])
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.incremental_alter_configs({missing: [AlterConfigOp("retention.ms", "1000")]})
+
+
+def _alter_codes(target, topic: str) -> dict[str, list[int]]:
+    """AlterConfigs and IncrementalAlterConfigs with one bad change each,
+    as raw requests: the error code of each."""
+    import trio
+
+    from kclient.net.connection import BrokerConnection
+    from kclient.protocol.messages import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+
+    bad = [("no.such.config", "1"), ("retention.ms", "soon"), ("segment.bytes", "10"), ("cleanup.policy", "forever"), ("min.insync.replicas", "0")]
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, target.host, target.port)
+            codes: dict[str, list[int]] = {"AlterConfigs": [], "IncrementalAlterConfigs": []}
+            for name, value in bad:
+                legacy = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": name, "value": value}]}], "validate_only": True}
+                r = await conn.request(ALTER_CONFIGS, legacy, version=conn.version_for(ALTER_CONFIGS))
+                codes["AlterConfigs"].append(r["responses"][0]["error_code"])
+                incremental = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": name, "config_operation": 0, "value": value}]}], "validate_only": True}
+                r = await conn.request(INCREMENTAL_ALTER_CONFIGS, incremental, version=conn.version_for(INCREMENTAL_ALTER_CONFIGS))
+                codes["IncrementalAlterConfigs"].append(r["responses"][0]["error_code"])
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+            return codes
+
+    return trio.run(main)
+
+
+def test_bad_config_values_get_invalid_config(target):
+    """Apache Kafka (3.9 and 4.x) answers a bad topic config value with
+    INVALID_CONFIG (40), in AlterConfigs and IncrementalAlterConfigs alike."""
+    topic = create_topic(target, unique_topic("adm-raw"), partitions=1)
+    assert _alter_codes(target, topic) == {"AlterConfigs": [40] * 5, "IncrementalAlterConfigs": [40] * 5}

@@ -605,6 +605,12 @@ class KafkaCluster:
         return self
 
     @property
+    def zookeeper_connect(self) -> str | None:
+        """``host:port/chroot`` of the ZooKeeper the Kafka 3.9 brokers
+        register in (for ZooKeeper-coordinated consumers); None for Kafka 4."""
+        return self._zookeeper if self.release == "3.9" else None
+
+    @property
     def bootstrap(self) -> str:
         """Every running broker's PLAINTEXT ``host:port``, comma-separated."""
         return ",".join(b.bootstrap for b in self.brokers.values() if b.running)

@@ -259,3 +259,51 @@ def test_both_sinks_partition_keys_alike_and_write_null_values(spark_kafka, brok
     assert landed["kclient"] == landed["kafka"]
     assert {k: v for k, (_, v) in landed["kclient"].items()} == {k: None if v is None else v.encode() for k, v in rows}
     assert len({p for p, _ in landed["kclient"].values()}) > 1
+
+
+def test_transactional_records_read_alike(spark_kafka, kafka4_target):
+    """Kafka 4.x (the bundled broker has no transactions): committed and
+    aborted transactions read with ``read_uncommitted`` (the default of
+    both sources) give the same rows, aborted records included, and the
+    offsets of the commit and abort markers left out; ``read_committed``
+    is Spark's alone (the kclient source refuses it, docs/spark.md)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from kclient import AdminClient, NewTopic
+
+    broker = kafka4_target
+    topic = _topic("spark-txn")
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(60)
+    for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, value=prefix + b"%d" % i, partition=0)
+        producer.flush(60)  # the aborted records too reach the log before the marker
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            producer.abort_transaction(60)
+    del producer  # librdkafka's threads end with it
+    ours = read_rows(spark_kafka, "kclient", broker, topic)
+    theirs = read_rows(spark_kafka, "kafka", broker, topic)
+    assert ours == theirs
+    assert [(r[1], r[4]) for r in ours] == [(b"c0", 0), (b"c1", 1), (b"c2", 2), (b"a0", 4), (b"a1", 5), (b"a2", 6), (b"d0", 8), (b"d1", 9), (b"d2", 10)]
+    committed = read_rows(spark_kafka, "kafka", broker, topic, **{"kafka.isolation.level": "read_committed"})
+    assert [r[1] for r in committed] == [b"c0", b"c1", b"c2", b"d0", b"d1", b"d2"]
+    with pytest.raises(Exception, match="isolation.level"):
+        read_rows(spark_kafka, "kclient", broker, topic, **{"kafka.isolation.level": "read_committed"})
+
+
+def test_a_missing_topic_is_no_rows_for_kclient_an_error_for_spark(spark_kafka, broker):
+    """A ``subscribe``d topic that does not exist: the kclient source reads
+    no rows (and never creates it; a stream picks it up once it exists);
+    Spark's own source fails with UnknownTopicOrPartitionException (its
+    admin client describes the topic). A documented difference
+    (docs/spark.md)."""
+    topic = _topic("spark-missing")
+    assert read_rows(spark_kafka, "kclient", broker, topic) == []
+    with pytest.raises(Exception, match="UnknownTopicOrPartition"):
+        read_rows(spark_kafka, "kafka", broker, topic)
+    assert read_rows(spark_kafka, "kclient", broker, topic) == []  # still not created

@@ -307,3 +307,30 @@ def test_a_missing_topic_is_no_rows_for_kclient_an_error_for_spark(spark_kafka, 
     with pytest.raises(Exception, match="UnknownTopicOrPartition"):
         read_rows(spark_kafka, "kafka", broker, topic)
     assert read_rows(spark_kafka, "kclient", broker, topic) == []  # still not created
+
+
+def test_both_sources_select_the_same_rows_for_the_same_options(spark_kafka, broker):
+    """The read options that choose rows (``assign``, ``subscribePattern``,
+    timestamps, ``minPartitions``) give the same rows through either
+    source."""
+    tag = uuid.uuid4().hex[:8]
+    topic = f"spark-opts-{tag}"
+    data = records(topic, 0, PARTITIONS * PER_PARTITION)
+    produce(broker, data)
+    cases = [
+        {"assign": json.dumps({topic: [1]})},
+        {"subscribePattern": f"spark-opts-{tag}.*"},
+        {"startingTimestamp": str(TS0 + 20), "endingTimestamp": str(TS0 + 31)},
+        {"startingOffsetsByTimestamp": json.dumps({topic: {"0": TS0 + 10, "1": TS0 + 41}})},
+        {"minPartitions": "7"},
+    ]
+    for options in cases:
+        subscribe = {} if ("assign" in options or "subscribePattern" in options) else {"subscribe": topic}
+        got = {}
+        for fmt in FORMATS:
+            reader = spark_kafka.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap).option("includeHeaders", "true")
+            for key, value in {**subscribe, **options}.items():
+                reader = reader.option(key, value)
+            got[fmt] = sorted((as_tuple(r) for r in reader.load().collect()), key=lambda r: (r[3], r[4]))
+        assert got["kclient"] == got["kafka"], options
+        assert got["kclient"], options

@@ -34,7 +34,7 @@ import pytest
 
 from kclient import FetchRequest
 from kclient.client.consumer.simple import SimpleConsumer
-from kclient.testing import Cluster, java_unavailable_reason, kafka_tool_command
+from kclient.testing import Cluster, java_unavailable_reason, kafka_tool, kafka_tool_command
 
 KILLS = 3
 TIMEOUT = 90.0
@@ -260,3 +260,65 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path)
         f"lost 0, duplicated {duplicated}; log {len(log)} records; verifiable consumer: {len(records)} records "
         f"({consumed_twice} read again after a rebalance), {len(failed_commits)} failed commits"
     )
+
+
+def describe_topic(cluster, topic: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """``kafka-topics --describe``: the topic line and the partition lines."""
+    out = kafka_tool("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", topic).stdout
+    rows = []
+    for line in out.splitlines():
+        if line.strip():
+            rows.append({k.strip(): v.strip() for k, _, v in (part.partition(":") for part in line.strip().split("\t"))})
+    return rows[0], rows[1:]
+
+
+def test_kafka_topics_creates_and_grows_a_replicated_topic(cluster):
+    """``kafka-topics`` on the cluster: the Java Admin client sends
+    CreateTopics and CreatePartitions to the controller Metadata names; the
+    new partitions are replicated three ways (Kafka's assignment, or the
+    one given with ``--replica-assignment``) and led."""
+    topic = f"replicated-{uuid.uuid4().hex[:8]}"
+    bootstrap = cluster.bootstrap
+    kafka_tool(
+        "kafka-topics", "--bootstrap-server", bootstrap,
+        "--create", "--topic", topic, "--partitions", "3", "--replication-factor", "3", "--config", "min.insync.replicas=2",
+    )  # fmt: skip
+    for p in range(3):
+        cluster.wait_for_isr(topic, p, sorted(cluster.brokers), timeout=TIMEOUT)
+    head, parts = describe_topic(cluster, topic)
+    assert (head["PartitionCount"], head["ReplicationFactor"], head["Configs"]) == ("3", "3", "min.insync.replicas=2")
+    assert all(sorted(p["Replicas"].split(",")) == ["1", "2", "3"] and p["Leader"] == p["Replicas"].split(",")[0] for p in parts)
+    kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "5")
+    # Every partition, old and new, given; kafka-topics sends the new one's.
+    given = "1:2:3,2:3:1,3:1:2,1:2:3,2:3:1,3:2:1"
+    head = describe_topic(cluster, topic)[0]
+    assert head["PartitionCount"] == "5"
+    kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "6", "--replica-assignment", given)
+    assignment = cluster.assignment(topic)
+    assert sorted(assignment) == list(range(6)) and all(sorted(r) == [1, 2, 3] for r in assignment.values())
+    assert assignment[5] == [3, 2, 1]
+    for p in range(6):
+        cluster.wait_for_isr(topic, p, sorted(cluster.brokers), timeout=TIMEOUT)
+    cluster.wait_for_metadata(topic, timeout=TIMEOUT)
+    head, parts = describe_topic(cluster, topic)
+    assert [(p["Partition"], p["Leader"], p["Replicas"]) for p in parts][5] == ("5", "3", "3,2,1")
+    assert all(p["Leader"] != "-1" and sorted(p["Isr"].split(",")) == ["1", "2", "3"] for p in parts)
+    # The grown topic takes records on its new partitions; kclient reads them back from their leaders.
+    lines = "".join(f"{i}\n" for i in range(60))
+    kafka_tool("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic, "--producer-property", "acks=all", "--producer-property", "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner", input=lines)
+    seen: list[int] = []
+    for p in range(6):
+        leader = cluster.broker(cluster.leader(topic, p))
+        consumer = SimpleConsumer(leader.host, leader.port, 10_000, 1 << 20, "grown-check")
+        try:
+            end = consumer.get_offsets_before(topic, p, -1, 1)[0]
+            assert end > 0, f"partition {p} got nothing"
+            seen += [int(m.message.payload) for m in consumer.fetch(FetchRequest(topic, p, 0, 1 << 20))]
+        finally:
+            consumer.close()
+    assert sorted(seen) == list(range(60))
+    # A broker the cluster does not have: the broker refuses the assignment.
+    result = kafka_tool("kafka-topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "7", "--replica-assignment", given + ",1:2:9", check=False)
+    assert result.returncode != 0
+    assert "InvalidReplicaAssignmentException: Unknown broker(s) in replica assignment: 9." in result.stdout + result.stderr
+    assert len(cluster.assignment(topic)) == 6

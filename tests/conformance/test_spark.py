@@ -334,3 +334,38 @@ def test_both_sources_select_the_same_rows_for_the_same_options(spark_kafka, bro
             got[fmt] = sorted((as_tuple(r) for r in reader.load().collect()), key=lambda r: (r[3], r[4]))
         assert got["kclient"] == got["kafka"], options
         assert got["kclient"], options
+
+
+def test_streaming_write_lands_every_row(broker, session_for, tmp_path):
+    """A stream from one topic to another through the same source and
+    sink (``writeStream.format(fmt)``, AvailableNow, with a checkpoint):
+    every value arrives once, with its key."""
+    fmt, spark = session_for
+    source, sink = _topic(f"spark-sin-{fmt}"), _topic(f"spark-sout-{fmt}")
+    data = records(source, 0, 30)
+    produce(broker, data)
+    stream = (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", "value")
+    )
+    query = (
+        stream.writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    deadline = time.monotonic() + 240
+    while query.isActive and time.monotonic() < deadline:
+        query.awaitTermination(1)
+    if query.isActive:
+        query.stop()
+        pytest.fail(f"the {fmt} streaming write did not finish within 240 s: {query.lastProgress}")
+    assert query.exception() is None, query.exception()
+    got = sorted((r[1], r[0]) for r in read_rows(spark, "kclient", broker, sink))
+    assert got == sorted((d.messages[0], d.key) for d in data)

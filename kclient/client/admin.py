@@ -32,7 +32,7 @@ import attrs
 import trio
 
 from kclient.client import admin_groups
-from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
+from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, _parse_metadata
 from kclient.config.admin import AdminConfig
@@ -54,6 +54,7 @@ __all__ = [
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
+    "ConfigSynonym",
     "GroupDescription",
     "GroupListing",
     "NewTopic",
@@ -405,13 +406,16 @@ class TrioAdminClient:
         c = self.config
         return await admin_groups.list_group_offsets(self.cluster, group, timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
 
-    async def describe_configs(self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+    async def describe_configs(
+        self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, include_synonyms: bool = False
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         """Configs of topics, brokers or broker loggers (DescribeConfigs;
         `kclient.client.admin_configs.describe_configs`).
 
         Args:
             resources: The `ConfigResource` values.
             names: Only these configs; None for all.
+            include_synonyms: Also list each config's synonyms.
 
         Returns:
             ``{resource: {name: ConfigEntry}}``.
@@ -422,7 +426,7 @@ class TrioAdminClient:
         """
         from kclient.client.admin_configs import describe_configs
 
-        return await describe_configs(self.cluster, resources, names)
+        return await describe_configs(self.cluster, resources, names, include_synonyms=include_synonyms)
 
     async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
         """Change configs (IncrementalAlterConfigs, KIP-339;
@@ -570,13 +574,16 @@ class AdminClient(ClosingClient):
         """
         return self._loop.call(self._core.list_consumer_group_offsets, group)
 
-    def describe_configs(self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+    def describe_configs(
+        self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, include_synonyms: bool = False
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         """Blocking `TrioAdminClient.describe_configs` (Kafka's ``describeConfigs``).
 
         Args:
             resources: The `ConfigResource` values
                 (``ConfigResource("topic", "events")``).
             names: Only these configs; None for all.
+            include_synonyms: Also list each config's synonyms.
 
         Returns:
             ``{resource: {name: ConfigEntry}}``.
@@ -585,7 +592,7 @@ class AdminClient(ClosingClient):
             UnknownTopicOrPartitionError: 3, no such topic.
             BrokerResponseError: The resource's other error.
         """
-        return self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names))
+        return self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names), include_synonyms)
 
     def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
         """Blocking `TrioAdminClient.incremental_alter_configs` (Kafka's

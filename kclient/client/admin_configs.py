@@ -24,7 +24,7 @@ from kclient.protocol.messages import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIG
 from kclient.protocol.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from kclient.protocol.messages.describe_configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 
-__all__ = ["AlterConfigOp", "ConfigEntry", "ConfigResource", "describe_configs", "incremental_alter_configs"]
+__all__ = ["AlterConfigOp", "ConfigEntry", "ConfigResource", "ConfigSynonym", "describe_configs", "incremental_alter_configs"]
 
 #: ``ConfigResource.type`` names -> the protocol's ``resource_type``.
 RESOURCE_TYPES = {"topic": RESOURCE_TOPIC, "broker": RESOURCE_BROKER, "broker_logger": RESOURCE_BROKER_LOGGER}
@@ -74,6 +74,22 @@ class ConfigResource:
 
 
 @attrs.frozen
+class ConfigSynonym:
+    """A source of a config's value, in the order the broker applies them
+    (Kafka's ``ConfigEntry.ConfigSynonym``, KIP-226).
+
+    Attributes:
+        name: The config's name at that level (``log.retention.hours``).
+        value: Its value there.
+        source: Its `CONFIG_SOURCES` name.
+    """
+
+    name: str
+    value: str | None
+    source: str
+
+
+@attrs.frozen
 class ConfigEntry:
     """One config as DescribeConfigs describes it (Kafka's ``ConfigEntry``).
 
@@ -87,6 +103,8 @@ class ConfigEntry:
             ``DEFAULT_CONFIG``).
         read_only: It cannot be changed at run time.
         is_sensitive: Its value is never shown.
+        synonyms: Where the value could come from, highest precedence
+            first (`ConfigSynonym`; asked for with ``include_synonyms``).
     """
 
     name: str
@@ -95,6 +113,7 @@ class ConfigEntry:
     is_default: bool
     read_only: bool
     is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
 
 
 @attrs.frozen
@@ -119,7 +138,8 @@ def _entry(raw: Mapping, version: int) -> ConfigEntry:
         source = "DEFAULT_CONFIG" if raw["is_default"] else "UNKNOWN"
     else:
         source = CONFIG_SOURCES.get(raw["config_source"], "UNKNOWN")
-    return ConfigEntry(raw["name"], raw["value"], source, source == "DEFAULT_CONFIG", bool(raw["read_only"]), bool(raw["is_sensitive"]))
+    synonyms = tuple(ConfigSynonym(y["name"], y["value"], CONFIG_SOURCES.get(y["source"], "UNKNOWN")) for y in (raw.get("synonyms") or ()))
+    return ConfigEntry(raw["name"], raw["value"], source, source == "DEFAULT_CONFIG", bool(raw["read_only"]), bool(raw["is_sensitive"]), synonyms)
 
 
 async def _connection_for(cluster: Cluster, resource: ConfigResource):
@@ -134,13 +154,16 @@ def _raise(code: int, message: str | None, resource: ConfigResource, what: str) 
         raise error_for_code(code)(f"{what} {resource.type} {resource.name!r}: {message or error_for_code(code).name}")
 
 
-async def describe_configs(cluster: Cluster, resources: Sequence[ConfigResource], names: Sequence[str] | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+async def describe_configs(
+    cluster: Cluster, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, *, include_synonyms: bool = False
+) -> dict[ConfigResource, dict[str, ConfigEntry]]:
     """DescribeConfigs for each resource, at the broker that serves it.
 
     Args:
         cluster: The client's cluster view.
         resources: The resources.
         names: Only these configs; None for all of them.
+        include_synonyms: Also list each config's synonyms (DescribeConfigs v1+).
 
     Returns:
         ``{resource: {config name: ConfigEntry}}``.
@@ -157,7 +180,7 @@ async def describe_configs(cluster: Cluster, resources: Sequence[ConfigResource]
         version = conn.version_for(DESCRIBE_CONFIGS)
         body = {
             "resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name, "configuration_keys": None if names is None else list(names)}],
-            "include_synonyms": False,
+            "include_synonyms": include_synonyms,
             "include_documentation": False,
         }
         response = await conn.request(DESCRIBE_CONFIGS, body, version=version)

@@ -8,10 +8,20 @@ the way Kafka's ``kafka-configs.sh --zookeeper`` does (KIP-84)::
         --entity-type users --entity-name alice
     kclient configs --zookeeper 127.0.0.1:2181 --describe --entity-type users --entity-name alice
 
-Only ``--entity-type users`` is supported. Passwords are stored as salted
-credentials (never in clear); ``--describe`` prints each SCRAM mechanism
-with its iteration count only. Errors are one line, status 2 for bad
-arguments.
+With ``--zookeeper``, only ``--entity-type users`` is supported.
+Passwords are stored as salted credentials (never in clear); ``--describe``
+prints each SCRAM mechanism with its iteration count only.
+
+Topic and broker configs go through a broker, as ``kafka-configs.sh
+--bootstrap-server`` does (DescribeConfigs, IncrementalAlterConfigs;
+KIP-133, KIP-339), and print what it prints::
+
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name events \\
+        --alter --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name events --describe [--all]
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --describe
+
+Errors are one line, status 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -88,17 +98,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``configs`` subcommand."""
     p = subparsers.add_parser(
         "configs",
-        help="add, delete or describe SCRAM users in ZooKeeper (like kafka-configs.sh)",
-        description="Alter or describe user configs (SCRAM credentials, KIP-84) in ZooKeeper, as kafka-configs.sh does.",
+        help="add, delete or describe topic and broker configs, or SCRAM users in ZooKeeper (like kafka-configs.sh)",
+        description=(
+            "Alter or describe topic and broker configs through a broker (--bootstrap-server), "
+            "or user configs (SCRAM credentials, KIP-84) in ZooKeeper (--zookeeper), as kafka-configs.sh does."
+        ),
     )
-    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the broker's zookeeper.connect")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="a broker (topics, brokers)")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the broker's zookeeper.connect (users)")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true", help="add or delete configs")
-    action.add_argument("--describe", action="store_true", help="show a user's configs")
-    p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'SCRAM-SHA-256=[password=alice-secret]'")
-    p.add_argument("--delete-config", metavar="K,...", help="e.g. 'SCRAM-SHA-512'")
-    p.add_argument("--entity-type", required=True, help="users (the only type kclient supports)")
-    p.add_argument("--entity-name", help="the user name")
+    action.add_argument("--describe", action="store_true", help="show an entity's configs")
+    p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'retention.ms=60000' or 'SCRAM-SHA-256=[password=alice-secret]'")
+    p.add_argument("--delete-config", metavar="K,...", help="e.g. 'retention.ms' or 'SCRAM-SHA-512'")
+    p.add_argument("--entity-type", required=True, help="topics or brokers (--bootstrap-server); users (--zookeeper)")
+    p.add_argument("--entity-name", help="the topic, the broker id or the user name")
+    p.add_argument("--entity-default", action="store_true", help="(brokers) the cluster-wide default")
+    p.add_argument("--all", action="store_true", help="(--describe) every config, not only the overrides")
+    p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=_cmd_configs)
 
 
@@ -111,11 +129,70 @@ def _describe_value(key: str, value: str) -> str:
     return value
 
 
+#: ``--entity-type`` -> (`ConfigResource` type, the word Kafka prints,
+#: the source of the overrides ``--describe`` shows without ``--all``).
+_ENTITY_TYPES = {"topics": ("topic", "topic", "DYNAMIC_TOPIC_CONFIG"), "brokers": ("broker", "broker", "DYNAMIC_BROKER_CONFIG")}
+
+
+def _describe_entry(entry) -> str:
+    """One config as kafka-configs.sh prints it."""
+    synonyms = ", ".join(f"{y.source}:{y.name}={y.value}" for y in entry.synonyms)
+    return f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
+
+
+def _cmd_broker_configs(args: argparse.Namespace) -> int:
+    from kclient.client.admin import AdminClient, AlterConfigOp, ConfigResource
+    from kclient.tools._common import client_properties
+
+    if args.entity_type not in _ENTITY_TYPES:
+        raise ConfigError(f"Invalid --entity-type {args.entity_type!r} with --bootstrap-server: kclient configs supports topics and brokers (users with --zookeeper)")
+    resource_type, word, dynamic = _ENTITY_TYPES[args.entity_type]
+    default = resource_type == "broker" and args.entity_default
+    if default and args.entity_name:
+        raise ConfigError("--entity-name and --entity-default cannot be given together")
+    if args.entity_default and resource_type != "broker":
+        raise ConfigError("--entity-default is for --entity-type brokers")
+    if args.alter and not (args.entity_name or default):
+        raise ConfigError("--alter needs --entity-name (or --entity-default for brokers)")
+    props = client_properties(args.command_config, [], "--command-config")
+    with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
+        if args.alter:
+            if not args.add_config and not args.delete_config:
+                raise ConfigError("--alter needs --add-config or --delete-config")
+            added, _ = parse_add_config(args.add_config) if args.add_config else ({}, {})
+            deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+            ops = [AlterConfigOp(k, v) for k, v in added.items()] + [AlterConfigOp(k, op="delete") for k in deleted]
+            resource = ConfigResource(resource_type, "" if default else args.entity_name)
+            admin.incremental_alter_configs({resource: ops})
+            print("Completed updating default config for brokers in the cluster." if default else f"Completed updating config for {word} {args.entity_name}.")
+            return 0
+        if default:
+            names = [""]
+        elif args.entity_name:
+            names = [args.entity_name]
+        elif resource_type == "topic":
+            names = admin.list_topics()
+        else:
+            names = [str(b.node_id) for b in admin.describe_cluster().brokers]
+        resources = [ConfigResource(resource_type, n) for n in names]
+        described = admin.describe_configs(resources, include_synonyms=True)
+        for resource in resources:
+            shown = "DYNAMIC_DEFAULT_BROKER_CONFIG" if default else dynamic
+            entries = [e for e in described[resource].values() if args.all or e.source == shown]
+            header = "All configs" if args.all else "Dynamic configs"
+            print("Default configs for brokers in the cluster are:" if default else f"{header} for {word} {resource.name} are:")
+            for entry in sorted(entries, key=lambda e: e.name):
+                print(_describe_entry(entry))
+    return 0
+
+
 def _cmd_configs(args: argparse.Namespace) -> int:
     from kclient.zk.users import alter_user_config, describe_user_config
 
+    if args.bootstrap_server:
+        return _cmd_broker_configs(args)
     if args.entity_type != "users":
-        raise ConfigError(f"Invalid --entity-type {args.entity_type!r}: kclient configs supports users only")
+        raise ConfigError(f"Invalid --entity-type {args.entity_type!r} with --zookeeper: kclient configs supports users only (topics and brokers with --bootstrap-server)")
     if not args.entity_name:
         raise ConfigError("Missing required argument --entity-name")
     name = args.entity_name

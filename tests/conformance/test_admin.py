@@ -12,6 +12,7 @@ import pytest
 
 from kclient import AdminClient, Consumer, NewTopic, Producer, ProducerData
 from kclient.client.admin import AlterConfigOp, ConfigEntry, ConfigResource
+from kclient.testing import kafka_tool
 from kclient.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -285,3 +286,40 @@ def test_bad_config_values_get_invalid_config(target):
     INVALID_CONFIG (40), in AlterConfigs and IncrementalAlterConfigs alike."""
     topic = create_topic(target, unique_topic("adm-raw"), partitions=1)
     assert _alter_codes(target, topic) == {"AlterConfigs": [40] * 5, "IncrementalAlterConfigs": [40] * 5}
+
+
+def test_cli_configs_topics_as_kafka_configs_prints(target):
+    """``kclient configs --bootstrap-server`` changes a topic's configs and
+    describes them line for line as Kafka's own kafka-configs does, on the
+    same broker."""
+    topic = create_topic(target, unique_topic("cli-cfg"), partitions=1, config={"retention.ms": "3600000", "segment.ms": "600000"})
+    where = ("--bootstrap-server", target.bootstrap, "--entity-type", "topics", "--entity-name", topic)
+    altered = kclient_cli("configs", *where, "--alter", "--add-config", "retention.ms=60000,cleanup.policy=[compact,delete]", "--delete-config", "segment.ms")
+    assert altered.stdout == f"Completed updating config for topic {topic}.\n"
+    expected = [
+        f"Dynamic configs for topic {topic} are:",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}",
+    ]
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        wait_for(lambda: "segment.ms" not in {n for n, e in topic_configs(admin, topic).items() if e.source == "DYNAMIC_TOPIC_CONFIG"}, "the change")
+    assert kclient_cli("configs", *where, "--describe").stdout.splitlines() == expected
+    java = kafka_tool("kafka-configs", *where, "--describe", release=target.release or "4")
+    assert java.stdout.strip().splitlines() == expected
+
+
+def test_cli_configs_broker(target):
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        node = node_id(admin)
+    where = ("--bootstrap-server", target.bootstrap, "--entity-type", "brokers", "--entity-name", str(node))
+    assert kclient_cli("configs", *where, "--describe").stdout.splitlines() == [f"Dynamic configs for broker {node} are:"]
+    full = kclient_cli("configs", *where, "--describe", "--all").stdout.splitlines()
+    assert full[0] == f"All configs for broker {node} are:"
+    assert any(line.startswith("  num.partitions=2 sensitive=false synonyms={STATIC_BROKER_CONFIG:num.partitions=2, DEFAULT_CONFIG:num.partitions=1}") for line in full)
+
+
+def test_cli_configs_scram_users_in_zookeeper(zk_target):
+    """``kclient configs --zookeeper`` reads the SCRAM users Kafka's own
+    kafka-configs wrote (Kafka 3.9) or kclient's zk.users (bundled)."""
+    out = kclient_cli("configs", "--zookeeper", zk_target.zookeeper_connect, "--describe", "--entity-type", "users", "--entity-name", "bob").stdout
+    assert out == "Configs for user-principal 'bob' are SCRAM-SHA-256=iterations=4096,SCRAM-SHA-512=iterations=4096\n"

@@ -14,7 +14,7 @@ import trio
 from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
-from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FETCH, PRODUCE
+from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
 from kclient.protocol.records import build_batch as _build_batch
 from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
@@ -139,9 +139,9 @@ async def create(client: TrioClient, topic: str) -> None:
 
 # Fetch 0-3 are served with down-converted message sets (issue 3);
 # FindCoordinator 0-2 answers with this broker and OffsetFetch 1-5 with "no
-# committed offset" (issue 4).
+# committed offset" (issue 4); OffsetFetch v0 reads ZooKeeper (issue 25).
 EXPECTED_VERSIONS = {
-    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 4: (0, 3), 5: (0, 1), 6: (0, 5), 8: (0, 7), 9: (1, 5), 10: (0, 2),
+    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 4: (0, 3), 5: (0, 1), 6: (0, 5), 8: (0, 7), 9: (0, 5), 10: (0, 2),
     11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2),
     17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3), 22: (0, 1), 23: (0, 3), 32: (0, 3), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
     44: (0, 0), 47: (0, 0),
@@ -745,6 +745,20 @@ async def test_offset_fetch_reports_nothing_committed(broker, topic, version):
         assert data.endswith(b"\x00\x00\x00\x00")
         await client.send_raw(data[:-4] + b"\xff\xff\xff\xff")
         assert (await client.receive()).body["topics"] == []
+    await client.aclose()
+
+
+async def test_offset_commit_and_fetch_v0_need_zookeeper(broker, topic):
+    """v0 of OffsetCommit and OffsetFetch keep offsets in ZooKeeper (Kafka
+    0.8.1): a broker without ZooKeeper answers UNSUPPORTED_VERSION, as
+    Kafka's KRaft mode does."""
+    client = await connect(broker)
+    await create(client, topic)
+    body = await client.request(OFFSET_FETCH, 0, {"group_id": "g", "topics": [{"name": topic, "partition_indexes": [0]}]})
+    assert [(p["committed_offset"], p["error_code"]) for p in body["topics"][0]["partitions"]] == [(-1, 35)]
+    partitions = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
+    body = await client.request(OFFSET_COMMIT, 0, {"group_id": "g", "topics": [{"name": topic, "partitions": partitions}]})
+    assert body["topics"][0]["partitions"][0]["error_code"] == 35
     await client.aclose()
 
 

@@ -4,7 +4,7 @@ process registered in a real ZooKeeper, over loopback.
 
 Covers the ``__consumer_offsets`` layout (Java's ``String.hashCode``
 placement, Kafka's record schemas, byte for byte), FindCoordinator,
-OffsetCommit v0-7 / OffsetFetch v1-5, the membership protocol (KIP-394
+OffsetCommit v0-7 / OffsetFetch v0-5, the membership protocol (KIP-394
 member ids, generations, rebalances, session expiry, LeaveGroup),
 ListGroups / DescribeGroups / DeleteGroups, offset expiry with
 tombstones, and a restart after which the broker loads its groups and
@@ -222,6 +222,14 @@ def test_offset_commit_and_fetch_every_version(gbroker, topic, version):
         find_coordinator(c, group)
         errors = retry(lambda: commit(c, group, topic, {0: 10 + version, 1: 20}, version=version), ok=lambda e: 14 not in e.values())
         assert errors == {0: 0, 1: 0}
+        if version == 0:
+            # Kafka 0.8.1's API: v0 commits and fetches go to ZooKeeper
+            # (as Kafka in ZooKeeper mode, up to 3.9), not to __consumer_offsets.
+            body = c.request(OFFSET_FETCH, 0, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 5]}]})
+            got = {p["partition_index"]: (p["committed_offset"], p["error_code"]) for p in body["topics"][0]["partitions"]}
+            assert got == {0: (10, 0), 1: (20, 0), 5: (-1, 3)}
+            assert fetch_offsets(c, group, topic, (0,))["topics"][0]["partitions"][0]["committed_offset"] == -1
+            return
         for fetch_version in (1, 2, 3, 4, 5):
             body = fetch_offsets(c, group, topic, (0, 1, 5), version=fetch_version)
             got = {p["partition_index"]: (p["committed_offset"], p["metadata"], p["error_code"]) for p in body["topics"][0]["partitions"]}
@@ -242,7 +250,10 @@ def test_offset_commit_refusals(gbroker, topic):
         find_coordinator(c, group)
         assert commit(c, group, "no-such-topic-" + uuid.uuid4().hex[:6], {0: 1}) == {0: 3}  # UNKNOWN_TOPIC_OR_PARTITION
         assert commit(c, group, topic, {0: 1}, metadata="x" * 5000) == {0: 12}  # OFFSET_METADATA_TOO_LARGE
-        assert commit(c, "", topic, {0: 1}) == {0: 24}  # INVALID_GROUP_ID
+        # The empty group id: accepted by the offset APIs, refused by the
+        # membership APIs (Kafka's GroupCoordinator.isValidGroupId).
+        assert commit(c, "", topic, {0: 1}) == {0: 0}
+        assert join(c, "")["error_code"] == 24  # INVALID_GROUP_ID
         # A generation for a group that does not exist.
         assert commit(c, group, topic, {0: 1}, generation=3, member="m") == {0: 22}  # ILLEGAL_GENERATION
 

@@ -76,7 +76,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     2: (0, 5),  # ListOffsets
     3: (0, 8),  # Metadata
     8: (0, 7),  # OffsetCommit
-    9: (1, 5),  # OffsetFetch
+    9: (0, 5),  # OffsetFetch (v0 reads ZooKeeper, as Kafka up to 3.9)
     10: (0, 2),  # FindCoordinator
     11: (0, 5),  # JoinGroup (v4+: KIP-394 member ids)
     12: (0, 3),  # Heartbeat
@@ -737,7 +737,7 @@ class RequestHandlers:
         return await self.group_apis.find_coordinator(header, body, self._address(), listener_name.get())
 
     async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
-        """OffsetFetch v1-5: `kclient.broker.group.apis.GroupApis.offset_fetch`."""
+        """OffsetFetch v0-5: `kclient.broker.group.apis.GroupApis.offset_fetch`."""
         return await self.group_apis.offset_fetch(header, body)
 
     # ------------------------------------------------------------ replication

@@ -15,16 +15,23 @@ import contextvars
 import logging
 from typing import TYPE_CHECKING
 
+import trio
+
 from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
+    INVALID_GROUP_ID,
     INVALID_REQUEST,
     NONE,
     OFFSET_METADATA_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
+    KafkaError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.zk.paths import offset_path
 
 if TYPE_CHECKING:
     from kclient.broker.group.coordinator import GroupCoordinator
@@ -88,8 +95,8 @@ class GroupApis:
     # ------------------------------------------------------------ offsets
 
     async def offset_commit(self, header: RequestHeader, body: dict) -> dict:
-        """OffsetCommit v0-7. v0 has no generation (a "simple" commit,
-        generation -1); v1's per-partition commit timestamps are ignored
+        """OffsetCommit v0-7. v0 offsets go to ZooKeeper, not to the
+        coordinator (`_commit_to_zookeeper`); v1's per-partition commit timestamps are ignored
         (the broker stamps its own time, as Kafka does since KIP-211); v2-4
         ``retention_time_ms`` (-1: the broker's ``offsets.retention.minutes``)
         sets an expire timestamp. Partitions of unknown topics get
@@ -121,7 +128,9 @@ class GroupApis:
                         leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
                         expire_timestamp=now + retention if retention >= 0 else -1,
                     )
-        if valid:
+        if valid and version == 0:
+            results.update(await self._commit_to_zookeeper(group_id, valid))
+        elif valid:
             code = await self.coordinator.commit_offsets(group_id, member_id, generation, valid)
             if code != NONE:
                 log.info("OffsetCommit for group %r from %s: error %d", group_id, header.client_id, code)
@@ -134,8 +143,67 @@ class GroupApis:
                 parts.append({"partition_index": p["partition_index"], "error_code": results[(t["name"], p["partition_index"])]})
         return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
+    async def _commit_to_zookeeper(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """OffsetCommit v0 writes each offset to ZooKeeper, at
+        ``/consumers/<group>/offsets/<topic>/<partition>`` (Kafka 0.8.1's
+        offset storage, where kclient's ZooKeeper-coordinated consumer keeps
+        its offsets too), as Kafka does in ZooKeeper mode up to 3.9. Without
+        ZooKeeper it is UNSUPPORTED_VERSION, as in Kafka's KRaft mode; Kafka
+        4.0 removed v0 (KIP-896).
+
+        Args:
+            group_id: The group.
+            offsets: The validated partitions' offsets.
+
+        Returns:
+            ``{(topic, partition): error code}``.
+        """
+        zk = self.state.replica_manager.zk
+        if zk is None:
+            return dict.fromkeys(offsets, UNSUPPORTED_VERSION)
+        if not group_id:
+            return dict.fromkeys(offsets, INVALID_GROUP_ID)
+        results: dict[tuple[str, int], int] = {}
+        for (topic, partition), committed in offsets.items():
+            try:
+                await trio.to_thread.run_sync(zk.write_persistent, offset_path(group_id, topic, partition), str(committed.offset).encode())
+                results[(topic, partition)] = NONE
+            except KafkaError as exc:
+                log.warning("OffsetCommit v0 of group %r: writing %s-%d to ZooKeeper failed: %s", group_id, topic, partition, exc)
+                results[(topic, partition)] = exc.code or UNKNOWN_SERVER_ERROR
+        return results
+
+    async def _fetch_from_zookeeper(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
+        """OffsetFetch v0 reads ZooKeeper (see `_commit_to_zookeeper`); a
+        partition without an offset there, or unknown, is -1 with
+        UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
+
+        Args:
+            group_id: The group.
+            partitions: The requested partitions.
+
+        Returns:
+            The OffsetFetch v0 response body.
+        """
+        zk = self.state.replica_manager.zk
+        topics: dict[str, list[dict]] = {}
+        for topic, partition in partitions:
+            offset, code = -1, UNKNOWN_TOPIC_OR_PARTITION
+            if zk is None:
+                code = UNSUPPORTED_VERSION
+            elif group_id and self.state.metadata_cache.partition(topic, partition) is not None:
+                try:
+                    data = await trio.to_thread.run_sync(zk.get, offset_path(group_id, topic, partition))
+                except KafkaError as exc:
+                    data, code = None, exc.code or UNKNOWN_SERVER_ERROR
+                if data is not None:
+                    offset, code = int(data), NONE
+            topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset, "metadata": "", "error_code": code})
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "error_code": NONE}
+
     async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
-        """OffsetFetch v1-5: the committed offsets of the listed partitions
+        """OffsetFetch v0-5 (v0 from ZooKeeper, `_fetch_from_zookeeper`):
+        the committed offsets of the listed partitions
         (-1 where none), or of every committed partition when ``topics``
         is null (v2+). A coordinator error is the top-level error (v2+)
         and each partition's (v1, and v2+ as Kafka fills both)."""
@@ -143,6 +211,8 @@ class GroupApis:
         group_id = body["group_id"]
         requested = body.get("topics")
         partitions = None if requested is None else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
+        if version == 0:
+            return await self._fetch_from_zookeeper(group_id, partitions or [])
         code, committed = self.coordinator.fetch_offsets(group_id, partitions)
         if partitions is None:
             partitions = sorted(committed)

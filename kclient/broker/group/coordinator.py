@@ -111,8 +111,15 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ helpers
 
-    def _check(self, group_id: str | None) -> int:
-        if not group_id:
+    def _check(self, group_id: str | None, *, allow_empty: bool = False) -> int:
+        """NONE when this broker coordinates ``group_id`` and has loaded
+        it, else the error to answer. An empty group id is refused with
+        INVALID_GROUP_ID except where Kafka accepts it (``allow_empty``):
+        OffsetCommit and OffsetFetch, for backwards compatibility with
+        clients that commit offsets without a group, and DescribeGroups and
+        DeleteGroups, so that such offsets can be seen and deleted (Kafka's
+        ``GroupCoordinator.isValidGroupId``)."""
+        if group_id is None or (not group_id and not allow_empty):
             return INVALID_GROUP_ID
         return self.manager.status(group_id)
 
@@ -479,7 +486,7 @@ class GroupCoordinator:
     ) -> int:
         """Handle an OffsetCommit of already validated partitions; returns
         the error code for all of them."""
-        code = self._check(group_id)
+        code = self._check(group_id, allow_empty=True)
         if code != NONE:
             return code
         groups = self.manager.groups
@@ -504,7 +511,7 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:
         """``(error code, {(topic, partition): committed})``; ``partitions``
         None: every committed partition of the group."""
-        code = self._check(group_id)
+        code = self._check(group_id, allow_empty=True)
         if code != NONE:
             return code, {}
         committed = self.manager.offsets.get(group_id, {})
@@ -524,7 +531,7 @@ class GroupCoordinator:
         """DescribeGroups' entry for ``group_id``: an unknown group is
         ``Dead`` without error, as Kafka answers; member metadata and
         assignments are given when the group is Stable."""
-        code = self._check(group_id)
+        code = self._check(group_id, allow_empty=True)
         entry: dict[str, Any] = {"error_code": code, "group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "", "members": []}
         if code != NONE:
             return entry
@@ -603,7 +610,7 @@ class GroupCoordinator:
     async def delete_group(self, group_id: str) -> int:
         """DeleteGroups for one group (KIP-229): GROUP_ID_NOT_FOUND,
         NON_EMPTY_GROUP, or NONE once its tombstones are replicated."""
-        code = self._check(group_id)
+        code = self._check(group_id, allow_empty=True)
         if code != NONE:
             return code
         group = self.manager.groups.get(group_id)

@@ -295,7 +295,8 @@ def test_kafka_python_admin_and_confluent_admin_see_the_group(gbroker, topic):
         # kafka-python (3.x names): ListGroups, DescribeGroups, OffsetFetch.
         admin = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
         try:
-            assert {"group_id": group, "protocol_type": "consumer"} in admin.list_groups()
+            # ListGroups v5 (KIP-518 states, KIP-848 types) since the broker serves it.
+            assert {"group_id": group, "protocol_type": "consumer", "group_state": "Stable", "group_type": "classic"} in admin.list_groups()
             described = admin.describe_groups([group])[group]
             assert (described["group_state"], described["protocol_type"], described["protocol_data"]) == ("Stable", "consumer", "range")
             (m,) = described["members"]

@@ -22,7 +22,10 @@ CreatePartitions (``kafka-topics --alter --partitions`` failed with
 and OffsetDelete (``kafka-consumer-groups --delete-offsets``: "The node does
 not support OFFSET_DELETE"). Kept: no dynamic broker configs (``kafka-configs
 --alter --entity-type brokers`` is refused, "Cannot update these configs
-dynamically"), no topic ids in ``kafka-topics --describe`` (Metadata v8).
+dynamically"), no topic ids in ``kafka-topics --describe`` (Metadata v8),
+no KIP-848 consumer protocol. ``kafka-consumer-groups --list --state``
+needed ListGroups v4 ("The cluster does not support [StatesFilter] in
+LIST_GROUPS API version 2"): the broker now serves ListGroups v0-5.
 """
 
 from __future__ import annotations
@@ -269,6 +272,11 @@ def test_kafka_consumer_groups_list_describe_reset_delete(broker):
     assert group in tool(broker, "kafka-consumer-groups", "--list").stdout.split()
     state = describe_group(broker, group, "--state")
     assert [(r["GROUP"], r["STATE"], r["#MEMBERS"]) for r in state] == [(group, "Empty", "0")]
+    # ListGroups v4 / v5 filters (KIP-518 states, KIP-848 types).
+    assert f"\n{group} " in tool(broker, "kafka-consumer-groups", "--list", "--state", "Empty").stdout
+    assert group not in tool(broker, "kafka-consumer-groups", "--list", "--state", "Stable").stdout
+    assert re.search(rf"^{group}\s+Classic\s*$", tool(broker, "kafka-consumer-groups", "--list", "--type").stdout, re.M)
+    assert group not in tool(broker, "kafka-consumer-groups", "--list", "--type", "consumer").stdout
     # --reset-offsets --to-earliest: the group then reads everything again.
     out = tool(broker, "kafka-consumer-groups", "--group", group, "--reset-offsets", "--to-earliest", "--topic", topic, "--execute").stdout
     assert sorted(re.findall(rf"^{group}\s+{topic}\s+(\d+)\s+(\d+)$", out, re.M)) == [("0", "0"), ("1", "0")], out
@@ -332,6 +340,7 @@ def test_kafka_consumer_groups_on_a_group_with_a_live_member(broker, tmp_path):
         assert len(member) == 1 and next(iter(member)).startswith("console-consumer-")
         state = describe_group(broker, group, "--state")
         assert (state[0]["STATE"], state[0]["#MEMBERS"], state[0]["ASSIGNMENT-STRATEGY"]) == ("Stable", "1", "range")
+        assert re.search(rf"^{group}\s+Stable\s*$", tool(broker, "kafka-consumer-groups", "--list", "--state", "stable").stdout, re.M)
         members = describe_group(broker, group, "--members", "--verbose")
         assert [(m["#PARTITIONS"], m["CURRENT-ASSIGNMENT"], m["CURRENT-EPOCH"]) for m in members] == [("2", f"{topic}:0,1", "-")]
         out = tool(broker, "kafka-consumer-groups", "--delete-offsets", "--group", group, "--topic", topic, "--topic", other).stdout
@@ -347,6 +356,26 @@ def test_kafka_consumer_groups_on_a_group_with_a_live_member(broker, tmp_path):
         consumer.wait(TIMEOUT)
         stderr.close()
     wait_for(lambda: describe_group(broker, group, "--state")[0]["STATE"] == "Empty", "the group to be empty after the consumer left")
+
+
+def test_the_kip_848_consumer_protocol_is_refused_as_by_an_older_kafka(broker):
+    """Out of scope: the bundled broker serves the classic group protocol
+    only (no ConsumerGroupHeartbeat, KIP-848). Kafka's consumer with
+    ``group.protocol=consumer`` stops with its own message, as against a
+    Kafka broker older than 3.7."""
+    topic = new_name("kip848")
+    produce(broker, topic, [("k", "v")])
+    result = tool(
+        broker,
+        "kafka-console-consumer",
+        "--topic", topic, "--group", new_name("kip848-group"), "--from-beginning", "--max-messages", "1",
+        "--consumer-property", "group.protocol=consumer",
+        check=False,
+    )  # fmt: skip
+    text = result.stdout + result.stderr
+    assert "UnsupportedVersionException: The cluster does not support the new CONSUMER group protocol." in text
+    assert "The node does not support CONSUMER_GROUP_HEARTBEAT" in text
+    assert "Processed a total of 0 messages" in text
 
 
 # ---------------------------------------------------------------- kafka-configs

@@ -83,7 +83,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     13: (0, 3),  # LeaveGroup
     14: (0, 3),  # SyncGroup
     15: (0, 4),  # DescribeGroups
-    16: (0, 2),  # ListGroups
+    16: (0, 5),  # ListGroups (v3+ flexible; v4 states filter, KIP-518; v5 types filter, KIP-848)
     4: (0, 3),  # LeaderAndIsr (controller -> broker)
     5: (0, 1),  # StopReplica (controller -> broker)
     6: (0, 5),  # UpdateMetadata (controller -> broker)

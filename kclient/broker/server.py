@@ -138,6 +138,7 @@ from kclient.protocol.messages import (
     SYNC_GROUP,
     UPDATE_METADATA,
 )
+from kclient.protocol.primitives import read_tagged_fields
 
 log = logging.getLogger("kclient.broker")
 
@@ -669,8 +670,13 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            if api.key not in APIS:  # SASL and inter-broker APIs: not in decode_request's table
-                body = api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
+            if api.key not in APIS:  # SASL, admin, group and inter-broker APIs: not in decode_request's table
+                body_offset = header.body_offset
+                if api.flexible(header.api_version):
+                    # parse_request_header skips a flexible header's tagged
+                    # fields only for the APIs of `APIS`.
+                    _, body_offset = read_tagged_fields(frame, body_offset)
+                body = api.request(header.api_version).decode(memoryview(frame)[body_offset:])
             else:
                 body = decode_request(header, frame)
         except _DECODE_ERRORS as exc:

@@ -289,12 +289,23 @@ class GroupApis:
     # ------------------------------------------------------------ admin
 
     async def list_groups(self, header: RequestHeader, body: dict) -> dict:
-        """ListGroups v0-2: the groups this broker coordinates."""
+        """ListGroups v0-5: the groups this broker coordinates, those in one
+        of ``states_filter`` (v4+, KIP-518) and of one of ``types_filter``
+        (v5+, KIP-848) when given (an empty filter takes all; names compare
+        without case, as Kafka's). Every group here is a ``classic`` one."""
         code, groups = self.coordinator.list_groups()
+        states = {s.lower() for s in body.get("states_filter") or []}
+        types = {t.lower() for t in body.get("types_filter") or []}
+        if types and "classic" not in types:
+            groups = []
         return {
             "throttle_time_ms": 0,
             "error_code": code,
-            "groups": [{"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"} for g, t, s in groups],
+            "groups": [
+                {"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"}
+                for g, t, s in groups
+                if not states or s.lower() in states
+            ],
         }
 
     async def describe_groups(self, header: RequestHeader, body: dict) -> dict:

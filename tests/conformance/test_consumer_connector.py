@@ -27,11 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.raw import SocketClient
 
 from kclient import AdminClient, NewTopic, Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.group.streams import KafkaStream
 from kclient.errors import ConsumerTimeoutError
+from kclient.protocol.messages import OFFSET_COMMIT
 from kclient.testing import kafka_tool_command
 from kclient.testing.cluster import metadata_shows_leaders
 
@@ -497,3 +499,25 @@ def test_broker_group_over_a_secured_listener(target, listener, mechanism):
             reader.stop()
             connector.commit_offsets()
         assert sorted(reader.numbers()) == list(range(first, first + count))
+
+
+def test_zookeeper_group_resumes_at_offsets_committed_with_offset_commit_v0(zk_target):
+    """OffsetCommit v0 (Kafka 0.8.1's API, as kafka-python's 0.8.1 mode
+    sends it) keeps offsets in ZooKeeper, where a ZooKeeper-coordinated
+    connector of the same group starts from them (Kafka 3.9 in ZooKeeper
+    mode; the bundled broker since issue 25; Kafka 4 removed v0, KIP-896)."""
+    target = zk_target
+    topic = new_topic(target)
+    group = f"zk-v0-{uuid.uuid4().hex[:8]}"
+    produce(target, topic, 0, 50)
+    body = {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": 6, "committed_metadata": ""} for p in range(PARTITIONS)]}]}
+    with SocketClient(target.host, target.port, client_id="v0-committer", timeout=DEADLINE) as c:
+        response = c.request(OFFSET_COMMIT, 0, body)
+    assert [p["error_code"] for t in response["topics"] for p in t["partitions"]] == [0] * PARTITIONS
+    with ConsumerConnector(zk_config(target, group)) as connector:
+        reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
+        reader.start()
+        wait_until(lambda: len(reader.numbers()) >= 20, "the records after offset 6")
+        reader.stop()
+    # Partition p holds the records n with n % 5 == p, record n at offset n // 5.
+    assert sorted(reader.numbers()) == list(range(30, 50)), "each partition from offset 6"

@@ -39,7 +39,7 @@ with warnings.catch_warnings():
         KafkaAdminClient,
         NewTopic,
     )
-    from kafka.errors import NotEnoughReplicasError
+    from kafka.errors import MessageSizeTooLargeError
     from kafka.protocol.admin import (
         AlterConfigsRequest,
         AlterConfigsResponse,
@@ -212,14 +212,16 @@ def test_alter_configs_replaces_every_override(standalone, admin, topic):
 @pytest.mark.interop
 def test_kafka_python_alter_configs_standalone(standalone, admin, topic):
     result = admin.alter_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": "2", "retention.ms": ("DELETE", None), "cleanup.policy": ("APPEND", "compact")})]
+        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"max.message.bytes": "10", "retention.ms": ("DELETE", None), "cleanup.policy": ("APPEND", "compact")})]
     )
     assert result == {"topic": {topic: "OK"}}
-    assert overrides(admin, topic) == {"min.insync.replicas": "2", "cleanup.policy": "delete,compact"}
-    # Applied at once: one replica is fewer than min.insync.replicas.
-    with pytest.raises(NotEnoughReplicasError):
+    assert overrides(admin, topic) == {"max.message.bytes": "10", "cleanup.policy": "delete,compact"}
+    # Applied at once: a record batch is larger than 10 bytes. (Not
+    # min.insync.replicas=2: as Kafka, the broker caps it at the topic's one
+    # replica, Partition.effectiveMinIsr.)
+    with pytest.raises(MessageSizeTooLargeError):
         produce_all_acks(standalone.bootstrap, topic)
-    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": ("DELETE", None)})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"max.message.bytes": ("DELETE", None)})])
     assert produce_all_acks(standalone.bootstrap, topic).offset == 0
     # The old AlterConfigs API (kafka-python re-sends the other overrides).
     assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"})], incremental=False) == {"topic": {topic: "OK"}}
@@ -261,24 +263,24 @@ def test_cluster_alter_goes_through_zookeeper_and_every_broker_applies_it(cluste
     admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[other].bootstrap, request_timeout_ms=30000)
     try:
         before = set(cluster.zk.get_children("/config/changes")) if cluster.zk.exists("/config/changes") else set()
-        request = IncrementalAlterConfigsRequest(resources=[(TOPIC, name, [("min.insync.replicas", 0, "4")])], validate_only=False, version=0)
+        request = IncrementalAlterConfigsRequest(resources=[(TOPIC, name, [("max.message.bytes", 0, "10")])], validate_only=False, version=0)
         (result,) = request_raw(cluster.brokers[other].host, cluster.brokers[other].port, request).responses
         assert result.error_code == NONE
         stored = json.loads(cluster.zk.get(f"/config/topics/{name}"))["config"]
-        assert stored == {"retention.ms": "3600000", "min.insync.replicas": "4"}
+        assert stored == {"retention.ms": "3600000", "max.message.bytes": "10"}
         (note,) = set(cluster.zk.get_children("/config/changes")) - before
         assert json.loads(cluster.zk.get(f"/config/changes/{note}")) == {"version": 2, "entity_path": f"topics/{name}"}
-        # Three in-sync replicas are fewer than four: the leader refuses acks=-1.
-        wait_until(lambda: _refused(cluster.bootstrap, name), what="the leader to apply min.insync.replicas=4")
+        # A record batch is larger than 10 bytes: the leader refuses it.
+        wait_until(lambda: _refused(cluster.bootstrap, name), what="the leader to apply max.message.bytes=10")
         # Every broker describes the new value.
         for broker in cluster.brokers.values():
             one = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
             try:
-                assert overrides(one, name)["min.insync.replicas"] == "4"
+                assert overrides(one, name)["max.message.bytes"] == "10"
             finally:
                 one.close()
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"min.insync.replicas": "3"})])
-        wait_until(lambda: not _refused(cluster.bootstrap, name), what="the leader to apply min.insync.replicas=3")
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"max.message.bytes": "1048588"})])
+        wait_until(lambda: not _refused(cluster.bootstrap, name), what="the leader to apply max.message.bytes=1048588")
     finally:
         admin.close()
 
@@ -286,7 +288,7 @@ def test_cluster_alter_goes_through_zookeeper_and_every_broker_applies_it(cluste
 def _refused(bootstrap: str, topic: str) -> bool:
     try:
         produce_all_acks(bootstrap, topic)
-    except NotEnoughReplicasError:
+    except MessageSizeTooLargeError:
         return True
     return False
 

@@ -202,10 +202,18 @@ class Partition:
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} (leader {self.leader_id})"
             )
 
+    @property
+    def effective_min_isr(self) -> int:
+        """``min.insync.replicas`` capped at the number of replicas, as
+        Kafka's ``Partition.effectiveMinIsr``: a topic with fewer replicas
+        than its min.insync.replicas still takes acks=-1 writes once every
+        replica is in sync (Apache Kafka 3.9 and 4.x)."""
+        return min(self.min_insync_replicas, max(1, len(self.replicas)))
+
     def check_min_isr(self, acks: int) -> None:
-        """``acks=-1`` with an ISR below ``min.insync.replicas``:
-        NotEnoughReplicasError (nothing is appended)."""
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        """``acks=-1`` with an ISR below the effective ``min.insync.replicas``
+        (`effective_min_isr`): NotEnoughReplicasError (nothing is appended)."""
+        if acks == -1 and len(self.isr) < self.effective_min_isr:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
@@ -242,7 +250,7 @@ class Partition:
                 await event.wait()
             if trio.current_time() >= deadline and self.log.high_watermark < required_offset:
                 return REQUEST_TIMED_OUT
-        if len(self.isr) < self.min_insync_replicas:
+        if len(self.isr) < self.effective_min_isr:
             return NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return NONE
 

@@ -45,6 +45,9 @@ NOT_ENOUGH_REPLICAS = 19
 #: Produce: appended to the leader's log, then too few in-sync replicas.
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 INVALID_REQUIRED_ACKS = 21
+#: Produce: a record's timestamp is further from the broker's clock than
+#: the topic's message.timestamp.before/after.max.ms allow (KIP-937).
+INVALID_TIMESTAMP = 32
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_VERSION = 35
@@ -435,6 +438,13 @@ class NotEnoughReplicasError(BrokerResponseError):
 @_code(INVALID_REQUIRED_ACKS, "INVALID_REQUIRED_ACKS")
 class InvalidRequiredAcksError(BrokerResponseError):
     """21: ``acks`` is not -1, 0 or 1."""
+
+
+@_code(INVALID_TIMESTAMP, "INVALID_TIMESTAMP")
+class InvalidTimestampError(BrokerResponseError):
+    """32: a record's timestamp is out of the range the topic accepts
+    (``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms``,
+    KIP-937; Kafka 4.0+ refuses CreateTimes more than an hour ahead by default)."""
 
 
 @_code(UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION")

@@ -185,3 +185,46 @@ def test_partition_the_topic_lacks_fails_in_the_client(target):
     assert "names partition 7" in str(failed.value.__cause__)
     with simple_consumer(target) as consumer:
         assert read_partition(consumer, topic, 0) == []
+
+
+def test_min_insync_replicas_above_the_replica_count(target):
+    """min.insync.replicas=2 on a 1-replica topic: Kafka caps it at the
+    replica count (Partition.effectiveMinIsr), so acks=-1 is written."""
+    topic = create_topic(target, unique_topic("p-minisr"), partitions=1, config={"min.insync.replicas": "2"})
+    with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": -1, "message.send.max.retries": 0}) as producer:
+        [future] = producer.send_with_result(ProducerData(topic, b"k", [b"all"], partition=0))
+        assert future.result(timeout=30).offset == 0
+    assert read_topic(target, topic, 1) == {0: [(0, b"k", b"all", ())]}
+
+
+def test_empty_key_and_value_are_not_null(target):
+    topic = create_topic(target, unique_topic("p-empty"), partitions=1)
+    with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": 1}) as producer:
+        [future] = producer.send_with_result(ProducerData(topic, b"", [b""], partition=0))
+        assert (future.result(timeout=30).serialized_key_size, future.result().serialized_value_size) == (0, 0)
+    assert read_topic(target, topic, 1) == {0: [(0, b"", b"", ())]}
+
+
+def test_record_timestamp_far_in_the_future(target):
+    """A CreateTime two hours ahead of the broker's clock: Kafka 4.0 made
+    message.timestamp.after.max.ms default to one hour (KIP-1030) and
+    refuses it with INVALID_TIMESTAMP (32); Kafka 3.9 (default unbounded,
+    KIP-937) and the bundled broker (no such bound) write it."""
+    import time
+
+    from kclient.errors import InvalidTimestampError
+
+    topic = create_topic(target, unique_topic("p-future"), partitions=1)
+    future_ms = int(time.time() * 1000) + 2 * 3600 * 1000
+    with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": 1, "message.send.max.retries": 0}) as producer:
+        [future] = producer.send_with_result(ProducerData(topic, b"k", [b"v"], partition=0, timestamp_ms=future_ms))
+        error = future.exception(timeout=30)
+    if target.name == "kafka-4":
+        assert type(error) is FailedToSendMessageError
+        assert type(error.__cause__) is InvalidTimestampError
+        assert error.__cause__.code == 32
+        assert read_topic(target, topic, 1) == {0: []}
+    else:
+        assert error is None
+        assert future.result().timestamp == future_ms
+        assert read_topic(target, topic, 1) == {0: [(0, b"k", b"v", ())]}

@@ -78,14 +78,14 @@ class JsonTool:
     """One of Kafka's verifiable tools as a subprocess; its stdout JSON
     events collected by a thread (``events``), its stderr in a file."""
 
-    def __init__(self, name: str, args: list[str], workdir) -> None:
+    def __init__(self, name: str, args: list[str], workdir, release: str = "4") -> None:
         self.name = name
         self.events: list[dict] = []
         self.lock = threading.Lock()
         self.stderr_path = workdir / f"{name}.stderr"
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            kafka_tool_command(name, *args, log_level="warn"),
+            kafka_tool_command(name, *args, release=release, log_level="warn"),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -169,7 +169,10 @@ def read_log(cluster, topic: str) -> list[tuple[int, int]]:
         consumer.close()
 
 
-def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path):
+@pytest.mark.parametrize("release", ["4", "3.9"])
+def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path, release):
+    """Kafka 4.4's tools, and Kafka 3.9's (older protocol versions; their
+    config option is ``--producer.config`` / ``--consumer.config``)."""
     topic = f"verifiable-{uuid.uuid4().hex[:8]}"
     group = f"verifiable-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=1, replication_factor=3)
@@ -183,9 +186,11 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path)
             "--max-messages", "-1",
             "--throughput", "300",
             "--acks", "-1",
-            "--command-config", properties_file(tmp_path / "producer.properties", PRODUCER_CONFIG),
+            "--command-config" if release == "4" else "--producer.config",
+            properties_file(tmp_path / "producer.properties", PRODUCER_CONFIG),
         ],
         tmp_path,
+        release,
     )  # fmt: skip
     consumer = JsonTool(
         "kafka-verifiable-consumer",
@@ -195,9 +200,11 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path)
             "--group-id", group,
             "--reset-policy", "earliest",
             "--verbose",
-            "--command-config", properties_file(tmp_path / "consumer.properties", CONSUMER_CONFIG),
+            "--command-config" if release == "4" else "--consumer.config",
+            properties_file(tmp_path / "consumer.properties", CONSUMER_CONFIG),
         ],
         tmp_path,
+        release,
     )  # fmt: skip
     tools = (producer, consumer)
     try:
@@ -256,7 +263,7 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path)
     consumed_twice = len(records) - len({(r["partition"], r["offset"]) for r in records})
     failed_commits = [e for e in consumer.named("offsets_committed") if not e["success"]]
     print(
-        f"verifiable producer: sent {summary[-1]['sent']}, acked {len(acked)}, errors {len(errors)}, "
+        f"Kafka {release} verifiable producer: sent {summary[-1]['sent']}, acked {len(acked)}, errors {len(errors)}, "
         f"lost 0, duplicated {duplicated}; log {len(log)} records; verifiable consumer: {len(records)} records "
         f"({consumed_twice} read again after a rebalance), {len(failed_commits)} failed commits"
     )

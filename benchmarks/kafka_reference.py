@@ -75,6 +75,8 @@ for _p in (str(_ROOT), str(_HERE), str(_ROOT / "examples")):
 
 import run as suite  # noqa: E402  (benchmarks/run.py: payloads, pinning, workers' protocol)
 
+from kclient.errors import KafkaError  # noqa: E402
+
 log = logging.getLogger("kafka_reference")
 
 DEFAULT_JSON = _HERE / "results" / "kafka_reference.json"
@@ -145,14 +147,19 @@ class Brokers:
         return self.procs[broker].pid
 
     def create_topic(self, broker: str, topic: str, partitions: int) -> None:
-        """CreateTopics, then wait until every partition has a leader."""
+        """CreateTopics, then wait until every partition has a leader (Kafka
+        answers CreateTopics before its metadata shows the topic)."""
         from kclient import AdminClient, NewTopic
+        from kclient.errors import UnknownTopicOrPartitionError
 
         with AdminClient({"bootstrap.servers": self.bootstrap(broker)}) as admin:
             admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
             deadline = time.monotonic() + 60
             while True:
-                described = admin.describe_topics([topic]).get(topic)
+                try:
+                    described = admin.describe_topics([topic]).get(topic)
+                except UnknownTopicOrPartitionError:
+                    described = None
                 if described is not None and len(described.partitions) == partitions and all(p.leader is not None and p.leader >= 0 for p in described.partitions):
                     return
                 if time.monotonic() > deadline:
@@ -299,7 +306,7 @@ def broker_rows(brokers: Brokers, workdir: Path, quick: bool, repeat: int) -> tu
                                 consumed = worker_run(spec)
                             consumed["broker_cpu_s"] = suite.proc_cpu_seconds(brokers.pid(broker)) - b0
                             runs.append(dict(row=row, size=size, partitions=partitions, count=count, broker=broker, client=client, kind="consume", rep=rep, **consumed))
-                        except (BenchFailure, subprocess.SubprocessError, OSError) as exc:
+                        except (BenchFailure, KafkaError, subprocess.SubprocessError, OSError) as exc:
                             failures.append(f"{row} {broker} {client}: {exc}")
                             print(f"  FAILED {row} {broker} {client}: {str(exc)[:300]}", flush=True)
                 print(f"  {row} repeat {rep + 1}/{repeat} done", flush=True)
@@ -425,7 +432,7 @@ def spark_rows(brokers: Brokers, limit: int | None, repeat: int) -> tuple[list[d
                     if landed != expected:
                         raise BenchFailure(f"format({fmt!r}) wrote {landed} records to {out}, the DataFrame has {expected} rows")
                     runs.append(dict(kind="write", format=fmt, rep=rep, rows=expected, seconds=seconds, rows_per_s=expected / seconds))
-                except BenchFailure as exc:
+                except (BenchFailure, KafkaError) as exc:
                     failures.append(f"spark {fmt}: {exc}")
                     print(f"  FAILED spark {fmt}: {exc}", flush=True)
             print(f"  spark repeat {rep + 1}/{repeat} done", flush=True)
@@ -560,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                     result["spark_runs"], result["failures"] = runs, result["failures"] + failures
                     result["spark"], lines = spark_report(runs, flights)
                     printed += lines + [""]
-                except BenchFailure as exc:
+                except (BenchFailure, KafkaError) as exc:
                     result["failures"].append(f"spark: {exc}")
         finally:
             brokers.stop()

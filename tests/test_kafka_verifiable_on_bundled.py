@@ -14,8 +14,10 @@ exactly this accounting: every acknowledged value must be consumed.
 
 Here the producer is Kafka's idempotent producer (``enable.idempotence=true``,
 ``acks=all``), the topic has replication factor 3 and
-``min.insync.replicas=2``, and the leader of its one partition is killed
-three times. Checked: the producer's own ``acked`` count equals its success
+``min.insync.replicas=2``, and a broker is killed with SIGKILL and
+restarted three times: the leader of the topic's one partition, then the
+group's coordinator (the leader of its ``__consumer_offsets`` partition),
+then the leader again. Checked: the producer's own ``acked`` count equals its success
 events; every acked value is in the log exactly once and in order (read
 back with kclient's SimpleConsumer) and was consumed by the verifiable
 consumer; its committed offsets reach the log end.
@@ -33,6 +35,7 @@ import uuid
 import pytest
 
 from kclient import FetchRequest
+from kclient.broker.group.records import OFFSETS_TOPIC, partition_for
 from kclient.client.consumer.simple import SimpleConsumer
 from kclient.testing import Cluster, java_unavailable_reason, kafka_tool, kafka_tool_command
 
@@ -210,15 +213,22 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path,
     try:
         wait_for(lambda: len(acked_values(producer)) >= 100, "the first acknowledgements", tools=tools)
         wait_for(lambda: consumer.named("records_consumed"), "the consumer's first records", tools=tools)
-        for _ in range(KILLS):
-            old = cluster.leader(topic, 0)
+        offsets_partition = partition_for(group, 50)
+        for kill in range(KILLS):
+            # The second kill takes the group's coordinator (the leader of
+            # its __consumer_offsets partition), wherever the topic's leader is.
+            victim = cluster.leader(OFFSETS_TOPIC, offsets_partition) if kill == 1 else cluster.leader(topic, 0)
             before = len(acked_values(producer))
-            cluster.kill(old)
-            new = cluster.wait_for_leader(topic, 0, exclude=[old], timeout=TIMEOUT)
-            assert new != old
-            wait_for(lambda: len(acked_values(producer)) >= before + 200, "acknowledged sends on the new leader", tools=tools)
-            cluster.start_broker(old)
+            consumed_before = len(consumer.named("record_data"))
+            cluster.kill(victim)
+            for t, p in ((topic, 0), (OFFSETS_TOPIC, offsets_partition)):
+                if cluster.leader(t, p) in (victim, -1):
+                    cluster.wait_for_leader(t, p, exclude=[victim], timeout=TIMEOUT)
+            wait_for(lambda: len(acked_values(producer)) >= before + 200, "acknowledged sends after the kill", tools=tools)
+            wait_for(lambda: len(consumer.named("record_data")) > consumed_before, "the consumer to read on after the kill", tools=tools)
+            cluster.start_broker(victim)
             cluster.wait_for_isr(topic, 0, sorted(cluster.brokers), timeout=TIMEOUT)
+            cluster.wait_for_isr(OFFSETS_TOPIC, offsets_partition, sorted(cluster.brokers), timeout=TIMEOUT)
         wait_for(lambda: len(acked_values(producer)) >= before + 400, "acknowledged sends after the last restart", tools=tools)
     finally:
         producer_status = producer.stop()

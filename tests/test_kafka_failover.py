@@ -1,10 +1,11 @@
 """kclient's idempotent producer on a real Apache Kafka cluster while the
 leader is killed: three Kafka 4 KRaft nodes (each broker and controller),
 or three Kafka 3.9 brokers in ZooKeeper mode, a topic with replication
-factor 3 and ``min.insync.replicas=2``, and the leader of
-its partition killed with SIGKILL and restarted, several times in a row,
-while an idempotent ``acks=-1`` kclient Producer sends numbered records
-(Kafka documentation, "Replication"; KIP-98 for idempotence). The same
+factor 3 and ``min.insync.replicas=2``, and the leader of its partition
+killed with SIGKILL and restarted (three times under the async producer,
+once under the sync one) while an idempotent ``acks=-1`` kclient Producer
+sends numbered records (Kafka documentation, "Replication"; KIP-98 for
+idempotence). The same
 scenario as tests/test_cluster_failover.py runs on the bundled cluster.
 
 Every record is counted: acknowledged (its delivery callback had a
@@ -14,7 +15,7 @@ be lost or doubled, and each acknowledged record sits at the offset its
 delivery result named. A ConsumerConnector group reads the partition
 throughout (broker-coordinated on Kafka 4; on Kafka 3.9
 ZooKeeper-coordinated with its offsets in Kafka, as a Kafka 0.8.2 group
-migrating off ZooKeeper); one of the kills takes its group coordinator
+migrating off ZooKeeper); the second kill takes its group coordinator
 (the leader of the group's ``__consumer_offsets`` partition) instead, and
 the group reads the whole log in the end.
 """
@@ -30,7 +31,7 @@ import pytest
 
 from kclient import AdminClient, FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.client.consumer.group.connector import ConsumerConnector
-from kclient.errors import ConsumerTimeoutError
+from kclient.errors import ConsumerTimeoutError, KafkaError
 from kclient.testing import KafkaCluster, java_unavailable_reason
 from helpers.skips import require
 
@@ -111,15 +112,17 @@ class Ledger:
 
 
 class Writer(threading.Thread):
-    """An async idempotent acks=-1 kclient Producer sending "0", "1", ...
-    with a delivery callback each, until stopped; then it closes (flushing
-    what is queued)."""
+    """An idempotent acks=-1 kclient Producer sending "0", "1", ... with a
+    delivery callback each, until stopped; then it closes (flushing what is
+    queued). Async: batches pipelined from the send thread; sync: one
+    record per send, the callback called before ``send`` returns (or
+    raises)."""
 
-    def __init__(self, cluster: KafkaCluster, topic: str, ledger: Ledger) -> None:
+    def __init__(self, cluster: KafkaCluster, topic: str, ledger: Ledger, producer_type: str = "async") -> None:
         super().__init__(name="kclient-writer", daemon=True)
         self.config = {
             "bootstrap.servers": cluster.bootstrap,
-            "producer.type": "async",
+            "producer.type": producer_type,
             "enable.idempotence": True,
             "request.required.acks": -1,
             "message.send.max.retries": 200,
@@ -139,7 +142,10 @@ class Writer(threading.Thread):
         try:
             with Producer(self.config) as producer:
                 while not self.halt.is_set():
-                    producer.send(ProducerData(self.topic, None, [str(self.sent).encode()]), callback=self.ledger.callback(self.sent))
+                    try:
+                        producer.send(ProducerData(self.topic, None, [str(self.sent).encode()]), callback=self.ledger.callback(self.sent))
+                    except KafkaError:  # sync mode: the callback has the error too
+                        pass
                     self.sent += 1
                     if self.sent % 50 == 0:
                         time.sleep(0.005)  # a steady stream, not a flood
@@ -220,12 +226,13 @@ def read_log(cluster: KafkaCluster, topic: str) -> list[tuple[int, int]]:
     return out
 
 
-def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(cluster, request):
+@pytest.mark.parametrize("producer_type", ["async", "sync"])
+def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(cluster, request, producer_type):
     topic = f"numbered-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     assert cluster.isr(topic, 0) == [1, 2, 3]
     ledger = Ledger()
-    writer = Writer(cluster, topic, ledger)
+    writer = Writer(cluster, topic, ledger, producer_type)
     writer.start()
     group = GroupReader(cluster, topic)
     request.addfinalizer(group.connector.shutdown)
@@ -234,7 +241,9 @@ def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(clust
     killed = []
     try:
         wait_for(lambda: writer.error is None and ledger.count() >= 200 and group.seen, "the first acknowledgements and reads")
-        for kill in range(KILLS):
+        # The sync producer (one record per request) gets one leader kill: its
+        # retry path is the same, and each kill costs a broker restart.
+        for kill in range(KILLS if producer_type == "async" else 1):
             leader = cluster.wait_for_leader(topic, 0)
             # The second kill takes the group's coordinator (often another node).
             old = group.coordinator(cluster) if kill == 1 else leader
@@ -259,7 +268,7 @@ def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(clust
     duplicated = sorted(n for n, times in collections.Counter(numbers).items() if times > 1)
     wrong_offset = sorted(n for n, o in acked.items() if n in at and o != at[n])
     print(
-        f"Kafka {cluster.broker(1).version}: sent {writer.sent}, acknowledged {len(acked)}, failed {len(ledger.failed)}, "
+        f"Kafka {cluster.broker(1).version}, {producer_type}: sent {writer.sent}, acknowledged {len(acked)}, failed {len(ledger.failed)}, "
         f"lost {len(lost)}, duplicated {len(duplicated)}, in the log {len(numbers)}; "
         f"killed {killed}; failover (kill -> acknowledgement of the first record sent after it), s: {failovers}; failures: {dict(list(ledger.failed.items())[:3])}"
     )

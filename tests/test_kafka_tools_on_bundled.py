@@ -202,6 +202,25 @@ def test_console_producer_and_consumer_plain_and_in_a_group(broker):
     assert committed(broker, group) == {(topic, p): end for p, end in new_ends.items()}
 
 
+def test_console_producer_codecs_and_console_consumer_positions(broker):
+    """Each of the Java producer's codecs is stored and read back by
+    kclient; the console consumer reads from a partition and offset
+    (``--partition --offset``, ListOffsets and Fetch without a group) and
+    with ``--isolation-level read_committed`` (no transactions here: the
+    last stable offset is the high watermark)."""
+    topic = new_name("codecs")
+    tool(broker, "kafka-topics", "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
+    for codec in codecs:
+        tool(broker, "kafka-console-producer", "--topic", topic, "--compression-codec", codec, input=f"{codec}-1\n{codec}-2\n")
+    expected = [f"{codec}-{i}" for codec in codecs for i in (1, 2)]
+    assert [(off, v) for off, _, v in read_partition(broker, topic, 0)] == list(enumerate(expected))
+    out = tool(broker, "kafka-console-consumer", "--topic", topic, "--partition", "0", "--offset", "5", "--max-messages", "3").stdout
+    assert out.split() == expected[5:8]
+    out = tool(broker, "kafka-console-consumer", "--topic", topic, "--from-beginning", "--max-messages", "10", "--isolation-level", "read_committed").stdout
+    assert out.split() == expected
+
+
 # ---------------------------------------------------------------- kafka-topics
 
 

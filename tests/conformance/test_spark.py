@@ -76,6 +76,26 @@ def produce(broker, data: list[ProducerData]) -> None:
         producer.send(data)
 
 
+def create_topic(broker, topic: str, partitions: int) -> None:
+    """CreateTopics, then wait until the broker's metadata shows every
+    partition with a leader (Kafka answers CreateTopics first)."""
+    from kclient import AdminClient, NewTopic
+    from kclient.errors import UnknownTopicOrPartitionError
+
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                found = admin.describe_topics([topic]).get(topic)
+            except UnknownTopicOrPartitionError:
+                found = None
+            if found is not None and len(found.partitions) == partitions and all(p.leader >= 0 for p in found.partitions):
+                return
+            assert time.monotonic() < deadline, f"{topic} has no leader for every partition after 60 s"
+            time.sleep(0.05)
+
+
 def expected_rows(topic: str, data: list[ProducerData]) -> list[tuple]:
     """The rows Spark's Kafka schema gives for ``data`` produced into an
     empty topic: ``(key, value, topic, partition, offset, timestamp ms,
@@ -243,15 +263,12 @@ def test_both_sinks_partition_keys_alike_and_write_null_values(spark_kafka, brok
     """Rows with keys and no ``partition`` column land on the partition the
     key hashes to (murmur2, Kafka's default partitioner) through either
     sink, and a null ``value`` is written as a null value (a tombstone)."""
-    from kclient import AdminClient, NewTopic
-
     rows = [(f"key-{i}", None if i % 10 == 0 else f"v{i}") for i in range(60)]
     df = spark_kafka.createDataFrame(rows, "key string, value string")
     landed = {}
     for fmt in FORMATS:
         topic = _topic(f"spark-keyed-{fmt}")
-        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
-            admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])
+        create_topic(broker, topic, 6)
         df.write.mode("append").format(fmt).option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
         got = read_rows(spark_kafka, "kclient", broker, topic)
         landed[fmt] = {r[0].decode(): (r[3], r[1]) for r in got}
@@ -268,12 +285,9 @@ def test_transactional_records_read_alike(spark_kafka, kafka4_target):
     offsets of the commit and abort markers left out; ``read_committed``
     is Spark's alone (the kclient source refuses it, docs/spark.md)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from kclient import AdminClient, NewTopic
-
     broker = kafka4_target
     topic = _topic("spark-txn")
-    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    create_topic(broker, topic, 1)
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
     producer.init_transactions(60)
     for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):

@@ -339,3 +339,51 @@ def test_kafka_topics_creates_and_grows_a_replicated_topic(cluster):
     assert result.returncode != 0
     assert "InvalidReplicaAssignmentException: Unknown broker(s) in replica assignment: 9." in result.stdout + result.stderr
     assert len(cluster.assignment(topic)) == 6
+
+
+def test_kafka_configs_and_under_replicated_partitions_on_the_cluster(cluster):
+    """``kafka-configs --alter`` of a topic on the cluster reaches every
+    broker (each one describes the new value); with a broker killed,
+    ``kafka-topics --describe --under-replicated-partitions`` lists the
+    partitions it replicated and ``--unavailable-partitions`` none (every
+    partition still has a leader); after the restart neither lists any."""
+    topic = f"cluster-configs-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    for p in range(2):
+        cluster.wait_for_isr(topic, p, sorted(cluster.brokers), timeout=TIMEOUT)
+    kafka_tool(
+        "kafka-configs", "--bootstrap-server", cluster.bootstrap,
+        "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", "retention.ms=7200000,min.insync.replicas=2",
+    )  # fmt: skip
+
+    def every_broker_describes_it() -> bool:
+        for b in cluster.brokers.values():
+            out = kafka_tool("kafka-configs", "--bootstrap-server", b.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic).stdout
+            if "retention.ms=7200000 " not in out or "min.insync.replicas=2 " not in out:
+                return False
+        return True
+
+    wait_for(every_broker_describes_it, "every broker to describe the new configs")
+    victim = cluster.leader(topic, 0)
+    cluster.kill(victim)
+    try:
+        for p in range(2):
+            cluster.wait_for_isr(topic, p, sorted(set(cluster.brokers) - {victim}), timeout=TIMEOUT)
+            cluster.wait_for_leader(topic, p, exclude=[victim], timeout=TIMEOUT)
+
+        def under_replicated() -> list[str] | None:
+            out = kafka_tool("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--under-replicated-partitions", "--topic", topic).stdout
+            rows = [line for line in out.splitlines() if "Partition:" in line]
+            return rows if len(rows) == 2 and all(str(victim) not in line.split("Isr:")[1].split()[0].split(",") for line in rows) else None
+
+        wait_for(under_replicated, "both partitions to be listed as under-replicated")
+        out = kafka_tool("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--unavailable-partitions", "--topic", topic).stdout
+        assert "Partition:" not in out
+    finally:
+        cluster.start_broker(victim)
+    for p in range(2):
+        cluster.wait_for_isr(topic, p, sorted(cluster.brokers), timeout=TIMEOUT)
+    wait_for(
+        lambda: "Partition:" not in kafka_tool("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--under-replicated-partitions", "--topic", topic).stdout,
+        "no partition under-replicated after the restart",
+    )

@@ -58,8 +58,8 @@ def wait_until(predicate: Callable[[], Any], what: str, timeout: float = DEADLIN
         time.sleep(0.05)
 
 
-def new_topic(target) -> str:
-    name = f"group-{uuid.uuid4().hex[:8]}"
+def new_topic(target, name: str | None = None) -> str:
+    name = name or f"group-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
         admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])
     wait_until(lambda: metadata_shows_leaders([target.process], name, range(PARTITIONS)), f"leaders of {name}")
@@ -521,3 +521,42 @@ def test_zookeeper_group_resumes_at_offsets_committed_with_offset_commit_v0(zk_t
         reader.stop()
     # Partition p holds the records n with n % 5 == p, record n at offset n // 5.
     assert sorted(reader.numbers()) == list(range(30, 50)), "each partition from offset 6"
+
+
+def test_topic_filter_picks_up_a_new_topic(target):
+    """``create_message_streams_by_filter(Whitelist(...))``: a topic created
+    after the group was joined is subscribed too, with ZooKeeper
+    coordination (a watch on ``/brokers/topics``) where the broker is in
+    ZooKeeper, and with broker coordination (Metadata every
+    ``metadata.max.age.ms``) on every broker."""
+    from kclient.client.consumer.group.streams import Whitelist
+
+    prefix = f"filter-{uuid.uuid4().hex[:6]}"
+    modes = ["broker"] + (["zookeeper"] if target.zookeeper_connect else [])
+    first = new_topic(target, f"{prefix}-a")
+    produce(target, first, 0, 10)
+    connectors = []
+    try:
+        readers = []
+        for mode in modes:
+            group = f"{prefix}-{mode}"
+            if mode == "broker":
+                config = broker_config(target, group, "range", **{"metadata.max.age.ms": 500})
+            else:
+                config = zk_config(target, group)
+            connector = ConsumerConnector(config)
+            connectors.append(connector)
+            reader = StreamReader(connector.create_message_streams_by_filter(Whitelist(f"{prefix}-.*"), 1))
+            reader.start()
+            readers.append(reader)
+        for reader in readers:
+            wait_until(lambda: len(reader.numbers()) >= 10, "the first topic's records")
+        second = new_topic(target, f"{prefix}-b")
+        produce(target, second, 10, 10)
+        for mode, reader in zip(modes, readers):
+            wait_until(lambda: len(reader.numbers()) >= 20, f"the new topic's records ({mode} coordination)")
+            reader.stop()
+            assert sorted(reader.numbers()) == list(range(20)), mode
+    finally:
+        for connector in connectors:
+            connector.shutdown()

@@ -139,6 +139,29 @@ class ByteBufferMessageSet:
         return len(self.buffer)
 
     @property
+    def next_offset(self) -> int:
+        """The offset to fetch from to continue after this set: past its
+        last complete batch, control batches included.
+
+        A transactional producer's commit or abort markers are control
+        batches: they take an offset but no message is handed out for them,
+        so a reader that only follows each message's ``next_offset`` stops
+        in front of a marker (a fetch there returns no message, again and
+        again). Continuing from this offset moves past it, as Kafka's
+        consumer moves its position to the batch's next offset.
+
+        Returns:
+            The offset after the last complete batch, or ``start_offset``
+            when the set holds none (nothing fetched, a cut first batch, an
+            error).
+        """
+        end = self.start_offset
+        if not self.error_code:
+            for info in scan_batches(self.buffer):
+                end = max(end, info.next_offset)
+        return end
+
+    @property
     def valid_bytes(self) -> int:
         """Bytes taken by complete batches (the rest is a partial tail)."""
         total = 0

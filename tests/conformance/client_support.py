@@ -97,11 +97,14 @@ def read_partition(consumer: SimpleConsumer, topic: str, partition: int, start: 
     offset = start
     while offset < stop:
         before = offset
-        for m in consumer.fetch(FetchRequest(topic, partition, offset, 1 << 20)):
+        message_set = consumer.fetch(FetchRequest(topic, partition, offset, 1 << 20))
+        for m in message_set:
             if m.offset < offset:
                 continue  # a compressed v0/v1 wrapper's earlier messages
             found.append((m.offset, m.message.key, m.message.payload, tuple((h.key, h.value) for h in m.message.headers)))
             offset = m.next_offset
+        # Past transaction markers too (control batches hand out no message).
+        offset = max(offset, message_set.next_offset)
         assert offset > before, f"no progress reading {topic}-{partition} at {offset} (log end {stop})"
     return found
 

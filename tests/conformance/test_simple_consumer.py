@@ -10,7 +10,7 @@ import pytest
 from kclient import FetchRequest, OffsetOutOfRangeError, OffsetRequest, Producer, ProducerData
 from kclient.errors import UnknownTopicOrPartitionError
 
-from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic
+from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic, wait_for
 
 NOW = 1_700_000_000_000
 
@@ -186,3 +186,84 @@ def test_message_formats(target, api_version, magic, codec):
         assert log_end(consumer, topic, 0) == 2
     # v0 has no timestamp (-1).
     assert got == [(0, b"k", b"a", NOW if magic else -1), (1, b"k", b"b", NOW if magic else -1)]
+
+
+def test_log_start_offset_and_partitions_for(target, filled):
+    topic = filled(target)
+    with simple_consumer(target) as consumer:
+        fetched = consumer.fetch(FetchRequest(topic, 0, 0))
+        assert (fetched.high_watermark, fetched.log_start_offset) == (6, 0)
+        parts = consumer.partitions_for(topic)
+        assert [(p.partition, len(p.replicas), len(p.isr), p.leader >= 0) for p in parts] == [(0, 1, 1, True), (1, 1, 1, True)]
+        with pytest.raises(UnknownTopicOrPartitionError):
+            consumer.partitions_for(unique_topic("sc-absent"))
+
+
+def test_deleted_topic(target):
+    from kclient import AdminClient
+
+    topic = create_topic(target, unique_topic("sc-deleted"), partitions=1)
+    with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": -1}) as producer:
+        producer.send(ProducerData(topic, b"k", [b"v"], partition=0))
+    with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
+        admin.delete_topics([topic])
+    with simple_consumer(target) as consumer:
+
+        def gone():
+            try:
+                consumer.fetch(FetchRequest(topic, 0, 0))
+            except UnknownTopicOrPartitionError:
+                return True
+            return False
+
+        wait_for(gone, f"{topic} gone")
+
+        # Kafka 3.9 (ZooKeeper mode) deletes asynchronously: ListOffsets
+        # may still answer a moment after Fetch says the partition is gone.
+        def offsets_gone():
+            try:
+                consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1)
+            except UnknownTopicOrPartitionError:
+                return True
+            return False
+
+        wait_for(offsets_gone, "ListOffsets to say so")
+
+
+def test_transactional_batches_and_their_markers(target):
+    """Records a transactional Java producer wrote (kafka-producer-perf-test
+    with a transactional id): a read-uncommitted fetch returns each record
+    and skips the commit markers, and the message set's next_offset leads
+    past a marker. The bundled broker has no transactions (no
+    AddPartitionsToTxn / EndTxn; idempotence only): the Java producer fails
+    there with UnsupportedVersionException."""
+    from kclient.testing import kafka_tool
+
+    topic = create_topic(target, unique_topic("sc-txn"), partitions=1)
+    result = kafka_tool(
+        "kafka-producer-perf-test",
+        "--topic", topic, "--num-records", "6", "--record-size", "10", "--throughput", "-1",
+        "--transactional-id", unique_topic("txn"), "--transaction-duration-ms", "1",
+        "--producer-props", f"bootstrap.servers={target.bootstrap}", "acks=all", "batch.size=1", "linger.ms=0", "max.block.ms=20000",
+        release=target.release or "4",
+        check=target.is_kafka,
+    )  # fmt: skip
+    if not target.is_kafka:
+        assert result.returncode != 0
+        assert "UnsupportedVersionException: The node does not support ADD_PARTITIONS_TO_TXN" in result.stderr
+        return
+    with simple_consumer(target) as consumer:
+        end = log_end(consumer, topic, 0)
+        records = read_partition(consumer, topic, 0)
+    offsets = [r[0] for r in records]
+    assert len(records) == 6
+    assert all(r[2] is not None and len(r[2]) == 10 for r in records)
+    # Every transaction ends with a marker: more offsets than records,
+    # and the last offset of the log is a marker's.
+    assert end > 6
+    assert offsets[-1] < end - 1
+    assert offsets == sorted(offsets)
+    with simple_consumer(target) as consumer:
+        at_marker = consumer.fetch(FetchRequest(topic, 0, end - 1))
+        assert list(at_marker) == []
+        assert at_marker.next_offset == end

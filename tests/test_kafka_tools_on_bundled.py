@@ -42,7 +42,7 @@ from kclient import FetchRequest, Producer, ProducerData
 from kclient.client.admin import AdminClient
 from kclient.client.consumer.simple import SimpleConsumer
 from kclient.client.producer.partitioner import murmur2, to_positive
-from kclient.testing import java_unavailable_reason, kafka_tool, kafka_tool_command
+from kclient.testing import BrokerProcess, TestCertificates, java_unavailable_reason, kafka_tool, kafka_tool_command, security_properties
 
 pytestmark = pytest.mark.skipif(java_unavailable_reason() is not None, reason=str(java_unavailable_reason()))
 
@@ -518,3 +518,72 @@ def test_kafka_3_9_tools(broker):
     tool(broker, "kafka-consumer-groups", "--delete", "--group", group, release="3.9")
     tool(broker, "kafka-topics", "--delete", "--topic", topic, release="3.9")
     wait_for(lambda: topic not in tool(broker, "kafka-topics", "--list", release="3.9").stdout.split(), "the topic to leave the list")
+
+
+# ---------------------------------------------------------------- TLS and SASL
+
+
+@pytest.fixture(scope="module")
+def secured(zookeeper, tmp_path_factory):
+    """A bundled broker with PLAINTEXT, SSL and SASL_SSL (PLAIN and
+    SCRAM-SHA-256/512) listeners, its SCRAM users in ZooKeeper."""
+    directory = tmp_path_factory.mktemp("secured")
+    with TestCertificates(directory / "certs") as certs:
+        props = security_properties(certs, listeners=("PLAINTEXT", "SSL", "SASL_SSL"), mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+        props["zookeeper.connect"] = f"{zookeeper.connect}/secured-{uuid.uuid4().hex[:8]}"
+        with BrokerProcess(properties=props) as broker:
+            yield broker, certs, props["zookeeper.connect"], directory
+
+
+def client_config(directory, certs, protocol: str, mechanism: str | None = None, user: str = "", password: str = "") -> str:
+    """A Java client's ``--command-config`` file."""
+    lines = [f"security.protocol={protocol}", "ssl.truststore.type=PEM", f"ssl.truststore.location={certs.truststore_location}"]
+    if mechanism:
+        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+        lines += [f"sasl.mechanism={mechanism}", f'sasl.jaas.config=org.apache.kafka.common.security.{module} required username="{user}" password="{password}";']
+    path = directory / f"{protocol}-{mechanism}-{user}-{uuid.uuid4().hex[:6]}.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_console_tools_over_tls_and_sasl(secured):
+    """Kafka's console tools over SSL, SASL_SSL/PLAIN and SASL_SSL/SCRAM;
+    the SCRAM user created with Kafka 3.9's own ``kafka-configs
+    --zookeeper`` (``/config/users/<name>``, the layout the bundled broker
+    reads). Kafka 4's ``kafka-configs --bootstrap-server --entity-type
+    users`` needs AlterUserScramCredentials (KIP-554), which the bundled
+    broker does not serve."""
+    broker, certs, zk_connect, directory = secured
+    out = kafka_tool(
+        "kafka-configs", "--zookeeper", zk_connect,
+        "--alter", "--entity-type", "users", "--entity-name", "bob",
+        "--add-config", "SCRAM-SHA-256=[iterations=4096,password=bob-secret],SCRAM-SHA-512=[password=bob-secret]",
+        release="3.9",
+    ).stdout  # fmt: skip
+    assert "Completed updating config for entity: user-principal 'bob'." in out
+    topic = new_name("secured")
+    kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    cases = [
+        ("SSL", client_config(directory, certs, "SSL")),
+        ("SASL_SSL", client_config(directory, certs, "SASL_SSL", "PLAIN", "alice", "alice-secret")),
+        ("SASL_SSL", client_config(directory, certs, "SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret")),
+        ("SASL_SSL", client_config(directory, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", "bob-secret")),
+    ]
+    for i, (listener, config) in enumerate(cases):
+        address = f"{broker.host}:{broker.ports[listener]}"
+        kafka_tool("kafka-console-producer", "--bootstrap-server", address, "--topic", topic, "--command-config", config, input=f"secret-{i}\n", timeout=TIMEOUT)
+        out = kafka_tool(
+            "kafka-console-consumer", "--bootstrap-server", address, "--topic", topic, "--command-config", config,
+            "--group", new_name("secured-group"), "--from-beginning", "--max-messages", str(i + 1), timeout=TIMEOUT,
+        ).stdout  # fmt: skip
+        assert out.split() == [f"secret-{j}" for j in range(i + 1)], (config, out)
+    wrong = client_config(directory, certs, "SASL_SSL", "SCRAM-SHA-256", "bob", "not-the-password")
+    result = kafka_tool("kafka-topics", "--bootstrap-server", f"{broker.host}:{broker.ports['SASL_SSL']}", "--list", "--command-config", wrong, check=False, timeout=TIMEOUT)
+    assert result.returncode != 0 and "SaslAuthenticationException" in result.stdout + result.stderr
+    result = kafka_tool(
+        "kafka-configs", "--bootstrap-server", broker.bootstrap,
+        "--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", "SCRAM-SHA-256=[password=carol-secret]",
+        check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "UnsupportedVersionException: The node does not support ALTER_USER_SCRAM_CREDENTIALS" in result.stdout + result.stderr

@@ -579,7 +579,11 @@ def test_console_tools_over_tls_and_sasl(secured):
         assert out.split() == [f"secret-{j}" for j in range(i + 1)], (config, out)
     wrong = client_config(directory, certs, "SASL_SSL", "SCRAM-SHA-256", "bob", "not-the-password")
     result = kafka_tool("kafka-topics", "--bootstrap-server", f"{broker.host}:{broker.ports['SASL_SSL']}", "--list", "--command-config", wrong, check=False, timeout=TIMEOUT)
-    assert result.returncode != 0 and "SaslAuthenticationException" in result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (
+        "SaslAuthenticationException: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+        in result.stdout + result.stderr
+    )
     result = kafka_tool(
         "kafka-configs", "--bootstrap-server", broker.bootstrap,
         "--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", "SCRAM-SHA-256=[password=carol-secret]",

@@ -166,6 +166,26 @@ class PendingResponse:
             return True
         return self._conn._busy_wait_readable(seconds)
 
+#: What a plain (PLAINTEXT, SASL_PLAINTEXT) connection that got no Kafka
+#: answer says: the usual cause is a TLS listener.
+_TLS_LISTENER_HINT = "if its listener uses TLS, set security.protocol=SSL or SASL_SSL"
+
+
+def _is_tls_record_header(size: int) -> bool:
+    """Whether a response's 4-byte size prefix is the start of a TLS record
+    (content type handshake 22 or alert 21, protocol version 3.x): what a
+    TLS listener sends back to a client that spoke plain Kafka to it.
+
+    Args:
+        size: The prefix read as a big-endian int32.
+
+    Returns:
+        True for a TLS record header.
+    """
+    b0, b1, b2 = (size >> 24) & 0xFF, (size >> 16) & 0xFF, (size >> 8) & 0xFF
+    return b0 in (21, 22) and b1 == 3 and b2 <= 4
+
+
 #: Lowest Produce version Kafka 4.0+ accepts (KIP-896 removed v0-v2).
 KIP_896_PRODUCE_MIN_VERSION = 3
 #: Lowest Fetch version Kafka 4.0+ advertises (KIP-896 removed v0-v3): a
@@ -626,6 +646,11 @@ class BrokerConnection:
                     try:
                         response = self._proto.next_response()
                     except FrameTooLargeError as exc:
+                        if self._raw and not self._answered and _is_tls_record_header(exc.size):
+                            # A TLS listener answering a plain connection
+                            # (Apache Kafka's SSLEngine sends an alert).
+                            await self._fail(KafkaConnectionError(f"{self.host}:{self.port} answered with TLS, not Kafka: {_TLS_LISTENER_HINT}"))
+                            return
                         # Typed (size, cap): the connection is closed and
                         # every pending request fails with it.
                         await self._fail(FrameTooLargeError(f"bad response from {self.host}:{self.port}: {exc}", size=exc.size, max_bytes=exc.max_bytes))
@@ -705,6 +730,10 @@ class BrokerConnection:
             error.__cause__ = cause
             return error
         if exc is None:
+            if self._raw and not self._answered:
+                # The bundled broker's TLS listener closes a plain connection
+                # without a word.
+                return KafkaConnectionError(f"{self.host}:{self.port} closed the connection before any answer: {_TLS_LISTENER_HINT}")
             return KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
         return KafkaConnectionError(f"lost connection to {self.host}:{self.port}: {exc.__cause__ or exc}")
 

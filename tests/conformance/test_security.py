@@ -98,3 +98,37 @@ def test_untrusted_ca_fails_clearly(target, listener, mechanism):
     with pytest.raises(SslAuthenticationError):
         with AdminClient(props | {"default.api.timeout.ms": 10_000}) as admin:
             admin.list_topics()
+
+
+def _error_of(target, props):
+    try:
+        with consumer_for(target, props | {"request.timeout.ms": "5000"}) as consumer:
+            consumer.partitions_for("anything")
+    except Exception as exc:  # noqa: BLE001 - what each broker makes of it is the point
+        return exc
+    return None
+
+
+def test_ssl_client_on_the_sasl_ssl_listener(target):
+    """TLS without SASL on the SASL_SSL listener: every broker answers
+    ApiVersions, then closes the connection at the first other request."""
+    from kclient.errors import KafkaConnectionError
+
+    props = target.client_properties("SSL")
+    props["bootstrap.servers"] = target.bootstrap_for("SASL_SSL")
+    error = _error_of(target, props)
+    assert type(error) is KafkaConnectionError
+    assert str(error) == f"{props['bootstrap.servers']} closed the connection"
+
+
+def test_plaintext_client_on_the_ssl_listener(target):
+    """Plain Kafka to a TLS listener: Apache Kafka answers with a TLS alert
+    (Java's SSLEngine), the bundled broker closes the connection; kclient
+    says the same thing for both."""
+    from kclient.errors import KafkaConnectionError
+
+    address = target.bootstrap_for("SSL")
+    error = _error_of(target, {"bootstrap.servers": address})
+    assert type(error) is KafkaConnectionError
+    assert str(error).startswith(f"{address} ")
+    assert str(error).endswith(": if its listener uses TLS, set security.protocol=SSL or SASL_SSL")

@@ -157,8 +157,14 @@ def kafka_version(release: str = "4") -> str:
 
 def random_cluster_id() -> str:
     """A new Kafka cluster id: 16 random bytes, URL-safe base64 without
-    padding (Kafka's ``Uuid``, what ``kafka-storage random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    padding (Kafka's ``Uuid``, what ``kafka-storage random-uuid`` prints),
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` draws again
+    then too: such an id reads as an option on a command line, and
+    ``kafka-storage format --cluster-id -...`` fails)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _java_command(release: str, main_class: str, jvm_options: Sequence[str] = ()) -> list[str]:

@@ -192,13 +192,25 @@ async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: in
         know is described with state ``Dead`` and no members, as Kafka does.
 
     Raises:
-        BrokerResponseError: A group's DescribeGroups error.
+        BrokerResponseError: A group's DescribeGroups error; NOT_COORDINATOR,
+            COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE only
+            once ``timeout_ms`` has passed (until then the coordinator is
+            looked up again, as Kafka's admin client does: a new Kafka 4
+            cluster answers NOT_COORDINATOR while its group coordinator
+            starts up).
     """
     out = {}
     for group in groups:
-        node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
-        r = await conn.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
-        g = r["groups"][0]
+        deadline = trio.current_time() + timeout_ms / 1000
+        while True:
+            node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+            r = await conn.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
+            g = r["groups"][0]
+            if g["error_code"] in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
+                log.debug("DescribeGroups %r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(g["error_code"]).name)
+                await trio.sleep(backoff_ms / 1000)
+                continue
+            break
         if g["error_code"] != NONE:
             raise error_for_code(g["error_code"])(f"DescribeGroups {group!r}")
         members = tuple(

@@ -48,8 +48,12 @@ def test_describe_cluster(target, admin):
     cluster = admin.describe_cluster()
     [broker] = cluster.brokers
     assert (broker.host, broker.port) == (target.host, target.port)
-    assert cluster.controller_id in (broker.node_id, -1) or target.name == "kafka-4"
-    assert cluster.cluster_id
+    # Kafka 4 (KRaft) names a live broker as the controller in Metadata
+    # (clients cannot reach the KRaft controllers, KIP-590); with one node
+    # that is the broker itself, as on the others.
+    assert cluster.controller_id == broker.node_id
+    # A cluster id is a UUID in URL-safe base64 without padding (22 chars).
+    assert len(cluster.cluster_id) == 22
 
 
 def test_create_describe_delete(target, admin):
@@ -323,3 +327,16 @@ def test_cli_configs_scram_users_in_zookeeper(zk_target):
     kafka-configs wrote (Kafka 3.9) or kclient's zk.users (bundled)."""
     out = kclient_cli("configs", "--zookeeper", zk_target.zookeeper_connect, "--describe", "--entity-type", "users", "--entity-name", "bob").stdout
     assert out == "Configs for user-principal 'bob' are SCRAM-SHA-256=iterations=4096,SCRAM-SHA-512=iterations=4096\n"
+
+
+def test_unknown_group(target, admin):
+    """A group nobody joined: state Dead, no members, no offsets (DescribeGroups
+    up to v5 and OffsetFetch on every broker); ``kclient consumer-groups``
+    says so in one line with status 2."""
+    group = unique_topic("grp-none")
+    described = admin.describe_consumer_groups([group])[group]
+    assert (described.group_id, described.state, described.protocol_type, described.protocol, described.members) == (group, "Dead", "", "", ())
+    assert admin.list_consumer_group_offsets(group) == {}
+    out = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group, check=False)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.rstrip().endswith(f"consumer group {group!r} is not known to the brokers")

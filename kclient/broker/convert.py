@@ -265,6 +265,22 @@ def _legacy_messages(raw) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]
     return msg, [(ts, m) for _, ts, m in absolute_inner(msg, decompress_inner(msg))]
 
 
+def _recompressed(raw, header, codec: int, log_append_time: bool) -> bytes:
+    """One v2 batch rewritten with ``codec``: the same records (timestamps,
+    keys, values, headers), producer id, epoch, base sequence and
+    transactional bit."""
+    rows = decode_records(raw, header, check_crc=False)
+    return build_batch(
+        [(key, value, ts, headers) for _, ts, key, value, headers in rows],
+        codec=codec,
+        timestamp_type_log_append=log_append_time,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+    )
+
+
 def prepare_append(
     records,
     *,
@@ -272,6 +288,7 @@ def prepare_append(
     stored_magic: int = 2,
     log_append_time_ms: int | None = None,
     max_message_bytes: int = 1048588,
+    codec: int | None = None,
 ) -> PreparedAppend:
     """Validate one partition's Produce record set and convert it to the stored format.
 
@@ -288,6 +305,11 @@ def prepare_append(
             LogAppendTime, ``None`` for CreateTime.
         max_message_bytes: ``message.max.bytes``, checked on each incoming
             batch / entry (the log checks the stored ones again).
+        codec: The topic's ``compression.type`` as a codec id (``uncompressed``
+            is `codecs.NONE`), or None for ``producer``: into a v2 topic,
+            a batch in another codec is rewritten with this one (same
+            records, producer id, epoch and sequence), as Kafka's
+            LogValidator recompresses.
 
     Returns:
         The converted record set and what the append needs to know of it.
@@ -299,7 +321,8 @@ def prepare_append(
     view = memoryview(records).cast("B")
     units = _validate(view, produce_version, stored_magic, max_message_bytes)
     lat = log_append_time_ms
-    if lat is None and all(u.info.magic == stored_magic and (stored_magic == 2 or u.codec == codecs.NONE) for u in units):
+    keep_codec = codec is None or stored_magic != 2 or all(u.codec == codec for u in units)
+    if lat is None and keep_codec and all(u.info.magic == stored_magic and (stored_magic == 2 or u.codec == codecs.NONE) for u in units):
         # The common case: already in the stored format, nothing to stamp.
         count = sum(u.v2_header.records_count if u.v2_header is not None else 1 for u in units)  # type: ignore[attr-defined]
         return PreparedAppend(records if isinstance(records, bytes) else view, count)  # the log copies it once
@@ -313,7 +336,7 @@ def prepare_append(
     def flush_group() -> None:
         nonlocal group, group_bytes
         if group:
-            batch = build_batch(group, timestamp_type_log_append=lat is not None)
+            batch = build_batch(group, codec=codec or codecs.NONE, timestamp_type_log_append=lat is not None)
             out.extend(batch if lat is None else stamp_v2_log_append_time(batch, lat))
             group = []
             group_bytes = HEADER_SIZE
@@ -327,6 +350,9 @@ def prepare_append(
                 count += header.records_count  # type: ignore[attr-defined]
                 if stored_magic == 2:
                     flush_group()
+                    if codec is not None and header.codec != codec:  # type: ignore[attr-defined]
+                        converted = True
+                        raw = _recompressed(raw, header, codec, lat is not None)
                     out += raw if lat is None else stamp_v2_log_append_time(raw, lat)
                     continue
                 converted = True
@@ -356,7 +382,7 @@ def prepare_append(
                         group_bytes += size
                     continue
                 flush_group()
-                batch = build_batch(items, codec=unit.codec, timestamp_type_log_append=lat is not None)
+                batch = build_batch(items, codec=unit.codec if codec is None else codec, timestamp_type_log_append=lat is not None)
                 out += batch if lat is None else stamp_v2_log_append_time(batch, lat)
                 continue
             if info.magic == stored_magic and lat is None:

@@ -169,15 +169,32 @@ class AppendNotifier:
                 event.set()
 
 
+def _topic_codec(compression_type: str) -> int | None:
+    """A topic's ``compression.type`` as a codec id: None for ``producer``
+    (or a value that is no codec), `codecs.NONE` for ``uncompressed``."""
+    from kclient.protocol.records import codecs
+
+    if compression_type == "uncompressed":
+        return codecs.NONE
+    try:
+        return None if compression_type == "producer" else codecs.codec_id(compression_type)
+    except (ValueError, KeyError):
+        log.warning("compression.type %r is no codec: batches are kept as the producer sent them", compression_type)
+        return None
+
+
 @attrs.frozen
 class TopicFormat:
     """How a topic stores records: ``magic`` 0, 1 or 2 (topic
     ``message.format.version``, else ``log.message.format.version``) and
     ``log_append_time`` (topic ``message.timestamp.type``, else
-    ``log.message.timestamp.type``, is LogAppendTime)."""
+    ``log.message.timestamp.type``, is LogAppendTime) and ``codec`` (topic
+    ``compression.type`` as a codec id, None for ``producer``: the batches
+    are kept in the producer's codec)."""
 
     magic: int = 2
     log_append_time: bool = False
+    codec: int | None = None
 
 
 class BrokerState:
@@ -268,6 +285,8 @@ class BrokerState:
                 fmt = attrs.evolve(fmt, magic=message_format_magic(override["message.format.version"]))
             if "message.timestamp.type" in override:
                 fmt = attrs.evolve(fmt, log_append_time=override["message.timestamp.type"] == "LogAppendTime")
+            if "compression.type" in override:
+                fmt = attrs.evolve(fmt, codec=_topic_codec(override["compression.type"]))
             self._formats[topic] = fmt
         return fmt
 
@@ -649,6 +668,7 @@ class RequestHandlers:
                 stored_magic=fmt.magic,
                 log_append_time_ms=now if fmt.log_append_time else None,
                 max_message_bytes=state.message_max_bytes,
+                codec=fmt.codec,
             )
         except AppendRejected as exc:
             log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)

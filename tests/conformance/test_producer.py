@@ -228,3 +228,21 @@ def test_record_timestamp_far_in_the_future(target):
         assert error is None
         assert future.result().timestamp == future_ms
         assert read_topic(target, topic, 1) == {0: [(0, b"k", b"v", ())]}
+
+
+@pytest.mark.parametrize("topic_codec,producer_codec", [("gzip", "none"), ("zstd", "lz4"), ("uncompressed", "snappy"), ("producer", "gzip")])
+def test_topic_compression_type(target, topic_codec, producer_codec):
+    """The topic's compression.type: the broker recompresses what the
+    producer sent (or keeps it, ``producer``); the records are the same."""
+    topic = create_topic(target, unique_topic("p-topic-codec"), partitions=1, config={"compression.type": topic_codec})
+    conf = {"bootstrap.servers": target.bootstrap, "request.required.acks": -1, "compression.type": producer_codec}
+    with Producer(conf) as producer:
+        producer.send(ProducerData(topic, b"k", [b"a" * 300, b"b", None], partition=0, headers=[("h", b"1")]))
+    assert read_topic(target, topic, 1) == {0: [(0, b"k", b"a" * 300, (("h", b"1"),)), (1, b"k", b"b", (("h", b"1"),)), (2, b"k", None, (("h", b"1"),))]}
+    from kclient import FetchRequest
+    from kclient.protocol.records import v2
+
+    with simple_consumer(target) as consumer:
+        [header] = [v2.read_header(bytes(consumer.fetch(FetchRequest(topic, 0, 0)).buffer))]
+    stored = producer_codec if topic_codec == "producer" else "none" if topic_codec == "uncompressed" else topic_codec
+    assert header.codec == CODECS.index(stored)

@@ -340,3 +340,28 @@ def test_unknown_group(target, admin):
     out = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group, check=False)
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr.rstrip().endswith(f"consumer group {group!r} is not known to the brokers")
+
+
+def test_create_with_broker_defaults_and_assignment(target, admin):
+    """num_partitions / replication_factor -1 take the broker's defaults
+    (KIP-464: num.partitions=2 here); a replica assignment names the broker.
+    One naming an unknown broker is INVALID_REPLICA_ASSIGNMENT (39) on the
+    bundled broker and on Kafka 4 (the KRaft controller checks broker
+    registrations); Kafka 3.9 in ZooKeeper mode writes the assignment
+    without checking and answers REQUEST_TIMED_OUT (7) when no leader is
+    elected within the request's timeout."""
+    from kclient.errors import InvalidReplicaAssignmentError, RequestTimedOutError
+
+    node = node_id(admin)
+    defaults = unique_topic("adm-defaults")
+    admin.create_topics([NewTopic(defaults)])
+    described = wait_for(lambda: _described(admin, defaults), f"{defaults} led")
+    assert [(p.partition, p.replicas) for p in described.partitions] == [(0, (node,)), (1, (node,))]
+    assigned = unique_topic("adm-assigned")
+    admin.create_topics([NewTopic(assigned, replica_assignment={0: [node], 1: [node], 2: [node]})])
+    described = wait_for(lambda: _described(admin, assigned), f"{assigned} led")
+    assert [(p.partition, p.leader, p.replicas) for p in described.partitions] == [(p, node, (node,)) for p in range(3)]
+    expected = RequestTimedOutError if target.name == "kafka-3.9" else InvalidReplicaAssignmentError
+    with pytest.raises(expected) as raised:
+        admin.create_topics([NewTopic(unique_topic("adm-bad-assign"), replica_assignment={0: [node + 100]})], timeout_ms=2000)
+    assert raised.value.code == expected.code

@@ -9,15 +9,17 @@ import pytest
 
 from kclient import (
     FailedToSendMessageError,
+    FetchRequest,
     MessageSizeTooLargeError,
     Producer,
     ProducerData,
     RecordMetadata,
 )
 from kclient.client.producer.partitioner import murmur2, to_positive
+from kclient.protocol.records import v2
 from kclient.testing import kafka_tool
 
-from conformance.client_support import create_topic, read_topic, simple_consumer, unique_topic, wait_for, wait_for_log_end, read_partition
+from conformance.client_support import create_topic, read_partition, read_topic, simple_consumer, unique_topic, wait_for_log_end
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 KEYS = [f"key-{i}".encode() for i in range(24)]
@@ -131,8 +133,6 @@ def test_log_append_time_in_delivery_results(target):
         [future] = producer.send_with_result(ProducerData(topic, b"k", [b"v"], partition=0, timestamp_ms=1_000))
         metadata = future.result(timeout=30)
     with simple_consumer(target) as consumer:
-        from kclient import FetchRequest
-
         [m] = list(consumer.fetch(FetchRequest(topic, 0, 0)))
     assert metadata.offset == 0
     assert metadata.timestamp != 1_000
@@ -239,9 +239,6 @@ def test_topic_compression_type(target, topic_codec, producer_codec):
     with Producer(conf) as producer:
         producer.send(ProducerData(topic, b"k", [b"a" * 300, b"b", None], partition=0, headers=[("h", b"1")]))
     assert read_topic(target, topic, 1) == {0: [(0, b"k", b"a" * 300, (("h", b"1"),)), (1, b"k", b"b", (("h", b"1"),)), (2, b"k", None, (("h", b"1"),))]}
-    from kclient import FetchRequest
-    from kclient.protocol.records import v2
-
     with simple_consumer(target) as consumer:
         [header] = [v2.read_header(bytes(consumer.fetch(FetchRequest(topic, 0, 0)).buffer))]
     stored = producer_codec if topic_codec == "producer" else "none" if topic_codec == "uncompressed" else topic_codec

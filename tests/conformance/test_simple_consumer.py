@@ -267,3 +267,35 @@ def test_transactional_batches_and_their_markers(target):
         at_marker = consumer.fetch(FetchRequest(topic, 0, end - 1))
         assert list(at_marker) == []
         assert at_marker.next_offset == end
+
+
+def test_multifetch_of_many_partitions_is_pipelined(target):
+    """More than 64 partitions without a long poll go as several Fetch
+    requests written together (PIPELINE_PARTITIONS): every broker answers
+    them in order."""
+    partitions = 70
+    topic = create_topic(target, unique_topic("sc-many"), partitions=partitions)
+    with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": 1}) as producer:
+        producer.send([ProducerData(topic, f"k{p}".encode(), [f"v{p}".encode()], partition=p) for p in range(partitions)])
+    with simple_consumer(target) as consumer:
+        requests = [FetchRequest(topic, p, 0) for p in range(partitions)]
+        got = [[(m.offset, m.message.key, m.message.payload) for m in s] for s in consumer.multifetch(requests)]
+        assert got == [[(0, f"k{p}".encode(), f"v{p}".encode())] for p in range(partitions)]
+        streamed = [[(m.offset, m.message.key, m.message.payload) for m in s] for s in consumer.multifetch_iter(requests)]
+        assert streamed == got
+
+
+def test_long_poll_returns_when_a_record_arrives(target):
+    import threading
+
+    topic = create_topic(target, unique_topic("sc-poll"), partitions=1)
+    result: list = []
+    with simple_consumer(target) as consumer:
+        poller = threading.Thread(target=lambda: result.append(list(consumer.fetch(FetchRequest(topic, 0, 0), max_wait_ms=30_000, min_bytes=1))))
+        poller.start()
+        with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": 1}) as producer:
+            producer.send(ProducerData(topic, b"k", [b"arrived"], partition=0))
+        poller.join(60)
+        assert not poller.is_alive()
+    [[message]] = result
+    assert (message.offset, message.message.payload) == (0, b"arrived")

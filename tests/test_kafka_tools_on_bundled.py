@@ -240,7 +240,13 @@ def test_kafka_topics_create_list_describe_alter_delete(broker):
     assert set(head["Configs"].split(",")) == {"retention.ms=3600000", "cleanup.policy=compact"}
     assert [(p["Partition"], p["Leader"], p["Replicas"], p["Isr"]) for p in parts] == [(str(i), "0", "0", "0") for i in range(3)]
     # Exists already; more replicas than brokers.
-    assert "TopicExistsException" in failed(tool(broker, "kafka-topics", "--create", "--topic", topic, check=False))
+    # Kafka's own messages (Kafka 3.9 and 4.4 print the same).
+    text = failed(tool(broker, "kafka-topics", "--create", "--topic", topic, check=False))
+    assert f"Error while executing topic command : Topic '{topic}' already exists." in text
+    text = failed(tool(broker, "kafka-topics", "--create", "--topic", "bad/name", check=False))
+    assert "InvalidTopicException: Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'" in text
+    text = failed(tool(broker, "kafka-topics", "--create", "--topic", new_name("manual"), "--replica-assignment", "7", check=False))
+    assert "InvalidReplicaAssignmentException: The manual partition assignment includes broker 7, but no such broker is registered." in text
     text = failed(tool(broker, "kafka-topics", "--create", "--topic", new_name("rf3"), "--replication-factor", "3", check=False))
     assert "InvalidReplicationFactorException" in text
     # --alter --partitions: CreatePartitions (KIP-195). The new partition takes records.
@@ -422,6 +428,12 @@ def test_kafka_configs_topics_and_brokers(broker):
     assert "  delete.retention.ms=86400000 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.delete.retention.ms=86400000}" in out
     text = failed(tool(broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", "no.such.config=1", check=False))
     assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in text
+    text = failed(tool(broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", "retention.ms=xyz", check=False))
+    assert "InvalidConfigurationException: Invalid value xyz for configuration retention.ms: Not a number of type LONG" in text
+    text = failed(tool(broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", "min.insync.replicas=0", check=False))
+    assert "InvalidConfigurationException: Invalid value 0 for configuration min.insync.replicas: Value must be at least 1" in text
+    text = failed(tool(broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "no-such-topic", "--add-config", "retention.ms=1", check=False))
+    assert "UnknownTopicOrPartitionException: The topic 'no-such-topic' does not exist." in text
     # Brokers: described (static and default values), never changed at run
     # time: the bundled broker has no dynamic broker configs (Kafka's
     # KIP-226), and refuses each as Kafka refuses a config that is not

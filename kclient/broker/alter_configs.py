@@ -96,16 +96,17 @@ def _check_value(name: str, value: str) -> None:
     elif name == "compression.type":
         if value not in _COMPRESSION_TYPES:
             raise ValueError(f"expected one of {', '.join(_COMPRESSION_TYPES)}")
-    elif name == "min.insync.replicas":
-        if int(value) < 1:
-            raise ValueError("must be at least 1")
     elif kind == "BOOLEAN":
         if value.strip().lower() not in ("true", "false"):
-            raise ValueError("expected true or false")
-    elif kind in ("INT", "LONG"):
-        int(value)
-    elif kind == "DOUBLE":
-        float(value)
+            raise ValueError("Expected value to be either true or false")
+    elif kind in ("INT", "LONG", "SHORT", "DOUBLE"):
+        # Kafka's ConfigDef.parseType wording.
+        try:
+            number = float(value.strip()) if kind == "DOUBLE" else int(value.strip())
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind}") from None
+        if name == "min.insync.replicas" and number < 1:
+            raise ValueError("Value must be at least 1")
     elif kind == "LIST":
         parse_cleanup_policy(value)
 
@@ -185,7 +186,7 @@ async def _alter_topic(state: BrokerState, topic: str, configs: list[dict], *, i
     except InvalidTopicError as exc:
         raise _ResourceError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
     if not state.metadata_cache.has_topic(topic):
-        raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
+        raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
     if incremental:
         new = _incremental(state, await _current_overrides(state, topic), configs)
     else:

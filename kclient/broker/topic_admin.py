@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import trio
@@ -127,6 +128,27 @@ def assign_replicas(
     return result
 
 
+def topic_exists_message(name: str) -> str:
+    """Kafka's TOPIC_ALREADY_EXISTS message (``kafka-topics --create``
+    prints it: "Topic 'orders' already exists.")."""
+    return f"Topic '{name}' already exists."
+
+
+def invalid_topic_message(name: str, exc: InvalidTopicError) -> str:
+    """Kafka's INVALID_TOPIC_EXCEPTION message for an illegal name: its
+    wording for illegal characters, else kclient's reason (without the
+    exception's ``[Error 17] INVALID_TOPIC_EXCEPTION:`` prefix)."""
+    if name and name not in (".", "..") and len(name) <= 249 and not re.fullmatch(r"[a-zA-Z0-9._-]+", name):
+        return f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return str(exc).split(": ", 1)[-1]
+
+
+def unknown_broker_message(brokers: Sequence[int]) -> str:
+    """Kafka 4's INVALID_REPLICA_ASSIGNMENT message for a manual assignment
+    naming a broker that is not registered (its first such broker)."""
+    return f"The manual partition assignment includes broker {sorted(brokers)[0]}, but no such broker is registered."
+
+
 class TopicAdmin:
     """Topic creation and deletion for one broker (see the module docstring)."""
 
@@ -188,7 +210,7 @@ class TopicAdmin:
         try:
             validate_topic_name(name)
         except InvalidTopicError as exc:
-            return INVALID_TOPIC_EXCEPTION, str(exc)
+            return INVALID_TOPIC_EXCEPTION, invalid_topic_message(name, exc)
         unknown = sorted(set(configs) - TOPIC_CONFIGS)
         if unknown:
             return INVALID_CONFIG, f"unknown topic config(s): {', '.join(unknown)}"
@@ -214,7 +236,7 @@ class TopicAdmin:
                 return INVALID_REPLICA_ASSIGNMENT, "every partition needs the same number of distinct replicas"
             unknown_brokers = {b for r in assignment.values() for b in r} - set(live)
             if unknown_brokers:
-                return INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) {sorted(unknown_brokers)}"
+                return INVALID_REPLICA_ASSIGNMENT, unknown_broker_message(sorted(unknown_brokers))
             replicas = {int(p): tuple(r) for p, r in assignment.items()}
         else:
             if partitions < 1:
@@ -226,7 +248,7 @@ class TopicAdmin:
             return INVALID_REPLICA_ASSIGNMENT, "a standalone broker can only hold replicas of itself"
         if validate_only:
             exists = state.metadata_cache.has_topic(name)
-            return (TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") if exists else (NONE, None)
+            return (TOPIC_ALREADY_EXISTS, topic_exists_message(name)) if exists else (NONE, None)
         if self.zk is None:
             return await self._create_locally(name, len(replicas), configs)
         return await trio.to_thread.run_sync(self._write_zk, name, replicas, dict(configs))
@@ -235,10 +257,10 @@ class TopicAdmin:
         state = self.state
         try:
             state.logs.create_topic(name, partitions)
-        except TopicAlreadyExistsError as exc:
-            return TOPIC_ALREADY_EXISTS, str(exc)
+        except TopicAlreadyExistsError:
+            return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         except InvalidTopicError as exc:
-            return INVALID_TOPIC_EXCEPTION, str(exc)
+            return INVALID_TOPIC_EXCEPTION, invalid_topic_message(name, exc)
         if configs:
             state.topic_configs[name] = {**state.topic_configs.get(name, {}), **configs}
         await state.replica_manager.lead_locally(name, range(partitions), is_new=True)
@@ -249,14 +271,14 @@ class TopicAdmin:
     def _write_zk(self, name: str, replicas: dict[int, tuple[int, ...]], configs: dict[str, str]) -> tuple[int, str | None]:
         zk = self.zk
         if zk.exists(topic_path(name)):
-            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+            return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         folded = name.replace(".", "_")
         for other in zk.get_children("/brokers/topics"):
             if other != name and other.replace(".", "_") == folded:
                 return INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}"
         zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{name}", json.dumps({"version": 1, "config": configs}).encode())
         if zk.create_versioned(topic_path(name), TopicAssignment(replicas).to_json()) is None:
-            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+            return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         log.info("created topic %s: assignment %s", name, {p: list(r) for p, r in replicas.items()})
         return NONE, None
 
@@ -347,7 +369,7 @@ class TopicAdmin:
                     )
             unknown = sorted({b for r in new.values() for b in r} - set(live))
             if unknown:
-                return INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+                return INVALID_REPLICA_ASSIGNMENT, unknown_broker_message(unknown)
         else:
             if factor > len(live):
                 return INVALID_REPLICATION_FACTOR, f"replication factor {factor} is larger than the {len(live)} live broker(s)"

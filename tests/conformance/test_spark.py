@@ -29,8 +29,11 @@ FORMATS = ("kclient", "kafka")
 PER_PARTITION = 25
 #: Partitions of every topic here (the targets' ``num.partitions``).
 PARTITIONS = 2
-#: Base of the records' CreateTime timestamps (ms): whole milliseconds in 2024.
-TS0 = 1_718_000_000_000
+#: Base of the records' CreateTime timestamps (ms): an hour ago. Not a fixed
+#: date: Kafka's time-based retention (7 days) goes by the records'
+#: timestamps and deleted a 2024-stamped log at its first retention check,
+#: five minutes into the session.
+TS0 = int(time.time() * 1000) - 3_600_000
 
 
 @pytest.fixture(params=list(SPARK_BROKERS))
@@ -55,7 +58,8 @@ def _topic(prefix: str) -> str:
 def records(topic: str, start: int, count: int) -> list[ProducerData]:
     """Records ``start .. start + count - 1``, alternating partitions:
     key ``k<i>`` (none for every fifth), value ``v<i>``, CreateTime
-    ``TS0 + i``, a header ``("i", b"<i>")`` on every third."""
+    ``TS0 + i``, a header ``("i", b"<i>")`` on every third, followed by
+    one with a null value on every sixth."""
     return [
         ProducerData(
             topic,
@@ -63,7 +67,7 @@ def records(topic: str, start: int, count: int) -> list[ProducerData]:
             messages=[b"v%d" % i],
             partition=i % PARTITIONS,
             timestamp_ms=TS0 + i,
-            headers=[("i", b"%d" % i)] if i % 3 == 0 else None,
+            headers=([("i", b"%d" % i)] + ([("null", None)] if i % 6 == 0 else [])) if i % 3 == 0 else None,
         )
         for i in range(start, start + count)
     ]
@@ -383,3 +387,23 @@ def test_streaming_write_lands_every_row(broker, session_for, tmp_path):
     assert query.exception() is None, query.exception()
     got = sorted((r[1], r[0]) for r in read_rows(spark, "kclient", broker, sink))
     assert got == sorted((d.messages[0], d.key) for d in data)
+
+
+@pytest.mark.parametrize("api_version", ["0.8.2", "0.10.0"])
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_old_message_formats_read_alike(spark_kafka, bundled_target, api_version, codec):
+    """Message formats v0 and v1 sent (a producer capped at Kafka 0.8.2 /
+    0.10.0; Kafka 4 refuses them, KIP-896), plain and compressed, into a
+    topic that stores v2 (converted on append, as Kafka 2.x+ does): both
+    sources read the same rows; v0 messages have no timestamp (-1, in a v2
+    batch with CreateTime)."""
+    broker = bundled_target
+    topic = _topic(f"spark-v-{api_version}-{codec}")
+    conf = {"bootstrap.servers": broker.bootstrap, "request.required.acks": -1, "compression.type": codec, "api.version": api_version, "producer.type": "sync"}
+    with Producer(conf) as producer:
+        producer.send([ProducerData(topic, key=b"k%d" % i, messages=[b"v%d" % i, b"w%d" % i], partition=0, timestamp_ms=TS0 + i) for i in range(3)])
+    ours = read_rows(spark_kafka, "kclient", broker, topic)
+    theirs = read_rows(spark_kafka, "kafka", broker, topic)
+    assert ours == theirs
+    assert [r[1] for r in ours] == [b"v0", b"w0", b"v1", b"w1", b"v2", b"w2"]
+    assert {r[5] for r in ours} == ({-1} if api_version == "0.8.2" else {TS0, TS0 + 1, TS0 + 2})

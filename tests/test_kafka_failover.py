@@ -12,7 +12,9 @@ Every record is counted: acknowledged (its delivery callback had a
 `RecordMetadata`), failed (the callback had an error), lost (acknowledged,
 not in the log) and duplicated (in the log twice). Nothing acknowledged may
 be lost or doubled, and each acknowledged record sits at the offset its
-delivery result named. A ConsumerConnector group reads the partition
+delivery result named. A second scenario takes both followers down at
+once (records fail; those reported "not sent" must not be in the log).
+A ConsumerConnector group reads the partition
 throughout (broker-coordinated on Kafka 4; on Kafka 3.9
 ZooKeeper-coordinated with its offsets in Kafka, as a Kafka 0.8.2 group
 migrating off ZooKeeper); the second kill takes its group coordinator
@@ -31,7 +33,7 @@ import pytest
 
 from kclient import AdminClient, FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.client.consumer.group.connector import ConsumerConnector
-from kclient.errors import ConsumerTimeoutError, KafkaError
+from kclient.errors import ConsumerTimeoutError, FailedToSendMessageError, KafkaError
 from kclient.testing import KafkaCluster, java_unavailable_reason
 from helpers.skips import require
 
@@ -81,6 +83,9 @@ class Ledger:
         self.acked: dict[int, int] = {}  # number -> offset of its RecordMetadata
         self.acked_at: dict[int, float] = {}
         self.failed: dict[int, str] = {}
+        #: Failed records the producer said never reached a broker
+        #: (``possibly_written`` 0): certainly not in the log.
+        self.not_sent: set[int] = set()
         self.calls = 0
 
     def callback(self, n: int):
@@ -93,6 +98,8 @@ class Ledger:
                     self.acked_at[n] = time.monotonic()
                 else:
                     self.failed[n] = f"{type(error).__name__}: {error}"
+                    if getattr(error, "possibly_written", None) == 0:
+                        self.not_sent.add(n)
 
         return done
 
@@ -137,6 +144,10 @@ class Writer(threading.Thread):
         self.halt = threading.Event()
         self.sent = 0
         self.error: BaseException | None = None
+        #: Async close() raises FailedToSendMessageError naming the sends
+        #: that failed earlier (their callbacks had the errors): expected
+        #: where records may fail.
+        self.expect_failures = False
 
     def run(self) -> None:
         try:
@@ -149,6 +160,9 @@ class Writer(threading.Thread):
                     self.sent += 1
                     if self.sent % 50 == 0:
                         time.sleep(0.005)  # a steady stream, not a flood
+        except FailedToSendMessageError as exc:
+            if not (self.expect_failures and self.ledger.failed):
+                self.error = exc
         except BaseException as exc:  # reported by the test
             self.error = exc
 
@@ -276,7 +290,57 @@ def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(clust
     assert not duplicated, f"in the log twice: {duplicated[:20]} ({len(duplicated)})"
     assert not wrong_offset, f"acknowledged at another offset than the log's: {[(n, acked[n], at[n]) for n in wrong_offset[:10]]}"
     assert set(numbers) <= set(acked) | set(ledger.failed), "in the log but never sent"
+    assert not ledger.not_sent & set(numbers), "a record reported as never sent is in the log"
     assert numbers == sorted(numbers), "records out of order"
     wait_for(lambda: group.error is None and set(numbers) <= group.seen, "the group to read the whole log")
     group.stop()
     assert group.seen == set(numbers)
+
+
+def test_idempotent_producer_while_two_of_three_brokers_are_down(cluster):
+    """Both followers killed: with ``min.insync.replicas=2`` the leader
+    cannot take ``acks=-1`` writes (NOT_ENOUGH_REPLICAS once the ISR
+    shrinks; on Kafka 4 the KRaft quorum is lost too, so the requests time
+    out instead), so records fail; some failed ones may still be in the log
+    ("possibly written"). Once the brokers are back the producer goes on.
+    Nothing acknowledged is lost, nothing is in the log twice, and every
+    record in the log was either acknowledged or reported failed."""
+    topic = f"outage-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+    ledger = Ledger()
+    writer = Writer(cluster, topic, ledger)
+    writer.config.update({"message.send.max.retries": 10, "retry.backoff.ms": 200})
+    writer.expect_failures = True
+    writer.start()
+    try:
+        wait_for(lambda: writer.error is None and ledger.count() >= 200, "the first acknowledgements")
+        leader = cluster.wait_for_leader(topic, 0)
+        followers = [n for n in cluster.brokers if n != leader]
+        for node in followers:
+            cluster.kill(node)
+        wait_for(lambda: ledger.failed, "records failing while two brokers are down")
+        first_after = writer.sent
+        for node in followers:
+            cluster.brokers[node].launch()
+        for node in followers:
+            cluster.brokers[node].wait_ready()
+        cluster.wait_for_isr(topic, 0, [1, 2, 3], timeout=TIMEOUT)
+        wait_for(lambda: ledger.acks_from(first_after) >= 200, "acknowledged sends after the outage")
+    finally:
+        writer.stop()
+    assert ledger.calls == writer.sent
+    log = read_log(cluster, topic)
+    numbers = [n for _, n in log]
+    lost = sorted(set(ledger.acked) - set(numbers))
+    duplicated = sorted(n for n, times in collections.Counter(numbers).items() if times > 1)
+    written_failed = sorted(set(ledger.failed) & set(numbers))
+    print(
+        f"Kafka {cluster.broker(1).version}, two brokers down: sent {writer.sent}, acknowledged {len(ledger.acked)}, "
+        f"failed {len(ledger.failed)} (not sent {len(ledger.not_sent)}, in the log anyway: {len(written_failed)}), lost {len(lost)}, duplicated {len(duplicated)}; "
+        f"failures: {sorted(set(ledger.failed.values()))[:4]}"
+    )
+    assert not lost, f"acknowledged but lost: {lost[:20]} ({len(lost)})"
+    assert not duplicated, f"in the log twice: {duplicated[:20]} ({len(duplicated)})"
+    assert set(numbers) <= set(ledger.acked) | set(ledger.failed)
+    assert not ledger.not_sent & set(numbers), "a record reported as never sent is in the log"
+    assert numbers == sorted(numbers), "records out of order"

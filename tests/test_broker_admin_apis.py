@@ -74,7 +74,7 @@ def test_create_partitions_answers_as_kafka(broker):
             (topic, INVALID_REPLICA_ASSIGNMENT, "Increasing the number of partitions by 2 but 1 assignments provided.")
         ]
         assert create_partitions(c, {**grow, "assignments": [{"broker_ids": [7]}, {"broker_ids": [0]}]}) == [
-            (topic, INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 7, but no such broker is registered.")
+            (topic, INVALID_REPLICA_ASSIGNMENT, "Unknown broker(s) in replica assignment: 7.")
         ]
         assert create_partitions(c, {**grow, "assignments": [{"broker_ids": [0]}, {"broker_ids": [0]}]}) == [(topic, NONE, None)]
         assert partitions_of(c, topic) == {0: 0, 1: 0, 2: 0, 3: 0}

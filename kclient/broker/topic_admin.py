@@ -369,7 +369,8 @@ class TopicAdmin:
                     )
             unknown = sorted({b for r in new.values() for b in r} - set(live))
             if unknown:
-                return INVALID_REPLICA_ASSIGNMENT, unknown_broker_message(unknown)
+                # ZooKeeper-mode Kafka's text (AdminZkClient), like the other CreatePartitions messages here.
+                return INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
         else:
             if factor > len(live):
                 return INVALID_REPLICATION_FACTOR, f"replication factor {factor} is larger than the {len(live)} live broker(s)"

@@ -754,13 +754,34 @@ def test_retention_by_time(tmp_path):
     assert log.read(4, 1 << 20).records == log_batches(log)[0][3]
     assert log.offset_for_timestamp(0) == (4, 2_001)
     assert log.offset_for_timestamp(-2) == (4, -1)
-    # Everything expired: all but the active segment go.
-    assert log.apply_retention(now_ms=10**12) == 3
-    assert len(log.segments) == 1 and log.log_start_offset == 10
-    assert log.read(10, 1 << 20).records
+    # Everything expired, the active segment too (Kafka's UnifiedLog rolls an
+    # empty one first): the log is empty from its log end offset on.
+    assert log.apply_retention(now_ms=10**12) == 4
+    assert len(log.segments) == 1 and log.segments[0].size == 0
+    assert (log.log_start_offset, log.log_end_offset) == (12, 12)
+    assert not log.read(12, 1 << 20).records
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(10, 100)
+    assert log.apply_retention(now_ms=10**12) == 0  # an empty active segment is never deleted
+    log.append(batch(2, value_size=200, ts=10**12))
+    assert log.read(12, 1 << 20).records
     log.close()
     log = Log(d, LogConfig(segment_bytes=600, retention_ms=10_000))
-    assert (log.log_start_offset, log.log_end_offset) == (10, 12)
+    assert (log.log_start_offset, log.log_end_offset) == (12, 14)
+    log.close()
+
+
+def test_retention_keeps_what_is_above_the_high_watermark(tmp_path):
+    """Kafka deletes only segments wholly below the high watermark: a
+    follower's or leader's records not yet replicated stay, however old."""
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=600, retention_ms=10_000))
+    fill_segments(log, 4)  # offsets 0..7, two per segment
+    log.update_high_watermark(5)  # inside segment 2 (offsets 4..5 end at 6)
+    assert log.apply_retention(now_ms=10**12) == 2  # segments 0 and 1 end at 4 <= 5; segment 2 ends at 6 > 5
+    assert log.log_start_offset == 4
+    log.update_high_watermark(8)
+    assert log.apply_retention(now_ms=10**12) == 2  # then the rest, the active segment too
+    assert (log.log_start_offset, log.log_end_offset) == (8, 8)
     log.close()
 
 
@@ -791,8 +812,8 @@ def test_retention_by_bytes(tmp_path):
     log.close()
     log = Log(tmp_path / "t-1", LogConfig(segment_bytes=600, retention_bytes=0, retention_ms=-1))
     fill_segments(log, 4)
-    assert log.apply_retention() == 3  # never the active segment, even with 0 bytes allowed
-    assert len(log.segments) == 1
+    assert log.apply_retention() == 4  # every segment, the active one too, with 0 bytes allowed (as Kafka)
+    assert len(log.segments) == 1 and log.segments[0].size == 0 and log.log_start_offset == log.log_end_offset == 8
     log.close()
     log = Log(tmp_path / "t-2", LogConfig(segment_bytes=600))  # defaults: 7 days, unlimited bytes
     fill_segments(log, 3, ts_of=lambda i: 10**13)
@@ -809,14 +830,14 @@ def test_manager_cleanup(tmp_path):
     assert m.cleanup() == 2  # per partition, only segment 0 (largest ts 40_001) is over 50 s old
     assert [m.get("t", p).log_start_offset for p in range(2)] == [2, 2]
     clock.now = 10**9
-    assert m.cleanup() == 4  # all but the active segment of each partition
+    assert m.cleanup() == 6  # every segment of each partition, the active one too (a new empty one is rolled)
     m.close()
     # One checkpoint and one marker per log dir, each naming its own partitions.
     cps = [read_checkpoint(tmp_path / d / RECOVERY_POINT_CHECKPOINT) for d in ("a", "b")]
     assert sorted(cps, key=str) == sorted([{("t", 0): 8}, {("t", 1): 8}], key=str)
     assert all((tmp_path / d / CLEAN_SHUTDOWN_FILE).exists() for d in ("a", "b"))
     m = LogManager([tmp_path / "a", tmp_path / "b"], LogConfig(segment_bytes=600), clock=clock)
-    assert [m.get("t", p).log_start_offset for p in range(2)] == [6, 6]
+    assert [m.get("t", p).log_start_offset for p in range(2)] == [8, 8]
     assert m.clean_shutdown_dirs == [tmp_path / "a", tmp_path / "b"]
     m.close()
 
@@ -830,7 +851,7 @@ def test_file_slice_survives_retention(tmp_path):
     assert (piece.position, piece.length) == (0, len(expected))
     assert (piece.high_watermark, piece.log_start_offset, piece.log_end_offset) == (8, 0, 8)
     seg0 = log.segments[0]
-    assert log.apply_retention(now_ms=10**12) == 3
+    assert log.apply_retention(now_ms=10**12) == 4
     assert not seg0.log_path.exists()  # renamed away at once...
     assert seg0.log_path.with_name(seg0.log_path.name + ".deleted").exists()  # ...kept for the reader
     with pytest.raises(OffsetOutOfRangeError):

@@ -20,7 +20,8 @@ Kafka documentation https://kafka.apache.org/documentation/#log ("Log":
   range for ``os.sendfile`` while holding the segment open;
 * ListOffsets by timestamp bisects the segments' largest timestamps, then
   uses the segment's time index;
-* retention deletes whole segments, oldest first, never the active one;
+* retention deletes whole segments, oldest first, below the high watermark,
+  the active one too once it holds records (a new one is rolled first);
 * on open after an unclean shutdown every segment from the one holding the
   recovery point is validated (size + CRC of each batch); the first invalid
   batch truncates its segment and every later segment is deleted;
@@ -1660,13 +1661,18 @@ class Log:
 
         Only for a cleanup policy holding ``delete`` (a ``compact``-only log
         keeps every segment; its cleaner removes records instead). Delete
-        whole segments, oldest first, never the active one, while the
-        segment's largest timestamp (its file mtime when it has no timestamps)
-        is more than ``retention_ms`` before ``now_ms``, or while the log minus
-        that segment still holds ``retention_bytes`` or more. The log start
-        offset advances to the oldest remaining segment; later reads below it
-        raise `OffsetOutOfRangeError`. Also rebuilds indexes that readers found
-        inconsistent.
+        whole segments, oldest first, while the segment's largest timestamp
+        (its file mtime when it has no timestamps) is more than
+        ``retention_ms`` before ``now_ms``, or while the log minus that
+        segment still holds ``retention_bytes`` or more, and only segments
+        wholly below the high watermark. As in Apache Kafka
+        (``UnifiedLog.deleteOldSegments``), the active segment is no
+        exception once it holds records: when every segment is to go, a new
+        empty active segment is rolled at the log end first, so the log
+        start offset becomes the log end offset. Otherwise the log start
+        offset advances to the oldest remaining segment. Later reads below it
+        raise `OffsetOutOfRangeError`. Also rebuilds indexes that readers
+        found inconsistent.
 
         Args:
             now_ms: The time in ms (default: the log's clock).
@@ -1688,14 +1694,25 @@ class Log:
             for seg in segs:
                 if seg.index_suspect:
                     seg.rebuild_indexes()
+            # Kafka's deletable segments: each wholly below the high watermark
+            # (up to the next segment's base, or the log end for the active
+            # one), the active one only when it holds records.
+            end = self._log_end_offset
+            hw = self._high_watermark
+            deletable = 0
+            while deletable < len(segs):
+                upper = segs[deletable + 1].base_offset if deletable + 1 < len(segs) else end
+                if hw < upper or (deletable == len(segs) - 1 and not segs[deletable].size):
+                    break
+                deletable += 1
             by_time = 0
             if cfg.retention_ms >= 0:
-                while by_time < len(segs) - 1 and now - segs[by_time].largest_timestamp > cfg.retention_ms:
+                while by_time < deletable and now - segs[by_time].largest_timestamp > cfg.retention_ms:
                     by_time += 1
             by_size = 0
             if cfg.retention_bytes >= 0:
                 excess = sum(s.size for s in segs) - cfg.retention_bytes
-                while by_size < len(segs) - 1 and excess - segs[by_size].size >= 0:
+                while by_size < deletable and excess - segs[by_size].size >= 0:
                     excess -= segs[by_size].size
                     by_size += 1
             n = max(by_time, by_size)
@@ -1705,6 +1722,10 @@ class Log:
                     why.append(f"{by_time} older than retention.ms {cfg.retention_ms}")
                 if by_size:
                     why.append(f"{by_size} beyond retention.bytes {cfg.retention_bytes}")
+                if n == len(segs):
+                    # Every segment goes, the active one too: a log always has
+                    # one, so roll an empty one at the log end first.
+                    self._roll(end, now, reason="retention deletes every segment")
                 self._delete_prefix(n, "retention: " + ", ".join(why))
             return n
 

@@ -13,6 +13,10 @@ from kclient.errors import UnknownTopicOrPartitionError
 from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic, wait_for
 
 NOW = 1_700_000_000_000
+#: Topics holding records stamped NOW (2023) keep them: with the default
+#: retention.ms (7 days) Kafka's first retention check, 30 s after it
+#: starts, would delete them (by the records' largest timestamp, KIP-33).
+KEEP = {"retention.ms": "-1"}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +27,7 @@ def filled(request):
 
     def fill(target):
         if target.name not in made:
-            topic = create_topic(target, unique_topic("sc"), partitions=2)
+            topic = create_topic(target, unique_topic("sc"), partitions=2, config=KEEP)
             with Producer({"bootstrap.servers": target.bootstrap, "request.required.acks": -1}) as producer:
                 for start in (0, 2, 4):
                     producer.send(
@@ -168,7 +172,7 @@ def test_message_formats(target, api_version, magic, codec):
     (Produce v0-v2). Kafka 4 removed those Produce versions (KIP-896) and
     refuses the send; Kafka 3.9 converts them to v2 on append (its message
     format is always v2 since 3.0, KIP-724), as the bundled broker keeps them."""
-    topic = create_topic(target, unique_topic(f"sc-v{magic}"), partitions=1)
+    topic = create_topic(target, unique_topic(f"sc-v{magic}"), partitions=1, config=KEEP)
     conf = {"bootstrap.servers": target.bootstrap, "request.required.acks": 1, "compression.type": codec, "message.send.max.retries": 0}
     if api_version:
         conf["api.version"] = api_version

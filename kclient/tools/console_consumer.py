@@ -224,6 +224,7 @@ def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
                     wait = min(wait, args.timeout_ms)
                 requests = [FetchRequest(args.topic, p, o, FETCH_BYTES) for p, o in sorted(positions[address].items())]
                 for message_set in consumer.multifetch(requests, max_wait_ms=wait, min_bytes=1):
+                    complete = True
                     for mo in message_set:
                         m = mo.message
                         out.write(formatter.format(message_set.partition, mo.offset, m.key, m.payload, m.timestamp, m.headers))
@@ -231,7 +232,14 @@ def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
                         processed += 1
                         got += 1
                         if limit is not None and processed >= limit:
+                            complete = False
                             break
+                    if complete:
+                        # Past control batches too (transaction markers take an
+                        # offset but hand out no message): a log ending with one
+                        # would otherwise answer the long poll at once, forever.
+                        position = positions[address][message_set.partition]
+                        positions[address][message_set.partition] = max(position, message_set.next_offset)
                     if limit is not None and processed >= limit:
                         break
                 if limit is not None and processed >= limit:

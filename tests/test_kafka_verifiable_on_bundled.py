@@ -37,6 +37,7 @@ import pytest
 from kclient import FetchRequest
 from kclient.broker.group.records import OFFSETS_TOPIC, partition_for
 from kclient.client.consumer.simple import SimpleConsumer
+from kclient.errors import KafkaError
 from kclient.testing import Cluster, java_unavailable_reason, kafka_tool, kafka_tool_command
 
 KILLS = 3
@@ -148,6 +149,23 @@ def wait_for(predicate, what: str, timeout: float = TIMEOUT, tools: tuple[JsonTo
         time.sleep(0.05)
 
 
+def create_topic(cluster, topic: str, partitions: int) -> None:
+    """A topic replicated on all three brokers, with a leader for each
+    partition on every broker's metadata. The first test's kills leave a
+    restarted controller catching up: should CreateTopics answer
+    REQUEST_TIMED_OUT (created, leaders not yet elected; loaded machine),
+    the topic is waited for rather than created again."""
+    try:
+        cluster.create_topic(topic, partitions=partitions, replication_factor=3, timeout=TIMEOUT)
+    except KafkaError as exc:
+        if not cluster.assignment(topic):
+            raise
+        print(f"CreateTopics {topic}: {exc}; the topic is written, waiting for its leaders")
+        for p in range(partitions):
+            cluster.wait_for_leader(topic, p, timeout=TIMEOUT)
+        cluster.wait_for_metadata(topic, timeout=TIMEOUT)
+
+
 def acked_values(producer: JsonTool) -> list[int]:
     return [int(e["value"]) for e in producer.named("producer_send_success")]
 
@@ -178,7 +196,7 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path,
     config option is ``--producer.config`` / ``--consumer.config``)."""
     topic = f"verifiable-{uuid.uuid4().hex[:8]}"
     group = f"verifiable-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    create_topic(cluster, topic, 1)
     cluster.wait_for_isr(topic, 0, sorted(cluster.brokers), timeout=TIMEOUT)
     bootstrap = cluster.bootstrap
     producer = JsonTool(
@@ -349,7 +367,7 @@ def test_kafka_configs_and_under_replicated_partitions_on_the_cluster(cluster):
     partitions it replicated and ``--unavailable-partitions`` none (every
     partition still has a leader); after the restart neither lists any."""
     topic = f"cluster-configs-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    create_topic(cluster, topic, 2)
     for p in range(2):
         cluster.wait_for_isr(topic, p, sorted(cluster.brokers), timeout=TIMEOUT)
     kafka_tool(

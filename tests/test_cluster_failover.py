@@ -13,6 +13,7 @@ asserted). ZooKeeper's tree is checked against Kafka's layout on the way.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ import uuid
 
 import pytest
 
+from helpers.wait import wait_for as _wait_for
 from kclient import FetchRequest, Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.simple import SimpleConsumer
@@ -154,14 +156,7 @@ def confluent_writer(cluster, topic: str, ledger: Ledger) -> threading.Thread:
     return t
 
 
-def wait_for(predicate, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_for = functools.partial(_wait_for, timeout=TIMEOUT, interval=0.05)
 
 
 def kill_leaders(cluster, topic: str, ledger: Ledger, kills: int = KILLS) -> list[float]:

@@ -14,6 +14,7 @@ records produced since the last commit.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import threading
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 from helpers.skips import require
 
+from helpers.wait import wait_for as _wait_for
 from kclient.testing import BrokerProcess, Cluster
 
 pytestmark = pytest.mark.interop
@@ -39,14 +41,7 @@ PROPERTIES = {
 }
 
 
-def wait_until(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+wait_until = functools.partial(_wait_for, timeout=TIMEOUT, interval=0.1)
 
 
 def produce(bootstrap: str, topic: str, values: list[str]) -> None:

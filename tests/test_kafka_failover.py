@@ -24,6 +24,7 @@ the group reads the whole log in the end.
 
 from __future__ import annotations
 
+import functools
 import collections
 import threading
 import time
@@ -31,6 +32,7 @@ import uuid
 
 import pytest
 
+from helpers.wait import wait_for as _wait_for
 from kclient import AdminClient, FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.errors import ConsumerTimeoutError, FailedToSendMessageError, KafkaError
@@ -65,14 +67,7 @@ def cluster(request):
         yield c
 
 
-def wait_for(predicate, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_for = functools.partial(_wait_for, timeout=TIMEOUT, interval=0.05)
 
 
 class Ledger:

@@ -30,6 +30,7 @@ LIST_GROUPS API version 2"): the broker now serves ListGroups v0-5.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -38,6 +39,7 @@ import uuid
 
 import pytest
 
+from helpers.wait import wait_for as _wait_for
 from kclient import FetchRequest, Producer, ProducerData
 from kclient.client.admin import AdminClient
 from kclient.client.consumer.simple import SimpleConsumer
@@ -129,14 +131,7 @@ def describe_topic(broker, topic: str, release: str = "4") -> tuple[dict[str, st
     return rows[0], rows[1:]
 
 
-def wait_for(predicate, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+wait_for = functools.partial(_wait_for, timeout=TIMEOUT, interval=0.2)
 
 
 # ---------------------------------------------------------------- console producer and consumer

@@ -63,39 +63,33 @@ log = logging.getLogger("kclient.testing")
 #: Release names -> the jar set (`kclient.testing.maven.JAR_SETS`) holding it.
 KAFKA_RELEASES: dict[str, str] = {"4": "kafka-4", "3.9": "kafka-3.9"}
 
+_KAFKA_4_TOOLS: dict[str, str] = {
+    "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+}
+
 #: Kafka's command-line tools by script name -> main class, per release
 #: (the ``bin/*.sh`` scripts of Kafka's distribution run these classes).
+#: Kafka 3.9 differs where 4.0 moved a Scala tool of ``kafka_2.13`` to
+#: ``kafka-tools``, and has no ``kafka-storage`` here (ZooKeeper mode).
 KAFKA_TOOLS: dict[str, dict[str, str]] = {
-    "4": {
-        "kafka-storage": "kafka.tools.StorageTool",
-        "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-        "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
-        "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
-        "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-        "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-        "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-        "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
-        "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
-        "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-        "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
-        "kafka-acls": "org.apache.kafka.tools.AclCommand",
-    },
+    "4": _KAFKA_4_TOOLS,
     "3.9": {
-        "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+        **{name: main for name, main in _KAFKA_4_TOOLS.items() if name != "kafka-storage"},
         "kafka-configs": "kafka.admin.ConfigCommand",
-        # 3.9 still runs the Scala one from kafka_2.13 (moved to tools in 4.0).
         "kafka-console-producer": "kafka.tools.ConsoleProducer",
-        "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-        "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-        "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-        "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
-        "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
-        "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-        "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
         "kafka-acls": "kafka.admin.AclCommand",
     },
 }

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 from helpers.raw import SocketClient
 
+from helpers.wait import wait_for as _wait_for
 from kclient import AdminClient, NewTopic, Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.group.streams import KafkaStream
@@ -48,14 +50,7 @@ JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor", "r
 SPLITS = {"range": {frozenset({0, 1, 2}), frozenset({3, 4})}, "roundrobin": {frozenset({0, 2, 4}), frozenset({1, 3})}}
 
 
-def wait_until(predicate: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_until = functools.partial(_wait_for, timeout=DEADLINE, interval=0.05)
 
 
 def new_topic(target, name: str | None = None) -> str:

@@ -19,6 +19,8 @@ import attrs
 import pytest
 
 from helpers.skips import require
+from helpers.wait import wait_for
+from kclient.tools._common import fetch_metadata
 from kclient.testing import BrokerProcess, KafkaProcess, TestCertificates, client_properties, java_unavailable_reason, security_properties
 
 #: The brokers every conformance scenario runs against, in order.
@@ -114,6 +116,12 @@ def bundled_target(zookeeper, conformance_certificates):
     props = security_properties(conformance_certificates, listeners=LISTENERS, plain_users=PLAIN_USERS)
     props.update({"zookeeper.connect": chroot, "num.partitions": PARTITIONS, "broker.id": 1})
     with BrokerProcess(properties=props) as proc:
+        # It listens before it has elected itself controller through
+        # ZooKeeper: wait for Metadata to name one, as Kafka's start-up does.
+        wait_for(
+            lambda: fetch_metadata([(proc.host, proc.port)], [], timeout_ms=5000).controller_id >= 0,
+            "the bundled broker to name a controller",
+        )
         yield Target("bundled", proc, conformance_certificates, chroot)
 
 

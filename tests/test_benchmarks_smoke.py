@@ -261,6 +261,7 @@ def test_stream_phases_quick(zookeeper) -> None:
     assert proc.stdout.count("thread CPU ms:") == 2
 
 
+@pytest.mark.apache_kafka
 @pytest.mark.timeout(900)
 def test_kafka_reference_benchmark_quick(tmp_path) -> None:
     """benchmarks/kafka_reference.py --quick (issue 25): the bundled broker

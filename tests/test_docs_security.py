@@ -291,21 +291,19 @@ def test_simple_consumer_example_reads_what_the_producer_examples_wrote(docs_bro
         assert repr(value) in printed
 
 
-def test_spark_example_runs(docs_broker) -> None:
-    from conftest import require_spark
-
-    require_spark()
+def test_spark_example_runs(docs_broker, spark) -> None:
+    """The page's Spark example, run in this process: its
+    ``kclient.spark.session(...)`` gets the test session's one SparkSession
+    (the ``spark`` fixture), which it must not stop (Spark reads its
+    class path once; the other Spark tests share it)."""
     for block in _producer_examples():
         _run_block(docs_broker, block)
     block = _one("run: spark")[0]
     namespace: dict = {}
     out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(docs_broker.substitute(block.code), f"{PAGE.name}:{block.line}", "exec"), namespace)
-    finally:
-        if "spark" in namespace:
-            namespace["spark"].stop()
+    with contextlib.redirect_stdout(out):
+        exec(compile(docs_broker.substitute(block.code), f"{PAGE.name}:{block.line}", "exec"), namespace)
+    assert namespace["spark"].sparkContext is spark.sparkContext
     assert "paid 42.00" in out.getvalue()
     from kclient import OffsetRequest, SimpleConsumer
 

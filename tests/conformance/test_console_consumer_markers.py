@@ -15,7 +15,8 @@ from kclient.testing import kafka_tool
 
 
 def test_console_consumer_moves_past_a_final_transaction_marker(kafka4_target, monkeypatch):
-    from kclient.cli import main
+    from kclient.cli import build_parser
+    from kclient.tools import console_consumer
 
     target = kafka4_target
     topic = create_topic(target, unique_topic("cc-txn"), partitions=1)
@@ -37,10 +38,11 @@ def test_console_consumer_moves_past_a_final_transaction_marker(kafka4_target, m
         return real_multifetch(self, requests, *args, **kwargs)
 
     monkeypatch.setattr(SimpleConsumer, "multifetch", recording_multifetch)
+    # The tool's own run (kclient.cli.main would also set up the process's logging).
+    args = build_parser().parse_args(["console-consumer", "--bootstrap-server", target.bootstrap, "--topic", topic, "--from-beginning", "--timeout-ms", "1500"])
     out = io.BytesIO()
-    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(out))
-    status = main(["console-consumer", "--bootstrap-server", target.bootstrap, "--topic", topic, "--from-beginning", "--timeout-ms", "1500"])
-    assert status == 0
+    assert console_consumer.run(args, stdout=out) == 0
+    assert len(out.getvalue().splitlines()) == 4
     # The first fetch reads every record; every later one starts at the log end.
     assert fetched_from[0] == 0
     assert len(fetched_from) >= 2 and set(fetched_from[1:]) == {end}, fetched_from[:10]

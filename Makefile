@@ -46,10 +46,11 @@ test: jvm
 	$(BIN)/python -m pytest -q
 
 # The same suite on the pure-Python path (kclient._speedups not used), but
-# for the tests that run Apache Kafka's JVM (marked apache_kafka): they meet
-# Kafka through the same protocol code, checked byte for byte against the
-# compiled path by tests/test_speedups.py, and running them twice would
-# double the run's longest part. The run says so in its first line.
+# for the tests marked apache_kafka (the conformance suite and the tests
+# that run Apache Kafka's JVM): they meet Kafka through the same protocol
+# code, checked byte for byte against the compiled path by
+# tests/test_speedups.py, and running them twice would double the run's
+# longest part. The run says so in its first line.
 test-pure: jvm
 	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not apache_kafka"
 

@@ -30,15 +30,17 @@ _KAFKA_TARGETS = frozenset({"kafka-4", "kafka-3.9"})
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Mark ``apache_kafka`` every test that runs Apache Kafka's JVM (its
-    broker, tools or jars): the conformance cells against Kafka 4 and 3.9,
-    and the ``test_kafka_*`` / ``test_jvm_setup`` modules. ``make
-    test-pure`` deselects them (`make test` runs them)."""
+    broker, tools or jars) or compares with it: the whole conformance suite
+    (its bundled-broker cells are the baseline of the Kafka ones), and the
+    ``test_kafka_*`` / ``test_jvm_setup`` modules. ``make test-pure``
+    deselects them (`make test` runs them)."""
     marker = pytest.mark.apache_kafka
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = list(callspec.params.values()) if callspec is not None else []
         if (
-            item.path.name.startswith("test_kafka_")
+            "conformance" in item.path.parts
+            or item.path.name.startswith("test_kafka_")
             or item.path.name == "test_jvm_setup.py"
             or _KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
             or any(isinstance(v, str) and v in _KAFKA_TARGETS for v in params)

@@ -597,3 +597,17 @@ def test_message_set_reader_messages_of_plain_values_are_not_tracked():
     assert gc.collect() >= 2
     with pytest.raises(ValueError):
         _speedups.MessageSetReader(Message, MessageAndOffset, [1], [], [], [])
+
+
+def test_a_bad_magic_after_a_plain_batch_is_named_at_its_byte_on_both_paths():
+    """The compiled decoder takes the plain batches and hands the rest to the
+    general one: an error there names its byte in the whole fetched buffer,
+    as the pure path does (it named the byte in the rest: 0 instead of the
+    batch's own position; found by the property test above)."""
+    require(_MISSING, name="kclient._speedups", needs="the compiled speedups")
+    plain = v2.build_batch([(b"k", b"v", 0)], base_offset=0)
+    bad = bytearray(v2.build_batch([(b"k", b"w", 0)], base_offset=1, codec=codecs.GZIP))
+    bad[16] = 3  # the magic byte
+    compiled, pure = _decode_chunk_both(plain + bytes(bad), 0)
+    assert compiled == pure
+    assert compiled[0] == "CorruptRecordError" and f"unknown magic byte 3 at byte {len(plain)}" in compiled[1]

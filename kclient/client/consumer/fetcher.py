@@ -138,7 +138,7 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
         # decoder takes anything else from where it stops.
         pos = _c_decode_columns(buf, 0, start, offsets, keys, values, timestamps, crc32c)
     if pos < len(buf):
-        for o, r in iter_record_rows(memoryview(buf)[pos:] if pos else buf, start, where=f"{topic}-{partition}"):
+        for o, r in iter_record_rows(buf, start, where=f"{topic}-{partition}", position=pos):
             # rows: (key, value, timestamp, headers)
             offsets += o
             keys += map(_key, r)

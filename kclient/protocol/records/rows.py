@@ -54,7 +54,9 @@ _c_decode_batches = _speedups.decode_batches if _speedups is not None else None
 CHUNK_ROWS = 256
 
 
-def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0, *, where: str | None = None, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[list[int], list[tuple]]]:
+def iter_record_rows(
+    buf: bytes | bytearray | memoryview, start_offset: int = 0, *, where: str | None = None, chunk_rows: int = CHUNK_ROWS, position: int = 0
+) -> Iterator[tuple[list[int], list[tuple]]]:
     """Decode the record set ``buf`` into ``(offsets, rows)`` chunks.
 
     Records before ``start_offset`` are skipped (the batch holding it may
@@ -72,6 +74,8 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
             `CorruptRecordError` is re-raised as ``"<where> offset <batch
             base offset>: <reason>"``.
         chunk_rows: hand out the rows once about this many were decoded.
+        position: the byte of ``buf`` the first batch starts at (bytes
+            before it are not read); errors name byte positions in ``buf``.
 
     Yields:
         ``(offsets, rows)``: two lists of the same length, offsets
@@ -91,7 +95,7 @@ def iter_record_rows(buf: bytes | bytearray | memoryview, start_offset: int = 0,
     offsets: list[int] = []
     rows: list[tuple] = []
     error = None
-    pos = 0
+    pos = position
     while True:
         if _c_decode_batches is not None:
             # Every plain batch from here on, until a chunk is full, in one

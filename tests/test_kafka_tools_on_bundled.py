@@ -46,7 +46,12 @@ from kclient.client.consumer.simple import SimpleConsumer
 from kclient.client.producer.partitioner import murmur2, to_positive
 from kclient.testing import BrokerProcess, TestCertificates, java_unavailable_reason, kafka_tool, kafka_tool_command, security_properties
 
-pytestmark = pytest.mark.skipif(java_unavailable_reason() is not None, reason=str(java_unavailable_reason()))
+@pytest.fixture(autouse=True)
+def _needs_java() -> None:
+    """Skip without Java 17+, with the reason; fail in CI (helpers.skips.require)."""
+    from helpers.skips import require
+
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka's tools (Java 17+)")
 
 TIMEOUT = 60.0
 

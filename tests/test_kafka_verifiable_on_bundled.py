@@ -69,7 +69,12 @@ CONSUMER_CONFIG = {
     "metadata.max.age.ms": "2000",
 }
 
-pytestmark = pytest.mark.skipif(java_unavailable_reason() is not None, reason=str(java_unavailable_reason()))
+@pytest.fixture(autouse=True)
+def _needs_java() -> None:
+    """Skip without Java 17+, with the reason; fail in CI (helpers.skips.require)."""
+    from helpers.skips import require
+
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka's tools (Java 17+)")
 
 
 @pytest.fixture(scope="module")

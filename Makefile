@@ -45,14 +45,25 @@ demo: java venv
 test: jvm
 	$(BIN)/python -m pytest -q
 
-# The same suite on the pure-Python path (kclient._speedups not used), but
-# for the tests marked apache_kafka (the conformance suite and the tests
-# that run Apache Kafka's JVM): they meet Kafka through the same protocol
-# code, checked byte for byte against the compiled path by
-# tests/test_speedups.py, and running them twice would double the run's
-# longest part. The run says so in its first line.
+# The modules whose code has a compiled twin in kclient/_speedups.pyx, again
+# on the pure-Python path (KCLIENT_PURE_PYTHON=1): the record batch codecs,
+# the producer (partitioner, ProducerData, queue, collation) and the
+# consumer's decoding (fetcher, message sets, streams, statistics), plus the
+# peers' interop matrix that decodes every codec and format. The rest of the
+# suite (broker, controller, ZooKeeper, storage, tools, Spark, the Apache
+# Kafka conformance suite) touches no compiled code; tests/test_speedups.py
+# checks every compiled function against its pure twin on both runs.
+PURE_TESTS := tests/test_speedups.py tests/test_protocol.py \
+	tests/test_legacy_records.py tests/test_codecs.py tests/test_message_set.py \
+	tests/test_message_set_next_offset.py tests/test_formats_broker.py \
+	tests/test_producer.py tests/test_partitioner.py tests/test_delivery_results.py \
+	tests/test_idempotent_producer.py tests/test_consumer_fetcher.py \
+	tests/test_consumer_streams.py tests/test_consumer_statistics.py \
+	tests/test_simple_consumer.py tests/test_consumer_connector.py \
+	tests/test_interop.py tests/test_interop_matrix.py
+
 test-pure: jvm
-	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not apache_kafka"
+	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not apache_kafka" $(PURE_TESTS)
 
 docs: venv
 	$(BIN)/mkdocs build --strict

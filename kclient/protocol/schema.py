@@ -14,6 +14,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import struct
+import typing
 from typing import Any, Callable, Sequence
 
 import attrs
@@ -62,10 +63,117 @@ class Field:
     type: Any
     versions: str = "0+"
     default: Any = None
+    #: Whether Kafka lets the value be null (arrays; the string and bytes
+    #: types say it themselves). Declared by the message classes
+    #: (``list[T] | None``).
+    nullable: bool = attrs.field(default=False, eq=False)
 
     def present_in(self, version: int) -> bool:
         lo, hi = parse_versions(self.versions)
         return lo <= version <= hi
+
+
+#: The value a field of each wire type takes when a class does not give
+#: one (Kafka's defaults: zero, empty, false).
+_TYPE_DEFAULTS: dict[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint32": 0,
+    "float64": 0.0,
+    "bool": False,
+    "uuid": None,
+    "string": "",
+    "nullable_string": None,
+    "bytes": b"",
+    "nullable_bytes": None,
+    "records": None,
+}
+
+
+def _annotation_parts(hint: Any) -> tuple[Any, list[Any]]:
+    """A type hint without its ``Annotated`` layers, and their metadata."""
+    metadata: list[Any] = []
+    while typing.get_origin(hint) is typing.Annotated:
+        metadata.extend(hint.__metadata__)
+        hint = hint.__origin__
+    return hint, metadata
+
+
+def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, str | None]:
+    """``(Field type, nullable, versions, nullable versions)`` of one annotation."""
+    from kclient.protocol.types import NullableVersions, Versions
+
+    bare, metadata = _annotation_parts(hint)
+    versions = next((m.spec for m in metadata if isinstance(m, Versions)), None)
+    nullable_versions = next((m.spec for m in metadata if isinstance(m, NullableVersions)), None)
+    names = [m for m in metadata if isinstance(m, str)]
+    if names:
+        return names[-1], False, versions, nullable_versions
+    nullable = False
+    args = typing.get_args(bare)
+    if args and type(None) in args and typing.get_origin(bare) is not list:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            raise TypeError(f"{where}: a union other than T | None")
+        bare, nullable = rest[0], True
+        inner, more = _annotation_parts(bare)
+        versions = versions or next((m.spec for m in more if isinstance(m, Versions)), None)
+        bare = inner
+    if typing.get_origin(bare) is list:
+        (item,) = typing.get_args(bare)
+        item_bare, item_meta = _annotation_parts(item)
+        item_names = [m for m in item_meta if isinstance(m, str)]
+        if item_names:
+            return ("array", item_names[-1]), nullable, versions, None
+        if attrs.has(item_bare):
+            return fields_of(item_bare), nullable, versions, None
+    raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
+
+
+_FIELDS_CACHE: dict[type, tuple["Field", ...]] = {}
+
+
+def fields_of(cls: type) -> tuple["Field", ...]:
+    """The schema of a message class: one `Field` per attribute, in order.
+
+    The wire type comes from the annotation (`kclient.protocol.types`),
+    the versions from its `kclient.protocol.types.Versions`, the default
+    from the attribute's default when it differs from the type's own.
+
+    Args:
+        cls: An ``attrs`` class declared with `kclient.protocol.types`.
+
+    Returns:
+        The fields, as a schema's ``request_fields`` / ``response_fields``.
+
+    Raises:
+        TypeError: An attribute whose annotation is no Kafka type.
+    """
+    cached = _FIELDS_CACHE.get(cls)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = []
+    for attribute in attrs.fields(cls):
+        kind, nullable, versions, nullable_versions = _wire_type(hints[attribute.name], f"{cls.__name__}.{attribute.name}")
+        default = attribute.default
+        if isinstance(default, attrs.Factory) or (isinstance(kind, str) and type(default) is type(_TYPE_DEFAULTS.get(kind)) and default == _TYPE_DEFAULTS.get(kind)):  # type: ignore[arg-type]
+            default = None
+        versions = versions or "0+"
+        if nullable_versions is not None:
+            # A string before ``nullable_versions``, a nullable one from it.
+            first, last = parse_versions(versions)
+            null_first, _ = parse_versions(nullable_versions)
+            if null_first > first:
+                out.append(Field(attribute.name, "string", f"{first}-{null_first - 1}", None))
+            out.append(Field(attribute.name, kind, nullable_versions if last == 0x7FFF else f"{null_first}-{last}", None))
+            continue
+        out.append(Field(attribute.name, kind, versions, default, nullable=nullable))
+    result = tuple(out)
+    _FIELDS_CACHE[cls] = result
+    return result
 
 
 _PRIMITIVES: dict[str, tuple[Writer, Reader, Any]] = {
@@ -372,8 +480,19 @@ class Api:
     min_version: int
     max_version: int
     flexible_from: int
-    request_fields: tuple
-    response_fields: tuple
+    #: The request body's message class (`kclient.protocol.types`), or None
+    #: for a schema given as ``request_fields`` only.
+    request_type: type | None = attrs.field(default=None, kw_only=True)
+    #: The response body's message class, or None.
+    response_type: type | None = attrs.field(default=None, kw_only=True)
+    request_fields: tuple = attrs.field(
+        default=attrs.Factory(lambda self: fields_of(self.request_type) if self.request_type is not None else (), takes_self=True),
+        kw_only=True,
+    )
+    response_fields: tuple = attrs.field(
+        default=attrs.Factory(lambda self: fields_of(self.response_type) if self.response_type is not None else (), takes_self=True),
+        kw_only=True,
+    )
     _cache: dict = attrs.field(factory=dict, eq=False, repr=False)
 
     def flexible(self, version: int) -> bool:

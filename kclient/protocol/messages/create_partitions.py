@@ -11,7 +11,53 @@ new partition. v1 has the v0 layout; v2 is the first flexible version
 (KIP-482); v3 has the v2 layout and may answer THROTTLING_QUOTA_EXCEEDED
 (KIP-599)."""
 
-from kclient.protocol.schema import Api, Field
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Int16, Int32, NullableString, String
+
+
+@attrs.define(kw_only=True)
+class CreatePartitionsAssignment:
+    """An entry of ``CreatePartitionsTopic.assignments``."""
+
+    broker_ids: list[Int32] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class CreatePartitionsTopic:
+    """An entry of ``CreatePartitionsRequest.topics``."""
+
+    name: String = ""
+    count: Int32 = 0
+    assignments: list[CreatePartitionsAssignment] | None = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class CreatePartitionsRequest:
+    """The CreatePartitions request body, versions 0-3 (``CreatePartitionsRequest.json``)."""
+
+    topics: list[CreatePartitionsTopic] = attrs.Factory(list)
+    timeout_ms: Int32 = 0
+    validate_only: Bool = False
+
+
+@attrs.define(kw_only=True)
+class CreatePartitionsTopicResult:
+    """An entry of ``CreatePartitionsResponse.results``."""
+
+    name: String = ""
+    error_code: Int16 = 0
+    error_message: NullableString = None
+
+
+@attrs.define(kw_only=True)
+class CreatePartitionsResponse:
+    """The CreatePartitions response body, versions 0-3 (``CreatePartitionsResponse.json``)."""
+
+    throttle_time_ms: Int32 = 0
+    results: list[CreatePartitionsTopicResult] = attrs.Factory(list)
+
 
 CREATE_PARTITIONS = Api(
     key=37,
@@ -19,27 +65,6 @@ CREATE_PARTITIONS = Api(
     min_version=0,
     max_version=3,
     flexible_from=2,
-    request_fields=(
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("count", "int32"),
-                Field("assignments", (Field("broker_ids", ("array", "int32")),)),
-            ),
-        ),
-        Field("timeout_ms", "int32"),
-        Field("validate_only", "bool"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32"),
-        Field(
-            "results",
-            (
-                Field("name", "string"),
-                Field("error_code", "int16"),
-                Field("error_message", "nullable_string"),
-            ),
-        ),
-    ),
+    request_type=CreatePartitionsRequest,
+    response_type=CreatePartitionsResponse,
 )

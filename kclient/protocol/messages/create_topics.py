@@ -11,7 +11,66 @@ Version 5 (the first flexible one, KIP-525) is not implemented: its
 response carries `topic_config_error_code` as a tagged field with an
 explicit tag (0), which `kclient.protocol.schema` cannot express yet."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Int16, Int32, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class CreatableReplicaAssignment:
+    """An entry of ``CreatableTopic.assignments``."""
+
+    partition_index: Int32 = 0
+    broker_ids: list[Int32] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class CreatableTopicConfig:
+    """An entry of ``CreatableTopic.configs``."""
+
+    name: String = ""
+    value: NullableString = None
+
+
+@attrs.define(kw_only=True)
+class CreatableTopic:
+    """An entry of ``CreateTopicsRequest.topics``."""
+
+    name: String = ""
+    num_partitions: Int32 = 0
+    replication_factor: Int16 = 0
+    assignments: list[CreatableReplicaAssignment] = attrs.Factory(list)
+    configs: list[CreatableTopicConfig] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class CreateTopicsRequest:
+    """The CreateTopics request body, versions 0-4 (``CreateTopicsRequest.json``)."""
+
+    topics: list[CreatableTopic] = attrs.Factory(list)
+    timeout_ms: Int32 = 60000
+    validate_only: Annotated[Bool, Versions("1+")] = False
+
+
+@attrs.define(kw_only=True)
+class CreatableTopicResult:
+    """An entry of ``CreateTopicsResponse.topics``."""
+
+    name: String = ""
+    error_code: Int16 = 0
+    error_message: Annotated[NullableString, Versions("1+")] = None
+
+
+@attrs.define(kw_only=True)
+class CreateTopicsResponse:
+    """The CreateTopics response body, versions 0-4 (``CreateTopicsResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("2+")] = 0
+    topics: list[CreatableTopicResult] = attrs.Factory(list)
+
 
 CREATE_TOPICS = Api(
     key=19,
@@ -19,41 +78,6 @@ CREATE_TOPICS = Api(
     min_version=0,
     max_version=4,
     flexible_from=5,
-    request_fields=(
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("num_partitions", "int32"),
-                Field("replication_factor", "int16"),
-                Field(
-                    "assignments",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("broker_ids", ("array", "int32")),
-                    ),
-                ),
-                Field(
-                    "configs",
-                    (
-                        Field("name", "string"),
-                        Field("value", "nullable_string"),
-                    ),
-                ),
-            ),
-        ),
-        Field("timeout_ms", "int32", default=60000),
-        Field("validate_only", "bool", "1+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "2+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("error_code", "int16"),
-                Field("error_message", "nullable_string", "1+"),
-            ),
-        ),
-    ),
+    request_type=CreateTopicsRequest,
+    response_type=CreateTopicsResponse,
 )

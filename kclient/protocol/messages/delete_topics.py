@@ -7,7 +7,48 @@ and the response then may have a null name. v1+ adds the throttle time;
 v4 is the first flexible version (KIP-482); v5+ per-topic error messages,
 and the error THROTTLING_QUOTA_EXCEEDED (KIP-599)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, NullableString, String, Uuid, Versions, NullableVersions
+
+
+@attrs.define(kw_only=True)
+class DeleteTopicState:
+    """An entry of ``DeleteTopicsRequest.topics``."""
+
+    name: NullableString = None
+    topic_id: Uuid = None
+
+
+@attrs.define(kw_only=True)
+class DeleteTopicsRequest:
+    """The DeleteTopics request body, versions 0-6 (``DeleteTopicsRequest.json``)."""
+
+    topics: Annotated[list[DeleteTopicState], Versions("6+")] = attrs.Factory(list)
+    topic_names: Annotated[list[String], Versions("0-5")] = attrs.Factory(list)
+    timeout_ms: Int32 = 0
+
+
+@attrs.define(kw_only=True)
+class DeletableTopicResult:
+    """An entry of ``DeleteTopicsResponse.responses``."""
+
+    name: Annotated[NullableString, NullableVersions("6+")] = ""
+    topic_id: Annotated[Uuid, Versions("6+")] = None
+    error_code: Int16 = 0
+    error_message: Annotated[NullableString, Versions("5+")] = None
+
+
+@attrs.define(kw_only=True)
+class DeleteTopicsResponse:
+    """The DeleteTopics response body, versions 0-6 (``DeleteTopicsResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("1+")] = 0
+    responses: list[DeletableTopicResult] = attrs.Factory(list)
+
 
 DELETE_TOPICS = Api(
     key=20,
@@ -15,29 +56,6 @@ DELETE_TOPICS = Api(
     min_version=0,
     max_version=6,
     flexible_from=4,
-    request_fields=(
-        Field(
-            "topics",
-            (
-                Field("name", "nullable_string"),
-                Field("topic_id", "uuid"),
-            ),
-            "6+",
-        ),
-        Field("topic_names", ("array", "string"), "0-5"),
-        Field("timeout_ms", "int32"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "1+"),
-        Field(
-            "responses",
-            (
-                Field("name", "string", "0-5"),
-                Field("name", "nullable_string", "6+"),
-                Field("topic_id", "uuid", "6+"),
-                Field("error_code", "int16"),
-                Field("error_message", "nullable_string", "5+"),
-            ),
-        ),
-    ),
+    request_type=DeleteTopicsRequest,
+    response_type=DeleteTopicsResponse,
 )

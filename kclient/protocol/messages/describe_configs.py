@@ -9,12 +9,81 @@ by `config_source` and can list synonyms (KIP-226); v2 has the v1 layout;
 v3+ adds each config's type and documentation (KIP-569); v4 is the first
 flexible version (KIP-482)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Int16, Int32, Int8, NullableString, String, Versions
 
 #: `resource_type` values (`ConfigResource.Type`).
 RESOURCE_TOPIC = 2
+
 RESOURCE_BROKER = 4
+
 RESOURCE_BROKER_LOGGER = 8
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsResource:
+    """An entry of ``DescribeConfigsRequest.resources``."""
+
+    resource_type: Int8 = 0
+    resource_name: String = ""
+    configuration_keys: list[String] | None = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsRequest:
+    """The DescribeConfigs request body, versions 0-4 (``DescribeConfigsRequest.json``)."""
+
+    resources: list[DescribeConfigsResource] = attrs.Factory(list)
+    include_synonyms: Annotated[Bool, Versions("1+")] = False
+    include_documentation: Annotated[Bool, Versions("3+")] = False
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsSynonym:
+    """An entry of ``DescribeConfigsResourceResult.synonyms``."""
+
+    name: String = ""
+    value: NullableString = None
+    source: Int8 = 0
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsResourceResult:
+    """An entry of ``DescribeConfigsResult.configs``."""
+
+    name: String = ""
+    value: NullableString = None
+    read_only: Bool = False
+    is_default: Annotated[Bool, Versions("0")] = False
+    config_source: Annotated[Int8, Versions("1+")] = -1
+    is_sensitive: Bool = False
+    synonyms: Annotated[list[DescribeConfigsSynonym], Versions("1+")] = attrs.Factory(list)
+    config_type: Annotated[Int8, Versions("3+")] = 0
+    documentation: Annotated[NullableString, Versions("3+")] = None
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsResult:
+    """An entry of ``DescribeConfigsResponse.results``."""
+
+    error_code: Int16 = 0
+    error_message: NullableString = None
+    resource_type: Int8 = 0
+    resource_name: String = ""
+    configs: list[DescribeConfigsResourceResult] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class DescribeConfigsResponse:
+    """The DescribeConfigs response body, versions 0-4 (``DescribeConfigsResponse.json``)."""
+
+    throttle_time_ms: Int32 = 0
+    results: list[DescribeConfigsResult] = attrs.Factory(list)
+
 
 DESCRIBE_CONFIGS = Api(
     key=32,
@@ -22,50 +91,6 @@ DESCRIBE_CONFIGS = Api(
     min_version=0,
     max_version=4,
     flexible_from=4,
-    request_fields=(
-        Field(
-            "resources",
-            (
-                Field("resource_type", "int8"),
-                Field("resource_name", "string"),
-                Field("configuration_keys", ("array", "string")),
-            ),
-        ),
-        Field("include_synonyms", "bool", "1+"),
-        Field("include_documentation", "bool", "3+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32"),
-        Field(
-            "results",
-            (
-                Field("error_code", "int16"),
-                Field("error_message", "nullable_string"),
-                Field("resource_type", "int8"),
-                Field("resource_name", "string"),
-                Field(
-                    "configs",
-                    (
-                        Field("name", "string"),
-                        Field("value", "nullable_string"),
-                        Field("read_only", "bool"),
-                        Field("is_default", "bool", "0"),
-                        Field("config_source", "int8", "1+", default=-1),
-                        Field("is_sensitive", "bool"),
-                        Field(
-                            "synonyms",
-                            (
-                                Field("name", "string"),
-                                Field("value", "nullable_string"),
-                                Field("source", "int8"),
-                            ),
-                            "1+",
-                        ),
-                        Field("config_type", "int8", "3+"),
-                        Field("documentation", "nullable_string", "3+"),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    request_type=DescribeConfigsRequest,
+    response_type=DescribeConfigsResponse,
 )

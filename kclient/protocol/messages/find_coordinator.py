@@ -10,11 +10,38 @@ Why a broker needs it even without groups: librdkafka enables some features
 (librdkafka before 2.11.1 gates its LZ4 feature on FindCoordinator; see
 `kclient.broker.handlers.SUPPORTED_VERSIONS`)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int8, NullableString, String, Versions
 
 #: ``key_type`` values (``CoordinatorType``).
 COORDINATOR_GROUP = 0
+
 COORDINATOR_TRANSACTION = 1
+
+
+@attrs.define(kw_only=True)
+class FindCoordinatorRequest:
+    """The FindCoordinator request body, versions 0-2 (``FindCoordinatorRequest.json``)."""
+
+    key: String = ""
+    key_type: Annotated[Int8, Versions("1+")] = 0
+
+
+@attrs.define(kw_only=True)
+class FindCoordinatorResponse:
+    """The FindCoordinator response body, versions 0-2 (``FindCoordinatorResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("1+")] = 0
+    error_code: Int16 = 0
+    error_message: Annotated[NullableString, Versions("1+")] = None
+    node_id: Int32 = -1
+    host: String = ""
+    port: Int32 = -1
+
 
 FIND_COORDINATOR = Api(
     key=10,
@@ -22,16 +49,6 @@ FIND_COORDINATOR = Api(
     min_version=0,
     max_version=2,
     flexible_from=3,
-    request_fields=(
-        Field("key", "string"),
-        Field("key_type", "int8", "1+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "1+"),
-        Field("error_code", "int16"),
-        Field("error_message", "nullable_string", "1+"),
-        Field("node_id", "int32", default=-1),
-        Field("host", "string"),
-        Field("port", "int32", default=-1),
-    ),
+    request_type=FindCoordinatorRequest,
+    response_type=FindCoordinatorResponse,
 )

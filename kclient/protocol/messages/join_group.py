@@ -14,7 +14,59 @@ version (KIP-482); v7+ echoes `protocol_type` and lets `protocol_name` be
 null (KIP-559); v8+ carries a join `reason` (KIP-800); v9+ answers with
 `skip_assignment` (KIP-814)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Bytes, Int16, Int32, NullableString, String, Versions, NullableVersions
+
+
+@attrs.define(kw_only=True)
+class JoinGroupRequestProtocol:
+    """An entry of ``JoinGroupRequest.protocols``."""
+
+    name: String = ""
+    metadata: Bytes = b""
+
+
+@attrs.define(kw_only=True)
+class JoinGroupRequest:
+    """The JoinGroup request body, versions 0-9 (``JoinGroupRequest.json``)."""
+
+    group_id: String = ""
+    session_timeout_ms: Int32 = 0
+    rebalance_timeout_ms: Annotated[Int32, Versions("1+")] = -1
+    member_id: String = ""
+    group_instance_id: Annotated[NullableString, Versions("5+")] = None
+    protocol_type: String = ""
+    protocols: list[JoinGroupRequestProtocol] = attrs.Factory(list)
+    reason: Annotated[NullableString, Versions("8+")] = None
+
+
+@attrs.define(kw_only=True)
+class JoinGroupResponseMember:
+    """An entry of ``JoinGroupResponse.members``."""
+
+    member_id: String = ""
+    group_instance_id: Annotated[NullableString, Versions("5+")] = None
+    metadata: Bytes = b""
+
+
+@attrs.define(kw_only=True)
+class JoinGroupResponse:
+    """The JoinGroup response body, versions 0-9 (``JoinGroupResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("2+")] = 0
+    error_code: Int16 = 0
+    generation_id: Int32 = -1
+    protocol_type: Annotated[NullableString, Versions("7+")] = None
+    protocol_name: Annotated[NullableString, NullableVersions("7+")] = ""
+    leader: String = ""
+    skip_assignment: Annotated[Bool, Versions("9+")] = False
+    member_id: String = ""
+    members: list[JoinGroupResponseMember] = attrs.Factory(list)
+
 
 JOIN_GROUP = Api(
     key=11,
@@ -22,39 +74,6 @@ JOIN_GROUP = Api(
     min_version=0,
     max_version=9,
     flexible_from=6,
-    request_fields=(
-        Field("group_id", "string"),
-        Field("session_timeout_ms", "int32"),
-        Field("rebalance_timeout_ms", "int32", "1+", default=-1),
-        Field("member_id", "string"),
-        Field("group_instance_id", "nullable_string", "5+"),
-        Field("protocol_type", "string"),
-        Field(
-            "protocols",
-            (
-                Field("name", "string"),
-                Field("metadata", "bytes"),
-            ),
-        ),
-        Field("reason", "nullable_string", "8+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "2+"),
-        Field("error_code", "int16"),
-        Field("generation_id", "int32", default=-1),
-        Field("protocol_type", "nullable_string", "7+"),
-        Field("protocol_name", "string", "0-6"),
-        Field("protocol_name", "nullable_string", "7+"),
-        Field("leader", "string"),
-        Field("skip_assignment", "bool", "9+"),
-        Field("member_id", "string"),
-        Field(
-            "members",
-            (
-                Field("member_id", "string"),
-                Field("group_instance_id", "nullable_string", "5+"),
-                Field("metadata", "bytes"),
-            ),
-        ),
-    ),
+    request_type=JoinGroupRequest,
+    response_type=JoinGroupResponse,
 )

@@ -9,22 +9,76 @@ partition states by topic and carries the broker epoch (KIP-380); v3+ the
 replicas being added or removed by a reassignment (KIP-455). Version 4 is
 the first flexible one (not implemented)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
 
-#: `LeaderAndIsrPartitionState` (a common struct of the request).
-_PARTITION_STATE = (
-    Field("topic_name", "string", "0-1"),
-    Field("partition_index", "int32"),
-    Field("controller_epoch", "int32"),
-    Field("leader", "int32"),
-    Field("leader_epoch", "int32"),
-    Field("isr", ("array", "int32")),
-    Field("partition_epoch", "int32"),
-    Field("replicas", ("array", "int32")),
-    Field("adding_replicas", ("array", "int32"), "3+"),
-    Field("removing_replicas", ("array", "int32"), "3+"),
-    Field("is_new", "bool", "1+"),
-)
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Int16, Int32, Int64, String, Versions
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrPartitionState:
+    """An entry of ``LeaderAndIsrRequest.ungrouped_partition_states``."""
+
+    topic_name: Annotated[String, Versions("0-1")] = ""
+    partition_index: Int32 = 0
+    controller_epoch: Int32 = 0
+    leader: Int32 = 0
+    leader_epoch: Int32 = 0
+    isr: list[Int32] = attrs.Factory(list)
+    partition_epoch: Int32 = 0
+    replicas: list[Int32] = attrs.Factory(list)
+    adding_replicas: Annotated[list[Int32], Versions("3+")] = attrs.Factory(list)
+    removing_replicas: Annotated[list[Int32], Versions("3+")] = attrs.Factory(list)
+    is_new: Annotated[Bool, Versions("1+")] = False
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrTopicState:
+    """An entry of ``LeaderAndIsrRequest.topic_states``."""
+
+    topic_name: String = ""
+    partition_states: list[LeaderAndIsrPartitionState] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrLiveLeader:
+    """An entry of ``LeaderAndIsrRequest.live_leaders``."""
+
+    broker_id: Int32 = 0
+    host_name: String = ""
+    port: Int32 = 0
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrRequest:
+    """The LeaderAndIsr request body, versions 0-3 (``LeaderAndIsrRequest.json``)."""
+
+    controller_id: Int32 = 0
+    controller_epoch: Int32 = 0
+    broker_epoch: Annotated[Int64, Versions("2+")] = -1
+    ungrouped_partition_states: Annotated[list[LeaderAndIsrPartitionState], Versions("0-1")] = attrs.Factory(list)
+    topic_states: Annotated[list[LeaderAndIsrTopicState], Versions("2+")] = attrs.Factory(list)
+    live_leaders: list[LeaderAndIsrLiveLeader] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrPartitionError:
+    """An entry of ``LeaderAndIsrResponse.partition_errors``."""
+
+    topic_name: String = ""
+    partition_index: Int32 = 0
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class LeaderAndIsrResponse:
+    """The LeaderAndIsr response body, versions 0-3 (``LeaderAndIsrResponse.json``)."""
+
+    error_code: Int16 = 0
+    partition_errors: list[LeaderAndIsrPartitionError] = attrs.Factory(list)
+
 
 LEADER_AND_ISR = Api(
     key=4,
@@ -32,37 +86,6 @@ LEADER_AND_ISR = Api(
     min_version=0,
     max_version=3,
     flexible_from=4,
-    request_fields=(
-        Field("controller_id", "int32"),
-        Field("controller_epoch", "int32"),
-        Field("broker_epoch", "int64", "2+", default=-1),
-        Field("ungrouped_partition_states", _PARTITION_STATE, "0-1"),
-        Field(
-            "topic_states",
-            (
-                Field("topic_name", "string"),
-                Field("partition_states", _PARTITION_STATE),
-            ),
-            "2+",
-        ),
-        Field(
-            "live_leaders",
-            (
-                Field("broker_id", "int32"),
-                Field("host_name", "string"),
-                Field("port", "int32"),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("error_code", "int16"),
-        Field(
-            "partition_errors",
-            (
-                Field("topic_name", "string"),
-                Field("partition_index", "int32"),
-                Field("error_code", "int16"),
-            ),
-        ),
-    ),
+    request_type=LeaderAndIsrRequest,
+    response_type=LeaderAndIsrResponse,
 )

@@ -7,7 +7,49 @@ v0-2 name one leaving member; v3+ a batch of members, each with its static
 time; v4 is the first flexible version (KIP-482); v5+ a per-member
 `reason` (KIP-800)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class MemberIdentity:
+    """An entry of ``LeaveGroupRequest.members``."""
+
+    member_id: String = ""
+    group_instance_id: NullableString = None
+    reason: Annotated[NullableString, Versions("5+")] = None
+
+
+@attrs.define(kw_only=True)
+class LeaveGroupRequest:
+    """The LeaveGroup request body, versions 0-5 (``LeaveGroupRequest.json``)."""
+
+    group_id: String = ""
+    member_id: Annotated[String, Versions("0-2")] = ""
+    members: Annotated[list[MemberIdentity], Versions("3+")] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class MemberResponse:
+    """An entry of ``LeaveGroupResponse.members``."""
+
+    member_id: String = ""
+    group_instance_id: NullableString = None
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class LeaveGroupResponse:
+    """The LeaveGroup response body, versions 0-5 (``LeaveGroupResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("1+")] = 0
+    error_code: Int16 = 0
+    members: Annotated[list[MemberResponse], Versions("3+")] = attrs.Factory(list)
+
 
 LEAVE_GROUP = Api(
     key=13,
@@ -15,30 +57,6 @@ LEAVE_GROUP = Api(
     min_version=0,
     max_version=5,
     flexible_from=4,
-    request_fields=(
-        Field("group_id", "string"),
-        Field("member_id", "string", "0-2"),
-        Field(
-            "members",
-            (
-                Field("member_id", "string"),
-                Field("group_instance_id", "nullable_string"),
-                Field("reason", "nullable_string", "5+"),
-            ),
-            "3+",
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "1+"),
-        Field("error_code", "int16"),
-        Field(
-            "members",
-            (
-                Field("member_id", "string"),
-                Field("group_instance_id", "nullable_string"),
-                Field("error_code", "int16"),
-            ),
-            "3+",
-        ),
-    ),
+    request_type=LeaveGroupRequest,
+    response_type=LeaveGroupResponse,
 )

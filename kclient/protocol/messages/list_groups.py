@@ -6,7 +6,40 @@ The groups a broker coordinates. v1+ adds the throttle time; v3 is the
 first flexible version (KIP-482); v4+ filters by state and reports it
 (KIP-518); v5+ filters by group type and reports it (KIP-848)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, String, Versions
+
+
+@attrs.define(kw_only=True)
+class ListGroupsRequest:
+    """The ListGroups request body, versions 0-5 (``ListGroupsRequest.json``)."""
+
+    states_filter: Annotated[list[String], Versions("4+")] = attrs.Factory(list)
+    types_filter: Annotated[list[String], Versions("5+")] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class ListedGroup:
+    """An entry of ``ListGroupsResponse.groups``."""
+
+    group_id: String = ""
+    protocol_type: String = ""
+    group_state: Annotated[String, Versions("4+")] = ""
+    group_type: Annotated[String, Versions("5+")] = ""
+
+
+@attrs.define(kw_only=True)
+class ListGroupsResponse:
+    """The ListGroups response body, versions 0-5 (``ListGroupsResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("1+")] = 0
+    error_code: Int16 = 0
+    groups: list[ListedGroup] = attrs.Factory(list)
+
 
 LIST_GROUPS = Api(
     key=16,
@@ -14,21 +47,6 @@ LIST_GROUPS = Api(
     min_version=0,
     max_version=5,
     flexible_from=3,
-    request_fields=(
-        Field("states_filter", ("array", "string"), "4+"),
-        Field("types_filter", ("array", "string"), "5+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "1+"),
-        Field("error_code", "int16"),
-        Field(
-            "groups",
-            (
-                Field("group_id", "string"),
-                Field("protocol_type", "string"),
-                Field("group_state", "string", "4+"),
-                Field("group_type", "string", "5+"),
-            ),
-        ),
-    ),
+    request_type=ListGroupsRequest,
+    response_type=ListGroupsResponse,
 )

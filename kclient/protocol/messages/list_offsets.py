@@ -4,14 +4,77 @@
 a timestamp (-1 latest, -2 earliest) and answers one offset and its
 timestamp. Version 6 is the first flexible one (not implemented)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int64, Int8, String, Versions
 
 #: Special ``timestamp`` values of a ListOffsets request: -1 asks for the
 #: log end offset (latest), -2 for the log start offset (earliest), -3
 #: (KIP-734) for the batch holding the largest timestamp.
 LATEST_TIMESTAMP = -1
+
 EARLIEST_TIMESTAMP = -2
+
 MAX_TIMESTAMP = -3
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsPartition:
+    """An entry of ``ListOffsetsTopic.partitions``."""
+
+    partition_index: Int32 = 0
+    current_leader_epoch: Annotated[Int32, Versions("4+")] = -1
+    timestamp: Int64 = 0
+    max_num_offsets: Annotated[Int32, Versions("0")] = 1
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsTopic:
+    """An entry of ``ListOffsetsRequest.topics``."""
+
+    name: String = ""
+    partitions: list[ListOffsetsPartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsRequest:
+    """The ListOffsets request body, versions 0-5 (``ListOffsetsRequest.json``)."""
+
+    replica_id: Int32 = -1
+    isolation_level: Annotated[Int8, Versions("2+")] = 0
+    topics: list[ListOffsetsTopic] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsPartitionResponse:
+    """An entry of ``ListOffsetsTopicResponse.partitions``."""
+
+    partition_index: Int32 = 0
+    error_code: Int16 = 0
+    old_style_offsets: Annotated[list[Int64], Versions("0")] = attrs.Factory(list)
+    timestamp: Annotated[Int64, Versions("1+")] = -1
+    offset: Annotated[Int64, Versions("1+")] = -1
+    leader_epoch: Annotated[Int32, Versions("4+")] = -1
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsTopicResponse:
+    """An entry of ``ListOffsetsResponse.topics``."""
+
+    name: String = ""
+    partitions: list[ListOffsetsPartitionResponse] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class ListOffsetsResponse:
+    """The ListOffsets response body, versions 0-5 (``ListOffsetsResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("2+")] = 0
+    topics: list[ListOffsetsTopicResponse] = attrs.Factory(list)
+
 
 LIST_OFFSETS = Api(
     key=2,
@@ -19,43 +82,6 @@ LIST_OFFSETS = Api(
     min_version=0,
     max_version=5,
     flexible_from=6,
-    request_fields=(
-        Field("replica_id", "int32", default=-1),
-        Field("isolation_level", "int8", "2+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("current_leader_epoch", "int32", "4+", default=-1),
-                        Field("timestamp", "int64"),
-                        Field("max_num_offsets", "int32", "0", default=1),
-                    ),
-                ),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "2+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("error_code", "int16"),
-                        Field("old_style_offsets", ("array", "int64"), "0"),
-                        Field("timestamp", "int64", "1+", default=-1),
-                        Field("offset", "int64", "1+", default=-1),
-                        Field("leader_epoch", "int32", "4+", default=-1),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    request_type=ListOffsetsRequest,
+    response_type=ListOffsetsResponse,
 )

@@ -11,7 +11,68 @@ v6+ the committed leader epoch (KIP-320); v7+ the static member's
 consumer group protocol (KIP-848), where `generation_id_or_member_epoch`
 carries the member epoch instead of the generation."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int64, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitRequestPartition:
+    """An entry of ``OffsetCommitRequestTopic.partitions``."""
+
+    partition_index: Int32 = 0
+    committed_offset: Int64 = 0
+    committed_leader_epoch: Annotated[Int32, Versions("6+")] = -1
+    commit_timestamp: Annotated[Int64, Versions("1")] = -1
+    committed_metadata: NullableString = None
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitRequestTopic:
+    """An entry of ``OffsetCommitRequest.topics``."""
+
+    name: String = ""
+    partitions: list[OffsetCommitRequestPartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitRequest:
+    """The OffsetCommit request body, versions 0-9 (``OffsetCommitRequest.json``)."""
+
+    group_id: String = ""
+    generation_id_or_member_epoch: Annotated[Int32, Versions("1+")] = -1
+    member_id: Annotated[String, Versions("1+")] = ""
+    group_instance_id: Annotated[NullableString, Versions("7+")] = None
+    retention_time_ms: Annotated[Int64, Versions("2-4")] = -1
+    topics: list[OffsetCommitRequestTopic] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitResponsePartition:
+    """An entry of ``OffsetCommitResponseTopic.partitions``."""
+
+    partition_index: Int32 = 0
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitResponseTopic:
+    """An entry of ``OffsetCommitResponse.topics``."""
+
+    name: String = ""
+    partitions: list[OffsetCommitResponsePartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetCommitResponse:
+    """The OffsetCommit response body, versions 0-9 (``OffsetCommitResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("3+")] = 0
+    topics: list[OffsetCommitResponseTopic] = attrs.Factory(list)
+
 
 OFFSET_COMMIT = Api(
     key=8,
@@ -19,43 +80,6 @@ OFFSET_COMMIT = Api(
     min_version=0,
     max_version=9,
     flexible_from=8,
-    request_fields=(
-        Field("group_id", "string"),
-        Field("generation_id_or_member_epoch", "int32", "1+", default=-1),
-        Field("member_id", "string", "1+"),
-        Field("group_instance_id", "nullable_string", "7+"),
-        Field("retention_time_ms", "int64", "2-4", default=-1),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("committed_offset", "int64"),
-                        Field("committed_leader_epoch", "int32", "6+", default=-1),
-                        Field("commit_timestamp", "int64", "1", default=-1),
-                        Field("committed_metadata", "nullable_string"),
-                    ),
-                ),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "3+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("error_code", "int16"),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    request_type=OffsetCommitRequest,
+    response_type=OffsetCommitResponse,
 )

@@ -6,7 +6,57 @@ committed leader epoch. Version 6 is the first flexible one (not
 implemented). A partition without a committed offset has
 ``committed_offset`` -1."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int64, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequestTopic:
+    """An entry of ``OffsetFetchRequest.topics``."""
+
+    name: String = ""
+    partition_indexes: list[Int32] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequest:
+    """The OffsetFetch request body, versions 0-5 (``OffsetFetchRequest.json``)."""
+
+    group_id: String = ""
+    topics: list[OffsetFetchRequestTopic] | None = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponsePartition:
+    """An entry of ``OffsetFetchResponseTopic.partitions``."""
+
+    partition_index: Int32 = 0
+    committed_offset: Int64 = -1
+    committed_leader_epoch: Annotated[Int32, Versions("5+")] = -1
+    metadata: NullableString = None
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponseTopic:
+    """An entry of ``OffsetFetchResponse.topics``."""
+
+    name: String = ""
+    partitions: list[OffsetFetchResponsePartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponse:
+    """The OffsetFetch response body, versions 0-5 (``OffsetFetchResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("3+")] = 0
+    topics: list[OffsetFetchResponseTopic] = attrs.Factory(list)
+    error_code: Annotated[Int16, Versions("2+")] = 0
+
 
 OFFSET_FETCH = Api(
     key=9,
@@ -14,34 +64,6 @@ OFFSET_FETCH = Api(
     min_version=0,
     max_version=5,
     flexible_from=6,
-    request_fields=(
-        Field("group_id", "string"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("partition_indexes", ("array", "int32")),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "3+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition_index", "int32"),
-                        Field("committed_offset", "int64", default=-1),
-                        Field("committed_leader_epoch", "int32", "5+", default=-1),
-                        Field("metadata", "nullable_string"),
-                        Field("error_code", "int16"),
-                    ),
-                ),
-            ),
-        ),
-        Field("error_code", "int16", "2+"),
-    ),
+    request_type=OffsetFetchRequest,
+    response_type=OffsetFetchResponse,
 )

@@ -12,15 +12,106 @@ Versions 0-5 encode exactly as `OFFSET_FETCH` does. A partition without a
 committed offset has `committed_offset` -1; `topics` null (v2+) asks for
 every committed partition of the group."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
 
-_PARTITION = (
-    Field("partition_index", "int32"),
-    Field("committed_offset", "int64", default=-1),
-    Field("committed_leader_epoch", "int32", "5+", default=-1),
-    Field("metadata", "nullable_string"),
-    Field("error_code", "int16"),
-)
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bool, Int16, Int32, Int64, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequestTopic:
+    """An entry of ``OffsetFetchRequest.topics``."""
+
+    name: String = ""
+    partition_indexes: list[Int32] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequestTopics:
+    """An entry of ``OffsetFetchRequestGroup.topics``."""
+
+    name: String = ""
+    partition_indexes: list[Int32] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequestGroup:
+    """An entry of ``OffsetFetchRequest.groups``."""
+
+    group_id: String = ""
+    member_id: Annotated[NullableString, Versions("9+")] = None
+    member_epoch: Annotated[Int32, Versions("9+")] = -1
+    topics: list[OffsetFetchRequestTopics] | None = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchRequest:
+    """The OffsetFetch request body, versions 0-9 (``OffsetFetchRequest.json``)."""
+
+    group_id: Annotated[String, Versions("0-7")] = ""
+    topics: Annotated[list[OffsetFetchRequestTopic] | None, Versions("0-7")] = attrs.Factory(list)
+    groups: Annotated[list[OffsetFetchRequestGroup], Versions("8+")] = attrs.Factory(list)
+    require_stable: Annotated[Bool, Versions("7+")] = False
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponsePartition:
+    """An entry of ``OffsetFetchResponseTopic.partitions``."""
+
+    partition_index: Int32 = 0
+    committed_offset: Int64 = -1
+    committed_leader_epoch: Annotated[Int32, Versions("5+")] = -1
+    metadata: NullableString = None
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponseTopic:
+    """An entry of ``OffsetFetchResponse.topics``."""
+
+    name: String = ""
+    partitions: list[OffsetFetchResponsePartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponsePartitions:
+    """An entry of ``OffsetFetchResponseTopics.partitions``."""
+
+    partition_index: Int32 = 0
+    committed_offset: Int64 = -1
+    committed_leader_epoch: Annotated[Int32, Versions("5+")] = -1
+    metadata: NullableString = None
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponseTopics:
+    """An entry of ``OffsetFetchResponseGroup.topics``."""
+
+    name: String = ""
+    partitions: list[OffsetFetchResponsePartitions] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponseGroup:
+    """An entry of ``OffsetFetchResponse.groups``."""
+
+    group_id: String = ""
+    topics: list[OffsetFetchResponseTopics] = attrs.Factory(list)
+    error_code: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetFetchResponse:
+    """The OffsetFetch response body, versions 0-9 (``OffsetFetchResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("3+")] = 0
+    topics: Annotated[list[OffsetFetchResponseTopic], Versions("0-7")] = attrs.Factory(list)
+    error_code: Annotated[Int16, Versions("2-7")] = 0
+    groups: Annotated[list[OffsetFetchResponseGroup], Versions("8+")] = attrs.Factory(list)
+
 
 OFFSET_FETCH_FULL = Api(
     key=9,
@@ -28,59 +119,6 @@ OFFSET_FETCH_FULL = Api(
     min_version=0,
     max_version=9,
     flexible_from=6,
-    request_fields=(
-        Field("group_id", "string", "0-7"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("partition_indexes", ("array", "int32")),
-            ),
-            "0-7",
-        ),
-        Field(
-            "groups",
-            (
-                Field("group_id", "string"),
-                Field("member_id", "nullable_string", "9+"),
-                Field("member_epoch", "int32", "9+", default=-1),
-                Field(
-                    "topics",
-                    (
-                        Field("name", "string"),
-                        Field("partition_indexes", ("array", "int32")),
-                    ),
-                ),
-            ),
-            "8+",
-        ),
-        Field("require_stable", "bool", "7+"),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "3+"),
-        Field(
-            "topics",
-            (
-                Field("name", "string"),
-                Field("partitions", _PARTITION),
-            ),
-            "0-7",
-        ),
-        Field("error_code", "int16", "2-7"),
-        Field(
-            "groups",
-            (
-                Field("group_id", "string"),
-                Field(
-                    "topics",
-                    (
-                        Field("name", "string"),
-                        Field("partitions", _PARTITION),
-                    ),
-                ),
-                Field("error_code", "int16"),
-            ),
-            "8+",
-        ),
-    ),
+    request_type=OffsetFetchRequest,
+    response_type=OffsetFetchResponse,
 )

@@ -12,12 +12,70 @@ the throttle time (KIP-320); v3+ the replica id: a follower's broker id,
 see offsets beyond the high watermark; v4 is the first flexible version
 (KIP-482)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int64, String, Versions
 
 #: `replica_id` of a consumer (not a follower broker).
 CONSUMER_REPLICA_ID = -1
+
 #: `replica_id` of a debugging client, the schema's default.
 DEBUGGING_REPLICA_ID = -2
+
+
+@attrs.define(kw_only=True)
+class OffsetForLeaderPartition:
+    """An entry of ``OffsetForLeaderTopic.partitions``."""
+
+    partition: Int32 = 0
+    current_leader_epoch: Annotated[Int32, Versions("2+")] = -1
+    leader_epoch: Int32 = 0
+
+
+@attrs.define(kw_only=True)
+class OffsetForLeaderTopic:
+    """An entry of ``OffsetForLeaderEpochRequest.topics``."""
+
+    topic: String = ""
+    partitions: list[OffsetForLeaderPartition] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetForLeaderEpochRequest:
+    """The OffsetForLeaderEpoch request body, versions 0-4 (``OffsetForLeaderEpochRequest.json``)."""
+
+    replica_id: Annotated[Int32, Versions("3+")] = -2
+    topics: list[OffsetForLeaderTopic] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class EpochEndOffset:
+    """An entry of ``OffsetForLeaderTopicResult.partitions``."""
+
+    error_code: Int16 = 0
+    partition: Int32 = 0
+    leader_epoch: Annotated[Int32, Versions("1+")] = -1
+    end_offset: Int64 = -1
+
+
+@attrs.define(kw_only=True)
+class OffsetForLeaderTopicResult:
+    """An entry of ``OffsetForLeaderEpochResponse.topics``."""
+
+    topic: String = ""
+    partitions: list[EpochEndOffset] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class OffsetForLeaderEpochResponse:
+    """The OffsetForLeaderEpoch response body, versions 0-4 (``OffsetForLeaderEpochResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("2+")] = 0
+    topics: list[OffsetForLeaderTopicResult] = attrs.Factory(list)
+
 
 OFFSET_FOR_LEADER_EPOCH = Api(
     key=23,
@@ -25,39 +83,6 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     min_version=0,
     max_version=4,
     flexible_from=4,
-    request_fields=(
-        Field("replica_id", "int32", "3+", default=DEBUGGING_REPLICA_ID),
-        Field(
-            "topics",
-            (
-                Field("topic", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("partition", "int32"),
-                        Field("current_leader_epoch", "int32", "2+", default=-1),
-                        Field("leader_epoch", "int32"),
-                    ),
-                ),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "2+"),
-        Field(
-            "topics",
-            (
-                Field("topic", "string"),
-                Field(
-                    "partitions",
-                    (
-                        Field("error_code", "int16"),
-                        Field("partition", "int32"),
-                        Field("leader_epoch", "int32", "1+", default=-1),
-                        Field("end_offset", "int64", default=-1),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    request_type=OffsetForLeaderEpochRequest,
+    response_type=OffsetForLeaderEpochResponse,
 )

@@ -8,7 +8,30 @@ One SASL token each way, after a SaslHandshake v1. v1+ answers with the
 session lifetime (KIP-368; 0 = no re-authentication required); v2 is the
 first flexible version (KIP-482)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bytes, Int16, Int64, NullableString, Versions
+
+
+@attrs.define(kw_only=True)
+class SaslAuthenticateRequest:
+    """The SaslAuthenticate request body, versions 0-2 (``SaslAuthenticateRequest.json``)."""
+
+    auth_bytes: Bytes = b""
+
+
+@attrs.define(kw_only=True)
+class SaslAuthenticateResponse:
+    """The SaslAuthenticate response body, versions 0-2 (``SaslAuthenticateResponse.json``)."""
+
+    error_code: Int16 = 0
+    error_message: NullableString = None
+    auth_bytes: Bytes = b""
+    session_lifetime_ms: Annotated[Int64, Versions("1+")] = 0
+
 
 SASL_AUTHENTICATE = Api(
     key=36,
@@ -16,11 +39,6 @@ SASL_AUTHENTICATE = Api(
     min_version=0,
     max_version=2,
     flexible_from=2,
-    request_fields=(Field("auth_bytes", "bytes"),),
-    response_fields=(
-        Field("error_code", "int16"),
-        Field("error_message", "nullable_string"),
-        Field("auth_bytes", "bytes"),
-        Field("session_lifetime_ms", "int64", "1+"),
-    ),
+    request_type=SaslAuthenticateRequest,
+    response_type=SaslAuthenticateResponse,
 )

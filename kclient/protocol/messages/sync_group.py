@@ -9,7 +9,45 @@ its own assignment back. v1+ adds the throttle time; v3+ the static
 `group_instance_id` (KIP-345); v4 is the first flexible version
 (KIP-482); v5+ carries the protocol type and name both ways (KIP-559)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
+
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Bytes, Int16, Int32, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class SyncGroupRequestAssignment:
+    """An entry of ``SyncGroupRequest.assignments``."""
+
+    member_id: String = ""
+    assignment: Bytes = b""
+
+
+@attrs.define(kw_only=True)
+class SyncGroupRequest:
+    """The SyncGroup request body, versions 0-5 (``SyncGroupRequest.json``)."""
+
+    group_id: String = ""
+    generation_id: Int32 = 0
+    member_id: String = ""
+    group_instance_id: Annotated[NullableString, Versions("3+")] = None
+    protocol_type: Annotated[NullableString, Versions("5+")] = None
+    protocol_name: Annotated[NullableString, Versions("5+")] = None
+    assignments: list[SyncGroupRequestAssignment] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class SyncGroupResponse:
+    """The SyncGroup response body, versions 0-5 (``SyncGroupResponse.json``)."""
+
+    throttle_time_ms: Annotated[Int32, Versions("1+")] = 0
+    error_code: Int16 = 0
+    protocol_type: Annotated[NullableString, Versions("5+")] = None
+    protocol_name: Annotated[NullableString, Versions("5+")] = None
+    assignment: Bytes = b""
+
 
 SYNC_GROUP = Api(
     key=14,
@@ -17,26 +55,6 @@ SYNC_GROUP = Api(
     min_version=0,
     max_version=5,
     flexible_from=4,
-    request_fields=(
-        Field("group_id", "string"),
-        Field("generation_id", "int32"),
-        Field("member_id", "string"),
-        Field("group_instance_id", "nullable_string", "3+"),
-        Field("protocol_type", "nullable_string", "5+"),
-        Field("protocol_name", "nullable_string", "5+"),
-        Field(
-            "assignments",
-            (
-                Field("member_id", "string"),
-                Field("assignment", "bytes"),
-            ),
-        ),
-    ),
-    response_fields=(
-        Field("throttle_time_ms", "int32", "1+"),
-        Field("error_code", "int16"),
-        Field("protocol_type", "nullable_string", "5+"),
-        Field("protocol_name", "nullable_string", "5+"),
-        Field("assignment", "bytes"),
-    ),
+    request_type=SyncGroupRequest,
+    response_type=SyncGroupResponse,
 )

@@ -10,20 +10,76 @@ endpoint's listener name; v4+ offline replicas; v5+ groups partition
 states by topic and carries the broker epoch (KIP-380). Version 6 is the
 first flexible one (not implemented)."""
 
-from kclient.protocol.schema import Api, Field
+from typing import Annotated
 
-#: `UpdateMetadataPartitionState` (a common struct of the request).
-_PARTITION_STATE = (
-    Field("topic_name", "string", "0-4"),
-    Field("partition_index", "int32"),
-    Field("controller_epoch", "int32"),
-    Field("leader", "int32"),
-    Field("leader_epoch", "int32"),
-    Field("isr", ("array", "int32")),
-    Field("zk_version", "int32"),
-    Field("replicas", ("array", "int32")),
-    Field("offline_replicas", ("array", "int32"), "4+"),
-)
+import attrs
+
+from kclient.protocol.schema import Api
+from kclient.protocol.types import Int16, Int32, Int64, NullableString, String, Versions
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataPartitionState:
+    """An entry of ``UpdateMetadataRequest.ungrouped_partition_states``."""
+
+    topic_name: Annotated[String, Versions("0-4")] = ""
+    partition_index: Int32 = 0
+    controller_epoch: Int32 = 0
+    leader: Int32 = 0
+    leader_epoch: Int32 = 0
+    isr: list[Int32] = attrs.Factory(list)
+    zk_version: Int32 = 0
+    replicas: list[Int32] = attrs.Factory(list)
+    offline_replicas: Annotated[list[Int32], Versions("4+")] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataTopicState:
+    """An entry of ``UpdateMetadataRequest.topic_states``."""
+
+    topic_name: String = ""
+    partition_states: list[UpdateMetadataPartitionState] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataEndpoint:
+    """An entry of ``UpdateMetadataBroker.endpoints``."""
+
+    port: Int32 = 0
+    host: String = ""
+    listener: Annotated[String, Versions("3+")] = ""
+    security_protocol: Int16 = 0
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataBroker:
+    """An entry of ``UpdateMetadataRequest.live_brokers``."""
+
+    id: Int32 = 0
+    v0_host: Annotated[String, Versions("0")] = ""
+    v0_port: Annotated[Int32, Versions("0")] = 0
+    endpoints: Annotated[list[UpdateMetadataEndpoint], Versions("1+")] = attrs.Factory(list)
+    rack: Annotated[NullableString, Versions("2+")] = None
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataRequest:
+    """The UpdateMetadata request body, versions 0-5 (``UpdateMetadataRequest.json``)."""
+
+    controller_id: Int32 = 0
+    controller_epoch: Int32 = 0
+    broker_epoch: Annotated[Int64, Versions("5+")] = -1
+    ungrouped_partition_states: Annotated[list[UpdateMetadataPartitionState], Versions("0-4")] = attrs.Factory(list)
+    topic_states: Annotated[list[UpdateMetadataTopicState], Versions("5+")] = attrs.Factory(list)
+    live_brokers: list[UpdateMetadataBroker] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class UpdateMetadataResponse:
+    """The UpdateMetadata response body, versions 0-5 (``UpdateMetadataResponse.json``)."""
+
+    error_code: Int16 = 0
+
 
 UPDATE_METADATA = Api(
     key=6,
@@ -31,38 +87,6 @@ UPDATE_METADATA = Api(
     min_version=0,
     max_version=5,
     flexible_from=6,
-    request_fields=(
-        Field("controller_id", "int32"),
-        Field("controller_epoch", "int32"),
-        Field("broker_epoch", "int64", "5+", default=-1),
-        Field("ungrouped_partition_states", _PARTITION_STATE, "0-4"),
-        Field(
-            "topic_states",
-            (
-                Field("topic_name", "string"),
-                Field("partition_states", _PARTITION_STATE),
-            ),
-            "5+",
-        ),
-        Field(
-            "live_brokers",
-            (
-                Field("id", "int32"),
-                Field("v0_host", "string", "0"),
-                Field("v0_port", "int32", "0"),
-                Field(
-                    "endpoints",
-                    (
-                        Field("port", "int32"),
-                        Field("host", "string"),
-                        Field("listener", "string", "3+"),
-                        Field("security_protocol", "int16"),
-                    ),
-                    "1+",
-                ),
-                Field("rack", "nullable_string", "2+"),
-            ),
-        ),
-    ),
-    response_fields=(Field("error_code", "int16"),),
+    request_type=UpdateMetadataRequest,
+    response_type=UpdateMetadataResponse,
 )

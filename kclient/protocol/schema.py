@@ -67,6 +67,9 @@ class Field:
     #: types say it themselves). Declared by the message classes
     #: (``list[T] | None``).
     nullable: bool = attrs.field(default=False, eq=False)
+    #: For an array of structs declared by a message class: the class of
+    #: its items (the codec reads them into it).
+    struct_type: Any = attrs.field(default=None, eq=False)
 
     def present_in(self, version: int) -> bool:
         lo, hi = parse_versions(self.versions)
@@ -101,8 +104,10 @@ def _annotation_parts(hint: Any) -> tuple[Any, list[Any]]:
     return hint, metadata
 
 
-def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, str | None]:
-    """``(Field type, nullable, versions, nullable versions)`` of one annotation."""
+def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, Any]:
+    """``(Field type, nullable, versions, extra)`` of one annotation; extra
+    is the item class of an array of structs, or a string's nullable
+    versions (`kclient.protocol.types.NullableVersions`)."""
     from kclient.protocol.types import NullableVersions, Versions
 
     bare, metadata = _annotation_parts(hint)
@@ -128,7 +133,7 @@ def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, str | None
         if item_names:
             return ("array", item_names[-1]), nullable, versions, None
         if attrs.has(item_bare):
-            return fields_of(item_bare), nullable, versions, None
+            return fields_of(item_bare), nullable, versions, item_bare
     raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
 
 
@@ -157,7 +162,9 @@ def fields_of(cls: type) -> tuple["Field", ...]:
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for attribute in attrs.fields(cls):
-        kind, nullable, versions, nullable_versions = _wire_type(hints[attribute.name], f"{cls.__name__}.{attribute.name}")
+        kind, nullable, versions, extra = _wire_type(hints[attribute.name], f"{cls.__name__}.{attribute.name}")
+        struct_type = extra if isinstance(extra, type) else None
+        nullable_versions = extra if isinstance(extra, str) else None
         default = attribute.default
         if isinstance(default, attrs.Factory) or (isinstance(kind, str) and type(default) is type(_TYPE_DEFAULTS.get(kind)) and default == _TYPE_DEFAULTS.get(kind)):  # type: ignore[arg-type]
             default = None
@@ -170,7 +177,7 @@ def fields_of(cls: type) -> tuple["Field", ...]:
                 out.append(Field(attribute.name, "string", f"{first}-{null_first - 1}", None))
             out.append(Field(attribute.name, kind, nullable_versions if last == 0x7FFF else f"{null_first}-{last}", None))
             continue
-        out.append(Field(attribute.name, kind, versions, default, nullable=nullable))
+        out.append(Field(attribute.name, kind, versions, default, nullable=nullable, struct_type=struct_type))
     result = tuple(out)
     _FIELDS_CACHE[cls] = result
     return result
@@ -283,21 +290,43 @@ _MISSING = object()
 _FIXED_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint32": "I", "float64": "d", "bool": "?"}
 
 
-def _generate(compiled: list, kinds: list, flexible: bool, write_fields: Callable, read_fields: Callable) -> tuple[Writer, Reader]:
-    """A writer and a reader for one struct, generated as Python source the
+def _generate(
+    compiled: list,
+    kinds: list,
+    flexible: bool,
+    write_fields: Callable,
+    read_fields: Callable,
+    message: type | None = None,
+    absent: Sequence[tuple[str, Any, bool]] = (),
+    read_message_fields: Callable | None = None,
+) -> tuple[Writer, Reader, Reader | None]:
+    """A writer and readers for one struct, generated as Python source the
     way ``attrs`` and ``dataclasses`` generate their methods: no loop over
     the fields, one ``struct`` call for each run of consecutive fixed-size
     fields (a Fetch response's partition header is one ``pack``).
 
-    They give the bytes and values of ``write_fields`` / ``read_fields``
-    (the one-field-at-a-time reference). On any error they start the struct
-    again with the reference, so the error raised, and its message naming
-    the field, are the reference's own; ``out`` is cut back to where the
-    struct began.
+    The writer takes a dict or an instance of ``message``; the reader gives
+    a dict; with ``message``, a second reader gives an instance of it (the
+    fields of other versions, ``absent``, set to their defaults). They give
+    the bytes and values of ``write_fields`` / ``read_fields`` /
+    ``read_message_fields`` (the one-field-at-a-time references). On any
+    error they start the struct again with the reference, so the error
+    raised, and its message naming the field, are the reference's own;
+    ``out`` is cut back to where the struct began.
     """
-    ns: dict[str, Any] = {"slow_write": write_fields, "slow_read": read_fields, "TAGS": p.read_tagged_fields}
-    w_lines: list[str] = []
+    ns: dict[str, Any] = {
+        "slow_write": write_fields,
+        "slow_read": read_fields,
+        "slow_read_message": read_message_fields,
+        "TAGS": p.read_tagged_fields,
+        "NEW": object.__new__,
+        "C": message,
+        "dict": dict,
+    }
+    w_dict: list[str] = []
+    w_obj: list[str] = []
     r_lines: list[str] = []
+    ro_lines: list[str] = []
     i = 0
     n = len(compiled)
     while i < n:
@@ -309,31 +338,46 @@ def _generate(compiled: list, kinds: list, flexible: bool, write_fields: Callabl
             ns[f"P{i}"], ns[f"U{i}"] = st.pack, st.unpack_from
             for k in range(i, j):
                 ns[f"D{k}"] = compiled[k][3]
-            args = ", ".join(f"get({compiled[k][0]!r}, D{k})" for k in range(i, j))
-            w_lines.append(f"out += P{i}({args})")
+            w_dict.append(f"out += P{i}({', '.join(f'get({compiled[k][0]!r}, D{k})' for k in range(i, j))})")
+            w_obj.append(f"out += P{i}({', '.join(f'value.{compiled[k][0]}' for k in range(i, j))})")
             targets = "".join(f"v{k}, " for k in range(i, j))
-            r_lines.append(f"if pos + {st.size} > len(buf): return slow_read(buf, start)")
-            r_lines.append(f"{targets}= U{i}(buf, pos)")
-            r_lines.append(f"pos += {st.size}")
+            for lines, slow in ((r_lines, "slow_read"), (ro_lines, "slow_read_message")):
+                lines.append(f"if pos + {st.size} > len(buf): return {slow}(buf, start)")
+                lines.append(f"{targets}= U{i}(buf, pos)")
+                lines.append(f"pos += {st.size}")
             i = j
             continue
-        name, w, r, default = compiled[i]
+        name, w, r, default = compiled[i][:4]
         ns[f"W{i}"], ns[f"R{i}"], ns[f"D{i}"] = w, r, default
-        w_lines.append(f"W{i}(out, get({name!r}, D{i}))")
+        ns[f"RO{i}"] = compiled[i][4] if len(compiled[i]) > 4 and compiled[i][4] is not None else r
+        w_dict.append(f"W{i}(out, get({name!r}, D{i}))")
+        w_obj.append(f"W{i}(out, value.{name})")
         r_lines.append(f"v{i}, pos = R{i}(buf, pos)")
+        ro_lines.append(f"v{i}, pos = RO{i}(buf, pos)")
         i += 1
     if flexible:
-        w_lines.append("out.append(0)")
+        w_dict.append("out.append(0)")
+        w_obj.append("out.append(0)")
         r_lines.append("_, pos = TAGS(buf, pos)")
+        ro_lines.append("_, pos = TAGS(buf, pos)")
     result = ", ".join(f"{compiled[k][0]!r}: v{k}" for k in range(n))
-    body_w = "\n".join("        " + line for line in w_lines) or "        pass"
-    body_r = "\n".join("    " + line for line in r_lines)
+    sets = [f"o.{compiled[k][0]} = v{k}" for k in range(n)]
+    for a, (name, default, factory) in enumerate(absent):
+        ns[f"A{a}"] = default
+        sets.append(f"o.{name} = A{a}()" if factory else f"o.{name} = A{a}")
+
+    def block(lines: list[str], indent: str) -> str:
+        return "\n".join(indent + line for line in lines) or indent + "pass"
+
     source = (
         "def write(out, value):\n"
-        "    get = value.get\n"
         "    start = len(out)\n"
         "    try:\n"
-        f"{body_w}\n"
+        "        if type(value) is dict:\n"
+        "            get = value.get\n"
+        f"{block(w_dict, '            ')}\n"
+        "        else:\n"
+        f"{block(w_obj, '            ')}\n"
         "    except Exception:\n"
         "        del out[start:]\n"
         "        try:\n"
@@ -344,16 +388,38 @@ def _generate(compiled: list, kinds: list, flexible: bool, write_fields: Callabl
         "\n"
         "def read(buf, pos):\n"
         "    start = pos\n"
-        f"{body_r}\n"
+        f"{block(r_lines, '    ')}\n"
         f"    return {{{result}}}, pos\n"
     )
+    if message is not None:
+        source += (
+            "\n"
+            "def read_message(buf, pos):\n"
+            "    start = pos\n"
+            f"{block(ro_lines, '    ')}\n"
+            "    o = NEW(C)\n"
+            f"{block(sets, '    ')}\n"
+            "    return o, pos\n"
+        )
     exec(compile(source, "<kclient.protocol.schema generated codec>", "exec"), ns)  # noqa: S102 - our own source, built above
-    return ns["write"], ns["read"]
+    return ns["write"], ns["read"], ns.get("read_message")
+
+
+def _message_defaults(message: type) -> dict[str, tuple[Any, bool]]:
+    """``{attribute: (default or factory, is a factory)}`` of a message class."""
+    out: dict[str, tuple[Any, bool]] = {}
+    for a in attrs.fields(message):
+        if isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
+            out[a.name] = (a.default.factory, True)
+        else:
+            out[a.name] = (a.default, False)
+    return out
 
 
 class StructCodec:
-    """A schema compiled for one version: `write` / `encode` a dict,
-    `read` / `decode` bytes.
+    """A schema compiled for one version: `write` / `encode` a dict or a
+    message, `read` / `decode` bytes into a dict, `read_message` /
+    `decode_message` into the message class.
 
     Args:
         fields: The schema's fields (those absent in ``version`` are left
@@ -363,30 +429,49 @@ class StructCodec:
         generated: Use writers and readers generated for this struct
             (the default); ``False`` runs one field at a time at every
             level, the reference the generated ones are tested against.
+        message: The struct's message class (`kclient.protocol.types`),
+            which `read_message` builds; None: dicts only.
     """
 
-    def __init__(self, fields: Sequence[Field], version: int, flexible: bool, *, generated: bool = True) -> None:
+    def __init__(self, fields: Sequence[Field], version: int, flexible: bool, *, generated: bool = True, message: type | None = None) -> None:
         self.version = version
         self.flexible = flexible
-        compiled: list[tuple[str, Writer, Reader, Any]] = []
+        self.message = message
+        compiled: list[tuple[str, Writer, Reader, Any, Reader | None]] = []
         for f in fields:
             if not f.present_in(version):
                 continue
-            w, r, default = _compile_type(f.type, version, flexible, generated)
-            compiled.append((f.name, w, r, f.default if f.default is not None else default))
+            w, r, default, ro = _compile_type(f.type, version, flexible, generated, f.struct_type)
+            compiled.append((f.name, w, r, f.default if f.default is not None else default, ro))
         self._fields = compiled
         #: names of the fields present in this version
-        self.names = tuple(name for name, _, _, _ in compiled)
+        self.names = tuple(name for name, _, _, _, _ in compiled)
+        self._absent: tuple[tuple[str, Any, bool], ...] = ()
+        if message is not None:
+            defaults = _message_defaults(message)
+            self._absent = tuple((name, *defaults[name]) for name in defaults if name not in self.names)
         self._write: Writer
         self._read: Reader
+        self._read_message: Reader | None
         if generated:
             kinds = [f.type if isinstance(f.type, str) else None for f in fields if f.present_in(version)]
-            self._write, self._read = _generate(compiled, kinds, flexible, self._write_fields, self._read_fields)
+            self._write, self._read, self._read_message = _generate(
+                compiled,
+                kinds,
+                flexible,
+                self._write_fields,
+                self._read_fields,
+                message,
+                self._absent,
+                self._read_message_fields if message is not None else None,
+            )
         else:  # one field at a time, at every level: the reference the tests compare with
             self._write, self._read = self._write_fields, self._read_fields
+            self._read_message = self._read_message_fields if message is not None else None
 
-    def write(self, out: bytearray, value: dict) -> None:
-        """Append the encoding of ``value`` to ``out``.
+    def write(self, out: bytearray, value: Any) -> None:
+        """Append the encoding of ``value`` (a dict, or an instance of the
+        message class) to ``out``.
 
         Raises:
             ValueError: A value does not fit its field (the message names
@@ -407,12 +492,33 @@ class StructCodec:
         """
         return self._read(buf, pos)
 
-    def _write_fields(self, out: bytearray, value: dict) -> None:
+    def read_message(self, buf, pos: int) -> tuple[Any, int]:
+        """Decode a struct at ``pos`` into the message class.
+
+        Returns:
+            The message (the fields of other versions at their defaults)
+            and the offset after the struct.
+
+        Raises:
+            kclient.errors.ProtocolError: Truncated or malformed bytes.
+            TypeError: The codec has no message class.
+        """
+        if self._read_message is None:
+            raise TypeError("this codec was compiled without a message class")
+        return self._read_message(buf, pos)
+
+    def _write_fields(self, out: bytearray, value: Any) -> None:
         """`write` one field at a time: the reference the generated
         writer is checked against, and the path that names the field of a
         value that does not fit."""
-        get = value.get
-        for name, w, _, default in self._fields:
+        if type(value) is dict:
+            get = value.get
+        else:
+
+            def get(name: str, default: Any) -> Any:
+                return getattr(value, name, default)
+
+        for name, w, _, default, _ in self._fields:
             v = get(name, _MISSING)
             if v is _MISSING:
                 v = default
@@ -429,13 +535,26 @@ class StructCodec:
         """`read` one field at a time: the reference the generated reader
         is checked against, and the path that reports truncated bytes."""
         result = {}
-        for name, _, r, _ in self._fields:
+        for name, _, r, _, _ in self._fields:
             result[name], pos = r(buf, pos)
         if self.flexible:
             _, pos = p.read_tagged_fields(buf, pos)
         return result, pos
 
-    def encode(self, value: dict) -> bytes:
+    def _read_message_fields(self, buf, pos: int) -> tuple[Any, int]:
+        """`read_message` one field at a time (the reference)."""
+        o = object.__new__(self.message)  # type: ignore[arg-type]
+        for name, _, r, _, ro in self._fields:
+            value, pos = (ro or r)(buf, pos)
+            setattr(o, name, value)
+        for name, default, factory in self._absent:
+            setattr(o, name, default() if factory else default)
+        if self.flexible:
+            _, pos = p.read_tagged_fields(buf, pos)
+        return o, pos
+
+    def encode(self, value: Any) -> bytes:
+        """The encoding of ``value`` (a dict or a message) as bytes."""
         out = bytearray()
         self.write(out, value)
         return bytes(out)
@@ -455,18 +574,37 @@ class StructCodec:
             raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")
         return value
 
+    def decode_message(self, buf) -> Any:
+        """Decode a whole buffer as one struct, into the message class.
 
-def _compile_type(t: Any, version: int, flexible: bool, generated: bool) -> tuple[Writer, Reader, Any]:
+        Returns:
+            The message.
+
+        Raises:
+            kclient.errors.ProtocolError: Malformed bytes, or bytes left after
+                the struct.
+            TypeError: The codec has no message class.
+        """
+        value, pos = self.read_message(buf, 0)
+        if pos != len(buf):
+            raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")
+        return value
+
+
+def _compile_type(t: Any, version: int, flexible: bool, generated: bool, struct_type: type | None = None) -> tuple[Writer, Reader, Any, Reader | None]:
+    """``(writer, dict reader, default, message reader or None)`` of a field type."""
     if isinstance(t, str):
-        return _primitive(t, flexible)
+        w, r, default = _primitive(t, flexible)
+        return w, r, default, None
     if isinstance(t, tuple) and t[0] == "array":
-        iw, ir, _ = _compile_type(t[1], version, flexible, generated)
+        iw, ir, _, _ = _compile_type(t[1], version, flexible, generated)
         w, r = _array(iw, ir, flexible)
-        return w, r, []
+        return w, r, [], None
     if isinstance(t, (list, tuple)):
-        sub = StructCodec(t, version, flexible, generated=generated)
+        sub = StructCodec(t, version, flexible, generated=generated, message=struct_type)
         w, r = _array(sub._write, sub._read, flexible)
-        return w, r, []
+        ro = _array(sub._write, sub._read_message, flexible)[1] if sub._read_message is not None else None
+        return w, r, [], ro
     raise ValueError(f"bad field type {t!r}")
 
 
@@ -505,7 +643,8 @@ class Api:
             if not self.min_version <= version <= self.max_version:
                 raise ValueError(f"{self.name} v{version} is not implemented ({self.min_version}-{self.max_version})")
             fields = self.request_fields if kind == "request" else self.response_fields
-            codec = StructCodec(fields, version, self.flexible(version))
+            message = self.request_type if kind == "request" else self.response_type
+            codec = StructCodec(fields, version, self.flexible(version), message=message)
             self._cache[key] = codec
         return codec
 

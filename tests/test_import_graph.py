@@ -51,15 +51,6 @@ _KNOWN_CIRCLES: list[frozenset[str]] = [
             "kclient.client.producer.send_thread",
         }
     ),
-    frozenset(
-        {
-            "kclient.client.consumer.fetcher",
-            "kclient.client.consumer.group.core",
-            "kclient.client.consumer.group.core_base",
-            "kclient.client.consumer.group.registration",
-            "kclient.client.consumer.group.streams",
-        }
-    ),
 ]
 
 

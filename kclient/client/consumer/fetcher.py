@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import logging
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import trio
 from crc32c import crc32c
 
 from kclient._accel import speedups
-from kclient.client.consumer.group.streams import MessageChunk
+from kclient.client.consumer.chunk import MessageChunk
+from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.client.consumer.statistics import fetched_position
 from kclient.errors import (
@@ -58,10 +59,8 @@ from kclient.errors import (
 )
 from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import OFFSET_OUT_OF_RANGE
+from kclient.config import ConsumerConfig
 from kclient.protocol.records import iter_record_rows
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.consumer.group.core import ConnectorCore
 
 log = logging.getLogger("kclient.consumer")
 
@@ -73,27 +72,49 @@ _value = itemgetter(1)
 _timestamp = itemgetter(2)
 
 
-class PartitionTopicInfo:
-    """A partition this consumer owns: which stream it feeds
-    (``stream_index``), the next offset to fetch (``fetch_offset``; -1:
-    not known yet, start per ``auto.offset.reset``) and its leader
-    (``leader``: ``(broker_id, host, port)`` or None)."""
+class FetcherOwner(Protocol):
+    """What a `FetcherGroup` needs of the connector core that owns the
+    partitions (`kclient.client.consumer.group.core_base.GroupCoreBase` is
+    one): the core is handed to the fetchers, the fetchers never import it.
+    An owner may also have ``ssl_context`` (one TLS context for every
+    fetcher connection) and ``fetch_statistics`` (a
+    `kclient.client.consumer.statistics.FetchStatistics`)."""
 
-    __slots__ = ("topic", "partition", "stream_index", "fetch_offset", "leader")
+    #: The connector's config (``fetch.*``, ``socket.timeout.ms``,
+    #: ``refresh.leader.backoff.ms``, ``auto.offset.reset``, security).
+    config: ConsumerConfig
+    #: Applied to every key / value (None keeps the bytes).
+    key_decoder: Callable[[Any], Any] | None
+    value_decoder: Callable[[Any], Any] | None
 
-    def __init__(self, topic: str, partition: int, stream_index: int, fetch_offset: int, leader: tuple[int, str, int] | None = None) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.stream_index = stream_index
-        self.fetch_offset = fetch_offset
-        self.leader = leader
+    async def deliver(self, stream_index: int, item: Any) -> None:
+        """Queue a chunk ``(generation, MessageChunk)`` or an error for a
+        stream; waits while its queue is full.
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
+        Args:
+            stream_index: The stream's index.
+            item: The chunk or the exception.
+        """
 
-    def __repr__(self) -> str:
-        return f"<PartitionTopicInfo {self.topic}-{self.partition} stream={self.stream_index} fetch_offset={self.fetch_offset} leader={self.leader}>"
+    async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
+        """The partitions' live leaders.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: (broker id, host, port)}`` for partitions with a live
+            leader.
+        """
+        ...
+
+    def reset_consumed(self, key: TopicPartition, offset: int) -> None:
+        """A partition was moved per ``auto.offset.reset``.
+
+        Args:
+            key: ``(topic, partition)``.
+            offset: Where it is fetched from now.
+        """
 
 
 def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> MessageChunk:
@@ -200,7 +221,7 @@ class FetcherGroup:
     nursery.start(group.run)``; cancel the nursery's scope to stop every
     loop (connections are closed on the way out)."""
 
-    def __init__(self, core: "ConnectorCore", infos: list[PartitionTopicInfo], generation: int) -> None:
+    def __init__(self, core: FetcherOwner, infos: list[PartitionTopicInfo], generation: int) -> None:
         self.core = core
         self.infos = infos
         self.generation = generation
@@ -468,4 +489,4 @@ class FetcherGroup:
         self.core.reset_consumed(info.key, new)
 
 
-__all__ = ["FetcherGroup", "PartitionTopicInfo", "decode_chunk"]
+__all__ = ["FetcherGroup", "FetcherOwner", "PartitionTopicInfo", "decode_chunk"]

@@ -37,14 +37,13 @@ from collections.abc import Mapping
 import trio
 
 from kclient.client.cluster import Cluster
-from kclient.client.consumer.fetcher import PartitionTopicInfo
 from kclient.client.consumer.group.assignors import ASSIGNORS, spread_over_streams
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
 from kclient.client.consumer.group.membership import REJOIN_ERRORS, GroupMember
 from kclient.client.consumer.group.offset_stores import KafkaOffsetStore
-from kclient.client.consumer.group.registration import Leader, TopicPartition
 from kclient.client.consumer.group.streams import TopicFilter
+from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError
 from kclient.protocol.messages import METADATA

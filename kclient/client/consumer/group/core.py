@@ -32,7 +32,6 @@ import trio
 from kazoo.client import KazooState
 
 from kclient.client.cluster import Cluster
-from kclient.client.consumer.fetcher import PartitionTopicInfo
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
 from kclient.client.consumer.group.offset_stores import (
@@ -42,12 +41,9 @@ from kclient.client.consumer.group.offset_stores import (
     ZkOffsetStore,
 )
 from kclient.client.consumer.group.offsets import ZkOffsetStorage
-from kclient.client.consumer.group.registration import (
-    GroupRegistry,
-    Leader,
-    TopicPartition,
-)
+from kclient.client.consumer.group.registration import GroupRegistry
 from kclient.client.consumer.group.streams import TopicFilter
+from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.config import ConsumerConfig
 from kclient.errors import (
     ConsumerRebalanceFailedError,

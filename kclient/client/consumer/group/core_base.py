@@ -17,16 +17,16 @@ from typing import Any
 
 import trio
 
-from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
+from kclient.client.consumer.fetcher import FetcherGroup
 from kclient.client.consumer.group.offset_stores import OffsetStore
 from kclient.client.consumer.group.offsets import ConsumedOffsets
-from kclient.client.consumer.group.registration import Leader, TopicPartition
 from kclient.client.consumer.group.streams import (
     KafkaStream,
     MessageAndMetadata,
     StreamQueues,
     TopicFilter,
 )
+from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.client.consumer.statistics import FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError
@@ -112,7 +112,7 @@ class GroupCoreBase(abc.ABC):
         Returns:
             The streams.
         """
-        return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)  # type: ignore[arg-type]
+        return self.queues.make_streams(self, loop, count, capacity, names, self.config.consumer_timeout_ms)
 
     async def deliver(self, stream_index: int, item: Any) -> None:
         """Queue an item for a stream; waits while its queue is full.
@@ -258,7 +258,7 @@ class GroupCoreBase(abc.ABC):
     async def _start_fetchers(self, infos: list[PartitionTopicInfo]) -> None:
         if not infos:
             return
-        group = FetcherGroup(self, infos, self.generation)  # type: ignore[arg-type]
+        group = FetcherGroup(self, infos, self.generation)
         nursery = self._nursery
         assert nursery is not None
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 
 from kclient.client.consumer.group.assignors import zk_roundrobin_assignment
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
+from kclient.client.consumer.partition_topic_info import Leader, TopicPartition
 from kclient.clock import now_ms
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, ZooKeeperError
@@ -55,9 +56,6 @@ from kclient.zk.paths import (
 
 log = logging.getLogger("kclient.consumer")
 
-TopicPartition = tuple[str, int]
-#: ``(broker_id, host, port)``
-Leader = tuple[int, str, int]
 
 
 def default_consumer_id(group_id: str) -> str:

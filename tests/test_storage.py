@@ -32,7 +32,7 @@ from kclient.errors import (
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import build_batch, iter_records, validate_batch
 from kclient.storage import AppendResult, Log, LogConfig, LogManager, LogSegment, OffsetIndex, parse_partition_dir
-from kclient.storage import segment as segment_mod
+from kclient.storage import batch_walk as walk_mod
 from kclient.storage.segment import file_stem
 
 
@@ -240,18 +240,18 @@ class _chunks:
     straddle chunk boundaries."""
 
     def __init__(self, walk: int, recover: int) -> None:
-        # _FIND_CHUNK: the header walk of find_batch re-reads when a header
+        # FIND_CHUNK: the header walk of find_batch re-reads when a header
         # straddles what it read, and skips bodies it did not read.
-        self.values = {"_WALK_CHUNK": walk, "_RECOVER_CHUNK": recover, "_FIND_CHUNK": walk}
+        self.values = {"WALK_CHUNK": walk, "RECOVER_CHUNK": recover, "FIND_CHUNK": walk}
 
     def __enter__(self):
-        self.saved = {k: getattr(segment_mod, k) for k in self.values}
+        self.saved = {k: getattr(walk_mod, k) for k in self.values}
         for k, v in self.values.items():
-            setattr(segment_mod, k, v)
+            setattr(walk_mod, k, v)
 
     def __exit__(self, *exc):
         for k, v in self.saved.items():
-            setattr(segment_mod, k, v)
+            setattr(walk_mod, k, v)
 
 
 def _build_segment(d: Path, sizes, interval: int) -> tuple[LogSegment, int]:

@@ -8,8 +8,16 @@
 * ``handles.py``: segment and index files opened lazily, with a bounded
   cache of idle descriptors (KAFKA-7283), so thousands of partitions fit
   in ``ulimit -n 1024``.
-* `Log` (``log.py``): one partition's segments, offsets, reads,
-  flush policy, retention, recovery.
+* `Log` (``log.py``, Kafka's ``UnifiedLog``): one partition's log:
+  appends, replication state, truncation, retention. It extends
+  `LocalLog` (``local_log.py``: segments, offsets, roll, flush, reads) and
+  is built from what `LogLoader` (``loader.py``: leftovers, recovery,
+  index and producer state rebuild) loaded; ``log_segments.py`` is the
+  immutable segment list readers search, ``append_info.py`` the checks and
+  offset assignment of an append, ``retention.py`` which segments retention
+  deletes, `LogConfig` (``log_config.py``) the per-log settings.
+* ``log_files.py``: file names and directory fsync; ``batch_walk.py``: walks
+  over a segment file's batches.
 * `LogManager` (``manager.py``): every partition under the log
   dirs, recovery point and high watermark checkpoints, clean-shutdown
   marker.
@@ -41,6 +49,8 @@ from kclient.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanResult, LogC
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.index import OffsetIndex
 from kclient.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from kclient.storage.loader import LogLoader
+from kclient.storage.local_log import LocalLog
 from kclient.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -71,8 +81,10 @@ __all__ = [
     "CheckpointError",
     "FileSlice",
     "LeaderEpochCache",
+    "LocalLog",
     "Log",
     "LogConfig",
+    "LogLoader",
     "LogManager",
     "LogSegment",
     "OffsetIndex",

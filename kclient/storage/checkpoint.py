@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from kclient.storage.segment import fsync_dir
+from kclient.storage.log_files import fsync_dir
 
 logger = logging.getLogger(__name__)
 

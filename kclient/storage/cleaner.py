@@ -65,7 +65,8 @@ from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode
 from kclient.storage.batch_filter import filter_legacy, filter_v2
 from kclient.storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
-from kclient.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment, file_stem, fsync_dir
+from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
+from kclient.storage.segment import LogSegment
 from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
 
 if TYPE_CHECKING:

@@ -50,7 +50,7 @@ from kclient.storage.checkpoint import (
 )
 from kclient.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 from kclient.storage.log import Log, LogConfig
-from kclient.storage.segment import fsync_dir
+from kclient.storage.log_files import fsync_dir
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ import crc32c
 
 from kclient.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
 from kclient.storage.checkpoint import write_atomically
-from kclient.storage.segment import file_stem, parse_base_offset
+from kclient.storage.log_files import file_stem, parse_base_offset
 
 logger = logging.getLogger(__name__)
 

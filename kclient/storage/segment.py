@@ -3,7 +3,7 @@ and ``.timeindex``.
 
 Files are named by the segment's base offset zero-padded to 20 digits
 (``00000000000000000000.log`` / ``.index`` / ``.timeindex``, as Kafka
-names them). The ``.log`` file is the exact concatenation of the batches
+names them; `kclient.storage.log_files`). The ``.log`` file is the exact concatenation of the batches
 appended, each already carrying its final offsets, so a fetch can send its
 bytes as they are (Kafka documentation
 https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
@@ -32,7 +32,8 @@ descriptor stays open while it is among the process's most recently used
 entries are read on the first lookup (Kafka's lazy indexes, KAFKA-7283).
 A rolled segment drops its descriptor at once (`drop_descriptors`).
 
-Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio.
+Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio. The
+walks over a segment's batches are `kclient.storage.batch_walk`'s.
 
 Why one module of about 900 lines: `LogSegment` owns three files that must
 agree (the log and its two indexes) and the reference count that keeps
@@ -45,106 +46,34 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
-
-import crc32c
 
 from kclient import clock
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
-from kclient.protocol.records.scan import (
-    HEADER_FACTS_BYTES,
-    LOG_OVERHEAD,
-    MAGIC_AT,
-    BatchInfo,
-    ProducerFields,
-    read_batch_header,
-    read_batch_info,
-    read_v2_producer_fields,
-    scan_batches,
-)
-from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
-from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
+from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_producer_fields, scan_batches
+from kclient.storage.batch_walk import batch_crc_ok, walk_batches, walk_headers
 from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
+from kclient.storage.log_files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    file_stem,
+    fsync_dir,
+    parse_base_offset,
+)
 from kclient.storage.timeindex import TimeIndex
 
 logger = logging.getLogger(__name__)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIMEINDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
-_U32 = struct.Struct(">I")
-_WALK_CHUNK = 16 * 1024  # bytes per pread when walking from an index entry
-_FIND_CHUNK = 4 * 1024  # bytes per pread when walking headers to find a batch
 _RECENT_STARTS = 64  # positions of the last v2 batches appended, kept per segment
-_RECOVER_CHUNK = 1024 * 1024  # bytes per pread when walking a whole segment
-
-
-def file_stem(base_offset: int) -> str:
-    """The 20-digit zero-padded file name stem for ``base_offset``."""
-    if base_offset < 0:
-        raise ValueError(f"negative base offset {base_offset}")
-    return f"{base_offset:020d}"
-
-
-def parse_base_offset(name: str) -> int | None:
-    """Base offset from a segment file name such as
-    ``00000000000000000042.log``; ``None`` if the name is not one."""
-    stem, dot, _ = name.partition(".")
-    if not dot or len(stem) != 20 or not stem.isdigit():
-        return None
-    return int(stem)
-
-
-def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
-    """Whether the batch/entry described by ``info`` carries a matching checksum.
-
-    CRC-32C of bytes 21..end (attributes to the end) for a v2 batch, CRC32
-    of bytes 16..end (magic to the end) for a v0/v1 entry (Kafka
-    documentation https://kafka.apache.org/documentation/#messageformat,
-    "Record Batch" and "Old Message Format"; `kclient.protocol.records.v2`,
-    `kclient.protocol.records.legacy`).
-
-    Args:
-        buf (bytes | bytearray | memoryview | mmap.mmap): The segment's data.
-        position: The batch's byte position in ``buf``.
-        info: The batch's facts, from `kclient.protocol.records.scan`.
-
-    Returns:
-        Whether the checksum matches.
-    """
-    view = memoryview(buf)
-    end = position + info.size
-    if info.magic == 2:
-        stored = _U32.unpack_from(buf, position + V2_CRC_AT)[0]
-        return crc32c.crc32c(view[position + V2_CRC_START : end]) == stored
-    stored = _U32.unpack_from(buf, position + LOG_OVERHEAD)[0]
-    return (zlib.crc32(view[position + MAGIC_AT : end]) & 0xFFFFFFFF) == stored
-
-
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """``os.fsync`` a directory so creations, renames and deletions in it survive a crash.
-
-    Args:
-        path: The directory.
-
-    Raises:
-        OSError: The directory could not be opened or synced.
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _BadIndex(Exception):
@@ -459,82 +388,6 @@ class LogSegment:
 
     # ------------------------------------------------------------ walking
 
-    def _walk(self, start: int, end: int, chunk: int | None = None) -> Iterator[tuple[BatchInfo, bytes, int]]:
-        """Yield ``(info with absolute position, chunk, position in chunk)``
-        for each complete batch in bytes ``start``..``end`` of the file,
-        pread-ing ``chunk`` bytes at a time (more for a batch that does not
-        fit). Stops silently at a partial batch at ``end``; raises
-        `CorruptRecordError` naming the file and absolute byte
-        position at an impossible header. The descriptor is pinned for each
-        read only, never across a ``yield``."""
-        if chunk is None:
-            chunk = _WALK_CHUNK
-        pos = start
-        want = chunk
-        while pos < end:
-            n = min(want, end - pos)
-            with self._log.use() as fd:
-                buf = os.pread(fd, n, pos)
-            off = 0
-            try:
-                while True:
-                    info = read_batch_info(buf, off)
-                    if info is None:
-                        break
-                    yield (
-                        BatchInfo(pos + off, info.base_offset, info.last_offset, info.size, info.magic, info.max_timestamp),
-                        buf,
-                        off,
-                    )
-                    off += info.size
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{self.log_path}: impossible batch at byte {pos + off} ({exc})") from exc
-            if off == 0:
-                # The batch at ``pos`` does not fit in what was read.
-                if len(buf) < n or n >= end - pos or len(buf) < LOG_OVERHEAD:
-                    return  # partial batch at the end
-                need = LOG_OVERHEAD + struct.unpack_from(">i", buf, 8)[0]
-                if need > end - pos:
-                    return  # partial batch at the end
-                want = max(chunk, need)
-            else:
-                want = chunk
-            pos += off
-
-    def _walk_headers(self, start: int) -> Iterator[BatchInfo]:
-        """Yield the `BatchInfo` (absolute ``position``) of each complete
-        batch from byte ``start``, reading only headers: one header first,
-        then ``_FIND_CHUNK`` bytes at a time, a batch's body skipped unread when the next header
-        lies past what was read (finding a fetch's first batch reads a few
-        KB, not the batches before it). Stops silently at a partial batch at
-        the end; raises `CorruptRecordError` naming the file and absolute
-        byte position at an impossible header."""
-        end = self._size
-        pos = start
-        buf = b""
-        base = start  # buf holds the file's bytes base .. base + len(buf)
-        # The first read takes one header only: the batch an index entry (or
-        # a fetch position) names is often the one wanted, and copying 4 KB
-        # of cold page cache for 43 bytes costs more than a second pread.
-        chunk = HEADER_FACTS_BYTES
-        while pos < end:
-            try:
-                info = read_batch_header(buf, pos - base) if pos - base < len(buf) else None
-                if info is None:
-                    with self._log.use() as fd:
-                        buf = os.pread(fd, min(chunk, end - pos), pos)
-                    chunk = max(_FIND_CHUNK, HEADER_FACTS_BYTES)
-                    base = pos
-                    info = read_batch_header(buf, 0)
-                    if info is None:
-                        return  # a partial header at the end
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{self.log_path}: impossible batch at byte {pos} ({exc})") from exc
-            if pos + info.size > end:
-                return  # a partial batch at the end
-            yield BatchInfo(pos, info.base_offset, info.last_offset, info.size, info.magic, info.max_timestamp)
-            pos += info.size
-
     def iter_batches(self, position: int = 0) -> Iterator[BatchInfo]:
         """Walk the batch headers of the segment.
 
@@ -548,7 +401,7 @@ class LogSegment:
         Raises:
             kclient.errors.CorruptRecordError: A batch header is impossible.
         """
-        for info, _, _ in self._walk(position, self._size):
+        for info, _, _ in walk_batches(self._log, self.log_path, position, self._size):
             yield info
 
     def iter_batch_fields(self, position: int = 0) -> Iterator[tuple[BatchInfo, ProducerFields | None]]:
@@ -566,7 +419,7 @@ class LogSegment:
         Raises:
             kclient.errors.CorruptRecordError: A batch header is impossible.
         """
-        for info, buf, off in self._walk(position, self._size, _RECOVER_CHUNK):
+        for info, buf, off in walk_batches(self._log, self.log_path, position, self._size, whole=True):
             yield info, (read_v2_producer_fields(buf, off) if info.magic == 2 else None)
 
     def _first_batch(self) -> BatchInfo | None:
@@ -605,7 +458,7 @@ class LogSegment:
         if start > 0:
             try:
                 first = True
-                for info in self._walk_headers(start):
+                for info in walk_headers(self._log, self.log_path, start, self._size):
                     if first and info.base_offset != entry_offset:
                         raise _BadIndex(f"entry ({entry_offset}, {start}) points at a batch with offset {info.base_offset}")
                     first = False
@@ -614,7 +467,7 @@ class LogSegment:
                 return None
             except (_BadIndex, CorruptRecordError) as exc:
                 self._suspect("offset index", str(exc))
-        for info in self._walk_headers(0):
+        for info in walk_headers(self._log, self.log_path, 0, self._size):
             if info.last_offset >= offset:
                 return info
         return None
@@ -887,7 +740,7 @@ class LogSegment:
         since = 0
         max_ts, off_max = -1, self.base_offset - 1
         last = self.base_offset - 1
-        for info, _, _ in self._walk(0, self._size, _RECOVER_CHUNK):
+        for info, _, _ in walk_batches(self._log, self.log_path, 0, self._size, whole=True):
             if info.max_timestamp > max_ts:
                 max_ts, off_max = info.max_timestamp, info.last_offset
             if since > interval:
@@ -934,7 +787,7 @@ class LogSegment:
         last = self.base_offset - 1
         reason = None
         try:
-            for info, buf, off in self._walk(0, file_size, _RECOVER_CHUNK):
+            for info, buf, off in walk_batches(self._log, self.log_path, 0, file_size, whole=True):
                 wrapper = info.magic != 2 and buf[off + V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
                 if wrapper and info.last_offset < expected:
                     # A compressed v0/v1 wrapper carries its last inner offset only.
@@ -988,7 +841,7 @@ class LogSegment:
         start = self.index.last_entry[1]
         last = None
         try:
-            for info, buf, off in self._walk(start, self._size):
+            for info, buf, off in walk_batches(self._log, self.log_path, start, self._size):
                 last = (info, bytes(memoryview(buf)[off : off + info.size]))
         except CorruptRecordError:
             return False
@@ -1087,3 +940,16 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({str(self.log_path)!r}, size={self._size})"
+
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "TIMEINDEX_SUFFIX",
+    "LogSegment",
+    "batch_crc_ok",
+    "file_stem",
+    "fsync_dir",
+    "parse_base_offset",
+]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import read_batch_info
-from kclient.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
+from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 
 logger = logging.getLogger(__name__)
 

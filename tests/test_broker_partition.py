@@ -12,7 +12,6 @@ while the change is in flight (Kafka's "maximal ISR", KIP-497).
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 import trio
 
@@ -94,13 +93,13 @@ class _Appends:
         self.notified.append(key)
 
 
-def follower(tmp_path) -> tuple[Partition, ReplicaFetcher]:
+def follower(tmp_path) -> tuple[Partition, ReplicaFetcher, _Appends]:
     part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()), 2, request_isr_change=lambda p, isr: None, notify=lambda key: None)
     part.make_follower({"leader": 1, "leader_epoch": 3, "isr": [1, 2], "replicas": [1, 2], "zk_version": 0, "controller_epoch": 1})
-    replicas = SimpleNamespace(config=None, broker_id=2, state=SimpleNamespace(appends=_Appends()))
-    fetcher = ReplicaFetcher(replicas, 1, ("127.0.0.1", 9))
+    appends = _Appends()
+    fetcher = ReplicaFetcher(None, 2, 1, ("127.0.0.1", 9), notify=appends.notify)
     fetcher.partitions[part.key] = part  # as add() leaves it once truncated
-    return part, fetcher
+    return part, fetcher, appends
 
 
 def fetched(base_offset: int, n: int, high_watermark: int) -> dict:
@@ -113,7 +112,7 @@ def test_a_role_change_waits_for_the_follower_append_in_flight(tmp_path):
     append: whoever changes the role (ReplicaManager on LeaderAndIsr) gets
     the lock only once the append landed, so a new leader's epoch starts at
     the log end offset that includes it."""
-    part, fetcher = follower(tmp_path)
+    part, fetcher, appends = follower(tmp_path)
     started, release = threading.Event(), threading.Event()
     real_append = part.log.append_as_follower
 
@@ -139,13 +138,13 @@ def test_a_role_change_waits_for_the_follower_append_in_flight(tmp_path):
             assert "leo" not in seen  # still waiting for the append
             release.set()
         assert seen["leo"] == 4 and part.log.log_end_offset == 4
-        assert fetcher.replicas.state.appends.notified == [part.key]
+        assert appends.notified == [part.key]
 
     trio.run(main)
 
 
 def test_a_fetch_answered_after_the_role_changed_is_not_appended(tmp_path):
-    part, fetcher = follower(tmp_path)
+    part, fetcher, appends = follower(tmp_path)
 
     async def main() -> None:
         await fetcher._apply(part, fetched(0, 2, 2), 3)
@@ -159,6 +158,6 @@ def test_a_fetch_answered_after_the_role_changed_is_not_appended(tmp_path):
         part.make_follower({"leader": 1, "leader_epoch": 5, "isr": [1, 2], "replicas": [1, 2], "zk_version": 2, "controller_epoch": 1})
         await fetcher._apply(part, fetched(2, 3, 5), 3)
         assert part.log.log_end_offset == 2
-        assert fetcher.replicas.state.appends.notified == [part.key]
+        assert appends.notified == [part.key]
 
     trio.run(main)

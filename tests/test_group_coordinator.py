@@ -465,13 +465,13 @@ async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
     offset. Once the ISR is the leader alone, commits succeed."""
     import trio
 
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.components import BrokerComponents
     from kclient.config import BrokerConfig
 
     config = BrokerConfig.from_properties(
         {"log.dirs": str(tmp_path / "logs"), "offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 300}
     )
-    state = BrokerState.open(config, advertised_host="127.0.0.1", advertised_port=9)
+    state = BrokerComponents.open(config, advertised_host="127.0.0.1", advertised_port=9)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(state.group_coordinator.run)

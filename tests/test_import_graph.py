@@ -29,21 +29,6 @@ _KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset({"kclient.storage.cleaner", "kclient.storage.manager"}),
     frozenset(
         {
-            "kclient.broker.alter_configs",
-            "kclient.broker.config_changes",
-            "kclient.broker.describe_configs",
-            "kclient.broker.fetch",
-            "kclient.broker.group.apis",
-            "kclient.broker.group.coordinator",
-            "kclient.broker.group.metadata_manager",
-            "kclient.broker.handlers",
-            "kclient.broker.replica_fetcher",
-            "kclient.broker.replica_manager",
-            "kclient.broker.topic_admin",
-        }
-    ),
-    frozenset(
-        {
             "kclient.client.producer.callbacks",
             "kclient.client.producer.core",
             "kclient.client.producer.event_handler",

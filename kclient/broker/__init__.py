@@ -5,6 +5,10 @@ over `kclient.storage` logs (standalone, no ZooKeeper yet).
   returns the bound port; cancel to stop (logs are flushed and closed).
 - `SUPPORTED_VERSIONS` (``handlers.py``): the API version ranges
   advertised in ApiVersions.
+- ``state.py``: what the components share (identity, logs, topic
+  overrides); ``components.py``: the replica manager, topic admin, group
+  coordinator and controller, each built with the collaborators it uses;
+  ``handlers.py``: the request handlers over them (Kafka's ``KafkaApis``).
 - ``fetch.py``: Fetch with its long poll; ``zerocopy.py``: responses sent
   with ``os.sendfile`` from the segment files; ``convert.py``: message
   format conversion; ``meta.py``: ``meta.properties`` and producer ids.

@@ -31,16 +31,26 @@ Each resource is answered on its own.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from kclient.broker.config_changes import notify_topic_change
-from kclient.broker.topic_admin import TOPIC_CONFIG_PATH
-from kclient.broker.topic_configs import TOPIC_CONFIG_DEFS, topic_defaults
-from kclient.config.formats import TIMESTAMP_TYPES, message_format_magic
+from kclient.broker.metadata_cache import MetadataCache
+from kclient.broker.state import TopicOverrides
+from kclient.broker.topic_configs import (
+    TOPIC_CONFIG_DEFS,
+    topic_defaults,
+    validate_topic_configs,
+)
+from kclient.broker.zk_topics import (
+    decode_topic_config,
+    encode_topic_config,
+    topic_config_path,
+)
+from kclient.config import BrokerConfig
 from kclient.errors import (
     INVALID_CONFIG,
     INVALID_REQUEST,
@@ -48,7 +58,6 @@ from kclient.errors import (
     NONE,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
-    ConfigError,
     InvalidTopicError,
     KafkaError,
 )
@@ -63,17 +72,15 @@ from kclient.protocol.messages.describe_configs import (
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
 )
-from kclient.storage import LogConfig, validate_topic_name
-from kclient.storage.log import parse_cleanup_policy
+from kclient.storage import validate_topic_name
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.zk.client import ZkClient
 
-__all__ = ["alter_configs", "validate_topic_configs"]
+__all__ = ["ConfigAlterer", "validate_topic_configs"]
 
 log = logging.getLogger("kclient.broker")
 
-_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 #: log4j level names -> Python logging levels.
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
 
@@ -85,74 +92,10 @@ class _ResourceError(Exception):
         self.message = message
 
 
-def _check_value(name: str, value: str) -> None:
-    """Raise ValueError when ``value`` is not valid for topic config ``name``."""
-    kind = TOPIC_CONFIG_DEFS[name].type
-    if name == "message.timestamp.type":
-        if value not in TIMESTAMP_TYPES:
-            raise ValueError(f"expected one of {', '.join(TIMESTAMP_TYPES)}")
-    elif name == "message.format.version":
-        message_format_magic(value)
-    elif name == "compression.type":
-        if value not in _COMPRESSION_TYPES:
-            raise ValueError(f"expected one of {', '.join(_COMPRESSION_TYPES)}")
-    elif kind == "BOOLEAN":
-        if value.strip().lower() not in ("true", "false"):
-            raise ValueError("Expected value to be either true or false")
-    elif kind in ("INT", "LONG", "SHORT", "DOUBLE"):
-        # Kafka's ConfigDef.parseType wording.
-        try:
-            number = float(value.strip()) if kind == "DOUBLE" else int(value.strip())
-        except ValueError:
-            raise ValueError(f"Not a number of type {kind}") from None
-        if name == "min.insync.replicas" and number < 1:
-            raise ValueError("Value must be at least 1")
-    elif kind == "LIST":
-        parse_cleanup_policy(value)
-
-
-def validate_topic_configs(configs: dict[str, str]) -> tuple[int, str | None]:
-    """Check a topic's complete set of overrides.
-
-    Args:
-        configs: Topic config name -> value.
-
-    Returns:
-        ``(NONE, None)``, or ``(INVALID_CONFIG, message)`` for a name that
-        is no topic config or a bad value (as Kafka's ``LogConfig.validate``,
-        whose ConfigException Kafka 3.9 and 4.x answer with INVALID_CONFIG).
-    """
-    for name in configs:
-        if name not in TOPIC_CONFIG_DEFS:
-            return INVALID_CONFIG, f"Unknown topic config name: {name}"
-    for name, value in configs.items():
-        if value is None:
-            return INVALID_CONFIG, f"Invalid value null for configuration {name}"
-        try:
-            _check_value(name, value)
-        except (ValueError, ConfigError) as exc:
-            return INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {exc}"
-    try:
-        LogConfig().with_topic_overrides(configs)
-    except ConfigError as exc:
-        return INVALID_CONFIG, str(exc)
-    return NONE, None
-
-
-async def _current_overrides(state: BrokerState, topic: str) -> dict[str, str]:
-    """The topic's dynamic overrides: ZooKeeper's in a cluster, the
-    broker's memory on its own."""
-    zk = state.replica_manager.zk
-    if zk is None:
-        return dict(state.topic_configs.get(topic, {}))
-    data = await trio.to_thread.run_sync(zk.get, f"{TOPIC_CONFIG_PATH}/{topic}")
-    try:
-        return {str(k): str(v) for k, v in json.loads(data or b"{}").get("config", {}).items()}
-    except (ValueError, AttributeError):
-        return {}
-
-
-def _incremental(state: BrokerState, current: dict[str, str], ops: list[dict]) -> dict[str, str]:
+def _incremental(config: BrokerConfig, current: dict[str, str], ops: list[dict]) -> dict[str, str]:
+    """``current`` overrides with IncrementalAlterConfigs' operations
+    applied (APPEND / SUBTRACT start from the broker default of ``config``
+    when the topic has no override)."""
     result = dict(current)
     names = [op["name"] for op in ops]
     if len(set(names)) != len(names):
@@ -167,7 +110,7 @@ def _incremental(state: BrokerState, current: dict[str, str], ops: list[dict]) -
             d = TOPIC_CONFIG_DEFS.get(name)
             if d is None or d.type != "LIST":
                 raise _ResourceError(INVALID_CONFIG, f"Config value append/subtract is not allowed for config key: {name}")
-            now = result.get(name, topic_defaults(state.config)[name])
+            now = result.get(name, topic_defaults(config)[name])
             items = [i.strip() for i in now.split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             if kind == OP_APPEND:
@@ -178,47 +121,6 @@ def _incremental(state: BrokerState, current: dict[str, str], ops: list[dict]) -
         else:
             raise _ResourceError(INVALID_REQUEST, f"Unknown config operation {kind} for config key: {name}")
     return result
-
-
-async def _alter_topic(state: BrokerState, topic: str, configs: list[dict], *, incremental: bool, validate_only: bool) -> None:
-    try:
-        validate_topic_name(topic)
-    except InvalidTopicError as exc:
-        raise _ResourceError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
-    if not state.metadata_cache.has_topic(topic):
-        raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
-    if incremental:
-        new = _incremental(state, await _current_overrides(state, topic), configs)
-    else:
-        new = {c["name"]: c["value"] for c in configs}
-    code, message = validate_topic_configs(new)
-    if code != NONE:
-        raise _ResourceError(code, message or "")
-    if validate_only:
-        return
-    zk = state.replica_manager.zk
-    if zk is None:
-        state.topic_configs[topic] = new
-    else:
-
-        def write() -> None:
-            zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{topic}", json.dumps({"version": 1, "config": new}).encode())
-            notify_topic_change(zk, topic)
-
-        await trio.to_thread.run_sync(write)
-    log.info("topic %s: configs altered to %s", topic, new)
-    await state.replica_manager.topic_config_changed(topic)
-
-
-def _check_broker_id(state: BrokerState, name: str, *, allow_empty: bool) -> None:
-    if not name and allow_empty:
-        return
-    try:
-        broker_id = int(name)
-    except ValueError:
-        raise _ResourceError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-    if broker_id != state.broker_id:
-        raise _ResourceError(INVALID_REQUEST, f"Unexpected broker id, expected {state.broker_id}, but received {name}")
 
 
 def _alter_loggers(configs: list[dict], *, validate_only: bool) -> None:
@@ -242,45 +144,131 @@ def _alter_loggers(configs: list[dict], *, validate_only: bool) -> None:
             log.info("logger %s: level set to %s", logger.name, logging.getLevelName(logger.getEffectiveLevel()))
 
 
-async def alter_configs(state: BrokerState, body: dict, version: int, *, incremental: bool) -> dict:
-    """Answer AlterConfigs v0-1 or IncrementalAlterConfigs v0 (see the
-    module docstring).
+class ConfigAlterer:
+    """Answers AlterConfigs and IncrementalAlterConfigs (see the module
+    docstring; the config half of Kafka's ``ZkAdminManager``).
 
     Args:
-        state: The broker's state.
-        body: The decoded request.
-        version: The request version.
-        incremental: IncrementalAlterConfigs (else AlterConfigs).
-
-    Returns:
-        The response body.
+        config: The broker's configuration (topic config defaults).
+        broker_id: This broker's id.
+        metadata_cache: Which topics exist.
+        topic_overrides: Where a standalone broker keeps a topic's configs.
+        topic_config_changed: Awaited with a topic's name once its new
+            configs are stored, to apply them to this broker's replicas
+            (`kclient.broker.replica_manager.ReplicaManager.topic_config_changed`).
+        zk: The ZooKeeper session, or None for a standalone broker.
     """
-    validate_only = bool(body.get("validate_only"))
-    responses = []
-    for resource in body["resources"]:
-        rtype, name, configs = resource["resource_type"], resource["resource_name"], resource["configs"] or []
-        entry: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        topic_overrides: TopicOverrides,
+        topic_config_changed: Callable[[str], Awaitable[None]],
+        *,
+        zk: ZkClient | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.metadata_cache = metadata_cache
+        self.topic_overrides = topic_overrides
+        self.topic_config_changed = topic_config_changed
+        self.zk = zk
+
+    async def alter_configs(self, body: dict, version: int, *, incremental: bool) -> dict:
+        """Answer AlterConfigs v0-1 or IncrementalAlterConfigs v0 (see the
+        module docstring).
+
+        Args:
+            body: The decoded request.
+            version: The request version.
+            incremental: IncrementalAlterConfigs (else AlterConfigs).
+
+        Returns:
+            The response body.
+        """
+        validate_only = bool(body.get("validate_only"))
+        responses = []
+        for resource in body["resources"]:
+            rtype, name, configs = resource["resource_type"], resource["resource_name"], resource["configs"] or []
+            entry: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                await self._alter_resource(rtype, name, configs, incremental=incremental, validate_only=validate_only)
+            except _ResourceError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+            except KafkaError as exc:  # ZooKeeper unreachable
+                log.warning("altering the configs of %r failed: %s", name, exc)
+                entry.update(error_code=UNKNOWN_SERVER_ERROR, error_message=str(exc))
+            if entry["error_code"] != NONE:
+                log.info("%s of resource %d %r: error %d %s", "IncrementalAlterConfigs" if incremental else "AlterConfigs", rtype, name, entry["error_code"], entry["error_message"])
+            responses.append(entry)
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    async def _alter_resource(self, rtype: int, name: str, configs: list[dict], *, incremental: bool, validate_only: bool) -> None:
+        """Alter one resource; raises `_ResourceError` for its error."""
+        if rtype == RESOURCE_TOPIC:
+            await self._alter_topic(name, configs, incremental=incremental, validate_only=validate_only)
+        elif rtype == RESOURCE_BROKER:
+            self._check_broker_id(name, allow_empty=True)
+            if configs:
+                names = ", ".join(sorted({c["name"] for c in configs}))
+                raise _ResourceError(INVALID_REQUEST, f"Cannot update these configs dynamically: {names}")
+        elif rtype == RESOURCE_BROKER_LOGGER and incremental:
+            self._check_broker_id(name, allow_empty=False)
+            _alter_loggers(configs, validate_only=validate_only)
+        elif rtype == RESOURCE_BROKER_LOGGER:
+            raise _ResourceError(INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER")
+        else:
+            raise _ResourceError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
+
+    async def _current_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's dynamic overrides: ZooKeeper's in a cluster, the
+        broker's memory on its own."""
+        zk = self.zk
+        if zk is None:
+            return self.topic_overrides.get(topic)
+        data = await trio.to_thread.run_sync(zk.get, topic_config_path(topic))
         try:
-            if rtype == RESOURCE_TOPIC:
-                await _alter_topic(state, name, configs, incremental=incremental, validate_only=validate_only)
-            elif rtype == RESOURCE_BROKER:
-                _check_broker_id(state, name, allow_empty=True)
-                if configs:
-                    names = ", ".join(sorted({c["name"] for c in configs}))
-                    raise _ResourceError(INVALID_REQUEST, f"Cannot update these configs dynamically: {names}")
-            elif rtype == RESOURCE_BROKER_LOGGER and incremental:
-                _check_broker_id(state, name, allow_empty=False)
-                _alter_loggers(configs, validate_only=validate_only)
-            elif rtype == RESOURCE_BROKER_LOGGER:
-                raise _ResourceError(INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER")
-            else:
-                raise _ResourceError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
-        except _ResourceError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
-        except KafkaError as exc:  # ZooKeeper unreachable
-            log.warning("altering the configs of %r failed: %s", name, exc)
-            entry.update(error_code=UNKNOWN_SERVER_ERROR, error_message=str(exc))
-        if entry["error_code"] != NONE:
-            log.info("%s of resource %d %r: error %d %s", "IncrementalAlterConfigs" if incremental else "AlterConfigs", rtype, name, entry["error_code"], entry["error_message"])
-        responses.append(entry)
-    return {"throttle_time_ms": 0, "responses": responses}
+            return decode_topic_config(data)
+        except ValueError:
+            return {}
+
+    async def _alter_topic(self, topic: str, configs: list[dict], *, incremental: bool, validate_only: bool) -> None:
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as exc:
+            raise _ResourceError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
+        if not self.metadata_cache.has_topic(topic):
+            raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+        if incremental:
+            new = _incremental(self.config, await self._current_overrides(topic), configs)
+        else:
+            new = {c["name"]: c["value"] for c in configs}
+        code, message = validate_topic_configs(new)
+        if code != NONE:
+            raise _ResourceError(code, message or "")
+        if validate_only:
+            return
+        zk = self.zk
+        if zk is None:
+            self.topic_overrides.set(topic, new)
+        else:
+
+            def write() -> None:
+                zk.write_persistent(topic_config_path(topic), encode_topic_config(new))
+                notify_topic_change(zk, topic)
+
+            await trio.to_thread.run_sync(write)
+        log.info("topic %s: configs altered to %s", topic, new)
+        await self.topic_config_changed(topic)
+
+    def _check_broker_id(self, name: str, *, allow_empty: bool) -> None:
+        if not name and allow_empty:
+            return
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise _ResourceError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.broker_id:
+            raise _ResourceError(INVALID_REQUEST, f"Unexpected broker id, expected {self.broker_id}, but received {name}")

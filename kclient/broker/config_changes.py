@@ -23,15 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
 from kclient.errors import KafkaError
-from kclient.zk.client import TrioZk
-
-if TYPE_CHECKING:
-    from kclient.broker.replica_manager import ReplicaManager
+from kclient.zk.client import TrioZk, ZkClient
 
 __all__ = ["CHANGE_PREFIX", "CONFIG_CHANGES_PATH", "ConfigChangeListener", "changed_topic", "notify_topic_change"]
 
@@ -79,16 +77,24 @@ def _sequence(child: str) -> int | None:
 
 
 class ConfigChangeListener:
-    """Applies topic config change notifications (see the module docstring)."""
+    """Applies topic config change notifications (see the module docstring).
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+    Args:
+        zk: The broker's ZooKeeper session.
+        topic_config_changed: Awaited with the name of each topic a new
+            notification names
+            (`kclient.broker.replica_manager.ReplicaManager.topic_config_changed`).
+    """
+
+    def __init__(self, zk: ZkClient, topic_config_changed: Callable[[str], Awaitable[None]]) -> None:
+        self.zk = zk
+        self.topic_config_changed = topic_config_changed
         #: Sequence number of the last notification handled (-1: none yet).
         self.last_seen: int | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Watch ``/config/changes`` until cancelled."""
-        zk = self.replica_manager.zk
+        zk = self.zk
         tzk = TrioZk(zk)
         send, receive = trio.open_memory_channel(math.inf)
         await tzk.watch_children(CONFIG_CHANGES_PATH, send.send_nowait)
@@ -110,4 +116,4 @@ class ConfigChangeListener:
                 topic = changed_topic(data)
                 if topic is not None:
                     log.info("config change %s: topic %s", child, topic)
-                    await self.replica_manager.topic_config_changed(topic)
+                    await self.topic_config_changed(topic)

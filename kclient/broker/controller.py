@@ -55,9 +55,14 @@ from kazoo.recipe.watchers import DataWatch
 
 from kclient.broker.controller_channel import ControllerChannel
 from kclient.broker.metadata_cache import LEADER_DURING_DELETE
-from kclient.broker.topic_admin import DELETE_TOPICS_PATH, TOPIC_CONFIG_PATH
+from kclient.broker.topic_configs import parse_boolean
+from kclient.broker.zk_topics import (
+    DELETE_TOPICS_PATH,
+    TOPIC_CONFIG_PATH,
+    decode_topic_config,
+    topic_config_path,
+)
 from kclient.clock import now_ms
-from kclient.config.convert import _to_bool
 from kclient.errors import KafkaError
 from kclient.protocol.messages import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from kclient.zk.client import TrioZk
@@ -74,7 +79,9 @@ from kclient.zk.paths import (
 )
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.replica_manager import ReplicaManager
+    from kclient.config import BrokerConfig
+    from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker.controller")
 
@@ -94,13 +101,19 @@ class _Partition:
 
 class Controller:
     """Runs on every broker with ``zookeeper.connect`` (see the module
-    docstring). ``state`` is the broker's `BrokerState` and ``zk`` its
-    `kclient.zk.client.ZkClient` session. Run `run` as a broker task."""
+    docstring). Run `run` as a broker task.
 
-    def __init__(self, state: BrokerState, zk) -> None:
-        self.state = state
-        self.config = state.config
-        self.broker_id = state.broker_id
+    Args:
+        config: The broker's configuration.
+        broker_id: This broker's id.
+        zk: The broker's ZooKeeper session.
+        replica_manager: This broker's replica manager (its own controller
+            requests are handed to it directly).
+    """
+
+    def __init__(self, config: BrokerConfig, broker_id: int, zk: ZkClient, replica_manager: ReplicaManager) -> None:
+        self.config = config
+        self.broker_id = broker_id
         self.zk = zk
         self.active = False
         self.epoch = 0
@@ -111,7 +124,7 @@ class Controller:
         self.sessions: dict[int, int] = {}
         self.partitions: dict[tuple[str, int], _Partition] = {}
         self.channel = ControllerChannel(
-            state.replica_manager,
+            replica_manager,
             backoff_ms=min(self.config.replica_fetch_backoff_ms, 500),
             timeout_ms=self.config.replica_socket_timeout_ms,
         )
@@ -328,13 +341,13 @@ class Controller:
         return changed
 
     def _unclean_allowed(self, topic: str) -> bool:
-        data = self.zk.get(f"{TOPIC_CONFIG_PATH}/{topic}")
+        data = self.zk.get(topic_config_path(topic))
         if data:
             try:
-                value = json.loads(data).get("config", {}).get("unclean.leader.election.enable")
+                value = decode_topic_config(data).get("unclean.leader.election.enable")
                 if value is not None:
-                    return _to_bool(value)
-            except (ValueError, AttributeError):
+                    return parse_boolean(value)
+            except ValueError:
                 pass
         return self.config.unclean_leader_election_enable
 
@@ -578,7 +591,7 @@ class Controller:
             for key in keys:
                 del self.partitions[key]
             await self._zk(lambda: self.zk.delete(topic_path(topic), recursive=True))
-            await self._zk(lambda: self.zk.delete(f"{TOPIC_CONFIG_PATH}/{topic}"))
+            await self._zk(lambda: self.zk.delete(topic_config_path(topic)))
             await self._zk(self.zk.delete, admin)
             log.info("deleted topic %s (%d partitions)", topic, len(keys))
 

@@ -43,6 +43,7 @@ its default.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -70,7 +71,8 @@ from kclient.protocol.messages.describe_configs import (
 from kclient.storage import validate_topic_name
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.metadata_cache import MetadataCache
+    from kclient.config import BrokerConfig
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -78,7 +80,7 @@ __all__ = [
     "DYNAMIC_TOPIC_CONFIG",
     "STATIC_BROKER_CONFIG",
     "BrokerConfigView",
-    "describe_configs",
+    "ConfigHelper",
     "is_sensitive",
 ]
 
@@ -227,7 +229,7 @@ class _RequestError(Exception):
         self.message = message
 
 
-def _broker_id(state: BrokerState, name: str, *, allow_empty: bool) -> bool:
+def _broker_id(own_id: int, name: str, *, allow_empty: bool) -> bool:
     """Check a BROKER / BROKER_LOGGER resource name: True for this broker,
     False for the empty name (when allowed); raises `_RequestError` else."""
     if not name:
@@ -238,8 +240,8 @@ def _broker_id(state: BrokerState, name: str, *, allow_empty: bool) -> bool:
         broker_id = int(name)
     except ValueError:
         raise _RequestError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-    if broker_id != state.broker_id:
-        expected = f"{state.broker_id} or empty string" if allow_empty else str(state.broker_id)
+    if broker_id != own_id:
+        expected = f"{own_id} or empty string" if allow_empty else str(own_id)
         raise _RequestError(INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}")
     return True
 
@@ -280,37 +282,6 @@ def _broker_entries(view: BrokerConfigView, synonyms: bool, documentation: bool)
     return entries
 
 
-async def _topic_entries(state: BrokerState, topic: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
-    try:
-        validate_topic_name(topic)
-    except InvalidTopicError as exc:
-        raise _RequestError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
-    if not state.metadata_cache.has_topic(topic):
-        raise _RequestError(UNKNOWN_TOPIC_OR_PARTITION, None)
-    overrides = await state.replica_manager.topic_config(topic)
-    defaults = topic_defaults(state.config)
-    entries = []
-    for name, d in TOPIC_CONFIG_DEFS.items():
-        syns = view.synonyms(d.broker_name)
-        value = defaults[name]
-        if name in overrides:
-            value = overrides[name]
-            syns.insert(0, {"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
-        entries.append(
-            _entry(
-                name,
-                value,
-                syns[0]["source"] if syns else DEFAULT_CONFIG,
-                syns if synonyms else [],
-                read_only=False,
-                sensitive=False,
-                type_=d.type,
-                doc=d.doc if documentation else None,
-            )
-        )
-    return entries
-
-
 def _logger_entries() -> list[dict]:
     names = ["root"] + sorted(n for n in logging.Logger.manager.loggerDict if n == "kclient" or n.startswith("kclient."))
     entries = []
@@ -323,43 +294,99 @@ def _logger_entries() -> list[dict]:
     return entries
 
 
-async def describe_configs(state: BrokerState, body: dict, version: int) -> dict:
-    """Answer DescribeConfigs v0-3 (see the module docstring).
+class ConfigHelper:
+    """Answers DescribeConfigs (see the module docstring; Kafka's
+    ``ConfigHelper``).
 
     Args:
-        state: The broker's state.
-        body: The decoded request.
-        version: The request version.
-
-    Returns:
-        The response body.
+        config: The broker's configuration.
+        broker_id: This broker's id.
+        metadata_cache: Which topics exist.
+        topic_config: Awaited with a topic's name: its overrides
+            (`kclient.broker.replica_manager.ReplicaManager.topic_config`).
     """
-    synonyms = version >= 1 and bool(body.get("include_synonyms"))
-    documentation = version >= 3 and bool(body.get("include_documentation"))
-    view = BrokerConfigView.of(state.config)
-    results = []
-    for resource in body["resources"]:
-        rtype, name = resource["resource_type"], resource["resource_name"]
-        result: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name, "configs": []}
-        try:
-            if rtype == RESOURCE_TOPIC:
-                entries = await _topic_entries(state, name, view, synonyms, documentation)
-            elif rtype == RESOURCE_BROKER:
-                entries = _broker_entries(view, synonyms, documentation) if _broker_id(state, name, allow_empty=True) else []
-            elif rtype == RESOURCE_BROKER_LOGGER:
-                _broker_id(state, name, allow_empty=False)
-                entries = _logger_entries()
-            else:
-                raise _RequestError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
-        except _RequestError as exc:
-            log.info("DescribeConfigs of resource %d %r: error %d %s", rtype, name, exc.code, exc.message or "")
-            result.update(error_code=exc.code, error_message=exc.message)
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        topic_config: Callable[[str], Awaitable[dict[str, str]]],
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.metadata_cache = metadata_cache
+        self.topic_config = topic_config
+
+    async def describe_configs(self, body: dict, version: int) -> dict:
+        """Answer DescribeConfigs v0-3 (see the module docstring).
+
+        Args:
+            body: The decoded request.
+            version: The request version.
+
+        Returns:
+            The response body.
+        """
+        synonyms = version >= 1 and bool(body.get("include_synonyms"))
+        documentation = version >= 3 and bool(body.get("include_documentation"))
+        view = BrokerConfigView.of(self.config)
+        results = []
+        for resource in body["resources"]:
+            rtype, name = resource["resource_type"], resource["resource_name"]
+            result: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name, "configs": []}
+            try:
+                entries = await self._entries(rtype, name, view, synonyms, documentation)
+            except _RequestError as exc:
+                log.info("DescribeConfigs of resource %d %r: error %d %s", rtype, name, exc.code, exc.message or "")
+                result.update(error_code=exc.code, error_message=exc.message)
+                results.append(result)
+                continue
+            keys = resource.get("configuration_keys")
+            if keys:
+                wanted = set(keys)
+                entries = [e for e in entries if e["name"] in wanted]
+            result["configs"] = entries
             results.append(result)
-            continue
-        keys = resource.get("configuration_keys")
-        if keys:
-            wanted = set(keys)
-            entries = [e for e in entries if e["name"] in wanted]
-        result["configs"] = entries
-        results.append(result)
-    return {"throttle_time_ms": 0, "results": results}
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def _entries(self, rtype: int, name: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
+        """One resource's config entries; raises `_RequestError`."""
+        if rtype == RESOURCE_TOPIC:
+            return await self._topic_entries(name, view, synonyms, documentation)
+        if rtype == RESOURCE_BROKER:
+            return _broker_entries(view, synonyms, documentation) if _broker_id(self.broker_id, name, allow_empty=True) else []
+        if rtype == RESOURCE_BROKER_LOGGER:
+            _broker_id(self.broker_id, name, allow_empty=False)
+            return _logger_entries()
+        raise _RequestError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
+
+    async def _topic_entries(self, topic: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as exc:
+            raise _RequestError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
+        if not self.metadata_cache.has_topic(topic):
+            raise _RequestError(UNKNOWN_TOPIC_OR_PARTITION, None)
+        overrides = await self.topic_config(topic)
+        defaults = topic_defaults(self.config)
+        entries = []
+        for name, d in TOPIC_CONFIG_DEFS.items():
+            syns = view.synonyms(d.broker_name)
+            value = defaults[name]
+            if name in overrides:
+                value = overrides[name]
+                syns.insert(0, {"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+            entries.append(
+                _entry(
+                    name,
+                    value,
+                    syns[0]["source"] if syns else DEFAULT_CONFIG,
+                    syns if synonyms else [],
+                    read_only=False,
+                    sensitive=False,
+                    type_=d.type,
+                    doc=d.doc if documentation else None,
+                )
+            )
+        return entries

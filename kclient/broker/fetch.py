@@ -41,6 +41,7 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
@@ -53,8 +54,8 @@ from kclient.errors import (
     FETCH_SESSION_ID_NOT_FOUND,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
-    UNKNOWN_LEADER_EPOCH,
     OFFSET_OUT_OF_RANGE,
+    UNKNOWN_LEADER_EPOCH,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_COMPRESSION_TYPE,
@@ -66,7 +67,9 @@ from kclient.protocol.records.codecs import CodecError
 from kclient.protocol.records.formats import fetch_magic
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.append_notifier import AppendNotifier
+    from kclient.broker.metadata_cache import MetadataCache
+    from kclient.broker.partition import Partition
 
 log = logging.getLogger("kclient.broker")
 
@@ -99,13 +102,25 @@ class _Empty:
         self.log_start_offset = log_start_offset
 
 
-def leader_error(state: BrokerState, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
-    """NONE if this broker leads ``topic``-``index`` (at the epoch the
-    request names, KIP-320: older FENCED_LEADER_EPOCH, newer
-    UNKNOWN_LEADER_EPOCH), else NOT_LEADER_OR_FOLLOWER for a partition the
-    cluster has, UNKNOWN_TOPIC_OR_PARTITION for one it has not."""
+def leader_error(metadata_cache: MetadataCache, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
+    """Whether this broker may answer for ``topic``-``index`` as its leader.
+
+    Args:
+        metadata_cache: The partitions the cluster has.
+        topic: The topic.
+        index: The partition.
+        part: The hosted `kclient.broker.partition.Partition`, or None.
+        current_leader_epoch: The leader epoch the request names (KIP-320),
+            -1 for none.
+
+    Returns:
+        NONE if this broker leads it (at the epoch named: older
+            FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH), else
+            NOT_LEADER_OR_FOLLOWER for a partition the cluster has,
+            UNKNOWN_TOPIC_OR_PARTITION for one it has not.
+    """
     if part is None:
-        known = state.metadata_cache.partition(topic, index) is not None
+        known = metadata_cache.partition(topic, index) is not None
         return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
     if current_leader_epoch >= 0:
         if current_leader_epoch < part.leader_epoch:
@@ -117,33 +132,100 @@ def leader_error(state: BrokerState, topic: str, index: int, part: Any, current_
     return NONE
 
 
-def read_fetch(state: BrokerState, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
-    """Read every requested partition once.
+class FetchHandler:
+    """Answers Fetch requests (see the module docstring).
 
     Args:
-        state: The broker's state.
-        body: The decoded Fetch request.
-        version: The Fetch request's version.
-        zero_copy: For v4+, return `kclient.storage.FileSlice` objects
-            instead of bytes.
-
-    Returns:
-        ``(responses, total_record_bytes, any_error)`` where ``responses``
-            is the Fetch response's ``responses`` array. Records are
-            down-converted bytes for ``version`` < 4; for v4+ they are
-            `kclient.storage.FileSlice` objects when ``zero_copy`` (the caller
-            owns them: `kclient.broker.zerocopy.release_slices`), else bytes
-            read from the files. An empty read is ``b""``.
+        partitions: The hosted partitions, ``(topic, partition) ->``
+            `kclient.broker.partition.Partition` (the replica manager's).
+        metadata_cache: The partitions the cluster has.
+        appends: Wakes long polls when a partition they read grows.
     """
-    responses: list[dict] = []
-    try:
-        return _read_fetch(state, body, version, zero_copy, responses)
-    except BaseException:
-        release_slices(responses)
-        raise
+
+    def __init__(
+        self, partitions: Mapping[tuple[str, int], Partition], metadata_cache: MetadataCache, appends: AppendNotifier
+    ) -> None:
+        self.partitions = partitions
+        self.metadata_cache = metadata_cache
+        self.appends = appends
+
+    def read(self, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
+        """Read every requested partition once.
+
+        Args:
+            body: The decoded Fetch request.
+            version: The Fetch request's version.
+            zero_copy: For v4+, return `kclient.storage.FileSlice` objects
+                instead of bytes.
+
+        Returns:
+            ``(responses, total_record_bytes, any_error)`` where ``responses``
+                is the Fetch response's ``responses`` array. Records are
+                down-converted bytes for ``version`` < 4; for v4+ they are
+                `kclient.storage.FileSlice` objects when ``zero_copy`` (the caller
+                owns them: `kclient.broker.zerocopy.release_slices`), else bytes
+                read from the files. An empty read is ``b""``.
+        """
+        responses: list[dict] = []
+        try:
+            return _read_fetch(self.partitions, self.metadata_cache, body, version, zero_copy, responses)
+        except BaseException:
+            release_slices(responses)
+            raise
+
+    async def handle(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
+        """Answer a Fetch request v0-11 (see the module docstring).
+
+        Waits up to ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records.
+        Reads superseded during the long poll, and every read when cancelled,
+        are released here.
+
+        Args:
+            header: The request header.
+            body: The decoded Fetch request.
+            peer_gone: Awaited while waiting: True once the client disconnected,
+                False when it cannot tell.
+
+        Returns:
+            The response body. For v4+ its ``records`` are
+                `kclient.storage.FileSlice` objects owned by the caller (encode
+                them with `kclient.broker.zerocopy.encode_spliced_response`).
+
+        Raises:
+            ClientGone: ``peer_gone()`` said the client is gone.
+        """
+        version = header.api_version
+        if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
+            log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)
+            return {"throttle_time_ms": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        min_bytes = body.get("min_bytes", 0)
+        max_wait_ms = body.get("max_wait_ms", 0)
+        if min_bytes <= 0 or max_wait_ms <= 0:
+            # No long poll: one read, answered at once (nothing to wait for).
+            responses, _, _ = self.read(body, version)
+            return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
+        keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+        deadline = trio.current_time() + max_wait_ms / 1000.0
+        while True:
+            event = self.appends.register(keys)
+            try:
+                responses, total, any_error = self.read(body, version)
+                if total >= min_bytes or any_error or not keys or trio.current_time() >= deadline:
+                    break
+                release_slices(responses)
+                with trio.move_on_at(deadline):
+                    if peer_gone is None:
+                        await event.wait()
+                    elif await _wait_unless_gone(event, peer_gone):
+                        raise ClientGone
+            finally:
+                self.appends.unregister(keys, event)
+        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
 
 
-def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, responses: list[dict]) -> tuple[list[dict], int, bool]:
+def _read_fetch(
+    hosted: Mapping[tuple[str, int], Partition], cache: MetadataCache, body: dict, version: int, zero_copy: bool, responses: list[dict]
+) -> tuple[list[dict], int, bool]:
     remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
     replica_id = body.get("replica_id", -1)
     follower = replica_id >= 0
@@ -152,7 +234,6 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
     min_one = True
     total = 0
     any_error = False
-    hosted = state.replica_manager.partitions
     for topic in body["topics"]:
         name = topic["topic"]
         parts: list[dict] = []
@@ -163,7 +244,7 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
             epoch = p.get("current_leader_epoch", -1)
             # (the common case, a led partition and no epoch named, inline)
             if part is None or epoch >= 0 or not part.is_leader:
-                code = leader_error(state, name, index, part, epoch)
+                code = leader_error(cache, name, index, part, epoch)
                 if code != NONE:
                     parts.append(_partition_error(index, code))
                     any_error = True
@@ -232,59 +313,6 @@ def _read_fetch(state: BrokerState, body: dict, version: int, zero_copy: bool, r
                 }
             )
     return responses, total, any_error
-
-
-async def handle_fetch(
-    state: BrokerState, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
-) -> dict:
-    """Answer a Fetch request v0-11 (see the module docstring).
-
-    Waits up to ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records.
-    Reads superseded during the long poll, and every read when cancelled,
-    are released here.
-
-    Args:
-        state: The broker's state.
-        header: The request header.
-        body: The decoded Fetch request.
-        peer_gone: Awaited while waiting: True once the client disconnected,
-            False when it cannot tell.
-
-    Returns:
-        The response body. For v4+ its ``records`` are
-            `kclient.storage.FileSlice` objects owned by the caller (encode
-            them with `kclient.broker.zerocopy.encode_spliced_response`).
-
-    Raises:
-        ClientGone: ``peer_gone()`` said the client is gone.
-    """
-    version = header.api_version
-    if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
-        log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)
-        return {"throttle_time_ms": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    min_bytes = body.get("min_bytes", 0)
-    max_wait_ms = body.get("max_wait_ms", 0)
-    if min_bytes <= 0 or max_wait_ms <= 0:
-        # No long poll: one read, answered at once (nothing to wait for).
-        responses, _, _ = read_fetch(state, body, version)
-        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
-    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
-    deadline = trio.current_time() + max_wait_ms / 1000.0
-    while True:
-        event = state.appends.register(keys)
-        try:
-            responses, total, any_error = read_fetch(state, body, version)
-            if total >= min_bytes or any_error or not keys or trio.current_time() >= deadline:
-                break
-            release_slices(responses)
-            with trio.move_on_at(deadline):
-                if peer_gone is None:
-                    await event.wait()
-                elif await _wait_unless_gone(event, peer_gone):
-                    raise ClientGone
-        finally:
-            state.appends.unregister(keys, event)
-    return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
 
 
 async def _wait_unless_gone(event: trio.Event, peer_gone: Callable[[], Awaitable[bool]]) -> bool:

@@ -19,29 +19,36 @@ serialises them (an append may fsync there when
 (flush, retention, checkpoints; `kclient.broker.server`) run theirs in
 worker threads: the storage engine is thread-safe.
 
-Why one module of just over 600 lines: one handler per API, all reading
-the same `BrokerState`; the API-specific work is delegated (fetch reads to
-`kclient.broker.fetch`, format conversion to `kclient.broker.convert`,
-metadata to `kclient.broker.meta`), so what is left is request plumbing.
+As Kafka's ``KafkaApis``, the handlers are built over the broker's
+components (`kclient.broker.components.BrokerComponents`: the replica
+manager, the topic admin, the group coordinator, the metadata cache) and
+its `kclient.broker.state.BrokerState`; no component imports this module.
+The API-specific work is delegated (fetch reads to `kclient.broker.fetch`,
+format conversion to `kclient.broker.convert`, configs to
+`kclient.broker.describe_configs` and `kclient.broker.alter_configs`, the
+group APIs to `kclient.broker.group.apis`), so what is left is request
+plumbing.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import attrs
 import trio
 
+from kclient.broker.alter_configs import ConfigAlterer
+from kclient.broker.append_notifier import AppendNotifier
 from kclient.broker.compacted import first_keyless_record, keyless_error
+from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append
+from kclient.broker.describe_configs import ConfigHelper
+from kclient.broker.fetch import FetchHandler, leader_error
+from kclient.broker.group.apis import GroupApis
 from kclient.broker.group.records import OFFSETS_TOPIC
-from kclient.broker.meta import META_FILE, ProducerIdAllocator, load_or_create_meta
-from kclient.clock import now_ms
-from kclient.config import BrokerConfig, message_format_magic
+from kclient.broker.state import BrokerState, TopicFormat
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
@@ -52,13 +59,25 @@ from kclient.errors import (
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
-    ConfigError,
     KafkaError,
+    error_for_code,
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.list_offsets import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.protocol.records import iter_record_set
-from kclient.storage import Log, LogConfig, LogManager
+from kclient.storage import Log
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "AppendNotifier",
+    "BrokerState",
+    "CloseConnection",
+    "RequestHandlers",
+    "TopicFormat",
+    "listener_address",
+    "listener_name",
+    "supported_triples",
+]
 
 log = logging.getLogger("kclient.broker")
 
@@ -124,240 +143,12 @@ def supported_triples() -> list[tuple[int, int, int]]:
 
 
 def _code_name(code: int) -> str:
-    from kclient.errors import error_for_code
-
     return error_for_code(code).name
 
 
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection instead of
     answering (e.g. a failed Produce with acks=0)."""
-
-
-class AppendNotifier:
-    """Wakes Fetch long polls when a partition they wait on is appended to.
-
-    A waiter registers one `trio.Event` under every ``(topic,
-    partition)`` it reads; `notify` sets (and forgets) the events
-    registered for a partition. Trio-thread only.
-    """
-
-    def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[trio.Event]] = {}
-
-    def register(self, keys: list[tuple[str, int]]) -> trio.Event:
-        """A new event set by the next append to any of ``keys``."""
-        event = trio.Event()
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(event)
-        return event
-
-    def unregister(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
-        """Forget ``event`` (after it fired or the wait timed out)."""
-        for key in keys:
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._waiters[key]
-
-    def notify(self, key: tuple[str, int]) -> None:
-        """Wake every waiter of partition ``key``."""
-        waiters = self._waiters.pop(key, None)
-        if waiters:
-            for event in waiters:
-                event.set()
-
-
-def _topic_codec(compression_type: str) -> int | None:
-    """A topic's ``compression.type`` as a codec id: None for ``producer``
-    (or a value that is no codec), `codecs.NONE` for ``uncompressed``."""
-    from kclient.protocol.records import codecs
-
-    if compression_type == "uncompressed":
-        return codecs.NONE
-    try:
-        return None if compression_type == "producer" else codecs.codec_id(compression_type)
-    except (ValueError, KeyError):
-        log.warning("compression.type %r is no codec: batches are kept as the producer sent them", compression_type)
-        return None
-
-
-@attrs.frozen
-class TopicFormat:
-    """How a topic stores records: ``magic`` 0, 1 or 2 (topic
-    ``message.format.version``, else ``log.message.format.version``) and
-    ``log_append_time`` (topic ``message.timestamp.type``, else
-    ``log.message.timestamp.type``, is LogAppendTime) and ``codec`` (topic
-    ``compression.type`` as a codec id, None for ``producer``: the batches
-    are kept in the producer's codec)."""
-
-    magic: int = 2
-    log_append_time: bool = False
-    codec: int | None = None
-
-
-class BrokerState:
-    """What the handlers share: the config, the `LogManager`, the
-    broker's identity (broker id, cluster id, advertised address), the
-    producer id allocator, the `AppendNotifier` and each topic's
-    `TopicFormat` (`topic_format`).
-
-    Build it with `open`; `close` flushes and closes the logs.
-    """
-
-    def __init__(
-        self,
-        config: BrokerConfig,
-        logs: LogManager,
-        *,
-        cluster_id: str,
-        advertised_host: str,
-        advertised_port: int,
-    ) -> None:
-        self.config = config
-        self.logs = logs
-        self.cluster_id = cluster_id
-        #: True while the cluster id is the one this start made up (no
-        #: ``meta.properties`` before): ZooKeeper's ``/cluster/id`` replaces it.
-        self.cluster_id_is_new = False
-        self.broker_id: int = config.broker_id
-        self.advertised_host = advertised_host
-        self.advertised_port = advertised_port
-        self.log_dirs = list(logs.log_dirs)
-        self.auto_create_topics: bool = config.auto_create_topics_enable
-        self.num_partitions: int = config.num_partitions
-        self.message_max_bytes: int = config.message_max_bytes
-        self.producer_ids = ProducerIdAllocator(self.log_dirs[0])
-        self.transactional_ids: dict[str, tuple[int, int]] = {}
-        self.appends = AppendNotifier()
-        self.topic_configs: dict[str, dict[str, str]] = config.topic_configs()
-        self._default_format = TopicFormat(
-            config.message_format_magic, config.log_message_timestamp_type == "LogAppendTime"
-        )
-        self._formats: dict[str, TopicFormat] = {}
-        self.clock: Callable[[], int] = now_ms  # the LogAppendTime clock
-        #: Called as ``listener(topic, partitions)`` on the trio thread after
-        #: a topic is auto-created (the ZooKeeper registration listens here).
-        self.topic_listeners: list[Callable[[str, int], None]] = []
-        self._closed = False
-        from kclient.broker.replica_manager import ReplicaManager
-
-        #: This broker's replicas and the controller's view of the cluster
-        #: (`kclient.broker.replica_manager.ReplicaManager`).
-        self.replica_manager = ReplicaManager(self)
-        from kclient.broker.topic_admin import TopicAdmin
-
-        #: Topic creation and deletion (`kclient.broker.topic_admin.TopicAdmin`).
-        self.topic_admin = TopicAdmin(self)
-        from kclient.broker.group.coordinator import GroupCoordinator
-
-        #: The group coordinator and offset manager (`kclient.broker.group`).
-        self.group_coordinator = GroupCoordinator(self)
-        self.replica_manager.leadership_listeners.append(self.group_coordinator.manager.leadership_changed)
-
-    @property
-    def metadata_cache(self):
-        """The `kclient.broker.metadata_cache.MetadataCache`."""
-        return self.replica_manager.metadata_cache
-
-    def topic_format(self, topic: str, overrides: Mapping[str, str] | None = None) -> TopicFormat:
-        """The `TopicFormat` of ``topic``: the broker's
-        ``log.message.format.version`` / ``log.message.timestamp.type``,
-        overridden by the topic's configs.
-
-        Args:
-            topic: The topic.
-            overrides: The topic's configs as just read (``topic.config.file``
-                and ZooKeeper's ``/config/topics/<topic>``; the replica
-                manager passes them when it applies a topic's configs):
-                the format is computed from them and kept. None: the kept
-                format, else one from ``topic.config.file`` alone.
-
-        Returns:
-            The topic's format.
-        """
-        fmt = self._formats.get(topic) if overrides is None else None
-        if fmt is None:
-            override = self.topic_configs.get(topic, {}) if overrides is None else overrides
-            fmt = self._default_format
-            if "message.format.version" in override:
-                fmt = attrs.evolve(fmt, magic=message_format_magic(override["message.format.version"]))
-            if "message.timestamp.type" in override:
-                fmt = attrs.evolve(fmt, log_append_time=override["message.timestamp.type"] == "LogAppendTime")
-            if "compression.type" in override:
-                fmt = attrs.evolve(fmt, codec=_topic_codec(override["compression.type"]))
-            self._formats[topic] = fmt
-        return fmt
-
-    def forget_topic_format(self, topic: str) -> None:
-        """Drop the cached `TopicFormat` of ``topic`` (its configs changed)."""
-        self._formats.pop(topic, None)
-
-    @classmethod
-    def open(cls, config: BrokerConfig, *, advertised_host: str, advertised_port: int) -> BrokerState:
-        """Open the logs and read (or create) the cluster id.
-
-        The logs under ``config.log_dirs`` get their settings from
-        `kclient.storage.LogConfig.from_broker_config` (segment, index, roll,
-        flush and retention properties); the cluster id is in the first log
-        dir's ``meta.properties``. What recovery truncated is logged at WARNING
-        per partition (``recovered <topic>-<p>: truncated N bytes``); a clean
-        start at INFO.
-
-        Args:
-            config: The broker's configuration.
-            advertised_host: The host given to clients in Metadata.
-            advertised_port: The port given to clients in Metadata.
-
-        Returns:
-            The broker's state.
-
-        Raises:
-            kclient.errors.ConfigError: Inconsistent metadata.
-            OSError: An unusable directory.
-        """
-        log_dirs = list(config.log_dirs)
-        if not log_dirs:
-            raise ConfigError("log.dirs is empty")
-        meta_is_new = not (Path(log_dirs[0]) / META_FILE).exists()
-        cluster_id = load_or_create_meta(log_dirs[0], config.broker_id)
-        log_config = LogConfig.from_broker_config(config)
-        logs = LogManager(log_dirs, log_config, default_num_partitions=config.num_partitions)
-        for (topic, partition), cut in sorted(logs.recovery_truncated_bytes().items()):
-            log.warning("recovered %s-%d: truncated %d bytes", topic, partition, cut)
-        if logs.clean_shutdown_dirs:
-            log.info("clean shutdown marker found in %s: recovery skipped", ", ".join(map(str, logs.clean_shutdown_dirs)))
-        state = cls(config, logs, cluster_id=cluster_id, advertised_host=advertised_host, advertised_port=advertised_port)
-        state.cluster_id_is_new = meta_is_new
-        return state
-
-    def close(self) -> None:
-        """Flush and close every log (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self.logs.close()
-
-    # ------------------------------------------------------------ topics
-
-    async def ensure_topic(self, name: str, *, allow_create: bool) -> int:
-        """The error code for using topic ``name``.
-
-        Args:
-            name: The topic.
-            allow_create: Create the topic (with ``num.partitions`` partitions)
-                if it is missing and ``auto.create.topics.enable`` is set.
-
-        Returns:
-            NONE if the topic exists (perhaps just created),
-                INVALID_TOPIC_EXCEPTION for an illegal name that would have been
-                created, else UNKNOWN_TOPIC_OR_PARTITION.
-        """
-        if self.metadata_cache.has_topic(name):
-            return NONE
-        if not (allow_create and self.auto_create_topics):
-            return UNKNOWN_TOPIC_OR_PARTITION
-        return await self.topic_admin.auto_create(name)
 
 
 def _first_record_at(plog: Log, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:
@@ -386,14 +177,32 @@ class RequestHandlers:
     would close the connection, and `kclient.broker.fetch.ClientGone`
     when the client disconnected during a Fetch long poll. The caller has
     already checked the version against `SUPPORTED_VERSIONS`.
+
+    Args:
+        components: The broker's components (and, through them, its state).
     """
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, components: BrokerComponents) -> None:
+        state = components.state
         self.state = state
-        from kclient.broker.group.apis import GroupApis
-
+        self.zk = components.zk
+        self.metadata_cache = components.metadata_cache
+        self.replica_manager = components.replica_manager
+        self.topic_admin = components.topic_admin
         #: The group APIs (`kclient.broker.group.apis`).
-        self.group_apis = GroupApis(state, state.group_coordinator)
+        self.group_apis = GroupApis(
+            state.config, state.broker_id, self.metadata_cache, components.group_coordinator, zk=components.zk
+        )
+        self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends)
+        self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
+        self.config_alterer = ConfigAlterer(
+            state.config,
+            state.broker_id,
+            self.metadata_cache,
+            state.topic_overrides,
+            self.replica_manager.topic_config_changed,
+            zk=components.zk,
+        )
         self._table: dict[int, Handler] = {
             0: self.produce,
             1: self.fetch,
@@ -455,10 +264,8 @@ class RequestHandlers:
         return await handler(header, body)
 
     async def fetch(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
-        """Fetch v0-11: `kclient.broker.fetch.handle_fetch`."""
-        from kclient.broker.fetch import handle_fetch
-
-        return await handle_fetch(self.state, header, body, peer_gone=peer_gone)
+        """Fetch v0-11: `kclient.broker.fetch.FetchHandler.handle`."""
+        return await self.fetch_handler.handle(header, body, peer_gone=peer_gone)
 
     # ------------------------------------------------------------ ApiVersions
 
@@ -512,7 +319,7 @@ class RequestHandlers:
         state = self.state
         version = header.api_version
         requested = body.get("topics")
-        cache = state.metadata_cache
+        cache = self.metadata_cache
         if requested is None or (version == 0 and not requested):
             names = cache.topics()
             allow_create = False
@@ -526,7 +333,7 @@ class RequestHandlers:
             allow_create = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
         topics = []
         for name in names:
-            error = await state.ensure_topic(name, allow_create=allow_create)
+            error = await self.topic_admin.ensure_topic(name, allow_create=allow_create)
             partitions = []
             if error == NONE:
                 live = cache.brokers
@@ -550,7 +357,7 @@ class RequestHandlers:
             "cluster_id": state.cluster_id,
             # In a cluster: the controller of the last UpdateMetadata, -1 before
             # the first (as Kafka); a standalone broker is its own controller.
-            "controller_id": cache.controller_id if cache.controller_id >= 0 or state.replica_manager.zk is not None else state.broker_id,
+            "controller_id": cache.controller_id if cache.controller_id >= 0 or self.zk is not None else state.broker_id,
             "topics": topics,
         }
 
@@ -560,7 +367,7 @@ class RequestHandlers:
         state = self.state
         name = listener_name.get()
         brokers = []
-        for node_id, node in sorted(state.metadata_cache.brokers.items()):
+        for node_id, node in sorted(self.metadata_cache.brokers.items()):
             if node_id == state.broker_id:
                 continue
             ep = node.endpoint(name) or node.endpoint(None)
@@ -585,7 +392,6 @@ class RequestHandlers:
         closed connection if any partition failed, as Kafka does; any other
         value gets INVALID_REQUIRED_ACKS. ``log_append_time_ms`` (v2+) is
         the broker time stamped on a LogAppendTime topic, else -1."""
-        state = self.state
         version = header.api_version
         acks = body["acks"]
         responses = []
@@ -596,7 +402,7 @@ class RequestHandlers:
             parts = []
             topic_error = NONE
             if acks in (0, 1, -1):
-                topic_error = await state.ensure_topic(name, allow_create=True)
+                topic_error = await self.topic_admin.ensure_topic(name, allow_create=True)
             for pdata in topic_data["partition_data"]:
                 index = pdata["index"]
                 append_time = -1
@@ -648,9 +454,9 @@ class RequestHandlers:
         without a key (`kclient.broker.compacted`); ``details`` then gets
         the response's ``error_message`` and ``record_errors``."""
         state = self.state
-        part = state.replica_manager.partition(topic, partition)
+        part = self.replica_manager.partition(topic, partition)
         if part is None:
-            known = state.metadata_cache.partition(topic, partition) is not None
+            known = self.metadata_cache.partition(topic, partition) is not None
             return (NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1, None
         plog = part.log
         try:
@@ -659,7 +465,7 @@ class RequestHandlers:
         except BrokerResponseError as exc:
             log.info("produce to %s-%d refused: %s", topic, partition, exc)
             return exc.code, -1, plog.log_start_offset, -1, None
-        fmt = state.topic_format(topic)
+        fmt = state.topic_overrides.format(topic)
         now = state.clock()
         try:
             prepared = prepare_append(
@@ -704,7 +510,6 @@ class RequestHandlers:
         ``(timestamp, offset)``: -1 = latest (log end offset), -2 = earliest
         (log start offset), else the first batch whose max timestamp is at
         least the one asked for (offset -1 if none)."""
-        state = self.state
         version = header.api_version
         replica_id = body.get("replica_id", -1)
         topics = []
@@ -715,7 +520,7 @@ class RequestHandlers:
                 index = p["partition_index"]
                 ts = p["timestamp"]
                 entry: dict[str, Any] = {"partition_index": index, "error_code": NONE}
-                part = state.replica_manager.partition(name, index)
+                part = self.replica_manager.partition(name, index)
                 code = self._leader_error(name, index, part, p.get("current_leader_epoch", -1))
                 if code != NONE:
                     entry["error_code"] = code
@@ -764,22 +569,20 @@ class RequestHandlers:
 
     def _leader_error(self, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
         """`kclient.broker.fetch.leader_error` for this broker."""
-        from kclient.broker.fetch import leader_error
-
-        return leader_error(self.state, topic, index, part, current_leader_epoch)
+        return leader_error(self.metadata_cache, topic, index, part, current_leader_epoch)
 
     async def leader_and_isr(self, header: RequestHeader, body: dict) -> dict:
         """LeaderAndIsr v0-3 from the controller:
         `kclient.broker.replica_manager.ReplicaManager.leader_and_isr`."""
-        return await self.state.replica_manager.leader_and_isr(body, header.api_version)
+        return await self.replica_manager.leader_and_isr(body, header.api_version)
 
     async def update_metadata(self, header: RequestHeader, body: dict) -> dict:
         """UpdateMetadata v0-5 from the controller: refreshes the metadata cache."""
-        return await self.state.replica_manager.update_metadata(body, header.api_version)
+        return await self.replica_manager.update_metadata(body, header.api_version)
 
     async def stop_replica(self, header: RequestHeader, body: dict) -> dict:
         """StopReplica v0-1 from the controller."""
-        return await self.state.replica_manager.stop_replica(body, header.api_version)
+        return await self.replica_manager.stop_replica(body, header.api_version)
 
     async def offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
         """OffsetsForLeaderEpoch v0-3 (KIP-101, KIP-279): for each
@@ -787,13 +590,12 @@ class RequestHandlers:
         and the offset where the next epoch starts in this log (the log end
         offset for the current epoch); ``(-1, -1)`` for an epoch older than
         the log's first. Followers truncate to it before fetching."""
-        state = self.state
         topics = []
         for t in body["topics"]:
             parts = []
             for p in t["partitions"]:
                 index = p["partition"]
-                part = state.replica_manager.partition(t["topic"], index)
+                part = self.replica_manager.partition(t["topic"], index)
                 code = self._leader_error(t["topic"], index, part, p.get("current_leader_epoch", -1))
                 if code != NONE:
                     parts.append({"error_code": code, "partition": index, "leader_epoch": -1, "end_offset": -1})
@@ -807,34 +609,28 @@ class RequestHandlers:
 
     async def create_topics(self, header: RequestHeader, body: dict) -> dict:
         """CreateTopics v0-4: `kclient.broker.topic_admin.TopicAdmin.create_topics`."""
-        return await self.state.topic_admin.create_topics(body, header.api_version)
+        return await self.topic_admin.create_topics(body, header.api_version)
 
     async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
         """DeleteTopics v0-3: `kclient.broker.topic_admin.TopicAdmin.delete_topics`."""
-        return await self.state.topic_admin.delete_topics(body, header.api_version)
+        return await self.topic_admin.delete_topics(body, header.api_version)
 
     async def create_partitions(self, header: RequestHeader, body: dict) -> dict:
         """CreatePartitions v0-1: `kclient.broker.topic_admin.TopicAdmin.create_partitions`."""
-        return await self.state.topic_admin.create_partitions(body, header.api_version)
+        return await self.topic_admin.create_partitions(body, header.api_version)
 
     async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
         """DescribeConfigs v0-3 (KIP-133, KIP-226, KIP-569):
-        `kclient.broker.describe_configs.describe_configs`."""
-        from kclient.broker.describe_configs import describe_configs
-
-        return await describe_configs(self.state, body, header.api_version)
+        `kclient.broker.describe_configs.ConfigHelper`."""
+        return await self.config_helper.describe_configs(body, header.api_version)
 
     async def alter_configs(self, header: RequestHeader, body: dict) -> dict:
-        """AlterConfigs v0-1 (KIP-133): `kclient.broker.alter_configs.alter_configs`."""
-        from kclient.broker.alter_configs import alter_configs
-
-        return await alter_configs(self.state, body, header.api_version, incremental=False)
+        """AlterConfigs v0-1 (KIP-133): `kclient.broker.alter_configs.ConfigAlterer`."""
+        return await self.config_alterer.alter_configs(body, header.api_version, incremental=False)
 
     async def incremental_alter_configs(self, header: RequestHeader, body: dict) -> dict:
-        """IncrementalAlterConfigs v0 (KIP-339): `kclient.broker.alter_configs.alter_configs`."""
-        from kclient.broker.alter_configs import alter_configs
-
-        return await alter_configs(self.state, body, header.api_version, incremental=True)
+        """IncrementalAlterConfigs v0 (KIP-339): `kclient.broker.alter_configs.ConfigAlterer`."""
+        return await self.config_alterer.alter_configs(body, header.api_version, incremental=True)
 
     # ------------------------------------------------------------ InitProducerId
 

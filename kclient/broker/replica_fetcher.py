@@ -36,6 +36,7 @@ Settings (Kafka's broker properties): ``replica.fetch.wait.max.ms``,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -52,7 +53,7 @@ from kclient.protocol.records.scan import scan_batches
 
 if TYPE_CHECKING:
     from kclient.broker.partition import Partition
-    from kclient.broker.replica_manager import ReplicaManager
+    from kclient.config import BrokerConfig
     from kclient.net.connection import BrokerConnection
 
 log = logging.getLogger("kclient.broker.replica")
@@ -75,10 +76,20 @@ def complete_batches(records) -> bytes:
 
 class FetcherManager:
     """Starts one `ReplicaFetcher` per leader broker and hands partitions
-    to it (Kafka's ``ReplicaFetcherManager``)."""
+    to it (Kafka's ``ReplicaFetcherManager``).
 
-    def __init__(self, replicas: ReplicaManager) -> None:
-        self.replicas = replicas
+    Args:
+        config: The broker's configuration (``replica.fetch.*``,
+            ``replica.socket.timeout.ms``).
+        broker_id: This broker's id (the followers' ``replica_id``).
+        notify: Called with ``(topic, partition)`` after a follower append
+            (wakes Fetch long polls).
+    """
+
+    def __init__(self, config: BrokerConfig, broker_id: int, notify: Callable[[tuple[str, int]], None]) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.notify = notify
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -100,7 +111,7 @@ class FetcherManager:
             fetcher.stop()
             fetcher = None
         if fetcher is None or fetcher.stopped:
-            fetcher = ReplicaFetcher(self.replicas, leader_id, address)
+            fetcher = ReplicaFetcher(self.config, self.broker_id, leader_id, address, notify=self.notify)
             self._fetchers[leader_id] = fetcher
             if self._nursery is None:
                 raise RuntimeError("the replica fetchers are not running")
@@ -132,11 +143,29 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 class ReplicaFetcher:
     """Copies the partitions this broker follows on one leader broker (see
-    the module docstring)."""
+    the module docstring).
 
-    def __init__(self, replicas: ReplicaManager, leader_id: int, address: tuple[str, int]) -> None:
-        self.replicas = replicas
-        self.config = replicas.config
+    Args:
+        config: The broker's configuration (``replica.fetch.*``,
+            ``replica.socket.timeout.ms``).
+        broker_id: This broker's id (the fetches' ``replica_id``).
+        leader_id: The leader broker's id.
+        address: The leader's ``(host, port)`` on the inter-broker listener.
+        notify: Called with ``(topic, partition)`` after an append.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        leader_id: int,
+        address: tuple[str, int],
+        *,
+        notify: Callable[[tuple[str, int]], None],
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.notify = notify
         self.leader_id = leader_id
         self.address = address
         #: key -> partition; ``needs_truncation`` holds the keys to truncate first.
@@ -195,7 +224,7 @@ class ReplicaFetcher:
         return await BrokerConnection.connect(
             nursery,
             *self.address,
-            client_id=f"replica-fetcher-{self.replicas.broker_id}-{self.leader_id}",
+            client_id=f"replica-fetcher-{self.broker_id}-{self.leader_id}",
             connect_timeout_ms=timeout,
             request_timeout_ms=timeout + self.config.replica_fetch_wait_max_ms,
         )
@@ -236,7 +265,7 @@ class ReplicaFetcher:
             return
         version = conn.version_for(OFFSET_FOR_LEADER_EPOCH, ceiling=FOLLOWER_EPOCH_VERSION)
         body = {
-            "replica_id": self.replicas.broker_id,
+            "replica_id": self.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         response = await conn.request(OFFSET_FOR_LEADER_EPOCH, body, version=version)
@@ -286,7 +315,7 @@ class ReplicaFetcher:
                 }
             )
         body = {
-            "replica_id": self.replicas.broker_id,
+            "replica_id": self.broker_id,
             "max_wait_ms": cfg.replica_fetch_wait_max_ms,
             "min_bytes": cfg.replica_fetch_min_bytes,
             "max_bytes": cfg.replica_fetch_response_max_bytes,
@@ -339,7 +368,7 @@ class ReplicaFetcher:
             if hw > plog.high_watermark:
                 plog.update_high_watermark(hw)
         if data:
-            self.replicas.state.appends.notify(part.key)
+            self.notify(part.key)
 
     async def _handle_out_of_range(self, conn: BrokerConnection, part: Partition, epoch: int) -> None:
         """The leader cannot serve our log end offset: follow its log start
@@ -362,7 +391,7 @@ class ReplicaFetcher:
     async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
         version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)
         body = {
-            "replica_id": self.replicas.broker_id,
+            "replica_id": self.broker_id,
             "isolation_level": 0,
             "topics": [
                 {"name": part.topic, "partitions": [{"partition_index": part.partition, "current_leader_epoch": part.leader_epoch, "timestamp": timestamp}]}

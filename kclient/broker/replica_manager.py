@@ -47,6 +47,8 @@ import trio
 from kclient.broker.metadata_cache import MetadataCache
 from kclient.broker.partition import Partition
 from kclient.broker.replica_fetcher import FetcherManager
+from kclient.broker.state import TopicOverrides
+from kclient.broker.zk_topics import decode_topic_config, topic_config_path
 from kclient.clock import now_ms
 from kclient.errors import (
     NONE,
@@ -59,7 +61,8 @@ from kclient.errors import (
 from kclient.zk.paths import PartitionState, partition_state_path
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.config import BrokerConfig
+    from kclient.storage import LogManager
     from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker")
@@ -79,19 +82,45 @@ def _states(body: dict) -> list[dict]:
 
 class ReplicaManager:
     """This broker's partitions and what the controller says of them (see
-    the module docstring). Build it with the broker's `BrokerState`; run
-    `run` as a task of the broker's nursery; set `zk` once the ZooKeeper
-    session is up (``None``: standalone)."""
+    the module docstring). Run `run` as a task of the broker's nursery.
 
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.config = state.config
-        self.broker_id = state.broker_id
+    Args:
+        config: The broker's configuration (``replica.*``,
+            ``min.insync.replicas``, the inter-broker listener).
+        broker_id: This broker's id.
+        logs: The log manager holding the partitions' logs.
+        metadata_cache: The cache UpdateMetadata refreshes.
+        topic_overrides: The topics' static configs and formats.
+        notify: Called with ``(topic, partition)`` when a partition's log end
+            offset or high watermark moves (wakes Fetch long polls).
+        advertised_address: This broker's ``(host, port)``, published by
+            `lead_locally`.
+        zk: The ZooKeeper session, or None for a standalone broker.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        logs: LogManager,
+        metadata_cache: MetadataCache,
+        topic_overrides: TopicOverrides,
+        *,
+        notify: Callable[[tuple[str, int]], None],
+        advertised_address: tuple[str, int],
+        zk: ZkClient | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.logs = logs
+        self.topic_overrides = topic_overrides
+        self.notify = notify
+        self.advertised_address = advertised_address
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.metadata_cache = MetadataCache()
+        self.metadata_cache = metadata_cache
         self.controller_epoch = 0
-        self.zk: ZkClient | None = None
-        self.fetchers = FetcherManager(self)
+        self.zk = zk
+        self.fetchers = FetcherManager(config, broker_id, notify)
         self._isr_send, self._isr_receive = trio.open_memory_channel(math.inf)
         self._topic_configs: dict[str, dict[str, str]] = {}
         #: Called as ``listener(partition)`` after a hosted partition became
@@ -111,10 +140,6 @@ class ReplicaManager:
             nursery.start_soon(self._isr_writer)
             nursery.start_soon(self._isr_expiry)
             nursery.start_soon(self._checkpoint_high_watermarks)
-            if self.zk is not None:
-                from kclient.broker.config_changes import ConfigChangeListener
-
-                await nursery.start(ConfigChangeListener(self).run)
 
     async def _isr_expiry(self) -> None:
         lag = self.config.replica_lag_time_max_ms
@@ -137,7 +162,7 @@ class ReplicaManager:
         while True:
             await trio.sleep(interval)
             try:
-                await trio.to_thread.run_sync(self.state.logs.checkpoint_high_watermarks)
+                await trio.to_thread.run_sync(self.logs.checkpoint_high_watermarks)
             except OSError as exc:
                 log.error("cannot write the high watermark checkpoints: %s", exc)
 
@@ -260,16 +285,16 @@ class ReplicaManager:
             )
             return STALE_CONTROLLER_EPOCH
         if part is None:
-            plog = self.state.logs.get(topic, index)
+            plog = self.logs.get(topic, index)
             if plog is None:
-                plog = await trio.to_thread.run_sync(self.state.logs.create_log, topic, index)
+                plog = await trio.to_thread.run_sync(self.logs.create_log, topic, index)
             part = Partition(
                 topic,
                 index,
                 plog,
                 self.broker_id,
                 request_isr_change=self.request_isr_change,
-                notify=self.state.appends.notify,
+                notify=self.notify,
             )
             self.partitions[(topic, index)] = part
         part.min_insync_replicas = await self._min_insync_replicas(topic)
@@ -312,9 +337,9 @@ class ReplicaManager:
         configs = await self.topic_config(topic)
         # message.timestamp.type / message.format.version from ZooKeeper too
         # (a topic created or altered with them through the API).
-        self.state.topic_format(topic, configs)
+        self.topic_overrides.format(topic, configs)
         try:
-            self.state.logs.set_topic_config(topic, configs)
+            self.logs.set_topic_config(topic, configs)
         except ConfigError as exc:
             log.warning("topic %s: config not applied to its logs: %s", topic, exc)
 
@@ -323,7 +348,7 @@ class ReplicaManager:
         IncrementalAlterConfigs, a ``/config/changes`` notification;
         `kclient.broker.config_changes`): its logs' settings, its hosted
         partitions' ``min.insync.replicas`` and its stored format."""
-        self.state.forget_topic_format(topic)
+        self.topic_overrides.forget_format(topic)
         await self._apply_log_config(topic)
         min_isr = await self._min_insync_replicas(topic)
         for (name, _), part in list(self.partitions.items()):
@@ -340,17 +365,17 @@ class ReplicaManager:
     async def topic_config(self, topic: str) -> dict[str, str]:
         """The topic's overrides: ``topic.config.file`` entries, then
         ZooKeeper's ``/config/topics/<topic>`` (re-read on each call)."""
-        configs = dict(self.state.topic_configs.get(topic, {}))
+        configs = self.topic_overrides.get(topic)
         if self.zk is not None:
             try:
-                data = await trio.to_thread.run_sync(self.zk.get, f"/config/topics/{topic}")
+                data = await trio.to_thread.run_sync(self.zk.get, topic_config_path(topic))
             except KafkaError as exc:
                 log.debug("cannot read the config of topic %s: %s", topic, exc)
                 data = None
             if data:
                 try:
-                    configs.update({str(k): str(v) for k, v in json.loads(data).get("config", {}).items()})
-                except (ValueError, AttributeError):
+                    configs.update(decode_topic_config(data))
+                except ValueError:
                     log.warning("/config/topics/%s is not valid JSON", topic)
         return configs
 
@@ -382,7 +407,7 @@ class ReplicaManager:
             code = NONE
             if body.get("delete_partitions"):
                 try:
-                    await trio.to_thread.run_sync(self.state.logs.delete_log, *key)
+                    await trio.to_thread.run_sync(self.logs.delete_log, *key)
                     log.info("deleted the log of %s-%d", *key)
                 except Exception as exc:
                     log.error("cannot delete the log of %s-%d: %s", key[0], key[1], exc)
@@ -416,7 +441,7 @@ class ReplicaManager:
                     "is_new": is_new,
                 }
             )
-        host, port = self.state.advertised_host, self.state.advertised_port
+        host, port = self.advertised_address
         await self.leader_and_isr(
             {"controller_id": self.broker_id, "controller_epoch": epoch, "ungrouped_partition_states": states, "live_leaders": []}, 1
         )

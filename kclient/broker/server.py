@@ -80,12 +80,12 @@ from typing import Any
 
 import trio
 
+from kclient.broker.components import BrokerComponents
 from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
 from kclient.broker.group.apis import client_host
 from kclient.broker.handlers import (
     SUPPORTED_VERSIONS,
-    BrokerState,
     CloseConnection,
     RequestHandlers,
     listener_address,
@@ -102,11 +102,13 @@ from kclient.broker.security import (
     certificate_principal,
     tls_handshake,
 )
+from kclient.broker.state import BrokerState
 from kclient.broker.zerocopy import SplicedResponse, encode_spliced_response
 from kclient.broker.zk_registration import BrokerRegistrar
 from kclient.config import BrokerConfig
 from kclient.errors import INVALID_REQUEST, ProtocolError
 from kclient.protocol.connection import (
+    RequestHeader,
     decode_request,
     encode_response,
     encode_unsupported_api_versions,
@@ -139,6 +141,7 @@ from kclient.protocol.messages import (
     UPDATE_METADATA,
 )
 from kclient.protocol.primitives import read_tagged_fields
+from kclient.protocol.schema import Api
 
 log = logging.getLogger("kclient.broker")
 
@@ -247,6 +250,8 @@ class Broker:
         self.config = config
         self.port: int | None = None
         self.state: BrokerState | None = None
+        #: The `kclient.broker.components.BrokerComponents` (once serving).
+        self.components: BrokerComponents | None = None
         self.connection_count = 0
         self._handlers: RequestHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
@@ -278,6 +283,33 @@ class Broker:
             kclient.errors.ConfigError: A log directory is unusable, or a
                 listener's keystore / truststore cannot be read.
         """
+        bound = await self._bind_listeners()
+        listeners = [lst for _, group in bound for lst in group]
+        state = await self._open_state(listeners)
+        registrar = await self._start_registrar(state, listeners)
+        components = BrokerComponents(state, zk=registrar.client if registrar is not None else None)
+        self.state = state
+        self.components = components
+        self.registrar = registrar
+        self.controller = components.controller
+        self._handlers = RequestHandlers(components)
+        self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
+        try:
+            self._limits = await self._connection_limits()
+            self._log_start(state)
+            if registrar is not None:
+                state.producer_ids.zk = registrar.client
+                state.producer_ids.broker_id = state.broker_id
+            else:
+                await components.lead_local_logs()
+            await self._run(components, bound, task_status)
+        finally:
+            await self._shut_down(components, listeners)
+
+    async def _bind_listeners(self) -> list[tuple[ListenerRuntime, list]]:
+        """Bind every listener of the config; sets ``listeners``, ``ports``
+        and ``port``. Returns each listener's runtime with its listening
+        sockets; on failure closes those already bound."""
         config = self.config
         runtimes = [ListenerRuntime.create(security) for security in config.listener_security()]
         bound: list[tuple[ListenerRuntime, list]] = []
@@ -297,120 +329,117 @@ class Broker:
                 runtime.port = port
                 runtime.addresses = [lst.socket.getsockname()[:2] for lst in listeners]
                 runtime.advertised_host, runtime.advertised_port = config.advertised_address(runtime.name, port)
-            self.listeners = runtimes
-            self.ports = {runtime.name: runtime.port for runtime in runtimes}
-            self.port = runtimes[0].port
-            advertised_host = runtimes[0].advertised_host
-            advertised_port = runtimes[0].advertised_port
-            state = BrokerState.open(config, advertised_host=advertised_host, advertised_port=advertised_port)
         except BaseException:
-            with trio.CancelScope(shield=True):
-                for _, listeners in bound:
-                    for listener in listeners:
-                        await listener.aclose()
+            await _close_all([lst for _, group in bound for lst in group])
             raise
-        listeners = [lst for _, group in bound for lst in group]
-        registrar = None
-        if config.zookeeper_connect:
-            registrar = BrokerRegistrar(
-                state,
-                config.zookeeper_connect,
-                session_timeout_ms=config.zookeeper_session_timeout_ms,
-                connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-                listeners=[
-                    (r.name, r.security.listener.protocol.value, r.advertised_host, r.advertised_port) for r in runtimes
-                ],
-            )
-            try:
-                await registrar.start()
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    for listener in listeners:
-                        await listener.aclose()
-                state.close()
-                raise
-        self.state = state
-        self.registrar = registrar
-        self._handlers = RequestHandlers(state)
-        self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
-        if config.max_connections_per_ip_overrides:  # may resolve host names
-            self._limits = await trio.to_thread.run_sync(ConnectionLimits, config)
-        else:
-            self._limits = ConnectionLimits(config)
+        self.listeners = runtimes
+        self.ports = {runtime.name: runtime.port for runtime in runtimes}
+        self.port = runtimes[0].port
+        return bound
+
+    async def _open_state(self, listeners: list) -> BrokerState:
+        """Open the logs (`BrokerState.open`) with the first listener's
+        advertised address; on failure closes ``listeners``."""
+        first = self.listeners[0]
         try:
-            log.info(
-                "broker %d: cluster id %s, log dirs %s",
-                state.broker_id,
-                state.cluster_id,
-                ", ".join(str(d) for d in state.log_dirs),
-            )
-            for runtime in runtimes:
-                endpoint = runtime.security.listener
-                log.info(
-                    "broker %d listening on %s:%d (listener %s, %s%s), advertised as %s:%d",
-                    state.broker_id,
-                    endpoint.host or "0.0.0.0",
-                    runtime.port,
-                    runtime.name,
-                    endpoint.protocol.value,
-                    _security_summary(runtime),
-                    runtime.advertised_host,
-                    runtime.advertised_port,
-                )
-            if not config.listeners and not config.host_name:
-                log.info(
-                    "bound to %s only (loopback, the default): set host.name or listeners "
-                    "(e.g. listeners=PLAINTEXT://0.0.0.0:9092) to accept connections from other machines",
-                    config.listen_host,
-                )
-            elif any(not r.security.listener.host or r.security.listener.host in ("0.0.0.0", "::") for r in runtimes):
-                if not any(r.uses_sasl or r.uses_ssl for r in runtimes):
-                    log.warning("listening on every interface with no TLS and no authentication")
-            if registrar is not None:
-                state.replica_manager.zk = registrar.client
-                state.producer_ids.zk = registrar.client
-                state.producer_ids.broker_id = state.broker_id
-            controller = None
-            if registrar is None:
-                # Standalone: this broker leads every partition it holds.
-                for topic, count in sorted(state.logs.topics().items()):
-                    await state.replica_manager.lead_locally(topic, range(count))
-            else:
-                controller = Controller(state, registrar.client)
-            self.controller = controller
-            state.topic_admin.controller = controller
-            async with trio.open_nursery() as nursery:
-                self._scope = nursery.cancel_scope
-                await nursery.start(state.replica_manager.run)
-                await nursery.start(state.group_coordinator.run)
-                if controller is not None:
-                    await nursery.start(controller.run)
-                for runtime, group in bound:
-                    nursery.start_soon(self._accept_all, group, runtime)
-                for name, period_ms, job in self._periodic_jobs(state):
-                    nursery.start_soon(self._run_periodically, name, period_ms, job)
-                if self._refusals.interval > 0:
-                    nursery.start_soon(self._flush_refusals)
-                if registrar is not None:
-                    nursery.start_soon(registrar.run)
-                task_status.started(self.port)
-        finally:
-            self._scope = None
-            with trio.CancelScope(shield=True):
-                if registrar is not None:
-                    await registrar.close()
-                for listener in listeners:
-                    await listener.aclose()
+            return BrokerState.open(self.config, advertised_host=first.advertised_host, advertised_port=first.advertised_port)
+        except BaseException:
+            await _close_all(listeners)
+            raise
+
+    async def _start_registrar(self, state: BrokerState, listeners: list) -> BrokerRegistrar | None:
+        """Register the broker in ZooKeeper when ``zookeeper.connect`` is
+        set (None otherwise); on failure closes ``listeners`` and the logs."""
+        config = self.config
+        if not config.zookeeper_connect:
+            return None
+        registrar = BrokerRegistrar(
+            state,
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            listeners=[
+                (r.name, r.security.listener.protocol.value, r.advertised_host, r.advertised_port) for r in self.listeners
+            ],
+        )
+        try:
+            await registrar.start()
+        except BaseException:
+            await _close_all(listeners)
             state.close()
-            self._refusals.flush(force=True)
-            memory = self.request_memory
+            raise
+        return registrar
+
+    async def _connection_limits(self) -> ConnectionLimits:
+        """``max.connections`` and ``max.connections.per.ip`` (the
+        per-address overrides may resolve host names: a worker thread)."""
+        if self.config.max_connections_per_ip_overrides:
+            return await trio.to_thread.run_sync(ConnectionLimits, self.config)
+        return ConnectionLimits(self.config)
+
+    def _log_start(self, state: BrokerState) -> None:
+        """Log the broker's identity, its listeners and any exposure."""
+        config = self.config
+        runtimes = self.listeners
+        log.info("broker %d: cluster id %s, log dirs %s", state.broker_id, state.cluster_id, ", ".join(str(d) for d in state.log_dirs))
+        for runtime in runtimes:
+            endpoint = runtime.security.listener
             log.info(
-                "request memory: peak %d bytes (queued.max.request.bytes %s), %d waits for it",
-                memory.peak,
-                memory.limit if memory.limit is not None else "unbounded",
-                memory.waits,
+                "broker %d listening on %s:%d (listener %s, %s%s), advertised as %s:%d",
+                state.broker_id,
+                endpoint.host or "0.0.0.0",
+                runtime.port,
+                runtime.name,
+                endpoint.protocol.value,
+                _security_summary(runtime),
+                runtime.advertised_host,
+                runtime.advertised_port,
             )
-            log.info("broker %d stopped; logs flushed and closed", state.broker_id)
+        if not config.listeners and not config.host_name:
+            log.info(
+                "bound to %s only (loopback, the default): set host.name or listeners "
+                "(e.g. listeners=PLAINTEXT://0.0.0.0:9092) to accept connections from other machines",
+                config.listen_host,
+            )
+        elif any(not r.security.listener.host or r.security.listener.host in ("0.0.0.0", "::") for r in runtimes):
+            if not any(r.uses_sasl or r.uses_ssl for r in runtimes):
+                log.warning("listening on every interface with no TLS and no authentication")
+
+    async def _run(self, components: BrokerComponents, bound: list[tuple[ListenerRuntime, list]], task_status) -> None:
+        """Run the components, the accept loops, the periodic jobs and the
+        ZooKeeper registration until `stop` or cancellation."""
+        async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
+            await nursery.start(components.run)
+            for runtime, group in bound:
+                nursery.start_soon(self._accept_all, group, runtime)
+            for name, period_ms, job in self._periodic_jobs(components.state):
+                nursery.start_soon(self._run_periodically, name, period_ms, job)
+            if self._refusals.interval > 0:
+                nursery.start_soon(self._flush_refusals)
+            if self.registrar is not None:
+                nursery.start_soon(self.registrar.run)
+            task_status.started(self.port)
+
+    async def _shut_down(self, components: BrokerComponents, listeners: list) -> None:
+        """End the ZooKeeper session, close the listeners, flush and close
+        the logs, and log the request memory figures."""
+        self._scope = None
+        with trio.CancelScope(shield=True):
+            if self.registrar is not None:
+                await self.registrar.close()
+            for listener in listeners:
+                await listener.aclose()
+        components.close()
+        self._refusals.flush(force=True)
+        memory = self.request_memory
+        log.info(
+            "request memory: peak %d bytes (queued.max.request.bytes %s), %d waits for it",
+            memory.peak,
+            memory.limit if memory.limit is not None else "unbounded",
+            memory.waits,
+        )
+        log.info("broker %d stopped; logs flushed and closed", components.state.broker_id)
 
     def stop(self) -> None:
         """Ask `serve` to stop.
@@ -637,24 +666,25 @@ class Broker:
         `SplicedResponse` (Fetch v4+), or None (no response).
         Raises `_CloseConnection` where the connection is to be
         closed instead."""
-        try:
-            header = parse_request_header(frame)
-        except _DECODE_ERRORS as exc:
-            self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
-            raise _CloseConnection from None
-        api = _BROKER_APIS.get(header.api_key)
-        supported = SUPPORTED_VERSIONS.get(header.api_key)
-        if api is None or supported is None:
-            self._refusals.log(
-                "bad-request",
-                "closing connection from %s: unknown api key %d (version %d, correlation id %d)",
-                peer,
-                header.api_key,
-                header.api_version,
-                header.correlation_id,
-            )
-            raise _CloseConnection
-        lo, hi = supported
+        decoded = self._decode(frame, peer)
+        if isinstance(decoded, bytes):
+            return decoded
+        header, api, body = decoded
+        log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
+        if sasl is not None and not sasl.complete:
+            reply = await _authenticate(sasl, header, api, body)
+            if reply is not None:
+                return reply
+        return await self._dispatch(header, api, body, peer, stream)
+
+    def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, dict] | bytes:
+        """The request in ``frame``: its header, API and decoded body, or the
+        bytes to answer at once (the KIP-511 reply to an ApiVersions of a
+        version the broker lacks; INVALID_REQUEST to a malformed
+        ApiVersions). Raises `_CloseConnection` for an unreadable header,
+        an unknown API, an unsupported version or a malformed body."""
+        header, api = self._parse_header(frame, peer)
+        lo, hi = SUPPORTED_VERSIONS[header.api_key]
         if not lo <= header.api_version <= hi:
             if header.api_key == API_VERSIONS.key:
                 log.debug("ApiVersions v%d from %s: sending the KIP-511 reply", header.api_version, peer)
@@ -670,15 +700,7 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            if api.key not in APIS:  # SASL, admin, group and inter-broker APIs: not in decode_request's table
-                body_offset = header.body_offset
-                if api.flexible(header.api_version):
-                    # parse_request_header skips a flexible header's tagged
-                    # fields only for the APIs of `APIS`.
-                    _, body_offset = read_tagged_fields(frame, body_offset)
-                body = api.request(header.api_version).decode(memoryview(frame)[body_offset:])
-            else:
-                body = decode_request(header, frame)
+            return header, api, _decode_body(frame, header, api)
         except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
@@ -693,19 +715,33 @@ class Broker:
                 "bad-request", "closing connection from %s: malformed %s v%d request: %s", peer, api.name, header.api_version, exc
             )
             raise _CloseConnection from None
+
+    def _parse_header(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api]:
+        """The request header of ``frame`` and its API (one this broker
+        advertises); raises `_CloseConnection` otherwise."""
+        try:
+            header = parse_request_header(frame)
+        except _DECODE_ERRORS as exc:
+            self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
+            raise _CloseConnection from None
+        api = _BROKER_APIS.get(header.api_key)
+        if api is None or header.api_key not in SUPPORTED_VERSIONS:
+            self._refusals.log(
+                "bad-request",
+                "closing connection from %s: unknown api key %d (version %d, correlation id %d)",
+                peer,
+                header.api_key,
+                header.api_version,
+                header.correlation_id,
+            )
+            raise _CloseConnection
+        return header, api
+
+    async def _dispatch(self, header: RequestHeader, api: Api, body: dict, peer: str, stream: Any) -> bytes | SplicedResponse | None:
+        """Hand the request to its handler and encode the response (None:
+        no response). Raises `_CloseConnection` where the handler says to
+        close, or the client left during a Fetch long poll."""
         assert self._handlers is not None
-        log.debug("%s v%d from %s (correlation id %d)", api.name, header.api_version, peer, header.correlation_id)
-        if sasl is not None and not sasl.complete:
-            sasl.check_allowed(header, api.name)
-            if header.api_key in (SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
-                if header.api_key == SASL_HANDSHAKE.key:
-                    reply, close = sasl.handshake(header, body)
-                else:
-                    reply, close = await sasl.authenticate(header, body)
-                data = encode_response(api, header.api_version, header.correlation_id, reply)
-                if close:
-                    raise SaslClose(data)
-                return data
         sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
         try:
             result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
@@ -720,6 +756,58 @@ class Broker:
         if header.api_key == FETCH.key:
             return encode_spliced_response(api, header.api_version, header.correlation_id, result)
         return encode_response(api, header.api_version, header.correlation_id, result)
+
+
+def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> dict:
+    """Decode the body of a request whose header is parsed.
+
+    Args:
+        frame: The request frame (header and body).
+        header: Its parsed header.
+        api: Its API.
+
+    Returns:
+        The decoded body.
+
+    Raises:
+        ProtocolError: (or another of ``_DECODE_ERRORS``) a malformed body.
+    """
+    if api.key in APIS:
+        return decode_request(header, frame)
+    # SASL, admin, group and inter-broker APIs: not in decode_request's table.
+    body_offset = header.body_offset
+    if api.flexible(header.api_version):
+        # parse_request_header skips a flexible header's tagged fields only
+        # for the APIs of `APIS`.
+        _, body_offset = read_tagged_fields(frame, body_offset)
+    return api.request(header.api_version).decode(memoryview(frame)[body_offset:])
+
+
+async def _authenticate(sasl: SaslAuthenticator, header: RequestHeader, api: Api, body: dict) -> bytes | None:
+    """Before SASL completes: refuse other APIs (`SaslAuthenticator.check_allowed`)
+    and answer SaslHandshake / SaslAuthenticate (None for any other API).
+
+    Raises:
+        SaslClose: The exchange failed; its data is the last response.
+    """
+    sasl.check_allowed(header, api.name)
+    if header.api_key not in (SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
+        return None
+    if header.api_key == SASL_HANDSHAKE.key:
+        reply, close = sasl.handshake(header, body)
+    else:
+        reply, close = await sasl.authenticate(header, body)
+    data = encode_response(api, header.api_version, header.correlation_id, reply)
+    if close:
+        raise SaslClose(data)
+    return data
+
+
+async def _close_all(listeners: list) -> None:
+    """Close listening sockets, shielded from cancellation."""
+    with trio.CancelScope(shield=True):
+        for listener in listeners:
+            await listener.aclose()
 
 
 def _security_summary(runtime: ListenerRuntime) -> str:

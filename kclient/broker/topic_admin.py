@@ -32,14 +32,24 @@ followers spread evenly.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import trio
 
+from kclient.broker.metadata_cache import MetadataCache
+from kclient.broker.replica_manager import ReplicaManager
+from kclient.broker.state import TopicOverrides
+from kclient.broker.topic_configs import validate_topic_configs
+from kclient.broker.zk_topics import (
+    DELETE_TOPICS_PATH,
+    TOPIC_CONFIG_PATH,
+    encode_topic_config,
+    topic_config_path,
+)
 from kclient.errors import (
     INVALID_CONFIG,
     INVALID_PARTITIONS,
@@ -57,16 +67,15 @@ from kclient.errors import (
     TopicAlreadyExistsError,
     error_for_code,
 )
-from kclient.storage import validate_topic_name
+from kclient.storage import LogManager, validate_topic_name
 from kclient.zk.paths import BROKER_IDS_PATH, TopicAssignment, topic_path
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.controller import Controller
+    from kclient.config import BrokerConfig
+    from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker")
-
-DELETE_TOPICS_PATH = "/admin/delete_topics"
-TOPIC_CONFIG_PATH = "/config/topics"
 
 #: Topic configs CreateTopics accepts (Kafka's topic-level names).
 TOPIC_CONFIGS = frozenset(
@@ -150,13 +159,47 @@ def unknown_broker_message(brokers: Sequence[int]) -> str:
 
 
 class TopicAdmin:
-    """Topic creation and deletion for one broker (see the module docstring)."""
+    """Topic creation and deletion for one broker (see the module docstring).
 
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
+    Args:
+        config: The broker's configuration (``num.partitions``,
+            ``default.replication.factor``, ``auto.create.topics.enable``,
+            ``delete.topic.enable``).
+        broker_id: This broker's id.
+        logs: The log manager (a standalone broker creates logs in it).
+        metadata_cache: Which topics and leaders exist.
+        replica_manager: Leads a standalone broker's new partitions and
+            deletes its replicas.
+        topic_overrides: Where a standalone broker keeps a topic's configs.
+        zk: The ZooKeeper session, or None for a standalone broker.
+        controller: This broker's controller in a cluster, or None.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        logs: LogManager,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        topic_overrides: TopicOverrides,
+        *,
+        zk: ZkClient | None = None,
+        controller: Controller | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.logs = logs
+        self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
+        self.topic_overrides = topic_overrides
+        self.zk = zk
         #: This broker's `kclient.broker.controller.Controller` in a
-        #: cluster (set by the server); None for a standalone broker.
-        self.controller: Any = None
+        #: cluster; None for a standalone broker.
+        self.controller = controller
+        #: Called as ``listener(topic, partitions)`` on the trio thread after
+        #: a standalone broker created a topic or added partitions.
+        self.topic_listeners: list[Callable[[str, int], None]] = []
 
     def not_controller(self) -> bool:
         """Whether CreateTopics / DeleteTopics must be refused with
@@ -165,16 +208,31 @@ class TopicAdmin:
         ``controller_id`` of Metadata v1+, KIP-4)."""
         return self.controller is not None and not self.controller.active
 
-    @property
-    def zk(self):
-        return self.state.replica_manager.zk
-
     async def live_brokers(self) -> list[int]:
         """Live broker ids (from ZooKeeper in a cluster)."""
         if self.zk is None:
-            return [self.state.broker_id]
+            return [self.broker_id]
         children = await trio.to_thread.run_sync(self.zk.get_children, BROKER_IDS_PATH)
         return sorted(int(c) for c in children if c.isdigit())
+
+    async def ensure_topic(self, name: str, *, allow_create: bool) -> int:
+        """The error code for using topic ``name`` (Produce, Metadata).
+
+        Args:
+            name: The topic.
+            allow_create: Create the topic (with ``num.partitions`` partitions)
+                if it is missing and ``auto.create.topics.enable`` is set.
+
+        Returns:
+            NONE if the topic exists (perhaps just created),
+                INVALID_TOPIC_EXCEPTION for an illegal name that would have been
+                created, else UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        if self.metadata_cache.has_topic(name):
+            return NONE
+        if not (allow_create and self.config.auto_create_topics_enable):
+            return UNKNOWN_TOPIC_OR_PARTITION
+        return await self.auto_create(name)
 
     async def auto_create(self, name: str) -> int:
         """Auto-create ``name`` with ``num.partitions`` partitions and
@@ -184,14 +242,14 @@ class TopicAdmin:
             NONE (standalone: created and led here), LEADER_NOT_AVAILABLE
                 (cluster: written, leaders being elected), or the error.
         """
-        state = self.state
-        code, message = await self.create(name, state.num_partitions, state.config.default_replication_factor, {})
+        partitions = self.config.num_partitions
+        code, message = await self.create(name, partitions, self.config.default_replication_factor, {})
         if code == TOPIC_ALREADY_EXISTS:
-            return NONE if state.metadata_cache.has_topic(name) else LEADER_NOT_AVAILABLE
+            return NONE if self.metadata_cache.has_topic(name) else LEADER_NOT_AVAILABLE
         if code != NONE:
             log.info("not auto-creating topic %r: %s", name, message)
             return code
-        log.info("auto-created topic %s with %d partition(s)", name, state.num_partitions)
+        log.info("auto-created topic %s with %d partition(s)", name, partitions)
         return NONE if self.zk is None else LEADER_NOT_AVAILABLE
 
     async def create(
@@ -206,7 +264,6 @@ class TopicAdmin:
     ) -> tuple[int, str | None]:
         """Create a topic; ``(error code, message)``. Does not wait for the
         leaders (see `create_topics`)."""
-        state = self.state
         try:
             validate_topic_name(name)
         except InvalidTopicError as exc:
@@ -220,8 +277,6 @@ class TopicAdmin:
                     raise ValueError
             except ValueError:
                 return INVALID_CONFIG, f"min.insync.replicas must be an int >= 1, got {configs['min.insync.replicas']!r}"
-        from kclient.broker.alter_configs import validate_topic_configs
-
         # A bad value (retention.ms=soon) is INVALID_CONFIG for CreateTopics,
         # as Kafka's LogConfig.validate makes it (3.9 and 4.x alike).
         code, message = validate_topic_configs(dict(configs))
@@ -244,39 +299,39 @@ class TopicAdmin:
             if replication_factor < 1 or replication_factor > len(live):
                 return INVALID_REPLICATION_FACTOR, f"replication factor {replication_factor} is larger than the {len(live)} live broker(s)"
             replicas = assign_replicas(live, partitions, replication_factor)
-        if self.zk is None and any(r != (state.broker_id,) for r in replicas.values()):
+        if self.zk is None and any(r != (self.broker_id,) for r in replicas.values()):
             return INVALID_REPLICA_ASSIGNMENT, "a standalone broker can only hold replicas of itself"
         if validate_only:
-            exists = state.metadata_cache.has_topic(name)
+            exists = self.metadata_cache.has_topic(name)
             return (TOPIC_ALREADY_EXISTS, topic_exists_message(name)) if exists else (NONE, None)
         if self.zk is None:
             return await self._create_locally(name, len(replicas), configs)
         return await trio.to_thread.run_sync(self._write_zk, name, replicas, dict(configs))
 
     async def _create_locally(self, name: str, partitions: int, configs: Mapping[str, str]) -> tuple[int, str | None]:
-        state = self.state
         try:
-            state.logs.create_topic(name, partitions)
+            self.logs.create_topic(name, partitions)
         except TopicAlreadyExistsError:
             return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         except InvalidTopicError as exc:
             return INVALID_TOPIC_EXCEPTION, invalid_topic_message(name, exc)
         if configs:
-            state.topic_configs[name] = {**state.topic_configs.get(name, {}), **configs}
-        await state.replica_manager.lead_locally(name, range(partitions), is_new=True)
-        for listener in state.topic_listeners:
+            self.topic_overrides.update(name, configs)
+        await self.replica_manager.lead_locally(name, range(partitions), is_new=True)
+        for listener in self.topic_listeners:
             listener(name, partitions)
         return NONE, None
 
     def _write_zk(self, name: str, replicas: dict[int, tuple[int, ...]], configs: dict[str, str]) -> tuple[int, str | None]:
         zk = self.zk
+        assert zk is not None
         if zk.exists(topic_path(name)):
             return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         folded = name.replace(".", "_")
         for other in zk.get_children("/brokers/topics"):
             if other != name and other.replace(".", "_") == folded:
                 return INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}"
-        zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{name}", json.dumps({"version": 1, "config": configs}).encode())
+        zk.write_persistent(topic_config_path(name), encode_topic_config(configs))
         if zk.create_versioned(topic_path(name), TopicAssignment(replicas).to_json()) is None:
             return TOPIC_ALREADY_EXISTS, topic_exists_message(name)
         log.info("created topic %s: assignment %s", name, {p: list(r) for p, r in replicas.items()})
@@ -284,29 +339,28 @@ class TopicAdmin:
 
     async def delete(self, name: str) -> tuple[int, str | None]:
         """Mark ``name`` for deletion (standalone: delete it now)."""
-        state = self.state
-        if not state.config.delete_topic_enable:
+        if not self.config.delete_topic_enable:
             return INVALID_REQUEST, "topic deletion is disabled (delete.topic.enable=false)"
         if self.zk is None:
-            partitions = sorted(state.metadata_cache.partitions(name))
+            partitions = sorted(self.metadata_cache.partitions(name))
             if not partitions:
                 return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
-            await state.replica_manager.stop_replica(
+            await self.replica_manager.stop_replica(
                 {
-                    "controller_id": state.broker_id,
-                    "controller_epoch": state.replica_manager.controller_epoch,
+                    "controller_id": self.broker_id,
+                    "controller_epoch": self.replica_manager.controller_epoch,
                     "delete_partitions": True,
                     "ungrouped_partitions": [{"topic_name": name, "partition_index": p} for p in partitions],
                 },
                 0,
             )
-            state.metadata_cache.remove_topic(name)
-            state.topic_configs.pop(name, None)
+            self.metadata_cache.remove_topic(name)
+            self.topic_overrides.remove(name)
             return NONE, None
         exists = await trio.to_thread.run_sync(self.zk.exists, topic_path(name))
         if not exists:
             return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
-        if not state.metadata_cache.has_topic(name):
+        if not self.metadata_cache.has_topic(name):
             # Gone from the metadata while the controller finishes deleting it.
             marked = await trio.to_thread.run_sync(self.zk.exists, f"{DELETE_TOPICS_PATH}/{name}")
             if marked:
@@ -333,13 +387,12 @@ class TopicAdmin:
             deleted), INVALID_PARTITIONS (not more than now),
             INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR.
         """
-        state = self.state
-        current = state.metadata_cache.partitions(name)
+        current = self.metadata_cache.partitions(name)
         existing: dict[int, tuple[int, ...]]
         if self.zk is None:
             if not current:
                 return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
-            existing = {p: (state.broker_id,) for p in current}
+            existing = {p: (self.broker_id,) for p in current}
         else:
             data = await trio.to_thread.run_sync(self.zk.get, topic_path(name))
             if data is None:
@@ -381,8 +434,8 @@ class TopicAdmin:
         if validate_only:
             return NONE, None
         if self.zk is None:
-            await state.replica_manager.lead_locally(name, range(old, count), is_new=True)
-            for listener in state.topic_listeners:
+            await self.replica_manager.lead_locally(name, range(old, count), is_new=True)
+            for listener in self.topic_listeners:
                 listener(name, count)
             log.info("topic %s: partitions %d..%d added", name, old, count - 1)
             return NONE, None
@@ -394,6 +447,7 @@ class TopicAdmin:
     def _write_partitions_zk(
         self, name: str, existing: dict[int, tuple[int, ...]], new: dict[int, tuple[int, ...]]
     ) -> tuple[int, str | None]:
+        assert self.zk is not None
         found = self.zk.get_versioned(topic_path(name))
         if found is None:
             return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
@@ -412,7 +466,6 @@ class TopicAdmin:
         leader for each new partition (REQUEST_TIMED_OUT otherwise; the
         partitions stay added). In a cluster only the active controller
         serves it (NOT_CONTROLLER elsewhere), as in ZooKeeper-mode Kafka."""
-        state = self.state
         topics = body.get("topics") or []
         if self.not_controller():
             message = "this broker is not the controller; send CreatePartitions to the controller_id of Metadata"
@@ -435,12 +488,12 @@ class TopicAdmin:
                 waiting.append((entry, name, t["count"]))
         deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
         for entry, name, count in waiting:
-            while not state.metadata_cache.all_leaders_known(name, count):
+            while not self.metadata_cache.all_leaders_known(name, count):
                 if trio.current_time() >= deadline:
                     entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"partitions of {name!r} added; their leaders are not all elected yet")
                     break
                 with trio.move_on_at(deadline):
-                    await state.metadata_cache.wait_changed()
+                    await self.metadata_cache.wait_changed()
         for entry in results:
             if entry["error_code"] != NONE:
                 log.info("CreatePartitions %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
@@ -453,7 +506,6 @@ class TopicAdmin:
         of its partitions (REQUEST_TIMED_OUT otherwise; the topic stays
         created). ``num_partitions`` / ``replication_factor`` -1 (v4) take
         the broker defaults."""
-        state = self.state
         results: list[dict[str, Any]] = []
         waiting: list[tuple[dict, str, int]] = []
         seen: set[str] = set()
@@ -469,8 +521,8 @@ class TopicAdmin:
                 entry.update(error_code=INVALID_REQUEST, error_message=f"topic {name!r} is listed twice")
                 continue
             seen.add(name)
-            partitions = t["num_partitions"] if t["num_partitions"] != -1 else state.num_partitions
-            rf = t["replication_factor"] if t["replication_factor"] != -1 else state.config.default_replication_factor
+            partitions = t["num_partitions"] if t["num_partitions"] != -1 else self.config.num_partitions
+            rf = t["replication_factor"] if t["replication_factor"] != -1 else self.config.default_replication_factor
             assignment = {a["partition_index"]: a["broker_ids"] for a in t.get("assignments") or []}
             if assignment and (t["num_partitions"] != -1 or t["replication_factor"] != -1):
                 entry.update(error_code=INVALID_REQUEST, error_message="give either an assignment or counts, not both")
@@ -482,12 +534,12 @@ class TopicAdmin:
                 waiting.append((entry, name, len(assignment) if assignment else partitions))
         deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
         for entry, name, count in waiting:
-            while not state.metadata_cache.all_leaders_known(name, count):
+            while not self.metadata_cache.all_leaders_known(name, count):
                 if trio.current_time() >= deadline:
                     entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"topic {name!r} created; its leaders are not all elected yet")
                     break
                 with trio.move_on_at(deadline):
-                    await state.metadata_cache.wait_changed()
+                    await self.metadata_cache.wait_changed()
         for entry in results:
             if entry["error_code"] != NONE:
                 log.info("CreateTopics %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
@@ -496,7 +548,6 @@ class TopicAdmin:
     async def delete_topics(self, body: dict, version: int) -> dict:
         """DeleteTopics v0-3: mark each topic for deletion and wait up to
         ``timeout_ms`` until this broker's metadata no longer has it."""
-        state = self.state
         names = list(body.get("topic_names") or [t["name"] for t in body.get("topics") or []])
         if self.not_controller():
             return {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": NOT_CONTROLLER, "error_message": None} for n in names]}
@@ -510,13 +561,13 @@ class TopicAdmin:
                 waiting.append(entry)
         deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
         for entry in waiting:
-            while state.metadata_cache.has_topic(entry["name"]):
+            while self.metadata_cache.has_topic(entry["name"]):
                 if trio.current_time() >= deadline:
                     entry["error_code"] = REQUEST_TIMED_OUT
                     break
                 with trio.move_on_at(deadline):
-                    await state.metadata_cache.wait_changed()
+                    await self.metadata_cache.wait_changed()
         return {"throttle_time_ms": 0, "responses": results}
 
 
-__all__ = ["DELETE_TOPICS_PATH", "TOPIC_CONFIG_PATH", "TopicAdmin", "assign_replicas"]
+__all__ = ["DELETE_TOPICS_PATH", "TOPIC_CONFIG_PATH", "TOPIC_CONFIGS", "TopicAdmin", "assign_replicas"]

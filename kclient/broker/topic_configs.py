@@ -16,7 +16,9 @@ kclient stores every such value and reports it (DescribeConfigs, KIP-133);
 only the ones `kclient.storage.LogConfig` and the broker read change how a
 topic behaves (retention, segments, flushing, compaction,
 ``max.message.bytes``, ``min.insync.replicas``, the message format and
-timestamp type, unclean leader election).
+timestamp type, unclean leader election). `validate_topic_configs`
+checks a topic's overrides as Kafka's ``LogConfig.validate`` does
+(CreateTopics, AlterConfigs, IncrementalAlterConfigs).
 """
 
 from __future__ import annotations
@@ -25,15 +27,21 @@ from typing import Any
 
 import attrs
 
+from kclient.config.formats import TIMESTAMP_TYPES, message_format_magic
+from kclient.errors import INVALID_CONFIG, NONE, ConfigError
 from kclient.storage import LogConfig
+from kclient.storage.log import parse_cleanup_policy
 
 __all__ = [
     "BROKER_SYNONYM_GROUPS",
+    "COMPRESSION_TYPES",
     "CONFIG_TYPES",
     "TOPIC_CONFIG_DEFS",
     "TopicConfigDef",
     "kafka_string",
+    "parse_boolean",
     "topic_defaults",
+    "validate_topic_configs",
 ]
 
 #: DescribeConfigs ``config_type`` codes (v3+, KIP-569; Kafka's
@@ -174,3 +182,80 @@ def topic_defaults(config: Any) -> dict[str, str]:
         else:
             result[name] = d.fallback if d.fallback is not None else ""
     return result
+
+
+#: The values of topic config ``compression.type``.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+def parse_boolean(value: Any) -> bool:
+    """A BOOLEAN config value, as Kafka's ``ConfigDef.parseType`` reads it.
+
+    Args:
+        value: A bool, or a string ``true`` / ``false`` (any case, blanks
+            around it ignored).
+
+    Returns:
+        The boolean.
+
+    Raises:
+        ValueError: Anything else.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("Expected value to be either true or false")
+
+
+def _check_value(name: str, value: str) -> None:
+    """Raise ValueError when ``value`` is not valid for topic config ``name``."""
+    kind = TOPIC_CONFIG_DEFS[name].type
+    if name == "message.timestamp.type":
+        if value not in TIMESTAMP_TYPES:
+            raise ValueError(f"expected one of {', '.join(TIMESTAMP_TYPES)}")
+    elif name == "message.format.version":
+        message_format_magic(value)
+    elif name == "compression.type":
+        if value not in COMPRESSION_TYPES:
+            raise ValueError(f"expected one of {', '.join(COMPRESSION_TYPES)}")
+    elif kind == "BOOLEAN":
+        parse_boolean(value)
+    elif kind in ("INT", "LONG", "SHORT", "DOUBLE"):
+        # Kafka's ConfigDef.parseType wording.
+        try:
+            number = float(value.strip()) if kind == "DOUBLE" else int(value.strip())
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind}") from None
+        if name == "min.insync.replicas" and number < 1:
+            raise ValueError("Value must be at least 1")
+    elif kind == "LIST":
+        parse_cleanup_policy(value)
+
+
+def validate_topic_configs(configs: dict[str, str]) -> tuple[int, str | None]:
+    """Check a topic's complete set of overrides.
+
+    Args:
+        configs: Topic config name -> value.
+
+    Returns:
+        ``(NONE, None)``, or ``(INVALID_CONFIG, message)`` for a name that
+        is no topic config or a bad value (as Kafka's ``LogConfig.validate``,
+        whose ConfigException Kafka 3.9 and 4.x answer with INVALID_CONFIG).
+    """
+    for name in configs:
+        if name not in TOPIC_CONFIG_DEFS:
+            return INVALID_CONFIG, f"Unknown topic config name: {name}"
+    for name, value in configs.items():
+        if value is None:
+            return INVALID_CONFIG, f"Invalid value null for configuration {name}"
+        try:
+            _check_value(name, value)
+        except (ValueError, ConfigError) as exc:
+            return INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {exc}"
+    try:
+        LogConfig().with_topic_overrides(configs)
+    except ConfigError as exc:
+        return INVALID_CONFIG, str(exc)
+    return NONE, None

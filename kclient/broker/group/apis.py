@@ -35,7 +35,9 @@ from kclient.zk.paths import offset_path
 
 if TYPE_CHECKING:
     from kclient.broker.group.coordinator import GroupCoordinator
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.metadata_cache import MetadataCache
+    from kclient.config import BrokerConfig
+    from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker.group")
 
@@ -48,13 +50,28 @@ class GroupApis:
     """The group API handlers over one `GroupCoordinator`.
 
     Args:
-        state: The broker's state (metadata cache, listener addresses).
+        config: The broker's configuration (``offset.metadata.max.bytes``).
+        broker_id: This broker's id.
+        metadata_cache: The partitions and brokers the cluster has.
         coordinator: The group coordinator.
+        zk: The ZooKeeper session (OffsetCommit / OffsetFetch v0), or None
+            for a standalone broker.
     """
 
-    def __init__(self, state: BrokerState, coordinator: GroupCoordinator) -> None:
-        self.state = state
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        coordinator: GroupCoordinator,
+        *,
+        zk: ZkClient | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.metadata_cache = metadata_cache
         self.coordinator = coordinator
+        self.zk = zk
 
     # ------------------------------------------------------------ FindCoordinator
 
@@ -63,14 +80,13 @@ class GroupApis:
         ``__consumer_offsets`` partition (created on first use);
         COORDINATOR_NOT_AVAILABLE while it has no live leader. Transactional
         ids (key type 1) are coordinated by the broker asked."""
-        state = self.state
         key_type = body.get("key_type", 0)
 
         def answer(code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> dict:
             return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": node_id, "host": host, "port": port}
 
         if key_type == 1:
-            return answer(NONE, state.broker_id, *address)
+            return answer(NONE, self.broker_id, *address)
         if key_type != 0:
             return answer(INVALID_REQUEST, message=f"unknown coordinator key type {key_type}")
         group = body["key"]
@@ -78,13 +94,13 @@ class GroupApis:
         if code != NONE:
             return answer(code, message=f"{OFFSETS_TOPIC} is being created")
         index = self.coordinator.manager.partition_for(group)
-        meta = state.metadata_cache.partition(OFFSETS_TOPIC, index)
-        cache = state.metadata_cache
+        cache = self.metadata_cache
+        meta = cache.partition(OFFSETS_TOPIC, index)
         if meta is None or meta.leader < 0:
             return answer(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC}-{index} has no leader")
-        if meta.leader == state.broker_id:
+        if meta.leader == self.broker_id:
             log.debug("FindCoordinator for group %r: this broker (partition %d)", group, index)
-            return answer(NONE, state.broker_id, *address)
+            return answer(NONE, self.broker_id, *address)
         node = cache.brokers.get(meta.leader)
         ep = None if node is None else (node.endpoint(listener) or node.endpoint(None))
         if ep is None:
@@ -102,21 +118,20 @@ class GroupApis:
         sets an expire timestamp. Partitions of unknown topics get
         UNKNOWN_TOPIC_OR_PARTITION, metadata over ``offset.metadata.max.bytes``
         OFFSET_METADATA_TOO_LARGE; the rest share the commit's error."""
-        state = self.state
         version = header.api_version
         group_id = body["group_id"]
         generation = body.get("generation_id_or_member_epoch", -1) if version >= 1 else -1
         member_id = body.get("member_id", "") if version >= 1 else ""
         retention = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
         now = now_ms()
-        max_metadata = state.config.offset_metadata_max_bytes
+        max_metadata = self.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         for t in body["topics"]:
             for p in t["partitions"]:
                 tp = (t["name"], p["partition_index"])
                 metadata = p.get("committed_metadata") or ""
-                if state.metadata_cache.partition(*tp) is None:
+                if self.metadata_cache.partition(*tp) is None:
                     results[tp] = UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata.encode()) > max_metadata:
                     results[tp] = OFFSET_METADATA_TOO_LARGE
@@ -158,7 +173,7 @@ class GroupApis:
         Returns:
             ``{(topic, partition): error code}``.
         """
-        zk = self.state.replica_manager.zk
+        zk = self.zk
         if zk is None:
             return dict.fromkeys(offsets, UNSUPPORTED_VERSION)
         if not group_id:
@@ -185,13 +200,13 @@ class GroupApis:
         Returns:
             The OffsetFetch v0 response body.
         """
-        zk = self.state.replica_manager.zk
+        zk = self.zk
         topics: dict[str, list[dict]] = {}
         for topic, partition in partitions:
             offset, code = -1, UNKNOWN_TOPIC_OR_PARTITION
             if zk is None:
                 code = UNSUPPORTED_VERSION
-            elif group_id and self.state.metadata_cache.partition(topic, partition) is not None:
+            elif group_id and self.metadata_cache.partition(topic, partition) is not None:
                 try:
                     data = await trio.to_thread.run_sync(zk.get, offset_path(group_id, topic, partition))
                 except KafkaError as exc:
@@ -325,7 +340,7 @@ class GroupApis:
         does not know is answered UNKNOWN_TOPIC_OR_PARTITION, the others as
         `kclient.broker.group.coordinator.GroupCoordinator.delete_offsets`
         decides."""
-        cache = self.state.metadata_cache
+        cache = self.metadata_cache
         known: list[tuple[str, int]] = []
         unknown: set[tuple[str, int]] = set()
         for t in body.get("topics") or []:

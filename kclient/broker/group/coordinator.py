@@ -65,7 +65,7 @@ from kclient.errors import (
 )
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.config import BrokerConfig
 
 log = logging.getLogger("kclient.broker.group")
 
@@ -87,12 +87,16 @@ def _join_error(code: int, member_id: str = "") -> dict[str, Any]:
 
 class GroupCoordinator:
     """The membership state machine (see the module docstring) over a
-    `GroupMetadataManager`. Run `run` in the broker's nursery."""
+    `GroupMetadataManager`. Run `run` in the broker's nursery.
 
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.config = state.config
-        self.manager = GroupMetadataManager(state)
+    Args:
+        config: The broker's configuration (``group.*``).
+        manager: The offset manager holding the groups and offsets.
+    """
+
+    def __init__(self, config: BrokerConfig, manager: GroupMetadataManager) -> None:
+        self.config = config
+        self.manager = manager
         self.manager.on_unload.append(self._unloaded)
         self._nursery: trio.Nursery | None = None
 

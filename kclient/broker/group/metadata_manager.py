@@ -73,8 +73,11 @@ from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import build_batch
 
 if TYPE_CHECKING:
-    from kclient.broker.handlers import BrokerState
+    from kclient.broker.metadata_cache import MetadataCache
     from kclient.broker.partition import Partition
+    from kclient.broker.state import TopicOverrides
+    from kclient.broker.topic_admin import TopicAdmin
+    from kclient.config import BrokerConfig
 
 log = logging.getLogger("kclient.broker.group")
 
@@ -95,7 +98,13 @@ _APPEND_ERRORS = {
 class GroupMetadataManager:
     """The offsets partitions led here and their cache (see the module
     docstring). Run `run` in the broker's nursery; the replica manager
-    calls `became_leader` / `resigned`.
+    calls `leadership_changed`.
+
+    Args:
+        config: The broker's configuration (``offsets.*``).
+        metadata_cache: Whether ``__consumer_offsets`` exists.
+        topic_admin: Creates ``__consumer_offsets`` on first use.
+        topic_overrides: Gets ``__consumer_offsets``' own topic configs.
 
     Attributes:
         groups: group id -> `Group`, for the loaded partitions.
@@ -104,9 +113,10 @@ class GroupMetadataManager:
             coordinator fails its parked requests).
     """
 
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.config = state.config
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, topic_admin: TopicAdmin, topic_overrides: TopicOverrides) -> None:
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self.topic_admin = topic_admin
         self.num_partitions = self.config.offsets_topic_num_partitions
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
@@ -119,7 +129,7 @@ class GroupMetadataManager:
         #: Partition index -> the `Partition.leadership` term loaded.
         self._terms: dict[int, int] = {}
         # The topic's configs apply on every start, standalone included.
-        state.topic_configs.setdefault(OFFSETS_TOPIC, {}).update(self.topic_configs())
+        topic_overrides.update(OFFSETS_TOPIC, self.topic_configs())
 
     def topic_configs(self) -> dict[str, str]:
         """The topic configs ``__consumer_offsets`` is created with."""
@@ -150,14 +160,13 @@ class GroupMetadataManager:
         """Create ``__consumer_offsets`` if missing (see the module
         docstring). Returns NONE when it exists (standalone: just created),
         COORDINATOR_NOT_AVAILABLE while its creation goes on."""
-        state = self.state
-        if state.metadata_cache.has_topic(OFFSETS_TOPIC):
+        if self.metadata_cache.has_topic(OFFSETS_TOPIC):
             return NONE
         if self._creating:
             return COORDINATOR_NOT_AVAILABLE
         self._creating = True
         try:
-            live = await state.topic_admin.live_brokers()
+            live = await self.topic_admin.live_brokers()
             rf = self.config.offsets_topic_replication_factor
             if len(live) < rf:
                 log.warning(
@@ -165,11 +174,11 @@ class GroupMetadataManager:
                     OFFSETS_TOPIC, max(1, len(live)), len(live), rf,
                 )
                 rf = max(1, len(live))
-            code, message = await state.topic_admin.create(OFFSETS_TOPIC, self.num_partitions, rf, self.topic_configs())
+            code, message = await self.topic_admin.create(OFFSETS_TOPIC, self.num_partitions, rf, self.topic_configs())
         finally:
             self._creating = False
-        if code == TOPIC_ALREADY_EXISTS or (code == NONE and state.replica_manager.zk is not None):
-            return NONE if state.metadata_cache.has_topic(OFFSETS_TOPIC) else COORDINATOR_NOT_AVAILABLE
+        if code == TOPIC_ALREADY_EXISTS or (code == NONE and self.topic_admin.zk is not None):
+            return NONE if self.metadata_cache.has_topic(OFFSETS_TOPIC) else COORDINATOR_NOT_AVAILABLE
         if code != NONE:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, message)
             return COORDINATOR_NOT_AVAILABLE

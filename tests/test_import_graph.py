@@ -26,7 +26,6 @@ PACKAGE = ROOT / "kclient"
 
 #: Circles that exist today (issue 26 removes them), each the set of its files.
 _KNOWN_CIRCLES: list[frozenset[str]] = [
-    frozenset({"kclient.storage.cleaner", "kclient.storage.manager"}),
     frozenset(
         {
             "kclient.client.producer.callbacks",

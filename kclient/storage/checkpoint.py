@@ -32,6 +32,9 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 #: partition's high watermark.
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+#: The log cleaner's checkpoint of a log dir: the same format, each
+#: compacted partition's first dirty offset (`kclient.storage.cleaner`).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
 

@@ -54,7 +54,7 @@ import os
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 import attrs
 
@@ -63,7 +63,7 @@ from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import read_v2_producer_fields
 from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
 from kclient.storage.batch_filter import filter_legacy, filter_v2
-from kclient.storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
 from kclient.storage.segment import LogSegment
@@ -71,11 +71,9 @@ from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
 
 if TYPE_CHECKING:
     from kclient.storage.log import Log
-    from kclient.storage.manager import LogManager
 
 logger = logging.getLogger(__name__)
 
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _INT32_MAX = 2**31 - 1
 _V2_ATTRIBUTES_AT = 21
 _SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
@@ -421,13 +419,28 @@ def clean_log(
     return result
 
 
+class CleanableLogs(Protocol):
+    """What the cleaner needs of the logs it cleans: the part of
+    `kclient.storage.LogManager` it uses (Kafka's ``LogCleaner`` is
+    likewise handed the logs, not the manager)."""
+
+    def logs(self) -> Mapping[tuple[str, int], Log]:
+        """Snapshot ``{(topic, partition): Log}`` of every hosted log."""
+        ...
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding ``topic``/``partition``, or ``None``."""
+        ...
+
+
 class LogCleaner:
     """Cleans the compacted logs of a `kclient.storage.LogManager` and keeps
     each log dir's ``cleaner-offset-checkpoint`` (``<topic> <partition>
     <first dirty offset>`` lines, the recovery point checkpoint's format).
 
     Args:
-        manager: The log manager.
+        manager: The logs to clean (a `kclient.storage.LogManager`, or
+            anything with its `CleanableLogs` methods).
         dedupe_buffer_size: ``log.cleaner.dedupe.buffer.size``: the offset
             map's memory budget in bytes.
         clock: ms clock (default: wall clock).
@@ -435,7 +448,7 @@ class LogCleaner:
 
     def __init__(
         self,
-        manager: LogManager,
+        manager: CleanableLogs,
         *,
         dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
         clock: Callable[[], int] | None = None,
@@ -501,4 +514,4 @@ class LogCleaner:
         return cleaned
 
 
-__all__ = ["CLEANER_OFFSET_CHECKPOINT", "Cleanable", "CleanResult", "LogCleaner", "StageHook", "clean_log", "cleanable"]
+__all__ = ["CLEANER_OFFSET_CHECKPOINT", "Cleanable", "CleanableLogs", "CleanResult", "LogCleaner", "StageHook", "clean_log", "cleanable"]

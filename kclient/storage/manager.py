@@ -39,6 +39,7 @@ from typing import Callable
 from kclient.clock import now_ms
 from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError
 from kclient.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -48,7 +49,6 @@ from kclient.storage.checkpoint import (
     write_checkpoint,
     write_clean_shutdown_marker,
 )
-from kclient.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 from kclient.storage.log import Log, LogConfig
 from kclient.storage.log_files import fsync_dir
 

@@ -34,7 +34,7 @@ import trio
 from kclient.client import admin_groups
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
-from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, _parse_metadata
+from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
 from kclient.config.admin import AdminConfig
 from kclient.errors import (
     NONE,
@@ -45,7 +45,7 @@ from kclient.errors import (
     NoBrokersAvailableError,
     error_for_code,
 )
-from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS, METADATA
+from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
 
 __all__ = [
@@ -184,19 +184,13 @@ class TrioAdminClient:
         last: BaseException | None = None
         for _ in range(max(2, len(self.config.bootstrap_servers) + len(self.cluster.metadata.brokers))):
             try:
-                conn = await self._reader()
-                version = conn.version_for(METADATA)
-                if topics is None:
-                    names = [] if version == 0 else None
-                else:
-                    names = [{"name": t} for t in topics]
-                response = await conn.request(METADATA, {"topics": names, "allow_auto_topic_creation": False}, version=version)
+                metadata = await request_metadata(await self._reader(), topics)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 last = exc
                 await trio.sleep(self.config.retry_backoff_ms / 1000)
                 continue
-            self.cluster.metadata = _parse_metadata(response)
-            return self.cluster.metadata
+            self.cluster.metadata = metadata
+            return metadata
         raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
 
     async def _reader(self):

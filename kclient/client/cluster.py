@@ -69,13 +69,16 @@ class PartitionInfo:
 @attrs.frozen
 class ClusterMetadata:
     """A snapshot of the cluster: brokers by node id and partitions by topic
-    (each a tuple sorted by partition id), plus per-topic error codes."""
+    (each a tuple sorted by partition id), plus per-topic error codes, the
+    cluster id and controller (-1: not told, Metadata v0) and the topics the
+    cluster marks internal (Metadata v1+, ``__consumer_offsets``, ...)."""
 
     brokers: dict
     topics: dict
     topic_errors: dict
     cluster_id: str | None = None
     controller_id: int = -1
+    internal_topics: frozenset = frozenset()
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """The partitions of a topic in this snapshot.
@@ -269,15 +272,12 @@ class Cluster:
             for attempt in range(max(1, len(self._bootstrap) + len(self.metadata.brokers))):
                 try:
                     conn = await self.any_connection()
-                    version = conn.version_for(METADATA)
-                    names = sorted(self._known_topics)
-                    body = {"topics": [{"name": t} for t in names], "allow_auto_topic_creation": allow_auto_create}
-                    response = await conn.request(METADATA, body, version=version)
+                    metadata = await request_metadata(conn, sorted(self._known_topics), allow_auto_create=allow_auto_create)
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     last = exc
                     await trio.sleep(self.retry_backoff_ms / 1000)
                     continue
-                self.metadata = _parse_metadata(response)
+                self.metadata = metadata
                 self._metadata_time = trio.current_time()
                 return self.metadata
             raise NoBrokersAvailableError(f"metadata refresh failed: {last}")
@@ -331,7 +331,54 @@ class Cluster:
         self._connections.clear()
 
 
-def _parse_metadata(body: dict) -> ClusterMetadata:
+async def request_metadata(
+    conn: BrokerConnection,
+    topics: Iterable[str] | None = None,
+    *,
+    allow_auto_create: bool = False,
+    min_version: int | None = None,
+) -> ClusterMetadata:
+    """Send one Metadata request on a connection and parse its answer: the
+    one client-side Metadata call (Kafka protocol guide, Metadata API;
+    https://kafka.apache.org/protocol#The_Messages_Metadata). The version is
+    the highest both sides support (at least ``min_version``).
+
+    Args:
+        conn: An open connection to any broker.
+        topics: The topics to describe; None for every topic (an empty
+            list at Metadata v0, which has no null).
+        allow_auto_create: Let the broker create missing listed topics (if
+            it is configured to; Metadata v4+, KIP-204).
+        min_version: The lowest Metadata version to use (1 to learn which
+            topics are internal and the controller).
+
+    Returns:
+        The snapshot.
+
+    Raises:
+        KafkaConnectionError: the connection was lost.
+        KafkaTimeoutError: no answer within the connection's request timeout.
+        UnsupportedVersionError: the broker has no Metadata version from
+            ``min_version`` on.
+    """
+    version = conn.version_for(METADATA, floor=min_version)
+    if topics is None:
+        names: list[dict] | None = [] if version == 0 else None
+    else:
+        names = [{"name": t} for t in topics]
+    response = await conn.request(METADATA, {"topics": names, "allow_auto_topic_creation": allow_auto_create}, version=version)
+    return parse_metadata(response)
+
+
+def parse_metadata(body: dict) -> ClusterMetadata:
+    """A Metadata response body as a `ClusterMetadata` snapshot.
+
+    Args:
+        body: The decoded response (any version).
+
+    Returns:
+        The snapshot; each topic's partitions sorted by id.
+    """
     brokers = {b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack")) for b in body["brokers"]}
     topics: dict[str, tuple[PartitionInfo, ...]] = {}
     errors: dict[str, int] = {}
@@ -342,4 +389,8 @@ def _parse_metadata(body: dict) -> ClusterMetadata:
             for p in t["partitions"] or ()
         ]
         topics[t["name"]] = tuple(sorted(parts, key=lambda p: p.partition))
-    return ClusterMetadata(brokers, topics, errors, body.get("cluster_id"), body.get("controller_id", -1))
+    internal = frozenset(t["name"] for t in body["topics"] if t.get("is_internal"))
+    return ClusterMetadata(brokers, topics, errors, body.get("cluster_id"), body.get("controller_id", -1), internal)
+
+
+__all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "parse_metadata", "request_metadata"]

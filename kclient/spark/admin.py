@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, Mapping, TypeVar
 
 import trio
 
-from kclient.client.cluster import Cluster, _parse_metadata
+from kclient.client.cluster import Cluster, request_metadata
 from kclient.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -25,7 +25,7 @@ from kclient.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kclient.protocol.messages import LIST_OFFSETS, METADATA
+from kclient.protocol.messages import LIST_OFFSETS
 from kclient.protocol.messages.offset_for_leader_epoch import CONSUMER_REPLICA_ID
 from kclient.spark.offsets import TopicPartition, describe
 from kclient.spark.options import EARLIEST, LATEST, ReadOptions, Subscription
@@ -95,16 +95,9 @@ class ClusterView:
         sub = subscription or self.options.subscription
 
         async def query(cluster: Cluster) -> dict[TopicPartition, tuple[str, int] | None]:
-            conn = await cluster.any_connection()
-            version = conn.version_for(METADATA, floor=1)
-            if sub.pattern is not None:
-                names = None
-            else:
-                names = list(sub.topics or ()) + list(sub.assign or {})
-            body = {"topics": None if names is None else [{"name": t} for t in names], "allow_auto_topic_creation": False}
-            response = await conn.request(METADATA, body, version=version)
-            metadata = _parse_metadata(response)
-            internal = {t["name"] for t in response["topics"] if t.get("is_internal")}
+            names = None if sub.pattern is not None else list(sub.topics or ()) + list(sub.assign or {})
+            metadata = await request_metadata(await cluster.any_connection(), names, min_version=1)
+            internal = metadata.internal_topics
             regex = re.compile(sub.pattern) if sub.pattern is not None else None
             found: dict[TopicPartition, tuple[str, int] | None] = {}
             for topic, parts in metadata.topics.items():

@@ -167,8 +167,7 @@ def fetch_metadata(
         AuthenticationError: The TLS handshake or SASL exchange failed.
         ConfigError: A bad security property.
     """
-    from kclient.client.cluster import Cluster, _parse_metadata
-    from kclient.protocol.messages import METADATA
+    from kclient.client.cluster import Cluster, request_metadata
 
     security = _security(properties or {})
 
@@ -185,10 +184,7 @@ def fetch_metadata(
             try:
                 if topics is not None:
                     return await cluster.refresh_metadata(topics, allow_auto_create=allow_auto_create)
-                conn = await cluster.any_connection()
-                version = conn.version_for(METADATA)
-                body = {"topics": [] if version == 0 else None, "allow_auto_topic_creation": False}
-                return _parse_metadata(await conn.request(METADATA, body, version=version))
+                return await request_metadata(await cluster.any_connection())
             finally:
                 await cluster.aclose()
 

@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
 import attrs
 import trio
 
-from kclient.client.cluster import PartitionInfo, _parse_metadata
+from kclient.client.cluster import PartitionInfo, request_metadata
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics, StatisticsReporter, count_fetched
 from kclient.errors import (
@@ -42,7 +42,7 @@ from kclient.errors import (
     raise_for_code,
 )
 from kclient.net.connection import BrokerConnection
-from kclient.protocol.messages import FETCH, LIST_OFFSETS, METADATA
+from kclient.protocol.messages import FETCH, LIST_OFFSETS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context
@@ -468,9 +468,7 @@ class TrioSimpleConsumer:
         UpdateMetadata). Partitions without a leader, and every partition if
         the request fails, are left out."""
         try:
-            conn = await self._connection()
-            body = {"topics": [{"name": t} for t in sorted({k[0] for k in keys})], "allow_auto_topic_creation": False}
-            metadata = _parse_metadata(await conn.request(METADATA, body))
+            metadata = await request_metadata(await self._connection(), sorted({k[0] for k in keys}))
         except KafkaError as exc:
             log.debug("looking up the new leaders of %s failed: %s", sorted(keys), exc)
             return {}
@@ -561,9 +559,7 @@ class TrioSimpleConsumer:
                 connection failed.
             KafkaTimeoutError: no answer within ``so_timeout_ms``.
         """
-        conn = await self._connection()
-        body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-        metadata = _parse_metadata(await conn.request(METADATA, body))
+        metadata = await request_metadata(await self._connection(), [topic])
         raise_for_code(metadata.topic_errors.get(topic, 0), f"topic {topic!r}")
         parts = metadata.partitions_for(topic)
         if not parts:

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 
 import trio
 
-from kclient.client.cluster import Cluster
+from kclient.client.cluster import Cluster, request_metadata
 from kclient.client.consumer.group.assignors import ASSIGNORS, spread_over_streams
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
@@ -46,7 +46,6 @@ from kclient.client.consumer.group.streams import TopicFilter
 from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError
-from kclient.protocol.messages import METADATA
 
 log = logging.getLogger("kclient.consumer")
 
@@ -150,11 +149,9 @@ class BrokerGroupCore(GroupCoreBase):
         if self.topic_filter is None:
             return list(self.subscription)
         assert self.cluster is not None
-        conn = await self.cluster.any_connection()
-        version = conn.version_for(METADATA)
-        response = await conn.request(METADATA, {"topics": None, "allow_auto_topic_creation": False}, version=version)
+        metadata = await request_metadata(await self.cluster.any_connection())
         excl = self.config.exclude_internal_topics
-        return sorted(t["name"] for t in response["topics"] if t["error_code"] == 0 and self.topic_filter.is_topic_allowed(t["name"], excl))
+        return sorted(t for t, code in metadata.topic_errors.items() if code == 0 and self.topic_filter.is_topic_allowed(t, excl))
 
     def _streams_per_topic(self, topics: list[str]) -> dict[str, tuple[int, int]]:
         if self.topic_filter is not None:

@@ -88,75 +88,123 @@ def iter_record_rows(
     """
     if not isinstance(buf, bytes) and not (DECODES_ANY_BUFFER and isinstance(buf, (bytearray, memoryview))):
         buf = bytes(buf)
-    view = memoryview(buf)
-    size = len(buf)
-    unpack = _V2_HEADER.unpack_from
-    start = start_offset
-    offsets: list[int] = []
-    rows: list[tuple] = []
-    error = None
-    pos = position
-    while True:
-        if _c_decode_batches is not None:
-            # Every plain batch from here on, until a chunk is full, in one
-            # compiled call; what it stops at is taken by the loop below.
-            pos = _c_decode_batches(buf, pos, start, offsets, rows, chunk_rows, crc32c)
-            if rows and len(rows) >= chunk_rows:
-                yield offsets, rows
-                offsets, rows = [], []
-                continue
-        if not (pos + _V2_HEADER_SIZE <= size and buf[pos + 16] == 2):
-            break
-        base_offset, batch_length, _, _, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = unpack(buf, pos)
-        end = pos + 12 + batch_length
-        if end > size or batch_length < _V2_HEADER_SIZE - 12 or count < 0 or last_delta < 0:
-            break  # partial or impossible: the general path below decides
-        if base_offset + last_delta >= start:
-            if crc32c(view[pos + CRC_START : end]) != crc:
-                break  # the general path raises the CRC error
-            if attributes & ATTR_CONTROL:  # transaction markers: checked, not delivered
-                pos = end
-                continue
-            done = len(rows)
-            try:
-                data, first, stop = records_section(buf, pos, end, attributes, base_offset)
-                if not isinstance(data, bytes) and not DECODES_ANY_BUFFER:
-                    data = bytes(data)
-                decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None, offsets, rows)
-            except CorruptRecordError as exc:
-                del offsets[done:], rows[done:]
-                error = _located(exc, where, base_offset)
+    fast = _FastPath(buf, start_offset, where, chunk_rows)
+    yield from fast.run(position)
+    if fast.error is not None:
+        raise fast.error
+    yield from _general_path(buf, fast.position, start_offset, where)
+
+
+class _FastPath:
+    """The v2 fast path of `iter_record_rows`: whole plain batches decoded
+    into shared lists, handed out a chunk at a time. It stops at the first
+    batch it does not take (a partial or impossible header, another magic,
+    a CRC mismatch), leaving ``position`` there for `_general_path`, or at
+    a record that does not decode (``error``)."""
+
+    def __init__(self, buf: bytes | bytearray | memoryview, start: int, where: str | None, chunk_rows: int) -> None:
+        self.buf = buf
+        self.view = memoryview(buf)
+        self.start = start
+        self.where = where
+        self.chunk_rows = chunk_rows
+        self.offsets: list[int] = []
+        self.rows: list[tuple] = []
+        self.position = 0
+        self.error: CorruptRecordError | None = None
+
+    def _take(self) -> tuple[list[int], list[tuple]]:
+        chunk = (self.offsets, self.rows)
+        self.offsets, self.rows = [], []
+        return chunk
+
+    def run(self, pos: int) -> Iterator[tuple[list[int], list[tuple]]]:
+        """Decode from byte ``pos``; yields full chunks, then what is left."""
+        while True:
+            if _c_decode_batches is not None:
+                # Every plain batch from here on, until a chunk is full, in
+                # one compiled call; what it stops at is taken below.
+                pos = _c_decode_batches(self.buf, pos, self.start, self.offsets, self.rows, self.chunk_rows, crc32c)
+                if self.rows and len(self.rows) >= self.chunk_rows:
+                    yield self._take()
+                    continue
+            end = self._batch(pos)
+            if end is None:
                 break
-            if base_offset < start:  # the batch holding start_offset began earlier
-                keep = [i for i in range(done, len(rows)) if offsets[i] >= start]
-                offsets[done:] = [offsets[i] for i in keep]
-                rows[done:] = [rows[i] for i in keep]
-            if len(rows) >= chunk_rows:
-                yield offsets, rows
-                offsets, rows = [], []
-        pos = end
-    if rows:
-        yield offsets, rows
-    if error is not None:
-        raise error
+            if len(self.rows) >= self.chunk_rows:
+                yield self._take()
+            pos = end
+        self.position = pos
+        if self.rows:
+            yield self._take()
+
+    def _batch(self, pos: int) -> int | None:
+        """Decode the v2 batch at ``pos`` (if it holds offsets wanted);
+        its end, or None where the fast path stops."""
+        buf = self.buf
+        if not (pos + _V2_HEADER_SIZE <= len(buf) and buf[pos + 16] == 2):
+            return None
+        base_offset, batch_length, _, _, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = _V2_HEADER.unpack_from(buf, pos)
+        end = pos + 12 + batch_length
+        if end > len(buf) or batch_length < _V2_HEADER_SIZE - 12 or count < 0 or last_delta < 0:
+            return None  # partial or impossible: the general path decides
+        if base_offset + last_delta < self.start:
+            return end
+        if crc32c(self.view[pos + CRC_START : end]) != crc:
+            return None  # the general path raises the CRC error
+        if attributes & ATTR_CONTROL:  # transaction markers: checked, not delivered
+            return end
+        done = len(self.rows)
+        try:
+            data, first, stop = records_section(buf, pos, end, attributes, base_offset)
+            if not isinstance(data, bytes) and not DECODES_ANY_BUFFER:
+                data = bytes(data)
+            decode_rows(data, first, stop, count, base_offset, base_ts, max_ts if attributes & ATTR_TIMESTAMP_TYPE else None, self.offsets, self.rows)
+        except CorruptRecordError as exc:
+            del self.offsets[done:], self.rows[done:]
+            self.error = _located(exc, self.where, base_offset)
+            return None
+        if base_offset < self.start:  # the batch holding the start offset began earlier
+            self._drop_before_start(done)
+        return end
+
+    def _drop_before_start(self, done: int) -> None:
+        offsets, rows, start = self.offsets, self.rows, self.start
+        keep = [i for i in range(done, len(rows)) if offsets[i] >= start]
+        offsets[done:] = [offsets[i] for i in keep]
+        rows[done:] = [rows[i] for i in keep]
+
+
+def _general_path(buf: bytes | bytearray | memoryview, pos: int, start: int, where: str | None) -> Iterator[tuple[list[int], list[tuple]]]:
+    """What the fast path left, batch by batch through the general readers
+    (any magic, any codec), which raise the precise error."""
+    view = memoryview(buf)
     for info in scan_batches(view, pos):
         if info.last_offset < start:
             continue
-        batch = view[info.position : info.position + info.size]
         try:
-            if info.magic != 2:
-                records = [(r.offset, (r.key, r.value, r.timestamp, r.headers)) for r in iter_entry_records(batch)]
-            else:
-                o, r = [], []
-                if decode_batch_rows(buf, info.position, info.size, o, r) is None:
-                    continue
-                records = list(zip(o, r))
+            records = _batch_records(buf, view, info)
         except CorruptRecordError as exc:
             raise _located(exc, where, info.base_offset) from None
+        if records is None:
+            continue
         if info.base_offset < start:
             records = [(o, r) for o, r in records if o >= start]
         if records:
             yield [o for o, _ in records], [r for _, r in records]
+
+
+def _batch_records(buf: bytes | bytearray | memoryview, view: memoryview, info) -> list[tuple[int, tuple]] | None:
+    """``[(offset, row)]`` of one scanned batch or v0/v1 entry; None for a
+    control batch."""
+    if info.magic != 2:
+        batch = view[info.position : info.position + info.size]
+        return [(r.offset, (r.key, r.value, r.timestamp, r.headers)) for r in iter_entry_records(batch)]
+    offsets: list[int] = []
+    rows: list[tuple] = []
+    if decode_batch_rows(buf, info.position, info.size, offsets, rows) is None:  # type: ignore[arg-type]
+        return None
+    return list(zip(offsets, rows))
 
 
 def _located(exc: CorruptRecordError, where: str | None, base_offset: int) -> CorruptRecordError:

@@ -24,13 +24,15 @@ import collections
 import struct
 import sys
 
+from typing import Any
+
 import attrs
 
 from kclient._accel import speedups
 from kclient.errors import UNSUPPORTED_VERSION, FrameTooLargeError, ProtocolError
 from kclient.protocol import primitives as p
 from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
-from kclient.protocol.schema import Api
+from kclient.protocol.schema import Api, Body
 
 _SIZE = struct.Struct(">i")
 _UNSUPPORTED_VERSION_BYTES = struct.pack(">h", UNSUPPORTED_VERSION)  # int16 error_code first in the body
@@ -156,7 +158,7 @@ class FrameBuffer:
             del pool[0]
         pool.append(big)
 
-    def feed(self, data) -> None:
+    def feed(self, data: p.Buffer) -> None:
         """Add received bytes."""
         big = self._big
         if big is not None:
@@ -233,7 +235,8 @@ class FrameBuffer:
             return self._big_size
         if self.buffered < 4:
             return None
-        return _SIZE.unpack_from(self._buf, self._pos)[0]
+        size: int = _SIZE.unpack_from(self._buf, self._pos)[0]
+        return size
 
     def next_frame(self) -> bytes | bytearray | None:
         """The next complete frame, or None if more bytes are needed (a
@@ -293,7 +296,7 @@ def response_header_version(api: Api, version: int) -> int:
     return 1 if api.flexible(version) else 0
 
 
-def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytearray:
+def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None, body: Body) -> bytearray:
     """Frame a request: size, header (v1 or v2), body encoded by the schema.
 
     Args:
@@ -318,7 +321,7 @@ def encode_request(api: Api, version: int, correlation_id: int, client_id: str |
     return out
 
 
-def parse_request_header(frame) -> RequestHeader:
+def parse_request_header(frame: p.Buffer) -> RequestHeader:
     """Read the header of a request frame (without its size prefix).
 
     Only the fixed start (api_key, api_version, correlation_id, client_id) is
@@ -344,7 +347,7 @@ def parse_request_header(frame) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_request(header: RequestHeader, frame) -> dict:
+def decode_request(header: RequestHeader, frame: p.Buffer) -> dict[str, Any]:
     """Decode a request body with the schema for ``header``'s API version.
 
     Args:
@@ -365,7 +368,7 @@ def decode_request(header: RequestHeader, frame) -> dict:
     return api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
 
 
-def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> bytes:
+def encode_response(api: Api, version: int, correlation_id: int, body: Body) -> bytes:
     """Frame a response: size, header (v0 or v1), body."""
     out = bytearray(b"\x00\x00\x00\x00")
     out += _SIZE.pack(correlation_id)
@@ -403,10 +406,10 @@ class Response:
     correlation_id: int
     api: Api
     version: int
-    body: dict
+    body: dict[str, Any]
 
 
-def fetch_response_bound(version: int, body: dict) -> int:
+def fetch_response_bound(version: int, body: Body) -> int:
     """The most record bytes a Fetch request asks for, plus the room its
     response needs besides them.
 
@@ -464,7 +467,7 @@ class ClientConnection:
         (the next frame answers it)."""
         self._frames.max_frame_bytes = self._in_flight[0][3] if self._in_flight else self.max_response_bytes
 
-    def response_cap(self, api: Api, version: int, body: dict) -> int:
+    def response_cap(self, api: Api, version: int, body: Body) -> int:
         """The largest response accepted to a request (bytes, size prefix excluded)."""
         if api.key == FETCH.key:
             return self.max_response_bytes + fetch_response_bound(version, body)
@@ -475,7 +478,7 @@ class ClientConnection:
         """Number of requests awaiting a response."""
         return len(self._in_flight)
 
-    def send(self, api: Api, version: int, body: dict, *, expect_response: bool = True) -> tuple[int, bytearray]:
+    def send(self, api: Api, version: int, body: Body, *, expect_response: bool = True) -> tuple[int, bytearray]:
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         data = encode_request(api, version, correlation_id, self.client_id, body)
@@ -485,7 +488,7 @@ class ClientConnection:
                 self._cap_for_head()
         return correlation_id, data
 
-    def receive_data(self, data) -> None:
+    def receive_data(self, data: p.Buffer) -> None:
         self._frames.feed(data)
 
     def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:

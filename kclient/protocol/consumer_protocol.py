@@ -21,6 +21,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -91,15 +92,15 @@ def _check_version(version: int, highest: int, what: str) -> None:
         raise ValueError(f"{what} version {version} is not implemented (0-{highest})")
 
 
-def _pairs(items: Iterable[tuple[str, Iterable[int]]]) -> list[dict]:
+def _pairs(items: Iterable[tuple[str, Iterable[int]]]) -> list[dict[str, Any]]:
     return [{"topic": topic, "partitions": list(partitions)} for topic, partitions in items]
 
 
-def _tuples(items: list[dict] | None) -> tuple[TopicPartitions, ...]:
+def _tuples(items: list[dict[str, Any]] | None) -> tuple[TopicPartitions, ...]:
     return tuple((item["topic"], tuple(item["partitions"] or ())) for item in items or ())
 
 
-def _read_version(data: bytes, what: str) -> tuple[int, int]:
+def _read_version(data: p.Buffer, what: str) -> tuple[int, int]:
     if len(data) < 2:
         raise ProtocolError(f"{what} of {len(data)} bytes has no version")
     version, pos = p.read_int16(data, 0)
@@ -108,7 +109,7 @@ def _read_version(data: bytes, what: str) -> tuple[int, int]:
     return version, pos
 
 
-def _read_body(data, structs, max_version: int, what: str):
+def _read_body(data: p.Buffer, structs: list[StructCodec], max_version: int, what: str) -> tuple[int, dict[str, Any]]:
     """The version and the body of an embedded struct: (version, dict). A
     version above ``max_version`` is read with the newest struct known and
     its extra bytes are ignored (newer versions only append fields); a known

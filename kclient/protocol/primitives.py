@@ -15,8 +15,16 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
+from typing import Any, Callable, TypeAlias, Union
 
 from kclient.errors import ProtocolError
+
+#: What the decoders read from: a whole frame or a slice of one.
+Buffer: TypeAlias = Union[bytes, bytearray, memoryview]
+#: A decoder: ``(buf, pos) -> (value, position after it)``.
+Reader: TypeAlias = Callable[[Buffer, int], "tuple[Any, int]"]
+#: An encoder: appends a value's bytes to ``out``.
+Writer: TypeAlias = Callable[[bytearray, Any], None]
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -26,15 +34,15 @@ UINT32 = struct.Struct(">I")
 FLOAT64 = struct.Struct(">d")
 
 
-def _fixed(st: struct.Struct):
+def _fixed(st: struct.Struct) -> tuple[Writer, Reader]:
     size = st.size
     pack = st.pack
     unpack_from = st.unpack_from
 
-    def write(out: bytearray, value: int) -> None:
+    def write(out: bytearray, value: float) -> None:
         out += pack(value)
 
-    def read(buf, pos: int):
+    def read(buf: Buffer, pos: int) -> tuple[Any, int]:
         if pos + size > len(buf):
             raise ProtocolError(f"truncated: need {size} bytes at {pos}, have {len(buf) - pos}")
         return unpack_from(buf, pos)[0], pos + size
@@ -55,7 +63,7 @@ def write_bool(out: bytearray, value: bool) -> None:
     out.append(1 if value else 0)
 
 
-def read_bool(buf, pos: int):
+def read_bool(buf: Buffer, pos: int) -> tuple[bool, int]:
     """Read a BOOLEAN (any non-zero byte is true); ProtocolError if truncated."""
     if pos >= len(buf):
         raise ProtocolError(f"truncated: need a boolean at {pos}")
@@ -83,7 +91,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_uvarint(buf, pos: int):
+def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     """Read an unsigned varint (at most 5 bytes for 32 bits, 10 for 64).
 
     Args:
@@ -128,7 +136,7 @@ def write_varint(out: bytearray, value: int) -> None:
     write_uvarint(out, zigzag_encode(value))
 
 
-def read_varint(buf, pos: int):
+def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """Read a signed zigzag varint."""
     raw, pos = read_uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
@@ -147,7 +155,7 @@ def varint_size(value: int) -> int:
 # --- strings and bytes -------------------------------------------------------
 
 
-def _take(buf, pos: int, length: int):
+def _take(buf: Buffer, pos: int, length: int) -> tuple[Buffer, int]:
     end = pos + length
     if end > len(buf):
         raise ProtocolError(f"truncated: need {length} bytes at {pos}, have {len(buf) - pos}")
@@ -174,7 +182,7 @@ def write_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def _utf8(raw) -> str:
+def _utf8(raw: Buffer) -> str:
     """``raw`` decoded as UTF-8; ProtocolError if it is not UTF-8."""
     try:
         return bytes(raw).decode("utf-8")
@@ -182,7 +190,7 @@ def _utf8(raw) -> str:
         raise ProtocolError(f"string is not UTF-8: {exc}") from None
 
 
-def read_string(buf, pos: int):
+def read_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
     """Read an int16-length (NULLABLE_)STRING.
 
     Args:
@@ -206,7 +214,7 @@ def read_string(buf, pos: int):
     return _utf8(raw), pos
 
 
-def write_bytes(out: bytearray, value) -> None:
+def write_bytes(out: bytearray, value: Buffer | None) -> None:
     """int32 length + bytes; ``None`` is length -1 (NULLABLE_BYTES)."""
     if value is None:
         out += b"\xff\xff\xff\xff"
@@ -215,7 +223,7 @@ def write_bytes(out: bytearray, value) -> None:
     out += value
 
 
-def read_bytes(buf, pos: int):
+def read_bytes(buf: Buffer, pos: int) -> tuple[Buffer | None, int]:
     """Read int32-length (NULLABLE_)BYTES.
 
     Args:
@@ -244,7 +252,7 @@ def write_compact_string(out: bytearray, value: str | None) -> None:
     write_compact_bytes(out, None if value is None else value.encode("utf-8"))
 
 
-def read_compact_string(buf, pos: int):
+def read_compact_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
     """Read a COMPACT_(NULLABLE_)STRING (uvarint length+1, 0 = None).
 
     Returns:
@@ -261,7 +269,7 @@ def read_compact_string(buf, pos: int):
     return _utf8(raw), pos
 
 
-def write_compact_bytes(out: bytearray, value) -> None:
+def write_compact_bytes(out: bytearray, value: Buffer | None) -> None:
     """Append COMPACT_(NULLABLE_)BYTES (uvarint length+1, 0 = None)."""
     if value is None:
         out.append(0)
@@ -270,7 +278,7 @@ def write_compact_bytes(out: bytearray, value) -> None:
     out += value
 
 
-def read_compact_bytes(buf, pos: int):
+def read_compact_bytes(buf: Buffer, pos: int) -> tuple[Buffer | None, int]:
     """Read COMPACT_(NULLABLE_)BYTES (uvarint length+1, 0 = None).
 
     Returns:
@@ -286,7 +294,7 @@ def read_compact_bytes(buf, pos: int):
     return _take(buf, pos, n - 1)
 
 
-def write_uuid(out: bytearray, value) -> None:
+def write_uuid(out: bytearray, value: _uuid.UUID | bytes | None) -> None:
     """Append a UUID (16 bytes).
 
     Args:
@@ -302,7 +310,7 @@ def write_uuid(out: bytearray, value) -> None:
         out += bytes(value)
 
 
-def read_uuid(buf, pos: int):
+def read_uuid(buf: Buffer, pos: int) -> tuple[_uuid.UUID, int]:
     """Read a 16-byte UUID as `uuid.UUID`."""
     raw, pos = _take(buf, pos, 16)
     return _uuid.UUID(bytes=bytes(raw)), pos
@@ -326,7 +334,7 @@ def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | None = None) 
         out += fields[tag]
 
 
-def read_tagged_fields(buf, pos: int):
+def read_tagged_fields(buf: Buffer, pos: int) -> tuple[dict[int, bytes], int]:
     """Read a tagged-field section (flexible versions).
 
     Returns:

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import struct
 import typing
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeAlias
 
 import attrs
 
 from kclient.errors import ProtocolError
 from kclient.protocol import primitives as p
+from kclient.protocol.primitives import Buffer, Reader, Writer
 
-Writer = Callable[[bytearray, Any], None]
-Reader = Callable[[Any, int], "tuple[Any, int]"]
+#: A request or response body as the codec takes it: an instance of the
+#: API's message class (`Api.request_type` / `Api.response_type`), or a
+#: dict of the same fields by name.
+Body: TypeAlias = Any
 
 
 def parse_versions(spec: str) -> tuple[int, int]:
@@ -196,7 +199,7 @@ _PRIMITIVES: dict[str, tuple[Writer, Reader, Any]] = {
 
 
 def _non_null(reader: Reader, what: str) -> Reader:
-    def read(buf, pos):
+    def read(buf: Buffer, pos: int) -> tuple[Any, int]:
         value, pos = reader(buf, pos)
         if value is None:
             raise ProtocolError(f"null {what} where a value is required")
@@ -206,7 +209,7 @@ def _non_null(reader: Reader, what: str) -> Reader:
 
 
 def _null_checked(writer: Writer, what: str) -> Writer:
-    def write(out, value):
+    def write(out: bytearray, value: Any) -> None:
         if value is None:
             raise ValueError(f"{what} may not be null")
         writer(out, value)
@@ -217,6 +220,8 @@ def _null_checked(writer: Writer, what: str) -> Writer:
 def _primitive(name: str, flexible: bool) -> tuple[Writer, Reader, Any]:
     if name in _PRIMITIVES:
         return _PRIMITIVES[name]
+    w: Writer
+    r: Reader
     if name in ("string", "nullable_string"):
         w, r = (p.write_compact_string, p.read_compact_string) if flexible else (p.write_string, p.read_string)
         if name == "string":
@@ -230,13 +235,13 @@ def _primitive(name: str, flexible: bool) -> tuple[Writer, Reader, Any]:
     raise ValueError(f"unknown primitive type {name!r}")
 
 
-def _read_items(item_r, buf, pos: int, n: int):
+def _read_items(item_r: Reader, buf: Buffer, pos: int, n: int) -> tuple[list[Any], int]:
     """``n`` items read with ``item_r`` from ``pos``: (list, next position).
     Each item takes at least one byte, so a count larger than the bytes left
     is refused before anything is allocated."""
     if n > len(buf) - pos:
         raise ProtocolError(f"array of {n} items cannot fit in {len(buf) - pos} bytes")
-    items = []
+    items: list[Any] = []
     append = items.append
     for _ in range(n):
         v, pos = item_r(buf, pos)
@@ -244,9 +249,11 @@ def _read_items(item_r, buf, pos: int, n: int):
     return items, pos
 
 def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Reader]:
+    write: Writer
+    read: Reader
     if flexible:
 
-        def write(out, values):
+        def write(out: bytearray, values: Any) -> None:
             if values is None:
                 out.append(0)
                 return
@@ -254,7 +261,7 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
             for v in values:
                 item_w(out, v)
 
-        def read(buf, pos):
+        def read(buf: Buffer, pos: int) -> tuple[Any, int]:
             n, pos = p.read_uvarint(buf, pos)
             if n == 0:
                 return None, pos
@@ -263,7 +270,7 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
 
     else:
 
-        def write(out, values):
+        def write(out: bytearray, values: Any) -> None:
             if values is None:
                 out += b"\xff\xff\xff\xff"
                 return
@@ -271,7 +278,7 @@ def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Read
             for v in values:
                 item_w(out, v)
 
-        def read(buf, pos):
+        def read(buf: Buffer, pos: int) -> tuple[Any, int]:
             n, pos = p.read_int32(buf, pos)
             if n < 0:
                 if n != -1:
@@ -291,14 +298,14 @@ _FIXED_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint32":
 
 
 def _generate(
-    compiled: list,
-    kinds: list,
+    compiled: list[tuple[Any, ...]],
+    kinds: list[Any],
     flexible: bool,
-    write_fields: Callable,
-    read_fields: Callable,
+    write_fields: Writer,
+    read_fields: Reader,
     message: type | None = None,
     absent: Sequence[tuple[str, Any, bool]] = (),
-    read_message_fields: Callable | None = None,
+    read_message_fields: Reader | None = None,
 ) -> tuple[Writer, Reader, Reader | None]:
     """A writer and readers for one struct, generated as Python source the
     way ``attrs`` and ``dataclasses`` generate their methods: no loop over
@@ -480,7 +487,7 @@ class StructCodec:
         """
         self._write(out, value)
 
-    def read(self, buf, pos: int):
+    def read(self, buf: Buffer, pos: int) -> tuple[dict[str, Any], int]:
         """Decode a struct at ``pos``.
 
         Returns:
@@ -492,7 +499,7 @@ class StructCodec:
         """
         return self._read(buf, pos)
 
-    def read_message(self, buf, pos: int) -> tuple[Any, int]:
+    def read_message(self, buf: Buffer, pos: int) -> tuple[Any, int]:
         """Decode a struct at ``pos`` into the message class.
 
         Returns:
@@ -511,6 +518,7 @@ class StructCodec:
         """`write` one field at a time: the reference the generated
         writer is checked against, and the path that names the field of a
         value that does not fit."""
+        get: Callable[[str, Any], Any]
         if type(value) is dict:
             get = value.get
         else:
@@ -531,7 +539,7 @@ class StructCodec:
         if self.flexible:
             out.append(0)
 
-    def _read_fields(self, buf, pos: int):
+    def _read_fields(self, buf: Buffer, pos: int) -> tuple[dict[str, Any], int]:
         """`read` one field at a time: the reference the generated reader
         is checked against, and the path that reports truncated bytes."""
         result = {}
@@ -541,9 +549,10 @@ class StructCodec:
             _, pos = p.read_tagged_fields(buf, pos)
         return result, pos
 
-    def _read_message_fields(self, buf, pos: int) -> tuple[Any, int]:
+    def _read_message_fields(self, buf: Buffer, pos: int) -> tuple[Any, int]:
         """`read_message` one field at a time (the reference)."""
-        o = object.__new__(self.message)  # type: ignore[arg-type]
+        assert self.message is not None
+        o: Any = object.__new__(self.message)
         for name, _, r, _, ro in self._fields:
             value, pos = (ro or r)(buf, pos)
             setattr(o, name, value)
@@ -559,7 +568,7 @@ class StructCodec:
         self.write(out, value)
         return bytes(out)
 
-    def decode(self, buf) -> dict:
+    def decode(self, buf: Buffer) -> dict[str, Any]:
         """Decode a whole buffer as one struct.
 
         Returns:
@@ -574,7 +583,7 @@ class StructCodec:
             raise ProtocolError(f"{len(buf) - pos} unexpected trailing bytes")
         return value
 
-    def decode_message(self, buf) -> Any:
+    def decode_message(self, buf: Buffer) -> Any:
         """Decode a whole buffer as one struct, into the message class.
 
         Returns:
@@ -623,15 +632,15 @@ class Api:
     request_type: type | None = attrs.field(default=None, kw_only=True)
     #: The response body's message class, or None.
     response_type: type | None = attrs.field(default=None, kw_only=True)
-    request_fields: tuple = attrs.field(
+    request_fields: tuple[Field, ...] = attrs.field(
         default=attrs.Factory(lambda self: fields_of(self.request_type) if self.request_type is not None else (), takes_self=True),
         kw_only=True,
     )
-    response_fields: tuple = attrs.field(
+    response_fields: tuple[Field, ...] = attrs.field(
         default=attrs.Factory(lambda self: fields_of(self.response_type) if self.response_type is not None else (), takes_self=True),
         kw_only=True,
     )
-    _cache: dict = attrs.field(factory=dict, eq=False, repr=False)
+    _cache: dict[tuple[str, int], StructCodec] = attrs.field(factory=dict, eq=False, repr=False)
 
     def flexible(self, version: int) -> bool:
         return version >= self.flexible_from

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import BatchInfo, read_batch_info, scan_batches
 from kclient.protocol.records.rows import iter_record_rows
 from kclient.protocol.records.v2 import BatchHeader, Header, Record, build_batch, iter_records, validate_batch
@@ -30,7 +31,7 @@ from kclient.protocol.records.legacy import (
 )
 
 
-def iter_record_set(buf) -> Iterator[Record]:
+def iter_record_set(buf: Buffer) -> Iterator[Record]:
     """Every record of every complete batch in a record set, in any format.
 
     v2 batches have their control batches skipped; v0/v1 entries have their

@@ -36,6 +36,9 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from typing import Any, Callable
+
+from kclient.protocol.primitives import Buffer
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 #: Attributes bits 0-2 hold the codec id, in every message format (v0, v1 and v2).
@@ -59,7 +62,7 @@ class CodecError(ValueError):
     the message format. The message names the codec (``"gzip: ..."``)."""
 
 
-def codec_id(name_or_id) -> int:
+def codec_id(name_or_id: str | int) -> int:
     """Normalise a codec given by name or id to its id.
 
     Args:
@@ -82,7 +85,7 @@ def codec_id(name_or_id) -> int:
     raise ValueError(f"unknown compression codec {name_or_id!r} (expected one of {', '.join(BY_NAME)})")
 
 
-def _snappy():
+def _snappy() -> Any:
     import snappy
 
     return snappy
@@ -98,7 +101,7 @@ def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _M32
 
 
-def xxh32(data, seed: int = 0) -> int:
+def xxh32(data: Buffer, seed: int = 0) -> int:
     """xxHash32 of ``data`` (bytes-like) as an unsigned 32-bit int, written
     from the xxHash specification (used for the LZ4 frame header checksum;
     only a few bytes are ever hashed, so pure Python is enough)."""
@@ -146,7 +149,7 @@ def _lz4_descriptor_end(frame: bytes) -> int:
     return end
 
 
-def lz4_header_checksum(frame, *, broken: bool = False) -> int:
+def lz4_header_checksum(frame: Buffer, *, broken: bool = False) -> int:
     """The HC byte an LZ4 frame header should carry: over the descriptor
     (correct, LZ4 spec) or, with ``broken``, over magic number + descriptor
     (Kafka < 0.10 and message format v0, KAFKA-3160)."""
@@ -190,7 +193,8 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == LZ4:
         import lz4.frame
 
-        return lz4.frame.compress(data, block_linked=False, content_checksum=False)
+        compressed: bytes = lz4.frame.compress(data, block_linked=False, content_checksum=False)
+        return compressed
     if codec == ZSTD:
         import zstandard
 
@@ -214,7 +218,8 @@ def _unsnappy(data: bytes) -> bytes:
     snappy = _snappy()
     try:
         if data[:8] != XERIAL_MAGIC:
-            return snappy.decompress(data)
+            raw: bytes = snappy.decompress(data)
+            return raw
         if len(data) < _XERIAL_HEADER.size:
             raise CodecError("snappy: truncated xerial header")
         out = bytearray()
@@ -235,7 +240,7 @@ def _unsnappy(data: bytes) -> bytes:
         raise CodecError(f"snappy: corrupt payload: {exc or type(exc).__name__}") from None
 
 
-def _frames(name: str, data, new_decoder, errors) -> bytes:
+def _frames(name: str, data: bytes, new_decoder: Callable[[], Any], errors: type[BaseException] | tuple[type[BaseException], ...]) -> bytes:
     """Decompress one or more frames that follow each other in ``data``
     (a streaming decoder per frame, ``new_decoder()``; its ``eof`` and
     ``unused_data`` say where the frame ended). A frame cut short or any
@@ -270,7 +275,7 @@ def _unzstd(data: bytes) -> bytes:
     return _frames("zstd", data, dctx.decompressobj, zstandard.ZstdError)
 
 
-def decompress(codec: int, data) -> bytes:
+def decompress(codec: int, data: Buffer) -> bytes:
     """Decompress ``data`` written with ``codec``.
 
     Snappy: xerial framing (Java) or a raw block (librdkafka). LZ4 and zstd:
@@ -318,7 +323,7 @@ def compress_lz4_magic0(data: bytes) -> bytes:
     return bytes(frame)
 
 
-def decompress_lz4_magic0(data) -> bytes:
+def decompress_lz4_magic0(data: Buffer) -> bytes:
     """Decompress the LZ4 value of a magic 0 message.
 
     The header checksum byte is ignored, as Kafka's reader does for magic 0,
@@ -384,7 +389,7 @@ def compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
     return compress(codec, data)
 
 
-def decompress_legacy(codec: int, data, magic: int) -> bytes:
+def decompress_legacy(codec: int, data: Buffer, magic: int) -> bytes:
     """Decompress a v0/v1 wrapper message's value.
 
     As `decompress`, except lz4 for magic 0 (`decompress_lz4_magic0`).

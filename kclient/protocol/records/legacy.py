@@ -43,11 +43,12 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import attrs
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import codecs
 from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, MIN_V0_SIZE, MIN_V1_SIZE, scan_batches
 from kclient.protocol.records.v2 import ATTR_TIMESTAMP_TYPE, Record
@@ -75,13 +76,13 @@ _TS_AT = 18
 RECORD_OVERHEAD = {0: MIN_V0_SIZE, 1: MIN_V1_SIZE}
 
 
-def message_size(key, value, magic: int) -> int:
+def message_size(key: Buffer | None, value: Buffer | None, magic: int) -> int:
     """Bytes of one message (crc..value, without the 12-byte log overhead)
     holding ``key``/``value`` (bytes or None)."""
     return RECORD_OVERHEAD[magic] + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
 
 
-def _put_bytes(out: bytearray, data) -> None:
+def _put_bytes(out: bytearray, data: Buffer | None) -> None:
     if data is None:
         out += _I32.pack(-1)
     else:
@@ -89,7 +90,7 @@ def _put_bytes(out: bytearray, data) -> None:
         out += data
 
 
-def build_message(key, value, *, magic: int, timestamp: int | None = None, attributes: int = 0) -> bytes:
+def build_message(key: Buffer | None, value: Buffer | None, *, magic: int, timestamp: int | None = None, attributes: int = 0) -> bytes:
     """Encode one v0/v1 message from ``crc`` to the end of ``value``.
 
     There is no offset / size prefix (see `build_entry`). The CRC is zlib's
@@ -128,7 +129,7 @@ def build_entry(offset: int, message: bytes) -> bytes:
     return _OFFSET_SIZE.pack(offset, len(message)) + message
 
 
-def _split_record(rec) -> tuple:
+def _split_record(rec: Any) -> tuple[Any, Any, int | None]:
     key, value = rec[0], rec[1]
     ts = rec[2] if len(rec) > 2 else None
     if len(rec) > 3 and rec[3]:
@@ -137,7 +138,7 @@ def _split_record(rec) -> tuple:
 
 
 def build_message_set(
-    records: Iterable[tuple],
+    records: Iterable[tuple[Any, ...]],
     *,
     magic: int,
     base_offset: int = 0,
@@ -257,7 +258,7 @@ class LegacyMessage:
         return -1 if self.value is None else len(self.value)
 
 
-def _read_len_bytes(buf, pos: int, end: int, what: str, where: int):
+def _read_len_bytes(buf: Buffer, pos: int, end: int, what: str, where: int) -> tuple[bytes | None, int]:
     if pos + 4 > end:
         raise CorruptRecordError(f"message at offset {where}: {what} length runs past the message end")
     (n,) = _I32.unpack_from(buf, pos)
@@ -269,7 +270,7 @@ def _read_len_bytes(buf, pos: int, end: int, what: str, where: int):
     return bytes(buf[pos : pos + n]), pos + n
 
 
-def read_message(buf, position: int = 0) -> LegacyMessage:
+def read_message(buf: Buffer, position: int = 0) -> LegacyMessage:
     """Parse the complete v0/v1 entry at ``position`` without judging its CRC.
 
     See `LegacyMessage.is_valid` for the CRC.
@@ -378,7 +379,7 @@ def absolute_inner(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[t
     ]
 
 
-def iter_entry_records(entry, *, check_crc: bool = True) -> Iterator[Record]:
+def iter_entry_records(entry: Buffer, *, check_crc: bool = True) -> Iterator[Record]:
     """The records of one complete v0/v1 entry, with absolute offsets.
 
     Uncompressed: one record. Compressed: its inner messages, offsets made
@@ -408,7 +409,7 @@ def iter_entry_records(entry, *, check_crc: bool = True) -> Iterator[Record]:
         yield Record(offset, ts, m.key, m.value, ())
 
 
-def iter_legacy_records(buf, *, check_crc: bool = True) -> Iterator[Record]:
+def iter_legacy_records(buf: Buffer, *, check_crc: bool = True) -> Iterator[Record]:
     """Every record of every complete v0/v1 entry in a message set.
 
     A partial entry at the end is dropped, as a fetch may cut one. Use
@@ -462,11 +463,11 @@ class LegacyEntryInfo:
     log_append_time: bool
     record_count: int
     max_timestamp: int
-    inner_offsets: tuple = ()
+    inner_offsets: tuple[int, ...] = ()
     relative_offsets: bool = True
 
 
-def validate_legacy_entry(buf) -> LegacyEntryInfo:
+def validate_legacy_entry(buf: Buffer) -> LegacyEntryInfo:
     """Check one complete v0/v1 entry the way a broker does before appending it.
 
     Checks: ``len(buf)`` equals 12 + the size field; magic 0/1; key/value
@@ -524,7 +525,7 @@ def _rewrite_header(entry: bytearray, offset: int, *, log_append_time: int | Non
         _U32.pack_into(entry, _CRC_AT, zlib.crc32(memoryview(entry)[_MAGIC_AT:]) & 0xFFFFFFFF)
 
 
-def assign_legacy_offsets(entry, base_offset: int, *, log_append_time: int | None = None) -> tuple[bytes, int]:
+def assign_legacy_offsets(entry: Buffer, base_offset: int, *, log_append_time: int | None = None) -> tuple[bytes, int]:
     """Give one valid v0/v1 entry its log offsets starting at ``base_offset``.
 
     Uncompressed: the offset field becomes ``base_offset``. Compressed v1

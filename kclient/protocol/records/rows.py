@@ -31,6 +31,8 @@ from kclient._accel import speedups as _speedups
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.legacy import iter_entry_records
 from kclient.protocol.records.scan import scan_batches
+from kclient.protocol.primitives import Buffer
+from kclient.protocol.records.scan import BatchInfo
 from kclient.protocol.records.v2 import (
     ATTR_CONTROL,
     DECODES_ANY_BUFFER,
@@ -39,6 +41,7 @@ from kclient.protocol.records.v2 import (
     CRC_START,
     HEADER as _V2_HEADER,
     HEADER_SIZE as _V2_HEADER_SIZE,
+    Row,
     decode_rows,
     records_section,
     validate_batch,
@@ -56,7 +59,7 @@ CHUNK_ROWS = 256
 
 def iter_record_rows(
     buf: bytes | bytearray | memoryview, start_offset: int = 0, *, where: str | None = None, chunk_rows: int = CHUNK_ROWS, position: int = 0
-) -> Iterator[tuple[list[int], list[tuple]]]:
+) -> Iterator[tuple[list[int], list[Row]]]:
     """Decode the record set ``buf`` into ``(offsets, rows)`` chunks.
 
     Records before ``start_offset`` are skipped (the batch holding it may
@@ -109,16 +112,16 @@ class _FastPath:
         self.where = where
         self.chunk_rows = chunk_rows
         self.offsets: list[int] = []
-        self.rows: list[tuple] = []
+        self.rows: list[Row] = []
         self.position = 0
         self.error: CorruptRecordError | None = None
 
-    def _take(self) -> tuple[list[int], list[tuple]]:
+    def _take(self) -> tuple[list[int], list[Row]]:
         chunk = (self.offsets, self.rows)
         self.offsets, self.rows = [], []
         return chunk
 
-    def run(self, pos: int) -> Iterator[tuple[list[int], list[tuple]]]:
+    def run(self, pos: int) -> Iterator[tuple[list[int], list[Row]]]:
         """Decode from byte ``pos``; yields full chunks, then what is left."""
         while True:
             if _c_decode_batches is not None:
@@ -144,8 +147,12 @@ class _FastPath:
         buf = self.buf
         if not (pos + _V2_HEADER_SIZE <= len(buf) and buf[pos + 16] == 2):
             return None
+        base_offset: int
+        batch_length: int
+        last_delta: int
+        count: int
         base_offset, batch_length, _, _, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count = _V2_HEADER.unpack_from(buf, pos)
-        end = pos + 12 + batch_length
+        end: int = pos + 12 + batch_length
         if end > len(buf) or batch_length < _V2_HEADER_SIZE - 12 or count < 0 or last_delta < 0:
             return None  # partial or impossible: the general path decides
         if base_offset + last_delta < self.start:
@@ -175,7 +182,7 @@ class _FastPath:
         rows[done:] = [rows[i] for i in keep]
 
 
-def _general_path(buf: bytes | bytearray | memoryview, pos: int, start: int, where: str | None) -> Iterator[tuple[list[int], list[tuple]]]:
+def _general_path(buf: Buffer, pos: int, start: int, where: str | None) -> Iterator[tuple[list[int], list[Row]]]:
     """What the fast path left, batch by batch through the general readers
     (any magic, any codec), which raise the precise error."""
     view = memoryview(buf)
@@ -194,15 +201,15 @@ def _general_path(buf: bytes | bytearray | memoryview, pos: int, start: int, whe
             yield [o for o, _ in records], [r for _, r in records]
 
 
-def _batch_records(buf: bytes | bytearray | memoryview, view: memoryview, info) -> list[tuple[int, tuple]] | None:
+def _batch_records(buf: Buffer, view: memoryview, info: BatchInfo) -> list[tuple[int, Row]] | None:
     """``[(offset, row)]`` of one scanned batch or v0/v1 entry; None for a
     control batch."""
     if info.magic != 2:
         batch = view[info.position : info.position + info.size]
         return [(r.offset, (r.key, r.value, r.timestamp, r.headers)) for r in iter_entry_records(batch)]
     offsets: list[int] = []
-    rows: list[tuple] = []
-    if decode_batch_rows(buf, info.position, info.size, offsets, rows) is None:  # type: ignore[arg-type]
+    rows: list[Row] = []
+    if decode_batch_rows(buf, info.position, info.size, offsets, rows) is None:
         return None
     return list(zip(offsets, rows))
 
@@ -216,7 +223,7 @@ def _located(exc: CorruptRecordError, where: str | None, base_offset: int) -> Co
 __all__ = ["CHUNK_ROWS", "iter_record_rows"]
 
 
-def decode_batch_rows(buf: bytes, position: int, size: int, offsets: list, rows: list) -> BatchHeader | None:
+def decode_batch_rows(buf: Buffer, position: int, size: int, offsets: list[int], rows: list[Row]) -> BatchHeader | None:
     """Check and decode the v2 record batch at ``buf[position:position +
     size]`` (the general path: any codec), appending its absolute offsets
     and ``(key, value, timestamp, headers)`` rows to ``offsets`` / ``rows``.

@@ -23,6 +23,7 @@ from typing import Iterator
 import attrs
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.v2 import HEADER_SIZE
 
 LOG_OVERHEAD = 12  # offset int64 + size int32
@@ -68,7 +69,7 @@ class BatchInfo:
         return self.last_offset + 1
 
 
-def read_batch_info(buf, position: int) -> BatchInfo | None:
+def read_batch_info(buf: Buffer, position: int) -> BatchInfo | None:
     """Header facts of the batch or entry at ``position``, in any format.
 
     Args:
@@ -94,7 +95,7 @@ def read_batch_info(buf, position: int) -> BatchInfo | None:
 HEADER_FACTS_BYTES = 43
 
 
-def read_batch_header(buf, position: int) -> BatchInfo | None:
+def read_batch_header(buf: Buffer, position: int) -> BatchInfo | None:
     """`read_batch_info` from the header alone: the batch may end past
     ``buf`` (a reader of headers then skips ``size`` bytes unread).
 
@@ -133,7 +134,7 @@ def read_batch_header(buf, position: int) -> BatchInfo | None:
     raise CorruptRecordError(f"unknown magic byte {magic} at byte {position}")
 
 
-def scan_batches(buf, start: int = 0) -> Iterator[BatchInfo]:
+def scan_batches(buf: Buffer, start: int = 0) -> Iterator[BatchInfo]:
     """Walk the complete batches of ``buf`` from ``start``.
 
     A partial batch at the end stops the walk silently.
@@ -173,7 +174,7 @@ class ProducerFields:
     base_sequence: int
 
 
-def read_v2_producer_fields(buf, position: int = 0) -> ProducerFields:
+def read_v2_producer_fields(buf: Buffer, position: int = 0) -> ProducerFields:
     """Read the leader epoch and producer fields of the v2 batch at ``position``.
 
     Args:

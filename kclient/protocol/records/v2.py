@@ -19,14 +19,14 @@ control. Only the bytes after recordsCount are compressed.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, TypeAlias
 
 import attrs
 import crc32c
 
 from kclient._accel import speedups as _speedups
 from kclient.errors import CorruptRecordError
-from kclient.protocol.primitives import read_varint, write_varint
+from kclient.protocol.primitives import Buffer, read_varint, write_varint
 from kclient.protocol.records import codecs
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -62,6 +62,12 @@ class Header:
     value: bytes | None
 
 
+#: A decoded record as a row: ``(key, value, timestamp in ms, headers)``;
+#: key and value are bytes or None, headers a tuple of `Header` (or of
+#: ``(key, value)`` pairs where a caller gives them).
+Row: TypeAlias = tuple[Any, Any, int, Any]
+
+
 @attrs.frozen(slots=True)
 class Record:
     """One decoded record: ``offset`` (absolute), ``timestamp`` (ms since the
@@ -71,7 +77,7 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple = ()
+    headers: tuple[Header, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -138,7 +144,7 @@ _ZIGZAG_LIMIT = 1 << 14
 _ZIGZAG = [_zigzag_bytes(n) for n in range(_ZIGZAG_LIMIT)]
 
 
-def _write_bytes_varint(out: bytearray, data) -> None:
+def _write_bytes_varint(out: bytearray, data: Buffer | None) -> None:
     if data is None:
         out.append(1)  # zigzag(-1)
     else:
@@ -146,7 +152,7 @@ def _write_bytes_varint(out: bytearray, data) -> None:
         out += data
 
 
-def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value, headers: Sequence = ()) -> None:
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: Buffer | None, value: Buffer | None, headers: Sequence[Any] = ()) -> None:
     """Append one record (length-prefixed) to ``out``."""
     body = bytearray(b"\x00")  # attributes
     write_varint(body, timestamp_delta)
@@ -164,7 +170,7 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, 
     out += body
 
 
-def _encode_records_py(records: Sequence[tuple], base_ts: int) -> tuple[bytes, int, int]:
+def _encode_records_py(records: Sequence[Row], base_ts: int) -> tuple[bytes, int, int]:
     """The records section of an uncompressed v2 batch (pure Python; the
     compiled ``kclient._speedups.encode_records`` must give the same bytes).
 
@@ -176,7 +182,7 @@ def _encode_records_py(records: Sequence[tuple], base_ts: int) -> tuple[bytes, i
         ``(body, count, max_timestamp)``: the encoded records, how many,
         and the largest timestamp (-1 if every one is negative).
     """
-    parts: list = []
+    parts: list[bytes] = []
     append = parts.append
     extend = parts.extend
     zz = _ZIGZAG
@@ -224,7 +230,7 @@ def _encode_records_py(records: Sequence[tuple], base_ts: int) -> tuple[bytes, i
 
 
 def build_batch(
-    records: Iterable[tuple],
+    records: Iterable[Row],
     *,
     base_offset: int = 0,
     codec: int = codecs.NONE,
@@ -298,7 +304,7 @@ def build_batch(
     return b"".join((header, payload))
 
 
-def read_header(buf, pos: int = 0) -> BatchHeader:
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Decode the 61-byte batch header at ``pos``.
 
     Args:
@@ -320,12 +326,12 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     return BatchHeader(*fields)
 
 
-def compute_crc(batch) -> int:
+def compute_crc(batch: Buffer) -> int:
     """CRC-32C of a whole batch's bytes from ``attributes`` to the end."""
     return crc32c.crc32c(memoryview(batch)[CRC_START:])
 
 
-def validate_batch(batch) -> BatchHeader:
+def validate_batch(batch: Buffer) -> BatchHeader:
     """Check one complete batch's size and CRC-32C.
 
     Args:
@@ -349,7 +355,7 @@ def validate_batch(batch) -> BatchHeader:
     return header
 
 
-def _read_nullable(buf, pos: int):
+def _read_nullable(buf: Buffer, pos: int) -> tuple[Any, int]:
     n, pos = read_varint(buf, pos)
     if n < 0:
         return None, pos
@@ -359,7 +365,7 @@ def _read_nullable(buf, pos: int):
     return bytes(buf[pos:end]), end
 
 
-def _zigzag_decode_table() -> list:
+def _zigzag_decode_table() -> list[int]:
     """Zigzag varints of one or two bytes, decoded: index ``b`` for a
     one-byte varint ``b`` (< 0x80), index ``(c << 7) + b`` for a two-byte
     varint ``b c`` (b >= 0x80 > c; the raw value is ``(b - 0x80) | c << 7``).
@@ -378,7 +384,7 @@ def _zigzag_decode_table() -> list:
 _ZZ = _zigzag_decode_table()
 
 
-def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) -> tuple:
+def records_section(buf: Buffer, pos: int, end: int, attributes: int, base_offset: int) -> tuple[Buffer, int, int]:
     """The records section of the batch whose bytes are ``buf[pos:end]``.
 
     Args:
@@ -407,16 +413,16 @@ def records_section(buf, pos: int, end: int, attributes: int, base_offset: int) 
 
 
 def decode_rows(
-    data: bytes,
+    data: Buffer,
     pos: int,
     end: int,
     count: int,
     base_offset: int,
     base_timestamp: int,
     fixed_timestamp: int | None = None,
-    offsets: list | None = None,
-    rows: list | None = None,
-) -> tuple[list, list]:
+    offsets: list[int] | None = None,
+    rows: list[Row] | None = None,
+) -> tuple[list[int], list[Row]]:
     """Decode ``count`` records from a batch's uncompressed records section.
 
     The consumer's hot loop: one iteration per record, so it is written for
@@ -460,8 +466,8 @@ def decode_rows(
         # slices).
         if _c_decode_rows(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows):
             return offsets, rows
-        if type(data) is not bytes:
-            data, pos, end = bytes(memoryview(data)[pos:end]), 0, end - pos
+    if not isinstance(data, bytes):
+        data, pos, end = bytes(memoryview(data)[pos:end]), 0, end - pos
     return _decode_rows_py(data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, offsets, rows)
 
 
@@ -473,9 +479,9 @@ def _decode_rows_py(
     base_offset: int,
     base_timestamp: int,
     fixed_timestamp: int | None = None,
-    offsets: list | None = None,
-    rows: list | None = None,
-) -> tuple[list, list]:
+    offsets: list[int] | None = None,
+    rows: list[Row] | None = None,
+) -> tuple[list[int], list[Row]]:
     """`decode_rows` in pure Python: the definition the compiled
     ``kclient._speedups.decode_rows`` is tested against. Same arguments,
     result and errors."""
@@ -559,7 +565,7 @@ def _decode_rows_py(
                 pos += n
             # headers: count 0 is the common case
             if data[pos] == 0:
-                headers: tuple = ()
+                headers: Any = ()
                 pos += 1
             else:
                 n_headers, pos = rv(data, pos)
@@ -586,7 +592,7 @@ def _decode_rows_py(
     return offsets, rows
 
 
-def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple]:
+def decode_records(batch: Buffer, header: BatchHeader | None = None, *, check_crc: bool = True) -> list[tuple[int, int, Any, Any, Any]]:
     """Decode one complete v2 batch into plain tuples.
 
     Same checks and errors as `iter_records`.
@@ -612,7 +618,7 @@ def decode_records(batch, header: BatchHeader | None = None, *, check_crc: bool 
     return [(offset, ts, key, value, headers) for offset, (key, value, ts, headers) in zip(offsets, rows)]
 
 
-def iter_records(batch, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
+def iter_records(batch: Buffer, header: BatchHeader | None = None, *, check_crc: bool = True) -> Iterator[Record]:
     """The records of one complete v2 batch, with absolute offsets and timestamps.
 
     LogAppendTime batches report ``max_timestamp`` for every record, as Kafka

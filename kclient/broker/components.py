@@ -70,9 +70,12 @@ class BrokerComponents:
             notify=state.appends.notify,
             advertised_address=state.advertised_address,
             zk=zk,
+            clock=state.clock,
         )
         #: The controller (ZooKeeper mode), else None.
-        self.controller = Controller(config, state.broker_id, zk, self.replica_manager) if zk is not None else None
+        self.controller = (
+            Controller(config, state.broker_id, zk, self.replica_manager, clock=state.clock) if zk is not None else None
+        )
         self.topic_admin = TopicAdmin(
             config,
             state.broker_id,
@@ -83,8 +86,10 @@ class BrokerComponents:
             zk=zk,
             controller=self.controller,
         )
-        self.group_metadata_manager = GroupMetadataManager(config, self.metadata_cache, self.topic_admin, state.topic_overrides)
-        self.group_coordinator = GroupCoordinator(config, self.group_metadata_manager)
+        self.group_metadata_manager = GroupMetadataManager(
+            config, self.metadata_cache, self.topic_admin, state.topic_overrides, clock=state.clock
+        )
+        self.group_coordinator = GroupCoordinator(config, self.group_metadata_manager, clock=state.clock)
         self.replica_manager.leadership_listeners.append(self.group_metadata_manager.leadership_changed)
         #: Topic config change notifications (ZooKeeper mode), else None.
         self.config_changes = ConfigChangeListener(zk, self.replica_manager.topic_config_changed) if zk is not None else None

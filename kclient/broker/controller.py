@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -109,10 +110,14 @@ class Controller:
         zk: The broker's ZooKeeper session.
         replica_manager: This broker's replica manager (its own controller
             requests are handed to it directly).
+        clock: The wall clock in ms (the controller registration's timestamp).
     """
 
-    def __init__(self, config: BrokerConfig, broker_id: int, zk: ZkClient, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self, config: BrokerConfig, broker_id: int, zk: ZkClient, replica_manager: ReplicaManager, *, clock: Callable[[], int] = now_ms
+    ) -> None:
         self.config = config
+        self.clock = clock
         self.broker_id = broker_id
         self.zk = zk
         self.active = False
@@ -227,7 +232,7 @@ class Controller:
             # One ZooKeeper transaction: /controller names this broker only
             # together with the epoch it has as controller (a reader never
             # sees the new controller beside the old epoch).
-            registration = ControllerRegistration(self.broker_id, now_ms()).to_json()
+            registration = ControllerRegistration(self.broker_id, self.clock()).to_json()
             epoch = await self._zk(self.zk.create_ephemeral_and_increment, CONTROLLER_PATH, registration, CONTROLLER_EPOCH_PATH)
             if epoch is None:
                 self._resign()

@@ -140,14 +140,21 @@ class FetchHandler:
             `kclient.broker.partition.Partition` (the replica manager's).
         metadata_cache: The partitions the cluster has.
         appends: Wakes long polls when a partition they read grows.
+        clock: The wall clock in ms (when a follower fetched).
     """
 
     def __init__(
-        self, partitions: Mapping[tuple[str, int], Partition], metadata_cache: MetadataCache, appends: AppendNotifier
+        self,
+        partitions: Mapping[tuple[str, int], Partition],
+        metadata_cache: MetadataCache,
+        appends: AppendNotifier,
+        *,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.partitions = partitions
         self.metadata_cache = metadata_cache
         self.appends = appends
+        self.clock = clock
 
     def read(self, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
         """Read every requested partition once.
@@ -168,7 +175,7 @@ class FetchHandler:
         """
         responses: list[dict] = []
         try:
-            return _read_fetch(self.partitions, self.metadata_cache, body, version, zero_copy, responses)
+            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses)
         except BaseException:
             release_slices(responses)
             raise
@@ -224,7 +231,13 @@ class FetchHandler:
 
 
 def _read_fetch(
-    hosted: Mapping[tuple[str, int], Partition], cache: MetadataCache, body: dict, version: int, zero_copy: bool, responses: list[dict]
+    hosted: Mapping[tuple[str, int], Partition],
+    cache: MetadataCache,
+    clock: Callable[[], int],
+    body: dict,
+    version: int,
+    zero_copy: bool,
+    responses: list[dict],
 ) -> tuple[list[dict], int, bool]:
     remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
     replica_id = body.get("replica_id", -1)
@@ -268,7 +281,7 @@ def _read_fetch(
                     result = plog.read(fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=bound)
                     records = result.records
                 if follower:
-                    part.record_follower_fetch(replica_id, fetch_offset, now_ms())
+                    part.record_follower_fetch(replica_id, fetch_offset, clock())
             except BrokerResponseError as exc:
                 code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
                 if code != OFFSET_OUT_OF_RANGE:

@@ -191,9 +191,9 @@ class RequestHandlers:
         self.topic_admin = components.topic_admin
         #: The group APIs (`kclient.broker.group.apis`).
         self.group_apis = GroupApis(
-            state.config, state.broker_id, self.metadata_cache, components.group_coordinator, zk=components.zk
+            state.config, state.broker_id, self.metadata_cache, components.group_coordinator, zk=components.zk, clock=state.clock
         )
-        self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends)
+        self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
         self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
         self.config_alterer = ConfigAlterer(
             state.config,
@@ -488,7 +488,9 @@ class RequestHandlers:
                     details.update(error_message=message, record_errors=record_errors)
                 return code, -1, plog.log_start_offset, -1, None
         try:
-            result = plog.append(prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True)
+            result = plog.append(
+                prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True, batches=prepared.batches
+            )
         except BrokerResponseError as exc:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
             return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset, -1, None

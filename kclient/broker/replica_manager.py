@@ -96,6 +96,7 @@ class ReplicaManager:
         advertised_address: This broker's ``(host, port)``, published by
             `lead_locally`.
         zk: The ZooKeeper session, or None for a standalone broker.
+        clock: The wall clock in ms (ISR lag, leader epoch start times).
     """
 
     def __init__(
@@ -109,8 +110,10 @@ class ReplicaManager:
         notify: Callable[[tuple[str, int]], None],
         advertised_address: tuple[str, int],
         zk: ZkClient | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.config = config
+        self.clock = clock
         self.broker_id = broker_id
         self.logs = logs
         self.topic_overrides = topic_overrides
@@ -145,7 +148,7 @@ class ReplicaManager:
         lag = self.config.replica_lag_time_max_ms
         while True:
             await trio.sleep(max(lag / 2, 50) / 1000)
-            now = now_ms()
+            now = self.clock()
             for part in list(self.partitions.values()):
                 if part.isr_change_pending:
                     continue
@@ -262,7 +265,7 @@ class ReplicaManager:
             return {"error_code": STALE_CONTROLLER_EPOCH, "partition_errors": []}
         leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in body.get("live_leaders") or []}
         errors = []
-        now = now_ms()
+        now = self.clock()
         for s in states:
             topic, index = s["topic_name"], s["partition_index"]
             code = NONE

@@ -147,7 +147,7 @@ log = logging.getLogger("kclient.broker")
 
 #: The APIs the broker decodes: `kclient.protocol.messages.APIS` and the
 #: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
-_BROKER_APIS = {
+BROKER_APIS = {
     **APIS,
     SASL_HANDSHAKE.key: SASL_HANDSHAKE,
     SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
@@ -174,6 +174,9 @@ _BROKER_APIS = {
     DELETE_GROUPS.key: DELETE_GROUPS,
     OFFSET_DELETE.key: OFFSET_DELETE,
 }
+
+#: The former private name (tests/test_protocol_groups.py imports it).
+_BROKER_APIS = BROKER_APIS
 
 #: Largest single receive from a client socket (bytes), and so the most
 #: request budget a connection holds while it waits for its client.
@@ -724,7 +727,7 @@ class Broker:
         except _DECODE_ERRORS as exc:
             self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
-        api = _BROKER_APIS.get(header.api_key)
+        api = BROKER_APIS.get(header.api_key)
         if api is None or header.api_key not in SUPPORTED_VERSIONS:
             self._refusals.log(
                 "bad-request",
@@ -831,4 +834,4 @@ async def _peer_closed(sock: Any) -> bool:
     return not data
 
 
-__all__ = ["Broker"]
+__all__ = ["BROKER_APIS", "RECEIVE_CHUNK", "Broker"]

@@ -178,7 +178,9 @@ class BrokerState:
         self.appends = AppendNotifier()
         #: Each topic's static configs and `TopicFormat`.
         self.topic_overrides = TopicOverrides(config)
-        self.clock: Callable[[], int] = now_ms  # the LogAppendTime clock
+        #: The wall clock in ms (`kclient.clock.now_ms`) the components read:
+        #: LogAppendTime, ISR lag, group and offset times.
+        self.clock: Callable[[], int] = now_ms
         self._closed = False
 
     @property

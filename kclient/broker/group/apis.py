@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -56,6 +57,7 @@ class GroupApis:
         coordinator: The group coordinator.
         zk: The ZooKeeper session (OffsetCommit / OffsetFetch v0), or None
             for a standalone broker.
+        clock: The wall clock in ms (commit timestamps).
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class GroupApis:
         coordinator: GroupCoordinator,
         *,
         zk: ZkClient | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.config = config
+        self.clock = clock
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.coordinator = coordinator
@@ -123,7 +127,7 @@ class GroupApis:
         generation = body.get("generation_id_or_member_epoch", -1) if version >= 1 else -1
         member_id = body.get("member_id", "") if version >= 1 else ""
         retention = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-        now = now_ms()
+        now = self.clock()
         max_metadata = self.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -92,10 +93,12 @@ class GroupCoordinator:
     Args:
         config: The broker's configuration (``group.*``).
         manager: The offset manager holding the groups and offsets.
+        clock: The wall clock in ms (group state change times).
     """
 
-    def __init__(self, config: BrokerConfig, manager: GroupMetadataManager) -> None:
+    def __init__(self, config: BrokerConfig, manager: GroupMetadataManager, *, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
+        self.clock = clock
         self.manager = manager
         self.manager.on_unload.append(self._unloaded)
         self._nursery: trio.Nursery | None = None
@@ -131,7 +134,7 @@ class GroupCoordinator:
         """The group moved away: its parked requests get NOT_COORDINATOR."""
         for m in group.members.values():
             self._fail_waiters(m, NOT_COORDINATOR)
-        group.transition(DEAD, now_ms())
+        group.transition(DEAD, self.clock())
 
     @staticmethod
     def _fail_waiters(m: Member, code: int) -> None:
@@ -289,7 +292,7 @@ class GroupCoordinator:
             group.join_not_before = 0.0
         group.rebalance_deadline = now + timeout
         log.info("group %r: preparing to rebalance generation %d (%s)", group.group_id, group.generation_id, reason)
-        group.transition(PREPARING_REBALANCE, now_ms())
+        group.transition(PREPARING_REBALANCE, self.clock())
 
     def maybe_complete_join(self, group: Group, now: float) -> None:
         """Complete the join when every member rejoined (and the initial
@@ -308,14 +311,14 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            group.transition(EMPTY, now_ms())
+            group.transition(EMPTY, self.clock())
             log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
             self._store_soon(group)
             return
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.protocol_name = group.select_protocol()
-        group.transition(COMPLETING_REBALANCE, now_ms())
+        group.transition(COMPLETING_REBALANCE, self.clock())
         group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000.0
         log.info(
             "group %r: generation %d with %d member(s), protocol %s, leader %s",
@@ -398,7 +401,7 @@ class GroupCoordinator:
                             m.sync_waiter = None
                     self._prepare_rebalance(group, trio.current_time(), "the group metadata could not be stored")
                 else:
-                    group.transition(STABLE, now_ms())
+                    group.transition(STABLE, self.clock())
                     log.info("group %r: generation %d is stable", group_id, generation)
                     for m in group.members.values():
                         m.last_heartbeat = trio.current_time()
@@ -624,7 +627,7 @@ class GroupCoordinator:
             return NON_EMPTY_GROUP
         code = await self.manager.delete_group(group_id)
         if code == NONE and group is not None:
-            group.transition(DEAD, now_ms())
+            group.transition(DEAD, self.clock())
             log.info("group %r deleted", group_id)
         return code
 

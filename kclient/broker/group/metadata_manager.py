@@ -105,6 +105,7 @@ class GroupMetadataManager:
         metadata_cache: Whether ``__consumer_offsets`` exists.
         topic_admin: Creates ``__consumer_offsets`` on first use.
         topic_overrides: Gets ``__consumer_offsets``' own topic configs.
+        clock: The wall clock in ms (record timestamps, offset expiry).
 
     Attributes:
         groups: group id -> `Group`, for the loaded partitions.
@@ -113,8 +114,17 @@ class GroupMetadataManager:
             coordinator fails its parked requests).
     """
 
-    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, topic_admin: TopicAdmin, topic_overrides: TopicOverrides) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata_cache: MetadataCache,
+        topic_admin: TopicAdmin,
+        topic_overrides: TopicOverrides,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
         self.config = config
+        self.clock = clock
         self.metadata_cache = metadata_cache
         self.topic_admin = topic_admin
         self.num_partitions = self.config.offsets_topic_num_partitions
@@ -280,7 +290,7 @@ class GroupMetadataManager:
         part = self.loaded.get(index)
         if part is None or not part.is_leader:
             return NOT_COORDINATOR
-        now = now_ms()
+        now = self.clock()
         batch = build_batch([(key, value, now) for key, value in records])
         try:
             part.check_leader()
@@ -348,7 +358,7 @@ class GroupMetadataManager:
         while True:
             await trio.sleep(interval)
             try:
-                await self.expire_offsets(now_ms())
+                await self.expire_offsets(self.clock())
             except Exception:
                 log.exception("offset expiry failed")
 

@@ -37,7 +37,8 @@ def _load() -> ModuleType | None:
         log.debug("kclient._speedups is not built (%s): kclient runs its pure-Python record encoding and decoding", exc)
         return None
     log.debug("kclient._speedups loaded: compiled record encoding and decoding")
-    return _speedups
+    module: ModuleType = _speedups
+    return module
 
 
 #: The compiled module, or None for the pure-Python path.

@@ -37,10 +37,10 @@ log = logging.getLogger("kclient.cli")
 #: ``{name}`` the listener name. The first line is the first listener's.
 LISTENING_LINE = "kclient broker listening on {host}:{port} ({name})"
 
-_SubcommandAdder = Callable[["argparse._SubParsersAction"], None]
+_SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
-def _add_broker(subparsers: argparse._SubParsersAction) -> None:
+def _add_broker(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "broker",
         help="run the bundled Kafka-protocol broker",
@@ -59,13 +59,13 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
 
 
 #: Subcommand registrars, in help order. Later issues append theirs.
-def _add_dump_log(subparsers) -> None:
+def _add_dump_log(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from kclient.tools.dump_log import register
 
     register(subparsers)
 
 
-def _add_configs(subparsers) -> None:
+def _add_configs(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from kclient.tools.configs import register
 
     register(subparsers)
@@ -75,7 +75,7 @@ def _registrar(module: str) -> _SubcommandAdder:
     """A registrar importing ``kclient.tools.<module>`` and calling its
     ``register``."""
 
-    def add(subparsers) -> None:
+    def add(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         import importlib
 
         importlib.import_module(f"kclient.tools.{module}").register(subparsers)
@@ -132,7 +132,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     )
 
 
-async def run_broker_until_signalled(config, *, on_listening: Callable[[Any], None] | None = None) -> None:
+async def run_broker_until_signalled(config: Any, *, on_listening: Callable[[Any], None] | None = None) -> None:
     """Run a `kclient.broker.Broker` until SIGINT or SIGTERM, then stop it cleanly.
 
     Also stops when the surrounding scope is cancelled. Must run in the main
@@ -164,7 +164,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     config = BrokerConfig.from_file(args.properties, args.override)
 
-    def announce(broker) -> None:
+    def announce(broker: Any) -> None:
         """Print the listening lines in one write (the one thing the CLI
         prints rather than logs: BrokerProcess reads them)."""
         lines = [

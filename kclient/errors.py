@@ -11,7 +11,7 @@ can catch everything kclient raises with one ``except``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 # --- error codes ---------------------------------------------------------------
 # The codes of the "Error Codes" table of the Kafka protocol guide
@@ -142,9 +142,9 @@ class QueueFullError(KafkaError):
 
     name = "QUEUE_FULL"
 
-    def __init__(self, *args: object, not_enqueued: list | None = None) -> None:
+    def __init__(self, *args: object, not_enqueued: list[Any] | None = None) -> None:
         super().__init__(*args)
-        self.not_enqueued: list = [] if not_enqueued is None else not_enqueued
+        self.not_enqueued: list[Any] = [] if not_enqueued is None else not_enqueued
 
 
 class IllegalStateError(KafkaError):
@@ -215,10 +215,10 @@ class FailedToSendMessageError(KafkaError):
         failed_partitions: dict[tuple[str, int], int] | None = None,
         possibly_written: int = 0,
         possibly_written_partitions: dict[tuple[str, int], int] | None = None,
-        failed_records: dict[tuple[str, int], list] | None = None,
+        failed_records: dict[tuple[str, int], list[Any]] | None = None,
     ) -> None:
         super().__init__(*args)
-        self.failed_records: dict[tuple[str, int], list] = failed_records or {}
+        self.failed_records: dict[tuple[str, int], list[Any]] = failed_records or {}
         self.lost_messages = lost_messages
         self.failed_partitions = failed_partitions
         self.possibly_written = possibly_written
@@ -327,7 +327,7 @@ class BrokerResponseError(KafkaError):
 _BY_CODE: dict[int, type[BrokerResponseError]] = {}
 
 
-def _code(code: int, name: str, *, retriable: bool = False, invalid_metadata: bool = False):
+def _code(code: int, name: str, *, retriable: bool = False, invalid_metadata: bool = False) -> Callable[[type[BrokerResponseError]], type[BrokerResponseError]]:
     def register(cls: type[BrokerResponseError]) -> type[BrokerResponseError]:
         cls.code = code
         cls.name = name
@@ -650,7 +650,7 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
     try:
         return _BY_CODE[code]
     except KeyError:
-        cls = type(f"KafkaError{code}", (BrokerResponseError,), {"__doc__": f"Kafka error code {code}."})
+        cls: type[BrokerResponseError] = type(f"KafkaError{code}", (BrokerResponseError,), {"__doc__": f"Kafka error code {code}."})
         cls.code = code
         cls.name = f"UNKNOWN_{code}"
         _BY_CODE[code] = cls

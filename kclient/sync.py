@@ -81,7 +81,7 @@ import socket
 import sys
 import threading
 import types
-from typing import Any, Awaitable, Callable, Generator, Iterator
+from typing import Any, Awaitable, Callable, Generator, Iterator, TypeVar
 
 import trio
 
@@ -192,7 +192,7 @@ class _Call:
 
     __slots__ = ("args", "context", "error", "fn", "result", "waiter")
 
-    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple, waiter: _Waiter) -> None:
+    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], waiter: _Waiter) -> None:
         self.fn = fn
         self.args = args
         self.context = contextvars.copy_context()
@@ -301,7 +301,7 @@ class _Dispatcher:
             except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there
                 call.error = exc
             call.waiter.fire()
-            call = coro = None  # hold nothing while idle
+            call = coro = None  # type: ignore[assignment]  # hold nothing while idle
 
     async def _park(self) -> None:
         task = trio.lowlevel.current_task()
@@ -750,6 +750,9 @@ def _exit_interrupted() -> None:
 atexit.register(_exit_interrupted)
 
 
+_Client = TypeVar("_Client", bound="ClosingClient")
+
+
 class ClosingClient:
     """What the blocking clients share about their lifetime: ``closed``,
     use as a context manager (``close`` on exit), and the ``__del__`` that
@@ -769,11 +772,15 @@ class ClosingClient:
         closer = getattr(self, "_closer", None)
         return "closed" if closer is None or closer.closed else "open"
 
-    def __enter__(self):
+    def __enter__(self: _Client) -> _Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        """Close the client (each client defines it)."""
+        raise NotImplementedError
 
     def __del__(self) -> None:
         closer = getattr(self, "_closer", None)

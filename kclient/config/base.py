@@ -139,7 +139,7 @@ def prop(
         except (TypeError, ValueError, LookupError) as exc:
             raise spec.error(value, str(exc)) from None
 
-    def validator(_instance: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    def validator(_instance: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
         if validate is None:
             return
         try:
@@ -211,7 +211,7 @@ class _KafkaConfig:
             )
         kwargs, used = cls._kwargs_from(source, with_keys=True, strict=strict)
         try:
-            return cls(**kwargs)  # type: ignore[call-arg]
+            return cls(**kwargs)
         except ConfigError as exc:
             raise _name_alias(exc, used) from exc.__cause__
 

@@ -76,7 +76,7 @@ def parse_kafka_version(value: Any) -> tuple[int, int, int]:
         raise TypeError(f"expected a Kafka version string, not {type(value).__name__}")
     if parts < (0, 8, 0):
         raise ValueError("Kafka versions before 0.8.0 are not supported")
-    return parts  # type: ignore[return-value]
+    return parts
 
 
 def message_format_magic(version: Any) -> int:

@@ -105,7 +105,7 @@ class ScramCredential:
         expected = {"salt", "stored_key", "server_key", "iterations"}
         if set(fields) != expected:
             missing, extra = sorted(expected - set(fields)), sorted(set(fields) - expected)
-            why = "; ".join(filter(None, (missing and f"missing {', '.join(missing)}", extra and f"unknown {', '.join(extra)}")))
+            why = "; ".join(part for part in (missing and f"missing {', '.join(missing)}", extra and f"unknown {', '.join(extra)}") if isinstance(part, str) and part)
             raise ConfigError(f"Invalid {what}: {why}")
         decoded: dict[str, bytes] = {}
         for key in ("salt", "stored_key", "server_key"):

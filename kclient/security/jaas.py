@@ -10,7 +10,7 @@ values (they hold passwords).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import attrs
 
@@ -49,7 +49,7 @@ class JaasEntry:
     options: Mapping[str, str] = attrs.field(repr=lambda opts: "{" + ", ".join(f"{k!r}: ***" for k in opts) + "}")
 
 
-def _jaas_tokens(text: str, prop: str):
+def _jaas_tokens(text: str, prop: str) -> Iterator[tuple[str, str]]:
     """Yield ``(kind, value)``: kind ``"word"``, ``"quoted"`` or the
     character ``"="`` / ``";"``. Rules of Kafka's JaasConfig tokenizer:
     bytes up to space are blanks, ``"`` and ``'`` quote (Java escapes),

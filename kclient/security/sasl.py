@@ -257,7 +257,8 @@ class ScramClient(SaslClient):
         self._step = 0
 
     def _initial_response(self) -> bytes:
-        return self._scram.get_client_first().encode("utf-8")
+        first: str = self._scram.get_client_first()
+        return first.encode("utf-8")
 
     def _evaluate(self, challenge: bytes) -> bytes | None:
         step, self._step = self._step, self._step + 1
@@ -265,7 +266,8 @@ class ScramClient(SaslClient):
             text = challenge.decode("utf-8")
             if step == 0:
                 self._scram.set_server_first(text)
-                return self._scram.get_client_final().encode("utf-8")
+                client_final: str = self._scram.get_client_final()
+                return client_final.encode("utf-8")
             self._scram.set_server_final(text)
         except UnicodeDecodeError:
             raise SaslAuthenticationFailedError(f"{self.mechanism}: the broker's message is not UTF-8") from None
@@ -384,7 +386,7 @@ class PlainServer(SaslServer):
         known = expected is not None
         # Compare fixed-size digests, and against something even for an
         # unknown user: the time says neither the length nor who exists.
-        reference = expected.encode("utf-8") if known else _UNKNOWN_USER_KEY
+        reference = expected.encode("utf-8") if expected is not None else _UNKNOWN_USER_KEY
         matches = hmac.compare_digest(hashlib.sha256(reference).digest(), hashlib.sha256(passwd).digest())
         if not (known and matches and username and passwd):
             raise SaslAuthenticationFailedError(_PLAIN_FAILED)
@@ -453,9 +455,10 @@ class ScramServer(SaslServer):
             text = response.decode("utf-8")
             if step == 0:
                 self._scram.set_client_first(text)
-                return self._scram.get_server_first().encode("utf-8")
+                server_first: str = self._scram.get_server_first()
+                return server_first.encode("utf-8")
             self._scram.set_client_final(text)
-            final = self._scram.get_server_final()
+            final: str = self._scram.get_server_final()
         except (UnicodeDecodeError, scramp.ScramException):
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
         except SaslAuthenticationFailedError:

@@ -166,6 +166,14 @@ def _mechanism(name: str, value: str) -> str:
 # --------------------------------------------------------------------------
 
 
+def _security_protocol(value: Any) -> SecurityProtocol:
+    return _protocol("security.protocol", value)
+
+
+def _sasl_mechanism(value: str | None) -> str | None:
+    return None if value is None else _mechanism("sasl.mechanism", value)
+
+
 @attrs.frozen
 class ClientSecurity:
     """A client's parsed security settings.
@@ -193,17 +201,13 @@ class ClientSecurity:
             password; a key without a certificate.
     """
 
-    security_protocol: SecurityProtocol = attrs.field(
-        default=SecurityProtocol.PLAINTEXT, converter=lambda value: _protocol("security.protocol", value)
-    )
+    security_protocol: SecurityProtocol = attrs.field(default=SecurityProtocol.PLAINTEXT, converter=_security_protocol)
     ssl_ca_location: str | None = None
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
     ssl_key_password: str | None = attrs.field(default=None, repr=False)
     ssl_endpoint_identification_algorithm: str = _ENDPOINT_HTTPS
-    sasl_mechanism: str | None = attrs.field(
-        default=None, converter=lambda value: None if value is None else _mechanism("sasl.mechanism", value)
-    )
+    sasl_mechanism: str | None = attrs.field(default=None, converter=_sasl_mechanism)
     sasl_username: str | None = None
     sasl_password: str | None = attrs.field(default=None, repr=False)
 
@@ -370,7 +374,7 @@ def parse_security_protocol_map(value: str | Mapping[str, Any] | None) -> dict[s
     return result
 
 
-def parse_listeners(listeners: str | Iterable[str], protocol_map: str | Mapping[str, Any] | None = None) -> list[ListenerEndpoint]:
+def parse_listeners(listeners: str | Iterable[str | tuple[str, str, int]], protocol_map: str | Mapping[str, Any] | None = None) -> list[ListenerEndpoint]:
     """Parse ``listeners`` (``NAME://host:port,...``) with the protocol map.
 
     Args:
@@ -391,6 +395,7 @@ def parse_listeners(listeners: str | Iterable[str], protocol_map: str | Mapping[
     """
     prop = "listeners"
     mapping = parse_security_protocol_map(protocol_map)
+    items: list[Any]
     if isinstance(listeners, str):
         items = listeners.split(",")
     elif isinstance(listeners, Iterable):

@@ -29,9 +29,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Collection, Mapping, TypeVar
 
+from kclient.client.admin import AdminClient
 from kclient.testing.broker import BrokerProcess
 from kclient.testing.process import BrokerProcessError
 from kclient.testing.zookeeper import ZooKeeperProcess
+from kclient.zk.client import ZkClient
 
 __all__ = ["Cluster", "CLUSTER_DEFAULTS", "metadata_shows_leaders"]
 
@@ -112,7 +114,7 @@ class Cluster:
         self.chroot = (chroot or f"kclient-cluster-{uuid.uuid4().hex[:8]}").strip("/")
         self.startup_timeout = startup_timeout
         self.brokers: dict[int, BrokerProcess] = {}
-        self._zk: Any = None
+        self._zk: ZkClient | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -231,11 +233,9 @@ class Cluster:
     # ------------------------------------------------------------ ZooKeeper reads
 
     @property
-    def zk(self):
+    def zk(self) -> ZkClient:
         """A `kclient.zk.client.ZkClient` session on the cluster's chroot."""
         if self._zk is None:
-            from kclient.zk.client import ZkClient
-
             zk = ZkClient(self.zookeeper_connect, session_timeout_ms=10000, connection_timeout_ms=10000)
             zk.start()
             self._zk = zk
@@ -346,7 +346,7 @@ class Cluster:
 
     # ------------------------------------------------------------ topics
 
-    def admin(self):
+    def admin(self) -> AdminClient:
         """A new `kclient.client.admin.AdminClient` on the cluster (close it)."""
         from kclient.client.admin import AdminClient
 

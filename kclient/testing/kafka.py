@@ -31,6 +31,7 @@ takes seconds to start: start one per test module or session.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import re
@@ -40,7 +41,9 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+_T = TypeVar("_T")
 
 from kclient.testing.maven import jars, require_java
 from kclient.testing.process import BrokerProcessError, ServerProcess, free_port
@@ -696,7 +699,8 @@ class KafkaCluster:
         for b in self.brokers.values():
             info = self.partition_info(topic, partition, b.node_id) if b.running else None
             if info is not None and info.leader >= 0:
-                return info.leader
+                leader: int = info.leader
+                return leader
         raise BrokerProcessError(f"no running broker names a leader of {topic}-{partition}")
 
     def isr(self, topic: str, partition: int = 0) -> list[int]:
@@ -719,7 +723,7 @@ class KafkaCluster:
             seen.add((info.leader, tuple(sorted(info.isr))))
         return info if len(seen) == 1 else None
 
-    def _wait(self, probe: Any, timeout: float, what: str) -> Any:
+    def _wait(self, probe: Callable[[], _T | None], timeout: float, what: str) -> _T:
         deadline = time.monotonic() + timeout
         while True:
             value = probe()
@@ -797,7 +801,7 @@ class KafkaCluster:
         with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
             admin.create_topics([topic], timeout_ms=int(timeout * 1000))
         for p in range(partitions):
-            info = self._wait(lambda p=p: self._agreed(name, p), timeout, f"every broker to know {name}-{p}")
+            info = self._wait(functools.partial(self._agreed, name, p), timeout, f"every broker to know {name}-{p}")
             self.wait_for_isr(name, p, info.replicas, timeout=timeout)
 
     def cleanup(self) -> None:

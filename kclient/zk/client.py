@@ -28,7 +28,7 @@ from kclient.errors import ZkTimeoutError, ZooKeeperError
 log = logging.getLogger(__name__)
 
 
-class _KazooLog(logging.LoggerAdapter):
+class _KazooLog(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed, not at runtime before 3.11
     """kazoo's own log, under ``kclient.zk.kazoo``, with its WARNINGs made
     INFO: kazoo warns on every dropped connection and reconnect attempt,
     which it then handles itself. What matters to the user (a session
@@ -88,7 +88,8 @@ class ZkClient:
 
     @property
     def connected(self) -> bool:
-        return self._kazoo.connected
+        connected: bool = self._kazoo.connected
+        return connected
 
     def start(self) -> None:
         """Connect to ZooKeeper.
@@ -132,7 +133,7 @@ class ZkClient:
     def get(self, path: str) -> bytes | None:
         """The node's data, or None if it does not exist."""
         try:
-            data, _ = self._kazoo.get(path)
+            data: bytes | None = self._kazoo.get(path)[0]
         except NoNodeError:
             return None
         return data
@@ -161,7 +162,8 @@ class ZkClient:
     def get_children(self, path: str) -> list[str]:
         """The node's children (unsorted), ``[]`` if it does not exist."""
         try:
-            return self._kazoo.get_children(path)
+            children: list[str] = self._kazoo.get_children(path)
+            return children
         except NoNodeError:
             return []
 
@@ -381,7 +383,8 @@ class ZkClient:
             stat = self._kazoo.set(path, data, version=version)
         except (BadVersionError, NoNodeError):
             return None
-        return stat.version
+        new_version: int = stat.version
+        return new_version
 
     @_zk_errors
     def create_versioned(self, path: str, data: bytes) -> int | None:
@@ -440,7 +443,8 @@ class ZkClient:
     def create_sequential(self, path_prefix: str, data: bytes) -> str:
         """Create a persistent sequential node ``<path_prefix><10 digits>``
         (parents created); returns its path."""
-        return self._kazoo.create(path_prefix, data, sequence=True, makepath=True)
+        created: str = self._kazoo.create(path_prefix, data, sequence=True, makepath=True)
+        return created
 
     @_zk_errors
     def ensure_path(self, path: str) -> None:
@@ -485,7 +489,7 @@ class ZkClient:
         cid = self._kazoo.client_id
         return None if cid is None else cid[0]
 
-    def transaction(self):
+    def transaction(self) -> Any:
         """A kazoo transaction (``create``/``set_data``/``delete``, then
         ``commit()``), applied atomically."""
         return self._kazoo.transaction()

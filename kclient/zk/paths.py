@@ -34,7 +34,7 @@ partitions / consumers`` alone would leave the remainder unowned; Kafka's
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -120,7 +120,7 @@ def _dumps(doc: object) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=False).encode("utf-8")
 
 
-def _loads(data: bytes | str, what: str) -> dict:
+def _loads(data: bytes | str, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(data)
     except (ValueError, TypeError) as exc:
@@ -221,7 +221,7 @@ class BrokerRegistration:
         return cls(broker_id, host, port, timestamp, jmx_port, endpoints, protocol_map=protocol_map)
 
     def to_json(self) -> bytes:
-        doc: dict = {
+        doc: dict[str, Any] = {
             "listener_security_protocol_map": dict(self.protocol_map) or {"PLAINTEXT": "PLAINTEXT"},
             "endpoints": list(self.endpoints),
             "jmx_port": self.jmx_port,

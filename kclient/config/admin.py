@@ -8,7 +8,7 @@ from typing import ClassVar
 import attrs
 
 from kclient.config.base import prop
-from kclient.config.convert import HostPort, _at_least, _to_host_ports, _to_int, _to_str
+from kclient.config.convert import HostPort, at_least, to_host_ports, to_int, to_str
 from kclient.config.security import _ClientSecurityConfig
 
 __all__ = ["AdminConfig"]
@@ -33,16 +33,16 @@ class AdminConfig(_ClientSecurityConfig):
         {"connections.max.idle.ms", "metadata.max.age.ms", "receive.buffer.bytes", "send.buffer.bytes", "reconnect.backoff.ms"}
     )
 
-    bootstrap_servers: tuple[HostPort, ...] = prop("bootstrap.servers", _to_host_ports, aliases=["metadata.broker.list"])
+    bootstrap_servers: tuple[HostPort, ...] = prop("bootstrap.servers", to_host_ports, aliases=["metadata.broker.list"])
     """Brokers to bootstrap from, ``"host:port,host:port"``. Required."""
-    client_id: str = prop("client.id", _to_str, "kclient-admin")
+    client_id: str = prop("client.id", to_str, "kclient-admin")
     """Sent in every request header."""
-    request_timeout_ms: int = prop("request.timeout.ms", _to_int, 30000, _at_least(1))
+    request_timeout_ms: int = prop("request.timeout.ms", to_int, 30000, at_least(1))
     """Response timeout of each request (ms); also the connect timeout."""
-    default_api_timeout_ms: int = prop("default.api.timeout.ms", _to_int, 60000, _at_least(1))
+    default_api_timeout_ms: int = prop("default.api.timeout.ms", to_int, 60000, at_least(1))
     """How long a call (``create_topics`` ...) may take in all, retries included,
     when it is given no ``timeout_ms`` (ms)."""
-    retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
+    retry_backoff_ms: int = prop("retry.backoff.ms", to_int, 100, at_least(0))
     """Pause before retrying a retriable error (NOT_CONTROLLER, no broker) (ms)."""
 
     def __attrs_post_init__(self) -> None:

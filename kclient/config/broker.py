@@ -12,17 +12,17 @@ import attrs
 from kclient.config.base import _KafkaConfig, prop
 from kclient.config.convert import (
     Listener,
-    _at_least,
-    _not_empty,
-    _one_of,
-    _port,
-    _to_bool,
-    _to_int,
-    _to_list,
-    _to_listeners,
-    _to_optional_int,
-    _to_optional_str,
-    _to_str,
+    at_least,
+    not_empty,
+    one_of,
+    port_number,
+    to_bool,
+    to_int,
+    to_list,
+    to_listeners,
+    to_optional_int,
+    to_optional_str,
+    to_str,
 )
 from kclient.config.formats import (
     _check_topic_config_file,
@@ -56,7 +56,7 @@ SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
 
 def _to_cleanup_policy(value: Any) -> tuple[str, ...]:
     """``delete`` / ``compact`` / ``compact,delete`` (any order) -> sorted tuple."""
-    policies = tuple(sorted({p.lower() for p in _to_list(value)}))
+    policies = tuple(sorted({p.lower() for p in to_list(value)}))
     if not policies or any(p not in ("compact", "delete") for p in policies):
         raise ValueError("expected delete, compact or compact,delete")
     return policies
@@ -78,7 +78,7 @@ def _to_ip_overrides(value: Any) -> tuple[tuple[str, int], ...]:
         items = [(str(k), v) for k, v in value.items()]
     else:
         items = []
-        for entry in _to_list(value):
+        for entry in to_list(value):
             host, sep, count = entry.rpartition(":")
             if not sep or not host:
                 raise ValueError(f"expected host:count, got {entry!r}")
@@ -86,7 +86,7 @@ def _to_ip_overrides(value: Any) -> tuple[tuple[str, int], ...]:
     result = []
     for host, count in items:
         host = host.strip().strip("[]")
-        limit = _to_int(count)
+        limit = to_int(count)
         if limit < 0:
             raise ValueError(f"the count of {host} must be at least 0")
         result.append((host, limit))
@@ -158,168 +158,168 @@ class BrokerConfig(_KafkaConfig):
         }
     )
 
-    broker_id: int = prop("broker.id", _to_int, 0, _at_least(0), aliases=["node.id"])
+    broker_id: int = prop("broker.id", to_int, 0, at_least(0), aliases=["node.id"])
     """Id of this broker in the cluster."""
-    port: int = prop("port", _port, 9092)
+    port: int = prop("port", port_number, 9092)
     """Port to listen on when ``listeners`` is not given; 0 picks a free one."""
-    host_name: str = prop("host.name", _to_str, "")
+    host_name: str = prop("host.name", to_str, "")
     """Address to bind when ``listeners`` is not given; empty: every interface."""
-    listeners: tuple[Listener, ...] = prop("listeners", _to_listeners, ())
+    listeners: tuple[Listener, ...] = prop("listeners", to_listeners, ())
     """``"PLAINTEXT://host:port,..."`` -> ``(("PLAINTEXT", host, port), ...)``; overrides host.name/port."""
-    listener_security_protocol_map: str | None = prop("listener.security.protocol.map", _to_optional_str, None)
+    listener_security_protocol_map: str | None = prop("listener.security.protocol.map", to_optional_str, None)
     """``NAME:PROTOCOL,...`` (KIP-103); ``None``: each protocol's own name."""
     controller_listener_names: tuple[str, ...] = prop(
-        "controller.listener.names", lambda v: tuple(n.upper() for n in _to_list(v)) if v else (), ()
+        "controller.listener.names", lambda v: tuple(n.upper() for n in to_list(v)) if v else (), ()
     )
     """KRaft controller listeners: not served by kclient's broker."""
-    advertised_listeners: tuple[Listener, ...] = prop("advertised.listeners", _to_listeners, ())
+    advertised_listeners: tuple[Listener, ...] = prop("advertised.listeners", to_listeners, ())
     """Addresses given to clients in Metadata; overrides advertised.host.name/port."""
-    advertised_host_name: str | None = prop("advertised.host.name", _to_optional_str, None)
+    advertised_host_name: str | None = prop("advertised.host.name", to_optional_str, None)
     """Host given to clients in Metadata; ``None``: derived from the listening address."""
     advertised_port_number: int | None = prop(
-        "advertised.port", lambda v: None if _to_optional_int(v) is None else _port(v), None
+        "advertised.port", lambda v: None if to_optional_int(v) is None else port_number(v), None
     )
     """Port given to clients in Metadata (``advertised.port``); ``None``: the listening port."""
-    log_dirs: tuple[str, ...] = prop("log.dirs", _to_list, ("/tmp/kafka-logs",), _not_empty, aliases=["log.dir"])
+    log_dirs: tuple[str, ...] = prop("log.dirs", to_list, ("/tmp/kafka-logs",), not_empty, aliases=["log.dir"])
     """Directories holding the partition logs (``"a,b"`` -> ``("a", "b")``)."""
-    num_partitions: int = prop("num.partitions", _to_int, 1, _at_least(1))
+    num_partitions: int = prop("num.partitions", to_int, 1, at_least(1))
     """Partitions of an auto-created topic."""
-    log_segment_bytes: int = prop("log.segment.bytes", _to_int, 1073741824, _at_least(14))
+    log_segment_bytes: int = prop("log.segment.bytes", to_int, 1073741824, at_least(14))
     """A segment rolls when it would grow past this size (bytes)."""
-    log_index_interval_bytes: int = prop("log.index.interval.bytes", _to_int, 4096, _at_least(0))
+    log_index_interval_bytes: int = prop("log.index.interval.bytes", to_int, 4096, at_least(0))
     """Bytes of log between two offset index entries."""
-    log_index_size_max_bytes: int = prop("log.index.size.max.bytes", _to_int, 10485760, _at_least(4))
+    log_index_size_max_bytes: int = prop("log.index.size.max.bytes", to_int, 10485760, at_least(4))
     """Largest offset index file (bytes); a full index rolls the segment."""
     log_flush_interval_messages: int = prop(
-        "log.flush.interval.messages", _to_int, 9223372036854775807, _at_least(1)
+        "log.flush.interval.messages", to_int, 9223372036854775807, at_least(1)
     )
     """fsync a log after this many messages (Kafka's default: never)."""
-    log_flush_interval_ms: int | None = prop("log.flush.interval.ms", _to_optional_int, None, _at_least(0))
+    log_flush_interval_ms: int | None = prop("log.flush.interval.ms", to_optional_int, None, at_least(0))
     """fsync a log when its oldest unflushed message is this old (ms); ``None``: never."""
     log_flush_scheduler_interval_ms: int | None = prop(
-        "log.flush.scheduler.interval.ms", _to_optional_int, None, _at_least(1)
+        "log.flush.scheduler.interval.ms", to_optional_int, None, at_least(1)
     )
     """How often (ms) the broker applies ``log.flush.interval.ms`` to every
     log; ``None`` (default): ``log.flush.interval.ms`` itself, clamped to
     10..1000 ms (see `flush_scheduler_interval_ms`). Deviation: Kafka's
     default is Long.MaxValue, which never runs the time-based flush."""
     log_flush_offset_checkpoint_interval_ms: int = prop(
-        "log.flush.offset.checkpoint.interval.ms", _to_int, 60000, _at_least(1)
+        "log.flush.offset.checkpoint.interval.ms", to_int, 60000, at_least(1)
     )
     """How often (ms) each log dir's ``recovery-point-offset-checkpoint`` is
     rewritten (only when a recovery point moved)."""
-    log_roll_ms: int | None = prop("log.roll.ms", _to_optional_int, None, _at_least(1))
+    log_roll_ms: int | None = prop("log.roll.ms", to_optional_int, None, at_least(1))
     """Roll the active segment once its first batch is this old (ms);
     ``None``: ``log.roll.hours``."""
-    log_roll_hours: int = prop("log.roll.hours", _to_int, 168, _at_least(1))
+    log_roll_hours: int = prop("log.roll.hours", to_int, 168, at_least(1))
     """Roll the active segment once its first batch is this old (hours)."""
-    log_retention_ms: int | None = prop("log.retention.ms", _to_optional_int, None, _at_least(-1))
+    log_retention_ms: int | None = prop("log.retention.ms", to_optional_int, None, at_least(-1))
     """Delete segments older than this (ms); wins over the minutes and hours
     settings; -1 keeps them forever; ``None``: ``log.retention.minutes``."""
-    log_retention_minutes: int | None = prop("log.retention.minutes", _to_optional_int, None, _at_least(-1))
+    log_retention_minutes: int | None = prop("log.retention.minutes", to_optional_int, None, at_least(-1))
     """Delete segments older than this (minutes); wins over hours; -1 keeps
     them forever; ``None``: ``log.retention.hours``."""
-    log_retention_hours: int = prop("log.retention.hours", _to_int, 168, _at_least(-1))
+    log_retention_hours: int = prop("log.retention.hours", to_int, 168, at_least(-1))
     """Delete segments older than this (hours); -1 keeps them forever."""
-    log_retention_bytes: int = prop("log.retention.bytes", _to_int, -1, _at_least(-1))
+    log_retention_bytes: int = prop("log.retention.bytes", to_int, -1, at_least(-1))
     """Delete old segments while a partition is larger than this (bytes); -1: no limit."""
-    log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", _to_int, 300000, _at_least(1))
+    log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", to_int, 300000, at_least(1))
     """How often (ms) the broker applies the retention settings to every log."""
     log_cleanup_policy: tuple[str, ...] = prop("log.cleanup.policy", _to_cleanup_policy, ("delete",))
     """Default ``cleanup.policy`` of every topic: ``delete`` (retention by
     time and size), ``compact`` (log compaction: the last record of each key
     is kept) or ``compact,delete`` (both). A topic's own ``cleanup.policy``
     wins (Kafka documentation, "Log Compaction")."""
-    log_cleaner_enable: bool = prop("log.cleaner.enable", _to_bool, True)
+    log_cleaner_enable: bool = prop("log.cleaner.enable", to_bool, True)
     """Run the log cleaner, which compacts the topics whose policy holds ``compact``."""
-    log_cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", _to_int, 15000, _at_least(0))
+    log_cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", to_int, 15000, at_least(0))
     """Pause (ms) of the log cleaner between two passes over the logs."""
-    log_cleaner_threads: int = prop("log.cleaner.threads", _to_int, 1, _one_of(1))
+    log_cleaner_threads: int = prop("log.cleaner.threads", to_int, 1, one_of(1))
     """Cleaner threads; kclient runs one cleaner task, so only 1 is accepted."""
-    log_cleaner_dedupe_buffer_size: int = prop("log.cleaner.dedupe.buffer.size", _to_int, 134217728, _at_least(24))
+    log_cleaner_dedupe_buffer_size: int = prop("log.cleaner.dedupe.buffer.size", to_int, 134217728, at_least(24))
     """Memory (bytes) of the cleaner's key -> offset map, 24 bytes a key; a
     pass cleans only as many dirty segments as the map covers."""
-    log_cleaner_delete_retention_ms: int = prop("log.cleaner.delete.retention.ms", _to_int, 86400000, _at_least(0))
+    log_cleaner_delete_retention_ms: int = prop("log.cleaner.delete.retention.ms", to_int, 86400000, at_least(0))
     """How long (ms) a tombstone (null value) stays in a compacted log after
     its first cleaning; a topic's ``delete.retention.ms`` wins."""
     log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", _to_ratio, 0.5)
     """A compacted log is cleaned when its dirty bytes over its cleanable
     bytes exceed this; a topic's ``min.cleanable.dirty.ratio`` wins."""
-    log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", _to_int, 0, _at_least(0))
+    log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", to_int, 0, at_least(0))
     """Records younger than this (ms) stay uncompacted; a topic's
     ``min.compaction.lag.ms`` wins."""
-    auto_create_topics_enable: bool = prop("auto.create.topics.enable", _to_bool, True)
+    auto_create_topics_enable: bool = prop("auto.create.topics.enable", to_bool, True)
     """Create unknown topics when a client asks for their metadata."""
-    default_replication_factor: int = prop("default.replication.factor", _to_int, 1, _at_least(1))
+    default_replication_factor: int = prop("default.replication.factor", to_int, 1, at_least(1))
     """Replicas of each partition of an auto-created topic (and of a
     CreateTopics request asking for -1)."""
-    delete_topic_enable: bool = prop("delete.topic.enable", _to_bool, True)
+    delete_topic_enable: bool = prop("delete.topic.enable", to_bool, True)
     """Whether DeleteTopics (and ``kclient topics --delete``) delete topics."""
-    offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", _to_int, 50, _at_least(1))
+    offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", to_int, 50, at_least(1))
     """Partitions of the ``__consumer_offsets`` topic (created on first use);
     group ``g`` lives in partition ``abs(hashCode(g)) % n``. Do not change
     it once the topic exists."""
-    offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", _to_int, 3, _at_least(1))
+    offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", to_int, 3, at_least(1))
     """Replicas of each ``__consumer_offsets`` partition. Deviation from
     Kafka (which refuses to create the topic until that many brokers are
     alive): with fewer live brokers the topic is created with one replica
     per live broker, and a WARNING says so."""
-    offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", _to_int, 104857600, _at_least(14))
+    offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", to_int, 104857600, at_least(14))
     """``segment.bytes`` of the ``__consumer_offsets`` topic (small
     segments compact and load faster)."""
-    offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", _to_int, 5000, _at_least(1))
+    offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", to_int, 5000, at_least(1))
     """How long an offset commit waits for the ISR of its
     ``__consumer_offsets`` partition (ms); then REQUEST_TIMED_OUT."""
-    offsets_retention_minutes: int = prop("offsets.retention.minutes", _to_int, 10080, _at_least(1))
+    offsets_retention_minutes: int = prop("offsets.retention.minutes", to_int, 10080, at_least(1))
     """Committed offsets of a group without members are deleted (a
     tombstone is written) this long after their commit (KIP-211)."""
-    offsets_retention_check_interval_ms: int = prop("offsets.retention.check.interval.ms", _to_int, 600000, _at_least(1))
+    offsets_retention_check_interval_ms: int = prop("offsets.retention.check.interval.ms", to_int, 600000, at_least(1))
     """How often expired offsets are looked for (ms)."""
-    offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", _to_int, 4096, _at_least(0))
+    offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", to_int, 4096, at_least(0))
     """Longest metadata string a commit may carry (else OFFSET_METADATA_TOO_LARGE)."""
-    group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", _to_int, 6000, _at_least(1))
+    group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", to_int, 6000, at_least(1))
     """Smallest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."""
-    group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", _to_int, 1800000, _at_least(1))
+    group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", to_int, 1800000, at_least(1))
     """Largest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."""
-    group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", _to_int, 3000, _at_least(0))
+    group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", to_int, 3000, at_least(0))
     """How long the first rebalance of an empty group waits for more
     members to join (ms), up to the rebalance timeout."""
-    unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", _to_bool, False)
+    unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", to_bool, False)
     """Whether a replica outside the ISR may become leader when no in-sync
     replica is alive (availability over durability: acknowledged records
     may be lost); a topic's own setting wins."""
-    min_insync_replicas: int = prop("min.insync.replicas", _to_int, 1, _at_least(1))
+    min_insync_replicas: int = prop("min.insync.replicas", to_int, 1, at_least(1))
     """With ``acks=-1`` a produce needs at least this many in-sync replicas
     (else NOT_ENOUGH_REPLICAS); a topic's own ``min.insync.replicas`` wins."""
-    replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", _to_int, 30000, _at_least(1))
+    replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", to_int, 30000, at_least(1))
     """A follower that has not caught up with the leader's log end offset
     for this long (ms) leaves the ISR."""
-    replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", _to_int, 500, _at_least(0))
+    replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", to_int, 500, at_least(0))
     """Longest a follower's Fetch waits at the leader for data (ms)."""
-    replica_fetch_min_bytes: int = prop("replica.fetch.min.bytes", _to_int, 1, _at_least(0))
+    replica_fetch_min_bytes: int = prop("replica.fetch.min.bytes", to_int, 1, at_least(0))
     """Bytes a follower's Fetch waits for at the leader."""
-    replica_fetch_max_bytes: int = prop("replica.fetch.max.bytes", _to_int, 1048576, _at_least(0))
+    replica_fetch_max_bytes: int = prop("replica.fetch.max.bytes", to_int, 1048576, at_least(0))
     """Bytes a follower fetches per partition per request (the first batch
     comes whole even if larger, KIP-74)."""
-    replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", _to_int, 10485760, _at_least(0))
+    replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", to_int, 10485760, at_least(0))
     """Bytes a follower fetches per request over all partitions."""
-    replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", _to_int, 1000, _at_least(0))
+    replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", to_int, 1000, at_least(0))
     """A follower's pause after a failed fetch (ms)."""
-    replica_socket_timeout_ms: int = prop("replica.socket.timeout.ms", _to_int, 30000, _at_least(1))
+    replica_socket_timeout_ms: int = prop("replica.socket.timeout.ms", to_int, 30000, at_least(1))
     """Connect and request timeout of a follower's connection to its leader (ms)."""
     replica_high_watermark_checkpoint_interval_ms: int = prop(
-        "replica.high.watermark.checkpoint.interval.ms", _to_int, 5000, _at_least(1)
+        "replica.high.watermark.checkpoint.interval.ms", to_int, 5000, at_least(1)
     )
     """How often (ms) each log dir's ``replication-offset-checkpoint``
     (the partitions' high watermarks) is written."""
-    inter_broker_listener_name: str | None = prop("inter.broker.listener.name", _to_optional_str, None)
+    inter_broker_listener_name: str | None = prop("inter.broker.listener.name", to_optional_str, None)
     """The listener brokers use to reach each other (controller requests,
     replica fetches); ``None``: the first listener."""
-    message_max_bytes: int = prop("message.max.bytes", _to_int, 1048588, _at_least(0))
+    message_max_bytes: int = prop("message.max.bytes", to_int, 1048588, at_least(0))
     """Largest record batch the broker accepts (bytes)."""
-    socket_request_max_bytes: int = prop("socket.request.max.bytes", _to_int, 104857600, _at_least(1))
+    socket_request_max_bytes: int = prop("socket.request.max.bytes", to_int, 104857600, at_least(1))
     """Largest request frame the broker reads (bytes); larger closes the connection."""
-    max_connections: int = prop("max.connections", _to_int, 1000, _at_least(0))
+    max_connections: int = prop("max.connections", to_int, 1000, at_least(0))
     """Most client connections served at once; a connection beyond it is
     closed at once (logged rate-limited, see
     ``connection.rejection.log.interval.ms``; Kafka instead delays
@@ -328,7 +328,7 @@ class BrokerConfig(_KafkaConfig):
     broker's file descriptors or memory (each connection holds at most
     `kclient.broker.server.RECEIVE_CHUNK` bytes of request budget while it
     waits for its client)."""
-    max_connections_per_ip: int = prop("max.connections.per.ip", _to_int, 2147483647, _at_least(0))
+    max_connections_per_ip: int = prop("max.connections.per.ip", to_int, 2147483647, at_least(0))
     """Most connections served at once from one client IP address (Kafka's
     default: 2147483647, i.e. only ``max.connections`` applies); one more
     is closed at once (logged rate-limited). See
@@ -340,7 +340,7 @@ class BrokerConfig(_KafkaConfig):
     ``"127.0.0.1:200,10.0.0.7:0"`` -> ``(("127.0.0.1", 200), ("10.0.0.7", 0))``.
     Kafka's format; a host name is resolved once when the broker starts."""
     queued_max_request_bytes: int | None = prop(
-        "queued.max.request.bytes", _to_optional_int, None, _at_least(-1)
+        "queued.max.request.bytes", to_optional_int, None, at_least(-1)
     )
     """Most bytes of requests being read or processed at once, over every
     connection (the broker's request memory pool). A connection that would
@@ -358,11 +358,11 @@ class BrokerConfig(_KafkaConfig):
     without bound. To never stall, the oldest request being read may go over the
     budget (by less than one frame): the broker's request memory stays
     under ``queued.max.request.bytes + socket.request.max.bytes``."""
-    connections_max_idle_ms: int = prop("connections.max.idle.ms", _to_int, 600000, _at_least(-1))
+    connections_max_idle_ms: int = prop("connections.max.idle.ms", to_int, 600000, at_least(-1))
     """A connection with no request in progress that receives nothing for
     this long (ms) is closed (logged at DEBUG, as Kafka does); ``-1``:
     never."""
-    socket_request_read_timeout_ms: int = prop("socket.request.read.timeout.ms", _to_int, 30000, _at_least(1), aliases=("request.timeout.ms",))
+    socket_request_read_timeout_ms: int = prop("socket.request.read.timeout.ms", to_int, 30000, at_least(1), aliases=("request.timeout.ms",))
     """kclient-specific (Kafka has no such broker property; the clients'
     name ``request.timeout.ms`` is accepted as an alias): a request
     whose first byte has arrived must arrive whole within this long (ms)
@@ -375,7 +375,7 @@ class BrokerConfig(_KafkaConfig):
     the clients' ``request.timeout.ms`` (30 s): a client that cannot send a
     request in that time has given up on it anyway."""
     connection_rejection_log_interval_ms: int = prop(
-        "connection.rejection.log.interval.ms", _to_int, 10000, _at_least(0)
+        "connection.rejection.log.interval.ms", to_int, 10000, at_least(0)
     )
     """kclient-specific: rejected and closed connections (over
     ``max.connections`` or ``max.connections.per.ip``, a bad frame size, a
@@ -385,17 +385,17 @@ class BrokerConfig(_KafkaConfig):
     (`kclient.broker.security.RateLimitedLog`); ``0`` logs every one.
     Kafka logs each one."""
     connection_failed_authentication_delay_ms: int = prop(
-        "connection.failed.authentication.delay.ms", _to_int, 100, _at_least(0)
+        "connection.failed.authentication.delay.ms", to_int, 100, at_least(0)
     )
     """How long (ms) a connection whose authentication failed stays open
     after the failure response before it is closed (KIP-306): the client
     reads the error instead of a bare disconnect, and cannot retry in a
     tight loop."""
-    zookeeper_connect: str | None = prop("zookeeper.connect", _to_optional_str, None)
+    zookeeper_connect: str | None = prop("zookeeper.connect", to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
-    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
+    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", to_int, 6000, at_least(1))
     """ZooKeeper session timeout (ms)."""
-    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))
+    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", to_int, 6000, at_least(1))
     """Longest wait to connect to ZooKeeper (ms)."""
     log_message_format_version: str = prop("log.message.format.version", _to_format_version, "3.0")
     """Message format the broker stores, as a Kafka release (``0.8.2`` -> v0,
@@ -407,7 +407,7 @@ class BrokerConfig(_KafkaConfig):
     """``CreateTime`` keeps the producer's timestamps; ``LogAppendTime`` makes
     the broker stamp every appended batch (v1/v2) with its clock. Overridden
     per topic by ``message.timestamp.type`` in ``topic.config.file``."""
-    topic_config_file: str | None = prop("topic.config.file", _to_optional_str, None, _check_topic_config_file)
+    topic_config_file: str | None = prop("topic.config.file", to_optional_str, None, _check_topic_config_file)
     """A ``.properties`` file of per-topic overrides, one
     ``<topic>.message.format.version=...`` or
     ``<topic>.message.timestamp.type=...`` per line (read when the broker

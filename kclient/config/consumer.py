@@ -11,15 +11,15 @@ import attrs
 from kclient.config.base import prop
 from kclient.config.convert import (
     HostPort,
-    _at_least,
-    _enum,
-    _not_empty,
-    _same_as,
-    _to_bool,
-    _to_host_ports,
-    _to_int,
-    _to_optional_str,
-    _to_str,
+    at_least,
+    enum_choice,
+    not_empty,
+    same_as,
+    to_bool,
+    to_host_ports,
+    to_int,
+    to_optional_str,
+    to_str,
 )
 from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
@@ -30,7 +30,7 @@ __all__ = ["ConsumerConfig"]
 def _to_optional_host_ports(value: object) -> tuple[HostPort, ...] | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return _to_host_ports(value)
+    return to_host_ports(value)
 
 
 def _default_coordination(config: ConsumerConfig) -> str:
@@ -86,9 +86,9 @@ class ConsumerConfig(_ClientSecurityConfig):
         "fetch.message.max.bytes (alias max.partition.fetch.bytes)",
     }
 
-    group_id: str = prop("group.id", _to_str, validate=_not_empty)
+    group_id: str = prop("group.id", to_str, validate=not_empty)
     """Consumer group the consumer joins. Required."""
-    zookeeper_connect: str | None = prop("zookeeper.connect", _to_optional_str, None)
+    zookeeper_connect: str | None = prop("zookeeper.connect", to_optional_str, None)
     """ZooKeeper ensemble, ``"host:port,host:port/chroot"``. Required with
     ``group.coordination=zookeeper``."""
     bootstrap_servers: tuple[HostPort, ...] | None = prop("bootstrap.servers", _to_optional_host_ports, None)
@@ -96,93 +96,93 @@ class ConsumerConfig(_ClientSecurityConfig):
     ``group.coordination=broker``; with ZooKeeper coordination and
     ``offsets.storage=kafka`` the brokers registered in ZooKeeper are used
     when it is unset."""
-    group_coordination: str = prop("group.coordination", _enum("zookeeper", "broker"), attrs.Factory(_default_coordination, takes_self=True))
+    group_coordination: str = prop("group.coordination", enum_choice("zookeeper", "broker"), attrs.Factory(_default_coordination, takes_self=True))
     """Who coordinates the group: ``zookeeper`` (Kafka 0.8's registration
     and rebalance in ZooKeeper) or ``broker`` (a broker's group coordinator,
     JoinGroup/SyncGroup). Default: ``broker`` when ``bootstrap.servers`` is
     set and ``zookeeper.connect`` is not, else ``zookeeper``."""
-    consumer_id: str | None = prop("consumer.id", _to_optional_str, None)
+    consumer_id: str | None = prop("consumer.id", to_optional_str, None)
     """Member id in the group; ``None`` generates ``<group>_<host>-<ms>-<random>``."""
-    client_id: str = prop("client.id", _to_str, _same_as("group_id"))
+    client_id: str = prop("client.id", to_str, same_as("group_id"))
     """Sent with every request; defaults to ``group.id``."""
     socket_timeout_ms: int = prop(
-        "socket.timeout.ms", _to_int, 30000, _at_least(1), aliases=["request.timeout.ms"]
+        "socket.timeout.ms", to_int, 30000, at_least(1), aliases=["request.timeout.ms"]
     )
     """Network request timeout (ms)."""
     socket_receive_buffer_bytes: int = prop(
-        "socket.receive.buffer.bytes", _to_int, 65536, _at_least(-1), aliases=["receive.buffer.bytes"]
+        "socket.receive.buffer.bytes", to_int, 65536, at_least(-1), aliases=["receive.buffer.bytes"]
     )
     """Socket receive buffer (bytes); -1 leaves the OS default."""
     fetch_message_max_bytes: int = prop(
-        "fetch.message.max.bytes", _to_int, 1048576, _at_least(1), aliases=["max.partition.fetch.bytes"]
+        "fetch.message.max.bytes", to_int, 1048576, at_least(1), aliases=["max.partition.fetch.bytes"]
     )
     """Bytes asked for per partition per fetch; must exceed the largest message."""
-    num_consumer_fetchers: int = prop("num.consumer.fetchers", _to_int, 1, _at_least(1))
+    num_consumer_fetchers: int = prop("num.consumer.fetchers", to_int, 1, at_least(1))
     """Fetcher tasks per consumer."""
-    auto_commit_enable: bool = prop("auto.commit.enable", _to_bool, True, aliases=["enable.auto.commit"])
+    auto_commit_enable: bool = prop("auto.commit.enable", to_bool, True, aliases=["enable.auto.commit"])
     """Commit consumed offsets periodically."""
-    auto_commit_interval_ms: int = prop("auto.commit.interval.ms", _to_int, 60000, _at_least(0))
+    auto_commit_interval_ms: int = prop("auto.commit.interval.ms", to_int, 60000, at_least(0))
     """Period of the automatic commit (ms)."""
-    queued_max_message_chunks: int = prop("queued.max.message.chunks", _to_int, 2, _at_least(1))
+    queued_max_message_chunks: int = prop("queued.max.message.chunks", to_int, 2, at_least(1))
     """Fetched chunks buffered per stream."""
-    rebalance_max_retries: int = prop("rebalance.max.retries", _to_int, 4, _at_least(0))
+    rebalance_max_retries: int = prop("rebalance.max.retries", to_int, 4, at_least(0))
     """Rebalance attempts before giving up."""
-    rebalance_backoff_ms: int = prop("rebalance.backoff.ms", _to_int, 2000, _at_least(0))
+    rebalance_backoff_ms: int = prop("rebalance.backoff.ms", to_int, 2000, at_least(0))
     """Pause between rebalance attempts (ms)."""
-    refresh_leader_backoff_ms: int = prop("refresh.leader.backoff.ms", _to_int, 200, _at_least(0))
+    refresh_leader_backoff_ms: int = prop("refresh.leader.backoff.ms", to_int, 200, at_least(0))
     """Pause before looking for a lost partition leader again (ms)."""
-    fetch_min_bytes: int = prop("fetch.min.bytes", _to_int, 1, _at_least(0))
+    fetch_min_bytes: int = prop("fetch.min.bytes", to_int, 1, at_least(0))
     """Least data a fetch answer should carry (bytes)."""
-    fetch_wait_max_ms: int = prop("fetch.wait.max.ms", _to_int, 100, _at_least(0), aliases=["fetch.max.wait.ms"])
+    fetch_wait_max_ms: int = prop("fetch.wait.max.ms", to_int, 100, at_least(0), aliases=["fetch.max.wait.ms"])
     """Longest the broker waits for ``fetch.min.bytes`` (ms)."""
     auto_offset_reset: str = prop(
         "auto.offset.reset",
-        _enum("smallest", "largest", synonyms={"earliest": "smallest", "latest": "largest"}),
+        enum_choice("smallest", "largest", synonyms={"earliest": "smallest", "latest": "largest"}),
         "largest",
     )
     """Where to start without a committed offset: ``smallest`` or ``largest``
     (the modern ``earliest`` / ``latest`` are accepted and stored as these)."""
-    consumer_timeout_ms: int = prop("consumer.timeout.ms", _to_int, -1, _at_least(-1))
+    consumer_timeout_ms: int = prop("consumer.timeout.ms", to_int, -1, at_least(-1))
     """Iterator timeout without a message (ms); -1 waits forever."""
-    exclude_internal_topics: bool = prop("exclude.internal.topics", _to_bool, True)
+    exclude_internal_topics: bool = prop("exclude.internal.topics", to_bool, True)
     """Hide internal topics (``__consumer_offsets``) from wildcard subscriptions."""
-    offsets_storage: str = prop("offsets.storage", _enum("zookeeper", "kafka"), "zookeeper")
+    offsets_storage: str = prop("offsets.storage", enum_choice("zookeeper", "kafka"), "zookeeper")
     """Where offsets are committed: ``zookeeper`` or ``kafka``."""
-    dual_commit_enabled: bool = prop("dual.commit.enabled", _to_bool, True)
+    dual_commit_enabled: bool = prop("dual.commit.enabled", to_bool, True)
     """With ``offsets.storage=kafka``, commit to ZooKeeper too (migration)."""
     partition_assignment_strategy: str = prop(
-        "partition.assignment.strategy", _enum("range", "roundrobin"), "range"
+        "partition.assignment.strategy", enum_choice("range", "roundrobin"), "range"
     )
     """How partitions are spread over the group's streams."""
-    offsets_channel_backoff_ms: int = prop("offsets.channel.backoff.ms", _to_int, 1000, _at_least(0))
+    offsets_channel_backoff_ms: int = prop("offsets.channel.backoff.ms", to_int, 1000, at_least(0))
     """Pause before retrying a coordinator request: finding the
     coordinator, committing or fetching offsets, joining (ms)."""
-    offsets_channel_socket_timeout_ms: int = prop("offsets.channel.socket.timeout.ms", _to_int, 10000, _at_least(1))
+    offsets_channel_socket_timeout_ms: int = prop("offsets.channel.socket.timeout.ms", to_int, 10000, at_least(1))
     """Longest a coordinator call may take, its retries included (ms)."""
-    offsets_commit_max_retries: int = prop("offsets.commit.max.retries", _to_int, 5, _at_least(0))
+    offsets_commit_max_retries: int = prop("offsets.commit.max.retries", to_int, 5, at_least(0))
     """Retries of a failed commit to Kafka (not of the commit at shutdown's
     ZooKeeper part)."""
-    session_timeout_ms: int = prop("session.timeout.ms", _to_int, 10000, _at_least(1))
+    session_timeout_ms: int = prop("session.timeout.ms", to_int, 10000, at_least(1))
     """Broker-coordinated groups: a member without a heartbeat for this long
     is removed from the group (ms)."""
-    heartbeat_interval_ms: int = prop("heartbeat.interval.ms", _to_int, 3000, _at_least(1))
+    heartbeat_interval_ms: int = prop("heartbeat.interval.ms", to_int, 3000, at_least(1))
     """Broker-coordinated groups: time between heartbeats (ms); below
     ``session.timeout.ms``."""
-    rebalance_timeout_ms: int = prop("rebalance.timeout.ms", _to_int, 60000, _at_least(1))
+    rebalance_timeout_ms: int = prop("rebalance.timeout.ms", to_int, 60000, at_least(1))
     """Broker-coordinated groups: how long the coordinator waits for every
     member to rejoin in a rebalance (JoinGroup's rebalance timeout,
     KIP-62; ms)."""
-    metadata_max_age_ms: int = prop("metadata.max.age.ms", _to_int, 300000, _at_least(1))
+    metadata_max_age_ms: int = prop("metadata.max.age.ms", to_int, 300000, at_least(1))
     """Broker-coordinated groups: how often the member checks its subscribed
     topics (a topic filter's matches) and their partition counts; a change
     starts a rebalance (ms)."""
-    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", _to_int, 6000, _at_least(1))
+    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", to_int, 6000, at_least(1))
     """ZooKeeper session timeout (ms)."""
-    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", _to_int, 6000, _at_least(1))
+    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", to_int, 6000, at_least(1))
     """Longest wait to connect to ZooKeeper (ms)."""
-    zookeeper_sync_time_ms: int = prop("zookeeper.sync.time.ms", _to_int, 2000, _at_least(0))
+    zookeeper_sync_time_ms: int = prop("zookeeper.sync.time.ms", to_int, 2000, at_least(0))
     """How far a ZooKeeper follower may lag the leader (ms)."""
-    statistics_interval_ms: int = prop("statistics.interval.ms", _to_int, 0, _at_least(0))
+    statistics_interval_ms: int = prop("statistics.interval.ms", to_int, 0, at_least(0))
     """How often the ConsumerConnector calls its ``statistics_callback`` with
     a statistics snapshot (ms; librdkafka's property of the same name); 0
     (the default) never."""

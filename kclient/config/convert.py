@@ -18,7 +18,31 @@ import attrs
 
 from kclient.protocol.records import codecs as _codecs
 
-__all__ = ["COMPRESSION_CODECS", "HostPort", "Listener"]
+__all__ = [
+    "COMPRESSION_CODECS",
+    "HostPort",
+    "Listener",
+    "SameAs",
+    "at_least",
+    "enum_choice",
+    "not_empty",
+    "one_of",
+    "port_number",
+    "same_as",
+    "to_acks",
+    "to_bool",
+    "to_codec",
+    "to_encoding",
+    "to_host_ports",
+    "to_int",
+    "to_list",
+    "to_listeners",
+    "to_optional_int",
+    "to_optional_plugin",
+    "to_optional_str",
+    "to_plugin",
+    "to_str",
+]
 
 #: ``(host, port)``, as parsed from ``"host:port"`` (IPv6 as ``"[::1]:9092"``).
 HostPort = tuple[str, int]
@@ -38,7 +62,7 @@ COMPRESSION_CODECS: dict[str, int] = dict(_codecs.BY_NAME)
 _INT = re.compile(r"[+-]?[0-9]+")
 
 
-def _to_int(value: Any) -> int:
+def to_int(value: Any) -> int:
     if isinstance(value, bool):
         raise TypeError("expected an integer, not a boolean")
     if isinstance(value, int):
@@ -48,13 +72,13 @@ def _to_int(value: Any) -> int:
     raise ValueError("expected an integer")
 
 
-def _to_optional_int(value: Any) -> int | None:
+def to_optional_int(value: Any) -> int | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return _to_int(value)
+    return to_int(value)
 
 
-def _to_bool(value: Any) -> bool:
+def to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -62,20 +86,20 @@ def _to_bool(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
-def _to_str(value: Any) -> str:
+def to_str(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, not {type(value).__name__}")
     return value.strip()
 
 
-def _to_optional_str(value: Any) -> str | None:
+def to_optional_str(value: Any) -> str | None:
     if value is None:
         return None
-    text = _to_str(value)
+    text = to_str(value)
     return text or None
 
 
-def _to_list(value: Any) -> tuple[str, ...]:
+def to_list(value: Any) -> tuple[str, ...]:
     """``"a, b,c"`` or an iterable of strings -> ``("a", "b", "c")``."""
     if value is None:
         return ()
@@ -89,7 +113,7 @@ def _to_list(value: Any) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _enum(*choices: str, synonyms: Mapping[str, str] | None = None) -> Callable[[Any], str]:
+def enum_choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Callable[[Any], str]:
     names = ", ".join(choices)
     synonyms = dict(synonyms or {})
 
@@ -112,17 +136,17 @@ def _split_host_port(text: str) -> HostPort:
         host, sep, port = text.rpartition(":")
     if not sep or not host or ":" in host and not text.startswith("["):
         raise ValueError(f"{text!r} is not host:port")
-    return host, _port(port)
+    return host, port_number(port)
 
 
-def _port(value: Any) -> int:
-    port = _to_int(value)
+def port_number(value: Any) -> int:
+    port = to_int(value)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is out of range 0..65535")
     return port
 
 
-def _to_host_ports(value: Any) -> tuple[HostPort, ...]:
+def to_host_ports(value: Any) -> tuple[HostPort, ...]:
     """``"h1:9092,h2:9093"`` or ``[("h1", 9092), "h2:9093"]`` -> tuple of pairs."""
     items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int):
@@ -133,7 +157,7 @@ def _to_host_ports(value: Any) -> tuple[HostPort, ...]:
             if item.strip():
                 result.append(_split_host_port(item))
         elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and item[0]:
-            result.append((item[0], _port(item[1])))
+            result.append((item[0], port_number(item[1])))
         else:
             raise ValueError(f"{item!r} is not host:port")
     if not result:
@@ -144,7 +168,7 @@ def _to_host_ports(value: Any) -> tuple[HostPort, ...]:
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ip6>[^\]]*)\]|(?P<host>[^:/]*)):(?P<port>-?[0-9]+)")
 
 
-def _to_listeners(value: Any) -> tuple[Listener, ...]:
+def to_listeners(value: Any) -> tuple[Listener, ...]:
     """``"PLAINTEXT://host:9092,..."`` -> ``(("PLAINTEXT", "host", 9092), ...)``.
 
     Only the syntax is checked here; which security protocol each name
@@ -164,16 +188,16 @@ def _to_listeners(value: Any) -> tuple[Listener, ...]:
                 raise ValueError(f"{item.strip()!r} is not NAME://host:port")
             name, host, port = m["name"].upper(), m["ip6"] if m["ip6"] is not None else m["host"], m["port"]
         elif isinstance(item, (tuple, list)) and len(item) == 3:
-            name, host, port = str(item[0]).upper(), _to_str(item[1]), item[2]
+            name, host, port = str(item[0]).upper(), to_str(item[1]), item[2]
         else:
             raise ValueError(f"{item!r} is not NAME://host:port")
         if any(name == seen for seen, _, _ in result):
             raise ValueError(f"listener {name} is given twice; each listener needs its own name")
-        result.append((name, host, _port(port)))
+        result.append((name, host, port_number(port)))
     return tuple(result)
 
 
-def _to_plugin(value: Any) -> Any:
+def to_plugin(value: Any) -> Any:
     """A dotted class path (stripped, non-empty) or any object, stored as given."""
     if isinstance(value, str):
         text = value.strip()
@@ -185,13 +209,13 @@ def _to_plugin(value: Any) -> Any:
     return value
 
 
-def _to_optional_plugin(value: Any) -> Any:
+def to_optional_plugin(value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return _to_plugin(value)
+    return to_plugin(value)
 
 
-def _to_codec(value: Any) -> str:
+def to_codec(value: Any) -> str:
     """Codec name (none, gzip, snappy, lz4, zstd) or its id 0..4 -> name."""
     if isinstance(value, bool):
         raise TypeError("expected a codec name or id")
@@ -200,17 +224,17 @@ def _to_codec(value: Any) -> str:
         if name is None:
             raise ValueError(f"expected a codec id {min(_codecs.NAMES)}..{max(_codecs.NAMES)}")
         return name
-    return _enum(*COMPRESSION_CODECS, synonyms={"uncompressed": "none"})(value)
+    return enum_choice(*COMPRESSION_CODECS, synonyms={"uncompressed": "none"})(value)
 
 
-def _to_acks(value: Any) -> int:
+def to_acks(value: Any) -> int:
     if isinstance(value, str) and value.strip().lower() == "all":
         return -1
-    return _to_int(value)
+    return to_int(value)
 
 
-def _to_encoding(value: Any) -> str:
-    text = _to_str(value)
+def to_encoding(value: Any) -> str:
+    text = to_str(value)
     codecs.lookup(text)  # LookupError -> ConfigError
     return text
 
@@ -220,7 +244,7 @@ def _to_encoding(value: Any) -> str:
 # --------------------------------------------------------------------------
 
 
-def _at_least(low: int) -> Callable[[Any], None]:
+def at_least(low: int) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if value is not None and value < low:
             raise ValueError(f"must be at least {low}")
@@ -228,7 +252,7 @@ def _at_least(low: int) -> Callable[[Any], None]:
     return check
 
 
-def _one_of(*allowed: Any) -> Callable[[Any], None]:
+def one_of(*allowed: Any) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if value not in allowed:
             raise ValueError(f"must be one of {', '.join(map(str, allowed))}")
@@ -236,13 +260,13 @@ def _one_of(*allowed: Any) -> Callable[[Any], None]:
     return check
 
 
-def _not_empty(value: Any) -> None:
+def not_empty(value: Any) -> None:
     if not value:
         raise ValueError("must not be empty")
 
 
 @attrs.frozen
-class _SameAs:
+class SameAs:
     """Default factory: the value of another attribute (``attribute``),
     kept inspectable so the configuration reference can say which."""
 
@@ -252,5 +276,5 @@ class _SameAs:
         return getattr(config, self.attribute)
 
 
-def _same_as(attribute: str) -> Any:
-    return attrs.Factory(_SameAs(attribute), takes_self=True)
+def same_as(attribute: str) -> Any:
+    return attrs.Factory(SameAs(attribute), takes_self=True)

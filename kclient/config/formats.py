@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from kclient.config.convert import _to_str
+from kclient.config.convert import to_str
 from kclient.config.files import load_properties
 from kclient.errors import ConfigError
 from kclient.protocol.records.formats import magic_for_kafka_version
@@ -103,7 +103,7 @@ def message_format_magic(version: Any) -> int:
 def _to_format_version(value: Any) -> str:
     """A Kafka version string (kept as given, stripped) that
     `message_format_magic` understands."""
-    text = _to_str(value)
+    text = to_str(value)
     message_format_magic(text)
     return text
 
@@ -117,7 +117,7 @@ def _to_timestamp_type(value: Any) -> str:
     raise ValueError(f"expected one of {', '.join(TIMESTAMP_TYPES)}")
 
 
-def _to_api_version(value: Any) -> tuple[int, int, int] | None:
+def to_api_version(value: Any) -> tuple[int, int, int] | None:
     """``auto`` / empty / None -> None; else a Kafka version -> tuple."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
         return None

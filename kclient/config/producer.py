@@ -11,22 +11,22 @@ import attrs
 from kclient.config.base import prop
 from kclient.config.convert import (
     HostPort,
-    _at_least,
-    _enum,
-    _one_of,
-    _same_as,
-    _to_acks,
-    _to_bool,
-    _to_codec,
-    _to_encoding,
-    _to_host_ports,
-    _to_int,
-    _to_list,
-    _to_optional_plugin,
-    _to_plugin,
-    _to_str,
+    at_least,
+    enum_choice,
+    one_of,
+    same_as,
+    to_acks,
+    to_bool,
+    to_codec,
+    to_encoding,
+    to_host_ports,
+    to_int,
+    to_list,
+    to_optional_plugin,
+    to_plugin,
+    to_str,
 )
-from kclient.config.formats import _to_api_version
+from kclient.config.formats import to_api_version
 from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
@@ -89,86 +89,86 @@ class ProducerConfig(_ClientSecurityConfig):
     }
 
     metadata_broker_list: tuple[HostPort, ...] = prop(
-        "metadata.broker.list", _to_host_ports, aliases=["bootstrap.servers"]
+        "metadata.broker.list", to_host_ports, aliases=["bootstrap.servers"]
     )
     """Bootstrap brokers, ``"host:port,host:port"`` -> ``(("host", port), ...)``. Required."""
-    producer_type: str = prop("producer.type", _enum("sync", "async"), "sync")
+    producer_type: str = prop("producer.type", enum_choice("sync", "async"), "sync")
     """``"sync"``: ``send`` waits for the acknowledgement; ``"async"``: ``send`` enqueues."""
-    request_required_acks: int = prop("request.required.acks", _to_acks, 1, _one_of(-1, 0, 1), aliases=["acks"])
+    request_required_acks: int = prop("request.required.acks", to_acks, 1, one_of(-1, 0, 1), aliases=["acks"])
     """0 no acknowledgement, 1 the leader wrote it, -1 (``all``) every in-sync replica did."""
-    request_timeout_ms: int = prop("request.timeout.ms", _to_int, 10000, _at_least(1))
+    request_timeout_ms: int = prop("request.timeout.ms", to_int, 10000, at_least(1))
     """How long the broker may wait to satisfy ``request.required.acks`` (ms)."""
-    serializer_class: Any = prop("serializer.class", _to_plugin, "kclient.DefaultEncoder")
+    serializer_class: Any = prop("serializer.class", to_plugin, "kclient.DefaultEncoder")
     """Encoder of message values: dotted class path, class or instance."""
-    key_serializer_class: Any = prop("key.serializer.class", _to_optional_plugin, _same_as("serializer_class"))
+    key_serializer_class: Any = prop("key.serializer.class", to_optional_plugin, same_as("serializer_class"))
     """Encoder of keys; defaults to (and ``None`` means) ``serializer.class``."""
-    serializer_encoding: str = prop("serializer.encoding", _to_encoding, "utf-8")
+    serializer_encoding: str = prop("serializer.encoding", to_encoding, "utf-8")
     """Text encoding a `StringEncoder` uses (Kafka's default UTF8)."""
-    partitioner_class: Any = prop("partitioner.class", _to_plugin, "kclient.DefaultPartitioner")
+    partitioner_class: Any = prop("partitioner.class", to_plugin, "kclient.DefaultPartitioner")
     """Partitioner: dotted class path, class or instance."""
-    compression_codec: str = prop("compression.codec", _to_codec, "none", aliases=["compression.type"])
+    compression_codec: str = prop("compression.codec", to_codec, "none", aliases=["compression.type"])
     """``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` (ids 0-4 accepted on input)."""
-    compressed_topics: tuple[str, ...] = prop("compressed.topics", _to_list, ())
+    compressed_topics: tuple[str, ...] = prop("compressed.topics", to_list, ())
     """Topics to compress; empty means every topic when a codec is set."""
-    message_send_max_retries: int = prop("message.send.max.retries", _to_int, 3, _at_least(0), aliases=["retries"])
+    message_send_max_retries: int = prop("message.send.max.retries", to_int, 3, at_least(0), aliases=["retries"])
     """Retries of a failed send before `FailedToSendMessageError` (leadership
     errors, NOT_ENOUGH_REPLICAS, timeouts, lost connections); also bounds the
     wait for an unreachable bootstrap (every ``metadata.broker.list`` broker
     down), which then fails with `NoBrokersAvailableError` as the cause."""
-    retry_backoff_ms: int = prop("retry.backoff.ms", _to_int, 100, _at_least(0))
+    retry_backoff_ms: int = prop("retry.backoff.ms", to_int, 100, at_least(0))
     """Pause before the first retry (ms), doubled for each further one up to
     ``retry.backoff.max.ms``; metadata is refreshed before every retry."""
-    retry_backoff_max_ms: int = prop("retry.backoff.max.ms", _to_int, 1000, _at_least(0))
+    retry_backoff_max_ms: int = prop("retry.backoff.max.ms", to_int, 1000, at_least(0))
     """Cap of the exponential retry backoff (ms; KIP-580): after a leader
     moves, a retry comes at most this long after the new leader is
     ready."""
     topic_metadata_refresh_interval_ms: int = prop(
-        "topic.metadata.refresh.interval.ms", _to_int, 600000, aliases=["metadata.max.age.ms"]
+        "topic.metadata.refresh.interval.ms", to_int, 600000, aliases=["metadata.max.age.ms"]
     )
     """Periodic metadata refresh (ms); negative: refresh only after a failure."""
-    client_id: str = prop("client.id", _to_str, "")
+    client_id: str = prop("client.id", to_str, "")
     """Sent with every request, for the broker's logs and quotas."""
     queue_buffering_max_ms: int = prop(
-        "queue.buffering.max.ms", _to_int, 5000, _at_least(0), aliases=["queue.time", "linger.ms"]
+        "queue.buffering.max.ms", to_int, 5000, at_least(0), aliases=["queue.time", "linger.ms"]
     )
     """Async: longest time a message waits in the queue before its batch is sent (ms)."""
     queue_buffering_max_messages: int = prop(
-        "queue.buffering.max.messages", _to_int, 10000, _at_least(1), aliases=["queue.size"]
+        "queue.buffering.max.messages", to_int, 10000, at_least(1), aliases=["queue.size"]
     )
     """Async: capacity of the queue, in messages."""
     queue_enqueue_timeout_ms: int = prop(
-        "queue.enqueue.timeout.ms", _to_int, -1, _at_least(-1), aliases=["queue.enqueueTimeout.ms"]
+        "queue.enqueue.timeout.ms", to_int, -1, at_least(-1), aliases=["queue.enqueueTimeout.ms"]
     )
     """Async, full queue: -1 block until there is room, 0 drop at once
     (`QueueFullError`), >0 wait that many ms then drop."""
-    close_timeout_ms: int = prop("close.timeout.ms", _to_int, 5000, _at_least(0))
+    close_timeout_ms: int = prop("close.timeout.ms", to_int, 5000, at_least(0))
     """Async: the longest the flush of a producer that was never closed may
     take at interpreter exit (ms; Kafka's ``KafkaProducer.close(timeout)``,
     kclient's ``Producer.close(timeout_ms)``). What is then still queued or
     unacknowledged is abandoned and its count logged at ERROR."""
-    batch_num_messages: int = prop("batch.num.messages", _to_int, 200, _at_least(1))
+    batch_num_messages: int = prop("batch.num.messages", to_int, 200, at_least(1))
     """Async: messages per batch (a count; the modern ``batch.size`` is bytes and is not accepted)."""
-    send_buffer_bytes: int = prop("send.buffer.bytes", _to_int, 102400, _at_least(-1))
+    send_buffer_bytes: int = prop("send.buffer.bytes", to_int, 102400, at_least(-1))
     """Socket send buffer (bytes); -1 leaves the OS default."""
-    event_handler: Any = prop("event.handler", _to_optional_plugin, None)
+    event_handler: Any = prop("event.handler", to_optional_plugin, None)
     """EventHandler replacing the default pipeline (0.7); ``None`` for the default."""
-    callback_handler: Any = prop("callback.handler", _to_optional_plugin, None)
+    callback_handler: Any = prop("callback.handler", to_optional_plugin, None)
     """CallbackHandler with enqueue/dequeue/before-send hooks (0.7); ``None`` for none."""
-    enable_idempotence: bool = prop("enable.idempotence", _to_bool, False)
+    enable_idempotence: bool = prop("enable.idempotence", to_bool, False)
     """Get a producer id (InitProducerId) and number each partition's batches
     (KIP-98) so that retries, also to a new leader after a failover, do not
     duplicate; keeps one batch per partition in flight. Needs
     ``request.required.acks=-1`` and Produce v3+ (``api.version`` 0.11+)."""
-    max_request_size: int = prop("max.request.size", _to_int, 1048576, _at_least(1))
+    max_request_size: int = prop("max.request.size", to_int, 1048576, at_least(1))
     """Largest produce request the producer builds (bytes)."""
-    max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", _to_int, 1, _at_least(1))
+    max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", to_int, 1, at_least(1))
     """Async mode: batches the ProducerSendThread may have sent and not yet
     had acknowledged (Kafka's property of the same name). 1 (the default)
     keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
     retries; more pipelines Produce requests for throughput, and a retried
     batch may then land after a later one, as in Kafka (not with
     ``enable.idempotence``, which keeps one batch per partition in flight)."""
-    socket_busy_poll_us: int = prop("socket.busy.poll.us", _to_int, 0, _at_least(0))
+    socket_busy_poll_us: int = prop("socket.busy.poll.us", to_int, 0, at_least(0))
     """Sync sends (``producer.type=sync``, ``TrioProducer.send``): after
     writing a Produce request, keep the sending thread polling the socket
     for the response for up to this many µs before it sleeps (kclient's
@@ -181,7 +181,7 @@ class ProducerConfig(_ClientSecurityConfig):
     and rose from 0.69 to 0.94 ms while it was busy (``benchmarks/README.md``):
     measure on your own machines. The poll blocks the producer's event
     loop, and ends as soon as the response's first bytes arrive."""
-    api_version: tuple[int, int, int] | None = prop("api.version", _to_api_version, None)
+    api_version: tuple[int, int, int] | None = prop("api.version", to_api_version, None)
     """Cap on the Produce version, and with it the message format, as a Kafka
     release (kafka-python's ``api_version``): ``auto`` / ``None`` (default)
     takes the highest the broker advertises; ``0.8.2`` (also

@@ -26,7 +26,7 @@ from kclient.config.admin import AdminConfig
 from kclient.config.base import REQUIRED, Property, _KafkaConfig
 from kclient.config.broker import SECURITY_PREFIXES, BrokerConfig
 from kclient.config.consumer import ConsumerConfig
-from kclient.config.convert import _SameAs
+from kclient.config.convert import SameAs
 from kclient.config.producer import ProducerConfig
 
 __all__ = ["CONFIG_CLASSES", "REGENERATE", "field_docs", "render_class", "render_page", "unit_of"]
@@ -103,7 +103,7 @@ def _format_default(spec: Property, table: dict[str, Property]) -> str:
         return "**required**"
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         factory = default.factory
-        if isinstance(factory, _SameAs):
+        if isinstance(factory, SameAs):
             return f"same as `{table[factory.attribute].name}`"
         return "computed"
     if default is None:

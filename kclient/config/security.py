@@ -27,8 +27,8 @@ from typing import Any
 import attrs
 
 from kclient.config.base import _KafkaConfig, prop
-from kclient.config.convert import _to_optional_str
-from kclient.security.settings import ClientSecurity, SecurityProtocol, _mechanism, _protocol
+from kclient.config.convert import to_optional_str
+from kclient.security.settings import ClientSecurity, SecurityProtocol, parse_sasl_mechanism, parse_security_protocol
 
 __all__ = ["SECURITY_PROPERTIES"]
 
@@ -48,12 +48,12 @@ SECURITY_PROPERTIES: tuple[str, ...] = (
 
 
 def _to_protocol(value: Any) -> SecurityProtocol:
-    return _protocol("security.protocol", value)
+    return parse_security_protocol("security.protocol", value)
 
 
 def _to_mechanism(value: Any) -> str | None:
-    text = _to_optional_str(value)
-    return None if text is None else _mechanism("sasl.mechanism", text)
+    text = to_optional_str(value)
+    return None if text is None else parse_sasl_mechanism("sasl.mechanism", text)
 
 
 def _to_secret(value: Any) -> str | None:
@@ -87,12 +87,12 @@ class _ClientSecurityConfig(_KafkaConfig):
 
     security_protocol: SecurityProtocol = prop("security.protocol", _to_protocol, SecurityProtocol.PLAINTEXT)
     """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
-    ssl_ca_location: str | None = prop("ssl.ca.location", _to_optional_str, None, aliases=["ssl.cafile"])
+    ssl_ca_location: str | None = prop("ssl.ca.location", to_optional_str, None, aliases=["ssl.cafile"])
     """PEM file (or hashed directory) of the CAs trusted for the broker's
     certificate; ``None`` trusts the system's CAs."""
-    ssl_certificate_location: str | None = prop("ssl.certificate.location", _to_optional_str, None)
+    ssl_certificate_location: str | None = prop("ssl.certificate.location", to_optional_str, None)
     """The client's certificate chain (PEM), for mutual TLS."""
-    ssl_key_location: str | None = prop("ssl.key.location", _to_optional_str, None)
+    ssl_key_location: str | None = prop("ssl.key.location", to_optional_str, None)
     """The client's private key (PEM); may be in the certificate file."""
     ssl_key_password: str | None = prop("ssl.key.password", _to_secret, None, secret=True)
     """Password of an encrypted ``ssl.key.location``."""
@@ -103,7 +103,7 @@ class _ClientSecurityConfig(_KafkaConfig):
     connected to) or ``""`` (``none``: do not check)."""
     sasl_mechanism: str | None = prop("sasl.mechanism", _to_mechanism, None, aliases=["sasl.mechanisms"])
     """``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``; required with SASL."""
-    sasl_username: str | None = prop("sasl.username", _to_optional_str, None)
+    sasl_username: str | None = prop("sasl.username", to_optional_str, None)
     """The SASL user; required with SASL unless ``sasl.jaas.config`` names it."""
     sasl_password: str | None = prop("sasl.password", _to_secret, None, secret=True)
     """The SASL password."""

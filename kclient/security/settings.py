@@ -69,6 +69,8 @@ __all__ = [
     "SslClientAuth",
     "broker_listener_security",
     "parse_listeners",
+    "parse_sasl_mechanism",
+    "parse_security_protocol",
     "parse_security_protocol_map",
 ]
 
@@ -139,7 +141,19 @@ def _first(props: Mapping[str, Any], *names: str, secret: bool = False) -> tuple
     return found[0] if found else (names[0], None)
 
 
-def _protocol(name: str, value: Any) -> SecurityProtocol:
+def parse_security_protocol(name: str, value: Any) -> SecurityProtocol:
+    """A ``security.protocol`` value (any case) as a `SecurityProtocol`.
+
+    Args:
+        name: The property's name, for the error.
+        value: A `SecurityProtocol` or its name (``"SASL_SSL"``).
+
+    Returns:
+        The protocol.
+
+    Raises:
+        ConfigError: Naming ``name``: not a string, or no protocol.
+    """
     if isinstance(value, SecurityProtocol):
         return value
     if not isinstance(value, str):
@@ -150,7 +164,21 @@ def _protocol(name: str, value: Any) -> SecurityProtocol:
         raise _invalid(name, value, f"expected one of {', '.join(p.value for p in SecurityProtocol)}") from None
 
 
-def _mechanism(name: str, value: str) -> str:
+def parse_sasl_mechanism(name: str, value: str) -> str:
+    """A ``sasl.mechanism`` value, upper-cased and checked.
+
+    Args:
+        name: The property's name, for the error.
+        value: The mechanism (``"SCRAM-SHA-256"``, any case).
+
+    Returns:
+        The mechanism's name.
+
+    Raises:
+        NotSupportedError: A mechanism Kafka has and kclient does not
+            (GSSAPI, OAUTHBEARER).
+        ConfigError: Naming ``name``: no mechanism.
+    """
     mechanism = value.strip().upper()
     if mechanism in SUPPORTED_MECHANISMS:
         return mechanism
@@ -167,11 +195,11 @@ def _mechanism(name: str, value: str) -> str:
 
 
 def _security_protocol(value: Any) -> SecurityProtocol:
-    return _protocol("security.protocol", value)
+    return parse_security_protocol("security.protocol", value)
 
 
 def _sasl_mechanism(value: str | None) -> str | None:
-    return None if value is None else _mechanism("sasl.mechanism", value)
+    return None if value is None else parse_sasl_mechanism("sasl.mechanism", value)
 
 
 @attrs.frozen
@@ -252,7 +280,7 @@ class ClientSecurity:
             ConfigError: naming the property (never echoing a password).
             NotSupportedError: ``sasl.mechanism`` GSSAPI or OAUTHBEARER.
         """
-        protocol = _protocol("security.protocol", props.get("security.protocol") or SecurityProtocol.PLAINTEXT)
+        protocol = parse_security_protocol("security.protocol", props.get("security.protocol") or SecurityProtocol.PLAINTEXT)
         kwargs: dict[str, Any] = {"security_protocol": protocol}
         if protocol.uses_ssl:
             kwargs["ssl_ca_location"] = _first(props, "ssl.ca.location", "ssl.cafile")[1]
@@ -267,7 +295,7 @@ class ClientSecurity:
             kwargs["ssl_endpoint_identification_algorithm"] = "" if algorithm.strip().lower() in ("", "none") else _ENDPOINT_HTTPS
         if protocol.uses_sasl:
             name, mechanism = _first(props, "sasl.mechanism", "sasl.mechanisms")
-            kwargs["sasl_mechanism"] = _mechanism(name, mechanism) if mechanism is not None else None
+            kwargs["sasl_mechanism"] = parse_sasl_mechanism(name, mechanism) if mechanism is not None else None
             username = _text(props, "sasl.username")
             password = _text(props, "sasl.password", secret=True)
             jaas = _text(props, "sasl.jaas.config", secret=True)
@@ -370,7 +398,7 @@ def parse_security_protocol_map(value: str | Mapping[str, Any] | None) -> dict[s
             raise _invalid(prop, value, f"{name.strip()!r} is not a listener name (letters, digits, _)")
         if key in result:
             raise _invalid(prop, value, f"listener {key} is mapped twice")
-        result[key] = _protocol(prop, protocol)
+        result[key] = parse_security_protocol(prop, protocol)
     return result
 
 
@@ -543,7 +571,7 @@ class ListenerSecurity:
                     f"Missing required configuration sasl.enabled.mechanisms for {where}: Kafka's default GSSAPI is "
                     f"not supported; use {', '.join(SUPPORTED_MECHANISMS)}"
                 )
-            mechanisms = tuple(dict.fromkeys(_mechanism(name, m) for m in enabled.split(",") if m.strip()))
+            mechanisms = tuple(dict.fromkeys(parse_sasl_mechanism(name, m) for m in enabled.split(",") if m.strip()))
             if not mechanisms:
                 raise _invalid(name, enabled, "expected at least one mechanism")
             kwargs["sasl_enabled_mechanisms"] = mechanisms

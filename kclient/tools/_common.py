@@ -56,10 +56,10 @@ def parse_bootstrap(text: str) -> tuple[tuple[str, int], ...]:
     Raises:
         ConfigError: An empty list or an entry that is not ``host:port``.
     """
-    from kclient.config.convert import _to_host_ports
+    from kclient.config.convert import to_host_ports
 
     try:
-        brokers = _to_host_ports(text)
+        brokers = to_host_ports(text)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"--bootstrap-server {text!r}: {exc}") from exc
     if not brokers:

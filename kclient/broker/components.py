@@ -121,7 +121,7 @@ class BrokerComponents:
         for topic, count in sorted(self.state.logs.topics().items()):
             await self.replica_manager.lead_locally(topic, range(count))
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the replica manager, the config change listener, the group
         coordinator and the controller until cancelled; started once each
         of them is."""

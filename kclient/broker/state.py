@@ -14,6 +14,7 @@ parts.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -211,7 +212,7 @@ class BrokerState:
             kclient.errors.ConfigError: Inconsistent metadata.
             OSError: An unusable directory.
         """
-        log_dirs = list(config.log_dirs)
+        log_dirs: list[str | os.PathLike[str]] = list(config.log_dirs)
         if not log_dirs:
             raise ConfigError("log.dirs is empty")
         meta_is_new = not (Path(log_dirs[0]) / META_FILE).exists()

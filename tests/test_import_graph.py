@@ -26,15 +26,6 @@ PACKAGE = ROOT / "kclient"
 
 #: Circles that exist today (issue 26 removes them), each the set of its files.
 _KNOWN_CIRCLES: list[frozenset[str]] = [
-    frozenset(
-        {
-            "kclient.client.producer.callbacks",
-            "kclient.client.producer.core",
-            "kclient.client.producer.event_handler",
-            "kclient.client.producer.producer",
-            "kclient.client.producer.send_thread",
-        }
-    ),
 ]
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer.producer import ProducerData
+    from kclient.client.producer.data import ProducerData
 
 
 class CallbackHandler:

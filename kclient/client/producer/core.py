@@ -30,21 +30,21 @@ from __future__ import annotations
 import logging
 import math
 import re
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
-from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.cluster import Cluster
+from kclient.client.producer.callbacks import CallbackHandler, overrides
+from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import RecordFuture, RecordMetadata, call_back, settle, track
 from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
+from kclient.client.producer.partitioner import Partitioner
 from kclient.client.producer.settings import settings_from_config
+from kclient.client.serde import Encoder
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, InvalidTopicError, ProducerClosedError
 from kclient.plugins import load_plugin
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +119,6 @@ class TrioProducer:
     """
 
     def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
-        from kclient.client.serde import Encoder
-        from kclient.client.producer.partitioner import Partitioner
-
         cfg = as_config(config)
         self.config = cfg
         self.settings = settings_from_config(cfg)

@@ -98,7 +98,7 @@ import trio
 
 from kclient._accel import speedups as _speedups
 from kclient.client.producer.batching import BatchBuilder, PartitionSend, headers_size
-from kclient.client.producer.data import ProducerData as _ProducerData
+from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import RecordMetadata, TrackedData
 from kclient.client.producer.partitioner import DefaultPartitioner
 from kclient.client.serde import DefaultEncoder
@@ -126,13 +126,12 @@ from kclient.protocol.records.formats import ZSTD_MIN_PRODUCE_VERSION, produce_m
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
-    from kclient.client.producer.producer import ProducerData
 
 log = logging.getLogger(__name__)
 
 # The producer's item types whose topic is their first field (compiled
 # grouping by topic; None: pure Python).
-_DATA_TYPES = frozenset((_ProducerData, TrackedData))
+_DATA_TYPES = frozenset((ProducerData, TrackedData))
 _c_group_by_topic = _speedups.group_by_topic if _speedups is not None else None
 
 
@@ -284,7 +283,7 @@ class DefaultEventHandler(EventHandler):
             if fast is not None:
                 # The compiled loop (pass-through encoders, DefaultPartitioner,
                 # plain ProducerData); None: some item needs the loop below.
-                grouped = fast(datas, _ProducerData, n_parts, now, self._random, self._bytes_values)
+                grouped = fast(datas, ProducerData, n_parts, now, self._random, self._bytes_values)
                 if grouped is not None:
                     for p, records in grouped.items():
                         target = out[(topic, p)] = PartitionSend(topic, p)
@@ -298,7 +297,7 @@ class DefaultEventHandler(EventHandler):
                     # ProducerData is a (topic, key, messages, timestamp_ms,
                     # partition, headers) tuple; other objects only need the
                     # attributes.
-                    if type(d) is _ProducerData:
+                    if type(d) is ProducerData:
                         _, key, messages, ts, fixed, headers = d
                         report = None
                     elif type(d) is TrackedData:  # sent with a delivery callback or futures

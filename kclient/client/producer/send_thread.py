@@ -32,7 +32,7 @@ import functools
 import logging
 import operator
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import attrs
 import trio
@@ -42,12 +42,35 @@ from kclient.client.producer.delivery import reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.sync import LoopThread
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.client.producer.core import TrioProducer
-
 log = logging.getLogger(__name__)
 
 _topic_of = operator.attrgetter("topic")
+
+
+class BatchSubmitter(Protocol):
+    """What the send thread hands each batch to: the producer's trio core
+    (`kclient.client.producer.core.TrioProducer` is one), given to
+    `ProducerSendThread.start_sending` so that this module does not import
+    the layer above it."""
+
+    def submit_batch(self, events: list, on_done: Callable[[BaseException | None], None]) -> Awaitable[None]:
+        """Write one batch's Produce requests and return; call ``on_done``
+        later, on the trio thread, with None once acknowledged or with the
+        error once given up on.
+
+        Args:
+            events: The batch's ProducerData, through the hooks.
+            on_done: The completion callback (called once).
+
+        Returns:
+            An awaitable that completes once the batch is written (or
+            handed to a custom event handler).
+
+        Raises:
+            ProducerClosedError: the producer is closed (``on_done`` is then
+                not called).
+        """
+        ...
 
 
 @attrs.frozen
@@ -133,12 +156,12 @@ class ProducerSendThread(LoopThread):
         #: callback or future: batches then look for their reports.
         self.tracking = False
 
-    def start_sending(self, producer: "TrioProducer") -> None:
+    def start_sending(self, producer: BatchSubmitter) -> None:
         """Start the batching task on this thread's loop. Call once.
 
         Args:
-            producer: The TrioProducer to send through, already opened on
-                this loop.
+            producer: Where batches go (the producer's `TrioProducer`,
+                already opened on this loop; any `BatchSubmitter`).
         """
         self.call_sync(self.nursery.start_soon, self._send_loop, producer)
         self.queue.consumer_ident = self.ident
@@ -155,7 +178,7 @@ class ProducerSendThread(LoopThread):
         """
         return self._finished.wait(timeout)
 
-    async def _send_loop(self, producer: "TrioProducer") -> None:
+    async def _send_loop(self, producer: BatchSubmitter) -> None:
         queue = self.queue
         token = trio.lowlevel.current_trio_token()
         batch_messages = self.batch_num_messages
@@ -187,7 +210,7 @@ class ProducerSendThread(LoopThread):
         finally:
             self._finished.set()
 
-    async def _process(self, producer: "TrioProducer", items: list, taken: int, dequeued: bool = True) -> None:
+    async def _process(self, producer: BatchSubmitter, items: list, taken: int, dequeued: bool = True) -> None:
         """Run the hooks on ``items`` (holding ``taken`` messages taken off
         the queue) and submit them; the queue's ``task_done(taken)`` follows
         once the batch is acknowledged or failed."""
@@ -284,4 +307,4 @@ def _wake_soon(token: "trio.lowlevel.TrioToken", wake: Callable[[], None]) -> No
 
 # MessageQueue and QueueStatistics (now in kclient.client.producer.queue)
 # stay importable from here, where they lived before.
-__all__ = ["ProducerSendThread", "SendStatistics"]
+__all__ = ["BatchSubmitter", "ProducerSendThread", "SendStatistics"]

@@ -226,25 +226,25 @@ def test_decode_chunk_runs_decoders_in_message_order():
 
 async def test_concurrent_zookeeper_reads_raise_their_own_error_not_a_group():
     """The rebalance reads committed offsets and leaders at once
-    (core._all); a failing read raises its own KafkaError, after both
+    (concurrent_calls.all_of); a failing read raises its own KafkaError, after both
     finished, so the rebalance's retry (which catches KafkaError) sees it."""
     import trio
 
-    from kclient.client.consumer.group.core import _all, _both
+    from kclient.client.consumer.group.concurrent_calls import all_of, both
     from kclient.errors import ZooKeeperError
 
     finished = []
 
     async def ok(value, delay):
-        await trio.sleep(delay)
+        await trio.sleep(delay)  # kept: reads that finish in a chosen order (the thing under test)
         finished.append(value)
         return value
 
     async def fails():
-        await trio.sleep(0)
+        await trio.sleep(0)  # kept: a checkpoint (no time passes) before failing
         raise ZooKeeperError("read failed")
 
-    assert await _both(ok(1, 0.01), ok(2, 0)) == (1, 2)
+    assert await both(ok(1, 0.01), ok(2, 0)) == (1, 2)
     with pytest.raises(ZooKeeperError, match="read failed"):
-        await _all(fails(), ok(3, 0.02))
+        await all_of(fails(), ok(3, 0.02))
     assert 3 in finished  # the other call ran to its end

@@ -42,7 +42,7 @@ def compiled():
     require(_MISSING, name="kclient._speedups", needs="the compiled speedups")
     from kclient.client.producer import data
 
-    _speedups.set_data_fallback(data._py_new, data.ProducerData)
+    _speedups.set_data_fallback(data.py_new, data.ProducerData)
 
 
 _BYTES = st.one_of(st.none(), st.binary(max_size=300))
@@ -300,7 +300,7 @@ def _outcome(fn, *args):
 def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts, partition, headers):
     from kclient.client.producer import data
 
-    pure = data._py_new
+    pure = data.py_new
     if hasattr(messages, "__next__"):  # an iterator is used up by one call: make two
         items = list(messages)
         first, second = iter(items), iter(items)
@@ -313,11 +313,11 @@ def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts,
 def test_stamped_sets_the_send_time():
     import time
 
-    from kclient.client.producer.data import ProducerData, _py_stamped
+    from kclient.client.producer.data import ProducerData, py_stamped
 
     d = ProducerData("t", b"k", [b"v"], None, 3, [("h", b"x")])
     before = time.time_ns() // 1_000_000
-    compiled, pure = _speedups.stamped(d), _py_stamped(d)
+    compiled, pure = _speedups.stamped(d), py_stamped(d)
     after = time.time_ns() // 1_000_000
     assert type(compiled) is ProducerData and compiled[:3] == d[:3] and compiled[4:] == d[4:]
     assert before <= compiled.timestamp_ms <= after and before <= pure.timestamp_ms <= after

@@ -35,6 +35,7 @@ from kclient.client import admin_groups
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
+from kclient.client.loop_closer import LoopClientCloser
 from kclient.config.admin import AdminConfig
 from kclient.errors import (
     NONE,
@@ -45,8 +46,9 @@ from kclient.errors import (
     NoBrokersAvailableError,
     error_for_code,
 )
+from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS
-from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
+from kclient.sync import ClosingClient, LoopThread, track
 
 __all__ = [
     "AdminClient",
@@ -154,15 +156,8 @@ class TrioAdminClient:
             nursery: A nursery of the loop the client runs on.
         """
         c = self.config
-        self._cluster = Cluster(
-            nursery,
-            c.bootstrap_servers,
-            client_id=c.client_id,
-            request_timeout_ms=c.request_timeout_ms,
-            connect_timeout_ms=c.request_timeout_ms,
-            retry_backoff_ms=c.retry_backoff_ms,
-            security=c.security,
-        )
+        settings = ConnectionSettings.with_timeout(c.request_timeout_ms, client_id=c.client_id, security=c.security)
+        self._cluster = Cluster.open(nursery, c.bootstrap_servers, settings, retry_backoff_ms=c.retry_backoff_ms)
 
     @property
     def cluster(self) -> Cluster:
@@ -475,7 +470,7 @@ class AdminClient(ClosingClient):
         self._core = core
         with self._loop.closing_on_error():
             self._loop.call_sync(core.attach, self._loop.nursery)
-        self._closer = _AdminCloser(f"<AdminClient client.id={core.config.client_id}>", 5.0, self._loop, core)
+        self._closer = LoopClientCloser(f"<AdminClient client.id={core.config.client_id}>", 5.0, self._loop, core.aclose, ignore=(KafkaError,), logger=log)
         track(self._closer)
 
     def create_topics(self, new_topics: Sequence[NewTopic], timeout_ms: int | None = None, validate_only: bool = False) -> None:
@@ -611,19 +606,3 @@ class AdminClient(ClosingClient):
 
     def __repr__(self) -> str:
         return f"<AdminClient client.id={self._core.config.client_id} {self._state()}>"
-
-
-class _AdminCloser(ExitCloser):
-    """Closes an AdminClient's connections and loop (`kclient.sync.ExitCloser`)."""
-
-    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioAdminClient) -> None:
-        super().__init__(description, exit_timeout)
-        self._loop = loop
-        self._core = core
-
-    def _close(self) -> None:
-        try:
-            self._loop.call(self._core.aclose)
-        except KafkaError:  # the loop is gone already
-            pass
-        self._loop.close()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import random
-import ssl
 from typing import Iterable, Sequence
 
 import attrs
@@ -37,9 +36,9 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.net.connection import BrokerConnection
+from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import METADATA
 from kclient.security.settings import ClientSecurity
-from kclient.security.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +91,27 @@ class ClusterMetadata:
         """
         return self.topics.get(topic, ())
 
+    def leaders(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, str, int]]:
+        """Where some partitions' leaders are, in this snapshot.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{key: (broker id, host, port)}`` for the partitions whose
+            leader is among the snapshot's brokers (the others are left out).
+        """
+        by_topic: dict[str, dict[int, PartitionInfo]] = {}
+        out: dict[tuple[str, int], tuple[int, str, int]] = {}
+        for topic, partition in keys:
+            if topic not in by_topic:
+                by_topic[topic] = {p.partition: p for p in self.partitions_for(topic)}
+            info = by_topic[topic].get(partition)
+            broker = self.brokers.get(info.leader) if info is not None else None
+            if broker is not None:
+                out[(topic, partition)] = (broker.node_id, broker.host, broker.port)
+        return out
+
 
 class Cluster:
     """Metadata cache and connection pool (use inside a trio nursery).
@@ -132,10 +152,9 @@ class Cluster:
     ) -> None:
         if not bootstrap:
             raise ConfigError("no bootstrap brokers given (metadata.broker.list)")
+        #: How every connection is opened (its TLS context built once, here).
+        self.settings = ConnectionSettings(client_id, connect_timeout_ms, request_timeout_ms, security).with_tls_context()
         self.security = security
-        self._ssl_context: ssl.SSLContext | None = None
-        if security is not None and security.security_protocol.uses_ssl:
-            self._ssl_context = client_ssl_context(security)
         self._nursery = nursery
         self._bootstrap = list(bootstrap)
         self.client_id = client_id
@@ -152,6 +171,43 @@ class Cluster:
         #: The first authentication failure: every later connection attempt
         #: raises it again without touching the network (no retry storm).
         self._auth_error: AuthenticationError | None = None
+
+    @classmethod
+    def open(
+        cls,
+        nursery: trio.Nursery,
+        bootstrap: Sequence[tuple[str, int]],
+        settings: ConnectionSettings,
+        *,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 600000,
+    ) -> Cluster:
+        """A cluster whose connections are opened with ``settings``.
+
+        Args:
+            nursery: Runs the connections' reader tasks.
+            bootstrap: Sequence of ``(host, port)``.
+            settings: Client id, timeouts and security of every connection.
+            retry_backoff_ms: Pause between metadata attempts (ms).
+            metadata_max_age_ms: Metadata older than this is refreshed (ms).
+
+        Returns:
+            The cluster (it connects lazily).
+
+        Raises:
+            ConfigError: no bootstrap broker, or an ``ssl.*`` file that
+                cannot be used.
+        """
+        return cls(
+            nursery,
+            bootstrap,
+            client_id=settings.client_id,
+            request_timeout_ms=settings.request_timeout_ms,
+            connect_timeout_ms=settings.connect_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            security=settings.security,
+        )
 
     async def connection(self, host: str, port: int) -> BrokerConnection:
         """A live connection to a broker address (opened, secured and
@@ -182,16 +238,7 @@ class Cluster:
             if self._auth_error is not None:
                 raise self._auth_error
             try:
-                conn = await BrokerConnection.connect(
-                    self._nursery,
-                    host,
-                    port,
-                    client_id=self.client_id,
-                    connect_timeout_ms=self.connect_timeout_ms,
-                    request_timeout_ms=self.request_timeout_ms,
-                    security=self.security,
-                    ssl_context=self._ssl_context,
-                )
+                conn = await self.settings.connect(self._nursery, host, port)
             except AuthenticationError as exc:
                 log.error("authentication with %s:%d failed; not retried: %s", host, port, exc)
                 self._auth_error = exc

@@ -25,6 +25,7 @@ from kclient.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import LIST_OFFSETS
 from kclient.protocol.messages.offset_for_leader_epoch import CONSUMER_REPLICA_ID
 from kclient.spark.offsets import TopicPartition, describe
@@ -56,15 +57,8 @@ class ClusterView:
             # gets the KafkaError itself, not an exception group.
             error: Exception | None = None
             async with trio.open_nursery() as nursery:
-                cluster = Cluster(
-                    nursery,
-                    list(opts.bootstrap),
-                    client_id=opts.client_id,
-                    request_timeout_ms=opts.request_timeout_ms,
-                    connect_timeout_ms=opts.request_timeout_ms,
-                    retry_backoff_ms=opts.retry_backoff_ms,
-                    security=opts.security,
-                )
+                settings = ConnectionSettings.with_timeout(opts.request_timeout_ms, client_id=opts.client_id, security=opts.security)
+                cluster = Cluster.open(nursery, list(opts.bootstrap), settings, retry_backoff_ms=opts.retry_backoff_ms)
                 try:
                     result = await fn(cluster)
                 except Exception as exc:

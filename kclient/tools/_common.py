@@ -168,19 +168,13 @@ def fetch_metadata(
         ConfigError: A bad security property.
     """
     from kclient.client.cluster import Cluster, request_metadata
+    from kclient.net.settings import ConnectionSettings
 
     security = _security(properties or {})
 
     async def run():
         async with trio.open_nursery() as nursery:
-            cluster = Cluster(
-                nursery,
-                bootstrap,
-                client_id="kclient-tools",
-                request_timeout_ms=timeout_ms,
-                connect_timeout_ms=timeout_ms,
-                security=security,
-            )
+            cluster = Cluster.open(nursery, bootstrap, ConnectionSettings.with_timeout(timeout_ms, client_id="kclient-tools", security=security))
             try:
                 if topics is not None:
                     return await cluster.refresh_metadata(topics, allow_auto_create=allow_auto_create)

@@ -31,6 +31,7 @@ import trio
 from kclient.client.cluster import PartitionInfo, request_metadata
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics, StatisticsReporter, count_fetched
+from kclient.client.loop_closer import LoopClientCloser
 from kclient.errors import (
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -42,11 +43,11 @@ from kclient.errors import (
     raise_for_code,
 )
 from kclient.net.connection import BrokerConnection
+from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import FETCH, LIST_OFFSETS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.security.settings import ClientSecurity
-from kclient.security.tls import client_ssl_context
-from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
+from kclient.sync import ClosingClient, LoopThread, track
 
 log = logging.getLogger(__name__)
 
@@ -264,9 +265,9 @@ class TrioSimpleConsumer:
         self.so_timeout_ms = so_timeout_ms
         self.client_id = client_id
         self.security = security_from(config)
-        if ssl_context is None and self.security.security_protocol.uses_ssl:
-            ssl_context = client_ssl_context(self.security)
-        self._ssl_context = ssl_context
+        #: How the connection is opened (``so_timeout_ms`` for connecting and
+        #: for each request; the TLS context built once, here).
+        self.settings = ConnectionSettings(client_id, so_timeout_ms, so_timeout_ms, self.security, ssl_context).with_tls_context()
         self._conn: BrokerConnection | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_cm = None
@@ -313,16 +314,7 @@ class TrioSimpleConsumer:
                 raise RuntimeError("use 'async with TrioSimpleConsumer(...)' or attach() a nursery first")
             async with self._lock:
                 if self._conn is None or self._conn.closed:
-                    self._conn = await BrokerConnection.connect(
-                        self._nursery,
-                        self.host,
-                        self.port,
-                        client_id=self.client_id,
-                        connect_timeout_ms=self.so_timeout_ms,
-                        request_timeout_ms=self.so_timeout_ms,
-                        security=self.security,
-                        ssl_context=self._ssl_context,
-                    )
+                    self._conn = await self.settings.connect(self._nursery, self.host, self.port)
         return self._conn
 
     async def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:
@@ -472,13 +464,7 @@ class TrioSimpleConsumer:
         except KafkaError as exc:
             log.debug("looking up the new leaders of %s failed: %s", sorted(keys), exc)
             return {}
-        out = {}
-        for topic, partition in keys:
-            for info in metadata.partitions_for(topic):
-                broker = metadata.brokers.get(info.leader)
-                if info.partition == partition and broker is not None:
-                    out[(topic, partition)] = (broker.node_id, broker.host, broker.port)
-        return out
+        return metadata.leaders(keys)
 
     async def _raise_not_leader(self, topic: str, partition: int) -> None:
         leader = (await self._leaders({(topic, partition)})).get((topic, partition))
@@ -658,7 +644,15 @@ class SimpleConsumer(ClosingClient):
         reporter = None
         if statistics_callback is not None:
             reporter = StatisticsReporter(statistics_interval_ms, statistics_callback, core.statistics, f"kclient-simple-consumer-{host}:{port}-stats")
-        self._closer = _SimpleConsumerCloser(f"<SimpleConsumer {host}:{port} client.id={client_id}>", max(1.0, so_timeout_ms / 1000), self._loop, core, reporter)
+        self._closer = LoopClientCloser(
+            f"<SimpleConsumer {host}:{port} client.id={client_id}>",
+            max(1.0, so_timeout_ms / 1000),
+            self._loop,
+            core.aclose,
+            reporter=reporter,
+            ignore=(Exception,),  # the loop is gone already
+            logger=log,
+        )
         track(self._closer)
 
     @property
@@ -825,31 +819,3 @@ class SimpleConsumer(ClosingClient):
 
     def __repr__(self) -> str:
         return f"<SimpleConsumer {self._core.host}:{self._core.port} {self._state()}>"
-
-
-class _SimpleConsumerCloser(ExitCloser):
-    """Closes a SimpleConsumer's connection and loop; holds no reference to
-    the SimpleConsumer (see `kclient.sync.ExitCloser`)."""
-
-    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: TrioSimpleConsumer, reporter: StatisticsReporter | None = None) -> None:
-        super().__init__(description, exit_timeout)
-        self._loop = loop
-        self._core = core
-        self._reporter = reporter
-
-    def _close(self) -> None:
-        if self._reporter is not None:
-            self._reporter.stop()
-        try:
-            self._loop.call(self._core.aclose)
-        except Exception:  # loop already gone
-            pass
-        self._loop.close()
-
-    def _abort(self, why: str) -> int:
-        log.error("%s closed without waiting: %s", self.description, why)
-        try:
-            self._loop.close(timeout=1.0)
-        except Exception as exc:
-            log.debug("%s: loop ended with %r", self.description, exc)
-        return 0

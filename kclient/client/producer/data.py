@@ -92,27 +92,39 @@ class ProducerData(tuple):
 
     def _stamped(self, timestamp_ms: int) -> "ProducerData":
         """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
-        return _new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5]))
+        return new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5]))
 
 
-_new_tuple = tuple.__new__
+#: ``new_tuple(cls, items)``: a ProducerData-like value (``cls``, a tuple
+#: subclass) built from its fields without the constructor's checks (the
+#: send path's cheap copy; ``items`` must already be in canonical form).
+new_tuple = tuple.__new__
 
 
-def _py_stamped(d: ProducerData) -> ProducerData:
-    # The send time as the records' CreateTime (ms since the epoch).
-    return _new_tuple(type(d), (d[0], d[1], d[2], time_ns() // 1_000_000, d[4], d[5]))
+def py_stamped(d: ProducerData) -> ProducerData:
+    """A copy of ``d`` with ``timestamp_ms`` set to now (the pure twin of
+    the compiled ``stamped``).
+
+    Args:
+        d: The item to stamp (a ProducerData or a subclass with the same
+            first six fields).
+
+    Returns:
+        The copy, ``timestamp_ms`` in ms since the epoch.
+    """
+    return new_tuple(type(d), (d[0], d[1], d[2], time_ns() // 1_000_000, d[4], d[5]))
 
 
 #: ``stamped(d)``: a copy of ``d`` (an exact ProducerData) with
 #: ``timestamp_ms`` set to now. Compiled when available.
-stamped = _py_stamped
+stamped = py_stamped
 #: The pure-Python ``ProducerData.__new__`` (the compiled one hands it the
 #: rare shapes).
-_py_new = ProducerData.__new__
+py_new = ProducerData.__new__
 
 if _speedups is not None:
     # The compiled constructor and stamp (same values; tests/test_speedups.py
     # compares them with the pure ones above, which take the rare shapes).
-    _speedups.set_data_fallback(_py_new, ProducerData)
+    _speedups.set_data_fallback(py_new, ProducerData)
     ProducerData.__new__ = staticmethod(_speedups.new_data)  # type: ignore[method-assign]
     stamped = _speedups.stamped

@@ -35,7 +35,7 @@ import time
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Sequence
 
-from kclient.client.producer.data import ProducerData, _new_tuple
+from kclient.client.producer.data import ProducerData, new_tuple
 
 __all__ = ["DeliveryReport", "RecordFuture", "RecordMetadata", "TrackedData"]
 
@@ -372,11 +372,11 @@ class TrackedData(ProducerData):
 
     def _stamped(self, timestamp_ms: int) -> "TrackedData":
         self[6].timestamp = timestamp_ms
-        return _new_tuple(TrackedData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5], self[6]))
+        return new_tuple(TrackedData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5], self[6]))
 
     def untracked(self) -> ProducerData:
         """The plain ProducerData."""
-        return _new_tuple(ProducerData, self[:6])
+        return new_tuple(ProducerData, self[:6])
 
 
 def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, registry: "set | None") -> "tuple[list[TrackedData], list[DeliveryReport], list[RecordFuture] | None]":
@@ -407,7 +407,7 @@ def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, reg
             futures.extend(mine)  # type: ignore[union-attr]
         report = DeliveryReport(d, callback, mine, registry)
         reports.append(report)
-        tracked.append(_new_tuple(TrackedData, (*d, report)))
+        tracked.append(new_tuple(TrackedData, (*d, report)))
     return tracked, reports, futures
 
 

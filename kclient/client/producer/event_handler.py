@@ -222,7 +222,7 @@ class DefaultEventHandler(EventHandler):
         if _speedups is not None and plain_keys and type(context.partitioner) is DefaultPartitioner:
             if self._encode is None or type(context.encoder) is DefaultEncoder:
                 self._c_collate = _speedups.collate_default
-                self._random = context.partitioner._random
+                self._random = context.partitioner.random
                 self._bytes_values = self._encode is not None
         self._batches = BatchBuilder(context.settings)
         s = context.settings

@@ -117,7 +117,9 @@ class DefaultPartitioner(Partitioner):
 
     def __init__(self, *, rng: random.Random | None = None) -> None:
         self._rng = rng if rng is not None else random.Random()
-        self._random = self._rng.random
+        #: ``random()``: the uniform [0, 1) source behind null keys' random
+        #: partitions (the compiled collate step draws from it too).
+        self.random = self._rng.random
 
     def partition(self, key: bytes | bytearray | memoryview | None, num_partitions: int) -> int:
         """Choose the partition for a message.
@@ -138,7 +140,7 @@ class DefaultPartitioner(Partitioner):
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
         if key is None:
-            return int(self._random() * num_partitions)  # uniform, cheaper than randrange
+            return int(self.random() * num_partitions)  # uniform, cheaper than randrange
         if type(key) is bytes and _c_murmur2 is not None:
             h = _c_murmur2(key)
         elif type(key) is bytes and len(key) <= 256:

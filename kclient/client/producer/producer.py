@@ -71,7 +71,7 @@ import attrs
 from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
 from kclient._accel import speedups as _speedups
-from kclient.client.producer.data import ProducerData, _new_tuple
+from kclient.client.producer.data import ProducerData, new_tuple
 from kclient.client.producer.data import stamped as _stamped
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
@@ -360,8 +360,8 @@ class Producer(ClosingClient):
         report = DeliveryReport(d, callback, futures, self._reports)
         report.timestamp = ts
         self._thread.tracking = True  # type: ignore[union-attr]
-        if not self._queue.put(_new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms):  # type: ignore[union-attr]
-            plain = _new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))
+        if not self._queue.put(new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms):  # type: ignore[union-attr]
+            plain = new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))
             exc = self._queue_full([plain], 1, self._enqueue_timeout_ms)
             report.settle(exc)
             if futures is None:
@@ -719,6 +719,6 @@ def _retrack(given: TrackedData, data: Any) -> Any:
     report = given.report
     if isinstance(data, ProducerData) and len(data.messages) == len(given.messages):
         plain = data.untracked() if isinstance(data, TrackedData) else tuple(data)[:6]
-        return _new_tuple(TrackedData, (*plain, report))
+        return new_tuple(TrackedData, (*plain, report))
     report.settle(None)
     return data

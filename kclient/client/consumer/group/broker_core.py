@@ -32,7 +32,7 @@ partitions) starts a rebalance.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import trio
 
@@ -42,10 +42,9 @@ from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
 from kclient.client.consumer.group.membership import REJOIN_ERRORS, GroupMember
 from kclient.client.consumer.group.offset_stores import KafkaOffsetStore
-from kclient.client.consumer.group.streams import TopicFilter
-from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
+from kclient.client.consumer.partition_topic_info import Leader, TopicPartition
 from kclient.config import ConsumerConfig
-from kclient.errors import ConsumerRebalanceFailedError, KafkaError
+from kclient.errors import KafkaError
 
 log = logging.getLogger("kclient.consumer")
 
@@ -61,8 +60,6 @@ class BrokerGroupCore(GroupCoreBase):
 
     def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
         super().__init__(config, consumer_id)
-        self.subscription: dict[str, int] = {}
-        self.topic_filter: TopicFilter | None = None
         self.cluster: Cluster | None = None
         self.coordinator: GroupCoordinator | None = None
         self.member: GroupMember | None = None
@@ -80,26 +77,10 @@ class BrokerGroupCore(GroupCoreBase):
             nursery: The loop thread's nursery.
         """
         config = self.config
-        self._nursery = nursery
-        self._lock = trio.Lock()
-        self._wakeup = trio.Event()
+        self._begin(nursery)
         assert config.bootstrap_servers
-        self.cluster = Cluster(
-            nursery,
-            list(config.bootstrap_servers),
-            client_id=config.client_id,
-            request_timeout_ms=config.socket_timeout_ms,
-            connect_timeout_ms=config.offsets_channel_socket_timeout_ms,
-            retry_backoff_ms=config.offsets_channel_backoff_ms,
-            security=config.security,
-        )
-        self.coordinator = GroupCoordinator(
-            self.cluster,
-            self.group,
-            retry_backoff_ms=config.offsets_channel_backoff_ms,
-            timeout_ms=config.offsets_channel_socket_timeout_ms,
-            commit_retries=config.offsets_commit_max_retries,
-        )
+        self.cluster = self._open_cluster(nursery, list(config.bootstrap_servers), config.socket_timeout_ms)
+        self.coordinator = self._group_coordinator(self.cluster)
         preferred = config.partition_assignment_strategy
         self.member = GroupMember(
             self.coordinator,
@@ -110,19 +91,12 @@ class BrokerGroupCore(GroupCoreBase):
         self.store = KafkaOffsetStore(self.coordinator, self.member.current)
         nursery.start_soon(self._background)
 
-    async def _background(self) -> None:
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            if self._stopping:
-                return
-            async with trio.open_nursery() as inner:
-                if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
-                    inner.start_soon(self._auto_commit_loop)
-                inner.start_soon(self._rebalance_loop)
-                inner.start_soon(self._heartbeat_loop)
-                inner.start_soon(self._metadata_loop)
+    def _background_tasks(self) -> list[Callable[[], Awaitable[None]]]:
+        """Heartbeats and the subscription's metadata check."""
+        return [self._heartbeat_loop, self._metadata_loop]
 
-    def _may_commit_at_shutdown(self) -> bool:
+    def _may_commit(self) -> bool:
+        """Only a member of the group commits (with its generation)."""
         return self._joined
 
     async def _leave_locked(self) -> None:
@@ -137,13 +111,6 @@ class BrokerGroupCore(GroupCoreBase):
             await self.cluster.aclose()
 
     # ------------------------------------------------------------ subscription
-
-    def subscribe(self, subscription, topic_filter, key_decoder, value_decoder) -> None:
-        """Set what this consumer reads (see
-        `kclient.client.consumer.group.core_base.GroupCoreBase.subscribe`)."""
-        super().subscribe(subscription, topic_filter, key_decoder, value_decoder)
-        self.subscription = dict(subscription)
-        self.topic_filter = topic_filter
 
     async def _subscribed_topics(self) -> list[str]:
         if self.topic_filter is None:
@@ -177,43 +144,25 @@ class BrokerGroupCore(GroupCoreBase):
         async with self._lock:
             await self._rebalance()
 
-    async def _rebalance(self) -> None:
-        attempts = self.config.rebalance_max_retries + 1
-        last_error: BaseException | None = None
-        for attempt in range(attempts):
-            self._rebalance_pending = False
-            try:
-                await self._rebalance_once()
-                self.rebalance_count += 1
-                return
-            except KafkaError as exc:
-                last_error = exc
-                log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
-            if attempt + 1 < attempts:
-                await trio.sleep(self.config.rebalance_backoff_ms / 1000)
-        raise ConsumerRebalanceFailedError(
+    def _rebalance_failure(self, attempts: int, last_error: BaseException | None) -> str:
+        return (
             f"{self.consumer_id} can't join group {self.group!r} after {attempts} attempts (rebalance.max.retries="
             f"{self.config.rebalance_max_retries}): {last_error}"
-        ) from last_error
+        )
 
-    async def _rebalance_once(self) -> None:
+    async def _commit_before_rebalance(self) -> None:
+        try:
+            await self._commit_locked()
+        except KafkaError as exc:  # e.g. the generation moved on: the next owner re-reads from the last commit
+            log.warning("commit before rejoining group %s failed: %s", self.group, exc)
+
+    async def _rebalance_once(self) -> bool:
         assert self.member is not None
         self._joining = True
         try:
-            await self._stop_fetchers()
-            self.generation += 1
-            self._collect_consumed()
-            self.queues.clear()
-            if self.config.auto_commit_enable and self.owned and self._joined:
-                try:
-                    await self._commit_locked()
-                except KafkaError as exc:  # e.g. the generation moved on: the next owner re-reads from the last commit
-                    log.warning("commit before rejoining group %s failed: %s", self.group, exc)
-            previous = self.offsets.snapshot(self.owned)
+            await self._stop_and_commit()
             owned_before = list(self.owned)
-            self.owned = {}
-            for stream in self.streams:
-                stream.forget_last()
+            previous = self._forget_owned()
             topics = await self._subscribed_topics()
             self._joined_topics = dict(await self._partition_counts(set(topics)))
             self._joined = False
@@ -224,33 +173,18 @@ class BrokerGroupCore(GroupCoreBase):
         assigned = [tp for tp in result.assignment if tp[0] in topics]
         streams = spread_over_streams(assigned, self._streams_per_topic(topics))
         keys = sorted(streams)
-        committed = await self.store.read(keys) if keys else {}  # type: ignore[union-attr]
+        assert self.store is not None
+        committed = await self.store.read(keys) if keys else {}
         leaders = await self.find_leaders(keys) if keys else {}
-        starts = self.offsets.reassign(keys, committed, previous)
-        self.owned = {key: PartitionTopicInfo(key[0], key[1], streams[key], starts[key], leaders.get(key)) for key in keys}
-        await self._start_fetchers(list(self.owned.values()))
+        await self._take_partitions(streams, committed, leaders, previous)
+        return True
 
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
-        """Partition leaders from Metadata.
-
-        Args:
-            keys: ``(topic, partition)`` pairs.
-
-        Returns:
-            ``{key: (broker id, host, port)}`` for partitions with a
-            leader the metadata knows.
-        """
+        """Partition leaders from Metadata (`ClusterMetadata.leaders`; see
+        `kclient.client.consumer.fetcher.FetcherOwner.find_leaders`)."""
         assert self.cluster is not None
         metadata = await self.cluster.refresh_metadata({t for t, _ in keys}, allow_auto_create=False)
-        wanted = set(keys)
-        leaders: dict[TopicPartition, Leader] = {}
-        for topic in {t for t, _ in keys}:
-            for info in metadata.partitions_for(topic):
-                key = (topic, info.partition)
-                broker = metadata.brokers.get(info.leader)
-                if key in wanted and broker is not None:
-                    leaders[key] = (broker.node_id, broker.host, broker.port)
-        return leaders
+        return metadata.leaders(keys)
 
     async def _commit_locked(self) -> int:
         try:

@@ -100,10 +100,11 @@ from kclient.client.consumer.group.streams import (
     Whitelist,
 )
 from kclient.client.consumer.statistics import ConsumerStatistics, StatisticsReporter
+from kclient.client.loop_closer import LoopClientCloser
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
 from kclient.errors import ConfigError, IllegalStateError
-from kclient.sync import ClosingClient, ExitCloser, LoopThread, track
+from kclient.sync import ClosingClient, LoopThread, track
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,15 @@ class ConsumerConnector(ClosingClient):
         reporter = None
         if statistics_callback is not None:
             reporter = StatisticsReporter(config.statistics_interval_ms, statistics_callback, self._core.fetch_statistics.snapshot, f"kclient-consumer-{self.consumer_id}-stats")
-        self._closer = _ConnectorCloser(f"<ConsumerConnector {self.consumer_id} group={config.group_id!r}>", bound, self._loop, self._core, reporter)
+        self._closer = LoopClientCloser(
+            f"<ConsumerConnector {self.consumer_id} group={config.group_id!r}>",
+            bound,
+            self._loop,
+            self._core.shutdown,  # commit with auto.commit.enable, release the partitions, leave the group
+            reporter=reporter,
+            abort_note="stopped without committing or leaving its group",
+            logger=log,
+        )
         track(self._closer)
 
     @property
@@ -342,34 +351,6 @@ class ConsumerConnector(ClosingClient):
 
     def __repr__(self) -> str:
         return f"<ConsumerConnector {self.consumer_id} group={self.config.group_id!r}>"
-
-
-class _ConnectorCloser(ExitCloser):
-    """Shuts a ConsumerConnector down (commit with ``auto.commit.enable``,
-    release the partitions, leave the group); holds no reference to the
-    connector (see `kclient.sync.ExitCloser`)."""
-
-    def __init__(self, description: str, exit_timeout: float, loop: LoopThread, core: ConnectorCore, reporter: StatisticsReporter | None = None) -> None:
-        super().__init__(description, exit_timeout)
-        self._loop = loop
-        self._core = core
-        self._reporter = reporter
-
-    def _close(self) -> None:
-        if self._reporter is not None:
-            self._reporter.stop()
-        try:
-            self._loop.call(self._core.shutdown)
-        finally:
-            self._loop.close()
-
-    def _abort(self, why: str) -> int:
-        log.error("%s stopped without committing or leaving its group: %s", self.description, why)
-        try:
-            self._loop.close(timeout=1.0)
-        except Exception as exc:
-            log.debug("%s: loop ended with %r", self.description, exc)
-        return 0
 
 
 class Consumer:

@@ -25,13 +25,13 @@ apart, then `ConsumerRebalanceFailedError`), start fetching.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 from kazoo.client import KazooState
 
 from kclient.client.cluster import Cluster
+from kclient.client.consumer.group.concurrent_calls import all_of, both
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
 from kclient.client.consumer.group.offset_stores import (
@@ -42,19 +42,11 @@ from kclient.client.consumer.group.offset_stores import (
 )
 from kclient.client.consumer.group.offsets import ZkOffsetStorage
 from kclient.client.consumer.group.registration import GroupRegistry
-from kclient.client.consumer.group.streams import TopicFilter
-from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
+from kclient.client.consumer.partition_topic_info import Leader, TopicPartition
 from kclient.config import ConsumerConfig
-from kclient.errors import (
-    ConsumerRebalanceFailedError,
-    KafkaError,
-    NoBrokersAvailableError,
-)
+from kclient.errors import KafkaError, NoBrokersAvailableError
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, consumer_ids_path
-
-_A = TypeVar("_A")
-_B = TypeVar("_B")
 
 log = logging.getLogger("kclient.consumer")
 
@@ -93,10 +85,8 @@ class ConnectorCore(GroupCoreBase):
         Args:
             nursery: The loop thread's nursery (the fetchers run there too).
         """
-        self._nursery = nursery
+        self._begin(nursery)
         self._zk = TrioZk(self.zk_client)
-        self._lock = trio.Lock()
-        self._wakeup = trio.Event()
         await trio.to_thread.run_sync(self.zk_client.start)
         self.zk_client.add_state_listener(self._on_zk_state)
         self.store = self._make_store(nursery)
@@ -116,38 +106,14 @@ class ConnectorCore(GroupCoreBase):
                 bootstrap = await self._zk.run(self.registry.broker_addresses)
             if not bootstrap:
                 raise NoBrokersAvailableError("no broker is registered in ZooKeeper to find the group coordinator with")
-            self._cluster = Cluster(
-                nursery,
-                bootstrap,
-                client_id=config.client_id,
-                request_timeout_ms=config.offsets_channel_socket_timeout_ms,
-                connect_timeout_ms=config.offsets_channel_socket_timeout_ms,
-                retry_backoff_ms=config.offsets_channel_backoff_ms,
-                security=config.security,
-            )
+            self._cluster = self._open_cluster(nursery, bootstrap, config.offsets_channel_socket_timeout_ms)
             return self._cluster
 
-        self.coordinator = GroupCoordinator(
-            make_cluster,
-            self.group,
-            retry_backoff_ms=config.offsets_channel_backoff_ms,
-            timeout_ms=config.offsets_channel_socket_timeout_ms,
-            commit_retries=config.offsets_commit_max_retries,
-        )
+        self.coordinator = self._group_coordinator(make_cluster)
         kafka_store = KafkaOffsetStore(self.coordinator)
         if config.dual_commit_enabled:
             return DualOffsetStore(kafka_store, zk_store)
         return kafka_store
-
-    async def _background(self) -> None:
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            if self._stopping:
-                return
-            async with trio.open_nursery() as inner:
-                if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
-                    inner.start_soon(self._auto_commit_loop)
-                inner.start_soon(self._rebalance_loop)
 
     def _on_zk_state(self, state: KazooState) -> None:
         # kazoo's connection thread: never block.
@@ -176,19 +142,13 @@ class ConnectorCore(GroupCoreBase):
 
     # ------------------------------------------------------------ subscription
 
-    def subscribe(
-        self,
-        subscription: dict[str, int],
-        topic_filter: TopicFilter | None,
-        key_decoder: Callable[[Any], Any] | None,
-        value_decoder: Callable[[Any], Any] | None,
-    ) -> None:
-        """Set what this consumer reads (see
+    def subscribe(self, *args: Any) -> None:
+        """Set what this consumer reads (the arguments of
         `kclient.client.consumer.group.core_base.GroupCoreBase.subscribe`)
         and tell the ZooKeeper registry."""
-        super().subscribe(subscription, topic_filter, key_decoder, value_decoder)
-        self.registry.subscription = dict(subscription)
-        self.registry.topic_filter = topic_filter
+        super().subscribe(*args)
+        self.registry.subscription = dict(self.subscription)
+        self.registry.topic_filter = self.topic_filter
 
     # ------------------------------------------------------------ registration and watches
 
@@ -205,7 +165,7 @@ class ConnectorCore(GroupCoreBase):
             zk = self._zk
             await zk.run(self.registry.register)
             # The three watches are set at once (each is a round trip).
-            await _all(
+            await all_of(
                 zk.watch_children(consumer_ids_path(self.group), self._on_consumers_changed),
                 zk.watch_children(BROKER_IDS_PATH, self._on_brokers_changed),
                 zk.watch_children(BROKER_TOPICS_PATH, self._on_topics_changed),
@@ -227,29 +187,12 @@ class ConnectorCore(GroupCoreBase):
 
     # ------------------------------------------------------------ rebalance
 
-    async def _rebalance(self) -> None:
-        attempts = self.config.rebalance_max_retries + 1
-        backoff = self.config.rebalance_backoff_ms / 1000.0
-        last_error: BaseException | None = None
-        for attempt in range(attempts):
-            self._rebalance_pending = False
-            try:
-                if await self._rebalance_once():
-                    self.rebalance_count += 1
-                    return
-                last_error = None
-            except KafkaError as exc:  # ZooKeeper, or the offsets' coordinator
-                last_error = exc
-                log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
-            if attempt + 1 < attempts:
-                log.info("rebalance attempt %d of consumer %s failed; retrying in %d ms", attempt + 1, self.consumer_id, self.config.rebalance_backoff_ms)
-                await trio.sleep(backoff)
-        error = ConsumerRebalanceFailedError(
+    def _rebalance_failure(self, attempts: int, last_error: BaseException | None) -> str:
+        return (
             f"{self.consumer_id} can't rebalance after {attempts} attempts (rebalance.max.retries="
             f"{self.config.rebalance_max_retries}, rebalance.backoff.ms={self.config.rebalance_backoff_ms}): "
             + (f"{last_error}" if last_error else "partitions still owned by other consumers")
         )
-        raise error from last_error
 
     async def _rebalance_once(self) -> bool:
         assert self._zk is not None
@@ -271,73 +214,25 @@ class ConnectorCore(GroupCoreBase):
             ", ".join(f"{t}-{p}:{th.rsplit('-', 1)[1]}" for (t, p), th in sorted(wanted.items())) or "none",
         )
         # Stop, commit, release, claim.
-        await self._stop_fetchers()
-        self.generation += 1
-        self._collect_consumed()
-        self.queues.clear()
-        if self.config.auto_commit_enable and self.owned:
-            await self._commit_locked()
+        await self._stop_and_commit()
         await self._zk.run(registry.release, self._owned_threads)
-        previous = self.offsets.snapshot(self.owned)
-        self.owned = {}
+        previous = self._forget_owned()
         self._owned_threads = {}
-        for stream in self.streams:
-            stream.forget_last()
         if not await self._zk.run(registry.claim, wanted):
             return False
         # The committed offsets and the leaders are read at once.
-        committed, leaders = await _both(self.store.read(list(wanted)), self._zk.run(self.registry.leaders, list(wanted)))  # type: ignore[union-attr]
-        starts = self.offsets.reassign(sorted(wanted), committed, previous)
-        infos: dict[TopicPartition, PartitionTopicInfo] = {}
-        for key, thread in sorted(wanted.items()):
-            topic, partition = key
-            stream = registry.stream_of(topic, int(thread.rsplit("-", 1)[1]))
-            infos[key] = PartitionTopicInfo(topic, partition, stream, starts[key], leaders.get(key))
-        self.owned = infos
+        assert self.store is not None
+        committed, leaders = await both(self.store.read(list(wanted)), self._zk.run(self.registry.leaders, list(wanted)))
+        streams = {key: registry.stream_of(key[0], int(thread.rsplit("-", 1)[1])) for key, thread in wanted.items()}
         self._owned_threads = dict(wanted)
-        await self._start_fetchers(list(infos.values()))
+        await self._take_partitions(streams, committed, leaders, previous)
         return True
 
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
-        """Partition leaders from ZooKeeper (`GroupRegistry.leaders`).
-
-        Args:
-            keys: ``(topic, partition)`` pairs.
-
-        Returns:
-            ``{key: (broker id, host, port)}`` for partitions with a live
-            leader.
-        """
+        """Partition leaders from ZooKeeper (`GroupRegistry.leaders`; see
+        `kclient.client.consumer.fetcher.FetcherOwner.find_leaders`)."""
         assert self._zk is not None
         return await self._zk.run(self.registry.leaders, keys)
-
-
-async def _all(*calls: Awaitable[Any]) -> list[Any]:
-    """Await several calls concurrently; their results in order. The first
-    exception (in order) is raised as itself once all have finished, not
-    wrapped in an exception group, so that callers catch `KafkaError` as
-    from a single call."""
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException | None] = [None] * len(calls)
-
-    async def one(i: int, call: Awaitable[Any]) -> None:
-        try:
-            results[i] = await call
-        except Exception as exc:
-            errors[i] = exc
-
-    async with trio.open_nursery() as nursery:
-        for i, call in enumerate(calls):
-            nursery.start_soon(one, i, call)
-    for error in errors:
-        if error is not None:
-            raise error
-    return results
-
-
-async def _both(a: Awaitable[_A], b: Awaitable[_B]) -> tuple[_A, _B]:
-    first, second = await _all(a, b)
-    return first, second
 
 
 __all__ = ["ConnectorCore"]

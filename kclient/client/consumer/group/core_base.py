@@ -1,23 +1,27 @@
 """What every `ConsumerConnector` core shares, whoever coordinates the
 group: the streams' queues, the consumed and committed offsets, the commit
 (to an `kclient.client.consumer.group.offset_stores.OffsetStore`), the
-auto-commit task, the rebalance task's wake-up and the fetchers of the
-current generation. `kclient.client.consumer.group.core.ConnectorCore`
-(ZooKeeper coordination) and
-`kclient.client.consumer.group.broker_core.BrokerGroupCore` (a broker's
-group coordinator) fill in membership and assignment.
+background tasks (auto-commit, rebalance), the rebalance's retries and the
+steps around a new assignment (stop fetching, commit, forget the old
+partitions; look up the new ones' start offsets and fetch them), the group
+coordinator's connections and the fetchers of the current generation.
+`kclient.client.consumer.group.core.ConnectorCore` (ZooKeeper
+coordination) and `kclient.client.consumer.group.broker_core.BrokerGroupCore`
+(a broker's group coordinator) fill in membership and assignment.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
+from kclient.client.cluster import Cluster
 from kclient.client.consumer.fetcher import FetcherGroup
+from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.offset_stores import OffsetStore
 from kclient.client.consumer.group.offsets import ConsumedOffsets
 from kclient.client.consumer.group.streams import (
@@ -30,6 +34,7 @@ from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicI
 from kclient.client.consumer.statistics import FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import ConsumerRebalanceFailedError, KafkaError
+from kclient.net.settings import ConnectionSettings
 from kclient.security.tls import client_ssl_context
 from kclient.sync import LoopThread
 
@@ -57,6 +62,10 @@ class GroupCoreBase(abc.ABC):
         self.generation = 0
         self.key_decoder: Callable[[Any], Any] | None = None
         self.value_decoder: Callable[[Any], Any] | None = None
+        #: What this consumer reads: static ``{topic: streams}``, or
+        #: ``{regex: streams}`` with ``topic_filter``.
+        self.subscription: dict[str, int] = {}
+        self.topic_filter: TopicFilter | None = None
         #: One TLS context for every fetcher connection (``ssl.*`` files are
         #: read once, and a bad one fails here, not in a fetcher).
         self.ssl_context = client_ssl_context(config.security) if config.security.security_protocol.uses_ssl else None
@@ -78,7 +87,73 @@ class GroupCoreBase(abc.ABC):
 
     @property
     def streams(self) -> list[KafkaStream]:
+        """The streams, in index order (empty before `make_streams`)."""
         return self.queues.streams
+
+    # ------------------------------------------------------------ start
+
+    def _begin(self, nursery: trio.Nursery) -> None:
+        """Take the loop thread's nursery and make the loop-side state
+        (``start`` of each core, first thing)."""
+        self._nursery = nursery
+        self._lock = trio.Lock()
+        self._wakeup = trio.Event()
+
+    def _open_cluster(self, nursery: trio.Nursery, bootstrap: Sequence[tuple[str, int]], request_timeout_ms: int) -> Cluster:
+        """The connections to the group coordinator's cluster
+        (``offsets.channel.socket.timeout.ms`` to connect,
+        ``offsets.channel.backoff.ms`` between metadata attempts).
+
+        Args:
+            nursery: Runs the connections' reader tasks.
+            bootstrap: The brokers to start from.
+            request_timeout_ms: Each request's response timeout (ms).
+
+        Returns:
+            The cluster (it connects lazily).
+        """
+        config = self.config
+        settings = ConnectionSettings(config.client_id, config.offsets_channel_socket_timeout_ms, request_timeout_ms, config.security)
+        return Cluster.open(nursery, bootstrap, settings, retry_backoff_ms=config.offsets_channel_backoff_ms)
+
+    def _group_coordinator(self, cluster: Cluster | Callable[[], Awaitable[Cluster]]) -> GroupCoordinator:
+        """The client of this group's coordinator (``offsets.channel.*``,
+        ``offsets.commit.max.retries``).
+
+        Args:
+            cluster: The cluster, or an async factory of it (connected on
+                first use).
+
+        Returns:
+            The coordinator client.
+        """
+        config = self.config
+        return GroupCoordinator(
+            cluster,
+            self.group,
+            retry_backoff_ms=config.offsets_channel_backoff_ms,
+            timeout_ms=config.offsets_channel_socket_timeout_ms,
+            commit_retries=config.offsets_commit_max_retries,
+        )
+
+    async def _background(self) -> None:
+        """The background tasks, until shutdown cancels them: auto-commit
+        (``auto.commit.enable``), the rebalance task and the core's own
+        (`_background_tasks`)."""
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopping:
+                return
+            async with trio.open_nursery() as inner:
+                if self.config.auto_commit_enable and self.config.auto_commit_interval_ms > 0:
+                    inner.start_soon(self._auto_commit_loop)
+                inner.start_soon(self._rebalance_loop)
+                for task in self._background_tasks():
+                    inner.start_soon(task)
+
+    def _background_tasks(self) -> list[Callable[[], Awaitable[None]]]:
+        """The core's own background tasks (none here)."""
+        return []
 
     # ------------------------------------------------------------ subscription and streams
 
@@ -99,6 +174,8 @@ class GroupCoreBase(abc.ABC):
             value_decoder: Applied to every value; None keeps the bytes.
         """
         self.key_decoder, self.value_decoder = key_decoder, value_decoder
+        self.subscription = dict(subscription)
+        self.topic_filter = topic_filter
 
     def make_streams(self, loop: LoopThread, count: int, capacity: int, names: list[str]) -> list[KafkaStream]:
         """Build the streams (on the loop thread).
@@ -176,7 +253,7 @@ class GroupCoreBase(abc.ABC):
             self.closed = True
             self.queues.close()
             try:
-                if self.config.auto_commit_enable and self.owned and self._may_commit_at_shutdown():
+                if self.config.auto_commit_enable and self.owned and self._may_commit():
                     await self._commit_locked()
             except KafkaError as exc:
                 log.error("committing offsets at shutdown failed: %s", exc)
@@ -184,8 +261,9 @@ class GroupCoreBase(abc.ABC):
         await self._close_connections()
         log.info("consumer %s shut down", self.consumer_id)
 
-    def _may_commit_at_shutdown(self) -> bool:
-        """Whether the owned partitions' offsets may still be committed."""
+    def _may_commit(self) -> bool:
+        """Whether the owned partitions' offsets may still be committed
+        (at shutdown, before a rebalance)."""
         return True
 
     @abc.abstractmethod
@@ -224,10 +302,91 @@ class GroupCoreBase(abc.ABC):
             self._rebalance_pending = True
             self._wakeup.set()
 
-    @abc.abstractmethod
     async def _rebalance(self) -> None:
         """Decide this consumer's partitions and start fetching them
-        (through ZooKeeper or the group coordinator: each core's own)."""
+        (`_rebalance_once`), retried ``rebalance.max.retries`` times
+        ``rebalance.backoff.ms`` apart.
+
+        Raises:
+            ConsumerRebalanceFailedError: every attempt failed (the last
+                error is its cause).
+        """
+        config = self.config
+        attempts = config.rebalance_max_retries + 1
+        last_error: BaseException | None = None
+        for attempt in range(attempts):
+            self._rebalance_pending = False
+            try:
+                if await self._rebalance_once():
+                    self.rebalance_count += 1
+                    return
+                last_error = None
+            except KafkaError as exc:  # ZooKeeper, or the group coordinator
+                last_error = exc
+                log.warning("rebalance attempt %d of consumer %s failed: %s", attempt + 1, self.consumer_id, exc)
+            if attempt + 1 < attempts:
+                log.info("rebalance attempt %d of consumer %s failed; retrying in %d ms", attempt + 1, self.consumer_id, config.rebalance_backoff_ms)
+                await trio.sleep(config.rebalance_backoff_ms / 1000.0)
+        raise ConsumerRebalanceFailedError(self._rebalance_failure(attempts, last_error)) from last_error
+
+    @abc.abstractmethod
+    async def _rebalance_once(self) -> bool:
+        """One rebalance attempt (through ZooKeeper or the group
+        coordinator: each core's own); False to try again."""
+
+    @abc.abstractmethod
+    def _rebalance_failure(self, attempts: int, last_error: BaseException | None) -> str:
+        """The message of the `ConsumerRebalanceFailedError` after
+        ``attempts`` failed attempts."""
+
+    async def _stop_and_commit(self) -> None:
+        """The first steps of a rebalance (lock held): stop the fetchers,
+        start a new generation, drop what the streams have not handed out,
+        and commit what they did (``auto.commit.enable``; `_commit_before_rebalance`)."""
+        await self._stop_fetchers()
+        self.generation += 1
+        self._collect_consumed()
+        self.queues.clear()
+        if self.config.auto_commit_enable and self.owned and self._may_commit():
+            await self._commit_before_rebalance()
+
+    async def _commit_before_rebalance(self) -> None:
+        """Commit the consumed offsets before giving the partitions up."""
+        await self._commit_locked()
+
+    def _forget_owned(self) -> dict[TopicPartition, int]:
+        """Give up the owned partitions (this consumer's side).
+
+        Returns:
+            Their consumed offsets (`ConsumedOffsets.snapshot`), for
+            `_take_partitions`.
+        """
+        previous = self.offsets.snapshot(self.owned)
+        self.owned = {}
+        for stream in self.streams:
+            stream.forget_last()
+        return previous
+
+    async def _take_partitions(
+        self,
+        streams: Mapping[TopicPartition, int],
+        committed: Mapping[TopicPartition, int],
+        leaders: Mapping[TopicPartition, Leader],
+        previous: Mapping[TopicPartition, int],
+    ) -> None:
+        """Own the new assignment and fetch it: each partition starts at its
+        committed offset (`ConsumedOffsets.reassign`).
+
+        Args:
+            streams: ``{(topic, partition): stream index}`` assigned.
+            committed: Their committed offsets.
+            leaders: Their known leaders.
+            previous: What `_forget_owned` returned.
+        """
+        keys = sorted(streams)
+        starts = self.offsets.reassign(keys, committed, previous)
+        self.owned = {key: PartitionTopicInfo(key[0], key[1], streams[key], starts[key], leaders.get(key)) for key in keys}
+        await self._start_fetchers(list(self.owned.values()))
 
     async def _rebalance_loop(self) -> None:
         assert self._lock is not None
@@ -251,7 +410,8 @@ class GroupCoreBase(abc.ABC):
     @abc.abstractmethod
     async def find_leaders(self, keys: list[TopicPartition]) -> dict[TopicPartition, Leader]:
         """Partition leaders, ``{key: (broker id, host, port)}`` for the
-        partitions with a live one (implemented by each core)."""
+        partitions with a live one (implemented by each core; see
+        `kclient.client.consumer.fetcher.FetcherOwner.find_leaders`)."""
 
     # ------------------------------------------------------------ fetchers
 

@@ -35,6 +35,7 @@ from kclient.protocol.records import build_batch as _build_batch
 from kclient.protocol.records import codecs, iter_record_set, scan_batches
 from kclient.protocol.records.legacy import build_entry, build_message, build_message_set, read_message
 from kclient.protocol.records.v2 import read_header, validate_batch
+from kclient.storage.append_info import analyze_records
 from kclient.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(60)
@@ -576,6 +577,74 @@ def test_prepare_append_converts_legacy_sets(rows, codec, magic, stored, lat):
     # per batch, so compare content and order.
     assert [(r.key, r.value, r.timestamp) for r in got] == [(k, v, t) for (k, v, _), t in zip(rows, want_ts)]
     assert prepared.log_append_time_ms == (lat if lat is not None and stored > 0 else -1)
+    # What the log is handed is what a header read of the stored bytes finds.
+    assert list(prepared.batches) == analyze_records(prepared.records)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+    codec=st.sampled_from(["none", "gzip", "lz4"]),
+    topic_codec=st.sampled_from([None, "none", "gzip", "zstd"]),
+    lat=st.sampled_from([None, 1_700_000_000_123]),
+    producer_id=st.sampled_from([-1, 7]),
+)
+def test_prepare_append_hands_down_validated_batches(sizes, codec, topic_codec, lat, producer_id):
+    """Kafka's LogValidator result, handed down once: per batch its
+    position, offset delta, max timestamp, producer fields, transactional
+    bit, record count and codec, as the stored bytes hold them."""
+    batches, seq = [], 0
+    for n in sizes:
+        batches.append(
+            build_batch(sample(n), codec=codecs.BY_NAME[codec], producer_id=producer_id, producer_epoch=2 if producer_id >= 0 else -1,
+                        base_sequence=seq if producer_id >= 0 else -1, is_transactional=producer_id >= 0)
+        )  # fmt: skip
+        seq += n
+    data = b"".join(batches)
+    target = None if topic_codec is None else codecs.BY_NAME[topic_codec]
+    prepared = prepare_append(data, produce_version=9, log_append_time_ms=lat, codec=target)
+    assert list(prepared.batches) == analyze_records(prepared.records)
+    assert [b.record_count for b in prepared.batches] == sizes
+    assert [b.last_offset_delta for b in prepared.batches] == [n - 1 for n in sizes]
+    assert [b.base_sequence for b in prepared.batches] == ([sum(sizes[:i]) for i in range(len(sizes))] if producer_id >= 0 else [-1] * len(sizes))
+    assert {(b.producer_id, b.is_transactional) for b in prepared.batches} == {(producer_id, producer_id >= 0)}
+    assert {b.codec for b in prepared.batches} == {codecs.BY_NAME[codec] if target is None else target}
+    if lat is not None:
+        assert {b.max_timestamp for b in prepared.batches} == {lat}
+    positions = [i.position for i in scan_batches(prepared.records)]
+    assert [b.position for b in prepared.batches] == positions
+
+
+def test_log_append_uses_the_validated_batches(tmp_path, monkeypatch):
+    """With ``batches`` the log and its segment read no header of the
+    record set: offsets, indexes and producer state come from them."""
+    from kclient.storage import Log, LogConfig
+    from kclient.storage import log as log_mod
+    from kclient.storage import segment as segment_mod
+
+    data = b"".join(
+        build_batch(sample(3, tag=f"b{i}"), producer_id=5, producer_epoch=0, base_sequence=3 * i) for i in range(3)
+    )
+    prepared = prepare_append(data, produce_version=9)
+    log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=1))
+    try:
+        log.append(build_batch(sample(2)), leader_epoch=4)
+
+        def no_header_reads(*args, **kwargs):
+            raise AssertionError("a header was read again")
+
+        monkeypatch.setattr(log_mod, "analyze_records", no_header_reads)
+        monkeypatch.setattr(segment_mod, "scan_batches", no_header_reads)
+        result = log.append(prepared.records, leader_epoch=4, validate_producer_state=True, batches=prepared.batches)
+        assert (result.base_offset, result.last_offset) == (2, 10)
+        monkeypatch.undo()
+        assert log.producer_state.last_sequence(5) == 8
+        stored = list(scan_batches(log.read(2, 1 << 20).records))
+        assert [(i.base_offset, i.last_offset) for i in stored] == [(2, 4), (5, 7), (8, 10)]
+        assert [read_header(log.read(o, 1 << 20).records).partition_leader_epoch for o in (2, 5, 8)] == [4, 4, 4]
+        assert log.active_segment.find_batch(6).base_offset == 5  # indexed from the batches handed down
+    finally:
+        log.close()
 
 
 def test_prepare_append_error_codes():

@@ -93,11 +93,15 @@ from kclient.protocol.records.legacy import (
 from kclient.protocol.records.scan import MAGIC_AT, BatchInfo, scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CODEC_MASK,
+    ATTR_CONTROL,
     HEADER_SIZE,
     build_batch,
+    compute_crc,
     decode_records,
     read_header,
-    validate_batch,
+)
+from kclient.protocol.records.v2 import (
+    HEADER as _V2_HEADER,
 )
 from kclient.protocol.records.v2 import (
     ATTRIBUTES_AT as _V2_ATTRIBUTES_AT,
@@ -114,6 +118,7 @@ from kclient.protocol.records.v2 import (
 from kclient.protocol.records.v2 import (
     RECORD_OVERHEAD as _V2_RECORD_OVERHEAD,
 )
+from kclient.storage.append_info import ValidatedBatch, analyze_records
 
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -135,19 +140,28 @@ class AppendRejected(Exception):
 class PreparedAppend:
     """What `prepare_append` made of a Produce record set.
 
-    ``records``: bytes-like (a view of the request when nothing changed) for `kclient.storage.Log.append`, every batch
-    in the stored format (offset fields are placeholders the log
-    overwrites). ``record_count``: records in it. ``log_append_time_ms``:
-    the LogAppendTime stamped (ms), -1 for CreateTime (or a v0 topic, which
-    has no timestamps), for the Produce response. ``converted``: whether any
-    batch was re-encoded (False: the input bytes are stored as they came,
-    offsets aside).
+    Attributes:
+        records: Bytes-like (a view of the request when nothing changed)
+            for `kclient.storage.Log.append`, every batch in the stored
+            format (offset fields are placeholders the log overwrites).
+        record_count: Records in it.
+        log_append_time_ms: The LogAppendTime stamped (ms), -1 for
+            CreateTime (or a v0 topic, which has no timestamps), for the
+            Produce response.
+        converted: Whether any batch was re-encoded (False: the input bytes
+            are stored as they came, offsets aside).
+        batches: What validation found of each batch of ``records``
+            (positions, offset deltas, max timestamp, producer id / epoch /
+            sequence, transactional bit, record count, codec), for
+            ``Log.append(batches=...)``: Kafka's ``LogValidator`` result,
+            handed down once so the log reads no header again.
     """
 
     records: "bytes | memoryview"
     record_count: int
     log_append_time_ms: int = -1
     converted: bool = False
+    batches: "tuple[ValidatedBatch, ...] | None" = None
 
 
 # --------------------------------------------------------------------- stamping
@@ -189,20 +203,14 @@ def _legacy_entry(magic: int, key, value, timestamp: int, log_append_time_ms: in
 # --------------------------------------------------------------------- append
 
 
-@attrs.frozen
-class _Unit:
-    info: BatchInfo
-    codec: int
-    v2_header: object = None  # BatchHeader for magic 2
-
-
 def _codec_of(view, info: BatchInfo) -> int:
     if info.magic == 2:
         return _I16.unpack_from(view, info.position + _V2_ATTRIBUTES_AT)[0] & ATTR_CODEC_MASK
     return view[info.position + _V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
 
 
-def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: int) -> list[_Unit]:
+def _framing(view) -> list[BatchInfo]:
+    """The batches of a non-empty record set that ends with a whole batch."""
     if not len(view):
         raise AppendRejected(INVALID_RECORD, "empty record set")
     try:
@@ -212,47 +220,77 @@ def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: 
     covered = sum(i.size for i in infos)
     if covered != len(view):
         raise AppendRejected(CORRUPT_MESSAGE, f"record set ends with a partial batch of {len(view) - covered} bytes")
-    units = []
-    for info in infos:
-        if produce_version >= PRODUCE_MAGIC2_MIN_VERSION and info.magic != 2:
+    return infos
+
+
+def _check_format(view, info: BatchInfo, produce_version: int, max_message_bytes: int) -> int:
+    """The checks every batch / entry passes; returns its codec."""
+    if produce_version >= PRODUCE_MAGIC2_MIN_VERSION and info.magic != 2:
+        raise AppendRejected(
+            INVALID_RECORD, f"Produce v{produce_version} may only carry record batches v2, not message format v{info.magic}"
+        )
+    codec = _codec_of(view, info)
+    if codec == codecs.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
+        raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, got v{produce_version}")
+    if info.size > max_message_bytes:
+        raise AppendRejected(
+            MESSAGE_TOO_LARGE, f"batch at offset {info.base_offset} is {info.size} bytes, above message.max.bytes {max_message_bytes}"
+        )
+    return codec
+
+
+def _validate_v2(raw, position: int, codec: int, stored_magic: int) -> ValidatedBatch:
+    # `validate_batch`'s checks on the header's fields as unpacked, without
+    # building a BatchHeader (this is the Produce hot path). The walk that
+    # found the batch guarantees magic 2, a whole header and a length field
+    # that matches len(raw).
+    fields = _V2_HEADER.unpack_from(raw)
+    if fields[12] < 0 or fields[6] < 0:
+        raise AppendRejected(CORRUPT_MESSAGE, "corrupt record batch: negative record count or last offset delta")
+    actual = compute_crc(raw)
+    if actual != fields[4]:
+        raise AppendRejected(
+            CORRUPT_MESSAGE,
+            f"corrupt record batch: CRC-32C mismatch at base offset {fields[0]}: stored {fields[4]:#010x}, computed {actual:#010x}",
+        )
+    if codec > codecs.ZSTD:
+        raise AppendRejected(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+    if fields[5] & ATTR_CONTROL:
+        raise AppendRejected(INVALID_RECORD, "clients may not write control batches")
+    batch = ValidatedBatch.of_v2(position, fields)
+    if stored_magic < 2:
+        if batch.producer_id >= 0 or batch.is_transactional:
             raise AppendRejected(
-                INVALID_RECORD, f"Produce v{produce_version} may only carry record batches v2, not message format v{info.magic}"
+                UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                f"an idempotent or transactional batch cannot be stored in message format v{stored_magic}",
             )
-        codec = _codec_of(view, info)
-        if codec == codecs.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
-            raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, got v{produce_version}")
-        if info.size > max_message_bytes:
-            raise AppendRejected(
-                MESSAGE_TOO_LARGE, f"batch at offset {info.base_offset} is {info.size} bytes, above message.max.bytes {max_message_bytes}"
-            )
+        if codec == codecs.ZSTD:
+            raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd cannot be stored in message format v{stored_magic}")
+    return batch
+
+
+def _validate_legacy(raw, info: BatchInfo, codec: int) -> ValidatedBatch:
+    if codec == codecs.ZSTD:
+        raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"message format v{info.magic} cannot carry zstd")
+    try:
+        entry = validate_legacy_entry(raw)
+    except CorruptRecordError as exc:
+        raise AppendRejected(CORRUPT_MESSAGE, f"corrupt message: {exc}") from None
+    return ValidatedBatch(info.position, info.size, info.magic, codec, info.base_offset, 0, info.max_timestamp, record_count=entry.record_count)
+
+
+def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: int) -> list[ValidatedBatch]:
+    """Every check of the module docstring, batch by batch; returns what
+    each batch is (Kafka's ``LogValidator``: the log reads no header again)."""
+    batches = []
+    for info in _framing(view):
+        codec = _check_format(view, info, produce_version, max_message_bytes)
         raw = view[info.position : info.position + info.size]
         if info.magic == 2:
-            try:
-                header = validate_batch(raw)
-            except CorruptRecordError as exc:
-                raise AppendRejected(CORRUPT_MESSAGE, f"corrupt record batch: {exc}") from None
-            if codec > codecs.ZSTD:
-                raise AppendRejected(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
-            if header.is_control:
-                raise AppendRejected(INVALID_RECORD, "clients may not write control batches")
-            if stored_magic < 2:
-                if header.producer_id >= 0 or header.is_transactional:
-                    raise AppendRejected(
-                        UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                        f"an idempotent or transactional batch cannot be stored in message format v{stored_magic}",
-                    )
-                if codec == codecs.ZSTD:
-                    raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"zstd cannot be stored in message format v{stored_magic}")
-            units.append(_Unit(info, codec, header))
+            batches.append(_validate_v2(raw, info.position, codec, stored_magic))
         else:
-            if codec == codecs.ZSTD:
-                raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"message format v{info.magic} cannot carry zstd")
-            try:
-                validate_legacy_entry(raw)
-            except CorruptRecordError as exc:
-                raise AppendRejected(CORRUPT_MESSAGE, f"corrupt message: {exc}") from None
-            units.append(_Unit(info, codec))
-    return units
+            batches.append(_validate_legacy(raw, info, codec))
+    return batches
 
 
 def _legacy_messages(raw) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]]]:
@@ -279,6 +317,136 @@ def _recompressed(raw, header, codec: int, log_append_time: bool) -> bytes:
         base_sequence=header.base_sequence,
         is_transactional=header.is_transactional,
     )
+
+
+def _stored_as_is(batches: list[ValidatedBatch], stored_magic: int, lat: int | None, codec: int | None) -> bool:
+    """Whether every batch is already in the stored format, codec included,
+    with nothing to stamp (the common case)."""
+    if lat is not None:
+        return False
+    if stored_magic == 2:
+        return all(b.magic == 2 for b in batches) and (codec is None or all(b.codec == codec for b in batches))
+    return all(b.magic == stored_magic and b.codec == codecs.NONE for b in batches)
+
+
+def _v2_into_v2(view, batches: list[ValidatedBatch], lat: int | None, codec: int | None) -> tuple[bytearray, bool, list[ValidatedBatch]]:
+    """v2 batches into a v2 topic: each recompressed when the topic's codec
+    differs, stamped with LogAppendTime when the topic says so. Returns the
+    bytes, whether any batch was re-encoded, and the batches of the bytes."""
+    out = bytearray()
+    converted = False
+    stamped = []  # stamped only: the same sizes and positions, maxTimestamp = now
+    make = ValidatedBatch._make
+    for b in batches:
+        raw = view[b.position : b.position + b.size]
+        if codec is not None and b.codec != codec:
+            converted = True
+            raw = _recompressed(raw, read_header(raw), codec, lat is not None)
+        if lat is None:
+            out += raw
+        else:
+            out += stamp_v2_log_append_time(raw, lat)
+            stamped.append(make(b[:6] + (lat,) + b[7:]))
+    if converted or lat is None:
+        return out, converted, analyze_records(out)
+    return out, False, stamped
+
+
+class _Converter:
+    """Converts a record set batch by batch into the stored format (the
+    module docstring's rules), into ``out``."""
+
+    def __init__(self, stored_magic: int, lat: int | None, codec: int | None, max_message_bytes: int) -> None:
+        self.stored_magic = stored_magic
+        self.lat = lat
+        self.codec = codec
+        self.max_message_bytes = max_message_bytes
+        self.out = bytearray()
+        self.count = 0
+        self.converted = False
+        self._group: list[tuple] = []  # uncompressed legacy records waiting for one v2 batch
+        self._group_bytes = HEADER_SIZE
+
+    def _append_v2(self, batch: bytes) -> None:
+        self.out += batch if self.lat is None else stamp_v2_log_append_time(batch, self.lat)
+
+    def flush_group(self) -> None:
+        """Close the v2 batch gathering uncompressed legacy records."""
+        if self._group:
+            self._append_v2(build_batch(self._group, codec=self.codec or codecs.NONE, timestamp_type_log_append=self.lat is not None))
+            self._group = []
+            self._group_bytes = HEADER_SIZE
+
+    def add(self, view, b: ValidatedBatch) -> None:
+        """Convert one validated batch / entry."""
+        raw = view[b.position : b.position + b.size]
+        if b.magic == 2:
+            self._add_v2(raw)
+        elif b.magic == self.stored_magic and b.codec == codecs.NONE:
+            self._add_same_legacy(raw)
+        else:
+            self._add_other_legacy(raw, b)
+
+    def _add_v2(self, raw) -> None:
+        header = read_header(raw)
+        self.count += header.records_count
+        if self.stored_magic == 2:
+            self.flush_group()
+            if self.codec is not None and header.codec != self.codec:
+                self.converted = True
+                raw = _recompressed(raw, header, self.codec, self.lat is not None)
+            self._append_v2(raw)
+            return
+        self.converted = True
+        for _, ts, key, value, _headers in decode_records(raw, header, check_crc=False):
+            self.out += _legacy_entry(self.stored_magic, key, value, ts, self.lat)
+
+    def _add_same_legacy(self, raw) -> None:
+        """An uncompressed entry of the stored format: kept, or stamped (v1)."""
+        self.count += 1
+        if self.lat is not None and self.stored_magic == 1:
+            stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=self.lat)
+            self.out += stamped_entry
+        else:
+            self.out += raw
+
+    def _add_other_legacy(self, raw, b: ValidatedBatch) -> None:
+        _, messages = _legacy_messages(raw)
+        self.count += len(messages)
+        if self.stored_magic == 2:
+            self.converted = True
+            self._legacy_into_v2(messages, b.codec)
+        elif b.magic == self.stored_magic and self.lat is None:
+            self.out += raw  # a compressed wrapper kept as it came; the log assigns its inner offsets
+        elif b.magic == self.stored_magic == 1:
+            stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=self.lat)
+            self.out += stamped_entry
+        else:
+            # Into a v0/v1 topic of the other format: one uncompressed entry per message.
+            self.converted = self.converted or b.magic != self.stored_magic or b.codec != codecs.NONE
+            self._legacy_into_legacy(messages)
+
+    def _legacy_into_v2(self, messages: list[tuple[int, LegacyMessage]], entry_codec: int) -> None:
+        items = [(m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP) for ts, m in messages]
+        if entry_codec != codecs.NONE:
+            self.flush_group()
+            codec = entry_codec if self.codec is None else self.codec
+            self._append_v2(build_batch(items, codec=codec, timestamp_type_log_append=self.lat is not None))
+            return
+        for item in items:
+            size = _V2_RECORD_OVERHEAD + len(item[0] or b"") + len(item[1] or b"")
+            if self._group and self._group_bytes + size > self.max_message_bytes:
+                self.flush_group()
+            self._group.append(item)
+            self._group_bytes += size
+
+    def _legacy_into_legacy(self, messages: list[tuple[int, LegacyMessage]]) -> None:
+        magic, lat = self.stored_magic, self.lat
+        for ts, m in messages:
+            if m.magic == magic and lat is None:
+                self.out += build_entry(0, build_message(m.key, m.value, magic=m.magic, timestamp=m.timestamp, attributes=m.attributes))
+            else:
+                self.out += _legacy_entry(magic, m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP, lat)
 
 
 def prepare_append(
@@ -312,99 +480,34 @@ def prepare_append(
             LogValidator recompresses.
 
     Returns:
-        The converted record set and what the append needs to know of it.
+        The converted record set, what the append needs to know of it, and
+            its validated batches for ``Log.append(batches=...)``.
 
     Raises:
         AppendRejected: A batch fails; it carries the Kafka error code for
             the first failing batch.
     """
     view = memoryview(records).cast("B")
-    units = _validate(view, produce_version, stored_magic, max_message_bytes)
+    batches = _validate(view, produce_version, stored_magic, max_message_bytes)
     lat = log_append_time_ms
-    keep_codec = codec is None or stored_magic != 2 or all(u.codec == codec for u in units)
-    if lat is None and keep_codec and all(u.info.magic == stored_magic and (stored_magic == 2 or u.codec == codecs.NONE) for u in units):
-        # The common case: already in the stored format, nothing to stamp.
-        count = sum(u.v2_header.records_count if u.v2_header is not None else 1 for u in units)  # type: ignore[attr-defined]
-        return PreparedAppend(records if isinstance(records, bytes) else view, count)  # the log copies it once
+    if _stored_as_is(batches, stored_magic, lat, codec):
+        count = sum(b.record_count for b in batches)
+        return PreparedAppend(records if isinstance(records, bytes) else view, count, batches=tuple(batches))  # the log copies it once
     stamped = -1 if lat is None or stored_magic == 0 else lat
-    out = bytearray()
-    count = 0
-    converted = False
-    group: list[tuple] = []  # uncompressed legacy records waiting for one v2 batch
-    group_bytes = HEADER_SIZE
-
-    def flush_group() -> None:
-        nonlocal group, group_bytes
-        if group:
-            batch = build_batch(group, codec=codec or codecs.NONE, timestamp_type_log_append=lat is not None)
-            out.extend(batch if lat is None else stamp_v2_log_append_time(batch, lat))
-            group = []
-            group_bytes = HEADER_SIZE
-
     try:
-        for unit in units:
-            info = unit.info
-            raw = view[info.position : info.position + info.size]
-            if info.magic == 2:
-                header = unit.v2_header
-                count += header.records_count  # type: ignore[attr-defined]
-                if stored_magic == 2:
-                    flush_group()
-                    if codec is not None and header.codec != codec:  # type: ignore[attr-defined]
-                        converted = True
-                        raw = _recompressed(raw, header, codec, lat is not None)
-                    out += raw if lat is None else stamp_v2_log_append_time(raw, lat)
-                    continue
-                converted = True
-                for _, ts, key, value, _headers in decode_records(raw, header, check_crc=False):  # type: ignore[arg-type]
-                    out += _legacy_entry(stored_magic, key, value, ts, lat)
-                continue
-            # v0 / v1 entry
-            if info.magic == stored_magic and unit.codec == codecs.NONE:
-                count += 1
-                if lat is not None and stored_magic == 1:
-                    stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=lat)
-                    out += stamped_entry
-                else:
-                    out += raw
-                continue
-            wrapper, messages = _legacy_messages(raw)
-            count += len(messages)
-            if stored_magic == 2:
-                converted = True
-                items = [(m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP) for ts, m in messages]
-                if unit.codec == codecs.NONE:
-                    for item in items:
-                        size = _V2_RECORD_OVERHEAD + len(item[0] or b"") + len(item[1] or b"")
-                        if group and group_bytes + size > max_message_bytes:
-                            flush_group()
-                        group.append(item)
-                        group_bytes += size
-                    continue
-                flush_group()
-                batch = build_batch(items, codec=unit.codec if codec is None else codec, timestamp_type_log_append=lat is not None)
-                out += batch if lat is None else stamp_v2_log_append_time(batch, lat)
-                continue
-            if info.magic == stored_magic and lat is None:
-                out += raw  # a compressed wrapper kept as it came; the log assigns its inner offsets
-                continue
-            if info.magic == stored_magic == 1:
-                stamped_entry, _ = assign_legacy_offsets(raw, 0, log_append_time=lat)
-                out += stamped_entry
-                continue
-            # Into a v0/v1 topic of the other format: one uncompressed entry per message.
-            converted = converted or info.magic != stored_magic or unit.codec != codecs.NONE
-            for ts, m in messages:
-                if m.magic == stored_magic and lat is None:
-                    out += build_entry(0, build_message(m.key, m.value, magic=m.magic, timestamp=m.timestamp, attributes=m.attributes))
-                else:
-                    out += _legacy_entry(stored_magic, m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP, lat)
-        flush_group()
+        if stored_magic == 2 and all(b.magic == 2 for b in batches):
+            out, converted, placed = _v2_into_v2(view, batches, lat, codec)
+            return PreparedAppend(bytes(out), sum(b.record_count for b in batches), stamped, converted, tuple(placed))
+        conv = _Converter(stored_magic, lat, codec, max_message_bytes)
+        for b in batches:
+            conv.add(view, b)
+        conv.flush_group()
     except CorruptRecordError as exc:  # a compressed payload that does not decode
         raise AppendRejected(CORRUPT_MESSAGE, f"corrupt records: {exc}") from None
     except codecs.CodecError as exc:
         raise AppendRejected(CORRUPT_MESSAGE, f"cannot re-encode records: {exc}") from None
-    return PreparedAppend(bytes(out), count, stamped, converted)
+    out = bytes(conv.out)
+    return PreparedAppend(out, conv.count, stamped, conv.converted, tuple(analyze_records(out)))
 
 
 # --------------------------------------------------------------------- fetch

@@ -47,15 +47,22 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import attrs
 
 from kclient.clock import now_ms
 from kclient.errors import UnexpectedAppendOffsetError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from kclient.protocol.records.scan import BatchInfo, scan_batches, stamp_partition_leader_epoch
-from kclient.storage.append_info import assign_offsets, assign_with_wrappers, is_wrapper, producer_fields, validate_record_set
+from kclient.protocol.records.scan import BatchInfo, stamp_partition_leader_epoch
+from kclient.storage.append_info import (
+    ValidatedBatch,
+    analyze_records,
+    assign_offsets,
+    assign_with_wrappers,
+    check_batches,
+    placed_batches,
+)
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.loader import LogLoader, replay_producer_state
 from kclient.storage.local_log import LocalLog, ReadResult
@@ -236,6 +243,7 @@ class Log(LocalLog):
         *,
         leader_epoch: int | None = None,
         validate_producer_state: bool = False,
+        batches: Sequence[ValidatedBatch] | None = None,
     ) -> AppendResult:
         """Assign offsets to ``records`` and append them as the leader; return the offsets.
 
@@ -273,6 +281,10 @@ class Log(LocalLog):
                 written (same producer epoch, first and last sequence as one
                 of the producer's last 5 batches) writes nothing and returns
                 its original offsets with ``duplicate=True``.
+            batches: What validation found of each batch of ``records``
+                (`kclient.broker.convert.prepare_append` hands it down, as
+                Kafka's ``LogValidator`` result): the log then reads no
+                header. ``None``: `analyze_records` reads them once.
 
         Returns:
             The offsets assigned. An empty ``records`` writes nothing and
@@ -302,11 +314,14 @@ class Log(LocalLog):
             next_offset = self._log_end_offset
             if not buf:
                 return AppendResult(next_offset, next_offset - 1)
-            infos, wrappers = self._validate_batches(buf)
+            if not batches:
+                batches = analyze_records(buf)
+            wrappers = check_batches(batches, len(buf), self.config.max_message_bytes, self.config.segment_bytes)
             if validate_producer_state:
                 duplicate = self._producer_state.check(
-                    ProducerBatch(f.producer_id, f.producer_epoch, f.base_sequence, info.last_offset - info.base_offset)
-                    for info, f in producer_fields(buf, infos)
+                    ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta)
+                    for b in batches
+                    if b.magic == 2 and b.is_idempotent
                 )
                 if duplicate is not None:
                     logger.debug("log %s: duplicate batch, already at offsets %d..%d", self.directory, duplicate.first_offset, duplicate.last_offset)
@@ -314,20 +329,22 @@ class Log(LocalLog):
             now = self._clock() if now_ms is None else now_ms
             first = next_offset
             if wrappers:
-                buf, next_offset = assign_with_wrappers(buf, infos, next_offset)
+                buf, _ = assign_with_wrappers(buf, batches, next_offset)
+                batches = analyze_records(buf)
+                placed = placed_batches(batches)
             else:
-                next_offset = assign_offsets(buf, infos, next_offset)
-            infos = list(scan_batches(buf))
+                placed = assign_offsets(buf, batches, next_offset)
+            last = placed[-1].last_offset
             if leader_epoch is not None:
-                for info in infos:
-                    if info.magic == 2:
-                        stamp_partition_leader_epoch(buf, info.position, leader_epoch)
-            flush_due = self._write_locked(buf, infos, first, next_offset - 1, now, leader_epoch=leader_epoch)
+                for b in batches:
+                    if b.magic == 2:
+                        stamp_partition_leader_epoch(buf, b.position, leader_epoch)
+            flush_due = self._write_locked(buf, batches, placed, first, last, now, leader_epoch=leader_epoch)
             if self.high_watermark_follows_log_end:
                 self._high_watermark = self._log_end_offset
         if flush_due:
             self.flush(now_ms=now)
-        return AppendResult(first, next_offset - 1, -1)
+        return AppendResult(first, last, -1)
 
     def append_as_follower(self, records, now_ms: int | None = None) -> AppendResult:
         """Append batches whose offsets the leader assigned (a follower's
@@ -371,40 +388,45 @@ class Log(LocalLog):
             end = self._log_end_offset
             if not buf:
                 return AppendResult(end, end - 1)
-            infos, _ = self._validate_batches(buf)
-            expected = end
-            for info in infos:
-                if is_wrapper(buf, info):
-                    ok = info.last_offset >= expected  # carries its last inner offset only
-                elif self.offset_gaps:
-                    ok = info.base_offset >= expected  # a compacted leader's log skips offsets
-                else:
-                    ok = info.base_offset == expected
-                if not ok:
-                    where = "the log end offset" if expected == end else "the end of the previous batch"
-                    raise UnexpectedAppendOffsetError(
-                        f"{self.name}: batch at byte {info.position} starts at offset {info.base_offset}, "
-                        f"expected {expected} ({where}); nothing appended",
-                        first_offset=infos[0].base_offset,
-                        expected_offset=expected,
-                    )
-                expected = info.last_offset + 1
+            batches = analyze_records(buf)
+            check_batches(batches, len(buf), self.config.max_message_bytes, self.config.segment_bytes)
+            self._check_follower_offsets(batches, end)
             now = self._clock() if now_ms is None else now_ms
-            last = infos[-1].last_offset
-            first = end if is_wrapper(buf, infos[0]) else infos[0].base_offset
-            flush_due = self._write_locked(buf, infos, first, last, now, epochs_from_batches=True)
+            last = batches[-1].last_offset
+            first = end if batches[0].is_wrapper else batches[0].base_offset
+            flush_due = self._write_locked(buf, batches, placed_batches(batches), first, last, now, epochs_from_batches=True)
         if flush_due:
             self.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
-    def _validate_batches(self, buf) -> tuple[list[BatchInfo], bool]:
-        """`validate_record_set` against this log's limits (lock held)."""
-        return validate_record_set(buf, self.config.max_message_bytes, self.config.segment_bytes)
+    def _check_follower_offsets(self, batches: Sequence[ValidatedBatch], end: int) -> None:
+        """Each batch of a follower append starts at the log end offset,
+        then right after the previous one (at or after it with
+        `offset_gaps`); a compressed v0/v1 wrapper, which carries its last
+        inner offset only, ends at or after that."""
+        expected = end
+        for b in batches:
+            if b.is_wrapper:
+                ok = b.last_offset >= expected
+            elif self.offset_gaps:
+                ok = b.base_offset >= expected  # a compacted leader's log skips offsets
+            else:
+                ok = b.base_offset == expected
+            if not ok:
+                where = "the log end offset" if expected == end else "the end of the previous batch"
+                raise UnexpectedAppendOffsetError(
+                    f"{self.name}: batch at byte {b.position} starts at offset {b.base_offset}, "
+                    f"expected {expected} ({where}); nothing appended",
+                    first_offset=batches[0].base_offset,
+                    expected_offset=expected,
+                )
+            expected = b.last_offset + 1
 
     def _write_locked(
         self,
         buf,
-        infos: list[BatchInfo],
+        batches: Sequence[ValidatedBatch],
+        placed: list[BatchInfo],
         first: int,
         last: int,
         now: int,
@@ -413,33 +435,33 @@ class Log(LocalLog):
         epochs_from_batches: bool = False,
     ) -> bool:
         """Write batches carrying offsets ``first``..``last`` at the log end
-        (lock held): roll if due, append to the active segment, then record
-        the leader epoch (``leader_epoch`` for a leader append, or each
-        batch's own ``partitionLeaderEpoch`` with ``epochs_from_batches`` for
-        a follower append) and the producer state. Returns whether the
-        message-count flush policy is due."""
+        (lock held; ``placed``: the batches with their final offsets): roll
+        if due, append to the active segment, then record the leader epoch
+        (``leader_epoch`` for a leader append, or each batch's own
+        ``partitionLeaderEpoch`` with ``epochs_from_batches`` for a follower
+        append) and the producer state. Returns whether the message-count
+        flush policy is due."""
         active = self.active_segment
         if active.index_suspect:
             active.rebuild_indexes()
         reason = self._roll_reason(active, len(buf), last, now)
         if reason:
             active = self._roll(first, now, reason)
-        active.append(buf, first, last, now_ms=now)
+        active.append(buf, first, last, now_ms=now, batches=placed)
         self._log_end_offset = last + 1
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
         cache = self._epoch_cache
-        if leader_epoch is not None:
-            if leader_epoch > cache.latest_epoch():
-                cache.assign(leader_epoch, first)
-        for info, fields in producer_fields(buf, infos, all_v2=True):
-            if epochs_from_batches and fields.partition_leader_epoch > cache.latest_epoch():
-                cache.assign(fields.partition_leader_epoch, info.base_offset)
-            if fields.producer_id >= 0 and fields.base_sequence >= 0:
+        if leader_epoch is not None and leader_epoch > cache.latest_epoch():
+            cache.assign(leader_epoch, first)
+        for b, info in zip(batches, placed):
+            if b.magic != 2:
+                continue
+            if epochs_from_batches and b.partition_leader_epoch > cache.latest_epoch():
+                cache.assign(b.partition_leader_epoch, info.base_offset)
+            if b.is_idempotent:
                 self._producer_state.update(
-                    ProducerBatch(fields.producer_id, fields.producer_epoch, fields.base_sequence, info.last_offset - info.base_offset),
-                    info.base_offset,
-                    info.last_offset,
+                    ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta), info.base_offset, info.last_offset
                 )
         return self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
 

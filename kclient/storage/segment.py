@@ -49,7 +49,7 @@ import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from kclient import clock
 from kclient.errors import CorruptRecordError
@@ -605,7 +605,9 @@ class LogSegment:
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
-    def append(self, data, first_offset: int, last_offset: int, now_ms: int | None = None) -> None:
+    def append(
+        self, data, first_offset: int, last_offset: int, now_ms: int | None = None, batches: Sequence[BatchInfo] | None = None
+    ) -> None:
         """Write whole batches at the end of the ``.log`` file and index them.
 
         Args:
@@ -615,6 +617,9 @@ class LogSegment:
             last_offset: The last offset in ``data``.
             now_ms: The append time in ms, for `rolling_base_ms` (default: wall
                 clock).
+            batches: The batches of ``data`` with their offsets and positions
+                in ``data``, as the log placed them (``None``: read from
+                ``data``).
 
         Raises:
             ValueError: ``data`` is not whole batches, the offsets do not match
@@ -626,37 +631,15 @@ class LogSegment:
         n = len(view)
         if not n:
             return
-        if first_offset <= self.last_offset or last_offset < first_offset:
-            raise ValueError(f"segment {self.log_path}: offsets {first_offset}..{last_offset} do not follow {self.last_offset}")
-        if last_offset - self.base_offset > _INT32_MAX or self._size + n > _INT32_MAX:
-            raise ValueError(f"segment {self.log_path}: append of {n} bytes at {first_offset}..{last_offset} overflows the segment")
-        infos = list(scan_batches(view))
-        covered = sum(i.size for i in infos)
-        if covered != n:
-            raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
-        # (a compressed v0/v1 wrapper shows only its last inner offset)
-        first_wrapper = infos[0].magic != 2 and view[V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
-        if (infos[0].base_offset != first_offset and not (first_wrapper and infos[0].last_offset >= first_offset)) or infos[-1].last_offset != last_offset:
-            raise ValueError(
-                f"segment {self.log_path}: batches hold {infos[0].base_offset}..{infos[-1].last_offset}, "
-                f"not {first_offset}..{last_offset}"
-            )
+        if batches is None:
+            batches = list(scan_batches(view))
+        self._check_append(view, batches, first_offset, last_offset)
         start = self._size
-        with self._log.use() as fd:
-            try:
-                written = 0
-                while written < n:
-                    written += os.pwrite(fd, view[written:], start + written)
-            except BaseException:
-                try:
-                    os.ftruncate(fd, start)
-                except OSError:
-                    logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
-                raise
+        self._write_at(view, start)
         if start == 0:
             self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
         recent = self._recent_starts
-        for info in infos:
+        for info in batches:
             self._index_batch(info.base_offset, info.last_offset, start + info.position, info.size, info.max_timestamp)
             if info.magic == 2:
                 recent[info.base_offset] = start + info.position
@@ -664,6 +647,41 @@ class LogSegment:
             del recent[next(iter(recent))]
         self._size = start + n
         self._last_offset = last_offset
+
+    def _check_append(self, view: memoryview, batches: Sequence[BatchInfo], first_offset: int, last_offset: int) -> None:
+        """The checks of `append`: ``batches`` cover ``view`` and hold
+        ``first_offset``..``last_offset``, which follow the segment's last
+        offset and fit its int32 positions and relative offsets."""
+        n = len(view)
+        if first_offset <= self.last_offset or last_offset < first_offset:
+            raise ValueError(f"segment {self.log_path}: offsets {first_offset}..{last_offset} do not follow {self.last_offset}")
+        if last_offset - self.base_offset > _INT32_MAX or self._size + n > _INT32_MAX:
+            raise ValueError(f"segment {self.log_path}: append of {n} bytes at {first_offset}..{last_offset} overflows the segment")
+        covered = sum(i.size for i in batches)
+        if covered != n:
+            raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
+        head, tail = batches[0], batches[-1]
+        # (a compressed v0/v1 wrapper shows only its last inner offset)
+        first_wrapper = head.magic != 2 and view[head.position + V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
+        if (head.base_offset != first_offset and not (first_wrapper and head.last_offset >= first_offset)) or tail.last_offset != last_offset:
+            raise ValueError(
+                f"segment {self.log_path}: batches hold {head.base_offset}..{tail.last_offset}, not {first_offset}..{last_offset}"
+            )
+
+    def _write_at(self, view: memoryview, start: int) -> None:
+        """``pwrite`` all of ``view`` at byte ``start``; on failure the file
+        is truncated back to ``start`` and the error raised."""
+        with self._log.use() as fd:
+            try:
+                written = 0
+                while written < len(view):
+                    written += os.pwrite(fd, view[written:], start + written)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
+                raise
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that holds an offset ``>= offset``, whole.

@@ -30,9 +30,11 @@ TYPED = [
     "kclient/errors.py",
     "kclient/plugins.py",
     "kclient/sync.py",
+    "kclient/broker/convert.py",
     "kclient/config",
     "kclient/protocol",
     "kclient/security",
+    "kclient/storage",
     "kclient/testing",
     "kclient/zk",
 ]

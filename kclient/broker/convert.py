@@ -67,6 +67,7 @@ from kclient.errors import (
     UNSUPPORTED_FOR_MESSAGE_FORMAT,
     CorruptRecordError,
 )
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import codecs
 from kclient.protocol.records.formats import (
     PRODUCE_MAGIC2_MIN_VERSION,
@@ -95,13 +96,12 @@ from kclient.protocol.records.v2 import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
     HEADER_SIZE,
+    BatchHeader,
+    Row,
     build_batch,
     compute_crc,
     decode_records,
     read_header,
-)
-from kclient.protocol.records.v2 import (
-    HEADER as _V2_HEADER,
 )
 from kclient.protocol.records.v2 import (
     ATTRIBUTES_AT as _V2_ATTRIBUTES_AT,
@@ -111,6 +111,9 @@ from kclient.protocol.records.v2 import (
 )
 from kclient.protocol.records.v2 import (
     CRC_START as _V2_CRC_START,
+)
+from kclient.protocol.records.v2 import (
+    HEADER as _V2_HEADER,
 )
 from kclient.protocol.records.v2 import (
     MAX_TIMESTAMP_AT as _V2_MAX_TIMESTAMP_AT,
@@ -167,7 +170,7 @@ class PreparedAppend:
 # --------------------------------------------------------------------- stamping
 
 
-def stamp_v2_log_append_time(batch, now_ms: int) -> bytes:
+def stamp_v2_log_append_time(batch: Buffer, now_ms: int) -> bytes:
     """A copy of one complete v2 batch stamped with LogAppendTime.
 
     Attribute bit 3 is set and ``maxTimestamp = now_ms``, CRC-32C
@@ -190,7 +193,7 @@ def stamp_v2_log_append_time(batch, now_ms: int) -> bytes:
     return bytes(out)
 
 
-def _legacy_entry(magic: int, key, value, timestamp: int, log_append_time_ms: int | None, offset: int = 0) -> bytes:
+def _legacy_entry(magic: int, key: Buffer | None, value: Buffer | None, timestamp: int, log_append_time_ms: int | None, offset: int = 0) -> bytes:
     """One uncompressed v0/v1 entry; LogAppendTime (v1) replaces the
     timestamp and sets attribute bit 3."""
     attributes = 0
@@ -203,13 +206,14 @@ def _legacy_entry(magic: int, key, value, timestamp: int, log_append_time_ms: in
 # --------------------------------------------------------------------- append
 
 
-def _codec_of(view, info: BatchInfo) -> int:
+def _codec_of(view: Buffer, info: BatchInfo) -> int:
     if info.magic == 2:
-        return _I16.unpack_from(view, info.position + _V2_ATTRIBUTES_AT)[0] & ATTR_CODEC_MASK
+        attributes: int = _I16.unpack_from(view, info.position + _V2_ATTRIBUTES_AT)[0]
+        return attributes & ATTR_CODEC_MASK
     return view[info.position + _V01_ATTRIBUTES_AT] & ATTR_CODEC_MASK
 
 
-def _framing(view) -> list[BatchInfo]:
+def _framing(view: memoryview) -> list[BatchInfo]:
     """The batches of a non-empty record set that ends with a whole batch."""
     if not len(view):
         raise AppendRejected(INVALID_RECORD, "empty record set")
@@ -223,7 +227,7 @@ def _framing(view) -> list[BatchInfo]:
     return infos
 
 
-def _check_format(view, info: BatchInfo, produce_version: int, max_message_bytes: int) -> int:
+def _check_format(view: memoryview, info: BatchInfo, produce_version: int, max_message_bytes: int) -> int:
     """The checks every batch / entry passes; returns its codec."""
     if produce_version >= PRODUCE_MAGIC2_MIN_VERSION and info.magic != 2:
         raise AppendRejected(
@@ -239,7 +243,7 @@ def _check_format(view, info: BatchInfo, produce_version: int, max_message_bytes
     return codec
 
 
-def _validate_v2(raw, position: int, codec: int, stored_magic: int) -> ValidatedBatch:
+def _validate_v2(raw: memoryview, position: int, codec: int, stored_magic: int) -> ValidatedBatch:
     # `validate_batch`'s checks on the header's fields as unpacked, without
     # building a BatchHeader (this is the Produce hot path). The walk that
     # found the batch guarantees magic 2, a whole header and a length field
@@ -269,7 +273,7 @@ def _validate_v2(raw, position: int, codec: int, stored_magic: int) -> Validated
     return batch
 
 
-def _validate_legacy(raw, info: BatchInfo, codec: int) -> ValidatedBatch:
+def _validate_legacy(raw: memoryview, info: BatchInfo, codec: int) -> ValidatedBatch:
     if codec == codecs.ZSTD:
         raise AppendRejected(UNSUPPORTED_COMPRESSION_TYPE, f"message format v{info.magic} cannot carry zstd")
     try:
@@ -279,7 +283,7 @@ def _validate_legacy(raw, info: BatchInfo, codec: int) -> ValidatedBatch:
     return ValidatedBatch(info.position, info.size, info.magic, codec, info.base_offset, 0, info.max_timestamp, record_count=entry.record_count)
 
 
-def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: int) -> list[ValidatedBatch]:
+def _validate(view: memoryview, produce_version: int, stored_magic: int, max_message_bytes: int) -> list[ValidatedBatch]:
     """Every check of the module docstring, batch by batch; returns what
     each batch is (Kafka's ``LogValidator``: the log reads no header again)."""
     batches = []
@@ -293,7 +297,7 @@ def _validate(view, produce_version: int, stored_magic: int, max_message_bytes: 
     return batches
 
 
-def _legacy_messages(raw) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]]]:
+def _legacy_messages(raw: Buffer) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]]]:
     """The entry and its ``(timestamp, message)`` list: itself when
     uncompressed, else its inner messages (timestamps per Kafka's rule:
     the wrapper's when it says LogAppendTime)."""
@@ -303,7 +307,7 @@ def _legacy_messages(raw) -> tuple[LegacyMessage, list[tuple[int, LegacyMessage]
     return msg, [(ts, m) for _, ts, m in absolute_inner(msg, decompress_inner(msg))]
 
 
-def _recompressed(raw, header, codec: int, log_append_time: bool) -> bytes:
+def _recompressed(raw: Buffer, header: BatchHeader, codec: int, log_append_time: bool) -> bytes:
     """One v2 batch rewritten with ``codec``: the same records (timestamps,
     keys, values, headers), producer id, epoch, base sequence and
     transactional bit."""
@@ -329,7 +333,7 @@ def _stored_as_is(batches: list[ValidatedBatch], stored_magic: int, lat: int | N
     return all(b.magic == stored_magic and b.codec == codecs.NONE for b in batches)
 
 
-def _v2_into_v2(view, batches: list[ValidatedBatch], lat: int | None, codec: int | None) -> tuple[bytearray, bool, list[ValidatedBatch]]:
+def _v2_into_v2(view: memoryview, batches: list[ValidatedBatch], lat: int | None, codec: int | None) -> tuple[bytearray, bool, list[ValidatedBatch]]:
     """v2 batches into a v2 topic: each recompressed when the topic's codec
     differs, stamped with LogAppendTime when the topic says so. Returns the
     bytes, whether any batch was re-encoded, and the batches of the bytes."""
@@ -338,7 +342,7 @@ def _v2_into_v2(view, batches: list[ValidatedBatch], lat: int | None, codec: int
     stamped = []  # stamped only: the same sizes and positions, maxTimestamp = now
     make = ValidatedBatch._make
     for b in batches:
-        raw = view[b.position : b.position + b.size]
+        raw: Buffer = view[b.position : b.position + b.size]
         if codec is not None and b.codec != codec:
             converted = True
             raw = _recompressed(raw, read_header(raw), codec, lat is not None)
@@ -364,10 +368,10 @@ class _Converter:
         self.out = bytearray()
         self.count = 0
         self.converted = False
-        self._group: list[tuple] = []  # uncompressed legacy records waiting for one v2 batch
+        self._group: list[Row] = []  # uncompressed legacy records waiting for one v2 batch
         self._group_bytes = HEADER_SIZE
 
-    def _append_v2(self, batch: bytes) -> None:
+    def _append_v2(self, batch: Buffer) -> None:
         self.out += batch if self.lat is None else stamp_v2_log_append_time(batch, self.lat)
 
     def flush_group(self) -> None:
@@ -377,7 +381,7 @@ class _Converter:
             self._group = []
             self._group_bytes = HEADER_SIZE
 
-    def add(self, view, b: ValidatedBatch) -> None:
+    def add(self, view: memoryview, b: ValidatedBatch) -> None:
         """Convert one validated batch / entry."""
         raw = view[b.position : b.position + b.size]
         if b.magic == 2:
@@ -387,7 +391,7 @@ class _Converter:
         else:
             self._add_other_legacy(raw, b)
 
-    def _add_v2(self, raw) -> None:
+    def _add_v2(self, raw: Buffer) -> None:
         header = read_header(raw)
         self.count += header.records_count
         if self.stored_magic == 2:
@@ -401,7 +405,7 @@ class _Converter:
         for _, ts, key, value, _headers in decode_records(raw, header, check_crc=False):
             self.out += _legacy_entry(self.stored_magic, key, value, ts, self.lat)
 
-    def _add_same_legacy(self, raw) -> None:
+    def _add_same_legacy(self, raw: Buffer) -> None:
         """An uncompressed entry of the stored format: kept, or stamped (v1)."""
         self.count += 1
         if self.lat is not None and self.stored_magic == 1:
@@ -410,7 +414,7 @@ class _Converter:
         else:
             self.out += raw
 
-    def _add_other_legacy(self, raw, b: ValidatedBatch) -> None:
+    def _add_other_legacy(self, raw: Buffer, b: ValidatedBatch) -> None:
         _, messages = _legacy_messages(raw)
         self.count += len(messages)
         if self.stored_magic == 2:
@@ -427,7 +431,7 @@ class _Converter:
             self._legacy_into_legacy(messages)
 
     def _legacy_into_v2(self, messages: list[tuple[int, LegacyMessage]], entry_codec: int) -> None:
-        items = [(m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP) for ts, m in messages]
+        items: list[Row] = [(m.key, m.value, ts if m.magic > 0 else NO_TIMESTAMP, ()) for ts, m in messages]
         if entry_codec != codecs.NONE:
             self.flush_group()
             codec = entry_codec if self.codec is None else self.codec
@@ -450,7 +454,7 @@ class _Converter:
 
 
 def prepare_append(
-    records,
+    records: Buffer,
     *,
     produce_version: int,
     stored_magic: int = 2,
@@ -506,14 +510,14 @@ def prepare_append(
         raise AppendRejected(CORRUPT_MESSAGE, f"corrupt records: {exc}") from None
     except codecs.CodecError as exc:
         raise AppendRejected(CORRUPT_MESSAGE, f"cannot re-encode records: {exc}") from None
-    out = bytes(conv.out)
-    return PreparedAppend(out, conv.count, stamped, conv.converted, tuple(analyze_records(out)))
+    stored = bytes(conv.out)
+    return PreparedAppend(stored, conv.count, stamped, conv.converted, tuple(analyze_records(stored)))
 
 
 # --------------------------------------------------------------------- fetch
 
 
-def has_zstd(data) -> bool:
+def has_zstd(data: Buffer) -> bool:
     """Whether any complete v2 batch of ``data`` is zstd-compressed.
 
     Such a batch has no v0/v1 form: a Fetch v0-3 answers
@@ -533,7 +537,7 @@ def has_zstd(data) -> bool:
     return False
 
 
-def _v2_to_legacy(raw, to_magic: int, fetch_offset: int) -> bytes:
+def _v2_to_legacy(raw: Buffer, to_magic: int, fetch_offset: int) -> bytes:
     header = read_header(raw)
     if header.is_control:
         return b""  # control batches have no v0/v1 form; old clients never see them
@@ -563,7 +567,7 @@ def _v2_to_legacy(raw, to_magic: int, fetch_offset: int) -> bytes:
     return build_entry(last, build_message(None, payload, magic=to_magic, timestamp=max_ts, attributes=codec | ts_bit))
 
 
-def _v1_to_v0(raw) -> bytes:
+def _v1_to_v0(raw: Buffer) -> bytes:
     msg = read_message(raw, 0)
     if msg.codec == codecs.NONE:
         return build_entry(msg.offset, build_message(msg.key, msg.value, magic=0))
@@ -575,7 +579,7 @@ def _v1_to_v0(raw) -> bytes:
     return build_entry(rows[-1][0], build_message(None, payload, magic=0, attributes=msg.codec))
 
 
-def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
+def convert_batch(raw: Buffer, to_magic: int, fetch_offset: int = 0) -> bytes:
     """One complete stored batch / entry in message format ``to_magic``, offsets exact.
 
     See the module docstring.
@@ -601,7 +605,7 @@ def convert_batch(raw, to_magic: int, fetch_offset: int = 0) -> bytes:
     return _v1_to_v0(raw)
 
 
-def down_convert(data, to_magic: int, *, fetch_offset: int = 0, max_bytes: int = 0x7FFFFFFF) -> bytes:
+def down_convert(data: Buffer, to_magic: int, *, fetch_offset: int = 0, max_bytes: int = 0x7FFFFFFF) -> bytes:
     """The records of a Fetch read in a format a Fetch response of magic ``to_magic`` can carry.
 
     If no complete batch is newer than ``to_magic`` the bytes are returned

@@ -22,9 +22,10 @@ bytes.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from kclient.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError, RecordListTooLargeError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK as _CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as _V01_ATTRIBUTES_AT
 from kclient.protocol.records.legacy import assign_legacy_offsets
@@ -77,7 +78,7 @@ class ValidatedBatch(NamedTuple):
     record_count: int = 1
 
     @classmethod
-    def of_v2(cls, position: int, header: tuple) -> ValidatedBatch:
+    def of_v2(cls, position: int, header: tuple[Any, ...]) -> ValidatedBatch:
         """From a v2 header's 13 fields in wire order (`HEADER`'s unpacking).
 
         Args:
@@ -113,7 +114,7 @@ class ValidatedBatch(NamedTuple):
         return self.producer_id >= 0 and self.base_sequence >= 0
 
 
-def analyze_records(buf) -> list[ValidatedBatch]:
+def analyze_records(buf: Buffer) -> list[ValidatedBatch]:
     """The batches of a record set, one header read each (Kafka's
     ``analyzeAndValidateRecords``; no checksum is checked).
 

@@ -14,6 +14,7 @@ first batch). The descriptor is pinned for each read only, never across a
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import zlib
@@ -22,6 +23,7 @@ from typing import Iterator
 import crc32c
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import HEADER_FACTS_BYTES, LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_header, read_batch_info
 from kclient.protocol.records.v2 import CRC_AT as V2_CRC_AT
 from kclient.protocol.records.v2 import CRC_START as V2_CRC_START
@@ -37,7 +39,7 @@ _U32 = struct.Struct(">I")
 _SIZE = struct.Struct(">i")
 
 
-def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
+def batch_crc_ok(buf: Buffer | mmap.mmap, position: int, info: BatchInfo) -> bool:
     """Whether the batch/entry described by ``info`` carries a matching checksum.
 
     CRC-32C of bytes 21..end (attributes to the end) for a v2 batch, CRC32
@@ -57,8 +59,8 @@ def batch_crc_ok(buf, position: int, info: BatchInfo) -> bool:
     view = memoryview(buf)
     end = position + info.size
     if info.magic == 2:
-        stored = _U32.unpack_from(buf, position + V2_CRC_AT)[0]
-        return crc32c.crc32c(view[position + V2_CRC_START : end]) == stored
+        stored: int = _U32.unpack_from(buf, position + V2_CRC_AT)[0]
+        return bool(crc32c.crc32c(view[position + V2_CRC_START : end]) == stored)
     stored = _U32.unpack_from(buf, position + LOG_OVERHEAD)[0]
     return (zlib.crc32(view[position + MAGIC_AT : end]) & 0xFFFFFFFF) == stored
 

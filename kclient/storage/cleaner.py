@@ -54,13 +54,13 @@ import os
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 import attrs
 
 from kclient.clock import now_ms as wall_clock_ms
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records.scan import read_v2_producer_fields
+from kclient.protocol.records.scan import BatchInfo, read_v2_producer_fields
 from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
 from kclient.storage.batch_filter import filter_legacy, filter_v2
 from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
@@ -179,7 +179,7 @@ def cleanable(log: Log, first_dirty_offset: int | None, now_ms: int) -> Cleanabl
     return Cleanable(first_dirty, uncleanable, clean_bytes, tuple(dirty))
 
 
-def _segment_batches(seg: LogSegment):
+def _segment_batches(seg: LogSegment) -> Iterator[tuple[BatchInfo, bytes]]:
     """``(info, batch bytes)`` for each batch of an inactive segment
     (holding a reference; ``ValueError`` if it was deleted meanwhile)."""
     with seg.reference():

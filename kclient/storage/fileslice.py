@@ -24,7 +24,7 @@ import errno
 import os
 import warnings
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from kclient.storage.handles import CachedFile
@@ -247,7 +247,7 @@ class FileSlice:
             return 0
         n = end - offset
         with self._use() as fd:
-            sendfile = getattr(os, "sendfile", None)
+            sendfile: Callable[[int, int, int, int], int] | None = getattr(os, "sendfile", None)
             if sendfile is not None:
                 try:
                     return sendfile(out_fd, fd, self.position + offset, n)

@@ -78,7 +78,7 @@ class IndexFile(abc.ABC):
         # lock-free reader always bisects a consistent pair of arrays;
         # appends grow the current arrays in place. ``None`` until the
         # file is first needed (Kafka's ``LazyIndex``, KAFKA-7283).
-        self._loaded: tuple[array, array] | None = None
+        self._loaded: tuple[array[int], array[int]] | None = None
         self._load_lock = threading.Lock()
         self._pending = bytearray()  # encoded entries not yet written
         self._persisted = 0
@@ -94,7 +94,7 @@ class IndexFile(abc.ABC):
         return self._loaded is not None
 
     @property
-    def _cols(self) -> tuple[array, array]:
+    def _cols(self) -> tuple[array[int], array[int]]:
         cols = self._loaded
         if cols is None:
             with self._load_lock:
@@ -104,7 +104,7 @@ class IndexFile(abc.ABC):
         return cols
 
     @_cols.setter
-    def _cols(self, cols: tuple[array, array]) -> None:
+    def _cols(self, cols: tuple[array[int], array[int]]) -> None:
         self._loaded = cols
 
     # ------------------------------------------------------------ codec
@@ -117,7 +117,7 @@ class IndexFile(abc.ABC):
     def _encode(self, a: int, b: int) -> bytes:
         """An entry's bytes on disk."""
 
-    def _load(self) -> tuple[array, array]:
+    def _load(self) -> tuple[array[int], array[int]]:
         col_a, col_b = array("q"), array("q")
         try:
             fd = self._file.pin()
@@ -169,11 +169,11 @@ class IndexFile(abc.ABC):
     # ------------------------------------------------------------ updates
 
     @property
-    def _a(self) -> array:
+    def _a(self) -> array[int]:
         return self._cols[0]
 
     @property
-    def _b(self) -> array:
+    def _b(self) -> array[int]:
         return self._cols[1]
 
     def _add(self, a: int, b: int) -> None:

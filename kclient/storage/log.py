@@ -54,6 +54,7 @@ import attrs
 from kclient.clock import now_ms
 from kclient.errors import UnexpectedAppendOffsetError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import BatchInfo, stamp_partition_leader_epoch
 from kclient.storage.append_info import (
     ValidatedBatch,
@@ -238,7 +239,7 @@ class Log(LocalLog):
 
     def append(
         self,
-        records,
+        records: Buffer,
         now_ms: int | None = None,
         *,
         leader_epoch: int | None = None,
@@ -346,7 +347,7 @@ class Log(LocalLog):
             self.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
-    def append_as_follower(self, records, now_ms: int | None = None) -> AppendResult:
+    def append_as_follower(self, records: Buffer, now_ms: int | None = None) -> AppendResult:
         """Append batches whose offsets the leader assigned (a follower's
         fetch result), as they are.
 
@@ -424,7 +425,7 @@ class Log(LocalLog):
 
     def _write_locked(
         self,
-        buf,
+        buf: Buffer,
         batches: Sequence[ValidatedBatch],
         placed: list[BatchInfo],
         first: int,

@@ -21,8 +21,8 @@ LONG_MAX = 2**63 - 1
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
 
 
-def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute, Any], None]:
-    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _int_field(low: int, high: int, optional: bool = False) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if optional and value is None:
             return
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
@@ -71,7 +71,7 @@ def parse_cleanup_policy(value: Any) -> tuple[str, ...]:
     return tuple(policies)
 
 
-def _ratio(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def _ratio(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
     if not 0.0 <= value <= 1.0:
         raise ConfigError(f"{attribute.name} must be in [0, 1], got {value!r}")
 
@@ -131,7 +131,7 @@ class LogConfig:
     retention_ms: int = attrs.field(default=_WEEK_MS, validator=_int_field(-1, LONG_MAX))
     retention_bytes: int = attrs.field(default=-1, validator=_int_field(-1, LONG_MAX))
     index_max_bytes: int = attrs.field(default=10485760, validator=_int_field(4, INT32_MAX))
-    cleanup_policy: tuple[str, ...] = attrs.field(default=("delete",), converter=lambda v: parse_cleanup_policy(v))
+    cleanup_policy: tuple[str, ...] = attrs.field(default=("delete",), converter=parse_cleanup_policy)
     delete_retention_ms: int = attrs.field(default=86_400_000, validator=_int_field(0, LONG_MAX))
     min_cleanable_dirty_ratio: float = attrs.field(default=0.5, converter=float, validator=_ratio)
     min_compaction_lag_ms: int = attrs.field(default=0, validator=_int_field(0, LONG_MAX))

@@ -53,6 +53,7 @@ from typing import Callable, Iterator, Sequence
 
 from kclient import clock
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.legacy import ATTR_CODEC_MASK
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as V01_ATTRIBUTES_AT
 from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_producer_fields, scan_batches
@@ -277,6 +278,7 @@ class LogSegment:
         first use for a segment opened without `recover` by walking
         from the last index entries."""
         self._ensure_tail()
+        assert self._last_offset is not None  # _ensure_tail computed it
         return self._last_offset
 
     @property
@@ -606,7 +608,7 @@ class LogSegment:
         self._bytes_since_index += size
 
     def append(
-        self, data, first_offset: int, last_offset: int, now_ms: int | None = None, batches: Sequence[BatchInfo] | None = None
+        self, data: Buffer, first_offset: int, last_offset: int, now_ms: int | None = None, batches: Sequence[BatchInfo] | None = None
     ) -> None:
         """Write whole batches at the end of the ``.log`` file and index them.
 

@@ -8,6 +8,7 @@ import struct
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -15,6 +16,7 @@ from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
 from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
+from kclient.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from kclient.protocol.records import build_batch as _build_batch
 from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.testing import BrokerProcess
@@ -777,23 +779,20 @@ def _spliced_fixture(tmp_path, n_batches: int = 6, *, segment_bytes: int = 600, 
     return plog, batches
 
 
-def _fetch_response_body(plog, reads) -> dict:
+def _fetch_response_body(plog, reads) -> FetchResponse:
     parts = []
     for index, (offset, max_bytes) in enumerate(reads):
         piece = plog.read_slice(offset, max_bytes)
         parts.append(
-            {
-                "partition_index": index,
-                "error_code": 0,
-                "high_watermark": piece.high_watermark,
-                "last_stable_offset": piece.high_watermark,
-                "log_start_offset": piece.log_start_offset,
-                "aborted_transactions": [],
-                "preferred_read_replica": -1,
-                "records": piece,
-            }
+            PartitionData(
+                partition_index=index,
+                high_watermark=piece.high_watermark,
+                last_stable_offset=piece.high_watermark,
+                log_start_offset=piece.log_start_offset,
+                records=piece,
+            )
         )
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": parts}]}
+    return FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=parts)])
 
 
 @pytest.mark.parametrize("version", [4, 7, 11])
@@ -808,12 +807,9 @@ def test_spliced_fetch_response_equals_the_copied_one(tmp_path, version):
     end = plog.log_end_offset
     reads = [(0, 10_000), (4, 100), (end, 1000), (9, 1 << 20)]  # whole segment, cut batch, empty, later segment
     body = _fetch_response_body(plog, reads)
-    copied = {
-        **body,
-        "responses": [
-            {"topic": "t", "partitions": [{**p, "records": p["records"].read()} for p in body["responses"][0]["partitions"]]}
-        ],
-    }
+    copied = attrs.evolve(
+        body, responses=[FetchableTopicResponse(topic="t", partitions=[attrs.evolve(p, records=p.records.read()) for p in body.responses[0].partitions])]
+    )
     expected = encode_response(FETCH, version, 42, copied)
     response = encode_spliced_response(FETCH, version, 42, body, min_sendfile_bytes=1)
     assert isinstance(response, SplicedResponse)
@@ -821,9 +817,9 @@ def test_spliced_fetch_response_equals_the_copied_one(tmp_path, version):
         assert len(response.slices) == 3
         assert response.size == len(expected)
         assert response.to_bytes() == expected
-    assert all(p["records"].released for p in body["responses"][0]["partitions"])
-    decoded = FETCH.response(version).decode(expected[8:])
-    got = b"".join(bytes(p["records"]) for p in decoded["responses"][0]["partitions"][:1])
+    assert all(p.records.released for p in body.responses[0].partitions)
+    decoded = FETCH.response(version).decode_message(expected[8:])
+    got = b"".join(bytes(p.records) for p in decoded.responses[0].partitions[:1])
     assert got.startswith(batches[0])
     plog.close()
 
@@ -835,7 +831,7 @@ def test_spliced_response_without_data_is_plain_bytes(tmp_path):
     body = _fetch_response_body(plog, [(plog.log_end_offset, 1000)])
     data = encode_spliced_response(FETCH, 11, 1, body)
     assert isinstance(data, bytes)
-    assert body["responses"][0]["partitions"][0]["records"].released
+    assert body.responses[0].partitions[0].records.released
     plog.close()
 
 
@@ -848,7 +844,7 @@ def test_small_slices_are_inlined_large_ones_sent_from_the_file(tmp_path):
     small, large = 2000, 20_000
     assert small < SENDFILE_MIN_BYTES <= large
     body = _fetch_response_body(plog, [(0, small), (10, large), (20, small)])
-    pieces = [p["records"] for p in body["responses"][0]["partitions"]]
+    pieces = [p.records for p in body.responses[0].partitions]
     copied = encode_spliced_response(FETCH, 11, 5, _fetch_response_body(plog, [(0, small), (10, large), (20, small)]), min_sendfile_bytes=1 << 30)
     assert isinstance(copied, bytearray)  # one buffer, the slices read into it
     response = encode_spliced_response(FETCH, 11, 5, body)
@@ -871,7 +867,7 @@ def test_a_short_slice_whose_file_ends_early_fails_the_frame_and_releases_every_
 
     plog, _ = _spliced_fixture(tmp_path, 40, segment_bytes=1 << 30, pad=300)
     body = _fetch_response_body(plog, [(0, 2000), (10, 20_000), (20, 2000)])
-    pieces = [p["records"] for p in body["responses"][0]["partitions"]]
+    pieces = [p.records for p in body.responses[0].partitions]
     real = fileslice.FileSlice.readinto
     monkeypatch.setattr(fileslice.FileSlice, "readinto", lambda self, buffer, offset=0: real(self, buffer, offset) - (self is pieces[2]))
     with pytest.raises(SpliceError, match="ended 1 bytes before the end of its slice"):
@@ -964,3 +960,23 @@ def test_response_slices_are_found_at_any_depth_in_encoding_order():
     assert list(iter_slices(s[0])) == [s[0]] and list(iter_slices(7)) == []
     release_slices(body)
     assert all(piece.released for piece in s)
+
+
+def test_response_slices_are_found_in_messages_in_encoding_order():
+    """A Fetch response message (the broker's) gives its partitions'
+    slices in order; any other message is searched attribute by
+    attribute, lists and nested messages included."""
+    from kclient.broker.zerocopy import iter_slices, release_slices
+    from kclient.storage import FileSlice
+
+    s = [FileSlice.empty(i, 0, i) for i in range(4)]
+    body = FetchResponse(
+        responses=[
+            FetchableTopicResponse(topic="a", partitions=[PartitionData(records=s[0]), PartitionData(records=b"x"), PartitionData(records=s[1])]),
+            FetchableTopicResponse(topic="b", partitions=[PartitionData(records=None), PartitionData(records=s[2])]),
+        ]
+    )
+    assert list(iter_slices(body)) == s[:3]
+    assert list(iter_slices([body.responses[1], {"tail": s[3]}])) == [s[2], s[3]]
+    release_slices(body)
+    assert all(piece.released for piece in s[:3])

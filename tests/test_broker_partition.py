@@ -17,6 +17,8 @@ import trio
 
 from kclient.broker.partition import Partition
 from kclient.broker.replica_fetcher import ReplicaFetcher
+from kclient.protocol.messages.fetch import PartitionData
+from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig
 
@@ -29,7 +31,7 @@ def leader(tmp_path, requests: list) -> Partition:
 
     part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()), 1, request_isr_change=request_isr_change, notify=lambda key: None)
     part.make_leader(
-        {"leader": 1, "leader_epoch": 0, "isr": [1, 2], "replicas": [1, 2, 3], "zk_version": 0, "controller_epoch": 1},
+        LeaderAndIsrPartitionState(leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2, 3], partition_epoch=0, controller_epoch=1),
         now_ms=1000,
     )
     return part
@@ -95,16 +97,16 @@ class _Appends:
 
 def follower(tmp_path) -> tuple[Partition, ReplicaFetcher, _Appends]:
     part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()), 2, request_isr_change=lambda p, isr: None, notify=lambda key: None)
-    part.make_follower({"leader": 1, "leader_epoch": 3, "isr": [1, 2], "replicas": [1, 2], "zk_version": 0, "controller_epoch": 1})
+    part.make_follower(LeaderAndIsrPartitionState(leader=1, leader_epoch=3, isr=[1, 2], replicas=[1, 2], partition_epoch=0, controller_epoch=1))
     appends = _Appends()
     fetcher = ReplicaFetcher(None, 2, 1, ("127.0.0.1", 9), notify=appends.notify)
     fetcher.partitions[part.key] = part  # as add() leaves it once truncated
     return part, fetcher, appends
 
 
-def fetched(base_offset: int, n: int, high_watermark: int) -> dict:
+def fetched(base_offset: int, n: int, high_watermark: int) -> PartitionData:
     batch = build_batch([(None, b"v", 1000) for _ in range(n)], base_offset=base_offset, partition_leader_epoch=3)
-    return {"records": batch, "high_watermark": high_watermark}
+    return PartitionData(records=batch, high_watermark=high_watermark)
 
 
 def test_a_role_change_waits_for_the_follower_append_in_flight(tmp_path):
@@ -150,12 +152,12 @@ def test_a_fetch_answered_after_the_role_changed_is_not_appended(tmp_path):
         await fetcher._apply(part, fetched(0, 2, 2), 3)
         assert part.log.log_end_offset == 2
         # It became leader (epoch 4) while the next fetch was out.
-        part.make_leader({"leader": 2, "leader_epoch": 4, "isr": [2], "replicas": [1, 2], "zk_version": 1, "controller_epoch": 1}, now_ms=1000)
+        part.make_leader(LeaderAndIsrPartitionState(leader=2, leader_epoch=4, isr=[2], replicas=[1, 2], partition_epoch=1, controller_epoch=1), now_ms=1000)
         await fetcher._apply(part, fetched(2, 3, 5), 3)
         assert part.log.log_end_offset == 2 and part.leader_epoch_start_offset == 2
         # And a follower again in a newer epoch: an answer to the old epoch's
         # request is dropped too (it must truncate first).
-        part.make_follower({"leader": 1, "leader_epoch": 5, "isr": [1, 2], "replicas": [1, 2], "zk_version": 2, "controller_epoch": 1})
+        part.make_follower(LeaderAndIsrPartitionState(leader=1, leader_epoch=5, isr=[1, 2], replicas=[1, 2], partition_epoch=2, controller_epoch=1))
         await fetcher._apply(part, fetched(2, 3, 5), 3)
         assert part.log.log_end_offset == 2
         assert appends.notified == [part.key]

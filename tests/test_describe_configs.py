@@ -32,6 +32,7 @@ from kclient.errors import (
     INVALID_TOPIC_EXCEPTION,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kclient.protocol.messages.describe_configs import DescribeConfigsSynonym
 from kclient.testing import BrokerProcess, Cluster
 
 with warnings.catch_warnings():
@@ -101,19 +102,19 @@ def test_kafka_strings():
 def test_broker_synonyms_as_kafka_lists_them():
     view = BrokerConfigView.of(BrokerConfig.from_properties({"log.retention.hours": 24, "num.partitions": 3}))
     assert view.synonyms("num.partitions") == [
-        {"name": "num.partitions", "value": "3", "source": STATIC_BROKER_CONFIG},
-        {"name": "num.partitions", "value": "1", "source": DEFAULT_CONFIG},
+        DescribeConfigsSynonym(name="num.partitions", value="3", source=STATIC_BROKER_CONFIG),
+        DescribeConfigsSynonym(name="num.partitions", value="1", source=DEFAULT_CONFIG),
     ]
     assert view.synonyms("log.retention.hours") == [
-        {"name": "log.retention.hours", "value": "24", "source": STATIC_BROKER_CONFIG},
-        {"name": "log.retention.hours", "value": "168", "source": DEFAULT_CONFIG},
+        DescribeConfigsSynonym(name="log.retention.hours", value="24", source=STATIC_BROKER_CONFIG),
+        DescribeConfigsSynonym(name="log.retention.hours", value="168", source=DEFAULT_CONFIG),
     ]
     # Kafka drops the synonyms before the name asked for: the hours setting
     # is no synonym of log.retention.ms (nor so of the topic's retention.ms).
     assert view.synonyms("log.retention.ms") == []
     assert view.synonyms("log.flush.interval.ms") == []
     # Kafka's defaults of broker properties kclient does not declare.
-    assert view.synonyms("compression.type") == [{"name": "compression.type", "value": "producer", "source": DEFAULT_CONFIG}]
+    assert view.synonyms("compression.type") == [DescribeConfigsSynonym(name="compression.type", value="producer", source=DEFAULT_CONFIG)]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import struct
 import time
 import uuid
 
+import attrs
 import pytest
 from helpers.raw import SocketClient, fetch_body
 
@@ -467,6 +468,7 @@ async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
 
     from kclient.broker.components import BrokerComponents
     from kclient.config import BrokerConfig
+    from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 
     config = BrokerConfig.from_properties(
         {"log.dirs": str(tmp_path / "logs"), "offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": 300}
@@ -475,12 +477,12 @@ async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(state.group_coordinator.run)
-            partition_state = {
-                "topic_name": OFFSETS_TOPIC, "partition_index": 0, "controller_epoch": 1, "leader": 0, "leader_epoch": 1,
-                "isr": [0, 1], "partition_epoch": 0, "zk_version": 0, "replicas": [0, 1], "offline_replicas": [], "is_new": True,
-            }
-            body = {"controller_id": 0, "controller_epoch": 1, "ungrouped_partition_states": [partition_state], "live_leaders": []}
-            assert (await state.replica_manager.leader_and_isr(body, 1))["partition_errors"][0]["error_code"] == 0
+            partition_state = LeaderAndIsrPartitionState(
+                topic_name=OFFSETS_TOPIC, partition_index=0, controller_epoch=1, leader=0, leader_epoch=1,
+                isr=[0, 1], partition_epoch=0, replicas=[0, 1], is_new=True,
+            )
+            body = LeaderAndIsrRequest(controller_id=0, controller_epoch=1, ungrouped_partition_states=[partition_state])
+            assert (await state.replica_manager.leader_and_isr(body, 1)).partition_errors[0].error_code == 0
             manager = state.group_coordinator.manager
             with trio.fail_after(TIMEOUT):
                 while manager.status("g") != 0:
@@ -489,7 +491,7 @@ async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
             assert await manager.store_offsets("g", committed) == 7  # REQUEST_TIMED_OUT
             assert manager.offsets.get("g") is None
             # The controller shrinks the ISR to the leader: commits go through.
-            body["ungrouped_partition_states"] = [{**partition_state, "leader_epoch": 2, "isr": [0]}]
+            body.ungrouped_partition_states = [attrs.evolve(partition_state, leader_epoch=2, isr=[0])]
             await state.replica_manager.leader_and_isr(body, 1)
             assert await manager.store_offsets("g", committed) == 0
             assert manager.offsets["g"] == committed

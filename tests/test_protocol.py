@@ -218,7 +218,7 @@ def test_real_clients_first_frames_parse_one_byte_at_a_time():
         assert (header.api_key, header.api_version, header.correlation_id) == (vector["api_key"], vector["api_version"], vector["correlation_id"])
         if header.api_version <= API_VERSIONS.max_version:
             body = decode_request(header, got[0])
-            assert body["client_software_name"]
+            assert body.client_software_name
 
 
 def test_kip511_reply_is_header_v0_and_v0_body():

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -66,6 +66,13 @@ from kclient.protocol.messages.alter_configs import (
     OP_DELETE,
     OP_SET,
     OP_SUBTRACT,
+    AlterableConfig,
+    AlterableConfigOperation,
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kclient.protocol.messages.describe_configs import (
     RESOURCE_BROKER,
@@ -92,16 +99,16 @@ class _ResourceError(Exception):
         self.message = message
 
 
-def _incremental(config: BrokerConfig, current: dict[str, str], ops: list[dict]) -> dict[str, str]:
+def _incremental(config: BrokerConfig, current: dict[str, str | None], ops: list[AlterableConfigOperation]) -> dict[str, str | None]:
     """``current`` overrides with IncrementalAlterConfigs' operations
     applied (APPEND / SUBTRACT start from the broker default of ``config``
     when the topic has no override)."""
     result = dict(current)
-    names = [op["name"] for op in ops]
+    names = [op.name for op in ops]
     if len(set(names)) != len(names):
         raise _ResourceError(INVALID_REQUEST, "Error due to duplicate config keys")
     for op in ops:
-        name, kind, value = op["name"], op["config_operation"], op["value"]
+        name, kind, value = op.name, op.config_operation, op.value
         if kind == OP_SET:
             result[name] = value
         elif kind == OP_DELETE:
@@ -110,7 +117,7 @@ def _incremental(config: BrokerConfig, current: dict[str, str], ops: list[dict])
             d = TOPIC_CONFIG_DEFS.get(name)
             if d is None or d.type != "LIST":
                 raise _ResourceError(INVALID_CONFIG, f"Config value append/subtract is not allowed for config key: {name}")
-            now = result.get(name, topic_defaults(config)[name])
+            now = result.get(name, topic_defaults(config)[name]) or ""
             items = [i.strip() for i in now.split(",") if i.strip()]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             if kind == OP_APPEND:
@@ -123,10 +130,10 @@ def _incremental(config: BrokerConfig, current: dict[str, str], ops: list[dict])
     return result
 
 
-def _alter_loggers(configs: list[dict], *, validate_only: bool) -> None:
+def _alter_loggers(configs: list[AlterableConfigOperation], *, validate_only: bool) -> None:
     changes = []
     for op in configs:
-        name, kind, value = op["name"], op["config_operation"], op["value"]
+        name, kind, value = op.name, op.config_operation, op.value
         if kind == OP_SET:
             level = _LEVELS.get((value or "").strip().upper())
             if level is None:
@@ -176,91 +183,128 @@ class ConfigAlterer:
         self.topic_config_changed = topic_config_changed
         self.zk = zk
 
-    async def alter_configs(self, body: dict, version: int, *, incremental: bool) -> dict:
-        """Answer AlterConfigs v0-1 or IncrementalAlterConfigs v0 (see the
-        module docstring).
+    async def alter_configs(self, body: AlterConfigsRequest, version: int) -> AlterConfigsResponse:
+        """Answer AlterConfigs v0-1 (see the module docstring).
 
         Args:
-            body: The decoded request.
+            body: The request.
             version: The request version.
-            incremental: IncrementalAlterConfigs (else AlterConfigs).
 
         Returns:
-            The response body.
+            The response.
         """
-        validate_only = bool(body.get("validate_only"))
         responses = []
-        for resource in body["resources"]:
-            rtype, name, configs = resource["resource_type"], resource["resource_name"], resource["configs"] or []
-            entry: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
-            try:
-                await self._alter_resource(rtype, name, configs, incremental=incremental, validate_only=validate_only)
-            except _ResourceError as exc:
-                entry.update(error_code=exc.code, error_message=exc.message)
-            except KafkaError as exc:  # ZooKeeper unreachable
-                log.warning("altering the configs of %r failed: %s", name, exc)
-                entry.update(error_code=UNKNOWN_SERVER_ERROR, error_message=str(exc))
-            if entry["error_code"] != NONE:
-                log.info("%s of resource %d %r: error %d %s", "IncrementalAlterConfigs" if incremental else "AlterConfigs", rtype, name, entry["error_code"], entry["error_message"])
-            responses.append(entry)
-        return {"throttle_time_ms": 0, "responses": responses}
+        for resource in body.resources:
+            responses.append(await self._answer(resource.resource_type, resource.resource_name, resource.configs, None, validate_only=body.validate_only))
+        return AlterConfigsResponse(responses=responses)
 
-    async def _alter_resource(self, rtype: int, name: str, configs: list[dict], *, incremental: bool, validate_only: bool) -> None:
+    async def incremental_alter_configs(self, body: IncrementalAlterConfigsRequest, version: int) -> IncrementalAlterConfigsResponse:
+        """Answer IncrementalAlterConfigs v0 (see the module docstring).
+
+        Args:
+            body: The request.
+            version: The request version.
+
+        Returns:
+            The response.
+        """
+        responses = []
+        for resource in body.resources:
+            responses.append(await self._answer(resource.resource_type, resource.resource_name, None, resource.configs, validate_only=body.validate_only))
+        return IncrementalAlterConfigsResponse(responses=responses)
+
+    async def _answer(
+        self,
+        rtype: int,
+        name: str,
+        configs: list[AlterableConfig] | None,
+        operations: list[AlterableConfigOperation] | None,
+        *,
+        validate_only: bool,
+    ) -> AlterConfigsResourceResponse:
+        """One resource's answer: its new ``configs`` (AlterConfigs) or the
+        ``operations`` on them (IncrementalAlterConfigs)."""
+        entry = AlterConfigsResourceResponse(error_code=NONE, error_message=None, resource_type=rtype, resource_name=name)
+        try:
+            await self._alter_resource(rtype, name, configs, operations, validate_only=validate_only)
+        except _ResourceError as exc:
+            entry.error_code, entry.error_message = exc.code, exc.message
+        except KafkaError as exc:  # ZooKeeper unreachable
+            log.warning("altering the configs of %r failed: %s", name, exc)
+            entry.error_code, entry.error_message = UNKNOWN_SERVER_ERROR, str(exc)
+        if entry.error_code != NONE:
+            api = "AlterConfigs" if operations is None else "IncrementalAlterConfigs"
+            log.info("%s of resource %d %r: error %d %s", api, rtype, name, entry.error_code, entry.error_message)
+        return entry
+
+    async def _alter_resource(
+        self,
+        rtype: int,
+        name: str,
+        configs: list[AlterableConfig] | None,
+        operations: list[AlterableConfigOperation] | None,
+        *,
+        validate_only: bool,
+    ) -> None:
         """Alter one resource; raises `_ResourceError` for its error."""
         if rtype == RESOURCE_TOPIC:
-            await self._alter_topic(name, configs, incremental=incremental, validate_only=validate_only)
+            await self._alter_topic(name, configs, operations, validate_only=validate_only)
         elif rtype == RESOURCE_BROKER:
             self._check_broker_id(name, allow_empty=True)
-            if configs:
-                names = ", ".join(sorted({c["name"] for c in configs}))
+            given = configs or operations
+            if given:
+                names = ", ".join(sorted({c.name for c in given}))
                 raise _ResourceError(INVALID_REQUEST, f"Cannot update these configs dynamically: {names}")
-        elif rtype == RESOURCE_BROKER_LOGGER and incremental:
+        elif rtype == RESOURCE_BROKER_LOGGER and operations is not None:
             self._check_broker_id(name, allow_empty=False)
-            _alter_loggers(configs, validate_only=validate_only)
+            _alter_loggers(operations, validate_only=validate_only)
         elif rtype == RESOURCE_BROKER_LOGGER:
             raise _ResourceError(INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER")
         else:
             raise _ResourceError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
 
-    async def _current_overrides(self, topic: str) -> dict[str, str]:
+    async def _current_overrides(self, topic: str) -> dict[str, str | None]:
         """The topic's dynamic overrides: ZooKeeper's in a cluster, the
         broker's memory on its own."""
         zk = self.zk
         if zk is None:
-            return self.topic_overrides.get(topic)
+            return dict(self.topic_overrides.get(topic))
         data = await trio.to_thread.run_sync(zk.get, topic_config_path(topic))
         try:
-            return decode_topic_config(data)
+            return dict(decode_topic_config(data))
         except ValueError:
             return {}
 
-    async def _alter_topic(self, topic: str, configs: list[dict], *, incremental: bool, validate_only: bool) -> None:
+    async def _alter_topic(
+        self, topic: str, configs: list[AlterableConfig] | None, operations: list[AlterableConfigOperation] | None, *, validate_only: bool
+    ) -> None:
         try:
             validate_topic_name(topic)
         except InvalidTopicError as exc:
             raise _ResourceError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
         if not self.metadata_cache.has_topic(topic):
             raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
-        if incremental:
-            new = _incremental(self.config, await self._current_overrides(topic), configs)
+        if operations is not None:
+            new = _incremental(self.config, await self._current_overrides(topic), operations)
         else:
-            new = {c["name"]: c["value"] for c in configs}
+            new = {c.name: c.value for c in configs or ()}
         code, message = validate_topic_configs(new)
         if code != NONE:
             raise _ResourceError(code, message or "")
         if validate_only:
             return
+        checked = {name: value for name, value in new.items() if value is not None}  # none is null once valid
         zk = self.zk
         if zk is None:
-            self.topic_overrides.set(topic, new)
+            self.topic_overrides.set(topic, checked)
         else:
 
             def write() -> None:
-                zk.write_persistent(topic_config_path(topic), encode_topic_config(new))
+                zk.write_persistent(topic_config_path(topic), encode_topic_config(checked))
                 notify_topic_change(zk, topic)
 
             await trio.to_thread.run_sync(write)
-        log.info("topic %s: configs altered to %s", topic, new)
+        log.info("topic %s: configs altered to %s", topic, checked)
         await self.topic_config_changed(topic)
 
     def _check_broker_id(self, name: str, *, allow_empty: bool) -> None:

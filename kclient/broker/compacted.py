@@ -13,6 +13,8 @@ Pure functions over bytes.
 from __future__ import annotations
 
 from kclient.errors import CORRUPT_MESSAGE, INVALID_RECORD
+from kclient.protocol.messages.produce import BatchIndexAndErrorMessage
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.legacy import iter_entry_records
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import decode_records, read_header
@@ -21,7 +23,7 @@ from kclient.protocol.records.v2 import decode_records, read_header
 RECORD_ERRORS_VERSION = 8
 
 
-def first_keyless_record(records) -> int | None:
+def first_keyless_record(records: Buffer) -> int | None:
     """Index of the first record without a key in a record set.
 
     Control batches are skipped (they are never produced by clients anyway).
@@ -52,7 +54,7 @@ def first_keyless_record(records) -> int | None:
     return None
 
 
-def keyless_error(topic: str, produce_version: int, index: int) -> tuple[int, str, list[dict]]:
+def keyless_error(topic: str, produce_version: int, index: int) -> tuple[int, str, list[BatchIndexAndErrorMessage]]:
     """The Produce partition error for a keyless record at ``index``.
 
     Args:
@@ -65,7 +67,7 @@ def keyless_error(topic: str, produce_version: int, index: int) -> tuple[int, st
     """
     message = f"Compacted topic {topic} cannot accept a record without a key"
     if produce_version >= RECORD_ERRORS_VERSION:
-        return INVALID_RECORD, message, [{"batch_index": index, "batch_index_error_message": message}]
+        return INVALID_RECORD, message, [BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)]
     return CORRUPT_MESSAGE, message, []
 
 

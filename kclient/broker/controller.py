@@ -66,6 +66,21 @@ from kclient.broker.zk_topics import (
 from kclient.clock import now_ms
 from kclient.errors import KafkaError
 from kclient.protocol.messages import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from kclient.protocol.messages.leader_and_isr import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+)
+from kclient.protocol.messages.stop_replica import (
+    StopReplicaPartitionV0,
+    StopReplicaRequest,
+)
+from kclient.protocol.messages.update_metadata import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
 from kclient.zk.client import TrioZk
 from kclient.zk.paths import (
     BROKER_IDS_PATH,
@@ -410,24 +425,41 @@ class Controller:
 
     # ------------------------------------------------------------ requests
 
-    def _partition_state_body(self, key: tuple[str, int], *, is_new: bool = False, deleting: bool = False) -> dict:
+    def _partition_state(self, key: tuple[str, int], *, deleting: bool = False) -> UpdateMetadataPartitionState:
+        """The UpdateMetadata partition state of ``key`` (leader -2 when
+        ``deleting``)."""
         entry = self.partitions[key]
         st = entry.state or PartitionState(-1, (), 0, self.epoch)
-        return {
-            "topic_name": key[0],
-            "partition_index": key[1],
-            "controller_epoch": st.controller_epoch,
-            "leader": LEADER_DURING_DELETE if deleting else st.leader,
-            "leader_epoch": st.leader_epoch,
-            "isr": list(st.isr),
-            "partition_epoch": entry.zk_version,
-            "zk_version": entry.zk_version,
-            "replicas": list(entry.replicas),
-            "offline_replicas": [r for r in entry.replicas if r not in self.live],
-            "is_new": is_new,
-        }
+        return UpdateMetadataPartitionState(
+            topic_name=key[0],
+            partition_index=key[1],
+            controller_epoch=st.controller_epoch,
+            leader=LEADER_DURING_DELETE if deleting else st.leader,
+            leader_epoch=st.leader_epoch,
+            isr=list(st.isr),
+            zk_version=entry.zk_version,
+            replicas=list(entry.replicas),
+            offline_replicas=[r for r in entry.replicas if r not in self.live],
+        )
 
-    def _live_brokers_body(self) -> list[dict]:
+    def _leader_and_isr_state(self, key: tuple[str, int], *, is_new: bool = False) -> LeaderAndIsrPartitionState:
+        """The LeaderAndIsr partition state of ``key`` (its partition epoch
+        is the state znode's version, as in ZooKeeper-mode Kafka)."""
+        entry = self.partitions[key]
+        st = entry.state or PartitionState(-1, (), 0, self.epoch)
+        return LeaderAndIsrPartitionState(
+            topic_name=key[0],
+            partition_index=key[1],
+            controller_epoch=st.controller_epoch,
+            leader=st.leader,
+            leader_epoch=st.leader_epoch,
+            isr=list(st.isr),
+            partition_epoch=entry.zk_version,
+            replicas=list(entry.replicas),
+            is_new=is_new,
+        )
+
+    def _live_brokers(self) -> list[UpdateMetadataBroker]:
         brokers = []
         for bid, reg in sorted(self.live.items()):
             endpoints = []
@@ -435,44 +467,48 @@ class Controller:
                 listener, _, rest = ep.partition("://")
                 host, _, port = rest.rpartition(":")
                 protocol = reg.protocol_map.get(listener, listener).upper()
-                endpoints.append({"port": int(port), "host": host.strip("[]"), "listener": listener, "security_protocol": _PROTOCOL_IDS.get(protocol, 0)})
+                endpoints.append(
+                    UpdateMetadataEndpoint(port=int(port), host=host.strip("[]"), listener=listener, security_protocol=_PROTOCOL_IDS.get(protocol, 0))
+                )
             if not endpoints:
-                endpoints.append({"port": reg.port, "host": reg.host, "listener": "PLAINTEXT", "security_protocol": 0})
-            brokers.append({"id": bid, "endpoints": endpoints, "rack": None})
+                endpoints.append(UpdateMetadataEndpoint(port=reg.port, host=reg.host, listener="PLAINTEXT", security_protocol=0))
+            brokers.append(UpdateMetadataBroker(id=bid, endpoints=endpoints, rack=None))
         return brokers
 
     def _send_metadata_to(self, brokers: set[int], keys: list[tuple[str, int]] | None = None, *, deleting: bool = False) -> None:
         keys = list(self.partitions) if keys is None else keys
-        body = {
-            "controller_id": self.broker_id,
-            "controller_epoch": self.epoch,
-            "ungrouped_partition_states": [self._partition_state_body(k, deleting=deleting) for k in keys if k in self.partitions],
-            "live_brokers": self._live_brokers_body(),
-        }
+        body = UpdateMetadataRequest(
+            controller_id=self.broker_id,
+            controller_epoch=self.epoch,
+            ungrouped_partition_states=[self._partition_state(k, deleting=deleting) for k in keys if k in self.partitions],
+            live_brokers=self._live_brokers(),
+        )
         for bid in brokers:
             self.channel.send(bid, UPDATE_METADATA, 4, body)
 
-    def _send_leader_and_isr(self, keys, *, only: set[int] | None = None, is_new: bool = False) -> None:
-        per_broker: dict[int, list[dict]] = {}
+    def _send_leader_and_isr(self, keys: list[tuple[str, int]], *, only: set[int] | None = None, is_new: bool = False) -> None:
+        per_broker: dict[int, list[LeaderAndIsrPartitionState]] = {}
         for key in keys:
             entry = self.partitions.get(key)
             if entry is None or entry.state is None:
                 continue
-            body = self._partition_state_body(key, is_new=is_new)
+            state = self._leader_and_isr_state(key, is_new=is_new)
             for r in entry.replicas:
                 if r in self.live and (only is None or r in only):
-                    per_broker.setdefault(r, []).append(body)
+                    per_broker.setdefault(r, []).append(state)
         for bid, states in per_broker.items():
-            leaders = {s["leader"] for s in states if s["leader"] in self.live}
+            leaders = {s.leader for s in states if s.leader in self.live}
             live_leaders = []
             for leader in sorted(leaders):
                 host, port = self._inter_broker_address(self.live[leader])
-                live_leaders.append({"broker_id": leader, "host_name": host, "port": port})
+                live_leaders.append(LeaderAndIsrLiveLeader(broker_id=leader, host_name=host, port=port))
             self.channel.send(
                 bid,
                 LEADER_AND_ISR,
                 1,
-                {"controller_id": self.broker_id, "controller_epoch": self.epoch, "ungrouped_partition_states": states, "live_leaders": live_leaders},
+                LeaderAndIsrRequest(
+                    controller_id=self.broker_id, controller_epoch=self.epoch, ungrouped_partition_states=states, live_leaders=live_leaders
+                ),
             )
 
     # ------------------------------------------------------------ events
@@ -581,16 +617,16 @@ class Controller:
                 log.warning("topic %s marked for deletion, but delete.topic.enable is false", topic)
                 continue
             keys = [k for k in self.partitions if k[0] == topic]
-            per_broker: dict[int, list[dict]] = {}
+            per_broker: dict[int, list[StopReplicaPartitionV0]] = {}
             for key in keys:
                 for r in self.partitions[key].replicas:
-                    per_broker.setdefault(r, []).append({"topic_name": topic, "partition_index": key[1]})
+                    per_broker.setdefault(r, []).append(StopReplicaPartitionV0(topic_name=topic, partition_index=key[1]))
             for bid, parts in per_broker.items():
                 self.channel.send(
                     bid,
                     STOP_REPLICA,
                     0,
-                    {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": True, "ungrouped_partitions": parts},
+                    StopReplicaRequest(controller_id=self.broker_id, controller_epoch=self.epoch, delete_partitions=True, ungrouped_partitions=parts),
                 )
             self._send_metadata_to(set(self.live), keys, deleting=True)
             for key in keys:

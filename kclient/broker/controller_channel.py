@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
+from kclient.broker.inter_broker import ControllerRequest, send_request
 from kclient.errors import KafkaError
+from kclient.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from kclient.protocol.messages.stop_replica import StopReplicaRequest
 from kclient.protocol.schema import Api
 
 if TYPE_CHECKING:
     from kclient.broker.replica_manager import ReplicaManager
+    from kclient.net.connection import BrokerConnection
 
 log = logging.getLogger("kclient.broker.controller")
 
@@ -31,7 +35,10 @@ class _Destination:
     def __init__(self, broker_id: int, address: tuple[str, int] | None) -> None:
         self.broker_id = broker_id
         self.address = address
-        self.send, self.receive = trio.open_memory_channel(math.inf)
+        channel: tuple[
+            trio.MemorySendChannel[tuple[Api, int, ControllerRequest]], trio.MemoryReceiveChannel[tuple[Api, int, ControllerRequest]]
+        ] = trio.open_memory_channel(math.inf)
+        self.send, self.receive = channel
         self.scope = trio.CancelScope()
 
 
@@ -51,7 +58,7 @@ class ControllerChannel:
         self._destinations: dict[int, _Destination] = {}
         self._nursery: trio.Nursery | None = None
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Host the sending tasks until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -73,7 +80,7 @@ class ControllerChannel:
                 assert self._nursery is not None
                 self._nursery.start_soon(self._sender, dest)
 
-    def send(self, broker_id: int, api: Api, version: int, body: dict) -> None:
+    def send(self, broker_id: int, api: Api, version: int, body: ControllerRequest) -> None:
         """Queue a request to a live broker (ignored for others)."""
         dest = self._destinations.get(broker_id)
         if dest is not None:
@@ -90,16 +97,16 @@ class ControllerChannel:
                 async for api, version, body in dest.receive:
                     await self._local(api, version, body)
                 return
-            conn: Any = None
+            conn: BrokerConnection | None = None
             async with trio.open_nursery() as nursery:
                 async for api, version, body in dest.receive:
                     while True:
                         try:
                             if conn is None or conn.closed:
                                 conn = await self._connect(nursery, dest)
-                            response = await conn.request(api, body, version=version)
-                            if response.get("error_code"):
-                                log.warning("%s to broker %d: error %d", api.name, dest.broker_id, response["error_code"])
+                            response = await send_request(conn, api, body, version=version)
+                            if response.error_code:
+                                log.warning("%s to broker %d: error %d", api.name, dest.broker_id, response.error_code)
                             break
                         except KafkaError as exc:
                             log.info("%s to broker %d failed (%s); retrying", api.name, dest.broker_id, exc)
@@ -107,7 +114,7 @@ class ControllerChannel:
                             await trio.sleep(self.backoff)
                 nursery.cancel_scope.cancel()
 
-    async def _connect(self, nursery: trio.Nursery, dest: _Destination) -> Any:
+    async def _connect(self, nursery: trio.Nursery, dest: _Destination) -> BrokerConnection:
         from kclient.net.connection import BrokerConnection
 
         assert dest.address is not None
@@ -119,14 +126,14 @@ class ControllerChannel:
             request_timeout_ms=self.timeout_ms,
         )
 
-    async def _local(self, api: Api, version: int, body: dict) -> None:
+    async def _local(self, api: Api, version: int, body: ControllerRequest) -> None:
         rm = self.replicas
         try:
-            if api.key == 4:
+            if isinstance(body, LeaderAndIsrRequest):
                 await rm.leader_and_isr(body, version)
-            elif api.key == 5:
+            elif isinstance(body, StopReplicaRequest):
                 await rm.stop_replica(body, version)
-            elif api.key == 6:
+            else:
                 await rm.update_metadata(body, version)
         except Exception:
             log.exception("local %s failed", api.name)

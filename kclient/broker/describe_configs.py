@@ -67,6 +67,11 @@ from kclient.protocol.messages.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
 )
 from kclient.storage import validate_topic_name
 
@@ -194,7 +199,7 @@ class BrokerConfigView:
                 defaults[d.broker_name] = d.fallback
         return cls(values, types, static, defaults)
 
-    def synonyms(self, name: str) -> list[dict[str, Any]]:
+    def synonyms(self, name: str) -> list[DescribeConfigsSynonym]:
         """The synonyms of broker property ``name`` (Kafka's
         ``configSynonyms``): the set ones of its synonym group, then those
         with a default, dropping any before ``name`` itself."""
@@ -203,21 +208,23 @@ class BrokerConfigView:
         found += [(n, self.defaults[n], DEFAULT_CONFIG) for n in group if n in self.defaults]
         while found and found[0][0] != name:
             found.pop(0)
-        return [{"name": n, "value": None if is_sensitive(n) else v, "source": s} for n, v, s in found]
+        return [DescribeConfigsSynonym(name=n, value=None if is_sensitive(n) else v, source=s) for n, v, s in found]
 
 
-def _entry(name: str, value: str | None, source: int, synonyms: list[dict], *, read_only: bool, sensitive: bool, type_: str, doc: str | None) -> dict:
-    return {
-        "name": name,
-        "value": None if sensitive else value,
-        "read_only": read_only,
-        "is_default": source == DEFAULT_CONFIG,
-        "config_source": source,
-        "is_sensitive": sensitive,
-        "synonyms": synonyms,
-        "config_type": CONFIG_TYPES[type_],
-        "documentation": doc,
-    }
+def _entry(
+    name: str, value: str | None, source: int, synonyms: list[DescribeConfigsSynonym], *, read_only: bool, sensitive: bool, type_: str, doc: str | None
+) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=None if sensitive else value,
+        read_only=read_only,
+        is_default=source == DEFAULT_CONFIG,
+        config_source=source,
+        is_sensitive=sensitive,
+        synonyms=synonyms,
+        config_type=CONFIG_TYPES[type_],
+        documentation=doc,
+    )
 
 
 class _RequestError(Exception):
@@ -262,7 +269,7 @@ def _broker_documentation(name: str) -> str | None:
     return _broker_docs.get(name) or None
 
 
-def _broker_entries(view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
+def _broker_entries(view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[DescribeConfigsResourceResult]:
     entries = []
     for name in sorted(view.values):
         syns = view.synonyms(name)
@@ -271,7 +278,7 @@ def _broker_entries(view: BrokerConfigView, synonyms: bool, documentation: bool)
             _entry(
                 name,
                 view.values[name],
-                syns[0]["source"] if syns else DEFAULT_CONFIG,
+                syns[0].source if syns else DEFAULT_CONFIG,
                 syns if synonyms else [],
                 read_only=True,
                 sensitive=sensitive,
@@ -282,7 +289,7 @@ def _broker_entries(view: BrokerConfigView, synonyms: bool, documentation: bool)
     return entries
 
 
-def _logger_entries() -> list[dict]:
+def _logger_entries() -> list[DescribeConfigsResourceResult]:
     names = ["root"] + sorted(n for n in logging.Logger.manager.loggerDict if n == "kclient" or n.startswith("kclient."))
     entries = []
     for name in names:
@@ -318,39 +325,38 @@ class ConfigHelper:
         self.metadata_cache = metadata_cache
         self.topic_config = topic_config
 
-    async def describe_configs(self, body: dict, version: int) -> dict:
+    async def describe_configs(self, body: DescribeConfigsRequest, version: int) -> DescribeConfigsResponse:
         """Answer DescribeConfigs v0-3 (see the module docstring).
 
         Args:
-            body: The decoded request.
+            body: The request.
             version: The request version.
 
         Returns:
-            The response body.
+            The response.
         """
-        synonyms = version >= 1 and bool(body.get("include_synonyms"))
-        documentation = version >= 3 and bool(body.get("include_documentation"))
+        synonyms = version >= 1 and body.include_synonyms
+        documentation = version >= 3 and body.include_documentation
         view = BrokerConfigView.of(self.config)
         results = []
-        for resource in body["resources"]:
-            rtype, name = resource["resource_type"], resource["resource_name"]
-            result: dict[str, Any] = {"error_code": NONE, "error_message": None, "resource_type": rtype, "resource_name": name, "configs": []}
+        for resource in body.resources:
+            rtype, name = resource.resource_type, resource.resource_name
+            result = DescribeConfigsResult(error_code=NONE, error_message=None, resource_type=rtype, resource_name=name)
+            results.append(result)
             try:
                 entries = await self._entries(rtype, name, view, synonyms, documentation)
             except _RequestError as exc:
                 log.info("DescribeConfigs of resource %d %r: error %d %s", rtype, name, exc.code, exc.message or "")
-                result.update(error_code=exc.code, error_message=exc.message)
-                results.append(result)
+                result.error_code, result.error_message = exc.code, exc.message
                 continue
-            keys = resource.get("configuration_keys")
+            keys = resource.configuration_keys
             if keys:
                 wanted = set(keys)
-                entries = [e for e in entries if e["name"] in wanted]
-            result["configs"] = entries
-            results.append(result)
-        return {"throttle_time_ms": 0, "results": results}
+                entries = [e for e in entries if e.name in wanted]
+            result.configs = entries
+        return DescribeConfigsResponse(results=results)
 
-    async def _entries(self, rtype: int, name: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
+    async def _entries(self, rtype: int, name: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[DescribeConfigsResourceResult]:
         """One resource's config entries; raises `_RequestError`."""
         if rtype == RESOURCE_TOPIC:
             return await self._topic_entries(name, view, synonyms, documentation)
@@ -361,7 +367,7 @@ class ConfigHelper:
             return _logger_entries()
         raise _RequestError(INVALID_REQUEST, f"Unsupported resource type: {rtype}")
 
-    async def _topic_entries(self, topic: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[dict]:
+    async def _topic_entries(self, topic: str, view: BrokerConfigView, synonyms: bool, documentation: bool) -> list[DescribeConfigsResourceResult]:
         try:
             validate_topic_name(topic)
         except InvalidTopicError as exc:
@@ -376,12 +382,12 @@ class ConfigHelper:
             value = defaults[name]
             if name in overrides:
                 value = overrides[name]
-                syns.insert(0, {"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+                syns.insert(0, DescribeConfigsSynonym(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
             entries.append(
                 _entry(
                     name,
                     value,
-                    syns[0]["source"] if syns else DEFAULT_CONFIG,
+                    syns[0].source if syns else DEFAULT_CONFIG,
                     syns if synonyms else [],
                     read_only=False,
                     sensitive=False,

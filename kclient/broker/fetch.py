@@ -63,6 +63,12 @@ from kclient.errors import (
     CorruptRecordError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
 from kclient.protocol.records.codecs import CodecError
 from kclient.protocol.records.formats import fetch_magic
 
@@ -81,17 +87,17 @@ class ClientGone(Exception):
     there is no one to answer."""
 
 
-def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> dict[str, Any]:
-    return {
-        "partition_index": index,
-        "error_code": error,
-        "high_watermark": hw,
-        "last_stable_offset": hw,
-        "log_start_offset": start,
-        "aborted_transactions": [],
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
+def _partition_error(index: int, error: int, hw: int = -1, start: int = -1) -> PartitionData:
+    return PartitionData(
+        partition_index=index,
+        error_code=error,
+        high_watermark=hw,
+        last_stable_offset=hw,
+        log_start_offset=start,
+        aborted_transactions=[],
+        preferred_read_replica=-1,
+        records=b"",
+    )
 
 
 class _Empty:
@@ -102,7 +108,7 @@ class _Empty:
         self.log_start_offset = log_start_offset
 
 
-def leader_error(metadata_cache: MetadataCache, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
+def leader_error(metadata_cache: MetadataCache, topic: str, index: int, part: Partition | None, current_leader_epoch: int = -1) -> int:
     """Whether this broker may answer for ``topic``-``index`` as its leader.
 
     Args:
@@ -156,11 +162,11 @@ class FetchHandler:
         self.appends = appends
         self.clock = clock
 
-    def read(self, body: dict, version: int, *, zero_copy: bool = True) -> tuple[list[dict], int, bool]:
+    def read(self, body: FetchRequest, version: int, *, zero_copy: bool = True) -> tuple[list[FetchableTopicResponse], int, bool]:
         """Read every requested partition once.
 
         Args:
-            body: The decoded Fetch request.
+            body: The Fetch request.
             version: The Fetch request's version.
             zero_copy: For v4+, return `kclient.storage.FileSlice` objects
                 instead of bytes.
@@ -173,14 +179,16 @@ class FetchHandler:
                 owns them: `kclient.broker.zerocopy.release_slices`), else bytes
                 read from the files. An empty read is ``b""``.
         """
-        responses: list[dict] = []
+        responses: list[FetchableTopicResponse] = []
         try:
             return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses)
         except BaseException:
             release_slices(responses)
             raise
 
-    async def handle(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
+    async def handle(
+        self, header: RequestHeader, body: FetchRequest, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+    ) -> FetchResponse:
         """Answer a Fetch request v0-11 (see the module docstring).
 
         Waits up to ``max_wait_ms`` (ms) for ``min_bytes`` (bytes) of records.
@@ -189,12 +197,12 @@ class FetchHandler:
 
         Args:
             header: The request header.
-            body: The decoded Fetch request.
+            body: The Fetch request.
             peer_gone: Awaited while waiting: True once the client disconnected,
                 False when it cannot tell.
 
         Returns:
-            The response body. For v4+ its ``records`` are
+            The response. For v4+ its ``records`` are
                 `kclient.storage.FileSlice` objects owned by the caller (encode
                 them with `kclient.broker.zerocopy.encode_spliced_response`).
 
@@ -202,16 +210,16 @@ class FetchHandler:
             ClientGone: ``peer_gone()`` said the client is gone.
         """
         version = header.api_version
-        if version >= 7 and body.get("session_epoch", -1) not in (-1, 0):
-            log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.get("session_id"), body.get("session_epoch"), header.client_id)
-            return {"throttle_time_ms": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-        min_bytes = body.get("min_bytes", 0)
-        max_wait_ms = body.get("max_wait_ms", 0)
+        if version >= 7 and body.session_epoch not in (-1, 0):
+            log.info("incremental fetch (session %s epoch %s) from %s: no such session", body.session_id, body.session_epoch, header.client_id)
+            return FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
+        min_bytes = body.min_bytes
+        max_wait_ms = body.max_wait_ms
         if min_bytes <= 0 or max_wait_ms <= 0:
             # No long poll: one read, answered at once (nothing to wait for).
             responses, _, _ = self.read(body, version)
-            return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
-        keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+            return FetchResponse(responses=responses)
+        keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
         deadline = trio.current_time() + max_wait_ms / 1000.0
         while True:
             event = self.appends.register(keys)
@@ -227,44 +235,44 @@ class FetchHandler:
                         raise ClientGone
             finally:
                 self.appends.unregister(keys, event)
-        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": responses}
+        return FetchResponse(responses=responses)
 
 
 def _read_fetch(
     hosted: Mapping[tuple[str, int], Partition],
     cache: MetadataCache,
     clock: Callable[[], int],
-    body: dict,
+    body: FetchRequest,
     version: int,
     zero_copy: bool,
-    responses: list[dict],
-) -> tuple[list[dict], int, bool]:
-    remaining = body.get("max_bytes", _NO_LIMIT) if version >= 3 else _NO_LIMIT
-    replica_id = body.get("replica_id", -1)
+    responses: list[FetchableTopicResponse],
+) -> tuple[list[FetchableTopicResponse], int, bool]:
+    remaining = body.max_bytes if version >= 3 else _NO_LIMIT
+    replica_id = body.replica_id
     follower = replica_id >= 0
     to_magic = fetch_magic(version)
     use_slices = zero_copy and to_magic >= 2
     min_one = True
     total = 0
     any_error = False
-    for topic in body["topics"]:
-        name = topic["topic"]
-        parts: list[dict] = []
-        responses.append({"topic": name, "partitions": parts})
-        for p in topic["partitions"]:
-            index = p["partition"]
+    for topic in body.topics:
+        name = topic.topic
+        parts: list[PartitionData] = []
+        responses.append(FetchableTopicResponse(topic=name, partitions=parts))
+        for p in topic.partitions:
+            index = p.partition
             part = hosted.get((name, index))
-            epoch = p.get("current_leader_epoch", -1)
+            epoch = p.current_leader_epoch
             # (the common case, a led partition and no epoch named, inline)
             if part is None or epoch >= 0 or not part.is_leader:
                 code = leader_error(cache, name, index, part, epoch)
-                if code != NONE:
+                if code != NONE or part is None:
                     parts.append(_partition_error(index, code))
                     any_error = True
                     continue
             plog = part.log
-            limit = min(p["partition_max_bytes"], remaining)
-            fetch_offset = p["fetch_offset"]
+            limit = min(p.partition_max_bytes, remaining)
+            fetch_offset = p.fetch_offset
             # Consumers read below the high watermark, followers to the log end.
             hw = plog.high_watermark
             bound = None if follower else hw
@@ -301,7 +309,7 @@ def _read_fetch(
                         parts.append(_partition_error(index, UNSUPPORTED_COMPRESSION_TYPE, hw, result.log_start_offset))
                         any_error = True
                         continue
-                    records = down_convert(records, to_magic, fetch_offset=p["fetch_offset"], max_bytes=max(limit, 0))
+                    records = down_convert(records, to_magic, fetch_offset=fetch_offset, max_bytes=max(limit, 0))
                 except (CorruptRecordError, CodecError) as exc:
                     log.warning("fetch v%d from %s-%d: cannot down-convert the stored data: %s", version, name, index, exc)
                     parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, hw, result.log_start_offset))
@@ -314,16 +322,16 @@ def _read_fetch(
                 total += size
             hw = plog.high_watermark
             parts.append(
-                {
-                    "partition_index": index,
-                    "error_code": NONE,
-                    "high_watermark": hw,
-                    "last_stable_offset": hw,
-                    "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": [],
-                    "preferred_read_replica": -1,
-                    "records": records,
-                }
+                PartitionData(
+                    partition_index=index,
+                    error_code=NONE,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=result.log_start_offset,
+                    aborted_transactions=[],
+                    preferred_read_replica=-1,
+                    records=records,
+                )
             )
     return responses, total, any_error
 

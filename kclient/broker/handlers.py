@@ -6,8 +6,9 @@ last non-flexible version (the one below ``flexible_from`` in
 except ApiVersions v3, answered natively as KIP-511 asks), OffsetFetch from
 v1, and Fetch from v0 (message formats v0/v1 are served,
 `kclient.broker.convert`). Every handler takes
-the decoded request ``dict`` and returns the response ``dict`` for the
-schemas in `kclient.protocol.messages`, or ``None`` for "send nothing"
+the request message (``FetchRequest``, ``ProduceRequest``, ...: the
+classes of `kclient.protocol.messages`, as Kafka's generated ``*Data``
+classes) and returns the response message, or ``None`` for "send nothing"
 (Produce with acks=0). Errors are Kafka's error codes in the response's
 error fields (Kafka protocol guide, "Error Codes"); a handler raises
 `CloseConnection` where Kafka closes the connection instead.
@@ -48,6 +49,7 @@ from kclient.broker.describe_configs import ConfigHelper
 from kclient.broker.fetch import FetchHandler, leader_error
 from kclient.broker.group.apis import GroupApis
 from kclient.broker.group.records import OFFSETS_TOPIC
+from kclient.broker.partition import Partition
 from kclient.broker.state import BrokerState, TopicFormat
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
@@ -63,8 +65,96 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.connection import RequestHeader
-from kclient.protocol.messages.list_offsets import LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kclient.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kclient.protocol.messages.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
+from kclient.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+)
+from kclient.protocol.messages.create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kclient.protocol.messages.delete_topics import (
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kclient.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kclient.protocol.messages.fetch import FetchRequest, FetchResponse
+from kclient.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kclient.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from kclient.protocol.messages.leader_and_isr import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
+from kclient.protocol.messages.list_offsets import (
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kclient.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kclient.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kclient.protocol.messages.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+from kclient.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kclient.protocol.messages.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from kclient.protocol.messages.sasl_handshake import (
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from kclient.protocol.messages.stop_replica import (
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from kclient.protocol.messages.update_metadata import (
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from kclient.protocol.records import iter_record_set
+from kclient.protocol.types import Records
 from kclient.storage import Log
 
 __all__ = [
@@ -166,14 +256,16 @@ def _first_record_at(plog: Log, offset: int, timestamp: int, batch_max_ts: int) 
     return offset, batch_max_ts
 
 
-Handler = Callable[[RequestHeader, dict], Awaitable["dict | None"]]
+#: A handler: the request header and message in, the response message
+#: (None: no response) out.
+Handler = Callable[[RequestHeader, Any], Awaitable[object | None]]
 
 
 class RequestHandlers:
     """Dispatches decoded requests to the per-API handlers.
 
-    ``await handle(header, body, peer_gone=...)`` returns the response body
-    dict or None (no response). Raises `CloseConnection` where Kafka
+    ``await handle(header, body, peer_gone=...)`` returns the response
+    message or None (no response). Raises `CloseConnection` where Kafka
     would close the connection, and `kclient.broker.fetch.ClientGone`
     when the client disconnected during a Fetch long poll. The caller has
     already checked the version against `SUPPORTED_VERSIONS`.
@@ -236,20 +328,21 @@ class RequestHandlers:
         }
 
     async def handle(
-        self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
-    ) -> dict | None:
+        self, header: RequestHeader, body: Any, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+    ) -> object | None:
         """Answer one request (see the class docstring).
 
         Args:
             header: The request header.
-            body: The decoded request body.
+            body: The request message (an instance of the API's
+                ``request_type``).
             peer_gone: An async function that returns True once the client has
                 closed the connection (False: it cannot tell, data is pending);
                 a Fetch long poll watches it while waiting.
 
         Returns:
-            The response body, or ``None`` when the request gets no response
-                (Produce with acks=0).
+            The response message, or ``None`` when the request gets no
+                response (Produce with acks=0).
 
         Raises:
             CloseConnection: Kafka would close the connection instead of
@@ -263,45 +356,38 @@ class RequestHandlers:
             raise CloseConnection(f"no handler for api key {header.api_key}")
         return await handler(header, body)
 
-    async def fetch(self, header: RequestHeader, body: dict, *, peer_gone: Callable[[], Awaitable[bool]] | None = None) -> dict:
+    async def fetch(
+        self, header: RequestHeader, body: FetchRequest, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+    ) -> FetchResponse:
         """Fetch v0-11: `kclient.broker.fetch.FetchHandler.handle`."""
         return await self.fetch_handler.handle(header, body, peer_gone=peer_gone)
 
     # ------------------------------------------------------------ ApiVersions
 
-    async def api_versions(self, header: RequestHeader, body: dict) -> dict:
+    async def api_versions(self, header: RequestHeader, body: ApiVersionsRequest) -> ApiVersionsResponse:
         """ApiVersions v0-3: every API and version range this broker serves.
         v3 requests carry the client software name/version (KIP-511), logged
         at DEBUG."""
         if header.api_version >= 3:
-            log.debug(
-                "client %s runs %s %s",
-                header.client_id,
-                body.get("client_software_name"),
-                body.get("client_software_version"),
-            )
-        return {
-            "error_code": NONE,
-            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_triples()],
-            "throttle_time_ms": 0,
-        }
+            log.debug("client %s runs %s %s", header.client_id, body.client_software_name, body.client_software_version)
+        return ApiVersionsResponse(
+            error_code=NONE,
+            api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in supported_triples()],
+        )
 
     # ------------------------------------------------------------ SASL
 
-    async def sasl_handshake(self, header: RequestHeader, body: dict) -> dict:
+    async def sasl_handshake(self, header: RequestHeader, body: SaslHandshakeRequest) -> SaslHandshakeResponse:
         """SaslHandshake outside an authentication (a listener without SASL,
         or after it completed): ILLEGAL_SASL_STATE, as Kafka's KafkaApis."""
-        return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+        return SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE)
 
-    async def sasl_authenticate(self, header: RequestHeader, body: dict) -> dict:
+    async def sasl_authenticate(self, header: RequestHeader, body: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
         """SaslAuthenticate outside an authentication: ILLEGAL_SASL_STATE."""
-        return {
-            "error_code": ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful authentication or on a listener "
-            "without SASL",
-            "auth_bytes": b"",
-            "session_lifetime_ms": 0,
-        }
+        return SaslAuthenticateResponse(
+            error_code=ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication or on a listener without SASL",
+        )
 
     def _address(self) -> tuple[str, int]:
         """The advertised address of the current connection's listener."""
@@ -309,7 +395,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------ Metadata
 
-    async def metadata(self, header: RequestHeader, body: dict) -> dict:
+    async def metadata(self, header: RequestHeader, body: MetadataRequest) -> MetadataResponse:
         """Metadata v0-8. ``topics`` null (v1+) or empty (v0) means every
         topic; listed topics that do not exist are created when
         ``auto.create.topics.enable`` and the request allows it (v4+
@@ -317,20 +403,16 @@ class RequestHandlers:
         This broker leads every partition with a stable leader epoch 0 and
         is the controller."""
         state = self.state
-        version = header.api_version
-        requested = body.get("topics")
+        requested = body.topics
         cache = self.metadata_cache
-        if requested is None or (version == 0 and not requested):
+        names: list[str]
+        if requested is None or (header.api_version == 0 and not requested):
             names = cache.topics()
             allow_create = False
         else:
-            names = []
-            seen = set()
-            for t in requested:
-                if t["name"] not in seen:
-                    seen.add(t["name"])
-                    names.append(t["name"])
-            allow_create = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
+            # In request order, once each; v0-3 have no flag and allow it.
+            names = list(dict.fromkeys(t.name for t in requested))
+            allow_create = body.allow_auto_topic_creation
         topics = []
         for name in names:
             error = await self.topic_admin.ensure_topic(name, allow_create=allow_create)
@@ -338,49 +420,47 @@ class RequestHandlers:
             if error == NONE:
                 live = cache.brokers
                 for index, meta in sorted(cache.partitions(name).items()):
-                    offline = [r for r in meta.replicas if r not in live]
                     partitions.append(
-                        {
-                            "error_code": NONE if meta.leader >= 0 and meta.leader in live else LEADER_NOT_AVAILABLE,
-                            "partition_index": index,
-                            "leader_id": meta.leader if meta.leader in live else -1,
-                            "leader_epoch": meta.leader_epoch,
-                            "replica_nodes": list(meta.replicas),
-                            "isr_nodes": list(meta.isr),
-                            "offline_replicas": offline,
-                        }
+                        MetadataResponsePartition(
+                            error_code=NONE if meta.leader >= 0 and meta.leader in live else LEADER_NOT_AVAILABLE,
+                            partition_index=index,
+                            leader_id=meta.leader if meta.leader in live else -1,
+                            leader_epoch=meta.leader_epoch,
+                            replica_nodes=list(meta.replicas),
+                            isr_nodes=list(meta.isr),
+                            offline_replicas=[r for r in meta.replicas if r not in live],
+                        )
                     )
-            topics.append({"error_code": error, "name": name, "is_internal": name == OFFSETS_TOPIC, "partitions": partitions})
-        return {
-            "throttle_time_ms": 0,
-            "brokers": self._live_brokers(),
-            "cluster_id": state.cluster_id,
+            topics.append(MetadataResponseTopic(error_code=error, name=name, is_internal=name == OFFSETS_TOPIC, partitions=partitions))
+        return MetadataResponse(
+            brokers=self._live_brokers(),
+            cluster_id=state.cluster_id,
             # In a cluster: the controller of the last UpdateMetadata, -1 before
             # the first (as Kafka); a standalone broker is its own controller.
-            "controller_id": cache.controller_id if cache.controller_id >= 0 or self.zk is not None else state.broker_id,
-            "topics": topics,
-        }
+            controller_id=cache.controller_id if cache.controller_id >= 0 or self.zk is not None else state.broker_id,
+            topics=topics,
+        )
 
-    def _live_brokers(self) -> list[dict]:
+    def _live_brokers(self) -> list[MetadataResponseBroker]:
         """Every live broker with its endpoint of the current connection's
         listener name (this broker: the address the client connected to)."""
         state = self.state
         name = listener_name.get()
-        brokers = []
+        brokers: list[MetadataResponseBroker] = []
         for node_id, node in sorted(self.metadata_cache.brokers.items()):
             if node_id == state.broker_id:
                 continue
             ep = node.endpoint(name) or node.endpoint(None)
             if ep is not None:
-                brokers.append({"node_id": node_id, "host": ep.host, "port": ep.port, "rack": node.rack})
+                brokers.append(MetadataResponseBroker(node_id=node_id, host=ep.host, port=ep.port, rack=node.rack))
         host, port = self._address()
-        brokers.append({"node_id": state.broker_id, "host": host, "port": port, "rack": None})
-        brokers.sort(key=lambda b: b["node_id"])
+        brokers.append(MetadataResponseBroker(node_id=state.broker_id, host=host, port=port, rack=None))
+        brokers.sort(key=lambda b: b.node_id)
         return brokers
 
     # ------------------------------------------------------------ Produce
 
-    async def produce(self, header: RequestHeader, body: dict) -> dict | None:
+    async def produce(self, header: RequestHeader, body: ProduceRequest) -> ProduceResponse | None:
         """Produce v0-8. v0-2 carry message sets v0/v1, v3+ record batches
         v2 only; each partition's set is validated and converted to the
         topic's stored format by `kclient.broker.convert.prepare_append`
@@ -393,78 +473,69 @@ class RequestHandlers:
         value gets INVALID_REQUIRED_ACKS. ``log_append_time_ms`` (v2+) is
         the broker time stamped on a LogAppendTime topic, else -1."""
         version = header.api_version
-        acks = body["acks"]
+        acks = body.acks
         responses = []
-        waits: list[tuple[dict, Any, int]] = []  # (partition response, Partition, required offset)
+        waits: list[tuple[PartitionProduceResponse, Partition, int]] = []  # (partition response, partition, required offset)
         failed = False
-        for topic_data in body["topic_data"]:
-            name = topic_data["name"]
+        for topic_data in body.topic_data:
+            name = topic_data.name
             parts = []
             topic_error = NONE
             if acks in (0, 1, -1):
                 topic_error = await self.topic_admin.ensure_topic(name, allow_create=True)
-            for pdata in topic_data["partition_data"]:
-                index = pdata["index"]
-                append_time = -1
+            for pdata in topic_data.partition_data:
+                entry = PartitionProduceResponse(index=pdata.index, base_offset=-1)
                 part = None
-                details: dict[str, Any] = {}
                 if acks not in (0, 1, -1):
-                    error, base, start = INVALID_REQUIRED_ACKS, -1, -1
+                    entry.error_code = INVALID_REQUIRED_ACKS
                 elif topic_error != NONE:
-                    error, base, start = topic_error, -1, -1
+                    entry.error_code = topic_error
                 else:
-                    error, base, start, append_time, part = self._append(name, index, pdata["records"], version, acks, details)
-                if error != NONE:
+                    part = self._append(name, entry, pdata.records, version, acks)
+                if entry.error_code != NONE:
                     failed = True
-                entry = {
-                    "index": index,
-                    "error_code": error,
-                    "base_offset": base,
-                    "log_append_time_ms": append_time,
-                    "log_start_offset": start,
-                    "record_errors": [],
-                    "error_message": None,
-                }
-                entry.update(details)
                 parts.append(entry)
-                if acks == -1 and error == NONE and part is not None:
+                if acks == -1 and part is not None:
                     waits.append((entry, part, part.log.log_end_offset))
-            responses.append({"name": name, "partition_responses": parts})
+            responses.append(TopicProduceResponse(name=name, partition_responses=parts))
         if waits:
             # acks=-1: answer once every ISR member has the records (the high
             # watermark passed them), or after timeout_ms (REQUEST_TIMED_OUT).
-            deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
+            deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
             for entry, part, required in waits:
                 code = await part.wait_for_replication(required, deadline)
                 if code != NONE:
                     log.info("produce to %s-%d (acks=-1): %s", part.topic, part.partition, _code_name(code))
-                    entry["error_code"] = code
+                    entry.error_code = code
         if acks == 0:
             if failed:
                 raise CloseConnection("a Produce with acks=0 failed")
             return None
-        return {"responses": responses, "throttle_time_ms": 0}
+        return ProduceResponse(responses=responses)
 
-    def _append(
-        self, topic: str, partition: int, records, version: int, acks: int, details: dict[str, Any] | None = None
-    ) -> tuple[int, int, int, int, Any]:
+    def _append(self, topic: str, entry: PartitionProduceResponse, records: Records, version: int, acks: int) -> Partition | None:
         """Validate, convert and append one partition's record set as its
-        leader; returns ``(error_code, base_offset, log_start_offset,
-        log_append_time_ms, partition)``. A compacted topic refuses records
-        without a key (`kclient.broker.compacted`); ``details`` then gets
-        the response's ``error_message`` and ``record_errors``."""
+        leader, and fill in its response ``entry`` (``error_code``,
+        ``base_offset``, ``log_start_offset``, ``log_append_time_ms``; for a
+        keyless record on a compacted topic, `kclient.broker.compacted`,
+        ``error_message`` and ``record_errors``). Returns the partition once
+        appended, else None."""
         state = self.state
+        partition = entry.index
         part = self.replica_manager.partition(topic, partition)
         if part is None:
             known = self.metadata_cache.partition(topic, partition) is not None
-            return (NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1, None
+            entry.error_code = NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
+            return None
         plog = part.log
+        entry.log_start_offset = plog.log_start_offset
         try:
             part.check_leader()
             part.check_min_isr(acks)
         except BrokerResponseError as exc:
             log.info("produce to %s-%d refused: %s", topic, partition, exc)
-            return exc.code, -1, plog.log_start_offset, -1, None
+            entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
+            return None
         fmt = state.topic_overrides.format(topic)
         now = state.clock()
         try:
@@ -478,165 +549,170 @@ class RequestHandlers:
             )
         except AppendRejected as exc:
             log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)
-            return exc.code, -1, plog.log_start_offset, -1, None
+            entry.error_code = exc.code
+            return None
         if plog.config.compact:
             keyless = first_keyless_record(prepared.records)
             if keyless is not None:
                 code, message, record_errors = keyless_error(topic, version, keyless)
                 log.info("produce v%d to %s-%d rejected: %s (record %d)", version, topic, partition, message, keyless)
-                if details is not None:
-                    details.update(error_message=message, record_errors=record_errors)
-                return code, -1, plog.log_start_offset, -1, None
+                entry.error_code, entry.error_message, entry.record_errors = code, message, record_errors
+                return None
         try:
             result = plog.append(
                 prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True, batches=prepared.batches
             )
         except BrokerResponseError as exc:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
-            return (exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR), -1, plog.log_start_offset, -1, None
+            entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
+            entry.log_start_offset = plog.log_start_offset
+            return None
         except Exception:
             log.exception("append to %s-%d failed", topic, partition)
-            return UNKNOWN_SERVER_ERROR, -1, -1, -1, None
-        if getattr(result, "duplicate", False):
+            entry.error_code, entry.log_start_offset = UNKNOWN_SERVER_ERROR, -1
+            return None
+        if result.duplicate:
             log.debug("produce to %s-%d: duplicate batch (already at offset %d)", topic, partition, result.base_offset)
         else:
             part.after_leader_append()
-        return NONE, result.base_offset, plog.log_start_offset, prepared.log_append_time_ms, part
+        entry.base_offset, entry.log_start_offset = result.base_offset, plog.log_start_offset
+        entry.log_append_time_ms = prepared.log_append_time_ms
+        return part
 
     # ------------------------------------------------------------ ListOffsets
 
-    async def list_offsets(self, header: RequestHeader, body: dict) -> dict:
+    async def list_offsets(self, header: RequestHeader, body: ListOffsetsRequest) -> ListOffsetsResponse:
         """ListOffsets v0-5. v0 (getOffsetsBefore) answers up to
         ``max_num_offsets`` offsets, descending, from
         `kclient.storage.Log.offsets_before`; v1+ answers one
         ``(timestamp, offset)``: -1 = latest (log end offset), -2 = earliest
         (log start offset), else the first batch whose max timestamp is at
         least the one asked for (offset -1 if none)."""
-        version = header.api_version
-        replica_id = body.get("replica_id", -1)
-        topics = []
-        for t in body["topics"]:
-            name = t["name"]
-            parts = []
-            for p in t["partitions"]:
-                index = p["partition_index"]
-                ts = p["timestamp"]
-                entry: dict[str, Any] = {"partition_index": index, "error_code": NONE}
-                part = self.replica_manager.partition(name, index)
-                code = self._leader_error(name, index, part, p.get("current_leader_epoch", -1))
-                if code != NONE:
-                    entry["error_code"] = code
-                    entry.update(old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
-                    parts.append(entry)
-                    continue
-                plog = part.log
-                # Consumers see offsets up to the high watermark; followers
-                # (replica_id >= 0) up to the log end offset (Kafka's rule).
-                limit = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
-                if version == 0:
-                    offsets = []
-                    for o in plog.offsets_before(ts, p.get("max_num_offsets", 1)):
-                        o = min(o, limit)
-                        if o not in offsets:
-                            offsets.append(o)
-                    entry["old_style_offsets"] = offsets
-                elif ts == LATEST_TIMESTAMP:
-                    entry.update(timestamp=-1, offset=limit, leader_epoch=part.leader_epoch)
-                else:
-                    found = plog.offset_for_timestamp(ts)
-                    if found is None or found[0] >= limit:
-                        entry.update(timestamp=-1, offset=-1 if ts >= 0 or ts == MAX_TIMESTAMP else limit, leader_epoch=-1)
-                    else:
-                        offset, found_ts = found
-                        if ts >= 0:
-                            offset, found_ts = _first_record_at(plog, offset, ts, found_ts)
-                        entry.update(timestamp=found_ts, offset=offset, leader_epoch=part.leader_epoch)
-                parts.append(entry)
-            topics.append({"name": name, "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+        return ListOffsetsResponse(
+            topics=[
+                ListOffsetsTopicResponse(
+                    name=t.name, partitions=[self._list_offset(t.name, p, header.api_version, body.replica_id) for p in t.partitions]
+                )
+                for t in body.topics
+            ]
+        )
+
+    def _list_offset(self, name: str, p: ListOffsetsPartition, version: int, replica_id: int) -> ListOffsetsPartitionResponse:
+        """One partition's ListOffsets answer (see `list_offsets`)."""
+        index = p.partition_index
+        ts = p.timestamp
+        entry = ListOffsetsPartitionResponse(partition_index=index, error_code=NONE)
+        part = self.replica_manager.partition(name, index)
+        code = self._leader_error(name, index, part, p.current_leader_epoch)
+        if code != NONE or part is None:
+            entry.error_code = code
+            return entry
+        plog = part.log
+        # Consumers see offsets up to the high watermark; followers
+        # (replica_id >= 0) up to the log end offset (Kafka's rule).
+        limit = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+        if version == 0:
+            offsets: list[int] = []
+            for o in plog.offsets_before(ts, p.max_num_offsets):
+                o = min(o, limit)
+                if o not in offsets:
+                    offsets.append(o)
+            entry.old_style_offsets = offsets
+        elif ts == LATEST_TIMESTAMP:
+            entry.offset, entry.leader_epoch = limit, part.leader_epoch
+        else:
+            found = plog.offset_for_timestamp(ts)
+            if found is None or found[0] >= limit:
+                entry.offset = -1 if ts >= 0 or ts == MAX_TIMESTAMP else limit
+            else:
+                offset, found_ts = found
+                if ts >= 0:
+                    offset, found_ts = _first_record_at(plog, offset, ts, found_ts)
+                entry.timestamp, entry.offset, entry.leader_epoch = found_ts, offset, part.leader_epoch
+        return entry
 
     # ------------------------------------------------------------ groups
 
-    async def find_coordinator(self, header: RequestHeader, body: dict) -> dict:
+    async def find_coordinator(self, header: RequestHeader, body: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """FindCoordinator v0-2:
         `kclient.broker.group.apis.GroupApis.find_coordinator`, answering
         with the endpoints of the current connection's listener name."""
         return await self.group_apis.find_coordinator(header, body, self._address(), listener_name.get())
 
-    async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
+    async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
         """OffsetFetch v0-5: `kclient.broker.group.apis.GroupApis.offset_fetch`."""
         return await self.group_apis.offset_fetch(header, body)
 
     # ------------------------------------------------------------ replication
 
-    def _leader_error(self, topic: str, index: int, part: Any, current_leader_epoch: int = -1) -> int:
+    def _leader_error(self, topic: str, index: int, part: Partition | None, current_leader_epoch: int = -1) -> int:
         """`kclient.broker.fetch.leader_error` for this broker."""
         return leader_error(self.metadata_cache, topic, index, part, current_leader_epoch)
 
-    async def leader_and_isr(self, header: RequestHeader, body: dict) -> dict:
+    async def leader_and_isr(self, header: RequestHeader, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """LeaderAndIsr v0-3 from the controller:
         `kclient.broker.replica_manager.ReplicaManager.leader_and_isr`."""
         return await self.replica_manager.leader_and_isr(body, header.api_version)
 
-    async def update_metadata(self, header: RequestHeader, body: dict) -> dict:
+    async def update_metadata(self, header: RequestHeader, body: UpdateMetadataRequest) -> UpdateMetadataResponse:
         """UpdateMetadata v0-5 from the controller: refreshes the metadata cache."""
         return await self.replica_manager.update_metadata(body, header.api_version)
 
-    async def stop_replica(self, header: RequestHeader, body: dict) -> dict:
+    async def stop_replica(self, header: RequestHeader, body: StopReplicaRequest) -> StopReplicaResponse:
         """StopReplica v0-1 from the controller."""
         return await self.replica_manager.stop_replica(body, header.api_version)
 
-    async def offset_for_leader_epoch(self, header: RequestHeader, body: dict) -> dict:
+    async def offset_for_leader_epoch(self, header: RequestHeader, body: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
         """OffsetsForLeaderEpoch v0-3 (KIP-101, KIP-279): for each
         partition led here, the largest leader epoch up to the one asked for
         and the offset where the next epoch starts in this log (the log end
         offset for the current epoch); ``(-1, -1)`` for an epoch older than
         the log's first. Followers truncate to it before fetching."""
         topics = []
-        for t in body["topics"]:
+        for t in body.topics:
             parts = []
-            for p in t["partitions"]:
-                index = p["partition"]
-                part = self.replica_manager.partition(t["topic"], index)
-                code = self._leader_error(t["topic"], index, part, p.get("current_leader_epoch", -1))
-                if code != NONE:
-                    parts.append({"error_code": code, "partition": index, "leader_epoch": -1, "end_offset": -1})
+            for p in t.partitions:
+                index = p.partition
+                part = self.replica_manager.partition(t.topic, index)
+                code = self._leader_error(t.topic, index, part, p.current_leader_epoch)
+                if code != NONE or part is None:
+                    parts.append(EpochEndOffset(error_code=code, partition=index, leader_epoch=-1, end_offset=-1))
                     continue
-                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
-                parts.append({"error_code": NONE, "partition": index, "leader_epoch": epoch, "end_offset": end})
-            topics.append({"topic": t["topic"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+                epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
+                parts.append(EpochEndOffset(error_code=NONE, partition=index, leader_epoch=epoch, end_offset=end))
+            topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        return OffsetForLeaderEpochResponse(topics=topics)
 
     # ------------------------------------------------------------ topics
 
-    async def create_topics(self, header: RequestHeader, body: dict) -> dict:
+    async def create_topics(self, header: RequestHeader, body: CreateTopicsRequest) -> CreateTopicsResponse:
         """CreateTopics v0-4: `kclient.broker.topic_admin.TopicAdmin.create_topics`."""
         return await self.topic_admin.create_topics(body, header.api_version)
 
-    async def delete_topics(self, header: RequestHeader, body: dict) -> dict:
+    async def delete_topics(self, header: RequestHeader, body: DeleteTopicsRequest) -> DeleteTopicsResponse:
         """DeleteTopics v0-3: `kclient.broker.topic_admin.TopicAdmin.delete_topics`."""
         return await self.topic_admin.delete_topics(body, header.api_version)
 
-    async def create_partitions(self, header: RequestHeader, body: dict) -> dict:
+    async def create_partitions(self, header: RequestHeader, body: CreatePartitionsRequest) -> CreatePartitionsResponse:
         """CreatePartitions v0-1: `kclient.broker.topic_admin.TopicAdmin.create_partitions`."""
         return await self.topic_admin.create_partitions(body, header.api_version)
 
-    async def describe_configs(self, header: RequestHeader, body: dict) -> dict:
+    async def describe_configs(self, header: RequestHeader, body: DescribeConfigsRequest) -> DescribeConfigsResponse:
         """DescribeConfigs v0-3 (KIP-133, KIP-226, KIP-569):
         `kclient.broker.describe_configs.ConfigHelper`."""
         return await self.config_helper.describe_configs(body, header.api_version)
 
-    async def alter_configs(self, header: RequestHeader, body: dict) -> dict:
+    async def alter_configs(self, header: RequestHeader, body: AlterConfigsRequest) -> AlterConfigsResponse:
         """AlterConfigs v0-1 (KIP-133): `kclient.broker.alter_configs.ConfigAlterer`."""
-        return await self.config_alterer.alter_configs(body, header.api_version, incremental=False)
+        return await self.config_alterer.alter_configs(body, header.api_version)
 
-    async def incremental_alter_configs(self, header: RequestHeader, body: dict) -> dict:
+    async def incremental_alter_configs(self, header: RequestHeader, body: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
         """IncrementalAlterConfigs v0 (KIP-339): `kclient.broker.alter_configs.ConfigAlterer`."""
-        return await self.config_alterer.alter_configs(body, header.api_version, incremental=True)
+        return await self.config_alterer.incremental_alter_configs(body, header.api_version)
 
     # ------------------------------------------------------------ InitProducerId
 
-    async def init_producer_id(self, header: RequestHeader, body: dict) -> dict:
+    async def init_producer_id(self, header: RequestHeader, body: InitProducerIdRequest) -> InitProducerIdResponse:
         """InitProducerId v0-1 (KIP-98): a new producer id with epoch 0 for
         an idempotent producer; a transactional id keeps its producer id and
         gets the next epoch. In a cluster the ids come from blocks claimed in
@@ -644,13 +720,13 @@ class RequestHandlers:
         brokers hand out the same id; the partition leaders check the
         sequence numbers (`kclient.storage.Log.append`)."""
         state = self.state
-        txn = body.get("transactional_id")
+        txn = body.transactional_id
         if state.producer_ids.needs_block and state.producer_ids.zk is not None:
             try:
                 await trio.to_thread.run_sync(state.producer_ids.ensure_block)
             except KafkaError as exc:
                 log.warning("InitProducerId: %s", exc)
-                return {"throttle_time_ms": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+                return InitProducerIdResponse(error_code=COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         if txn is None:
             pid, epoch = state.producer_ids.allocate(), 0
         else:
@@ -661,4 +737,4 @@ class RequestHandlers:
                 pid, epoch = known[0], known[1] + 1
             state.transactional_ids[txn] = (pid, epoch)
         log.debug("InitProducerId for %s: producer id %d epoch %d", txn or header.client_id, pid, epoch)
-        return {"throttle_time_ms": 0, "error_code": NONE, "producer_id": pid, "producer_epoch": epoch}
+        return InitProducerIdResponse(error_code=NONE, producer_id=pid, producer_epoch=epoch)

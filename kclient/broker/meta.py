@@ -190,7 +190,12 @@ def claim_producer_id_block(zk, broker_id: int, size: int) -> tuple[int, int]:
     """
     import json
 
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, ZookeeperError
+    from kazoo.exceptions import (
+        BadVersionError,
+        NodeExistsError,
+        NoNodeError,
+        ZookeeperError,
+    )
 
     from kclient.errors import ZooKeeperError
 

@@ -24,6 +24,11 @@ import logging
 import attrs
 import trio
 
+from kclient.protocol.messages.update_metadata import (
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+
 log = logging.getLogger("kclient.broker")
 
 #: The leader id that marks a partition being deleted (Kafka's
@@ -127,34 +132,31 @@ class MetadataCache:
 
     # ------------------------------------------------------------ updates
 
-    def update(self, body: dict, version: int) -> None:
-        """Apply an UpdateMetadata request body (v0-5 dict of
+    def update(self, body: UpdateMetadataRequest, version: int) -> None:
+        """Apply an UpdateMetadata request (v0-5,
         `kclient.protocol.messages.UPDATE_METADATA`)."""
-        self.controller_id = body["controller_id"]
-        self.controller_epoch = max(self.controller_epoch, body["controller_epoch"])
+        self.controller_id = body.controller_id
+        self.controller_epoch = max(self.controller_epoch, body.controller_epoch)
         brokers: dict[int, BrokerNode] = {}
-        for b in body.get("live_brokers") or []:
+        for b in body.live_brokers:
             if version == 0:
-                endpoints: tuple[Endpoint, ...] = (Endpoint(b["v0_host"], b["v0_port"]),)
+                endpoints: tuple[Endpoint, ...] = (Endpoint(b.v0_host, b.v0_port),)
             else:
-                endpoints = tuple(
-                    Endpoint(ep["host"], ep["port"], ep.get("listener") or "PLAINTEXT", ep.get("security_protocol", 0))
-                    for ep in b.get("endpoints") or []
-                )
-            brokers[b["id"]] = BrokerNode(b["id"], endpoints, b.get("rack"))
+                endpoints = tuple(Endpoint(ep.host, ep.port, ep.listener or "PLAINTEXT", ep.security_protocol) for ep in b.endpoints)
+            brokers[b.id] = BrokerNode(b.id, endpoints, b.rack)
         self.brokers = brokers
-        for state in _partition_states(body):
+        for topic, state in _partition_states(body):
             self.upsert(
                 PartitionMetadata(
-                    state["topic_name"],
-                    state["partition_index"],
-                    state["leader"],
-                    state["leader_epoch"],
-                    tuple(state["isr"]),
-                    tuple(state["replicas"]),
-                    tuple(state.get("offline_replicas") or ()),
-                    state.get("zk_version", 0),
-                    state["controller_epoch"],
+                    topic,
+                    state.partition_index,
+                    state.leader,
+                    state.leader_epoch,
+                    tuple(state.isr),
+                    tuple(state.replicas),
+                    tuple(state.offline_replicas),
+                    state.zk_version,
+                    state.controller_epoch,
                 ),
                 notify=False,
             )
@@ -183,13 +185,12 @@ class MetadataCache:
         self._changed = trio.Event()
 
 
-def _partition_states(body: dict) -> list[dict]:
-    """The partition states of an UpdateMetadata / LeaderAndIsr body, with
-    ``topic_name`` filled in for the grouped (v2+/v5+) layout."""
-    states = list(body.get("ungrouped_partition_states") or [])
-    for topic in body.get("topic_states") or []:
-        for s in topic["partition_states"]:
-            states.append({**s, "topic_name": topic["topic_name"]})
+def _partition_states(body: UpdateMetadataRequest) -> list[tuple[str, UpdateMetadataPartitionState]]:
+    """``(topic, state)`` of each partition state of an UpdateMetadata
+    request, ungrouped (v0-4) or grouped by topic (v5+)."""
+    states = [(s.topic_name, s) for s in body.ungrouped_partition_states]
+    for topic in body.topic_states:
+        states.extend((topic.topic_name, s) for s in topic.partition_states)
     return states
 
 

@@ -45,6 +45,7 @@ from kclient.errors import (
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
 )
+from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
 if TYPE_CHECKING:
     from kclient.storage import Log
@@ -141,9 +142,9 @@ class Partition:
 
     # ------------------------------------------------------------ roles
 
-    def make_leader(self, state: dict, now_ms: int) -> None:
+    def make_leader(self, state: LeaderAndIsrPartitionState, now_ms: int) -> None:
         """Become (or stay) leader with a LeaderAndIsr partition state."""
-        new_epoch = state["leader_epoch"] != self.leader_epoch or not self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
         if not self.is_leader:
             self.leadership += 1
         self._apply_state(state)
@@ -168,10 +169,10 @@ class Partition:
         self.maybe_increment_high_watermark()
         self._wake()
 
-    def make_follower(self, state: dict) -> bool:
+    def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
         """Become (or stay) a follower; True if the leader or its epoch
         changed (the fetcher must truncate and restart)."""
-        changed = state["leader"] != self.leader_id or state["leader_epoch"] != self.leader_epoch
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
         self._apply_state(state)
         self.log.update_high_watermark(self.log.high_watermark)
         self.remote = {}
@@ -180,13 +181,14 @@ class Partition:
             log.info("%s-%d: follower of broker %d (epoch %d)", self.topic, self.partition, self.leader_id, self.leader_epoch)
         return changed
 
-    def _apply_state(self, state: dict) -> None:
-        self.leader_id = state["leader"]
-        self.leader_epoch = state["leader_epoch"]
-        self.isr = tuple(state["isr"])
-        self.replicas = tuple(state["replicas"])
-        self.zk_version = state.get("partition_epoch", state.get("zk_version", 0))
-        self.controller_epoch = state["controller_epoch"]
+    def _apply_state(self, state: LeaderAndIsrPartitionState) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr = tuple(state.isr)
+        self.replicas = tuple(state.replicas)
+        # ZooKeeper mode: the partition epoch is the state znode's version.
+        self.zk_version = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
 
     def stop(self) -> None:
         """No longer a replica here (StopReplica): wake every waiter."""

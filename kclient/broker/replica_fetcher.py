@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kclient.broker.inter_broker import send_request
 from kclient.errors import (
     NONE,
     OFFSET_OUT_OF_RANGE,
@@ -48,8 +49,29 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
-from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
+from kclient.protocol.messages.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from kclient.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from kclient.protocol.records.scan import scan_batches
+from kclient.protocol.types import Records
 
 if TYPE_CHECKING:
     from kclient.broker.partition import Partition
@@ -64,7 +86,7 @@ FOLLOWER_FETCH_VERSION = 11
 FOLLOWER_EPOCH_VERSION = 3
 
 
-def complete_batches(records) -> bytes:
+def complete_batches(records: Records) -> bytes:
     """The whole batches at the front of ``records`` (a fetch may end with
     a partial batch, which is dropped)."""
     data = bytes(records or b"")
@@ -93,7 +115,7 @@ class FetcherManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Host the fetcher tasks until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -250,43 +272,42 @@ class ReplicaFetcher:
 
     async def _truncate(self, conn: BrokerConnection) -> None:
         keys = list(self.needs_truncation)
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
         sent: dict[tuple[str, int], int] = {}
         for key in keys:
-            part = self.partitions.get(key)
-            if part is None:
+            found = self.partitions.get(key)
+            if found is None:
                 self.needs_truncation.discard(key)
                 continue
-            sent[key] = part.leader_epoch
+            sent[key] = found.leader_epoch
             by_topic.setdefault(key[0], []).append(
-                {"partition": key[1], "current_leader_epoch": part.leader_epoch, "leader_epoch": part.log.latest_epoch}
+                OffsetForLeaderPartition(partition=key[1], current_leader_epoch=found.leader_epoch, leader_epoch=found.log.latest_epoch)
             )
         if not by_topic:
             return
         version = conn.version_for(OFFSET_FOR_LEADER_EPOCH, ceiling=FOLLOWER_EPOCH_VERSION)
-        body = {
-            "replica_id": self.broker_id,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-        }
-        response = await conn.request(OFFSET_FOR_LEADER_EPOCH, body, version=version)
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                key = (t["topic"], p["partition"])
+        body = OffsetForLeaderEpochRequest(
+            replica_id=self.broker_id, topics=[OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        )
+        response: OffsetForLeaderEpochResponse = await send_request(conn, OFFSET_FOR_LEADER_EPOCH, body, version=version)
+        for t in response.topics:
+            for p in t.partitions:
+                key = (t.topic, p.partition)
                 part = self.partitions.get(key)
                 if part is None or key not in self.needs_truncation or key not in sent:
                     continue
                 plog = part.log
-                if p["error_code"] != NONE:
-                    log.info("%s-%d: OffsetsForLeaderEpoch from broker %d: %s", *key, self.leader_id, error_for_code(p["error_code"]).name)
+                if p.error_code != NONE:
+                    log.info("%s-%d: OffsetsForLeaderEpoch from broker %d: %s", *key, self.leader_id, error_for_code(p.error_code).name)
                     continue
                 requested = plog.latest_epoch
-                if p["end_offset"] < 0 or requested < 0:
+                if p.end_offset < 0 or requested < 0:
                     target = min(plog.high_watermark, plog.log_end_offset)
-                elif p["leader_epoch"] == requested:
-                    target = min(p["end_offset"], plog.log_end_offset)
+                elif p.leader_epoch == requested:
+                    target = min(p.end_offset, plog.log_end_offset)
                 else:
-                    _, own_end = plog.end_offset_for_epoch(p["leader_epoch"])
-                    target = min(p["end_offset"], own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
+                    _, own_end = plog.end_offset_for_epoch(p.leader_epoch)
+                    target = min(p.end_offset, own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
                 async with part.replication_lock:
                     if not self._follows(part, sent[key]):
                         continue  # its role changed while the request was out
@@ -303,39 +324,40 @@ class ReplicaFetcher:
     async def _fetch_once(self, conn: BrokerConnection, ready: dict[tuple[str, int], Partition]) -> bool:
         cfg = self.config
         sent = {key: part.leader_epoch for key, part in ready.items()}
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[FetchPartition]] = {}
         for (topic, index), part in ready.items():
             by_topic.setdefault(topic, []).append(
-                {
-                    "partition": index,
-                    "current_leader_epoch": part.leader_epoch,
-                    "fetch_offset": part.log.log_end_offset,
-                    "log_start_offset": part.log.log_start_offset,
-                    "partition_max_bytes": cfg.replica_fetch_max_bytes,
-                }
+                FetchPartition(
+                    partition=index,
+                    current_leader_epoch=part.leader_epoch,
+                    fetch_offset=part.log.log_end_offset,
+                    log_start_offset=part.log.log_start_offset,
+                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                )
             )
-        body = {
-            "replica_id": self.broker_id,
-            "max_wait_ms": cfg.replica_fetch_wait_max_ms,
-            "min_bytes": cfg.replica_fetch_min_bytes,
-            "max_bytes": cfg.replica_fetch_response_max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        body = FetchRequest(
+            replica_id=self.broker_id,
+            max_wait_ms=cfg.replica_fetch_wait_max_ms,
+            min_bytes=cfg.replica_fetch_min_bytes,
+            max_bytes=cfg.replica_fetch_response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         version = conn.version_for(FETCH, ceiling=FOLLOWER_FETCH_VERSION)
-        response = await conn.request(FETCH, body, version=version)
+        response: FetchResponse = await send_request(conn, FETCH, body, version=version)
         failed = False
-        for t in response["responses"]:
-            for p in t["partitions"]:
-                key = (t["topic"], p["partition_index"])
-                part = self.partitions.get(key)
-                if part is None or key not in ready:
+        for t in response.responses:
+            for p in t.partitions:
+                key = (t.topic, p.partition_index)
+                found = self.partitions.get(key)
+                if found is None or key not in ready:
                     continue
-                code = p["error_code"]
+                part = found
+                code = p.error_code
                 if code == NONE:
                     await self._apply(part, p, sent[key])
                 elif code == OFFSET_OUT_OF_RANGE:
@@ -356,15 +378,15 @@ class ReplicaFetcher:
             and part.leader_epoch == epoch
         )
 
-    async def _apply(self, part: Partition, p: dict, epoch: int) -> None:
+    async def _apply(self, part: Partition, p: PartitionData, epoch: int) -> None:
         plog = part.log
-        data = complete_batches(p["records"])
+        data = complete_batches(p.records)
         async with part.replication_lock:
             if not self._follows(part, epoch) or part.key in self.needs_truncation:
                 return  # it became leader (or moved) while the fetch was out
             if data:
                 await trio.to_thread.run_sync(plog.append_as_follower, data)
-            hw = min(p["high_watermark"], plog.log_end_offset)
+            hw = min(p.high_watermark, plog.log_end_offset)
             if hw > plog.high_watermark:
                 plog.update_high_watermark(hw)
         if data:
@@ -390,18 +412,21 @@ class ReplicaFetcher:
 
     async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
         version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)
-        body = {
-            "replica_id": self.broker_id,
-            "isolation_level": 0,
-            "topics": [
-                {"name": part.topic, "partitions": [{"partition_index": part.partition, "current_leader_epoch": part.leader_epoch, "timestamp": timestamp}]}
+        body = ListOffsetsRequest(
+            replica_id=self.broker_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsTopic(
+                    name=part.topic,
+                    partitions=[ListOffsetsPartition(partition_index=part.partition, current_leader_epoch=part.leader_epoch, timestamp=timestamp)],
+                )
             ],
-        }
-        response = await conn.request(LIST_OFFSETS, body, version=version)
-        entry = response["topics"][0]["partitions"][0]
-        if entry["error_code"] != NONE:
-            raise error_for_code(entry["error_code"])(f"ListOffsets {part.topic}-{part.partition} on broker {self.leader_id}")
-        return entry["offset"]
+        )
+        response: ListOffsetsResponse = await send_request(conn, LIST_OFFSETS, body, version=version)
+        entry = response.topics[0].partitions[0]
+        if entry.error_code != NONE:
+            raise error_for_code(entry.error_code)(f"ListOffsets {part.topic}-{part.partition} on broker {self.leader_id}")
+        return entry.offset
 
 
 __all__ = ["FetcherManager", "ReplicaFetcher", "complete_batches"]

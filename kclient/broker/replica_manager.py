@@ -39,11 +39,12 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from kclient.broker.inter_broker import ControllerRequest
 from kclient.broker.metadata_cache import MetadataCache
 from kclient.broker.partition import Partition
 from kclient.broker.replica_fetcher import FetcherManager
@@ -58,6 +59,24 @@ from kclient.errors import (
     ConfigError,
     KafkaError,
 )
+from kclient.protocol.messages.leader_and_isr import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
+from kclient.protocol.messages.stop_replica import (
+    StopReplicaPartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from kclient.protocol.messages.update_metadata import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from kclient.zk.paths import PartitionState, partition_state_path
 
 if TYPE_CHECKING:
@@ -70,13 +89,12 @@ log = logging.getLogger("kclient.broker")
 ISR_CHANGE_NOTIFICATION_PREFIX = "/isr_change_notification/isr_change_"
 
 
-def _states(body: dict) -> list[dict]:
-    """Partition states of a LeaderAndIsr / UpdateMetadata body, grouped
-    (v2+) or not, each with its ``topic_name``."""
-    states = list(body.get("ungrouped_partition_states") or [])
-    for topic in body.get("topic_states") or []:
-        for s in topic["partition_states"]:
-            states.append({**s, "topic_name": topic["topic_name"]})
+def _states(body: LeaderAndIsrRequest) -> list[tuple[str, LeaderAndIsrPartitionState]]:
+    """``(topic, state)`` of each partition state of a LeaderAndIsr
+    request, ungrouped (v0-1) or grouped by topic (v2+)."""
+    states = [(s.topic_name, s) for s in body.ungrouped_partition_states]
+    for topic in body.topic_states:
+        states.extend((topic.topic_name, s) for s in topic.partition_states)
     return states
 
 
@@ -239,52 +257,53 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ controller requests
 
-    def _stale(self, body: dict, api: str) -> bool:
-        epoch = body["controller_epoch"]
+    def _stale(self, body: ControllerRequest, api: str) -> bool:
+        epoch = body.controller_epoch
         if epoch < self.controller_epoch:
             log.warning(
-                "ignoring %s from controller %d with epoch %d: epoch %d seen", api, body["controller_id"], epoch, self.controller_epoch
+                "ignoring %s from controller %d with epoch %d: epoch %d seen", api, body.controller_id, epoch, self.controller_epoch
             )
             return True
         self.controller_epoch = epoch
         return False
 
-    async def leader_and_isr(self, body: dict, version: int) -> dict:
+    async def leader_and_isr(self, body: LeaderAndIsrRequest, version: int) -> LeaderAndIsrResponse:
         """Answer a LeaderAndIsr request (see the module docstring).
 
         Args:
-            body: The request (v0-3 dict of
-                `kclient.protocol.messages.LEADER_AND_ISR`).
+            body: The request (v0-3, `kclient.protocol.messages.LEADER_AND_ISR`).
             version: Its version.
 
         Returns:
-            The response body: a top-level error and one error per partition.
+            The response: a top-level error and one error per partition.
         """
         states = _states(body)
         if self._stale(body, "LeaderAndIsr"):
-            return {"error_code": STALE_CONTROLLER_EPOCH, "partition_errors": []}
-        leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in body.get("live_leaders") or []}
+            return LeaderAndIsrResponse(error_code=STALE_CONTROLLER_EPOCH)
+        leaders = {b.broker_id: (b.host_name, b.port) for b in body.live_leaders}
         errors = []
         now = self.clock()
-        for s in states:
-            topic, index = s["topic_name"], s["partition_index"]
+        for topic, s in states:
+            index = s.partition_index
             code = NONE
             try:
-                code = await self._apply_partition_state(s, leaders, now)
+                code = await self._apply_partition_state(topic, s, leaders, now)
             except Exception:
                 log.exception("LeaderAndIsr for %s-%d failed", topic, index)
                 code = UNKNOWN_SERVER_ERROR
-            errors.append({"topic_name": topic, "partition_index": index, "error_code": code})
-        return {"error_code": NONE, "partition_errors": errors}
+            errors.append(LeaderAndIsrPartitionError(topic_name=topic, partition_index=index, error_code=code))
+        return LeaderAndIsrResponse(error_code=NONE, partition_errors=errors)
 
-    async def _apply_partition_state(self, s: dict, leaders: dict[int, tuple[str, int]], now: int) -> int:
-        topic, index = s["topic_name"], s["partition_index"]
-        if self.broker_id not in s["replicas"]:
+    async def _apply_partition_state(
+        self, topic: str, s: LeaderAndIsrPartitionState, leaders: dict[int, tuple[str, int]], now: int
+    ) -> int:
+        index = s.partition_index
+        if self.broker_id not in s.replicas:
             return UNKNOWN_TOPIC_OR_PARTITION
         part = self.partitions.get((topic, index))
-        if part is not None and s["leader_epoch"] < part.leader_epoch:
+        if part is not None and s.leader_epoch < part.leader_epoch:
             log.info(
-                "%s-%d: ignoring leader epoch %d from the controller, already at %d", topic, index, s["leader_epoch"], part.leader_epoch
+                "%s-%d: ignoring leader epoch %d from the controller, already at %d", topic, index, s.leader_epoch, part.leader_epoch
             )
             return STALE_CONTROLLER_EPOCH
         if part is None:
@@ -305,7 +324,7 @@ class ReplicaManager:
         # A follower append still in flight finishes before the role changes
         # (a new leader's epoch starts at its final log end offset).
         async with part.replication_lock:
-            if s["leader"] == self.broker_id:
+            if s.leader == self.broker_id:
                 self.fetchers.remove(part.key)
                 part.make_leader(s, now)
                 follow = False
@@ -314,15 +333,15 @@ class ReplicaManager:
                 if follow:
                     self.fetchers.remove(part.key)
         if follow:
-            address = leaders.get(s["leader"])
-            if address is None and s["leader"] >= 0:
-                node = self.metadata_cache.brokers.get(s["leader"])
+            address = leaders.get(s.leader)
+            if address is None and s.leader >= 0:
+                node = self.metadata_cache.brokers.get(s.leader)
                 ep = node.endpoint(self.config.inter_broker_listener_name) if node else None
                 address = (ep.host, ep.port) if ep else None
-            if s["leader"] >= 0 and address is not None:
-                self.fetchers.add(part, s["leader"], address)
+            if s.leader >= 0 and address is not None:
+                self.fetchers.add(part, s.leader, address)
             else:
-                log.info("%s-%d: no live leader (%d) to follow yet", topic, index, s["leader"])
+                log.info("%s-%d: no live leader (%d) to follow yet", topic, index, s.leader)
         self._leadership_changed(part)
         return NONE
 
@@ -382,21 +401,21 @@ class ReplicaManager:
                     log.warning("/config/topics/%s is not valid JSON", topic)
         return configs
 
-    async def update_metadata(self, body: dict, version: int) -> dict:
+    async def update_metadata(self, body: UpdateMetadataRequest, version: int) -> UpdateMetadataResponse:
         """Answer an UpdateMetadata request: refresh the metadata cache."""
         if self._stale(body, "UpdateMetadata"):
-            return {"error_code": STALE_CONTROLLER_EPOCH}
+            return UpdateMetadataResponse(error_code=STALE_CONTROLLER_EPOCH)
         self.metadata_cache.update(body, version)
-        return {"error_code": NONE}
+        return UpdateMetadataResponse(error_code=NONE)
 
-    async def stop_replica(self, body: dict, version: int) -> dict:
+    async def stop_replica(self, body: StopReplicaRequest, version: int) -> StopReplicaResponse:
         """Answer a StopReplica request: stop fetching the partitions; with
         ``delete_partitions`` delete their logs too."""
         if self._stale(body, "StopReplica"):
-            return {"error_code": STALE_CONTROLLER_EPOCH, "partition_errors": []}
-        keys = [(p["topic_name"], p["partition_index"]) for p in body.get("ungrouped_partitions") or []]
-        for t in body.get("topics") or []:
-            keys.extend((t["name"], i) for i in t["partition_indexes"])
+            return StopReplicaResponse(error_code=STALE_CONTROLLER_EPOCH)
+        keys = [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions]
+        for t in body.topics:
+            keys.extend((t.name, i) for i in t.partition_indexes)
         errors = []
         for key in keys:
             part = self.partitions.pop(key, None)
@@ -408,15 +427,15 @@ class ReplicaManager:
                     part.stop()
                 self._leadership_changed(part)
             code = NONE
-            if body.get("delete_partitions"):
+            if body.delete_partitions:
                 try:
                     await trio.to_thread.run_sync(self.logs.delete_log, *key)
                     log.info("deleted the log of %s-%d", *key)
                 except Exception as exc:
                     log.error("cannot delete the log of %s-%d: %s", key[0], key[1], exc)
                     code = UNKNOWN_SERVER_ERROR
-            errors.append({"topic_name": key[0], "partition_index": key[1], "error_code": code})
-        return {"error_code": NONE, "partition_errors": errors}
+            errors.append(StopReplicaPartitionError(topic_name=key[0], partition_index=key[1], error_code=code))
+        return StopReplicaResponse(error_code=NONE, partition_errors=errors)
 
     # ------------------------------------------------------------ standalone
 
@@ -425,38 +444,34 @@ class ReplicaManager:
         of ``topic`` and publish them in the metadata cache, without a
         controller (a standalone broker, no ``zookeeper.connect``)."""
         epoch = max(self.controller_epoch, 1)
-        states: list[dict[str, Any]] = []
+        me = self.broker_id
+        leading: list[LeaderAndIsrPartitionState] = []
+        published: list[UpdateMetadataPartitionState] = []
         for index in partitions:
             part = self.partitions.get((topic, index))
             leader_epoch = 0 if part is None else max(part.leader_epoch, 0)
-            states.append(
-                {
-                    "topic_name": topic,
-                    "partition_index": index,
-                    "controller_epoch": epoch,
-                    "leader": self.broker_id,
-                    "leader_epoch": leader_epoch,
-                    "isr": [self.broker_id],
-                    "partition_epoch": 0,
-                    "zk_version": 0,
-                    "replicas": [self.broker_id],
-                    "offline_replicas": [],
-                    "is_new": is_new,
-                }
+            leading.append(
+                LeaderAndIsrPartitionState(
+                    topic_name=topic, partition_index=index, controller_epoch=epoch, leader=me, leader_epoch=leader_epoch,
+                    isr=[me], partition_epoch=0, replicas=[me], is_new=is_new,
+                )
+            )
+            published.append(
+                UpdateMetadataPartitionState(
+                    topic_name=topic, partition_index=index, controller_epoch=epoch, leader=me, leader_epoch=leader_epoch,
+                    isr=[me], zk_version=0, replicas=[me], offline_replicas=[],
+                )
             )
         host, port = self.advertised_address
-        await self.leader_and_isr(
-            {"controller_id": self.broker_id, "controller_epoch": epoch, "ungrouped_partition_states": states, "live_leaders": []}, 1
-        )
+        await self.leader_and_isr(LeaderAndIsrRequest(controller_id=me, controller_epoch=epoch, ungrouped_partition_states=leading), 1)
+        endpoint = UpdateMetadataEndpoint(host=host, port=port, listener="PLAINTEXT", security_protocol=0)
         await self.update_metadata(
-            {
-                "controller_id": self.broker_id,
-                "controller_epoch": epoch,
-                "ungrouped_partition_states": states,
-                "live_brokers": [
-                    {"id": self.broker_id, "endpoints": [{"host": host, "port": port, "listener": "PLAINTEXT", "security_protocol": 0}], "rack": None}
-                ],
-            },
+            UpdateMetadataRequest(
+                controller_id=me,
+                controller_epoch=epoch,
+                ungrouped_partition_states=published,
+                live_brokers=[UpdateMetadataBroker(id=me, endpoints=[endpoint], rack=None)],
+            ),
             4,
         )
 

@@ -62,6 +62,14 @@ from kclient.errors import (
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from kclient.protocol.messages.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from kclient.protocol.messages.sasl_handshake import (
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kclient.security.sasl import (
     SCRAM_MECHANISMS,
     SaslServer,
@@ -399,21 +407,21 @@ class SaslAuthenticator:
         )
         raise SaslClose
 
-    def handshake(self, header: RequestHeader, body: dict) -> tuple[dict, bool]:
+    def handshake(self, header: RequestHeader, body: SaslHandshakeRequest) -> tuple[SaslHandshakeResponse, bool]:
         """Answer a SaslHandshake (KIP-43).
 
         Args:
             header: Its header (v0: raw tokens follow; v1: SaslAuthenticate).
-            body: ``{"mechanism": ...}``.
+            body: The request (its ``mechanism``).
 
         Returns:
-            ``(response body, close after sending)``.
+            ``(response, close after sending)``.
         """
         enabled = list(self.listener.security.sasl_enabled_mechanisms)
         if self.server is not None:
             log.info("closing connection from %s: a second SaslHandshake before authentication completed", self.peer)
-            return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": enabled}, True
-        mechanism = body.get("mechanism") or ""
+            return SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=enabled), True
+        mechanism = body.mechanism or ""
         try:
             self.server = server_mechanism(
                 mechanism,
@@ -426,9 +434,9 @@ class SaslAuthenticator:
                 "sasl-mechanism", "closing connection from %s on listener %s: SASL mechanism %r is not enabled",
                 self.peer, self.listener.name, mechanism[:40],
             )
-            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}, True
+            return SaslHandshakeResponse(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled), True
         self.raw_tokens = header.api_version == 0
-        return {"error_code": NONE, "mechanisms": enabled}, False
+        return SaslHandshakeResponse(error_code=NONE, mechanisms=enabled), False
 
     async def _evaluate(self, token: bytes) -> bytes:
         """Feed one client token to the mechanism; raises
@@ -453,35 +461,27 @@ class SaslAuthenticator:
             self.server.mechanism, self.peer.rsplit(":", 1)[0], self.listener.name,
         )
 
-    async def authenticate(self, header: RequestHeader, body: dict) -> tuple[dict, bool]:
+    async def authenticate(self, header: RequestHeader, body: SaslAuthenticateRequest) -> tuple[SaslAuthenticateResponse, bool]:
         """Answer a SaslAuthenticate (KIP-152).
 
         Args:
             header: Its header.
-            body: ``{"auth_bytes": ...}``.
+            body: The request (its ``auth_bytes``).
 
         Returns:
-            ``(response body, close after sending)``.
+            ``(response, close after sending)``.
         """
         if self.server is None or self.raw_tokens:
-            return {
-                "error_code": ILLEGAL_SASL_STATE,
-                "error_message": "Unexpected SaslAuthenticate request before a SaslHandshake v1",
-                "auth_bytes": b"",
-                "session_lifetime_ms": 0,
-            }, True
+            return SaslAuthenticateResponse(
+                error_code=ILLEGAL_SASL_STATE, error_message="Unexpected SaslAuthenticate request before a SaslHandshake v1"
+            ), True
         try:
-            reply = await self._evaluate(bytes(body.get("auth_bytes") or b""))
+            reply = await self._evaluate(bytes(body.auth_bytes or b""))
         except (SaslAuthenticationFailedError, IllegalSaslStateError) as exc:
             self._log_failure()
             message = _plain_message(exc) if isinstance(exc, SaslAuthenticationFailedError) else "Authentication failed"
-            return {
-                "error_code": SASL_AUTHENTICATION_FAILED,
-                "error_message": message,
-                "auth_bytes": b"",
-                "session_lifetime_ms": 0,
-            }, True
-        return {"error_code": NONE, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": 0}, False
+            return SaslAuthenticateResponse(error_code=SASL_AUTHENTICATION_FAILED, error_message=message), True
+        return SaslAuthenticateResponse(error_code=NONE, error_message=None, auth_bytes=reply), False
 
     async def raw_token(self, frame: bytes) -> bytes:
         """Answer a raw token after a v0 handshake: the reply token, size-prefixed.

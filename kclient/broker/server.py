@@ -124,7 +124,6 @@ from kclient.protocol.messages import (
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
-    FETCH,
     HEARTBEAT,
     INCREMENTAL_ALTER_CONFIGS,
     JOIN_GROUP,
@@ -140,6 +139,10 @@ from kclient.protocol.messages import (
     SYNC_GROUP,
     UPDATE_METADATA,
 )
+from kclient.protocol.messages.api_versions import ApiVersionsResponse
+from kclient.protocol.messages.fetch import FetchResponse
+from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+from kclient.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
@@ -680,8 +683,9 @@ class Broker:
                 return reply
         return await self._dispatch(header, api, body, peer, stream)
 
-    def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, dict] | bytes:
-        """The request in ``frame``: its header, API and decoded body, or the
+    def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, Any] | bytes:
+        """The request in ``frame``: its header, API and request message
+        (an instance of the API's ``request_type``), or the
         bytes to answer at once (the KIP-511 reply to an ApiVersions of a
         version the broker lacks; INVALID_REQUEST to a malformed
         ApiVersions). Raises `_CloseConnection` for an unreadable header,
@@ -708,12 +712,7 @@ class Broker:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
                 self._refusals.log("bad-request", "malformed ApiVersions v%d from %s: %s", header.api_version, peer, exc)
-                return encode_response(
-                    API_VERSIONS,
-                    header.api_version,
-                    header.correlation_id,
-                    {"error_code": INVALID_REQUEST, "api_keys": []},
-                )
+                return encode_response(API_VERSIONS, header.api_version, header.correlation_id, ApiVersionsResponse(error_code=INVALID_REQUEST))
             self._refusals.log(
                 "bad-request", "closing connection from %s: malformed %s v%d request: %s", peer, api.name, header.api_version, exc
             )
@@ -740,7 +739,7 @@ class Broker:
             raise _CloseConnection
         return header, api
 
-    async def _dispatch(self, header: RequestHeader, api: Api, body: dict, peer: str, stream: Any) -> bytes | SplicedResponse | None:
+    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any) -> bytes | bytearray | SplicedResponse | None:
         """Hand the request to its handler and encode the response (None:
         no response). Raises `_CloseConnection` where the handler says to
         close, or the client left during a Fetch long poll."""
@@ -756,12 +755,12 @@ class Broker:
             raise _CloseConnection from None
         if result is None:
             return None
-        if header.api_key == FETCH.key:
+        if isinstance(result, FetchResponse):
             return encode_spliced_response(api, header.api_version, header.correlation_id, result)
         return encode_response(api, header.api_version, header.correlation_id, result)
 
 
-def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> dict:
+def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> Any:
     """Decode the body of a request whose header is parsed.
 
     Args:
@@ -770,7 +769,7 @@ def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> dict:
         api: Its API.
 
     Returns:
-        The decoded body.
+        The request message (an instance of ``api.request_type``).
 
     Raises:
         ProtocolError: (or another of ``_DECODE_ERRORS``) a malformed body.
@@ -783,10 +782,10 @@ def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> dict:
         # parse_request_header skips a flexible header's tagged fields only
         # for the APIs of `APIS`.
         _, body_offset = read_tagged_fields(frame, body_offset)
-    return api.request(header.api_version).decode(memoryview(frame)[body_offset:])
+    return api.request(header.api_version).decode_message(memoryview(frame)[body_offset:])
 
 
-async def _authenticate(sasl: SaslAuthenticator, header: RequestHeader, api: Api, body: dict) -> bytes | None:
+async def _authenticate(sasl: SaslAuthenticator, header: RequestHeader, api: Api, body: Any) -> bytes | None:
     """Before SASL completes: refuse other APIs (`SaslAuthenticator.check_allowed`)
     and answer SaslHandshake / SaslAuthenticate (None for any other API).
 
@@ -796,7 +795,8 @@ async def _authenticate(sasl: SaslAuthenticator, header: RequestHeader, api: Api
     sasl.check_allowed(header, api.name)
     if header.api_key not in (SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key):
         return None
-    if header.api_key == SASL_HANDSHAKE.key:
+    reply: SaslHandshakeResponse | SaslAuthenticateResponse
+    if isinstance(body, SaslHandshakeRequest):
         reply, close = sasl.handshake(header, body)
     else:
         reply, close = await sasl.authenticate(header, body)

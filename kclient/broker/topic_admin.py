@@ -36,7 +36,7 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import trio
 
@@ -66,6 +66,26 @@ from kclient.errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
     error_for_code,
+)
+from kclient.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from kclient.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kclient.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kclient.protocol.messages.stop_replica import (
+    StopReplicaPartitionV0,
+    StopReplicaRequest,
 )
 from kclient.storage import LogManager, validate_topic_name
 from kclient.zk.paths import BROKER_IDS_PATH, TopicAssignment, topic_path
@@ -346,12 +366,12 @@ class TopicAdmin:
             if not partitions:
                 return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}"
             await self.replica_manager.stop_replica(
-                {
-                    "controller_id": self.broker_id,
-                    "controller_epoch": self.replica_manager.controller_epoch,
-                    "delete_partitions": True,
-                    "ungrouped_partitions": [{"topic_name": name, "partition_index": p} for p in partitions],
-                },
+                StopReplicaRequest(
+                    controller_id=self.broker_id,
+                    controller_epoch=self.replica_manager.controller_epoch,
+                    delete_partitions=True,
+                    ungrouped_partitions=[StopReplicaPartitionV0(topic_name=name, partition_index=p) for p in partitions],
+                ),
                 0,
             )
             self.metadata_cache.remove_topic(name)
@@ -460,114 +480,125 @@ class TopicAdmin:
 
     # ------------------------------------------------------------ the APIs
 
-    async def create_partitions(self, body: dict, version: int) -> dict:
+    async def create_partitions(self, body: CreatePartitionsRequest, version: int) -> CreatePartitionsResponse:
         """CreatePartitions v0-1 (KIP-195): add each topic's partitions,
         then wait up to ``timeout_ms`` until this broker's metadata has a
         leader for each new partition (REQUEST_TIMED_OUT otherwise; the
         partitions stay added). In a cluster only the active controller
         serves it (NOT_CONTROLLER elsewhere), as in ZooKeeper-mode Kafka."""
-        topics = body.get("topics") or []
+        topics = body.topics
         if self.not_controller():
             message = "this broker is not the controller; send CreatePartitions to the controller_id of Metadata"
-            return {"throttle_time_ms": 0, "results": [{"name": t["name"], "error_code": NOT_CONTROLLER, "error_message": message} for t in topics]}
-        names = [t["name"] for t in topics]
-        results: list[dict[str, Any]] = []
-        waiting: list[tuple[dict, str, int]] = []
+            return CreatePartitionsResponse(
+                results=[CreatePartitionsTopicResult(name=t.name, error_code=NOT_CONTROLLER, error_message=message) for t in topics]
+            )
+        names = [t.name for t in topics]
+        results: list[CreatePartitionsTopicResult] = []
+        waiting: list[tuple[CreatePartitionsTopicResult, int]] = []
         for t in topics:
-            name = t["name"]
-            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            entry = CreatePartitionsTopicResult(name=t.name, error_code=NONE, error_message=None)
             results.append(entry)
-            if names.count(name) > 1:
-                entry.update(error_code=INVALID_REQUEST, error_message="Duplicate topic in request.")
+            if names.count(t.name) > 1:
+                entry.error_code, entry.error_message = INVALID_REQUEST, "Duplicate topic in request."
                 continue
-            assignments = t.get("assignments")
-            replicas = None if assignments is None else [a["broker_ids"] for a in assignments]
-            code, message = await self.add_partitions(name, t["count"], replicas, validate_only=bool(body.get("validate_only")))
-            entry.update(error_code=code, error_message=message)
-            if code == NONE and not body.get("validate_only"):
-                waiting.append((entry, name, t["count"]))
-        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
-        for entry, name, count in waiting:
-            while not self.metadata_cache.all_leaders_known(name, count):
-                if trio.current_time() >= deadline:
-                    entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"partitions of {name!r} added; their leaders are not all elected yet")
-                    break
-                with trio.move_on_at(deadline):
-                    await self.metadata_cache.wait_changed()
+            replicas = None if t.assignments is None else [a.broker_ids for a in t.assignments]
+            entry.error_code, entry.error_message = await self.add_partitions(t.name, t.count, replicas, validate_only=body.validate_only)
+            if entry.error_code == NONE and not body.validate_only:
+                waiting.append((entry, t.count))
+        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
+        for entry, count in waiting:
+            if not await self._leaders_known(entry.name, count, deadline):
+                entry.error_code = REQUEST_TIMED_OUT
+                entry.error_message = f"partitions of {entry.name!r} added; their leaders are not all elected yet"
         for entry in results:
-            if entry["error_code"] != NONE:
-                log.info("CreatePartitions %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
-        return {"throttle_time_ms": 0, "results": results}
+            if entry.error_code != NONE:
+                log.info("CreatePartitions %s: %s %s", entry.name, error_for_code(entry.error_code).name, entry.error_message or "")
+        return CreatePartitionsResponse(results=results)
 
+    async def _leaders_known(self, name: str, count: int | None, deadline: float) -> bool:
+        """Wait until this broker's metadata has ``count`` partitions (any
+        number if None) of ``name``, each with a leader; False once
+        ``deadline`` (``trio.current_time()``) passed first."""
+        while not self.metadata_cache.all_leaders_known(name, count):
+            if trio.current_time() >= deadline:
+                return False
+            with trio.move_on_at(deadline):
+                await self.metadata_cache.wait_changed()
+        return True
 
-    async def create_topics(self, body: dict, version: int) -> dict:
+    async def create_topics(self, body: CreateTopicsRequest, version: int) -> CreateTopicsResponse:
         """CreateTopics v0-4 (KIP-4): create each topic, then wait up to
         ``timeout_ms`` until this broker's metadata has a leader for each
         of its partitions (REQUEST_TIMED_OUT otherwise; the topic stays
         created). ``num_partitions`` / ``replication_factor`` -1 (v4) take
         the broker defaults."""
-        results: list[dict[str, Any]] = []
-        waiting: list[tuple[dict, str, int]] = []
-        seen: set[str] = set()
         if self.not_controller():
             message = "this broker is not the controller; send CreateTopics to the controller_id of Metadata"
-            topics = [{"name": t["name"], "error_code": NOT_CONTROLLER, "error_message": message} for t in body["topics"]]
-            return {"throttle_time_ms": 0, "topics": topics}
-        for t in body["topics"]:
-            name = t["name"]
-            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            return CreateTopicsResponse(
+                topics=[CreatableTopicResult(name=t.name, error_code=NOT_CONTROLLER, error_message=message) for t in body.topics]
+            )
+        results: list[CreatableTopicResult] = []
+        waiting: list[tuple[CreatableTopicResult, int]] = []
+        seen: set[str] = set()
+        for t in body.topics:
+            entry = CreatableTopicResult(name=t.name, error_code=NONE, error_message=None)
             results.append(entry)
-            if name in seen:
-                entry.update(error_code=INVALID_REQUEST, error_message=f"topic {name!r} is listed twice")
+            if t.name in seen:
+                entry.error_code, entry.error_message = INVALID_REQUEST, f"topic {t.name!r} is listed twice"
                 continue
-            seen.add(name)
-            partitions = t["num_partitions"] if t["num_partitions"] != -1 else self.config.num_partitions
-            rf = t["replication_factor"] if t["replication_factor"] != -1 else self.config.default_replication_factor
-            assignment = {a["partition_index"]: a["broker_ids"] for a in t.get("assignments") or []}
-            if assignment and (t["num_partitions"] != -1 or t["replication_factor"] != -1):
-                entry.update(error_code=INVALID_REQUEST, error_message="give either an assignment or counts, not both")
-                continue
-            configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
-            code, message = await self.create(name, partitions, rf, configs, assignment or None, validate_only=bool(body.get("validate_only")))
-            entry.update(error_code=code, error_message=message)
-            if code == NONE and not body.get("validate_only"):
-                waiting.append((entry, name, len(assignment) if assignment else partitions))
-        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
-        for entry, name, count in waiting:
-            while not self.metadata_cache.all_leaders_known(name, count):
-                if trio.current_time() >= deadline:
-                    entry.update(error_code=REQUEST_TIMED_OUT, error_message=f"topic {name!r} created; its leaders are not all elected yet")
-                    break
-                with trio.move_on_at(deadline):
-                    await self.metadata_cache.wait_changed()
+            seen.add(t.name)
+            count = await self._create_one(t, entry, validate_only=body.validate_only)
+            if count is not None:
+                waiting.append((entry, count))
+        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
+        for entry, count in waiting:
+            if not await self._leaders_known(entry.name, count, deadline):
+                entry.error_code = REQUEST_TIMED_OUT
+                entry.error_message = f"topic {entry.name!r} created; its leaders are not all elected yet"
         for entry in results:
-            if entry["error_code"] != NONE:
-                log.info("CreateTopics %s: %s %s", entry["name"], error_for_code(entry["error_code"]).name, entry["error_message"] or "")
-        return {"throttle_time_ms": 0, "topics": results}
+            if entry.error_code != NONE:
+                log.info("CreateTopics %s: %s %s", entry.name, error_for_code(entry.error_code).name, entry.error_message or "")
+        return CreateTopicsResponse(topics=results)
 
-    async def delete_topics(self, body: dict, version: int) -> dict:
+    async def _create_one(self, t: CreatableTopic, entry: CreatableTopicResult, *, validate_only: bool) -> int | None:
+        """Create one topic of a CreateTopics request and set its result
+        ``entry``; returns its partition count when created (the leaders
+        to wait for), else None."""
+        partitions = t.num_partitions if t.num_partitions != -1 else self.config.num_partitions
+        rf = t.replication_factor if t.replication_factor != -1 else self.config.default_replication_factor
+        assignment = {a.partition_index: a.broker_ids for a in t.assignments}
+        if assignment and (t.num_partitions != -1 or t.replication_factor != -1):
+            entry.error_code, entry.error_message = INVALID_REQUEST, "give either an assignment or counts, not both"
+            return None
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        entry.error_code, entry.error_message = await self.create(t.name, partitions, rf, configs, assignment or None, validate_only=validate_only)
+        if entry.error_code != NONE or validate_only:
+            return None
+        return len(assignment) if assignment else partitions
+
+    async def delete_topics(self, body: DeleteTopicsRequest, version: int) -> DeleteTopicsResponse:
         """DeleteTopics v0-3: mark each topic for deletion and wait up to
         ``timeout_ms`` until this broker's metadata no longer has it."""
-        names = list(body.get("topic_names") or [t["name"] for t in body.get("topics") or []])
+        names = list(body.topic_names or [t.name for t in body.topics if t.name is not None])
         if self.not_controller():
-            return {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": NOT_CONTROLLER, "error_message": None} for n in names]}
+            return DeleteTopicsResponse(responses=[DeletableTopicResult(name=n, error_code=NOT_CONTROLLER, error_message=None) for n in names])
         results = []
         waiting = []
         for name in names:
             code, message = await self.delete(name)
-            entry = {"name": name, "error_code": code, "error_message": message}
+            entry = DeletableTopicResult(name=name, error_code=code, error_message=message)
             results.append(entry)
             if code == NONE:
-                waiting.append(entry)
-        deadline = trio.current_time() + max(0, body.get("timeout_ms", 0)) / 1000.0
-        for entry in waiting:
-            while self.metadata_cache.has_topic(entry["name"]):
+                waiting.append((name, entry))
+        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
+        for name, entry in waiting:
+            while self.metadata_cache.has_topic(name):
                 if trio.current_time() >= deadline:
-                    entry["error_code"] = REQUEST_TIMED_OUT
+                    entry.error_code = REQUEST_TIMED_OUT
                     break
                 with trio.move_on_at(deadline):
                     await self.metadata_cache.wait_changed()
-        return {"throttle_time_ms": 0, "responses": results}
+        return DeleteTopicsResponse(responses=results)
 
 
 __all__ = ["DELETE_TOPICS_PATH", "TOPIC_CONFIG_PATH", "TOPIC_CONFIGS", "TopicAdmin", "assign_replicas"]

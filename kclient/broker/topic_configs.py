@@ -23,6 +23,7 @@ checks a topic's overrides as Kafka's ``LogConfig.validate`` does
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -233,11 +234,11 @@ def _check_value(name: str, value: str) -> None:
         parse_cleanup_policy(value)
 
 
-def validate_topic_configs(configs: dict[str, str]) -> tuple[int, str | None]:
+def validate_topic_configs(configs: Mapping[str, str | None]) -> tuple[int, str | None]:
     """Check a topic's complete set of overrides.
 
     Args:
-        configs: Topic config name -> value.
+        configs: Topic config name -> value (a null value is refused).
 
     Returns:
         ``(NONE, None)``, or ``(INVALID_CONFIG, message)`` for a name that

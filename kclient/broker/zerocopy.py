@@ -5,8 +5,8 @@ https://kafka.apache.org/documentation/#maximizingefficiency, "Efficiency":
 zero-copy with sendfile; and
 https://kafka.apache.org/documentation/#networklayer, "Network Layer").
 
-`encode_spliced_response` encodes a response body whose ``records``
-fields hold `FileSlice` objects (Fetch v4+, stored
+`encode_spliced_response` encodes a response message whose ``records``
+fields hold `FileSlice` objects (a ``FetchResponse`` of Fetch v4+, stored
 bytes unchanged) with the API's declarative schema: every slice contributes
 its int32 length prefix (``len(slice)``, exactly the bytes that will be
 sent) to the encoded bytes, and its data is left in the file. The result
@@ -33,9 +33,11 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterator
 
+import attrs
 import trio
 
 from kclient.protocol.connection import new_buffer, response_header_version
+from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.schema import Api
 from kclient.storage import FileSlice
 
@@ -76,37 +78,53 @@ class _SpliceBuffer(bytearray):
         self.splices = [(pos, piece) for pos, piece in self.splices if pos <= end]
 
 
-def iter_slices(body: Any) -> Iterator[FileSlice]:
+def iter_slices(body: object) -> Iterator[FileSlice]:
     """Every `FileSlice` held anywhere in a response body (nested
-    dicts and lists), in encoding order."""
+    messages, dicts and lists), in encoding order."""
     return iter(_slices(body))
 
 
-def _slices(body: Any) -> list[FileSlice]:
+def _slices(body: object) -> list[FileSlice]:
     """`iter_slices` as a list: one pass, no generator per level (a Fetch
-    response for 2,048 partitions has some 20,000 values to look at)."""
+    response for 2,048 partitions has some 20,000 values to look at). A
+    ``FetchResponse`` (the one message with records) is read directly."""
     out: list[FileSlice] = []
-    if isinstance(body, FileSlice):
+    if type(body) is FetchResponse:
+        for topic in body.responses:
+            for partition in topic.partitions:
+                records = partition.records
+                if isinstance(records, FileSlice):
+                    out.append(records)
+    elif isinstance(body, FileSlice):
         out.append(body)
-    elif isinstance(body, (dict, list)):
+    else:
         _collect(body, out)
     return out
 
 
-def _collect(container: dict | list, out: list[FileSlice]) -> None:
-    for value in container.values() if isinstance(container, dict) else container:
+def _collect(container: object, out: list[FileSlice]) -> None:
+    """The slices in a dict, a list or a message (its attributes in
+    declaration order, the encoding order), depth first."""
+    values: Any
+    if isinstance(container, dict):
+        values = container.values()
+    elif isinstance(container, list):
+        values = container
+    elif attrs.has(type(container)):
+        values = [getattr(container, a.name) for a in attrs.fields(type(container))]
+    else:
+        return
+    for value in values:
         kind = type(value)
-        if kind is dict or kind is list:
-            _collect(value, out)
-        elif kind is int or kind is str or kind is bytes or value is None:
+        if kind is int or kind is str or kind is bytes or value is None:
             continue
-        elif isinstance(value, FileSlice):
+        if isinstance(value, FileSlice):
             out.append(value)
-        elif isinstance(value, (dict, list)):
+        else:
             _collect(value, out)
 
 
-def release_slices(body: Any) -> None:
+def release_slices(body: object) -> None:
     """Release every `FileSlice` in a response body (idempotent)."""
     for piece in _slices(body):
         piece.release()
@@ -199,7 +217,7 @@ async def _send_slice(sock: Any, fd: int, piece: FileSlice) -> None:
 
 
 def encode_spliced_response(
-    api: Api, version: int, correlation_id: int, body: dict, *, min_sendfile_bytes: int = SENDFILE_MIN_BYTES
+    api: Api, version: int, correlation_id: int, body: object, *, min_sendfile_bytes: int = SENDFILE_MIN_BYTES
 ) -> bytes | bytearray | SplicedResponse:
     """Frame a response whose ``records`` fields may hold `FileSlice` objects.
 
@@ -212,7 +230,8 @@ def encode_spliced_response(
         api: The response's API.
         version: The API version.
         correlation_id: The request's correlation id.
-        body: Field values by name.
+        body: The response message (a ``FetchResponse``; or a dict of
+            field values by name).
         min_sendfile_bytes: Smallest slice, in bytes, worth a ``sendfile``.
 
     Returns:

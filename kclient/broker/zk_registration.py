@@ -34,8 +34,8 @@ from collections.abc import Sequence
 import trio
 from kazoo.client import KazooState
 
-from kclient.clock import now_ms
 from kclient.broker.meta import store_cluster_id
+from kclient.clock import now_ms
 from kclient.errors import ConfigError, ZooKeeperError
 from kclient.zk.client import TrioZk, ZkClient
 from kclient.zk.paths import (

@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import struct
 import sys
-
 from typing import Any
 
 import attrs
@@ -347,7 +346,7 @@ def parse_request_header(frame: p.Buffer) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_request(header: RequestHeader, frame: p.Buffer) -> dict[str, Any]:
+def decode_request(header: RequestHeader, frame: p.Buffer) -> Any:
     """Decode a request body with the schema for ``header``'s API version.
 
     Args:
@@ -356,7 +355,9 @@ def decode_request(header: RequestHeader, frame: p.Buffer) -> dict[str, Any]:
             given to `parse_request_header`.
 
     Returns:
-        Field values by name.
+        The request message: an instance of the API's
+            ``request_type`` (`kclient.protocol.messages`; the fields of
+            other versions at their defaults).
 
     Raises:
         ValueError: kclient does not implement that API or version.
@@ -365,7 +366,7 @@ def decode_request(header: RequestHeader, frame: p.Buffer) -> dict[str, Any]:
     api = APIS.get(header.api_key)
     if api is None:
         raise ValueError(f"unknown api key {header.api_key}")
-    return api.request(header.api_version).decode(memoryview(frame)[header.body_offset :])
+    return api.request(header.api_version).decode_message(memoryview(frame)[header.body_offset :])
 
 
 def encode_response(api: Api, version: int, correlation_id: int, body: Body) -> bytes:
@@ -425,14 +426,20 @@ def fetch_response_bound(version: int, body: Body) -> int:
     """
     records = 0
     overhead = 0
-    for t in body.get("topics") or ():
-        parts = t.get("partitions") or ()
-        overhead += FETCH_TOPIC_OVERHEAD + len(t.get("topic") or "") * 4 + FETCH_PARTITION_OVERHEAD * len(parts)
+    for t in _field(body, "topics", None) or ():
+        parts = _field(t, "partitions", None) or ()
+        overhead += FETCH_TOPIC_OVERHEAD + len(_field(t, "topic", None) or "") * 4 + FETCH_PARTITION_OVERHEAD * len(parts)
         for part in parts:
-            records += max(0, part.get("partition_max_bytes", 0))
+            records += max(0, _field(part, "partition_max_bytes", 0))
     if version >= 3:
-        records = min(records, max(0, body.get("max_bytes", 0x7FFFFFFF)))
+        records = min(records, max(0, _field(body, "max_bytes", 0x7FFFFFFF)))
     return records + overhead
+
+
+def _field(value: Body, name: str, default: Any) -> Any:
+    """A field of a struct given as a dict or as a message (a broker's
+    replica fetcher sends a ``FetchRequest``)."""
+    return value.get(name, default) if isinstance(value, dict) else getattr(value, name, default)
 
 
 class ClientConnection:

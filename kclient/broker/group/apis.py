@@ -3,8 +3,8 @@ OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
 DescribeGroups, DeleteGroups and OffsetDelete (Kafka protocol guide, "The
 Messages"; KIP-229 for DeleteGroups, KIP-496 for OffsetDelete).
 
-Each takes the request header and the decoded body (the schemas of
-`kclient.protocol.messages`) and returns the response body; the version
+Each takes the request header and the request message (the classes of
+`kclient.protocol.messages`) and returns the response message; the version
 differences are handled here, the semantics in
 `kclient.broker.group.coordinator`.
 """
@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
@@ -32,6 +33,50 @@ from kclient.errors import (
     KafkaError,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from kclient.protocol.messages.describe_groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from kclient.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kclient.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from kclient.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from kclient.protocol.messages.leave_group import (
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    MemberResponse,
+)
+from kclient.protocol.messages.list_groups import (
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kclient.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kclient.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kclient.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kclient.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kclient.zk.paths import offset_path
 
 if TYPE_CHECKING:
@@ -79,21 +124,23 @@ class GroupApis:
 
     # ------------------------------------------------------------ FindCoordinator
 
-    async def find_coordinator(self, header: RequestHeader, body: dict, address: tuple[str, int], listener: str | None) -> dict:
+    async def find_coordinator(
+        self, header: RequestHeader, body: FindCoordinatorRequest, address: tuple[str, int], listener: str | None
+    ) -> FindCoordinatorResponse:
         """FindCoordinator v0-2: the leader of the group's
         ``__consumer_offsets`` partition (created on first use);
         COORDINATOR_NOT_AVAILABLE while it has no live leader. Transactional
         ids (key type 1) are coordinated by the broker asked."""
-        key_type = body.get("key_type", 0)
+        key_type = body.key_type
 
-        def answer(code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> dict:
-            return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": node_id, "host": host, "port": port}
+        def answer(code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> FindCoordinatorResponse:
+            return FindCoordinatorResponse(error_code=code, error_message=message, node_id=node_id, host=host, port=port)
 
         if key_type == 1:
             return answer(NONE, self.broker_id, *address)
         if key_type != 0:
             return answer(INVALID_REQUEST, message=f"unknown coordinator key type {key_type}")
-        group = body["key"]
+        group = body.key
         code = await self.coordinator.manager.ensure_topic()
         if code != NONE:
             return answer(code, message=f"{OFFSETS_TOPIC} is being created")
@@ -114,7 +161,7 @@ class GroupApis:
 
     # ------------------------------------------------------------ offsets
 
-    async def offset_commit(self, header: RequestHeader, body: dict) -> dict:
+    async def offset_commit(self, header: RequestHeader, body: OffsetCommitRequest) -> OffsetCommitResponse:
         """OffsetCommit v0-7. v0 offsets go to ZooKeeper, not to the
         coordinator (`_commit_to_zookeeper`); v1's per-partition commit timestamps are ignored
         (the broker stamps its own time, as Kafka does since KIP-211); v2-4
@@ -123,28 +170,29 @@ class GroupApis:
         UNKNOWN_TOPIC_OR_PARTITION, metadata over ``offset.metadata.max.bytes``
         OFFSET_METADATA_TOO_LARGE; the rest share the commit's error."""
         version = header.api_version
-        group_id = body["group_id"]
-        generation = body.get("generation_id_or_member_epoch", -1) if version >= 1 else -1
-        member_id = body.get("member_id", "") if version >= 1 else ""
-        retention = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
+        group_id = body.group_id
+        # The fields of other versions are at their defaults (-1, "", -1).
+        generation = body.generation_id_or_member_epoch
+        member_id = body.member_id
+        retention = body.retention_time_ms
         now = self.clock()
         max_metadata = self.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                tp = (t["name"], p["partition_index"])
-                metadata = p.get("committed_metadata") or ""
+        for t in body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
                 if self.metadata_cache.partition(*tp) is None:
                     results[tp] = UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata.encode()) > max_metadata:
                     results[tp] = OFFSET_METADATA_TOO_LARGE
                 else:
                     valid[tp] = OffsetAndMetadata(
-                        offset=p["committed_offset"],
+                        offset=p.committed_offset,
                         metadata=metadata,
                         commit_timestamp=now,
-                        leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                        leader_epoch=p.committed_leader_epoch,
                         expire_timestamp=now + retention if retention >= 0 else -1,
                     )
         if valid and version == 0:
@@ -155,12 +203,12 @@ class GroupApis:
                 log.info("OffsetCommit for group %r from %s: error %d", group_id, header.client_id, code)
             for tp in valid:
                 results[tp] = code
-        topics: dict[str, list[dict]] = {}
-        for t in body["topics"]:
-            parts = topics.setdefault(t["name"], [])
-            for p in t["partitions"]:
-                parts.append({"partition_index": p["partition_index"], "error_code": results[(t["name"], p["partition_index"])]})
-        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+        topics: dict[str, list[OffsetCommitResponsePartition]] = {}
+        for t in body.topics:
+            parts = topics.setdefault(t.name, [])
+            for p in t.partitions:
+                parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)]))
+        return OffsetCommitResponse(topics=[OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
     async def _commit_to_zookeeper(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
         """OffsetCommit v0 writes each offset to ZooKeeper, at
@@ -192,7 +240,7 @@ class GroupApis:
                 results[(topic, partition)] = exc.code or UNKNOWN_SERVER_ERROR
         return results
 
-    async def _fetch_from_zookeeper(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
+    async def _fetch_from_zookeeper(self, group_id: str, partitions: list[tuple[str, int]]) -> OffsetFetchResponse:
         """OffsetFetch v0 reads ZooKeeper (see `_commit_to_zookeeper`); a
         partition without an offset there, or unknown, is -1 with
         UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
@@ -202,10 +250,10 @@ class GroupApis:
             partitions: The requested partitions.
 
         Returns:
-            The OffsetFetch v0 response body.
+            The OffsetFetch v0 response.
         """
         zk = self.zk
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[OffsetFetchResponsePartition]] = {}
         for topic, partition in partitions:
             offset, code = -1, UNKNOWN_TOPIC_OR_PARTITION
             if zk is None:
@@ -217,129 +265,127 @@ class GroupApis:
                     data, code = None, exc.code or UNKNOWN_SERVER_ERROR
                 if data is not None:
                     offset, code = int(data), NONE
-            topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset, "metadata": "", "error_code": code})
-        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "error_code": NONE}
+            topics.setdefault(topic, []).append(
+                OffsetFetchResponsePartition(partition_index=partition, committed_offset=offset, metadata="", error_code=code)
+            )
+        return OffsetFetchResponse(topics=[OffsetFetchResponseTopic(name=n, partitions=ps) for n, ps in topics.items()], error_code=NONE)
 
-    async def offset_fetch(self, header: RequestHeader, body: dict) -> dict:
+    async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
         """OffsetFetch v0-5 (v0 from ZooKeeper, `_fetch_from_zookeeper`):
         the committed offsets of the listed partitions
         (-1 where none), or of every committed partition when ``topics``
         is null (v2+). A coordinator error is the top-level error (v2+)
         and each partition's (v1, and v2+ as Kafka fills both)."""
         version = header.api_version
-        group_id = body["group_id"]
-        requested = body.get("topics")
-        partitions = None if requested is None else [(t["name"], i) for t in requested for i in t["partition_indexes"]]
+        group_id = body.group_id
+        requested = body.topics
+        partitions = None if requested is None else [(t.name, i) for t in requested for i in t.partition_indexes]
         if version == 0:
             return await self._fetch_from_zookeeper(group_id, partitions or [])
         code, committed = self.coordinator.fetch_offsets(group_id, partitions)
         if partitions is None:
             partitions = sorted(committed)
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[OffsetFetchResponsePartition]] = {}
         for tp in partitions:
             c = committed.get(tp)
             topics.setdefault(tp[0], []).append(
-                {
-                    "partition_index": tp[1],
-                    "committed_offset": c.offset if c else -1,
-                    "committed_leader_epoch": c.leader_epoch if c else -1,
-                    "metadata": c.metadata if c else "",
-                    "error_code": code if version < 2 else NONE,
-                }
+                OffsetFetchResponsePartition(
+                    partition_index=tp[1],
+                    committed_offset=c.offset if c else -1,
+                    committed_leader_epoch=c.leader_epoch if c else -1,
+                    metadata=c.metadata if c else "",
+                    error_code=code if version < 2 else NONE,
+                )
             )
         if code != NONE and version >= 2:
             topics = {}
-        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "error_code": code}
+        return OffsetFetchResponse(topics=[OffsetFetchResponseTopic(name=n, partitions=ps) for n, ps in topics.items()], error_code=code)
 
     # ------------------------------------------------------------ membership
 
-    async def join_group(self, header: RequestHeader, body: dict) -> dict:
+    async def join_group(self, header: RequestHeader, body: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup v0-5 (v4+: MEMBER_ID_REQUIRED for a member without an
         id, KIP-394)."""
         version = header.api_version
         result = await self.coordinator.join_group(
-            body["group_id"],
-            body["member_id"],
+            body.group_id,
+            body.member_id,
             client_id=header.client_id or "",
             client_host=client_host.get(),
-            session_timeout_ms=body["session_timeout_ms"],
-            rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
-            protocol_type=body["protocol_type"],
-            protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=body.rebalance_timeout_ms,  # -1 (v0): the session timeout
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
             require_known_member_id=version >= 4,
         )
-        if version < 7 and result["protocol_name"] is None:
-            result = {**result, "protocol_name": ""}
-        return {"throttle_time_ms": 0, "skip_assignment": False, **result}
+        if version < 7 and result.protocol_name is None:
+            result = attrs.evolve(result, protocol_name="")  # a string before v7
+        return result
 
-    async def sync_group(self, header: RequestHeader, body: dict) -> dict:
+    async def sync_group(self, header: RequestHeader, body: SyncGroupRequest) -> SyncGroupResponse:
         """SyncGroup v0-3: the leader's assignments stored, each member's
         own returned."""
-        version = header.api_version
-        result = await self.coordinator.sync_group(
-            body["group_id"],
-            body["generation_id"],
-            body["member_id"],
-            {a["member_id"]: bytes(a["assignment"]) for a in body.get("assignments") or []},
-            protocol_type=body.get("protocol_type") if version >= 5 else None,
-            protocol_name=body.get("protocol_name") if version >= 5 else None,
+        return await self.coordinator.sync_group(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            {a.member_id: bytes(a.assignment) for a in body.assignments},
+            # (v5+; null in the versions without them)
+            protocol_type=body.protocol_type,
+            protocol_name=body.protocol_name,
         )
-        return {"throttle_time_ms": 0, **result}
 
-    async def heartbeat(self, header: RequestHeader, body: dict) -> dict:
+    async def heartbeat(self, header: RequestHeader, body: HeartbeatRequest) -> HeartbeatResponse:
         """Heartbeat v0-3."""
-        code = self.coordinator.heartbeat(body["group_id"], body["member_id"], body["generation_id"])
-        return {"throttle_time_ms": 0, "error_code": code}
+        code = self.coordinator.heartbeat(body.group_id, body.member_id, body.generation_id)
+        return HeartbeatResponse(error_code=code)
 
-    async def leave_group(self, header: RequestHeader, body: dict) -> dict:
+    async def leave_group(self, header: RequestHeader, body: LeaveGroupRequest) -> LeaveGroupResponse:
         """LeaveGroup v0-3: one member (v0-2) or a batch answered per
         member (v3+, KIP-345)."""
         version = header.api_version
-        ids = [body["member_id"]] if version < 3 else [m["member_id"] for m in body.get("members") or []]
-        code, results = self.coordinator.leave_group(body["group_id"], ids)
+        ids = [body.member_id] if version < 3 else [m.member_id for m in body.members]
+        code, results = self.coordinator.leave_group(body.group_id, ids)
         if version < 3 and code == NONE and results:
             code = results[0][1]
-        return {
-            "throttle_time_ms": 0,
-            "error_code": code,
-            "members": [{"member_id": m, "group_instance_id": None, "error_code": c} for m, c in results],
-        }
+        return LeaveGroupResponse(
+            error_code=code, members=[MemberResponse(member_id=m, group_instance_id=None, error_code=c) for m, c in results]
+        )
 
     # ------------------------------------------------------------ admin
 
-    async def list_groups(self, header: RequestHeader, body: dict) -> dict:
+    async def list_groups(self, header: RequestHeader, body: ListGroupsRequest) -> ListGroupsResponse:
         """ListGroups v0-5: the groups this broker coordinates, those in one
         of ``states_filter`` (v4+, KIP-518) and of one of ``types_filter``
         (v5+, KIP-848) when given (an empty filter takes all; names compare
         without case, as Kafka's). Every group here is a ``classic`` one."""
         code, groups = self.coordinator.list_groups()
-        states = {s.lower() for s in body.get("states_filter") or []}
-        types = {t.lower() for t in body.get("types_filter") or []}
+        states = {s.lower() for s in body.states_filter}
+        types = {t.lower() for t in body.types_filter}
         if types and "classic" not in types:
             groups = []
-        return {
-            "throttle_time_ms": 0,
-            "error_code": code,
-            "groups": [
-                {"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"}
+        return ListGroupsResponse(
+            error_code=code,
+            groups=[
+                ListedGroup(group_id=g, protocol_type=t, group_state=s, group_type="classic")
                 for g, t, s in groups
                 if not states or s.lower() in states
             ],
-        }
+        )
 
-    async def describe_groups(self, header: RequestHeader, body: dict) -> dict:
+    async def describe_groups(self, header: RequestHeader, body: DescribeGroupsRequest) -> DescribeGroupsResponse:
         """DescribeGroups v0-4 (authorized operations are not computed:
         the KIP-430 "omitted" value)."""
-        return {"throttle_time_ms": 0, "groups": [self.coordinator.describe_group(g) for g in body["groups"]]}
+        return DescribeGroupsResponse(groups=[self.coordinator.describe_group(g) for g in body.groups])
 
-    async def delete_groups(self, header: RequestHeader, body: dict) -> dict:
+    async def delete_groups(self, header: RequestHeader, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
         """DeleteGroups v0-1 (KIP-229)."""
         results = []
-        for group_id in body["groups_names"]:
-            results.append({"group_id": group_id, "error_code": await self.coordinator.delete_group(group_id)})
-        return {"throttle_time_ms": 0, "results": results}
+        for group_id in body.groups_names:
+            results.append(DeletableGroupResult(group_id=group_id, error_code=await self.coordinator.delete_group(group_id)))
+        return DeleteGroupsResponse(results=results)
 
-    async def offset_delete(self, header: RequestHeader, body: dict) -> dict:
+    async def offset_delete(self, header: RequestHeader, body: OffsetDeleteRequest) -> OffsetDeleteResponse:
         """OffsetDelete v0 (KIP-496): a partition of a topic this broker
         does not know is answered UNKNOWN_TOPIC_OR_PARTITION, the others as
         `kclient.broker.group.coordinator.GroupCoordinator.delete_offsets`
@@ -347,21 +393,21 @@ class GroupApis:
         cache = self.metadata_cache
         known: list[tuple[str, int]] = []
         unknown: set[tuple[str, int]] = set()
-        for t in body.get("topics") or []:
-            for p in t.get("partitions") or []:
-                tp = (t["name"], p["partition_index"])
+        for t in body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
                 if cache.partition(*tp) is not None:
                     known.append(tp)
                 else:
                     unknown.add(tp)
-        code, errors = await self.coordinator.delete_offsets(body["group_id"], known)
+        code, errors = await self.coordinator.delete_offsets(body.group_id, known)
         if code != NONE:
-            return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+            return OffsetDeleteResponse(error_code=code)
         errors.update({tp: UNKNOWN_TOPIC_OR_PARTITION for tp in unknown})
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[OffsetDeleteResponsePartition]] = {}
         for (topic, partition), error in errors.items():
-            topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
-        return {"error_code": NONE, "throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            topics.setdefault(topic, []).append(OffsetDeleteResponsePartition(partition_index=partition, error_code=error))
+        return OffsetDeleteResponse(error_code=NONE, topics=[OffsetDeleteResponseTopic(name=t, partitions=ps) for t, ps in topics.items()])
 
 
 __all__ = ["GroupApis", "client_host"]

@@ -31,8 +31,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from kclient.broker.group.membership import (
@@ -64,6 +65,15 @@ from kclient.errors import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
+from kclient.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+)
+from kclient.protocol.messages.join_group import (
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+)
+from kclient.protocol.messages.sync_group import SyncGroupResponse
 
 if TYPE_CHECKING:
     from kclient.config import BrokerConfig
@@ -74,16 +84,25 @@ log = logging.getLogger("kclient.broker.group")
 TICK_SECONDS = 0.1
 
 
-def _join_error(code: int, member_id: str = "") -> dict[str, Any]:
-    return {
-        "error_code": code,
-        "generation_id": -1,
-        "protocol_type": None,
-        "protocol_name": None,
-        "leader": "",
-        "member_id": member_id,
-        "members": [],
-    }
+def _join_error(code: int, member_id: str = "") -> JoinGroupResponse:
+    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_type=None, protocol_name=None, leader="", member_id=member_id)
+
+
+def _sync_error(code: int) -> SyncGroupResponse:
+    return SyncGroupResponse(error_code=code, assignment=b"", protocol_type=None, protocol_name=None)
+
+
+@attrs.frozen
+class _JoinDetails:
+    """What a JoinGroup says of its member: client, timeouts (ms) and the
+    protocols it offers (``[(name, metadata)]``)."""
+
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
 
 
 class GroupCoordinator:
@@ -103,7 +122,7 @@ class GroupCoordinator:
         self.manager.on_unload.append(self._unloaded)
         self._nursery: trio.Nursery | None = None
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the offset manager and the deadline checks until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.manager.run)
@@ -142,7 +161,7 @@ class GroupCoordinator:
             m.join_waiter.set(_join_error(code, m.member_id))
             m.join_waiter = None
         if m.sync_waiter is not None:
-            m.sync_waiter.set({"error_code": code, "assignment": b"", "protocol_type": None, "protocol_name": None})
+            m.sync_waiter.set(_sync_error(code))
             m.sync_waiter = None
 
     def _store_soon(self, group: Group) -> None:
@@ -154,23 +173,23 @@ class GroupCoordinator:
         if code != NONE:
             log.info("group %r: metadata of generation %d not stored: error %d", group.group_id, group.generation_id, code)
 
-    def _join_response(self, group: Group, member_id: str) -> dict[str, Any]:
+    def _join_response(self, group: Group, member_id: str) -> JoinGroupResponse:
         leader = member_id == group.leader_id
         protocol = group.protocol_name or ""
-        return {
-            "error_code": NONE,
-            "generation_id": group.generation_id,
-            "protocol_type": group.protocol_type,
-            "protocol_name": group.protocol_name,
-            "leader": group.leader_id or "",
-            "member_id": member_id,
-            "members": [
-                {"member_id": m.member_id, "group_instance_id": None, "metadata": m.metadata(protocol)}
+        return JoinGroupResponse(
+            error_code=NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            member_id=member_id,
+            members=[
+                JoinGroupResponseMember(member_id=m.member_id, group_instance_id=None, metadata=m.metadata(protocol))
                 for m in group.members.values()
             ]
             if leader
             else [],
-        }
+        )
 
     # ------------------------------------------------------------ JoinGroup
 
@@ -186,8 +205,8 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
-    ) -> dict[str, Any]:
-        """Handle a JoinGroup; returns the response fields (``error_code``,
+    ) -> JoinGroupResponse:
+        """Handle a JoinGroup; returns the response (``error_code``,
         ``generation_id``, ``protocol_type``, ``protocol_name``, ``leader``,
         ``member_id``, ``members``), after the rebalance completed when the
         member takes part in one."""
@@ -207,7 +226,7 @@ class GroupCoordinator:
         if group.is_(DEAD):
             return _join_error(COORDINATOR_NOT_AVAILABLE, member_id)
         now = trio.current_time()
-        details = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        details = _JoinDetails(client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
         if not member_id or member_id in group.pending_members:
             if not group.supports(protocol_type, protocols):
                 return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -219,7 +238,7 @@ class GroupCoordinator:
                     log.debug("group %r: member id %s handed out (MEMBER_ID_REQUIRED)", group_id, member_id)
                     return _join_error(MEMBER_ID_REQUIRED, member_id)
             group.pending_members.pop(member_id, None)
-            waiter = self._add_member(group, member_id, *details, now=now)
+            waiter = self._add_member(group, member_id, details, now=now)
         else:
             member = group.members.get(member_id)
             if member is None or group.state in (EMPTY, DEAD):
@@ -232,47 +251,49 @@ class GroupCoordinator:
                 return self._join_response(group, member_id)
             if group.is_(STABLE) and unchanged and member_id != group.leader_id:
                 return self._join_response(group, member_id)
-            waiter = self._update_member(group, member, *details, now=now)
+            waiter = self._update_member(group, member, details, now=now)
         self.maybe_complete_join(group, now)
         await waiter.event.wait()
         assert waiter.result is not None
         return waiter.result
 
-    def _add_member(self, group, member_id, client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols, *, now):
+    def _add_member(self, group: Group, member_id: str, details: _JoinDetails, *, now: float) -> Waiter[JoinGroupResponse]:
+        waiter: Waiter[JoinGroupResponse] = Waiter()
         member = Member(
             member_id=member_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_ms=session_ms,
-            rebalance_timeout_ms=rebalance_ms,
-            protocol_type=protocol_type,
-            protocols=list(protocols),
+            client_id=details.client_id,
+            client_host=details.client_host,
+            session_timeout_ms=details.session_timeout_ms,
+            rebalance_timeout_ms=details.rebalance_timeout_ms,
+            protocol_type=details.protocol_type,
+            protocols=list(details.protocols),
             last_heartbeat=now,
-            join_waiter=Waiter(),
+            join_waiter=waiter,
         )
         if not group.members:
-            group.protocol_type = protocol_type
+            group.protocol_type = details.protocol_type
         group.members[member_id] = member
         if group.leader_id not in group.members:
             group.leader_id = member_id
-        log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, client_id, client_host)
+        log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, details.client_id, details.client_host)
         if group.is_(PREPARING_REBALANCE) and group.join_not_before > now:
             # The initial delay goes on while members keep arriving (KIP-134).
             delay = self.config.group_initial_rebalance_delay_ms / 1000.0
             group.join_not_before = min(now + delay, group.rebalance_deadline)
         else:
             self._prepare_rebalance(group, now, f"member {member_id} joined")
-        return member.join_waiter
+        return waiter
 
-    def _update_member(self, group, member, client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols, *, now):
-        member.protocols = list(protocols)
-        member.session_timeout_ms = session_ms
-        member.rebalance_timeout_ms = rebalance_ms
+    def _update_member(self, group: Group, member: Member, details: _JoinDetails, *, now: float) -> Waiter[JoinGroupResponse]:
+        member.protocols = list(details.protocols)
+        member.session_timeout_ms = details.session_timeout_ms
+        member.rebalance_timeout_ms = details.rebalance_timeout_ms
         if member.join_waiter is not None:  # a second JoinGroup while one is parked
             member.join_waiter.set(_join_error(REBALANCE_IN_PROGRESS, member.member_id))
-        member.join_waiter = Waiter()
+        waiter: Waiter[JoinGroupResponse] = Waiter()
+        member.join_waiter = waiter
         self._prepare_rebalance(group, now, f"member {member.member_id} rejoined")
-        return member.join_waiter
+        return waiter
 
     def _prepare_rebalance(self, group: Group, now: float, reason: str) -> None:
         """Enter PreparingRebalance (no effect if already there)."""
@@ -282,7 +303,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = b""
                 if m.sync_waiter is not None:
-                    m.sync_waiter.set({"error_code": REBALANCE_IN_PROGRESS, "assignment": b"", "protocol_type": None, "protocol_name": None})
+                    m.sync_waiter.set(_sync_error(REBALANCE_IN_PROGRESS))
                     m.sync_waiter = None
         timeout = group.max_rebalance_timeout_ms() / 1000.0
         if group.is_(EMPTY):
@@ -353,13 +374,10 @@ class GroupCoordinator:
         *,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
-    ) -> dict[str, Any]:
-        """Handle a SyncGroup; returns ``error_code``, ``assignment``,
-        ``protocol_type``, ``protocol_name``."""
-
-        def error(code: int) -> dict[str, Any]:
-            return {"error_code": code, "assignment": b"", "protocol_type": None, "protocol_name": None}
-
+    ) -> SyncGroupResponse:
+        """Handle a SyncGroup; returns the response (``error_code``,
+        ``assignment``, ``protocol_type``, ``protocol_name``)."""
+        error = _sync_error
         code = self._check(group_id)
         if code != NONE:
             return error(code)
@@ -382,11 +400,12 @@ class GroupCoordinator:
         if group.is_(PREPARING_REBALANCE):
             return error(REBALANCE_IN_PROGRESS)
         if group.is_(STABLE):
-            return {"error_code": NONE, "assignment": member.assignment, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+            return SyncGroupResponse(error_code=NONE, assignment=member.assignment, protocol_type=group.protocol_type, protocol_name=group.protocol_name)
         # CompletingRebalance
         if member.sync_waiter is not None:
             member.sync_waiter.set(error(REBALANCE_IN_PROGRESS))
-        waiter = member.sync_waiter = Waiter()
+        waiter: Waiter[SyncGroupResponse] = Waiter()
+        member.sync_waiter = waiter
         if member_id == group.leader_id:
             generation = group.generation_id
             for m in group.members.values():
@@ -407,7 +426,9 @@ class GroupCoordinator:
                         m.last_heartbeat = trio.current_time()
                         if m.sync_waiter is not None:
                             m.sync_waiter.set(
-                                {"error_code": NONE, "assignment": m.assignment, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+                                SyncGroupResponse(
+                                    error_code=NONE, assignment=m.assignment, protocol_type=group.protocol_type, protocol_name=group.protocol_name
+                                )
                             )
                             m.sync_waiter = None
         await waiter.event.wait()
@@ -534,34 +555,32 @@ class GroupCoordinator:
         groups = [(g.group_id, g.protocol_type or "", g.state) for g in self.manager.groups.values() if not g.is_(DEAD)]
         return (COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading_any() else NONE), sorted(groups)
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str) -> DescribedGroup:
         """DescribeGroups' entry for ``group_id``: an unknown group is
         ``Dead`` without error, as Kafka answers; member metadata and
         assignments are given when the group is Stable."""
         code = self._check(group_id, allow_empty=True)
-        entry: dict[str, Any] = {"error_code": code, "group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "", "members": []}
+        entry = DescribedGroup(error_code=code, group_id=group_id, group_state=DEAD, protocol_type="", protocol_data="")
         if code != NONE:
             return entry
         group = self.manager.groups.get(group_id)
         if group is None:
             return entry
         stable = group.is_(STABLE)
-        entry.update(
-            group_state=group.state,
-            protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "",
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": None,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata(group.protocol_name or "") if stable else b"",
-                    "member_assignment": m.assignment if stable else b"",
-                }
-                for m in group.members.values()
-            ],
-        )
+        entry.group_state = group.state
+        entry.protocol_type = group.protocol_type or ""
+        entry.protocol_data = (group.protocol_name or "") if stable else ""
+        entry.members = [
+            DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=None,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name or "") if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
         return entry
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:

@@ -17,12 +17,14 @@ Trio-thread only; no I/O.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Generic, TypeVar
 
 import attrs
 import trio
 
 from kclient.broker.group.records import GroupRecord, MemberRecord
+from kclient.protocol.messages.join_group import JoinGroupResponse
+from kclient.protocol.messages.sync_group import SyncGroupResponse
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -31,15 +33,19 @@ STABLE = "Stable"
 DEAD = "Dead"
 
 
-class Waiter:
-    """A parked JoinGroup or SyncGroup: `set` stores the response body
-    and wakes the request's handler."""
+R = TypeVar("R")
+
+
+class Waiter(Generic[R]):
+    """A parked JoinGroup or SyncGroup: `set` stores the response (a
+    ``JoinGroupResponse`` / ``SyncGroupResponse``) and wakes the request's
+    handler."""
 
     def __init__(self) -> None:
         self.event = trio.Event()
-        self.result: dict[str, Any] | None = None
+        self.result: R | None = None
 
-    def set(self, result: dict[str, Any]) -> None:
+    def set(self, result: R) -> None:
         if not self.event.is_set():
             self.result = result
             self.event.set()
@@ -60,8 +66,8 @@ class Member:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     last_heartbeat: float = 0.0
-    join_waiter: Waiter | None = None
-    sync_waiter: Waiter | None = None
+    join_waiter: Waiter[JoinGroupResponse] | None = None
+    sync_waiter: Waiter[SyncGroupResponse] | None = None
 
     def metadata(self, protocol: str) -> bytes:
         """The metadata this member offered with ``protocol``."""

@@ -653,7 +653,7 @@ cdef class QueueCore:
         return self.unfinished <= 0
 
 
-# -- the producer's collate step (kclient.client.producer.event_handler) ----------
+# -- the producer's collate step (kclient.client.producer.collate) ---------------
 
 cdef inline int32_t _murmur2(const uint8_t* p, Py_ssize_t length) noexcept:
     cdef uint32_t m = 0x5BD1E995
@@ -682,7 +682,8 @@ cdef inline int32_t _murmur2(const uint8_t* p, Py_ssize_t length) noexcept:
 
 def collate_default(list events, object data_type, Py_ssize_t n_parts, object now, object random, bint bytes_values):
     """Group one topic's ProducerData into per-partition record lists, as
-    ``DefaultEventHandler._collate`` does with pass-through encoders and
+    ``kclient.client.producer.collate.Collator.collate_general`` (its pure
+    twin) does with pass-through encoders and
     the `DefaultPartitioner` (murmur2 of the key, ``int(random() * n)`` for
     a null key, an explicit partition as given).
 
@@ -754,7 +755,8 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
 def group_by_topic(list events, object data_types):
     """``{topic: [items in order]}`` of the producer's items: the topic of
     an instance of one of ``data_types`` (ProducerData-like tuples) is its
-    first field, of anything else its ``topic`` attribute."""
+    first field, of anything else its ``topic`` attribute (the twin of
+    ``kclient.client.producer.collate.group_by_topic``)."""
     cdef dict out = {}
     cdef Py_ssize_t i, n = PyList_GET_SIZE(events)
     cdef object d, topic, lst

@@ -13,7 +13,7 @@ Format"). `BatchBuilder` does the work for the `DefaultEventHandler`;
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from kclient.client.producer.settings import ProducerSettings
 from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
@@ -47,10 +47,10 @@ class PartitionSend:
         "producer_id", "producer_epoch", "sequences", "tracked",
     )
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, records: "list[Any] | None" = None) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: list = []
+        self.records: list = records if records is not None else []
         self.codec = 0
         self.chunks: list[list] = []  # records of each batch not yet acknowledged, in order
         self.batches: list[bytes] = []  # the chunks encoded in message format ``magic``
@@ -75,7 +75,64 @@ class PartitionSend:
 
     @property
     def pending_messages(self) -> int:
+        """How many records are pending (in chunks not acknowledged yet)."""
         return sum(self.counts)
+
+    def fail(self, index: int, error: BaseException) -> None:
+        """Record that batch ``index`` (and so every later one) was not
+        written in this round; the first failure's error is the one
+        reported.
+
+        Args:
+            index: The batch's index in ``batches``.
+            error: Why it failed.
+        """
+        if self.failed_from is None or index < self.failed_from:
+            self.failed_from = index
+            self.error = error
+        elif self.error is None:
+            self.error = error
+
+    def may_be_written(self, index: int) -> None:
+        """Record that batch ``index`` may be in the log (its request was
+        written and no answer settled it, or it was acknowledged behind a
+        failed batch).
+
+        Args:
+            index: The batch's index in ``batches``.
+        """
+        if self.maybe is None:
+            self.maybe = set()
+        self.maybe.update(map(id, self.chunks[index]))
+
+    def possibly_written(self) -> int:
+        """How many of the pending records some attempt may have written."""
+        maybe = self.maybe
+        if not maybe:
+            return 0
+        return sum(1 for chunk in self.chunks for r in chunk if id(r) in maybe)
+
+    def drop_acknowledged(self, cut: int) -> None:
+        """Forget the first ``cut`` batches (acknowledged) and start the next
+        round with no failure.
+
+        Args:
+            cut: How many batches, from the first, were acknowledged.
+        """
+        del self.batches[:cut]
+        del self.chunks[:cut]
+        del self.counts[:cut]
+        if self.sequences is not None:
+            del self.sequences[:cut]
+        self.failed_from = None
+
+    def clear_batches(self) -> None:
+        """Drop every chunk and batch (the partition failed before its first
+        request)."""
+        self.batches = []
+        self.chunks = []
+        self.counts = []
+        self.sequences = None
 
 
 def v2_record_size(key: bytes | None, value: bytes | None, timestamp_delta: int, offset_delta: int) -> int:

@@ -30,7 +30,7 @@ TYPED = [
     "kclient/errors.py",
     "kclient/plugins.py",
     "kclient/sync.py",
-    "kclient/broker/convert.py",
+    "kclient/broker",
     "kclient/config",
     "kclient/protocol",
     "kclient/security",

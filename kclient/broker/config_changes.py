@@ -24,7 +24,6 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 
@@ -39,7 +38,7 @@ CONFIG_CHANGES_PATH = "/config/changes"
 CHANGE_PREFIX = "config_change_"
 
 
-def notify_topic_change(zk: Any, topic: str) -> str:
+def notify_topic_change(zk: ZkClient, topic: str) -> str:
     """Tell every broker that ``topic``'s configs changed (blocking).
 
     Args:
@@ -92,7 +91,7 @@ class ConfigChangeListener:
         #: Sequence number of the last notification handled (-1: none yet).
         self.last_seen: int | None = None
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Watch ``/config/changes`` until cancelled."""
         zk = self.zk
         tzk = TrioZk(zk)

@@ -47,7 +47,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -100,6 +100,8 @@ if TYPE_CHECKING:
     from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker.controller")
+
+T = TypeVar("T")
 
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
@@ -158,10 +160,19 @@ class Controller:
         if self._tzk is not None:
             self._tzk.deliver(self._send.send_nowait, event)
 
-    async def _zk(self, fn, *args):
+    async def _zk(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` (a blocking ZooKeeper call) in a worker thread."""
         return await trio.to_thread.run_sync(fn, *args)
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    def _children_watch(self, kind: str) -> Callable[[list[str]], None]:
+        """A children watch queueing ``(kind, children)`` events."""
+
+        def deliver(children: list[str]) -> None:
+            self._send.send_nowait((kind, list(children)))
+
+        return deliver
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Install the watches and handle events until cancelled."""
         self._tzk = TrioZk(self.zk)
         async with trio.open_nursery() as nursery:
@@ -170,7 +181,7 @@ class Controller:
             for path in (BROKER_IDS_PATH, BROKER_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH):
                 await self._zk(self.zk.ensure_path, path)
 
-            def on_controller(data, stat, event=None):
+            def on_controller(data: bytes | None, stat: Any, event: Any = None) -> None:
                 if data is None:
                     self._enqueue("elect")
                 elif event is not None:
@@ -183,7 +194,7 @@ class Controller:
                 (ISR_CHANGE_NOTIFICATION_PATH, "isr"),
                 (DELETE_TOPICS_PATH, "delete"),
             ):
-                await self._tzk.watch_children(path, lambda children, kind=kind: self._send.send_nowait((kind, list(children))))
+                await self._tzk.watch_children(path, self._children_watch(kind))
             self.zk.add_state_listener(self._on_session)
             self._send.send_nowait(("elect",))
             task_status.started()
@@ -206,7 +217,7 @@ class Controller:
     def close(self) -> None:
         self.channel.close()
 
-    async def _handle(self, event: tuple) -> None:
+    async def _handle(self, event: tuple[Any, ...]) -> None:
         kind = event[0]
         if kind in ("elect", "check"):
             await self._elect()

@@ -20,8 +20,12 @@ import logging
 import os
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kclient.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kclient.zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +63,7 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def load_or_create_meta(log_dir: str | os.PathLike, broker_id: int) -> str:
+def load_or_create_meta(log_dir: str | os.PathLike[str], broker_id: int) -> str:
     """The cluster id stored in ``log_dir/meta.properties``.
 
     The file is created (with a new cluster id) if it does not exist.
@@ -97,7 +101,7 @@ def load_or_create_meta(log_dir: str | os.PathLike, broker_id: int) -> str:
     return cluster_id
 
 
-def store_cluster_id(log_dir: str | os.PathLike, broker_id: int, cluster_id: str) -> None:
+def store_cluster_id(log_dir: str | os.PathLike[str], broker_id: int, cluster_id: str) -> None:
     """Rewrite ``log_dir/meta.properties`` with ``cluster_id`` (a broker
     whose ``meta.properties`` is new takes the cluster id ZooKeeper's
     ``/cluster/id`` already holds, as Kafka's ``getOrGenerateClusterId``
@@ -120,7 +124,7 @@ class ProducerIdAllocator:
     """Hands out increasing producer ids, persisting block boundaries in
     ``log_dir/producer_id_block`` so ids are never reused across restarts."""
 
-    def __init__(self, log_dir: str | os.PathLike, block_size: int = PRODUCER_ID_BLOCK) -> None:
+    def __init__(self, log_dir: str | os.PathLike[str], block_size: int = PRODUCER_ID_BLOCK) -> None:
         self._path = Path(log_dir) / PRODUCER_ID_FILE
         self._block_size = block_size
         start = 0
@@ -134,7 +138,7 @@ class ProducerIdAllocator:
 
         #: With a ZooKeeper session, blocks come from the cluster-wide
         #: ``/latest_producer_id_block`` instead (see `allocate`).
-        self.zk = None
+        self.zk: ZkClient | None = None
         self.broker_id = -1
 
     def allocate(self) -> int:
@@ -170,7 +174,7 @@ class ProducerIdAllocator:
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
 
-def claim_producer_id_block(zk, broker_id: int, size: int) -> tuple[int, int]:
+def claim_producer_id_block(zk: ZkClient, broker_id: int, size: int) -> tuple[int, int]:
     """Claim the next ``size`` producer ids for ``broker_id`` in
     ``/latest_producer_id_block`` (Kafka's ZooKeeper-era
     ``ProducerIdManager``: JSON ``{"version":1,"broker":B,"block_start":"S",

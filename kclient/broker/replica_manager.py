@@ -152,7 +152,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ tasks
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the fetchers, the ISR writer and the periodic ISR and
         high-watermark checkpoint jobs until cancelled."""
         async with trio.open_nursery() as nursery:

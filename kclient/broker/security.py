@@ -223,7 +223,7 @@ class ListenerRuntime:
         return self.security.listener.protocol.uses_sasl
 
 
-def certificate_principal(cert: dict | None) -> str | None:
+def certificate_principal(cert: dict[str, Any] | None) -> str | None:
     """Kafka's principal for a client certificate: ``User:`` and the
     subject in RFC 2253 order (most specific first, ``CN=alice,O=Example``),
     as Kafka's default principal builder gives for mutual TLS.
@@ -246,7 +246,7 @@ def certificate_principal(cert: dict | None) -> str | None:
 
 async def tls_handshake(
     stream: trio.abc.Stream, listener: ListenerRuntime, peer: str, failures: RateLimitedLog
-) -> trio.SSLStream | None:
+) -> trio.SSLStream[trio.abc.Stream] | None:
     """Wrap ``stream`` in TLS and complete the handshake (server side).
 
     Args:

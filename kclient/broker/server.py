@@ -142,7 +142,10 @@ from kclient.protocol.messages import (
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
 from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
-from kclient.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kclient.protocol.messages.sasl_handshake import (
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
@@ -192,6 +195,11 @@ _SIZE = struct.Struct(">i")
 _DECODE_ERRORS = (ProtocolError, ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError)
 
 
+#: What is sent back for one request: its frame's bytes, or a zero-copy
+#: `SplicedResponse` (Fetch v4+).
+Reply = bytes | bytearray | SplicedResponse
+
+
 class _CloseConnection(Exception):
     """Internal: the request cannot be answered; close the connection."""
 
@@ -204,7 +212,7 @@ class _ReadClock:
     def __init__(self, seconds: float) -> None:
         self.remaining = seconds
 
-    async def receive(self, stream: Any, nbytes: int) -> bytes:
+    async def receive(self, stream: Any, nbytes: int) -> bytes | bytearray:
         """Receive at most ``nbytes``; b"" at EOF.
 
         Raises:
@@ -214,7 +222,7 @@ class _ReadClock:
             raise trio.TooSlowError
         start = trio.current_time()
         with trio.move_on_after(self.remaining) as scope:
-            data = await stream.receive_some(nbytes)
+            data: bytes | bytearray = await stream.receive_some(nbytes)
         self.remaining -= trio.current_time() - start
         if scope.cancelled_caught:
             raise trio.TooSlowError
@@ -272,7 +280,7 @@ class Broker:
         self.request_memory = RequestMemory(config.request_memory_limit)
         self._limits: ConnectionLimits | None = None
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
 
         Opens the logs, listens on every listener (port 0 picks a free
@@ -312,13 +320,13 @@ class Broker:
         finally:
             await self._shut_down(components, listeners)
 
-    async def _bind_listeners(self) -> list[tuple[ListenerRuntime, list]]:
+    async def _bind_listeners(self) -> list[tuple[ListenerRuntime, list[trio.SocketListener]]]:
         """Bind every listener of the config; sets ``listeners``, ``ports``
         and ``port``. Returns each listener's runtime with its listening
         sockets; on failure closes those already bound."""
         config = self.config
         runtimes = [ListenerRuntime.create(security) for security in config.listener_security()]
-        bound: list[tuple[ListenerRuntime, list]] = []
+        bound: list[tuple[ListenerRuntime, list[trio.SocketListener]]] = []
         try:
             for runtime in runtimes:
                 endpoint = runtime.security.listener
@@ -343,7 +351,7 @@ class Broker:
         self.port = runtimes[0].port
         return bound
 
-    async def _open_state(self, listeners: list) -> BrokerState:
+    async def _open_state(self, listeners: list[trio.SocketListener]) -> BrokerState:
         """Open the logs (`BrokerState.open`) with the first listener's
         advertised address; on failure closes ``listeners``."""
         first = self.listeners[0]
@@ -353,7 +361,7 @@ class Broker:
             await _close_all(listeners)
             raise
 
-    async def _start_registrar(self, state: BrokerState, listeners: list) -> BrokerRegistrar | None:
+    async def _start_registrar(self, state: BrokerState, listeners: list[trio.SocketListener]) -> BrokerRegistrar | None:
         """Register the broker in ZooKeeper when ``zookeeper.connect`` is
         set (None otherwise); on failure closes ``listeners`` and the logs."""
         config = self.config
@@ -411,7 +419,9 @@ class Broker:
             if not any(r.uses_sasl or r.uses_ssl for r in runtimes):
                 log.warning("listening on every interface with no TLS and no authentication")
 
-    async def _run(self, components: BrokerComponents, bound: list[tuple[ListenerRuntime, list]], task_status) -> None:
+    async def _run(
+        self, components: BrokerComponents, bound: list[tuple[ListenerRuntime, list[trio.SocketListener]]], task_status: trio.TaskStatus[int]
+    ) -> None:
         """Run the components, the accept loops, the periodic jobs and the
         ZooKeeper registration until `stop` or cancellation."""
         async with trio.open_nursery() as nursery:
@@ -425,9 +435,10 @@ class Broker:
                 nursery.start_soon(self._flush_refusals)
             if self.registrar is not None:
                 nursery.start_soon(self.registrar.run)
+            assert self.port is not None  # bound by _bind_listeners
             task_status.started(self.port)
 
-    async def _shut_down(self, components: BrokerComponents, listeners: list) -> None:
+    async def _shut_down(self, components: BrokerComponents, listeners: list[trio.SocketListener]) -> None:
         """End the ZooKeeper session, close the listeners, flush and close
         the logs, and log the request memory figures."""
         self._scope = None
@@ -494,7 +505,7 @@ class Broker:
             await trio.sleep(self._refusals.interval)
             self._refusals.flush()
 
-    async def _accept_all(self, listeners, runtime: ListenerRuntime) -> None:
+    async def _accept_all(self, listeners: list[trio.SocketListener], runtime: ListenerRuntime) -> None:
         async def serve(stream: trio.SocketStream) -> None:
             await self._serve_connection(stream, runtime)
 
@@ -604,7 +615,7 @@ class Broker:
             token = memory.begin()
             taken = 0
             try:
-                chunks = []
+                chunks: list[bytes | bytearray] = []
                 got = 0
                 while got < size:
                     want = min(size - got, RECEIVE_CHUNK)
@@ -651,7 +662,7 @@ class Broker:
 
     async def _respond(
         self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None
-    ) -> bytes | SplicedResponse | None:
+    ) -> Reply | None:
         """The response to one frame (SASL raw tokens included)."""
         try:
             if sasl is not None and sasl.expects_raw_token:
@@ -667,7 +678,7 @@ class Broker:
 
     async def _answer(
         self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None
-    ) -> bytes | SplicedResponse | None:
+    ) -> Reply | None:
         """What to send back for one request frame: bytes, a zero-copy
         `SplicedResponse` (Fetch v4+), or None (no response).
         Raises `_CloseConnection` where the connection is to be
@@ -739,7 +750,7 @@ class Broker:
             raise _CloseConnection
         return header, api
 
-    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any) -> bytes | bytearray | SplicedResponse | None:
+    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any) -> Reply | None:
         """Hand the request to its handler and encode the response (None:
         no response). Raises `_CloseConnection` where the handler says to
         close, or the client left during a Fetch long poll."""
@@ -806,7 +817,7 @@ async def _authenticate(sasl: SaslAuthenticator, header: RequestHeader, api: Api
     return data
 
 
-async def _close_all(listeners: list) -> None:
+async def _close_all(listeners: list[trio.SocketListener]) -> None:
     """Close listening sockets, shielded from cancellation."""
     with trio.CancelScope(shield=True):
         for listener in listeners:

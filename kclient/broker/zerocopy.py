@@ -31,7 +31,8 @@ cancellation path (``with`` does it).
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -63,12 +64,12 @@ class _SpliceBuffer(bytearray):
         super().__init__(initial)
         self.splices: list[tuple[int, FileSlice]] = []
 
-    def __iadd__(self, other: Any) -> _SpliceBuffer:
+    def __iadd__(self, other: Any) -> _SpliceBuffer:  # type: ignore[misc]  # also takes a FileSlice, unlike +
         if isinstance(other, FileSlice):
             if other.length:
                 self.splices.append((len(self), other))
             return self
-        return bytearray.__iadd__(self, other)  # type: ignore[return-value]
+        return bytearray.__iadd__(self, other)
 
     def __delitem__(self, key: Any) -> None:
         # A schema writer cuts the buffer back to where a struct began when
@@ -106,12 +107,13 @@ def _collect(container: object, out: list[FileSlice]) -> None:
     """The slices in a dict, a list or a message (its attributes in
     declaration order, the encoding order), depth first."""
     values: Any
+    kind = type(container)
     if isinstance(container, dict):
         values = container.values()
     elif isinstance(container, list):
         values = container
-    elif attrs.has(type(container)):
-        values = [getattr(container, a.name) for a in attrs.fields(type(container))]
+    elif attrs.has(kind):
+        values = [getattr(container, a.name) for a in attrs.fields(kind)]
     else:
         return
     for value in values:
@@ -136,7 +138,7 @@ class SplicedResponse:
     total length in bytes including its 4-byte size prefix. Owns the
     slices (see the module docstring)."""
 
-    def __init__(self, parts: list[bytes | bytearray | FileSlice]) -> None:
+    def __init__(self, parts: Sequence[bytes | bytearray | FileSlice]) -> None:
         self.parts = parts
         self.size = sum(len(p) for p in parts)
 

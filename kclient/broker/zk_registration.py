@@ -35,6 +35,7 @@ import trio
 from kazoo.client import KazooState
 
 from kclient.broker.meta import store_cluster_id
+from kclient.broker.state import BrokerState
 from kclient.clock import now_ms
 from kclient.errors import ConfigError, ZooKeeperError
 from kclient.zk.client import TrioZk, ZkClient
@@ -64,7 +65,7 @@ class BrokerRegistrar:
 
     def __init__(
         self,
-        state,
+        state: BrokerState,
         connect: str,
         *,
         session_timeout_ms: int,

@@ -32,7 +32,7 @@ Trio-thread only; log reads while loading run in a worker thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -41,6 +41,7 @@ from kclient.broker.group.membership import EMPTY, Group
 from kclient.broker.group.records import (
     OFFSETS_TOPIC,
     GroupKey,
+    GroupRecord,
     OffsetAndMetadata,
     OffsetKey,
     decode_group_value,
@@ -197,7 +198,7 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------ leadership
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Host the loading tasks and the offset expiry until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -278,7 +279,7 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------ appends
 
-    async def append(self, group: str, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def append(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
         """Append ``records`` (key, value) to ``group``'s partition and wait
         until they are replicated.
 
@@ -291,14 +292,15 @@ class GroupMetadataManager:
         if part is None or not part.is_leader:
             return NOT_COORDINATOR
         now = self.clock()
-        batch = build_batch([(key, value, now) for key, value in records])
+        batch = build_batch([(key, value, now, ()) for key, value in records])
         try:
             part.check_leader()
             part.check_min_isr(-1)
             result = part.log.append(batch, now_ms=now, leader_epoch=part.leader_epoch)
         except BrokerResponseError as exc:
             log.info("%s-%d: append for group %r refused: %s", OFFSETS_TOPIC, index, group, exc)
-            return _APPEND_ERRORS.get(exc.code, exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR)
+            code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
+            return _APPEND_ERRORS.get(code, code)
         except Exception:
             log.exception("%s-%d: append for group %r failed", OFFSETS_TOPIC, index, group)
             return UNKNOWN_SERVER_ERROR
@@ -398,11 +400,11 @@ class GroupMetadataManager:
         return removed
 
 
-def _read_partition(part: Partition):
+def _read_partition(part: Partition) -> tuple[dict[str, GroupRecord], dict[str, dict[tuple[str, int], OffsetAndMetadata]]]:
     """Read an offsets partition from its log start to its log end (worker
     thread): ``({group: GroupRecord}, {group: {(topic, partition): OffsetAndMetadata}})``."""
     plog = part.log
-    groups: dict = {}
+    groups: dict[str, GroupRecord] = {}
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
     offset = plog.log_start_offset
     end = plog.log_end_offset

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
+from helpers.wait import wait_for
 from kclient import AdminClient, NewTopic
 from kclient.client.admin import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.errors import InvalidConfigurationError, UnknownTopicOrPartitionError
@@ -35,10 +35,12 @@ def test_describe_alter_and_delete(admin):
     [entry] = admin.describe_configs([resource], names=["retention.ms"], include_synonyms=True)[resource].values()
     assert entry == ConfigEntry("retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG", False, False, False, (ConfigSynonym("retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"),))
     admin.incremental_alter_configs({resource: [AlterConfigOp("retention.ms", op="delete"), AlterConfigOp("cleanup.policy", "compact")]})
-    deadline = time.monotonic() + 30
-    while (configs := admin.describe_configs([resource])[resource])["cleanup.policy"].value != "compact":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+
+    def compacted():
+        configs = admin.describe_configs([resource])[resource]
+        return configs if configs["cleanup.policy"].value == "compact" else None
+
+    configs = wait_for(compacted, "cleanup.policy=compact")
     assert configs["retention.ms"].source == "DEFAULT_CONFIG"
     assert configs["cleanup.policy"].source == "DYNAMIC_TOPIC_CONFIG"
 

@@ -10,15 +10,16 @@ with no LeaderAndIsr).
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import struct
-import time
 import uuid
 import warnings
 
 import pytest
 
+from helpers.wait import wait_for
 from kclient.broker.alter_configs import validate_topic_configs
 from kclient.broker.config_changes import changed_topic
 from kclient.errors import (
@@ -244,12 +245,7 @@ def cluster(zookeeper):
         yield c
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+wait_until = functools.partial(wait_for, interval=0.1)
 
 
 @pytest.mark.interop

@@ -12,7 +12,8 @@ import attrs
 import pytest
 import trio
 
-from helpers.raw import TrioClient, fetch_body, produce_body
+from helpers.raw import TrioClient, fetch_body, peer_has_read_all, produce_body
+from helpers.wait import wait_for_async
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
 from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
@@ -344,13 +345,18 @@ async def test_fetch_long_poll_wakes_on_append(broker, topic):
     await create(consumer, topic)
     batch = build_batch(records(2))
     result = {}
+    sent = trio.Event()
 
     async def long_poll():
-        result["p"] = await fetch(consumer, topic, 0, 0, max_wait_ms=TIMEOUT * 1000 - 3000, min_bytes=1)
+        await consumer.send(FETCH, 11, fetch_body(topic, [(0, 0)], max_wait_ms=TIMEOUT * 1000 - 3000, min_bytes=1))
+        sent.set()
+        (t,) = (await consumer.receive()).body["responses"]
+        (result["p"],) = t["partitions"]
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(long_poll)
-        await trio.sleep(0.3)  # let the fetch park on the broker
+        await sent.wait()
+        await wait_for_async(lambda: peer_has_read_all(consumer.stream.socket), "the broker to read the fetch (it parks)")
         assert "p" not in result
         r = await produce(producer, topic, 0, batch)
         assert r["error_code"] == 0
@@ -676,9 +682,7 @@ async def test_cli_properties_file_and_sigint(tmp_path):
         assert len(body["topics"][0]["partitions"]) == 3
         await client.aclose()
         os.kill(proc.pid, signal.SIGINT)
-        with trio.fail_after(TIMEOUT):
-            while proc.running:
-                await trio.sleep(0.05)
+        await wait_for_async(lambda: not proc.running, "the broker to exit on SIGINT", timeout=TIMEOUT, interval=0.05)
         assert proc.stop() == 0
         assert "received SIGINT" in proc.output()
         assert (tmp_path / "logs" / "from-file-2").is_dir()
@@ -921,7 +925,7 @@ async def test_spliced_response_sent_through_a_tiny_socket_buffer(tmp_path):
             chunk = await b.recv(97)
             assert chunk
             received.extend(chunk)
-            await trio.sleep(0)
+            await trio.sleep(0)  # kept: a checkpoint (no time passes), so the sender fills the small buffer between reads
 
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:

@@ -8,10 +8,11 @@ themselves)."""
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
 
 from helpers.raw import SocketClient
+from helpers.wait import retry as _retry
 from kclient.errors import (
     GROUP_ID_NOT_FOUND,
     INVALID_PARTITIONS,
@@ -29,14 +30,8 @@ def client(broker) -> SocketClient:
     return SocketClient(broker.host, broker.port, client_id="test-admin-apis", timeout=TIMEOUT)
 
 
-def retry(call, ok, what: str):
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        result = call()
-        if ok(result):
-            return result
-        assert time.monotonic() < deadline, f"no {what} in time: {result}"
-        time.sleep(0.1)
+#: Call until the answer is the awaited one (coordinator loading, topic creation).
+retry = functools.partial(_retry, timeout=TIMEOUT)
 
 
 def partitions_of(c: SocketClient, topic: str) -> dict[int, int]:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.wait import wait_for
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.client.producer.producer import Producer, ProducerData
 from kclient.testing import BrokerProcess
@@ -243,7 +244,7 @@ def test_hostile_load_bounded_memory_nothing_lost(hostile_broker):
                     producer.send(ProducerData(topic, key=None, messages=values))
                     sent.extend(values)
                     i += 20
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # kept: a steady stream for as long as the attacks last, not a flood
         except BaseException as exc:  # reported by the test
             errors.append(exc)
 
@@ -251,7 +252,8 @@ def test_hostile_load_bounded_memory_nothing_lost(hostile_broker):
     with Producer({"metadata.broker.list": broker.bootstrap}) as p:
         p.send(ProducerData(topic, key=None, messages=[b"warm-up"]))
     sent.append(b"warm-up")
-    time.sleep(0.5)
+    with SimpleConsumer(broker.host, broker.port, 30000, 1 << 20, "hostile-warm-up") as warm_up:
+        wait_for(lambda: [m.message.payload for m in warm_up.fetch(FetchRequest(topic, 0, 0, 1 << 20))] == [b"warm-up"], "the warm-up record read back")
     baseline = rss_kib(pid) * 1024
 
     producer = threading.Thread(target=produce, daemon=True)
@@ -282,7 +284,7 @@ def test_hostile_load_bounded_memory_nothing_lost(hostile_broker):
             for m in consumer.fetch(FetchRequest(topic, 0, offset, 1 << 20)):
                 received.append(m.message.payload)
                 offset = m.next_offset
-            time.sleep(0.05)
+            time.sleep(0.05)  # kept: a paced reader for the attack's fixed duration (ATTACK_SECONDS)
         attack.join()
         producing.clear()
         producer.join(timeout=60)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import random
 import socket
 import struct
-import time
 import uuid
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 
 from helpers import raw
 from helpers.raw import SocketClient, produce_body
+from helpers.wait import wait_for
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import (
@@ -454,17 +454,17 @@ def test_max_connections_closes_the_excess(tmp_path):
             assert "max.connections (5) reached" in proc.output()
             held.pop().close()
             # A slot is free again once the broker has seen the close.
-            deadline = time.monotonic() + TIMEOUT
-            while True:
+
+            def served() -> Client | None:
                 c = Client(proc)
                 try:
                     assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
-                    held.append(c)
-                    break
+                    return c
                 except (ConnectionError, OSError):
                     c.close()
-                    assert time.monotonic() < deadline, "no slot freed"
-                    time.sleep(0.05)
+                    return None
+
+            held.append(wait_for(served, "a slot freed", timeout=TIMEOUT))
         finally:
             for c in held:
                 c.close()
@@ -518,12 +518,7 @@ def test_long_poll_of_a_vanished_client_ends(tmp_path):
         body["min_bytes"] = 1
         _, data = client.conn.send(FETCH, 11, body)
         client.sock.sendall(data)
-        deadline = time.monotonic() + TIMEOUT
-        while "Fetch v11 from" not in proc.output():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for(lambda: "Fetch v11 from" in proc.output(), "the broker to log the Fetch", timeout=TIMEOUT, interval=0.02)
         client.close()
-        while "closed during a Fetch long poll" not in proc.output():
-            assert time.monotonic() < deadline, "long poll still held"
-            time.sleep(0.02)
+        wait_for(lambda: "closed during a Fetch long poll" in proc.output(), "the long poll to end", timeout=TIMEOUT, interval=0.02)
         ping(proc)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 
 import trio
+import trio.testing
 
 from kclient.broker.partition import Partition
 from kclient.broker.replica_fetcher import ReplicaFetcher
@@ -136,7 +137,7 @@ def test_a_role_change_waits_for_the_follower_append_in_flight(tmp_path):
                     seen["leo"] = part.log.log_end_offset
 
             nursery.start_soon(change_role)
-            await trio.sleep(0.2)
+            await trio.testing.wait_all_tasks_blocked()  # change_role has asked for the lock
             assert "leo" not in seen  # still waiting for the append
             release.set()
         assert seen["leo"] == 4 and part.log.log_end_offset == 4

@@ -254,7 +254,7 @@ async def _lying_broker(
                     await stream.send_all(
                         struct.pack(">ii", claim, header.correlation_id) + b"\0" * then
                     )
-                    await trio.sleep_forever()
+                    await trio.sleep_forever()  # kept: a peer that stalls mid-response
 
     async with trio.open_nursery() as nursery:
         task_status.started(port)

@@ -68,7 +68,7 @@ def test_acks_all_producer_keeps_sending_through_a_leader_kill(cluster, topic):
                 acked.append(value)
                 if i == 20:
                     killed.wait(30)  # the kill lands mid-stream, between sends 20 and 21
-                time.sleep(0.01)
+                time.sleep(0.01)  # kept: a paced stream, so the sends after the kill straddle the failover
 
     sender = threading.Thread(target=send_all, name="test-sender")
     sender.start()

@@ -11,11 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
+from helpers.wait import wait_for
 from test_cli_tools import ROOT, kc
 
 pytestmark = pytest.mark.timeout(300)
@@ -110,38 +110,25 @@ def test_topics_through_zookeeper(dev_cluster):
     topic = f"zk-{uuid.uuid4().hex[:8]}"
     created = kc("topics", "--zookeeper", connect, "--create", "--topic", topic, "--replica-assignment", "3:1,1:2")
     assert created.returncode == 0, created.stderr
-    # The controller elects the preferred leaders; ZooKeeper's view shows them.
-    deadline = time.monotonic() + 30
-    while True:
+
+    def elected():
+        """The controller elects the preferred leaders; ZooKeeper's view shows them."""
         lines = describe("--zookeeper", connect, topic)
         fields = [dict(f.split(": ", 1) for f in line) for line in lines[1:]]
-        if [f["Leader"] for f in fields] == ["3", "1"]:
-            break
-        assert time.monotonic() < deadline, lines
-        time.sleep(0.2)
+        return (lines, fields) if [f["Leader"] for f in fields] == ["3", "1"] else None
+
+    lines, fields = wait_for(elected, "the preferred leaders 3 and 1", interval=0.2)
     assert lines[0] == [f"Topic: {topic}", "PartitionCount: 2", "ReplicationFactor: 2"]
     assert [f["Replicas"] for f in fields] == ["3,1", "1,2"]
     # The brokers agree.
-    assert _eventually_same(bootstrap, topic, lines)
+    wait_for(lambda: describe("--bootstrap-server", bootstrap, topic)[1:] == lines[1:], "the brokers' view to match ZooKeeper's", timeout=15, interval=0.2)
     listed = kc("topics", "--zookeeper", connect, "--list")
     assert topic in listed.stdout.splitlines()
     bad = kc("topics", "--zookeeper", connect, "--create", "--topic", topic + "-rf", "--partitions", "1", "--replication-factor", "5")
     assert bad.returncode == 1 and "InvalidReplicationFactorError" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     deleted = kc("topics", "--zookeeper", connect, "--delete", "--topic", topic)
     assert deleted.returncode == 0 and deleted.stdout == f"Topic {topic} is marked for deletion.\n"
-    deadline = time.monotonic() + 30
-    while topic in kc("topics", "--zookeeper", connect, "--list").stdout.splitlines():
-        assert time.monotonic() < deadline, "the controller did not delete the topic"
-        time.sleep(0.2)
-
-
-def _eventually_same(bootstrap: str, topic: str, lines) -> bool:
-    deadline = time.monotonic() + 15
-    while describe("--bootstrap-server", bootstrap, topic)[1:] != lines[1:]:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
+    wait_for(lambda: topic not in kc("topics", "--zookeeper", connect, "--list").stdout.splitlines(), "the controller to delete the topic", interval=0.2)
 
 
 def test_cluster_stops_on_ctrl_c(zookeeper):

@@ -367,6 +367,7 @@ def test_log_manager_cleaner_checkpoint_and_unclean_restart(tmp_path):
 
 # ---------------------------------------------------------------- real broker
 
+import functools  # noqa: E402
 import time  # noqa: E402
 
 import confluent_kafka  # noqa: E402
@@ -375,18 +376,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kclient import Producer, ProducerData  # noqa: E402
 from kclient.testing import BrokerProcess  # noqa: E402
 from tests.helpers.peers import ck_produce, kp_consume  # noqa: E402
+from tests.helpers.wait import wait_for  # noqa: E402
 
 DEADLINE = 60.0
 
 
-def _wait_for(predicate, what: str, timeout: float = DEADLINE, every: float = 0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"timed out waiting for {what}")
+_wait_for = functools.partial(wait_for, timeout=DEADLINE)
 
 
 def _cleaned_to(log_dir: Path, topic: str) -> int | None:
@@ -471,14 +466,14 @@ def test_broker_killed_while_cleaning_a_large_log_restarts_with_every_record(tmp
         proc.properties = {**base, "log.cleaner.enable": True}
         for _attempt in range(5):
             proc.start()
-            if _wait_for(lambda: mid_clean() or _cleaned_to(log_dir, topic) is not None, "the cleaner", timeout=DEADLINE, every=0.005) is True:
+            if _wait_for(lambda: mid_clean() or _cleaned_to(log_dir, topic) is not None, "the cleaner", interval=0.005) is True:
                 break
             proc.stop()
             shutil.rmtree(log_dir)
             shutil.copytree(pristine, log_dir)
         else:
             pytest.fail("the cleaner finished five times before it was seen writing cleaned segments")
-        time.sleep(random.uniform(0, 0.05))  # at some point of the clean, not only its start
+        time.sleep(random.uniform(0, 0.05))  # kept: the kill lands at a random point of the clean, not only its start
         proc.kill()  # SIGKILL while cleaning
         proc.properties = {**base, "log.cleaner.enable": False}
         proc.start()

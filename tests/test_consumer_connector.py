@@ -7,13 +7,15 @@ asserted as speeds."""
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 import time
 import uuid
 
 import pytest
 
-from kclient import Producer, ProducerData
+from helpers.records import is_sentinel, produce, produce_sentinels
+from helpers.wait import wait_for
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.serde import StringDecoder
 from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
@@ -30,6 +32,13 @@ from kclient.zk.client import ZkClient
 
 PARTITIONS = 5  # zk_broker's num.partitions
 DEADLINE = 60.0
+
+wait_until = functools.partial(wait_for, timeout=DEADLINE)
+
+
+def marks(broker, topic: str, partitions: int = PARTITIONS) -> set[str]:
+    """A sentinel on each partition of ``topic`` (see `drain_all`)."""
+    return produce_sentinels(broker, topic, range(partitions))
 
 
 @pytest.fixture
@@ -60,36 +69,17 @@ def props(zookeeper, group, **extra):
     return settings
 
 
-def produce(broker, topic, pairs):
-    """Send ``(key, value)`` string pairs synchronously (acks=1)."""
-    config = {
-        "metadata.broker.list": broker.bootstrap,
-        "request.required.acks": 1,
-        "serializer.class": "kclient.StringEncoder",
-        "key.serializer.class": "kclient.StringEncoder",
-    }
-    with Producer(config) as producer:
-        for key, value in pairs:
-            producer.send(ProducerData(topic=topic, key=key, messages=[value]))
-
-
 def wait_for_leaders(brokers, topic, count, leader=None):
     """Wait until each broker's Metadata shows ``count`` partitions of
     ``topic``, each with a leader (``leader`` if given): the controller
     tells each broker on its own queue, and a producer's retries are few."""
     from kclient.testing.cluster import metadata_shows_leaders
 
-    deadline = time.monotonic() + DEADLINE
-    while not metadata_shows_leaders(brokers, topic, range(count), leader):
-        assert time.monotonic() < deadline, f"{[b.bootstrap for b in brokers]} never showed {topic} with leaders"
-        time.sleep(0.05)
+    wait_until(lambda: metadata_shows_leaders(brokers, topic, range(count), leader), f"{[b.bootstrap for b in brokers]} to show {topic} with leaders")
 
 
 def wait_for_topic(zk, topic):
-    deadline = time.monotonic() + DEADLINE
-    while zk.get(paths.partition_state_path(topic, PARTITIONS - 1)) is None:
-        assert time.monotonic() < deadline, f"{topic} never registered in ZooKeeper"
-        time.sleep(0.05)
+    wait_until(lambda: zk.get(paths.partition_state_path(topic, PARTITIONS - 1)) is not None, f"{topic} in ZooKeeper")
 
 
 def drain(stream: KafkaStream, *, until: int | None = None) -> list[MessageAndMetadata]:
@@ -108,10 +98,16 @@ def drain(stream: KafkaStream, *, until: int | None = None) -> list[MessageAndMe
     return out
 
 
-def drain_all(streams, expected: int, per_stream: dict | None = None) -> list[MessageAndMetadata]:
-    """Read ``streams`` in parallel threads until ``expected`` messages
-    arrived in total (or the deadline passes), then a little more to catch
-    duplicates."""
+def value_of(m: MessageAndMetadata) -> str:
+    return m.message.decode() if isinstance(m.message, bytes) else m.message
+
+
+def drain_all(streams, sentinels: set[str], per_stream: dict | None = None) -> list[MessageAndMetadata]:
+    """Read ``streams`` in parallel threads until every one of
+    ``sentinels`` arrived (`helpers.records.produce_sentinels`, produced
+    after the records to read): then so did everything before them, and
+    any duplicate of it. Returns the messages read (``per_stream`` gets
+    them by stream), the sentinels left out."""
     out: list[MessageAndMetadata] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -128,7 +124,7 @@ def drain_all(streams, expected: int, per_stream: dict | None = None) -> list[Me
                     return
                 with lock:
                     out.append(m)
-                    if per_stream is not None:
+                    if per_stream is not None and not is_sentinel(m.message):
                         per_stream.setdefault(stream, []).append(m)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -136,18 +132,19 @@ def drain_all(streams, expected: int, per_stream: dict | None = None) -> list[Me
     threads = [threading.Thread(target=run, args=(s,)) for s in streams]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
+
+    def read_up_to_the_sentinels() -> bool:
         with lock:
-            if len(out) >= expected:
-                break
-        time.sleep(0.05)
-    time.sleep(0.5)
-    stop.set()
-    for t in threads:
-        t.join(DEADLINE)
+            return sentinels <= {value_of(m) for m in out}
+
+    try:
+        wait_until(read_up_to_the_sentinels, "every sentinel")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(DEADLINE)
     assert not errors, errors
-    return out
+    return [m for m in out if not is_sentinel(m.message)]
 
 
 def owners(zk, group, topic) -> dict[int, str]:
@@ -162,14 +159,13 @@ def owners(zk, group, topic) -> dict[int, str]:
 def wait_for_owners(zk, group, topic, consumer_ids: set[str]) -> dict[int, str]:
     """Until every partition has an owner and the owners are exactly the
     threads of ``consumer_ids`` (a settled rebalance)."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
+
+    def settled() -> dict[int, str] | None:
         current = owners(zk, group, topic)
         consumers = {thread.rsplit("-", 1)[0] for thread in current.values()}
-        if len(current) == PARTITIONS and consumers == consumer_ids:
-            return current
-        assert time.monotonic() < deadline, f"ownership never settled: {current}"
-        time.sleep(0.05)
+        return current if len(current) == PARTITIONS and consumers == consumer_ids else None
+
+    return wait_until(settled, f"the ownership to settle on {consumer_ids}")
 
 
 def keys_values(messages):
@@ -259,7 +255,7 @@ def test_roundrobin_assignment_deals_partitions_by_hash_order(zookeeper, zk_brok
         current = wait_for_owners(zk, group, topic, {"a", "b"})
         order = sorted(range(PARTITIONS), key=lambda p: (java_string_hash(f"[{topic},{p}]"), p))
         assert current == {p: ("a-0" if i % 2 == 0 else "b-0") for i, p in enumerate(order)}
-        got = drain_all([sa, sb], 50)
+        got = drain_all([sa, sb], marks(zk_broker, topic))
     assert sorted(m.message for m in got) == sorted(f"v{i}".encode() for i in range(50))
 
 
@@ -316,7 +312,7 @@ def test_two_consumers_split_partitions_with_one_owner_each(zookeeper, zk_broker
         sent = [(f"k{i}", f"v{i}") for i in range(300)]
         produce(zk_broker, topic, sent)
         per_stream: dict = {}
-        got = drain_all(s1 + s2, len(sent) + 1, per_stream)
+        got = drain_all(s1 + s2, marks(zk_broker, topic), per_stream)
         assert len(got) == len(sent) + 1, "duplicates or losses"
         assert keys_values(m for m in got if m.key != b"warm") == sorted((k.encode(), v.encode()) for k, v in sent)
         # each stream got exactly the partitions its thread owns
@@ -335,7 +331,7 @@ def test_join_and_leave_rebalance_and_consumption_continues(zookeeper, zk_broker
     c2 = None
     try:
         s1 = c1.create_message_streams({topic: 1})[topic]
-        batch1 = drain_all(s1, 50)
+        batch1 = drain_all(s1, marks(zk_broker, topic))
         assert len(batch1) == 50
         wait_for_owners(zk, group, topic, {"c1"})
 
@@ -343,7 +339,7 @@ def test_join_and_leave_rebalance_and_consumption_continues(zookeeper, zk_broker
         s2 = c2.create_message_streams({topic: 1})[topic]
         wait_for_owners(zk, group, topic, {"c1", "c2"})
         produce(zk_broker, topic, [(f"b{i}", "2") for i in range(60)])
-        batch2 = drain_all(s1 + s2, 60)
+        batch2 = drain_all(s1 + s2, marks(zk_broker, topic))
         assert sorted(m.key for m in batch2) == sorted(f"b{i}".encode() for i in range(60))
         assert {m.partition for m in batch2 if m.key.startswith(b"b")} == set(range(PARTITIONS))
 
@@ -351,7 +347,7 @@ def test_join_and_leave_rebalance_and_consumption_continues(zookeeper, zk_broker
         c2 = None
         wait_for_owners(zk, group, topic, {"c1"})
         produce(zk_broker, topic, [(f"c{i}", "3") for i in range(40)])
-        batch3 = drain_all(s1, 40)
+        batch3 = drain_all(s1, marks(zk_broker, topic))
         assert sorted(m.key for m in batch3) == sorted(f"c{i}".encode() for i in range(40)), "lost or re-delivered messages"
     finally:
         c1.shutdown()
@@ -441,10 +437,7 @@ def test_shutdown_ends_a_blocked_iteration(zookeeper, zk_broker, zk, group, topi
 
     thread = threading.Thread(target=iterate)
     thread.start()
-    deadline = time.monotonic() + DEADLINE
-    while not seen:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: seen, "the message", interval=0.02)
     connector.shutdown()
     thread.join(DEADLINE)
     assert done.is_set() and len(seen) == 1
@@ -491,11 +484,11 @@ def test_whitelist_streams_follow_matching_topics(zookeeper, zk_broker, zk, grou
         assert len(streams) == 2
         reg = paths.ConsumerRegistration.from_json(zk.get(paths.consumer_id_path(group, connector.consumer_id)))
         assert reg.pattern == "white_list" and reg.subscription == {f"{prefix}-a|{prefix}-b": 2}
-        first = drain_all(streams, 1)
+        first = drain_all(streams, marks(zk_broker, f"{prefix}-a"))
         assert [(m.topic, m.key) for m in first] == [(f"{prefix}-a", b"a")]
         # a new matching topic is picked up (the /brokers/topics watch)
         produce(zk_broker, f"{prefix}-b", [("b", "2")])
-        later = drain_all(streams, 1)
+        later = drain_all(streams, marks(zk_broker, f"{prefix}-b"))
         assert [(m.topic, m.key) for m in later] == [(f"{prefix}-b", b"b")]
 
 
@@ -515,13 +508,12 @@ def test_auto_commit_writes_consumed_offsets_periodically(zookeeper, zk_broker, 
     with ConsumerConnector(props(zookeeper, group, **settings)) as connector:
         got = drain(connector.create_message_streams({topic: 1})[topic][0], until=40)
         ends = collections.Counter(m.partition for m in got)
-        deadline = time.monotonic() + DEADLINE
-        while True:  # no commit_offsets() call: the auto-commit task writes them
+
+        def committed() -> bool:  # no commit_offsets() call: the auto-commit task writes them
             stored = {p: zk.get(paths.offset_path(group, topic, p)) for p in range(PARTITIONS)}
-            if all(stored[p] is not None and paths.decode_offset(stored[p]) == ends[p] for p in range(PARTITIONS)):
-                break
-            assert time.monotonic() < deadline, stored
-            time.sleep(0.05)
+            return all(stored[p] is not None and paths.decode_offset(stored[p]) == ends[p] for p in range(PARTITIONS))
+
+        wait_until(committed, "the auto-commit of every consumed offset")
 
 
 def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, zk, group, topic):
@@ -541,14 +533,13 @@ def test_expired_session_reregisters_and_keeps_consuming(zookeeper, zk_broker, z
         intruder.stop()
         intruder.close()
         # the consumer comes back: registration and ownership re-created by a new session
-        deadline = time.monotonic() + DEADLINE
         nodes = [paths.consumer_id_path(group, "phoenix")] + [paths.owner_path(group, topic, p) for p in range(PARTITIONS)]
-        while True:
+
+        def reregistered() -> bool:
             sessions = {zk.owner_session(path) for path in nodes}
-            if len(sessions) == 1 and sessions.pop() not in (None, session_id):
-                break
-            assert time.monotonic() < deadline, "the consumer never re-registered after its session expired"
-            time.sleep(0.05)
+            return len(sessions) == 1 and sessions.pop() not in (None, session_id)
+
+        wait_until(reregistered, "the consumer to re-register after its session expired")
         wait_for_owners(zk, group, topic, {"phoenix"})
         produce(zk_broker, topic, [(f"b{i}", "2") for i in range(20)])
         later = drain(stream, until=20)
@@ -577,17 +568,17 @@ def test_partitions_are_fetched_from_their_own_leaders(zookeeper, group):
         produce(b2, "right", [(f"r{i}", "2") for i in range(30)])
         with ConsumerConnector(dict(props(zookeeper, group), **{"zookeeper.connect": connect})) as connector:
             streams = connector.create_message_streams({"left": 1, "right": 2})
-            got = drain_all(streams["left"] + streams["right"], 50)
+            got = drain_all(streams["left"] + streams["right"], marks(b1, "left", 2) | marks(b2, "right", 3))
             assert sorted(m.key for m in got) == sorted([f"l{i}".encode() for i in range(20)] + [f"r{i}".encode() for i in range(30)])
             assert {(m.topic, m.partition) for m in got} == {("left", 0), ("left", 1), ("right", 0), ("right", 1), ("right", 2)}
             # broker 2 leaves: its partitions lose their leader, the rest keeps flowing
             b2.stop()
             produce(b1, "left", [(f"m{i}", "3") for i in range(10)])
-            later = drain_all(streams["left"], 10)
+            later = drain_all(streams["left"], marks(b1, "left", 2))
             assert sorted(m.key for m in later) == sorted(f"m{i}".encode() for i in range(10))
             # broker 2 comes back (on another port): its partitions are found and read again
             b2.start()
             wait_for_leaders([b2], "right", 3, leader=2)  # the controller makes it leader again
             produce(b2, "right", [(f"s{i}", "4") for i in range(15)])
-            again = drain_all(streams["right"], 15)
+            again = drain_all(streams["right"], marks(b2, "right", 3))
             assert sorted(m.key for m in again) == sorted(f"s{i}".encode() for i in range(15))

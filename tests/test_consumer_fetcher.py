@@ -13,6 +13,7 @@ import types
 import trio
 import trio.lowlevel
 
+from helpers.wait import wait_for_async
 from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.errors import (
@@ -41,7 +42,7 @@ class FakeBroker:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            await trio.sleep(0.001)  # the broker reads while the client decodes
+            await trio.sleep(0.001)  # kept: the fake broker's latency, during which the client decodes
             out = []
             for r in requests:
                 if r.partition in self.out_of_range_once:
@@ -108,8 +109,7 @@ async def run_until(group: FetcherGroup, broker: FakeBroker, infos, done) -> Non
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(group._fetch_until_done, broker, 0, infos)
-            while not done():
-                await trio.sleep(0.001)
+            await wait_for_async(done, "the fetcher to be done", timeout=10, interval=0.001)
             nursery.cancel_scope.cancel()
 
 
@@ -207,7 +207,7 @@ async def test_starting_offsets_are_looked_up_together_and_a_failure_stops_the_r
             self.lookups.append(partition)
             if self.fail:
                 raise KafkaConnectionError("no broker")
-            await trio.sleep(0.001)
+            await trio.sleep(0.001)  # kept: the fake broker's latency, so the lookups overlap
             return [partition * 10]
 
     core = FakeCore(max_bytes=1000)

@@ -6,13 +6,15 @@ processes, alone and sharing a group with a confluent-kafka consumer."""
 
 from __future__ import annotations
 
+import functools
 import threading
-import time
 import uuid
 
 import pytest
 
-from kclient import Consumer, Producer, ProducerData
+from helpers.records import numbered, produce, produce_sentinels, without_sentinels
+from helpers.wait import wait_for
+from kclient import Consumer
 from kclient.client.consumer.group.assignors import (
     ASSIGNORS,
     java_string_hash,
@@ -92,6 +94,8 @@ def test_partitions_spread_over_local_streams_by_range() -> None:
 
 PARTITIONS = 4
 DEADLINE = 90.0
+#: Producer retries for a cluster whose coordinator stops (acks=-1).
+RETRIES = {"message.send.max.retries": 10, "retry.backoff.ms": 300}
 
 
 @pytest.fixture(scope="module")
@@ -130,13 +134,6 @@ def member_settings(bootstrap: str, group, **extra) -> dict:
     return base
 
 
-def produce(broker, topic, values) -> None:
-    config = {"metadata.broker.list": broker.bootstrap, "request.required.acks": 1, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
-    with Producer(config) as producer:
-        for i, value in enumerate(values):
-            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
-
-
 class Reader:
     """Iterates a stream on a thread of its own, collecting every message."""
 
@@ -165,11 +162,7 @@ class Reader:
         assert not self.errors, self.errors
 
 
-def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_until = functools.partial(wait_for, timeout=DEADLINE)
 
 
 def group_members(broker, group) -> set[str]:
@@ -184,32 +177,37 @@ def group_members(broker, group) -> set[str]:
 
 
 def values_of(messages) -> list[str]:
-    return sorted(m.message for m in messages)
+    """The values read, sorted, without the sentinels."""
+    return sorted(without_sentinels(m.message for m in messages))
+
+
+def read_up_to(readers, sentinels: set[str], what: str) -> None:
+    """Wait until ``readers`` have read every one of ``sentinels``, so
+    everything produced before them (see helpers.records)."""
+    wait_until(lambda: sentinels <= {m.message for r in readers for m in r.messages}, what)
 
 
 def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, group, topic):
     values = [f"v{i}" for i in range(100)]
-    produce(group_broker, topic, values)
+    produce(group_broker, topic, numbered(values))
     with Consumer.create(member_settings(group_broker.bootstrap, group)) as connector:
         assert connector.config.group_coordination == "broker"
         streams = connector.create_message_streams({topic: 2}, value_decoder=bytes.decode)[topic]
         assert sorted(connector.owned_partitions()) == [(topic, p) for p in range(PARTITIONS)]
         assert sorted(set(connector.owned_partitions().values())) == [0, 1]  # spread over both streams
         readers = [Reader(s) for s in streams]
-        wait_until(lambda: sum(len(r.messages) for r in readers) >= len(values), "every message")
-        time.sleep(0.5)
+        read_up_to(readers, produce_sentinels(group_broker, topic, range(PARTITIONS)), "every message")
         for r in readers:
             r.stop()
         connector.commit_offsets()
     got = [m for r in readers for m in r.messages]
     assert values_of(got) == sorted(values)
     more = [f"w{i}" for i in range(30)]
-    produce(group_broker, topic, more)
+    produce(group_broker, topic, numbered(more))
     with Consumer.create(member_settings(group_broker.bootstrap, group)) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
-        wait_until(lambda: len(reader.messages) >= len(more), "the new messages")
-        time.sleep(1.0)
+        read_up_to([reader], produce_sentinels(group_broker, topic, range(PARTITIONS)), "the new messages")
         reader.stop()
     assert values_of(reader.messages) == sorted(more)  # resumed at the committed offsets
 
@@ -217,7 +215,7 @@ def test_broker_coordinated_connector_reads_commits_and_resumes(group_broker, gr
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
 def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(group_broker, group, topic, strategy):
     values = [f"v{i}" for i in range(120)]
-    produce(group_broker, topic, values)
+    produce(group_broker, topic, numbered(values))
     settings = member_settings(group_broker.bootstrap, group, **{"partition.assignment.strategy": strategy, "auto.commit.enable": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 30000})
     first = Consumer.create(settings)
     second = None
@@ -241,7 +239,7 @@ def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(
         r2.stop()
         wait_until(lambda: len(first.owned_partitions()) == PARTITIONS, "the first member to own every partition")
         more = [f"w{i}" for i in range(40)]
-        produce(group_broker, topic, more)
+        produce(group_broker, topic, numbered(more))
         wait_until(lambda: {m.message for m in r1.messages} >= set(more), "the new messages on the remaining member")
         r1.stop()
     finally:
@@ -254,16 +252,17 @@ def test_two_kclient_members_split_the_partitions_and_rebalance_when_one_leaves(
 
 def test_topic_filter_subscribes_matching_topics_and_new_ones(group_broker, group):
     prefix = f"flt-{uuid.uuid4().hex[:6]}"
-    produce(group_broker, f"{prefix}-a", ["a1", "a2"])
-    produce(group_broker, f"{prefix}-b", ["b1"])
-    produce(group_broker, f"other-{prefix}", ["x"])
+    produce(group_broker, f"{prefix}-a", numbered(["a1", "a2"]))
+    produce(group_broker, f"{prefix}-b", numbered(["b1"]))
+    produce(group_broker, f"other-{prefix}", numbered(["x"]))
     with Consumer.create(member_settings(group_broker.bootstrap, group, **{"metadata.max.age.ms": 300})) as connector:
         (stream,) = connector.create_message_streams_by_filter(Whitelist(f"{prefix}-.*"), 1, value_decoder=bytes.decode)
         reader = Reader(stream)
         wait_until(lambda: len(reader.messages) >= 3, "the matching topics' messages")
-        produce(group_broker, f"{prefix}-c", ["c1"])  # appears after the join
+        produce(group_broker, f"{prefix}-c", numbered(["c1"]))  # appears after the join
         wait_until(lambda: len(reader.messages) >= 4, "the new topic's message")
-        time.sleep(0.5)
+        sentinels = set().union(*(produce_sentinels(group_broker, f"{prefix}-{t}", range(PARTITIONS)) for t in "abc"))
+        read_up_to([reader], sentinels, "everything of the matching topics")
         reader.stop()
     assert values_of(reader.messages) == ["a1", "a2", "b1", "c1"]
 
@@ -310,7 +309,7 @@ def test_kclient_and_confluent_kafka_members_share_one_group(group_broker, group
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
     try:
-        produce(group_broker, topic, batches[0])
+        produce(group_broker, topic, numbered(batches[0]))
         wait_until(lambda: len(peer_assigned) == PARTITIONS, "confluent-kafka to own every partition alone")
         wait_until(lambda: all_read(batches[0]), "confluent-kafka to read the first batch")
         with Consumer.create(member_settings(group_broker.bootstrap, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
@@ -325,14 +324,14 @@ def test_kclient_and_confluent_kafka_members_share_one_group(group_broker, group
             mine = {p for _, p in connector.owned_partitions()}
             theirs = set(peer_assigned)
             peer_before = len(peer_messages)
-            produce(group_broker, topic, batches[1])
+            produce(group_broker, topic, numbered(batches[1]))
             wait_until(lambda: all_read(batches[1], reader), "the second batch")
             reader.stop()
             assert reader.messages and {m.partition for m in reader.messages} <= mine
             assert {p for p, _ in peer_messages[peer_before:]} <= theirs
         # The kclient member left: confluent-kafka takes every partition again.
         wait_until(lambda: len(peer_assigned) == PARTITIONS, "confluent-kafka to take the partitions back")
-        produce(group_broker, topic, batches[2])
+        produce(group_broker, topic, numbered(batches[2]))
         wait_until(lambda: all_read(batches[2]), "confluent-kafka to read the third batch")
     finally:
         stop.set()
@@ -348,30 +347,28 @@ def test_broker_restart_member_rejoins_and_resumes_from_committed_offsets(group_
     ``__consumer_offsets``) and reads on, committing; a new member then
     resumes from those commits. Nothing is read twice, nothing is lost."""
     first = [f"a{i}" for i in range(60)]
-    produce(group_broker, topic, first)
+    produce(group_broker, topic, numbered(first))
     settings = member_settings(group_broker.bootstrap, group)
     with Consumer.create(settings) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
-        wait_until(lambda: len(reader.messages) >= len(first), "the first batch")
-        time.sleep(0.3)
+        read_up_to([reader], produce_sentinels(group_broker, topic, range(PARTITIONS)), "the first batch")
         connector.commit_offsets()
         group_broker.stop()
         group_broker.start()
         second = [f"b{i}" for i in range(40)]
-        produce(group_broker, topic, second)
+        produce(group_broker, topic, numbered(second))
         wait_until(lambda: {m.message for m in reader.messages} >= set(second), "the second batch after the restart")
-        time.sleep(0.5)
+        read_up_to([reader], produce_sentinels(group_broker, topic, range(PARTITIONS)), "everything after the restart")
         reader.stop()
         connector.commit_offsets()  # to the reloaded coordinator
     assert values_of(reader.messages) == sorted(first + second)
     third = [f"c{i}" for i in range(20)]
-    produce(group_broker, topic, third)
+    produce(group_broker, topic, numbered(third))
     with Consumer.create(settings) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
-        wait_until(lambda: len(reader.messages) >= len(third), "the third batch")
-        time.sleep(1.0)
+        read_up_to([reader], produce_sentinels(group_broker, topic, range(PARTITIONS)), "the third batch")
         reader.stop()
     assert values_of(reader.messages) == sorted(third)  # resumed at the commits made after the restart
 
@@ -384,7 +381,7 @@ def test_kclient_and_kafka_python_members_share_a_roundrobin_group(group_broker,
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
     batches = [[f"b{b}-{i}" for i in range(80)] for b in range(2)]
-    produce(group_broker, topic, batches[0])
+    produce(group_broker, topic, numbered(batches[0]))
     with Consumer.create(member_settings(group_broker.bootstrap, group, **{"auto.commit.enable": True, "auto.commit.interval.ms": 200})) as connector:
         (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
         reader = Reader(stream)
@@ -413,7 +410,7 @@ def test_kclient_and_kafka_python_members_share_a_roundrobin_group(group_broker,
             mine = {p for _, p in connector.owned_partitions()}
             assert mine in ({0, 2}, {1, 3})  # roundrobin over two members, not range's {0, 1} / {2, 3}
             before = len(reader.messages)
-            produce(group_broker, topic, batches[1])
+            produce(group_broker, topic, numbered(batches[1]))
 
             def second_read() -> bool:
                 for records in peer.poll(timeout_ms=200).values():
@@ -441,7 +438,7 @@ def test_member_follows_its_coordinator_to_another_broker(zookeeper):
     topic = f"moves-{uuid.uuid4().hex[:8]}"
     with Cluster(brokers=2, properties=props, zookeeper=zookeeper) as cluster:
         first = [f"a{i}" for i in range(40)]
-        produce_acks_all(cluster.bootstrap, topic, first)
+        produce(cluster, topic, numbered(first), acks=-1, config=RETRIES)
         settings = member_settings(cluster.bootstrap, group)
         with Consumer.create(settings) as connector:
             (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
@@ -451,29 +448,21 @@ def test_member_follows_its_coordinator_to_another_broker(zookeeper):
             coordinator = connector._core.coordinator.coordinator_node[0]
             cluster.broker(coordinator).stop()
             second = [f"b{i}" for i in range(30)]
-            produce_acks_all(cluster.bootstrap, topic, second)
+            produce(cluster, topic, numbered(second), acks=-1, config=RETRIES)
             wait_until(lambda: {m.message for m in reader.messages} >= set(second), "the second batch after the coordinator stopped")
-            time.sleep(0.5)
+            read_up_to([reader], produce_sentinels(cluster, topic, range(2), acks=-1, config=RETRIES), "everything after the coordinator stopped")
             reader.stop()
             connector.commit_offsets()  # through the new coordinator
             assert connector._core.coordinator.coordinator_node[0] != coordinator
         assert values_of(reader.messages) == sorted(first + second)
         third = [f"c{i}" for i in range(20)]
-        produce_acks_all(cluster.bootstrap, topic, third)
+        produce(cluster, topic, numbered(third), acks=-1, config=RETRIES)
         with Consumer.create(settings) as connector:
             (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
             reader = Reader(stream)
-            wait_until(lambda: len(reader.messages) >= len(third), "the third batch")
-            time.sleep(1.0)
+            read_up_to([reader], produce_sentinels(cluster, topic, range(2), acks=-1, config=RETRIES), "the third batch")
             reader.stop()
         assert values_of(reader.messages) == sorted(third)
-
-
-def produce_acks_all(bootstrap: str, topic: str, values) -> None:
-    config = {"metadata.broker.list": bootstrap, "request.required.acks": -1, "message.send.max.retries": 10, "retry.backoff.ms": 300, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
-    with Producer(config) as producer:
-        for i, value in enumerate(values):
-            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
 
 
 def test_kclient_and_aiokafka_members_share_one_group(group_broker, group, topic):
@@ -515,7 +504,7 @@ def test_kclient_and_aiokafka_members_share_one_group(group_broker, group, topic
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             failures.append(exc)
 
-    produce(group_broker, topic, batches[0])
+    produce(group_broker, topic, numbered(batches[0]))
     peer = threading.Thread(target=run_peer, daemon=True)
     peer.start()
     try:
@@ -530,7 +519,7 @@ def test_kclient_and_aiokafka_members_share_one_group(group_broker, group, topic
 
             wait_until(split, "kclient and aiokafka to split the partitions")
             mine = {p for _, p in connector.owned_partitions()}
-            produce(group_broker, topic, batches[1])
+            produce(group_broker, topic, numbered(batches[1]))
             wait_until(lambda: {v for _, v in peer_messages} | {m.message for m in reader.messages} >= set(batches[1]), "the second batch")
             reader.stop()
             assert reader.messages and {m.partition for m in reader.messages} <= mine

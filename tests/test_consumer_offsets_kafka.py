@@ -13,7 +13,9 @@ import uuid
 
 import pytest
 
-from kclient import Consumer, ConsumerConnector, Producer, ProducerData
+from helpers.records import numbered, produce
+from helpers.wait import wait_for
+from kclient import Consumer, ConsumerConnector
 from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata
 from kclient.errors import ConsumerTimeoutError
 from kclient.testing import BrokerProcess
@@ -22,6 +24,8 @@ from kclient.zk.client import ZkClient
 
 PARTITIONS = 3
 DEADLINE = 60.0
+#: Producer retries for a cluster whose coordinator stops (acks=-1).
+RETRIES = {"message.send.max.retries": 10, "retry.backoff.ms": 300}
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +76,8 @@ def settings(chroot, group, **extra) -> dict:
     return base
 
 
-def produce(broker, topic, values) -> None:
-    config = {"metadata.broker.list": broker.bootstrap, "request.required.acks": 1, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
-    with Producer(config) as producer:
-        for i, value in enumerate(values):
-            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
-
-
 def wait_for_topic(zk, topic) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while zk.get(paths.partition_state_path(topic, PARTITIONS - 1)) is None:
-        assert time.monotonic() < deadline, f"{topic} never registered in ZooKeeper"
-        time.sleep(0.05)
+    wait_for(lambda: zk.get(paths.partition_state_path(topic, PARTITIONS - 1)) is not None, f"{topic} in ZooKeeper", timeout=DEADLINE)
 
 
 def read_available(stream: KafkaStream, expected: int) -> list[MessageAndMetadata]:
@@ -154,7 +148,7 @@ def test_consumer_create_returns_a_connector(chroot, offsets_broker, group):
 
 def test_kafka_storage_commits_to_the_coordinator_and_resumes(chroot, offsets_broker, zk, group, topic):
     first = [f"a{i}" for i in range(60)]
-    produce(offsets_broker, topic, first)
+    produce(offsets_broker, topic, numbered(first))
     wait_for_topic(zk, topic)
     kafka_only = {"offsets.storage": "kafka", "dual.commit.enabled": False}
     got = consume_phase(chroot, group, topic, len(first), **kafka_only)
@@ -162,14 +156,14 @@ def test_kafka_storage_commits_to_the_coordinator_and_resumes(chroot, offsets_br
     assert kafka_offsets(offsets_broker, group, topic) == end_offsets(got)
     assert zk_offsets(zk, group, topic) == {}  # nothing in ZooKeeper without dual commit
     second = [f"b{i}" for i in range(40)]
-    produce(offsets_broker, topic, second)
+    produce(offsets_broker, topic, numbered(second))
     again = consume_phase(chroot, group, topic, len(second), **kafka_only)
     assert_exactly(again, second)
 
 
 def test_dual_commit_writes_both_stores_and_reads_the_larger_offset(chroot, offsets_broker, zk, group, topic):
     values = [f"v{i}" for i in range(90)]
-    produce(offsets_broker, topic, values)
+    produce(offsets_broker, topic, numbered(values))
     wait_for_topic(zk, topic)
     dual = {"offsets.storage": "kafka", "dual.commit.enabled": True}
     got = consume_phase(chroot, group, topic, len(values), **dual)
@@ -180,20 +174,20 @@ def test_dual_commit_writes_both_stores_and_reads_the_larger_offset(chroot, offs
     # offset must win, so nothing is read again.
     zk.write_persistent(paths.offset_path(group, topic, 0), paths.encode_offset(0))
     more = [f"w{i}" for i in range(30)]
-    produce(offsets_broker, topic, more)
+    produce(offsets_broker, topic, numbered(more))
     again = consume_phase(chroot, group, topic, len(more), **dual)
     assert_exactly(again, more)
 
 
 def test_dual_commit_takes_zookeeper_offsets_ahead_of_kafka(chroot, offsets_broker, zk, group, topic):
     values = [f"v{i}" for i in range(45)]
-    produce(offsets_broker, topic, values)
+    produce(offsets_broker, topic, numbered(values))
     wait_for_topic(zk, topic)
     got = consume_phase(chroot, group, topic, len(values), **{"offsets.storage": "zookeeper"})
     assert_exactly(got, values)
     assert kafka_offsets(offsets_broker, group, topic) == {}
     more = [f"w{i}" for i in range(15)]
-    produce(offsets_broker, topic, more)
+    produce(offsets_broker, topic, numbered(more))
     again = consume_phase(chroot, group, topic, len(more), **{"offsets.storage": "kafka", "dual.commit.enabled": True})
     assert_exactly(again, more)
 
@@ -209,7 +203,7 @@ def test_migration_from_zookeeper_to_kafka_reads_every_record_once(chroot, offse
     batches = [[f"step{s}-{i}" for i in range(50 + 10 * s)] for s in range(4)]
     everything: list[MessageAndMetadata] = []
 
-    produce(offsets_broker, topic, batches[0])
+    produce(offsets_broker, topic, numbered(batches[0]))
     wait_for_topic(zk, topic)
     step1 = consume_phase(chroot, group, topic, len(batches[0]), **{"offsets.storage": "zookeeper"})
     assert_exactly(step1, batches[0])
@@ -217,13 +211,13 @@ def test_migration_from_zookeeper_to_kafka_reads_every_record_once(chroot, offse
     assert zk_offsets(zk, group, topic) == end_offsets(everything)
     assert kafka_offsets(offsets_broker, group, topic) == {}
 
-    produce(offsets_broker, topic, batches[1])
+    produce(offsets_broker, topic, numbered(batches[1]))
     step2 = consume_phase(chroot, group, topic, len(batches[1]), **{"offsets.storage": "kafka", "dual.commit.enabled": True})
     assert_exactly(step2, batches[1])
     everything += step2
     assert zk_offsets(zk, group, topic) == end_offsets(everything) == kafka_offsets(offsets_broker, group, topic)
 
-    produce(offsets_broker, topic, batches[2])
+    produce(offsets_broker, topic, numbered(batches[2]))
     kafka_only = {"offsets.storage": "kafka", "dual.commit.enabled": False}
     step3 = consume_phase(chroot, group, topic, len(batches[2]), **kafka_only)
     assert_exactly(step3, batches[2])
@@ -231,7 +225,7 @@ def test_migration_from_zookeeper_to_kafka_reads_every_record_once(chroot, offse
     assert kafka_offsets(offsets_broker, group, topic) == end_offsets(everything)
     assert zk_offsets(zk, group, topic) == end_offsets(step1 + step2)  # ZooKeeper no longer written
 
-    produce(offsets_broker, topic, batches[3])
+    produce(offsets_broker, topic, numbered(batches[3]))
     step4 = consume_phase(chroot, group, topic, len(batches[3]), **kafka_only)
     assert_exactly(step4, batches[3])
     everything += step4
@@ -243,7 +237,7 @@ def test_group_resumes_from_kafka_offsets_after_a_broker_restart(chroot, offsets
     (COORDINATOR_LOAD_IN_PROGRESS meanwhile, retried): the group resumes
     where it committed, nothing lost or repeated."""
     values = [f"r{i}" for i in range(80)]
-    produce(offsets_broker, topic, values)
+    produce(offsets_broker, topic, numbered(values))
     wait_for_topic(zk, topic)
     kafka_only = {"offsets.storage": "kafka", "dual.commit.enabled": False}
     first = consume_phase(chroot, group, topic, len(values), **kafka_only)
@@ -251,7 +245,7 @@ def test_group_resumes_from_kafka_offsets_after_a_broker_restart(chroot, offsets
     offsets_broker.stop()
     offsets_broker.start()
     more = [f"s{i}" for i in range(20)]
-    produce(offsets_broker, topic, more)
+    produce(offsets_broker, topic, numbered(more))
     again = consume_phase(chroot, group, topic, len(more), **kafka_only)
     assert_exactly(again, more)
 
@@ -272,7 +266,7 @@ def test_commits_follow_the_coordinator_to_another_broker(zookeeper):
     topic = f"moves-{uuid.uuid4().hex[:8]}"
     with Cluster(brokers=2, properties=props, zookeeper=zookeeper) as cluster:
         first = [f"a{i}" for i in range(40)]
-        produce_to(cluster.bootstrap, topic, first)
+        produce(cluster, topic, numbered(first), acks=-1, config=RETRIES)
         kafka_only = settings(cluster.zookeeper_connect, group, **{"offsets.storage": "kafka", "dual.commit.enabled": False})
         with Consumer.create(kafka_only) as connector:
             (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
@@ -281,23 +275,16 @@ def test_commits_follow_the_coordinator_to_another_broker(zookeeper):
             coordinator = connector._core.coordinator.coordinator_node[0]
             cluster.broker(coordinator).stop()
             second = [f"b{i}" for i in range(30)]
-            produce_to(cluster.bootstrap, topic, second)
+            produce(cluster, topic, numbered(second), acks=-1, config=RETRIES)
             got += read_available(stream, len(second))
             connector.commit_offsets()  # through the new coordinator
             assert connector._core.coordinator.coordinator_node[0] != coordinator
         assert_exactly(got, first + second)
         third = [f"c{i}" for i in range(20)]
-        produce_to(cluster.bootstrap, topic, third)
+        produce(cluster, topic, numbered(third), acks=-1, config=RETRIES)
         with Consumer.create(kafka_only) as connector:
             (stream,) = connector.create_message_streams({topic: 1}, value_decoder=bytes.decode)[topic]
             assert_exactly(read_available(stream, len(third)), third)
-
-
-def produce_to(bootstrap: str, topic: str, values) -> None:
-    config = {"metadata.broker.list": bootstrap, "request.required.acks": -1, "message.send.max.retries": 10, "retry.backoff.ms": 300, "serializer.class": "kclient.StringEncoder", "key.serializer.class": "kclient.StringEncoder"}
-    with Producer(config) as producer:
-        for i, value in enumerate(values):
-            producer.send(ProducerData(topic=topic, key=f"k{i}", messages=[value]))
 
 
 # ---------------------------------------------------------------- the coordinator client
@@ -325,7 +312,7 @@ def run_with_coordinator(bootstrap, group, body, **kwargs):
 def test_coordinator_client_commits_and_fetches(offsets_broker, zk, group, topic):
     from kclient.errors import UnknownTopicOrPartitionError
 
-    produce(offsets_broker, topic, ["x"])
+    produce(offsets_broker, topic, numbered(["x"]))
     wait_for_topic(zk, topic)
     host, port = offsets_broker.bootstrap.split(":")
 
@@ -342,7 +329,7 @@ def test_coordinator_client_commits_and_fetches(offsets_broker, zk, group, topic
 def test_coordinator_client_raises_a_member_error_at_once(offsets_broker, zk, group, topic):
     from kclient.errors import IllegalGenerationError, UnknownMemberIdError
 
-    produce(offsets_broker, topic, ["x"])
+    produce(offsets_broker, topic, numbered(["x"]))
     wait_for_topic(zk, topic)
     host, port = offsets_broker.bootstrap.split(":")
 

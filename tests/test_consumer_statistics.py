@@ -6,26 +6,26 @@ statistics callback every ``statistics.interval.ms`` as librdkafka does."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
 
+from helpers import records
+from helpers.wait import wait_for
 from kclient import (
     ConfigError,
     ConsumerConnector,
     ConsumerTimeoutError,
     FetchRequest,
-    Producer,
-    ProducerData,
     SimpleConsumer,
 )
 from kclient.client.consumer.statistics import FetchStatistics, PartitionStatistics
 
 
 def produce(bootstrap: str, topic: str, partition: int, n: int, codec: str = "none") -> None:
-    with Producer({"bootstrap.servers": bootstrap, "compression.type": codec}) as producer:
-        producer.send(ProducerData(topic, None, [b"v%03d" % i for i in range(n)], partition=partition))
+    """Values ``v000``, ``v001``, ... (``n``) to ``partition`` in one send:
+    one batch, compressed with ``codec``."""
+    records.produce(bootstrap, topic, [b"v%03d" % i for i in range(n)], partition=partition, per_send=None, config={"compression.type": codec})
 
 
 def test_simple_consumer_counts_fetched_messages_bytes_and_lag(broker, topic):
@@ -76,9 +76,9 @@ def test_statistics_callback_runs_every_interval_until_close(broker, topic):
         assert event.wait(10), len(got)
     count = len(got)
     assert got[-1].fetched_messages == 2 and got[-1].partitions[(topic, 0)].lag == 0
-    time.sleep(0.2)
+    # close() ended the reporting thread: no report can come after this.
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name.endswith("-stats")], "the statistics thread to end")
     assert len(got) == count, "reports went on after close()"
-    assert [t for t in threading.enumerate() if t.name.endswith("-stats")] == []
 
 
 def test_a_failing_callback_is_logged_and_reporting_goes_on(broker, caplog):
@@ -89,10 +89,7 @@ def test_a_failing_callback_is_logged_and_reporting_goes_on(broker, caplog):
         raise RuntimeError("boom")
 
     with SimpleConsumer(broker.host, broker.port, statistics_interval_ms=30, statistics_callback=bad):
-        deadline = time.monotonic() + 10
-        while len(calls) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-    assert len(calls) >= 2
+        wait_for(lambda: len(calls) >= 2, "two reports", timeout=10, interval=0.02)
     assert "the statistics callback failed" in caplog.text
 
 

@@ -11,6 +11,7 @@ Produce with ``acks=-1``), plus Kafka's own admin clients and kcat.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -18,8 +19,9 @@ import time
 import uuid
 
 import pytest
-from helpers.raw import SocketClient, fetch_body, produce_body
+from helpers.raw import SocketClient, fetch_body, fetch_records, produce_records
 from helpers.skips import require
+from helpers.wait import wait_for
 
 from kclient.broker.topic_admin import assign_replicas
 from kclient.client.admin import AdminClient, NewTopic
@@ -32,9 +34,7 @@ from kclient.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from kclient.protocol.messages import FETCH, METADATA, PRODUCE
-from kclient.protocol.records import iter_record_set
-from kclient.protocol.records.v2 import build_batch
+from kclient.protocol.messages import FETCH, METADATA
 from kclient.testing import BrokerProcess, Cluster
 
 BROKERS = (1, 2, 3)
@@ -61,15 +61,7 @@ def name() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value {value!r}")
-        time.sleep(0.1)
+wait_until = functools.partial(wait_for, interval=0.1)
 
 
 def metadata(broker: BrokerProcess, topic: str) -> dict:
@@ -100,20 +92,13 @@ def partition_views(cluster: Cluster, topic: str, partition: int = 0) -> dict[in
     return views
 
 
-def produce(broker: BrokerProcess, topic: str, values: list[bytes], *, acks: int, partition: int = 0) -> dict:
-    now = int(time.time() * 1000)
-    with SocketClient(broker.host, broker.port, client_id="test-producer", timeout=20) as c:
-        body = produce_body(topic, partition, build_batch([(None, v, now) for v in values]), acks=acks)
-        body["timeout_ms"] = 5000
-        response = c.request(PRODUCE, 7, body)
-    return response["responses"][0]["partition_responses"][0]
+#: ``produce(broker, topic, values, acks=..)``: one raw Produce request.
+produce = produce_records
 
 
 def consume(broker: BrokerProcess, topic: str, partition: int = 0) -> tuple[int, list[bytes]]:
-    with SocketClient(broker.host, broker.port, client_id="test-consumer", timeout=20) as c:
-        part = c.request(FETCH, 11, fetch_body(topic, [(partition, 0)]))["responses"][0]["partitions"][0]
-    values = [r.value for r in iter_record_set(part["records"] or b"")] if part["error_code"] == NONE else []
-    return part["error_code"], values
+    """``(error code, values)`` of one raw Fetch from offset 0."""
+    return fetch_records(broker, topic, partition)[:2]
 
 
 # ---------------------------------------------------------------- election
@@ -146,8 +131,10 @@ def test_one_controller_is_elected_and_a_survivor_takes_over_after_sigkill(clust
         assert {p.partition for p in admin.describe_topics([name])[name].partitions} == {0, 1}
 
     # The old controller comes back as an ordinary broker.
+    # Once it names `second` in Metadata (UpdateMetadata from it), its own
+    # bid for /controller at start-up is over.
     cluster.start_broker(first)
-    time.sleep(1.0)
+    wait_until(lambda: metadata(cluster.brokers[first], "none")["controller_id"] == second, what="the old controller to follow the new one")
     assert cluster.controller_id() == second and cluster.controller_epoch() == epoch + 1
 
 

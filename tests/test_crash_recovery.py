@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kclient import FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
+from helpers.records import partition_messages, produce
+from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.errors import KafkaError
 from kclient.protocol.records import scan_batches
 from kclient.testing import BrokerProcess
@@ -28,23 +29,12 @@ def _segment(log_dir: Path, topic: str, partition: int = 0) -> Path:
 
 
 def _read_all(proc: BrokerProcess, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    with SimpleConsumer(proc.host, proc.port, so_timeout_ms=10_000) as consumer:
-        end = consumer.get_offsets_before(topic, partition, OffsetRequest.LATEST_TIME, 1)[0]
-        offset = consumer.get_offsets_before(topic, partition, OffsetRequest.EARLIEST_TIME, 1)[0]
-        while offset < end:
-            got = list(consumer.fetch(FetchRequest(topic, partition, offset, 1 << 20)))
-            assert got, f"no progress at offset {offset} of {end}"
-            out += [(m.offset, m.message.payload) for m in got]
-            offset = got[-1].next_offset
-    return out
+    return [(m.offset, m.message.payload) for m in partition_messages(proc, topic, partition)]
 
 
 def _produce(proc: BrokerProcess, topic: str, values: list[bytes], per_send: int = 10) -> None:
-    config = {"metadata.broker.list": proc.bootstrap, "producer.type": "sync", "request.required.acks": 1}
-    with Producer(config) as producer:
-        for i in range(0, len(values), per_send):
-            producer.send(ProducerData(topic, messages=values[i : i + per_send]))
+    """``values`` in sends of ``per_send`` messages (acks=1)."""
+    produce(proc, topic, [ProducerData(topic, messages=values[i : i + per_send]) for i in range(0, len(values), per_send)], per_send=1)
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import time
 import pytest
 import trio
 
+from helpers.records import partition_messages
 from kclient import AdminClient, NewTopic, RecordFuture, RecordMetadata
-from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.client.producer.callbacks import CallbackHandler
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.producer import Producer, ProducerData
@@ -56,19 +56,7 @@ def config(broker, **props):
 
 def read_partition(broker, topic, partition):
     """{offset: (key, value, timestamp)} of every record of one partition."""
-    out = {}
-    with SimpleConsumer("127.0.0.1", broker.port, 10000, 1 << 20, "test-reader") as consumer:
-        offset = 0
-        while True:
-            try:
-                batch = list(consumer.fetch(FetchRequest(topic, partition, offset, 4 << 20)))
-            except UnknownTopicOrPartitionError:
-                return out
-            if not batch:
-                return out
-            for m in batch:
-                out[m.offset] = (m.message.key, m.message.payload, m.message.timestamp)
-            offset = batch[-1].next_offset
+    return {m.offset: (m.message.key, m.message.payload, m.message.timestamp) for m in partition_messages(broker, topic, partition)}
 
 
 def check_against_log(broker, topic, sent):

@@ -10,11 +10,11 @@ import argparse
 import io
 import re
 import struct
-import time
 import warnings
 
 import pytest
 
+from helpers.wait import wait_for
 from kclient.protocol.records import build_batch, codecs
 from kclient.protocol.records.legacy import build_message_set
 from kclient.storage.log import Log, LogConfig
@@ -314,9 +314,7 @@ def test_segment_written_by_the_bundled_broker(broker, topic):
         producer.close(timeout=10)
     assert offsets == list(range(20))
     segment = broker.log_dir / f"{topic}-0" / f"{SEG}.log"
-    deadline = time.monotonic() + 10
-    while (not segment.exists() or segment.stat().st_size == 0) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: segment.exists() and segment.stat().st_size > 0, "the segment written", timeout=10)
     rc, lines, err = dump(segment, print_data_log=True)
     assert rc == 0, (lines, err)
     batches = [fields(line) for line in lines[2:] if not line.startswith("|")]

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.records import partition_messages
+from helpers.wait import wait_for
 from kclient import Producer, ProducerData, SimpleConsumer
-from kclient.client.consumer.simple import FetchRequest
-from kclient.errors import UnknownTopicOrPartitionError
 from kclient.testing import BrokerProcess
 from kclient.zk import paths
 from kclient.zk.client import ZkClient
@@ -99,20 +99,7 @@ def finish(proc: subprocess.Popen, timeout: float = HANG) -> tuple[int, str, str
 
 
 def count_records(port: int, topic: str, partitions: int) -> int:
-    n = 0
-    with SimpleConsumer("127.0.0.1", port, 10000, 1 << 20, "exit-test-reader") as consumer:
-        for p in range(partitions):
-            offset = 0
-            while True:
-                try:
-                    batch = list(consumer.fetch(FetchRequest(topic, p, offset, 4 << 20)))
-                except UnknownTopicOrPartitionError:
-                    break
-                if not batch:
-                    break
-                n += len(batch)
-                offset = batch[-1].next_offset
-    return n
+    return sum(len(partition_messages(f"127.0.0.1:{port}", topic, p, client_id="exit-test-reader")) for p in range(partitions))
 
 
 @pytest.fixture
@@ -149,9 +136,10 @@ def test_unclosed_async_producer_delivers_everything_at_exit(broker, topic):
 
 
 STALLED = """
-import logging, sys, time
+import logging, sys, threading, time
 logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
 from kclient import Producer, ProducerData
+from tests.helpers.wait import wait_for
 p = Producer({"metadata.broker.list": sys.argv[1], "producer.type": "async",
               "queue.buffering.max.ms": 60000, "batch.num.messages": 200,
               "close.timeout.ms": int(sys.argv[3]), "message.send.max.retries": 0})
@@ -161,7 +149,13 @@ print("READY", flush=True)
 sys.stdin.readline()  # the broker is stopped now
 for i in range(1000):
     p.send(ProducerData(sys.argv[2], key=None, messages=[b"r%d" % i]))
-time.sleep(0.5)  # the first batch of 200 is in flight
+wait_for(lambda: p.statistics().queued_messages <= 800, "the first batch of 200 in flight", interval=0.01)
+
+def announce_close():  # IN_CLOSE once close() or the exit flush has begun
+    wait_for(lambda: p.closed, "the close", timeout=60, interval=0.01)
+    print("IN_CLOSE", flush=True)
+
+threading.Thread(target=announce_close, daemon=True).start()
 MODE = sys.argv[4]
 if MODE == "close":
     print("CLOSING", flush=True)
@@ -198,7 +192,7 @@ def test_stalled_broker_exit_is_bounded_and_logs_what_was_not_delivered(stalled_
     os.kill(stalled_broker.pid, signal.SIGCONT)
     assert rc == 0, err
     assert "EXITING" in out
-    # 0.5 s of sleep in the script, close.timeout.ms, then at most ~2 s to abort
+    # the first batch taken off the queue, close.timeout.ms, then at most ~2 s to abort
     assert took < 0.5 + close_timeout_ms / 1000 + 8, took
     assert abandoned_counts(err) == [1000], err
     assert re.search(r"ERROR .*1000 record\(s\) abandoned.*close\.timeout\.ms=2000 at exit", err), err
@@ -215,7 +209,7 @@ def test_ctrl_c_during_exit_flush_reports_abandoned_and_exits_nonzero(stalled_br
     proc.stdin.write("go\n")  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
     wait_for_line(proc, "EXITING")
-    time.sleep(1.0)  # inside the exit flush (60 s budget) by now
+    wait_for_line(proc, "IN_CLOSE")  # inside the exit flush (60 s budget)
     proc.send_signal(signal.SIGINT)
     start = time.monotonic()
     rc, _, err = finish(proc, timeout=20)
@@ -233,7 +227,7 @@ def test_ctrl_c_during_close_reports_abandoned(stalled_broker, topic):
     proc.stdin.write("go\n")  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
     wait_for_line(proc, "CLOSING")
-    time.sleep(1.0)
+    wait_for_line(proc, "IN_CLOSE")  # inside close()
     proc.send_signal(signal.SIGINT)
     rc, out, err = finish(proc, timeout=20)
     os.kill(stalled_broker.pid, signal.SIGCONT)
@@ -344,10 +338,7 @@ def kclient_threads() -> list[threading.Thread]:
 
 
 def wait_no_kclient_threads(before: set) -> None:
-    deadline = time.monotonic() + 30
-    while {t for t in kclient_threads()} - before:
-        assert time.monotonic() < deadline, kclient_threads()
-        time.sleep(0.05)
+    wait_for(lambda: not set(kclient_threads()) - before, "the kclient threads to end")
 
 
 def test_garbage_collected_open_clients_warn_and_are_closed(broker, topic):

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import struct
-import time
 import uuid
 
 import attrs
 import pytest
-from helpers.raw import SocketClient, fetch_body
+from helpers.raw import SocketClient, fetch_body, make_topic, peer_has_read_all
+from helpers.wait import retry, wait_for, wait_for_async
 
 from kclient.broker.group.records import (
     OFFSETS_TOPIC,
@@ -143,27 +143,8 @@ def client(broker, name: str = "test-groups") -> SocketClient:
     return SocketClient(broker.host, broker.port, client_id=name, timeout=TIMEOUT)
 
 
-def retry(call, *, ok=lambda r: True, what: str = "answer", timeout: float = TIMEOUT):
-    """Call until ``ok(result)`` (coordinator loading, topic creation)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = call()
-        if ok(result):
-            return result
-        assert time.monotonic() < deadline, f"no {what} in time: {result}"
-        time.sleep(0.1)
-
-
 def find_coordinator(c: SocketClient, group: str) -> dict:
     return retry(lambda: c.request(FIND_COORDINATOR, 2, {"key": group, "key_type": 0}), ok=lambda r: r["error_code"] == 0, what="coordinator")
-
-
-def make_topic(c: SocketClient, topic: str) -> None:
-    retry(
-        lambda: c.request(METADATA, 4, {"topics": [{"name": topic}], "allow_auto_topic_creation": True}),
-        ok=lambda r: r["topics"][0]["error_code"] == 0 and all(p["leader_id"] >= 0 for p in r["topics"][0]["partitions"]),
-        what="topic",
-    )
 
 
 def commit(c, group, topic, offsets, *, version=7, generation=-1, member="", metadata="meta", retention=-1) -> dict:
@@ -355,9 +336,10 @@ def test_membership_protocol(gbroker, topic):
         # The follower's SyncGroup waits for the leader's assignments.
         to_follower = cp.encode_assignment([(topic, [1])], None, version=0)
         to_leader = cp.encode_assignment([(topic, [0])], None, version=0)
+        sent = follower.requests_sent
         follower_sync = pool.submit(sync, follower, group, 2, follower_id)
-        time.sleep(0.2)
-        assert not follower_sync.done()
+        wait_for(lambda: follower.requests_sent > sent and peer_has_read_all(follower.sock), "the broker to read the follower's SyncGroup")
+        assert not follower_sync.done()  # parked: its answer (below) carries the leader's assignment
         assert sync(leader, group, 2, leader_id, [(leader_id, to_leader), (follower_id, to_follower)])["assignment"] == to_leader
         assert follower_sync.result(TIMEOUT)["assignment"] == to_follower
         assert commit(a, group, topic, {0: 7}, generation=1, member=ma) == {0: 22}  # old generation
@@ -484,9 +466,7 @@ async def test_commit_waits_for_the_isr_and_times_out(tmp_path):
             body = LeaderAndIsrRequest(controller_id=0, controller_epoch=1, ungrouped_partition_states=[partition_state])
             assert (await state.replica_manager.leader_and_isr(body, 1)).partition_errors[0].error_code == 0
             manager = state.group_coordinator.manager
-            with trio.fail_after(TIMEOUT):
-                while manager.status("g") != 0:
-                    await trio.sleep(0.01)
+            await wait_for_async(lambda: manager.status("g") == 0, "the group's offsets loaded", timeout=TIMEOUT)
             committed = {("t", 0): OffsetAndMetadata(offset=5, commit_timestamp=1)}
             assert await manager.store_offsets("g", committed) == 7  # REQUEST_TIMED_OUT
             assert manager.offsets.get("g") is None

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from helpers.skips import require
 
+from helpers.records import committed_to_log_end
 from helpers.wait import wait_for as _wait_for
 from kclient.testing import BrokerProcess, Cluster
 
@@ -256,9 +257,7 @@ def test_group_members_rebalance_commit_and_resume_after_restart(gbroker, topic,
     produce(gbroker.bootstrap, topic, rest)
     produced += rest
     wait_until(lambda: first.consumed() | second.consumed() >= set(produced), "every record to be consumed")
-    commits = second.commits
-    wait_until(lambda: second.commits > commits or second.consumed() >= set(rest), "a last commit")
-    time.sleep(0.5)
+    wait_until(lambda: committed_to_log_end(gbroker, group, topic, range(PARTITIONS)), "the group's commits at the log end")
     second.stop()
     assert first.consumed() | second.consumed() == set(produced)
 
@@ -269,8 +268,9 @@ def test_group_members_rebalance_commit_and_resume_after_restart(gbroker, topic,
     produce(gbroker.bootstrap, topic, after)
     third = Member(make, lib, "third")
     third.start()
+    # `after` ends every partition (produce spreads it i % PARTITIONS) and a
+    # partition is read in order: a record read again would come first.
     wait_until(lambda: third.consumed() >= set(after), "the member after the restart to consume")
-    time.sleep(1.0)
     third.stop()
     assert third.consumed() == set(after), "records before the last commit were read again"
 
@@ -511,8 +511,9 @@ def test_kcat_members_rebalance_commit_and_resume_after_restart(gbroker, topic):
         after = [f"d{i}" for i in range(20)]
         produce(gbroker.bootstrap, topic, after)
         third = KcatMember(kcat, gbroker.bootstrap, group, topic)
+        # `after` ends every partition and a partition is read in order: a
+        # record read again would come first.
         wait_until(lambda: third.consumed() >= set(after), "the member after the restart to consume")
-        time.sleep(1.0)
         third.stop()
         assert third.consumed() == set(after), "records before the last commit were read again"
     finally:

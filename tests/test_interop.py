@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import collections
 import functools
-import time
 
 import pytest
 
 from helpers import peers
 from helpers.raw import SocketClient, fetch_body
+from helpers.wait import wait_for
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.protocol.records.v2 import read_header
@@ -132,14 +132,16 @@ def test_consumers_wait_for_late_records(broker, topic):
     records = make_records(40, tag="late")
     kp_produce(broker.bootstrap, topic, records[:1])  # create the topic
     results: dict[str, list] = {}
+    read: list[tuple] = []
 
     def consume_ck():
-        results["ck"] = ck_consume(broker.bootstrap, topic, len(records), partitions=range(num_partitions))
+        results["ck"] = ck_consume(broker.bootstrap, topic, len(records), partitions=range(num_partitions), into=read)
 
     thread = threading.Thread(target=consume_ck)
     thread.start()
     try:
-        time.sleep(1.0)
+        # It has read what there is: it now waits at the log end for the rest.
+        wait_for(lambda: read, "the consumer to read the first record", timeout=DEADLINE)
         ck_produce(broker.bootstrap, topic, records[1:])
     finally:
         thread.join(DEADLINE + 10)

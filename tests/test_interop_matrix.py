@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import collections
 import re
-import time
 
 import pytest
 
 from helpers import peers
 from helpers.raw import SocketClient, fetch_body
+from helpers.records import partition_messages
+from helpers.wait import wait_for
 from kclient.client.producer.producer import Producer, ProducerData
-from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
-from kclient.errors import UnknownTopicOrPartitionError
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import codecs, scan_batches
 from kclient.protocol.records.v2 import read_header
@@ -86,28 +85,16 @@ def make_records(n: int = N, tag: str = "", headers: bool = True) -> list[tuple]
 def kclient_read(broker: BrokerProcess, topic: str, n: int) -> list[tuple]:
     """Every record of every partition with kclient's SimpleConsumer, as
     (partition, offset, key, value, headers)."""
-    got: list[tuple] = []
-    deadline = time.monotonic() + DEADLINE
-    with SimpleConsumer("127.0.0.1", broker.port, 10000, 1 << 20, "matrix") as consumer:
-        while time.monotonic() < deadline:
-            got = []
-            for p in range(PARTITIONS):
-                offset = 0
-                while True:
-                    try:
-                        batch = list(consumer.fetch(FetchRequest(topic, p, offset, 4 << 20)))
-                    except UnknownTopicOrPartitionError:
-                        break
-                    if not batch:
-                        break
-                    for m in batch:
-                        hdrs = tuple((h.key, h.value) for h in m.message.headers)
-                        got.append((p, m.offset, m.message.key, m.message.payload, hdrs))
-                    offset = batch[-1].next_offset
-            if len(got) >= n:
-                return got
-            time.sleep(0.05)
-    return got
+
+    def read_all() -> list[tuple] | None:
+        got = [
+            (p, m.offset, m.message.key, m.message.payload, tuple((h.key, h.value) for h in m.message.headers))
+            for p in range(PARTITIONS)
+            for m in partition_messages(broker, topic, p, client_id="matrix")
+        ]
+        return got if len(got) >= n else None
+
+    return wait_for(read_all, f"{n} records", timeout=DEADLINE)
 
 
 def kp_consume(bootstrap: str, topic: str, n: int, **extra) -> list[tuple]:

@@ -154,7 +154,7 @@ class Writer(threading.Thread):
                         pass
                     self.sent += 1
                     if self.sent % 50 == 0:
-                        time.sleep(0.005)  # a steady stream, not a flood
+                        time.sleep(0.005)  # kept: a steady stream through the failover, not a flood
         except FailedToSendMessageError as exc:
             if not (self.expect_failures and self.ledger.failed):
                 self.error = exc

@@ -39,10 +39,10 @@ import uuid
 
 import pytest
 
+from helpers import records as test_records
+from helpers.records import partition_messages
 from helpers.wait import wait_for as _wait_for
-from kclient import FetchRequest, Producer, ProducerData
 from kclient.client.admin import AdminClient
-from kclient.client.consumer.simple import SimpleConsumer
 from kclient.client.producer.partitioner import murmur2, to_positive
 from kclient.testing import BrokerProcess, TestCertificates, java_unavailable_reason, kafka_tool, kafka_tool_command, security_properties
 
@@ -73,29 +73,14 @@ def failed(result) -> str:
 
 def read_partition(broker, topic: str, partition: int) -> list[tuple[int, str | None, str]]:
     """``(offset, key, value)`` of every record of one partition, read with kclient."""
-    consumer = SimpleConsumer(broker.host, broker.port, 10_000, 1 << 20, "tools-check")
-    try:
-        out: list[tuple[int, str | None, str]] = []
-        offset = consumer.get_offsets_before(topic, partition, -2, 1)[0]
-        end = consumer.get_offsets_before(topic, partition, -1, 1)[0]
-        while offset < end:
-            messages = list(consumer.fetch(FetchRequest(topic, partition, offset, 1 << 20)))
-            assert messages, f"no progress at {topic}-{partition} offset {offset} of {end}"
-            for m in messages:
-                key = m.message.key
-                out.append((m.offset, None if key is None else bytes(key).decode(), bytes(m.message.payload).decode()))
-                offset = m.next_offset
-        return out
-    finally:
-        consumer.close()
+    return [
+        (m.offset, None if m.message.key is None else bytes(m.message.key).decode(), bytes(m.message.payload).decode())
+        for m in partition_messages(broker, topic, partition, client_id="tools-check")
+    ]
 
 
 def log_end_offsets(broker, topic: str, partitions: int) -> dict[int, int]:
-    consumer = SimpleConsumer(broker.host, broker.port, 10_000, 1 << 20, "tools-check")
-    try:
-        return {p: consumer.get_offsets_before(topic, p, -1, 1)[0] for p in range(partitions)}
-    finally:
-        consumer.close()
+    return test_records.log_end_offsets(broker, topic, range(partitions))
 
 
 def committed(broker, group: str) -> dict[tuple[str, int], int]:
@@ -103,13 +88,8 @@ def committed(broker, group: str) -> dict[tuple[str, int], int]:
         return admin.list_consumer_group_offsets(group)
 
 
-def produce(broker, topic: str, records: list[tuple[str | None, str]], partition_of=None) -> None:
-    producer = Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "sync", "request.required.acks": -1})
-    try:
-        for key, value in records:
-            producer.send(ProducerData(topic, None if key is None else key.encode(), [value.encode()]))
-    finally:
-        producer.close()
+#: ``produce(broker, topic, [(key, value), ...])``: one send a record, acks=-1.
+produce = functools.partial(test_records.produce, acks=-1)
 
 
 def describe_group(broker, group: str, *extra: str, release: str = "4") -> list[dict[str, str]]:

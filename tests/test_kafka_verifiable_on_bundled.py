@@ -29,11 +29,11 @@ import json
 import signal
 import subprocess
 import threading
-import time
 import uuid
 
 import pytest
 
+from helpers.wait import wait_for as _wait_for
 from kclient import FetchRequest
 from kclient.broker.group.records import OFFSETS_TOPIC, partition_for
 from kclient.client.consumer.simple import SimpleConsumer
@@ -143,15 +143,17 @@ def properties_file(path, settings: dict[str, str]) -> str:
 
 
 def wait_for(predicate, what: str, timeout: float = TIMEOUT, tools: tuple[JsonTool, ...] = ()):
-    deadline = time.monotonic() + timeout
-    while True:
+    """`helpers.wait.wait_for` that fails at once when one of ``tools``
+    exits, and names their stderr when it times out."""
+
+    def checked():
         value = predicate()
-        if value:
-            return value
-        for tool in tools:
-            assert tool.proc.poll() is None, f"{tool.name} exited ({tool.proc.returncode}) waiting for {what}:\n{tool.stderr()}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; " + "; ".join(f"{t.name}: {t.stderr()[-1500:]}" for t in tools)
-        time.sleep(0.05)
+        if not value:
+            for tool in tools:
+                assert tool.proc.poll() is None, f"{tool.name} exited ({tool.proc.returncode}) waiting for {what}:\n{tool.stderr()}"
+        return value
+
+    return _wait_for(checked, what, timeout=timeout, detail=lambda: "; ".join(f"{t.name}: {t.stderr()[-1500:]}" for t in tools))
 
 
 def create_topic(cluster, topic: str, partitions: int) -> None:

@@ -12,6 +12,7 @@ import time
 import pytest
 import trio
 
+from helpers.wait import retry_async, wait_for_async
 from kclient.errors import KafkaConnectionError, KafkaTimeoutError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA, PRODUCE
@@ -31,7 +32,7 @@ async def _silent_peer(task_status=trio.TASK_STATUS_IGNORED, *, received: list |
                 if received is not None:
                     received.append(data)
                 if chunk_delay:
-                    await trio.sleep(chunk_delay)
+                    await trio.sleep(chunk_delay)  # kept: a slow reader, so the sender's buffer fills
 
     async with trio.open_nursery() as nursery:
         task_status.started(port)
@@ -82,11 +83,9 @@ async def test_a_request_bigger_than_the_socket_buffer_goes_out_whole():
         small = {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"after"}]}]}
         async with trio.open_nursery() as writers:
             writers.start_soon(functools.partial(conn.start_request, PRODUCE, body, version=3, expect_response=False))
-            await trio.sleep(0)
+            await trio.sleep(0)  # kept: a checkpoint (no time passes), so the big request starts first
             writers.start_soon(functools.partial(conn.start_request, PRODUCE, small, version=3, expect_response=False))
-        with trio.fail_after(30):
-            while sum(map(len, received)) < len(records) + 100:
-                await trio.sleep(0.01)
+        await wait_for_async(lambda: sum(map(len, received)) >= len(records) + 100, "both requests at the peer")
         data = b"".join(received)
         (size,) = struct.unpack_from(">i", data, 0)
         frame = data[4 : 4 + size]
@@ -197,11 +196,11 @@ def test_busy_wait_polls_without_yielding_until_the_first_bytes(broker, topic):
                 "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20, "log_start_offset": -1}]}],
             }
             # the partition may still be electing its leader: wait for a Fetch answered without error
-            for _ in range(100):
-                response = await conn.request(FETCH, {**body, "max_wait_ms": 0})
-                if response["responses"][0]["partitions"][0]["error_code"] == 0:
-                    break
-                await trio.sleep(0.05)
+            await retry_async(
+                lambda: conn.request(FETCH, {**body, "max_wait_ms": 0}),
+                lambda response: response["responses"][0]["partitions"][0]["error_code"] == 0,
+                "a Fetch answered without error",
+            )
             handle = await conn.start_request(FETCH, body)
             ran: list[int] = []
 

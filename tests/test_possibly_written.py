@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from types import SimpleNamespace
 
 import pytest
 
-from kclient import FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
+from helpers.raw import held_connections
+from helpers.records import partition_messages
+from helpers.wait import wait_for
+from kclient import Producer, ProducerData
 from kclient.client.producer.callbacks import CallbackHandler
 from kclient.client.producer.event_handler import DefaultEventHandler, ProducerContext
 from kclient.client.producer.settings import ProducerSettings
@@ -65,29 +67,17 @@ def _values(tag: str) -> list[bytes]:
 
 
 def _in_log(proc: BrokerProcess, topic: str) -> list[bytes]:
-    out: list[bytes] = []
-    with SimpleConsumer(proc.host, proc.port, so_timeout_ms=10_000) as consumer:
-        end = consumer.get_offsets_before(topic, 0, OffsetRequest.LATEST_TIME, 1)[0]
-        offset = 0
-        while offset < end:
-            got = list(consumer.fetch(FetchRequest(topic, 0, offset, 1 << 20)))
-            assert got, f"no progress at offset {offset} of {end}"
-            out += [bytes(m.message.payload) for m in got]
-            offset = got[-1].next_offset
-    return [v for v in out if v != b"warm-up"]
+    values = [bytes(m.message.payload) for m in partition_messages(proc, topic, 0)]
+    return [v for v in values if v != b"warm-up"]
 
 
-def _wait_for_log(
-    proc: BrokerProcess, topic: str, expect: int, timeout: float = 5.0
-) -> list[bytes]:
-    """The records in the log, once ``expect`` are there or ``timeout`` ran out
-    (a resumed broker appends what it read while frozen a moment later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = _in_log(proc, topic)
-        if len(got) >= expect or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
+def _wait_for_log(proc: BrokerProcess, topic: str) -> list[bytes]:
+    """The records in the log once the resumed broker has finished every
+    connection its clients closed: it reads a connection's end only after
+    answering the request before it, so what it read while frozen is
+    appended (or refused) by then."""
+    wait_for(lambda: not held_connections(local_port=proc.port), "the broker to finish its closed connections")
+    return _in_log(proc, topic)
 
 
 def _topic() -> str:
@@ -114,7 +104,7 @@ def test_sync_timeout_after_the_write_is_possibly_written_and_may_be_in_the_log(
     assert err.possibly_written_partitions == {(topic, 0): N}
     # The broker, resumed, reads the request it was sent and appends it:
     # the "failed" records are in the log, as "possibly written" warned.
-    in_log = _wait_for_log(proc, topic, N)
+    in_log = _wait_for_log(proc, topic)
     assert set(in_log) <= set(values) and len(in_log) <= err.possibly_written
     assert len(in_log) in (0, N)
 
@@ -153,7 +143,7 @@ def test_retry_after_a_possibly_written_attempt_stays_possibly_written(proc):
             os.kill(proc.pid, signal.SIGCONT)
     err = info.value
     assert (err.possibly_written, err.not_sent) == (N, 0)
-    in_log = _wait_for_log(proc, topic, N)
+    in_log = _wait_for_log(proc, topic)
     assert set(in_log) <= set(values) and len(in_log) <= err.possibly_written
 
 
@@ -162,8 +152,9 @@ def test_connection_refused_is_not_sent_and_not_in_the_log(proc):
     values = _values("c")
     with Producer(_config(proc)) as producer:
         producer.send(ProducerData(topic, messages=[b"warm-up"]))
+        port = proc.port
         proc.stop()
-        time.sleep(0.5)  # the producer's connection sees the broker close
+        wait_for(lambda: not held_connections(remote_port=port), "the producer's connection to see the broker close")
         with pytest.raises(FailedToSendMessageError, match="not sent") as info:
             producer.send(ProducerData(topic, messages=values))
     err = info.value
@@ -213,7 +204,7 @@ def test_async_producer_hook_and_close_carry_possibly_written(proc):
             pass
     assert info.value.possibly_written == N and info.value.not_sent == 0
     assert len(recorder.errors) == 1 and recorder.errors[0].possibly_written == N
-    in_log = _wait_for_log(proc, topic, N)
+    in_log = _wait_for_log(proc, topic)
     assert set(in_log) <= set(values) and len(in_log) <= N
 
 
@@ -361,7 +352,10 @@ def test_async_close_timeout_counts_records_in_flight_as_possibly_written(proc):
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             producer.send(ProducerData(topic, messages=values))
-            time.sleep(0.3)  # taken off the queue and written
+            wait_for(
+                lambda: producer.statistics().queued_messages == 0 and any(c.rx_queue for c in held_connections(local_port=proc.port)),
+                "the batch taken off the queue and written (unread in the frozen broker's socket)",
+            )
             with pytest.raises(
                 FailedToSendMessageError, match=rf"\[{N} possibly written, 0 not sent\]"
             ) as info:
@@ -378,5 +372,5 @@ def test_async_close_timeout_counts_records_in_flight_as_possibly_written(proc):
         info.value.possibly_written,
         info.value.not_sent,
     ) == (N, N, 0)
-    in_log = _wait_for_log(proc, topic, N)
+    in_log = _wait_for_log(proc, topic)
     assert set(in_log) <= set(values) and len(in_log) <= N

@@ -33,13 +33,13 @@ from __future__ import annotations
 import importlib
 import socket
 import struct
-import time
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.wait import wait_for
 from kclient.errors import ProtocolError
 from kclient.protocol import consumer_protocol as cp
 from kclient.protocol.connection import encode_request, parse_request_header
@@ -923,9 +923,7 @@ def test_broker_still_refuses_the_new_apis_and_advertises_the_same(broker, key):
             sock.sendall(frame)
             assert _closed_by_peer(sock)
         expected = f"unknown api key {key} (version {version}, correlation id {correlation_id})"
-        deadline = time.monotonic() + 10
-        while expected not in broker.output() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: expected in broker.output(), f"the broker's line {expected!r}", timeout=10)
         line = next(line for line in broker.output().splitlines() if expected in line)
         assert "WARNING" in line
     with socket.create_connection((broker.host, broker.port), timeout=10) as sock:

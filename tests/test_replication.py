@@ -14,11 +14,12 @@ cluster in test_cluster_failover.py.
 
 from __future__ import annotations
 
-import time
+import functools
 
 import pytest
 
-from helpers.raw import SocketClient, fetch_body, produce_body
+from helpers.raw import SocketClient, fetch_body, fetch_records, produce_records
+from helpers.wait import wait_for
 from kclient.errors import (
     FENCED_LEADER_EPOCH,
     NONE,
@@ -26,9 +27,7 @@ from kclient.errors import (
     NOT_LEADER_OR_FOLLOWER,
     STALE_CONTROLLER_EPOCH,
 )
-from kclient.protocol.messages import FETCH, LEADER_AND_ISR, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH, PRODUCE, UPDATE_METADATA
-from kclient.protocol.records import iter_record_set
-from kclient.protocol.records.v2 import build_batch
+from kclient.protocol.messages import FETCH, LEADER_AND_ISR, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH, UPDATE_METADATA
 from kclient.testing import BrokerProcess
 
 TOPIC = "replicated"
@@ -111,36 +110,17 @@ class Controller:
         return answers
 
 
-def batch(values: list[bytes]) -> bytes:
-    now = int(time.time() * 1000)
-    return build_batch([(None, v, now) for v in values])
-
-
 def produce(broker: BrokerProcess, values: list[bytes], *, acks: int) -> dict:
-    with SocketClient(broker.host, broker.port, client_id="test-producer", timeout=15) as c:
-        body = produce_body(TOPIC, 0, batch(values), acks=acks)
-        body["timeout_ms"] = 3000
-        response = c.request(PRODUCE, 7, body)
-    return response["responses"][0]["partition_responses"][0]
+    """One raw Produce to TOPIC-0, acks=-1 waiting at most 3 s for the ISR."""
+    return produce_records(broker, TOPIC, values, acks=acks, timeout_ms=3000, client_timeout=15)
 
 
 def consume(broker: BrokerProcess, offset: int = 0) -> tuple[int, list[bytes], int]:
     """(error, values, high watermark) read by a consumer from ``offset``."""
-    with SocketClient(broker.host, broker.port, client_id="test-consumer", timeout=15) as c:
-        part = c.request(FETCH, 11, fetch_body(TOPIC, [(0, offset)]))["responses"][0]["partitions"][0]
-    values = [r.value for r in iter_record_set(part["records"] or b"")] if part["error_code"] == NONE else []
-    return part["error_code"], values, part["high_watermark"]
+    return fetch_records(broker, TOPIC, 0, offset, client_timeout=15)
 
 
-def wait_until(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+wait_until = functools.partial(wait_for, timeout=15.0)
 
 
 def isr_of(broker: BrokerProcess) -> list[int]:

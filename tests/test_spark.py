@@ -3,12 +3,15 @@ test session's one local[2] Spark session (`spark`, tests/conftest.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import uuid
 
 import pytest
 
+from helpers import records as test_records
+from helpers.wait import wait_for
 from kclient import OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.testing import BrokerProcess
 
@@ -25,10 +28,8 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def produce(broker, topic: str, records) -> None:
-    """records: iterable of ProducerData."""
-    with Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "sync", "request.required.acks": -1}) as p:
-        p.send(list(records))
+#: ``produce(broker, topic, records)``: ProducerData sent in one call, acks=-1.
+produce = functools.partial(test_records.produce, acks=-1, per_send=None)
 
 
 def numbered(topic: str, n: int, *, partitions: int = PARTITIONS, ts0: int | None = None) -> list[ProducerData]:
@@ -264,15 +265,15 @@ def small_log_broker():
 
 
 def _wait_log_start_above(broker, topic: str, offset: int) -> int:
-    import time
-
-    deadline = time.monotonic() + 30
+    """The partition's log start offset once it is above ``offset`` (0 and
+    up: the value returned is true)."""
     with SimpleConsumer(broker.host, broker.port, so_timeout_ms=10_000, client_id="t") as c:
-        while True:
+
+        def above() -> int | None:
             start = c.get_offsets_before(topic, 0, OffsetRequest.EARLIEST_TIME, 1)[0]
-            if start > offset or time.monotonic() > deadline:
-                return start
-            time.sleep(0.1)
+            return start if start > offset else None
+
+        return wait_for(above, f"the log start above {offset}", interval=0.1)
 
 
 def test_records_deleted_by_retention_are_data_loss(spark, small_log_broker):

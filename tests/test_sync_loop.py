@@ -10,11 +10,11 @@ import os
 import signal
 import sys
 import threading
-import time
 
 import pytest
 import trio
 
+from helpers.wait import wait_for
 from kclient.errors import LoopClosedError
 from kclient.sync import LoopThread, _Call, _Dispatcher, _Waiter
 
@@ -90,7 +90,7 @@ def test_concurrent_callers_each_get_their_own_result(loop):
     results: dict[int, list] = {}
 
     async def slow_echo(i, j):
-        await trio.sleep(0.001 * (i % 3))
+        await trio.sleep(0.001 * (i % 3))  # kept: calls of different lengths interleave (the thing under test)
         return (i, j)
 
     def worker(i):
@@ -148,7 +148,7 @@ def test_close_during_a_call_cancels_it(loop):
 
     async def forever():
         entered.set()
-        await trio.sleep_forever()
+        await trio.sleep_forever()  # kept: a call that never returns (cancelled by the close)
 
     errors = []
 
@@ -247,7 +247,7 @@ def test_many_threads_many_calls_while_the_loop_closes():
     lock = threading.Lock()
 
     async def echo(i):
-        await trio.sleep(0.0005)
+        await trio.sleep(0.0005)  # kept: each call lasts a moment, so the close lands mid-call
         return i
 
     def worker():
@@ -266,7 +266,7 @@ def test_many_threads_many_calls_while_the_loop_closes():
     threads = [threading.Thread(target=worker) for _ in range(6)]
     for t in threads:
         t.start()
-    time.sleep(0.02)
+    wait_for(lambda: len(outcomes) >= 6, "calls under way before the close")
     lt.close()
     for t in threads:
         t.join(20)

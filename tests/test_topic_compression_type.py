@@ -6,9 +6,9 @@ codec whatever the topic said."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
+from helpers.wait import wait_for
 from kclient import AdminClient, FetchRequest, NewTopic, Producer, ProducerData, SimpleConsumer
 from kclient.broker.convert import prepare_append
 from kclient.client.admin import AlterConfigOp, ConfigResource
@@ -43,9 +43,6 @@ def test_topic_codec_on_the_broker(broker):
             assert stored_codec(broker, topic, 0) == codecs.GZIP
             resource = ConfigResource("topic", topic)
             admin.incremental_alter_configs({resource: [AlterConfigOp("compression.type", "uncompressed")]})
-            deadline = time.monotonic() + 30
-            while admin.describe_configs([resource])[resource]["compression.type"].value != "uncompressed":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_for(lambda: admin.describe_configs([resource])[resource]["compression.type"].value == "uncompressed", "compression.type=uncompressed")
             producer.send(ProducerData(topic, b"k", [b"v1"], partition=0))
             assert stored_codec(broker, topic, 1) == codecs.NONE

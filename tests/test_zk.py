@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from helpers.wait import wait_for
 from kclient import Producer, ProducerData
 from kclient.errors import ZkTimeoutError
 from kclient.testing import BrokerProcess, BrokerProcessError, four_letter_word
@@ -262,10 +263,7 @@ def test_broker_registers_itself_and_topics(zookeeper, zk_broker, topic):
     try:
         # The broker listens before its ZooKeeper registration lands: wait for it
         # (and for the controller it elects) rather than read once.
-        deadline = time.monotonic() + 30
-        while zk.get("/brokers/ids/0") is None or zk.get("/controller") is None:
-            assert time.monotonic() < deadline, "the broker never registered in ZooKeeper"
-            time.sleep(0.05)
+        wait_for(lambda: zk.get("/brokers/ids/0") is not None and zk.get("/controller") is not None, "the broker's registration in ZooKeeper")
         reg = BrokerRegistration.from_json(0, zk.get("/brokers/ids/0"))
         assert (reg.host, reg.port) == (zk_broker.host, zk_broker.port)
         assert reg.endpoints == (f"PLAINTEXT://{zk_broker.host}:{zk_broker.port}",)
@@ -274,10 +272,7 @@ def test_broker_registers_itself_and_topics(zookeeper, zk_broker, topic):
         assert paths.decode_cluster_id(zk.get("/cluster/id"))
         with Producer({"metadata.broker.list": zk_broker.bootstrap, "request.required.acks": 1}) as producer:
             producer.send(ProducerData(topic=topic, key=b"k", messages=[b"v"]))
-        deadline = time.monotonic() + 30
-        while any(zk.get(paths.partition_state_path(topic, p)) is None for p in range(5)):
-            assert time.monotonic() < deadline, "auto-created topic never appeared in ZooKeeper"
-            time.sleep(0.05)
+        wait_for(lambda: all(zk.get(paths.partition_state_path(topic, p)) is not None for p in range(5)), "the auto-created topic in ZooKeeper")
         assert TopicAssignment.from_json(zk.get(paths.topic_path(topic))).partitions == {p: (0,) for p in range(5)}
         for p in range(5):
             state = PartitionState.from_json(zk.get(paths.partition_state_path(topic, p)))
@@ -302,9 +297,7 @@ def test_broker_restart_registers_existing_topics_and_leaves_on_stop(zookeeper, 
             assert reg.port == broker.port
             assert TopicAssignment.from_json(zk.get("/restart/brokers/topics/kept")).partition_ids == [0, 1]
             # The controller (this broker) writes the partition states just after start-up.
-            deadline = time.monotonic() + 15
-            while zk.get("/restart/brokers/topics/kept/partitions/1/state") is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: zk.get("/restart/brokers/topics/kept/partitions/1/state") is not None, "the partition states", timeout=15)
             assert PartitionState.from_json(zk.get("/restart/brokers/topics/kept/partitions/1/state")).leader == 4
     finally:
         zk.close()
@@ -351,9 +344,7 @@ def test_kazoo_reconnect_noise_is_info_not_warning(caplog):
         try:
             with caplog.at_level(logging.DEBUG):
                 server.kill()
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not any(r.name == "kclient.zk.kazoo" and "Connection dropped" in r.getMessage() for r in caplog.records):
-                    time.sleep(0.1)
+                wait_for(lambda: any(r.name == "kclient.zk.kazoo" and "Connection dropped" in r.getMessage() for r in caplog.records), "kazoo's 'Connection dropped'", timeout=20, interval=0.1)
         finally:
             client.close()
     dropped = [r for r in caplog.records if r.name == "kclient.zk.kazoo" and "Connection dropped" in r.getMessage()]

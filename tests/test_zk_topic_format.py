@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from helpers.wait import wait_for
 from kclient import AdminClient, FetchRequest, NewTopic, Producer, ProducerData, SimpleConsumer
 
 
@@ -16,10 +17,7 @@ def test_log_append_time_from_create_topics(zk_broker):
     topic = f"lat-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": zk_broker.bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})])
-        deadline = time.monotonic() + 30
-        while not all(p.leader >= 0 for p in admin.describe_topics([topic])[topic].partitions):
-            assert time.monotonic() < deadline, "no leader"
-            time.sleep(0.05)
+        wait_for(lambda: all(p.leader >= 0 for p in admin.describe_topics([topic])[topic].partitions), "a leader")
     before = int(time.time() * 1000)
     with Producer({"bootstrap.servers": zk_broker.bootstrap, "request.required.acks": -1}) as producer:
         [future] = producer.send_with_result(ProducerData(topic, b"k", [b"v"], partition=0, timestamp_ms=1_000))

@@ -4,44 +4,15 @@ on every target, and reading back what a partition holds."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from typing import Callable, TypeVar
 
+from helpers.wait import wait_for  # the scenarios import it from here too
 from kclient import AdminClient, FetchRequest, NewTopic, OffsetRequest, SimpleConsumer
 from kclient.errors import LeaderNotAvailableError, NotLeaderForPartitionError, UnknownTopicOrPartitionError
-
-T = TypeVar("T")
-
 
 def unique_topic(prefix: str) -> str:
     """A topic name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_for(condition: Callable[[], T], what: str, timeout: float = 30.0, interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns a true value; fail after ``timeout`` s.
-
-    Args:
-        condition: Returns a true value once the awaited state holds.
-        what: Named in the failure message.
-        timeout: Deadline in seconds.
-        interval: Pause between polls in seconds.
-
-    Returns:
-        The first true value ``condition`` returned.
-
-    Raises:
-        AssertionError: The deadline passed first.
-    """
-    deadline = time.monotonic() + timeout
-    last: T = condition()
-    while not last:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
-        last = condition()
-    return last
 
 
 def create_topic(target, name: str, partitions: int = 2, config: dict[str, str] | None = None) -> str:

@@ -9,11 +9,13 @@ broker, with the reason).
 from __future__ import annotations
 
 import concurrent.futures
-import time
+import functools
 import uuid
 
 import pytest
 from helpers.raw import SocketClient
+from helpers.raw import make_topic as raw_make_topic
+from helpers.wait import retry as _retry
 
 from kclient.protocol import consumer_protocol as cp
 from kclient.protocol.messages import (
@@ -25,7 +27,6 @@ from kclient.protocol.messages import (
     JOIN_GROUP,
     LEAVE_GROUP,
     LIST_GROUPS,
-    METADATA,
     OFFSET_COMMIT,
     OFFSET_FETCH,
     SYNC_GROUP,
@@ -41,22 +42,12 @@ def client(target, name: str) -> SocketClient:
     return SocketClient(target.host, target.port, client_id=name, timeout=TIMEOUT)
 
 
-def retry(call, ok, what: str):
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        result = call()
-        if ok(result):
-            return result
-        assert time.monotonic() < deadline, f"no {what} in time: {result}"
-        time.sleep(0.1)
+#: Call until the answer is the awaited one (coordinator loading, topic creation).
+retry = functools.partial(_retry, timeout=TIMEOUT)
 
 
-def make_topic(c: SocketClient, topic: str) -> None:
-    retry(
-        lambda: c.request(METADATA, 4, {"topics": [{"name": topic}], "allow_auto_topic_creation": True}),
-        lambda r: r["topics"][0]["error_code"] == 0 and all(p["leader_id"] >= 0 for p in r["topics"][0]["partitions"]),
-        "topic",
-    )
+#: Auto-create a topic and wait for its leaders (within this module's TIMEOUT).
+make_topic = functools.partial(raw_make_topic, timeout=TIMEOUT)
 
 
 def commit_body(group: str, topic: str, offsets: dict[int, int], *, generation: int = -1, member: str = "", metadata: str = "meta") -> dict:

@@ -19,6 +19,8 @@ import uuid
 
 import pytest
 
+from helpers import records as test_records
+from helpers.wait import wait_for
 from kclient import Producer, ProducerData
 
 #: The brokers these scenarios run against (fixtures of conftest.py).
@@ -74,10 +76,8 @@ def records(topic: str, start: int, count: int) -> list[ProducerData]:
 
 
 def produce(broker, data: list[ProducerData]) -> None:
-    """Send ``data`` with kclient, acks=-1, and wait for every acknowledgement."""
-    conf = broker.client_properties() | {"request.required.acks": -1, "producer.type": "sync"}
-    with Producer(conf) as producer:
-        producer.send(data)
+    """Send ``data`` with kclient in one call, acks=-1, and wait for every acknowledgement."""
+    test_records.produce(broker, data[0].topic, data, acks=-1, per_send=None, config=broker.client_properties())
 
 
 def create_topic(broker, topic: str, partitions: int) -> None:
@@ -88,16 +88,15 @@ def create_topic(broker, topic: str, partitions: int) -> None:
 
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-        deadline = time.monotonic() + 60
-        while True:
+
+        def led() -> bool:
             try:
                 found = admin.describe_topics([topic]).get(topic)
             except UnknownTopicOrPartitionError:
-                found = None
-            if found is not None and len(found.partitions) == partitions and all(p.leader >= 0 for p in found.partitions):
-                return
-            assert time.monotonic() < deadline, f"{topic} has no leader for every partition after 60 s"
-            time.sleep(0.05)
+                return False
+            return found is not None and len(found.partitions) == partitions and all(p.leader >= 0 for p in found.partitions)
+
+        wait_for(led, f"a leader for every partition of {topic}", timeout=60)
 
 
 def expected_rows(topic: str, data: list[ProducerData]) -> list[tuple]:

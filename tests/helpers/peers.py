@@ -130,12 +130,15 @@ def ck_produce(
     return [results[i] for i in range(len(records))]
 
 
-def ck_consume(bootstrap: str, topic: str, n: int, *, deadline: float, partitions: Iterable[int]) -> list[tuple]:
+def ck_consume(bootstrap: str, topic: str, n: int, *, deadline: float, partitions: Iterable[int], into: list | None = None) -> list[tuple]:
     """Read up to ``n`` records of ``topic`` from offset 0 of each of
     ``partitions`` with confluent-kafka's Consumer (assign with explicit
     offsets; group.id is required by the client but no group protocol is
     used and nothing is committed or stored), until ``n`` are read or the
-    deadline passes. Fails on any error the consumer reports."""
+    deadline passes. Fails on any error the consumer reports.
+
+    ``into``: a list the records are appended to as they are read (and
+    returned), for another thread to watch the progress."""
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -147,7 +150,7 @@ def ck_consume(bootstrap: str, topic: str, n: int, *, deadline: float, partition
     )
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
-        got: list[tuple] = []
+        got: list[tuple] = [] if into is None else into
         end = time.monotonic() + deadline
         while len(got) < n and time.monotonic() < end:
             msg = consumer.poll(0.5)

@@ -10,11 +10,12 @@ logs are read back with raw Fetch requests from the current leader.
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from helpers.raw import SocketClient, fetch_body
+from helpers.wait import wait_for
 from kclient.errors import NOT_LEADER_OR_FOLLOWER
 from kclient.protocol.messages import FETCH, METADATA
 from kclient.protocol.records import iter_record_set
@@ -31,17 +32,8 @@ BROKER_PROPS = {
 }
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something true; fail after
-    ``timeout`` seconds naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+#: `helpers.wait.wait_for` polling every 0.1 s (the failover tests' pace).
+wait_until = functools.partial(wait_for, interval=0.1)
 
 
 class ThreeBrokers:

@@ -27,6 +27,7 @@ Errors are one line, status 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from kclient.errors import ConfigError
 from kclient.security.sasl import SCRAM_MECHANISMS, SCRAM_MIN_ITERATIONS, ScramCredential
@@ -140,10 +141,34 @@ def _describe_entry(entry) -> str:
     return f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
 
 
-def _cmd_broker_configs(args: argparse.Namespace) -> int:
-    from kclient.client.admin import AdminClient, AlterConfigOp, ConfigResource
-    from kclient.tools._common import client_properties
+def _changes(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, int], list[str]]:
+    """``--add-config`` and ``--delete-config`` of an ``--alter``.
 
+    Returns:
+        The configs to set, the SCRAM iterations asked for, the configs to
+        delete.
+
+    Raises:
+        ConfigError: neither option, or a malformed one.
+    """
+    if not args.add_config and not args.delete_config:
+        raise ConfigError("--alter needs --add-config or --delete-config")
+    added, iterations = parse_add_config(args.add_config) if args.add_config else ({}, {})
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    return added, iterations, deleted
+
+
+def _broker_entity(args: argparse.Namespace) -> tuple[str, str, str, bool]:
+    """What ``--entity-type`` / ``--entity-name`` / ``--entity-default``
+    name with ``--bootstrap-server``.
+
+    Returns:
+        The `ConfigResource` type, the word Kafka prints, the source of the
+        overrides, and whether it is the brokers' cluster-wide default.
+
+    Raises:
+        ConfigError: an unknown type or a bad combination.
+    """
     if args.entity_type not in _ENTITY_TYPES:
         raise ConfigError(f"Invalid --entity-type {args.entity_type!r} with --bootstrap-server: kclient configs supports topics and brokers (users with --zookeeper)")
     resource_type, word, dynamic = _ENTITY_TYPES[args.entity_type]
@@ -154,35 +179,59 @@ def _cmd_broker_configs(args: argparse.Namespace) -> int:
         raise ConfigError("--entity-default is for --entity-type brokers")
     if args.alter and not (args.entity_name or default):
         raise ConfigError("--alter needs --entity-name (or --entity-default for brokers)")
+    return resource_type, word, dynamic, default
+
+
+def _alter_broker_configs(admin: Any, args: argparse.Namespace, resource_type: str, word: str, default: bool) -> None:
+    """``--alter`` with ``--bootstrap-server`` (IncrementalAlterConfigs, KIP-339)."""
+    from kclient.client.admin import AlterConfigOp, ConfigResource
+
+    added, _, deleted = _changes(args)
+    ops = [AlterConfigOp(k, v) for k, v in added.items()] + [AlterConfigOp(k, op="delete") for k in deleted]
+    resource = ConfigResource(resource_type, "" if default else args.entity_name)
+    admin.incremental_alter_configs({resource: ops})
+    print("Completed updating default config for brokers in the cluster." if default else f"Completed updating config for {word} {args.entity_name}.")
+
+
+def _entity_names(admin: Any, args: argparse.Namespace, resource_type: str, default: bool) -> list[str]:
+    """The entities ``--describe`` shows: the one named, the brokers'
+    default (``""``), else every topic or broker."""
+    if default:
+        return [""]
+    if args.entity_name:
+        return [args.entity_name]
+    if resource_type == "topic":
+        return list(admin.list_topics())
+    return [str(b.node_id) for b in admin.describe_cluster().brokers]
+
+
+def _describe_broker_configs(admin: Any, args: argparse.Namespace, resource_type: str, word: str, dynamic: str, default: bool) -> None:
+    """``--describe`` with ``--bootstrap-server`` (DescribeConfigs with
+    synonyms, KIP-226): the overrides, or every config with ``--all``."""
+    from kclient.client.admin import ConfigResource
+
+    resources = [ConfigResource(resource_type, n) for n in _entity_names(admin, args, resource_type, default)]
+    described = admin.describe_configs(resources, include_synonyms=True)
+    shown = "DYNAMIC_DEFAULT_BROKER_CONFIG" if default else dynamic
+    header = "All configs" if args.all else "Dynamic configs"
+    for resource in resources:
+        entries = [e for e in described[resource].values() if args.all or e.source == shown]
+        print("Default configs for brokers in the cluster are:" if default else f"{header} for {word} {resource.name} are:")
+        for entry in sorted(entries, key=lambda e: e.name):
+            print(_describe_entry(entry))
+
+
+def _cmd_broker_configs(args: argparse.Namespace) -> int:
+    from kclient.client.admin import AdminClient
+    from kclient.tools._common import client_properties
+
+    resource_type, word, dynamic, default = _broker_entity(args)
     props = client_properties(args.command_config, [], "--command-config")
     with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
         if args.alter:
-            if not args.add_config and not args.delete_config:
-                raise ConfigError("--alter needs --add-config or --delete-config")
-            added, _ = parse_add_config(args.add_config) if args.add_config else ({}, {})
-            deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
-            ops = [AlterConfigOp(k, v) for k, v in added.items()] + [AlterConfigOp(k, op="delete") for k in deleted]
-            resource = ConfigResource(resource_type, "" if default else args.entity_name)
-            admin.incremental_alter_configs({resource: ops})
-            print("Completed updating default config for brokers in the cluster." if default else f"Completed updating config for {word} {args.entity_name}.")
-            return 0
-        if default:
-            names = [""]
-        elif args.entity_name:
-            names = [args.entity_name]
-        elif resource_type == "topic":
-            names = admin.list_topics()
+            _alter_broker_configs(admin, args, resource_type, word, default)
         else:
-            names = [str(b.node_id) for b in admin.describe_cluster().brokers]
-        resources = [ConfigResource(resource_type, n) for n in names]
-        described = admin.describe_configs(resources, include_synonyms=True)
-        for resource in resources:
-            shown = "DYNAMIC_DEFAULT_BROKER_CONFIG" if default else dynamic
-            entries = [e for e in described[resource].values() if args.all or e.source == shown]
-            header = "All configs" if args.all else "Dynamic configs"
-            print("Default configs for brokers in the cluster are:" if default else f"{header} for {word} {resource.name} are:")
-            for entry in sorted(entries, key=lambda e: e.name):
-                print(_describe_entry(entry))
+            _describe_broker_configs(admin, args, resource_type, word, dynamic, default)
     return 0
 
 
@@ -201,10 +250,7 @@ def _cmd_configs(args: argparse.Namespace) -> int:
         shown = ",".join(f"{k}={_describe_value(k, v)}" for k, v in sorted(config.items()))
         print(f"Configs for user-principal '{name}' are {shown}")
         return 0
-    if not args.add_config and not args.delete_config:
-        raise ConfigError("--alter needs --add-config or --delete-config")
-    added, iterations = parse_add_config(args.add_config) if args.add_config else ({}, {})
-    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    added, iterations, deleted = _changes(args)
     alter_user_config(args.zookeeper, name, added, deleted, iterations=iterations)
     print(f"Completed updating config for user {name}.")
     return 0

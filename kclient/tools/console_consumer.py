@@ -161,6 +161,143 @@ def _start_offset(args: argparse.Namespace) -> int | str:
     return int(text)
 
 
+def _check_limits(args: argparse.Namespace) -> None:
+    """Raise `ConfigError` for a negative ``--max-messages`` or ``--timeout-ms``."""
+    if args.max_messages is not None and args.max_messages < 0:
+        raise ConfigError(f"--max-messages {args.max_messages}: expected a non-negative count")
+    if args.timeout_ms is not None and args.timeout_ms < 0:
+        raise ConfigError(f"--timeout-ms {args.timeout_ms}: expected a non-negative time")
+
+
+def _partitions(metadata: Any, topic: str, partition: int | None) -> tuple[Any, ...]:
+    """The partitions to read (`kclient.client.cluster.PartitionInfo`):
+    the topic's, or the one ``--partition`` names.
+
+    Raises:
+        UnknownTopicOrPartitionError: No such topic or partition.
+    """
+    parts = metadata.partitions_for(topic)
+    if metadata.topic_errors.get(topic, 0) or not parts:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    if partition is not None:
+        parts = tuple(p for p in parts if p.partition == partition)
+        if not parts:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+    return parts
+
+
+class _ConsoleReader:
+    """What the console consumer reads and has printed: one
+    `SimpleConsumer` per partition leader, each partition's next offset,
+    and how many records were printed (up to ``limit``)."""
+
+    def __init__(self, topic: str, formatter: MessageFormatter, out: IO[bytes], limit: int | None) -> None:
+        self.topic = topic
+        self.formatter = formatter
+        self.out = out
+        self.limit = limit
+        self.processed = 0
+        self.consumers: dict[tuple[str, int], Any] = {}
+        #: leader address -> {partition: next offset}
+        self.positions: dict[tuple[str, int], dict[int, int]] = {}
+
+    @property
+    def done(self) -> bool:
+        """Whether ``--max-messages`` records were printed."""
+        return self.limit is not None and self.processed >= self.limit
+
+    def open(self, metadata: Any, parts: Sequence[Any], start: int | str, properties: Mapping[str, Any]) -> None:
+        """Connect to the partitions' leaders and find each start offset.
+
+        Args:
+            metadata: The topic's `kclient.client.cluster.ClusterMetadata`.
+            parts: The partitions to read.
+            start: ``"earliest"``, ``"latest"`` or an offset.
+            properties: The consumer properties (security).
+        """
+        from kclient.client.consumer.simple import OffsetRequest, SimpleConsumer
+
+        for part in parts:
+            address = leader_address(metadata, part)
+            if address not in self.consumers:
+                self.consumers[address] = SimpleConsumer(*address, client_id="console-consumer", config=properties)
+                self.positions[address] = {}
+            if isinstance(start, int):
+                offset = start
+            else:
+                when = OffsetRequest.EARLIEST_TIME if start == "earliest" else OffsetRequest.LATEST_TIME
+                offsets = self.consumers[address].get_offsets_before(self.topic, part.partition, when, 1)
+                offset = offsets[0] if offsets else 0
+            self.positions[address][part.partition] = offset
+
+    def poll(self, timeout_ms: int | None) -> int:
+        """One fetch from every leader (``POLL_MS`` long polls in all, at
+        most ``timeout_ms``); prints what came.
+
+        Returns:
+            How many records were printed.
+        """
+        wait = POLL_MS // max(1, len(self.consumers))
+        if timeout_ms is not None:
+            wait = min(wait, timeout_ms)
+        got = 0
+        for address, consumer in self.consumers.items():
+            got += self._fetch(consumer, self.positions[address], wait)
+            if self.done:
+                break
+        self.out.flush()
+        return got
+
+    def _fetch(self, consumer: Any, positions: dict[int, int], wait: int) -> int:
+        from kclient.client.consumer.simple import FetchRequest
+
+        requests = [FetchRequest(self.topic, p, o, FETCH_BYTES) for p, o in sorted(positions.items())]
+        got = 0
+        for message_set in consumer.multifetch(requests, max_wait_ms=wait, min_bytes=1):
+            got += self._print(message_set, positions)
+            if self.done:
+                break
+        return got
+
+    def _print(self, message_set: Any, positions: dict[int, int]) -> int:
+        """Print a fetched partition's records (up to the limit) and move
+        its position past them; returns how many were printed."""
+        partition = message_set.partition
+        printed = 0
+        for mo in message_set:
+            m = mo.message
+            self.out.write(self.formatter.format(partition, mo.offset, m.key, m.payload, m.timestamp, m.headers))
+            positions[partition] = mo.offset + 1
+            self.processed += 1
+            printed += 1
+            if self.done:
+                return printed
+        # Past control batches too (transaction markers take an offset but
+        # hand out no message): a log ending with one would otherwise answer
+        # the long poll at once, forever.
+        positions[partition] = max(positions[partition], message_set.next_offset)
+        return printed
+
+    def read(self, timeout_ms: int | None) -> None:
+        """Print records until the limit, or until ``timeout_ms`` passed
+        without one (never, without a timeout)."""
+        last_record = time.monotonic()
+        while not self.done:
+            if self.poll(timeout_ms):
+                last_record = time.monotonic()
+            elif timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= timeout_ms:
+                break
+
+    def close(self) -> None:
+        """Flush the output and close the consumers."""
+        try:
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+        for consumer in self.consumers.values():
+            consumer.close()
+
+
 def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
     """Run ``kclient console-consumer``.
 
@@ -176,88 +313,22 @@ def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
         UnknownTopicOrPartitionError: No such topic or partition.
         KafkaError: The broker could not be reached or answered an error.
     """
-    from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer
-
     out = stdout if stdout is not None else sys.stdout.buffer
     formatter = MessageFormatter(parse_key_values(args.property, "--property"))
     props: dict[str, Any] = client_properties(args.consumer_config, args.consumer_property, "--consumer-property")
     start = _start_offset(args)
-    if args.max_messages is not None and args.max_messages < 0:
-        raise ConfigError(f"--max-messages {args.max_messages}: expected a non-negative count")
-    if args.timeout_ms is not None and args.timeout_ms < 0:
-        raise ConfigError(f"--timeout-ms {args.timeout_ms}: expected a non-negative time")
+    _check_limits(args)
     bootstrap = parse_bootstrap(args.bootstrap_server)
     metadata = fetch_metadata(bootstrap, [args.topic], properties=props, allow_auto_create=True)
-    code = metadata.topic_errors.get(args.topic, 0)
-    parts = metadata.partitions_for(args.topic)
-    if code or not parts:
-        raise UnknownTopicOrPartitionError(f"topic {args.topic!r} does not exist")
-    if args.partition is not None:
-        parts = tuple(p for p in parts if p.partition == args.partition)
-        if not parts:
-            raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {args.partition}")
-
-    consumers: dict[tuple[str, int], SimpleConsumer] = {}
-    # leader address -> {partition: next offset}
-    positions: dict[tuple[str, int], dict[int, int]] = {}
-    processed = 0
+    parts = _partitions(metadata, args.topic, args.partition)
+    reader = _ConsoleReader(args.topic, formatter, out, args.max_messages)
     try:
-        for part in parts:
-            address = leader_address(metadata, part)
-            if address not in consumers:
-                consumers[address] = SimpleConsumer(*address, client_id="console-consumer", config=props)
-                positions[address] = {}
-            if isinstance(start, int):
-                offset = start
-            else:
-                time_ = OffsetRequest.EARLIEST_TIME if start == "earliest" else OffsetRequest.LATEST_TIME
-                offsets = consumers[address].get_offsets_before(args.topic, part.partition, time_, 1)
-                offset = offsets[0] if offsets else 0
-            positions[address][part.partition] = offset
-        limit = args.max_messages
-        last_record = time.monotonic()
-        while limit is None or processed < limit:
-            got = 0
-            for address, consumer in consumers.items():
-                wait = POLL_MS // max(1, len(consumers))
-                if args.timeout_ms is not None:
-                    wait = min(wait, args.timeout_ms)
-                requests = [FetchRequest(args.topic, p, o, FETCH_BYTES) for p, o in sorted(positions[address].items())]
-                for message_set in consumer.multifetch(requests, max_wait_ms=wait, min_bytes=1):
-                    complete = True
-                    for mo in message_set:
-                        m = mo.message
-                        out.write(formatter.format(message_set.partition, mo.offset, m.key, m.payload, m.timestamp, m.headers))
-                        positions[address][message_set.partition] = mo.offset + 1
-                        processed += 1
-                        got += 1
-                        if limit is not None and processed >= limit:
-                            complete = False
-                            break
-                    if complete:
-                        # Past control batches too (transaction markers take an
-                        # offset but hand out no message): a log ending with one
-                        # would otherwise answer the long poll at once, forever.
-                        position = positions[address][message_set.partition]
-                        positions[address][message_set.partition] = max(position, message_set.next_offset)
-                    if limit is not None and processed >= limit:
-                        break
-                if limit is not None and processed >= limit:
-                    break
-            out.flush()
-            if got:
-                last_record = time.monotonic()
-            elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
-                break
+        reader.open(metadata, parts, start, props)
+        reader.read(args.timeout_ms)
     except KeyboardInterrupt:
         pass
     finally:
-        try:
-            out.flush()
-        except (OSError, ValueError):
-            pass
-        for consumer in consumers.values():
-            consumer.close()
-        sys.stderr.write(f"Processed a total of {processed} messages\n")
+        reader.close()
+        sys.stderr.write(f"Processed a total of {reader.processed} messages\n")
         sys.stderr.flush()
     return 0

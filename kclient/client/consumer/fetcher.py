@@ -175,6 +175,12 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     return MessageChunk.from_columns(topic, partition, offsets, keys, values, timestamps)
 
 
+#: `FetcherGroup._fetch_result`'s outcomes besides an answer: the
+#: partitions went to the leader finder / try again after the backoff.
+_LOST = object()
+_RETRY = object()
+
+
 class _Fetch:
     """One multifetch of a fetch loop, run as a task of its own so that the
     next fetch can be sent before the last one's messages are decoded and
@@ -266,6 +272,12 @@ class FetcherGroup:
         self._lost.extend(infos)
         self._lost_event.set()
 
+    def _lose(self, infos: list[PartitionTopicInfo]) -> None:
+        """Forget the partitions' leader and look for it again."""
+        for info in infos:
+            info.leader = None
+        self._hand_to_finder(infos)
+
     async def _leader_finder(self) -> None:
         first = True
         while True:
@@ -331,9 +343,7 @@ class FetcherGroup:
                     await core.deliver(index, exc)
             except Exception:
                 log.exception("fetcher for broker %d failed; looking for leaders again", broker_id)
-                for info in infos:
-                    info.leader = None
-                self._hand_to_finder(infos)
+                self._lose(infos)
             finally:
                 with trio.CancelScope(shield=True):
                     await consumer.aclose()
@@ -359,90 +369,127 @@ class FetcherGroup:
             raise error
 
     async def _fetch_partitions(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo]) -> None:
-        core = self.core
-        key_decoder, value_decoder = core.key_decoder, core.value_decoder
-        generation = self.generation
+        """Fetch ``infos`` from one broker until none is left to fetch
+        there (each handed to the leader finder or stopped by an error the
+        stream reports), one multifetch in flight, the next one sent ahead
+        when the last came back whole (`_send_ahead`)."""
         ahead: _Fetch | None = None
         while infos:
-            try:
-                if ahead is None:
-                    await self._reset_offsets(consumer, infos)
-                    ahead = await self._start_fetch(nursery, consumer, infos, [i.fetch_offset for i in infos])
-                fetch, ahead = ahead, None
-                response = await fetch.result()
-            except AuthenticationError:
-                raise  # not retriable: _fetch_loop hands it to the streams
-            except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
-                log.warning("fetching from broker %d failed (%s); looking for leaders again", broker_id, exc)
-                for info in infos:
-                    info.leader = None
-                self._hand_to_finder(infos)
+            outcome = await self._fetch_result(nursery, consumer, broker_id, infos, ahead)
+            ahead = None
+            if outcome is _LOST:
                 return
-            except BrokerResponseError as exc:
-                if exc.invalid_metadata:
-                    for info in infos:
-                        info.leader = None
-                    self._hand_to_finder(infos)
-                    return
-                log.warning("fetch from broker %d failed: %s; retrying in %s s", broker_id, exc, self._backoff)
-                await trio.sleep(self._backoff)
+            if outcome is _RETRY:
                 continue
+            fetch, response = outcome
             # Where each partition goes on: the offset after its last complete
             # batch (the batch headers say; the same as after decoding it).
-            live = {id(i) for i in infos}
             ends = [fetched_position(ms.buffer, offset) if ms.buffer and not ms.error_code else offset for offset, ms in zip(fetch.offsets, response)]
-            # Ask for what follows now, so that the broker reads it while these
-            # are decoded and handed over: when every partition came back
-            # without an error and with complete batches or nothing (a first
-            # batch larger than the fetch size comes back again).
-            now = [(i, o, e, ms) for i, o, e, ms in zip(fetch.infos, fetch.offsets, ends, response) if id(i) in live]
-            if now and all(not ms.error_code and (e > o or not ms.buffer) for _, o, e, ms in now):
-                ahead = await self._start_fetch(nursery, consumer, [i for i, *_ in now], [e if i.fetch_offset == o else i.fetch_offset for i, o, e, _ in now])
+            live = {id(i) for i in infos}
+            ahead = await self._send_ahead(nursery, consumer, live, fetch, ends, response)
             keep: list[PartitionTopicInfo] = []
             for info, offset, end, message_set in zip(fetch.infos, fetch.offsets, ends, response):
                 if id(info) not in live:
                     continue  # sent ahead before the partition stopped being fetched: dropped
-                if info.fetch_offset != offset:
-                    keep.append(info)  # sent ahead from an offset that has moved since: fetched again
-                    continue
-                code = message_set.error_code
-                if code == _NO_ERROR:
-                    keep.append(info)
-                    if not message_set.buffer:
-                        continue
-                    try:
-                        chunk = decode_chunk(info, message_set, key_decoder, value_decoder)
-                    except (MessageSizeTooLargeError, CorruptRecordError) as exc:
-                        log.error("%s-%d: %s; the partition is not fetched until the next rebalance", info.topic, info.partition, exc)
-                        keep.pop()
-                        await core.deliver(info.stream_index, exc)
-                        continue
-                    except Exception as exc:  # a decoder failed
-                        log.error("%s-%d: decoding at offset %d failed: %r", info.topic, info.partition, info.fetch_offset, exc)
-                        keep.pop()
-                        await core.deliver(info.stream_index, exc)
-                        continue
-                    if chunk.offsets:
-                        info.fetch_offset = max(end, chunk.offsets[-1] + 1)
-                        await core.deliver(info.stream_index, (generation, chunk))
-                    elif end > info.fetch_offset:
-                        info.fetch_offset = end  # only control batches / skipped records
-                elif code == OFFSET_OUT_OF_RANGE:
-                    keep.append(info)
-                    try:
-                        await self._reset_offset(consumer, info, "OffsetOutOfRange")
-                    except (KafkaConnectionError, KafkaTimeoutError):
-                        pass  # the next multifetch reports it
-                elif message_set.error is not None and message_set.error.invalid_metadata:
-                    log.info("%s-%d: %s from broker %d; looking for its leader", info.topic, info.partition, message_set.error.name, broker_id)
-                    info.leader = None
-                    self._hand_to_finder([info])
-                else:
-                    keep.append(info)
-                    log.warning("%s-%d: fetch error %s; retrying", info.topic, info.partition, message_set.error)
-                    await trio.sleep(self._backoff)
+                if info.fetch_offset != offset or await self._handle_partition(consumer, broker_id, info, end, message_set):
+                    keep.append(info)  # (an offset that moved since the fetch was sent: fetched again)
             infos = keep
             await trio.lowlevel.checkpoint()
+
+    async def _fetch_result(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, broker_id: int, infos: list[PartitionTopicInfo], ahead: _Fetch | None) -> Any:
+        """The next multifetch's answer: the one sent ahead, else one sent
+        now (after starting the partitions without an offset).
+
+        Returns:
+            ``(fetch, response)``; `_LOST` when the broker cannot serve
+            these partitions any more (they went to the leader finder);
+            `_RETRY` after a failed fetch's backoff.
+
+        Raises:
+            AuthenticationError: never retried (`_fetch_loop` hands it to
+                the streams).
+        """
+        try:
+            if ahead is None:
+                await self._reset_offsets(consumer, infos)
+                ahead = await self._start_fetch(nursery, consumer, infos, [i.fetch_offset for i in infos])
+            return ahead, await ahead.result()
+        except AuthenticationError:
+            raise
+        except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
+            log.warning("fetching from broker %d failed (%s); looking for leaders again", broker_id, exc)
+            self._lose(infos)
+            return _LOST
+        except BrokerResponseError as exc:
+            if exc.invalid_metadata:
+                self._lose(infos)
+                return _LOST
+            log.warning("fetch from broker %d failed: %s; retrying in %s s", broker_id, exc, self._backoff)
+            await trio.sleep(self._backoff)
+            return _RETRY
+
+    async def _send_ahead(self, nursery: trio.Nursery, consumer: TrioSimpleConsumer, live: set[int], fetch: _Fetch, ends: list[int], response: Any) -> _Fetch | None:
+        """Ask for what follows now, so that the broker reads it while this
+        answer is decoded and handed over: when every partition still
+        fetched came back without an error and with complete batches or
+        nothing (a first batch larger than the fetch size comes back
+        again). Returns the fetch sent, or None."""
+        now = [(i, o, e, ms) for i, o, e, ms in zip(fetch.infos, fetch.offsets, ends, response) if id(i) in live]
+        if not now or not all(not ms.error_code and (e > o or not ms.buffer) for _, o, e, ms in now):
+            return None
+        return await self._start_fetch(nursery, consumer, [i for i, *_ in now], [e if i.fetch_offset == o else i.fetch_offset for i, o, e, _ in now])
+
+    async def _handle_partition(self, consumer: TrioSimpleConsumer, broker_id: int, info: PartitionTopicInfo, end: int, message_set: Any) -> bool:
+        """Act on one partition's part of a multifetch answer (its messages,
+        or its error; see the module docstring).
+
+        Returns:
+            Whether this broker goes on fetching the partition.
+        """
+        code = message_set.error_code
+        if code == _NO_ERROR:
+            return await self._deliver(info, end, message_set)
+        if code == OFFSET_OUT_OF_RANGE:
+            try:
+                await self._reset_offset(consumer, info, "OffsetOutOfRange")
+            except (KafkaConnectionError, KafkaTimeoutError):
+                pass  # the next multifetch reports it
+            return True
+        if message_set.error is not None and message_set.error.invalid_metadata:
+            log.info("%s-%d: %s from broker %d; looking for its leader", info.topic, info.partition, message_set.error.name, broker_id)
+            self._lose([info])
+            return False
+        log.warning("%s-%d: fetch error %s; retrying", info.topic, info.partition, message_set.error)
+        await trio.sleep(self._backoff)
+        return True
+
+    async def _deliver(self, info: PartitionTopicInfo, end: int, message_set: Any) -> bool:
+        """Decode a partition's messages and queue them for its stream; a
+        batch that cannot be read (too large, corrupt, a failing decoder) is
+        queued as the stream's error instead.
+
+        Returns:
+            Whether the partition goes on being fetched (not after an error).
+        """
+        if not message_set.buffer:
+            return True
+        core = self.core
+        try:
+            chunk = decode_chunk(info, message_set, core.key_decoder, core.value_decoder)
+        except (MessageSizeTooLargeError, CorruptRecordError) as exc:
+            log.error("%s-%d: %s; the partition is not fetched until the next rebalance", info.topic, info.partition, exc)
+            await core.deliver(info.stream_index, exc)
+            return False
+        except Exception as exc:  # a decoder failed
+            log.error("%s-%d: decoding at offset %d failed: %r", info.topic, info.partition, info.fetch_offset, exc)
+            await core.deliver(info.stream_index, exc)
+            return False
+        if chunk.offsets:
+            info.fetch_offset = max(end, chunk.offsets[-1] + 1)
+            await core.deliver(info.stream_index, (self.generation, chunk))
+        elif end > info.fetch_offset:
+            info.fetch_offset = end  # only control batches / skipped records
+        return True
 
     async def _reset_offsets(self, consumer: TrioSimpleConsumer, infos: list[PartitionTopicInfo]) -> None:
         """Start the partitions without an offset per ``auto.offset.reset``:

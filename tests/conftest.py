@@ -1,9 +1,13 @@
 """Shared fixtures: a real bundled broker in a subprocess, a real ZooKeeper
-server, unique topic names."""
+server, unique topic names; and the guard that keeps the ``unit`` marker
+true (a test marked ``unit`` starts no process and opens no network
+connection, so ``pytest -m unit`` runs them alone, quickly)."""
 
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
 import uuid
 
 import pytest
@@ -46,6 +50,38 @@ def pytest_collection_modifyitems(config, items) -> None:
             or any(isinstance(v, str) and v in _KAFKA_TARGETS for v in params)
         ):
             item.add_marker(marker)
+
+
+#: Fixtures that start a process (a broker, ZooKeeper, Apache Kafka, Spark's
+#: JVM): a test marked ``unit`` may not use them (checked when it runs, and
+#: statically by tests/test_unit_marker.py).
+PROCESS_FIXTURES = frozenset(
+    {"broker", "zookeeper", "zk_broker", "spark", "spark_kafka", "target", "zk_target", "bundled_target"} | _KAFKA_FIXTURES
+)
+
+
+def _refuse(what: str):
+    def refused(*args, **kwargs):
+        raise AssertionError(f"a test marked unit {what}: drop its unit marker (pytest -m unit runs only tests that need no process and no network)")
+
+    return refused
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_stay_in_process(request, monkeypatch):
+    """For a test marked ``unit``: fail it if it uses a process fixture
+    (`PROCESS_FIXTURES`), connects or binds a socket, or starts a
+    subprocess. Other tests are left alone."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    used = PROCESS_FIXTURES.intersection(request.fixturenames)
+    assert not used, f"a test marked unit uses {sorted(used)}: drop its unit marker"
+    monkeypatch.setattr(socket.socket, "connect", _refuse("connected a socket"))
+    monkeypatch.setattr(socket.socket, "connect_ex", _refuse("connected a socket"))
+    monkeypatch.setattr(socket.socket, "bind", _refuse("bound a socket"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
+    yield
 
 
 #: Partitions of auto-created topics on the session broker.

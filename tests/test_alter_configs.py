@@ -54,6 +54,7 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # ---------------------------------------------------------------- no broker
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("configs", "code"),
     [
@@ -72,6 +73,7 @@ def test_validate_topic_configs(configs, code):
     assert validate_topic_configs(configs)[0] == code
 
 
+@pytest.mark.unit
 def test_change_notifications_of_both_versions():
     assert changed_topic(b'{"version":2,"entity_path":"topics/orders"}') == "orders"
     assert changed_topic(b'{"version":1,"entity_type":"topics","entity_name":"orders"}') == "orders"
@@ -79,6 +81,7 @@ def test_change_notifications_of_both_versions():
     assert changed_topic(b"garbage") is None
 
 
+@pytest.mark.unit
 def test_schemas_match_kafka_python_byte_for_byte():
     alter = {"resources": [{"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": "1"}, {"name": "x", "value": None}]}], "validate_only": True}
     incremental = {

@@ -151,6 +151,7 @@ EXPECTED_VERSIONS = {
 }
 
 
+@pytest.mark.unit
 def test_advertised_table_matches_protocol_notes():
     assert SUPPORTED_VERSIONS == EXPECTED_VERSIONS
 
@@ -799,6 +800,7 @@ def _fetch_response_body(plog, reads) -> FetchResponse:
     return FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=parts)])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version", [4, 7, 11])
 def test_spliced_fetch_response_equals_the_copied_one(tmp_path, version):
     """Header bytes + file slices add up to exactly the frame the schema
@@ -828,6 +830,7 @@ def test_spliced_fetch_response_equals_the_copied_one(tmp_path, version):
     plog.close()
 
 
+@pytest.mark.unit
 def test_spliced_response_without_data_is_plain_bytes(tmp_path):
     from kclient.broker.zerocopy import encode_spliced_response
 
@@ -839,6 +842,7 @@ def test_spliced_response_without_data_is_plain_bytes(tmp_path):
     plog.close()
 
 
+@pytest.mark.unit
 def test_small_slices_are_inlined_large_ones_sent_from_the_file(tmp_path):
     """Below SENDFILE_MIN_BYTES a slice is read into the bytes (one send);
     from it on, the slice stays in its file. The frame is the same."""
@@ -862,6 +866,7 @@ def test_small_slices_are_inlined_large_ones_sent_from_the_file(tmp_path):
     plog.close()
 
 
+@pytest.mark.unit
 def test_a_short_slice_whose_file_ends_early_fails_the_frame_and_releases_every_slice(tmp_path, monkeypatch):
     """A short slice is read into the frame's buffer; if its file holds
     fewer bytes than the slice promised, the frame cannot be built:
@@ -880,6 +885,7 @@ def test_a_short_slice_whose_file_ends_early_fails_the_frame_and_releases_every_
     plog.close()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("preadv", [True, False])
 def test_file_slice_readinto_reads_the_slice_bytes(tmp_path, monkeypatch, preadv):
     """readinto gives the same bytes as read, from any offset and into a
@@ -904,6 +910,7 @@ def test_file_slice_readinto_reads_the_slice_bytes(tmp_path, monkeypatch, preadv
     plog.close()
 
 
+@pytest.mark.unit
 async def test_spliced_response_sent_through_a_tiny_socket_buffer(tmp_path):
     """The sendfile loop resumes after partial sends and full buffers
     (BlockingIOError) and sends every byte exactly once, in order."""
@@ -938,6 +945,7 @@ async def test_spliced_response_sent_through_a_tiny_socket_buffer(tmp_path):
     plog.close()
 
 
+@pytest.mark.unit
 def test_response_slices_are_found_at_any_depth_in_encoding_order():
     """iter_slices (what releases a Fetch response's file slices and checks
     the encoder took them all) finds every FileSlice in nested dicts and

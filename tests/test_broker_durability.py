@@ -332,6 +332,7 @@ def test_clean_shutdown_skips_recovery_unclean_recovers(log_dir):
 # ---------------------------------------------------------------- configuration
 
 
+@pytest.mark.unit
 def test_broker_properties_reach_the_log_config():
     """BrokerConfig -> LogConfig.from_broker_config, Kafka's precedence:
     ms over minutes over hours for retention, ms over hours for roll."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import trio
 import trio.testing
 
@@ -22,6 +23,8 @@ from kclient.protocol.messages.fetch import PartitionData
 from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig
+
+pytestmark = pytest.mark.unit
 
 
 def leader(tmp_path, requests: list) -> Partition:

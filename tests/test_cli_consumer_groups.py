@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from kclient import ConsumerConnector, ConsumerTimeoutError, Producer, ProducerData
 from kclient.tools.consumer_groups import PartitionLag, format_rows
 
@@ -82,6 +84,7 @@ def test_unreachable_zookeeper_is_one_line_error():
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.unit
 def test_lag_needs_both_offsets_and_the_table_aligns():
     assert PartitionLag("g", "t", 0, 5, 9, None).lag == 4
     assert PartitionLag("g", "t", 1, None, 9, None).lag is None

@@ -65,6 +65,7 @@ def _fetch_body(
 # --- sans-I/O ---------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_in_place_frame_grows_with_the_bytes_received(monkeypatch):
     """A frame received in place starts small and doubles as it fills: the
     buffer never holds more than max(first chunk, 2 x bytes received), and the
@@ -119,6 +120,7 @@ def _receive_in_place(fb: FrameBuffer, frame: bytes, step: int = 100) -> bytearr
     return got
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("pure", [False, True])
 def test_frame_buffers_are_reused_only_once_nobody_holds_them(monkeypatch, pure):
     """A large frame's buffer is received into again for a later frame, but
@@ -153,6 +155,7 @@ def test_frame_buffers_are_reused_only_once_nobody_holds_them(monkeypatch, pure)
     assert len(fb._spares) <= pc.SPARE_BUFFERS
 
 
+@pytest.mark.unit
 def test_a_lying_size_prefix_allocates_nothing_it_announces():
     fb = FrameBuffer()
     fb.feed(struct.pack(">i", HUNDRED_MIB - 1) + b"x" * 100)
@@ -162,6 +165,7 @@ def test_a_lying_size_prefix_allocates_nothing_it_announces():
     assert fb.pending_frame_size() == HUNDRED_MIB - 1 and fb.next_frame() is None
 
 
+@pytest.mark.unit
 def test_fetch_response_cap_follows_the_fetch_asked_for():
     one = fetch_response_bound(11, _fetch_body(1 << 20))
     assert 1 << 20 < one < (1 << 20) + 1024
@@ -180,6 +184,7 @@ def test_fetch_response_cap_follows_the_fetch_asked_for():
     )
 
 
+@pytest.mark.unit
 def test_response_over_its_requests_cap_is_a_typed_error_naming_size_and_cap():
     conn = ClientConnection()
     conn.send(METADATA, 1, {"topics": None})

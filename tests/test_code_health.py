@@ -88,6 +88,7 @@ def test_no_function_is_rated_e_or_f():
     assert not gone, f"no longer E or F: remove them from COMPLEX: {gone}"
 
 
+@pytest.mark.unit
 def test_no_module_is_over_1000_lines():
     found = {path.relative_to(ROOT).as_posix() for path in _sources() if len(path.read_text().splitlines()) > MAX_LINES}
     new = sorted(found - LONG)

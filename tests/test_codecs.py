@@ -19,6 +19,8 @@ from kclient.errors import CorruptRecordError
 from kclient.protocol.records import build_batch, codecs, v2
 from kclient.protocol.records.codecs import CodecError
 
+pytestmark = pytest.mark.unit
+
 ALL = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
 NAMES = lambda c: codecs.NAMES[c]  # noqa: E731
 

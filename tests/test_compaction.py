@@ -93,6 +93,7 @@ def fill(log: Log, keys: int, rounds: int, ts=T0, tag=b"v", first_key=0) -> list
     return written
 
 
+@pytest.mark.unit
 def test_keys_overwritten_many_times_keep_only_latest_value_offsets_and_order(tmp_path):
     log = Log(tmp_path / "t-0", compact_config())
     written = fill(log, keys=10, rounds=40)
@@ -133,6 +134,7 @@ def test_keys_overwritten_many_times_keep_only_latest_value_offsets_and_order(tm
         again.close()
 
 
+@pytest.mark.unit
 def test_tombstones_kept_on_first_cleaning_and_removed_after_delete_retention(tmp_path):
     cfg = compact_config(delete_retention_ms=DAY)
     log = Log(tmp_path / "t-0", cfg)
@@ -162,6 +164,7 @@ def test_tombstones_kept_on_first_cleaning_and_removed_after_delete_retention(tm
     log.close()
 
 
+@pytest.mark.unit
 def test_dirty_ratio_threshold_is_honoured(tmp_path):
     log = Log(tmp_path / "t-0", compact_config(min_cleanable_dirty_ratio=0.5))
     fill(log, keys=5, rounds=40)
@@ -179,6 +182,7 @@ def test_dirty_ratio_threshold_is_honoured(tmp_path):
     log.close()
 
 
+@pytest.mark.unit
 def test_min_compaction_lag_keeps_recent_segments_dirty(tmp_path):
     log = Log(tmp_path / "t-0", compact_config(min_compaction_lag_ms=DAY))
     old = fill(log, keys=4, rounds=20, ts=T0)
@@ -190,6 +194,7 @@ def test_min_compaction_lag_keeps_recent_segments_dirty(tmp_path):
     log.close()
 
 
+@pytest.mark.unit
 def test_compressed_batches_are_rebuilt_with_their_codec_and_offsets(tmp_path):
     log = Log(tmp_path / "t-0", compact_config(segment_bytes=4096))
     written = []
@@ -213,6 +218,7 @@ def test_compressed_batches_are_rebuilt_with_their_codec_and_offsets(tmp_path):
     log.close()
 
 
+@pytest.mark.unit
 def test_control_transactional_and_idempotent_batches_survive(tmp_path):
     log = Log(tmp_path / "t-0", compact_config())
     # an idempotent producer whose last batch is fully superseded by a plain write
@@ -245,6 +251,7 @@ def test_control_transactional_and_idempotent_batches_survive(tmp_path):
     again.close()
 
 
+@pytest.mark.unit
 def test_retention_applies_only_with_delete_policy(tmp_path):
     for policy, survives in (("compact", True), ("compact,delete", False), ("delete", False)):
         log = Log(tmp_path / policy, LogConfig(cleanup_policy=policy, segment_bytes=1024, retention_ms=DAY))
@@ -254,6 +261,7 @@ def test_retention_applies_only_with_delete_policy(tmp_path):
         log.close()
 
 
+@pytest.mark.unit
 def test_cleanup_policy_parsing_and_topic_overrides():
     assert LogConfig().cleanup_policy == ("delete",)
     assert LogConfig(cleanup_policy="delete, compact").cleanup_policy == ("compact", "delete")
@@ -269,6 +277,7 @@ def test_cleanup_policy_parsing_and_topic_overrides():
         LogConfig().with_topic_overrides({"delete.retention.ms": "soon"})
 
 
+@pytest.mark.unit
 def test_offset_map_capacity_limits_one_round(tmp_path):
     log = Log(tmp_path / "t-0", compact_config())
     written = fill(log, keys=30, rounds=4)
@@ -295,6 +304,7 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("stage", ["cleaned", "swap"])
 def test_files_left_by_a_crash_mid_clean_are_settled_on_open(tmp_path, stage):
     path = tmp_path / "t-0"
@@ -335,6 +345,7 @@ def test_files_left_by_a_crash_mid_clean_are_settled_on_open(tmp_path, stage):
     again.close()
 
 
+@pytest.mark.unit
 def test_log_manager_cleaner_checkpoint_and_unclean_restart(tmp_path):
     manager = LogManager([tmp_path], LogConfig(segment_bytes=2048))
     manager.create_topic("plain", 1)

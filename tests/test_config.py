@@ -23,6 +23,8 @@ from kclient.config import (
 from kclient.errors import ConfigError
 from kclient.plugins import load_plugin, resolve_dotted
 
+pytestmark = pytest.mark.unit
+
 BROKERS = {"metadata.broker.list": "localhost:9092"}
 
 

@@ -175,6 +175,7 @@ def keys_values(messages):
 # ---------------------------------------------------------------- pure
 
 
+@pytest.mark.unit
 def test_message_and_metadata_is_a_cheap_named_tuple():
     m = MessageAndMetadata(b"k", b"v", "t", 3, 42, 1000)
     assert (m.key, m.message, m.value, m.topic, m.partition, m.offset, m.timestamp) == (b"k", b"v", b"v", "t", 3, 42, 1000)
@@ -182,6 +183,7 @@ def test_message_and_metadata_is_a_cheap_named_tuple():
     assert "offset=42" in repr(m)
 
 
+@pytest.mark.unit
 def test_topic_filters_match_whole_names_like_kafka():
     wl = Whitelist("orders.*, audit")
     assert wl.is_topic_allowed("orders-eu") and wl.is_topic_allowed("audit")
@@ -194,6 +196,7 @@ def test_topic_filters_match_whole_names_like_kafka():
         Whitelist("(")
 
 
+@pytest.mark.unit
 def test_chunks_decode_every_format_like_the_simple_consumer():
     from kclient.client.consumer.fetcher import PartitionTopicInfo, decode_chunk
     from kclient.client.consumer.message_set import ByteBufferMessageSet

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import trio
 import trio.lowlevel
 
@@ -23,6 +24,8 @@ from kclient.errors import (
 )
 from kclient.protocol.records import v2
 from kclient.protocol.records.scan import read_batch_info
+
+pytestmark = pytest.mark.unit
 
 
 class FakeBroker:

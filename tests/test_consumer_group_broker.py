@@ -30,6 +30,7 @@ from kclient.testing import BrokerProcess
 # -- assignors -----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_range_assignor_matches_kafka_range_assignor() -> None:
     # RangeAssignorTest.testOneConsumerMultipleTopics / testTwoConsumersOneTopicThreePartitions
     # / testMultipleConsumersMixedTopics (Kafka's clients tests).
@@ -44,6 +45,7 @@ def test_range_assignor_matches_kafka_range_assignor() -> None:
     assert range_assign({"t": 1}, {"b": ["t"], "a": ["t", "missing"]}) == {"a": [("t", 0)], "b": []}
 
 
+@pytest.mark.unit
 def test_roundrobin_assignor_matches_kafka_roundrobin_assignor() -> None:
     # RoundRobinAssignorTest.testTwoConsumersTwoTopicsSixPartitions / testMultipleConsumersMixedTopics.
     got = roundrobin_assign({"t1": 3, "t2": 3}, {"c1": ["t1", "t2"], "c2": ["t1", "t2"]})
@@ -53,6 +55,7 @@ def test_roundrobin_assignor_matches_kafka_roundrobin_assignor() -> None:
     assert roundrobin_assign({"t": 2}, {}) == {}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(ASSIGNORS))
 def test_every_partition_has_exactly_one_owner(name: str) -> None:
     assign = ASSIGNORS[name]
@@ -65,6 +68,7 @@ def test_every_partition_has_exactly_one_owner(name: str) -> None:
         assert all(t in subs[member] for t, _ in tps)
 
 
+@pytest.mark.unit
 def test_java_string_hash_is_javas() -> None:
     # Values of java.lang.String.hashCode (overflowing int arithmetic, UTF-16 units).
     assert java_string_hash("") == 0 and java_string_hash("a") == 97
@@ -73,6 +77,7 @@ def test_java_string_hash_is_javas() -> None:
     assert java_string_hash("\U0001f600") == 1772899  # a surrogate pair: two UTF-16 units
 
 
+@pytest.mark.unit
 def test_zookeeper_roundrobin_deals_in_hash_order_and_needs_identical_subscriptions() -> None:
     partitions = {"t": [0, 1, 2], "u": [0, 1]}
     threads = {"t": ["c1-0", "c2-0"], "u": ["c2-0", "c1-0"]}
@@ -84,6 +89,7 @@ def test_zookeeper_roundrobin_deals_in_hash_order_and_needs_identical_subscripti
     assert zk_roundrobin_assignment(partitions, {}) == {}
 
 
+@pytest.mark.unit
 def test_partitions_spread_over_local_streams_by_range() -> None:
     got = spread_over_streams([("a", 0), ("a", 1), ("a", 2), ("b", 4)], {"a": (0, 2), "b": (2, 1)})
     assert got == {("a", 0): 0, ("a", 1): 0, ("a", 2): 1, ("b", 4): 2}

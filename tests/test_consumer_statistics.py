@@ -99,6 +99,7 @@ def test_interval_and_callback_go_together(broker, kwargs):
         SimpleConsumer(broker.host, broker.port, **kwargs)
 
 
+@pytest.mark.unit
 def test_counters_keep_totals_of_forgotten_partitions():
     stats = FetchStatistics()
     stats.record("t", 0, 5, 100, 5, 9)
@@ -110,6 +111,7 @@ def test_counters_keep_totals_of_forgotten_partitions():
     assert PartitionStatistics("t", 0, 0, 0, 10, 4).lag == 0  # never negative
 
 
+@pytest.mark.unit
 def test_fetched_position_walks_headers_as_scan_batches_does():
     """The position count_fetched records is the offset after the last
     complete batch, as walking the set with scan_batches gives: every

@@ -22,6 +22,8 @@ from kclient.client.consumer.group.streams import (
 )
 from kclient.errors import ConsumerTimeoutError, CorruptRecordError
 
+pytestmark = pytest.mark.unit
+
 
 class FakeCore:
     def __init__(self) -> None:

@@ -159,6 +159,7 @@ def test_async_done_callbacks_and_waiting_from_another_thread(broker3, topic):
     check_against_log(broker3, topic, [(b"k", b"v", meta)])
 
 
+@pytest.mark.unit
 def test_result_timeout_while_pending():
     """A future nobody resolves times out as concurrent.futures' does."""
     f = RecordFuture()

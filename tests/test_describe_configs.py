@@ -56,10 +56,12 @@ STANDALONE_PROPS = {"log.segment.bytes": 1048576, "ssl.keystore.password": SECRE
 # ---------------------------------------------------------------- tables, no broker
 
 
+@pytest.mark.unit
 def test_every_topic_config_create_topics_accepts_is_described():
     assert set(TOPIC_CONFIG_DEFS) == set(TOPIC_CONFIGS)
 
 
+@pytest.mark.unit
 def test_topic_defaults_come_from_the_broker_properties():
     config = BrokerConfig.from_properties(
         {
@@ -91,6 +93,7 @@ def test_topic_defaults_come_from_the_broker_properties():
     assert set(defaults) == set(TOPIC_CONFIG_DEFS)
 
 
+@pytest.mark.unit
 def test_kafka_strings():
     assert kafka_string(True) == "true" and kafka_string(False) == "false"
     assert kafka_string(None) is None
@@ -117,6 +120,7 @@ def test_broker_synonyms_as_kafka_lists_them():
     assert view.synonyms("compression.type") == [DescribeConfigsSynonym(name="compression.type", value="producer", source=DEFAULT_CONFIG)]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("name", "sensitive"),
     [

@@ -6,10 +6,13 @@ NotCoordinatorError against a fresh Kafka 4.4 broker."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from kclient.client import admin_groups
 from kclient.errors import NONE, NOT_COORDINATOR
+
+pytestmark = pytest.mark.unit
 
 
 class FakeConnection:

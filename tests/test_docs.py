@@ -132,6 +132,7 @@ def test_every_internal_link_leads_to_a_page_and_anchor(site):
     assert not problems, "broken internal links:\n" + "\n".join(problems)
 
 
+@pytest.mark.unit
 def test_link_checker_finds_a_broken_link_and_anchor(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2><a href="#here">ok</a><a href="../b/">ok</a>'
@@ -141,6 +142,7 @@ def test_link_checker_finds_a_broken_link_and_anchor(tmp_path):
     assert internal_link_problems(tmp_path) == ["a/index.html: ../missing/ (no such file)", "a/index.html: ../b/#nowhere (no anchor #nowhere)"]
 
 
+@pytest.mark.unit
 def test_api_reference_renders_the_public_names_only():
     """docs/api.md has a ``::: kclient.<Name>`` for every name `kclient`
     exports, and renders nothing but names exported by ``kclient``,
@@ -158,6 +160,7 @@ def test_api_reference_renders_the_public_names_only():
     assert {"kclient.testing.BrokerProcess", "kclient.testing.ZooKeeperProcess"} <= set(rendered)
 
 
+@pytest.mark.unit
 def test_home_page_does_not_promise_what_exists():
     home = (ROOT / "docs" / "index.md").read_text()
     assert "later release" not in home
@@ -174,12 +177,14 @@ def test_no_built_page_shows_a_raw_sphinx_role(site):
     assert not found, "raw Sphinx roles in the built site:\n" + "\n".join(found)
 
 
+@pytest.mark.unit
 def test_role_pattern_matches_what_markdown_makes_of_a_role():
     assert RAW_ROLE.search(":class:`Foo`")[1] == "class"
     assert RAW_ROLE.search("see :meth:<code>Foo.bar</code>")[1] == "meth"
     assert not RAW_ROLE.search("a key:value pair, a class: Foo")
 
 
+@pytest.mark.unit
 def test_every_test_the_guarantees_page_names_exists():
     """docs/guarantees.md names, for each promise, the test that checks it
     (``tests/<file>.py::<test>``): each must be a test function of that file,

@@ -89,6 +89,7 @@ def _one(marker: str) -> list[Block]:
 # ---------------------------------------------------------------- the page
 
 
+@pytest.mark.unit
 def test_the_page_marks_its_examples() -> None:
     assert {b.marker for b in BLOCKS} <= {"run", "run: sh", "run: spark", "broker"}, "an unknown marker"
     assert len(_one("broker")) == 1 and _one("broker")[0].lang == "properties"
@@ -101,12 +102,14 @@ def test_the_page_marks_its_examples() -> None:
     assert "kafka.security.protocol" in _one("run: spark")[0].code
 
 
+@pytest.mark.unit
 def test_every_python_block_compiles() -> None:
     for m in _FENCE.finditer(TEXT):
         if m["lang"] == "python":
             compile(m["code"], f"{PAGE.name}:{TEXT[: m.start()].count(chr(10)) + 1}", "exec")
 
 
+@pytest.mark.unit
 def test_the_client_property_table_lists_what_the_clients_read() -> None:
     from kclient.config import ProducerConfig
     from kclient.config.security import SECURITY_PROPERTIES
@@ -120,6 +123,7 @@ def test_the_client_property_table_lists_what_the_clients_read() -> None:
     assert listed <= known | aliases, f"documented but not read: {listed - known - aliases}"
 
 
+@pytest.mark.unit
 def test_the_errors_table_lists_the_typed_errors() -> None:
     section = TEXT.split("## Errors", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `(\w+Error)` \|", section, re.MULTILINE)
@@ -131,6 +135,7 @@ def test_the_errors_table_lists_the_typed_errors() -> None:
         assert getattr(kclient, name) is getattr(kclient.errors, name)
 
 
+@pytest.mark.unit
 def test_what_is_not_supported_is_refused(tmp_path) -> None:
     from kclient.config import BrokerConfig, ProducerConfig
 
@@ -146,6 +151,7 @@ def test_what_is_not_supported_is_refused(tmp_path) -> None:
         BrokerConfig.from_properties({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"})
 
 
+@pytest.mark.unit
 def test_the_default_bind_is_loopback() -> None:
     from kclient.config import BrokerConfig
 

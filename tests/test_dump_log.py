@@ -56,6 +56,7 @@ def make_log(tmp_path, *record_sets, interval=0):
 # ------------------------------------------------------------------ v2
 
 
+@pytest.mark.unit
 def test_v2_batch_line_matches_kafka(tmp_path):
     # Key "key", value "value" sent to Kafka 1.0, whose DumpLogSegments printed:
     kafka10 = (
@@ -78,6 +79,7 @@ def test_v2_batch_line_matches_kafka(tmp_path):
     assert keys(lines[2]) == V2_KEYS
 
 
+@pytest.mark.unit
 def test_v2_deep_iteration_and_print_data_log(tmp_path):
     batch = build_batch(
         [(b"k1", b"hello", 1000, [("h1", b"x"), ("h2", None)]), (None, b"\xff\xfe", 1005), (b"k3", None, 1003)],
@@ -104,6 +106,7 @@ def test_v2_deep_iteration_and_print_data_log(tmp_path):
     assert lines[7].endswith("headerKeys: [] key: k3")  # null value omitted
 
 
+@pytest.mark.unit
 def test_log_append_time_and_control_batches(tmp_path):
     marker = build_batch(
         [(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 7), 50)],
@@ -122,6 +125,7 @@ def test_log_append_time_and_control_batches(tmp_path):
 # ------------------------------------------------------------------ v0 / v1
 
 
+@pytest.mark.unit
 def test_legacy_entry_lines(tmp_path):
     v0 = build_message_set([(b"key", b"value")], magic=0)
     v1 = build_message_set([(None, b"value", 1524709879130)], magic=1)
@@ -141,6 +145,7 @@ def test_legacy_entry_lines(tmp_path):
     assert lines[5].endswith(" payload: value")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("magic", [0, 1])
 @pytest.mark.parametrize("codec", [codecs.GZIP, codecs.SNAPPY, codecs.LZ4], ids=lambda c: codecs.NAMES[c])
 def test_compressed_legacy_wrapper(tmp_path, magic, codec):
@@ -160,6 +165,7 @@ def test_compressed_legacy_wrapper(tmp_path, magic, codec):
 # ------------------------------------------------------------------ indexes
 
 
+@pytest.mark.unit
 def test_index_file(tmp_path):
     batches = [build_batch([(b"k", b"v" * 100, i)] * 3, base_offset=0) for i in range(6)]
     path = make_log(tmp_path, *batches, interval=250)
@@ -171,6 +177,7 @@ def test_index_file(tmp_path):
     assert lines == [f"Dumping {index}"] + [f"offset: {o} position: {p}" for o, p in entries]
 
 
+@pytest.mark.unit
 def test_index_mismatch_and_damage_reported(tmp_path):
     path = make_log(tmp_path, build_batch([(b"k", b"v", 1)] * 2), build_batch([(b"k", b"v", 2)] * 2), interval=0)
     index = path.with_suffix(".index")
@@ -182,6 +189,7 @@ def test_index_mismatch_and_damage_reported(tmp_path):
     assert "  Index offset: 2, log offset: 1" in err and "  Index offset: 3, log offset: -1" in err
 
 
+@pytest.mark.unit
 def test_empty_index_and_time_index(tmp_path):
     empty = tmp_path / f"{SEG}.index"
     empty.write_bytes(b"")
@@ -198,6 +206,7 @@ def test_empty_index_and_time_index(tmp_path):
 # ------------------------------------------------------------------ damage
 
 
+@pytest.mark.unit
 def test_truncated_tail(tmp_path):
     a, b = build_batch([(b"k", b"v", 1)]), build_batch([(b"k2", b"v2", 2)], base_offset=1)
     path = tmp_path / f"{SEG}.log"
@@ -211,6 +220,7 @@ def test_truncated_tail(tmp_path):
     )
 
 
+@pytest.mark.unit
 def test_garbage_in_the_middle_stops_where_it_starts(tmp_path):
     good = build_batch([(b"k", b"v", 1)])
     rest = b"\x00" * 16 + b"\x09" + b"garbage" * 10 + build_batch([(b"k", b"v", 2)], base_offset=1)
@@ -225,6 +235,7 @@ def test_garbage_in_the_middle_stops_where_it_starts(tmp_path):
     assert rc == 1 and "claims size 3" in lines[-1] and f"from position {len(good)}" in lines[-1]
 
 
+@pytest.mark.unit
 def test_crc_mismatch_is_flagged_and_the_dump_goes_on(tmp_path):
     a = build_batch([(b"k", b"value-a", 1)])
     b = bytearray(build_batch([(b"k", b"value-b", 2)], base_offset=1))
@@ -241,6 +252,7 @@ def test_crc_mismatch_is_flagged_and_the_dump_goes_on(tmp_path):
     assert lines[-1].endswith("isValid: false crc: " + fields(batch_lines[3])["crc"])
 
 
+@pytest.mark.unit
 def test_undecodable_records_do_not_stop_the_dump(tmp_path):
     batch = bytearray(build_batch([(b"k", b"v" * 500, 1)] * 4, codec=codecs.GZIP))
     batch[80:90] = b"\x00" * 10  # damage the gzip stream, keep the CRC wrong too
@@ -257,6 +269,7 @@ def test_undecodable_records_do_not_stop_the_dump(tmp_path):
     assert lines[-1].endswith("key: ok payload: fine")
 
 
+@pytest.mark.unit
 def test_non_consecutive_offsets_go_to_stderr(tmp_path):
     path = tmp_path / f"{SEG}.log"
     path.write_bytes(build_batch([(b"a", b"1", 1)], base_offset=0) + build_batch([(b"b", b"2", 2)], base_offset=5))
@@ -265,6 +278,7 @@ def test_non_consecutive_offsets_go_to_stderr(tmp_path):
     assert err.splitlines() == [f"Non-consecutive offsets in {path.resolve()}", "  0 is followed by 5"]
 
 
+@pytest.mark.unit
 def test_unknown_and_missing_files(tmp_path):
     other = tmp_path / "notes.txt"
     other.write_text("hi")
@@ -280,6 +294,7 @@ def test_unknown_and_missing_files(tmp_path):
 # ------------------------------------------------------------------ command line
 
 
+@pytest.mark.unit
 def test_register_adds_the_dump_log_subcommand(tmp_path, capsys):
     path = make_log(tmp_path, build_batch([(b"key", b"value", 5)]))
     parser = argparse.ArgumentParser(prog="kclient")

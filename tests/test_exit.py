@@ -250,6 +250,7 @@ def test_close_with_timeout_abandons_and_counts(stalled_broker, topic):
     assert abandoned_counts(err) == [1000], err
 
 
+@pytest.mark.unit
 def test_close_timeout_ms_property():
     from kclient.config import ProducerConfig
 

@@ -549,6 +549,7 @@ _blob = st.one_of(st.none(), st.binary(max_size=40))
 _rows = st.lists(st.tuples(_blob, _blob, st.integers(0, 2**40)), min_size=1, max_size=12)
 
 
+@pytest.mark.unit
 @settings(max_examples=60, deadline=None)
 @given(rows=_rows, codec=st.sampled_from(LEGACY_CODECS), base=st.integers(0, 2**40), to_magic=st.sampled_from([0, 1]), skip=st.integers(0, 11))
 def test_down_convert_keeps_offsets_and_records(rows, codec, base, to_magic, skip):
@@ -562,6 +563,7 @@ def test_down_convert_keeps_offsets_and_records(rows, codec, base, to_magic, ski
     assert got == want
 
 
+@pytest.mark.unit
 @settings(max_examples=60, deadline=None)
 @given(rows=_rows, codec=st.sampled_from(LEGACY_CODECS), magic=st.sampled_from([0, 1]), stored=st.sampled_from([0, 1, 2]), lat=st.sampled_from([None, 1_700_000_000_123]))
 def test_prepare_append_converts_legacy_sets(rows, codec, magic, stored, lat):
@@ -581,6 +583,7 @@ def test_prepare_append_converts_legacy_sets(rows, codec, magic, stored, lat):
     assert list(prepared.batches) == analyze_records(prepared.records)
 
 
+@pytest.mark.unit
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4),
@@ -615,6 +618,7 @@ def test_prepare_append_hands_down_validated_batches(sizes, codec, topic_codec, 
     assert [b.position for b in prepared.batches] == positions
 
 
+@pytest.mark.unit
 def test_log_append_uses_the_validated_batches(tmp_path, monkeypatch):
     """With ``batches`` the log and its segment read no header of the
     record set: offsets, indexes and producer state come from them."""
@@ -647,6 +651,7 @@ def test_log_append_uses_the_validated_batches(tmp_path, monkeypatch):
         log.close()
 
 
+@pytest.mark.unit
 def test_prepare_append_error_codes():
     good = build_batch(sample(2))
     with pytest.raises(AppendRejected) as info:

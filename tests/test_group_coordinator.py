@@ -72,6 +72,7 @@ BROKER_PROPERTIES = {
 # ---------------------------------------------------------------- pure: placement and records
 
 
+@pytest.mark.unit
 def test_java_string_hash_matches_java():
     # Values of Java's String.hashCode.
     assert java_string_hash("") == 0
@@ -90,6 +91,7 @@ def _s16(text: str) -> bytes:
     return struct.pack(">h", len(data)) + data
 
 
+@pytest.mark.unit
 def test_offset_records_are_kafkas_layout():
     key = encode_offset_key("g", "orders", 3)
     assert key == struct.pack(">h", 1) + _s16("g") + _s16("orders") + struct.pack(">i", 3)
@@ -105,6 +107,7 @@ def test_offset_records_are_kafkas_layout():
     assert decode_offset_value(v3).leader_epoch == 7 and decode_offset_value(v1).expire_timestamp == 5000
 
 
+@pytest.mark.unit
 def test_group_records_are_kafkas_layout():
     assert encode_group_key("g") == struct.pack(">h", 2) + _s16("g")
     assert decode_key(encode_group_key("g")) == GroupKey("g")

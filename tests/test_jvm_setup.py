@@ -83,6 +83,7 @@ def test_make_demo_and_test_stop_at_once_without_java(tmp_path):
         assert not (tmp_path / "venv-never-made").exists()
 
 
+@pytest.mark.unit
 def test_unknown_or_uncached_jar_sets_are_clear_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("KCLIENT_JVM_CACHE", str(tmp_path / "cache"))
     with pytest.raises(ValueError, match="the sets are .*kafka-4"):
@@ -131,6 +132,7 @@ def test_maven_itself_is_fetched_when_mvn_is_absent(tmp_path, monkeypatch):
     assert (tmp_path / "cache" / f"apache-maven-{maven.MAVEN_VERSION}" / "bin" / "mvn").is_file()
 
 
+@pytest.mark.unit
 def test_kafka_process_arguments_are_checked():
     with pytest.raises(ValueError, match="ZooKeeper mode"):
         KafkaProcess("3.9")
@@ -142,6 +144,7 @@ def test_kafka_process_arguments_are_checked():
         kafka_tool("kafka-no-such-tool")
 
 
+@pytest.mark.unit
 def test_cluster_ids_are_kafka_uuids():
     ids = {random_cluster_id() for _ in range(100)}
     assert len(ids) == 100

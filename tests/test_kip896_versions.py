@@ -12,6 +12,8 @@ from kclient.errors import UnsupportedVersionError
 from kclient.net.connection import _effective_versions
 from kclient.protocol.messages import FETCH, LIST_OFFSETS, PRODUCE, choose_version
 
+pytestmark = pytest.mark.unit
+
 #: What Kafka 4.4 advertises for these (ApiVersions v4).
 KAFKA_4 = {PRODUCE.key: (0, 13), FETCH.key: (4, 18), LIST_OFFSETS.key: (1, 11)}
 #: What Kafka 3.9 advertises.

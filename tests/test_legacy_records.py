@@ -36,6 +36,8 @@ from kclient.protocol.records.legacy import (
     validate_legacy_entry,
 )
 
+pytestmark = pytest.mark.unit
+
 VECTORS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "vectors"
 if not VECTORS.exists():
     VECTORS = pathlib.Path("/work/shared/vectors")

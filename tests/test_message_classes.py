@@ -24,6 +24,8 @@ from kclient.protocol.types import Int32, NullableString, NullableVersions, Stri
 
 from test_schema_codec import _struct
 
+pytestmark = pytest.mark.unit
+
 _APIS = list({id(a): a for a in (*APIS.values(), *ALL_APIS.values())}.values())
 
 # (label, fields, version, flexible, message class) of every API version.

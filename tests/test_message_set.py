@@ -14,6 +14,8 @@ from kclient.errors import CorruptRecordError, MessageSizeTooLargeError
 from kclient.protocol.records import build_message_set, codecs
 from kclient.protocol.records.v2 import Header, build_batch, decode_records
 
+pytestmark = pytest.mark.unit
+
 TS = 1_700_000_000_000
 
 

@@ -6,8 +6,12 @@ fetched the marker's offset forever."""
 
 from __future__ import annotations
 
+import pytest
+
 from kclient.client.consumer.message_set import ByteBufferMessageSet
 from kclient.protocol.records import v2
+
+pytestmark = pytest.mark.unit
 
 
 def test_next_offset_passes_a_trailing_marker():

@@ -12,6 +12,8 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner, murmur2, to_positive
 
+pytestmark = pytest.mark.unit
+
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (Java ints, signed).
 JAVA_MURMUR2 = {
     b"21": -973932308,

@@ -293,6 +293,7 @@ async def _send(
     return None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("script", "possibly"),
     [
@@ -312,6 +313,7 @@ async def test_each_failure_is_classified_possibly_written_or_not_sent(
     assert (exc.possibly_written, exc.not_sent) == (possibly, 10 - possibly)
 
 
+@pytest.mark.unit
 async def test_a_batch_acknowledged_behind_a_failed_one_counts_as_possibly_written():
     # 1 KiB batches (the smallest): 8 records, then 2, in two requests. The
     # first is refused (not leader), the second appended; both are kept for
@@ -321,6 +323,7 @@ async def test_a_batch_acknowledged_behind_a_failed_one_counts_as_possibly_writt
     assert (exc.possibly_written, exc.not_sent) == (2, 8)
 
 
+@pytest.mark.unit
 async def test_possibly_written_sticks_through_a_retry_that_is_not_sent():
     exc = await _send(
         [KafkaTimeoutError("no response"), ("write", KafkaConnectionError("refused"))],

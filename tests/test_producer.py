@@ -339,6 +339,7 @@ def test_send_after_close(broker, topic, mode):
     assert all_records(read_topic(broker, topic, 2)) == [(None, b"a")]
 
 
+@pytest.mark.unit
 def test_producer_data_shape():
     d = ProducerData("t", key=b"k", messages=[b"a", b"b"])
     assert d.messages == (b"a", b"b")
@@ -688,6 +689,7 @@ def test_async_send_thread_is_named_and_daemon(broker):
     assert producer_threads() == []
 
 
+@pytest.mark.unit
 def test_message_queue_counts_messages():
     q = MessageQueue(4)
     assert q.put(ProducerData("t", messages=[b"a", b"b", b"c"]), 3, 0)
@@ -702,6 +704,7 @@ def test_message_queue_counts_messages():
     assert q2.put(ProducerData("t", messages=[b"x"] * 5), 5, 0)
 
 
+@pytest.mark.unit
 def test_message_queue_put_from_its_consumer_thread_never_waits():
     # a CallbackHandler hook runs on the send thread, the queue's only
     # consumer: a blocking put there would wait forever
@@ -741,6 +744,7 @@ async def test_trio_producer(broker, topic):
 # -- batch sizing -----------------------------------------------------------------
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
@@ -760,6 +764,7 @@ def test_v2_record_size_is_exact(rows):
     assert sum(v2_record_size(k, v, ts - records[0][2], i) for i, (k, v, ts) in enumerate(records)) == expected
 
 
+@pytest.mark.unit
 def test_chunks_fill_max_request_size_exactly():
     builder = BatchBuilder(ProducerSettings(max_request_bytes=20_000))
     assert builder.max_batch_bytes == 20_000 - 512

@@ -17,6 +17,8 @@ from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig
 from kclient.storage.producer_state import MAX_BATCHES_PER_PRODUCER, ProducerStateManager, increment_sequence
 
+pytestmark = pytest.mark.unit
+
 SMALL = LogConfig(segment_bytes=700, index_interval_bytes=0)
 INT32_MAX = 2**31 - 1
 

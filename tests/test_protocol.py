@@ -25,6 +25,8 @@ from kclient.protocol.records import build_batch, iter_record_set, scan_batches
 from kclient.protocol.records import v2
 from kclient.errors import UnsupportedVersionError
 
+pytestmark = pytest.mark.unit
+
 VECTORS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "vectors"
 if not VECTORS.exists():  # CI clones next to ../shared; a checkout elsewhere may not have it
     VECTORS = pathlib.Path("/work/shared/vectors")

@@ -553,6 +553,7 @@ def kafka_python_cases():
 # ---------------------------------------------------------------- byte for byte against kafka-python
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("api, kind, version, impl", kafka_python_cases())
 def test_same_bytes_as_kafka_python(api, kind, version, impl):
     fields = fields_of(api, kind)
@@ -573,6 +574,7 @@ def test_same_bytes_as_kafka_python(api, kind, version, impl):
         assert normalized(fields, version, decoded) == normalized(fields, version, body)
 
 
+@pytest.mark.unit
 def test_every_kafka_python_version_is_covered():
     """The versions compared above: all our versions up to kafka-python's
     highest for every client-facing API (none of the inter-broker ones:
@@ -587,6 +589,7 @@ def test_every_kafka_python_version_is_covered():
                 assert (api.key, kind, version) in covered, (api.name, kind, version)
 
 
+@pytest.mark.unit
 def test_kafka_python_old_classes_agree_on_the_versions_they_have():
     """Spot check that the hand-written (2.x) classes were used where they
     exist: every non-flexible version of JoinGroup 0-5, OffsetCommit 0-7, ..."""
@@ -613,6 +616,7 @@ def round_trip_cases():
     ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("api, kind, version", round_trip_cases())
 def test_every_version_round_trips(api, kind, version):
     codec = codec_of(api, kind, version)
@@ -674,6 +678,7 @@ def api_bodies(draw):
     return api, kind, version, draw(body_strategy(fields_of(api, kind), version))
 
 
+@pytest.mark.unit
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=api_bodies())
 def test_random_bodies_round_trip_and_match_kafka_python(case):
@@ -689,6 +694,7 @@ def test_random_bodies_round_trip_and_match_kafka_python(case):
         assert bytes(cls(**by_name(cls._struct, fields, version, body)).encode()) == encoded
 
 
+@pytest.mark.unit
 def test_offset_fetch_full_encodes_v0_5_like_the_broker_schema():
     for kind in ("request", "response"):
         for version in range(OFFSET_FETCH.min_version, OFFSET_FETCH.max_version + 1):
@@ -696,6 +702,7 @@ def test_offset_fetch_full_encodes_v0_5_like_the_broker_schema():
                 assert codec_of(OFFSET_FETCH_FULL, kind, version).encode(body) == codec_of(OFFSET_FETCH, kind, version).encode(body)
 
 
+@pytest.mark.unit
 def test_flexible_versions_use_compact_forms():
     # ListGroups v3: request is just the empty tag section
     assert LIST_GROUPS.request(3).encode({}) == b"\x00"
@@ -707,6 +714,7 @@ def test_flexible_versions_use_compact_forms():
     )
 
 
+@pytest.mark.unit
 def test_sasl_handshake_is_never_flexible():
     assert not SASL_HANDSHAKE.flexible(SASL_HANDSHAKE.max_version)
     assert SASL_HANDSHAKE.request(1).encode({"mechanism": "PLAIN"}) == b"\x00\x05PLAIN"
@@ -781,6 +789,7 @@ def i32s(*values: int) -> bytes:
     return struct.pack(">i", len(values)) + b"".join(struct.pack(">i", v) for v in values)
 
 
+@pytest.mark.unit
 def test_leader_and_isr_v0_and_v3_by_hand():
     body = INTER_BROKER[(4, "request")]
     v0 = (
@@ -802,6 +811,7 @@ def test_leader_and_isr_v0_and_v3_by_hand():
         assert LEADER_AND_ISR.response(version).encode(INTER_BROKER[(4, "response")]) == response
 
 
+@pytest.mark.unit
 def test_stop_replica_v0_and_v1_by_hand():
     body = INTER_BROKER[(5, "request")]
     v0 = struct.pack(">ii", 1, 3) + b"\x01" + struct.pack(">i", 2) + s16("orders") + struct.pack(">i", 0) + s16("orders") + struct.pack(">i", 1)
@@ -813,6 +823,7 @@ def test_stop_replica_v0_and_v1_by_hand():
     assert STOP_REPLICA.response(0).encode(INTER_BROKER[(5, "response")]) == response
 
 
+@pytest.mark.unit
 def test_update_metadata_v0_and_v5_by_hand():
     body = INTER_BROKER[(6, "request")]
     state_v0 = s16("orders") + struct.pack(">iiii", 0, 3, 1, 7) + i32s(1, 2) + struct.pack(">i", 11) + i32s(1, 2)
@@ -842,6 +853,7 @@ def test_update_metadata_v0_and_v5_by_hand():
 # ---------------------------------------------------------------- registration leaves the broker alone
 
 
+@pytest.mark.unit
 def test_apis_is_still_what_the_broker_serves():
     """The broker serves `APIS`, the SASL APIs (which it advertises on
     every listener, as Kafka does; `kclient.broker.security` answers them)
@@ -860,6 +872,7 @@ def test_apis_is_still_what_the_broker_serves():
     assert ALL_APIS[OFFSET_FETCH.key] is OFFSET_FETCH_FULL
 
 
+@pytest.mark.unit
 def test_header_of_an_unserved_flexible_api_is_read_as_before():
     """`parse_request_header` reads a flexible header's tagged fields only for
     the APIs in `APIS`: for ListGroups v3 (flexible, not served) the body
@@ -937,6 +950,7 @@ def test_broker_still_refuses_the_new_apis_and_advertises_the_same(broker, key):
 # ---------------------------------------------------------------- the consumer embedded protocol
 
 
+@pytest.mark.unit
 def test_subscription_v0_matches_kafka_python_member_metadata():
     from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberMetadata_v0
 
@@ -947,6 +961,7 @@ def test_subscription_v0_matches_kafka_python_member_metadata():
         assert ours == cp.Subscription(version=0, topics=tuple(topics), user_data=user_data)
 
 
+@pytest.mark.unit
 def test_assignment_v0_matches_kafka_python_member_assignment():
     from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
 
@@ -958,6 +973,7 @@ def test_assignment_v0_matches_kafka_python_member_assignment():
         assert decoded.user_data == user_data
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version", range(cp.SUBSCRIPTION_MAX_VERSION + 1))
 def test_subscription_every_version_matches_kafka_python(version):
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
@@ -985,6 +1001,7 @@ def test_subscription_every_version_matches_kafka_python(version):
         assert list(back.topics) == topics
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version", range(cp.ASSIGNMENT_MAX_VERSION + 1))
 def test_assignment_every_version_matches_kafka_python(version):
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
@@ -997,6 +1014,7 @@ def test_assignment_every_version_matches_kafka_python(version):
     assert decoded == cp.Assignment(version=version, assigned_partitions=(("orders", (0, 2, 4)), ("payments", (1,))), user_data=b"ud")
 
 
+@pytest.mark.unit
 def test_newer_consumer_protocol_versions_are_read_as_the_newest_known():
     v3 = cp.encode_subscription(["orders"], None, owned_partitions=[("orders", [0])], generation_id=4, rack_id="r1", version=3)
     v9 = struct.pack(">h", 9) + v3[2:] + b"future-field"
@@ -1006,6 +1024,7 @@ def test_newer_consumer_protocol_versions_are_read_as_the_newest_known():
     assert cp.decode_assignment(a9).assigned_partitions == (("orders", (3,)),)
 
 
+@pytest.mark.unit
 def test_consumer_protocol_errors():
     with pytest.raises(ProtocolError):
         cp.decode_subscription(b"\x00")

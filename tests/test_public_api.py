@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 
 def test_public_names_import_from_kclient():
     """The names a user reaches for are importable from `kclient` itself

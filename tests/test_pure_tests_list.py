@@ -12,6 +12,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The modules that pick a compiled or pure implementation, each with the

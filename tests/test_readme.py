@@ -65,6 +65,7 @@ def events(zk_broker):
     return "events"
 
 
+@pytest.mark.unit
 def test_the_snippets_are_found():
     where = [w for w, _ in BLOCKS]
     assert sum(w.startswith("README.md") for w in where) >= 3
@@ -91,12 +92,14 @@ def test_snippet_runs(where, code, zookeeper, zk_broker, events):
         assert "messages fetched, 0 behind" in done.stdout, done.stdout
 
 
+@pytest.mark.unit
 def test_readme_group_snippet_cannot_block_forever():
     """The ConsumerConnector snippet ends by itself: it sets consumer.timeout.ms and produces its data."""
     [code] = [c for w, c in BLOCKS if w.startswith("README.md") and "ConsumerConnector(config)" in c]
     assert re.search(r'"consumer\.timeout\.ms":\s*\d+', code) and "producer.send" in code
 
 
+@pytest.mark.unit
 def test_readme_states_the_prerequisites_next_to_the_commands():
     text = (ROOT / "README.md").read_text()
     block = text[text.index("make demo") - 200 : text.index("make test") + 200]

@@ -14,6 +14,8 @@ from kclient.protocol.consumer_protocol import _ASSIGNMENT_FIELDS, _SUBSCRIPTION
 from kclient.protocol.messages import ALL_APIS, APIS
 from kclient.protocol.schema import StructCodec
 
+pytestmark = pytest.mark.unit
+
 _INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 

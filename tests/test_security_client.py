@@ -46,6 +46,7 @@ SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_producer_config_reads_kafka_security_names() -> None:
     c = ProducerConfig.from_properties(
         {
@@ -73,6 +74,7 @@ def test_producer_config_reads_kafka_security_names() -> None:
     assert ProducerConfig.from_properties(c.as_properties()) == c
 
 
+@pytest.mark.unit
 def test_consumer_config_reads_kafka_security_names_and_jaas() -> None:
     jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";'
     c = ConsumerConfig.from_properties({**GROUP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas})
@@ -80,11 +82,13 @@ def test_consumer_config_reads_kafka_security_names_and_jaas() -> None:
     assert c.security.sasl_client().mechanism == SCRAM_SHA_256
 
 
+@pytest.mark.unit
 def test_plaintext_is_the_default_and_ignores_ssl_and_sasl_keys() -> None:
     c = ProducerConfig.from_properties({**BROKERS, "sasl.mechanism": "PLAIN", "ssl.ca.location": "/nowhere"})
     assert c.security == ClientSecurity()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("props", "named"),
     [
@@ -107,11 +111,13 @@ def test_bad_security_values_name_the_property(props: dict, named: str) -> None:
         assert "1234" not in str(info.value)  # a password is never echoed
 
 
+@pytest.mark.unit
 def test_gssapi_is_not_supported() -> None:
     with pytest.raises(NotSupportedError, match="sasl.mechanism"):
         ProducerConfig.from_properties({**BROKERS, **SASL, "sasl.mechanism": "GSSAPI"})
 
 
+@pytest.mark.unit
 def test_a_client_fails_at_construction_on_an_unreadable_ca_file(tmp_path) -> None:
     from kclient import SimpleConsumer
 
@@ -119,6 +125,7 @@ def test_a_client_fails_at_construction_on_an_unreadable_ca_file(tmp_path) -> No
         SimpleConsumer("127.0.0.1", 9092, config={"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "missing.pem")})
 
 
+@pytest.mark.unit
 def test_simple_consumer_keeps_the_classic_signature() -> None:
     from kclient.client.consumer.simple import TrioSimpleConsumer
 
@@ -133,6 +140,7 @@ def test_simple_consumer_keeps_the_classic_signature() -> None:
         TrioSimpleConsumer("h", 1, config={**SASL, "sasl.username": ""})
 
 
+@pytest.mark.unit
 def test_zookeeper_broker_registration_gives_the_endpoint_of_the_protocol() -> None:
     from kclient.zk.paths import BrokerRegistration
 
@@ -157,6 +165,7 @@ def test_zookeeper_broker_registration_gives_the_endpoint_of_the_protocol() -> N
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_spark_reader_passes_security_options_through() -> None:
     from kclient.spark.options import read_options
 
@@ -176,6 +185,7 @@ def test_spark_reader_passes_security_options_through() -> None:
     assert (opts.security.ssl_ca_location, opts.security.sasl_password) == ("/ca.pem", "Secret")
 
 
+@pytest.mark.unit
 def test_spark_reader_maps_java_pem_stores_and_refuses_jks() -> None:
     from kclient.spark.options import read_options
 
@@ -196,6 +206,7 @@ def test_spark_reader_maps_java_pem_stores_and_refuses_jks() -> None:
         read_options({**base, "kafka.ssl.truststore.location": "/t.jks"}, streaming=False)
 
 
+@pytest.mark.unit
 def test_spark_security_errors_name_the_kafka_option() -> None:
     from kclient.spark.options import read_options, write_options
 
@@ -206,6 +217,7 @@ def test_spark_security_errors_name_the_kafka_option() -> None:
         write_options({**base, "topic": "t"})
 
 
+@pytest.mark.unit
 def test_spark_writer_hands_security_options_to_the_producer() -> None:
     from kclient.spark.options import write_options
 

@@ -75,6 +75,7 @@ HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_error_codes_registered():
     assert error_for_code(33) is UnsupportedSaslMechanismError
     assert error_for_code(34) is IllegalSaslStateError
@@ -93,6 +94,7 @@ def test_error_codes_registered():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_plain_client_bytes_follow_rfc4616():
     client = PlainClient("alice", "alice-secret")
     assert client.initial_response() == b"\0alice\0alice-secret"
@@ -103,6 +105,7 @@ def test_plain_client_bytes_follow_rfc4616():
     assert PlainClient("jörg", "pässword").initial_response() == "\0jörg\0pässword".encode()
 
 
+@pytest.mark.unit
 def test_plain_client_state_and_input_errors():
     client = PlainClient("a", "b")
     with pytest.raises(IllegalSaslStateError):
@@ -119,6 +122,7 @@ def test_plain_client_state_and_input_errors():
         PlainClient("a\0b", "c")
 
 
+@pytest.mark.unit
 def test_plain_exchange_client_to_server():
     client = PlainClient("alice", "alice-secret")
     server = PlainServer({"alice": "alice-secret", "bob": "bob-secret"})
@@ -130,6 +134,7 @@ def test_plain_exchange_client_to_server():
         server.evaluate_response(b"\0alice\0alice-secret")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "token",
     [
@@ -155,6 +160,7 @@ def test_plain_server_refuses_with_one_message(token):
         server.evaluate_response(b"\0alice\0alice-secret")
 
 
+@pytest.mark.unit
 def test_plain_server_accepts_own_authorization_id():
     server = PlainServer({"alice": "alice-secret"})
     server.evaluate_response(b"alice\0alice\0alice-secret")
@@ -175,6 +181,7 @@ def _run_scram(client, server) -> None:
         token = client.evaluate_challenge(reply)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_exchange_client_to_server(mechanism):
     credential = make_scram_credential(mechanism, "alice-secret")
@@ -198,6 +205,7 @@ def test_scram_exchange_client_to_server(mechanism):
         server.evaluate_response(client_final)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_username_escaping(mechanism):
     store = {"a,b=c": make_scram_credential(mechanism, "pw")}
@@ -209,6 +217,7 @@ def test_scram_username_escaping(mechanism):
     assert server.authorization_id == "a,b=c"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_our_client_against_scramp_server(mechanism):
     credential = make_scram_credential(mechanism, "pw", iterations=8192)
@@ -223,6 +232,7 @@ def test_scram_our_client_against_scramp_server(mechanism):
     assert client.is_complete
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_scramp_client_against_our_server(mechanism):
     salt, stored_key, server_key, iterations = scramp.ScramMechanism(mechanism).make_auth_info("pw")
@@ -236,6 +246,7 @@ def test_scram_scramp_client_against_our_server(mechanism):
     assert server.authorization_id == "alice"
 
 
+@pytest.mark.unit
 def test_scram_sha_256_rfc7677_test_vector():
     """RFC 7677 section 3: user "user", password "pencil"."""
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -254,6 +265,7 @@ def test_scram_sha_256_rfc7677_test_vector():
     assert client.evaluate_challenge(server_final) is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_wrong_password_and_unknown_user_fail_alike(mechanism):
     store = {"alice": make_scram_credential(mechanism, "alice-secret")}
@@ -278,6 +290,7 @@ def test_scram_wrong_password_and_unknown_user_fail_alike(mechanism):
     assert salts[1][1] == salts[2][1]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_failing_lookup_is_an_authentication_failure(mechanism):
     def lookup(user):
@@ -289,6 +302,7 @@ def test_scram_failing_lookup_is_an_authentication_failure(mechanism):
     assert "cache" not in str(info.value)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("token", [b"", b"garbage", b"\xff\xfe", b"p=tls-unique,,n=alice,r=abc"])
 def test_scram_server_refuses_malformed_client_first(token):
     server = ScramServer("SCRAM-SHA-256", {}.get)
@@ -296,6 +310,7 @@ def test_scram_server_refuses_malformed_client_first(token):
         server.evaluate_response(token)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_scram_client_checks_the_server(mechanism):
     """A server that does not hold the credential cannot forge server-final."""
@@ -316,6 +331,7 @@ def test_scram_client_checks_the_server(mechanism):
         client.evaluate_challenge(b"e=invalid-proof")
 
 
+@pytest.mark.unit
 def test_scram_client_refuses_too_few_iterations():
     client = ScramClient("SCRAM-SHA-256", "alice", "pw", nonce="abcdefgh")
     client.initial_response()
@@ -324,6 +340,7 @@ def test_scram_client_refuses_too_few_iterations():
         client.evaluate_challenge(f"r=abcdefghXYZ,s={salt},i=1024".encode())
 
 
+@pytest.mark.unit
 def test_client_mechanism_factory():
     assert isinstance(client_mechanism("PLAIN", "a", "b"), PlainClient)
     for mechanism in SCRAMS:
@@ -335,6 +352,7 @@ def test_client_mechanism_factory():
         ScramClient("SCRAM-SHA-1", "a", "b")
 
 
+@pytest.mark.unit
 def test_server_mechanism_factory():
     enabled = ("PLAIN", "SCRAM-SHA-512")
     assert isinstance(server_mechanism("PLAIN", enabled, plain_users={"a": "b"}), PlainServer)
@@ -369,6 +387,7 @@ def _rfc5802_credential(hash_name: str, password: str, salt: bytes, iterations: 
     return ScramCredential(salt, hashlib.new(hash_name, client_key).digest(), mac(salted, b"Server Key"), iterations)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mechanism", SCRAMS)
 def test_credential_matches_rfc5802_and_round_trips(mechanism):
     salt = b"kafka-salt-0123456789"
@@ -386,6 +405,7 @@ def test_credential_matches_rfc5802_and_round_trips(mechanism):
     assert "stored_key" not in repr(credential) and b64(credential.stored_key) not in repr(credential)
 
 
+@pytest.mark.unit
 def test_credential_random_salt_and_bounds():
     a = make_scram_credential("SCRAM-SHA-256", "pw")
     b = make_scram_credential("SCRAM-SHA-256", "pw")
@@ -400,6 +420,7 @@ def test_credential_random_salt_and_bounds():
         make_scram_credential("PLAIN", "pw")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
     [
@@ -419,6 +440,7 @@ def test_credential_string_errors(text):
         ScramCredential.from_string(text)
 
 
+@pytest.mark.unit
 def test_zookeeper_user_config():
     c256 = make_scram_credential("SCRAM-SHA-256", "alice-secret")
     c512 = make_scram_credential("SCRAM-SHA-512", "alice-secret")
@@ -444,6 +466,7 @@ def test_zookeeper_user_config():
         scram_user_config({"PLAIN": c256})
 
 
+@pytest.mark.unit
 def test_zookeeper_user_path_is_sanitized_like_kafka():
     assert scram_user_path("alice") == "/config/users/alice"
     assert scram_user_path("User:a b*c~d+e/f.g-h_i") == "/config/users/User%3Aa%20b%2Ac%7Ed%2Be%2Ff.g-h_i"
@@ -455,6 +478,7 @@ def test_zookeeper_user_path_is_sanitized_like_kafka():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_jaas_plain_users():
     text = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required\n'
@@ -469,6 +493,7 @@ def test_jaas_plain_users():
     assert "admin-secret" not in repr(entry)
 
 
+@pytest.mark.unit
 def test_jaas_tokenizer_rules():
     text = (
         "/* broker users */ org.apache.kafka.common.security.plain.PlainLoginModule REQUIRED // flag\n"
@@ -479,6 +504,7 @@ def test_jaas_tokenizer_rules():
     assert jaas_plain_users(entry) == {"bob": "b;o=b", "carol": "unquoted-value.1", "dave": 'say "hi"\n'}
 
 
+@pytest.mark.unit
 def test_jaas_scram_login_module():
     entry = parse_jaas_config(
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";'
@@ -489,6 +515,7 @@ def test_jaas_scram_login_module():
         jaas_plain_users(entry)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text, why",
     [
@@ -514,6 +541,7 @@ def test_jaas_errors_name_the_property(text, why):
     assert "secret-a" not in str(info.value)
 
 
+@pytest.mark.unit
 def test_jaas_username_password_errors():
     entry = parse_jaas_config("org.apache.kafka.common.security.scram.ScramLoginModule required username=alice;")
     with pytest.raises(ConfigError, match="option password"):
@@ -527,6 +555,7 @@ def test_jaas_username_password_errors():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_client_settings_defaults():
     settings = ClientSecurity.from_properties({"metadata.broker.list": "h:9092", "sasl.username": "ignored"})
     assert settings.security_protocol is SecurityProtocol.PLAINTEXT
@@ -538,6 +567,7 @@ def test_client_settings_defaults():
         client_ssl_context(settings)
 
 
+@pytest.mark.unit
 def test_client_settings_sasl_ssl():
     settings = ClientSecurity.from_properties(
         {
@@ -562,6 +592,7 @@ def test_client_settings_sasl_ssl():
     assert settings.sasl_client() is not mech  # one per connection
 
 
+@pytest.mark.unit
 def test_client_settings_aliases_and_jaas():
     settings = ClientSecurity.from_properties(
         {
@@ -578,6 +609,7 @@ def test_client_settings_aliases_and_jaas():
         ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.ca.location": "/a", "ssl.cafile": "/b"})
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "value, check", [("https", True), ("HTTPS", True), ("", False), ("none", False), (None, False)]
 )
@@ -586,6 +618,7 @@ def test_client_settings_endpoint_identification(value, check):
     assert settings.check_hostname is check
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "props, error, prop",
     [
@@ -617,6 +650,7 @@ def test_client_settings_errors_name_the_property(props, error, prop):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_listeners_with_map():
     listeners = parse_listeners(
         "SASL_SSL://127.0.0.1:9093,PLAINTEXT://:9092, internal://[::1]:9094",
@@ -632,6 +666,7 @@ def test_listeners_with_map():
     assert listeners[2].config_prefix == "listener.name.internal."
 
 
+@pytest.mark.unit
 def test_listeners_default_map():
     listeners = parse_listeners(["SSL://broker.test:0", "SASL_PLAINTEXT://0.0.0.0:0", "PLAINTEXT://h:1"])
     assert [(e.name, e.protocol) for e in listeners] == [
@@ -643,6 +678,7 @@ def test_listeners_default_map():
     assert parse_security_protocol_map({"a": "ssl"}) == {"A": SecurityProtocol.SSL}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "listeners, protocol_map, prop, why",
     [
@@ -666,10 +702,12 @@ def test_listener_errors(listeners, protocol_map, prop, why):
     assert prop in str(info.value)
 
 
+@pytest.mark.unit
 def test_two_listeners_may_both_pick_a_free_port():
     assert [e.port for e in parse_listeners("SSL://:0,PLAINTEXT://:0")] == [0, 0]
 
 
+@pytest.mark.unit
 def test_listener_security_from_properties():
     props = {
         "listeners": "SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9094,PLAINTEXT://127.0.0.1:9092",
@@ -699,6 +737,7 @@ def test_listener_security_from_properties():
     assert plaintext.ssl_keystore_location is None and plaintext.sasl_enabled_mechanisms == ()
 
 
+@pytest.mark.unit
 def test_listener_security_global_jaas_and_keystore_password_fallback():
     endpoint = parse_listeners("SASL_SSL://:0")[0]
     props = {
@@ -714,6 +753,7 @@ def test_listener_security_global_jaas_and_keystore_password_fallback():
     assert dict(security.plain_users) == {"bob": "bob-secret"}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "extra, error, prop",
     [
@@ -745,6 +785,7 @@ def test_listener_security_errors_name_the_property(extra, error, prop):
     assert prop in str(info.value)
 
 
+@pytest.mark.unit
 def test_broker_listener_security_requires_listeners():
     with pytest.raises(ConfigError, match="listeners"):
         broker_listener_security({})
@@ -846,6 +887,7 @@ def _handshake(client_ctx: ssl.SSLContext, server_ctx: ssl.SSLContext, host: str
     return result
 
 
+@pytest.mark.unit
 def test_tls_handshake_succeeds(pki):
     client_ctx, server_ctx = _client(pki), _server(pki)
     assert client_ctx.minimum_version == server_ctx.minimum_version == MINIMUM_TLS_VERSION == ssl.TLSVersion.TLSv1_2
@@ -858,6 +900,7 @@ def test_tls_handshake_succeeds(pki):
     assert _handshake(client_ctx, server_ctx, "127.0.0.1")["client_reply"] == b"PING"
 
 
+@pytest.mark.unit
 def test_tls_untrusted_ca_fails(pki):
     result = _handshake(_client(pki, **{"ssl.ca.location": pki["stranger_ca"]}), _server(pki), "broker.test")
     assert "client_reply" not in result
@@ -868,6 +911,7 @@ def test_tls_untrusted_ca_fails(pki):
     assert "broker.test" in str(error) and "not trusted" in str(error) and "ssl.ca.location" in str(error)
 
 
+@pytest.mark.unit
 def test_tls_host_name_mismatch_fails_unless_check_disabled(pki):
     result = _handshake(_client(pki), _server(pki), "other.test")
     exc = result["client_error"]
@@ -882,6 +926,7 @@ def test_tls_host_name_mismatch_fails_unless_check_disabled(pki):
     assert "client_reply" not in _handshake(client_ctx, _server(pki), "other.test")
 
 
+@pytest.mark.unit
 def test_mutual_tls_required(pki):
     server_ctx = _server(pki, **{"ssl.client.auth": "required", "ssl.truststore.location": pki["ca"]})
     assert server_ctx.verify_mode == ssl.CERT_REQUIRED
@@ -906,6 +951,7 @@ def test_mutual_tls_required(pki):
         assert result["server_peer"]["subjectAltName"] == (("DNS", "client.test"),)
 
 
+@pytest.mark.unit
 def test_eof_during_handshake_names_the_likely_causes():
     """A bare close during the handshake (how a TLS 1.3 server's refusal of
     a missing client certificate can reach the client) is not reported as a
@@ -916,6 +962,7 @@ def test_eof_during_handshake_names_the_likely_causes():
     assert "TLS version" not in text
 
 
+@pytest.mark.unit
 def test_mutual_tls_requested(pki):
     server_ctx = _server(pki, **{"ssl.client.auth": "requested", "ssl.truststore.location": pki["ca"]})
     assert server_ctx.verify_mode == ssl.CERT_OPTIONAL
@@ -925,6 +972,7 @@ def test_mutual_tls_requested(pki):
     assert result["client_reply"] == b"PING" and result["server_peer"]
 
 
+@pytest.mark.unit
 def test_encrypted_keystore(pki):
     server_ctx = _server(pki, **{"ssl.keystore.location": pki["keystore_encrypted"], "ssl.key.password": "key-secret"})
     assert _handshake(_client(pki), server_ctx, "broker.test")["client_reply"] == b"PING"
@@ -935,6 +983,7 @@ def test_encrypted_keystore(pki):
         _server(pki, **{"ssl.keystore.location": pki["keystore_encrypted"]})
 
 
+@pytest.mark.unit
 def test_tls_file_errors_name_the_property(pki, tmp_path):
     missing = str(tmp_path / "missing.pem")
     not_pem = tmp_path / "not.pem"
@@ -957,6 +1006,7 @@ def test_tls_file_errors_name_the_property(pki, tmp_path):
         _server(pki, **{"ssl.client.auth": "required", "ssl.truststore.location": missing})
 
 
+@pytest.mark.unit
 def test_tls_contexts_refuse_non_tls_settings(pki):
     plaintext = ListenerSecurity(listener=ListenerEndpoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "", 0))
     with pytest.raises(ConfigError, match="does not use TLS"):
@@ -980,6 +1030,7 @@ def test_tls_ca_directory(pki, tmp_path):
     assert _handshake(client_ctx, _server(pki), "broker.test")["client_reply"] == b"PING"
 
 
+@pytest.mark.unit
 def test_listeners_from_tuples_and_typed_protocol():
     listeners = parse_listeners([("ssl", "::1", 9093), ("PLAINTEXT", "", 9092)])
     assert [tuple(e) for e in listeners] == [("SSL", "SSL", "::1", 9093), ("PLAINTEXT", "PLAINTEXT", "", 9092)]

@@ -13,6 +13,8 @@ from kclient.spark.columns import TIMESTAMP_TYPE_CREATE, TIMESTAMP_TYPE_LOG_APPE
 from kclient.spark.offsets import OffsetRange, cap_offsets, offsets_from_json, offsets_to_json, plan_ranges
 from kclient.spark.options import EARLIEST, LATEST, read_options, write_options
 
+pytestmark = pytest.mark.unit
+
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
 

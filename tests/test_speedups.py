@@ -72,6 +72,7 @@ def _fast_shape(records) -> bool:
     return all((len(r) == 3 or not r[3]) and all(abs(t) < 2**61 for t in (r[2], records[0][2])) for r in records)
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(with_headers=True))
 def test_encode_records_matches_pure_python(records):
@@ -84,6 +85,7 @@ def test_encode_records_matches_pure_python(records):
     assert compiled == v2._encode_records_py(records, base)
 
 
+@pytest.mark.unit
 def test_encode_records_hands_back_other_bytes_like_types():
     ts = 1_700_000_000_000
     for record in [(bytearray(b"k"), b"v", ts), (b"k", memoryview(b"v"), ts), ("str", b"v", ts), (b"k", b"v", 1.5), [b"k", b"v", ts]]:
@@ -92,6 +94,7 @@ def test_encode_records_hands_back_other_bytes_like_types():
     assert v2.decode_records(v2.build_batch([(bytearray(b"k"), memoryview(b"v"), ts)]))[0][2:4] == (b"k", b"v")
 
 
+@pytest.mark.unit
 @settings(max_examples=100, deadline=None)
 @given(_records(), st.sampled_from([codecs.NONE, codecs.GZIP, codecs.LZ4, codecs.ZSTD]), st.integers(0, 2**40))
 def test_build_batch_bytes_identical_on_both_paths(records, codec, base_offset):
@@ -126,6 +129,7 @@ def _both(data: bytes, pos: int, end: int, header: v2.BatchHeader, fixed=None):
     return ok, (c_off, c_rows), pure
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(with_headers=True), st.integers(0, 2**50), st.booleans())
 def test_decode_rows_matches_pure_python(records, base_offset, log_append_time):
@@ -143,6 +147,7 @@ def test_decode_rows_matches_pure_python(records, base_offset, log_append_time):
         assert compiled == pure
 
 
+@pytest.mark.unit
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(), st.data())
 def test_decode_rows_on_corrupt_bytes_agrees_or_hands_back(records, data):
@@ -167,6 +172,7 @@ def test_decode_rows_on_corrupt_bytes_agrees_or_hands_back(records, data):
         assert compiled == ([7], [("sentinel",)])
 
 
+@pytest.mark.unit
 def test_decode_rows_wrapper_uses_the_pure_path_for_errors():
     batch = bytearray(v2.build_batch([(b"k", b"v", 5), (None, b"w", 6)]))
     batch[-3] = 0x7F  # the second record's value length now runs past the end
@@ -175,12 +181,14 @@ def test_decode_rows_wrapper_uses_the_pure_path_for_errors():
         v2.decode_rows(bytes(batch), v2.HEADER_SIZE, len(batch), header.records_count, header.base_offset, header.base_timestamp)
 
 
+@pytest.mark.unit
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=600))
 def test_murmur2_matches_pure_python(data):
     assert _speedups.murmur2(data) == partitioner.murmur2(data)
 
 
+@pytest.mark.unit
 def test_kclient_uses_the_compiled_loops_by_default():
     assert _accel.speedups is _speedups or os.environ.get(_accel.PURE_PYTHON_ENV) not in (None, "", "0")
 
@@ -199,6 +207,7 @@ def test_pure_python_environment_variable_turns_them_off():
 # -- the producer queue's core: compiled and pure twins step for step ----------------
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "bundle", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
 def test_queue_core_twins_agree(max_messages, ops):
@@ -295,6 +304,7 @@ def _outcome(fn, *args):
     return type(value), tuple(value)
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=4)), _ANY_MESSAGES, st.one_of(st.none(), st.integers(0, 2**42)), st.one_of(st.none(), st.integers(0, 9)), _ANY_HEADERS)
 def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts, partition, headers):
@@ -310,6 +320,7 @@ def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts,
     assert compiled == _outcome(pure, data.ProducerData, topic, key, second, ts, partition, headers)
 
 
+@pytest.mark.unit
 def test_stamped_sets_the_send_time():
     import time
 
@@ -368,6 +379,7 @@ def _compiled_takes(items, n_parts, bytes_values):
     return True
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(_collate_items(), st.integers(1, 5), st.integers(0, 2**32), st.booleans())
 def test_collate_default_matches_the_pure_collate(items, n_parts, seed, bytes_values):
@@ -392,6 +404,7 @@ def test_collate_default_matches_the_pure_collate(items, n_parts, seed, bytes_va
     assert list(compiled.items()) == [(p, part.records) for p, part in pure.items()]
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["data", "tracked", "other"])), max_size=20))
 def test_group_by_topic_matches_pure_python(shape):
@@ -417,6 +430,7 @@ def test_group_by_topic_matches_pure_python(shape):
     assert ids(_speedups.group_by_topic(items, DATA_TYPES)) == ids(group_by_topic(items, DATA_TYPES))
 
 
+@pytest.mark.unit
 @settings(max_examples=100, deadline=None)
 @given(st.lists(_records(with_headers=True), min_size=1, max_size=4), st.integers(0, 3))
 def test_record_sets_decode_alike_from_bytes_bytearray_and_memoryview(batches, skip):
@@ -441,6 +455,7 @@ def test_record_sets_decode_alike_from_bytes_bytearray_and_memoryview(batches, s
         assert value is None or type(value) is bytes
 
 
+@pytest.mark.unit
 def test_plain_producer_data_is_not_tracked_by_the_garbage_collector():
     """Queued records of plain values cost the collector nothing; anything
     that could hold a reference cycle stays tracked."""
@@ -510,6 +525,7 @@ def _walk(buf, start, chunk_rows):
     return chunks, None
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set(), st.sampled_from([1, 7, 256]))
 def test_record_set_walk_matches_pure_python(record_set, chunk_rows):
@@ -561,6 +577,7 @@ def _decode_chunk_both(buf, start, key_decoder=None, value_decoder=None):
     return compiled, pure
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set())
 def test_consumer_chunks_decode_alike_on_both_paths(record_set):
@@ -583,6 +600,7 @@ def _readers(n: int, decoded: bool = False):
     return _speedups.ChunkReader(*args), _ChunkReaderPy(*args)
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 30), st.lists(st.tuples(st.sampled_from(["next", "stop", "peek"]), st.integers(1, 4)), max_size=20), st.booleans())
 def test_chunk_reader_twins_agree(n, ops, decoded):
@@ -605,6 +623,7 @@ def test_chunk_reader_twins_agree(n, ops, decoded):
     assert compiled.handed() == pure.handed() and compiled.remaining() == pure.remaining() == 0
 
 
+@pytest.mark.unit
 def test_chunk_reader_messages_of_plain_values_are_not_tracked_by_the_garbage_collector():
     import gc
 
@@ -619,6 +638,7 @@ def test_chunk_reader_messages_of_plain_values_are_not_tracked_by_the_garbage_co
         _speedups.ChunkReader(tuple, "t", 0, [1, 2], [None], [None, None], [0, 0])
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set(), st.sampled_from([None, 0, 1]), st.integers(0, 2**40), st.data())
 def test_fetched_position_matches_pure_python(record_set, legacy_magic, start, data):
@@ -675,6 +695,7 @@ def test_simple_consumer_message_sets_iterate_alike_on_both_paths(record_set):
     assert compiled == pure
 
 
+@pytest.mark.unit
 def test_message_set_reader_messages_of_plain_values_are_not_tracked():
     import gc
 
@@ -693,6 +714,7 @@ def test_message_set_reader_messages_of_plain_values_are_not_tracked():
         _speedups.MessageSetReader(Message, MessageAndOffset, [1], [], [], [])
 
 
+@pytest.mark.unit
 def test_a_bad_magic_after_a_plain_batch_is_named_at_its_byte_on_both_paths():
     """The compiled decoder takes the plain batches and hands the rest to the
     general one: an error there names its byte in the whole fetched buffer,

@@ -35,6 +35,8 @@ from kclient.storage import AppendResult, Log, LogConfig, LogManager, LogSegment
 from kclient.storage import batch_walk as walk_mod
 from kclient.storage.segment import file_stem
 
+pytestmark = pytest.mark.unit
+
 
 def batch(n: int = 1, value_size: int = 10, ts: int = 1_000, tag: bytes = b"v") -> bytes:
     """A valid v2 batch of ``n`` records with base offset 0 (the log

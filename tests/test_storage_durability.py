@@ -40,6 +40,8 @@ from kclient.storage import (
 )
 from kclient.storage.segment import file_stem
 
+pytestmark = pytest.mark.unit
+
 DAY_MS = 24 * 3600 * 1000
 
 

@@ -61,6 +61,7 @@ def cache_capacity():
 # ---------------------------------------------------------------- the cache
 
 
+@pytest.mark.unit
 def test_default_capacity_is_half_the_descriptor_limit():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
@@ -69,6 +70,7 @@ def test_default_capacity_is_half_the_descriptor_limit():
         assert default_capacity() == max(16, soft // 2)
 
 
+@pytest.mark.unit
 def test_cache_keeps_the_most_recently_used_idle_descriptors_only(tmp_path):
     cache = FileHandleCache(capacity=2)
     files = [CachedFile(tmp_path / f"f{i}", create=True, cache=cache) for i in range(4)]
@@ -86,6 +88,7 @@ def test_cache_keeps_the_most_recently_used_idle_descriptors_only(tmp_path):
     assert cache.close_idle() == 2 and open_files_under(tmp_path) == []
 
 
+@pytest.mark.unit
 def test_a_pinned_descriptor_is_never_closed_by_the_cache(tmp_path):
     cache = FileHandleCache(capacity=0)
     f = CachedFile(tmp_path / "pinned", create=True, cache=cache)
@@ -105,6 +108,7 @@ def test_a_pinned_descriptor_is_never_closed_by_the_cache(tmp_path):
         f.unpin()
 
 
+@pytest.mark.unit
 def test_rename_is_followed_by_later_opens(tmp_path):
     cache = FileHandleCache(capacity=4)
     f = CachedFile(tmp_path / "a.log", create=True, cache=cache)
@@ -118,6 +122,7 @@ def test_rename_is_followed_by_later_opens(tmp_path):
     assert open_files_under(tmp_path) == ["a.log.deleted"]
 
 
+@pytest.mark.unit
 def test_close_waits_for_the_last_pin_and_refuses_later_uses(tmp_path):
     cache = FileHandleCache(capacity=4)
     f = CachedFile(tmp_path / "x", create=True, cache=cache)
@@ -130,6 +135,7 @@ def test_close_waits_for_the_last_pin_and_refuses_later_uses(tmp_path):
         f.pin()
 
 
+@pytest.mark.unit
 def test_files_that_do_not_linger_close_after_each_use(tmp_path):
     cache = FileHandleCache(capacity=8)
     f = CachedFile(tmp_path / "ix", create=True, linger=False, cache=cache)
@@ -138,6 +144,7 @@ def test_files_that_do_not_linger_close_after_each_use(tmp_path):
     assert open_files_under(tmp_path) == [] and cache.idle_count == 0
 
 
+@pytest.mark.unit
 def test_running_out_of_descriptors_closes_the_idle_ones_and_retries(tmp_path):
     cache = FileHandleCache(capacity=64)
     files = [CachedFile(tmp_path / f"f{i}", create=True, cache=cache) for i in range(6)]
@@ -173,6 +180,7 @@ def rolled_log(directory: Path, segments: int) -> Log:
     return log
 
 
+@pytest.mark.unit
 def test_inactive_segments_hold_no_descriptor_until_read(tmp_path):
     d = tmp_path / "t-0"
     log = rolled_log(d, 5)
@@ -190,6 +198,7 @@ def test_inactive_segments_hold_no_descriptor_until_read(tmp_path):
     assert open_files_under(d) == []
 
 
+@pytest.mark.unit
 def test_a_reopened_log_opens_nothing_until_used_and_loads_indexes_lazily(tmp_path):
     d = tmp_path / "t-0"
     log = rolled_log(d, 6)
@@ -209,6 +218,7 @@ def test_a_reopened_log_opens_nothing_until_used_and_loads_indexes_lazily(tmp_pa
     again.close()
 
 
+@pytest.mark.unit
 def test_segment_open_holds_no_descriptor_and_reads_indexes_on_first_lookup(tmp_path):
     seg = LogSegment.create(tmp_path, 0, index_interval_bytes=64)
     offset = 0
@@ -230,6 +240,7 @@ def test_segment_open_holds_no_descriptor_and_reads_indexes_on_first_lookup(tmp_
     again.close()
 
 
+@pytest.mark.unit
 def test_file_slice_reads_a_deleted_segment_after_its_descriptor_was_evicted(tmp_path, cache_capacity):
     cache = cache_capacity(0)
     d = tmp_path / "t-0"
@@ -267,6 +278,7 @@ def test_file_slice_reads_a_deleted_segment_after_its_descriptor_was_evicted(tmp
     log.close()
 
 
+@pytest.mark.unit
 def test_truncation_compaction_and_recovery_with_no_idle_descriptor(tmp_path, cache_capacity):
     """Every use reopens the files: truncation, a compaction swap and a
     restart after a crash behave as with files kept open."""
@@ -307,6 +319,7 @@ def test_truncation_compaction_and_recovery_with_no_idle_descriptor(tmp_path, ca
     assert open_files_under(d) == []
 
 
+@pytest.mark.unit
 def test_readers_and_a_writer_on_many_logs_share_a_tiny_cache(tmp_path, cache_capacity):
     """Four reader threads and one writer on three logs with room for one
     idle descriptor: every use races with evictions, and every read still

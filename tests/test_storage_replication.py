@@ -16,6 +16,8 @@ from kclient.storage import Log, LogConfig, LogManager
 from kclient.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_checkpoint
 from kclient.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 
+pytestmark = pytest.mark.unit
+
 SMALL = LogConfig(segment_bytes=600, index_interval_bytes=0)
 
 

@@ -18,6 +18,8 @@ from helpers.wait import wait_for
 from kclient.errors import LoopClosedError
 from kclient.sync import LoopThread, _Call, _Dispatcher, _Waiter
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def loop():

@@ -20,6 +20,7 @@ from kclient.net.connection import BrokerConnection, _is_tls_record_header
 TLS_ALERT = bytes([21, 3, 3, 0, 2, 2, 10])
 
 
+@pytest.mark.unit
 def test_tls_record_headers():
     assert _is_tls_record_header(int.from_bytes(TLS_ALERT[:4], "big"))
     assert _is_tls_record_header(int.from_bytes(bytes([22, 3, 1, 0]), "big"))

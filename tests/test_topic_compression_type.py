@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from helpers.wait import wait_for
 from kclient import AdminClient, FetchRequest, NewTopic, Producer, ProducerData, SimpleConsumer
 from kclient.broker.convert import prepare_append
@@ -15,6 +17,7 @@ from kclient.client.admin import AlterConfigOp, ConfigResource
 from kclient.protocol.records import codecs, v2
 
 
+@pytest.mark.unit
 def test_prepare_append_recompresses_and_keeps_the_producer_state():
     batch = v2.build_batch([(b"k", b"a" * 100, 5, [("h", b"1")]), (None, None, 6)], codec=codecs.LZ4, producer_id=7, producer_epoch=2, base_sequence=40)
     prepared = prepare_append(batch, produce_version=8, codec=codecs.ZSTD)

@@ -28,6 +28,7 @@ from kclient.zk.paths import (
 # ---------------------------------------------------------------- pure
 
 
+@pytest.mark.unit
 def test_paths_follow_the_seed_layout():
     assert paths.broker_path(3) == "/brokers/ids/3"
     assert paths.topic_path("t") == "/brokers/topics/t"
@@ -39,6 +40,7 @@ def test_paths_follow_the_seed_layout():
     assert paths.consumer_thread_id("c1", 2) == "c1-2"
 
 
+@pytest.mark.unit
 def test_broker_registration_round_trip_and_kafka_shape():
     reg = BrokerRegistration.create(7, "h.example", 9093, 1700000000123)
     doc = json.loads(reg.to_json())
@@ -54,6 +56,7 @@ def test_broker_registration_round_trip_and_kafka_shape():
     assert BrokerRegistration.from_json(7, reg.to_json()) == reg
 
 
+@pytest.mark.unit
 def test_broker_registration_lists_every_listener():
     """Every listener is an endpoint, with its protocol in the map (KIP-103);
     a client finds its endpoint by security protocol."""
@@ -68,6 +71,7 @@ def test_broker_registration_lists_every_listener():
     assert back.endpoint_for("SSL") is None
 
 
+@pytest.mark.unit
 def test_broker_registration_reads_endpoint_only_documents():
     data = b'{"jmx_port":-1,"timestamp":"1","endpoints":["PLAINTEXT://[::1]:9092"],"host":null,"version":4,"port":-1}'
     reg = BrokerRegistration.from_json(1, data)
@@ -76,6 +80,7 @@ def test_broker_registration_reads_endpoint_only_documents():
         BrokerRegistration.from_json(1, b"not json")
 
 
+@pytest.mark.unit
 def test_topic_assignment_and_partition_state_round_trip():
     ta = TopicAssignment({1: (0,), 0: (0, 1)})
     assert json.loads(ta.to_json()) == {"version": 1, "partitions": {"0": [0, 1], "1": [0]}}
@@ -90,6 +95,7 @@ def test_topic_assignment_and_partition_state_round_trip():
     assert paths.decode_cluster_id(paths.encode_cluster_id("abc")) == "abc"
 
 
+@pytest.mark.unit
 def test_consumer_registration_round_trip():
     reg = ConsumerRegistration({"events": 2}, "static", 1234)
     assert json.loads(reg.to_json()) == {"version": 1, "subscription": {"events": 2}, "pattern": "static", "timestamp": "1234"}
@@ -103,6 +109,7 @@ def test_consumer_registration_round_trip():
         paths.decode_offset(b"x")
 
 
+@pytest.mark.unit
 def test_range_assignment_gives_every_partition_exactly_one_owner():
     for n_parts in range(0, 13):
         for n_threads in range(1, 8):
@@ -115,6 +122,7 @@ def test_range_assignment_gives_every_partition_exactly_one_owner():
             assert sizes == sorted(sizes, reverse=True)  # the first ones take the extra partitions
 
 
+@pytest.mark.unit
 def test_range_assignment_seed_example_with_remainder():
     # 5 partitions, 2 consumers: the documented N = 5/2 = 2 alone would leave partition 4 unowned.
     result = range_assignment([4, 3, 2, 1, 0], ["b-0", "a-0"])

@@ -61,7 +61,7 @@ def metadata_shows_leaders(brokers: Collection[BrokerProcess], topic: str, parti
     knowing says nothing of the others.
     """
     from kclient.errors import KafkaError
-    from kclient.tools._common import fetch_metadata
+    from kclient.tools.common import fetch_metadata
 
     for broker in brokers:
         try:

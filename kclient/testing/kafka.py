@@ -494,7 +494,7 @@ class KafkaProcess(ServerProcess):
 
     def _wait_ready(self, port: int | None) -> int:
         from kclient.errors import KafkaError
-        from kclient.tools._common import fetch_metadata
+        from kclient.tools.common import fetch_metadata
 
         assert self._proc is not None
         deadline = time.monotonic() + self.startup_timeout
@@ -643,7 +643,7 @@ class KafkaCluster:
             BrokerProcessError: Not within ``timeout`` seconds.
         """
         from kclient.errors import KafkaError
-        from kclient.tools._common import fetch_metadata
+        from kclient.tools.common import fetch_metadata
 
         deadline = time.monotonic() + timeout
         while True:
@@ -676,7 +676,7 @@ class KafkaCluster:
             none), or None when no broker asked knows the partition.
         """
         from kclient.errors import KafkaError
-        from kclient.tools._common import fetch_metadata
+        from kclient.tools.common import fetch_metadata
 
         brokers = [self.brokers[node_id]] if node_id is not None else list(self.brokers.values())
         for b in brokers:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from kclient.config.files import parse_overrides
     from kclient.errors import ConfigError
     from kclient.testing import Cluster
-    from kclient.tools._common import serve_in_foreground
+    from kclient.tools.common import serve_in_foreground
 
     if args.brokers < 1:
         raise ConfigError(f"--brokers {args.brokers}: a cluster needs at least one broker")

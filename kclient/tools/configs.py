@@ -223,7 +223,7 @@ def _describe_broker_configs(admin: Any, args: argparse.Namespace, resource_type
 
 def _cmd_broker_configs(args: argparse.Namespace) -> int:
     from kclient.client.admin import AdminClient
-    from kclient.tools._common import client_properties
+    from kclient.tools.common import client_properties
 
     resource_type, word, dynamic, default = _broker_entity(args)
     props = client_properties(args.command_config, [], "--command-config")

@@ -35,7 +35,7 @@ import time
 from typing import IO, Any, Mapping, Sequence
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
-from kclient.tools._common import (
+from kclient.tools.common import (
     add_bootstrap_argument,
     client_properties,
     fetch_metadata,

@@ -28,7 +28,7 @@ import sys
 from typing import IO, Any, Iterator
 
 from kclient.errors import ConfigError
-from kclient.tools._common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, property_bool
+from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, property_bool
 
 __all__ = ["LineReader", "register", "run"]
 

@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
-from kclient.tools._common import (
+from kclient.tools.common import (
     TOOL_TIMEOUT_MS,
     add_bootstrap_argument,
     client_properties,

@@ -33,7 +33,7 @@ import re
 import sys
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from kclient.tools._common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
+from kclient.tools.common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
 
 __all__ = ["INTERNAL_TOPICS", "parse_replica_assignment", "register", "run"]
 

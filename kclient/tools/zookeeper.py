@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         its own.
     """
     from kclient.testing import ZooKeeperProcess
-    from kclient.tools._common import serve_in_foreground
+    from kclient.tools.common import serve_in_foreground
 
     if not 0 <= args.port <= 65535:
         log.error("--port %s: expected 0-65535", args.port)

@@ -20,7 +20,7 @@ import pytest
 
 from helpers.skips import require
 from helpers.wait import wait_for
-from kclient.tools._common import fetch_metadata
+from kclient.tools.common import fetch_metadata
 from kclient.testing import BrokerProcess, KafkaProcess, TestCertificates, client_properties, java_unavailable_reason, security_properties
 
 #: The brokers every conformance scenario runs against, in order.

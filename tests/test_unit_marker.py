@@ -68,6 +68,23 @@ def _closure(names, fixtures, seen: set[str]) -> set[str]:
     return out
 
 
+def _module_is_unit(tree: ast.Module) -> bool:
+    """Whether the module's ``pytestmark`` marks every test unit."""
+    return any(
+        isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets) and _marks_unit(node.value)
+        for node in tree.body
+    )
+
+
+def _unit_tests(tree: ast.Module):
+    """The test functions of a module that are marked unit."""
+    module_unit = _module_is_unit(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+            if module_unit or any(_is_unit_mark(d) for d in node.decorator_list):
+                yield node
+
+
 def unit_tests_using_processes() -> tuple[list[str], int]:
     """``(offenders, unit tests seen)``: every test marked unit whose
     fixtures start a process, as ``"module::test: fixtures"``."""
@@ -80,16 +97,8 @@ def unit_tests_using_processes() -> tuple[list[str], int]:
         own = _fixtures(tree)
         fixtures = {**shared, **own}
         starting = set(PROCESS_FIXTURES) | {name for name, node in own.items() if STARTS_A_PROCESS.search(ast.get_source_segment(source, node) or "")}
-        module_unit = any(
-            isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets) and _marks_unit(node.value)
-            for node in tree.body
-        )
         autouse = [name for name, node in own.items() if "autouse=True" in "".join(ast.unparse(d) for d in node.decorator_list)]
-        for node in ast.walk(tree):
-            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")):
-                continue
-            if not (module_unit or any(_is_unit_mark(d) for d in node.decorator_list)):
-                continue
+        for node in _unit_tests(tree):
             seen_units += 1
             used = _closure([a.arg for a in node.args.args] + autouse, fixtures, set()) & starting
             if used:

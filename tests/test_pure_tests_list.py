@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: test module of PURE_TESTS that runs its pure path.
 _COVERED = {
     "kclient/client/consumer/fetcher.py": "tests/test_consumer_fetcher.py",
-    "kclient/client/consumer/group/streams.py": "tests/test_consumer_streams.py",
+    "kclient/client/consumer/chunk.py": "tests/test_consumer_streams.py",
     "kclient/client/consumer/message_set.py": "tests/test_message_set.py",
     "kclient/client/consumer/statistics.py": "tests/test_consumer_statistics.py",
     "kclient/client/producer/data.py": "tests/test_producer.py",

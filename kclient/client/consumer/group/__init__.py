@@ -7,5 +7,6 @@ core), `.membership` (JoinGroup / SyncGroup / Heartbeat / LeaveGroup),
 `.assignors` (range and roundrobin), `.coordinator` (finding the group
 coordinator, OffsetCommit / OffsetFetch), `.offsets` (consumed offsets,
 offsets in ZooKeeper), `.offset_stores` (``offsets.storage``: ZooKeeper,
-Kafka, dual commit) and `.streams` (`KafkaStream`, topic filters). Import
+Kafka, dual commit), `.concurrent_calls` (several ZooKeeper reads at once)
+and `.streams` (`KafkaStream`, topic filters). Import
 the public names from `kclient` itself."""

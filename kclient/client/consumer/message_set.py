@@ -230,8 +230,9 @@ class ByteBufferMessageSet:
                 # size (a decoded batch was whole, so this check is needed
                 # only here).
                 self.check_fits()
-            buf = memoryview(buf)[pos:]
-        for offsets, rows in iter_record_rows(buf, start, where=f"{self.topic}-{self.partition}"):
+        # On the whole buffer from where the compiled decoder stopped, so
+        # that an error names its byte in the fetched set on both paths.
+        for offsets, rows in iter_record_rows(buf, start, where=f"{self.topic}-{self.partition}", position=pos):
             yield _message_set_reader_py(offsets, rows)
 
     def messages(self) -> list[MessageAndOffset]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Protocol
 
-__all__ = ["READY_LINE", "register", "run"]
+__all__ = ["READY_LINE", "ClusterArguments", "register", "run"]
 
 #: Printed on stdout once the cluster serves.
 READY_LINE = "Cluster running: bootstrap.servers={bootstrap} zookeeper.connect={zookeeper} (Ctrl-C stops it)"
@@ -28,7 +29,17 @@ READY_LINE = "Cluster running: bootstrap.servers={bootstrap} zookeeper.connect={
 log = logging.getLogger("kclient.cli")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+class ClusterArguments(Protocol):
+    """The ``cluster`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    brokers: int
+    zookeeper: str | None
+    chroot: str | None
+    override: list[str]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``cluster`` subcommand.
 
     Args:
@@ -53,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ClusterArguments) -> int:
     """Run ``kclient cluster`` until SIGINT/SIGTERM.
 
     Args:

@@ -7,11 +7,18 @@ address, and one Metadata round trip.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterable, Mapping, Sequence
+import logging
+import sys
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NoReturn, ParamSpec, Protocol, Sequence, TypeVar
 
 import trio
 
 from kclient.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kclient.client.cluster import ClusterMetadata, PartitionInfo
+    from kclient.security.settings import ClientSecurity
 
 __all__ = [
     "serve_in_foreground",
@@ -19,12 +26,17 @@ __all__ = [
     "client_properties",
     "fetch_metadata",
     "parse_bootstrap",
+    "progress_bar",
+    "ProgressBar",
     "parse_key_values",
     "property_bool",
 ]
 
 #: Connect and request timeout of the tools' Metadata and ListOffsets calls (ms).
 TOOL_TIMEOUT_MS = 10000
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
@@ -135,7 +147,7 @@ def client_properties(config_file: str | None, overrides: Sequence[str], option:
     return props
 
 
-def _security(props: Mapping[str, Any]):
+def _security(props: Mapping[str, Any]) -> ClientSecurity:
     from kclient.security.settings import ClientSecurity
 
     return ClientSecurity.from_properties(props)
@@ -148,7 +160,7 @@ def fetch_metadata(
     properties: Mapping[str, Any] | None = None,
     allow_auto_create: bool = False,
     timeout_ms: int = TOOL_TIMEOUT_MS,
-):
+) -> ClusterMetadata:
     """One Metadata request, blocking.
 
     Args:
@@ -160,7 +172,7 @@ def fetch_metadata(
         timeout_ms: Connect and request timeout (ms).
 
     Returns:
-        kclient.client.cluster.ClusterMetadata: The snapshot.
+        The snapshot.
 
     Raises:
         NoBrokersAvailableError: No broker answered.
@@ -172,7 +184,7 @@ def fetch_metadata(
 
     security = _security(properties or {})
 
-    async def run():
+    async def run() -> ClusterMetadata:
         async with trio.open_nursery() as nursery:
             cluster = Cluster.open(nursery, bootstrap, ConnectionSettings.with_timeout(timeout_ms, client_id="kclient-tools", security=security))
             try:
@@ -185,34 +197,35 @@ def fetch_metadata(
     return unwrap_group(trio.run, run)
 
 
-def unwrap_group(fn, *args):
-    """Call ``fn(*args)``; an exception group holding a single exception
-    (trio's nurseries wrap errors) is replaced by that exception.
+def unwrap_group(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Call ``fn(*args, **kwargs)``; an exception group holding a single
+    exception (trio's nurseries wrap errors) is replaced by that exception.
 
     Args:
         fn: The callable.
-        *args: Its arguments.
+        *args: Its positional arguments.
+        **kwargs: Its keyword arguments.
 
     Returns:
         What ``fn`` returns.
     """
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except BaseException as exc:
-        inner = exc
-        while isinstance(getattr(inner, "exceptions", None), (list, tuple)) and len(inner.exceptions) == 1:
-            inner = inner.exceptions[0]
+        inner: BaseException = exc
+        while isinstance(group := getattr(inner, "exceptions", None), (list, tuple)) and len(group) == 1:
+            inner = group[0]
         if inner is exc:
             raise
         raise inner from None
 
 
-def leader_address(metadata, partition_info) -> tuple[str, int]:
+def leader_address(metadata: ClusterMetadata, partition_info: PartitionInfo) -> tuple[str, int]:
     """The host and port of a partition's leader.
 
     Args:
-        metadata (kclient.client.cluster.ClusterMetadata): The snapshot.
-        partition_info (kclient.client.cluster.PartitionInfo): The partition.
+        metadata: The snapshot.
+        partition_info: The partition.
 
     Returns:
         ``(host, port)``.
@@ -229,7 +242,14 @@ def leader_address(metadata, partition_info) -> tuple[str, int]:
     return broker.host, broker.port
 
 
-def serve_in_foreground(name: str, start, ready_line: str, exited, cleanup, log) -> int:
+def serve_in_foreground(
+    name: str,
+    start: Callable[[], object],
+    ready_line: Callable[[], str],
+    exited: Callable[[], str | None],
+    cleanup: Callable[[], object],
+    log: logging.Logger,
+) -> int:
     """Run a development server started by ``start()`` until SIGINT or
     SIGTERM (``kclient zookeeper``, ``kclient cluster``).
 
@@ -239,7 +259,7 @@ def serve_in_foreground(name: str, start, ready_line: str, exited, cleanup, log)
     Args:
         name: What is served, for the log ("ZooKeeper", "the cluster").
         start: Starts it; raises `kclient.testing.BrokerProcessError`.
-        ready_line: Printed on stdout once it serves.
+        ready_line: Gives the line printed on stdout once it serves.
         exited: Called every 0.2 s: None while serving, else the last log
             line of what exited on its own.
         cleanup: Stops it and removes its files.
@@ -249,12 +269,11 @@ def serve_in_foreground(name: str, start, ready_line: str, exited, cleanup, log)
         0 once stopped by a signal; 1 if it cannot start or exits on its own.
     """
     import signal
-    import sys
     import time
 
     from kclient.testing.process import BrokerProcessError
 
-    def terminate(signum, frame):
+    def terminate(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, terminate)
@@ -278,3 +297,33 @@ def serve_in_foreground(name: str, start, ready_line: str, exited, cleanup, log)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
         cleanup()
+
+
+class ProgressBar(Protocol):
+    """What the tools use of a ``tqdm`` progress bar."""
+
+    def update(self, n: int = 1) -> object:
+        """Count ``n`` more items."""
+
+    def close(self) -> None:
+        """Remove the bar from the terminal."""
+
+
+def progress_bar(desc: str, unit: str) -> ProgressBar | None:
+    """A ``tqdm`` counter on stderr when stderr is a terminal, else None.
+
+    Args:
+        desc: The bar's label.
+        unit: What it counts, with a leading space (``" records"``).
+
+    Returns:
+        The bar (left off the screen once closed), or None.
+    """
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type hints; ProgressBar types the bar
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    bar: ProgressBar = tqdm(desc=desc, unit=unit, file=sys.stderr, leave=False)
+    return bar

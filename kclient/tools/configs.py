@@ -27,12 +27,33 @@ Errors are one line, status 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError
 from kclient.security.sasl import SCRAM_MECHANISMS, SCRAM_MIN_ITERATIONS, ScramCredential
 
-__all__ = ["parse_add_config", "register"]
+if TYPE_CHECKING:
+    from kclient.client.admin import AdminClient
+    from kclient.client.admin_configs import ConfigEntry
+
+__all__ = ["ConfigsArguments", "parse_add_config", "register"]
+
+
+class ConfigsArguments(Protocol):
+    """The ``configs`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    bootstrap_server: str | None
+    zookeeper: str | None
+    alter: bool
+    describe: bool
+    add_config: str | None
+    delete_config: str | None
+    entity_type: str
+    entity_name: str | None
+    entity_default: bool
+    all: bool
+    command_config: str | None
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -95,7 +116,7 @@ def parse_add_config(text: str) -> tuple[dict[str, str], dict[str, int]]:
     return added, iterations
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``configs`` subcommand."""
     p = subparsers.add_parser(
         "configs",
@@ -135,13 +156,13 @@ def _describe_value(key: str, value: str) -> str:
 _ENTITY_TYPES = {"topics": ("topic", "topic", "DYNAMIC_TOPIC_CONFIG"), "brokers": ("broker", "broker", "DYNAMIC_BROKER_CONFIG")}
 
 
-def _describe_entry(entry) -> str:
+def _describe_entry(entry: ConfigEntry) -> str:
     """One config as kafka-configs.sh prints it."""
     synonyms = ", ".join(f"{y.source}:{y.name}={y.value}" for y in entry.synonyms)
     return f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
 
 
-def _changes(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, int], list[str]]:
+def _changes(args: ConfigsArguments) -> tuple[dict[str, str], dict[str, int], list[str]]:
     """``--add-config`` and ``--delete-config`` of an ``--alter``.
 
     Returns:
@@ -158,7 +179,7 @@ def _changes(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, int], 
     return added, iterations, deleted
 
 
-def _broker_entity(args: argparse.Namespace) -> tuple[str, str, str, bool]:
+def _broker_entity(args: ConfigsArguments) -> tuple[str, str, str, bool]:
     """What ``--entity-type`` / ``--entity-name`` / ``--entity-default``
     name with ``--bootstrap-server``.
 
@@ -182,7 +203,7 @@ def _broker_entity(args: argparse.Namespace) -> tuple[str, str, str, bool]:
     return resource_type, word, dynamic, default
 
 
-def _alter_broker_configs(admin: Any, args: argparse.Namespace, resource_type: str, word: str, default: bool) -> None:
+def _alter_broker_configs(admin: AdminClient, args: ConfigsArguments, resource_type: str, word: str, default: bool) -> None:
     """``--alter`` with ``--bootstrap-server`` (IncrementalAlterConfigs, KIP-339)."""
     from kclient.client.admin import AlterConfigOp, ConfigResource
 
@@ -193,7 +214,7 @@ def _alter_broker_configs(admin: Any, args: argparse.Namespace, resource_type: s
     print("Completed updating default config for brokers in the cluster." if default else f"Completed updating config for {word} {args.entity_name}.")
 
 
-def _entity_names(admin: Any, args: argparse.Namespace, resource_type: str, default: bool) -> list[str]:
+def _entity_names(admin: AdminClient, args: ConfigsArguments, resource_type: str, default: bool) -> list[str]:
     """The entities ``--describe`` shows: the one named, the brokers'
     default (``""``), else every topic or broker."""
     if default:
@@ -205,7 +226,7 @@ def _entity_names(admin: Any, args: argparse.Namespace, resource_type: str, defa
     return [str(b.node_id) for b in admin.describe_cluster().brokers]
 
 
-def _describe_broker_configs(admin: Any, args: argparse.Namespace, resource_type: str, word: str, dynamic: str, default: bool) -> None:
+def _describe_broker_configs(admin: AdminClient, args: ConfigsArguments, resource_type: str, word: str, dynamic: str, default: bool) -> None:
     """``--describe`` with ``--bootstrap-server`` (DescribeConfigs with
     synonyms, KIP-226): the overrides, or every config with ``--all``."""
     from kclient.client.admin import ConfigResource
@@ -221,7 +242,7 @@ def _describe_broker_configs(admin: Any, args: argparse.Namespace, resource_type
             print(_describe_entry(entry))
 
 
-def _cmd_broker_configs(args: argparse.Namespace) -> int:
+def _cmd_broker_configs(args: ConfigsArguments) -> int:
     from kclient.client.admin import AdminClient
     from kclient.tools.common import client_properties
 
@@ -235,11 +256,13 @@ def _cmd_broker_configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_configs(args: argparse.Namespace) -> int:
+def _cmd_configs(args: ConfigsArguments) -> int:
     from kclient.zk.users import alter_user_config, describe_user_config
 
     if args.bootstrap_server:
         return _cmd_broker_configs(args)
+    if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server
+        raise ConfigError("--bootstrap-server: no broker given")
     if args.entity_type != "users":
         raise ConfigError(f"Invalid --entity-type {args.entity_type!r} with --zookeeper: kclient configs supports users only (topics and brokers with --bootstrap-server)")
     if not args.entity_name:

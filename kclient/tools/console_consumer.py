@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Mapping, Protocol, Sequence, TypeAlias
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
 from kclient.tools.common import (
@@ -45,12 +45,38 @@ from kclient.tools.common import (
     property_bool,
 )
 
-__all__ = ["MessageFormatter", "register", "run"]
+if TYPE_CHECKING:
+    from kclient.client.cluster import ClusterMetadata, PartitionInfo
+    from kclient.client.consumer.message_set import ByteBufferMessageSet
+    from kclient.client.consumer.simple import SimpleConsumer
+    from kclient.protocol.records.v2 import Header
+
+__all__ = ["ConsoleConsumerArguments", "MessageFormatter", "register", "run"]
 
 #: The longest one fetch waits for data at the broker (ms).
 POLL_MS = 500
 #: Bytes asked per partition and fetch.
 FETCH_BYTES = 1024 * 1024
+
+#: A record header as `MessageFormatter` prints it: a `Header`, or a
+#: ``(key, value)`` pair (a None value prints as ``null.literal``).
+HeaderLike: TypeAlias = "Header | tuple[str, bytes | None]"
+
+
+class ConsoleConsumerArguments(Protocol):
+    """The ``console-consumer`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    bootstrap_server: str
+    topic: str
+    partition: int | None
+    offset: str | None
+    from_beginning: bool
+    max_messages: int | None
+    timeout_ms: int | None
+    property: list[str]
+    consumer_property: list[str]
+    consumer_config: str | None
 
 
 class MessageFormatter:
@@ -82,7 +108,7 @@ class MessageFormatter:
         self.headers_separator = properties.get("headers.separator", ",").encode("utf-8")
         self.headers_key_separator = properties.get("headers.key.separator", ":").encode("utf-8")
 
-    def format(self, partition: int, offset: int, key: bytes | None, value: bytes | None, timestamp: int, headers: Sequence[Any] = ()) -> bytes:
+    def format(self, partition: int, offset: int, key: bytes | None, value: bytes | None, timestamp: int, headers: Sequence[HeaderLike] = ()) -> bytes:
         """One record as printed.
 
         Args:
@@ -121,7 +147,7 @@ class MessageFormatter:
         return self.key_separator.join(fields) + self.line_separator
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``console-consumer`` subcommand.
 
     Args:
@@ -145,7 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _start_offset(args: argparse.Namespace) -> int | str:
+def _start_offset(args: ConsoleConsumerArguments) -> int | str:
     """``"earliest"``, ``"latest"`` or an offset, from the arguments."""
     if args.offset is None:
         return "earliest" if args.from_beginning else "latest"
@@ -161,7 +187,7 @@ def _start_offset(args: argparse.Namespace) -> int | str:
     return int(text)
 
 
-def _check_limits(args: argparse.Namespace) -> None:
+def _check_limits(args: ConsoleConsumerArguments) -> None:
     """Raise `ConfigError` for a negative ``--max-messages`` or ``--timeout-ms``."""
     if args.max_messages is not None and args.max_messages < 0:
         raise ConfigError(f"--max-messages {args.max_messages}: expected a non-negative count")
@@ -169,7 +195,7 @@ def _check_limits(args: argparse.Namespace) -> None:
         raise ConfigError(f"--timeout-ms {args.timeout_ms}: expected a non-negative time")
 
 
-def _partitions(metadata: Any, topic: str, partition: int | None) -> tuple[Any, ...]:
+def _partitions(metadata: ClusterMetadata, topic: str, partition: int | None) -> tuple[PartitionInfo, ...]:
     """The partitions to read (`kclient.client.cluster.PartitionInfo`):
     the topic's, or the one ``--partition`` names.
 
@@ -197,7 +223,7 @@ class _ConsoleReader:
         self.out = out
         self.limit = limit
         self.processed = 0
-        self.consumers: dict[tuple[str, int], Any] = {}
+        self.consumers: dict[tuple[str, int], SimpleConsumer] = {}
         #: leader address -> {partition: next offset}
         self.positions: dict[tuple[str, int], dict[int, int]] = {}
 
@@ -206,7 +232,7 @@ class _ConsoleReader:
         """Whether ``--max-messages`` records were printed."""
         return self.limit is not None and self.processed >= self.limit
 
-    def open(self, metadata: Any, parts: Sequence[Any], start: int | str, properties: Mapping[str, Any]) -> None:
+    def open(self, metadata: ClusterMetadata, parts: Sequence[PartitionInfo], start: int | str, properties: Mapping[str, str]) -> None:
         """Connect to the partitions' leaders and find each start offset.
 
         Args:
@@ -248,7 +274,7 @@ class _ConsoleReader:
         self.out.flush()
         return got
 
-    def _fetch(self, consumer: Any, positions: dict[int, int], wait: int) -> int:
+    def _fetch(self, consumer: SimpleConsumer, positions: dict[int, int], wait: int) -> int:
         from kclient.client.consumer.simple import FetchRequest
 
         requests = [FetchRequest(self.topic, p, o, FETCH_BYTES) for p, o in sorted(positions.items())]
@@ -259,7 +285,7 @@ class _ConsoleReader:
                 break
         return got
 
-    def _print(self, message_set: Any, positions: dict[int, int]) -> int:
+    def _print(self, message_set: ByteBufferMessageSet, positions: dict[int, int]) -> int:
         """Print a fetched partition's records (up to the limit) and move
         its position past them; returns how many were printed."""
         partition = message_set.partition
@@ -298,7 +324,7 @@ class _ConsoleReader:
             consumer.close()
 
 
-def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
+def run(args: ConsoleConsumerArguments, stdout: IO[bytes] | None = None) -> int:
     """Run ``kclient console-consumer``.
 
     Args:
@@ -315,7 +341,7 @@ def run(args: argparse.Namespace, stdout: IO[bytes] | None = None) -> int:
     """
     out = stdout if stdout is not None else sys.stdout.buffer
     formatter = MessageFormatter(parse_key_values(args.property, "--property"))
-    props: dict[str, Any] = client_properties(args.consumer_config, args.consumer_property, "--consumer-property")
+    props = client_properties(args.consumer_config, args.consumer_property, "--consumer-property")
     start = _start_offset(args)
     _check_limits(args)
     bootstrap = parse_bootstrap(args.bootstrap_server)

@@ -25,14 +25,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Any, Iterator
+from typing import IO, Iterator, Mapping, Protocol
 
 from kclient.errors import ConfigError
-from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, property_bool
+from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, progress_bar, property_bool
 
-__all__ = ["LineReader", "register", "run"]
+__all__ = ["ConsoleProducerArguments", "LineReader", "register", "run"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+class ConsoleProducerArguments(Protocol):
+    """The ``console-producer`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    bootstrap_server: str
+    topic: str
+    sync: bool
+    compression_codec: str | None
+    request_required_acks: str | None
+    property: list[str]
+    producer_property: list[str]
+    producer_config: str | None
 
 
 class LineReader:
@@ -45,7 +59,7 @@ class LineReader:
             (default false).
     """
 
-    def __init__(self, properties: dict[str, str]) -> None:
+    def __init__(self, properties: Mapping[str, str]) -> None:
         self.parse_key = property_bool(properties, "parse.key")
         self.ignore_error = property_bool(properties, "ignore.error")
         separator = properties.get("key.separator", "\t")
@@ -83,7 +97,7 @@ class LineReader:
                 raise ConfigError(f"No key separator found on line number {number}: '{shown}'")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``console-producer`` subcommand.
 
     Args:
@@ -111,7 +125,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def producer_properties(args: argparse.Namespace) -> dict[str, Any]:
+def producer_properties(args: ConsoleProducerArguments) -> dict[str, str]:
     """The producer properties of the command line.
 
     ``--producer.config``, then ``--producer-property``, then the dedicated
@@ -127,7 +141,7 @@ def producer_properties(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ConfigError: A bad file or ``k=v`` entry.
     """
-    props: dict[str, Any] = client_properties(args.producer_config, args.producer_property, "--producer-property")
+    props = client_properties(args.producer_config, args.producer_property, "--producer-property")
     for alias in ("bootstrap.servers", "metadata.broker.list"):
         props.pop(alias, None)
     props["metadata.broker.list"] = ",".join(f"{h}:{p}" for h, p in parse_bootstrap(args.bootstrap_server))
@@ -145,18 +159,7 @@ def producer_properties(args: argparse.Namespace) -> dict[str, Any]:
     return props
 
 
-def _progress(total_hint: str):
-    """A tqdm counter on stderr when it is a terminal, else None."""
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        return None
-    return tqdm(desc=total_hint, unit=" records", file=sys.stderr, leave=False)
-
-
-def run(args: argparse.Namespace, stdin: IO[bytes] | None = None) -> int:
+def run(args: ConsoleProducerArguments, stdin: IO[bytes] | None = None) -> int:
     """Run ``kclient console-producer``.
 
     Args:
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace, stdin: IO[bytes] | None = None) -> int:
 
     reader = LineReader(parse_key_values(args.property, "--property"))
     producer = Producer(producer_properties(args))
-    bar = _progress(f"{args.topic}")
+    bar = progress_bar(args.topic, " records")
     sent = 0
     try:
         for key, value in reader.records(stdin if stdin is not None else sys.stdin.buffer):

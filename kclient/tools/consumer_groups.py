@@ -35,16 +35,35 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError, KafkaError
+from kclient.tools.common import progress_bar
 
-__all__ = ["PartitionLag", "describe_group", "describe_group_on_brokers", "list_groups", "register", "run"]
+if TYPE_CHECKING:
+    from kclient.client.admin import AdminClient
+    from kclient.client.consumer.simple import SimpleConsumer
+    from kclient.zk.client import ZkClient
+
+__all__ = ["ConsumerGroupsArguments", "PartitionLag", "describe_group", "describe_group_on_brokers", "list_groups", "register", "run"]
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID")
 
 
-class PartitionLag(tuple):
+class ConsumerGroupsArguments(Protocol):
+    """The ``consumer-groups`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    zookeeper: str | None
+    bootstrap_server: str | None
+    describe: bool
+    group: str | None
+    timeout_ms: int
+    list: bool  # last: the name hides the builtin in the rest of the class
+
+
+class PartitionLag(tuple[str, str, int, "int | None", "int | None", "int | None", "str | None"]):
     """One row of ``--describe``: ``group``, ``topic``, ``partition``,
     ``current_offset`` (the committed offset, None when nothing is
     committed), ``log_end_offset`` (None when the leader could not be
@@ -54,20 +73,51 @@ class PartitionLag(tuple):
     __slots__ = ()
     _fields = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag", "owner")
 
-    def __new__(cls, group: str, topic: str, partition: int, current_offset: int | None, log_end_offset: int | None, owner: str | None):
+    def __new__(cls, group: str, topic: str, partition: int, current_offset: int | None, log_end_offset: int | None, owner: str | None) -> PartitionLag:
         lag = None if current_offset is None or log_end_offset is None else max(0, log_end_offset - current_offset)
         return tuple.__new__(cls, (group, topic, partition, current_offset, log_end_offset, lag, owner))
 
-    group = property(lambda self: self[0])
-    topic = property(lambda self: self[1])
-    partition = property(lambda self: self[2])
-    current_offset = property(lambda self: self[3])
-    log_end_offset = property(lambda self: self[4])
-    lag = property(lambda self: self[5])
-    owner = property(lambda self: self[6])
+    @property
+    def group(self) -> str:
+        """The consumer group."""
+        return self[0]
+
+    @property
+    def topic(self) -> str:
+        """The topic."""
+        return self[1]
+
+    @property
+    def partition(self) -> int:
+        """The partition id."""
+        return self[2]
+
+    @property
+    def current_offset(self) -> int | None:
+        """The committed offset; None when nothing is committed."""
+        return self[3]
+
+    @property
+    def log_end_offset(self) -> int | None:
+        """The partition's log end offset; None when its leader could not be asked."""
+        return self[4]
+
+    @property
+    def lag(self) -> int | None:
+        """``log_end_offset - current_offset`` (at least 0); None unless both are known."""
+        return self[5]
+
+    @property
+    def owner(self) -> str | None:
+        """The consumer thread (or member) id owning the partition, or None."""
+        return self[6]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+#: Called with each finished row of ``--describe`` (e.g. a tqdm ``update``).
+Progress = Callable[[PartitionLag], object]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``consumer-groups`` subcommand.
 
     Args:
@@ -90,11 +140,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def list_groups(zk) -> list[str]:
+def list_groups(zk: ZkClient) -> list[str]:
     """The groups registered under ``/consumers``.
 
     Args:
-        zk (kclient.zk.client.ZkClient): A started ZooKeeper session.
+        zk: A started ZooKeeper session.
 
     Returns:
         The group names, sorted.
@@ -104,7 +154,7 @@ def list_groups(zk) -> list[str]:
     return sorted(zk.get_children(paths.CONSUMERS_PATH)) if zk.exists(paths.CONSUMERS_PATH) else []
 
 
-def _group_partitions(zk, group: str) -> Iterator[tuple[str, int]]:
+def _group_partitions(zk: ZkClient, group: str) -> Iterator[tuple[str, int]]:
     from kclient.zk import paths
 
     topics: set[str] = set()
@@ -128,7 +178,7 @@ class _LogEndOffsets:
 
     def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = timeout_ms
-        self._consumers: dict = {}
+        self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
 
     def get(self, address: tuple[str, int] | None, topic: str, partition: int) -> int | None:
         """The partition's log end offset; None without a leader address
@@ -148,18 +198,14 @@ class _LogEndOffsets:
     def __enter__(self) -> _LogEndOffsets:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for consumer in self._consumers.values():
             consumer.close()
 
 
-def _print_described(args: argparse.Namespace, describe) -> None:
+def _print_described(group: str, describe: Callable[[Progress | None], list[PartitionLag]]) -> None:
     """Print ``describe(progress)``'s rows, with a tqdm bar on a terminal."""
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(desc=f"describing {args.group}", unit=" partitions", file=sys.stderr, leave=False)
+    bar = progress_bar(f"describing {group}", " partitions")
     try:
         rows = describe(None if bar is None else (lambda _row: bar.update()))
     finally:
@@ -168,11 +214,11 @@ def _print_described(args: argparse.Namespace, describe) -> None:
     sys.stdout.write(format_rows(rows))
 
 
-def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -> list[PartitionLag]:
+def describe_group(zk: ZkClient, group: str, *, timeout_ms: int = 10_000, progress: Progress | None = None) -> list[PartitionLag]:
     """The rows of ``--describe`` for ``group``.
 
     Args:
-        zk (kclient.zk.client.ZkClient): A started ZooKeeper session.
+        zk: A started ZooKeeper session.
         group: The consumer group.
         timeout_ms: The timeout of each ListOffsets request (ms).
         progress: Called with each finished row (e.g. a tqdm ``update``).
@@ -220,11 +266,11 @@ def describe_group(zk, group: str, *, timeout_ms: int = 10_000, progress=None) -
     return rows
 
 
-def describe_group_on_brokers(admin, group: str, *, timeout_ms: int = 10_000, progress=None) -> list[PartitionLag]:
+def describe_group_on_brokers(admin: AdminClient, group: str, *, timeout_ms: int = 10_000, progress: Progress | None = None) -> list[PartitionLag]:
     """The rows of ``--describe`` for a group its coordinator keeps.
 
     Args:
-        admin (kclient.AdminClient): An admin client on the cluster.
+        admin: An admin client on the cluster.
         group: The consumer group.
         timeout_ms: The timeout of each ListOffsets request (ms).
         progress: Called with each finished row (e.g. a tqdm ``update``).
@@ -256,14 +302,14 @@ def describe_group_on_brokers(admin, group: str, *, timeout_ms: int = 10_000, pr
     return rows
 
 
-def _run_on_brokers(args: argparse.Namespace) -> int:
+def _run_on_brokers(args: ConsumerGroupsArguments, group: str | None) -> int:
     from kclient.client.admin import AdminClient
 
     with AdminClient({"bootstrap.servers": args.bootstrap_server, "request.timeout.ms": args.timeout_ms}) as admin:
-        if args.list:
+        if group is None:
             sys.stdout.write("".join(g.group_id + "\n" for g in admin.list_consumer_groups()))
             return 0
-        _print_described(args, lambda progress: describe_group_on_brokers(admin, args.group, timeout_ms=args.timeout_ms, progress=progress))
+        _print_described(group, lambda progress: describe_group_on_brokers(admin, group, timeout_ms=args.timeout_ms, progress=progress))
         return 0
 
 
@@ -282,7 +328,20 @@ def format_rows(rows: list[PartitionLag]) -> str:
     return "".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in cells)
 
 
-def run(args: argparse.Namespace) -> int:
+def _described_group(args: ConsumerGroupsArguments) -> str | None:
+    """The ``--group`` of a ``--describe``; None for ``--list``.
+
+    Raises:
+        ConfigError: ``--describe`` without ``--group``.
+    """
+    if not args.describe:
+        return None
+    if not args.group:
+        raise ConfigError("--describe needs --group")
+    return args.group
+
+
+def run(args: ConsumerGroupsArguments) -> int:
     """Run ``kclient consumer-groups``.
 
     Args:
@@ -298,17 +357,18 @@ def run(args: argparse.Namespace) -> int:
     """
     from kclient.zk.client import ZkClient
 
-    if args.describe and not args.group:
-        raise ConfigError("--describe needs --group")
+    group = _described_group(args)
     if args.bootstrap_server:
-        return _run_on_brokers(args)
+        return _run_on_brokers(args, group)
+    if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server
+        raise ConfigError("--bootstrap-server: no broker given")
     zk = ZkClient(args.zookeeper, connection_timeout_ms=args.timeout_ms)
     zk.start()
     try:
-        if args.list:
+        if group is None:
             sys.stdout.write("".join(g + "\n" for g in list_groups(zk)))
             return 0
-        _print_described(args, lambda progress: describe_group(zk, args.group, timeout_ms=args.timeout_ms, progress=progress))
+        _print_described(group, lambda progress: describe_group(zk, group, timeout_ms=args.timeout_ms, progress=progress))
         return 0
     finally:
         zk.close()

@@ -51,13 +51,13 @@ import struct
 import sys
 import zlib
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Iterable, Protocol, TextIO
 
 import attrs
 
 from kclient.errors import KafkaError
 from kclient.protocol.records import codecs, legacy, v2
-from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, read_batch_info
+from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_info
 
 RECORD_INDENT = "|"
 
@@ -85,8 +85,8 @@ CONTROL_TYPES = {
 class _Report:
     """Problems collected while dumping, printed to ``err`` at the end."""
 
-    non_consecutive: dict = attrs.Factory(dict)  # path -> [(last, next)]
-    index_mismatches: dict = attrs.Factory(dict)  # path -> [(index offset, log offset)]
+    non_consecutive: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)  # path -> [(last, next)]
+    index_mismatches: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)  # path -> [(index offset, log offset)]
     failed: bool = False
 
     def print(self, err: TextIO) -> None:
@@ -151,11 +151,18 @@ class _FileBytes:
             self.data.close()
         os.close(self._fd)
 
-    def __enter__(self):
+    def __enter__(self) -> mmap.mmap | bytes:
         return self.data
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _batch_info(data: mmap.mmap | bytes, position: int) -> BatchInfo | None:
+    """`read_batch_info` over a file's bytes, through a view released at
+    once (an ``mmap`` cannot close while a view of it lives)."""
+    with memoryview(data) as view:
+        return read_batch_info(view, position)
 
 
 def _text(data: bytes) -> str:
@@ -192,7 +199,7 @@ class _LogDumper:
             problem = ""
             while pos < size:
                 try:
-                    info = read_batch_info(data, pos)
+                    info = _batch_info(data, pos)
                 except KafkaError as exc:
                     problem = _reason(exc)
                     break
@@ -296,11 +303,11 @@ class _LogDumper:
             self._p(line)
 
 
-def _size(data) -> int:
+def _size(data: bytes | None) -> int:
     return -1 if data is None else len(data)
 
 
-def _data_text(key, value) -> str:
+def _data_text(key: bytes | None, value: bytes | None) -> str:
     text = ""
     if key is not None:
         text += f" key: {_text(key)}"
@@ -309,7 +316,7 @@ def _data_text(key, value) -> str:
     return text
 
 
-def _control_text(key, value) -> str:
+def _control_text(key: bytes | None, value: bytes | None) -> str:
     """Kafka's rendering of a control record: ``endTxnMarker: COMMIT
     coordinatorEpoch: N`` for transaction markers (key: int16 version, int16
     type; value: int16 version, int32 coordinator epoch)."""
@@ -340,7 +347,7 @@ def _dump_index(path: Path, out: TextIO, report: _Report) -> None:
         return
     log_path = path.with_suffix(".log")
     log_file = _FileBytes(log_path) if log_path.exists() else None
-    mismatches = []
+    mismatches: list[tuple[int, int]] = []
     try:
         for i in range(count):
             rel, position = _INDEX_ENTRY.unpack_from(data, i * _INDEX_ENTRY.size)
@@ -350,7 +357,7 @@ def _dump_index(path: Path, out: TextIO, report: _Report) -> None:
             if log_file is not None:
                 found = -1
                 try:
-                    info = read_batch_info(log_file.data, position) if 0 <= position < len(log_file.data) else None
+                    info = _batch_info(log_file.data, position) if 0 <= position < len(log_file.data) else None
                     if info is not None:
                         found = info.last_offset
                         if info.base_offset <= offset <= info.last_offset:
@@ -449,7 +456,17 @@ def dump_files(
     return 1 if report.failed else 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+class DumpLogArguments(Protocol):
+    """The ``dump-log`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    paths: list[str]
+    files: list[str]
+    deep_iteration: bool
+    print_data_log: bool
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add the ``dump-log`` subcommand.
 
     The subcommand sets ``func`` to `run`, which returns the exit code.
@@ -484,7 +501,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: DumpLogArguments) -> int:
     """Run ``dump-log`` for parsed arguments.
 
     Args:
@@ -513,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kclient")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["dump-log", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    return run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Protocol
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
 from kclient.tools.common import (
@@ -27,7 +28,18 @@ from kclient.tools.common import (
     parse_bootstrap,
 )
 
-__all__ = ["parse_partitions", "register", "run"]
+__all__ = ["GetOffsetsArguments", "parse_partitions", "register", "run"]
+
+
+class GetOffsetsArguments(Protocol):
+    """The ``get-offsets`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    bootstrap_server: str
+    topic: str
+    partitions: str | None
+    time: int
+    command_config: str | None
 
 
 def parse_partitions(text: str | None) -> list[int] | None:
@@ -53,7 +65,7 @@ def parse_partitions(text: str | None) -> list[int] | None:
     return result
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``get-offsets`` subcommand.
 
     Args:
@@ -73,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: GetOffsetsArguments) -> int:
     """Run ``kclient get-offsets``.
 
     Args:

@@ -31,17 +31,43 @@ import argparse
 import json
 import re
 import sys
+from typing import TYPE_CHECKING, Collection, Mapping, Protocol, Sequence
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kclient.tools.common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
 
-__all__ = ["INTERNAL_TOPICS", "parse_replica_assignment", "register", "run"]
+if TYPE_CHECKING:
+    from kclient.client.cluster import PartitionInfo
+    from kclient.zk.client import ZkClient
+
+__all__ = ["INTERNAL_TOPICS", "TopicsArguments", "parse_replica_assignment", "register", "run"]
 
 #: Kafka's internal topics (left out by ``--exclude-internal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+class TopicsArguments(Protocol):
+    """The ``topics`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    bootstrap_server: str | None
+    zookeeper: str | None
+    describe: bool
+    create: bool
+    delete: bool
+    topic: str | None
+    exclude_internal: bool
+    partitions: int | None
+    replication_factor: int | None
+    replica_assignment: str | None
+    config: list[str]
+    if_not_exists: bool
+    if_exists: bool
+    command_config: str | None
+    list: bool  # last: the name hides the builtin in the rest of the class
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``topics`` subcommand.
 
     Args:
@@ -85,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _selected(names: set[str], args: argparse.Namespace) -> list[str] | None:
+def _selected(names: set[str], args: TopicsArguments) -> list[str] | None:
     """The topics ``--topic`` names (all without it), internal ones left
     out with ``--exclude-internal``; None when none exists and
     ``--if-exists`` was given.
@@ -103,7 +129,7 @@ def _selected(names: set[str], args: argparse.Namespace) -> list[str] | None:
     return selected
 
 
-def _select(names, pattern: str | None) -> list[str]:
+def _select(names: Collection[str], pattern: str | None) -> list[str]:
     if pattern is None:
         return sorted(names)
     if pattern in names:
@@ -137,11 +163,18 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     return result
 
 
-def _check_create_args(args: argparse.Namespace) -> None:
+def _topic_to_create(args: TopicsArguments) -> str:
+    """The ``--topic`` of a ``--create``.
+
+    Raises:
+        ConfigError: No ``--topic``, or ``--replica-assignment`` with
+            ``--partitions`` or ``--replication-factor``.
+    """
     if not args.topic:
         raise ConfigError("--create needs --topic")
     if args.replica_assignment and (args.partitions is not None or args.replication_factor is not None):
         raise ConfigError("--replica-assignment cannot be combined with --partitions or --replication-factor")
+    return args.topic
 
 
 def _print(lines: list[str]) -> None:
@@ -149,9 +182,8 @@ def _print(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def _describe_lines(name: str, parts) -> list[str]:
-    """Kafka's ``--describe`` lines for one topic (``parts``: objects with
-    partition, leader, replicas, isr)."""
+def _describe_lines(name: str, parts: Sequence[PartitionInfo]) -> list[str]:
+    """Kafka's ``--describe`` lines for one topic."""
     rf = max((len(p.replicas) for p in parts), default=0)
     out = [f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"]
     for p in parts:
@@ -162,7 +194,7 @@ def _describe_lines(name: str, parts) -> list[str]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: TopicsArguments) -> int:
     """Run ``kclient topics``.
 
     Args:
@@ -180,14 +212,13 @@ def run(args: argparse.Namespace) -> int:
         KafkaError: The broker refused or could not be reached.
     """
     configs = parse_key_values(args.config, "--config")
-    if args.create:
-        _check_create_args(args)
+    new_topic = _topic_to_create(args) if args.create else None
     if args.zookeeper:
-        return _run_zookeeper(args, configs)
-    bootstrap = parse_bootstrap(args.bootstrap_server)
+        return _run_zookeeper(args, args.zookeeper, configs, new_topic)
+    bootstrap = parse_bootstrap(args.bootstrap_server or "")
     props = client_properties(args.command_config, [], "--command-config")
-    if args.create:
-        return _create(args, props, configs)
+    if new_topic is not None:
+        return _create(args, new_topic, props, configs)
     metadata = fetch_metadata(bootstrap, None, properties=props)
     names = {n for n, code in metadata.topic_errors.items() if not code}
     selected = _selected(names, args)
@@ -208,12 +239,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _create(args: argparse.Namespace, props: dict, configs: dict[str, str]) -> int:
+def _create(args: TopicsArguments, name: str, props: Mapping[str, str], configs: dict[str, str]) -> int:
     from kclient.client.admin import AdminClient, NewTopic
 
     assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     topic = NewTopic(
-        args.topic,
+        name,
         -1 if args.partitions is None else args.partitions,
         -1 if args.replication_factor is None else args.replication_factor,
         replica_assignment=assignment,
@@ -226,47 +257,56 @@ def _create(args: argparse.Namespace, props: dict, configs: dict[str, str]) -> i
             if not args.if_not_exists:
                 raise
             return 0
-    _print([f"Created topic {args.topic}."])
+    _print([f"Created topic {name}."])
     return 0
 
 
 # ---------------------------------------------------------------- --zookeeper
 
 
-def _run_zookeeper(args: argparse.Namespace, configs: dict[str, str]) -> int:
-    from kclient.broker.topic_admin import DELETE_TOPICS_PATH, TOPIC_CONFIG_PATH, assign_replicas
+def _create_in_zookeeper(zk: ZkClient, args: TopicsArguments, topic: str, names: set[str], configs: dict[str, str]) -> int:
+    """``--create`` with ``--zookeeper``: the topic's config and replica
+    assignment written where the controller picks them up."""
+    from kclient.broker.topic_admin import TOPIC_CONFIG_PATH, assign_replicas
     from kclient.storage import validate_topic_name
-    from kclient.zk.client import ZkClient
-    from kclient.zk.paths import BROKER_IDS_PATH, BROKER_TOPICS_PATH, PartitionState, TopicAssignment, partition_state_path, topic_path
+    from kclient.zk.paths import BROKER_IDS_PATH, TopicAssignment, topic_path
 
-    zk = ZkClient(args.zookeeper, session_timeout_ms=10000, connection_timeout_ms=10000)
+    validate_topic_name(topic)
+    if topic in names:
+        if args.if_not_exists:
+            return 0
+        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+    brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit()) if zk.exists(BROKER_IDS_PATH) else []
+    if args.replica_assignment:
+        replicas = parse_replica_assignment(args.replica_assignment)
+    else:
+        if args.partitions is None or args.replication_factor is None:
+            raise ConfigError("--create with --zookeeper needs --partitions and --replication-factor (or --replica-assignment)")
+        try:
+            replicas = {p: list(r) for p, r in assign_replicas(brokers, args.partitions, args.replication_factor).items()}
+        except ValueError as exc:
+            from kclient.errors import InvalidPartitionsError, InvalidReplicationFactorError
+
+            error = InvalidPartitionsError if args.partitions < 1 else InvalidReplicationFactorError
+            raise error(f"{exc} (registered brokers: {brokers})") from None
+    zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{topic}", json.dumps({"version": 1, "config": configs}).encode())
+    if zk.create_versioned(topic_path(topic), TopicAssignment({p: tuple(r) for p, r in replicas.items()}).to_json()) is None:
+        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+    _print([f"Created topic {topic}."])
+    return 0
+
+
+def _run_zookeeper(args: TopicsArguments, connect: str, configs: dict[str, str], new_topic: str | None) -> int:
+    from kclient.broker.topic_admin import DELETE_TOPICS_PATH
+    from kclient.zk.client import ZkClient
+    from kclient.zk.paths import BROKER_TOPICS_PATH, PartitionState, TopicAssignment, partition_state_path, topic_path
+
+    zk = ZkClient(connect, session_timeout_ms=10000, connection_timeout_ms=10000)
     zk.start()
     try:
         names = set(zk.get_children(BROKER_TOPICS_PATH)) if zk.exists(BROKER_TOPICS_PATH) else set()
-        if args.create:
-            validate_topic_name(args.topic)
-            if args.topic in names:
-                if args.if_not_exists:
-                    return 0
-                raise TopicAlreadyExistsError(f"Topic '{args.topic}' already exists.")
-            brokers = sorted(int(b) for b in zk.get_children(BROKER_IDS_PATH) if b.isdigit()) if zk.exists(BROKER_IDS_PATH) else []
-            if args.replica_assignment:
-                replicas = parse_replica_assignment(args.replica_assignment)
-            else:
-                if args.partitions is None or args.replication_factor is None:
-                    raise ConfigError("--create with --zookeeper needs --partitions and --replication-factor (or --replica-assignment)")
-                try:
-                    replicas = {p: list(r) for p, r in assign_replicas(brokers, args.partitions, args.replication_factor).items()}
-                except ValueError as exc:
-                    from kclient.errors import InvalidPartitionsError, InvalidReplicationFactorError
-
-                    error = InvalidPartitionsError if args.partitions < 1 else InvalidReplicationFactorError
-                    raise error(f"{exc} (registered brokers: {brokers})") from None
-            zk.write_persistent(f"{TOPIC_CONFIG_PATH}/{args.topic}", json.dumps({"version": 1, "config": configs}).encode())
-            if zk.create_versioned(topic_path(args.topic), TopicAssignment(replicas).to_json()) is None:
-                raise TopicAlreadyExistsError(f"Topic '{args.topic}' already exists.")
-            _print([f"Created topic {args.topic}."])
-            return 0
+        if new_topic is not None:
+            return _create_in_zookeeper(zk, args, new_topic, names, configs)
         selected = _selected(names, args)
         if selected is None:
             return 0

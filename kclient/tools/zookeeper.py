@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["READY_LINE", "register", "run"]
+__all__ = ["READY_LINE", "ZooKeeperArguments", "register", "run"]
 
 #: Printed on stdout once ZooKeeper serves (``{connect}``: ``host:port``).
 READY_LINE = "ZooKeeper running, zookeeper.connect={connect} (Ctrl-C stops it)"
@@ -25,7 +26,16 @@ READY_LINE = "ZooKeeper running, zookeeper.connect={connect} (Ctrl-C stops it)"
 log = logging.getLogger("kclient.cli")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+class ZooKeeperArguments(Protocol):
+    """The ``zookeeper`` arguments `register` defines (an
+    `argparse.Namespace` has them)."""
+
+    port: int
+    host: str
+    data_dir: str | None
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``zookeeper`` subcommand.
 
     Args:
@@ -43,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ZooKeeperArguments) -> int:
     """Run ``kclient zookeeper`` until SIGINT/SIGTERM.
 
     Args:

@@ -15,8 +15,10 @@ from bisect import bisect_left
 import attrs
 
 from kclient.errors import CorruptRecordError
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import iter_entry_records, read_message, scan_batches
 from kclient.protocol.records.rows import decode_batch_rows
+from kclient.protocol.records.v2 import Header, Row
 
 __all__ = ["Columns", "TIMESTAMP_TYPE_CREATE", "TIMESTAMP_TYPE_LOG_APPEND", "TIMESTAMP_TYPE_NONE", "decode_columns"]
 
@@ -36,25 +38,25 @@ class Columns:
     batches are stepped over), never less than the offset asked for.
     """
 
-    offsets: list
-    keys: list
-    values: list
-    timestamps: list
-    timestamp_types: list
-    headers: list
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps: list[int]
+    timestamp_types: list[int]
+    headers: list[tuple[Header, ...]]
     next_offset: int
 
     def __len__(self) -> int:
         return len(self.offsets)
 
 
-def decode_columns(buf: bytes, start: int, until: int, where: str = "") -> Columns:
+def decode_columns(buf: Buffer, start: int, until: int, where: str = "") -> Columns:
     """Decode the records with offsets in `[start, until)` from `buf`, the
     record bytes a Fetch returned for one partition (a partial batch at the
     end is left for the next fetch).
 
     Args:
-        buf: the fetched record set (any message format; bytes).
+        buf: the fetched record set (any message format).
         start: first offset wanted (a batch may begin before it).
         until: offset past the last one wanted.
         where: `topic-partition`, for error messages.
@@ -70,7 +72,7 @@ def decode_columns(buf: bytes, start: int, until: int, where: str = "") -> Colum
         buf = bytes(buf)
     view = memoryview(buf)
     offsets: list[int] = []
-    rows: list[tuple] = []
+    rows: list[Row] = []
     types: list[int] = []
     next_offset = start
     for info in scan_batches(view):

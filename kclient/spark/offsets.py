@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeAlias
 
 import attrs
 
@@ -18,7 +18,11 @@ from kclient.errors import ConfigError
 
 TopicPartition = tuple[str, int]
 
-__all__ = ["OffsetRange", "TopicPartition", "cap_offsets", "offsets_from_json", "offsets_to_json", "plan_ranges"]
+#: A stream's offsets as Spark keeps them in its checkpoint, the JSON of
+#: Spark's Kafka source: ``{"topic": {"0": 23}}`` (partitions as strings).
+OffsetJson: TypeAlias = dict[str, dict[str, int]]
+
+__all__ = ["OffsetJson", "OffsetRange", "TopicPartition", "cap_offsets", "offsets_from_json", "offsets_to_json", "plan_ranges"]
 
 
 @attrs.frozen
@@ -132,29 +136,30 @@ def cap_offsets(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartit
     return {tp: start.get(tp, latest[tp]) + take[tp] for tp in latest}
 
 
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> OffsetJson:
     """`{(topic, p): offset}` -> `{"topic": {"p": offset}}`, the JSON shape
     of Spark's Kafka source offsets (partitions as strings, sorted)."""
-    out: dict[str, dict[str, int]] = {}
+    out: OffsetJson = {}
     for topic, partition in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
     return out
 
 
-def offsets_from_json(value: Mapping | str) -> dict[TopicPartition, int]:
+def offsets_from_json(value: Mapping[str, Mapping[str, int]] | str) -> dict[TopicPartition, int]:
     """The inverse of `offsets_to_json`; accepts the dict or its JSON text.
 
     Raises:
         ConfigError: the value is not of that shape (a damaged checkpoint).
     """
+    doc: Any = value  # a damaged checkpoint may hold any JSON: its shape is checked below
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            doc = json.loads(value)
         except ValueError as exc:
             raise ConfigError(f"offsets are not valid JSON: {exc}") from None
     out: dict[TopicPartition, int] = {}
     try:
-        for topic, parts in value.items():
+        for topic, parts in doc.items():
             for partition, offset in parts.items():
                 out[(str(topic), int(partition))] = int(offset)
     except (AttributeError, TypeError, ValueError):

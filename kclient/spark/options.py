@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, overload
 
 import attrs
 
@@ -231,6 +231,14 @@ def parse_bootstrap(value: str, option: str = "kafka.bootstrap.servers") -> tupl
     return tuple(out)
 
 
+@overload
+def _int(opts: dict[str, str], key: str, name: str, default: int, minimum: int) -> int: ...
+
+
+@overload
+def _int(opts: dict[str, str], key: str, name: str, default: None, minimum: int) -> int | None: ...
+
+
 def _int(opts: dict[str, str], key: str, name: str, default: int | None, minimum: int) -> int | None:
     raw = opts.get(key)
     if raw is None or raw == "":
@@ -254,7 +262,7 @@ def _bool(opts: dict[str, str], key: str, name: str, default: bool) -> bool:
     raise ConfigError(f"option {name!r}: {raw!r} is not 'true' or 'false'")
 
 
-def _json_object(raw: str, name: str) -> dict:
+def _json_object(raw: str, name: str) -> dict[str, object]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
@@ -397,12 +405,13 @@ def _pem_stores(kafka: dict[str, str]) -> None:
 _CONFIGURATION_NAME = re.compile(r"configurations? ((?:security|ssl|sasl)\.[a-z.]+)")
 
 
-def _security(kafka: Mapping[str, str]) -> ClientSecurity:
+def _security(kafka: dict[str, str]) -> ClientSecurity:
     """Parse the `kafka.security.protocol`, `kafka.ssl.*` and `kafka.sasl.*`
     options (TLS; SASL PLAIN / SCRAM: KIP-43, KIP-84, KIP-152).
 
     Args:
-        kafka: the `kafka.*` options without their prefix.
+        kafka: the `kafka.*` options without their prefix (Java PEM store
+            options are renamed in place, see `_pem_stores`).
 
     Returns:
         The client's security settings.
@@ -490,12 +499,12 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
         starting_timestamp_strategy=strategy,
         client_id=client_id,
-        request_timeout_ms=timeout,  # type: ignore[arg-type]
-        poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs", 120_000, 1),  # type: ignore[arg-type]
-        fetch_max_bytes=fetch_bytes,  # type: ignore[arg-type]
-        retry_backoff_ms=_int(kafka, "retry.backoff.ms", "kafka.retry.backoff.ms", 100, 0),  # type: ignore[arg-type]
-        offset_retries=_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3, 0),  # type: ignore[arg-type]
-        offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10, 0),  # type: ignore[arg-type]
+        request_timeout_ms=timeout,
+        poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs", 120_000, 1),
+        fetch_max_bytes=fetch_bytes,
+        retry_backoff_ms=_int(kafka, "retry.backoff.ms", "kafka.retry.backoff.ms", 100, 0),
+        offset_retries=_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3, 0),
+        offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10, 0),
         security=security,
     )
 

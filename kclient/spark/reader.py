@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,10 +25,14 @@ from kclient.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import LOG_OVERHEAD
 from kclient.spark.columns import Columns, decode_columns
 from kclient.spark.offsets import OffsetRange
 from kclient.spark.options import ReadOptions
+
+if TYPE_CHECKING:
+    from kclient.client.consumer.simple import SimpleConsumer
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,7 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
             and retries.
         CorruptRecordError: a fetched batch is damaged.
     """
-    from kclient import FetchRequest, SimpleConsumer
+    from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 
     schema = arrow_schema(opts.include_headers)
     where = f"{r.topic}-{r.partition}"
@@ -131,8 +135,9 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
                 )
             try:
                 (message_set,) = consumer.multifetch([FetchRequest(r.topic, r.partition, offset, fetch_bytes)])
-                if message_set.error_code:
-                    raise message_set.error  # type: ignore[misc]
+                error = message_set.error
+                if error is not None:
+                    raise error
             except OffsetOutOfRangeError:
                 offset = _out_of_range(consumer, r, offset, opts)
                 continue
@@ -178,9 +183,9 @@ def _lost(opts: ReadOptions, message: str) -> None:
     log.warning("%s; skipped (failOnDataLoss=false)", message)
 
 
-def _out_of_range(consumer, r: OffsetRange, offset: int, opts: ReadOptions) -> int:
+def _out_of_range(consumer: SimpleConsumer, r: OffsetRange, offset: int, opts: ReadOptions) -> int:
     """Where to go on after OFFSET_OUT_OF_RANGE at `offset`."""
-    from kclient import OffsetRequest
+    from kclient.client.consumer.simple import OffsetRequest
 
     where = f"{r.topic}-{r.partition}"
     earliest = consumer.get_offsets_before(r.topic, r.partition, OffsetRequest.EARLIEST_TIME, 1)
@@ -208,7 +213,7 @@ def _find_leader(r: OffsetRange, opts: ReadOptions) -> tuple[str, int] | None:
     return leader
 
 
-def _first_batch_size(buf) -> int:
+def _first_batch_size(buf: Buffer) -> int:
     """Total bytes of the first batch in `buf` (its size field plus the
     12-byte log overhead), or 0 when `buf` is too short to say."""
     if len(buf) < LOG_OVERHEAD:

@@ -11,7 +11,7 @@ the kclient `Producer`.
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -26,9 +26,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from kclient import ConfigError, ProducerConfig
+from kclient.config.producer import ProducerConfig
+from kclient.errors import ConfigError
 from kclient.spark.admin import ClusterView
-from kclient.spark.offsets import TopicPartition, cap_offsets, describe, offsets_from_json, offsets_to_json, plan_ranges
+from kclient.spark.offsets import OffsetJson, TopicPartition, cap_offsets, describe, offsets_from_json, offsets_to_json, plan_ranges
 from kclient.spark.options import ReadOptions, WriteOptions, read_options, write_options
 from kclient.spark.planning import resolve_offsets
 from kclient.spark.reader import DataLossError, read_range, spark_schema
@@ -92,7 +93,7 @@ class KClientDataSource(DataSource):
         return StreamWriter(_checked_write_options(self.options, schema))
 
 
-def _checked_read_options(options, schema: StructType, *, streaming: bool) -> ReadOptions:
+def _checked_read_options(options: Mapping[str, str], schema: StructType, *, streaming: bool) -> ReadOptions:
     """The read options, parsed, with the user's schema (if any) checked."""
     opts = read_options(options, streaming=streaming)
     _check_read_schema(schema, opts)
@@ -109,7 +110,7 @@ def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:
         raise ConfigError(f"the kclient source has a fixed schema ({spark_schema(opts.include_headers)}); do not set one with .schema()")
 
 
-def _checked_write_options(options: dict, schema: StructType) -> WriteOptions:
+def _checked_write_options(options: Mapping[str, str], schema: StructType) -> WriteOptions:
     """Write options, columns and producer settings checked on the driver,
     so a bad value fails at planning, not in every task."""
     opts = write_options(options)
@@ -177,7 +178,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartition, int] | None = None
         self._new_begin: dict[TopicPartition, int] = {}
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> OffsetJson:
         """Where a new query starts (`startingOffsets` and the timestamp
         options, resolved now)."""
         opts = self.opts
@@ -212,7 +213,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._new_begin.update(earliest)
         return {tp: start[tp] if tp in start else self._new_begin[tp] for tp in tps}
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: OffsetJson, limit: ReadLimit) -> OffsetJson:
         """The end of the next micro-batch (at most `limit`)."""
         begin_all = offsets_from_json(start)
         tps = sorted(_leaders(self._view, self.opts))
@@ -233,12 +234,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = latest
         return offsets_to_json(end)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> OffsetJson | None:
         """The partitions' latest offsets, for the query's progress."""
         tps = sorted(_leaders(self._view, self.opts))
         return offsets_to_json(self._view.latest(tps)) if tps else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: OffsetJson, end: OffsetJson) -> Sequence[InputPartition]:
         """The offset ranges of the micro-batch `(start, end]`."""
         begin_all = offsets_from_json(start)
         until = offsets_from_json(end)
@@ -259,7 +260,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The records of one offset range, as Arrow record batches."""
         return _read(partition, self.opts)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: OffsetJson) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""
 
     def _lost(self, message: str) -> None:

@@ -10,11 +10,12 @@ string (sent as UTF-8).
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Any, Iterator, TypedDict
 
 import attrs
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from kclient.errors import ConfigError, KafkaError
 from kclient.spark.options import WriteOptions
@@ -22,6 +23,14 @@ from kclient.spark.options import WriteOptions
 log = logging.getLogger(__name__)
 
 __all__ = ["WriteCommit", "check_write_schema", "write_batches"]
+
+
+class HeaderValue(TypedDict):
+    """One element of a `headers` column (`struct<key:string,value:binary>`)
+    as Arrow hands it over."""
+
+    key: str
+    value: bytes | None
 
 
 @attrs.frozen
@@ -32,11 +41,11 @@ class WriteCommit(WriterCommitMessage):
     rows: int
 
 
-def check_write_schema(schema, opts: WriteOptions) -> None:
+def check_write_schema(schema: StructType, opts: WriteOptions) -> None:
     """Check the DataFrame's columns before any task runs.
 
     Args:
-        schema: the DataFrame's `pyspark.sql.types.StructType`.
+        schema: the DataFrame's columns.
         opts: the write's options (a `topic` option makes the column
             optional).
 
@@ -44,7 +53,7 @@ def check_write_schema(schema, opts: WriteOptions) -> None:
         ConfigError: a column is missing or has the wrong type (named in
             the message).
     """
-    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType
 
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
@@ -61,15 +70,19 @@ def check_write_schema(schema, opts: WriteOptions) -> None:
         raise ConfigError(f"column 'partition' must be int, not {fields['partition'].simpleString()}")
     if "headers" in fields:
         h = fields["headers"]
-        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
-        if ok:
-            inner = {f.name: f.dataType for f in h.elementType.fields}
+        element = h.elementType if isinstance(h, ArrayType) else None
+        ok = False
+        if isinstance(element, StructType):
+            inner = {f.name: f.dataType for f in element.fields}
             ok = set(inner) == {"key", "value"} and isinstance(inner["key"], StringType) and isinstance(inner["value"], BinaryType)
         if not ok:
             raise ConfigError(f"column 'headers' must be array<struct<key:string,value:binary>>, not {h.simpleString()}")
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list | None:
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    """The values of a column (string columns as UTF-8 bytes), found by
+    name in any case; None when the batch has no such column. The values'
+    type is the column's: the caller knows it (`check_write_schema`)."""
     index = batch.schema.get_field_index(name)
     if index < 0:
         for i, field in enumerate(batch.schema):
@@ -81,7 +94,8 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
     column = batch.column(index)
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = column.cast(pa.binary())
-    return column.to_pylist()
+    values: list[Any] = column.to_pylist()
+    return values
 
 
 def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> WriteCommit:
@@ -99,7 +113,8 @@ def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Writ
         KafkaError: a row has no topic, or the producer could not write a
             record (the broker's error is in the message and chained).
     """
-    from kclient import Producer, ProducerData
+    from kclient.client.producer.data import ProducerData
+    from kclient.client.producer.producer import Producer
 
     rows = 0
     producer = Producer(dict(opts.producer_config))
@@ -108,22 +123,26 @@ def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Writ
             n = batch.num_rows
             if not n:
                 continue
-            values = _column(batch, "value")
-            keys = _column(batch, "key") or [None] * n
+            values: list[bytes | None] | None = _column(batch, "value")
+            if values is None:
+                raise ConfigError("a kclient write needs a 'value' column (binary or string)")
+            keys: list[bytes | None] = _column(batch, "key") or [None] * n
+            topics: list[str | None]
             if opts.topic is not None:
                 topics = [opts.topic] * n
             else:
-                topics = _column(batch, "topic")
-                topics = [t.decode("utf-8") if t is not None else None for t in topics]  # type: ignore[union-attr]
-            partitions = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers")
+                raw_topics: list[bytes | None] = _column(batch, "topic") or [None] * n
+                topics = [t.decode("utf-8") if t is not None else None for t in raw_topics]
+            partitions: list[int | None] = _column(batch, "partition") or [None] * n
+            headers: list[list[HeaderValue] | None] | None = _column(batch, "headers")
             events = []
             for i in range(n):
                 topic = topics[i]
                 if topic is None:
                     raise KafkaError("a row has a null 'topic' and no 'topic' option is set")
-                hs = () if headers is None or not headers[i] else tuple((h["key"], h["value"]) for h in headers[i])
-                events.append(ProducerData(topic, keys[i], [values[i]], None, partitions[i], hs))  # type: ignore[index]
+                row_headers = headers[i] if headers is not None else None
+                hs = tuple((h["key"], h["value"]) for h in row_headers) if row_headers else ()
+                events.append(ProducerData(topic, keys[i], [values[i]], None, partitions[i], hs))
             producer.send(events)
             rows += n
     except BaseException:

@@ -88,12 +88,11 @@ def test_max_messages_and_timeout(broker, topic):
     assert two.returncode == 0, two.stderr
     assert len(two.stdout.splitlines()) == 2
     assert "Processed a total of 2 messages" in two.stderr
-    started = time.monotonic()
+    # --timeout-ms ends it once no record comes (kc fails it if it has not exited within its timeout).
     everything = kc("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--timeout-ms", "1500")
     assert everything.returncode == 0, everything.stderr
     assert sorted(everything.stdout.splitlines()) == [f"m{i}" for i in range(5)]
     assert "Processed a total of 5 messages" in everything.stderr
-    assert time.monotonic() - started < 30
     # Without --from-beginning it starts at the log end: nothing old.
     latest = kc("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--timeout-ms", "1000")
     assert latest.returncode == 0, latest.stderr

@@ -268,10 +268,10 @@ def test_unreachable_zookeeper_fails_within_the_connection_timeout(group):
     with socket.socket() as s:  # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    started = time.monotonic()
+    # It gives up with the connection timeout's error rather than hanging
+    # (pytest-timeout fails a hang).
     with pytest.raises(ZkTimeoutError, match=r"zookeeper\.connection\.timeout\.ms=1000"):
         ConsumerConnector({"group.id": group, "zookeeper.connect": f"127.0.0.1:{port}", "zookeeper.connection.timeout.ms": 1000})
-    assert time.monotonic() - started < 60  # gave up rather than hanging
 
 
 # ---------------------------------------------------------------- consuming

@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import time
+from typing import Any
 
 from kclient.client.admin import AdminClient, NewTopic
 from kclient.protocol.connection import ClientConnection
@@ -31,8 +32,8 @@ from kclient.protocol.records.v2 import build_batch
 from kclient.testing import BrokerProcess
 
 
-def _request(sock: socket.socket, conn: ClientConnection, api, version: int, body: dict) -> dict:
-    """One request on a blocking socket; the decoded response body."""
+def _request(sock: socket.socket, conn: ClientConnection, api, version: int, body: dict) -> Any:
+    """One request on a blocking socket; the response message."""
     _, data = conn.send(api, version, body)
     sock.sendall(data)
     while (response := conn.next_response()) is None:
@@ -92,14 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         with socket.create_connection((broker.host, broker.port), timeout=120) as sock:
             conn = ClientConnection(client_id="descriptors")
             reply = _request(sock, conn, PRODUCE, 7, produce)
-            failed = sum(1 for p in reply["responses"][0]["partition_responses"] if p["error_code"])
+            failed = sum(1 for p in reply.responses[0].partition_responses if p.error_code)
             print(f"one record written to each: {fds()} descriptors ({failed} partitions failed)")
             good = 0
             for version in (11, 3):
                 reply = _request(sock, conn, FETCH, version, _fetch_body("many", n))
-                for part in reply["responses"][0]["partitions"]:
-                    values = [r.value for r in iter_record_set(part["records"] or b"")]
-                    good += values == [b"v%d" % part["partition_index"]]
+                for part in reply.responses[0].partitions:
+                    values = [r.value for r in iter_record_set(part.records or b"")]
+                    good += values == [b"v%d" % part.partition_index]
             print(f"read back {good} of {2 * n} (Fetch v11 and v3): {fds()} descriptors")
     return 0 if good == 2 * n and not failed else 1
 

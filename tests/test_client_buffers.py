@@ -13,6 +13,7 @@ import random
 import struct
 import tracemalloc
 
+import attrs
 import pytest
 import trio
 
@@ -28,38 +29,38 @@ from kclient.protocol.connection import (
     parse_request_header,
 )
 from kclient.protocol.messages import API_VERSIONS, APIS, FETCH, METADATA
+from kclient.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kclient.protocol.messages.metadata import MetadataRequest
 
 HUNDRED_MIB = 100 * 1024 * 1024
 
 
 def _fetch_body(
     partition_max_bytes: int, partitions: int = 1, max_bytes: int = 0x7FFFFFFF
-) -> dict:
-    return {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": "t",
-                "partitions": [
-                    {
-                        "partition": p,
-                        "fetch_offset": 0,
-                        "partition_max_bytes": partition_max_bytes,
-                        "log_start_offset": -1,
-                    }
+) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchTopic(
+                topic="t",
+                partitions=[
+                    FetchPartition(
+                        partition=p,
+                        fetch_offset=0,
+                        partition_max_bytes=partition_max_bytes,
+                        log_start_offset=-1,
+                    )
                     for p in range(partitions)
                 ],
-            }
+            )
         ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    )
 
 
 # --- sans-I/O ---------------------------------------------------------------------
@@ -177,7 +178,7 @@ def test_fetch_response_cap_follows_the_fetch_asked_for():
         < (1 << 20) + 2048
     )
     conn = ClientConnection()
-    assert conn.response_cap(METADATA, 1, {"topics": None}) == DEFAULT_RESPONSE_BYTES
+    assert conn.response_cap(METADATA, 1, MetadataRequest(topics=None)) == DEFAULT_RESPONSE_BYTES
     assert (
         conn.response_cap(FETCH, 11, _fetch_body(1 << 20))
         == DEFAULT_RESPONSE_BYTES + one
@@ -185,9 +186,26 @@ def test_fetch_response_cap_follows_the_fetch_asked_for():
 
 
 @pytest.mark.unit
+def test_a_fetch_sent_as_a_dict_has_the_cap_of_the_request_it_encodes_to():
+    """A raw-protocol caller's Fetch given as a dict of fields (the codec
+    encodes both) is capped as the message it encodes to."""
+    message = _fetch_body(1 << 20, partitions=3, max_bytes=2 << 20)
+    as_dict = attrs.asdict(message)
+    for version in (3, 11):
+        cap = DEFAULT_RESPONSE_BYTES + fetch_response_bound(version, message)
+        by_message, by_dict = ClientConnection(), ClientConnection()
+        assert by_message.send(FETCH, version, message)[1] == by_dict.send(FETCH, version, as_dict)[1]
+        for conn in (by_message, by_dict):
+            conn.receive_data(struct.pack(">i", cap + 1))
+            with pytest.raises(FrameTooLargeError) as info:
+                conn.next_response()
+            assert info.value.max_bytes == cap
+
+
+@pytest.mark.unit
 def test_response_over_its_requests_cap_is_a_typed_error_naming_size_and_cap():
     conn = ClientConnection()
-    conn.send(METADATA, 1, {"topics": None})
+    conn.send(METADATA, 1, MetadataRequest(topics=None))
     conn.receive_data(struct.pack(">i", HUNDRED_MIB))
     with pytest.raises(
         FrameTooLargeError,

@@ -1,8 +1,8 @@
 """The client side's one Metadata parse (`kclient.client.cluster.parse_metadata`),
 the leader lookup the consumers share (`ClusterMetadata.leaders`) and the
 connection settings every client opens its connections with
-(`kclient.net.settings.ConnectionSettings`). No broker: Metadata bodies as
-the codec decodes them."""
+(`kclient.net.settings.ConnectionSettings`). No broker: Metadata responses
+built as messages, or as the codec decodes them."""
 
 from __future__ import annotations
 
@@ -11,26 +11,26 @@ import pytest
 from kclient.client.cluster import ClusterMetadata, parse_metadata
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import METADATA
+from kclient.protocol.messages.metadata import MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic
 from kclient.security.settings import ClientSecurity
 
 pytestmark = pytest.mark.unit
 
 
-def _partition(index: int, leader: int, replicas: list[int]) -> dict:
-    return {"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []}
+def _partition(index: int, leader: int, replicas: list[int]) -> MetadataResponsePartition:
+    return MetadataResponsePartition(error_code=0, partition_index=index, leader_id=leader, leader_epoch=0, replica_nodes=replicas, isr_nodes=replicas)
 
 
-BODY = {
-    "throttle_time_ms": 0,
-    "brokers": [{"node_id": 1, "host": "h1", "port": 9091, "rack": None}, {"node_id": 2, "host": "h2", "port": 9092, "rack": "r2"}],
-    "cluster_id": "c1",
-    "controller_id": 2,
-    "topics": [
-        {"error_code": 0, "name": "events", "is_internal": False, "partitions": [_partition(1, 2, [2, 1]), _partition(0, 1, [1, 2]), _partition(2, -1, [1])]},
-        {"error_code": 0, "name": "__consumer_offsets", "is_internal": True, "partitions": [_partition(0, 1, [1])]},
-        {"error_code": 3, "name": "missing", "is_internal": False, "partitions": []},
+BODY = MetadataResponse(
+    brokers=[MetadataResponseBroker(node_id=1, host="h1", port=9091, rack=None), MetadataResponseBroker(node_id=2, host="h2", port=9092, rack="r2")],
+    cluster_id="c1",
+    controller_id=2,
+    topics=[
+        MetadataResponseTopic(error_code=0, name="events", is_internal=False, partitions=[_partition(1, 2, [2, 1]), _partition(0, 1, [1, 2]), _partition(2, -1, [1])]),
+        MetadataResponseTopic(error_code=0, name="__consumer_offsets", is_internal=True, partitions=[_partition(0, 1, [1])]),
+        MetadataResponseTopic(error_code=3, name="missing", is_internal=False, partitions=[]),
     ],
-}
+)
 
 
 def test_parse_metadata_reads_brokers_partitions_errors_and_internal_topics():
@@ -46,7 +46,8 @@ def test_parse_metadata_reads_brokers_partitions_errors_and_internal_topics():
 
 
 def test_parse_metadata_of_a_v0_answer_has_no_controller_and_no_internal_topics():
-    body = METADATA.response(0).decode(METADATA.response(0).encode({"brokers": BODY["brokers"][:1], "topics": [{"error_code": 0, "name": "t", "partitions": [_partition(0, 1, [1])]}]}))
+    v0 = METADATA.response(0)
+    body = v0.decode_message(v0.encode(MetadataResponse(brokers=BODY.brokers[:1], topics=[MetadataResponseTopic(name="t", partitions=[_partition(0, 1, [1])])])))
     md = parse_metadata(body)
     assert md.controller_id == -1 and md.cluster_id is None and md.internal_topics == frozenset()
     assert md.leaders([("t", 0)]) == {("t", 0): (1, "h1", 9091)}

@@ -11,6 +11,7 @@ import trio
 
 from kclient.client import admin_groups
 from kclient.errors import NONE, NOT_COORDINATOR
+from kclient.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +27,7 @@ class FakeConnection:
     async def request(self, api, body, version=None):
         self.asked += 1
         code = self.codes.pop(0)
-        return {"groups": [{"error_code": code, "group_id": body["groups"][0], "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": []}]}
+        return DescribeGroupsResponse(groups=[DescribedGroup(error_code=code, group_id=body.groups[0], group_state="Dead", protocol_type="", protocol_data="", members=[])])
 
 
 def test_not_coordinator_is_retried(monkeypatch):

@@ -453,9 +453,9 @@ def produce_requests(monkeypatch):
 
     async def spy(self, api, body, *, version=None, **kw):
         if api is PRODUCE:
-            for t in body["topic_data"]:
-                for p in t["partition_data"]:
-                    seen.append((version, bytes(p["records"])))
+            for t in body.topic_data:
+                for p in t.partition_data:
+                    seen.append((version, bytes(p.records)))
         return await original(self, api, body, version=version, **kw)
 
     monkeypatch.setattr(BrokerConnection, "start_request", spy)

@@ -8,13 +8,17 @@ from __future__ import annotations
 import functools
 import struct
 
+import attrs
 import pytest
 import trio
 
 from helpers.wait import retry_async, wait_for_async
 from kclient.errors import KafkaConnectionError, KafkaTimeoutError
 from kclient.net.connection import BrokerConnection
-from kclient.protocol.messages import METADATA, PRODUCE
+from kclient.protocol.messages import FETCH, METADATA, PRODUCE
+from kclient.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kclient.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kclient.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 
 
 async def _silent_peer(task_status=trio.TASK_STATUS_IGNORED, *, received: list | None = None, chunk_delay: float = 0.0):
@@ -42,8 +46,8 @@ async def test_request_timeout_fails_every_pending_request():
     async with trio.open_nursery() as nursery:
         port = await nursery.start(_silent_peer)
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, request_timeout_ms=300, negotiate=False)
-        first = await conn.start_request(METADATA, {"topics": []}, version=0)
-        second = await conn.start_request(METADATA, {"topics": []}, version=0)
+        first = await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0)
+        second = await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0)
         with pytest.raises(KafkaTimeoutError, match=r"Metadata to 127\.0\.0\.1:\d+ got no response in 300 ms"):
             await first.wait()  # failed by the watchdog, after the request timeout
         # the connection is failed as a whole: responses are ordered, so the
@@ -52,7 +56,7 @@ async def test_request_timeout_fails_every_pending_request():
             await second.wait()
         assert conn.closed
         with pytest.raises(KafkaConnectionError, match="is closed"):
-            await conn.start_request(METADATA, {"topics": []}, version=0)
+            await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0)
         nursery.cancel_scope.cancel()
 
 
@@ -61,10 +65,10 @@ async def test_a_shorter_per_request_timeout_moves_the_watchdog_earlier():
         port = await nursery.start(_silent_peer)
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, request_timeout_ms=60_000, negotiate=False)
         # the watchdog now sleeps until this request's deadline, 60 s away
-        await conn.start_request(METADATA, {"topics": []}, version=0)
+        await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0)
         with trio.fail_after(20):  # not the 60 s deadline: the shorter one woke the watchdog
             with pytest.raises(KafkaTimeoutError, match="got no response in 200 ms"):
-                await conn.request(METADATA, {"topics": []}, version=0, timeout_ms=200)
+                await conn.request(METADATA, MetadataRequest(topics=[]), version=0, timeout_ms=200)
         nursery.cancel_scope.cancel()
 
 
@@ -74,8 +78,8 @@ async def test_a_request_bigger_than_the_socket_buffer_goes_out_whole():
         port = await nursery.start(lambda task_status: _silent_peer(task_status, received=received, chunk_delay=0.001))
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
         records = bytes(range(256)) * (16 * 1024)  # 4 MiB, far more than a socket buffer
-        body = {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
-        small = {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"after"}]}]}
+        body = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=records)])])
+        small = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=b"after")])])
         async with trio.open_nursery() as writers:
             writers.start_soon(functools.partial(conn.start_request, PRODUCE, body, version=3, expect_response=False))
             await trio.sleep(0)  # kept: a checkpoint (no time passes), so the big request starts first
@@ -136,11 +140,11 @@ async def test_pipelined_responses_in_one_read_or_byte_by_byte(mode):
         port = await nursery.start(functools.partial(_answering_peer, mode=mode))
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
         for _ in range(3):
-            handles = [await conn.start_request(METADATA, {"topics": []}, version=0) for _ in range(40)]
+            handles = [await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0) for _ in range(40)]
             for h in handles:
                 with trio.fail_after(10):
-                    assert await h.wait() == {"brokers": [], "topics": []}
-        assert await conn.request(METADATA, {"topics": []}, version=0) == {"brokers": [], "topics": []}
+                    assert await h.wait() == MetadataResponse(brokers=[], topics=[])
+        assert await conn.request(METADATA, MetadataRequest(topics=[]), version=0) == MetadataResponse(brokers=[], topics=[])
         await conn.aclose()
         nursery.cancel_scope.cancel()
 
@@ -150,11 +154,11 @@ async def test_responses_larger_than_one_read_are_received_whole():
     async with trio.open_nursery() as nursery:
         port = await nursery.start(functools.partial(_answering_peer, mode="batch", pad=pad))
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
-        handles = [await conn.start_request(METADATA, {"topics": []}, version=0) for _ in range(5)]
+        handles = [await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0) for _ in range(5)]
         for h in handles:
             with trio.fail_after(10):
                 body = await h.wait()
-            assert [t["name"][:5] for t in body["topics"]] == [f"{i:05d}" for i in range(pad)]
+            assert [t.name[:5] for t in body.topics] == [f"{i:05d}" for i in range(pad)]
         await conn.aclose()
         nursery.cancel_scope.cancel()
 
@@ -163,7 +167,7 @@ async def test_a_peer_that_closes_fails_the_pending_requests():
     async with trio.open_nursery() as nursery:
         port = await nursery.start(functools.partial(_answering_peer, mode="close"))
         conn = await BrokerConnection.connect(nursery, "127.0.0.1", port, negotiate=False)
-        handle = await conn.start_request(METADATA, {"topics": []}, version=0)
+        handle = await conn.start_request(METADATA, MetadataRequest(topics=[]), version=0)
         with trio.fail_after(10), pytest.raises(KafkaConnectionError, match="closed the connection"):
             await handle.wait()
         assert conn.closed
@@ -176,7 +180,6 @@ def test_busy_wait_polls_without_yielding_until_the_first_bytes(broker, topic):
     without letting other tasks run; the poll gives up after its budget,
     and a second one returns once the held response arrives."""
     from kclient.client.admin import AdminClient, NewTopic
-    from kclient.protocol.messages import FETCH
 
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)], timeout_ms=30000)
@@ -185,15 +188,14 @@ def test_busy_wait_polls_without_yielding_until_the_first_bytes(broker, topic):
     async def main():
         async with trio.open_nursery() as nursery:
             conn = await BrokerConnection.connect(nursery, broker.host, broker.port)
-            body = {
-                "replica_id": -1, "max_wait_ms": held_ms, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20, "log_start_offset": -1}]}],
-            }
+            body = FetchRequest(
+                replica_id=-1, max_wait_ms=held_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[FetchTopic(topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, log_start_offset=-1)])],
+            )
             # the partition may still be electing its leader: wait for a Fetch answered without error
             await retry_async(
-                lambda: conn.request(FETCH, {**body, "max_wait_ms": 0}),
-                lambda response: response["responses"][0]["partitions"][0]["error_code"] == 0,
+                lambda: conn.request(FETCH, attrs.evolve(body, max_wait_ms=0)),
+                lambda response: response.responses[0].partitions[0].error_code == 0,
                 "a Fetch answered without error",
             )
             handle = await conn.start_request(FETCH, body)
@@ -209,7 +211,7 @@ def test_busy_wait_polls_without_yielding_until_the_first_bytes(broker, topic):
             assert ran == [] and not handle.done  # polled, not read: the reader reads it
             response = await handle.wait()
             assert ran == [1]
-            assert response["responses"][0]["partitions"][0]["error_code"] == 0
+            assert response.responses[0].partitions[0].error_code == 0
             assert handle.busy_wait(0.0) is True  # already answered
             await conn.aclose()
             assert conn._busy_wait_readable(0.01) is False  # closed: nothing to poll

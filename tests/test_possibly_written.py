@@ -29,6 +29,7 @@ from kclient.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
 )
+from kclient.protocol.messages.produce import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from kclient.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -218,16 +219,16 @@ class _Handle:
     async def wait(self, timeout_ms=None):
         if isinstance(self.outcome, BaseException):
             raise self.outcome
-        return {
-            "responses": [
-                {
-                    "name": "t",
-                    "partition_responses": [
-                        {"index": 0, "error_code": self.outcome, "base_offset": 0}
+        return ProduceResponse(
+            responses=[
+                TopicProduceResponse(
+                    name="t",
+                    partition_responses=[
+                        PartitionProduceResponse(index=0, error_code=self.outcome, base_offset=0)
                     ],
-                }
+                )
             ]
-        }
+        )
 
 
 class _ScriptedCluster:

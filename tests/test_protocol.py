@@ -247,8 +247,8 @@ def test_client_connection_pairs_responses_fed_byte_by_byte():
         if r is not None:
             out.append(r)
     assert [r.correlation_id for r in out] == [cid1, cid2]
-    assert out[0].body["brokers"][0]["port"] == 9092
-    assert out[1].version == 0 and out[1].body["error_code"] == 35
+    assert out[0].body.brokers[0].port == 9092
+    assert out[1].version == 0 and out[1].body.error_code == 35
 
 
 def test_response_with_wrong_correlation_id_is_a_protocol_error():
@@ -312,7 +312,7 @@ def test_large_frames_received_in_place_mixed_with_fed_chunks():
     into[: len(resp) - 10] = resp[10:]
     into.release()
     conn.received(len(resp) - 10)
-    got = conn.next_response().body["responses"][0]["partitions"][0]["records"]
+    got = conn.next_response().body.responses[0].partitions[0].records
     assert bytes(got) == records and got.readonly
     big = FrameBuffer(max_frame_bytes=100)
     big.feed(struct.pack(">i", 101) + b"x")

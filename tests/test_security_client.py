@@ -33,6 +33,7 @@ from kclient.net.connection import BrokerConnection
 from kclient.protocol import primitives as p
 from kclient.protocol.connection import FrameBuffer, encode_response
 from kclient.protocol.messages import ALL_APIS, API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from kclient.protocol.messages.metadata import MetadataRequest
 from kclient.security.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, make_scram_credential, server_mechanism
 from kclient.security.settings import ClientSecurity, SecurityProtocol
 
@@ -361,8 +362,8 @@ async def test_tls_connection_negotiates_and_requests(ca, server_cert, tmp_path)
         for host in ("127.0.0.1", "localhost"):
             conn = await _connect(nursery, port, {"security.protocol": "SSL", "ssl.ca.location": _ca_file(ca, tmp_path)}, host=host)
             assert conn.uses_tls and conn.api_versions[SASL_HANDSHAKE.key] == (0, 1)
-            body = await conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
-            assert body["cluster_id"] == "c"
+            body = await conn.request(METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+            assert body.cluster_id == "c"
             await conn.aclose()
         nursery.cancel_scope.cancel()
 
@@ -377,8 +378,8 @@ async def test_sasl_authenticates(mechanism, protocol, ca, server_cert, tmp_path
         port = await nursery.start(peer.serve)
         conn = await _connect(nursery, port, props)
         assert conn.sasl_mechanism == mechanism and peer.authenticated == ["alice"]
-        body = await conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
-        assert body["cluster_id"] == "c"
+        body = await conn.request(METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        assert body.cluster_id == "c"
         await conn.aclose()
         nursery.cancel_scope.cancel()
 

@@ -13,6 +13,8 @@ from kclient.client.consumer.simple import TrioSimpleConsumer
 from kclient.errors import MessageSizeTooLargeError, OffsetOutOfRangeError, ProducerClosedError, UnknownTopicOrPartitionError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import METADATA, PRODUCE
+from kclient.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kclient.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from kclient.protocol.records import build_batch
 
 
@@ -23,20 +25,19 @@ def _produce_batches(host: str, port: int, topic: str, batches_by_partition: dic
     async def run():
         async with trio.open_nursery() as nursery:
             conn = await BrokerConnection.connect(nursery, host, port)
-            await conn.request(METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+            await conn.request(METADATA, MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
             bases: dict[int, list[int]] = {}
             for partition, batches in batches_by_partition.items():
                 for records in batches:
-                    body = {
-                        "transactional_id": None,
-                        "acks": 1,
-                        "timeout_ms": 5000,
-                        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": build_batch(records)}]}],
-                    }
+                    body = ProduceRequest(
+                        acks=1,
+                        timeout_ms=5000,
+                        topic_data=[TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=build_batch(records))])],
+                    )
                     resp = await conn.request(PRODUCE, body, version=conn.version_for(PRODUCE, floor=3))
-                    part = resp["responses"][0]["partition_responses"][0]
-                    assert part["error_code"] == 0, part
-                    bases.setdefault(partition, []).append(part["base_offset"])
+                    part = resp.responses[0].partition_responses[0]
+                    assert part.error_code == 0, part
+                    bases.setdefault(partition, []).append(part.base_offset)
             await conn.aclose()
             return bases
 
@@ -114,7 +115,7 @@ def _count_fetch_requests(monkeypatch) -> list[int]:
 
     async def counting_start(self, api, body, **kwargs):
         if api.key == 1:
-            sent.append(sum(len(t["partitions"]) for t in body["topics"]))
+            sent.append(sum(len(t.partitions) for t in body.topics))
         return await real_start(self, api, body, **kwargs)
 
     monkeypatch.setattr(BrokerConnection, "start_request", counting_start)

@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import attrs
 import trio
@@ -47,7 +47,17 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.net.settings import ConnectionSettings
+from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS
+from kclient.protocol.messages.create_topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kclient.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from kclient.protocol.schema import Api, Body
 from kclient.sync import ClosingClient, LoopThread, track
 
 __all__ = [
@@ -68,6 +78,19 @@ log = logging.getLogger(__name__)
 
 #: Kafka's internal topics (Metadata v1+ marks them ``is_internal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicResult(Protocol):
+    """A topic's entry of a CreateTopics or DeleteTopics response."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def error_code(self) -> int: ...
+
+    @property
+    def error_message(self) -> str | None: ...
 
 
 def _config_dict(value: Mapping[str, str] | None) -> dict[str, str]:
@@ -100,16 +123,21 @@ class NewTopic:
     replica_assignment: dict[int, tuple[int, ...]] | None = attrs.field(default=None, converter=_assignment)
     config: dict[str, str] = attrs.field(factory=dict, converter=_config_dict)
 
-    def to_request(self) -> dict[str, Any]:
-        """The topic's entry of a CreateTopics request."""
-        assignments = [{"partition_index": p, "broker_ids": list(r)} for p, r in sorted((self.replica_assignment or {}).items())]
-        return {
-            "name": self.name,
-            "num_partitions": -1 if assignments else self.num_partitions,
-            "replication_factor": -1 if assignments else self.replication_factor,
-            "assignments": assignments,
-            "configs": [{"name": k, "value": v} for k, v in sorted(self.config.items())],
-        }
+    def to_request(self) -> CreatableTopic:
+        """The topic's entry of a CreateTopics request.
+
+        Returns:
+            The entry: the counts, or -1 for both with a replica
+                assignment.
+        """
+        assignments = [CreatableReplicaAssignment(partition_index=p, broker_ids=list(r)) for p, r in sorted((self.replica_assignment or {}).items())]
+        return CreatableTopic(
+            name=self.name,
+            num_partitions=-1 if assignments else self.num_partitions,
+            replication_factor=-1 if assignments else self.replication_factor,
+            assignments=assignments,
+            configs=[CreatableTopicConfig(name=k, value=v) for k, v in sorted(self.config.items())],
+        )
 
 
 @attrs.frozen
@@ -188,7 +216,7 @@ class TrioAdminClient:
             return metadata
         raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
 
-    async def _reader(self):
+    async def _reader(self) -> BrokerConnection:
         # The last known controller first: it answered this client's
         # CreateTopics / DeleteTopics only once its own metadata showed the
         # change, so what the client did is what it reads back.
@@ -200,14 +228,14 @@ class TrioAdminClient:
                 pass
         return await self.cluster.any_connection()
 
-    async def _controller(self):
+    async def _controller(self) -> BrokerConnection:
         md = await self.metadata([])
         if md.controller_id >= 0 and md.controller_id in md.brokers:
             return await self.cluster.broker_connection(md.controller_id)
         return await self.cluster.any_connection()
 
     async def _to_controller(
-        self, api, names: list[str], body_for: Callable[[list[str], int], dict], results_of: Callable[[dict], Iterable[dict]], timeout_ms: int
+        self, api: Api, names: list[str], body_for: Callable[[list[str], int], Body], results_of: Callable[[Any], Iterable[TopicResult]], timeout_ms: int
     ) -> dict[str, tuple[int, str | None]]:
         """Send ``api`` for ``names`` to the controller; topics answered
         NOT_CONTROLLER, and all of them after a lost connection, are sent
@@ -232,10 +260,10 @@ class TrioAdminClient:
                 continue
             retry = []
             for entry in results_of(response):
-                code = entry["error_code"]
+                code, name = entry.error_code, entry.name or ""
                 if code == NOT_CONTROLLER:
-                    retry.append(entry["name"])
-                results[entry["name"]] = (code, entry.get("error_message"))
+                    retry.append(name)
+                results[name] = (code, entry.error_message)
             pending = retry
             if pending:
                 if trio.current_time() + backoff >= deadline:
@@ -282,11 +310,14 @@ class TrioAdminClient:
         timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         by_name = {t.name: t for t in new_topics}
 
-        def body(names: list[str], left_ms: int) -> dict:
-            return {"topics": [by_name[n].to_request() for n in names], "timeout_ms": left_ms, "validate_only": validate_only}
+        def body(names: list[str], left_ms: int) -> CreateTopicsRequest:
+            return CreateTopicsRequest(topics=[by_name[n].to_request() for n in names], timeout_ms=left_ms, validate_only=validate_only)
+
+        def results_of(response: CreateTopicsResponse) -> Iterable[TopicResult]:
+            return response.topics
 
         names = list(by_name)
-        results = await self._to_controller(CREATE_TOPICS, names, body, lambda r: r["topics"], timeout)
+        results = await self._to_controller(CREATE_TOPICS, names, body, results_of, timeout)
         self._raise_first(results, names, "topic")
 
     async def delete_topics(self, names: Sequence[str], timeout_ms: int | None = None) -> None:
@@ -309,10 +340,13 @@ class TrioAdminClient:
         timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         names = list(dict.fromkeys(names))
 
-        def body(pending: list[str], left_ms: int) -> dict:
-            return {"topic_names": pending, "timeout_ms": left_ms}
+        def body(pending: list[str], left_ms: int) -> DeleteTopicsRequest:
+            return DeleteTopicsRequest(topic_names=pending, timeout_ms=left_ms)
 
-        results = await self._to_controller(DELETE_TOPICS, names, body, lambda r: r["responses"], timeout)
+        def results_of(response: DeleteTopicsResponse) -> Iterable[TopicResult]:
+            return response.responses
+
+        results = await self._to_controller(DELETE_TOPICS, names, body, results_of, timeout)
         self._raise_first(results, names, "topic")
 
     async def list_topics(self, include_internal: bool = False) -> list[str]:

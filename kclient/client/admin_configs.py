@@ -19,10 +19,28 @@ from typing import Mapping, Sequence
 import attrs
 
 from kclient.client.cluster import Cluster
+from kclient.net.connection import BrokerConnection
 from kclient.errors import NONE, error_for_code
 from kclient.protocol.messages import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
-from kclient.protocol.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
-from kclient.protocol.messages.describe_configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+from kclient.protocol.messages.alter_configs import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    AlterableConfigOperation,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+    IncrementalAlterConfigsResponse,
+)
+from kclient.protocol.messages.describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+)
 
 __all__ = ["AlterConfigOp", "ConfigEntry", "ConfigResource", "ConfigSynonym", "describe_configs", "incremental_alter_configs"]
 
@@ -133,16 +151,16 @@ class AlterConfigOp:
     op: str = attrs.field(default="set", converter=_operation)
 
 
-def _entry(raw: Mapping, version: int) -> ConfigEntry:
+def _entry(raw: DescribeConfigsResourceResult, version: int) -> ConfigEntry:
     if version == 0:
-        source = "DEFAULT_CONFIG" if raw["is_default"] else "UNKNOWN"
+        source = "DEFAULT_CONFIG" if raw.is_default else "UNKNOWN"
     else:
-        source = CONFIG_SOURCES.get(raw["config_source"], "UNKNOWN")
-    synonyms = tuple(ConfigSynonym(y["name"], y["value"], CONFIG_SOURCES.get(y["source"], "UNKNOWN")) for y in (raw.get("synonyms") or ()))
-    return ConfigEntry(raw["name"], raw["value"], source, source == "DEFAULT_CONFIG", bool(raw["read_only"]), bool(raw["is_sensitive"]), synonyms)
+        source = CONFIG_SOURCES.get(raw.config_source, "UNKNOWN")
+    synonyms = tuple(ConfigSynonym(y.name, y.value, CONFIG_SOURCES.get(y.source, "UNKNOWN")) for y in (raw.synonyms or ()))
+    return ConfigEntry(raw.name, raw.value, source, source == "DEFAULT_CONFIG", bool(raw.read_only), bool(raw.is_sensitive), synonyms)
 
 
-async def _connection_for(cluster: Cluster, resource: ConfigResource):
+async def _connection_for(cluster: Cluster, resource: ConfigResource) -> BrokerConnection:
     if resource.type != "topic" and resource.name:
         await cluster.refresh_metadata((), allow_auto_create=False)
         return await cluster.broker_connection(int(resource.name))
@@ -178,15 +196,19 @@ async def describe_configs(
     for resource in resources:
         conn = await _connection_for(cluster, resource)
         version = conn.version_for(DESCRIBE_CONFIGS)
-        body = {
-            "resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name, "configuration_keys": None if names is None else list(names)}],
-            "include_synonyms": include_synonyms,
-            "include_documentation": False,
-        }
-        response = await conn.request(DESCRIBE_CONFIGS, body, version=version)
-        [result] = response["results"]
-        _raise(result["error_code"], result["error_message"], resource, "DescribeConfigs of")
-        out[resource] = {e.name: e for e in sorted((_entry(c, version) for c in result["configs"]), key=lambda e: e.name)}
+        body = DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsResource(
+                    resource_type=RESOURCE_TYPES[resource.type], resource_name=resource.name, configuration_keys=None if names is None else list(names)
+                )
+            ],
+            include_synonyms=include_synonyms,
+            include_documentation=False,
+        )
+        response: DescribeConfigsResponse = await conn.request(DESCRIBE_CONFIGS, body, version=version)
+        [result] = response.results
+        _raise(result.error_code, result.error_message, resource, "DescribeConfigs of")
+        out[resource] = {e.name: e for e in sorted((_entry(c, version) for c in result.configs), key=lambda e: e.name)}
     return out
 
 
@@ -209,16 +231,16 @@ async def incremental_alter_configs(cluster: Cluster, changes: Mapping[ConfigRes
     """
     for resource, ops in changes.items():
         conn = await _connection_for(cluster, resource)
-        body = {
-            "resources": [
-                {
-                    "resource_type": RESOURCE_TYPES[resource.type],
-                    "resource_name": resource.name,
-                    "configs": [{"name": op.name, "config_operation": OPERATIONS[op.op], "value": None if op.op == "delete" else op.value} for op in ops],
-                }
+        body = IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsResource(
+                    resource_type=RESOURCE_TYPES[resource.type],
+                    resource_name=resource.name,
+                    configs=[AlterableConfigOperation(name=op.name, config_operation=OPERATIONS[op.op], value=None if op.op == "delete" else op.value) for op in ops],
+                )
             ],
-            "validate_only": validate_only,
-        }
-        response = await conn.request(INCREMENTAL_ALTER_CONFIGS, body, version=conn.version_for(INCREMENTAL_ALTER_CONFIGS))
-        [result] = response["responses"]
-        _raise(result["error_code"], result["error_message"], resource, "IncrementalAlterConfigs of")
+            validate_only=validate_only,
+        )
+        response: IncrementalAlterConfigsResponse = await conn.request(INCREMENTAL_ALTER_CONFIGS, body, version=conn.version_for(INCREMENTAL_ALTER_CONFIGS))
+        [result] = response.responses
+        _raise(result.error_code, result.error_message, resource, "IncrementalAlterConfigs of")

@@ -37,6 +37,10 @@ from kclient.protocol.messages import (
     LIST_GROUPS,
     OFFSET_FETCH,
 )
+from kclient.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse
+from kclient.protocol.messages.find_coordinator import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
+from kclient.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 if TYPE_CHECKING:
     from kclient.client.cluster import Cluster
@@ -128,11 +132,11 @@ async def find_coordinator(cluster: Cluster, group: str, *, timeout_ms: int, bac
         try:
             conn = await cluster.any_connection()
             version = conn.version_for(FIND_COORDINATOR, ceiling=2)
-            r = await conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0}, version=version)
-            code = r["error_code"]
+            r: FindCoordinatorResponse = await conn.request(FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=COORDINATOR_GROUP), version=version)
+            code = r.error_code
             if code == NONE:
-                return r["node_id"], await cluster.connection(r["host"], r["port"])
-            error: KafkaError = error_for_code(code)(f"FindCoordinator for group {group!r}: {r.get('error_message') or error_for_code(code).name}")
+                return r.node_id, await cluster.connection(r.host, r.port)
+            error: KafkaError = error_for_code(code)(f"FindCoordinator for group {group!r}: {r.error_message or error_for_code(code).name}")
             if code not in _RETRIABLE:
                 raise error
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -161,14 +165,14 @@ async def list_groups(cluster: Cluster) -> list[GroupListing]:
     out = []
     for node_id in sorted(md.brokers):
         conn = await cluster.broker_connection(node_id)
-        r = await conn.request(LIST_GROUPS, {}, version=conn.version_for(LIST_GROUPS, ceiling=2))
-        if r["error_code"] != NONE:
-            raise error_for_code(r["error_code"])(f"ListGroups on broker {node_id}")
-        out += [GroupListing(g["group_id"], g["protocol_type"], node_id) for g in r["groups"]]
+        r: ListGroupsResponse = await conn.request(LIST_GROUPS, ListGroupsRequest(), version=conn.version_for(LIST_GROUPS, ceiling=2))
+        if r.error_code != NONE:
+            raise error_for_code(r.error_code)(f"ListGroups on broker {node_id}")
+        out += [GroupListing(g.group_id, g.protocol_type, node_id) for g in r.groups]
     return sorted(out, key=lambda g: g.group_id)
 
 
-def _assignment(protocol_type: str, data: bytes | None) -> tuple[tuple[str, int], ...]:
+def _assignment(protocol_type: str, data: bytes | memoryview | None) -> tuple[tuple[str, int], ...]:
     if protocol_type != "consumer" or not data:
         return ()
     try:
@@ -204,20 +208,21 @@ async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: in
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
             node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
-            r = await conn.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
-            g = r["groups"][0]
-            if g["error_code"] in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
-                log.debug("DescribeGroups %r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(g["error_code"]).name)
+            request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
+            r: DescribeGroupsResponse = await conn.request(DESCRIBE_GROUPS, request, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
+            g: DescribedGroup = r.groups[0]
+            if g.error_code in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
+                log.debug("DescribeGroups %r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(g.error_code).name)
                 await trio.sleep(backoff_ms / 1000)
                 continue
             break
-        if g["error_code"] != NONE:
-            raise error_for_code(g["error_code"])(f"DescribeGroups {group!r}")
+        if g.error_code != NONE:
+            raise error_for_code(g.error_code)(f"DescribeGroups {group!r}")
         members = tuple(
-            MemberDescription(m["member_id"], m["client_id"], m["client_host"], _assignment(g["protocol_type"], m["member_assignment"]))
-            for m in g["members"]
+            MemberDescription(m.member_id, m.client_id, m.client_host, _assignment(g.protocol_type, m.member_assignment))
+            for m in g.members
         )
-        out[group] = GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"], members, node_id)
+        out[group] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, node_id)
     return out
 
 
@@ -242,18 +247,18 @@ async def list_group_offsets(cluster: Cluster, group: str, *, timeout_ms: int, b
     while True:
         _, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
         version = conn.version_for(OFFSET_FETCH, floor=2)
-        r = await conn.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version)
-        code = r.get("error_code", NONE)
+        r: OffsetFetchResponse = await conn.request(OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None), version=version)
+        code = r.error_code
         if code in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
             await trio.sleep(backoff_ms / 1000)
             continue
         if code != NONE:
             raise error_for_code(code)(f"OffsetFetch of group {group!r}")
         out = {}
-        for t in r["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"] != NONE:
-                    raise error_for_code(p["error_code"])(f"OffsetFetch of group {group!r}, {t['name']}-{p['partition_index']}")
-                if p["committed_offset"] >= 0:
-                    out[(t["name"], p["partition_index"])] = p["committed_offset"]
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error_code != NONE:
+                    raise error_for_code(p.error_code)(f"OffsetFetch of group {group!r}, {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
         return out

@@ -38,6 +38,7 @@ from kclient.errors import (
 from kclient.net.connection import BrokerConnection
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import METADATA
+from kclient.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kclient.security.settings import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,12 @@ class ClusterMetadata:
     cluster id and controller (-1: not told, Metadata v0) and the topics the
     cluster marks internal (Metadata v1+, ``__consumer_offsets``, ...)."""
 
-    brokers: dict
-    topics: dict
-    topic_errors: dict
+    brokers: dict[int, BrokerInfo]
+    topics: dict[str, tuple[PartitionInfo, ...]]
+    topic_errors: dict[str, int]
     cluster_id: str | None = None
     controller_id: int = -1
-    internal_topics: frozenset = frozenset()
+    internal_topics: frozenset[str] = frozenset()
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """The partitions of a topic in this snapshot.
@@ -410,34 +411,36 @@ async def request_metadata(
     """
     version = conn.version_for(METADATA, floor=min_version)
     if topics is None:
-        names: list[dict] | None = [] if version == 0 else None
+        names: list[MetadataRequestTopic] | None = [] if version == 0 else None
     else:
-        names = [{"name": t} for t in topics]
-    response = await conn.request(METADATA, {"topics": names, "allow_auto_topic_creation": allow_auto_create}, version=version)
+        names = [MetadataRequestTopic(name=t) for t in topics]
+    response: MetadataResponse = await conn.request(METADATA, MetadataRequest(topics=names, allow_auto_topic_creation=allow_auto_create), version=version)
     return parse_metadata(response)
 
 
-def parse_metadata(body: dict) -> ClusterMetadata:
-    """A Metadata response body as a `ClusterMetadata` snapshot.
+def parse_metadata(body: MetadataResponse) -> ClusterMetadata:
+    """A Metadata response as a `ClusterMetadata` snapshot.
 
     Args:
-        body: The decoded response (any version).
+        body: The response (any version; the fields a version lacks at
+            their defaults: no rack, cluster id or controller, nothing
+            internal).
 
     Returns:
         The snapshot; each topic's partitions sorted by id.
     """
-    brokers = {b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack")) for b in body["brokers"]}
+    brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in body.brokers}
     topics: dict[str, tuple[PartitionInfo, ...]] = {}
     errors: dict[str, int] = {}
-    for t in body["topics"]:
-        errors[t["name"]] = t["error_code"]
+    for t in body.topics:
+        errors[t.name] = t.error_code
         parts = [
-            PartitionInfo(t["name"], p["partition_index"], p["leader_id"], tuple(p["replica_nodes"] or ()), tuple(p["isr_nodes"] or ()), p["error_code"])
-            for p in t["partitions"] or ()
+            PartitionInfo(t.name, p.partition_index, p.leader_id, tuple(p.replica_nodes or ()), tuple(p.isr_nodes or ()), p.error_code)
+            for p in t.partitions or ()
         ]
-        topics[t["name"]] = tuple(sorted(parts, key=lambda p: p.partition))
-    internal = frozenset(t["name"] for t in body["topics"] if t.get("is_internal"))
-    return ClusterMetadata(brokers, topics, errors, body.get("cluster_id"), body.get("controller_id", -1), internal)
+        topics[t.name] = tuple(sorted(parts, key=lambda p: p.partition))
+    internal = frozenset(t.name for t in body.topics if t.is_internal)
+    return ClusterMetadata(brokers, topics, errors, body.cluster_id, body.controller_id, internal)
 
 
 __all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "parse_metadata", "request_metadata"]

@@ -64,9 +64,12 @@ from kclient.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from kclient.protocol.connection import ClientConnection
+from kclient.protocol.connection import ClientConnection, Response
 from kclient.protocol.messages import API_VERSIONS, FETCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, choose_version
-from kclient.protocol.schema import Api
+from kclient.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from kclient.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kclient.protocol.schema import Api, Body
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context, ssl_authentication_error
 
@@ -108,7 +111,7 @@ class _Pending:
 
     def __init__(self, api: Api, deadline: float, timeout_ms: int) -> None:
         self.event = trio.Event()
-        self.response = None
+        self.response: Response | None = None
         self.error: BaseException | None = None
         self.api = api
         self.deadline = deadline  # trio clock (s); enforced by the connection's watchdog
@@ -125,7 +128,7 @@ class PendingResponse:
         self._api = api
         self._pending = pending
 
-    async def wait(self, timeout_ms: int | None = None) -> dict:
+    async def wait(self, timeout_ms: int | None = None) -> Any:
         """Wait for the response.
 
         Args:
@@ -133,14 +136,14 @@ class PendingResponse:
                 ``request.timeout.ms``).
 
         Returns:
-            The decoded response body.
+            The response message (an instance of the API's
+                ``response_type``).
 
         Raises:
             kclient.errors.KafkaTimeoutError: No response within ``timeout_ms``.
             kclient.errors.KafkaConnectionError: The connection was lost.
         """
-        response = await self._conn._wait(self._api, self._pending, timeout_ms)
-        return response.body
+        return (await self._conn._wait(self._api, self._pending, timeout_ms)).body
 
     @property
     def done(self) -> bool:
@@ -233,7 +236,7 @@ class BrokerConnection:
         # Plain TCP: write to and receive into the socket directly (fast
         # paths). TLS: every byte goes through the SSLStream.
         self._raw = isinstance(stream, trio.SocketStream)
-        self._fd = stream.socket.fileno() if self._raw else -1
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         # The TCP socket under TLS too, polled by _busy_wait_readable.
         transport = stream if self._raw else getattr(stream, "transport_stream", None)
         sock = getattr(transport, "socket", None)
@@ -247,7 +250,7 @@ class BrokerConnection:
         self._close_reason: BaseException | None = None
         self.request_timeout_ms = request_timeout_ms
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._versions: dict[tuple, int] = {}
+        self._versions: dict[tuple[int, int | None, int | None], int] = {}
 
         #: The SASL mechanism this connection authenticated with, if any.
         self.sasl_mechanism: str | None = None
@@ -389,10 +392,10 @@ class BrokerConnection:
         mechanism = security.sasl_client()
         name = mechanism.mechanism
         where = f"{self.host}:{self.port}"
-        response = await self._request(SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION, {"mechanism": name})
-        code = response.body["error_code"]
+        handshake: SaslHandshakeResponse = (await self._request(SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=name))).body
+        code = handshake.error_code
         if code:
-            enabled = ", ".join(response.body.get("mechanisms") or ()) or "none"
+            enabled = ", ".join(handshake.mechanisms or ()) or "none"
             cls = error_for_code(code)
             if cls is UnsupportedSaslMechanismError:
                 raise UnsupportedSaslMechanismError(
@@ -409,11 +412,10 @@ class BrokerConnection:
             rounds += 1
             if rounds > _MAX_SASL_ROUNDS:
                 raise IllegalSaslStateError(f"SASL/{name} with {where} did not complete in {_MAX_SASL_ROUNDS} rounds")
-            response = await self._request(SASL_AUTHENTICATE, version, {"auth_bytes": token})
-            body = response.body
-            code = body["error_code"]
+            body: SaslAuthenticateResponse = (await self._request(SASL_AUTHENTICATE, version, SaslAuthenticateRequest(auth_bytes=token))).body
+            code = body.error_code
             if code:
-                message = body.get("error_message") or ""
+                message = body.error_message or ""
                 cls = error_for_code(code)
                 text = f"SASL/{name} authentication of {security.sasl_username!r} with {where} failed"
                 if message:
@@ -421,23 +423,23 @@ class BrokerConnection:
                 if issubclass(cls, AuthenticationError):
                     raise cls(text)
                 raise SaslAuthenticationFailedError(f"{text} (error {code} {cls.name})")
-            token = mechanism.evaluate_challenge(bytes(body["auth_bytes"] or b""))
+            token = mechanism.evaluate_challenge(bytes(body.auth_bytes or b""))
         if not mechanism.is_complete:
             raise IllegalSaslStateError(f"SASL/{name} with {where} ended before the exchange completed")
         self.sasl_mechanism = name
         log.debug("authenticated to %s as %r with SASL/%s", where, security.sasl_username, name)
 
     async def _negotiate(self) -> None:
-        body = {"client_software_name": "kclient", "client_software_version": "0.1.0"}
-        response = await self._request(API_VERSIONS, API_VERSIONS.max_version, body)
-        if response.version != API_VERSIONS.max_version or response.body["error_code"] == UNSUPPORTED_VERSION:
+        request = ApiVersionsRequest(client_software_name="kclient", client_software_version="0.1.0")
+        response = await self._request(API_VERSIONS, API_VERSIONS.max_version, request)
+        body: ApiVersionsResponse = response.body
+        if response.version != API_VERSIONS.max_version or body.error_code == UNSUPPORTED_VERSION:
             # KIP-511: retry with the highest version the broker has.
-            versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]}
-            version = choose_version(API_VERSIONS, versions)
-            response = await self._request(API_VERSIONS, version, body if version >= 3 else {})
-        if response.body["error_code"]:
-            raise UnsupportedVersionError(f"ApiVersions failed with error {response.body['error_code']}")
-        self.api_versions = _effective_versions({k["api_key"]: (k["min_version"], k["max_version"]) for k in response.body["api_keys"]})
+            version = choose_version(API_VERSIONS, {k.api_key: (k.min_version, k.max_version) for k in body.api_keys})
+            body = (await self._request(API_VERSIONS, version, request)).body
+        if body.error_code:
+            raise UnsupportedVersionError(f"ApiVersions failed with error {body.error_code}")
+        self.api_versions = _effective_versions({k.api_key: (k.min_version, k.max_version) for k in body.api_keys})
         self._versions.clear()
 
     def version_for(self, api: Api, *, floor: int | None = None, ceiling: int | None = None) -> int:
@@ -460,20 +462,20 @@ class BrokerConnection:
             version = self._versions[key] = choose_version(api, self.api_versions, floor=floor, ceiling=ceiling)
         return version
 
-    async def request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> dict:
+    async def request(self, api: Api, body: Body, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
         """Send one request and wait for its response.
 
         Args:
             api: The API.
-            body: Field values by name.
+            body: The request message (an instance of ``api.request_type``).
             version: The API version (default: the negotiated one).
             expect_response: ``False`` for requests the broker does not answer
                 (Produce with acks=0).
             timeout_ms: Response timeout in ms (default ``request.timeout.ms``).
 
         Returns:
-            The decoded response body, or ``None`` when ``expect_response`` is
-                False.
+            The response message (an instance of ``api.response_type``), or
+                ``None`` when ``expect_response`` is False.
 
         Raises:
             kclient.errors.KafkaTimeoutError: No response within ``timeout_ms``.
@@ -481,10 +483,12 @@ class BrokerConnection:
         """
         if version is None:
             version = self.version_for(api)
-        response = await self._request(api, version, body, expect_response=expect_response, timeout_ms=timeout_ms)
-        return None if response is None else response.body
+        handle = await self._start(api, version, body, expect_response, timeout_ms)
+        if handle is None:
+            return None
+        return (await self._wait(api, handle._pending, None)).body
 
-    async def start_request(self, api: Api, body: dict, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> "PendingResponse | None":
+    async def start_request(self, api: Api, body: Body, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> "PendingResponse | None":
         """Write one request and return without waiting for its response.
 
         Requests started one after another on a connection are written, and
@@ -493,7 +497,7 @@ class BrokerConnection:
 
         Args:
             api: The API.
-            body: Field values by name.
+            body: The request message (an instance of ``api.request_type``).
             version: The API version (default: the negotiated one).
             expect_response: ``False`` for requests the broker does not answer
                 (Produce with acks=0).
@@ -511,7 +515,7 @@ class BrokerConnection:
             version = self.version_for(api)
         return await self._start(api, version, body, expect_response, timeout_ms)
 
-    async def _start(self, api: Api, version: int, body: dict, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
+    async def _start(self, api: Api, version: int, body: Body, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
         if self._closed:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
         pending = None
@@ -540,7 +544,7 @@ class BrokerConnection:
             lock.release()
         return None if pending is None else PendingResponse(self, api, pending)
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(self, data: bytes | bytearray) -> None:
         # Write straight to the non-blocking socket: a request usually fits
         # the socket buffer at once, and then no trip through the scheduler
         # is needed. Whatever does not fit goes through trio's send_all.
@@ -576,7 +580,7 @@ class BrokerConnection:
             if clock() >= end:
                 return False
 
-    async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None):
+    async def _wait(self, api: Api, pending: _Pending, timeout_ms: int | None) -> Response:
         if not pending.event.is_set():
             if timeout_ms is None:
                 # request.timeout.ms (or the timeout given at start) is
@@ -591,6 +595,7 @@ class BrokerConnection:
                     raise error
         if pending.error is not None:
             raise pending.error
+        assert pending.response is not None
         return pending.response
 
     async def _watch(self) -> None:
@@ -612,10 +617,11 @@ class BrokerConnection:
                 await trio.sleep_forever()
             self._watch_scope = None
 
-    async def _request(self, api: Api, version: int, body: dict, *, expect_response: bool = True, timeout_ms: int | None = None):
-        handle = await self._start(api, version, body, expect_response, timeout_ms)
-        if handle is None:
-            return None
+    async def _request(self, api: Api, version: int, body: Body) -> Response:
+        """One request of the connection's own (ApiVersions, SASL) and its
+        answer, with the version it was decoded with."""
+        handle = await self._start(api, version, body, True)
+        assert handle is not None
         return await self._wait(api, handle._pending, None)
 
     async def _reader(self) -> None:
@@ -624,6 +630,7 @@ class BrokerConnection:
                 # A large response (a fetch) whose size is known is received
                 # straight into its final buffer; everything else in chunks.
                 into = self._proto.receive_buffer(_DIRECT_FRAME_BYTES) if self._raw else None
+                data: bytes | bytearray | int
                 try:
                     if self._raw:
                         data = await self._receive_raw(into)
@@ -638,7 +645,7 @@ class BrokerConnection:
                 if not data:
                     await self._fail(self._lost(None))
                     return
-                if into is not None:
+                if isinstance(data, int):  # received into ``into``
                     self._proto.received(data)
                 else:
                     self._proto.receive_data(data)

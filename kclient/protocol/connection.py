@@ -31,6 +31,7 @@ from kclient._accel import speedups
 from kclient.errors import UNSUPPORTED_VERSION, FrameTooLargeError, ProtocolError
 from kclient.protocol import primitives as p
 from kclient.protocol.messages import API_VERSIONS, APIS, FETCH
+from kclient.protocol.messages.fetch import FetchRequest
 from kclient.protocol.schema import Api, Body
 
 _SIZE = struct.Struct(">i")
@@ -402,21 +403,31 @@ def encode_unsupported_api_versions(correlation_id: int, supported: list[tuple[i
 
 @attrs.frozen
 class Response:
-    """A completed response: the API and version it answers, and its body."""
+    """A completed response: the API and version it answers, and its body.
+
+    Attributes:
+        correlation_id: The request's correlation id.
+        api: The API answered.
+        version: The version the body was decoded with (v0 for a KIP-511
+            ApiVersions answer to a version the broker lacks).
+        body: The response message, an instance of ``api.response_type``
+            (`kclient.protocol.messages`; the fields of other versions at
+            their defaults).
+    """
 
     correlation_id: int
     api: Api
     version: int
-    body: dict[str, Any]
+    body: Any
 
 
-def fetch_response_bound(version: int, body: Body) -> int:
+def fetch_response_bound(version: int, body: FetchRequest) -> int:
     """The most record bytes a Fetch request asks for, plus the room its
     response needs besides them.
 
     Args:
         version: The Fetch version (``max_bytes`` exists from v3).
-        body: The request body (``topics`` -> ``partitions`` ->
+        body: The request (``topics`` -> ``partitions`` ->
             ``partition_max_bytes``).
 
     Returns:
@@ -426,20 +437,22 @@ def fetch_response_bound(version: int, body: Body) -> int:
     """
     records = 0
     overhead = 0
-    for t in _field(body, "topics", None) or ():
-        parts = _field(t, "partitions", None) or ()
-        overhead += FETCH_TOPIC_OVERHEAD + len(_field(t, "topic", None) or "") * 4 + FETCH_PARTITION_OVERHEAD * len(parts)
+    for t in body.topics:
+        parts = t.partitions
+        overhead += FETCH_TOPIC_OVERHEAD + len(t.topic) * 4 + FETCH_PARTITION_OVERHEAD * len(parts)
         for part in parts:
-            records += max(0, _field(part, "partition_max_bytes", 0))
+            records += max(0, part.partition_max_bytes)
     if version >= 3:
-        records = min(records, max(0, _field(body, "max_bytes", 0x7FFFFFFF)))
+        records = min(records, max(0, body.max_bytes))
     return records + overhead
 
 
-def _field(value: Body, name: str, default: Any) -> Any:
-    """A field of a struct given as a dict or as a message (a broker's
-    replica fetcher sends a ``FetchRequest``)."""
-    return value.get(name, default) if isinstance(value, dict) else getattr(value, name, default)
+def _sent_request(api: Api, version: int, frame: bytearray) -> Any:
+    """The request message a framed request carries (a Fetch written from
+    a dict, read back for its response bound)."""
+    data = bytes(frame)
+    header = parse_request_header(memoryview(data)[4:])
+    return api.request(version).decode_message(memoryview(data)[4 + header.body_offset :])
 
 
 class ClientConnection:
@@ -475,7 +488,16 @@ class ClientConnection:
         self._frames.max_frame_bytes = self._in_flight[0][3] if self._in_flight else self.max_response_bytes
 
     def response_cap(self, api: Api, version: int, body: Body) -> int:
-        """The largest response accepted to a request (bytes, size prefix excluded)."""
+        """The largest response accepted to a request.
+
+        Args:
+            api: The request's API.
+            version: Its version.
+            body: The request message (a Fetch's bounds its answer).
+
+        Returns:
+            The cap, bytes (size prefix excluded).
+        """
         if api.key == FETCH.key:
             return self.max_response_bytes + fetch_response_bound(version, body)
         return self.max_response_bytes
@@ -486,10 +508,27 @@ class ClientConnection:
         return len(self._in_flight)
 
     def send(self, api: Api, version: int, body: Body, *, expect_response: bool = True) -> tuple[int, bytearray]:
+        """Frame a request and expect its response.
+
+        Args:
+            api: The request's API.
+            version: The version to encode.
+            body: The request message (an instance of ``api.request_type``);
+                a dict of its fields by name encodes the same (for callers
+                speaking raw protocol).
+            expect_response: False for a request the broker does not
+                answer (Produce with ``acks=0``).
+
+        Returns:
+            The correlation id and the frame to write (size prefix
+                included).
+        """
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         data = encode_request(api, version, correlation_id, self.client_id, body)
         if expect_response:
+            if type(body) is dict and api.key == FETCH.key:
+                body = _sent_request(api, version, data)
             self._in_flight.append((correlation_id, api, version, self.response_cap(api, version, body)))
             if len(self._in_flight) == 1:
                 self._cap_for_head()
@@ -508,6 +547,7 @@ class ClientConnection:
 
     def next_response(self) -> Response | None:
         """The next completed response, or ``None`` if more bytes are needed.
+        Its body is the API's response message (``api.response_type``).
 
         Raises:
             kclient.errors.FrameTooLargeError: The next response's size
@@ -553,5 +593,5 @@ class ClientConnection:
             # KIP-511: a broker lacking this ApiVersions version answers with
             # error UNSUPPORTED_VERSION in a v0-shaped body listing the versions it has.
             version = 0
-        body = api.response(version).decode(view)
+        body = api.response(version).decode_message(view)
         return Response(correlation_id, api, version, body)

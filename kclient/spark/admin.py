@@ -27,6 +27,7 @@ from kclient.errors import (
 )
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import LIST_OFFSETS
+from kclient.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
 from kclient.protocol.messages.offset_for_leader_epoch import CONSUMER_REPLICA_ID
 from kclient.spark.offsets import TopicPartition, describe
 from kclient.spark.options import EARLIEST, LATEST, ReadOptions, Subscription
@@ -153,22 +154,24 @@ class ClusterView:
                     try:
                         conn = await cluster.broker_connection(leader)
                         version = conn.version_for(LIST_OFFSETS, floor=1)
-                        topics: dict[str, list[dict]] = {}
+                        topics: dict[str, list[ListOffsetsPartition]] = {}
                         for t, p in tps:
-                            topics.setdefault(t, []).append({"partition_index": p, "timestamp": pending[(t, p)], "current_leader_epoch": -1})
-                        body = {"replica_id": CONSUMER_REPLICA_ID, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-                        response = await conn.request(LIST_OFFSETS, body, version=version)
+                            topics.setdefault(t, []).append(ListOffsetsPartition(partition_index=p, timestamp=pending[(t, p)], current_leader_epoch=-1))
+                        body = ListOffsetsRequest(
+                            replica_id=CONSUMER_REPLICA_ID, isolation_level=0, topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]
+                        )
+                        response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=version)
                     except (KafkaConnectionError, KafkaTimeoutError) as exc:
                         for tp in tps:
                             failed[tp] = exc
                         continue
-                    for t in response["topics"]:
-                        for p in t["partitions"]:
-                            tp = (t["name"], p["partition_index"])
-                            if p["error_code"]:
-                                failed[tp] = error_for_code(p["error_code"])(f"ListOffsets for {tp[0]}-{tp[1]}")
+                    for lt in response.topics:
+                        for lp in lt.partitions:
+                            tp = (lt.name, lp.partition_index)
+                            if lp.error_code:
+                                failed[tp] = error_for_code(lp.error_code)(f"ListOffsets for {tp[0]}-{tp[1]}")
                             else:
-                                result[tp] = p["offset"]
+                                result[tp] = lp.offset
                 pending = {tp: pending[tp] for tp in failed}
                 if not pending:
                     return result

@@ -274,10 +274,10 @@ def _alter_codes(target, topic: str) -> dict[str, list[int]]:
             for name, value in bad:
                 legacy = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": name, "value": value}]}], "validate_only": True}
                 r = await conn.request(ALTER_CONFIGS, legacy, version=conn.version_for(ALTER_CONFIGS))
-                codes["AlterConfigs"].append(r["responses"][0]["error_code"])
+                codes["AlterConfigs"].append(r.responses[0].error_code)
                 incremental = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": name, "config_operation": 0, "value": value}]}], "validate_only": True}
                 r = await conn.request(INCREMENTAL_ALTER_CONFIGS, incremental, version=conn.version_for(INCREMENTAL_ALTER_CONFIGS))
-                codes["IncrementalAlterConfigs"].append(r["responses"][0]["error_code"])
+                codes["IncrementalAlterConfigs"].append(r.responses[0].error_code)
             await conn.aclose()
             nursery.cancel_scope.cancel()
             return codes

@@ -5,7 +5,8 @@ over one loopback connection, blocking (`SocketClient`) or in trio
 (`TrioClient`), both encoding and decoding with
 `kclient.protocol.connection.ClientConnection`. A body lists every field of
 the newest version a test uses; fields an older version does not have are
-not encoded. `produce_records`, `fetch_records` and `make_topic` are the
+not encoded. Responses come back as dicts too (`body_dict`: the fields of
+the version answered, by name), as raw-protocol tests read them. `produce_records`, `fetch_records` and `make_topic` are the
 one-call forms the broker tests share; `peer_has_read_all` and
 `held_connections` read the kernel's TCP queues (/proc/net/tcp) to see
 that a broker has read a request or finished a connection.
@@ -19,6 +20,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+import attrs
 import trio
 
 from helpers.wait import retry
@@ -27,6 +29,28 @@ from kclient.protocol.connection import ClientConnection, Response
 from kclient.protocol.messages import FETCH, METADATA, PRODUCE
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.v2 import build_batch
+from kclient.protocol.schema import fields_of
+
+
+def body_dict(body: Any, version: int) -> dict[str, Any]:
+    """A message as the dict of its fields in ``version`` by name, nested
+    structs as dicts too (what the codec's dict decode gives).
+
+    Args:
+        body: A request or response message.
+        version: The version it was decoded with.
+
+    Returns:
+        The dict.
+    """
+    out: dict[str, Any] = {}
+    for field in fields_of(type(body)):
+        if field.present_in(version):
+            value = getattr(body, field.name)
+            if field.struct_type is not None and value is not None:
+                value = [body_dict(item, version) for item in value]
+            out[field.name] = value
+    return out
 
 
 def produce_body(topic: str, partition: int, records: bytes, *, acks: int = 1) -> dict:
@@ -188,7 +212,7 @@ class SocketClient:
         while True:
             response = self.conn.next_response()
             if response is not None:
-                return response.body
+                return body_dict(response.body, response.version)
             assert time.monotonic() < deadline, "no response in time"
             chunk = self.sock.recv(1 << 20)
             if not chunk:
@@ -318,12 +342,12 @@ class TrioClient:
         return correlation_id
 
     async def receive(self) -> Response:
-        """The next response."""
+        """The next response (its body a dict: `body_dict`)."""
         with trio.fail_after(self.timeout):
             while True:
                 response = self.conn.next_response()
                 if response is not None:
-                    return response
+                    return attrs.evolve(response, body=body_dict(response.body, response.version))
                 data = await self.stream.receive_some(1 << 20)
                 if not data:
                     raise ConnectionError("broker closed the connection")

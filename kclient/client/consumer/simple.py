@@ -45,7 +45,16 @@ from kclient.errors import (
 from kclient.net.connection import BrokerConnection
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import FETCH, LIST_OFFSETS
-from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.messages.fetch import FetchPartition, FetchResponse, FetchTopic, PartitionData
+from kclient.protocol.messages.fetch import FetchRequest as FetchRequestData
+from kclient.protocol.messages.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
 from kclient.security.settings import ClientSecurity
 from kclient.sync import ClosingClient, LoopThread, track
 
@@ -92,26 +101,35 @@ class OffsetRequest:
 PIPELINE_PARTITIONS = 64
 
 
-def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int) -> dict:
-    """The Fetch request body for ``part`` (``(index, request)`` pairs,
-    no partition twice)."""
-    topics: dict[str, list[dict]] = {}
+def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int) -> FetchRequestData:
+    """The Fetch request for ``part`` (``(index, request)`` pairs, no
+    partition twice): a consumer's (replica id -1), read uncommitted,
+    without a fetch session (KIP-227)."""
+    topics: dict[str, list[FetchPartition]] = {}
+    new = object.__new__
     for _, req in part:
-        topics.setdefault(req.topic, []).append({"partition": req.partition, "fetch_offset": req.offset, "partition_max_bytes": req.max_size, "log_start_offset": -1})
-    return {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": min_bytes,
+        # FetchPartition(partition=..., fetch_offset=...,
+        # partition_max_bytes=...) built as the codec's message reader
+        # builds messages: every field set, no keyword call.
+        fp = new(FetchPartition)
+        fp.partition = req.partition
+        fp.current_leader_epoch = -1
+        fp.fetch_offset = req.offset
+        fp.log_start_offset = -1
+        fp.partition_max_bytes = req.max_size
+        topics.setdefault(req.topic, []).append(fp)
+    return FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
         # The request's own limit is an int32 (Fetch v3+, KIP-74):
         # many partitions' sizes can add up past it.
-        "max_bytes": max(1, min(_INT32_MAX, sum(r.max_size for _, r in part))),
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+        max_bytes=max(1, min(_INT32_MAX, sum(r.max_size for _, r in part))),
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+    )
 
 
 class _MultiFetch:
@@ -135,7 +153,8 @@ class _MultiFetch:
     async def start_round(self) -> None:
         """Write the next round's Fetch requests (nothing when done)."""
         seen: set[tuple[str, int]] = set()
-        this_round, later = [], []
+        this_round: list[tuple[int, FetchRequest]] = []
+        later: list[tuple[int, FetchRequest]] = []
         for i, req in self.remaining:
             key = (req.topic, req.partition)
             (later if key in seen else this_round).append((i, req))
@@ -166,30 +185,31 @@ class _MultiFetch:
                 return False
             await self.start_round()
         part, pending = self.queue.pop(0)
-        response = await pending.wait()
-        if response.get("error_code"):
-            raise_for_code(response["error_code"], "fetch")
-        by_key = {}
-        for t in response["responses"]:
-            for p in t["partitions"]:
-                by_key[(t["topic"], p["partition_index"])] = p
+        response: FetchResponse = await pending.wait()
+        if response.error_code:
+            raise_for_code(response.error_code, "fetch")
+        by_key: dict[tuple[str, int], PartitionData] = {}
+        for t in response.responses:
+            for p in t.partitions:
+                by_key[(t.topic, p.partition_index)] = p
         stats = self.consumer._stats
         results = self.results
         for i, req in part:
-            p = by_key.get((req.topic, req.partition))
-            if p is None:
+            answer = by_key.get((req.topic, req.partition))
+            if answer is None:
                 results[i] = result = ByteBufferMessageSet(
                     req.topic, req.partition, b"", req.offset, error_code=UNKNOWN_TOPIC_OR_PARTITION, max_size=req.max_size
                 )
             else:
+                records = answer.records
                 results[i] = result = ByteBufferMessageSet(
                     req.topic,
                     req.partition,
-                    p["records"] if p["records"] is not None else b"",
+                    records if records is not None else b"",
                     req.offset,
-                    p["high_watermark"],
-                    p.get("log_start_offset", -1),
-                    p["error_code"],
+                    answer.high_watermark,
+                    answer.log_start_offset,
+                    answer.error_code,
                     req.max_size,
                 )
             # counted as each part arrives, while the broker reads the next
@@ -511,19 +531,19 @@ class TrioSimpleConsumer:
             version = conn.version_for(LIST_OFFSETS, ceiling=0)
         except UnsupportedVersionError:
             version = conn.version_for(LIST_OFFSETS, floor=1)
-        body = {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": time, "max_num_offsets": max_num_offsets, "current_leader_epoch": -1}]}],
-        }
-        response = await conn.request(LIST_OFFSETS, body, version=version)
-        part = response["topics"][0]["partitions"][0]
-        if part["error_code"] == NOT_LEADER_OR_FOLLOWER:
+        body = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=time, max_num_offsets=max_num_offsets)])],
+        )
+        response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=version)
+        part = response.topics[0].partitions[0]
+        if part.error_code == NOT_LEADER_OR_FOLLOWER:
             await self._raise_not_leader(topic, partition)
-        raise_for_code(part["error_code"], f"{topic}-{partition}")
+        raise_for_code(part.error_code, f"{topic}-{partition}")
         if version == 0:
-            return list(part["old_style_offsets"])[:max_num_offsets]
-        return [part["offset"]] if part["offset"] >= 0 and max_num_offsets > 0 else []
+            return list(part.old_style_offsets)[:max_num_offsets]
+        return [part.offset] if part.offset >= 0 and max_num_offsets > 0 else []
 
     async def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """The partitions of a topic, from a Metadata request to this

@@ -57,6 +57,7 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import INIT_PRODUCER_ID
+from kclient.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.cluster import Cluster
@@ -120,9 +121,9 @@ class IdempotentProducerState:
                 try:
                     conn = await self._cluster.any_connection()
                     version = conn.version_for(INIT_PRODUCER_ID, ceiling=1)
-                    body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
-                    response = await conn.request(INIT_PRODUCER_ID, body, version=version)
-                    code = response["error_code"]
+                    body = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+                    response: InitProducerIdResponse = await conn.request(INIT_PRODUCER_ID, body, version=version)
+                    code = response.error_code
                     if code:
                         raise error_for_code(code)("InitProducerId")
                 except KafkaError as exc:
@@ -134,8 +135,8 @@ class IdempotentProducerState:
                     log.info("InitProducerId failed (%s); retry %d of %d in %.2f s", exc, attempt, self._retries, delay)
                     await trio.sleep(delay)
                     continue
-                self.producer_id = response["producer_id"]
-                self.producer_epoch = response["producer_epoch"]
+                self.producer_id = response.producer_id
+                self.producer_epoch = response.producer_epoch
                 self._next.clear()
                 log.info("idempotent producer: producer id %d, epoch %d", self.producer_id, self.producer_epoch)
 

@@ -38,6 +38,7 @@ from kclient.errors import (
     error_for_code,
 )
 from kclient.protocol.messages import PRODUCE
+from kclient.protocol.messages.produce import PartitionProduceData, PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceData
 from kclient.protocol.records import codecs as _codecs
 from kclient.protocol.records.formats import ZSTD_MIN_PRODUCE_VERSION, produce_magic_max
 
@@ -189,19 +190,27 @@ class Sender:
             budget -= n
         return chosen
 
-    def _produce_body(self, chosen: list[tuple[PartitionSend, int]]) -> dict[str, Any]:
-        """The ProduceRequest body carrying batch ``i`` of each ``(part, i)``
+    def _produce_body(self, chosen: list[tuple[PartitionSend, int]]) -> ProduceRequest:
+        """The Produce request carrying batch ``i`` of each ``(part, i)``
         (Kafka protocol guide, Produce API)."""
         s = self._settings
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[PartitionProduceData]] = {}
+        new = object.__new__
         for part, i in chosen:
-            topics.setdefault(part.topic, []).append({"index": part.partition, "records": part.batches[i]})
-        return {
-            "transactional_id": None,
-            "acks": s.acks,
-            "timeout_ms": s.timeout_ms,
-            "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()],
-        }
+            # PartitionProduceData(index=..., records=...) built as the
+            # codec's message reader builds messages: both fields set, no
+            # keyword call (a third of the request's encode time at 64
+            # partitions).
+            data = new(PartitionProduceData)
+            data.index = part.partition
+            data.records = part.batches[i]
+            topics.setdefault(part.topic, []).append(data)
+        return ProduceRequest(
+            transactional_id=None,
+            acks=s.acks,
+            timeout_ms=s.timeout_ms,
+            topic_data=[TopicProduceData(name=t, partition_data=pd) for t, pd in topics.items()],
+        )
 
     # -- reading --------------------------------------------------------------
 
@@ -260,22 +269,22 @@ async def _await_response(handle: Any, chosen: list[tuple[PartitionSend, int]], 
         return None
 
 
-def _record_errors(node_id: int, response: dict[str, Any], chosen: list[tuple[PartitionSend, int]]) -> "set[int] | None":
+def _record_errors(node_id: int, response: ProduceResponse, chosen: list[tuple[PartitionSend, int]]) -> "set[int] | None":
     """Fail the batches of ``chosen`` whose partition answered with an error
     code; return the ``id()`` of their parts (None: no error)."""
     errored = None
-    for t in response["responses"]:
-        name = t["name"]
-        for pr in t["partition_responses"]:
-            code = pr["error_code"]
+    for t in response.responses:
+        name = t.name
+        for pr in t.partition_responses:
+            code = pr.error_code
             if not code or code == DUPLICATE_SEQUENCE_NUMBER:
                 # 46: an idempotent batch the leader already holds (a retry
                 # of one whose answer was lost): written.
                 continue
-            msg = pr.get("error_message") or ""
-            err = error_for_code(code)(f"topic {name!r} partition {pr['index']} on broker {node_id}" + (f": {msg}" if msg else ""))
+            msg = pr.error_message or ""
+            err = error_for_code(code)(f"topic {name!r} partition {pr.index} on broker {node_id}" + (f": {msg}" if msg else ""))
             for part, i in chosen:
-                if part.topic == name and part.partition == pr["index"]:
+                if part.topic == name and part.partition == pr.index:
                     part.fail(i, err)
                     if code in APPENDED_CODES:
                         part.may_be_written(i)
@@ -285,22 +294,22 @@ def _record_errors(node_id: int, response: dict[str, Any], chosen: list[tuple[Pa
     return errored
 
 
-def note_offsets(response: dict[str, Any], chosen: list[tuple[PartitionSend, int]], offsets: Offsets) -> None:
+def note_offsets(response: ProduceResponse, chosen: list[tuple[PartitionSend, int]], offsets: Offsets) -> None:
     """Remember the base offset and LogAppendTime of each acknowledged batch
     of a tracked partition in ``chosen``.
 
     Args:
-        response: The ProduceResponse body.
+        response: The Produce response (LogAppendTime -1 below v2).
         chosen: The request's ``(part, batch index)`` pairs.
         offsets: Filled: ``(id(part), batch index) -> (base offset, log
             append time in ms or -1)``.
     """
-    answers = {(t["name"], pr["index"]): pr for t in response["responses"] for pr in t["partition_responses"]}
+    answers: dict[tuple[str, int], PartitionProduceResponse] = {(t.name, pr.index): pr for t in response.responses for pr in t.partition_responses}
     for part, i in chosen:
         if part.tracked:
             pr = answers.get((part.topic, part.partition))
-            if pr is not None and (not pr["error_code"] or pr["error_code"] == DUPLICATE_SEQUENCE_NUMBER):
-                offsets[(id(part), i)] = (pr["base_offset"], pr.get("log_append_time_ms", -1))
+            if pr is not None and (not pr.error_code or pr.error_code == DUPLICATE_SEQUENCE_NUMBER):
+                offsets[(id(part), i)] = (pr.base_offset, pr.log_append_time_ms)
 
 
 def resolve_acked(part: PartitionSend, cut: int, offsets: Offsets) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import trio
 
@@ -45,12 +46,16 @@ from kclient.errors import (
 )
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
-from kclient.protocol.messages.find_coordinator import COORDINATOR_GROUP
-from kclient.protocol.schema import Api
+from kclient.protocol.messages.find_coordinator import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
+from kclient.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitResponse
+from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+from kclient.protocol.schema import Api, Body
 
 log = logging.getLogger("kclient.consumer")
 
 TopicPartition = tuple[str, int]
+#: What a `GroupCoordinator.call`'s check makes of the response.
+T = TypeVar("T")
 
 #: Errors after which the coordinator is looked up again.
 _REDISCOVER = (CoordinatorNotAvailableError, NotCoordinatorError, KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError)
@@ -107,11 +112,11 @@ class GroupCoordinator:
     async def _find(self) -> tuple[int, str, int]:
         cluster = await self.get_cluster()
         conn = await cluster.any_connection()
-        response = await conn.request(FIND_COORDINATOR, {"key": self.group_id, "key_type": COORDINATOR_GROUP})
-        code = response["error_code"]
+        response: FindCoordinatorResponse = await conn.request(FIND_COORDINATOR, FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_GROUP))
+        code = response.error_code
         if code != NONE:
-            raise error_for_code(code)(f"FindCoordinator for group {self.group_id!r}: {response.get('error_message') or ''}".rstrip(": "))
-        node = (response["node_id"], response["host"], response["port"])
+            raise error_for_code(code)(f"FindCoordinator for group {self.group_id!r}: {response.error_message or ''}".rstrip(": "))
+        node = (response.node_id, response.host, response.port)
         log.info("group %s: coordinator is broker %d (%s:%d)", self.group_id, *node)
         return node
 
@@ -136,13 +141,25 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ requests
 
-    async def call(self, api: Api, body: dict, check, *, attempts: int | None = None, floor: int | None = None, ceiling: int | None = None, timeout_ms: int | None = None, request_timeout_ms: int | None = None, version_body=None):
+    async def call(
+        self,
+        api: Api,
+        body: Body,
+        check: Callable[[Any], T],
+        *,
+        attempts: int | None = None,
+        floor: int | None = None,
+        ceiling: int | None = None,
+        timeout_ms: int | None = None,
+        request_timeout_ms: int | None = None,
+    ) -> T:
         """Send a request to the coordinator, retrying as the module
         docstring says.
 
         Args:
             api: The API.
-            body: The request body.
+            body: The request message (one for every version: the fields a
+                version lacks are not sent).
             check: ``check(response) -> value``; raises the
                 `BrokerResponseError` the response carries (retried when it
                 is a coordinator error).
@@ -153,8 +170,6 @@ class GroupCoordinator:
             request_timeout_ms: Response timeout of one attempt (default:
                 the cluster's request timeout); a JoinGroup waits for the
                 whole rebalance.
-            version_body: ``version_body(version) -> body``, for bodies
-                that differ by version (overrides ``body``).
 
         Returns:
             What ``check`` returns.
@@ -173,8 +188,7 @@ class GroupCoordinator:
                 version = conn.version_for(api, floor=floor, ceiling=ceiling)
                 remaining_ms = max(1, int((deadline - trio.current_time()) * 1000))
                 per_request = request_timeout_ms if request_timeout_ms is not None else (await self.get_cluster()).request_timeout_ms
-                payload = version_body(version) if version_body is not None else body
-                response = await conn.request(api, payload, version=version, timeout_ms=min(remaining_ms, per_request))
+                response = await conn.request(api, body, version=version, timeout_ms=min(remaining_ms, per_request))
                 return check(response)
             except (*_REDISCOVER, *_RETRY) as exc:
                 if isinstance(exc, _REDISCOVER):
@@ -205,24 +219,26 @@ class GroupCoordinator:
         """
         if not offsets:
             return
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset, "committed_metadata": metadata, "commit_timestamp": -1, "committed_leader_epoch": -1})
-        body = {
-            "group_id": self.group_id,
-            "generation_id_or_member_epoch": generation,
-            "member_id": member_id,
-            "group_instance_id": None,
-            "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-        }
+            by_topic.setdefault(topic, []).append(
+                OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset, committed_metadata=metadata, commit_timestamp=-1, committed_leader_epoch=-1)
+            )
+        body = OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[OffsetCommitRequestTopic(name=t, partitions=parts) for t, parts in by_topic.items()],
+        )
 
-        def check(response: dict) -> None:
-            for t in response["topics"]:
-                for part in t["partitions"]:
-                    code = part["error_code"]
+        def check(response: OffsetCommitResponse) -> None:
+            for t in response.topics:
+                for part in t.partitions:
+                    code = part.error_code
                     if code != NONE:
-                        raise error_for_code(code)(f"OffsetCommit of group {self.group_id!r} for {t['name']}-{part['partition_index']}")
+                        raise error_for_code(code)(f"OffsetCommit of group {self.group_id!r} for {t.name}-{part.partition_index}")
 
         await self.call(OFFSET_COMMIT, body, check, attempts=self.commit_retries + 1, floor=1)
         log.debug("group %s: committed %s", self.group_id, dict(offsets))
@@ -249,20 +265,20 @@ class GroupCoordinator:
             by_topic.setdefault(topic, []).append(partition)
         if not by_topic:
             return {}
-        body = {"group_id": self.group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+        body = OffsetFetchRequest(group_id=self.group_id, topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
 
-        def check(response: dict) -> dict[TopicPartition, int]:
-            code = response.get("error_code", NONE)
+        def check(response: OffsetFetchResponse) -> dict[TopicPartition, int]:
+            code = response.error_code
             if code != NONE:
                 raise error_for_code(code)(f"OffsetFetch of group {self.group_id!r}")
             result: dict[TopicPartition, int] = {}
-            for t in response["topics"]:
-                for part in t["partitions"]:
-                    code = part["error_code"]
+            for t in response.topics:
+                for part in t.partitions:
+                    code = part.error_code
                     if code != NONE:
-                        raise error_for_code(code)(f"OffsetFetch of group {self.group_id!r} for {t['name']}-{part['partition_index']}")
-                    if part["committed_offset"] >= 0:
-                        result[(t["name"], part["partition_index"])] = part["committed_offset"]
+                        raise error_for_code(code)(f"OffsetFetch of group {self.group_id!r} for {t.name}-{part.partition_index}")
+                    if part.committed_offset >= 0:
+                        result[(t.name, part.partition_index)] = part.committed_offset
             return result
 
         return await self.call(OFFSET_FETCH, body, check, floor=1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol
 
 import attrs
 
@@ -42,6 +43,10 @@ from kclient.protocol.consumer_protocol import (
     encode_subscription,
 )
 from kclient.protocol.messages import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
+from kclient.protocol.messages.heartbeat import HeartbeatRequest
+from kclient.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
+from kclient.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
+from kclient.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse
 
 log = logging.getLogger("kclient.consumer")
 
@@ -64,8 +69,15 @@ class JoinResult:
         return self.leader_id == self.member_id
 
 
-def _raise_for(response: dict, what: str) -> None:
-    code = response["error_code"]
+class _ErrorCoded(Protocol):
+    """A response with a top-level error code."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+def _raise_for(response: _ErrorCoded, what: str) -> None:
+    code = response.error_code
     if code != NONE:
         raise error_for_code(code)(what)
 
@@ -124,16 +136,16 @@ class GroupMember:
         while True:
             try:
                 joined = await self._join_group(metadata)
-                assignments = []
-                if joined["leader"] == joined["member_id"]:
+                assignments: list[SyncGroupRequestAssignment] = []
+                if joined.leader == joined.member_id:
                     assignments = await self._assign(joined, partition_counts)
-                assignment = await self._sync_group(joined["generation_id"], joined["protocol_name"], assignments)
+                assignment = await self._sync_group(joined.generation_id, joined.protocol_name, assignments)
             except REJOIN_ERRORS as exc:
                 if isinstance(exc, UnknownMemberIdError):
                     self.member_id = ""
                 log.info("group %s: rejoining: %s", self.group_id, exc)
                 continue
-            result = JoinResult(self.generation, self.member_id, joined["leader"], joined["protocol_name"] or "", assignment)
+            result = JoinResult(self.generation, self.member_id, joined.leader, joined.protocol_name or "", assignment)
             log.info(
                 "group %s: member %s joined generation %d (%s, leader %s): %s",
                 self.group_id, self.member_id, self.generation, result.protocol, result.leader_id,
@@ -141,25 +153,25 @@ class GroupMember:
             )
             return result
 
-    async def _join_group(self, metadata: bytes) -> dict:
+    async def _join_group(self, metadata: bytes) -> JoinGroupResponse:
         while True:
             member_id = self.member_id
-            body = {
-                "group_id": self.group_id,
-                "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "member_id": member_id,
-                "group_instance_id": None,
-                "protocol_type": PROTOCOL_TYPE,
-                "protocols": [{"name": name, "metadata": metadata} for name in self.assignors],
-                "reason": None,
-            }
-            holder: dict = {}
+            body = JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                member_id=member_id,
+                group_instance_id=None,
+                protocol_type=PROTOCOL_TYPE,
+                protocols=[JoinGroupRequestProtocol(name=name, metadata=metadata) for name in self.assignors],
+                reason=None,
+            )
+            holder: dict[str, str] = {}
 
-            def check(response: dict, holder: dict = holder) -> dict:
-                code = response["error_code"]
+            def check(response: JoinGroupResponse, holder: dict[str, str] = holder) -> JoinGroupResponse:
+                code = response.error_code
                 if code != NONE:
-                    holder["member_id"] = response.get("member_id") or ""
+                    holder["member_id"] = response.member_id or ""
                     raise error_for_code(code)(f"JoinGroup of group {self.group_id!r}")
                 return response
 
@@ -175,16 +187,16 @@ class GroupMember:
                     raise
                 self.member_id = ""
                 continue
-            self.member_id = response["member_id"]
-            self.generation = response["generation_id"]
+            self.member_id = response.member_id
+            self.generation = response.generation_id
             return response
 
-    async def _assign(self, joined: dict, partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]]) -> list[dict]:
-        protocol = joined["protocol_name"]
+    async def _assign(self, joined: JoinGroupResponse, partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]]) -> list[SyncGroupRequestAssignment]:
+        protocol = joined.protocol_name or ""
         assignor = ASSIGNORS.get(protocol)
         if assignor is None:  # the coordinator chose a protocol this member offered
             raise error_for_code(23)(f"group {self.group_id!r} chose assignor {protocol!r}, not one of {self.assignors}")
-        subscriptions = {m["member_id"]: decode_subscription(m["metadata"]).topics for m in joined["members"]}
+        subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)).topics for m in joined.members}
         all_topics = {t for topics in subscriptions.values() for t in topics}
         counts = await partition_counts(all_topics)
         plan = assignor(counts, subscriptions)
@@ -194,23 +206,23 @@ class GroupMember:
             by_topic: dict[str, list[int]] = {}
             for t, p in tps:
                 by_topic.setdefault(t, []).append(p)
-            assignments.append({"member_id": member, "assignment": encode_assignment(sorted(by_topic.items()))})
+            assignments.append(SyncGroupRequestAssignment(member_id=member, assignment=encode_assignment(sorted(by_topic.items()))))
         return assignments
 
-    async def _sync_group(self, generation: int, protocol: str | None, assignments: list[dict]) -> tuple[TopicPartition, ...]:
-        body = {
-            "group_id": self.group_id,
-            "generation_id": generation,
-            "member_id": self.member_id,
-            "group_instance_id": None,
-            "protocol_type": PROTOCOL_TYPE,
-            "protocol_name": protocol,
-            "assignments": assignments,
-        }
+    async def _sync_group(self, generation: int, protocol: str | None, assignments: list[SyncGroupRequestAssignment]) -> tuple[TopicPartition, ...]:
+        body = SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=protocol,
+            assignments=assignments,
+        )
 
-        def check(response: dict) -> bytes:
+        def check(response: SyncGroupResponse) -> bytes | memoryview:
             _raise_for(response, f"SyncGroup of group {self.group_id!r} generation {generation}")
-            return response["assignment"]
+            return response.assignment
 
         wait_ms = self.rebalance_timeout_ms + 5000
         data = await self.coordinator.call(SYNC_GROUP, body, check, request_timeout_ms=wait_ms, timeout_ms=wait_ms + self.coordinator.timeout_ms)
@@ -226,7 +238,7 @@ class GroupMember:
             BrokerResponseError: another error, or coordinator errors after
                 the retries.
         """
-        body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id, "group_instance_id": None}
+        body = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id, group_instance_id=None)
         await self.coordinator.call(HEARTBEAT, body, lambda r: _raise_for(r, f"Heartbeat of group {self.group_id!r}"), attempts=1)
 
     async def leave(self) -> None:
@@ -235,14 +247,14 @@ class GroupMember:
         if not self.member_id:
             return
         member_id = self.member_id
-
-        def body_for(version: int) -> dict:
-            if version >= 3:
-                return {"group_id": self.group_id, "members": [{"member_id": member_id, "group_instance_id": None, "reason": "the consumer is shutting down"}]}
-            return {"group_id": self.group_id, "member_id": member_id}
-
+        # v0-2 name the member, v3+ list it (KIP-345): one message for both.
+        body = LeaveGroupRequest(
+            group_id=self.group_id,
+            member_id=member_id,
+            members=[MemberIdentity(member_id=member_id, group_instance_id=None, reason="the consumer is shutting down")],
+        )
         try:
-            await self.coordinator.call(LEAVE_GROUP, {}, lambda r: _raise_for(r, f"LeaveGroup of group {self.group_id!r}"), attempts=2, version_body=body_for)
+            await self.coordinator.call(LEAVE_GROUP, body, lambda r: _raise_for(r, f"LeaveGroup of group {self.group_id!r}"), attempts=2)
             log.info("group %s: member %s left", self.group_id, member_id)
         except KafkaError as exc:  # leaving is best effort: the session expires anyway
             log.warning("group %s: LeaveGroup of %s failed: %s", self.group_id, member_id, exc)

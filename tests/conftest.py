@@ -11,9 +11,22 @@ import subprocess
 import uuid
 
 import pytest
+from hypothesis import settings
 
+from helpers.examples import QUICK_EXAMPLES, QUICK_PROFILE, quick_run
 from helpers.skips import require, skip_summary
 from kclient.testing import BrokerProcess, ZooKeeperProcess, zookeeper_unavailable_reason
+
+settings.register_profile(QUICK_PROFILE, max_examples=QUICK_EXAMPLES)
+
+
+def pytest_configure(config) -> None:
+    """Load the quick Hypothesis profile (`helpers.examples`: fewer examples
+    per property test) for ``-m unit`` and with ``KCLIENT_QUICK=1``; other
+    runs (``make test``) keep the full counts."""
+    if quick_run(config.option.markexpr):
+        settings.load_profile(QUICK_PROFILE)
+
 
 def pytest_sessionstart(session) -> None:
     """Say in one line, before the first test, what this run will skip for

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import raw
+from helpers.examples import examples
 from helpers.raw import SocketClient, produce_body
 from helpers.wait import wait_for
 from kclient.broker.handlers import SUPPORTED_VERSIONS
@@ -349,7 +350,7 @@ def frame_batches(draw) -> list[bytes]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(frames=frame_batches())
 def test_hypothesis_frames_never_break_the_broker(fuzz_broker, frames):
     s = socket.create_connection((fuzz_broker.host, fuzz_broker.port), timeout=TIMEOUT)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import build_batch, codecs, v2
 from kclient.protocol.records.codecs import CodecError
@@ -25,7 +26,7 @@ ALL = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
 NAMES = lambda c: codecs.NAMES[c]  # noqa: E731
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.binary(max_size=5000), st.sampled_from(ALL))
 def test_round_trip(data, codec):
     assert codecs.decompress(codec, codecs.compress(codec, data)) == data

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.convert import AppendRejected, down_convert, prepare_append
 from kclient.client.producer.producer import Producer, ProducerData
@@ -550,7 +551,7 @@ _rows = st.lists(st.tuples(_blob, _blob, st.integers(0, 2**40)), min_size=1, max
 
 
 @pytest.mark.unit
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=_rows, codec=st.sampled_from(LEGACY_CODECS), base=st.integers(0, 2**40), to_magic=st.sampled_from([0, 1]), skip=st.integers(0, 11))
 def test_down_convert_keeps_offsets_and_records(rows, codec, base, to_magic, skip):
     cid = codecs.BY_NAME[codec]
@@ -564,7 +565,7 @@ def test_down_convert_keeps_offsets_and_records(rows, codec, base, to_magic, ski
 
 
 @pytest.mark.unit
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=_rows, codec=st.sampled_from(LEGACY_CODECS), magic=st.sampled_from([0, 1]), stored=st.sampled_from([0, 1, 2]), lat=st.sampled_from([None, 1_700_000_000_123]))
 def test_prepare_append_converts_legacy_sets(rows, codec, magic, stored, lat):
     data = build_message_set(rows, magic=magic, codec=codecs.BY_NAME[codec])
@@ -584,7 +585,7 @@ def test_prepare_append_converts_legacy_sets(rows, codec, magic, stored, lat):
 
 
 @pytest.mark.unit
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4),
     codec=st.sampled_from(["none", "gzip", "lz4"]),

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import build_batch, codecs, iter_record_set, legacy
 from kclient.protocol.records.legacy import (
@@ -255,7 +256,7 @@ keys = st.one_of(st.none(), st.binary(max_size=40))
 values = st.one_of(st.none(), st.binary(max_size=300))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(keys, values, st.integers(min_value=0, max_value=2**42)), min_size=1, max_size=15),
     st.integers(min_value=0, max_value=2**40),

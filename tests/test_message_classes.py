@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import ProtocolError
 from kclient.protocol.messages import ALL_APIS, APIS, FETCH, METADATA
 from kclient.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
@@ -67,7 +68,7 @@ def test_every_api_declares_its_message_classes():
             assert api.response(version).message is api.response_type
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_message_encodes_and_decodes_as_the_dict(data):
     label, fields, version, flexible, message = data.draw(st.sampled_from(_SCHEMAS), label="schema")

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from helpers.examples import examples
 from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner, murmur2, to_positive
 
 pytestmark = pytest.mark.unit
@@ -34,7 +35,7 @@ def test_murmur2_accepts_any_bytes_like() -> None:
     assert murmur2(bytearray(b"foobar")) == murmur2(memoryview(b"xfoobar")[1:]) == -790332482
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.binary(max_size=300))
 def test_murmur2_matches_kafka_python(data: bytes) -> None:
     ours = murmur2(data)
@@ -58,7 +59,7 @@ class _OneTopicCluster:
         return set(range(self.n))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=64), st.integers(min_value=1, max_value=1000))
 def test_partition_choice_matches_kafka_python(key: bytes, n: int) -> None:
     theirs = KafkaPythonPartitioner().partition("t", key, key, b"v", b"v", _OneTopicCluster(n))

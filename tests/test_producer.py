@@ -21,6 +21,7 @@ import trio
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 import plugins_for_tests as plugins
+from helpers.examples import examples
 from helpers.records import partition_messages
 from helpers.wait import wait_for
 from kclient.client.producer.callbacks import CallbackHandler
@@ -745,7 +746,7 @@ async def test_trio_producer(broker, topic):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.tuples(

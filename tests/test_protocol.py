@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import CorruptRecordError, ProtocolError
 from kclient.protocol import primitives as p
 from kclient.protocol.connection import (
@@ -382,7 +383,7 @@ record_strategy = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(record_strategy, min_size=1, max_size=20), st.integers(min_value=0, max_value=2**40), st.sampled_from([0, 1, 2, 3, 4]))
 def test_v2_batch_round_trip(records, base_offset, codec):
     batch = build_batch(records, base_offset=base_offset, codec=codec)

@@ -39,6 +39,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from helpers.wait import wait_for
 from kclient.errors import ProtocolError
 from kclient.protocol import consumer_protocol as cp
@@ -679,7 +680,7 @@ def api_bodies(draw):
 
 
 @pytest.mark.unit
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=api_bodies())
 def test_random_bodies_round_trip_and_match_kafka_python(case):
     api, kind, version, body = case

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import ProtocolError
 from kclient.protocol.consumer_protocol import _ASSIGNMENT_FIELDS, _SUBSCRIPTION_FIELDS
 from kclient.protocol.messages import ALL_APIS, APIS
@@ -81,7 +82,7 @@ def _outcome(fn):
         return (type(exc).__name__, str(exc))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_codec_writes_and_reads_as_the_reference(data):
     label, fields, version, flexible = data.draw(st.sampled_from(SCHEMAS), label="schema")
@@ -120,7 +121,7 @@ def _bad(t):
     return 7  # an int where an array is expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_codec_refuses_what_the_reference_refuses(data):
     """A value that does not fit: the same ValueError naming the field, and

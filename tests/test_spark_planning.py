@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient import ConfigError, CorruptRecordError, ProducerConfig
 from kclient.protocol.records import build_batch, build_message_set
 from kclient.spark.columns import TIMESTAMP_TYPE_CREATE, TIMESTAMP_TYPE_LOG_APPEND, TIMESTAMP_TYPE_NONE, decode_columns
@@ -134,7 +135,7 @@ def test_max_records_per_partition():
     assert all(r.size <= 10 for r in ranges)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.dictionaries(st.integers(0, 20), st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1, max_size=8),
     st.integers(1, 40),
@@ -151,7 +152,7 @@ def test_ranges_cover_exactly_the_offsets(spans, min_partitions):
         assert covered.get(p, []) == list(range(start[("t", p)], e))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.dictionaries(st.integers(0, 30), st.tuples(st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=12),
     st.integers(1, 5_000),

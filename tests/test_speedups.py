@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from helpers.skips import require
 from kclient import _accel
 from kclient.client.producer import partitioner
@@ -73,7 +74,7 @@ def _fast_shape(records) -> bool:
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(with_headers=True))
 def test_encode_records_matches_pure_python(records):
     base = records[0][2]
@@ -95,7 +96,7 @@ def test_encode_records_hands_back_other_bytes_like_types():
 
 
 @pytest.mark.unit
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_records(), st.sampled_from([codecs.NONE, codecs.GZIP, codecs.LZ4, codecs.ZSTD]), st.integers(0, 2**40))
 def test_build_batch_bytes_identical_on_both_paths(records, codec, base_offset):
     records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
@@ -130,7 +131,7 @@ def _both(data: bytes, pos: int, end: int, header: v2.BatchHeader, fixed=None):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(with_headers=True), st.integers(0, 2**50), st.booleans())
 def test_decode_rows_matches_pure_python(records, base_offset, log_append_time):
     records = [r for r in records if abs(r[2]) < 2**61] or [(None, b"x", 0)]
@@ -148,7 +149,7 @@ def test_decode_rows_matches_pure_python(records, base_offset, log_append_time):
 
 
 @pytest.mark.unit
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(), st.data())
 def test_decode_rows_on_corrupt_bytes_agrees_or_hands_back(records, data):
     """Flip, cut or extend the records section at random: whenever the
@@ -182,7 +183,7 @@ def test_decode_rows_wrapper_uses_the_pure_path_for_errors():
 
 
 @pytest.mark.unit
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.binary(max_size=600))
 def test_murmur2_matches_pure_python(data):
     assert _speedups.murmur2(data) == partitioner.murmur2(data)
@@ -208,7 +209,7 @@ def test_pure_python_environment_variable_turns_them_off():
 
 
 @pytest.mark.unit
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 12), st.lists(st.tuples(st.sampled_from(["put", "bundle", "poll", "flush+", "flush-", "done", "close", "abandon"]), st.integers(1, 5)), max_size=60))
 def test_queue_core_twins_agree(max_messages, ops):
     from kclient.client.producer.queue import Bundle, PyQueueCore
@@ -305,7 +306,7 @@ def _outcome(fn, *args):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=4)), _ANY_MESSAGES, st.one_of(st.none(), st.integers(0, 2**42)), st.one_of(st.none(), st.integers(0, 9)), _ANY_HEADERS)
 def test_producer_data_constructor_matches_pure_python(topic, key, messages, ts, partition, headers):
     from kclient.client.producer import data
@@ -380,7 +381,7 @@ def _compiled_takes(items, n_parts, bytes_values):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_collate_items(), st.integers(1, 5), st.integers(0, 2**32), st.booleans())
 def test_collate_default_matches_the_pure_collate(items, n_parts, seed, bytes_values):
     """The compiled collate loop (default partitioner, pass-through or
@@ -405,7 +406,7 @@ def test_collate_default_matches_the_pure_collate(items, n_parts, seed, bytes_va
 
 
 @pytest.mark.unit
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["data", "tracked", "other"])), max_size=20))
 def test_group_by_topic_matches_pure_python(shape):
     """The compiled grouping by topic and its pure twin give the same items
@@ -431,7 +432,7 @@ def test_group_by_topic_matches_pure_python(shape):
 
 
 @pytest.mark.unit
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(_records(with_headers=True), min_size=1, max_size=4), st.integers(0, 3))
 def test_record_sets_decode_alike_from_bytes_bytearray_and_memoryview(batches, skip):
     from kclient.protocol.records import iter_record_rows
@@ -526,7 +527,7 @@ def _walk(buf, start, chunk_rows):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set(), st.sampled_from([1, 7, 256]))
 def test_record_set_walk_matches_pure_python(record_set, chunk_rows):
     """iter_record_rows with the compiled batch walker yields the same rows
@@ -578,7 +579,7 @@ def _decode_chunk_both(buf, start, key_decoder=None, value_decoder=None):
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set())
 def test_consumer_chunks_decode_alike_on_both_paths(record_set):
     """The high-level consumer's fetched chunks: the columns decoded
@@ -601,7 +602,7 @@ def _readers(n: int, decoded: bool = False):
 
 
 @pytest.mark.unit
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 30), st.lists(st.tuples(st.sampled_from(["next", "stop", "peek"]), st.integers(1, 4)), max_size=20), st.booleans())
 def test_chunk_reader_twins_agree(n, ops, decoded):
     """The compiled chunk reader and its pure twin, step by step: the same
@@ -639,7 +640,7 @@ def test_chunk_reader_messages_of_plain_values_are_not_tracked_by_the_garbage_co
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set(), st.sampled_from([None, 0, 1]), st.integers(0, 2**40), st.data())
 def test_fetched_position_matches_pure_python(record_set, legacy_magic, start, data):
     """Where the high-level consumer fetches next, from batch headers: the
@@ -672,7 +673,7 @@ def _iterate_message_set(buf, start):
     return got, None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_record_set())
 def test_simple_consumer_message_sets_iterate_alike_on_both_paths(record_set):
     """SimpleConsumer's ByteBufferMessageSet: the messages built from the

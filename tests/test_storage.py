@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import (
     CorruptRecordError,
     ConfigError,
@@ -267,7 +268,7 @@ def _build_segment(d: Path, sizes, interval: int) -> tuple[LogSegment, int]:
     return seg, next_offset
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 600)), min_size=1, max_size=40),
     interval=st.integers(0, 1500),
@@ -294,7 +295,7 @@ def test_index_lookup_matches_linear_scan(sizes, interval, reopen, walk_chunk):
         seg.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     sizes=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 300)), min_size=1, max_size=15),
     cut_fraction=st.floats(0, 1),

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from helpers.examples import examples
 from kclient.errors import ConfigError, OffsetOutOfRangeError
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import build_batch
@@ -351,7 +352,7 @@ def check_time_index_truthful(log: Log) -> None:
             assert entries[-1][0] == max(i.max_timestamp for i in infos)  # final entry on roll
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     specs=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 10_000), st.integers(0, 30)), min_size=1, max_size=40),
     segment_bytes=st.sampled_from([300, 700, 5_000, 1 << 20]),
@@ -526,7 +527,7 @@ def test_recovery_flipped_base_offset_is_caught(tmp_path):
     log.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     damage=st.sampled_from(["truncate", "append", "flip"]),
     k_fraction=st.floats(0, 0.999),

@@ -543,7 +543,8 @@ class AdminClient(ClosingClient):
         Returns:
             The sorted topic names.
         """
-        return self._loop.call(self._core.list_topics, include_internal)
+        result: list[str] = self._loop.call(self._core.list_topics, include_internal)
+        return result
 
     def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicDescription]:
         """Blocking `TrioAdminClient.describe_topics`.
@@ -557,7 +558,8 @@ class AdminClient(ClosingClient):
         Raises:
             UnknownTopicOrPartitionError: A named topic does not exist.
         """
-        return self._loop.call(self._core.describe_topics, None if names is None else list(names))
+        result: dict[str, TopicDescription] = self._loop.call(self._core.describe_topics, None if names is None else list(names))
+        return result
 
     def describe_cluster(self) -> ClusterDescription:
         """Blocking `TrioAdminClient.describe_cluster`.
@@ -565,7 +567,8 @@ class AdminClient(ClosingClient):
         Returns:
             The brokers, controller id and cluster id.
         """
-        return self._loop.call(self._core.describe_cluster)
+        result: ClusterDescription = self._loop.call(self._core.describe_cluster)
+        return result
 
     def list_consumer_groups(self) -> list[GroupListing]:
         """Blocking `TrioAdminClient.list_consumer_groups`.
@@ -573,7 +576,8 @@ class AdminClient(ClosingClient):
         Returns:
             `GroupListing` per group, sorted by id.
         """
-        return self._loop.call(self._core.list_consumer_groups)
+        result: list[GroupListing] = self._loop.call(self._core.list_consumer_groups)
+        return result
 
     def describe_consumer_groups(self, groups: Sequence[str]) -> dict[str, GroupDescription]:
         """Blocking `TrioAdminClient.describe_consumer_groups`.
@@ -584,7 +588,8 @@ class AdminClient(ClosingClient):
         Returns:
             ``{group_id: GroupDescription}``.
         """
-        return self._loop.call(self._core.describe_consumer_groups, list(groups))
+        result: dict[str, GroupDescription] = self._loop.call(self._core.describe_consumer_groups, list(groups))
+        return result
 
     def list_consumer_group_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """Blocking `TrioAdminClient.list_consumer_group_offsets`.
@@ -595,7 +600,8 @@ class AdminClient(ClosingClient):
         Returns:
             ``{(topic, partition): offset}``.
         """
-        return self._loop.call(self._core.list_consumer_group_offsets, group)
+        result: dict[tuple[str, int], int] = self._loop.call(self._core.list_consumer_group_offsets, group)
+        return result
 
     def describe_configs(
         self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, include_synonyms: bool = False
@@ -615,7 +621,8 @@ class AdminClient(ClosingClient):
             UnknownTopicOrPartitionError: 3, no such topic.
             BrokerResponseError: The resource's other error.
         """
-        return self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names), include_synonyms)
+        result: dict[ConfigResource, dict[str, ConfigEntry]] = self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names), include_synonyms)
+        return result
 
     def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
         """Blocking `TrioAdminClient.incremental_alter_configs` (Kafka's

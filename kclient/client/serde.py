@@ -205,5 +205,6 @@ def decoder_function(decoder: Any, what: str) -> Callable[[Any], Any] | None:
     if from_bytes is not None:
         return None if type(decoder) is DefaultDecoder else from_bytes
     if callable(decoder):
-        return decoder
+        function: Callable[[Any], Any] = decoder
+        return function
     raise TypeError(f"{what} must be a Decoder (with from_bytes), a callable or None, not {decoder!r}")

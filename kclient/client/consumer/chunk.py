@@ -13,8 +13,8 @@ neither needs the other for it.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import itemgetter
-from typing import Any, Iterator
+from operator import itemgetter, length_hint
+from typing import Any, Iterator, overload
 
 from kclient._accel import speedups
 
@@ -22,11 +22,11 @@ try:  # the C descriptor of namedtuple fields: faster than property(itemgetter)
     from collections import _tuplegetter  # type: ignore[attr-defined]
 except ImportError:  # not CPython
 
-    def _tuplegetter(index: int, doc: str):  # type: ignore[misc]
+    def _tuplegetter(index: int, doc: str) -> Any:
         return property(itemgetter(index), doc=doc)
 
 
-class MessageAndMetadata(tuple):
+class MessageAndMetadata(tuple[Any, ...]):
     """One consumed message: ``key`` and ``message`` (also ``value``),
     decoded by the stream's key / value decoders (bytes or None without
     one), ``topic``, ``partition``, ``offset`` (its offset in the
@@ -68,7 +68,7 @@ class ChunkReaderPy:
 
     __slots__ = ("_messages", "_n", "_probe", "_stop")
 
-    def __init__(self, cls: type, topic: str, partition: int, offsets: list[int], keys: list, values: list, timestamps: list[int]) -> None:
+    def __init__(self, cls: type, topic: str, partition: int, offsets: list[int], keys: list[Any], values: list[Any], timestamps: list[int]) -> None:
         n = len(offsets)
         if not len(keys) == len(values) == len(timestamps) == n:
             raise ValueError("the columns of a chunk differ in length")
@@ -79,7 +79,7 @@ class ChunkReaderPy:
         self._stop = iter(offsets)
         self._probe = iter(timestamps)
         columns = zip(iter(keys), iter(values), repeat(topic), repeat(partition), self._stop, self._probe)
-        self._messages = map(_new, repeat(cls), columns)
+        self._messages: Iterator[MessageAndMetadata] = map(_new, repeat(cls), columns)
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:
         return self._messages
@@ -90,11 +90,11 @@ class ChunkReaderPy:
 
     def remaining(self) -> int:
         """How many messages are left to hand out."""
-        return self._stop.__length_hint__()  # type: ignore[attr-defined]
+        return length_hint(self._stop)
 
     def handed(self) -> int:
         """How many messages were handed out."""
-        return self._n - self._probe.__length_hint__()  # type: ignore[attr-defined]
+        return self._n - length_hint(self._probe)
 
 
 #: What reads a chunk: compiled where ``kclient._speedups`` is built.
@@ -124,7 +124,9 @@ class MessageChunk:
 
     __slots__ = ("keys", "offsets", "partition", "timestamps", "topic", "values")
 
-    def __init__(self, topic: str, partition: int, offsets: list[int], rows: list[tuple], keys: list | None = None, values: list | None = None) -> None:
+    def __init__(
+        self, topic: str, partition: int, offsets: list[int], rows: list[tuple[Any, ...]], keys: list[Any] | None = None, values: list[Any] | None = None
+    ) -> None:
         n = len(offsets)
         if len(rows) != n or (keys is not None and len(keys) != n) or (values is not None and len(values) != n):
             raise ValueError(f"a chunk needs one row, key and value per offset: {n} offsets, {len(rows)} rows")
@@ -136,7 +138,7 @@ class MessageChunk:
         self.timestamps = list(map(_timestamp, rows))
 
     @classmethod
-    def from_columns(cls, topic: str, partition: int, offsets: list[int], keys: list, values: list, timestamps: list[int]) -> MessageChunk:
+    def from_columns(cls, topic: str, partition: int, offsets: list[int], keys: list[Any], values: list[Any], timestamps: list[int]) -> MessageChunk:
         """A chunk from its columns (what the fetcher's compiled decoder
         makes, with no tuple per record).
 
@@ -168,9 +170,15 @@ class MessageChunk:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def __getitem__(self, index: int) -> MessageAndMetadata:
+    @overload
+    def __getitem__(self, index: int) -> MessageAndMetadata: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[MessageAndMetadata]: ...
+
+    def __getitem__(self, index: int | slice) -> MessageAndMetadata | list[MessageAndMetadata]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]  # type: ignore[return-value]
+            return [self[i] for i in range(*index.indices(len(self)))]
         return _new(MessageAndMetadata, (self.keys[index], self.values[index], self.topic, self.partition, self.offsets[index], self.timestamps[index]))
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:

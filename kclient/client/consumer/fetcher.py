@@ -310,7 +310,7 @@ class FetcherGroup:
 
     # ------------------------------------------------------------ fetching
 
-    async def _fetch_loop(self, leader: tuple[int, str, int], infos: list[PartitionTopicInfo], task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _fetch_loop(self, leader: tuple[int, str, int], infos: list[PartitionTopicInfo], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         core = self.core
         broker_id, host, port = leader
         infos = list(infos)

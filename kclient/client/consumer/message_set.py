@@ -14,27 +14,28 @@ from __future__ import annotations
 
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, overload
 
 import attrs
 from crc32c import crc32c as _crc32c
 
 from kclient._accel import speedups
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
+from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
 from kclient.protocol.records.rows import CHUNK_ROWS
 from kclient.protocol.records.scan import LOG_OVERHEAD
 
 
 try:  # the C field descriptor namedtuple uses: one call per attribute read
-    from collections import _tuplegetter
+    from collections import _tuplegetter  # type: ignore[attr-defined]
 except ImportError:  # not CPython
 
-    def _tuplegetter(index: int, doc: str):  # type: ignore[misc]
+    def _tuplegetter(index: int, doc: str) -> Any:
         return property(itemgetter(index), doc=doc)
 
 
-class Message(tuple):
+class Message(tuple[Any, ...]):
     """A record as the application sees it: ``key`` and ``payload`` (bytes
     or None), ``timestamp`` (ms since the epoch; CreateTime unless the topic
     uses LogAppendTime), ``headers`` (tuple of `Header`).
@@ -44,7 +45,7 @@ class Message(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple = ()) -> "Message":
+    def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple[Header, ...] = ()) -> "Message":
         return tuple.__new__(cls, (key, payload, timestamp, headers))
 
     key = _tuplegetter(0, "The key (bytes or None).")
@@ -56,7 +57,7 @@ class Message(tuple):
         return f"Message(key={self[0]!r}, payload={self[1]!r}, timestamp={self[2]!r}, headers={self[3]!r})"
 
 
-class MessageAndOffset(tuple):
+class MessageAndOffset(tuple[Any, ...]):
     """A message with its logical offset; ``next_offset`` is the offset to
     fetch from to continue after it (Kafka 0.8 documentation, section 5.4
     "Log", "Reads")."""
@@ -71,7 +72,8 @@ class MessageAndOffset(tuple):
 
     @property
     def next_offset(self) -> int:
-        return self[1] + 1
+        offset: int = self[1]
+        return offset + 1
 
     def __repr__(self) -> str:
         return f"MessageAndOffset(offset={self[1]!r}, message={self[0]!r})"
@@ -80,7 +82,7 @@ class MessageAndOffset(tuple):
 _new = tuple.__new__
 
 
-def _message_set_reader_py(offsets: list[int], rows: list[tuple]) -> Iterator[MessageAndOffset]:
+def _message_set_reader_py(offsets: list[int], rows: list[tuple[Any, ...]]) -> Iterator[MessageAndOffset]:
     """The messages of decoded rows (``(key, value, timestamp, headers)``)
     as a C-level ``map``/``zip`` pipeline: the reference behaviour of the
     compiled ``kclient._speedups.MessageSetReader``."""
@@ -88,8 +90,8 @@ def _message_set_reader_py(offsets: list[int], rows: list[tuple]) -> Iterator[Me
 
 
 #: The compiled column decoder and reader (None: pure Python only).
-_c_decode_columns = speedups.decode_columns if speedups is not None else None
-_MessageSetReader = speedups.MessageSetReader if speedups is not None else None
+_c_decode_columns: Any = speedups.decode_columns if speedups is not None else None
+_MessageSetReader: Any = speedups.MessageSetReader if speedups is not None else None
 
 
 @attrs.define
@@ -107,7 +109,7 @@ class ByteBufferMessageSet:
 
     topic: str
     partition: int
-    buffer: bytes | memoryview
+    buffer: Buffer
     start_offset: int = 0
     high_watermark: int = -1
     log_start_offset: int = -1
@@ -216,8 +218,8 @@ class ByteBufferMessageSet:
             size = len(buf)
             while pos < size:
                 offsets: list[int] = []
-                keys: list = []
-                values: list = []
+                keys: list[bytes | None] = []
+                values: list[bytes | None] = []
                 timestamps: list[int] = []
                 pos = _c_decode_columns(buf, pos, start, offsets, keys, values, timestamps, _crc32c, CHUNK_ROWS)
                 if not offsets:
@@ -247,7 +249,13 @@ class MultiFetchResponse(Sequence[ByteBufferMessageSet]):
     def __init__(self, sets: Sequence[ByteBufferMessageSet]) -> None:
         self._sets = list(sets)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> ByteBufferMessageSet: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ByteBufferMessageSet]: ...
+
+    def __getitem__(self, index: int | slice) -> ByteBufferMessageSet | Sequence[ByteBufferMessageSet]:
         return self._sets[index]
 
     def __len__(self) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from contextlib import AbstractAsyncContextManager
 from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
 
 import attrs
@@ -290,7 +291,7 @@ class TrioSimpleConsumer:
         self.settings = ConnectionSettings(client_id, so_timeout_ms, so_timeout_ms, self.security, ssl_context).with_tls_context()
         self._conn: BrokerConnection | None = None
         self._nursery: trio.Nursery | None = None
-        self._nursery_cm = None
+        self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._lock = trio.Lock()
         self._stats = statistics if statistics is not None else FetchStatistics()
 
@@ -313,7 +314,7 @@ class TrioSimpleConsumer:
         self._nursery = await self._nursery_cm.__aenter__()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
         assert self._nursery_cm is not None
         await self._nursery_cm.__aexit__(*exc)
@@ -706,7 +707,8 @@ class SimpleConsumer(ClosingClient):
             KafkaConnectionError: connecting or the connection failed.
             KafkaTimeoutError: the broker did not answer in time.
         """
-        return self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+        result: ByteBufferMessageSet = self._loop.call(lambda: self._core.fetch(request, max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+        return result
 
     def multifetch(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> MultiFetchResponse:
         """Blocking `TrioSimpleConsumer.multifetch`: read several partitions
@@ -728,7 +730,8 @@ class SimpleConsumer(ClosingClient):
             KafkaConnectionError: connecting or the connection failed.
             KafkaTimeoutError: the broker did not answer in time.
         """
-        return self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+        result: MultiFetchResponse = self._loop.call(lambda: self._core.multifetch(list(requests), max_wait_ms=max_wait_ms, min_bytes=min_bytes))
+        return result
 
     def multifetch_iter(self, requests: Sequence[FetchRequest], *, max_wait_ms: int = 0, min_bytes: int = 0) -> Iterator[ByteBufferMessageSet]:
         """Blocking `TrioSimpleConsumer.multifetch_iter`: `multifetch`,
@@ -796,7 +799,8 @@ class SimpleConsumer(ClosingClient):
             KafkaConnectionError: connecting or the connection failed.
             KafkaTimeoutError: the broker did not answer in time.
         """
-        return self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
+        result: list[int] = self._loop.call(self._core.get_offsets_before, topic, partition, time, max_num_offsets)
+        return result
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """Blocking `TrioSimpleConsumer.partitions_for` (Kafka's
@@ -815,7 +819,8 @@ class SimpleConsumer(ClosingClient):
             KafkaConnectionError: connecting or the connection failed.
             KafkaTimeoutError: the broker did not answer in time.
         """
-        return self._loop.call(self._core.partitions_for, topic)
+        result: tuple[PartitionInfo, ...] = self._loop.call(self._core.partitions_for, topic)
+        return result
 
     def statistics(self) -> ConsumerStatistics:
         """What this consumer fetched so far, and each partition's lag (see

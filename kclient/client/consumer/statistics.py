@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from kclient._accel import speedups
+from kclient.client.consumer.message_set import ByteBufferMessageSet
 from kclient.clock import now_ms
+from kclient.protocol.primitives import Buffer
 
 __all__ = ["ConsumerStatistics", "FetchStatistics", "PartitionStatistics", "StatisticsReporter"]
 
@@ -196,7 +198,7 @@ class StatisticsReporter:
 #: them); the magic byte at 16; a v2 batch's lastOffsetDelta int32 at 23
 #: (see `kclient.protocol.records.scan`).
 #: The compiled twin of `_fetched_position_py` (None: pure Python only).
-_c_fetched_position = speedups.fetched_position if speedups is not None else None
+_c_fetched_position: Callable[[Buffer, int], int | None] | None = speedups.fetched_position if speedups is not None else None
 
 _HEAD = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
@@ -204,12 +206,12 @@ _LAST_DELTA = struct.Struct(">i")
 _MIN_SIZE = {2: 61 - 12, 0: 14, 1: 22}
 
 
-def fetched_position(buf, start: int) -> int:
+def fetched_position(buf: Buffer, start: int) -> int:
     """The offset after the last complete batch in a fetched record set (see
     `_fetched_position_py`; compiled where ``kclient._speedups`` is built).
 
     Args:
-        buf (bytes | bytearray | memoryview): The partition's record bytes.
+        buf: The partition's record bytes.
         start: The offset asked for.
 
     Returns:
@@ -222,7 +224,7 @@ def fetched_position(buf, start: int) -> int:
     return _fetched_position_py(buf, start)
 
 
-def _fetched_position_py(buf, start: int) -> int:
+def _fetched_position_py(buf: Buffer, start: int) -> int:
     """The offset after the last complete batch in a fetched record set, from
     the batch headers only: what walking it with
     `kclient.protocol.records.scan.scan_batches` gives (``start`` if there is
@@ -230,13 +232,13 @@ def _fetched_position_py(buf, start: int) -> int:
     header, which iterating the set reports), without an object per batch.
 
     Args:
-        buf (bytes | bytearray | memoryview): The partition's record bytes.
+        buf: The partition's record bytes.
         start: The offset asked for.
 
     Returns:
         The next offset to fetch.
     """
-    position = start
+    position: int = start
     end = len(buf)
     head = _HEAD.unpack_from
     pos = 0
@@ -251,7 +253,7 @@ def _fetched_position_py(buf, start: int) -> int:
     return position
 
 
-def count_fetched(stats: FetchStatistics, message_set) -> None:
+def count_fetched(stats: FetchStatistics, message_set: ByteBufferMessageSet) -> None:
     """Count one partition of a SimpleConsumer fetch from its batch headers
     only (nothing is decompressed): the position becomes the offset after
     the last complete batch, and the messages are the offsets between the
@@ -260,7 +262,7 @@ def count_fetched(stats: FetchStatistics, message_set) -> None:
 
     Args:
         stats: The counters.
-        message_set (kclient.ByteBufferMessageSet): The fetched partition.
+        message_set: The fetched partition.
     """
     if message_set.error_code:
         return

@@ -50,9 +50,9 @@ class PartitionSend:
     def __init__(self, topic: str, partition: int, records: "list[Any] | None" = None) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: list = records if records is not None else []
+        self.records: list[Any] = records if records is not None else []
         self.codec = 0
-        self.chunks: list[list] = []  # records of each batch not yet acknowledged, in order
+        self.chunks: list[list[Any]] = []  # records of each batch not yet acknowledged, in order
         self.batches: list[bytes] = []  # the chunks encoded in message format ``magic``
         self.counts: list[int] = []  # records per batch
         self.magic = 2
@@ -71,7 +71,7 @@ class PartitionSend:
         # Records sent with a delivery callback or future: id() of the
         # record tuple -> (DeliveryReport, index in its ProducerData); None
         # while there is none (the usual case).
-        self.tracked: dict[int, tuple] | None = None
+        self.tracked: dict[int, tuple[Any, int]] | None = None
 
     @property
     def pending_messages(self) -> int:
@@ -158,7 +158,7 @@ _key_of = itemgetter(0)
 _value_of = itemgetter(1)
 
 
-def headers_size(headers: Sequence) -> int:
+def headers_size(headers: Sequence[Any]) -> int:
     """Upper bound of the encoded size of a record's headers (Kafka protocol
     guide, "Record Header").
 
@@ -222,7 +222,7 @@ class BatchBuilder:
             stamp(part)
         self.encode(part, magic)
 
-    def chunk(self, part: PartitionSend, records: list, codec: int, magic: int) -> list[list]:
+    def chunk(self, part: PartitionSend, records: list[Any], codec: int, magic: int) -> list[list[Any]]:
         """Split records into as few chunks as fit ``max_batch_bytes`` each.
 
         Args:

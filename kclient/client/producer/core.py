@@ -122,15 +122,16 @@ class TrioProducer:
         cfg = as_config(config)
         self.config = cfg
         self.settings = settings_from_config(cfg)
-        self.encoder = load_plugin(cfg.serializer_class, Encoder, property_name="serializer.class", config=cfg)
+        # The plug-in bases are abstract classes (mypy's type-abstract: python/mypy#4717).
+        self.encoder = load_plugin(cfg.serializer_class, Encoder, property_name="serializer.class", config=cfg)  # type: ignore[type-abstract]
         if cfg.key_serializer_class is cfg.serializer_class or cfg.key_serializer_class == cfg.serializer_class:
             self.key_encoder = self.encoder
         else:
-            self.key_encoder = load_plugin(cfg.key_serializer_class, Encoder, property_name="key.serializer.class", config=cfg)
-        self.partitioner = load_plugin(cfg.partitioner_class, Partitioner, property_name="partitioner.class", config=cfg)
+            self.key_encoder = load_plugin(cfg.key_serializer_class, Encoder, property_name="key.serializer.class", config=cfg)  # type: ignore[type-abstract]
+        self.partitioner = load_plugin(cfg.partitioner_class, Partitioner, property_name="partitioner.class", config=cfg)  # type: ignore[type-abstract]
         handler = event_handler if event_handler is not None else cfg.event_handler
         self.event_handler: EventHandler = load_plugin(
-            handler if handler is not None else DefaultEventHandler, EventHandler, property_name="event.handler", config=cfg
+            handler if handler is not None else DefaultEventHandler, EventHandler, property_name="event.handler", config=cfg  # type: ignore[type-abstract]
         )
         callbacks = callback_handler if callback_handler is not None else cfg.callback_handler
         self.callback_handler: CallbackHandler = load_plugin(
@@ -142,7 +143,7 @@ class TrioProducer:
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
-        self._completions: "trio.MemorySendChannel | None" = None
+        self._completions: "trio.MemorySendChannel[tuple[Any, Any]] | None" = None
         #: Topic names `prepare` has checked (read by the blocking
         #: Producer's fast path; only ever grows).
         self.valid_topics: set[str] = set()
@@ -221,7 +222,8 @@ class TrioProducer:
                 await manager.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         if manager is not None:
-            return await manager.__aexit__(*exc_info)
+            suppress: bool | None = await manager.__aexit__(*exc_info)
+            return suppress
         return None
 
     def prepare(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[ProducerData]":
@@ -239,13 +241,14 @@ class TrioProducer:
             InvalidTopicError: an illegal topic name.
             TypeError: something that is not ProducerData.
         """
+        events: list[Any]
         if hasattr(data_or_list, "messages") and hasattr(data_or_list, "topic"):
             events = [data_or_list]
         elif isinstance(data_or_list, list):
             events = data_or_list
         else:
             try:
-                events = list(data_or_list)  # type: ignore[arg-type]
+                events = list(data_or_list)
             except TypeError:
                 raise TypeError(f"send() takes a ProducerData or a list of them, not {type(data_or_list).__name__}") from None
         valid = self.valid_topics
@@ -406,7 +409,7 @@ class TrioProducer:
         except trio.ClosedResourceError:  # closing: complete it here
             await self._complete(finish, on_done)
 
-    async def _completer(self, completions: "trio.MemoryReceiveChannel") -> None:
+    async def _completer(self, completions: "trio.MemoryReceiveChannel[tuple[Any, Any]]") -> None:
         async with completions:
             async for finish, on_done in completions:
                 await self._complete(finish, on_done)

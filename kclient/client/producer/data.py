@@ -17,7 +17,7 @@ from kclient._accel import speedups as _speedups
 __all__ = ["ProducerData"]
 
 
-def _to_messages(value: Any) -> tuple:
+def _to_messages(value: Any) -> tuple[Any, ...]:
     if type(value) is tuple:
         return value
     if isinstance(value, (bytes, bytearray, memoryview, str)):
@@ -27,7 +27,7 @@ def _to_messages(value: Any) -> tuple:
     return tuple(value)
 
 
-class ProducerData(tuple):
+class ProducerData(tuple[Any, ...]):
     """Messages for one topic, all with the same key (Kafka 0.8's
     ``ProducerData<K,V>(topic, key, data)``).
 
@@ -87,7 +87,7 @@ class ProducerData(tuple):
         extra = (f", partition={self[4]!r}" if self[4] is not None else "") + (f", headers={self[5]!r}" if self[5] else "")
         return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r}{extra})"
 
-    def __getnewargs__(self) -> tuple:
+    def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
 
     def _stamped(self, timestamp_ms: int) -> "ProducerData":

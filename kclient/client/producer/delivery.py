@@ -51,7 +51,7 @@ _DONE = 1
 _FAILED = 2
 
 
-class RecordMetadata(tuple):
+class RecordMetadata(tuple[Any, ...]):
     """Where the broker put one record (Kafka's ``RecordMetadata``).
 
     ``topic`` and ``partition``; ``offset``: its offset in the partition
@@ -88,7 +88,7 @@ class RecordMetadata(tuple):
 
     __hash__ = tuple.__hash__
 
-    def __getnewargs__(self) -> tuple:
+    def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
 
     def __repr__(self) -> str:
@@ -125,7 +125,7 @@ class RecordFuture:
         self._state = _PENDING
         self._value: Any = None
         self._event: threading.Event | None = None
-        self._callbacks: list | None = None
+        self._callbacks: list[Callable[[RecordFuture], Any]] | None = None
 
     def done(self) -> bool:
         """Whether the record was acknowledged or failed."""
@@ -179,7 +179,8 @@ class RecordFuture:
         self._wait(timeout)
         if self._state == _FAILED:
             raise self._value
-        return self._value
+        metadata: RecordMetadata = self._value
+        return metadata
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait for the result and return the error, or None if delivered.
@@ -219,7 +220,7 @@ class RecordFuture:
         return f"<RecordFuture {state}{value}>"
 
 
-def _call(fn: Callable, *args: Any) -> None:
+def _call(fn: Callable[..., Any], *args: Any) -> None:
     try:
         fn(*args)
     except Exception:
@@ -240,7 +241,7 @@ class DeliveryReport:
 
     __slots__ = ("topic", "timestamp", "callback", "futures", "states", "pending", "registry")
 
-    def __init__(self, data: ProducerData, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None", futures: "list[RecordFuture] | None", registry: "set | None") -> None:
+    def __init__(self, data: ProducerData, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None", futures: "list[RecordFuture] | None", registry: "set[DeliveryReport] | None") -> None:
         self.topic = data[0]
         self.timestamp = data[3]
         self.callback = callback
@@ -253,7 +254,7 @@ class DeliveryReport:
         if registry is not None and n:
             registry.add(self)
 
-    def _settle_one(self, index: int, state: int, value: Any) -> "tuple[threading.Event | None, list | None] | None":
+    def _settle_one(self, index: int, state: int, value: Any) -> "tuple[threading.Event | None, list[Callable[[RecordFuture], Any]] | None] | None":
         # With _lock held: mark record ``index``; None if it was done already.
         futures = self.futures
         if futures is None:
@@ -273,7 +274,7 @@ class DeliveryReport:
         self.pending -= 1
         return event, callbacks
 
-    def _fire(self, index: int, woken: tuple, metadata: Any, error: Any) -> None:
+    def _fire(self, index: int, woken: tuple[threading.Event | None, list[Callable[[RecordFuture], Any]] | None], metadata: Any, error: Any) -> None:
         event, callbacks = woken
         if event is not None:
             event.set()
@@ -364,7 +365,7 @@ class TrackedData(ProducerData):
     def __hash__(self) -> int:
         return hash(self[:6])
 
-    def __getnewargs__(self) -> tuple:
+    def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self[:6])
 
     def __reduce__(self) -> Any:
@@ -379,7 +380,7 @@ class TrackedData(ProducerData):
         return new_tuple(ProducerData, self[:6])
 
 
-def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, registry: "set | None") -> "tuple[list[TrackedData], list[DeliveryReport], list[RecordFuture] | None]":
+def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, registry: "set[DeliveryReport] | None") -> "tuple[list[ProducerData], list[DeliveryReport], list[RecordFuture] | None]":
     """Wrap ``events`` for delivery results.
 
     Args:
@@ -394,9 +395,9 @@ def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, reg
         reports, and the futures in record order (None unless
         ``want_futures``).
     """
-    tracked = []
+    tracked: list[ProducerData] = []
     reports = []
-    futures: list | None = [] if want_futures else None
+    futures: list[RecordFuture] | None = [] if want_futures else None
     for d in events:
         if isinstance(d, TrackedData):
             d = d.untracked()
@@ -423,7 +424,7 @@ def settle(reports: Iterable[DeliveryReport], error: BaseException | None) -> No
             r.settle(error)
 
 
-def call_back(futures: Sequence[RecordFuture], callback: Callable) -> None:
+def call_back(futures: Sequence[RecordFuture], callback: Callable[[RecordMetadata | None, BaseException | None], Any]) -> None:
     """Call ``callback(metadata, exception)`` for each done future, on this
     thread (sync mode's and TrioProducer's callbacks).
 

@@ -159,6 +159,9 @@ class EventHandler(abc.ABC):
     monitoring around the default send path.
     """
 
+    #: The producer's context, from `open` on.
+    context: ProducerContext | None
+
     async def open(self, context: ProducerContext) -> None:
         """Bind to the producer (called once, before the first ``handle``).
 

@@ -16,6 +16,7 @@ import abc
 import functools
 import random
 import struct
+from collections.abc import Callable
 
 from kclient._accel import speedups as _speedups
 from kclient.plugins import PluginInterface
@@ -78,7 +79,7 @@ def to_positive(number: int) -> int:
 # Keys repeat (a carrier code, a user id): the pure-Python path remembers
 # recent short ones; the compiled murmur2 is cheaper than the cache lookup.
 _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
-_c_murmur2 = _speedups.murmur2 if _speedups is not None else None
+_c_murmur2: Callable[[bytes], int] | None = _speedups.murmur2 if _speedups is not None else None
 
 
 class Partitioner(PluginInterface):

@@ -63,8 +63,9 @@ from __future__ import annotations
 import itertools
 import logging
 import operator
+import sys
 import threading
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -135,6 +136,8 @@ class Producer(ClosingClient):
         ConfigError: a bad config or plug-in.
     """
 
+    _closer: "_ProducerCloser"
+
     def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
         self._core = TrioProducer(config, event_handler=event_handler, callback_handler=callback_handler)
         self.config = cfg = self._core.config
@@ -154,7 +157,7 @@ class Producer(ClosingClient):
         self._thread: ProducerSendThread | None = None
         # DeliveryReports of async records sent with a callback or future and
         # not resolved yet: close() fails whatever is left.
-        self._reports: set = set()
+        self._reports: set[DeliveryReport] = set()
         self._plain_enqueue = self._async and not (self._before_enqueue or self._after_enqueue)
         self._valid_topics = self._core.valid_topics  # filled by prepare()
         self._enqueue_timeout_ms = cfg.queue_enqueue_timeout_ms
@@ -218,7 +221,8 @@ class Producer(ClosingClient):
         """
         if self._closer.closed:
             raise ProducerClosedError("the producer is closed")
-        return self._loop.call(self._core.cluster.partitions_for, topic)
+        partitions: tuple[PartitionInfo, ...] = self._loop.call(self._core.cluster.partitions_for, topic)
+        return partitions
 
     def send(self, data_or_list: "ProducerData | Iterable[ProducerData]", *, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None" = None) -> None:
         """Send one `ProducerData` or a list of them.
@@ -397,7 +401,7 @@ class Producer(ClosingClient):
                 raise
         return futures
 
-    def _send_sync(self, events: list) -> None:
+    def _send_sync(self, events: list[ProducerData]) -> None:
         if self._before_send:
             events = list(self._callbacks.before_sending_data(events) or ())
         try:
@@ -421,7 +425,7 @@ class Producer(ClosingClient):
             self._sync_sent[0] += sum(len(d.messages) for d in events)
             self._sync_sent[1] += 1
 
-    def _enqueue(self, events: list) -> None:
+    def _enqueue(self, events: Sequence[ProducerData]) -> None:
         queue = self._queue
         assert queue is not None
         timeout = self.config.queue_enqueue_timeout_ms
@@ -430,14 +434,15 @@ class Producer(ClosingClient):
             self._enqueue_bundles([d if d.timestamp_ms is not None else d._stamped(now) for d in events])
             return
         callbacks = self._callbacks
-        for i, d in enumerate(events):
+        for i, given in enumerate(events):
+            d = given
             if self._before_enqueue:
-                given = d
-                d = callbacks.before_enqueue(d)
-                if type(given) is TrackedData and d is not given:
-                    d = _retrack(given, d)
-                if d is None:
+                replaced = callbacks.before_enqueue(given)
+                if type(given) is TrackedData and replaced is not given:
+                    replaced = _retrack(given, replaced)
+                if replaced is None:
                     continue
+                d = replaced
             if d.timestamp_ms is None:
                 d = d._stamped(now)
             added = queue.put(d, len(d.messages), timeout)
@@ -446,7 +451,7 @@ class Producer(ClosingClient):
             if not added:
                 raise self._queue_full([d, *events[i + 1 :]], len(events), timeout)
 
-    def _enqueue_bundles(self, stamped: list) -> None:
+    def _enqueue_bundles(self, stamped: list[ProducerData]) -> None:
         # send(list) without enqueue hooks: the items go into the queue as
         # `Bundle` entries of up to batch.num.messages messages each (one
         # entry per batch instead of one per record; the send thread gets
@@ -476,7 +481,7 @@ class Producer(ClosingClient):
             if not added:
                 raise self._queue_full(stamped[start:], total, timeout)
 
-    def _queue_full(self, rest: list, total: int, timeout: int) -> QueueFullError:
+    def _queue_full(self, rest: list[ProducerData], total: int, timeout: int) -> QueueFullError:
         n_messages = sum(len(d.messages) for d in rest)
         topics = ", ".join(sorted({d.topic for d in rest})[:5])
         waited = "did not wait (queue.enqueue.timeout.ms=0)" if timeout == 0 else f"waited queue.enqueue.timeout.ms={timeout} ms"
@@ -567,7 +572,7 @@ class _ProducerCloser(ExitCloser):
     reference to the Producer (see `kclient.sync.ExitCloser`)."""
 
     def __init__(
-        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None", reports: "set | None" = None
+        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None", reports: "set[DeliveryReport] | None" = None
     ) -> None:
         super().__init__(description, close_timeout_ms / 1000)
         self._reports = reports if reports is not None else set()
@@ -584,7 +589,7 @@ class _ProducerCloser(ExitCloser):
         self._possibly_before_abort = 0
         self._in_flight_abandoned = 0
 
-    def close(self, timeout: float | None = None) -> None:  # type: ignore[override]
+    def close(self, timeout: float | None = None) -> None:
         """The Producer's ``close``: flush (at most ``timeout`` seconds),
         then close; raises as `Producer.close`."""
         if not self._begin():
@@ -637,7 +642,8 @@ class _ProducerCloser(ExitCloser):
                 finished = self._thread.join(timeout)
             except KeyboardInterrupt as exc:
                 n = self._abort("interrupted by KeyboardInterrupt")
-                exc.add_note(f"kclient: {self.description}: {n} record(s) abandoned, not delivered")
+                if sys.version_info >= (3, 11):  # exception notes (PEP 678)
+                    exc.add_note(f"kclient: {self.description}: {n} record(s) abandoned, not delivered")
                 raise
             if not finished:
                 abandoned = self._abort(why)

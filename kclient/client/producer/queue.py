@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import attrs
 
@@ -40,7 +40,7 @@ class QueueStatistics:
     unfinished_messages: int
 
 
-class Bundle(list):
+class Bundle(list[Any]):
     """Several ProducerData queued as ONE item by one call (a batch-level
     send, ``Producer.send(list)``): one queue entry instead of one per
     record; the consumer gets them back one by one, in order."""
@@ -63,13 +63,13 @@ class PyQueueCore:
             (`Bundle`): taken apart when taken.
     """
 
-    def __init__(self, max_messages: int, bundle_type: type | None = None) -> None:
+    def __init__(self, max_messages: int, bundle_type: type[list[Any]] | None = None) -> None:
         self.max_messages = max_messages
         self._bundle_type = bundle_type
         self._bundles = 0  # bundles queued
-        self._items: list = []
-        self._sizes: list = []
-        self._times: list = []
+        self._items: list[Any] = []
+        self._sizes: list[int] = []
+        self._times: list[float] = []
         self.count = 0  # messages queued
         self.unfinished = 0  # messages queued or taken and not yet done
         self.flushing = 0  # flush() calls waiting
@@ -89,7 +89,7 @@ class PyQueueCore:
         times = self._times
         return times[0] if times else None
 
-    def put(self, data: Any, n: int) -> "Callable[[], None] | None | bool":
+    def put(self, data: Any, n: int) -> "Callable[[], None] | None | Literal[False]":
         """Append ``data`` (``n`` messages) if the queue is open and has
         room (an item larger than the bound fits an empty queue).
 
@@ -120,7 +120,7 @@ class PyQueueCore:
         self._consumer_waiting = False
         return waker
 
-    def _take(self, batch_messages: int) -> tuple[list, int]:
+    def _take(self, batch_messages: int) -> tuple[list[Any], int]:
         items, sizes = self._items, self._sizes
         queued = len(items)
         k = taken = 0
@@ -138,7 +138,7 @@ class PyQueueCore:
             del items[:k], sizes[:k], self._times[:k]
         self.count -= taken
         if self._bundles:
-            flat: list = []
+            flat: list[Any] = []
             for item in batch:
                 if type(item) is self._bundle_type:
                     flat.extend(item)
@@ -334,7 +334,7 @@ class MessageQueue:
 
     # -- consumer side ------------------------------------------------------------
 
-    def take_batch(self, batch_messages: int, max_wait_ms: int) -> list | None:
+    def take_batch(self, batch_messages: int, max_wait_ms: int) -> list[Any] | None:
         """Block until a batch is due, then take it.
 
         A batch is due when ``batch_messages`` messages are waiting, when
@@ -354,7 +354,8 @@ class MessageQueue:
             wake = threading.Event()
             kind, value = self.poll_batch(batch_messages, max_wait_ms, wake.set)
             if kind == "batch":
-                return value[0]
+                batch: list[Any] = value[0]
+                return batch
             if kind == "closed":
                 return None
             wake.wait(value)

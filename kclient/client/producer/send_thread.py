@@ -38,6 +38,7 @@ import attrs
 import trio
 
 from kclient.client.producer.callbacks import CallbackHandler, overrides
+from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.sync import LoopThread
@@ -53,7 +54,7 @@ class BatchSubmitter(Protocol):
     `ProducerSendThread.start_sending` so that this module does not import
     the layer above it."""
 
-    def submit_batch(self, events: list, on_done: Callable[[BaseException | None], None]) -> Awaitable[None]:
+    def submit_batch(self, events: list[ProducerData], on_done: Callable[[BaseException | None], None]) -> Awaitable[None]:
         """Write one batch's Produce requests and return; call ``on_done``
         later, on the trio thread, with None once acknowledged or with the
         error once given up on.
@@ -210,7 +211,7 @@ class ProducerSendThread(LoopThread):
         finally:
             self._finished.set()
 
-    async def _process(self, producer: BatchSubmitter, items: list, taken: int, dequeued: bool = True) -> None:
+    async def _process(self, producer: BatchSubmitter, items: list[Any], taken: int, dequeued: bool = True) -> None:
         """Run the hooks on ``items`` (holding ``taken`` messages taken off
         the queue) and submit them; the queue's ``task_done(taken)`` follows
         once the batch is acknowledged or failed."""
@@ -268,7 +269,7 @@ class ProducerSendThread(LoopThread):
         except Exception as exc:  # closed before it could be written
             done(exc)
 
-    def _record_failure(self, batch: list, exc: BaseException, messages: int) -> None:
+    def _record_failure(self, batch: list[Any], exc: BaseException, messages: int) -> None:
         lost = getattr(exc, "lost_messages", None)
         lost = messages if lost is None else lost
         self._failed_messages += lost

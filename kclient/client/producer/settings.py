@@ -37,7 +37,7 @@ MIN_ZSTD_PRODUCE_VERSION = ZSTD_MIN_PRODUCE_VERSION
 magic_for_produce_version = produce_magic_max
 
 
-def produce_version_cap(api_version: tuple | None) -> int | None:
+def produce_version_cap(api_version: tuple[int, ...] | None) -> int | None:
     """Highest Produce version a client of a Kafka release sends, as
     kafka-python picks it.
 
@@ -83,7 +83,7 @@ class ProducerSettings:
     backoff_ms: int = 100
     backoff_max_ms: int = 1000
     codec: int = 0
-    compressed_topics: frozenset = frozenset()
+    compressed_topics: frozenset[str] = frozenset()
     max_request_bytes: int = 1_048_576
     max_produce_version: int | None = None
     idempotence: bool = False

@@ -25,6 +25,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 TopicPartition = tuple[str, int]
 #: ``{member_id: [(topic, partition), ...]}``
@@ -106,7 +107,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def zk_roundrobin_assignment(partitions: Mapping[str, Iterable[int]], threads: Mapping[str, Iterable[str]], thread_key: Callable[[str], object] = str) -> dict[TopicPartition, str]:
+def zk_roundrobin_assignment(partitions: Mapping[str, Iterable[int]], threads: Mapping[str, Iterable[str]], thread_key: Callable[[str], Any] = str) -> dict[TopicPartition, str]:
     """Kafka 0.8.2's ``RoundRobinAssignor`` of the ZooKeeper-coordinated
     consumer (``partition.assignment.strategy=roundrobin``, Kafka 0.8.2
     documentation, consumer configs): every partition of every subscribed

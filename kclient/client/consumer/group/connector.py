@@ -282,7 +282,9 @@ class ConsumerConnector(ClosingClient):
         names = [f"{self.consumer_id}-{i}" for i in range(num_streams)]
         return self._create({topic_filter.regex: num_streams}, topic_filter, num_streams, names, key_decoder, value_decoder)
 
-    def _create(self, subscription, topic_filter, count, names, key_decoder, value_decoder) -> list[KafkaStream]:
+    def _create(
+        self, subscription: dict[str, int], topic_filter: TopicFilter | None, count: int, names: list[str], key_decoder: Decoder, value_decoder: Decoder
+    ) -> list[KafkaStream]:
         if self._closer.closed:
             raise IllegalStateError("the connector is shut down")
         if self._streams_created:
@@ -296,7 +298,7 @@ class ConsumerConnector(ClosingClient):
         def make() -> list[KafkaStream]:
             return core.make_streams(self._loop, count, self.config.queued_max_message_chunks, names)
 
-        streams = self._loop.call_sync(make)
+        streams: list[KafkaStream] = self._loop.call_sync(make)
         self._loop.call(core.register_and_rebalance)
         return streams
 
@@ -334,7 +336,8 @@ class ConsumerConnector(ClosingClient):
 
     def owned_partitions(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): stream index}`` this consumer owns now."""
-        return self._loop.call_sync(self._core.owned_partitions)
+        owned: dict[tuple[str, int], int] = self._loop.call_sync(self._core.owned_partitions)
+        return owned
 
     def shutdown(self) -> None:
         """Stop fetching, commit (with ``auto.commit.enable``), release the

@@ -63,6 +63,7 @@ class ConnectorCore(GroupCoreBase):
 
     def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
         super().__init__(config, consumer_id)
+        assert config.zookeeper_connect is not None  # ConsumerConfig requires it for group.coordination=zookeeper
         self.zk_client = ZkClient(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,

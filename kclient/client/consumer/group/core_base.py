@@ -422,7 +422,7 @@ class GroupCoreBase(abc.ABC):
         nursery = self._nursery
         assert nursery is not None
 
-        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             with trio.CancelScope() as scope:
                 self._fetch_scope = scope
                 self._fetch_done = trio.Event()

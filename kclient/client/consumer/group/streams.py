@@ -108,7 +108,7 @@ class TopicFilter(abc.ABC):
         return f"{type(self).__name__}({self.regex!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.regex == self.regex  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.regex == self.regex
 
     def __hash__(self) -> int:
         return hash((type(self), self.regex))
@@ -268,10 +268,12 @@ class KafkaStream:
             self._iterator = iter(self)  # an interrupted chain: go on with a new one
             return next(self._iterator)
 
-    def _next_messages(self) -> Iterator[Any]:
+    def _next_messages(self) -> Any:
         """The rest of the chunk being read, else the next chunk's messages
-        (blocks); END when the stream ends; an iterator that raises the error
-        for a timeout or a fetch error. Called by a chain whenever its
+        (blocks), as an iterator; END (the sentinel of the stream's
+        ``iter(callable, END)``, no iterator) when the stream ends; an
+        iterator that raises the error for a timeout or a fetch error.
+        Called by a chain whenever its
         current iterator is exhausted, on the iterating thread: nothing it
         raises may escape (the chain would drop its source)."""
         try:
@@ -334,7 +336,7 @@ class KafkaStream:
         reading = self._reading
         if reading is not None:
             chunk, reader = reading
-            handed = reader.handed()
+            handed: int = reader.handed()
             if handed > 0:
                 return chunk[handed - 1]
         return self._before
@@ -357,8 +359,8 @@ class StreamQueues:
 
     def __init__(self) -> None:
         self.streams: list[KafkaStream] = []
-        self._senders: list[trio.MemorySendChannel] = []
-        self._receivers: list[trio.MemoryReceiveChannel] = []
+        self._senders: list[trio.MemorySendChannel[Any]] = []
+        self._receivers: list[trio.MemoryReceiveChannel[Any]] = []
 
     def make_streams(self, core: StreamOwner, loop: LoopThread, count: int, capacity: int, names: list[str], timeout_ms: int) -> list[KafkaStream]:
         """Build the streams and their queues.
@@ -430,7 +432,7 @@ class StreamQueues:
             sender.close()
 
 
-def _receiver_function(receive: trio.MemoryReceiveChannel, timeout_ms: int) -> Callable[[], Any]:
+def _receiver_function(receive: trio.MemoryReceiveChannel[Any], timeout_ms: int) -> Callable[[], Any]:
     if timeout_ms < 0:
 
         async def next_item() -> Any:

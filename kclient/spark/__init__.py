@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -39,11 +42,11 @@ __all__ = ["FORMAT", "register", "session"]
 FORMAT = "kclient"
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register the `kclient` data source with a SparkSession.
 
     Args:
-        spark: a `pyspark.sql.SparkSession`.
+        spark: the session.
 
     Raises:
         ImportError: PySpark or PyArrow is not installed (install
@@ -60,9 +63,9 @@ def register(spark: Any) -> None:
 def session(
     app_name: str = "kclient",
     master: str = "local[2]",
-    conf: Mapping[str, Any] | None = None,
+    conf: Mapping[str, object] | None = None,
     jars: Iterable[str] = (),
-) -> Any:
+) -> SparkSession:
     """A SparkSession with the `kclient` source registered, whose Python
     workers run this interpreter.
 
@@ -78,8 +81,7 @@ def session(
             session of a Python process.
 
     Returns:
-        The `pyspark.sql.SparkSession` (`getOrCreate`: an active session is
-            reused).
+        The session (`getOrCreate`: an active session is reused).
     """
     from pyspark.sql import SparkSession
 

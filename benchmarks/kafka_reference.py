@@ -64,8 +64,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
@@ -345,9 +346,8 @@ def produce_flights(bootstrap: str, topic: str, rows: list[tuple[str, str]]) -> 
 def carrier_table(spark: Any, fmt: str, bootstrap: str, topic: str) -> list[tuple]:
     """examples/flights.py's aggregation of ``topic`` read through ``fmt``:
     per carrier the flights, mean departure delay and share late > 15 min."""
-    from pyspark.sql import functions as F
-
     from flights import FLIGHT_JSON_SCHEMA
+    from pyspark.sql import functions as F
 
     flights = (
         spark.read.format(fmt)

@@ -222,7 +222,7 @@ class Session:
         if self.checker is not None:
             try:
                 self.checker.close()
-            except Exception:  # noqa: BLE001 - best effort at shutdown
+            except Exception:
                 pass
         if self.broker is not None:
             self.broker.cleanup()

@@ -201,7 +201,7 @@ def consume(host: str, port: int, topic: str) -> tuple[float, int, int]:
     with SimpleConsumer(host, port, so_timeout_ms=30_000, buffer_size=1 << 20, client_id="bench-spark") as consumer:
         start = time.perf_counter()
         ends = {p: consumer.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(PARTITIONS)}
-        offsets = {p: 0 for p in range(PARTITIONS)}
+        offsets = dict.fromkeys(range(PARTITIONS), 0)
         active = [p for p in range(PARTITIONS) if ends[p] > 0]
         while active:
             response = consumer.multifetch([FetchRequest(topic, p, offsets[p], 1 << 20) for p in active])
@@ -264,7 +264,7 @@ def java_version() -> str:
     try:
         out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
         return (out.stderr or out.stdout).splitlines()[0].strip()
-    except Exception:  # noqa: BLE001 - informational only
+    except Exception:
         return "unknown"
 
 

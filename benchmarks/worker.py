@@ -502,7 +502,7 @@ def consume_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         # timed section: at 2,048 partitions that is 2,048 round trips.
         ends = {p: consumer.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(parts)}
         timer.start()
-        offsets = {p: 0 for p in range(parts)}
+        offsets = dict.fromkeys(range(parts), 0)
         active = [p for p in range(parts) if ends[p] > 0]
         deadline = time.monotonic() + DEADLINE_S
         while active:

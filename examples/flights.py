@@ -143,8 +143,9 @@ def carrier_table_spark(bootstrap: str) -> float:
     """The Spark job: topic ``flights`` -> per-carrier figures -> topic
     ``flights_by_carrier`` (one JSON record per carrier, keyed by carrier).
     Returns the seconds the job took (the session start-up excluded)."""
-    import kclient.spark
     from pyspark.sql import functions as F
+
+    import kclient.spark
 
     spark = kclient.spark.session("flights-demo", conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")

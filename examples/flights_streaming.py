@@ -31,10 +31,10 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from flights import FLIGHT_JSON_SCHEMA, PARTITIONS, TOPIC, flights_csv, read_flights  # noqa: E402
+from flights import FLIGHT_JSON_SCHEMA, PARTITIONS, TOPIC, flights_csv, read_flights
 
-from kclient import Producer, ProducerData  # noqa: E402
-from kclient.testing import BrokerProcess  # noqa: E402
+from kclient import Producer, ProducerData
+from kclient.testing import BrokerProcess
 
 
 def produce(bootstrap: str, flights: list[dict]) -> None:
@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N flights")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    import kclient.spark
     import pandas as pd
+
+    import kclient.spark
 
     path = flights_csv()
     flights = list(read_flights(path))[: args.limit]

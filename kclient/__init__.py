@@ -134,28 +134,57 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from kclient.client.producer.callbacks import CallbackHandler
+    from kclient.client.admin import AdminClient, NewTopic
     from kclient.client.consumer.group.connector import Consumer, ConsumerConnector
     from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
-    from kclient.client.serde import DefaultDecoder, DefaultEncoder, Decoder, Encoder, StringDecoder, StringEncoder
-    from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler
     from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
-    from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
-    from kclient.client.producer.producer import Producer, ProducerStatistics
+    from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.client.consumer.statistics import ConsumerStatistics, PartitionStatistics
+    from kclient.client.producer.callbacks import CallbackHandler
+    from kclient.client.producer.core import TrioProducer
     from kclient.client.producer.data import ProducerData
     from kclient.client.producer.delivery import RecordFuture, RecordMetadata
-    from kclient.client.producer.core import TrioProducer
-    from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
-    from kclient.config import BrokerConfig, ConsumerConfig, ProducerConfig
-    from kclient.errors import BrokerResponseError, ConfigError, CorruptRecordError, FailedToSendMessageError, InvalidTopicError, KafkaConnectionError, KafkaError, KafkaTimeoutError, LeaderNotAvailableError, MessageSizeTooLargeError, NoBrokersAvailableError, NotLeaderForPartitionError, OffsetOutOfRangeError, ProducerClosedError, ProtocolError, QueueFullError, UnknownTopicOrPartitionError, UnsupportedVersionError
-    from kclient.errors import ConsumerRebalanceFailedError, ConsumerTimeoutError, IllegalStateError, LoopClosedError, NotSupportedError, ZkTimeoutError, ZooKeeperError
-    from kclient.errors import AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError, UnsupportedSaslMechanismError
-    from kclient.security.settings import ClientSecurity
+    from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler
+    from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
+    from kclient.client.producer.producer import Producer, ProducerStatistics
+    from kclient.client.serde import Decoder, DefaultDecoder, DefaultEncoder, Encoder, StringDecoder, StringEncoder
+    from kclient.config import AdminConfig, BrokerConfig, ConsumerConfig, ProducerConfig
+    from kclient.errors import (
+        AuthenticationError,
+        BrokerResponseError,
+        ConfigError,
+        ConsumerRebalanceFailedError,
+        ConsumerTimeoutError,
+        CorruptRecordError,
+        FailedToSendMessageError,
+        IllegalStateError,
+        InvalidReplicationFactorError,
+        InvalidTopicError,
+        KafkaConnectionError,
+        KafkaError,
+        KafkaTimeoutError,
+        LeaderNotAvailableError,
+        LoopClosedError,
+        MessageSizeTooLargeError,
+        NoBrokersAvailableError,
+        NotControllerError,
+        NotLeaderForPartitionError,
+        NotSupportedError,
+        OffsetOutOfRangeError,
+        ProducerClosedError,
+        ProtocolError,
+        QueueFullError,
+        SaslAuthenticationFailedError,
+        SslAuthenticationError,
+        TopicAlreadyExistsError,
+        UnknownTopicOrPartitionError,
+        UnsupportedSaslMechanismError,
+        UnsupportedVersionError,
+        ZkTimeoutError,
+        ZooKeeperError,
+    )
     from kclient.protocol.records import Header
+    from kclient.security.settings import ClientSecurity
     from kclient.testing import BrokerProcess, Cluster, ZooKeeperProcess
-    from kclient.client.admin import AdminClient, NewTopic
-    from kclient.config import AdminConfig
-    from kclient.errors import InvalidReplicationFactorError, NotControllerError, TopicAlreadyExistsError
 
 __all__ = sorted(_EXPORTS)

@@ -26,7 +26,8 @@ import argparse
 import logging
 import signal
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import trio
 

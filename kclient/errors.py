@@ -11,7 +11,8 @@ can catch everything kclient raises with one ``except``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 # --- error codes ---------------------------------------------------------------
 # The codes of the "Error Codes" table of the Kafka protocol guide

@@ -81,7 +81,8 @@ import socket
 import sys
 import threading
 import types
-from typing import Any, Awaitable, Callable, Generator, Iterator, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from typing import Any, TypeVar
 
 import trio
 
@@ -219,7 +220,7 @@ def _in_context(coro: Any, context: contextvars.Context) -> Generator[Any, Any, 
         try:
             value = yield trap
             error = None
-        except BaseException as exc:  # noqa: BLE001 -- thrown into the call
+        except BaseException as exc:
             value, error = None, exc
 
 
@@ -298,7 +299,7 @@ class _Dispatcher:
                 if type(coro) is not types.CoroutineType and not isinstance(coro, collections.abc.Coroutine):
                     raise TypeError(f"LoopThread.call expects an async function, {call.fn!r} returned {type(coro).__name__}")
                 call.result = await _in_context(coro, call.context)
-            except BaseException as exc:  # noqa: BLE001 -- delivered to the caller, raised there
+            except BaseException as exc:
                 call.error = exc
             call.waiter.fire()
             call = coro = None  # type: ignore[assignment]  # hold nothing while idle
@@ -484,7 +485,7 @@ class LoopThread:
         return done.wait(timeout)
 
     @contextlib.contextmanager
-    def closing_on_error(self) -> Iterator["LoopThread"]:
+    def closing_on_error(self) -> Iterator[LoopThread]:
         """Close the loop if the ``with`` block raises, then re-raise.
 
         For a client constructor that starts a LoopThread and then opens its
@@ -523,7 +524,7 @@ class LoopThread:
         if self._error is not None and not isinstance(self._error, trio.Cancelled):
             raise self._error
 
-    def __enter__(self) -> "LoopThread":
+    def __enter__(self) -> LoopThread:
         return self
 
     def __exit__(self, *exc: object) -> None:

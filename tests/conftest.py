@@ -11,10 +11,10 @@ import subprocess
 import uuid
 
 import pytest
-from hypothesis import settings
-
 from helpers.examples import QUICK_EXAMPLES, QUICK_PROFILE, quick_run
 from helpers.skips import require, skip_summary
+from hypothesis import settings
+
 from kclient.testing import BrokerProcess, ZooKeeperProcess, zookeeper_unavailable_reason
 
 settings.register_profile(QUICK_PROFILE, max_examples=QUICK_EXAMPLES)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 
 from kclient.client.producer.callbacks import CallbackHandler
-from kclient.client.serde import Encoder
 from kclient.client.producer.event_handler import DefaultEventHandler
 from kclient.client.producer.partitioner import Partitioner
+from kclient.client.serde import Encoder
 
 
 class LastPartitioner(Partitioner):

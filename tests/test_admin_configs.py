@@ -10,8 +10,8 @@ import sys
 import uuid
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient import AdminClient, NewTopic
 from kclient.client.admin import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.errors import InvalidConfigurationError, UnknownTopicOrPartitionError

@@ -18,8 +18,8 @@ import uuid
 import warnings
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient.broker.alter_configs import validate_topic_configs
 from kclient.broker.config_changes import changed_topic
 from kclient.errors import (

@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
-
 from helpers.raw import TrioClient, fetch_body, peer_has_read_all, produce_body
 from helpers.wait import wait_for_async
+
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
 from kclient.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
@@ -203,7 +203,7 @@ async def test_first_requests_of_real_clients(broker, vector):
 # ---------------------------------------------------------------- Metadata
 
 
-@pytest.mark.parametrize("version", range(0, 9))
+@pytest.mark.parametrize("version", range(9))
 async def test_metadata_auto_creates_topic(broker, topic, version):
     client = await connect(broker)
     body = await metadata(client, [topic], version=version)

@@ -13,6 +13,7 @@ import uuid
 
 from helpers.raw import SocketClient
 from helpers.wait import retry as _retry
+
 from kclient.errors import (
     GROUP_ID_NOT_FOUND,
     INVALID_PARTITIONS,
@@ -74,7 +75,7 @@ def test_create_partitions_answers_as_kafka(broker):
         assert create_partitions(c, {**grow, "assignments": [{"broker_ids": [0]}, {"broker_ids": [0]}]}) == [(topic, NONE, None)]
         assert partitions_of(c, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
         assert create_partitions(c, {**grow, "count": 5}, version=0) == [(topic, NONE, None)]
-        assert partitions_of(c, topic) == {p: 0 for p in range(5)}
+        assert partitions_of(c, topic) == dict.fromkeys(range(5), 0)
 
 
 def commit(c: SocketClient, group: str, topic: str, offsets: dict[int, int]) -> dict[int, int]:

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.raw import SocketClient, fetch_body, produce_body
 from helpers.wait import wait_for
+
 from kclient.protocol.messages import FETCH, LIST_OFFSETS, PRODUCE
 from kclient.protocol.records import build_batch, scan_batches
 from kclient.storage import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, read_checkpoint

@@ -10,8 +10,8 @@ import os
 import time
 
 import pytest
-
 from helpers.raw import SocketClient, fetch_body
+
 from kclient.client.admin import AdminClient, NewTopic
 from kclient.errors import NONE
 from kclient.protocol.messages import FETCH, PRODUCE

@@ -38,8 +38,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
 from kclient.client.producer.producer import Producer, ProducerData
 from kclient.testing import BrokerProcess
@@ -154,7 +154,7 @@ def big_frame_slow(broker, attack: Attack, seed: int) -> None:
             try:
                 if not s.recv(1):
                     raise ConnectionResetError("closed by the broker")
-            except socket.timeout:
+            except TimeoutError:
                 if seed % 2:
                     s.sendall(b"x")
 
@@ -194,7 +194,7 @@ def closed_by_broker_within(s: socket.socket, seconds: float) -> bool:
     s.settimeout(seconds)
     try:
         return s.recv(1) == b""
-    except socket.timeout:
+    except TimeoutError:
         return False
     except ConnectionResetError:
         return True

@@ -27,13 +27,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from helpers import raw
 from helpers.examples import examples
 from helpers.raw import SocketClient, produce_body
 from helpers.wait import wait_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import (
@@ -301,7 +301,7 @@ def blast(broker: BrokerProcess, frames: list[bytes], *, connections: int, rng: 
             try:
                 socks[i].sendall(frame)
                 sent_on[i] += 1
-            except (OSError, socket.timeout):  # closed by the broker, or not reading: next one
+            except (TimeoutError, OSError):  # closed by the broker, or not reading: next one
                 socks[i].close()
                 socks[i] = None
     finally:

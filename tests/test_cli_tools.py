@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import BROKER_PARTITIONS, require_zookeeper
 
 import kclient
-from conftest import BROKER_PARTITIONS, require_zookeeper
 from kclient.testing import four_letter_word
 from kclient.testing.process import free_port
 

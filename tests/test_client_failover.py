@@ -13,8 +13,8 @@ import time
 import uuid
 
 import pytest
-
 from helpers.three_brokers import ThreeBrokers, wait_until
+
 from kclient import Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer

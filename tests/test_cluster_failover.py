@@ -20,8 +20,8 @@ import time
 import uuid
 
 import pytest
-
 from helpers.wait import wait_for as _wait_for
+
 from kclient import FetchRequest, Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.simple import SimpleConsumer

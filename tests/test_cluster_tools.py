@@ -5,7 +5,6 @@ session ZooKeeper, then topics managed through a broker
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -14,7 +13,6 @@ import sys
 import uuid
 
 import pytest
-
 from helpers.wait import wait_for
 from test_cli_tools import ROOT, kc
 

@@ -12,10 +12,10 @@ import struct
 import warnings
 
 import pytest
+from helpers.examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import build_batch, codecs, v2
 from kclient.protocol.records.codecs import CodecError

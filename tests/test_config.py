@@ -10,9 +10,8 @@ from typing import Any
 import attrs
 import pytest
 
-import kclient
-from kclient.client.serde import DefaultEncoder, Encoder, StringDecoder, StringEncoder
 from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
+from kclient.client.serde import DefaultEncoder, Encoder, StringDecoder, StringEncoder
 from kclient.config import (
     BrokerConfig,
     ConsumerConfig,

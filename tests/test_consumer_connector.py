@@ -13,12 +13,12 @@ import time
 import uuid
 
 import pytest
-
 from helpers.records import is_sentinel, produce, produce_sentinels
 from helpers.wait import wait_for
+
 from kclient.client.consumer.group.connector import ConsumerConnector
-from kclient.client.serde import StringDecoder
 from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, Whitelist
+from kclient.client.serde import StringDecoder
 from kclient.errors import (
     ConfigError,
     ConsumerRebalanceFailedError,
@@ -288,7 +288,7 @@ def test_single_consumer_reads_everything_with_keys_and_values(zookeeper, zk_bro
         # the consumer is registered with Kafka's "Consumer Id Registry" JSON
         reg = paths.ConsumerRegistration.from_json(zk.get(paths.consumer_id_path(group, connector.consumer_id)))
         assert reg.subscription == {topic: 1} and reg.pattern == "static"
-        assert owners(zk, group, topic) == {p: f"{connector.consumer_id}-0" for p in range(PARTITIONS)}
+        assert owners(zk, group, topic) == dict.fromkeys(range(PARTITIONS), f"{connector.consumer_id}-0")
     assert keys_values(got) == sorted(sent)
     assert all(m.topic == topic for m in got)
     by_partition = collections.defaultdict(list)

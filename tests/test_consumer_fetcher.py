@@ -13,8 +13,8 @@ import types
 import pytest
 import trio
 import trio.lowlevel
-
 from helpers.wait import wait_for_async
+
 from kclient.client.consumer.fetcher import FetcherGroup, PartitionTopicInfo
 from kclient.client.consumer.message_set import ByteBufferMessageSet, MultiFetchResponse
 from kclient.errors import (

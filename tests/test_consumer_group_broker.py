@@ -11,9 +11,9 @@ import threading
 import uuid
 
 import pytest
-
 from helpers.records import numbered, produce, produce_sentinels, without_sentinels
 from helpers.wait import wait_for
+
 from kclient import Consumer
 from kclient.client.consumer.group.assignors import (
     ASSIGNORS,
@@ -159,7 +159,7 @@ class Reader:
                     continue
                 except StopIteration:
                     return
-        except BaseException as exc:  # noqa: BLE001 - surfaced by stop()
+        except BaseException as exc:
             self.errors.append(exc)
 
     def stop(self) -> None:
@@ -507,7 +507,7 @@ def test_kclient_and_aiokafka_members_share_one_group(group_broker, group, topic
     def run_peer() -> None:
         try:
             asyncio.run(peer_main())
-        except BaseException as exc:  # noqa: BLE001 - surfaced below
+        except BaseException as exc:
             failures.append(exc)
 
     produce(group_broker, topic, numbered(batches[0]))

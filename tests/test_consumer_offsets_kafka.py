@@ -12,9 +12,9 @@ import time
 import uuid
 
 import pytest
-
 from helpers.records import numbered, produce
 from helpers.wait import wait_for
+
 from kclient import Consumer, ConsumerConnector
 from kclient.client.consumer.group.streams import KafkaStream, MessageAndMetadata
 from kclient.errors import ConsumerTimeoutError

@@ -9,9 +9,9 @@ import threading
 import uuid
 
 import pytest
-
 from helpers import records
 from helpers.wait import wait_for
+
 from kclient import (
     ConfigError,
     ConsumerConnector,

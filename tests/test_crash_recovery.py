@@ -7,15 +7,14 @@ reports what it truncated, and takes new writes at the right offsets."""
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers.records import partition_messages, produce
+
 from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.errors import KafkaError
 from kclient.protocol.records import scan_batches

@@ -15,8 +15,8 @@ import time
 
 import pytest
 import trio
-
 from helpers.records import partition_messages
+
 from kclient import AdminClient, NewTopic, RecordFuture, RecordMetadata
 from kclient.client.producer.callbacks import CallbackHandler
 from kclient.client.producer.core import TrioProducer

@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import pytest
-
 from helpers.skips import require
 
 ROOT = Path(__file__).resolve().parent.parent

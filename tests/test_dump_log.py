@@ -13,8 +13,8 @@ import struct
 import warnings
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient.protocol.records import build_batch, codecs
 from kclient.protocol.records.legacy import build_message_set
 from kclient.storage.log import Log, LogConfig

@@ -22,9 +22,9 @@ import weakref
 from pathlib import Path
 
 import pytest
-
 from helpers.records import partition_messages
 from helpers.wait import wait_for
+
 from kclient import Producer, ProducerData, SimpleConsumer
 from kclient.testing import BrokerProcess
 from kclient.zk import paths

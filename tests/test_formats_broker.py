@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.examples import examples
+from helpers.raw import TrioClient, fetch_body, produce_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
-from helpers.raw import TrioClient, fetch_body, produce_body
 from kclient.broker.convert import AppendRejected, down_convert, prepare_append
-from kclient.client.producer.producer import Producer, ProducerData
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
+from kclient.client.producer.producer import Producer, ProducerData
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, PRODUCE
 from kclient.protocol.records import build_batch as _build_batch

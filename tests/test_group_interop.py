@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.skips import require
-
 from helpers.records import committed_to_log_end
+from helpers.skips import require
 from helpers.wait import wait_for as _wait_for
+
 from kclient.testing import BrokerProcess, Cluster
 
 pytestmark = pytest.mark.interop
@@ -87,7 +87,7 @@ class Member(threading.Thread):
                     self.assignment = self._assignment(consumer)
             finally:
                 consumer.close()
-        except BaseException as exc:  # noqa: BLE001 - re-raised by stop() in the test
+        except BaseException as exc:
             self.error = exc
 
     def _poll(self, consumer) -> list[str]:
@@ -108,7 +108,7 @@ class Member(threading.Thread):
             else:
                 consumer.commit(asynchronous=False)
             self.commits += 1
-        except Exception as exc:  # noqa: BLE001 - a commit racing a rebalance: the records come again
+        except Exception as exc:
             self.commit_errors.append(exc)
 
     def _assignment(self, consumer) -> set[int]:

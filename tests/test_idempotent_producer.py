@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 import trio
-
 from helpers.raw import SocketClient, produce_body
 from helpers.three_brokers import ThreeBrokers, wait_until
+
 from kclient import Producer, ProducerData
 from kclient.client.producer.batching import BatchBuilder, PartitionSend
 from kclient.client.producer.core import TrioProducer

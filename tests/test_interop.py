@@ -9,10 +9,10 @@ import collections
 import functools
 
 import pytest
-
 from helpers import peers
 from helpers.raw import SocketClient, fetch_body
 from helpers.wait import wait_for
+
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import iter_record_set, scan_batches
 from kclient.protocol.records.v2 import read_header

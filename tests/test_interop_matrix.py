@@ -25,11 +25,11 @@ import collections
 import re
 
 import pytest
-
 from helpers import peers
 from helpers.raw import SocketClient, fetch_body
 from helpers.records import partition_messages
 from helpers.wait import wait_for
+
 from kclient.client.producer.producer import Producer, ProducerData
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records import codecs, scan_batches

@@ -16,11 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers.skips import require
+
 from kclient import FetchRequest, Producer, ProducerData, SimpleConsumer
-from kclient.testing import KafkaProcess, java_unavailable_reason, kafka_tool
-from kclient.testing import maven
+from kclient.testing import KafkaProcess, java_unavailable_reason, kafka_tool, maven
 from kclient.testing.kafka import random_cluster_id
 
 ROOT = Path(__file__).resolve().parent.parent

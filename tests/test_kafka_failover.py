@@ -24,20 +24,20 @@ the group reads the whole log in the end.
 
 from __future__ import annotations
 
-import functools
 import collections
+import functools
 import threading
 import time
 import uuid
 
 import pytest
-
+from helpers.skips import require
 from helpers.wait import wait_for as _wait_for
+
 from kclient import AdminClient, FetchRequest, Producer, ProducerData, SimpleConsumer
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.errors import ConsumerTimeoutError, FailedToSendMessageError, KafkaError
 from kclient.testing import KafkaCluster, java_unavailable_reason
-from helpers.skips import require
 
 KILLS = 3
 TIMEOUT = 120.0

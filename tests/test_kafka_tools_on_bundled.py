@@ -34,17 +34,17 @@ import functools
 import json
 import re
 import subprocess
-import time
 import uuid
 
 import pytest
-
 from helpers import records as test_records
 from helpers.records import partition_messages
 from helpers.wait import wait_for as _wait_for
+
 from kclient.client.admin import AdminClient
 from kclient.client.producer.partitioner import murmur2, to_positive
 from kclient.testing import BrokerProcess, TestCertificates, java_unavailable_reason, kafka_tool, kafka_tool_command, security_properties
+
 
 @pytest.fixture(autouse=True)
 def _needs_java() -> None:

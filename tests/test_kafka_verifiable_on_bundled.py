@@ -32,8 +32,8 @@ import threading
 import uuid
 
 import pytest
-
 from helpers.wait import wait_for as _wait_for
+
 from kclient import FetchRequest
 from kclient.broker.group.records import OFFSETS_TOPIC, partition_for
 from kclient.client.consumer.simple import SimpleConsumer

@@ -21,10 +21,10 @@ import warnings
 import zlib
 
 import pytest
+from helpers.examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records import build_batch, codecs, iter_record_set, legacy
 from kclient.protocol.records.legacy import (

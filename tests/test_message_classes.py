@@ -12,18 +12,17 @@ from typing import Annotated, Any
 
 import attrs
 import pytest
+from helpers.examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_schema_codec import _struct
 
-from helpers.examples import examples
 from kclient.errors import ProtocolError
 from kclient.protocol.messages import ALL_APIS, APIS, FETCH, METADATA
 from kclient.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from kclient.protocol.messages.metadata import MetadataRequest
 from kclient.protocol.schema import Field, StructCodec, fields_of
 from kclient.protocol.types import Int32, NullableString, NullableVersions, String, Versions
-
-from test_schema_codec import _struct
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import struct
 import attrs
 import pytest
 import trio
-
 from helpers.wait import retry_async, wait_for_async
+
 from kclient.errors import KafkaConnectionError, KafkaTimeoutError
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import FETCH, METADATA, PRODUCE

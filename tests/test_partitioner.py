@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers.examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from helpers.examples import examples
 from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner, murmur2, to_positive
 
 pytestmark = pytest.mark.unit

@@ -16,10 +16,10 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-
 from helpers.raw import held_connections
 from helpers.records import partition_messages
 from helpers.wait import wait_for
+
 from kclient import Producer, ProducerData
 from kclient.client.producer.callbacks import CallbackHandler
 from kclient.client.producer.event_handler import DefaultEventHandler, ProducerContext

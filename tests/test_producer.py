@@ -14,24 +14,23 @@ import socket
 import threading
 import time
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-import trio
-from kafka.partitioner.default import murmur2 as kafka_python_murmur2
-
 import plugins_for_tests as plugins
+import pytest
+import trio
 from helpers.examples import examples
 from helpers.records import partition_messages
 from helpers.wait import wait_for
-from kclient.client.producer.callbacks import CallbackHandler
-from kclient.client.producer.producer import Producer, ProducerData
-from kclient.client.producer.core import TrioProducer
-from kclient.client.producer.batching import BatchBuilder, PartitionSend, v2_record_size
-from kclient.client.producer.settings import ProducerSettings
-from kclient.client.producer.queue import MessageQueue
-from kclient.protocol.records import build_batch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
 from kclient.client.consumer.simple import FetchRequest, SimpleConsumer
+from kclient.client.producer.batching import BatchBuilder, PartitionSend, v2_record_size
+from kclient.client.producer.callbacks import CallbackHandler
+from kclient.client.producer.core import TrioProducer
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.client.producer.queue import MessageQueue
+from kclient.client.producer.settings import ProducerSettings
 from kclient.config import ProducerConfig
 from kclient.errors import (
     FailedToSendMessageError,
@@ -42,6 +41,7 @@ from kclient.errors import (
     ProducerClosedError,
     QueueFullError,
 )
+from kclient.protocol.records import build_batch
 from kclient.testing import BrokerProcess
 
 PLUGINS = plugins.__name__

@@ -7,11 +7,11 @@ import pathlib
 import struct
 
 import pytest
+from helpers.examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
-from kclient.errors import CorruptRecordError, ProtocolError
+from kclient.errors import CorruptRecordError, ProtocolError, UnsupportedVersionError
 from kclient.protocol import primitives as p
 from kclient.protocol.connection import (
     ClientConnection,
@@ -22,9 +22,7 @@ from kclient.protocol.connection import (
     parse_request_header,
 )
 from kclient.protocol.messages import API_VERSIONS, APIS, FETCH, LIST_OFFSETS, METADATA, PRODUCE, choose_version
-from kclient.protocol.records import build_batch, iter_record_set, scan_batches
-from kclient.protocol.records import v2
-from kclient.errors import UnsupportedVersionError
+from kclient.protocol.records import build_batch, iter_record_set, scan_batches, v2
 
 pytestmark = pytest.mark.unit
 

@@ -36,11 +36,11 @@ import struct
 import uuid
 
 import pytest
+from helpers.examples import examples
+from helpers.wait import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
-from helpers.wait import wait_for
 from kclient.errors import ProtocolError
 from kclient.protocol import consumer_protocol as cp
 from kclient.protocol.connection import encode_request, parse_request_header

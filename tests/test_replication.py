@@ -17,9 +17,9 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 from helpers.raw import SocketClient, fetch_body, fetch_records, produce_records
 from helpers.wait import wait_for
+
 from kclient.errors import (
     FENCED_LEADER_EPOCH,
     NONE,

@@ -6,10 +6,10 @@ error, with the output buffer left as it was."""
 from __future__ import annotations
 
 import pytest
+from helpers.examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient.errors import ProtocolError
 from kclient.protocol.consumer_protocol import _ASSIGNMENT_FIELDS, _SUBSCRIPTION_FIELDS
 from kclient.protocol.messages import ALL_APIS, APIS

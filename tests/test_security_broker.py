@@ -19,8 +19,8 @@ import uuid
 
 import pytest
 import trio
-
 from helpers.raw import SocketClient
+
 from kclient.broker import Broker
 from kclient.config import BrokerConfig
 from kclient.protocol.messages import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -326,8 +326,9 @@ def test_kclient_configs_adds_a_scram_user_who_can_log_in(secure_broker, certs, 
 def secure_broker_root() -> str:
     """The folder holding the kclient package under test (so ``python -m
     kclient`` runs the same code)."""
-    import kclient
     from pathlib import Path
+
+    import kclient
 
     return str(Path(kclient.__file__).resolve().parents[1])
 

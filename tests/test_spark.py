@@ -9,9 +9,9 @@ import socket
 import uuid
 
 import pytest
-
 from helpers import records as test_records
 from helpers.wait import wait_for
+
 from kclient import OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.testing import BrokerProcess
 

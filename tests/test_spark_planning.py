@@ -4,10 +4,10 @@ caps, offsets JSON and the columnar decoder (no Spark, no broker)."""
 from __future__ import annotations
 
 import pytest
+from helpers.examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient import ConfigError, CorruptRecordError, ProducerConfig
 from kclient.protocol.records import build_batch, build_message_set
 from kclient.spark.columns import TIMESTAMP_TYPE_CREATE, TIMESTAMP_TYPE_LOG_APPEND, TIMESTAMP_TYPE_NONE, decode_columns

@@ -15,11 +15,11 @@ import sys
 
 import attrs
 import pytest
+from helpers.examples import examples
+from helpers.skips import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
-from helpers.skips import require
 from kclient import _accel
 from kclient.client.producer import partitioner
 from kclient.errors import CorruptRecordError, MessageSizeTooLargeError

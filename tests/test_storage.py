@@ -16,14 +16,13 @@ import zlib
 from pathlib import Path
 
 import pytest
+from helpers.examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient.errors import (
-    CorruptRecordError,
     ConfigError,
-    InvalidRecordError,
+    CorruptRecordError,
     InvalidTopicError,
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
@@ -110,8 +109,7 @@ def test_multi_batch_append_and_v1_entries(tmp_path):
     assert log.log_end_offset == 8
     # a real compressed v1 wrapper takes one offset per inner message and
     # carries the last one (KIP-31: relative inner offsets)
-    from kclient.protocol.records import build_message_set, iter_record_set
-    from kclient.protocol.records import codecs
+    from kclient.protocol.records import build_message_set, codecs, iter_record_set
 
     r = log.append(build_message_set([(b"x", b"1", 5), (b"y", b"2", 6), (b"z", b"3", 7)], magic=1, codec=codecs.GZIP))
     assert (r.base_offset, r.last_offset) == (8, 10)

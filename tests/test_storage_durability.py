@@ -19,10 +19,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers.examples import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from helpers.examples import examples
 from kclient.errors import ConfigError, OffsetOutOfRangeError
 from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import build_batch

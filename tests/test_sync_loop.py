@@ -13,8 +13,8 @@ import threading
 
 import pytest
 import trio
-
 from helpers.wait import wait_for
+
 from kclient.errors import LoopClosedError
 from kclient.sync import LoopThread, _Call, _Dispatcher, _Waiter
 
@@ -157,7 +157,7 @@ def test_close_during_a_call_cancels_it(loop):
     def run():
         try:
             loop.call(forever)
-        except BaseException as exc:  # noqa: BLE001 -- recorded, checked below
+        except BaseException as exc:
             errors.append(exc)
 
     t = threading.Thread(target=run)

@@ -12,7 +12,6 @@ import threading
 import pytest
 import trio
 
-
 from kclient.errors import KafkaConnectionError
 from kclient.net.connection import BrokerConnection, _is_tls_record_header
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient import AdminClient, FetchRequest, NewTopic, Producer, ProducerData, SimpleConsumer
 from kclient.broker.convert import prepare_append
 from kclient.client.admin import AlterConfigOp, ConfigResource

@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import PROCESS_FIXTURES
 
 pytestmark = pytest.mark.unit

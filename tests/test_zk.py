@@ -9,8 +9,8 @@ import json
 import time
 
 import pytest
-
 from helpers.wait import wait_for
+
 from kclient import Producer, ProducerData
 from kclient.errors import ZkTimeoutError
 from kclient.testing import BrokerProcess, BrokerProcessError, four_letter_word
@@ -111,7 +111,7 @@ def test_consumer_registration_round_trip():
 
 @pytest.mark.unit
 def test_range_assignment_gives_every_partition_exactly_one_owner():
-    for n_parts in range(0, 13):
+    for n_parts in range(13):
         for n_threads in range(1, 8):
             threads = [f"c{i // 3}-{i % 3}" for i in range(n_threads)]
             result = range_assignment(range(n_parts), threads)
@@ -281,7 +281,7 @@ def test_broker_registers_itself_and_topics(zookeeper, zk_broker, topic):
         with Producer({"metadata.broker.list": zk_broker.bootstrap, "request.required.acks": 1}) as producer:
             producer.send(ProducerData(topic=topic, key=b"k", messages=[b"v"]))
         wait_for(lambda: all(zk.get(paths.partition_state_path(topic, p)) is not None for p in range(5)), "the auto-created topic in ZooKeeper")
-        assert TopicAssignment.from_json(zk.get(paths.topic_path(topic))).partitions == {p: (0,) for p in range(5)}
+        assert TopicAssignment.from_json(zk.get(paths.topic_path(topic))).partitions == dict.fromkeys(range(5), (0,))
         for p in range(5):
             state = PartitionState.from_json(zk.get(paths.partition_state_path(topic, p)))
             assert state.leader == 0 and state.isr == (0,)
@@ -341,6 +341,7 @@ def test_kazoo_reconnect_noise_is_info_not_warning(caplog):
     import logging
 
     from conftest import require_zookeeper
+
     from kclient.testing import ZooKeeperProcess
 
     require_zookeeper()

@@ -10,6 +10,7 @@ import time
 import uuid
 
 from helpers.wait import wait_for
+
 from kclient import AdminClient, FetchRequest, NewTopic, Producer, ProducerData, SimpleConsumer
 
 

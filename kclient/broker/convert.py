@@ -160,11 +160,11 @@ class PreparedAppend:
             handed down once so the log reads no header again.
     """
 
-    records: "bytes | memoryview"
+    records: bytes | memoryview
     record_count: int
     log_append_time_ms: int = -1
     converted: bool = False
-    batches: "tuple[ValidatedBatch, ...] | None" = None
+    batches: tuple[ValidatedBatch, ...] | None = None
 
 
 # --------------------------------------------------------------------- stamping

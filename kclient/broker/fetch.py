@@ -41,8 +41,8 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import trio
 

@@ -32,7 +32,8 @@ Trio-thread only. ISR writes go through the replica manager's ISR task
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio

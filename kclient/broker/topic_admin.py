@@ -35,8 +35,8 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -412,7 +412,7 @@ class TopicAdmin:
         if self.zk is None:
             if not current:
                 return UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
-            existing = {p: (self.broker_id,) for p in current}
+            existing = dict.fromkeys(current, (self.broker_id,))
         else:
             data = await trio.to_thread.run_sync(self.zk.get, topic_path(name))
             if data is None:

@@ -183,7 +183,7 @@ class BrokerRegistrar:
             return
         zk = self.client
         broker_id = self.state.broker_id
-        assignment = TopicAssignment({p: (broker_id,) for p in range(count)})
+        assignment = TopicAssignment(dict.fromkeys(range(count), (broker_id,)))
         if zk.create_persistent_if_absent(topic_path(topic), assignment.to_json()):
             log.info("registered local topic %s (%d partitions on broker %d) in ZooKeeper", topic, count, broker_id)
 

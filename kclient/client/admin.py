@@ -26,7 +26,8 @@ Example::
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -46,8 +47,8 @@ from kclient.errors import (
     NoBrokersAvailableError,
     error_for_code,
 )
-from kclient.net.settings import ConnectionSettings
 from kclient.net.connection import BrokerConnection
+from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import CREATE_TOPICS, DELETE_TOPICS
 from kclient.protocol.messages.create_topics import (
     CreatableReplicaAssignment,

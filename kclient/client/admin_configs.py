@@ -14,13 +14,13 @@ https://kafka.apache.org/protocol#The_Messages_IncrementalAlterConfigs.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from kclient.client.cluster import Cluster
-from kclient.net.connection import BrokerConnection
 from kclient.errors import NONE, error_for_code
+from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.alter_configs import (
     OP_APPEND,

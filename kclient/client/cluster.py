@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 import trio

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import abc
 import codecs
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from kclient.plugins import PluginInterface
 

@@ -510,7 +510,7 @@ class BrokerConfig(_KafkaConfig):
             return parse_listeners([("PLAINTEXT", self.listen_host, self.port)])
         protocol_map: Any = self.listener_security_protocol_map
         if protocol_map is None and self.controller_listener_names:
-            protocol_map = {**DEFAULT_PROTOCOL_MAP, **{n: "PLAINTEXT" for n in self.controller_listener_names}}
+            protocol_map = {**DEFAULT_PROTOCOL_MAP, **dict.fromkeys(self.controller_listener_names, "PLAINTEXT")}
         served = [lst for lst in self.listeners if lst[0] not in self.controller_listener_names]
         if not served:
             from kclient.errors import ConfigError

@@ -123,7 +123,7 @@ class PendingResponse:
     response has not been awaited yet (see
     `BrokerConnection.start_request`)."""
 
-    def __init__(self, conn: "BrokerConnection", api: Api, pending: _Pending) -> None:
+    def __init__(self, conn: BrokerConnection, api: Api, pending: _Pending) -> None:
         self._conn = conn
         self._api = api
         self._pending = pending
@@ -284,7 +284,7 @@ class BrokerConnection:
         negotiate: bool = True,
         security: ClientSecurity | None = None,
         ssl_context: ssl.SSLContext | None = None,
-    ) -> "BrokerConnection":
+    ) -> BrokerConnection:
         """Open a connection, secure and authenticate it, start its reader in ``nursery``.
 
         The order is Kafka's: TCP connect; the TLS handshake (SSL,
@@ -488,7 +488,7 @@ class BrokerConnection:
             return None
         return (await self._wait(api, handle._pending, None)).body
 
-    async def start_request(self, api: Api, body: Body, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> "PendingResponse | None":
+    async def start_request(self, api: Api, body: Body, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> PendingResponse | None:
         """Write one request and return without waiting for its response.
 
         Requests started one after another on a connection are written, and
@@ -515,7 +515,7 @@ class BrokerConnection:
             version = self.version_for(api)
         return await self._start(api, version, body, expect_response, timeout_ms)
 
-    async def _start(self, api: Api, version: int, body: Body, expect_response: bool, timeout_ms: int | None = None) -> "PendingResponse | None":
+    async def _start(self, api: Api, version: int, body: Body, expect_response: bool, timeout_ms: int | None = None) -> PendingResponse | None:
         if self._closed:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
         pending = None

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
-from typing import Any, Callable, TypeAlias, Union
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 from kclient.errors import ProtocolError
 
 #: What the decoders read from: a whole frame or a slice of one.
-Buffer: TypeAlias = Union[bytes, bytearray, memoryview]
+Buffer: TypeAlias = bytes | bytearray | memoryview
 #: A decoder: ``(buf, pos) -> (value, position after it)``.
 Reader: TypeAlias = Callable[[Buffer, int], "tuple[Any, int]"]
 #: An encoder: appends a value's bytes to ``out``.

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import struct
 import typing
-from typing import Any, Callable, Sequence, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -140,10 +141,10 @@ def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, Any]:
     raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
 
 
-_FIELDS_CACHE: dict[type, tuple["Field", ...]] = {}
+_FIELDS_CACHE: dict[type, tuple[Field, ...]] = {}
 
 
-def fields_of(cls: type) -> tuple["Field", ...]:
+def fields_of(cls: type) -> tuple[Field, ...]:
     """The schema of a message class: one `Field` per attribute, in order.
 
     The wire type comes from the annotation (`kclient.protocol.types`),
@@ -408,7 +409,7 @@ def _generate(
             f"{block(sets, '    ')}\n"
             "    return o, pos\n"
         )
-    exec(compile(source, "<kclient.protocol.schema generated codec>", "exec"), ns)  # noqa: S102 - our own source, built above
+    exec(compile(source, "<kclient.protocol.schema generated codec>", "exec"), ns)
     return ns["write"], ns["read"], ns.get("read_message")
 
 

@@ -26,7 +26,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Union
+from typing import Annotated
 
 import attrs
 
@@ -83,16 +83,16 @@ Float64 = Annotated[float, "float64"]
 #: A boolean (``bool``: one byte, 0 or 1).
 Bool = Annotated[bool, "bool"]
 #: A 128-bit UUID (``uuid``): topic ids (KIP-516).
-Uuid = Annotated[Union[uuid.UUID, None], "uuid"]
+Uuid = Annotated[uuid.UUID | None, "uuid"]
 #: A string that may not be null (``string``; compact in flexible versions).
 String = Annotated[str, "string"]
 #: A string or null (``nullable_string``).
-NullableString = Annotated[Union[str, None], "nullable_string"]
+NullableString = Annotated[str | None, "nullable_string"]
 #: Bytes that may not be null (``bytes``); decoded as a slice of the frame
 #: (a ``memoryview`` when the frame is one).
-Bytes = Annotated[Union[bytes, memoryview], "bytes"]
+Bytes = Annotated[bytes | memoryview, "bytes"]
 #: Bytes or null (``nullable_bytes``).
-NullableBytes = Annotated[Union[bytes, memoryview, None], "nullable_bytes"]
+NullableBytes = Annotated[bytes | memoryview | None, "nullable_bytes"]
 #: A record set (``records``): record batches as bytes, or null. Decoded
 #: as a slice of the frame, not copied.
-Records = Annotated[Union[bytes, bytearray, memoryview, None], "records"]
+Records = Annotated[bytes | bytearray | memoryview | None, "records"]

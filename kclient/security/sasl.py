@@ -463,7 +463,7 @@ class ScramServer(SaslServer):
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
         except SaslAuthenticationFailedError:
             raise
-        except Exception:  # noqa: BLE001 - a lookup that failed: same answer, nothing leaked
+        except Exception:
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism)) from None
         if self._username is None:  # unknown user whose proof matched a made-up key: impossible, but never accept
             raise SaslAuthenticationFailedError(_SCRAM_FAILED.format(self.mechanism))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Awaitable, Callable, Mapping, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 import trio
 
@@ -189,10 +190,10 @@ class ClusterView:
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """Log start offset of each topic-partition."""
-        return self.list_offsets({tp: EARLIEST for tp in tps})
+        return self.list_offsets(dict.fromkeys(tps, EARLIEST))
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """Log end offset (the high watermark for a consumer) of each
         topic-partition."""
-        return self.list_offsets({tp: LATEST for tp in tps})
+        return self.list_offsets(dict.fromkeys(tps, LATEST))
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Mapping, TypeAlias
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias
 
 import attrs
 

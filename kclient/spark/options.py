@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Mapping, overload
+from collections.abc import Mapping
+from typing import Any, overload
 
 import attrs
 

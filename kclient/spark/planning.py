@@ -8,7 +8,7 @@ partition) into concrete offsets with one ListOffsets round per leader.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from kclient.errors import ConfigError, KafkaError
 from kclient.spark.admin import ClusterView

@@ -11,7 +11,7 @@ the kclient `Producer`.
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -57,7 +57,7 @@ class KClientDataSource(DataSource):
         include = str(self.options.get("includeHeaders", self.options.get("includeheaders", "false"))).strip().lower() == "true"
         return spark_schema(include)
 
-    def reader(self, schema: StructType) -> "BatchReader":
+    def reader(self, schema: StructType) -> BatchReader:
         """A batch reader.
 
         Raises:
@@ -65,7 +65,7 @@ class KClientDataSource(DataSource):
         """
         return BatchReader(_checked_read_options(self.options, schema, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "StreamReader":
+    def streamReader(self, schema: StructType) -> StreamReader:
         """A micro-batch stream reader.
 
         Raises:
@@ -73,7 +73,7 @@ class KClientDataSource(DataSource):
         """
         return StreamReader(_checked_read_options(self.options, schema, streaming=True))
 
-    def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         """A batch writer.
 
         Raises:
@@ -84,7 +84,7 @@ class KClientDataSource(DataSource):
         opts = _checked_write_options(self.options, schema)
         return BatchWriter(opts)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         """A streaming writer.
 
         Raises:

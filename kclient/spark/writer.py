@@ -10,7 +10,8 @@ string (sent as UTF-8).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, TypedDict
+from collections.abc import Iterator
+from typing import Any, TypedDict
 
 import attrs
 import pyarrow as pa

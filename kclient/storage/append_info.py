@@ -22,7 +22,8 @@ bytes.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from kclient.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError, RecordListTooLargeError
 from kclient.protocol.primitives import Buffer

@@ -23,7 +23,7 @@ Pure functions over bytes.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 import crc32c

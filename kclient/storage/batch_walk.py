@@ -18,7 +18,7 @@ import mmap
 import os
 import struct
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import crc32c
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from kclient.storage.log_files import fsync_dir
 

@@ -53,8 +53,9 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -64,8 +65,8 @@ from kclient.protocol.records.scan import BatchInfo, read_v2_producer_fields
 from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
 from kclient.storage.batch_filter import filter_legacy, filter_v2
 from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
-from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
+from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
 

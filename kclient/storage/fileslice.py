@@ -23,8 +23,9 @@ from __future__ import annotations
 import errno
 import os
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kclient.storage.handles import CachedFile

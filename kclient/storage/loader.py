@@ -36,8 +36,8 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import attrs
 

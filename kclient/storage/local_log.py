@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import attrs
 
@@ -36,8 +36,8 @@ from kclient.errors import OffsetOutOfRangeError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.log_config import INT32_MAX, LogConfig
-from kclient.storage.log_segments import LogSegments, StaleSegments, holds_offsets_from, offsets_before
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
+from kclient.storage.log_segments import LogSegments, StaleSegments, holds_offsets_from, offsets_before
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import SWAP_SUFFIX
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import attrs
 
@@ -68,10 +68,10 @@ from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.loader import LogLoader, replay_producer_state
 from kclient.storage.local_log import LocalLog, ReadResult
 from kclient.storage.log_config import CLEANUP_POLICIES, LONG_MAX, LogConfig, parse_cleanup_policy
+from kclient.storage.log_files import fsync_dir
 from kclient.storage.log_segments import holds_offsets_from
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.retention import segments_to_delete
-from kclient.storage.log_files import fsync_dir
 from kclient.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)

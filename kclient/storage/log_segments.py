@@ -18,7 +18,7 @@ KIP-734) and ListOffsets v0's candidates (`LogSegments.base_offset_times`,
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Sequence
+from collections.abc import Sequence
 
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.storage.fileslice import FileSlice

@@ -33,14 +33,14 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kclient.clock import now_ms
 from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError
 from kclient.storage.checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
     CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
@@ -451,7 +451,7 @@ class LogManager:
     def _next_log_dir(self) -> Path:
         if len(self.log_dirs) == 1:
             return self.log_dirs[0]
-        counts = {d: 0 for d in self.log_dirs}
+        counts = dict.fromkeys(self.log_dirs, 0)
         for d in self._dir_of.values():
             counts[d] += 1
         return min(self.log_dirs, key=lambda d: counts[d])

@@ -38,8 +38,8 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import attrs
 import crc32c

@@ -14,7 +14,7 @@ counts. Pure functions over a snapshot of the segments.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from kclient.storage.log_config import LogConfig
 from kclient.storage.segment import LogSegment

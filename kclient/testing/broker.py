@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, AsyncIterator, Mapping
+from typing import Any
 
 import trio
 

@@ -26,8 +26,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Collection, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from kclient.client.admin import AdminClient
 from kclient.testing.broker import BrokerProcess

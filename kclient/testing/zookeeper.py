@@ -9,10 +9,10 @@ asked with the ``srvr`` four-letter word.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
-import logging
 import time
 from pathlib import Path
 

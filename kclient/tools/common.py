@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NoReturn, ParamSpec, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar
 
 import trio
 

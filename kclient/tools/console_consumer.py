@@ -32,7 +32,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Mapping, Protocol, Sequence, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Protocol, TypeAlias
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
 from kclient.tools.common import (

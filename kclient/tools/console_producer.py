@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Iterator, Mapping, Protocol
+from collections.abc import Iterator, Mapping
+from typing import IO, Protocol
 
 from kclient.errors import ConfigError
 from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, progress_bar, property_bool

@@ -50,8 +50,9 @@ import os
 import struct
 import sys
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Protocol, TextIO
+from typing import Protocol, TextIO
 
 import attrs
 

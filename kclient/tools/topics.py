@@ -31,7 +31,8 @@ import argparse
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Collection, Mapping, Protocol, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kclient.tools.common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values

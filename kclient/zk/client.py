@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import trio
 from kazoo.client import KazooClient, KazooState
@@ -45,7 +46,7 @@ _T = TypeVar("_T")
 
 def _zk_errors(fn: Callable[..., _T]) -> Callable[..., _T]:
     @functools.wraps(fn)
-    def wrapper(self: "ZkClient", *args: Any, **kwargs: Any) -> _T:
+    def wrapper(self: ZkClient, *args: Any, **kwargs: Any) -> _T:
         try:
             return fn(self, *args, **kwargs)
         except (KazooException, KazooTimeoutError) as exc:

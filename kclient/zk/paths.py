@@ -34,7 +34,8 @@ partitions / consumers`` alone would leave the remainder unowned; Kafka's
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -197,7 +198,7 @@ class BrokerRegistration:
         timestamp: int,
         jmx_port: int = -1,
         listeners: Sequence[tuple[str, str, str, int]] = (),
-    ) -> "BrokerRegistration":
+    ) -> BrokerRegistration:
         """A registration for a broker reached at ``host:port``.
 
         Args:
@@ -233,7 +234,7 @@ class BrokerRegistration:
         return _dumps(doc)
 
     @classmethod
-    def from_json(cls, broker_id: int, data: bytes | str) -> "BrokerRegistration":
+    def from_json(cls, broker_id: int, data: bytes | str) -> BrokerRegistration:
         """Parse a ``/brokers/ids/<id>`` node's data.
 
         A broker with only ``endpoints`` (host null, Kafka with non-PLAINTEXT
@@ -285,7 +286,7 @@ class TopicAssignment:
         )
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "TopicAssignment":
+    def from_json(cls, data: bytes | str) -> TopicAssignment:
         doc = _loads(data, "topic assignment")
         parts = doc.get("partitions")
         if not isinstance(parts, dict):
@@ -322,7 +323,7 @@ class PartitionState:
         )
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "PartitionState":
+    def from_json(cls, data: bytes | str) -> PartitionState:
         doc = _loads(data, "partition state")
         return cls(
             int(doc["leader"]),
@@ -345,7 +346,7 @@ class ControllerRegistration:
         return _dumps({"version": self.version, "brokerid": self.broker_id, "timestamp": str(self.timestamp)})
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "ControllerRegistration":
+    def from_json(cls, data: bytes | str) -> ControllerRegistration:
         doc = _loads(data, "controller")
         return cls(int(doc["brokerid"]), int(doc.get("timestamp", 0) or 0), int(doc.get("version", 1)))
 
@@ -398,7 +399,7 @@ class ConsumerRegistration:
         )
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "ConsumerRegistration":
+    def from_json(cls, data: bytes | str) -> ConsumerRegistration:
         doc = _loads(data, "consumer registration")
         sub = doc.get("subscription")
         if not isinstance(sub, dict):

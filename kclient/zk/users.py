@@ -137,7 +137,7 @@ def add_scram_user(
     for mechanism in passwords:
         if mechanism not in SCRAM_MECHANISMS:
             raise ConfigError(f"Invalid SCRAM mechanism {mechanism!r}: expected {', '.join(SCRAM_MECHANISMS)}")
-    alter_user_config(zookeeper, username, passwords, iterations={m: iterations for m in passwords})
+    alter_user_config(zookeeper, username, passwords, iterations=dict.fromkeys(passwords, iterations))
 
 
 def delete_user_config(zookeeper: str | ZkClient, username: str, keys: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import uuid
 
 from helpers.wait import wait_for  # the scenarios import it from here too
+
 from kclient import AdminClient, FetchRequest, NewTopic, OffsetRequest, SimpleConsumer
 from kclient.errors import LeaderNotAvailableError, NotLeaderForPartitionError, UnknownTopicOrPartitionError
+
 
 def unique_topic(prefix: str) -> str:
     """A topic name no other test uses."""

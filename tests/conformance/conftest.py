@@ -17,11 +17,11 @@ from typing import Any
 
 import attrs
 import pytest
-
 from helpers.skips import require
 from helpers.wait import wait_for
-from kclient.tools.common import fetch_metadata
+
 from kclient.testing import BrokerProcess, KafkaProcess, TestCertificates, client_properties, java_unavailable_reason, security_properties
+from kclient.tools.common import fetch_metadata
 
 #: The brokers every conformance scenario runs against, in order.
 BROKERS = ("bundled", "kafka-4", "kafka-3.9")

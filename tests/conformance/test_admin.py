@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from conformance.client_support import create_topic, unique_topic, wait_for
 from kclient import AdminClient, Consumer, NewTopic, Producer, ProducerData
 from kclient.client.admin import AlterConfigOp, ConfigEntry, ConfigResource
-from kclient.testing import kafka_tool
 from kclient.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -21,8 +21,7 @@ from kclient.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-
-from conformance.client_support import create_topic, unique_topic, wait_for
+from kclient.testing import kafka_tool
 
 
 def kclient_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
 from conformance.client_support import create_topic, log_end, simple_consumer, unique_topic
 from kclient.client.consumer.simple import SimpleConsumer
 from kclient.testing import kafka_tool

@@ -22,15 +22,13 @@ import json
 import signal
 import subprocess
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers.raw import SocketClient
-
 from helpers.wait import wait_for as _wait_for
+
 from kclient import AdminClient, NewTopic, Producer, ProducerData
 from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.group.streams import KafkaStream
@@ -325,7 +323,7 @@ def test_broker_group_with_kafkas_java_consumer(target, strategy, first_member):
         assert {p for _, p, _ in reader.records} == mine
         assert {e["partition"] for e in java.of("record_data")} == theirs
         kclient.commit_offsets()
-        wait_until(lambda: java.committed() == {p: 40 for p in theirs}, "the Java consumer's commits")
+        wait_until(lambda: java.committed() == dict.fromkeys(theirs, 40), "the Java consumer's commits")
         # The group's committed offsets, as the coordinator keeps them.
         with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
             offsets = admin.list_consumer_group_offsets(group)
@@ -349,7 +347,7 @@ def test_broker_group_with_kafkas_java_consumer(target, strategy, first_member):
     java = JavaConsumer(target, topic, group, strategy)
     try:
         wait_until(lambda: java.alive() and len(java.numbers()) >= 50, "the Java consumer to read the last 50")
-        wait_until(lambda: java.committed() == {p: 60 for p in range(PARTITIONS)}, "its commits")
+        wait_until(lambda: java.committed() == dict.fromkeys(range(PARTITIONS), 60), "its commits")
         assert sorted(java.numbers()) == list(range(250, 300)), "the Java consumer resumed at kclient's offsets"
     finally:
         java.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.client_support import create_topic, read_partition, read_topic, simple_consumer, unique_topic, wait_for_log_end
 from kclient import (
     FailedToSendMessageError,
     FetchRequest,
@@ -18,8 +19,6 @@ from kclient import (
 from kclient.client.producer.partitioner import murmur2, to_positive
 from kclient.protocol.records import v2
 from kclient.testing import kafka_tool
-
-from conformance.client_support import create_topic, read_partition, read_topic, simple_consumer, unique_topic, wait_for_log_end
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 KEYS = [f"key-{i}".encode() for i in range(24)]

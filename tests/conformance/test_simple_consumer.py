@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic, wait_for
 from kclient import FetchRequest, OffsetOutOfRangeError, OffsetRequest, Producer, ProducerData
 from kclient.errors import UnknownTopicOrPartitionError
-
-from conformance.client_support import create_topic, log_end, read_partition, simple_consumer, unique_topic, wait_for
 
 NOW = 1_700_000_000_000
 #: Topics holding records stamped NOW (2023) keep them: with the default

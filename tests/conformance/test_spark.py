@@ -18,9 +18,9 @@ import time
 import uuid
 
 import pytest
-
 from helpers import records as test_records
 from helpers.wait import wait_for
+
 from kclient import Producer, ProducerData
 
 #: The brokers these scenarios run against (fixtures of conftest.py).

@@ -229,7 +229,7 @@ class SocketClient:
                     return True
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             pass
         raise AssertionError("the broker did not close the connection")
 

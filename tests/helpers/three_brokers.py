@@ -43,7 +43,7 @@ class ThreeBrokers:
         self.connect = zookeeper.connect_string(f"failover-{uuid.uuid4().hex[:8]}")
         self.brokers = {i: BrokerProcess(properties={**BROKER_PROPS, "zookeeper.connect": self.connect, "broker.id": i}) for i in (1, 2, 3)}
 
-    def __enter__(self) -> "ThreeBrokers":
+    def __enter__(self) -> ThreeBrokers:
         try:
             for b in self.brokers.values():
                 b.start()

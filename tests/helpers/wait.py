@@ -13,8 +13,8 @@ A module that always waits with the same budget binds it once, e.g.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
-from typing import Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 

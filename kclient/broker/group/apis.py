@@ -403,7 +403,7 @@ class GroupApis:
         code, errors = await self.coordinator.delete_offsets(body.group_id, known)
         if code != NONE:
             return OffsetDeleteResponse(error_code=code)
-        errors.update({tp: UNKNOWN_TOPIC_OR_PARTITION for tp in unknown})
+        errors.update(dict.fromkeys(unknown, UNKNOWN_TOPIC_OR_PARTITION))
         topics: dict[str, list[OffsetDeleteResponsePartition]] = {}
         for (topic, partition), error in errors.items():
             topics.setdefault(topic, []).append(OffsetDeleteResponsePartition(partition_index=partition, error_code=error))

@@ -613,7 +613,7 @@ class GroupCoordinator:
         code = await self.manager.delete_offsets(group_id, [tp for tp in deletable if tp in committed])
         if code != NONE:
             return code, {}
-        errors.update({tp: NONE for tp in deletable})
+        errors.update(dict.fromkeys(deletable, NONE))
         if deletable:
             log.info("group %r: offsets of %d partition(s) deleted", group_id, len(deletable))
         return NONE, errors

@@ -12,9 +12,10 @@ neither needs the other for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import repeat
 from operator import itemgetter, length_hint
-from typing import Any, Iterator, overload
+from typing import Any, overload
 
 from kclient._accel import speedups
 
@@ -35,7 +36,7 @@ class MessageAndMetadata(tuple[Any, ...]):
 
     __slots__ = ()
 
-    def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> "MessageAndMetadata":
+    def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> MessageAndMetadata:
         return tuple.__new__(cls, (key, message, topic, partition, offset, timestamp))
 
     key = _tuplegetter(0, "The decoded key.")

@@ -36,8 +36,9 @@ A partition without a starting offset (nothing committed) starts at the
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from operator import itemgetter
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import trio
 from crc32c import crc32c
@@ -47,7 +48,10 @@ from kclient.client.consumer.chunk import MessageChunk
 from kclient.client.consumer.partition_topic_info import Leader, PartitionTopicInfo, TopicPartition
 from kclient.client.consumer.simple import FetchRequest, OffsetRequest, TrioSimpleConsumer
 from kclient.client.consumer.statistics import fetched_position
+from kclient.config import ConsumerConfig
+from kclient.errors import NONE as _NO_ERROR
 from kclient.errors import (
+    OFFSET_OUT_OF_RANGE,
     AuthenticationError,
     BrokerResponseError,
     CorruptRecordError,
@@ -57,9 +61,6 @@ from kclient.errors import (
     MessageSizeTooLargeError,
     ProtocolError,
 )
-from kclient.errors import NONE as _NO_ERROR
-from kclient.errors import OFFSET_OUT_OF_RANGE
-from kclient.config import ConsumerConfig
 from kclient.protocol.records import iter_record_rows
 
 log = logging.getLogger("kclient.consumer")

@@ -12,9 +12,10 @@ a single message bigger than S needs a bigger S). The bytes are decoded by
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any, Iterable, Iterator, Sequence, overload
+from typing import Any, overload
 
 import attrs
 from crc32c import crc32c as _crc32c
@@ -25,7 +26,6 @@ from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
 from kclient.protocol.records.rows import CHUNK_ROWS
 from kclient.protocol.records.scan import LOG_OVERHEAD
-
 
 try:  # the C field descriptor namedtuple uses: one call per attribute read
     from collections import _tuplegetter  # type: ignore[attr-defined]
@@ -45,7 +45,7 @@ class Message(tuple[Any, ...]):
 
     __slots__ = ()
 
-    def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple[Header, ...] = ()) -> "Message":
+    def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple[Header, ...] = ()) -> Message:
         return tuple.__new__(cls, (key, payload, timestamp, headers))
 
     key = _tuplegetter(0, "The key (bytes or None).")
@@ -64,7 +64,7 @@ class MessageAndOffset(tuple[Any, ...]):
 
     __slots__ = ()
 
-    def __new__(cls, message: Message, offset: int) -> "MessageAndOffset":
+    def __new__(cls, message: Message, offset: int) -> MessageAndOffset:
         return tuple.__new__(cls, (message, offset))
 
     message = _tuplegetter(0, "The `Message`.")

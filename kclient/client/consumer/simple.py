@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -139,7 +140,7 @@ class _MultiFetch:
     next round); its parts, of at most ``PIPELINE_PARTITIONS`` partitions
     without a long poll, are written together and answered in order."""
 
-    def __init__(self, consumer: "TrioSimpleConsumer", conn: BrokerConnection, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> None:
+    def __init__(self, consumer: TrioSimpleConsumer, conn: BrokerConnection, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> None:
         self.consumer = consumer
         self.conn = conn
         self.version = conn.version_for(FETCH, floor=4)
@@ -309,7 +310,7 @@ class TrioSimpleConsumer:
         """
         return self._stats.snapshot()
 
-    async def __aenter__(self) -> "TrioSimpleConsumer":
+    async def __aenter__(self) -> TrioSimpleConsumer:
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
         return self
@@ -461,7 +462,7 @@ class TrioSimpleConsumer:
             for message_set in ready:
                 yield message_set
 
-    async def _open_multifetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> "_MultiFetch":
+    async def _open_multifetch(self, requests: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int, sent: Callable[[], object] | None) -> _MultiFetch:
         fetch = _MultiFetch(self, await self._connection(), list(requests), max_wait_ms, min_bytes, sent)
         await fetch.start_round()
         return fetch
@@ -770,7 +771,7 @@ class SimpleConsumer(ClosingClient):
         fetch = self._loop.call(lambda: self._core._open_multifetch(requests, max_wait_ms, min_bytes, None))
         return self._ready_sets(fetch)
 
-    def _ready_sets(self, fetch: "_MultiFetch") -> Iterator[ByteBufferMessageSet]:
+    def _ready_sets(self, fetch: _MultiFetch) -> Iterator[ByteBufferMessageSet]:
         while True:
             ready = self._loop.call(fetch.next_ready)
             if ready is None:

@@ -12,8 +12,9 @@ Format"). `BatchBuilder` does the work for the `DefaultEventHandler`;
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kclient.client.producer.settings import ProducerSettings
 from kclient.errors import MessageSizeTooLargeError, UnsupportedForMessageFormatError
@@ -47,7 +48,7 @@ class PartitionSend:
         "producer_id", "producer_epoch", "sequences", "tracked",
     )
 
-    def __init__(self, topic: str, partition: int, records: "list[Any] | None" = None) -> None:
+    def __init__(self, topic: str, partition: int, records: list[Any] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.records: list[Any] = records if records is not None else []
@@ -190,7 +191,7 @@ class BatchBuilder:
         self.settings = settings
         self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
 
-    def build(self, part: PartitionSend, magic: int | None = None, stamp: "Callable[[PartitionSend], None] | None" = None) -> None:
+    def build(self, part: PartitionSend, magic: int | None = None, stamp: Callable[[PartitionSend], None] | None = None) -> None:
         """Split a partition's records into chunks that fit a request and
         encode them.
 

@@ -31,7 +31,8 @@ Hooks never run on the producer's trio loop thread when the blocking
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.client.producer.data import ProducerData
@@ -48,7 +49,7 @@ class CallbackHandler:
     thread propagates out of ``send``.
     """
 
-    def before_enqueue(self, data: "ProducerData") -> "ProducerData | None":
+    def before_enqueue(self, data: ProducerData) -> ProducerData | None:
         """Called with each item before it is put on the async queue, on the
         thread calling ``send``.
 
@@ -61,7 +62,7 @@ class CallbackHandler:
         """
         return data
 
-    def after_enqueue(self, data: "ProducerData", added: bool) -> None:
+    def after_enqueue(self, data: ProducerData, added: bool) -> None:
         """Called after each attempt to enqueue an item, on the thread
         calling ``send``.
 
@@ -71,7 +72,7 @@ class CallbackHandler:
                 ran out) and `QueueFullError` is about to be raised.
         """
 
-    def after_dequeuing_existing_data(self, data: "ProducerData") -> "list[ProducerData]":
+    def after_dequeuing_existing_data(self, data: ProducerData) -> list[ProducerData]:
         """Called by the ProducerSendThread with each item taken off the
         queue.
 
@@ -84,7 +85,7 @@ class CallbackHandler:
         """
         return [data]
 
-    def before_sending_data(self, batch: "list[ProducerData]") -> "list[ProducerData]":
+    def before_sending_data(self, batch: list[ProducerData]) -> list[ProducerData]:
         """Called with each batch before it is serialized and sent.
 
         Args:
@@ -96,7 +97,7 @@ class CallbackHandler:
         """
         return batch
 
-    def last_batch_before_close(self) -> "list[ProducerData]":
+    def last_batch_before_close(self) -> list[ProducerData]:
         """Called by the ProducerSendThread once during ``close()``, after the
         queue has been drained.
 
@@ -105,7 +106,7 @@ class CallbackHandler:
         """
         return []
 
-    def on_send_error(self, events: "Sequence[ProducerData]", exc: BaseException) -> None:
+    def on_send_error(self, events: Sequence[ProducerData], exc: BaseException) -> None:
         """Called when sending a batch failed for good (retries exhausted or
         a non-retriable error). The default does nothing: the producer logs
         and counts the failure itself.

@@ -20,7 +20,8 @@ for the default plug-ins, the compiled loops of ``kclient._speedups``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from kclient.client.producer.batching import PartitionSend, headers_size
 from kclient.client.producer.data import ProducerData
@@ -80,7 +81,7 @@ def fields_of(d: Any) -> tuple[Any, ...]:
     return d.key, d.messages, d.timestamp_ms, getattr(d, "partition", None), getattr(d, "headers", ()), None
 
 
-def add_plain(records: list[Any], key: Any, messages: Sequence[Any], ts: int, encode: "Callable[[Any], bytes] | None") -> None:
+def add_plain(records: list[Any], key: Any, messages: Sequence[Any], ts: int, encode: Callable[[Any], bytes] | None) -> None:
     """Append one untracked item's records without headers.
 
     Args:
@@ -100,7 +101,7 @@ def add_plain(records: list[Any], key: Any, messages: Sequence[Any], ts: int, en
         records.extend([(key, None if m is None else encode(m), ts) for m in messages])
 
 
-def add_with_headers(part: PartitionSend, key: Any, messages: Sequence[Any], ts: int, headers: Sequence[Any], encode: "Callable[[Any], bytes] | None") -> None:
+def add_with_headers(part: PartitionSend, key: Any, messages: Sequence[Any], ts: int, headers: Sequence[Any], encode: Callable[[Any], bytes] | None) -> None:
     """Append one untracked item's records, each with the item's headers
     (KIP-82), and count the headers' size in ``part.header_bytes``.
 
@@ -176,8 +177,8 @@ class Collator:
         key_encoder: Any,
         partitioner: Any,
         *,
-        compiled: "CompiledCollate | None" = None,
-        compiled_group: "Callable[[list[Any], Collection[type]], dict[str, list[Any]]] | None" = None,
+        compiled: CompiledCollate | None = None,
+        compiled_group: Callable[[list[Any], Collection[type]], dict[str, list[Any]]] | None = None,
     ) -> None:
         self._encode = None if is_passthrough(encoder) else encoder.to_message
         self._encode_key = None if is_passthrough(key_encoder) else key_encoder.to_message

@@ -30,7 +30,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 import trio
 
@@ -80,7 +81,7 @@ def check_topic(topic: Any) -> None:
         raise InvalidTopicError(f"invalid topic name {topic!r}: {why}")
 
 
-def as_config(config: "ProducerConfig | Mapping[str, Any] | str") -> ProducerConfig:
+def as_config(config: ProducerConfig | Mapping[str, Any] | str) -> ProducerConfig:
     """A `ProducerConfig` from any of the forms the producers accept.
 
     Args:
@@ -118,7 +119,7 @@ class TrioProducer:
         ConfigError: a bad config or a plug-in that cannot be loaded.
     """
 
-    def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | str, *, event_handler: Any = None, callback_handler: Any = None) -> None:
         cfg = as_config(config)
         self.config = cfg
         self.settings = settings_from_config(cfg)
@@ -143,7 +144,7 @@ class TrioProducer:
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
-        self._completions: "trio.MemorySendChannel[tuple[Any, Any]] | None" = None
+        self._completions: trio.MemorySendChannel[tuple[Any, Any]] | None = None
         #: Topic names `prepare` has checked (read by the blocking
         #: Producer's fast path; only ever grows).
         self.valid_topics: set[str] = set()
@@ -202,7 +203,7 @@ class TrioProducer:
         self._completions, completions = trio.open_memory_channel(math.inf)
         nursery.start_soon(self._completer, completions)
 
-    async def __aenter__(self) -> "TrioProducer":
+    async def __aenter__(self) -> TrioProducer:
         self._nursery_manager = trio.open_nursery()
         nursery = await self._nursery_manager.__aenter__()
         try:
@@ -226,7 +227,7 @@ class TrioProducer:
             return suppress
         return None
 
-    def prepare(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[ProducerData]":
+    def prepare(self, data_or_list: ProducerData | Iterable[ProducerData]) -> list[ProducerData]:
         """Normalize ``send``'s argument and check every topic name. Plain
         function, safe from any thread.
 
@@ -262,7 +263,7 @@ class TrioProducer:
                 valid.add(topic)
         return events
 
-    async def send(self, data_or_list: "ProducerData | Iterable[ProducerData]", *, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None" = None) -> None:
+    async def send(self, data_or_list: ProducerData | Iterable[ProducerData], *, callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None) -> None:
         """Send records and wait for the acknowledgements
         (``request.required.acks``; with 0, until written).
 
@@ -296,7 +297,7 @@ class TrioProducer:
             return
         await self._send_hooked(events)
 
-    async def send_with_result(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[RecordFuture]":
+    async def send_with_result(self, data_or_list: ProducerData | Iterable[ProducerData]) -> list[RecordFuture]:
         """Send records, wait until each is acknowledged or failed, and
         return their results: one done `RecordFuture` per record (each
         message of each ProducerData, in order), as `Producer.send_with_result`.
@@ -318,7 +319,7 @@ class TrioProducer:
         futures, _ = await self._send_tracked(self.prepare(data_or_list))
         return futures
 
-    async def _send_tracked(self, events: "list[ProducerData]") -> "tuple[list[RecordFuture], Exception | None]":
+    async def _send_tracked(self, events: list[ProducerData]) -> tuple[list[RecordFuture], Exception | None]:
         tracked, reports, futures = track(events, None, True, None)
         error: Exception | None = None
         try:
@@ -331,7 +332,7 @@ class TrioProducer:
         settle(reports, error)
         return futures, error  # type: ignore[return-value]
 
-    async def _send_hooked(self, events: "list[ProducerData]") -> None:
+    async def _send_hooked(self, events: list[ProducerData]) -> None:
         if self._before_send:
             events = list(self.callback_handler.before_sending_data(events) or ())
         try:
@@ -341,7 +342,7 @@ class TrioProducer:
                 self.callback_handler.on_send_error(events, exc)
             raise
 
-    async def send_batch(self, events: "list[ProducerData]") -> None:
+    async def send_batch(self, events: list[ProducerData]) -> None:
         """Hand prepared records to the EventHandler and wait until they are
         acknowledged (the blocking Producer's path into trio; no hooks run).
 
@@ -358,7 +359,7 @@ class TrioProducer:
         if events:
             await self.event_handler.handle(events)
 
-    async def submit_batch(self, events: "list[ProducerData]", on_done: "Callable[[BaseException | None], None]") -> None:
+    async def submit_batch(self, events: list[ProducerData], on_done: Callable[[BaseException | None], None]) -> None:
         """Pipelined `send_batch` (``max.in.flight.requests.per.connection``
         > 1): wait for a free in-flight slot, write the batch's Produce
         requests, and return.
@@ -409,12 +410,12 @@ class TrioProducer:
         except trio.ClosedResourceError:  # closing: complete it here
             await self._complete(finish, on_done)
 
-    async def _completer(self, completions: "trio.MemoryReceiveChannel[tuple[Any, Any]]") -> None:
+    async def _completer(self, completions: trio.MemoryReceiveChannel[tuple[Any, Any]]) -> None:
         async with completions:
             async for finish, on_done in completions:
                 await self._complete(finish, on_done)
 
-    async def _complete(self, finish: "Callable[[], Awaitable[None]]", on_done: "Callable[[BaseException | None], None]") -> None:
+    async def _complete(self, finish: Callable[[], Awaitable[None]], on_done: Callable[[BaseException | None], None]) -> None:
         error: BaseException | None = None
         try:
             await finish()

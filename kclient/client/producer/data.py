@@ -59,7 +59,7 @@ class ProducerData(tuple[Any, ...]):
         timestamp_ms: int | None = None,
         partition: int | None = None,
         headers: Any = (),
-    ) -> "ProducerData":
+    ) -> ProducerData:
         if type(messages) is list:  # the usual [value]
             messages = tuple(messages)
         elif type(messages) is not tuple:
@@ -90,7 +90,7 @@ class ProducerData(tuple[Any, ...]):
     def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
 
-    def _stamped(self, timestamp_ms: int) -> "ProducerData":
+    def _stamped(self, timestamp_ms: int) -> ProducerData:
         """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""
         return new_tuple(ProducerData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5]))
 

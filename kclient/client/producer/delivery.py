@@ -32,8 +32,9 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from kclient.client.producer.data import ProducerData, new_tuple
 
@@ -70,7 +71,7 @@ class RecordMetadata(tuple[Any, ...]):
 
     __slots__ = ()
 
-    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int, serialized_key_size: int = -1, serialized_value_size: int = -1) -> "RecordMetadata":
+    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int, serialized_key_size: int = -1, serialized_value_size: int = -1) -> RecordMetadata:
         return tuple.__new__(cls, (topic, partition, offset, timestamp, serialized_key_size, serialized_value_size))
 
     topic = property(itemgetter(0), doc="The topic (str).")
@@ -197,7 +198,7 @@ class RecordFuture:
         self._wait(timeout)
         return self._value if self._state == _FAILED else None
 
-    def add_done_callback(self, fn: "Callable[[RecordFuture], Any]") -> None:
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Call ``fn(future)`` once the future is done (at once, on this
         thread, if it already is). An exception from ``fn`` is logged and
         ignored.
@@ -241,7 +242,7 @@ class DeliveryReport:
 
     __slots__ = ("topic", "timestamp", "callback", "futures", "states", "pending", "registry")
 
-    def __init__(self, data: ProducerData, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None", futures: "list[RecordFuture] | None", registry: "set[DeliveryReport] | None") -> None:
+    def __init__(self, data: ProducerData, callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None, futures: list[RecordFuture] | None, registry: set[DeliveryReport] | None) -> None:
         self.topic = data[0]
         self.timestamp = data[3]
         self.callback = callback
@@ -254,7 +255,7 @@ class DeliveryReport:
         if registry is not None and n:
             registry.add(self)
 
-    def _settle_one(self, index: int, state: int, value: Any) -> "tuple[threading.Event | None, list[Callable[[RecordFuture], Any]] | None] | None":
+    def _settle_one(self, index: int, state: int, value: Any) -> tuple[threading.Event | None, list[Callable[[RecordFuture], Any]] | None] | None:
         # With _lock held: mark record ``index``; None if it was done already.
         futures = self.futures
         if futures is None:
@@ -371,7 +372,7 @@ class TrackedData(ProducerData):
     def __reduce__(self) -> Any:
         return (ProducerData, tuple(self[:6]))
 
-    def _stamped(self, timestamp_ms: int) -> "TrackedData":
+    def _stamped(self, timestamp_ms: int) -> TrackedData:
         self[6].timestamp = timestamp_ms
         return new_tuple(TrackedData, (self[0], self[1], self[2], timestamp_ms, self[4], self[5], self[6]))
 
@@ -380,7 +381,7 @@ class TrackedData(ProducerData):
         return new_tuple(ProducerData, self[:6])
 
 
-def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, registry: "set[DeliveryReport] | None") -> "tuple[list[ProducerData], list[DeliveryReport], list[RecordFuture] | None]":
+def track(events: Sequence[ProducerData], callback: Any, want_futures: bool, registry: set[DeliveryReport] | None) -> tuple[list[ProducerData], list[DeliveryReport], list[RecordFuture] | None]:
     """Wrap ``events`` for delivery results.
 
     Args:

@@ -99,7 +99,8 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -142,7 +143,7 @@ class ProducerContext:
 
     config: Any
     settings: ProducerSettings
-    cluster: "Cluster"
+    cluster: Cluster
     encoder: Any
     key_encoder: Any
     partitioner: Any
@@ -171,7 +172,7 @@ class EventHandler(abc.ABC):
         self.context = context
 
     @abc.abstractmethod
-    async def handle(self, events: "list[ProducerData]") -> None:
+    async def handle(self, events: list[ProducerData]) -> None:
         """Serialize and send records; return once they are acknowledged
         per ``request.required.acks``.
 
@@ -187,7 +188,7 @@ class EventHandler(abc.ABC):
         """Release resources (called once by the producer's close)."""
 
 
-def compiled_collate(context: ProducerContext) -> "CompiledCollate | None":
+def compiled_collate(context: ProducerContext) -> CompiledCollate | None:
     """The compiled collate loop for ``context``'s plug-ins, or None.
 
     ``kclient._speedups.collate_default`` takes the default plug-ins only:
@@ -210,7 +211,7 @@ def compiled_collate(context: ProducerContext) -> "CompiledCollate | None":
     random = context.partitioner.random
     bytes_values = not is_passthrough(context.encoder)
 
-    def collate(datas: list[Any], n_parts: int, now: int) -> "dict[int, list[Any]] | None":
+    def collate(datas: list[Any], n_parts: int, now: int) -> dict[int, list[Any]] | None:
         grouped: dict[int, list[Any]] | None = fast(datas, ProducerData, n_parts, now, random, bytes_values)
         return grouped
 
@@ -271,7 +272,7 @@ class DefaultEventHandler(EventHandler):
 
     # -- step 1-3: serialize and partition ---------------------------------
 
-    async def _collate(self, events: "list[ProducerData]", failed: Failed) -> dict[tuple[str, int], PartitionSend]:
+    async def _collate(self, events: list[ProducerData], failed: Failed) -> dict[tuple[str, int], PartitionSend]:
         """Steps 1-3: the batch's records per topic-partition. A topic whose
         metadata cannot be had goes into ``failed`` (partition -1).
 
@@ -304,7 +305,7 @@ class DefaultEventHandler(EventHandler):
 
     # -- step 4-6: encode, send with retries --------------------------------
 
-    async def handle(self, events: "list[ProducerData]") -> None:
+    async def handle(self, events: list[ProducerData]) -> None:
         """Serialize, partition and send records with retries (steps 1-6 of
         the module docstring); return once they are acknowledged.
 
@@ -319,7 +320,7 @@ class DefaultEventHandler(EventHandler):
         finish = await self.start(events, busy_poll=True)
         await finish()
 
-    async def start(self, events: "list[ProducerData]", *, busy_poll: bool = False) -> "Callable[[], Awaitable[None]]":
+    async def start(self, events: list[ProducerData], *, busy_poll: bool = False) -> Callable[[], Awaitable[None]]:
         """The first half of `handle`: serialize, partition, build the
         batches and WRITE the first attempt's Produce requests.
 
@@ -388,7 +389,7 @@ class DefaultEventHandler(EventHandler):
             raise
         return True
 
-    def _build(self, parts: "Iterable[PartitionSend]", failed: Failed, stamp: "Callable[[PartitionSend], None] | None") -> list[PartitionSend]:
+    def _build(self, parts: Iterable[PartitionSend], failed: Failed, stamp: Callable[[PartitionSend], None] | None) -> list[PartitionSend]:
         """Step 4: chunk and encode each part's records (``stamp``: the
         idempotent producer's numbering); a part that cannot be encoded goes
         into ``failed``. Returns the parts with batches to send."""

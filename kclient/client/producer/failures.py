@@ -12,7 +12,8 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND; see
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
 from kclient.errors import AuthenticationError, FailedToSendMessageError
 
@@ -113,7 +114,7 @@ def raise_failure(failed: Failed, retries: int) -> None:
     raise error
 
 
-def raiser(failed: Failed) -> "Callable[[], Awaitable[None]]":
+def raiser(failed: Failed) -> Callable[[], Awaitable[None]]:
     """A ``finish`` coroutine function (see
     `kclient.client.producer.event_handler.DefaultEventHandler.start`) for a
     send that failed before writing anything.

@@ -45,7 +45,8 @@ producer's may differ:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -88,7 +89,7 @@ class IdempotentProducerState:
             doubled each time up to 10 s.
     """
 
-    def __init__(self, cluster: "Cluster", *, retries: int = 3, backoff_ms: int = 100) -> None:
+    def __init__(self, cluster: Cluster, *, retries: int = 3, backoff_ms: int = 100) -> None:
         self._cluster = cluster
         self._retries = retries
         self._backoff_ms = max(1, backoff_ms)
@@ -162,7 +163,7 @@ class IdempotentProducerState:
         partition not written with this producer id yet)."""
         return self._next.get(tp, 0)
 
-    def stamp(self, part: "PartitionSend") -> None:
+    def stamp(self, part: PartitionSend) -> None:
         """Give each chunk of ``part`` the producer id, epoch and its base
         sequence, and advance the partition's sequence past them.
 
@@ -188,7 +189,7 @@ class IdempotentProducerState:
         part.producer_epoch = self.producer_epoch
         part.sequences = sequences
 
-    def rewind(self, part: "PartitionSend") -> None:
+    def rewind(self, part: PartitionSend) -> None:
         """Give the sequences of ``part``'s pending chunks back: none of
         them is in the log, so the partition's next batch starts at the
         first one's sequence.

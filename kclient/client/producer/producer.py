@@ -65,16 +65,17 @@ import logging
 import operator
 import sys
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
+from kclient._accel import speedups as _speedups
 from kclient.client.cluster import PartitionInfo
 from kclient.client.producer.callbacks import overrides
-from kclient._accel import speedups as _speedups
+from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.data import ProducerData, new_tuple
 from kclient.client.producer.data import stamped as _stamped
-from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
 from kclient.client.producer.queue import Bundle, MessageQueue
 from kclient.client.producer.send_thread import ProducerSendThread
@@ -136,9 +137,9 @@ class Producer(ClosingClient):
         ConfigError: a bad config or plug-in.
     """
 
-    _closer: "_ProducerCloser"
+    _closer: _ProducerCloser
 
-    def __init__(self, config: "ProducerConfig | Mapping[str, Any] | str", *, event_handler: Any = None, callback_handler: Any = None) -> None:
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | str, *, event_handler: Any = None, callback_handler: Any = None) -> None:
         self._core = TrioProducer(config, event_handler=event_handler, callback_handler=callback_handler)
         self.config = cfg = self._core.config
         self._callbacks = self._core.callback_handler
@@ -224,7 +225,7 @@ class Producer(ClosingClient):
         partitions: tuple[PartitionInfo, ...] = self._loop.call(self._core.cluster.partitions_for, topic)
         return partitions
 
-    def send(self, data_or_list: "ProducerData | Iterable[ProducerData]", *, callback: "Callable[[RecordMetadata | None, BaseException | None], Any] | None" = None) -> None:
+    def send(self, data_or_list: ProducerData | Iterable[ProducerData], *, callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None) -> None:
         """Send one `ProducerData` or a list of them.
 
         sync mode: returns once acknowledged. async mode: returns once
@@ -315,7 +316,7 @@ class Producer(ClosingClient):
             return
         self._send_sync(events)
 
-    def send_with_result(self, data_or_list: "ProducerData | Iterable[ProducerData]") -> "list[RecordFuture]":
+    def send_with_result(self, data_or_list: ProducerData | Iterable[ProducerData]) -> list[RecordFuture]:
         """Send like `send` and return one `RecordFuture` per record (each
         message of each ProducerData, in order): Kafka's
         ``Future<RecordMetadata> send(record)``.
@@ -354,7 +355,7 @@ class Producer(ClosingClient):
             return futures
         return self._send_tracked(data_or_list, None, want_futures=True)  # type: ignore[return-value]
 
-    def _put_tracked(self, d: ProducerData, callback: Any, futures: "list[RecordFuture] | None") -> None:
+    def _put_tracked(self, d: ProducerData, callback: Any, futures: list[RecordFuture] | None) -> None:
         # The async fast path with a delivery result: one ProducerData, no
         # enqueue hooks (as `send`'s, plus the report).
         if d[0] not in self._valid_topics:
@@ -371,7 +372,7 @@ class Producer(ClosingClient):
             if futures is None:
                 raise exc
 
-    def _send_tracked(self, data_or_list: Any, callback: Any, *, want_futures: bool) -> "list[RecordFuture] | None":
+    def _send_tracked(self, data_or_list: Any, callback: Any, *, want_futures: bool) -> list[RecordFuture] | None:
         events = self._core.prepare(data_or_list)
         if not self._async:
             # Futures resolved on the trio thread; callbacks called here.
@@ -572,7 +573,7 @@ class _ProducerCloser(ExitCloser):
     reference to the Producer (see `kclient.sync.ExitCloser`)."""
 
     def __init__(
-        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: "MessageQueue | None", thread: "ProducerSendThread | None", reports: "set[DeliveryReport] | None" = None
+        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: MessageQueue | None, thread: ProducerSendThread | None, reports: set[DeliveryReport] | None = None
     ) -> None:
         super().__init__(description, close_timeout_ms / 1000)
         self._reports = reports if reports is not None else set()

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -89,7 +90,7 @@ class PyQueueCore:
         times = self._times
         return times[0] if times else None
 
-    def put(self, data: Any, n: int) -> "Callable[[], None] | None | Literal[False]":
+    def put(self, data: Any, n: int) -> Callable[[], None] | None | Literal[False]:
         """Append ``data`` (``n`` messages) if the queue is open and has
         room (an item larger than the bound fits an empty queue).
 
@@ -114,7 +115,7 @@ class PyQueueCore:
                 return self._release_waker()
             return None
 
-    def _release_waker(self) -> "Callable[[], None] | None":
+    def _release_waker(self) -> Callable[[], None] | None:
         waker = self._waker
         self._waker = None
         self._consumer_waiting = False
@@ -148,7 +149,7 @@ class PyQueueCore:
             batch = flat
         return batch, taken
 
-    def poll(self, batch_messages: int, max_wait_s: float, waker: Callable[[], None]) -> "tuple[str, Any]":
+    def poll(self, batch_messages: int, max_wait_s: float, waker: Callable[[], None]) -> tuple[str, Any]:
         """The consumer's step: `MessageQueue.poll_batch`'s result; on
         ``"wait"`` the ``waker`` is registered (atomically with the check)."""
         with self._lock:
@@ -170,7 +171,7 @@ class PyQueueCore:
             self._waker = waker
             return "wait", timeout
 
-    def flush_requested(self, delta: int) -> "Callable[[], None] | None":
+    def flush_requested(self, delta: int) -> Callable[[], None] | None:
         """Count a flush starting (+1) or ending (-1); returns the waker to
         call when a start must wake the consumer."""
         with self._lock:
@@ -179,13 +180,13 @@ class PyQueueCore:
                 return self._release_waker()
             return None
 
-    def close(self) -> "Callable[[], None] | None":
+    def close(self) -> Callable[[], None] | None:
         """Refuse further puts; returns the waker to call, if any."""
         with self._lock:
             self.closed = True
             return self._release_waker() if self._consumer_waiting else None
 
-    def abandon(self) -> "tuple[int, Callable[[], None] | None]":
+    def abandon(self) -> tuple[int, Callable[[], None] | None]:
         """Close and drop what is queued: ``(messages dropped, waker)``."""
         with self._lock:
             dropped = self.count
@@ -360,7 +361,7 @@ class MessageQueue:
                 return None
             wake.wait(value)
 
-    def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> "tuple[str, Any]":
+    def poll_batch(self, batch_messages: int, max_wait_ms: int, waker: Callable[[], None]) -> tuple[str, Any]:
         """`take_batch` without blocking, for a consumer running on an
         event loop.
 

@@ -32,7 +32,8 @@ import functools
 import logging
 import operator
 import threading
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -298,7 +299,7 @@ class ProducerSendThread(LoopThread):
         return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error, self._possibly_written)
 
 
-def _wake_soon(token: "trio.lowlevel.TrioToken", wake: Callable[[], None]) -> None:
+def _wake_soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None:
     # The queue's waker: schedule ``wake`` on the loop from any thread.
     try:
         token.run_sync_soon(wake)

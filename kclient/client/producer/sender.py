@@ -71,7 +71,7 @@ class Sender:
             leader's Produce version carries.
     """
 
-    def __init__(self, cluster: "Cluster", settings: ProducerSettings, batches: BatchBuilder) -> None:
+    def __init__(self, cluster: Cluster, settings: ProducerSettings, batches: BatchBuilder) -> None:
         self._cluster = cluster
         self._settings = settings
         self._batches = batches
@@ -269,7 +269,7 @@ async def _await_response(handle: Any, chosen: list[tuple[PartitionSend, int]], 
         return None
 
 
-def _record_errors(node_id: int, response: ProduceResponse, chosen: list[tuple[PartitionSend, int]]) -> "set[int] | None":
+def _record_errors(node_id: int, response: ProduceResponse, chosen: list[tuple[PartitionSend, int]]) -> set[int] | None:
     """Fail the batches of ``chosen`` whose partition answered with an error
     code; return the ``id()`` of their parts (None: no error)."""
     errored = None

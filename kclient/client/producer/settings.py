@@ -90,7 +90,7 @@ class ProducerSettings:
     busy_poll_us: int = 0
 
 
-def settings_from_config(config: "ProducerConfig") -> ProducerSettings:
+def settings_from_config(config: ProducerConfig) -> ProducerSettings:
     """Read the send-path settings off a config (the one place the send
     path reads configuration).
 

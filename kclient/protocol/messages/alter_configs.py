@@ -15,7 +15,7 @@ versions (KIP-482). Both answer per resource."""
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Bool, Int16, Int32, Int8, NullableString, String
+from kclient.protocol.types import Bool, Int8, Int16, Int32, NullableString, String
 
 #: IncrementalAlterConfigs ``config_operation`` values (``AlterConfigOp.OpType``).
 OP_SET = 0

@@ -12,7 +12,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Int16, Int32, NullableString, String, Uuid, Versions, NullableVersions
+from kclient.protocol.types import Int16, Int32, NullableString, NullableVersions, String, Uuid, Versions
 
 
 @attrs.define(kw_only=True)

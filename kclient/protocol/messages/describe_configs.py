@@ -14,7 +14,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Bool, Int16, Int32, Int8, NullableString, String, Versions
+from kclient.protocol.types import Bool, Int8, Int16, Int32, NullableString, String, Versions
 
 #: `resource_type` values (`ConfigResource.Type`).
 RESOURCE_TOPIC = 2

@@ -9,7 +9,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Int16, Int32, Int64, Int8, Records, String, Versions
+from kclient.protocol.types import Int8, Int16, Int32, Int64, Records, String, Versions
 
 
 @attrs.define(kw_only=True)

@@ -15,7 +15,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Int16, Int32, Int8, NullableString, String, Versions
+from kclient.protocol.types import Int8, Int16, Int32, NullableString, String, Versions
 
 #: ``key_type`` values (``CoordinatorType``).
 COORDINATOR_GROUP = 0

@@ -19,7 +19,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Bool, Bytes, Int16, Int32, NullableString, String, Versions, NullableVersions
+from kclient.protocol.types import Bool, Bytes, Int16, Int32, NullableString, NullableVersions, String, Versions
 
 
 @attrs.define(kw_only=True)

@@ -9,7 +9,7 @@ from typing import Annotated
 import attrs
 
 from kclient.protocol.schema import Api
-from kclient.protocol.types import Int16, Int32, Int64, Int8, String, Versions
+from kclient.protocol.types import Int8, Int16, Int32, Int64, String, Versions
 
 #: Special ``timestamp`` values of a ListOffsets request: -1 asks for the
 #: log end offset (latest), -2 for the log start offset (earliest), -3

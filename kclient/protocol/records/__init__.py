@@ -11,13 +11,10 @@ even mix formats (a log converted from v1 to v2 keeps its old entries).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.primitives import Buffer
-from kclient.protocol.records.scan import BatchInfo, read_batch_info, scan_batches
-from kclient.protocol.records.rows import iter_record_rows
-from kclient.protocol.records.v2 import BatchHeader, Header, Record, build_batch, iter_records, validate_batch
 from kclient.protocol.records.legacy import (
     LegacyEntryInfo,
     LegacyMessage,
@@ -29,6 +26,9 @@ from kclient.protocol.records.legacy import (
     read_message,
     validate_legacy_entry,
 )
+from kclient.protocol.records.rows import iter_record_rows
+from kclient.protocol.records.scan import BatchInfo, read_batch_info, scan_batches
+from kclient.protocol.records.v2 import BatchHeader, Header, Record, build_batch, iter_records, validate_batch
 
 
 def iter_record_set(buf: Buffer) -> Iterator[Record]:

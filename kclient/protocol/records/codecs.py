@@ -36,7 +36,8 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kclient.protocol.primitives import Buffer
 

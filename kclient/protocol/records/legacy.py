@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import attrs
 

@@ -23,28 +23,31 @@ precise error after the rows before it were yielded.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from crc32c import crc32c
 
 from kclient._accel import speedups as _speedups
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records.legacy import iter_entry_records
-from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.primitives import Buffer
-from kclient.protocol.records.scan import BatchInfo
+from kclient.protocol.records.legacy import iter_entry_records
+from kclient.protocol.records.scan import BatchInfo, scan_batches
 from kclient.protocol.records.v2 import (
     ATTR_CONTROL,
-    DECODES_ANY_BUFFER,
     ATTR_TIMESTAMP_TYPE,
-    BatchHeader,
     CRC_START,
-    HEADER as _V2_HEADER,
-    HEADER_SIZE as _V2_HEADER_SIZE,
+    DECODES_ANY_BUFFER,
+    BatchHeader,
     Row,
     decode_rows,
     records_section,
     validate_batch,
+)
+from kclient.protocol.records.v2 import (
+    HEADER as _V2_HEADER,
+)
+from kclient.protocol.records.v2 import (
+    HEADER_SIZE as _V2_HEADER_SIZE,
 )
 
 #: The compiled fast path (None: pure Python only).

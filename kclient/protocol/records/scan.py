@@ -18,7 +18,7 @@ Pure: used by the broker's log, the dump tool and the consumers.
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 import attrs
 

@@ -19,7 +19,8 @@ control. Only the bytes after recordsCount are compressed.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable, Iterator, Sequence, TypeAlias
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeAlias
 
 import attrs
 import crc32c

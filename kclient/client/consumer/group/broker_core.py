@@ -123,7 +123,7 @@ class BrokerGroupCore(GroupCoreBase):
     def _streams_per_topic(self, topics: list[str]) -> dict[str, tuple[int, int]]:
         if self.topic_filter is not None:
             n = next(iter(self.subscription.values()))
-            return {t: (0, n) for t in topics}
+            return dict.fromkeys(topics, (0, n))
         result = {}
         base = 0
         for topic, n in self.subscription.items():

@@ -14,7 +14,7 @@ commit writes only what changed.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from kclient.zk.client import ZkClient
 from kclient.zk.paths import decode_offset, encode_offset, offset_path

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import abc
 import re
+from collections.abc import Callable, Iterator
 from itertools import chain
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 import trio
 

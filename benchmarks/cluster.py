@@ -199,7 +199,7 @@ def failover_row(cluster: Cluster, kills: int) -> dict[str, Any]:
             cluster.kill(old)
             with lock:
                 pass
-            first = wait(lambda: next((t for t in list(acks) if t > killed), None), "an acknowledgement after the kill")
+            first = wait(lambda killed=killed: next((t for t in list(acks) if t > killed), None), "an acknowledgement after the kill")
             times.append(first - killed)
             print(f"  kill {i + 1}: broker {old}, first acknowledged send after {first - killed:.2f} s", flush=True)
             cluster.start_broker(old)

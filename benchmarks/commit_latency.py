@@ -33,8 +33,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent))
 
-from kclient import Consumer, Producer, ProducerData
-from kclient.testing import BrokerProcess, ZooKeeperProcess
+from kclient import Consumer, Producer, ProducerData  # noqa: E402  after the sys.path insert: runs from a checkout
+from kclient.testing import BrokerProcess, ZooKeeperProcess  # noqa: E402  likewise
 
 LABELS = (
     "kclient offsets.storage=zookeeper",
@@ -53,7 +53,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 def produce(bootstrap: str, topic: str, count: int) -> None:
     with Producer({"metadata.broker.list": bootstrap, "request.required.acks": 1}) as producer:
-        for i in range(count):
+        for _ in range(count):
             producer.send(ProducerData(topic=topic, key=b"k", messages=[b"x" * 100]))
 
 

@@ -128,7 +128,7 @@ class Brokers:
         kafka = KafkaProcess("4", jvm_options=KAFKA_JVM, properties={"num.partitions": 1})
         kafka.start()
         self.procs["kafka"] = kafka
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             if self.broker_cpu is not None:
                 suite.pin_process(proc.pid, self.broker_cpu)
         where = f"brokers pinned to cpu {self.broker_cpu}, clients to cpu {self.client_cpu}" if self.broker_cpu is not None else "not pinned"
@@ -535,7 +535,11 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = suite.machine_info()
     versions = {**suite.versions(), "kafka": kafka_version("4")}
-    print(f"machine: {machine['nproc']} cores, {machine['cpu_model']}; Python {machine['python']}; kclient {versions.get('kclient')}, librdkafka {versions.get('librdkafka')}, Apache Kafka {versions['kafka']}", flush=True)
+    print(
+        f"machine: {machine['nproc']} cores, {machine['cpu_model']}; Python {machine['python']}; "
+        f"kclient {versions.get('kclient')}, librdkafka {versions.get('librdkafka')}, Apache Kafka {versions['kafka']}",
+        flush=True,
+    )
     result: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),

@@ -76,7 +76,7 @@ for _p in (str(_ROOT), str(_HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import run as suite
+import run as suite  # noqa: E402  benchmarks/run.py, importable only after the sys.path insert
 
 DEFAULT_JSON = _HERE / "results" / "security.json"
 KCLIENT = "kclient"

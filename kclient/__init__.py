@@ -36,36 +36,32 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Public name -> module. Loaded on first use (PEP 562) so that importing the
-# pure protocol layer does not pull in trio, threads or the broker.
+# Public name -> module, sorted by name (`__all__` lists them in this order).
+# Loaded on first use (PEP 562) so that importing the pure protocol layer does
+# not pull in trio, threads or the broker.
 _EXPORTS = {
     "AdminClient": "kclient.client.admin",
     "AdminConfig": "kclient.config",
-    "Cluster": "kclient.testing",
-    "NewTopic": "kclient.client.admin",
-    "NotControllerError": "kclient.errors",
-    "TopicAlreadyExistsError": "kclient.errors",
-    "InvalidReplicationFactorError": "kclient.errors",
+    "AuthenticationError": "kclient.errors",
     "Blacklist": "kclient.client.consumer.group.streams",
     "BrokerConfig": "kclient.config",
+    "BrokerProcess": "kclient.testing",
     "BrokerResponseError": "kclient.errors",
     "ByteBufferMessageSet": "kclient.client.consumer.message_set",
     "CallbackHandler": "kclient.client.producer.callbacks",
-    "ConfigError": "kclient.errors",
-    "ConsumerConfig": "kclient.config",
-    "AuthenticationError": "kclient.errors",
     "ClientSecurity": "kclient.security.settings",
+    "Cluster": "kclient.testing",
+    "ConfigError": "kclient.errors",
     "Consumer": "kclient.client.consumer.group.connector",
+    "ConsumerConfig": "kclient.config",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
-    "ConsumerStatistics": "kclient.client.consumer.statistics",
-    "PartitionStatistics": "kclient.client.consumer.statistics",
-    "ProducerStatistics": "kclient.client.producer.producer",
     "ConsumerRebalanceFailedError": "kclient.errors",
+    "ConsumerStatistics": "kclient.client.consumer.statistics",
     "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
+    "Decoder": "kclient.client.serde",
     "DefaultDecoder": "kclient.client.serde",
     "DefaultEncoder": "kclient.client.serde",
-    "Decoder": "kclient.client.serde",
     "DefaultEventHandler": "kclient.client.producer.event_handler",
     "DefaultPartitioner": "kclient.client.producer.partitioner",
     "Encoder": "kclient.client.serde",
@@ -74,6 +70,7 @@ _EXPORTS = {
     "FetchRequest": "kclient.client.consumer.simple",
     "Header": "kclient.protocol.records",
     "IllegalStateError": "kclient.errors",
+    "InvalidReplicationFactorError": "kclient.errors",
     "InvalidTopicError": "kclient.errors",
     "KafkaConnectionError": "kclient.errors",
     "KafkaError": "kclient.errors",
@@ -86,36 +83,40 @@ _EXPORTS = {
     "MessageAndOffset": "kclient.client.consumer.message_set",
     "MessageSizeTooLargeError": "kclient.errors",
     "MultiFetchResponse": "kclient.client.consumer.message_set",
+    "NewTopic": "kclient.client.admin",
     "NoBrokersAvailableError": "kclient.errors",
+    "NotControllerError": "kclient.errors",
     "NotLeaderForPartitionError": "kclient.errors",
     "NotSupportedError": "kclient.errors",
     "OffsetOutOfRangeError": "kclient.errors",
     "OffsetRequest": "kclient.client.consumer.simple",
+    "PartitionStatistics": "kclient.client.consumer.statistics",
     "Partitioner": "kclient.client.producer.partitioner",
     "Producer": "kclient.client.producer.producer",
     "ProducerClosedError": "kclient.errors",
     "ProducerConfig": "kclient.config",
     "ProducerData": "kclient.client.producer.data",
+    "ProducerStatistics": "kclient.client.producer.producer",
     "ProtocolError": "kclient.errors",
+    "QueueFullError": "kclient.errors",
     "RecordFuture": "kclient.client.producer.delivery",
     "RecordMetadata": "kclient.client.producer.delivery",
     "SaslAuthenticationFailedError": "kclient.errors",
-    "SslAuthenticationError": "kclient.errors",
-    "UnsupportedSaslMechanismError": "kclient.errors",
-    "QueueFullError": "kclient.errors",
     "SimpleConsumer": "kclient.client.consumer.simple",
+    "SslAuthenticationError": "kclient.errors",
     "StringDecoder": "kclient.client.serde",
     "StringEncoder": "kclient.client.serde",
+    "TopicAlreadyExistsError": "kclient.errors",
     "TopicFilter": "kclient.client.consumer.group.streams",
     "TrioProducer": "kclient.client.producer.core",
     "TrioSimpleConsumer": "kclient.client.consumer.simple",
     "UnknownTopicOrPartitionError": "kclient.errors",
+    "UnsupportedSaslMechanismError": "kclient.errors",
     "UnsupportedVersionError": "kclient.errors",
     "Whitelist": "kclient.client.consumer.group.streams",
     "ZkTimeoutError": "kclient.errors",
     "ZooKeeperError": "kclient.errors",
     "ZooKeeperProcess": "kclient.testing",
-    "BrokerProcess": "kclient.testing",
 }
 
 
@@ -187,4 +188,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.security.settings import ClientSecurity
     from kclient.testing import BrokerProcess, Cluster, ZooKeeperProcess
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)

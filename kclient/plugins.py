@@ -32,7 +32,7 @@ __all__ = ["PluginInterface", "load_plugin", "resolve_dotted"]
 T = TypeVar("T")
 
 
-class PluginInterface(abc.ABC):
+class PluginInterface(abc.ABC):  # noqa: B024  ABCMeta for __subclasshook__; each interface declares its abstract method
     """Base of the plug-in interfaces (`kclient.Encoder`, `kclient.Decoder`,
     `kclient.Partitioner`): duck-typed abstract classes.
 

@@ -686,7 +686,7 @@ def close_unclosed(closer: ExitCloser, obj: object) -> None:
         return
     import warnings
 
-    warnings.warn(f"unclosed {obj!r}", ResourceWarning, source=obj)
+    warnings.warn(f"unclosed {obj!r}", ResourceWarning, source=obj, stacklevel=1)
     if sys.is_finalizing():
         return
     try:

@@ -43,6 +43,7 @@ Requests go out through `kclient.broker.controller_channel`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -226,7 +227,7 @@ class Controller:
         elif not self.active:
             return
         elif kind == "brokers":
-            await self._brokers_changed(set(int(b) for b in event[1] if b.isdigit()))
+            await self._brokers_changed({int(b) for b in event[1] if b.isdigit()})
         elif kind == "topics":
             await self._topics_changed(set(event[1]))
         elif kind == "isr":
@@ -642,8 +643,8 @@ class Controller:
             self._send_metadata_to(set(self.live), keys, deleting=True)
             for key in keys:
                 del self.partitions[key]
-            await self._zk(lambda: self.zk.delete(topic_path(topic), recursive=True))
-            await self._zk(lambda: self.zk.delete(topic_config_path(topic)))
+            await self._zk(functools.partial(self.zk.delete, topic_path(topic), recursive=True))
+            await self._zk(self.zk.delete, topic_config_path(topic))
             await self._zk(self.zk.delete, admin)
             log.info("deleted topic %s (%d partitions)", topic, len(keys))
 

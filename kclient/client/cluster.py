@@ -317,7 +317,7 @@ class Cluster:
         self._known_topics.update(topics)
         async with self._refresh_lock:
             last: BaseException | None = None
-            for attempt in range(max(1, len(self._bootstrap) + len(self.metadata.brokers))):
+            for _ in range(max(1, len(self._bootstrap) + len(self.metadata.brokers))):
                 try:
                     conn = await self.any_connection()
                     metadata = await request_metadata(conn, sorted(self._known_topics), allow_auto_create=allow_auto_create)

@@ -153,7 +153,7 @@ class BatchReader(DataSourceReader):
                 f"the starting offset is after the ending offset for {describe(backwards)} "
                 f"({', '.join(f'{start[tp]} > {end[tp]}' for tp in backwards[:5])}): check startingOffsets / endingOffsets"
             )
-        ranges = plan_ranges(start, end, {tp: l for tp, l in leaders.items() if l}, min_partitions=opts.min_partitions, max_records_per_partition=opts.max_records_per_partition)
+        ranges = plan_ranges(start, end, {tp: leader for tp, leader in leaders.items() if leader}, min_partitions=opts.min_partitions, max_records_per_partition=opts.max_records_per_partition)
         log.info("batch read of %s: %d offset ranges", opts.subscription.describe(), len(ranges))
         return [InputPartition(r) for r in ranges]
 
@@ -252,7 +252,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if begin[tp] < earliest[tp] and begin[tp] < until[tp]:
                 self._lost(f"{tp[0]}-{tp[1]}: offsets {begin[tp]}..{min(earliest[tp], until[tp]) - 1} were deleted before they were read")
                 begin[tp] = min(earliest[tp], until[tp])
-        leaders = {tp: l for tp, l in _leaders(self._view, self.opts).items() if l}
+        leaders = {tp: leader for tp, leader in _leaders(self._view, self.opts).items() if leader}
         ranges = plan_ranges(begin, until, leaders, min_partitions=self.opts.min_partitions, max_records_per_partition=self.opts.max_records_per_partition)
         return [InputPartition(r) for r in ranges]
 

@@ -63,7 +63,7 @@ from kclient.clock import now_ms as wall_clock_ms
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import BatchInfo, read_v2_producer_fields
 from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
-from kclient.storage.batch_filter import filter_legacy, filter_v2
+from kclient.storage.batch_filter import KeepRecord, filter_legacy, filter_v2
 from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
@@ -246,6 +246,24 @@ class _Counts:
         self.tombstones = 0
 
 
+def _keep_latest(offset_map: OffsetMap, drop_tombstones: bool, counts: _Counts) -> KeepRecord:
+    """The record filter for one segment: keep a keyed record unless a later
+    offset holds its key, and drop tombstones when ``drop_tombstones``
+    (counting them in ``counts``)."""
+
+    def keep(offset: int, key: bytes | None, value: bytes | None) -> bool:
+        if key is None:
+            return False
+        if offset < offset_map.get(key):
+            return False
+        if value is None and drop_tombstones:
+            counts.tombstones += 1
+            return False
+        return True
+
+    return keep
+
+
 def _clean_group(
     log: Log,
     group: Sequence[LogSegment],
@@ -268,17 +286,7 @@ def _clean_group(
     try:
         for seg in group:
             drop_tombstones = seg.next_offset <= first_dirty and seg.largest_timestamp < horizon
-
-            def keep(offset: int, key: bytes | None, value: bytes | None) -> bool:
-                if key is None:
-                    return False
-                if offset < offset_map.get(key):
-                    return False
-                if value is None and drop_tombstones:
-                    counts.tombstones += 1
-                    return False
-                return True
-
+            keep = _keep_latest(offset_map, drop_tombstones, counts)
             for info, batch in _segment_batches(seg):
                 if info.magic == 2:
                     if _is_v2_skipped(batch):

@@ -260,7 +260,7 @@ class LogLoader:
                 self._recovered.append(last)
             if not segments:  # every segment overlapped (impossible unless files were renamed)
                 segments.append(LogSegment.create(self.directory, bases[0], interval, now_ms=now))
-            segments[-1].last_offset  # compute the active segment's tail state now, single-threaded
+            segments[-1].last_offset  # noqa: B018  the property computes the active segment's tail state: do it now, single-threaded
             for seg in self._recovered:
                 seg.flush()
             if self._recovered and self._dir_dirty:

@@ -116,7 +116,7 @@ class BrokerProcess(ServerProcess):
         Raises:
             BrokerProcessError: The broker is not running.
         """
-        self.port  # raises when not running
+        self.port  # noqa: B018  the property raises when the broker is not running
         return dict(self._ports)
 
     def bootstrap_for(self, listener_name: str) -> str:

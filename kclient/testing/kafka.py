@@ -43,11 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-_T = TypeVar("_T")
-
 from kclient.testing.maven import jars, require_java
 from kclient.testing.process import BrokerProcessError, ServerProcess, free_port
 from kclient.testing.security import TestCertificates, security_properties
+
+_T = TypeVar("_T")
 
 __all__ = [
     "KAFKA_RELEASES",

@@ -474,7 +474,7 @@ def range_assignment(partitions: Iterable[int], thread_ids: Iterable[str]) -> di
     Returns:
         ``{thread_id: [partition, ...]}`` for every thread.
     """
-    parts = sorted(set(int(p) for p in partitions))
+    parts = sorted({int(p) for p in partitions})
     threads = sorted(set(thread_ids), key=thread_sort_key)
     result: dict[str, list[int]] = {t: [] for t in threads}
     if not threads:

@@ -22,11 +22,14 @@ Which thread calls each hook (blocking `kclient.Producer`):
 | ``after_dequeuing_existing_data`` | the ProducerSendThread (async) |
 | ``before_sending_data`` | the ProducerSendThread (async); the thread calling ``Producer.send`` (sync); the trio task calling ``TrioProducer.send`` |
 | ``last_batch_before_close`` | the ProducerSendThread, during ``close()``, after the queue is drained (async) |
-| ``on_send_error`` | the ProducerSendThread (async; the producer's trio thread when ``max.in.flight.requests.per.connection`` > 1 pipelines batches); the thread calling ``Producer.send`` (sync), just before the error is raised; the trio task calling ``TrioProducer.send`` |
+| ``on_send_error`` | the ProducerSendThread (async, see below); the thread calling ``Producer.send`` (sync), just before the error is raised; the trio task calling ``TrioProducer.send`` |
 | ``close`` | the thread calling ``Producer.close()``, after the send thread has stopped |
 
-Hooks never run on the producer's trio loop thread when the blocking
-``Producer`` is used, so a slow hook delays only its own caller.
+An async ``on_send_error`` runs on the producer's trio thread instead when
+``max.in.flight.requests.per.connection`` > 1 pipelines batches.
+
+Otherwise hooks never run on the producer's trio loop thread when the
+blocking ``Producer`` is used, so a slow hook delays only its own caller.
 """
 
 from __future__ import annotations

@@ -242,7 +242,13 @@ class DeliveryReport:
 
     __slots__ = ("topic", "timestamp", "callback", "futures", "states", "pending", "registry")
 
-    def __init__(self, data: ProducerData, callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None, futures: list[RecordFuture] | None, registry: set[DeliveryReport] | None) -> None:
+    def __init__(
+        self,
+        data: ProducerData,
+        callback: Callable[[RecordMetadata | None, BaseException | None], Any] | None,
+        futures: list[RecordFuture] | None,
+        registry: set[DeliveryReport] | None,
+    ) -> None:
         self.topic = data[0]
         self.timestamp = data[3]
         self.callback = callback

@@ -184,7 +184,7 @@ class EventHandler(abc.ABC):
             FailedToSendMessageError: records could not be written.
         """
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027  an optional hook: by default there is nothing to release
         """Release resources (called once by the producer's close)."""
 
 

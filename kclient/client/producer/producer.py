@@ -184,7 +184,8 @@ class Producer(ClosingClient):
             self._loop.call(self._core.open, self._loop.nursery)
             if self._thread is not None:
                 self._thread.start_sending(self._core)
-        self._closer = _ProducerCloser(f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>", cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread, self._reports)
+        description = f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>"
+        self._closer = _ProducerCloser(description, cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread, self._reports)
         track_closer(self._closer)
 
     @property
@@ -573,7 +574,15 @@ class _ProducerCloser(ExitCloser):
     reference to the Producer (see `kclient.sync.ExitCloser`)."""
 
     def __init__(
-        self, description: str, close_timeout_ms: int, loop: LoopThread, core: TrioProducer, callbacks: Any, queue: MessageQueue | None, thread: ProducerSendThread | None, reports: set[DeliveryReport] | None = None
+        self,
+        description: str,
+        close_timeout_ms: int,
+        loop: LoopThread,
+        core: TrioProducer,
+        callbacks: Any,
+        queue: MessageQueue | None,
+        thread: ProducerSendThread | None,
+        reports: set[DeliveryReport] | None = None,
     ) -> None:
         super().__init__(description, close_timeout_ms / 1000)
         self._reports = reports if reports is not None else set()

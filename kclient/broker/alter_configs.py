@@ -184,34 +184,33 @@ class ConfigAlterer:
         self.zk = zk
 
     async def alter_configs(self, body: AlterConfigsRequest, version: int) -> AlterConfigsResponse:
-        """Answer AlterConfigs v0-1 (see the module docstring).
+        """Answer AlterConfigs v0-1 (KIP-133; see the module docstring):
+        each resource's dynamic configs replaced by the request's.
 
         Args:
-            body: The request.
-            version: The request version.
+            body: The AlterConfigs request.
+            version: Its version (0-1; the answer is the same).
 
         Returns:
-            The response.
+            One answer per resource, in request order.
         """
-        responses = []
-        for resource in body.resources:
-            responses.append(await self._answer(resource.resource_type, resource.resource_name, resource.configs, None, validate_only=body.validate_only))
-        return AlterConfigsResponse(responses=responses)
+        only = body.validate_only
+        return AlterConfigsResponse(responses=[await self._answer(r.resource_type, r.resource_name, r.configs, None, validate_only=only) for r in body.resources])
 
     async def incremental_alter_configs(self, body: IncrementalAlterConfigsRequest, version: int) -> IncrementalAlterConfigsResponse:
-        """Answer IncrementalAlterConfigs v0 (see the module docstring).
+        """Answer IncrementalAlterConfigs v0 (KIP-339; see the module
+        docstring): SET / DELETE / APPEND / SUBTRACT on each resource's
+        dynamic configs.
 
         Args:
-            body: The request.
-            version: The request version.
+            body: The IncrementalAlterConfigs request.
+            version: Its version (0).
 
         Returns:
-            The response.
+            One answer per resource, in request order.
         """
-        responses = []
-        for resource in body.resources:
-            responses.append(await self._answer(resource.resource_type, resource.resource_name, None, resource.configs, validate_only=body.validate_only))
-        return IncrementalAlterConfigsResponse(responses=responses)
+        only = body.validate_only
+        return IncrementalAlterConfigsResponse(responses=[await self._answer(r.resource_type, r.resource_name, None, r.configs, validate_only=only) for r in body.resources])
 
     async def _answer(
         self,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kclient.broker.inter_broker import ControllerRequest, send_request
+from kclient.broker.task_host import TaskHost
 from kclient.errors import KafkaError
 from kclient.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kclient.protocol.messages.stop_replica import StopReplicaRequest
@@ -42,7 +43,7 @@ class _Destination:
         self.scope = trio.CancelScope()
 
 
-class ControllerChannel:
+class ControllerChannel(TaskHost):
     """Queues of requests to each broker (see the module docstring).
 
     Args:
@@ -56,14 +57,7 @@ class ControllerChannel:
         self.backoff = backoff_ms / 1000
         self.timeout_ms = timeout_ms
         self._destinations: dict[int, _Destination] = {}
-        self._nursery: trio.Nursery | None = None
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Host the sending tasks until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        super().__init__()
 
     def set_brokers(self, addresses: dict[int, tuple[str, int]]) -> None:
         """The live brokers and where to reach them; queues of brokers that

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kclient.broker.inter_broker import send_request
+from kclient.broker.task_host import TaskHost
 from kclient.errors import (
     NONE,
     OFFSET_OUT_OF_RANGE,
@@ -96,7 +97,7 @@ def complete_batches(records: Records) -> bytes:
     return data[:end]
 
 
-class FetcherManager:
+class FetcherManager(TaskHost):
     """Starts one `ReplicaFetcher` per leader broker and hands partitions
     to it (Kafka's ``ReplicaFetcherManager``).
 
@@ -113,14 +114,7 @@ class FetcherManager:
         self.broker_id = broker_id
         self.notify = notify
         self._fetchers: dict[int, ReplicaFetcher] = {}
-        self._nursery: trio.Nursery | None = None
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Host the fetcher tasks until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        super().__init__()
 
     def has(self, key: tuple[str, int]) -> bool:
         """True if some fetcher copies ``key``."""

@@ -36,7 +36,7 @@ import logging
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -96,6 +96,14 @@ if TYPE_CHECKING:
     from kclient.zk.client import ZkClient
 
 log = logging.getLogger("kclient.broker")
+
+
+class _TopicResult(Protocol):
+    """A per-topic result of CreateTopics / CreatePartitions."""
+
+    name: str
+    error_code: int
+    error_message: str | None
 
 #: Topic configs CreateTopics accepts (Kafka's topic-level names).
 TOPIC_CONFIGS = frozenset(
@@ -505,15 +513,22 @@ class TopicAdmin:
             entry.error_code, entry.error_message = await self.add_partitions(t.name, t.count, replicas, validate_only=body.validate_only)
             if entry.error_code == NONE and not body.validate_only:
                 waiting.append((entry, t.count))
-        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
+        await self._await_leaders("CreatePartitions", results, waiting, body.timeout_ms, "partitions of {!r} added; their leaders are not all elected yet")
+        return CreatePartitionsResponse(results=results)
+
+    async def _await_leaders(self, api: str, results: Sequence[_TopicResult], waiting: Sequence[tuple[_TopicResult, int]], timeout_ms: int, timed_out: str) -> None:
+        """Wait up to ``timeout_ms`` until each ``(entry, count)`` of
+        ``waiting`` has its ``count`` partitions led (REQUEST_TIMED_OUT and
+        ``timed_out.format(name)`` in the entry otherwise), then log each
+        failed entry of ``results`` under ``api``."""
+        deadline = trio.current_time() + max(0, timeout_ms) / 1000.0
         for entry, count in waiting:
             if not await self._leaders_known(entry.name, count, deadline):
                 entry.error_code = REQUEST_TIMED_OUT
-                entry.error_message = f"partitions of {entry.name!r} added; their leaders are not all elected yet"
+                entry.error_message = timed_out.format(entry.name)
         for entry in results:
             if entry.error_code != NONE:
-                log.info("CreatePartitions %s: %s %s", entry.name, error_for_code(entry.error_code).name, entry.error_message or "")
-        return CreatePartitionsResponse(results=results)
+                log.info("%s %s: %s %s", api, entry.name, error_for_code(entry.error_code).name, entry.error_message or "")
 
     async def _leaders_known(self, name: str, count: int | None, deadline: float) -> bool:
         """Wait until this broker's metadata has ``count`` partitions (any
@@ -550,14 +565,7 @@ class TopicAdmin:
             count = await self._create_one(t, entry, validate_only=body.validate_only)
             if count is not None:
                 waiting.append((entry, count))
-        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
-        for entry, count in waiting:
-            if not await self._leaders_known(entry.name, count, deadline):
-                entry.error_code = REQUEST_TIMED_OUT
-                entry.error_message = f"topic {entry.name!r} created; its leaders are not all elected yet"
-        for entry in results:
-            if entry.error_code != NONE:
-                log.info("CreateTopics %s: %s %s", entry.name, error_for_code(entry.error_code).name, entry.error_message or "")
+        await self._await_leaders("CreateTopics", results, waiting, body.timeout_ms, "topic {!r} created; its leaders are not all elected yet")
         return CreateTopicsResponse(topics=results)
 
     async def _create_one(self, t: CreatableTopic, entry: CreatableTopicResult, *, validate_only: bool) -> int | None:

@@ -48,6 +48,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -173,27 +174,20 @@ class Log(LocalLog):
         )
 
     @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike[str],
-        config: LogConfig | None = None,
-        *,
-        recovery_point: int | None = None,
-        clean_shutdown: bool = False,
-        clock: Callable[[], int] | None = None,
-        high_watermark: int | None = None,
-        offset_gaps: bool | None = None,
-    ) -> Log:
-        """Load (or create) the log in ``directory``; same as the constructor."""
-        return cls(
-            directory,
-            config,
-            recovery_point=recovery_point,
-            clean_shutdown=clean_shutdown,
-            clock=clock,
-            high_watermark=high_watermark,
-            offset_gaps=offset_gaps,
-        )
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None, **options: Any) -> Log:
+        """Load (or create) the log in ``directory``; same as the constructor.
+
+        Args:
+            directory: The partition's directory.
+            config: The log config (default: `LogConfig()`).
+            **options: The constructor's keyword arguments
+                (``recovery_point``, ``clean_shutdown``, ``clock``,
+                ``high_watermark``, ``offset_gaps``).
+
+        Returns:
+            The loaded `Log`.
+        """
+        return cls(directory, config, **options)
 
     def _reload_producer_state(self) -> None:
         """Rebuild the producer state for the current log end offset from

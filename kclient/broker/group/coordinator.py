@@ -92,6 +92,24 @@ def _sync_error(code: int) -> SyncGroupResponse:
     return SyncGroupResponse(error_code=code, assignment=b"", protocol_type=None, protocol_name=None)
 
 
+def _touch_member(group: Group, member_id: str, generation_id: int) -> int:
+    """Check that ``member_id`` is a member of ``group`` in generation
+    ``generation_id`` and note its liveness (a Heartbeat, or an
+    OffsetCommit, which counts as one as in Kafka).
+
+    Returns:
+        NONE (its ``last_heartbeat`` now set), UNKNOWN_MEMBER_ID or
+        ILLEGAL_GENERATION.
+    """
+    member = group.members.get(member_id)
+    if member is None:
+        return UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ILLEGAL_GENERATION
+    member.last_heartbeat = trio.current_time()
+    return NONE
+
+
 @attrs.frozen
 class _JoinDetails:
     """What a JoinGroup says of its member: client, timeouts (ms) and the
@@ -447,15 +465,10 @@ class GroupCoordinator:
             return UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return COORDINATOR_NOT_AVAILABLE
-        member = group.members.get(member_id)
-        if member is None:
-            return UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ILLEGAL_GENERATION
-        member.last_heartbeat = trio.current_time()
-        if group.is_(PREPARING_REBALANCE):
+        code = _touch_member(group, member_id, generation_id)
+        if code == NONE and group.is_(PREPARING_REBALANCE):
             return REBALANCE_IN_PROGRESS
-        return NONE
+        return code
 
     def leave_group(self, group_id: str, member_ids: list[str]) -> tuple[int, list[tuple[str, int]]]:
         """Handle a LeaveGroup: ``(error code, [(member id, error code)])``."""
@@ -528,12 +541,9 @@ class GroupCoordinator:
         if not (generation_id < 0 and group.is_(EMPTY)):
             if group.is_(COMPLETING_REBALANCE):
                 return REBALANCE_IN_PROGRESS
-            member = group.members.get(member_id)
-            if member is None:
-                return UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return ILLEGAL_GENERATION
-            member.last_heartbeat = trio.current_time()
+            code = _touch_member(group, member_id, generation_id)
+            if code != NONE:
+                return code
         return await self.manager.store_offsets(group_id, offsets)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:

@@ -26,13 +26,13 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from kclient.client.admin import AdminClient
 from kclient.testing.broker import BrokerProcess
-from kclient.testing.process import BrokerProcessError
+from kclient.testing.process import BrokerProcessError, ServerGroup, cleanup_all, wait_for
 from kclient.testing.zookeeper import ZooKeeperProcess
 from kclient.zk.client import ZkClient
 
@@ -40,7 +40,6 @@ __all__ = ["Cluster", "CLUSTER_DEFAULTS", "metadata_shows_leaders"]
 
 log = logging.getLogger("kclient.testing")
 
-_T = TypeVar("_T")
 
 #: Broker properties every `Cluster` broker gets unless ``properties``
 #: overrides them: short ZooKeeper sessions and replica timeouts so that a
@@ -74,7 +73,7 @@ def metadata_shows_leaders(brokers: Collection[BrokerProcess], topic: str, parti
     return True
 
 
-class Cluster:
+class Cluster(ServerGroup):
     """ZooKeeper plus ``brokers`` bundled brokers (ids 1..N) as
     subprocesses on loopback; a context manager.
 
@@ -158,7 +157,7 @@ class Cluster:
             with ThreadPoolExecutor(max_workers=self.size) as pool:
                 for future in [pool.submit(b.start) for b in self.brokers.values() if not b.running]:
                     future.result()
-            self._wait(lambda: len(self.registered_brokers()) == self.size or None, self.startup_timeout, "every broker to register")
+            wait_for(lambda: len(self.registered_brokers()) == self.size or None, self.startup_timeout, "every broker to register")
             self.wait_for_controller()
         except BaseException:
             self.cleanup()
@@ -168,21 +167,12 @@ class Cluster:
     def cleanup(self) -> None:
         """Stop the brokers, delete their data, close the ZooKeeper session
         and stop ZooKeeper if the cluster started it."""
-        with ThreadPoolExecutor(max_workers=max(1, len(self.brokers))) as pool:
-            list(pool.map(lambda b: b.cleanup(), self.brokers.values()))
+        cleanup_all(list(self.brokers.values()))
         self.brokers.clear()
         if self._zk is not None:
             self._zk.close()
             self._zk = None
-        if self._own_zookeeper is not None:
-            self._own_zookeeper.cleanup()
-            self._own_zookeeper = None
-
-    def __enter__(self) -> Cluster:
-        return self.start()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.cleanup()
+        self._stop_own_zookeeper()
 
     @property
     def bootstrap(self) -> str:
@@ -228,7 +218,7 @@ class Cluster:
                     raise
                 log.info("broker %d did not start yet (old session still registered?); retrying", broker_id)
                 time.sleep(1.0)
-        self._wait(lambda: broker_id in self.registered_brokers() or None, self.startup_timeout, f"broker {broker_id} to register")
+        wait_for(lambda: broker_id in self.registered_brokers() or None, self.startup_timeout, f"broker {broker_id} to register")
         return broker
 
     # ------------------------------------------------------------ ZooKeeper reads
@@ -286,15 +276,7 @@ class Cluster:
 
     # ------------------------------------------------------------ waiting
 
-    def _wait(self, probe: Callable[[], _T | None], timeout: float, what: str) -> _T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value is not None:
-                return value
-            if time.monotonic() > deadline:
-                raise BrokerProcessError(f"timed out after {timeout}s waiting for {what}")
-            time.sleep(0.1)
+    _wait = staticmethod(wait_for)  # the name tests/test_controller.py uses
 
     def wait_for_controller(self, exclude: Collection[int] = (), timeout: float = 30.0) -> int:
         """Wait until a broker not in ``exclude`` is the controller.
@@ -310,7 +292,7 @@ class Cluster:
             cid = self.controller_id()
             return cid if cid >= 0 and cid not in exclude else None
 
-        return self._wait(probe, timeout, f"a controller not in {sorted(exclude)}")
+        return wait_for(probe, timeout, f"a controller not in {sorted(exclude)}")
 
     def wait_for_leader(self, topic: str, partition: int = 0, *, exclude: Collection[int] = (), timeout: float = 30.0) -> int:
         """Wait until the partition has a leader not in ``exclude``.
@@ -326,7 +308,7 @@ class Cluster:
             leader = self.leader(topic, partition)
             return leader if leader >= 0 and leader not in exclude else None
 
-        return self._wait(probe, timeout, f"{topic}-{partition} to have a leader not in {sorted(exclude)}")
+        return wait_for(probe, timeout, f"{topic}-{partition} to have a leader not in {sorted(exclude)}")
 
     def wait_for_isr(self, topic: str, partition: int, isr: Collection[int], timeout: float = 30.0) -> list[int]:
         """Wait until the partition's ISR is exactly ``isr`` (any order).
@@ -343,7 +325,7 @@ class Cluster:
             current = self.isr(topic, partition)
             return current if set(current) == want else None
 
-        return self._wait(probe, timeout, f"{topic}-{partition} to have ISR {sorted(want)}")
+        return wait_for(probe, timeout, f"{topic}-{partition} to have ISR {sorted(want)}")
 
     # ------------------------------------------------------------ topics
 
@@ -415,7 +397,7 @@ class Cluster:
             running = [b for b in self.brokers.values() if b.running]
             return True if want and metadata_shows_leaders(running, topic, want) else None
 
-        self._wait(probe, timeout, f"every broker's metadata to show {topic} with leaders")
+        wait_for(probe, timeout, f"every broker's metadata to show {topic} with leaders")
 
     def __repr__(self) -> str:
         running = [bid for bid, b in sorted(self.brokers.items()) if b.running]

@@ -38,16 +38,14 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kclient.testing.maven import jars, require_java
-from kclient.testing.process import BrokerProcessError, ServerProcess, free_port
+from kclient.testing.process import BrokerProcessError, ServerGroup, ServerProcess, cleanup_all, free_port, wait_for
 from kclient.testing.security import TestCertificates, security_properties
-
-_T = TypeVar("_T")
 
 __all__ = [
     "KAFKA_RELEASES",
@@ -531,7 +529,7 @@ class KafkaProcess(ServerProcess):
         return f"<KafkaProcess {self.release} node {self.node_id} {state}>"
 
 
-class KafkaCluster:
+class KafkaCluster(ServerGroup):
     """``brokers`` Apache Kafka brokers (node ids 1..N) on loopback; a
     context manager. Kafka 4 nodes are each broker and KRaft voter (a
     three-node quorum survives one node's loss); Kafka 3.9 brokers share a
@@ -723,16 +721,6 @@ class KafkaCluster:
             seen.add((info.leader, tuple(sorted(info.isr))))
         return info if len(seen) == 1 else None
 
-    def _wait(self, probe: Callable[[], _T | None], timeout: float, what: str) -> _T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value is not None:
-                return value
-            if time.monotonic() > deadline:
-                raise BrokerProcessError(f"timed out after {timeout}s waiting for {what}")
-            time.sleep(0.1)
-
     def wait_for_leader(self, topic: str, partition: int = 0, *, exclude: Iterable[int] = (), timeout: float = 60.0) -> int:
         """Wait until every running broker's Metadata names the same leader
         of the partition, not one of ``exclude`` (a killed leader stays
@@ -757,7 +745,7 @@ class KafkaCluster:
             info = self._agreed(topic, partition)
             return info.leader if info is not None and info.leader >= 0 and info.leader not in excluded else None
 
-        return self._wait(probe, timeout, f"{topic}-{partition} to have a leader not in {sorted(excluded)}")
+        return wait_for(probe, timeout, f"{topic}-{partition} to have a leader not in {sorted(excluded)}")
 
     def wait_for_isr(self, topic: str, partition: int, isr: Iterable[int], timeout: float = 60.0) -> list[int]:
         """Wait until every running broker's Metadata shows exactly ``isr``
@@ -775,7 +763,7 @@ class KafkaCluster:
             info = self._agreed(topic, partition)
             return want if info is not None and info.leader >= 0 and sorted(info.isr) == want else None
 
-        return self._wait(probe, timeout, f"{topic}-{partition} to have ISR {want}")
+        return wait_for(probe, timeout, f"{topic}-{partition} to have ISR {want}")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, config: Mapping[str, Any] | None = None, *, timeout: float = 60.0) -> None:
         """Create a topic with kclient's AdminClient (CreateTopics) and wait
@@ -801,22 +789,13 @@ class KafkaCluster:
         with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
             admin.create_topics([topic], timeout_ms=int(timeout * 1000))
         for p in range(partitions):
-            info = self._wait(functools.partial(self._agreed, name, p), timeout, f"every broker to know {name}-{p}")
+            info = wait_for(functools.partial(self._agreed, name, p), timeout, f"every broker to know {name}-{p}")
             self.wait_for_isr(name, p, info.replicas, timeout=timeout)
 
     def cleanup(self) -> None:
         """Stop every broker, delete their data, stop an own ZooKeeper."""
-        with ThreadPoolExecutor(max_workers=max(1, len(self.brokers))) as pool:
-            list(pool.map(lambda b: b.cleanup(), self.brokers.values()))
-        if self._own_zookeeper is not None:
-            self._own_zookeeper.cleanup()
-            self._own_zookeeper = None
-
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.cleanup()
+        cleanup_all(list(self.brokers.values()))
+        self._stop_own_zookeeper()
 
     def __repr__(self) -> str:
         return f"<KafkaCluster Kafka {self.release} nodes {sorted(self.brokers)}>"

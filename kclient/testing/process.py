@@ -19,15 +19,20 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["BrokerProcessError", "ServerProcess", "free_port"]
+__all__ = ["BrokerProcessError", "ServerProcess", "ServerGroup", "cleanup_all", "free_port", "wait_for"]
 
 # The package has always logged as "kclient.testing".
 log = logging.getLogger("kclient.testing")
 
 _S = TypeVar("_S", bound="ServerProcess")
+_T = TypeVar("_T")
+_G = TypeVar("_G", bound="ServerGroup")
 
 
 class BrokerProcessError(RuntimeError):
@@ -48,6 +53,72 @@ def free_port(host: str) -> int:
         s.bind((host, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def wait_for(probe: Callable[[], _T | None], timeout: float, what: str) -> _T:
+    """Call ``probe`` every 0.1 s until it returns a value other than None.
+
+    Args:
+        probe: The condition; None while it does not hold yet.
+        timeout: Seconds to keep trying.
+        what: What is waited for (for the error message).
+
+    Returns:
+        The first value ``probe`` returned that is not None.
+
+    Raises:
+        BrokerProcessError: ``timeout`` seconds passed first.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise BrokerProcessError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def cleanup_all(servers: Collection[ServerProcess]) -> None:
+    """Stop ``servers`` and delete their data, in parallel (`ServerProcess.cleanup`).
+
+    Args:
+        servers: The servers (may be empty).
+    """
+    with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+        list(pool.map(lambda server: server.cleanup(), servers))
+
+
+class ServerGroup:
+    """Servers run together (a test cluster), with the ZooKeeper the group
+    started itself, if any (``_own_zookeeper``, stopped by
+    `_stop_own_zookeeper`); a context manager: `start` on entry, `cleanup`
+    on exit. Subclasses implement both."""
+
+    _own_zookeeper: ServerProcess | None = None
+
+    def start(self: _G) -> _G:
+        """Start the servers.
+
+        Returns:
+            ``self``.
+        """
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """Stop the servers and delete their data."""
+        raise NotImplementedError
+
+    def _stop_own_zookeeper(self) -> None:
+        if self._own_zookeeper is not None:
+            self._own_zookeeper.cleanup()
+            self._own_zookeeper = None
+
+    def __enter__(self: _G) -> _G:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.cleanup()
 
 
 class ServerProcess(abc.ABC):

@@ -18,13 +18,7 @@ from operator import itemgetter, length_hint
 from typing import Any, overload
 
 from kclient._accel import speedups
-
-try:  # the C descriptor of namedtuple fields: faster than property(itemgetter)
-    from collections import _tuplegetter  # type: ignore[attr-defined]
-except ImportError:  # not CPython
-
-    def _tuplegetter(index: int, doc: str) -> Any:
-        return property(itemgetter(index), doc=doc)
+from kclient.client.value_tuple import tuplegetter
 
 
 class MessageAndMetadata(tuple[Any, ...]):
@@ -39,13 +33,13 @@ class MessageAndMetadata(tuple[Any, ...]):
     def __new__(cls, key: Any, message: Any, topic: str, partition: int, offset: int, timestamp: int = -1) -> MessageAndMetadata:
         return tuple.__new__(cls, (key, message, topic, partition, offset, timestamp))
 
-    key = _tuplegetter(0, "The decoded key.")
-    message = _tuplegetter(1, "The decoded value (Kafka 0.8's name).")
-    value = _tuplegetter(1, "The decoded value (same as ``message``).")
-    topic = _tuplegetter(2, "The topic.")
-    partition = _tuplegetter(3, "The partition.")
-    offset = _tuplegetter(4, "Offset of the message in its partition.")
-    timestamp = _tuplegetter(5, "ms since the epoch (-1 if unknown).")
+    key = tuplegetter(0, "The decoded key.")
+    message = tuplegetter(1, "The decoded value (Kafka 0.8's name).")
+    value = tuplegetter(1, "The decoded value (same as ``message``).")
+    topic = tuplegetter(2, "The topic.")
+    partition = tuplegetter(3, "The partition.")
+    offset = tuplegetter(4, "Offset of the message in its partition.")
+    timestamp = tuplegetter(5, "ms since the epoch (-1 if unknown).")
 
     def __repr__(self) -> str:
         return (

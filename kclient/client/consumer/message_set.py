@@ -14,25 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, repeat
-from operator import itemgetter
 from typing import Any, overload
 
 import attrs
 from crc32c import crc32c as _crc32c
 
 from kclient._accel import speedups
+from kclient.client.value_tuple import tuplegetter
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
 from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
 from kclient.protocol.records.rows import CHUNK_ROWS
 from kclient.protocol.records.scan import LOG_OVERHEAD
-
-try:  # the C field descriptor namedtuple uses: one call per attribute read
-    from collections import _tuplegetter  # type: ignore[attr-defined]
-except ImportError:  # not CPython
-
-    def _tuplegetter(index: int, doc: str) -> Any:
-        return property(itemgetter(index), doc=doc)
 
 
 class Message(tuple[Any, ...]):
@@ -48,10 +41,10 @@ class Message(tuple[Any, ...]):
     def __new__(cls, key: bytes | None, payload: bytes | None, timestamp: int, headers: tuple[Header, ...] = ()) -> Message:
         return tuple.__new__(cls, (key, payload, timestamp, headers))
 
-    key = _tuplegetter(0, "The key (bytes or None).")
-    payload = _tuplegetter(1, "The value (bytes or None).")
-    timestamp = _tuplegetter(2, "ms since the epoch.")
-    headers = _tuplegetter(3, "Tuple of Header.")
+    key = tuplegetter(0, "The key (bytes or None).")
+    payload = tuplegetter(1, "The value (bytes or None).")
+    timestamp = tuplegetter(2, "ms since the epoch.")
+    headers = tuplegetter(3, "Tuple of Header.")
 
     def __repr__(self) -> str:
         return f"Message(key={self[0]!r}, payload={self[1]!r}, timestamp={self[2]!r}, headers={self[3]!r})"
@@ -67,8 +60,8 @@ class MessageAndOffset(tuple[Any, ...]):
     def __new__(cls, message: Message, offset: int) -> MessageAndOffset:
         return tuple.__new__(cls, (message, offset))
 
-    message = _tuplegetter(0, "The `Message`.")
-    offset = _tuplegetter(1, "Its offset in the partition.")
+    message = tuplegetter(0, "The `Message`.")
+    offset = tuplegetter(1, "Its offset in the partition.")
 
     @property
     def next_offset(self) -> int:

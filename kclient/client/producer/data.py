@@ -13,6 +13,7 @@ from time import time_ns
 from typing import Any
 
 from kclient._accel import speedups as _speedups
+from kclient.client.value_tuple import ValueTuple
 
 __all__ = ["ProducerData"]
 
@@ -27,7 +28,7 @@ def _to_messages(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
-class ProducerData(tuple[Any, ...]):
+class ProducerData(ValueTuple):
     """Messages for one topic, all with the same key (Kafka 0.8's
     ``ProducerData<K,V>(topic, key, data)``).
 
@@ -75,20 +76,9 @@ class ProducerData(tuple[Any, ...]):
     partition = property(itemgetter(4), doc="The explicit partition, or None to let the partitioner choose.")
     headers = property(itemgetter(5), doc="Record headers (tuple of (str, bytes | None) pairs or Header).")
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = tuple.__hash__
-
     def __repr__(self) -> str:
         extra = (f", partition={self[4]!r}" if self[4] is not None else "") + (f", headers={self[5]!r}" if self[5] else "")
         return f"ProducerData(topic={self[0]!r}, key={self[1]!r}, messages={self[2]!r}, timestamp_ms={self[3]!r}{extra})"
-
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return tuple(self)
 
     def _stamped(self, timestamp_ms: int) -> ProducerData:
         """A copy with ``timestamp_ms`` set (cheap: skips the converter)."""

@@ -37,6 +37,7 @@ from operator import itemgetter
 from typing import Any
 
 from kclient.client.producer.data import ProducerData, new_tuple
+from kclient.client.value_tuple import ValueTuple
 
 __all__ = ["DeliveryReport", "RecordFuture", "RecordMetadata", "TrackedData"]
 
@@ -52,7 +53,7 @@ _DONE = 1
 _FAILED = 2
 
 
-class RecordMetadata(tuple[Any, ...]):
+class RecordMetadata(ValueTuple):
     """Where the broker put one record (Kafka's ``RecordMetadata``).
 
     ``topic`` and ``partition``; ``offset``: its offset in the partition
@@ -80,17 +81,6 @@ class RecordMetadata(tuple[Any, ...]):
     timestamp = property(itemgetter(3), doc="LogAppendTime or CreateTime, ms since the epoch (-1: not known).")
     serialized_key_size = property(itemgetter(4), doc="Encoded key size in bytes, -1 for a null key.")
     serialized_value_size = property(itemgetter(5), doc="Encoded value size in bytes, -1 for a null value.")
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = tuple.__hash__
-
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return tuple(self)
 
     def __repr__(self) -> str:
         return (

@@ -85,10 +85,7 @@ class ZkOffsetStore(OffsetStore):
         self.zk = zk
 
     async def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit to ZooKeeper (see `OffsetStore.write`).
-
-        Args:
-            offsets: ``{(topic, partition): offset}``.
+        """Commit to ZooKeeper; Args as `OffsetStore.write`.
 
         Raises:
             ZooKeeperError: a write failed.
@@ -96,13 +93,7 @@ class ZkOffsetStore(OffsetStore):
         await self.zk.run(self.storage.write, dict(offsets))
 
     async def read(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Read from ZooKeeper (see `OffsetStore.read`).
-
-        Args:
-            keys: ``(topic, partition)`` pairs.
-
-        Returns:
-            ``{key: offset}``.
+        """Read from ZooKeeper; Args and Returns as `OffsetStore.read`.
 
         Raises:
             ZooKeeperError: a read failed.
@@ -127,10 +118,8 @@ class KafkaOffsetStore(OffsetStore):
         self.member = member or (lambda: (-1, ""))
 
     async def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit through OffsetCommit (see `GroupCoordinator.commit_offsets`).
-
-        Args:
-            offsets: ``{(topic, partition): offset}``.
+        """Commit through OffsetCommit (`GroupCoordinator.commit_offsets`);
+        Args as `OffsetStore.write`.
 
         Raises:
             BrokerResponseError: the commit failed (named after the code).
@@ -140,13 +129,8 @@ class KafkaOffsetStore(OffsetStore):
         await self.coordinator.commit_offsets(offsets, generation=generation, member_id=member_id)
 
     async def read(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Fetch through OffsetFetch (see `GroupCoordinator.fetch_offsets`).
-
-        Args:
-            keys: ``(topic, partition)`` pairs.
-
-        Returns:
-            ``{key: offset}``.
+        """Fetch through OffsetFetch (`GroupCoordinator.fetch_offsets`);
+        Args and Returns as `OffsetStore.read`.
 
         Raises:
             BrokerResponseError: the fetch failed (named after the code).

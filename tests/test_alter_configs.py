@@ -88,7 +88,13 @@ def test_schemas_match_kafka_python_byte_for_byte():
         "resources": [{"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1"}, {"name": "x", "config_operation": 1, "value": None}]}],
         "validate_only": False,
     }
-    response = {"throttle_time_ms": 7, "responses": [{"error_code": 40, "error_message": "bad", "resource_type": 2, "resource_name": "orders"}, {"error_code": 0, "error_message": None, "resource_type": 4, "resource_name": "1"}]}
+    response = {
+        "throttle_time_ms": 7,
+        "responses": [
+            {"error_code": 40, "error_message": "bad", "resource_type": 2, "resource_name": "orders"},
+            {"error_code": 0, "error_message": None, "resource_type": 4, "resource_name": "1"},
+        ],
+    }
     theirs_alter = [(r["resource_type"], r["resource_name"], [(c["name"], c["value"]) for c in r["configs"]]) for r in alter["resources"]]
     theirs_inc = [(r["resource_type"], r["resource_name"], [(c["name"], c["config_operation"], c["value"]) for c in r["configs"]]) for r in incremental["resources"]]
     theirs_resp = [(r["error_code"], r["error_message"], r["resource_type"], r["resource_name"]) for r in response["responses"]]

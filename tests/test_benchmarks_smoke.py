@@ -46,7 +46,17 @@ def installed(client: str) -> bool:
         from kclient.testing import zookeeper_unavailable_reason
 
         return zookeeper_unavailable_reason() is None
-    module = {"kclient": "kclient", "kclient-list": "kclient", "kclient-callback": "kclient", "kclient-futures": "kclient", "kclient-no-busy-poll": "kclient", "kafka-python": "kafka", "aiokafka": "aiokafka", "confluent-kafka": "confluent_kafka", "confluent-kafka-defaults": "confluent_kafka"}[client]
+    module = {
+        "kclient": "kclient",
+        "kclient-list": "kclient",
+        "kclient-callback": "kclient",
+        "kclient-futures": "kclient",
+        "kclient-no-busy-poll": "kclient",
+        "kafka-python": "kafka",
+        "aiokafka": "aiokafka",
+        "confluent-kafka": "confluent_kafka",
+        "confluent-kafka-defaults": "confluent_kafka",
+    }[client]
     return importlib.util.find_spec(module) is not None
 
 
@@ -139,7 +149,7 @@ def test_every_client_row_counted_every_record(quick_report) -> None:
 def test_latency_and_bounds_rows(quick_report) -> None:
     report, _ = quick_report
     latency = next(g for g in report["groups"] if g["kind"] == "latency")
-    for label, row in latency["rows"].items():
+    for row in latency["rows"].values():
         assert row["records"] == latency["count"]
         assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
     # "kclient" polls for its acknowledgements, "kclient-no-busy-poll" keeps the default

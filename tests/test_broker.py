@@ -690,7 +690,8 @@ async def test_cli_properties_file_and_sigint(tmp_path):
         assert not (tmp_path / "ignored").exists()
     finally:
         proc.cleanup()
-    out = subprocess.run([sys.executable, "-m", "kclient", "broker", "--override", "nonsense"], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = subprocess.run([sys.executable, "-m", "kclient", "broker", "--override", "nonsense"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2
     assert "key=value" in out.stderr
 

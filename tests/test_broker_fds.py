@@ -87,7 +87,7 @@ def test_two_thousand_partitions_under_ulimit_1024():
         count, names = broker_files(broker)
         assert count < LIMIT * 3 // 4, count
         # only segment data files stay open; no index, checkpoint or snapshot
-        assert names and all(n.endswith(".log") for n in names), sorted(set(n.split(".", 1)[-1] for n in names))
+        assert names and all(n.endswith(".log") for n in names), sorted({n.split(".", 1)[-1] for n in names})
 
         broker.stop()
         broker.start()  # loads 2,000 logs under the same limit

@@ -53,7 +53,7 @@ class FakeBroker:
                     out.append(ByteBufferMessageSet("t", r.partition, b"", r.offset, error_code=OFFSET_OUT_OF_RANGE, max_size=r.max_size))
                     continue
                 data = b""
-                for base, batch in self.logs[r.partition]:
+                for _base, batch in self.logs[r.partition]:
                     last = read_batch_info(batch, 0).last_offset
                     if last < r.offset:
                         continue

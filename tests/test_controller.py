@@ -123,7 +123,7 @@ def test_one_controller_is_elected_and_a_survivor_takes_over_after_sigkill(clust
     assert cluster.controller_epoch() == epoch + 1
     assert second in BROKERS and second != first
     # The survivors learn the new controller (UpdateMetadata from it).
-    wait_until(lambda: {v for v in (metadata(b, "none")["controller_id"] for b in cluster.brokers.values() if b.running)} == {second}, what="new controller in Metadata")
+    wait_until(lambda: {metadata(b, "none")["controller_id"] for b in cluster.brokers.values() if b.running} == {second}, what="new controller in Metadata")
     # The admin client finds the new controller and works through it.
     with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
         assert admin.describe_cluster().controller_id == second

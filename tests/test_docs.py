@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROLES = ("class", "meth", "func", "mod", "attr", "data")
 #: A role as written in reStructuredText (``:class:``); Markdown renders
 #: ``:class:`Foo``` as the text ``:class:`` followed by a code span.
-RAW_ROLE = re.compile(r":(%s):" % "|".join(ROLES))
+RAW_ROLE = re.compile(rf":({'|'.join(ROLES)}):")
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -264,7 +264,7 @@ def test_idempotent_producer_loses_and_doubles_nothing_across_leader_kills(clust
             killed.append((old, "leader" if old == leader else "coordinator"))
             if old == leader:
                 assert cluster.wait_for_leader(topic, 0, exclude={old}, timeout=TIMEOUT) != old
-            wait_for(lambda: ledger.acks_from(first_after) >= 200, "acknowledged sends on the new leader")
+            wait_for(lambda first_after=first_after: ledger.acks_from(first_after) >= 200, "acknowledged sends on the new leader")
             failovers.append(round(ledger.first_ack_from(first_after) - killed_at, 2))
             cluster.restart(old)
             cluster.wait_for_isr(topic, 0, [1, 2, 3], timeout=TIMEOUT)

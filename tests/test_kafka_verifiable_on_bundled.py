@@ -252,8 +252,8 @@ def test_verifiable_producer_and_consumer_across_leader_kills(cluster, tmp_path,
             for t, p in ((topic, 0), (OFFSETS_TOPIC, offsets_partition)):
                 if cluster.leader(t, p) in (victim, -1):
                     cluster.wait_for_leader(t, p, exclude=[victim], timeout=TIMEOUT)
-            wait_for(lambda: len(acked_values(producer)) >= before + 200, "acknowledged sends after the kill", tools=tools)
-            wait_for(lambda: len(consumer.named("record_data")) > consumed_before, "the consumer to read on after the kill", tools=tools)
+            wait_for(lambda before=before: len(acked_values(producer)) >= before + 200, "acknowledged sends after the kill", tools=tools)
+            wait_for(lambda consumed_before=consumed_before: len(consumer.named("record_data")) > consumed_before, "the consumer to read on after the kill", tools=tools)
             cluster.start_broker(victim)
             cluster.wait_for_isr(topic, 0, sorted(cluster.brokers), timeout=TIMEOUT)
             cluster.wait_for_isr(OFFSETS_TOPIC, offsets_partition, sorted(cluster.brokers), timeout=TIMEOUT)
@@ -350,7 +350,8 @@ def test_kafka_topics_creates_and_grows_a_replicated_topic(cluster):
     assert all(p["Leader"] != "-1" and sorted(p["Isr"].split(",")) == ["1", "2", "3"] for p in parts)
     # The grown topic takes records on its new partitions; kclient reads them back from their leaders.
     lines = "".join(f"{i}\n" for i in range(60))
-    kafka_tool("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic, "--producer-property", "acks=all", "--producer-property", "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner", input=lines)
+    round_robin = "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"
+    kafka_tool("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic, "--producer-property", "acks=all", "--producer-property", round_robin, input=lines)
     seen: list[int] = []
     for p in range(6):
         leader = cluster.broker(cluster.leader(topic, p))

@@ -104,7 +104,8 @@ def test_the_fields_of_other_versions_take_their_defaults_and_share_nothing():
     assert first.topics[0].partitions[0].fetch_offset == 42
     assert first.topics[0].partitions[0].current_leader_epoch == -1
     # The message and the dict the old callers build give the same bytes.
-    assert encoded == codec.encode({"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1 << 20}]}]})
+    topics = [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1 << 20}]}]
+    assert encoded == codec.encode({"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "topics": topics})
 
 
 def test_a_nullable_array_is_declared_and_kept_null():

@@ -351,7 +351,7 @@ def test_producer_data_shape():
     assert ProducerData("t", None, (b"x",)) == ProducerData("t", messages=[b"x"])
     with pytest.raises(TypeError, match="wrap it"):
         ProducerData("t", messages=b"not a list")
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         d.topic = "u"  # frozen
 
 
@@ -579,7 +579,7 @@ def test_async_close_flushes_everything(broker5, topic, in_flight):
     for d in data:
         assert (d.key, d.messages[0]) in placed[kafka_python_partition(d.key, PARTITIONS)]
     # per key, order is preserved
-    for p, recs in got.items():
+    for recs in got.values():
         by_key = {}
         for k, v in recs:
             by_key.setdefault(k, []).append(int(v.split(b"-")[1]))

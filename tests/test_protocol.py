@@ -303,7 +303,8 @@ def test_large_frames_received_in_place_mixed_with_fed_chunks():
     records = build_batch([(None, b"x" * 300, 1)])
     conn = ClientConnection()
     cid, _ = conn.send(FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1, "isolation_level": 0, "topics": []})
-    body = {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0, "high_watermark": 1, "last_stable_offset": 1, "aborted_transactions": None, "records": records}]}]}
+    partition = {"partition_index": 0, "error_code": 0, "high_watermark": 1, "last_stable_offset": 1, "aborted_transactions": None, "records": records}
+    body = {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [partition]}]}
     resp = encode_response(FETCH, 4, cid, body)
     conn.receive_data(resp[:10])
     into = conn.receive_buffer(64)

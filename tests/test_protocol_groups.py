@@ -217,7 +217,14 @@ SAMPLES: dict[tuple[int, str], dict] = {
                 "protocol_type": "consumer",
                 "protocol_data": "range",
                 "members": [
-                    {"member_id": "member-a", "group_instance_id": "billing-1", "client_id": "billing", "client_host": "/10.0.0.7", "member_metadata": METADATA_BYTES, "member_assignment": b"\x00\x00"},
+                    {
+                        "member_id": "member-a",
+                        "group_instance_id": "billing-1",
+                        "client_id": "billing",
+                        "client_host": "/10.0.0.7",
+                        "member_metadata": METADATA_BYTES,
+                        "member_assignment": b"\x00\x00",
+                    },
                     {"member_id": "member-b", "group_instance_id": None, "client_id": "billing", "client_host": "/10.0.0.8", "member_metadata": b"", "member_assignment": b""},
                 ],
                 "authorized_operations": 0x0F0,
@@ -735,7 +742,18 @@ INTER_BROKER: dict[tuple[int, str], dict] = {
             {
                 "topic_name": "orders",
                 "partition_states": [
-                    {"partition_index": 0, "controller_epoch": 3, "leader": 1, "leader_epoch": 7, "isr": [1, 2], "partition_epoch": 11, "replicas": [1, 2, 3], "adding_replicas": [3], "removing_replicas": [], "is_new": False},
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": 3,
+                        "leader": 1,
+                        "leader_epoch": 7,
+                        "isr": [1, 2],
+                        "partition_epoch": 11,
+                        "replicas": [1, 2, 3],
+                        "adding_replicas": [3],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    },
                 ],
             }
         ],
@@ -913,7 +931,7 @@ def _served() -> set[int]:
 
 #: Kafka API keys kclient neither implements nor serves (DeleteRecords,
 #: DescribeLogDirs, DescribeCluster), plus any implemented one not served.
-_UNSERVED = sorted({21, 35, 60} | {key for key in ALL_APIS} - _served())
+_UNSERVED = sorted({21, 35, 60} | set(ALL_APIS) - _served())
 
 
 @pytest.mark.parametrize("key", _UNSERVED)
@@ -937,7 +955,7 @@ def test_broker_still_refuses_the_new_apis_and_advertises_the_same(broker, key):
             sock.sendall(frame)
             assert _closed_by_peer(sock)
         expected = f"unknown api key {key} (version {version}, correlation id {correlation_id})"
-        wait_for(lambda: expected in broker.output(), f"the broker's line {expected!r}", timeout=10)
+        wait_for(lambda expected=expected: expected in broker.output(), f"the broker's line {expected!r}", timeout=10)
         line = next(line for line in broker.output().splitlines() if expected in line)
         assert "WARNING" in line
     with socket.create_connection((broker.host, broker.port), timeout=10) as sock:

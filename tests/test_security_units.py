@@ -394,7 +394,10 @@ def test_credential_matches_rfc5802_and_round_trips(mechanism):
     credential = make_scram_credential(mechanism, "alice-secret", iterations=4096, salt=salt)
     assert credential == _rfc5802_credential(HASHES[mechanism], "alice-secret", salt, 4096)
     text = str(credential)
-    b64 = lambda raw: base64.b64encode(raw).decode()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
     assert text == (
         f"salt={b64(salt)},stored_key={b64(credential.stored_key)},"
         f"server_key={b64(credential.server_key)},iterations=4096"

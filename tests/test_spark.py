@@ -89,7 +89,7 @@ def test_batch_read_every_record_once_with_its_offset(spark, sbroker):
         i = int(bytes(r.value)[1:])
         assert bytes(r.key) == b"k%d" % i and i % PARTITIONS == r.partition
         assert r.timestampType == 0  # CreateTime
-    for p, prs in by_partition.items():
+    for prs in by_partition.values():
         assert sorted(r.offset for r in prs) == list(range(n // PARTITIONS))
     # the offset of record i in its partition is i // PARTITIONS (sent in order)
     assert all(r.offset == int(bytes(r.value)[1:]) // PARTITIONS for r in rows)
@@ -162,7 +162,7 @@ def test_min_partitions_splits_offset_ranges(spark, sbroker):
     df = reader(spark, sbroker, subscribe=topic, minPartitions="9")
     assert df.rdd.getNumPartitions() == 9
     rows = df.select("partition", "offset").collect()
-    assert len(rows) == 300 and len(set((r.partition, r.offset) for r in rows)) == 300
+    assert len(rows) == 300 and len({(r.partition, r.offset) for r in rows}) == 300
 
 
 def test_headers_written_and_read_back(spark, sbroker):

@@ -314,7 +314,7 @@ def test_recovery_keeps_every_complete_batch(sizes, cut_fraction, chunk):
         assert seg.size == expected_size
         assert seg.last_offset == (kept[-1].last_offset if kept else 99)
         assert seg.read(0, 1 << 30) == whole[:expected_size]
-        for off, pos in seg.index.entries():
+        for _off, pos in seg.index.entries():
             assert pos < expected_size
         seg.close()
 

@@ -197,7 +197,7 @@ def test_flush_policy_messages(tmp_path, fsyncs):
 
 def test_flush_policy_every_message_and_never(tmp_path, fsyncs):
     log = Log(tmp_path / "t-0", LogConfig(flush_interval_messages=1, segment_bytes=400))
-    for i in range(6):
+    for _ in range(6):
         r = log.append(batch(2, value_size=100))
         assert log.recovery_point == log.log_end_offset == r.last_offset + 1
     assert len(log.segments) > 1
@@ -449,7 +449,7 @@ def check_recovered(log: Log, batches, keep: int) -> None:
     expected_end = batches[keep - 1][1] + 1 if keep else 0
     assert log.log_end_offset == expected_end
     assert read_all(log) == b"".join(b[3] for b in batches[:keep])
-    for base, last, _, data in batches[:keep]:
+    for _base, last, _, data in batches[:keep]:
         assert log.read(last, 1 << 20).records.startswith(data)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(expected_end + 1, 100)
@@ -574,7 +574,7 @@ def test_recovery_from_random_damage(damage, k_fraction, where, junk_len, seed):
 
 def test_recovery_starts_at_recovery_point(tmp_path):
     d = tmp_path / "t-0"
-    batches = build_log(d, CFG)
+    build_log(d, CFG)
     layout = segment_layout(d)
     assert len(layout) >= 4
     # Flip a CRC-covered byte in segment 0 and in segment 2.
@@ -612,7 +612,7 @@ def test_missing_and_garbage_indexes_are_rebuilt(tmp_path, caplog):
     assert rebuilt == originals  # rebuilt exactly as they were written
     log = Log(d, CFG)
     assert log_batches(log) == batches
-    for base, last, ts, data in batches:
+    for base, _last, ts, data in batches:
         assert log.read(base, 1).records == data
         assert log.offset_for_timestamp(ts) == linear_offset_for_timestamp(batches, ts)
     log.close()
@@ -633,7 +633,7 @@ def test_plausible_but_wrong_index_is_detected(tmp_path):
     )
     log = Log(d, CFG, clean_shutdown=True)
     seg = log.segments[0]
-    for base, last, _, data in batches:
+    for _base, last, _, data in batches:
         assert log.read(last, 1).records == data
     assert seg.index_suspect
     log.flush()  # the writer repairs suspect indexes

@@ -241,7 +241,12 @@ def test_ephemeral_create_and_counter_increment_are_one_transaction(zookeeper):
             # Concurrent sessions on distinct nodes, one counter: each commit
             # is conditional on the version it read, so no value is taken twice.
             with concurrent.futures.ThreadPoolExecutor(3) as pool:
-                got = list(pool.map(lambda i: [clients[1 + i].create_ephemeral_and_increment(f"{base}/n{i}-{k}", b"", counter) for k in range(20)], range(3)))
+                got = list(
+                    pool.map(
+                        lambda i, clients=clients, base=base, counter=counter: [clients[1 + i].create_ephemeral_and_increment(f"{base}/n{i}-{k}", b"", counter) for k in range(20)],
+                        range(3),
+                    )
+                )
             values = sorted(v for run in got for v in run)
             assert values == list(range(3, 63)) and clients[1].get(counter) == b"62"
         finally:

@@ -40,7 +40,7 @@ def create_topic(target, name: str, partitions: int = 2, config: dict[str, str] 
     # goes through the replica manager: wait until it answers.
     with simple_consumer(target) as consumer:
         for partition in range(partitions):
-            wait_for(lambda: _leads(consumer, name, partition), f"{name}-{partition} led")
+            wait_for(lambda partition=partition: _leads(consumer, name, partition), f"{name}-{partition} led")
     return name
 
 

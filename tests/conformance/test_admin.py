@@ -171,7 +171,8 @@ def test_cli_consumer_groups(target, group_with_offsets):
 
 def test_cli_topics(target):
     topic = unique_topic("cli")
-    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=60000").stdout == f"Created topic {topic}.\n"
+    created = kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=60000")
+    assert created.stdout == f"Created topic {topic}.\n"
     with AdminClient({"bootstrap.servers": target.bootstrap}) as admin:
         node = node_id(admin)
         wait_for(lambda: _described(admin, topic), f"{topic} led")

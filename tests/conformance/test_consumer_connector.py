@@ -375,21 +375,24 @@ def test_broker_group_rebalances_as_the_java_consumer_leaves_joins_and_dies(targ
             for step in ("leave", "kill"):
                 java = JavaConsumer(target, topic, group, "range", autocommit=True)
                 try:
-                    wait_until(lambda: java.alive() and java.assignment() and not java.assignment() & mine() and java.assignment() | mine() == everything, "the split")
+                    wait_until(lambda java=java: java.alive() and java.assignment() and not java.assignment() & mine() and java.assignment() | mine() == everything, "the split")
                     produce(target, topic, produced, 100)
                     produced += 100
-                    wait_until(lambda: java.alive() and set(range(produced)) <= set(reader.numbers()) | set(java_numbers) | set(java.numbers()), "the records while both are in")
+                    wait_until(
+                        lambda java=java, produced=produced: java.alive() and set(range(produced)) <= set(reader.numbers()) | set(java_numbers) | set(java.numbers()),
+                        "the records while both are in",
+                    )
                     if step == "leave":
                         java.stop()
                     else:
                         java.kill()
                 finally:
-                    java_numbers += java.numbers()
+                    java_numbers.extend(java.numbers())
                     java.stop()
                 wait_until(lambda: mine() == everything, f"kclient to own every partition again after the Java consumer's {step}")
                 produce(target, topic, produced, 100)
                 produced += 100
-                wait_until(lambda: set(range(produced)) <= set(reader.numbers()) | set(java_numbers), f"every record after the {step}")
+                wait_until(lambda produced=produced: set(range(produced)) <= set(reader.numbers()) | set(java_numbers), f"every record after the {step}")
         finally:
             reader.stop()
     assert set(reader.numbers()) | set(java_numbers) == set(range(produced))
@@ -488,7 +491,7 @@ def test_broker_group_over_a_secured_listener(target, listener, mechanism):
         with ConsumerConnector(config) as connector:
             reader = StreamReader(connector.create_message_streams({topic: 1})[topic])
             reader.start()
-            wait_until(lambda: len(reader.numbers()) >= count, f"{count} records")
+            wait_until(lambda reader=reader, count=count: len(reader.numbers()) >= count, f"{count} records")
             reader.stop()
             connector.commit_offsets()
         assert sorted(reader.numbers()) == list(range(first, first + count))
@@ -543,11 +546,11 @@ def test_topic_filter_picks_up_a_new_topic(target):
             reader.start()
             readers.append(reader)
         for reader in readers:
-            wait_until(lambda: len(reader.numbers()) >= 10, "the first topic's records")
+            wait_until(lambda reader=reader: len(reader.numbers()) >= 10, "the first topic's records")
         second = new_topic(target, f"{prefix}-b")
         produce(target, second, 10, 10)
         for mode, reader in zip(modes, readers):
-            wait_until(lambda: len(reader.numbers()) >= 20, f"the new topic's records ({mode} coordination)")
+            wait_until(lambda reader=reader: len(reader.numbers()) >= 20, f"the new topic's records ({mode} coordination)")
             reader.stop()
             assert sorted(reader.numbers()) == list(range(20)), mode
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any
 
 from kclient import AdminClient, FetchRequest, OffsetRequest, Producer, ProducerData, SimpleConsumer
 from kclient.errors import UnknownTopicOrPartitionError
@@ -26,7 +26,7 @@ SENTINEL = "sentinel-"
 #: A record as the tests write it: a value, a ``(key, value)`` pair (``str``
 #: is sent UTF-8 encoded, as ``kclient.StringEncoder`` does; a ``None`` key
 #: is no key) or a whole `ProducerData` (sent as it is).
-Record = Union[bytes, str, tuple[Any, Any], ProducerData]
+Record = bytes | str | tuple[Any, Any] | ProducerData
 
 
 def bootstrap_of(target: Any) -> str:

@@ -110,7 +110,7 @@ class ThreeBrokers:
         for b in self.live():
             for p in range(partitions):
                 wait_until(
-                    lambda: (lambda part: part["leader_id"] >= 0 and len(part["isr_nodes"]) == replication_factor)(self.partition(topic, p, b)),
+                    lambda b=b, p=p: (lambda part: part["leader_id"] >= 0 and len(part["isr_nodes"]) == replication_factor)(self.partition(topic, p, b)),
                     what=f"{topic}-{p} to get a leader and a full ISR in the Metadata of {b.bootstrap}",
                 )
 

@@ -1,6 +1,6 @@
 """The code's health, as issue 26 defines it, checked on every run:
-``mypy --strict`` clean, no function rated E or F for cyclomatic
-complexity (radon), no module over 1,000 lines.
+``mypy --strict`` clean, ``ruff check`` clean, no function rated E or F
+for cyclomatic complexity (radon), no module over 1,000 lines.
 
 Each check has a list of what is not there yet (issue 26 works through
 them): a new offender fails, and so does an entry of a list that no longer
@@ -47,6 +47,14 @@ def test_mypy_strict_passes_on_the_typed_parts():
         env=env,
     )
     assert result.returncode == 0, f"mypy --strict on {TYPED}:\n{result.stdout}{result.stderr}"
+
+
+def test_ruff_is_clean():
+    """``ruff check .`` over the whole repository (the rules are
+    ``[tool.ruff]`` in pyproject.toml) reports nothing."""
+    pytest.importorskip("ruff", reason="ruff is in the test extra")
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, f"ruff check .:\n{result.stdout}{result.stderr}"
 
 
 def _complex_functions() -> set[str]:

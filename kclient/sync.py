@@ -754,7 +754,7 @@ atexit.register(_exit_interrupted)
 _Client = TypeVar("_Client", bound="ClosingClient")
 
 
-class ClosingClient:
+class ClosingClient(abc.ABC):
     """What the blocking clients share about their lifetime: ``closed``,
     use as a context manager (``close`` on exit), and the ``__del__`` that
     warns ``ResourceWarning`` for a client collected while open and closes
@@ -779,9 +779,9 @@ class ClosingClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Close the client (each client defines it)."""
-        raise NotImplementedError
 
     def __del__(self) -> None:
         closer = getattr(self, "_closer", None)

@@ -63,6 +63,12 @@ _INT = re.compile(r"[+-]?[0-9]+")
 
 
 def to_int(value: Any) -> int:
+    """An integer, or its decimal text (``"-12"``); a boolean is refused.
+
+    Raises:
+        TypeError: A boolean.
+        ValueError: Anything else that is no integer.
+    """
     if isinstance(value, bool):
         raise TypeError("expected an integer, not a boolean")
     if isinstance(value, int):
@@ -73,12 +79,18 @@ def to_int(value: Any) -> int:
 
 
 def to_optional_int(value: Any) -> int | None:
+    """`to_int`, with None or blank text as None."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return to_int(value)
 
 
 def to_bool(value: Any) -> bool:
+    """A boolean, or ``"true"`` / ``"false"`` in any case.
+
+    Raises:
+        ValueError: Any other value.
+    """
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -87,12 +99,18 @@ def to_bool(value: Any) -> bool:
 
 
 def to_str(value: Any) -> str:
+    """A string, stripped of surrounding blanks.
+
+    Raises:
+        TypeError: Not a string.
+    """
     if not isinstance(value, str):
         raise TypeError(f"expected a string, not {type(value).__name__}")
     return value.strip()
 
 
 def to_optional_str(value: Any) -> str | None:
+    """`to_str`, with None or blank text as None."""
     if value is None:
         return None
     text = to_str(value)
@@ -114,6 +132,15 @@ def to_list(value: Any) -> tuple[str, ...]:
 
 
 def enum_choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Callable[[Any], str]:
+    """A converter to one of ``choices`` (case-insensitive text).
+
+    Args:
+        choices: The allowed values, lower case.
+        synonyms: Other spellings and the choice each stands for.
+
+    Returns:
+        A converter raising ValueError (naming the choices) for any other value.
+    """
     names = ", ".join(choices)
     synonyms = dict(synonyms or {})
 
@@ -140,6 +167,11 @@ def _split_host_port(text: str) -> HostPort:
 
 
 def port_number(value: Any) -> int:
+    """A TCP port, 0..65535 (0: any free port).
+
+    Raises:
+        ValueError: Not an integer, or out of range.
+    """
     port = to_int(value)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is out of range 0..65535")
@@ -210,6 +242,7 @@ def to_plugin(value: Any) -> Any:
 
 
 def to_optional_plugin(value: Any) -> Any:
+    """`to_plugin`, with None or blank text as None."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return to_plugin(value)

@@ -89,7 +89,7 @@ def cleanup_all(servers: Collection[ServerProcess]) -> None:
         list(pool.map(lambda server: server.cleanup(), servers))
 
 
-class ServerGroup:
+class ServerGroup(abc.ABC):
     """Servers run together (a test cluster), with the ZooKeeper the group
     started itself, if any (``_own_zookeeper``, stopped by
     `_stop_own_zookeeper`); a context manager: `start` on entry, `cleanup`
@@ -97,17 +97,17 @@ class ServerGroup:
 
     _own_zookeeper: ServerProcess | None = None
 
+    @abc.abstractmethod
     def start(self: _G) -> _G:
         """Start the servers.
 
         Returns:
             ``self``.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def cleanup(self) -> None:
         """Stop the servers and delete their data."""
-        raise NotImplementedError
 
     def _stop_own_zookeeper(self) -> None:
         if self._own_zookeeper is not None:

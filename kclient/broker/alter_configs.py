@@ -35,6 +35,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from kclient.broker.config_changes import notify_topic_change
@@ -97,6 +98,20 @@ class _ResourceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+@attrs.frozen
+class _Alteration:
+    """What a request asks of one resource: its new ``configs``
+    (AlterConfigs, which replace every dynamic config) or the
+    ``operations`` on them (IncrementalAlterConfigs); one of the two is
+    None."""
+
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig] | None
+    operations: list[AlterableConfigOperation] | None
+    validate_only: bool
 
 
 def _incremental(config: BrokerConfig, current: dict[str, str | None], ops: list[AlterableConfigOperation]) -> dict[str, str | None]:
@@ -195,7 +210,7 @@ class ConfigAlterer:
             One answer per resource, in request order.
         """
         only = body.validate_only
-        return AlterConfigsResponse(responses=[await self._answer(r.resource_type, r.resource_name, r.configs, None, validate_only=only) for r in body.resources])
+        return AlterConfigsResponse(responses=[await self._answer(_Alteration(r.resource_type, r.resource_name, r.configs, None, only)) for r in body.resources])
 
     async def incremental_alter_configs(self, body: IncrementalAlterConfigsRequest, version: int) -> IncrementalAlterConfigsResponse:
         """Answer IncrementalAlterConfigs v0 (KIP-339; see the module
@@ -210,53 +225,38 @@ class ConfigAlterer:
             One answer per resource, in request order.
         """
         only = body.validate_only
-        return IncrementalAlterConfigsResponse(responses=[await self._answer(r.resource_type, r.resource_name, None, r.configs, validate_only=only) for r in body.resources])
+        return IncrementalAlterConfigsResponse(responses=[await self._answer(_Alteration(r.resource_type, r.resource_name, None, r.configs, only)) for r in body.resources])
 
-    async def _answer(
-        self,
-        rtype: int,
-        name: str,
-        configs: list[AlterableConfig] | None,
-        operations: list[AlterableConfigOperation] | None,
-        *,
-        validate_only: bool,
-    ) -> AlterConfigsResourceResponse:
-        """One resource's answer: its new ``configs`` (AlterConfigs) or the
-        ``operations`` on them (IncrementalAlterConfigs)."""
+    async def _answer(self, change: _Alteration) -> AlterConfigsResourceResponse:
+        """One resource's answer to ``change``."""
+        rtype, name = change.resource_type, change.resource_name
         entry = AlterConfigsResourceResponse(error_code=NONE, error_message=None, resource_type=rtype, resource_name=name)
         try:
-            await self._alter_resource(rtype, name, configs, operations, validate_only=validate_only)
+            await self._alter_resource(change)
         except _ResourceError as exc:
             entry.error_code, entry.error_message = exc.code, exc.message
         except KafkaError as exc:  # ZooKeeper unreachable
             log.warning("altering the configs of %r failed: %s", name, exc)
             entry.error_code, entry.error_message = UNKNOWN_SERVER_ERROR, str(exc)
         if entry.error_code != NONE:
-            api = "AlterConfigs" if operations is None else "IncrementalAlterConfigs"
+            api = "AlterConfigs" if change.operations is None else "IncrementalAlterConfigs"
             log.info("%s of resource %d %r: error %d %s", api, rtype, name, entry.error_code, entry.error_message)
         return entry
 
-    async def _alter_resource(
-        self,
-        rtype: int,
-        name: str,
-        configs: list[AlterableConfig] | None,
-        operations: list[AlterableConfigOperation] | None,
-        *,
-        validate_only: bool,
-    ) -> None:
+    async def _alter_resource(self, change: _Alteration) -> None:
         """Alter one resource; raises `_ResourceError` for its error."""
+        rtype, name, operations = change.resource_type, change.resource_name, change.operations
         if rtype == RESOURCE_TOPIC:
-            await self._alter_topic(name, configs, operations, validate_only=validate_only)
+            await self._alter_topic(name, change.configs, operations, validate_only=change.validate_only)
         elif rtype == RESOURCE_BROKER:
             self._check_broker_id(name, allow_empty=True)
-            given = configs or operations
+            given = change.configs or operations
             if given:
                 names = ", ".join(sorted({c.name for c in given}))
                 raise _ResourceError(INVALID_REQUEST, f"Cannot update these configs dynamically: {names}")
         elif rtype == RESOURCE_BROKER_LOGGER and operations is not None:
             self._check_broker_id(name, allow_empty=False)
-            _alter_loggers(operations, validate_only=validate_only)
+            _alter_loggers(operations, validate_only=change.validate_only)
         elif rtype == RESOURCE_BROKER_LOGGER:
             raise _ResourceError(INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER")
         else:

@@ -24,10 +24,8 @@ import logging
 import attrs
 import trio
 
-from kclient.protocol.messages.update_metadata import (
-    UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
-)
+from kclient.protocol.messages.update_metadata import UpdateMetadataRequest
+from kclient.protocol.partition_states import partition_states
 
 log = logging.getLogger("kclient.broker")
 
@@ -145,7 +143,7 @@ class MetadataCache:
                 endpoints = tuple(Endpoint(ep.host, ep.port, ep.listener or "PLAINTEXT", ep.security_protocol) for ep in b.endpoints)
             brokers[b.id] = BrokerNode(b.id, endpoints, b.rack)
         self.brokers = brokers
-        for topic, state in _partition_states(body):
+        for topic, state in partition_states(body):
             self.upsert(
                 PartitionMetadata(
                     topic,
@@ -183,15 +181,6 @@ class MetadataCache:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
-
-
-def _partition_states(body: UpdateMetadataRequest) -> list[tuple[str, UpdateMetadataPartitionState]]:
-    """``(topic, state)`` of each partition state of an UpdateMetadata
-    request, ungrouped (v0-4) or grouped by topic (v5+)."""
-    states = [(s.topic_name, s) for s in body.ungrouped_partition_states]
-    for topic in body.topic_states:
-        states.extend((topic.topic_name, s) for s in topic.partition_states)
-    return states
 
 
 __all__ = ["BrokerNode", "Endpoint", "LEADER_DURING_DELETE", "MetadataCache", "NO_LEADER", "PartitionMetadata"]

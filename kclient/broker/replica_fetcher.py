@@ -57,14 +57,7 @@ from kclient.protocol.messages.fetch import (
     FetchTopic,
     PartitionData,
 )
-from kclient.protocol.messages.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopic,
-)
+from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsRequest, ListOffsetsResponse
 from kclient.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -406,16 +399,7 @@ class ReplicaFetcher:
 
     async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
         version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)
-        body = ListOffsetsRequest(
-            replica_id=self.broker_id,
-            isolation_level=0,
-            topics=[
-                ListOffsetsTopic(
-                    name=part.topic,
-                    partitions=[ListOffsetsPartition(partition_index=part.partition, current_leader_epoch=part.leader_epoch, timestamp=timestamp)],
-                )
-            ],
-        )
+        body = ListOffsetsRequest.for_partition(part.topic, part.partition, timestamp, replica_id=self.broker_id, current_leader_epoch=part.leader_epoch)
         response: ListOffsetsResponse = await send_request(conn, LIST_OFFSETS, body, version=version)
         entry = response.topics[0].partitions[0]
         if entry.error_code != NONE:

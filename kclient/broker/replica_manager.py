@@ -77,6 +77,7 @@ from kclient.protocol.messages.update_metadata import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from kclient.protocol.partition_states import partition_states
 from kclient.zk.paths import PartitionState, partition_state_path
 
 if TYPE_CHECKING:
@@ -87,15 +88,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kclient.broker")
 
 ISR_CHANGE_NOTIFICATION_PREFIX = "/isr_change_notification/isr_change_"
-
-
-def _states(body: LeaderAndIsrRequest) -> list[tuple[str, LeaderAndIsrPartitionState]]:
-    """``(topic, state)`` of each partition state of a LeaderAndIsr
-    request, ungrouped (v0-1) or grouped by topic (v2+)."""
-    states = [(s.topic_name, s) for s in body.ungrouped_partition_states]
-    for topic in body.topic_states:
-        states.extend((topic.topic_name, s) for s in topic.partition_states)
-    return states
 
 
 class ReplicaManager:
@@ -277,7 +269,7 @@ class ReplicaManager:
         Returns:
             The response: a top-level error and one error per partition.
         """
-        states = _states(body)
+        states = partition_states(body)
         if self._stale(body, "LeaderAndIsr"):
             return LeaderAndIsrResponse(error_code=STALE_CONTROLLER_EPOCH)
         leaders = {b.broker_id: (b.host_name, b.port) for b in body.live_leaders}

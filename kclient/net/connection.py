@@ -463,15 +463,7 @@ class BrokerConnection:
         return version
 
     async def request(self, api: Api, body: Body, *, version: int | None = None, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
-        """Send one request and wait for its response.
-
-        Args:
-            api: The API.
-            body: The request message (an instance of ``api.request_type``).
-            version: The API version (default: the negotiated one).
-            expect_response: ``False`` for requests the broker does not answer
-                (Produce with acks=0).
-            timeout_ms: Response timeout in ms (default ``request.timeout.ms``).
+        """Send one request and wait for its response; Args as `start_request`.
 
         Returns:
             The response message (an instance of ``api.response_type``), or

@@ -44,15 +44,7 @@ import attrs
 from kclient.protocol.records.scan import BatchInfo, ProducerFields
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.log_config import LogConfig
-from kclient.storage.log_files import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    file_stem,
-    fsync_dir,
-    parse_base_offset,
-)
+from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 from kclient.storage.log_segments import LogSegments
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.segment import LogSegment

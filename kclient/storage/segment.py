@@ -60,15 +60,7 @@ from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_pro
 from kclient.storage.batch_walk import batch_crc_ok, walk_batches, walk_headers
 from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
-from kclient.storage.log_files import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    file_stem,
-    fsync_dir,
-    parse_base_offset,
-)
+from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 from kclient.storage.timeindex import TimeIndex
 
 logger = logging.getLogger(__name__)

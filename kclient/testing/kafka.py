@@ -768,15 +768,8 @@ class KafkaCluster(ServerGroup):
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, config: Mapping[str, Any] | None = None, *, timeout: float = 60.0) -> None:
         """Create a topic with kclient's AdminClient (CreateTopics) and wait
         until every running broker shows each partition with a leader and
-        every replica in sync.
-
-        Args:
-            name: The topic.
-            partitions: Partition count.
-            replication_factor: Replicas per partition (default
-                ``min(3, brokers)``).
-            config: Topic configs (``{"min.insync.replicas": 2}``).
-            timeout: Seconds to wait.
+        every replica in sync. Args as `kclient.testing.cluster.Cluster.create_topic`
+        (no ``replica_assignment``; ``timeout`` 60 s by default).
 
         Raises:
             BrokerResponseError: Kafka refused (`TopicAlreadyExistsError`, ...).

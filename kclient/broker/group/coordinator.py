@@ -33,7 +33,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from kclient.broker.group.membership import (
@@ -108,19 +107,6 @@ def _touch_member(group: Group, member_id: str, generation_id: int) -> int:
         return ILLEGAL_GENERATION
     member.last_heartbeat = trio.current_time()
     return NONE
-
-
-@attrs.frozen
-class _JoinDetails:
-    """What a JoinGroup says of its member: client, timeouts (ms) and the
-    protocols it offers (``[(name, metadata)]``)."""
-
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
 
 
 class GroupCoordinator:
@@ -244,7 +230,17 @@ class GroupCoordinator:
         if group.is_(DEAD):
             return _join_error(COORDINATOR_NOT_AVAILABLE, member_id)
         now = trio.current_time()
-        details = _JoinDetails(client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        # What the JoinGroup says of its member; the member itself once it joins.
+        joining = Member(
+            member_id=member_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            protocol_type=protocol_type,
+            protocols=list(protocols),
+            last_heartbeat=now,
+        )
         if not member_id or member_id in group.pending_members:
             if not group.supports(protocol_type, protocols):
                 return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -256,7 +252,7 @@ class GroupCoordinator:
                     log.debug("group %r: member id %s handed out (MEMBER_ID_REQUIRED)", group_id, member_id)
                     return _join_error(MEMBER_ID_REQUIRED, member_id)
             group.pending_members.pop(member_id, None)
-            waiter = self._add_member(group, member_id, details, now=now)
+            waiter = self._add_member(group, member_id, joining, now=now)
         else:
             member = group.members.get(member_id)
             if member is None or group.state in (EMPTY, DEAD):
@@ -269,31 +265,22 @@ class GroupCoordinator:
                 return self._join_response(group, member_id)
             if group.is_(STABLE) and unchanged and member_id != group.leader_id:
                 return self._join_response(group, member_id)
-            waiter = self._update_member(group, member, details, now=now)
+            waiter = self._update_member(group, member, joining, now=now)
         self.maybe_complete_join(group, now)
         await waiter.event.wait()
         assert waiter.result is not None
         return waiter.result
 
-    def _add_member(self, group: Group, member_id: str, details: _JoinDetails, *, now: float) -> Waiter[JoinGroupResponse]:
+    def _add_member(self, group: Group, member_id: str, member: Member, *, now: float) -> Waiter[JoinGroupResponse]:
         waiter: Waiter[JoinGroupResponse] = Waiter()
-        member = Member(
-            member_id=member_id,
-            client_id=details.client_id,
-            client_host=details.client_host,
-            session_timeout_ms=details.session_timeout_ms,
-            rebalance_timeout_ms=details.rebalance_timeout_ms,
-            protocol_type=details.protocol_type,
-            protocols=list(details.protocols),
-            last_heartbeat=now,
-            join_waiter=waiter,
-        )
+        member.member_id = member_id
+        member.join_waiter = waiter
         if not group.members:
-            group.protocol_type = details.protocol_type
+            group.protocol_type = member.protocol_type
         group.members[member_id] = member
         if group.leader_id not in group.members:
             group.leader_id = member_id
-        log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, details.client_id, details.client_host)
+        log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, member.client_id, member.client_host)
         if group.is_(PREPARING_REBALANCE) and group.join_not_before > now:
             # The initial delay goes on while members keep arriving (KIP-134).
             delay = self.config.group_initial_rebalance_delay_ms / 1000.0
@@ -302,10 +289,10 @@ class GroupCoordinator:
             self._prepare_rebalance(group, now, f"member {member_id} joined")
         return waiter
 
-    def _update_member(self, group: Group, member: Member, details: _JoinDetails, *, now: float) -> Waiter[JoinGroupResponse]:
-        member.protocols = list(details.protocols)
-        member.session_timeout_ms = details.session_timeout_ms
-        member.rebalance_timeout_ms = details.rebalance_timeout_ms
+    def _update_member(self, group: Group, member: Member, joining: Member, *, now: float) -> Waiter[JoinGroupResponse]:
+        member.protocols = joining.protocols
+        member.session_timeout_ms = joining.session_timeout_ms
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
         if member.join_waiter is not None:  # a second JoinGroup while one is parked
             member.join_waiter.set(_join_error(REBALANCE_IN_PROGRESS, member.member_id))
         waiter: Waiter[JoinGroupResponse] = Waiter()

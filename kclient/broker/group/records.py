@@ -28,6 +28,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import attrs
 
@@ -194,6 +195,15 @@ def _split(data: bytes, what: str) -> tuple[int, memoryview]:
     return version, memoryview(data)[2:]
 
 
+def _decode_value(data: bytes, what: str, codecs: list[StructCodec]) -> dict[str, Any]:
+    """The fields of a versioned value: its version (the first two bytes)
+    picks its codec in ``codecs``."""
+    version, rest = _split(data, what)
+    if not 0 <= version < len(codecs):
+        raise ProtocolError(f"unknown {what} version {version}")
+    return codecs[version].decode(rest)
+
+
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
     """Decode a record key.
 
@@ -214,10 +224,7 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
     Raises:
         kclient.errors.ProtocolError: Unknown version or bad bytes.
     """
-    version, rest = _split(data, "offset value")
-    if not 0 <= version <= 3:
-        raise ProtocolError(f"unknown offset commit value version {version}")
-    v = _OFFSET_VALUE[version].decode(rest)
+    v = _decode_value(data, "offset commit value", _OFFSET_VALUE)
     return OffsetAndMetadata(
         offset=v["offset"],
         metadata=v["metadata"],
@@ -233,10 +240,7 @@ def decode_group_value(data: bytes) -> GroupRecord:
     Raises:
         kclient.errors.ProtocolError: Unknown version or bad bytes.
     """
-    version, rest = _split(data, "group value")
-    if not 0 <= version <= 3:
-        raise ProtocolError(f"unknown group metadata value version {version}")
-    v = _GROUP_VALUE[version].decode(rest)
+    v = _decode_value(data, "group metadata value", _GROUP_VALUE)
     members = tuple(
         MemberRecord(
             member_id=m["member_id"],

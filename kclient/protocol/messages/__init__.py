@@ -27,8 +27,7 @@ from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TI
 from kclient.protocol.messages.metadata import METADATA
 from kclient.protocol.messages.offset_commit import OFFSET_COMMIT
 from kclient.protocol.messages.offset_delete import OFFSET_DELETE
-from kclient.protocol.messages.offset_fetch import OFFSET_FETCH
-from kclient.protocol.messages.offset_fetch_full import OFFSET_FETCH_FULL
+from kclient.protocol.messages.offset_fetch import OFFSET_FETCH, OFFSET_FETCH_FULL
 from kclient.protocol.messages.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from kclient.protocol.messages.produce import PRODUCE
 from kclient.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE

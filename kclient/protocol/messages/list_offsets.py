@@ -47,6 +47,38 @@ class ListOffsetsRequest:
     isolation_level: Annotated[Int8, Versions("2+")] = 0
     topics: list[ListOffsetsTopic] = attrs.Factory(list)
 
+    @classmethod
+    def for_partition(
+        cls,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        *,
+        replica_id: int = -1,
+        isolation_level: int = 0,
+        current_leader_epoch: int = -1,
+        max_num_offsets: int = 1,
+    ) -> "ListOffsetsRequest":
+        """A request for one partition (what a follower and a simple
+        consumer send).
+
+        Args:
+            topic: The topic.
+            partition: The partition index.
+            timestamp: A timestamp in ms, or `LATEST_TIMESTAMP`,
+                `EARLIEST_TIMESTAMP` or `MAX_TIMESTAMP`.
+            replica_id: The follower's broker id (-1: a consumer).
+            isolation_level: 0 read uncommitted, 1 read committed (v2+, KIP-98).
+            current_leader_epoch: The leader epoch the sender knows (v4+,
+                KIP-320; -1: none).
+            max_num_offsets: How many offsets to return (v0 only).
+
+        Returns:
+            The request body.
+        """
+        entry = ListOffsetsPartition(partition_index=partition, current_leader_epoch=current_leader_epoch, timestamp=timestamp, max_num_offsets=max_num_offsets)
+        return cls(replica_id=replica_id, isolation_level=isolation_level, topics=[ListOffsetsTopic(name=topic, partitions=[entry])])
+
 
 @attrs.define(kw_only=True)
 class ListOffsetsPartitionResponse:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from kclient.client import admin_groups
+from kclient.client import admin_configs, admin_groups
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
@@ -437,7 +437,8 @@ class TrioAdminClient:
         `kclient.client.admin_configs.describe_configs`).
 
         Args:
-            resources: The `ConfigResource` values.
+            resources: The `ConfigResource` values
+                (``ConfigResource("topic", "events")``).
             names: Only these configs; None for all.
             include_synonyms: Also list each config's synonyms.
 
@@ -448,16 +449,15 @@ class TrioAdminClient:
             UnknownTopicOrPartitionError: 3, no such topic.
             BrokerResponseError: The resource's other error.
         """
-        from kclient.client.admin_configs import describe_configs
-
-        return await describe_configs(self.cluster, resources, names, include_synonyms=include_synonyms)
+        return await admin_configs.describe_configs(self.cluster, resources, names, include_synonyms=include_synonyms)
 
     async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
         """Change configs (IncrementalAlterConfigs, KIP-339;
         `kclient.client.admin_configs.incremental_alter_configs`).
 
         Args:
-            changes: ``{ConfigResource: [AlterConfigOp, ...]}``.
+            changes: ``{ConfigResource: [AlterConfigOp, ...]}``
+                (``{ConfigResource("topic", "events"): [AlterConfigOp("retention.ms", "60000")]}``).
             validate_only: Only check the changes.
 
         Raises:
@@ -466,9 +466,7 @@ class TrioAdminClient:
             UnknownTopicOrPartitionError: 3, no such topic.
             BrokerResponseError: The resource's other error.
         """
-        from kclient.client.admin_configs import incremental_alter_configs
-
-        await incremental_alter_configs(self.cluster, changes, validate_only=validate_only)
+        await admin_configs.incremental_alter_configs(self.cluster, changes, validate_only=validate_only)
 
     async def aclose(self) -> None:
         """Close the connections."""
@@ -607,38 +605,15 @@ class AdminClient(ClosingClient):
     def describe_configs(
         self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, include_synonyms: bool = False
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
-        """Blocking `TrioAdminClient.describe_configs` (Kafka's ``describeConfigs``).
-
-        Args:
-            resources: The `ConfigResource` values
-                (``ConfigResource("topic", "events")``).
-            names: Only these configs; None for all.
-            include_synonyms: Also list each config's synonyms.
-
-        Returns:
-            ``{resource: {name: ConfigEntry}}``.
-
-        Raises:
-            UnknownTopicOrPartitionError: 3, no such topic.
-            BrokerResponseError: The resource's other error.
+        """Blocking `TrioAdminClient.describe_configs` (Kafka's
+        ``describeConfigs``); Args, Returns and Raises as there.
         """
         result: dict[ConfigResource, dict[str, ConfigEntry]] = self._loop.call(self._core.describe_configs, list(resources), None if names is None else list(names), include_synonyms)
         return result
 
     def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False) -> None:
         """Blocking `TrioAdminClient.incremental_alter_configs` (Kafka's
-        ``incrementalAlterConfigs``).
-
-        Args:
-            changes: ``{ConfigResource: [AlterConfigOp, ...]}``
-                (``{ConfigResource("topic", "events"): [AlterConfigOp("retention.ms", "60000")]}``).
-            validate_only: Only check the changes.
-
-        Raises:
-            InvalidConfigurationError: 40, an unknown config.
-            InvalidRequestError: 42, a bad value.
-            UnknownTopicOrPartitionError: 3, no such topic.
-            BrokerResponseError: The resource's other error.
+        ``incrementalAlterConfigs``); Args and Raises as there.
         """
         self._loop.call(self._core.incremental_alter_configs, dict(changes), validate_only)
 

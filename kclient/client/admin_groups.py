@@ -14,7 +14,8 @@ exposes them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 import trio
@@ -51,6 +52,15 @@ __all__ = ["GroupDescription", "GroupListing", "MemberDescription", "describe_gr
 log = logging.getLogger(__name__)
 
 _RETRIABLE = frozenset({COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR})
+
+class _Answer(Protocol):
+    """An answer with a top-level ``error_code`` (a Kafka error code)."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=_Answer)
 
 
 @attrs.frozen
@@ -182,14 +192,20 @@ def _assignment(protocol_type: str, data: bytes | memoryview | None) -> tuple[tu
     return tuple(sorted((t, p) for t, parts in decoded.assigned_partitions for p in parts))
 
 
+async def _describe_group(conn: BrokerConnection, group: str) -> DescribedGroup:
+    request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
+    r: DescribeGroupsResponse = await conn.request(DESCRIBE_GROUPS, request, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
+    g: DescribedGroup = r.groups[0]
+    return g
+
+
 async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: int, backoff_ms: int) -> dict[str, GroupDescription]:
-    """DescribeGroups of each group at its coordinator.
+    """DescribeGroups of each group at its coordinator. ``cluster``,
+    ``timeout_ms`` (for each group) and ``backoff_ms`` as in
+    `find_coordinator`.
 
     Args:
-        cluster: The client's cluster view.
         groups: The group ids.
-        timeout_ms: Bound of each coordinator lookup (ms).
-        backoff_ms: Pause between lookups (ms).
 
     Returns:
         ``{group_id: GroupDescription}``; a group the coordinator does not
@@ -205,17 +221,7 @@ async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: in
     """
     out = {}
     for group in groups:
-        deadline = trio.current_time() + timeout_ms / 1000
-        while True:
-            node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
-            request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
-            r: DescribeGroupsResponse = await conn.request(DESCRIBE_GROUPS, request, version=conn.version_for(DESCRIBE_GROUPS, ceiling=4))
-            g: DescribedGroup = r.groups[0]
-            if g.error_code in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
-                log.debug("DescribeGroups %r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(g.error_code).name)
-                await trio.sleep(backoff_ms / 1000)
-                continue
-            break
+        node_id, g = await _at_coordinator(cluster, group, _describe_group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
         if g.error_code != NONE:
             raise error_for_code(g.error_code)(f"DescribeGroups {group!r}")
         members = tuple(
@@ -226,16 +232,16 @@ async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: in
     return out
 
 
+async def _fetch_all_offsets(conn: BrokerConnection, group: str) -> OffsetFetchResponse:
+    r: OffsetFetchResponse = await conn.request(OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None), version=conn.version_for(OFFSET_FETCH, floor=2))
+    return r
+
+
 async def list_group_offsets(cluster: Cluster, group: str, *, timeout_ms: int, backoff_ms: int) -> dict[tuple[str, int], int]:
     """Every committed offset of a group (OffsetFetch v2+ with null
     topics, KIP-88), at its coordinator; retried while the coordinator
-    loads or moves.
-
-    Args:
-        cluster: The client's cluster view.
-        group: The group id.
-        timeout_ms: How long to keep trying (ms).
-        backoff_ms: Pause between attempts (ms).
+    loads or moves. Args as `find_coordinator` (``timeout_ms`` bounds the
+    OffsetFetch retries too).
 
     Returns:
         ``{(topic, partition): offset}`` of the partitions with a commit.
@@ -243,22 +249,37 @@ async def list_group_offsets(cluster: Cluster, group: str, *, timeout_ms: int, b
     Raises:
         BrokerResponseError: The group's or a partition's OffsetFetch error.
     """
+    _, r = await _at_coordinator(cluster, group, _fetch_all_offsets, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+    if r.error_code != NONE:
+        raise error_for_code(r.error_code)(f"OffsetFetch of group {group!r}")
+    out = {}
+    for t in r.topics:
+        for p in t.partitions:
+            if p.error_code != NONE:
+                raise error_for_code(p.error_code)(f"OffsetFetch of group {group!r}, {t.name}-{p.partition_index}")
+            if p.committed_offset >= 0:
+                out[(t.name, p.partition_index)] = p.committed_offset
+    return out
+
+
+async def _at_coordinator(
+    cluster: Cluster,
+    group: str,
+    send: Callable[[BrokerConnection, str], Awaitable[_R]],
+    *,
+    timeout_ms: int,
+    backoff_ms: int,
+) -> tuple[int, _R]:
+    """``send`` to the group's coordinator, looked up again (after
+    ``backoff_ms``) while the answer's ``error_code`` says the coordinator
+    moved, loads or is not available, until ``timeout_ms`` has passed; then
+    the last answer is returned, whatever its error."""
     deadline = trio.current_time() + timeout_ms / 1000
     while True:
-        _, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
-        version = conn.version_for(OFFSET_FETCH, floor=2)
-        r: OffsetFetchResponse = await conn.request(OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None), version=version)
-        code = r.error_code
-        if code in _RETRIABLE and trio.current_time() + backoff_ms / 1000 < deadline:
-            await trio.sleep(backoff_ms / 1000)
-            continue
-        if code != NONE:
-            raise error_for_code(code)(f"OffsetFetch of group {group!r}")
-        out = {}
-        for t in r.topics:
-            for p in t.partitions:
-                if p.error_code != NONE:
-                    raise error_for_code(p.error_code)(f"OffsetFetch of group {group!r}, {t.name}-{p.partition_index}")
-                if p.committed_offset >= 0:
-                    out[(t.name, p.partition_index)] = p.committed_offset
-        return out
+        node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+        answer = await send(conn, group)
+        code = answer.error_code
+        if code not in _RETRIABLE or trio.current_time() + backoff_ms / 1000 >= deadline:
+            return node_id, answer
+        log.debug("%r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(code).name)
+        await trio.sleep(backoff_ms / 1000)

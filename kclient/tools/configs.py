@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError
 from kclient.security.sasl import SCRAM_MECHANISMS, SCRAM_MIN_ITERATIONS, ScramCredential
+from kclient.tools.arguments import add_actions, add_cluster_choice
 
 if TYPE_CHECKING:
     from kclient.client.admin import AdminClient
@@ -126,12 +127,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "or user configs (SCRAM credentials, KIP-84) in ZooKeeper (--zookeeper), as kafka-configs.sh does."
         ),
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="a broker (topics, brokers)")
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the broker's zookeeper.connect (users)")
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--alter", action="store_true", help="add or delete configs")
-    action.add_argument("--describe", action="store_true", help="show an entity's configs")
+    add_cluster_choice(p, bootstrap_help="a broker (topics, brokers)", zookeeper_help="the broker's zookeeper.connect (users)")
+    add_actions(p, {"alter": "add or delete configs", "describe": "show an entity's configs"})
     p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'retention.ms=60000' or 'SCRAM-SHA-256=[password=alice-secret]'")
     p.add_argument("--delete-config", metavar="K,...", help="e.g. 'retention.ms' or 'SCRAM-SHA-512'")
     p.add_argument("--entity-type", required=True, help="topics or brokers (--bootstrap-server); users (--zookeeper)")
@@ -244,10 +241,11 @@ def _describe_broker_configs(admin: AdminClient, args: ConfigsArguments, resourc
 
 def _cmd_broker_configs(args: ConfigsArguments) -> int:
     from kclient.client.admin import AdminClient
+    from kclient.config.admin import AdminConfig
     from kclient.tools.common import client_properties
 
     resource_type, word, dynamic, default = _broker_entity(args)
-    props = client_properties(args.command_config, [], "--command-config")
+    props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
     with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
         if args.alter:
             _alter_broker_configs(admin, args, resource_type, word, default)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError, KafkaError
+from kclient.tools.arguments import add_actions, add_cluster_choice
 from kclient.tools.common import progress_bar
 
 if TYPE_CHECKING:
@@ -129,12 +130,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="List the consumer groups in ZooKeeper, or describe one: per partition the committed offset, "
         "the log end offset, the lag and the owning consumer.",
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper-coordinated groups: the group's zookeeper.connect")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="broker-coordinated groups: brokers to bootstrap from")
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list the groups")
-    action.add_argument("--describe", action="store_true", help="describe --group")
+    add_cluster_choice(
+        p,
+        bootstrap_help="broker-coordinated groups: brokers to bootstrap from",
+        zookeeper_help="ZooKeeper-coordinated groups: the group's zookeeper.connect",
+        zookeeper_first=True,
+    )
+    add_actions(p, {"list": "list the groups", "describe": "describe --group"})
     p.add_argument("--group", help="the group to describe")
     p.add_argument("--timeout-ms", type=int, default=10_000, help="ZooKeeper connection and broker request timeout (ms, default 10000)")
     p.set_defaults(func=run)

@@ -31,10 +31,11 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kclient.tools.arguments import add_actions, add_cluster_choice
 from kclient.tools.common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
 
 if TYPE_CHECKING:
@@ -80,20 +81,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="List, describe, create or delete topics, through a broker (--bootstrap-server) or "
         "ZooKeeper (--zookeeper).",
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument(
-        "--bootstrap-server",
-        "--broker-list",
-        dest="bootstrap_server",
-        metavar="HOST:PORT",
-        help="the broker(s) to connect to, comma-separated",
+    add_cluster_choice(
+        p,
+        bootstrap_help="the broker(s) to connect to, comma-separated",
+        zookeeper_help="the cluster's zookeeper.connect (instead of a broker)",
+        bootstrap_flags=("--bootstrap-server", "--broker-list"),
+        bootstrap_metavar="HOST:PORT",
     )
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="the cluster's zookeeper.connect (instead of a broker)")
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list the topic names")
-    actions.add_argument("--describe", action="store_true", help="describe the topics' partitions")
-    actions.add_argument("--create", action="store_true", help="create a topic")
-    actions.add_argument("--delete", action="store_true", help="delete topics")
+    actions = {"list": "list the topic names", "describe": "describe the topics' partitions", "create": "create a topic", "delete": "delete topics"}
+    add_actions(p, actions)
     p.add_argument("--topic", help="a topic name or regular expression (default: every topic)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__consumer_offsets, ...)")
     p.add_argument("--partitions", type=int, help="(--create) the number of partitions (default: the broker's num.partitions)")
@@ -212,31 +208,62 @@ def run(args: TopicsArguments) -> int:
             ``--if-not-exists``).
         KafkaError: The broker refused or could not be reached.
     """
+    from kclient.config.admin import AdminConfig
+
     configs = parse_key_values(args.config, "--config")
     new_topic = _topic_to_create(args) if args.create else None
     if args.zookeeper:
         return _run_zookeeper(args, args.zookeeper, configs, new_topic)
     bootstrap = parse_bootstrap(args.bootstrap_server or "")
-    props = client_properties(args.command_config, [], "--command-config")
+    props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
     if new_topic is not None:
         return _create(args, new_topic, props, configs)
     metadata = fetch_metadata(bootstrap, None, properties=props)
     names = {n for n, code in metadata.topic_errors.items() if not code}
+
+    def delete(selected: list[str]) -> list[str]:
+        from kclient.client.admin import AdminClient
+
+        with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}) as admin:
+            admin.delete_topics(selected)
+        return [f"Deleted topic {name}." for name in selected]
+
+    return _list_describe_delete(names, args, metadata.partitions_for, delete)
+
+
+def _list_describe_delete(
+    names: set[str], args: TopicsArguments, partitions_of: Callable[[str], Sequence[PartitionInfo]], delete: Callable[[list[str]], list[str]]
+) -> int:
+    """``--list``, ``--describe`` or ``--delete`` of the topics ``--topic``
+    selects, through a broker or ZooKeeper (Kafka's ``TopicCommand`` over
+    either of its topic services).
+
+    Args:
+        names: The topics that exist.
+        args: The parsed arguments.
+        partitions_of: A topic's partitions, sorted by id (``--describe``).
+        delete: Deletes (or marks for deletion) the topics; returns the
+            lines to print.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: ``--delete`` without ``--topic``.
+        UnknownTopicOrPartitionError: ``--topic`` matches no topic (unless
+            ``--if-exists``).
+    """
     selected = _selected(names, args)
     if selected is None:
         return 0
     if args.list:
         _print(selected)
     elif args.describe:
-        _print([line for name in selected for line in _describe_lines(name, metadata.partitions_for(name))])
+        _print([line for name in selected for line in _describe_lines(name, partitions_of(name))])
     else:
         if args.topic is None:
             raise ConfigError("--delete needs --topic")
-        from kclient.client.admin import AdminClient
-
-        with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}) as admin:
-            admin.delete_topics(selected)
-        _print([f"Deleted topic {name}." for name in selected])
+        _print(delete(selected))
     return 0
 
 
@@ -308,30 +335,23 @@ def _run_zookeeper(args: TopicsArguments, connect: str, configs: dict[str, str],
         names = set(zk.get_children(BROKER_TOPICS_PATH)) if zk.exists(BROKER_TOPICS_PATH) else set()
         if new_topic is not None:
             return _create_in_zookeeper(zk, args, new_topic, names, configs)
-        selected = _selected(names, args)
-        if selected is None:
-            return 0
-        if args.list:
-            _print(selected)
-        elif args.describe:
+
+        def partitions_of(name: str) -> list[PartitionInfo]:
             from kclient.client.cluster import PartitionInfo
 
-            lines = []
-            for name in selected:
-                assignment = TopicAssignment.from_json(zk.get(topic_path(name)) or b'{"partitions":{}}').partitions
-                parts = []
-                for p, reps in sorted(assignment.items()):
-                    data = zk.get(partition_state_path(name, int(p)))
-                    state = PartitionState.from_json(data) if data else PartitionState(-1, ())
-                    parts.append(PartitionInfo(name, int(p), state.leader, tuple(reps), state.isr))
-                lines += _describe_lines(name, parts)
-            _print(lines)
-        else:
-            if args.topic is None:
-                raise ConfigError("--delete needs --topic")
+            assignment = TopicAssignment.from_json(zk.get(topic_path(name)) or b'{"partitions":{}}').partitions
+            parts = []
+            for p, reps in sorted(assignment.items()):
+                data = zk.get(partition_state_path(name, int(p)))
+                state = PartitionState.from_json(data) if data else PartitionState(-1, ())
+                parts.append(PartitionInfo(name, int(p), state.leader, tuple(reps), state.isr))
+            return parts
+
+        def mark_for_deletion(selected: list[str]) -> list[str]:
             for name in selected:
                 zk.create_persistent_if_absent(f"{DELETE_TOPICS_PATH}/{name}", b"")
-            _print([f"Topic {name} is marked for deletion." for name in selected])
-        return 0
+            return [f"Topic {name} is marked for deletion." for name in selected]
+
+        return _list_describe_delete(names, args, partitions_of, mark_for_deletion)
     finally:
         zk.close()

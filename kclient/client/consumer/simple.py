@@ -806,19 +806,8 @@ class SimpleConsumer(ClosingClient):
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """Blocking `TrioSimpleConsumer.partitions_for` (Kafka's
         ``partitionsFor``): how many partitions a topic has, and where.
-
-        Args:
-            topic: Topic name.
-
-        Returns:
-            Its partitions sorted by id (``partition``, ``leader``,
-            ``replicas``, ``isr``).
-
-        Raises:
-            LoopClosedError: after `close`.
-            BrokerResponseError: e.g. `UnknownTopicOrPartitionError`.
-            KafkaConnectionError: connecting or the connection failed.
-            KafkaTimeoutError: the broker did not answer in time.
+        Args, Returns and Raises as there, and `LoopClosedError` after
+        `close`.
         """
         result: tuple[PartitionInfo, ...] = self._loop.call(self._core.partitions_for, topic)
         return result

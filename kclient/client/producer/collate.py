@@ -224,20 +224,7 @@ class Collator:
 
     def collate_general(self, topic: str, datas: Sequence[Any], n_parts: int, now: int) -> dict[int, PartitionSend]:
         """`collate` in Python, for any plug-ins and items (the pure twin of
-        the compiled loop).
-
-        Args:
-            topic: The topic.
-            datas: Its items, in order.
-            n_parts: Its partition count.
-            now: The timestamp (ms since the epoch) of items without one.
-
-        Returns:
-            ``{partition: PartitionSend}``.
-
-        Raises:
-            Exception: whatever an encoder or the partitioner raised;
-                ValueError for a partition outside ``range(n_parts)``.
+        the compiled loop); Args, Returns and Raises as `collate`.
         """
         encode = self._encode
         encode_key = self._encode_key

@@ -47,7 +47,7 @@ def test_producer_defaults() -> None:
     assert c.message_send_max_retries == 3 and c.retry_backoff_ms == 100
     assert c.topic_metadata_refresh_interval_ms == 600000
     assert c.client_id == ""
-    assert c.queue_buffering_max_ms == 5000
+    assert c.queue_buffering_max_ms == 5  # Kafka 4.0's linger.ms (0.8: 5000)
     assert c.queue_buffering_max_messages == 10000
     assert c.queue_enqueue_timeout_ms == -1
     assert c.batch_num_messages == 200
@@ -230,9 +230,35 @@ def test_cross_field_checks() -> None:
     assert producer(**{"enable.idempotence": "true", "acks": "all"}).enable_idempotence
 
 
-def test_unknown_key_warns_and_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_key_raises_by_default() -> None:
+    """Issue 27: a typo is an error (Kafka 0.8 only logged it), for every
+    config class and every way of building one."""
+    with pytest.raises(ConfigError, match=r"'auto\.offset\.rest' is not a known config for ConsumerConfig; did you mean 'auto\.offset\.reset'\?"):
+        ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:1", "auto.offset.rest": "earliest"})
+    with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
+        producer(**{"linger.msx": "5"})
+    with pytest.raises(ConfigError, match="'prot' is not a known config for BrokerConfig; did you mean 'port'"):
+        BrokerConfig.from_properties({"prot": "1"})
+    from kclient.config import AdminConfig
+
+    with pytest.raises(ConfigError, match="'request.timeout' is not a known config for AdminConfig; did you mean 'request.timeout.ms'"):
+        AdminConfig.from_properties({"bootstrap.servers": "a:1", "request.timeout": "5"})
+    with pytest.raises(ConfigError, match="no.such"):
+        producer().with_properties({"no.such": 1})
+    with pytest.raises(ConfigError, match="no.such"):
+        BrokerConfig.from_properties({}).with_properties({"no.such": 1})
+
+
+def test_bad_auto_offset_reset_names_earliest_and_latest() -> None:
+    with pytest.raises(ConfigError, match="auto.offset.reset") as info:
+        ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:1", "auto.offset.reset": "beginning"})
+    assert "earliest" in str(info.value) and "latest" in str(info.value)
+    assert "smallest" in str(info.value) and "largest" in str(info.value)  # the 0.8 names still work
+
+
+def test_unknown_key_warns_and_is_ignored_with_strict_false(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kclient.config"):
-        c = producer(**{"no.such.setting": "1"})
+        c = ProducerConfig.from_properties({**BROKERS, "no.such.setting": "1"}, strict=False)
     assert c == producer()
     assert "'no.such.setting' is not a known config" in caplog.text
     assert caplog.records[0].levelno == logging.WARNING
@@ -650,7 +676,7 @@ def test_unknown_key_warning_says_did_you_mean(
     cls: type, key: str, suggestion: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="kclient.config"):
-        c = cls.from_properties({**_base(cls), key: "1"})
+        c = cls.from_properties({**_base(cls), key: "1"}, strict=False)
     assert c == cls.from_properties(_base(cls))
     assert f"{key!r} is not a known config for {cls.__name__}; did you mean {suggestion!r}?" in caplog.text
     assert "ignored" in caplog.text
@@ -658,7 +684,7 @@ def test_unknown_key_warning_says_did_you_mean(
 
 def test_unknown_key_with_nothing_close_has_no_suggestion(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kclient.config"):
-        producer(zzzz="1")
+        ProducerConfig.from_properties({**BROKERS, "zzzz": "1"}, strict=False)
     assert "'zzzz' is not a known config for ProducerConfig" in caplog.text
     assert "did you mean" not in caplog.text
 
@@ -676,8 +702,10 @@ def test_strict_makes_an_unknown_key_an_error_with_the_suggestion() -> None:
 
 def test_strict_from_file_and_broker(tmp_path: Path) -> None:
     path = tmp_path / "p.properties"
-    path.write_text("metadata.broker.list=a:1\nlinger.msx=5\n")
-    assert ProducerConfig.from_file(path).queue_buffering_max_ms == 5000
+    path.write_text("metadata.broker.list=a:1\nlinger.msx=5000\n")
+    assert ProducerConfig.from_file(path, strict=False).queue_buffering_max_ms == 5
+    with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
+        ProducerConfig.from_file(path)
     with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
         ProducerConfig.from_file(path, strict=True)
     with pytest.raises(ConfigError, match="'prot' is not a known config for BrokerConfig; did you mean 'port'"):
@@ -698,12 +726,14 @@ def test_modern_names_with_another_meaning_are_not_aliased(
     cls: type, key: str, hint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="kclient.config"):
-        c = cls.from_properties({**_base(cls), key: "16384"})
+        c = cls.from_properties({**_base(cls), key: "16384"}, strict=False)
     assert c == cls.from_properties(_base(cls))  # ignored, not mapped to a different meaning
     assert f"{key!r} is not supported by {cls.__name__}" in caplog.text and hint in caplog.text
     assert all(key not in spec.aliases for spec in cls.properties().values())
     with pytest.raises(ConfigError, match=hint):
         cls.from_properties({**_base(cls), key: "16384"}, strict=True)
+    with pytest.raises(ConfigError, match=hint):
+        cls.from_properties({**_base(cls), key: "16384"})  # strict by default
 
 
 def test_reference_page_is_in_sync_with_the_declarations() -> None:

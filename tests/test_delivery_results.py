@@ -236,8 +236,7 @@ def test_too_large_and_unknown_topic_reach_their_records(strict_broker, mode):
         assert all(f.done() for f in futures)
         assert len(calls) == (2 if mode == "async" else 0)
         if mode == "async":
-            with pytest.raises(FailedToSendMessageError):
-                producer.close()  # the async failures are also raised by close()
+            producer.close()  # every failure reached its future or callback: reported once (issue 27)
     ok, too_big, lost = futures
     assert ok.result().offset >= 0
     err = too_big.exception()
@@ -268,8 +267,35 @@ def test_record_larger_than_max_request_size_fails_client_side(broker3, topic):
         small, big = producer.send_with_result([ProducerData(topic, messages=[b"s"], partition=0), ProducerData(topic, messages=[b"b" * 10_000], partition=1)])
         assert isinstance(big.exception(timeout=30).__cause__, MessageSizeTooLargeError)
         assert small.result(timeout=30).offset >= 0
-        with pytest.raises(FailedToSendMessageError):
-            producer.close()
+        producer.close()  # the failure went into its future: not raised again (issue 27)
+
+
+def test_failures_reported_to_a_future_or_callback_are_not_raised_again_by_close(strict_broker):
+    """Issue 27: each failure is reported once. Records that failed into
+    their future or delivery callback do not make ``close()`` (the end of a
+    ``with`` block) raise the same failure again."""
+    calls = []
+    with Producer(config(strict_broker, producer_type="async", message_send_max_retries=0)) as producer:
+        [future] = producer.send_with_result(ProducerData("no-such-topic-once", messages=[b"a"]))
+        producer.send(ProducerData("no-such-topic-once-cb", messages=[b"b", b"c"]), callback=lambda m, e: calls.append(e))
+        assert isinstance(future.exception(timeout=60), FailedToSendMessageError)
+    # The with block closed the producer without raising.
+    assert len(calls) == 2 and all(isinstance(e, FailedToSendMessageError) for e in calls)
+    assert producer.statistics().failed_messages == 3
+
+
+def test_close_raises_a_failure_nobody_was_told_about(strict_broker):
+    """Issue 27: a failure of records sent without a future or callback is
+    still raised by ``close()``, counting only those records, even when
+    records with a future failed in the same batch."""
+    producer = Producer(config(strict_broker, producer_type="async", message_send_max_retries=0))
+    [future] = producer.send_with_result(ProducerData("no-such-topic-told", messages=[b"a"]))
+    producer.send(ProducerData("no-such-topic-untold", messages=[b"b", b"c"]))
+    with pytest.raises(FailedToSendMessageError, match="no-such-topic-untold") as info:
+        producer.close()
+    assert info.value.lost_messages == 2
+    assert isinstance(future.exception(timeout=0), FailedToSendMessageError)
+    assert "1 more failed into their futures or callbacks" in str(info.value)
 
 
 def test_invalid_topic_raises_and_calls_nothing(broker3):
@@ -319,8 +345,7 @@ def test_close_fails_every_pending_future():
 def test_close_after_failed_retries_resolves_with_the_connection_error():
     producer = Producer({"metadata.broker.list": f"127.0.0.1:{dead_port()}", "producer.type": "async", "message.send.max.retries": 1, "retry.backoff.ms": 10})
     futures = producer.send_with_result([ProducerData("t", messages=[b"a"]), ProducerData("u", messages=[b"b"])])
-    with pytest.raises(FailedToSendMessageError):
-        producer.close()
+    producer.close()  # both failures went into their futures: not raised again (issue 27)
     for f in futures:
         err = f.exception(timeout=0)
         assert isinstance(err, FailedToSendMessageError)

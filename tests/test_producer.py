@@ -434,6 +434,51 @@ def test_async_queue_time_trigger(broker, topic):
     assert sorted(v for _, v in all_records(read_topic(broker, topic, 2))) == [b"a", b"b", b"c"]
 
 
+@pytest.mark.unit
+def test_default_linger_is_kafka_4s_5_ms():
+    """Issue 27: the async producer lingers 5 ms by default (Kafka 4.0's
+    linger.ms), not 0.8's 5 s; ``queue.time`` / ``queue.buffering.max.ms``
+    still set it. Checked on the queue's own clock: one record put in the
+    queue is due within the linger, whatever the machine's speed."""
+    cfg = ProducerConfig.from_properties({"metadata.broker.list": "h:1", "producer.type": "async"})
+    assert cfg.queue_buffering_max_ms == 5
+    for name in ("queue.time", "queue.buffering.max.ms", "linger.ms"):
+        assert ProducerConfig.from_properties({"metadata.broker.list": "h:1", name: "5000"}).queue_buffering_max_ms == 5000
+    queue = MessageQueue(100)
+    assert queue.put(ProducerData("t", messages=[b"x"]), 1, -1)
+    kind, wait_s = queue.poll_batch(cfg.batch_num_messages, cfg.queue_buffering_max_ms, lambda: None)
+    # Not full (1 < batch.num.messages), not flushed: due when the linger
+    # ends, at most 5 ms after the put (0.8's default: about 5 s).
+    assert kind == "batch" or (kind == "wait" and wait_s <= 0.005)
+    kind, wait_s = queue.poll_batch(cfg.batch_num_messages, 5000, lambda: None)
+    assert kind == "batch" or (kind == "wait" and wait_s > 0.005)  # the 0.8 linger would hold it
+    queue.close()
+
+
+def test_default_async_send_is_not_held_by_the_old_5_s_linger(broker, topic):
+    """Issue 27: a default async producer's send is taken off the queue by
+    the 5 ms linger, not after 0.8's 5 s. The record is neither flushed nor
+    part of a full batch, so only the linger can release it; with the 0.8
+    default it could not leave the queue before 5 s had passed, so the
+    bound checked (4 s) fails every time with the old default and only a
+    machine that stalls the send thread for seconds could break it."""
+    taken = []
+
+    class Clock(CallbackHandler):
+        def after_dequeuing_existing_data(self, data):
+            taken.append(time.monotonic())
+            return [data]
+
+    with Producer({"metadata.broker.list": broker.bootstrap, "producer.type": "async"}, callback_handler=Clock()) as producer:
+        assert producer.config.queue_buffering_max_ms == 5
+        [warm] = producer.send_with_result(ProducerData(topic, messages=[b"warm"], partition=0))  # metadata and connection
+        assert warm.result(timeout=60).offset == 0
+        put = time.monotonic()
+        [future] = producer.send_with_result(ProducerData(topic, messages=[b"x"], partition=0))
+        assert future.result(timeout=60).offset == 1  # a generous bound: no wall-time claim
+        assert len(taken) == 2 and taken[1] - put < 4.0
+
+
 def _held_producer(broker, enqueue_timeout_ms):
     """An async producer whose send thread is held in before_sending_data
     after taking the first message; the queue (3 messages) is then filled."""

@@ -21,12 +21,13 @@ Build a config in any of these ways:
 
 Every value is converted and checked on construction: a value of the wrong
 type, out of range or not one of the allowed choices raises
-`ConfigError` naming the property and the value. Keys
-no config knows are logged as a warning naming the closest known name
+`ConfigError` naming the property and the value. A key
+the config does not know raises `ConfigError` naming the closest known name
 (``"'linger.msec' is not a known config for ProducerConfig; did you mean
-'linger.ms'?"``) and ignored, as Kafka does; ``from_properties(...,
-strict=True)`` (and ``from_file`` / ``with_properties``) raises
-`ConfigError` for them instead. Modern names whose meaning differs from the
+'linger.ms'?"``), as confluent-kafka and kafka-python do;
+``from_properties(..., strict=False)`` (and ``from_file`` /
+``with_properties``) logs it as a warning and ignores it instead, as
+Kafka 0.8 did. Modern names whose meaning differs from the
 classic property they resemble (``batch.size`` is bytes) are not aliased:
 each class's ``NOT_MAPPED`` says why and what to set.
 

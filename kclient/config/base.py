@@ -9,10 +9,11 @@ to build a config from Kafka property names (`from_properties`), from a
 to turn one back into property names (`as_properties`).
 
 Every converter and validator failure becomes a `ConfigError` naming the
-property (and the alias it was given as) and the value. Unknown keys are
-logged as a warning naming the closest known name ("did you mean ...") and
-ignored, as Kafka does; with ``strict=True`` (`from_properties`,
-`from_file`, `with_properties`) an unknown key is a `ConfigError` instead.
+property (and the alias it was given as) and the value. An unknown key is
+a `ConfigError` too, naming the closest known name ("did you mean ..."),
+as confluent-kafka and kafka-python refuse unknown keys (Kafka 0.8 only
+logged it); with ``strict=False`` (`from_properties`, `from_file`,
+`with_properties`) it is logged as a warning and ignored instead.
 """
 
 from __future__ import annotations
@@ -163,8 +164,9 @@ class _KafkaConfig:
 
     #: Modern Kafka names that look like one of this config's properties but
     #: do not mean the same thing, with the reason and what to set instead.
-    #: Given one, the config logs that reason as a warning and ignores the
-    #: key (a `ConfigError` with ``strict=True``), rather than guessing.
+    #: Given one, the config raises a `ConfigError` giving that reason (with
+    #: ``strict=False``: logs it as a warning and ignores the key), rather
+    #: than guessing.
     NOT_MAPPED: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
@@ -174,31 +176,32 @@ class _KafkaConfig:
 
     @classmethod
     def from_properties(
-        cls: type[_C], source: Mapping[str, Any] | str | os.PathLike[str] | _C, *, strict: bool = False
+        cls: type[_C], source: Mapping[str, Any] | str | os.PathLike[str] | _C, *, strict: bool = True
     ) -> _C:
         """Build a config from Kafka property names.
 
         Aliases map to the same attribute; when both a name and its alias
         are given the canonical name wins (a differing alias is logged and
-        ignored). Unknown keys are logged as a warning that names the
-        closest known property (``did you mean 'x.y'?``) and ignored, or
-        refused with ``strict=True``.
+        ignored). An unknown key raises `ConfigError` naming the closest
+        known property (``did you mean 'x.y'?``); with ``strict=False`` it
+        is logged as a warning with the same text and ignored (the escape
+        hatch for a properties file shared by several clients).
 
         Args:
             source: A mapping ``{"dotted.name": value}`` (values as strings,
                 as in a file, or as typed Python values), the path of a
                 ``.properties`` file, or an instance of this class (returned
                 as is).
-            strict: Raise `ConfigError` for a key this config does not know
-                (or knows not to map, see `NOT_MAPPED`) instead of logging
-                a warning and ignoring it.
+            strict: True (the default): raise `ConfigError` for a key this
+                config does not know (or knows not to map, see
+                `NOT_MAPPED`). False: log a warning and ignore it.
 
         Returns:
             The config.
 
         Raises:
             ConfigError: A missing required property, a bad value, an
-                unreadable file, or (``strict=True``) an unknown key.
+                unreadable file, or (unless ``strict=False``) an unknown key.
         """
         if isinstance(source, cls):
             return source
@@ -217,7 +220,7 @@ class _KafkaConfig:
 
     @classmethod
     def from_file(
-        cls: type[_C], path: str | os.PathLike[str] | None, overrides: Iterable[str] = (), *, strict: bool = False
+        cls: type[_C], path: str | os.PathLike[str] | None, overrides: Iterable[str] = (), *, strict: bool = True
     ) -> _C:
         """Build a config from a ``.properties`` file plus ``key=value`` overrides.
 
@@ -228,31 +231,34 @@ class _KafkaConfig:
         Args:
             path: The ``.properties`` file, or ``None`` for no file.
             overrides: ``"key=value"`` entries, applied in order.
-            strict: Refuse unknown keys, as in `from_properties`.
+            strict: Refuse unknown keys (the default), as in
+                `from_properties`; False logs and ignores them.
 
         Returns:
             The config.
 
         Raises:
             ConfigError: A missing file, an override without ``=``, any
-                bad value, or (``strict=True``) an unknown key.
+                bad value, or (unless ``strict=False``) an unknown key.
         """
         props: dict[str, Any] = dict(load_properties(path)) if path is not None else {}
         props.update(parse_overrides(overrides))
         return cls.from_properties(props, strict=strict)
 
-    def with_properties(self: _C, changes: Mapping[str, Any], *, strict: bool = False) -> _C:
+    def with_properties(self: _C, changes: Mapping[str, Any], *, strict: bool = True) -> _C:
         """A copy with some Kafka properties changed.
 
         Args:
             changes: ``{"dotted.name": value}``; aliases are accepted.
-            strict: Refuse unknown keys, as in `from_properties`.
+            strict: Refuse unknown keys (the default), as in
+                `from_properties`; False logs and ignores them.
 
         Returns:
             A new config of the same class.
 
         Raises:
-            ConfigError: A bad value, or (``strict=True``) an unknown key.
+            ConfigError: A bad value, or (unless ``strict=False``) an
+                unknown key.
         """
         kwargs, used = type(self)._kwargs_from(changes, with_keys=True, strict=strict)
         try:
@@ -272,6 +278,35 @@ class _KafkaConfig:
         """Every property name this config accepts: canonical names, then aliases."""
         table = cls.properties().values()
         return [spec.name for spec in table] + [alias for spec in table for alias in spec.aliases]
+
+    @classmethod
+    def select_known(cls, source: Mapping[str, Any], *, origin: str = "") -> dict[str, Any]:
+        """The entries of ``source`` this config takes, for a properties
+        file shared by several clients (``client.properties`` given to a
+        command-line tool's ``--command-config``).
+
+        As Kafka's clients log "The configuration 'x' was supplied but isn't
+        a known config" for such a file, each other key is logged as a
+        warning (with the "did you mean" hint) and left out.
+
+        Args:
+            source: ``{"dotted.name": value}``.
+            origin: Where ``source`` came from, for the warning
+                (``"--command-config client.properties"``).
+
+        Returns:
+            The entries whose key is a name or alias of this config, or one
+            it knows and ignores (`IGNORED`), in their order.
+        """
+        known = {*cls.known_names(), *cls.IGNORED}
+        kept: dict[str, Any] = {}
+        for key, value in source.items():
+            if isinstance(key, str) and key.strip() in known:
+                kept[key] = value
+            else:
+                where = f"{origin}: " if origin else ""
+                log.warning("%s%s (ignored)", where, cls.unknown_key_message(str(key)))
+        return kept
 
     @classmethod
     def canonical_name(cls, key: str) -> str | None:
@@ -313,7 +348,7 @@ class _KafkaConfig:
         return text
 
     @classmethod
-    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = False) -> Any:
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = True) -> Any:
         table = cls.properties()
         by_name: dict[str, tuple[str, int]] = {}
         for attr, spec in table.items():

@@ -450,7 +450,7 @@ class BrokerConfig(_KafkaConfig):
         return self.max_connections_per_ip
 
     @classmethod
-    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = False) -> Any:
+    def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = True) -> Any:
         security = {k.strip(): v for k, v in source.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
         rest = {k: v for k, v in source.items() if not (isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES))}
         result = super()._kwargs_from(rest, with_keys=with_keys, strict=strict)
@@ -459,19 +459,21 @@ class BrokerConfig(_KafkaConfig):
             kwargs["security_config"] = security
         return result
 
-    def with_properties(self, changes: Mapping[str, Any], *, strict: bool = False) -> BrokerConfig:
+    def with_properties(self, changes: Mapping[str, Any], *, strict: bool = True) -> BrokerConfig:
         """A copy with some Kafka properties changed (security properties
         are merged into `security_config`).
 
         Args:
             changes: ``{"dotted.name": value}``; aliases are accepted.
-            strict: Refuse unknown keys, as in `from_properties`.
+            strict: Refuse unknown keys (the default), as in
+                `from_properties`; False logs and ignores them.
 
         Returns:
             A new config.
 
         Raises:
-            ConfigError: A bad value, or (``strict=True``) an unknown key.
+            ConfigError: A bad value, or (unless ``strict=False``) an
+                unknown key.
         """
         security = {k.strip(): v for k, v in changes.items() if isinstance(k, str) and k.strip().startswith(SECURITY_PREFIXES)}
         if security:

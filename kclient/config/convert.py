@@ -139,10 +139,13 @@ def enum_choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Cal
         synonyms: Other spellings and the choice each stands for.
 
     Returns:
-        A converter raising ValueError (naming the choices) for any other value.
+        A converter raising ValueError for any other value, naming every
+        accepted spelling, synonyms with the choice they stand for
+        (``expected one of smallest, largest, earliest (= smallest),
+        latest (= largest)``).
     """
-    names = ", ".join(choices)
     synonyms = dict(synonyms or {})
+    names = ", ".join([*choices, *(f"{other} (= {choice})" for other, choice in synonyms.items())])
 
     def convert(value: Any) -> str:
         if isinstance(value, str):

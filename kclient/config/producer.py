@@ -55,9 +55,12 @@ class ProducerConfig(_ClientSecurityConfig):
     ``buffer.memory`` (bytes) is not ``queue.buffering.max.messages`` (a
     count).
 
-    Deliberate deviation: ``request.required.acks`` defaults to **1** (the
+    Deliberate deviations: ``request.required.acks`` defaults to **1** (the
     leader acknowledged the write) rather than the 0.8 default 0 (no
-    acknowledgement), so that a default producer learns about failures.
+    acknowledgement), so that a default producer learns about failures;
+    ``queue.buffering.max.ms`` (alias ``linger.ms``) defaults to Kafka 4.0's
+    **5** ms rather than 0.8's 5000 ms, so that an async send is acknowledged
+    at once rather than seconds later.
 
     Plug-in properties (``serializer.class``, ``key.serializer.class``,
     ``partitioner.class``, ``event.handler``, ``callback.handler``) take a
@@ -129,9 +132,14 @@ class ProducerConfig(_ClientSecurityConfig):
     client_id: str = prop("client.id", to_str, "")
     """Sent with every request, for the broker's logs and quotas."""
     queue_buffering_max_ms: int = prop(
-        "queue.buffering.max.ms", to_int, 5000, at_least(0), aliases=["queue.time", "linger.ms"]
+        "queue.buffering.max.ms", to_int, 5, at_least(0), aliases=["queue.time", "linger.ms"]
     )
-    """Async: longest time a message waits in the queue before its batch is sent (ms)."""
+    """Async: longest time a message waits in the queue before its batch is
+    sent (ms; the linger). Default 5, Kafka 4.0's ``linger.ms`` (KIP-1030);
+    Kafka 0.8 waited 5000. ``linger.ms`` and 0.7's ``queue.time`` set it
+    too; given under several names with different values,
+    ``queue.buffering.max.ms`` wins over ``queue.time``, which wins over
+    ``linger.ms``, and the ignored one is logged as a warning."""
     queue_buffering_max_messages: int = prop(
         "queue.buffering.max.messages", to_int, 10000, at_least(1), aliases=["queue.size"]
     )

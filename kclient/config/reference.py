@@ -29,7 +29,7 @@ from kclient.config.consumer import ConsumerConfig
 from kclient.config.convert import SameAs
 from kclient.config.producer import ProducerConfig
 
-__all__ = ["CONFIG_CLASSES", "REGENERATE", "field_docs", "render_class", "render_page", "unit_of"]
+__all__ = ["CHANGES_FROM_0_8", "CONFIG_CLASSES", "REGENERATE", "field_docs", "render_class", "render_page", "unit_of"]
 
 #: The config classes the reference page documents, in page order.
 CONFIG_CLASSES: tuple[type[_KafkaConfig], ...] = (ProducerConfig, ConsumerConfig, BrokerConfig, AdminConfig)
@@ -165,7 +165,7 @@ def render_class(cls: type[_KafkaConfig]) -> str:
             + " |"
         )
     if cls.NOT_MAPPED:
-        lines += ["", "Modern names deliberately **not** mapped (a warning, or an error with `strict=True`):", ""]
+        lines += ["", "Modern names deliberately **not** mapped (an error, or a warning with `strict=False`):", ""]
         lines += [f"- `{name}`: {_cell(why)}." for name, why in sorted(cls.NOT_MAPPED.items())]
     if cls is BrokerConfig:
         prefixes = ", ".join(f"`{p}*`" for p in SECURITY_PREFIXES)
@@ -200,15 +200,56 @@ with snake_case keyword arguments (`ProducerConfig(metadata_broker_list=...)`).
   the modern client names. When a property is given under both its name
   and an alias, the name wins and a differing alias is logged as a warning.
 - **Unit** is the one the name states (`.ms`, `.bytes`).
-- An **unknown key** is logged as a warning naming the closest known
-  property (`did you mean 'linger.ms'?`) and ignored, as Kafka does.
-  `from_properties(..., strict=True)` (also `from_file` and
-  `with_properties`) raises `ConfigError` for it instead, with the same
-  suggestion.
+- An **unknown key** raises `ConfigError` naming the closest known
+  property (`did you mean 'linger.ms'?`).
+  `from_properties(..., strict=False)` (also `from_file` and
+  `with_properties`) logs it as a warning and ignores it instead.
 - A value of the wrong type, out of range or not one of the choices raises
-  `ConfigError` naming the property (and the alias it was given as).
+  `ConfigError` naming the property (and the alias it was given as), and
+  says which values are accepted.
 """
-    return "\n".join([intro, *(render_class(cls) for cls in CONFIG_CLASSES)])
+    return "\n".join([intro, CHANGES_FROM_0_8, *(render_class(cls) for cls in CONFIG_CLASSES)])
+
+
+#: The section of the page on what behaves differently from Kafka 0.8's
+#: configs, whose names and defaults kclient otherwise keeps.
+CHANGES_FROM_0_8 = """## What changed from Kafka 0.8
+
+kclient keeps Kafka 0.8's property names and defaults, with these
+exceptions (issue 27):
+
+- **Linger.** The async producer's `queue.buffering.max.ms` defaults to
+  **5 ms**, Kafka 4.0's `linger.ms` default (KIP-1030), not 0.8's 5000 ms:
+  an async send is acknowledged at once, not seconds later. `linger.ms` and
+  0.7's `queue.time` still set it. Given under several of these names with
+  different values, `queue.buffering.max.ms` wins over `queue.time`, which
+  wins over `linger.ms`, and a warning names the value ignored. Set
+  `queue.buffering.max.ms=5000` for the 0.8 behaviour. `console-producer`
+  and the Spark sink use the same default.
+- **Unknown keys are errors.** A key a config does not know (a typo such as
+  `auto.offset.rest`, or a modern name kclient does not map, such as
+  `batch.size`) raises `ConfigError` with a "did you mean" suggestion, for
+  `ProducerConfig`, `ConsumerConfig`, `AdminConfig` and `BrokerConfig`
+  alike, wherever a config is built from property names: the clients'
+  constructors given a mapping or a `.properties` path, `from_properties`,
+  `from_file`, `with_properties`, `kclient broker server.properties`, and
+  the Spark source's and sink's `kafka.*` options. Kafka 0.8 logged a
+  warning and ignored the key, so a typo silently kept the default.
+- **The escape hatch.** `from_properties(..., strict=False)` (also
+  `from_file` and `with_properties`) logs the warning and ignores the key,
+  as 0.8 did; pass the config it returns to a client
+  (`Producer(ProducerConfig.from_properties(props, strict=False))`). The
+  Spark source and sink take the option `failOnUnknownOptions=false`. The
+  command-line tools read a properties file shared by several clients
+  (`--command-config` of `topics` and `configs`) as Kafka's tools do: keys
+  the tool's client does not take are logged and left out.
+- **Bad choices say what is accepted.** `auto.offset.reset=beginning` fails
+  with "expected one of smallest, largest, earliest (= smallest), latest
+  (= largest)": Kafka's modern `earliest` and `latest` and the 0.8 names
+  are accepted.
+- **Acks.** `request.required.acks` defaults to 1 (the leader wrote it),
+  not 0.8's 0, so that a default producer learns about failures.
+"""
 
 
 def main() -> None:

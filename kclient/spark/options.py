@@ -13,14 +13,16 @@ written for `format("kafka")` runs with `format("kclient")`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, overload
 
 import attrs
 
+from kclient.config.consumer import ConsumerConfig
 from kclient.config.producer import ProducerConfig
 from kclient.errors import ConfigError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -59,8 +61,10 @@ _REFUSED_WRITE = {
     "value.serializer": "values are always written as bytes (a string column is encoded as UTF-8)",
 }
 
-#: `kafka.*` options the reader uses (everything else is logged and ignored:
-#: the reader is not a KafkaConsumer, so most consumer settings mean nothing).
+#: `kafka.*` options the reader uses (other `ConsumerConfig` names are
+#: logged and ignored: the reader is not a KafkaConsumer, so most consumer
+#: settings mean nothing; a name no config knows is an error, see
+#: `STRICT_OPTION`).
 _READ_KAFKA_KEYS = {
     "bootstrap.servers",
     "client.id",
@@ -120,6 +124,15 @@ _READ_KEYS = {
     "groupidprefix",
 }
 _WRITE_KEYS = {"topic", "includeheaders"}
+
+#: The option (``failOnUnknownOptions``, default ``true``) that makes an
+#: unknown option an error: a `kafka.*` name the client's config
+#: (`ConsumerConfig` for a read, `ProducerConfig` for a write) does not
+#: know, or a source option the reader or writer does not know. ``false``
+#: logs a warning and ignores it instead, as ``strict=False`` does for the
+#: configs (`kclient.config`).
+STRICT_OPTION = "failOnUnknownOptions"
+_STRICT_KEY = STRICT_OPTION.lower()
 
 
 @attrs.frozen
@@ -430,11 +443,50 @@ def _security(kafka: dict[str, str]) -> ClientSecurity:
         raise type(exc)(message) from None
 
 
-def _warn_unknown(opts: dict[str, str], known: set[str], what: str) -> None:
+def _unknown(name: str, known: Collection[str], text: str, strict: bool, reason: str | None = None) -> None:
+    """Report option ``name``, which is not in ``known``: raise (``strict``)
+    or log a warning; ``text`` says what does not know it, ``reason`` (if
+    given) why it is not mapped."""
+    if reason is not None:
+        hint = f": {reason}"
+    else:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    if strict:
+        raise ConfigError(f"{text} does not know the option {name!r}{hint} (set option '{STRICT_OPTION}' to false to ignore it)")
+    log.warning("%s does not know the option %r%s; ignored", text, name, hint)
+
+
+def _check_unknown(opts: dict[str, str], known: set[str], what: str, strict: bool) -> None:
+    """Source options (not `kafka.*`) the reader or writer does not know.
+
+    Raises:
+        ConfigError: naming the first unknown option, when ``strict``.
+    """
     for key in sorted(opts):
-        if key.startswith("kafka.") or key in known or key in _SPARK_OWN:
+        if key.startswith("kafka.") or key in known or key in _SPARK_OWN or key == _STRICT_KEY:
             continue
-        log.warning("the kclient Spark %s does not know the option %r; ignored", what, key)
+        _unknown(key, known, f"the kclient Spark {what}", strict)
+
+
+def _check_kafka_names(
+    kafka: dict[str, str], known: Collection[str], config: str, strict: bool, reasons: Mapping[str, str] | None = None
+) -> None:
+    """`kafka.*` options (prefix removed) whose names ``config`` does not
+    know; removed from ``kafka`` when not ``strict``. ``reasons``: names
+    deliberately not mapped, with why (a config's ``NOT_MAPPED``).
+
+    Raises:
+        ConfigError: naming the first unknown `kafka.*` option, when ``strict``.
+    """
+    prefixed = {f"kafka.{name}" for name in known}
+    for name in sorted(set(kafka) - set(known)):
+        _unknown(f"kafka.{name}", prefixed, config, strict, (reasons or {}).get(name))
+        del kafka[name]
+
+
+def _strict(opts: dict[str, str]) -> bool:
+    return _bool(opts, _STRICT_KEY, STRICT_OPTION, True)
 
 
 def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
@@ -453,8 +505,11 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
             allowed with the others (its name is in the message).
     """
     opts = _lower(options)
+    strict = _strict(opts)
     kafka = _kafka_options(opts, _REFUSED_READ)
     _pem_stores(kafka)
+    consumer_names = {*ConsumerConfig.known_names(), *ConsumerConfig.NOT_MAPPED, *_READ_KAFKA_KEYS, *_SECURITY_KEYS}
+    _check_kafka_names(kafka, consumer_names, "the kclient Spark reader (ConsumerConfig)", strict)
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka["bootstrap.servers"])
@@ -464,7 +519,7 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         raise ConfigError(f"option 'kafka.isolation.level': {isolation!r} is not supported; the kclient source reads read_uncommitted")
     for name in sorted(set(kafka) - _READ_KAFKA_KEYS - _SECURITY_KEYS):
         log.warning("option 'kafka.%s' is not used by the kclient Spark reader; ignored", name)
-    _warn_unknown(opts, _READ_KEYS, "reader")
+    _check_unknown(opts, _READ_KEYS, "reader", strict)
     subscription = _subscription(opts)
     starting = _offset_spec(opts, "starting", streaming)
     if streaming:
@@ -513,11 +568,10 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
 #: The sink's producer settings unless `kafka.*` options say otherwise:
 #: async sends in large batches, acknowledged by every in-sync replica
 #: (the default of Kafka's own producer since Kafka 3.0, which Spark's sink
-#: uses).
+#: uses). The linger is the producer's own default, Kafka 4.0's 5 ms.
 SINK_PRODUCER_DEFAULTS = {
     "producer.type": "async",
     "request.required.acks": "-1",
-    "queue.buffering.max.ms": "20",
     "queue.buffering.max.messages": "100000",
     "batch.num.messages": "10000",
     "client.id": "kclient-spark-writer",
@@ -538,12 +592,13 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
             refused or malformed (its name is in the message).
     """
     opts = _lower(options)
+    strict = _strict(opts)
     kafka = _kafka_options(opts, _REFUSED_WRITE)
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka.pop("bootstrap.servers"))
     _security(kafka)  # checked here, at planning; the producer parses the same options again
-    _warn_unknown(opts, _WRITE_KEYS, "writer")
+    _check_unknown(opts, _WRITE_KEYS, "writer", strict)
     if "batch.size" in kafka:
         # Kafka's producer sizes batches in bytes; kclient batches by count
         # (batch.num.messages), so the two must not be confused.
@@ -555,6 +610,7 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     if "acks" in kafka:  # the modern name of request.required.acks
         acks = kafka.pop("acks").strip().lower()
         kafka["request.required.acks"] = "-1" if acks == "all" else acks
+    _check_kafka_names(kafka, ProducerConfig.known_names(), "the kclient Spark writer (ProducerConfig)", strict, ProducerConfig.NOT_MAPPED)
     # A user's option replaces the sink default it stands for, whichever
     # name it is given by (kafka.linger.ms replaces queue.buffering.max.ms).
     given = {ProducerConfig.canonical_name(key) or key for key in kafka}

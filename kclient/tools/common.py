@@ -125,7 +125,13 @@ def property_bool(props: Mapping[str, str], key: str, default: bool = False) -> 
     return value == "true"
 
 
-def client_properties(config_file: str | None, overrides: Sequence[str], option: str) -> dict[str, str]:
+def client_properties(
+    config_file: str | None,
+    overrides: Sequence[str],
+    option: str,
+    *,
+    keep: Callable[..., dict[str, Any]] | None = None,
+) -> dict[str, str]:
     """The client properties of ``--producer.config FILE`` /
     ``--consumer.config FILE``, then each ``--producer-property k=v`` /
     ``--consumer-property k=v`` on top (Kafka's precedence).
@@ -134,6 +140,12 @@ def client_properties(config_file: str | None, overrides: Sequence[str], option:
         config_file: The properties file, or None.
         overrides: The ``k=v`` options.
         option: The ``k=v`` option's name, for error messages.
+        keep: Filters the file's entries to those the tool's client
+            takes, e.g. ``AdminConfig.select_known`` (called with the
+            entries and ``origin=``): a file shared by several clients
+            (``client.properties``) has keys the tool's config does not
+            know, which are logged and left out, as Kafka's tools do. The
+            ``k=v`` options are not filtered: a typo there fails.
 
     Returns:
         The properties, Kafka's names.
@@ -144,6 +156,8 @@ def client_properties(config_file: str | None, overrides: Sequence[str], option:
     from kclient.config.files import load_properties
 
     props: dict[str, str] = dict(load_properties(config_file)) if config_file else {}
+    if keep is not None and props:
+        props = keep(props, origin=config_file or "")
     props.update(parse_key_values(overrides, option))
     return props
 

@@ -230,7 +230,7 @@ class DeliveryReport:
             Producer's: ``close()`` fails whatever is left there), or None.
     """
 
-    __slots__ = ("topic", "timestamp", "callback", "futures", "states", "pending", "registry")
+    __slots__ = ("topic", "timestamp", "callback", "futures", "states", "pending", "failures", "registry")
 
     def __init__(
         self,
@@ -247,6 +247,9 @@ class DeliveryReport:
         # Callback-only reports keep one state byte per record.
         self.states = bytearray(n) if futures is None else None
         self.pending = n
+        #: Records failed so far: their error reached the application (a
+        #: future or the callback), so close() does not raise it again.
+        self.failures = 0
         self.registry = registry
         if registry is not None and n:
             registry.add(self)
@@ -269,6 +272,8 @@ class DeliveryReport:
             event, callbacks = f._event, f._callbacks
             f._callbacks = None
         self.pending -= 1
+        if state == _FAILED:
+            self.failures += 1
         return event, callbacks
 
     def _fire(self, index: int, woken: tuple[threading.Event | None, list[Callable[[RecordFuture], Any]] | None], metadata: Any, error: Any) -> None:

@@ -553,11 +553,18 @@ class Producer(ClosingClient):
                 producer that was never closed, ``close.timeout.ms`` is
                 used.)
 
+        Each failure is reported once: a record whose error went into its
+        `RecordFuture` (``send_with_result``) or its delivery callback
+        (``send(..., callback=...)``) is not raised again here; a failure
+        nobody was told about (a plain ``send``, a CallbackHandler hook
+        that raised) is.
+
         Raises:
-            FailedToSendMessageError: an async send failed since the
-                producer started, or records were abandoned at the timeout
-                (the first send error chained; ``lost_messages`` counts the
-                messages lost).
+            FailedToSendMessageError: an async send of records without a
+                future or callback failed since the producer started, or
+                records were abandoned at the timeout (the first such send
+                error chained; ``lost_messages`` counts the messages lost
+                and not reported otherwise).
             IllegalStateError: called from the producer's send thread (a
                 CallbackHandler hook).
         """
@@ -593,6 +600,7 @@ class _ProducerCloser(ExitCloser):
         self._queue = queue
         self._thread = thread
         self._failed_before_abort = 0
+        self._reported_before_abort = 0
         # At an abort: failed records possibly written before it, and the
         # records in flight (taken for sending, not acknowledged: possibly
         # written too).
@@ -678,6 +686,7 @@ class _ProducerCloser(ExitCloser):
         if self._thread is not None:
             before = self._thread.statistics()
             self._failed_before_abort = before.failed_messages
+            self._reported_before_abort = before.reported_messages
             self._possibly_before_abort = before.possibly_written
         if self._queue is not None:
             dropped = self._queue.abandon()
@@ -708,13 +717,19 @@ class _ProducerCloser(ExitCloser):
         # Batches in flight at the abort are in ``abandoned``; do not count
         # their failure (closed connection) a second time.
         failed = self._failed_before_abort if abandoned else stats.failed_messages
-        if not (failed or stats.failed_batches or abandoned):
+        # Failures already delivered into a future or a delivery callback
+        # were reported once; close() raises the others (issue 27).
+        reported = min(failed, self._reported_before_abort if abandoned else stats.reported_messages)
+        failed -= reported
+        if not (failed or stats.unreported_batches or abandoned):
             return
         lost = failed + abandoned
         possibly = self._possibly_before_abort + self._in_flight_abandoned if abandoned else stats.possibly_written
+        possibly = min(possibly, lost)
+        also = f"; {reported} more failed into their futures or callbacks" if reported else ""
         message = (
-            f"{failed} message(s) in {stats.failed_batches} batch(es) could not be sent by the async producer "
-            f"({stats.sent_messages} were sent); first error: {stats.first_error}"
+            f"{failed} message(s) in {stats.unreported_batches} batch(es) could not be sent by the async producer "
+            f"({stats.sent_messages} were sent{also}); first error: {stats.first_unreported_error}"
         )
         if abandoned:
             message = f"{lost} message(s) were not delivered: {abandoned} abandoned at close, " + message
@@ -724,7 +739,7 @@ class _ProducerCloser(ExitCloser):
         if at_exit:
             log.error("%s at exit: %s", self.description, message)
             return
-        raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_error
+        raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_unreported_error
 
 
 def _retrack(given: TrackedData, data: Any) -> Any:

@@ -40,7 +40,7 @@ import trio
 
 from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.producer.data import ProducerData
-from kclient.client.producer.delivery import reports_of, settle
+from kclient.client.producer.delivery import DeliveryReport, reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.sync import LoopThread
 
@@ -81,7 +81,13 @@ class SendStatistics:
     acknowledged, ``failed_messages`` / ``failed_batches`` lost, the
     ``first_error`` (or None), and ``possibly_written``: how many of
     ``failed_messages`` may be in the log anyway (see
-    `kclient.errors.FailedToSendMessageError`)."""
+    `kclient.errors.FailedToSendMessageError`).
+
+    ``reported_messages``: how many of ``failed_messages`` had their error
+    delivered to the application (a `RecordFuture` or a delivery callback:
+    the producer's ``close()`` does not raise those again);
+    ``unreported_batches`` and ``first_unreported_error``: the failures
+    nobody was told about, which ``close()`` raises."""
 
     sent_messages: int
     sent_batches: int
@@ -89,6 +95,14 @@ class SendStatistics:
     failed_batches: int
     first_error: BaseException | None
     possibly_written: int = 0
+    reported_messages: int = 0
+    unreported_batches: int = 0
+    first_unreported_error: BaseException | None = None
+
+
+def _failures_of(reports: Sequence[DeliveryReport] | None) -> int:
+    """How many records of ``reports`` failed into their futures or callbacks."""
+    return sum(r.failures for r in reports) if reports else 0
 
 
 def _describe(batch: Sequence[Any], exc: BaseException) -> str:
@@ -134,7 +148,7 @@ class ProducerSendThread(LoopThread):
         *,
         callback_handler: CallbackHandler | None = None,
         batch_num_messages: int = 200,
-        queue_time_ms: int = 5000,
+        queue_time_ms: int = 5,
         name: str = "kclient-producer-send",
     ) -> None:
         super().__init__(name=name)
@@ -153,6 +167,9 @@ class ProducerSendThread(LoopThread):
         self._failed_messages = 0
         self._failed_batches = 0
         self._first_error: BaseException | None = None
+        self._reported_messages = 0
+        self._unreported_batches = 0
+        self._first_unreported_error: BaseException | None = None
         self._possibly_written = 0
         #: Set by the Producer once a record was sent with a delivery
         #: callback or future: batches then look for their reports.
@@ -228,9 +245,9 @@ class ProducerSendThread(LoopThread):
             if self._before_send:
                 batch = list(self._callbacks.before_sending_data(batch) or ())
         except Exception as exc:
-            self._record_failure(batch, exc, sum(len(d.messages) for d in batch))
             if reports:
                 settle(reports, exc)
+            self._record_failure(batch, exc, sum(len(d.messages) for d in batch), _failures_of(reports))
             if taken:
                 self.queue.task_done(taken)
             return
@@ -257,7 +274,7 @@ class ProducerSendThread(LoopThread):
                     self._sent_messages += n
                     self._sent_batches += 1
                 else:
-                    self._record_failure(kept, exc, n)
+                    self._record_failure(kept, exc, n, _failures_of(reports))
             finally:
                 if taken:
                     self.queue.task_done(taken)
@@ -270,10 +287,18 @@ class ProducerSendThread(LoopThread):
         except Exception as exc:  # closed before it could be written
             done(exc)
 
-    def _record_failure(self, batch: list[Any], exc: BaseException, messages: int) -> None:
+    def _record_failure(self, batch: list[Any], exc: BaseException, messages: int, reported: int = 0) -> None:
+        """Count a failed batch of ``messages``, of which ``reported`` failed
+        into their futures or callbacks; log it and call ``on_send_error``."""
         lost = getattr(exc, "lost_messages", None)
         lost = messages if lost is None else lost
         self._failed_messages += lost
+        reported = min(reported, lost)
+        self._reported_messages += reported
+        if not lost or reported < lost:  # someone still has to be told: close() raises it
+            self._unreported_batches += 1
+            if self._first_unreported_error is None:
+                self._first_unreported_error = exc
         possibly = getattr(exc, "possibly_written", 0) or 0
         self._possibly_written += possibly
         self._failed_batches += 1
@@ -296,7 +321,17 @@ class ProducerSendThread(LoopThread):
 
     def statistics(self) -> SendStatistics:
         """A snapshot of the counters (exact once `join` returned)."""
-        return SendStatistics(self._sent_messages, self._sent_batches, self._failed_messages, self._failed_batches, self._first_error, self._possibly_written)
+        return SendStatistics(
+            self._sent_messages,
+            self._sent_batches,
+            self._failed_messages,
+            self._failed_batches,
+            self._first_error,
+            self._possibly_written,
+            self._reported_messages,
+            self._unreported_batches,
+            self._first_unreported_error,
+        )
 
 
 def _wake_soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None:

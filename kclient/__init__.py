@@ -15,13 +15,19 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
   `OffsetRequest`; fetches return `ByteBufferMessageSet`.
 - ``statistics()`` snapshots: `ProducerStatistics`, `ConsumerStatistics`
   (with `PartitionStatistics` and each partition's lag).
+- `Consumer`, the modern consumer (Kafka's ``KafkaConsumer``):
+  ``subscribe`` / ``assign``, ``poll`` returning `ConsumerRecord` lists,
+  ``commit`` / ``committed``, ``seek``, ``pause`` / ``resume``, with
+  `TopicPartition`, `OffsetAndMetadata`, `OffsetAndTimestamp` and a
+  `ConsumerRebalanceListener`; its trio twin `TrioConsumer`.
 - `ConsumerConnector` (built directly or by ``Consumer.create``), the
   high-level consumer, its group coordinated through ZooKeeper or a
   broker's group coordinator, its offsets in ZooKeeper or Kafka:
   ``create_message_streams`` / ``create_message_streams_by_filter``
   (`Whitelist`, `Blacklist`) give `KafkaStream`
   iterators of `MessageAndMetadata`.
-- The trio API underneath: `TrioProducer`, `TrioSimpleConsumer`.
+- The trio API underneath: `TrioProducer`, `TrioSimpleConsumer`,
+  `TrioConsumer`.
 - `AdminClient` with `NewTopic` (configured by `AdminConfig`): create,
   delete, list and describe topics (KIP-4).
 - Test helpers: `BrokerProcess`, `ZooKeeperProcess` and `Cluster` (a
@@ -52,10 +58,13 @@ _EXPORTS = {
     "ClientSecurity": "kclient.security.settings",
     "Cluster": "kclient.testing",
     "ConfigError": "kclient.errors",
-    "Consumer": "kclient.client.consumer.group.connector",
+    "CommitFailedError": "kclient.client.consumer.poll.errors",
+    "Consumer": "kclient.client.consumer.poll.consumer",
     "ConsumerConfig": "kclient.config",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
     "ConsumerRebalanceFailedError": "kclient.errors",
+    "ConsumerRebalanceListener": "kclient.client.consumer.poll.types",
+    "ConsumerRecord": "kclient.client.consumer.poll.types",
     "ConsumerStatistics": "kclient.client.consumer.statistics",
     "ConsumerTimeoutError": "kclient.errors",
     "CorruptRecordError": "kclient.errors",
@@ -85,9 +94,12 @@ _EXPORTS = {
     "MultiFetchResponse": "kclient.client.consumer.message_set",
     "NewTopic": "kclient.client.admin",
     "NoBrokersAvailableError": "kclient.errors",
+    "NoOffsetForPartitionError": "kclient.client.consumer.poll.errors",
     "NotControllerError": "kclient.errors",
     "NotLeaderForPartitionError": "kclient.errors",
     "NotSupportedError": "kclient.errors",
+    "OffsetAndMetadata": "kclient.client.consumer.poll.types",
+    "OffsetAndTimestamp": "kclient.client.consumer.poll.types",
     "OffsetOutOfRangeError": "kclient.errors",
     "OffsetRequest": "kclient.client.consumer.simple",
     "PartitionStatistics": "kclient.client.consumer.statistics",
@@ -107,7 +119,10 @@ _EXPORTS = {
     "StringDecoder": "kclient.client.serde",
     "StringEncoder": "kclient.client.serde",
     "TopicAlreadyExistsError": "kclient.errors",
+    "TimestampType": "kclient.client.consumer.poll.types",
     "TopicFilter": "kclient.client.consumer.group.streams",
+    "TopicPartition": "kclient.client.consumer.poll.types",
+    "TrioConsumer": "kclient.client.consumer.poll.core",
     "TrioProducer": "kclient.client.producer.core",
     "TrioSimpleConsumer": "kclient.client.consumer.simple",
     "UnknownTopicOrPartitionError": "kclient.errors",
@@ -136,9 +151,20 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.admin import AdminClient, NewTopic
-    from kclient.client.consumer.group.connector import Consumer, ConsumerConnector
+    from kclient.client.consumer.group.connector import ConsumerConnector
     from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist
     from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
+    from kclient.client.consumer.poll.consumer import Consumer
+    from kclient.client.consumer.poll.core import TrioConsumer
+    from kclient.client.consumer.poll.errors import CommitFailedError, NoOffsetForPartitionError
+    from kclient.client.consumer.poll.types import (
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        TimestampType,
+        TopicPartition,
+    )
     from kclient.client.consumer.simple import FetchRequest, OffsetRequest, SimpleConsumer, TrioSimpleConsumer
     from kclient.client.consumer.statistics import ConsumerStatistics, PartitionStatistics
     from kclient.client.producer.callbacks import CallbackHandler

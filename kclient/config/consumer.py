@@ -4,7 +4,7 @@ https://kafka.apache.org/08/documentation.html#consumerconfigs)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
@@ -18,6 +18,7 @@ from kclient.config.convert import (
     to_bool,
     to_host_ports,
     to_int,
+    to_optional_plugin,
     to_optional_str,
     to_str,
 )
@@ -182,6 +183,26 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Longest wait to connect to ZooKeeper (ms)."""
     zookeeper_sync_time_ms: int = prop("zookeeper.sync.time.ms", to_int, 2000, at_least(0))
     """How far a ZooKeeper follower may lag the leader (ms)."""
+    max_poll_records: int = prop("max.poll.records", to_int, 500, at_least(1))
+    """The poll consumer (`kclient.Consumer`): the most records one
+    ``poll`` returns (Kafka's KafkaConsumer property of the same name)."""
+    max_poll_interval_ms: int = prop("max.poll.interval.ms", to_int, 300000, at_least(1))
+    """The poll consumer: the longest time between two ``poll`` calls; a
+    member that stops polling longer leaves its group and its partitions
+    go to the others (KIP-62). Also its JoinGroup rebalance timeout (ms)."""
+    default_api_timeout_ms: int = prop("default.api.timeout.ms", to_int, 60000, at_least(0))
+    """The poll consumer: how long a call that waits for the brokers
+    (``committed``, ``position``, ``offsets_for_times``, a synchronous
+    ``commit``) may block when no timeout is given (ms)."""
+    retry_backoff_ms: int = prop("retry.backoff.ms", to_int, 100, at_least(0))
+    """The poll consumer: pause before retrying a failed request to the
+    group coordinator or a partition leader (ms)."""
+    key_deserializer: Any = prop("key.deserializer", to_optional_plugin, None)
+    """The poll consumer: turns each record's key bytes into the key it
+    hands out: a `kclient.Decoder` (class, instance or dotted class path,
+    e.g. ``kclient.StringDecoder``) or a callable; ``None`` keeps bytes."""
+    value_deserializer: Any = prop("value.deserializer", to_optional_plugin, None)
+    """The poll consumer: the same for each record's value."""
     statistics_interval_ms: int = prop("statistics.interval.ms", to_int, 0, at_least(0))
     """How often the ConsumerConnector calls its ``statistics_callback`` with
     a statistics snapshot (ms; librdkafka's property of the same name); 0

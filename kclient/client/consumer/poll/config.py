@@ -1,0 +1,149 @@
+"""The poll consumer's configuration: a `kclient.config.ConsumerConfig`
+built with today's KafkaConsumer defaults where they differ from Kafka
+0.8's, without ``group.id`` when the application only ``assign``\\ s
+partitions, and with the key / value deserializers loaded.
+
+Defaults that differ from the 0.8 `ConsumerConnector`'s (KafkaConsumer
+configs, https://kafka.apache.org/documentation/#consumerconfigs):
+``auto.commit.interval.ms`` 5000 (not 60000), ``fetch.max.wait.ms`` 500
+(not 100), ``session.timeout.ms`` 45000 (Kafka 3.0's, KIP-735; not
+10000). The group is always coordinated by a broker: the 0.8 ZooKeeper
+settings (``zookeeper.connect``, ``group.coordination``, ...) are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from kclient.client.serde import decoder_function
+from kclient.config import ConsumerConfig
+from kclient.errors import ConfigError
+from kclient.plugins import resolve_dotted
+
+#: Defaults of the poll consumer where KafkaConsumer's differ from Kafka
+#: 0.8's, by canonical property name.
+MODERN_DEFAULTS: dict[str, Any] = {
+    "auto.commit.interval.ms": 5000,
+    "fetch.wait.max.ms": 500,
+    "session.timeout.ms": 45000,
+}
+
+#: Properties of the 0.8 ConsumerConnector that mean nothing to the poll
+#: consumer, with what to do instead.
+CONNECTOR_ONLY: dict[str, str] = {
+    "zookeeper.connect": "the poll Consumer's group is coordinated by the brokers: set bootstrap.servers",
+    "group.coordination": "the poll Consumer's group is always coordinated by a broker",
+    "queued.max.message.chunks": "max.poll.records bounds what one poll returns",
+    "num.consumer.fetchers": "the poll Consumer fetches from each leader broker in turn",
+    "offsets.storage": "the poll Consumer's offsets are always in Kafka",
+    "dual.commit.enabled": "the poll Consumer's offsets are always in Kafka",
+    "rebalance.max.retries": "the poll Consumer rejoins until its poll timeout ends",
+    "rebalance.backoff.ms": "the poll Consumer rejoins on its next poll",
+    "rebalance.timeout.ms": "the poll Consumer's rebalance timeout is max.poll.interval.ms (KIP-62)",
+    "consumer.id": "the group coordinator hands out the member id",
+}
+
+#: The ``group.id`` the config carries when none was given (never sent:
+#: `PollSettings.group_id` is None then).
+_NO_GROUP = "kclient-no-group"
+
+
+@attrs.frozen
+class PollSettings:
+    """What the poll consumer runs with.
+
+    Attributes:
+        config: The validated config.
+        group_id: The ``group.id``, or None when none was given (only
+            ``assign`` works then, as in Kafka).
+        key_decoder: Applied to each key (None keeps bytes).
+        value_decoder: Applied to each value (None keeps bytes).
+        offset_reset: ``auto.offset.reset``: ``earliest``, ``latest`` or
+            ``none`` (raise `NoOffsetForPartitionError`).
+    """
+
+    config: ConsumerConfig
+    group_id: str | None
+    offset_reset: str = "latest"
+    key_decoder: Callable[[Any], Any] | None = None
+    value_decoder: Callable[[Any], Any] | None = None
+
+
+def _decoder(value: Any, name: str) -> Callable[[Any], Any] | None:
+    if isinstance(value, str):
+        value = resolve_dotted(value)
+    try:
+        return decoder_function(value, name)
+    except TypeError as exc:
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: {exc}") from None
+
+
+#: ``auto.offset.reset`` as the poll consumer names it, by ConsumerConfig's value.
+_RESET_NAMES = {"smallest": "earliest", "largest": "latest"}
+
+
+def _from_mapping(source: Mapping[str, Any]) -> tuple[ConsumerConfig, str | None, str | None]:
+    props = {str(k).strip(): v for k, v in source.items()}
+    # ``none`` is the poll consumer's alone (the 0.8 connector has no such
+    # policy), so it is taken here and not passed on.
+    no_reset = isinstance(props.get("auto.offset.reset"), str) and props["auto.offset.reset"].strip().lower() == "none"
+    if no_reset:
+        del props["auto.offset.reset"]
+    for key in props:
+        canonical = ConsumerConfig.canonical_name(key)
+        if canonical in CONNECTOR_ONLY:
+            raise ConfigError(f"{key!r} is not a setting of kclient.Consumer: {CONNECTOR_ONLY[canonical]}")
+    given = {ConsumerConfig.canonical_name(k) for k in props}
+    merged = {k: v for k, v in MODERN_DEFAULTS.items() if k not in given}
+    merged.update(props)
+    merged["group.coordination"] = "broker"
+    group_id = props.get("group.id")
+    group = None if group_id is None or not str(group_id).strip() else str(group_id).strip()
+    if group is None:
+        merged["group.id"] = _NO_GROUP
+        merged.setdefault("client.id", "kclient-consumer")
+    if not merged.get("bootstrap.servers"):
+        raise ConfigError("Missing required configuration bootstrap.servers")
+    return ConsumerConfig.from_properties(merged), group, "none" if no_reset else None
+
+
+def poll_settings(source: ConsumerConfig | Mapping[str, Any]) -> PollSettings:
+    """The settings of a poll consumer.
+
+    Args:
+        source: Kafka property names (``bootstrap.servers`` required,
+            ``group.id`` required to ``subscribe`` or ``commit``), or a
+            `ConsumerConfig` with ``group.coordination=broker`` (used as it
+            is: the 0.8 defaults it holds stay).
+
+    Returns:
+        The `PollSettings`.
+
+    Raises:
+        ConfigError: a missing or bad property, a 0.8 ConsumerConnector
+            setting (``zookeeper.connect``...), or a deserializer that
+            cannot be loaded.
+    """
+    group: str | None
+    reset: str | None
+    if isinstance(source, ConsumerConfig):
+        if source.group_coordination != "broker":
+            raise ConfigError("kclient.Consumer needs group.coordination=broker (set bootstrap.servers, not zookeeper.connect)")
+        config, group, reset = source, source.group_id, None
+    elif isinstance(source, Mapping):
+        config, group, reset = _from_mapping(source)
+    else:
+        raise ConfigError(f"kclient.Consumer takes a mapping of Kafka properties or a ConsumerConfig, not {type(source).__name__}")
+    return PollSettings(
+        config,
+        group,
+        reset or _RESET_NAMES[config.auto_offset_reset],
+        _decoder(config.key_deserializer, "key.deserializer"),
+        _decoder(config.value_deserializer, "value.deserializer"),
+    )
+
+
+__all__ = ["CONNECTOR_ONLY", "MODERN_DEFAULTS", "PollSettings", "poll_settings"]

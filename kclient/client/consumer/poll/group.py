@@ -1,0 +1,424 @@
+"""The poll consumer's group membership (Kafka's ``ConsumerCoordinator``
+with the classic protocol and eager rebalancing): when to rejoin, the
+rebalance listener calls around a rejoin, background heartbeats, the poll
+timer of ``max.poll.interval.ms`` and commits with the member's
+generation.
+
+A rebalance happens inside ``poll``, in steps, as in Kafka's
+``ConsumerCoordinator.poll``: `GroupDriver.step` returns the listener call
+due next (a `ListenerCall`) and the caller runs it, on its own thread,
+before the next step, so a listener may call the consumer:
+
+1. before rejoining: the positions are committed (``enable.auto.commit``),
+   then ``on_partitions_revoked`` with every owned partition (or
+   ``on_partitions_lost`` when the member found it was no longer in the
+   group: nothing is committed then);
+2. the assignment is cleared and the member joins
+   (`kclient.client.consumer.group.membership.GroupMember.join`: JoinGroup,
+   the leader's assignment, SyncGroup) on a background task, so ``poll``
+   may return before the group settles;
+3. ``on_partitions_assigned`` with the new partitions.
+
+Heartbeats run every ``heartbeat.interval.ms`` on a background task
+(Kafka's heartbeat thread, KIP-62): ``REBALANCE_IN_PROGRESS`` asks for a
+rejoin on the next ``poll``; ``ILLEGAL_GENERATION`` / ``UNKNOWN_MEMBER_ID``
+mean the partitions are lost. A member that does not call ``poll`` for
+more than ``max.poll.interval.ms`` sends LeaveGroup from that task, so
+the group gives its partitions to the others at once; its next ``poll``
+calls ``on_partitions_lost`` and joins again.
+
+Every ``metadata.max.age.ms`` the member checks its subscribed topics
+(those a pattern matches) and their partition counts; a change starts a
+rebalance.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from kclient.client.cluster import Cluster, request_metadata
+from kclient.client.consumer.group.coordinator import GroupCoordinator
+from kclient.client.consumer.group.membership import GroupMember, JoinResult
+from kclient.client.consumer.poll.errors import CommitFailedError
+from kclient.client.consumer.poll.subscription import SubscriptionState
+from kclient.client.consumer.poll.types import OffsetAndMetadata, TopicPartition
+from kclient.config import ConsumerConfig
+from kclient.errors import (
+    IllegalGenerationError,
+    KafkaError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+
+log = logging.getLogger("kclient.consumer")
+
+#: The listener methods, by `ListenerCall.kind`.
+REVOKED = "revoked"
+ASSIGNED = "assigned"
+LOST = "lost"
+
+
+@attrs.frozen
+class ListenerCall:
+    """A rebalance listener call due before the rebalance goes on.
+
+    Attributes:
+        kind: `REVOKED`, `ASSIGNED` or `LOST`.
+        partitions: Its argument, sorted.
+    """
+
+    kind: str
+    partitions: tuple[TopicPartition, ...]
+
+    def invoke(self, listener: Any) -> Any:
+        """Call ``listener.on_partitions_<kind>(partitions)``.
+
+        Args:
+            listener: A `ConsumerRebalanceListener` (any object with the
+                method), or None (nothing is called).
+
+        Returns:
+            What the method returned (an awaitable for an async listener).
+        """
+        if listener is None:
+            return None
+        return getattr(listener, f"on_partitions_{self.kind}")(list(self.partitions))
+
+
+class Phase(enum.Enum):
+    """Where the member is in a rebalance."""
+
+    STABLE = "stable"
+    REVOKING = "revoking"
+    JOINING = "joining"
+    JOINED = "joined"
+    FAILED = "failed"
+
+
+class GroupDriver:
+    """The member's side of the group (on the consumer's trio loop).
+
+    Args:
+        coordinator: The group coordinator client.
+        member: The membership (JoinGroup / SyncGroup / Heartbeat /
+            LeaveGroup).
+        cluster: Metadata (subscribed topics and partition counts).
+        config: ``heartbeat.interval.ms``, ``max.poll.interval.ms``,
+            ``metadata.max.age.ms``, ``retry.backoff.ms``,
+            ``enable.auto.commit``, ``exclude.internal.topics``.
+        subscriptions: The subscription and assignment.
+        commit_positions: Commits the current positions (synchronous), for
+            the auto-commit before a rejoin.
+        on_assignment_change: Called after the assignment was cleared or
+            set (drops buffered fetches).
+        wake: Wakes a waiting ``poll``.
+    """
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        member: GroupMember,
+        cluster: Cluster,
+        config: ConsumerConfig,
+        subscriptions: SubscriptionState,
+        commit_positions: Callable[[], Awaitable[None]],
+        on_assignment_change: Callable[[], None],
+        wake: Callable[[], None],
+    ) -> None:
+        self.coordinator = coordinator
+        self.member = member
+        self.cluster = cluster
+        self.config = config
+        self.subscriptions = subscriptions
+        self._commit_positions = commit_positions
+        self._on_assignment_change = on_assignment_change
+        self._wake = wake
+        self.phase = Phase.STABLE
+        self.rejoin_needed = False
+        self.lost = False
+        #: The member was in the group (revoke / lost listener calls due on a rejoin).
+        self.joined = False
+        self._result: JoinResult | None = None
+        self._error: KafkaError | None = None
+        self._joined_counts: dict[str, int] = {}
+        self._last_poll = trio.current_time()
+        self._polling = 0
+        #: How many rebalances this member went through.
+        self.rebalances = 0
+
+    # ------------------------------------------------------------ poll timer (KIP-62)
+
+    def poll_started(self) -> None:
+        """A ``poll`` step began: the ``max.poll.interval.ms`` timer stops."""
+        self._polling += 1
+        self._last_poll = trio.current_time()
+
+    def poll_ended(self) -> None:
+        """A ``poll`` step ended: the timer starts again."""
+        self._polling -= 1
+        self._last_poll = trio.current_time()
+
+    def poll_expired(self) -> bool:
+        """Whether the application went more than ``max.poll.interval.ms``
+        without polling."""
+        idle = trio.current_time() - self._last_poll
+        return self._polling == 0 and idle * 1000 > self.config.max_poll_interval_ms
+
+    # ------------------------------------------------------------ rebalance steps
+
+    def request_rejoin(self, why: str) -> None:
+        """Rejoin on the next ``poll``.
+
+        Args:
+            why: Logged.
+        """
+        if self.subscriptions.auto_assigned and not self.rejoin_needed:
+            log.info("group %s: rejoining: %s", self.member.group_id, why)
+        self.rejoin_needed = True
+        self._wake()
+
+    async def step(self, nursery: trio.Nursery) -> ListenerCall | None:
+        """The next rebalance step due, if any (see the module docstring).
+
+        Args:
+            nursery: Runs the join task.
+
+        Returns:
+            A listener call to run before the next step, or None (nothing
+            due, or the join is still under way).
+
+        Raises:
+            KafkaError: the join failed with an error a retry cannot fix
+                (``INCONSISTENT_GROUP_PROTOCOL``, ``GROUP_AUTHORIZATION_FAILED``,
+                ...); the next ``poll`` tries again.
+        """
+        if not self.subscriptions.auto_assigned:
+            return None
+        if self.phase is Phase.JOINED:
+            return self._take_assignment()
+        if self.phase is Phase.FAILED:
+            error, self._error = self._error, None
+            self.phase = Phase.REVOKING
+            assert error is not None
+            raise error
+        if self.phase is Phase.STABLE and (self.rejoin_needed or not self.joined):
+            self.phase = Phase.REVOKING
+            call = await self._before_rejoin()
+            if call is not None:
+                return call
+        if self.phase is Phase.REVOKING:
+            if self.subscriptions.assigned():
+                self.subscriptions.assign_from_subscribed(())
+                self._on_assignment_change()
+            self.phase = Phase.JOINING
+            self.rejoin_needed = False
+            nursery.start_soon(self._join)
+        return None
+
+    async def _before_rejoin(self) -> ListenerCall | None:
+        """Commit (unless lost) and say which listener call is due."""
+        owned = tuple(self.subscriptions.assigned())
+        if not self.joined:
+            return None
+        lost = self.lost or self.member.generation < 0
+        self.lost = False
+        if lost:
+            return ListenerCall(LOST, owned) if owned else None
+        if self.config.auto_commit_enable:
+            try:
+                await self._commit_positions()
+            except KafkaError as exc:  # the next owner starts from the last commit
+                log.warning("group %s: commit before rejoining failed: %s", self.member.group_id, exc)
+        return ListenerCall(REVOKED, owned)
+
+    def _take_assignment(self) -> ListenerCall:
+        result, self._result = self._result, None
+        assert result is not None
+        subs = self.subscriptions
+        wanted = [TopicPartition(t, p) for t, p in result.assignment if t in subs.topics or subs.matches(t)]
+        subs.assign_from_subscribed(wanted)
+        self._on_assignment_change()
+        self.joined = True
+        self.rebalances += 1
+        self.phase = Phase.STABLE
+        return ListenerCall(ASSIGNED, tuple(sorted(wanted)))
+
+    async def subscribed_topics(self) -> list[str]:
+        """The topics to join with: the subscribed ones, or the existing
+        topics a pattern matches (internal ones left out with
+        ``exclude.internal.topics``).
+
+        Returns:
+            Sorted topic names.
+        """
+        subs = self.subscriptions
+        if subs.pattern is None:
+            return sorted(subs.topics)
+        metadata = await request_metadata(await self.cluster.any_connection())
+        internal = metadata.internal_topics if self.config.exclude_internal_topics else frozenset()
+        topics = sorted(t for t, code in metadata.topic_errors.items() if code == 0 and subs.matches(t) and t not in internal)
+        subs.topics = set(topics)
+        return topics
+
+    async def partition_counts(self, topics: set[str]) -> Mapping[str, int]:
+        """``{topic: partitions}`` of the topics that exist.
+
+        Args:
+            topics: Topic names.
+
+        Returns:
+            The counts (unknown topics left out).
+        """
+        metadata = await self.cluster.refresh_metadata(topics, allow_auto_create=self.subscriptions.pattern is None)
+        return {t: len(metadata.partitions_for(t)) for t in topics if metadata.partitions_for(t)}
+
+    async def _join(self) -> None:
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                topics = await self.subscribed_topics()
+                counts = dict(await self.partition_counts(set(topics)))
+                result = await self.member.join(topics, self.partition_counts)
+            except KafkaError as exc:
+                if exc.retriable:
+                    log.info("group %s: join failed, retrying: %s", self.member.group_id, exc)
+                    await trio.sleep(backoff)
+                    continue
+                self._error = exc
+                self.phase = Phase.FAILED
+                self._wake()
+                return
+            self._joined_counts = counts
+            self._result = result
+            self.phase = Phase.JOINED
+            self._wake()
+            return
+
+    # ------------------------------------------------------------ background
+
+    async def run(self) -> None:
+        """The heartbeat and metadata tasks, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._heartbeat_loop)
+            nursery.start_soon(self._metadata_loop)
+
+    def _in_group(self) -> bool:
+        return self.phase is Phase.STABLE and self.joined and self.member.generation >= 0 and self.subscriptions.auto_assigned
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if not self._in_group():
+                continue
+            if self.poll_expired():
+                log.warning(
+                    "group %s: consumer poll timeout has expired: more than max.poll.interval.ms=%d ms passed between "
+                    "two poll() calls; leaving the group (KIP-62)", self.member.group_id, self.config.max_poll_interval_ms,
+                )
+                await self.member.leave()
+                self.lost = True
+                self.request_rejoin("poll timeout expired")
+                continue
+            await self._heartbeat()
+
+    async def _heartbeat(self) -> None:
+        try:
+            await self.member.heartbeat()
+        except RebalanceInProgressError:
+            self.request_rejoin("the group is rebalancing")
+        except (IllegalGenerationError, UnknownMemberIdError) as exc:
+            if not self._in_group():
+                return
+            if isinstance(exc, UnknownMemberIdError):
+                self.member.member_id = ""
+            self.member.generation = -1
+            self.lost = True
+            self.request_rejoin(f"the member is no longer in the group: {exc}")
+        except KafkaError as exc:
+            log.warning("group %s: heartbeat failed: %s", self.member.group_id, exc)
+
+    async def _metadata_loop(self) -> None:
+        interval = self.config.metadata_max_age_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if not self._in_group() or self.rejoin_needed:
+                continue
+            try:
+                topics = await self.subscribed_topics()
+                counts = dict(await self.partition_counts(set(topics)))
+            except KafkaError as exc:
+                log.warning("group %s: metadata check failed: %s", self.member.group_id, exc)
+                continue
+            if counts != self._joined_counts and self._in_group():
+                self.request_rejoin(f"subscribed topics changed from {self._joined_counts} to {counts}")
+
+    # ------------------------------------------------------------ commits and leaving
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit offsets with the member's generation (a consumer with
+        partitions assigned by hand commits without one).
+
+        Args:
+            offsets: ``{partition: OffsetAndMetadata}``.
+
+        Raises:
+            CommitFailedError: the member is no longer in the group (it
+                rejoins on the next ``poll``).
+            RebalanceInProgressError: the group is rebalancing (commit
+                again after the next ``poll``).
+            KafkaError: the coordinator's other errors, after its retries.
+        """
+        if not offsets:
+            return
+        generation, member_id = -1, ""
+        if self.subscriptions.auto_assigned:
+            generation, member_id = self.member.current()
+            if generation < 0:
+                raise CommitFailedError(f"group {self.member.group_id!r}: this member is not in the group (it rejoins on the next poll)")
+        by_metadata: dict[str, dict[tuple[str, int], int]] = {}
+        for tp, om in offsets.items():
+            by_metadata.setdefault(om.metadata, {})[tp.key] = om.offset
+        try:
+            for metadata, chunk in by_metadata.items():
+                await self.coordinator.commit_offsets(chunk, generation=generation, member_id=member_id, metadata=metadata)
+        except (IllegalGenerationError, UnknownMemberIdError) as exc:
+            self.request_rejoin(str(exc))
+            raise CommitFailedError(
+                f"Commit cannot be completed since the group {self.member.group_id!r} has already rebalanced and assigned the "
+                f"partitions to another member ({exc}): the time between poll() calls was longer than max.poll.interval.ms, "
+                "or the session timed out"
+            ) from exc
+        except RebalanceInProgressError:
+            self.request_rejoin("the group is rebalancing")
+            raise
+
+    def revoke_for_leave(self) -> ListenerCall | None:
+        """The listener call due before leaving the group (``close``,
+        ``unsubscribe``): revoked, or lost when no longer a member."""
+        owned = tuple(self.subscriptions.assigned())
+        if not self.subscriptions.auto_assigned or not self.joined or not owned:
+            return None
+        return ListenerCall(LOST if self.lost or self.member.generation < 0 else REVOKED, owned)
+
+    async def leave(self) -> None:
+        """LeaveGroup (if a member), so the others rebalance at once, and
+        forget the membership."""
+        if self.member.member_id and self.joined:
+            with trio.move_on_after(self.config.socket_timeout_ms / 1000):
+                await self.member.leave()
+        self.member.member_id = ""
+        self.member.generation = -1
+        self.joined = False
+        self.lost = False
+        self.rejoin_needed = False
+        self.phase = Phase.STABLE
+
+
+__all__ = ["ASSIGNED", "LOST", "REVOKED", "GroupDriver", "ListenerCall", "Phase"]

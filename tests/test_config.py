@@ -762,3 +762,23 @@ def test_reference_page_lists_every_property_alias_default_and_unit() -> None:
     assert "| `group.id` |  | **required** |" in section and "same as `group.id`" in section
     assert "`fetch.max.bytes`" in section  # listed as not mapped
     assert "| `session.timeout.ms` |  | `10000` | ms |" in section
+
+
+def test_select_known_filters_a_shared_properties_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: a tool reading a properties file shared by several clients
+    (``--command-config client.properties``) keeps the keys its client's
+    config takes and logs the others, as Kafka's tools do; keys typed on
+    the command line are not filtered."""
+    from kclient.config import AdminConfig
+    from kclient.tools.common import client_properties
+
+    shared = tmp_path / "client.properties"
+    shared.write_text("security.protocol=PLAINTEXT\nacks=all\nlinger.ms=5\nrequest.timeout.ms=1000\nreceive.buffer.bytes=1\n")
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        props = client_properties(str(shared), ["client.id=x"], "--command-property", keep=AdminConfig.select_known)
+    assert props == {"security.protocol": "PLAINTEXT", "request.timeout.ms": "1000", "receive.buffer.bytes": "1", "client.id": "x"}
+    assert "'acks' is not a known config for AdminConfig" in caplog.text and "'linger.ms'" in caplog.text
+    assert str(shared) in caplog.text
+    AdminConfig.from_properties({**props, "bootstrap.servers": "h:1"})  # what is left builds a strict config
+    with pytest.raises(ConfigError, match="did you mean 'client.id'"):
+        AdminConfig.from_properties({**client_properties(None, ["client.idd=x"], "--command-property", keep=AdminConfig.select_known), "bootstrap.servers": "h:1"})

@@ -107,6 +107,50 @@ def test_write_options():
         write_options({**BOOT, "kafka.key.serializer": "x"})
 
 
+def test_sink_uses_the_producers_default_linger():
+    """Issue 27: the sink's producer lingers Kafka 4.0's 5 ms, the
+    producer's own default (the sink sets no linger of its own)."""
+    opts = write_options({**BOOT, "topic": "out"})
+    assert not {"queue.buffering.max.ms", "queue.time", "linger.ms"} & set(opts.producer_config)
+    assert ProducerConfig.from_properties(opts.producer_config).queue_buffering_max_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "named", "hint"),
+    [
+        ({"topic": "out", "kafka.lingr.ms": "5"}, None, "kafka.lingr.ms", "did you mean 'kafka.linger.ms'"),
+        ({"topic": "out", "kafka.buffer.memory": "5"}, None, "kafka.buffer.memory", "set queue.buffering.max.messages"),
+        ({"topik": "out"}, None, "topik", "did you mean 'topic'"),
+        ({"subscribe": "a", "kafka.sesion.timeout.ms": "5"}, False, "kafka.sesion.timeout.ms", "did you mean 'kafka.session.timeout.ms'"),
+        ({"subscribe": "a", "startingOffset": "earliest"}, True, "startingoffset", "did you mean 'startingoffsets'"),
+    ],
+)
+def test_unknown_options_are_errors(options, streaming, named, hint):
+    """Issue 27: an option the source or sink does not know, or a
+    `kafka.*` name its client's config does not know, fails at planning
+    with a "did you mean"; ``failOnUnknownOptions=false`` logs and ignores
+    it instead."""
+    def parse(opts):
+        return write_options(opts) if streaming is None else read_options(opts, streaming=streaming)
+
+    with pytest.raises(ConfigError, match="failOnUnknownOptions") as info:
+        parse({**BOOT, **options})
+    assert repr(named) in str(info.value) and hint in str(info.value)
+    parsed = parse({**BOOT, **options, "failOnUnknownOptions": "false"})
+    if streaming is None:
+        assert not any(name in parsed.producer_config for name in ("lingr.ms", "buffer.memory", "topik"))
+        ProducerConfig.from_properties(parsed.producer_config)  # what is left is all known
+    with pytest.raises(ConfigError, match="failOnUnknownOptions"):
+        parse({**BOOT, **options, "failOnUnknownOptions": "maybe"})
+
+
+def test_known_options_of_another_client_are_not_errors():
+    """A consumer setting the reader has no use for (it joins no group) is
+    still ignored with a warning, not refused: it is not a typo."""
+    opts = read_options({**BOOT, "subscribe": "a", "kafka.group.id": "g", "kafka.session.timeout.ms": "6000", "kafka.fetch.max.bytes": "1"}, streaming=False)
+    assert opts.subscription.topics == ("a",)
+
+
 # -- offset ranges -------------------------------------------------------------
 
 

@@ -122,6 +122,9 @@ _READ_KEYS = {
     "fetchoffset.retryintervalms",
     "kafkaconsumer.polltimeoutms",
     "groupidprefix",
+    # Spark's streaming-only options kclient refuses (see read_options): known, not typos.
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
 }
 _WRITE_KEYS = {"topic", "includeheaders"}
 

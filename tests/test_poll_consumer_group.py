@@ -1,0 +1,303 @@
+"""`kclient.Consumer` members of one consumer group (issue 27), against one
+bundled broker for the module: two kclient members split the partitions
+and, after one closes, the other gets them all (the listener called around
+each rebalance); a member that stops polling past ``max.poll.interval.ms``
+is removed and its partitions go to the other (KIP-62); and a group shared
+with a confluent-kafka member and a kafka-python member, each reading
+disjoint partitions, each reading what the others committed."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers.records import produce
+from helpers.wait import wait_for
+
+from kclient import CommitFailedError, Consumer, ConsumerRebalanceListener, TopicPartition
+from kclient.testing import BrokerProcess
+
+PARTITIONS = 6
+DEADLINE = 90.0
+wait_until = functools.partial(wait_for, timeout=DEADLINE, interval=0.1)
+
+
+@pytest.fixture(scope="module")
+def group_broker():
+    props = {
+        "num.partitions": PARTITIONS,
+        "offsets.topic.num.partitions": 3,
+        "offsets.topic.replication.factor": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "group.min.session.timeout.ms": 1000,
+    }
+    with BrokerProcess(properties=props, keep_port=True) as proc:
+        yield proc
+
+
+@pytest.fixture
+def group() -> str:
+    return f"pg-{uuid.uuid4().hex[:10]}"
+
+
+def kclient_settings(broker, group: str, **extra) -> dict:
+    return {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+        "fetch.max.wait.ms": 100,
+        **extra,
+    }
+
+
+def fill(broker, topic: str, per_partition: int, prefix: str) -> set[str]:
+    values = set()
+    for p in range(PARTITIONS):
+        vs = [f"{prefix}{p}-{i}" for i in range(per_partition)]
+        produce(broker, topic, vs, partition=p)
+        values.update(vs)
+    return values
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Counts the listener calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked):
+        self.calls.append(("revoked", list(revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.calls.append(("assigned", list(assigned)))
+
+    def on_partitions_lost(self, lost):
+        self.calls.append(("lost", list(lost)))
+
+
+class Member(threading.Thread):
+    """One consumer polling in its own thread (committing after each
+    non-empty poll) until `stop`; ``lib`` is kclient, confluent-kafka or
+    kafka-python."""
+
+    def __init__(self, make: Callable[[], Any], lib: str = "kclient", name: str = "member", *, commit: bool = True) -> None:
+        super().__init__(name=name, daemon=True)
+        self.make, self.lib, self.commit = make, lib, commit
+        self.values: list[str] = []
+        self.partitions: set[int] = set()
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        self.hold = threading.Event()  # set: stop polling (but stay open)
+        self.lock = threading.Lock()
+        self.consumer: Any = None
+
+    def run(self) -> None:
+        try:
+            self.consumer = consumer = self.make()
+            try:
+                while not self.halt.is_set():
+                    if self.hold.is_set():
+                        self.halt.wait(0.05)
+                        continue
+                    got = self._poll(consumer)
+                    if got:
+                        with self.lock:
+                            self.values.extend(got)
+                        if self.commit:
+                            self._commit(consumer)
+                    self.partitions = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()
+        except BaseException as exc:
+            self.error = exc
+
+    def _poll(self, consumer) -> list[str]:
+        if self.lib == "kclient":
+            return [r.value.decode() for r in consumer.poll(timeout_ms=100)]
+        if self.lib == "kafka-python":
+            return [r.value.decode() for recs in consumer.poll(timeout_ms=100).values() for r in recs]
+        msg = consumer.poll(0.1)
+        return [] if msg is None or msg.error() else [msg.value().decode()]
+
+    def _commit(self, consumer) -> None:
+        try:
+            if self.lib == "confluent-kafka":
+                consumer.commit(asynchronous=False)
+            else:
+                consumer.commit()
+        except CommitFailedError:
+            pass  # a rebalance under way: the next owner starts from the last commit
+        except Exception as exc:  # kafka-python / librdkafka around a rebalance
+            if "rebalanc" not in str(exc).lower() and "generation" not in str(exc).lower():
+                raise
+
+    def consumed(self) -> set[str]:
+        with self.lock:
+            return set(self.values)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(DEADLINE)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+def kclient_member(broker, group: str, topic: str, listener=None, **extra) -> Callable[[], Consumer]:
+    def make() -> Consumer:
+        consumer = Consumer(kclient_settings(broker, group, **extra))
+        consumer.subscribe([topic], listener=listener)
+        return consumer
+
+    return make
+
+
+def confluent_member(broker, group: str, topic: str) -> Callable[[], Any]:
+    def make():
+        from confluent_kafka import Consumer as ConfluentConsumer
+
+        consumer = ConfluentConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": "range",
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        consumer.subscribe([topic])
+        return consumer
+
+    return make
+
+
+def kafka_python_member(broker, group: str, topic: str) -> Callable[[], Any]:
+    def make():
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            partition_assignment_strategy=[RangePartitionAssignor],
+        )
+        consumer.subscribe([topic])
+        return consumer
+
+    return make
+
+
+def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(group_broker, topic, group):
+    produced = fill(group_broker, topic, 10, "a")
+    first_listener, second_listener = Recorder(), Recorder()
+    first = Member(kclient_member(group_broker, group, topic, first_listener), name="first")
+    first.start()
+    wait_until(lambda: first.consumed() >= produced and first.partitions == set(range(PARTITIONS)), "the first member to read all")
+    second = Member(kclient_member(group_broker, group, topic, second_listener), name="second")
+    second.start()
+    wait_until(
+        lambda: first.partitions and second.partitions and first.partitions | second.partitions == set(range(PARTITIONS)) and not first.partitions & second.partitions,
+        "the partitions to be split",
+        detail=lambda: f"first {first.partitions}, second {second.partitions}",
+    )
+    assert len(first.partitions) == len(second.partitions) == PARTITIONS // 2
+    more = fill(group_broker, topic, 5, "b")
+    wait_until(lambda: (first.consumed() | second.consumed()) >= more, "the split group to read the new records")
+    # The second member only read records of its partitions, none the first had committed.
+    assert not second.consumed() & produced
+    second.stop()
+    wait_until(lambda: first.partitions == set(range(PARTITIONS)), "the first member to get every partition back")
+    last = fill(group_broker, topic, 2, "c")
+    wait_until(lambda: first.consumed() >= last, "the first member to read the last records")
+    first.stop()
+    kinds = [kind for kind, _ in first_listener.calls]
+    assert kinds[:3] == ["assigned", "revoked", "assigned"] and kinds[-1] == "revoked"
+    assert [kind for kind, _ in second_listener.calls] == ["assigned", "revoked"]
+    assert {tp.partition for tp in second_listener.calls[0][1]} == second_listener_partitions(second_listener)
+
+
+def second_listener_partitions(recorder: Recorder) -> set[int]:
+    return {tp.partition for tp in recorder.calls[-1][1]}
+
+
+def test_member_that_stops_polling_past_max_poll_interval_is_removed(group_broker, topic, group):
+    produced = fill(group_broker, topic, 3, "a")
+    stuck_listener = Recorder()
+    stuck = Member(kclient_member(group_broker, group, topic, stuck_listener, **{"max.poll.interval.ms": 2000}), name="stuck")
+    stuck.start()
+    wait_until(lambda: stuck.consumed() >= produced, "the first member to read")
+    other = Member(kclient_member(group_broker, group, topic), name="other")
+    other.start()
+    wait_until(lambda: stuck.partitions and other.partitions, "the partitions to be split")
+    stuck.hold.set()  # stops polling, stays open: its heartbeats go on
+    wait_until(lambda: other.partitions == set(range(PARTITIONS)), "the poller to get every partition")
+    more = fill(group_broker, topic, 2, "b")
+    wait_until(lambda: other.consumed() >= more, "the poller to read the stuck member's partitions")
+    # Back to polling: the stuck member finds its partitions lost and rejoins.
+    with pytest.raises(CommitFailedError):
+        stuck.consumer.commit({TopicPartition(topic, 0): 1})
+    stuck.hold.clear()
+    wait_until(lambda: any(kind == "lost" for kind, _ in stuck_listener.calls), "on_partitions_lost")
+    wait_until(lambda: stuck.partitions and other.partitions, "the stuck member to rejoin")
+    stuck.stop()
+    other.stop()
+
+
+@pytest.mark.interop
+def test_group_shared_with_confluent_kafka_and_kafka_python(group_broker, topic, group):
+    pytest.importorskip("confluent_kafka")
+    pytest.importorskip("kafka")
+    produced = fill(group_broker, topic, 10, "a")
+    members = [
+        Member(kclient_member(group_broker, group, topic), "kclient", "kclient"),
+        Member(confluent_member(group_broker, group, topic), "confluent-kafka", "confluent"),
+        Member(kafka_python_member(group_broker, group, topic), "kafka-python", "kafka-python"),
+    ]
+    for m in members:
+        m.start()
+    everyone = set(range(PARTITIONS))
+
+    def split() -> bool:
+        parts = [m.partitions for m in members]
+        return all(parts) and set().union(*parts) == everyone and sum(len(p) for p in parts) == PARTITIONS
+
+    wait_until(split, "three members with disjoint partitions", detail=lambda: str([m.partitions for m in members]))
+    more = fill(group_broker, topic, 4, "b")
+    wait_until(lambda: set().union(*(m.consumed() for m in members)) >= produced | more, "the group to read everything")
+    assert split()
+    for m in members:  # each read only its own partitions' new records
+        assert {int(v[1 : v.index("-")]) for v in m.consumed() & more} <= m.partitions
+    # The kclient member leaves: the others take its partitions from its commits.
+    kclient_partitions = set(members[0].partitions)
+    members[0].stop()
+    wait_until(lambda: members[1].partitions | members[2].partitions == everyone, "the peers to take the kclient member's partitions")
+    later = fill(group_broker, topic, 2, "c")
+    wait_until(lambda: (members[1].consumed() | members[2].consumed()) >= later, "the peers to read the last records")
+    before = {v for v in more if int(v[1 : v.index("-")]) in kclient_partitions}
+    assert not (members[1].consumed() | members[2].consumed()) & before, "a peer read again what the kclient member had committed"
+    for m in members[1:]:
+        m.stop()
+    # What the peers committed, a kclient member of the group reads back and starts after.
+    with Consumer(kclient_settings(group_broker, group)) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        committed = consumer.committed(tps)
+        assert {tp: om.offset for tp, om in committed.items() if om is not None} == {tp: 16 for tp in tps}
+        consumer.subscribe([topic])
+        assert consumer.poll(timeout_ms=1000) == []
+        produce(group_broker, topic, ["d"], partition=5)
+        got = wait_until(lambda: consumer.poll(timeout_ms=200), "the record produced after the peers' commits")
+        assert [(r.partition, r.offset, r.value) for r in got] == [(5, 16, b"d")]

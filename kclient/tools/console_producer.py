@@ -142,7 +142,11 @@ def producer_properties(args: ConsoleProducerArguments) -> dict[str, str]:
     Raises:
         ConfigError: A bad file or ``k=v`` entry.
     """
-    props = client_properties(args.producer_config, args.producer_property, "--producer-property")
+    from kclient.config.producer import ProducerConfig
+
+    # Keys of the file the producer does not take are logged and left out,
+    # as Kafka's tools do (issue 27); a --producer-property typo fails.
+    props = client_properties(args.producer_config, args.producer_property, "--producer-property", keep=ProducerConfig.select_known)
     for alias in ("bootstrap.servers", "metadata.broker.list"):
         props.pop(alias, None)
     props["metadata.broker.list"] = ",".join(f"{h}:{p}" for h, p in parse_bootstrap(args.bootstrap_server))

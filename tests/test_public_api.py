@@ -65,9 +65,11 @@ def test_delivery_result_types_import_from_kclient():
 
 def test_consumer_factory_imports_from_kclient():
     """``Consumer.create`` (Kafka 0.8's ``kafka.consumer.Consumer``) is a
-    public name of its home module (issue 12)."""
+    public name of its home module (issue 12); ``kclient.Consumer`` is the
+    poll consumer since issue 27 and keeps ``create`` as that factory."""
     import kclient
     from kclient.client.consumer.group import connector
+    from kclient.client.consumer.poll.consumer import Consumer
 
-    assert kclient.Consumer is connector.Consumer and "Consumer" in kclient.__all__
-    assert callable(kclient.Consumer.create)
+    assert kclient.Consumer is Consumer and "Consumer" in kclient.__all__
+    assert callable(kclient.Consumer.create) and callable(connector.Consumer.create)

@@ -51,24 +51,30 @@ class PositionUpdater:
                 and ``auto.offset.reset=none``.
             KafkaError: OffsetFetch or ListOffsets failed.
         """
-        subs = self.subscriptions
         wanted = None if only is None else set(only)
-        missing = [tp for tp in subs.missing_positions() if wanted is None or tp in wanted]
-        if missing and self.committed is not None:
+        missing = [tp for tp in self.subscriptions.missing_positions() if wanted is None or tp in wanted]
+        if missing:
+            await self._take_committed_or_reset(missing)
+        resets = {tp: where for tp, where in self.subscriptions.awaiting_reset().items() if wanted is None or tp in wanted}
+        if resets:
+            await self._reset(resets, timeout)
+
+    async def _take_committed_or_reset(self, missing: list[TopicPartition]) -> None:
+        subs = self.subscriptions
+        if self.committed is not None:
             committed = await self.committed(missing)
             for tp, om in committed.items():
                 if subs.is_assigned(tp) and subs.state(tp).position is None:
                     subs.seek(tp, om.offset)
                     subs.state(tp).leader_epoch = om.leader_epoch
             missing = [tp for tp in missing if tp not in committed]
-        if missing:
-            if self.offset_reset == "none":
-                raise NoOffsetForPartitionError(missing)
-            for tp in missing:
-                subs.request_reset(tp, self.offset_reset)
-        resets = {tp: where for tp, where in subs.awaiting_reset().items() if wanted is None or tp in wanted}
-        if not resets:
-            return
+        if missing and self.offset_reset == "none":
+            raise NoOffsetForPartitionError(missing)
+        for tp in missing:
+            subs.request_reset(tp, self.offset_reset)
+
+    async def _reset(self, resets: dict[TopicPartition, str], timeout: float) -> None:
+        subs = self.subscriptions
         times = {tp: EARLIEST_TIMESTAMP if where == EARLIEST else LATEST_TIMESTAMP for tp, where in resets.items()}
         found = await self.lookup.offsets(times, timeout)
         for tp, where in resets.items():

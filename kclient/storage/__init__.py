@@ -9,9 +9,9 @@
   cache of idle descriptors (KAFKA-7283), so thousands of partitions fit
   in ``ulimit -n 1024``.
 * `Log` (``log.py``, Kafka's ``UnifiedLog``): one partition's log:
-  appends, replication state, truncation, retention. It extends
-  `LocalLog` (``local_log.py``: segments, offsets, roll, flush, reads) and
-  is built from what `LogLoader` (``loader.py``: leftovers, recovery,
+  appends, replication state, truncation, retention. It holds a
+  `LocalLog` (``local_log.py``: segments, offsets, roll, flush, reads),
+  whose members it serves as its own (``delegation.py``), and is built from what `LogLoader` (``loader.py``: leftovers, recovery,
   index and producer state rebuild) loaded; ``log_segments.py`` is the
   immutable segment list readers search, ``append_info.py`` the checks and
   offset assignment of an append, ``retention.py`` which segments retention

@@ -3,9 +3,11 @@
 Apache Kafka split its ``Log`` into ``LocalLog`` (the segments on local
 disk: roll, flush, reads, deletion and truncation of segments, the
 recovery point) and ``UnifiedLog`` (KAFKA-12554), which adds what
-replication and idempotence need. `kclient.storage.log.Log` is the
-second and extends this class: appends with their validation, producer
-state and leader epochs, truncation, retention and close.
+replication and idempotence need, and holds a ``LocalLog``.
+`kclient.storage.log.Log` is the second and holds one of these (as
+``UnifiedLog`` holds its ``localLog``): it adds appends with their
+validation, producer state and leader epochs, truncation and retention,
+and calls the ``*_locked`` methods here with `LocalLog.lock` held.
 
 Kafka documentation https://kafka.apache.org/documentation/#log: appends
 go to the last (active) segment, rolled over when it would grow past
@@ -18,8 +20,8 @@ the writer's lock, never mutated ("Reads"); whole segments are deleted
 ("Deletes").
 
 Not for use on its own: `kclient.storage.log.Log` constructs it from what
-`kclient.storage.loader.LogLoader` loaded. Writers hold ``_lock``; readers
-take none.
+`kclient.storage.loader.LogLoader` loaded. Writers hold `LocalLog.lock`;
+readers take none.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import attrs
 
 from kclient.errors import OffsetOutOfRangeError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.primitives import Buffer
+from kclient.protocol.records.scan import BatchInfo
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.log_config import INT32_MAX, LogConfig
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
@@ -70,6 +74,10 @@ class LocalLog:
         segments: The loaded segments (at least one; the last is active).
         offset_gaps: Whether offsets may skip values between batches.
         dir_dirty: Whether the directory changed since its last fsync.
+        high_watermark: The checkpointed high watermark (``None``: the log
+            end offset); clamped to the log's offsets.
+        on_roll: Called with the log end offset after every roll, lock held
+            (the owner's producer state snapshot, KIP-98).
     """
 
     def __init__(
@@ -81,11 +89,17 @@ class LocalLog:
         *,
         offset_gaps: bool,
         dir_dirty: bool,
+        high_watermark: int | None = None,
+        on_roll: Callable[[int], object] | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
         self._clock = clock
-        self._lock = threading.Lock()
+        self._on_roll = on_roll
+        #: The writers' lock: every change of the segments or offsets holds
+        #: it (the owning `kclient.storage.log.Log` across its whole append
+        #: or truncation). Readers take none.
+        self.lock = threading.Lock()
         self._closed = False
         #: Number of flushes (fsync rounds) done since the log was opened.
         self.flush_count = 0
@@ -106,6 +120,8 @@ class LocalLog:
         #: false: from then on the replication layer moves the high watermark.
         self.high_watermark_follows_log_end = True
         self._high_watermark = self._log_end_offset
+        if high_watermark is not None:
+            self._high_watermark = max(self.log_start_offset, min(high_watermark, self._log_end_offset))
 
     # ------------------------------------------------------------ offsets
 
@@ -118,6 +134,12 @@ class LocalLog:
     def segments(self) -> tuple[LogSegment, ...]:
         """Snapshot of the segments, oldest first (the last is active)."""
         return self._view.segments
+
+    @property
+    def view(self) -> LogSegments:
+        """The current immutable snapshot of the segments (replaced, never
+        mutated, by the writers)."""
+        return self._view
 
     @property
     def active_segment(self) -> LogSegment:
@@ -157,7 +179,7 @@ class LocalLog:
         Returns:
             The high watermark now in effect.
         """
-        with self._lock:
+        with self.lock:
             self.high_watermark_follows_log_end = False
             self._high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
             return self._high_watermark
@@ -196,8 +218,18 @@ class LocalLog:
             return f"first batch is {now - base} ms old, above roll.ms {cfg.roll_ms}"
         return None
 
-    def _roll(self, base_offset: int, now: int | None = None, reason: str = "forced") -> LogSegment:
-        """Start a new active segment at ``base_offset`` (lock held)."""
+    def roll_locked(self, base_offset: int, now: int | None = None, reason: str = "forced") -> LogSegment:
+        """Start a new active segment at ``base_offset`` (lock held), then
+        call ``on_roll``.
+
+        Args:
+            base_offset: The new segment's base offset.
+            now: The time in ms (default: the log's clock).
+            reason: Why, for the log line.
+
+        Returns:
+            The new active segment.
+        """
         old = self.active_segment
         old.mark_inactive()
         old.flush()  # a rolled segment is never written again: make it durable now
@@ -212,6 +244,8 @@ class LocalLog:
         self._view = LogSegments(self._view.segments + (seg,))
         self._dir_dirty = True
         logger.info("log %s: rolled new segment at offset %d (previous %d bytes; %s)", self.directory, base_offset, old.size, reason)
+        if self._on_roll is not None:
+            self._on_roll(self._log_end_offset)
         return seg
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
@@ -225,11 +259,63 @@ class LocalLog:
         Returns:
             The active segment.
         """
-        with self._lock:
-            self._check_open()
+        with self.lock:
+            self.check_open()
             if self.active_segment.size:
-                return self._roll(self._log_end_offset, now_ms)
+                return self.roll_locked(self._log_end_offset, now_ms)
             return self.active_segment
+
+    # ------------------------------------------------------------ append
+
+    def append_locked(self, buf: Buffer, first: int, last: int, now: int, placed: list[BatchInfo], *, move_high_watermark: bool) -> bool:
+        """Write batches carrying offsets ``first``..``last`` at the log end
+        (lock held): rebuild the active segment's indexes if a reader found
+        them inconsistent, roll if due (``segment_bytes``, ``roll_ms``, a
+        full index, relative offsets), append to the active segment and
+        move the log end offset.
+
+        Args:
+            buf (bytes | bytearray | memoryview): The batches, with their
+                final offsets.
+            first: The first offset they carry.
+            last: The last offset they carry.
+            now: The append time in ms.
+            placed: The batches' positions and offsets in ``buf``.
+            move_high_watermark: A leader append: the high watermark
+                follows the log end offset while
+                `high_watermark_follows_log_end`.
+
+        Returns:
+            Whether the message-count flush policy
+                (``flush_interval_messages``) is due.
+        """
+        active = self._view.segments[-1]
+        if active.index_suspect:
+            active.rebuild_indexes()
+        reason = self._roll_reason(active, len(buf), last, now)
+        if reason:
+            active = self.roll_locked(first, now, reason)
+        active.append(buf, first, last, now_ms=now, batches=placed)
+        end = self._log_end_offset = last + 1
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+        if move_high_watermark and self.high_watermark_follows_log_end:
+            self._high_watermark = end
+        return end - self._recovery_point >= self.config.flush_interval_messages
+
+    def sync_dir_locked(self, *, force: bool = False) -> None:
+        """Fsync the directory if a file was created, renamed or deleted
+        since its last fsync (lock held).
+
+        Args:
+            force: Fsync it anyway.
+
+        Raises:
+            OSError: The fsync failed.
+        """
+        if force or self._dir_dirty:
+            fsync_dir(self.directory)
+            self._dir_dirty = False
 
     # ------------------------------------------------------------ flush
 
@@ -251,8 +337,8 @@ class LocalLog:
         Raises:
             OSError: An fsync failed.
         """
-        with self._lock:
-            self._check_open()
+        with self.lock:
+            self.check_open()
             for seg in self._view.segments:
                 if seg.index_suspect:
                     seg.rebuild_indexes()
@@ -276,13 +362,13 @@ class LocalLog:
             if dir_dirty:
                 fsync_dir(self.directory)
         except BaseException:
-            with self._lock:
+            with self.lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
             raise
         finally:
             for seg in held:
                 seg.release()
-        with self._lock:
+        with self.lock:
             if target > self._recovery_point:
                 self._recovery_point = target
             if self._recovery_point >= self._log_end_offset:
@@ -313,7 +399,7 @@ class LocalLog:
         if interval is None:
             return False
         now = self._clock() if now_ms is None else now_ms
-        with self._lock:
+        with self.lock:
             if self._closed:
                 return False
             first = self._first_unflushed_ms
@@ -459,15 +545,21 @@ class LocalLog:
     def _await_writer(self) -> None:
         """A reader that met a deleted segment waits for the writer holding
         the lock to publish the new view before taking a new snapshot."""
-        with self._lock:
+        with self.lock:
             pass
 
     # ------------------------------------------------------------ segment deletion and truncation
 
-    def _delete_prefix(self, n: int, reason: str) -> None:
+    def delete_prefix_locked(self, n: int, reason: str) -> None:
         """Drop the ``n`` oldest segments (lock held): swap in the shorter
         view first, then delete the files (deferred while readers hold
-        them)."""
+        them). The recovery point and the high watermark rise to the new
+        log start offset.
+
+        Args:
+            n: How many segments, fewer than the log holds.
+            reason: Why, for the log lines.
+        """
         old = self._view
         self._view = LogSegments(old.segments[n:])
         self._dir_dirty = True
@@ -488,12 +580,19 @@ class LocalLog:
         if self._high_watermark < start:
             self._high_watermark = start
 
-    def _truncate_segments(self, offset: int) -> tuple[int, int]:
-        """Cut the segments at the batch holding ``offset`` (lock held;
-        ``log_start_offset <= offset < log_end_offset``): later segments are
-        deleted, the one holding the cut becomes the active one. Returns the
-        bytes removed and the number of segments deleted; the offsets are
-        lowered by `_lower_offsets_to`."""
+    def truncate_segments_locked(self, offset: int) -> tuple[int, int]:
+        """Cut the segments at the batch holding ``offset`` (lock held):
+        later segments are deleted, the one holding the cut becomes the
+        active one; the log end offset, the recovery point and the high
+        watermark come down to the cut.
+
+        Args:
+            offset: The first offset to remove, with ``log_start_offset <=
+                offset < log_end_offset``.
+
+        Returns:
+            ``(bytes removed, segments deleted)``.
+        """
         view = self._view
         i = view.index_of(offset)
         seg = view.segments[i]
@@ -520,9 +619,16 @@ class LocalLog:
         if self._high_watermark > end:
             self._high_watermark = end
 
-    def _replace_all_segments(self, offset: int) -> int:
+    def replace_all_segments_locked(self, offset: int) -> int:
         """Delete every segment and start an empty one at ``offset``, every
-        offset moved there (lock held). Returns how many segments went."""
+        offset moved there (lock held).
+
+        Args:
+            offset: The new log start (and end) offset.
+
+        Returns:
+            How many segments went.
+        """
         old = self._view.segments
         for seg in old:
             seg.delete()
@@ -545,7 +651,7 @@ class LocalLog:
         Args:
             config: The new configuration.
         """
-        with self._lock:
+        with self.lock:
             self.config = config
             if config.compact:
                 self.offset_gaps = True
@@ -577,7 +683,7 @@ class LocalLog:
         """
         base = old[0].base_offset
         swaps = [swap_stem.with_name(swap_stem.name + suffix + SWAP_SUFFIX) for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)]
-        with self._lock:
+        with self.lock:
             segs = self._view.segments
             ok = not self._closed and old[0] in segs
             if ok:
@@ -606,7 +712,41 @@ class LocalLog:
 
     # ------------------------------------------------------------ lifecycle
 
-    def _check_open(self) -> None:
+    def close(self, flush_state: Callable[[], object] | None = None) -> None:
+        """Flush (fsync) and close every segment; the recovery point then
+        equals the log end offset. Files still used by a `FileSlice` close
+        when it is released. Idempotent.
+
+        Args:
+            flush_state: Called (lock held) once the segments are flushed and
+                before the directory is: the owner writes its own files
+                there (producer snapshot, leader epoch checkpoint).
+
+        Raises:
+            OSError: An fsync failed (the segments are closed all the same).
+        """
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            segs = self._view.segments
+            try:
+                active = segs[-1]
+                active.mark_inactive()
+                for i, seg in enumerate(segs):
+                    if seg is active or (seg.size and holds_offsets_from(segs, i, self._recovery_point)):
+                        seg.flush()
+                if flush_state is not None:
+                    flush_state()
+                self.sync_dir_locked()
+                self._recovery_point = self._log_end_offset
+                self._first_unflushed_ms = None
+            finally:
+                for seg in segs:
+                    seg.close()
+
+    def check_open(self) -> None:
+        """Raise ``ValueError`` once the log is closed."""
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
 

@@ -4,8 +4,9 @@ Kafka documentation https://kafka.apache.org/documentation/#log ("Log":
 "Writes", "Reads", "Deletes", "Guarantees") and Kafka's ``UnifiedLog``,
 split as Kafka split it: `kclient.storage.loader.LogLoader` loads and
 recovers the directory, `kclient.storage.local_log.LocalLog` (which `Log`
-extends) holds the segments (roll, flush, reads), and `Log` adds appends,
-the replication state, truncation, retention and close:
+holds, as ``UnifiedLog`` holds its ``localLog``) keeps the segments and
+their offsets (roll, flush, reads), and `Log` adds appends, the
+replication state, truncation, retention and close:
 
 * appends go to the last (active) segment, which rolls over to a new file
   named by the next offset when it would grow past ``segment_bytes``, when
@@ -48,7 +49,6 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -65,12 +65,11 @@ from kclient.storage.append_info import (
     check_batches,
     placed_batches,
 )
+from kclient.storage.delegation import Forwarded, forwarded
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.loader import LogLoader, replay_producer_state
 from kclient.storage.local_log import LocalLog, ReadResult
 from kclient.storage.log_config import CLEANUP_POLICIES, LONG_MAX, LogConfig, parse_cleanup_policy
-from kclient.storage.log_files import fsync_dir
-from kclient.storage.log_segments import holds_offsets_from
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.retention import segments_to_delete
 from kclient.storage.segment import LogSegment
@@ -97,7 +96,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class Log(LocalLog):
+class Log:
     """The log of one partition, stored in ``directory``
     (``<log_dir>/<topic>-<partition>/``).
 
@@ -127,6 +126,14 @@ class Log(LocalLog):
     `leader_epoch_cache` and the `producer_state` are those the loader
     rebuilt.
 
+    The segments and their offsets are a `LocalLog`'s, held (as Kafka's
+    ``UnifiedLog`` holds its ``localLog``): `directory`, `config`, `name`,
+    `segments`, `active_segment`, the offsets (`log_end_offset`,
+    `log_start_offset`, `high_watermark`, `recovery_point`), `flush`,
+    `roll`, the reads (`read_slice`, `read`, `offsets_before`,
+    `offset_for_timestamp`), `update_config` and `replace_segments` are
+    its members, documented there.
+
     Errors: `OffsetOutOfRangeError` on reads outside
     ``[log_start_offset, log_end_offset]``; `MessageSizeTooLargeError`,
     `RecordListTooLargeError`, `InvalidRecordError`,
@@ -147,52 +154,114 @@ class Log(LocalLog):
     ) -> None:
         config = config if config is not None else LogConfig()
         clock = clock if clock is not None else now_ms
+        path = Path(directory)
         loaded = LogLoader(
-            Path(directory),
+            path,
             config,
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
             clock=clock,
             offset_gaps=config.compact if offset_gaps is None else offset_gaps,
         ).load()
-        super().__init__(Path(directory), config, clock, loaded.segments, offset_gaps=loaded.offset_gaps, dir_dirty=loaded.dir_dirty)
+        self._clock = clock
+        self._producer_state = loaded.producer_state
+        self._epoch_cache = loaded.leader_epoch_cache
+        # A roll snapshots the producer state up to the new segment (KIP-98):
+        # recovery after a crash replays only the batches after the newest.
+        self._local = LocalLog(
+            path,
+            config,
+            clock,
+            loaded.segments,
+            offset_gaps=loaded.offset_gaps,
+            dir_dirty=loaded.dir_dirty,
+            high_watermark=high_watermark,
+            on_roll=loaded.producer_state.take_snapshot,
+        )
         #: Bytes removed by recovery when the log was opened: the truncated
         #: tail of the damaged segment plus every later segment deleted.
         self.recovery_truncated_bytes = loaded.recovery_truncated_bytes
         #: Number of segments validated batch by batch when the log was opened.
         self.recovered_segments = loaded.recovered_segments
-        if high_watermark is not None:
-            self._high_watermark = max(self.log_start_offset, min(high_watermark, self._log_end_offset))
-        self._producer_state = loaded.producer_state
-        self._epoch_cache = loaded.leader_epoch_cache
-        logger.debug(
-            "loaded log %s: %d segment(s), offsets %d..%d",
-            self.directory,
-            len(self._view.segments),
-            self.log_start_offset,
-            self._log_end_offset,
-        )
+        logger.debug("loaded log %s: %d segment(s), offsets %d..%d", path, len(loaded.segments.segments), self.log_start_offset, self.log_end_offset)
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None, **options: Any) -> Log:
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] | None = None,
+        high_watermark: int | None = None,
+        offset_gaps: bool | None = None,
+    ) -> Log:
         """Load (or create) the log in ``directory``; same as the constructor.
 
         Args:
             directory: The partition's directory.
             config: The log config (default: `LogConfig()`).
-            **options: The constructor's keyword arguments
-                (``recovery_point``, ``clean_shutdown``, ``clock``,
-                ``high_watermark``, ``offset_gaps``).
+            recovery_point: Every offset below it was fsync-ed; recovery
+                validates from the segment holding it (``None``: the last
+                segment only).
+            clean_shutdown: The log was closed cleanly: its segments are
+                trusted, nothing is validated.
+            clock: Returns the time in ms (default: the wall clock).
+            high_watermark: The checkpointed high watermark (``None``: the
+                log end offset).
+            offset_gaps: Whether offsets may skip values (default: the
+                config's cleanup policy holds ``compact``).
 
         Returns:
             The loaded `Log`.
         """
-        return cls(directory, config, **options)
+        return cls(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            clock=clock,
+            high_watermark=high_watermark,
+            offset_gaps=offset_gaps,
+        )
 
     def _reload_producer_state(self) -> None:
         """Rebuild the producer state for the current log end offset from
         the newest snapshot at or below it plus a replay (lock held)."""
-        replay_producer_state(self._producer_state, self._view, self.log_start_offset, self._log_end_offset)
+        local = self._local
+        replay_producer_state(self._producer_state, local.view, local.log_start_offset, local.log_end_offset)
+
+    # ------------------------------------------------------------ the segments and their offsets (`LocalLog`)
+
+    directory = Forwarded[Path]()
+    config = Forwarded[LogConfig]()
+    name = Forwarded[str]()
+    segments = Forwarded[tuple[LogSegment, ...]]()
+    active_segment = Forwarded[LogSegment]()
+    log_end_offset = Forwarded[int]()
+    log_start_offset = Forwarded[int]()
+    high_watermark = Forwarded[int]()
+    high_watermark_follows_log_end = Forwarded[bool]()
+    recovery_point = Forwarded[int]()
+    unflushed_messages = Forwarded[int]()
+    flush_count = Forwarded[int]()
+    offset_gaps = Forwarded[bool]()
+    size_bytes = Forwarded[int]()
+    closed = Forwarded[bool]()
+    update_high_watermark = forwarded(LocalLog.update_high_watermark)
+    roll = forwarded(LocalLog.roll)  # the producer state snapshot follows (``on_roll``)
+    flush = forwarded(LocalLog.flush)
+    flush_if_due = forwarded(LocalLog.flush_if_due)
+    read_slice = forwarded(LocalLog.read_slice)
+    read = forwarded(LocalLog.read)
+    offsets_before = forwarded(LocalLog.offsets_before)
+    offset_for_timestamp = forwarded(LocalLog.offset_for_timestamp)
+    update_config = forwarded(LocalLog.update_config)
+    replace_segments = forwarded(LocalLog.replace_segments)
+
+    def __repr__(self) -> str:
+        return f"Log({str(self.directory)!r}, offsets={self.log_start_offset}..{self.log_end_offset})"
 
     # ------------------------------------------------------------ replication state
 
@@ -218,8 +287,9 @@ class Log(LocalLog):
                 `LeaderEpochCache.end_offset_for` (the latest epoch ends at the
                 log end offset; ``(-1, -1)`` when unknown).
         """
-        with self._lock:
-            return self._epoch_cache.end_offset_for(epoch, self._log_end_offset)
+        local = self._local
+        with local.lock:
+            return self._epoch_cache.end_offset_for(epoch, local.log_end_offset)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -304,14 +374,16 @@ class Log(LocalLog):
                 records are then appended but not known to be durable).
         """
         buf = bytearray(records)
-        with self._lock:
-            self._check_open()
-            next_offset = self._log_end_offset
+        local = self._local
+        with local.lock:
+            local.check_open()
+            next_offset = local.log_end_offset
             if not buf:
                 return AppendResult(next_offset, next_offset - 1)
             if not batches:
                 batches = analyze_records(buf)
-            wrappers = check_batches(batches, len(buf), self.config.max_message_bytes, self.config.segment_bytes)
+            config = local.config
+            wrappers = check_batches(batches, len(buf), config.max_message_bytes, config.segment_bytes)
             if validate_producer_state:
                 duplicate = self._producer_state.check(
                     ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta)
@@ -335,10 +407,8 @@ class Log(LocalLog):
                     if b.magic == 2:
                         stamp_partition_leader_epoch(buf, b.position, leader_epoch)
             flush_due = self._write_locked(buf, batches, placed, first, last, now, leader_epoch=leader_epoch)
-            if self.high_watermark_follows_log_end:
-                self._high_watermark = self._log_end_offset
         if flush_due:
-            self.flush(now_ms=now)
+            local.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
     def append_as_follower(self, records: Buffer, now_ms: int | None = None) -> AppendResult:
@@ -378,20 +448,21 @@ class Log(LocalLog):
             OSError: The write failed, or the policy flush failed.
         """
         buf = records if isinstance(records, (bytes, bytearray)) else bytes(records)
-        with self._lock:
-            self._check_open()
-            end = self._log_end_offset
+        local = self._local
+        with local.lock:
+            local.check_open()
+            end = local.log_end_offset
             if not buf:
                 return AppendResult(end, end - 1)
             batches = analyze_records(buf)
-            check_batches(batches, len(buf), self.config.max_message_bytes, self.config.segment_bytes)
+            check_batches(batches, len(buf), local.config.max_message_bytes, local.config.segment_bytes)
             self._check_follower_offsets(batches, end)
             now = self._clock() if now_ms is None else now_ms
             last = batches[-1].last_offset
             first = end if batches[0].is_wrapper else batches[0].base_offset
             flush_due = self._write_locked(buf, batches, placed_batches(batches), first, last, now, epochs_from_batches=True)
         if flush_due:
-            self.flush(now_ms=now)
+            local.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
     def _check_follower_offsets(self, batches: Sequence[ValidatedBatch], end: int) -> None:
@@ -403,7 +474,7 @@ class Log(LocalLog):
         for b in batches:
             if b.is_wrapper:
                 ok = b.last_offset >= expected
-            elif self.offset_gaps:
+            elif self._local.offset_gaps:
                 ok = b.base_offset >= expected  # a compacted leader's log skips offsets
             else:
                 ok = b.base_offset == expected
@@ -430,22 +501,13 @@ class Log(LocalLog):
         epochs_from_batches: bool = False,
     ) -> bool:
         """Write batches carrying offsets ``first``..``last`` at the log end
-        (lock held; ``placed``: the batches with their final offsets): roll
-        if due, append to the active segment, then record the leader epoch
-        (``leader_epoch`` for a leader append, or each batch's own
-        ``partitionLeaderEpoch`` with ``epochs_from_batches`` for a follower
-        append) and the producer state. Returns whether the message-count
-        flush policy is due."""
-        active = self.active_segment
-        if active.index_suspect:
-            active.rebuild_indexes()
-        reason = self._roll_reason(active, len(buf), last, now)
-        if reason:
-            active = self._roll(first, now, reason)
-        active.append(buf, first, last, now_ms=now, batches=placed)
-        self._log_end_offset = last + 1
-        if self._first_unflushed_ms is None:
-            self._first_unflushed_ms = now
+        (lock held; ``placed``: the batches with their final offsets) with
+        `LocalLog.append_locked` (a leader append moves the high watermark
+        there), then record the leader epoch (``leader_epoch`` for a leader
+        append, or each batch's own ``partitionLeaderEpoch`` with
+        ``epochs_from_batches`` for a follower append) and the producer
+        state. Returns whether the message-count flush policy is due."""
+        flush_due = self._local.append_locked(buf, first, last, now, placed, move_high_watermark=not epochs_from_batches)
         cache = self._epoch_cache
         if leader_epoch is not None and leader_epoch > cache.latest_epoch():
             cache.assign(leader_epoch, first)
@@ -458,15 +520,7 @@ class Log(LocalLog):
                 self._producer_state.update(
                     ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta), info.base_offset, info.last_offset
                 )
-        return self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
-
-    def _roll(self, base_offset: int, now: int | None = None, reason: str = "forced") -> LogSegment:
-        """`LocalLog._roll`, then a snapshot of the producer state up to the
-        new segment (KIP-98): recovery after a crash replays only the
-        batches after the newest snapshot (lock held)."""
-        seg = super()._roll(base_offset, now, reason)
-        self._producer_state.take_snapshot(self._log_end_offset)
-        return seg
+        return flush_due
 
     # ------------------------------------------------------------ truncation
 
@@ -498,30 +552,31 @@ class Log(LocalLog):
         """
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
-        with self._lock:
-            self._check_open()
-            if offset >= self._log_end_offset:
-                return self._log_end_offset
-            if offset < self.log_start_offset:
+        local = self._local
+        with local.lock:
+            local.check_open()
+            old_end = local.log_end_offset
+            if offset >= old_end:
+                return old_end
+            if offset < local.log_start_offset:
                 self._truncate_fully_locked(offset)
-                return self._log_end_offset
-            old_end = self._log_end_offset
-            removed, deleted = self._truncate_segments(offset)
-            self._after_truncation()
-            if self._dir_dirty:
-                fsync_dir(self.directory)
-                self._dir_dirty = False
+                return local.log_end_offset
+            removed, deleted = local.truncate_segments_locked(offset)
+            end = local.log_end_offset
+            self._epoch_cache.truncate_from_end(end)
+            self._reload_producer_state()
+            local.sync_dir_locked()
             logger.warning(
                 "log %s: truncated to offset %d (asked %d): removed offsets %d..%d, %d bytes, %d segment(s) deleted",
-                self.directory,
-                self._log_end_offset,
+                local.directory,
+                end,
                 offset,
-                self._log_end_offset,
+                end,
                 old_end - 1,
                 removed,
                 deleted,
             )
-            return self._log_end_offset
+            return end
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset`` (a
@@ -541,31 +596,24 @@ class Log(LocalLog):
         """
         if offset < 0:
             raise ValueError(f"cannot start {self.name} at negative offset {offset}")
-        with self._lock:
-            self._check_open()
+        with self._local.lock:
+            self._local.check_open()
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
-        count = self._replace_all_segments(offset)
+        count = self._local.replace_all_segments_locked(offset)
         self._epoch_cache.clear()
         self._producer_state.delete_all_snapshots()
-        fsync_dir(self.directory)
-        self._dir_dirty = False
+        self._local.sync_dir_locked(force=True)
         logger.warning("log %s: deleted all %d segment(s); the log now starts at offset %d", self.directory, count, offset)
-
-    def _after_truncation(self) -> None:
-        """Bring the epoch cache and the producer state down to the new log
-        end offset (lock held)."""
-        self._epoch_cache.truncate_from_end(self._log_end_offset)
-        self._reload_producer_state()
 
     # ------------------------------------------------------------ deletion
 
     def _delete_prefix(self, n: int, reason: str) -> None:
-        """`LocalLog._delete_prefix`, then the epoch cache and the producer
-        snapshots follow the new log start offset (lock held)."""
-        super()._delete_prefix(n, reason)
-        start = self.log_start_offset
+        """`LocalLog.delete_prefix_locked`, then the epoch cache and the
+        producer snapshots follow the new log start offset (lock held)."""
+        self._local.delete_prefix_locked(n, reason)
+        start = self._local.log_start_offset
         self._epoch_cache.truncate_from_start(start)
         self._producer_state.delete_snapshots_below(start)
 
@@ -583,9 +631,10 @@ class Log(LocalLog):
         Returns:
             The number of segments deleted.
         """
-        with self._lock:
-            self._check_open()
-            segs = self._view.segments
+        local = self._local
+        with local.lock:
+            local.check_open()
+            segs = local.view.segments
             n = 0
             while n < len(segs) - 1 and should_delete(segs[n]):
                 n += 1
@@ -618,54 +667,42 @@ class Log(LocalLog):
             The number of segments deleted.
         """
         now = self._clock() if now_ms is None else now_ms
-        cfg = self.config
-        with self._lock:
-            if self._closed:
+        local = self._local
+        cfg = local.config
+        with local.lock:
+            if local.closed:
                 return 0
-            segs = self._view.segments
+            segs = local.view.segments
             for seg in segs:
                 if seg.index_suspect:
                     seg.rebuild_indexes()
             if not cfg.delete:
                 return 0
-            end = self._log_end_offset
-            n, why = segments_to_delete(segs, end, self._high_watermark, cfg, now)
+            end = local.log_end_offset
+            n, why = segments_to_delete(segs, end, local.high_watermark, cfg, now)
             if n:
                 if n == len(segs):
                     # Every segment goes, the active one too: a log always has
                     # one, so roll an empty one at the log end first.
-                    self._roll(end, now, reason="retention deletes every segment")
+                    local.roll_locked(end, now, reason="retention deletes every segment")
                 self._delete_prefix(n, "retention: " + why)
             return n
 
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Flush (fsync) and close every segment; the recovery point then
-        equals the log end offset. Files still used by a
-        `FileSlice` close when it is released. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            segs = self._view.segments
-            try:
-                active = segs[-1]
-                active.mark_inactive()
-                for i, seg in enumerate(segs):
-                    if seg is active or (seg.size and holds_offsets_from(segs, i, self._recovery_point)):
-                        seg.flush()
-                self._producer_state.take_snapshot(self._log_end_offset)
-                if not self._epoch_cache.path.exists():
-                    self._epoch_cache.flush()
-                if self._dir_dirty:
-                    fsync_dir(self.directory)
-                    self._dir_dirty = False
-                self._recovery_point = self._log_end_offset
-                self._first_unflushed_ms = None
-            finally:
-                for seg in segs:
-                    seg.close()
+        """Flush (fsync) and close every segment, after a last producer
+        state snapshot and the leader epoch checkpoint if it was never
+        written; the recovery point then equals the log end offset. Files
+        still used by a `FileSlice` close when it is released. Idempotent."""
+        self._local.close(self._flush_state)
+
+    def _flush_state(self) -> None:
+        """The producer snapshot and the epoch checkpoint at close (lock
+        held; the directory fsync follows)."""
+        self._producer_state.take_snapshot(self._local.log_end_offset)
+        if not self._epoch_cache.path.exists():
+            self._epoch_cache.flush()
 
 
 __all__ = [

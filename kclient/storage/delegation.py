@@ -1,0 +1,88 @@
+"""Members one object serves from another it holds (composition without
+a hand-written forwarder per member).
+
+`kclient.storage.log.Log` holds a `kclient.storage.local_log.LocalLog`,
+as Kafka's ``UnifiedLog`` holds its ``localLog``, and offers the segment
+and offset members of its ``_local`` as its own: `Forwarded` for an
+attribute or property, `forwarded` for a method. Both keep the member's
+type for mypy; reading one costs one attribute lookup on the held object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+#: The attribute of the holder that holds the object members are read from.
+HELD = "_local"
+
+
+class Forwarded(Generic[_T]):
+    """An attribute (or property) of the held object, read, and written,
+    under the same name on the holder: ``log_end_offset =
+    Forwarded[int]()``."""
+
+    _name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Forwarded[_T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> _T | Forwarded[_T]:
+        if obj is None:
+            return self
+        value: _T = getattr(getattr(obj, HELD), self._name)
+        return value
+
+    def __set__(self, obj: object, value: _T) -> None:
+        # A read-only property of the held object raises AttributeError here.
+        setattr(getattr(obj, HELD), self._name, value)
+
+
+class _ForwardedMethod(Generic[_P, _R]):
+    def __init__(self, method: Callable[Concatenate[Any, _P], _R]) -> None:
+        self._name = method.__name__
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _ForwardedMethod[_P, _R]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[_P, _R]: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> Callable[_P, _R] | _ForwardedMethod[_P, _R]:
+        if obj is None:
+            return self
+        method: Callable[_P, _R] = getattr(getattr(obj, HELD), self._name)
+        return method
+
+    def __call__(self, holder: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # Read on the class (``Log.read_slice(log, ...)``), as a plain function.
+        method: Callable[_P, _R] = getattr(getattr(holder, HELD), self._name)
+        return method(*args, **kwargs)
+
+
+def forwarded(method: Callable[Concatenate[Any, _P], _R]) -> _ForwardedMethod[_P, _R]:
+    """The held object's ``method`` as a method of the holder:
+    ``read_slice = forwarded(LocalLog.read_slice)``.
+
+    Args:
+        method: The method, taken from the held object's class (its name
+            and docstring are kept).
+
+    Returns:
+        A descriptor: on an instance, the held object's bound method.
+    """
+    return _ForwardedMethod(method)
+
+
+__all__ = ["HELD", "Forwarded", "forwarded"]

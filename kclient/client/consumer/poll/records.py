@@ -93,6 +93,7 @@ def consumer_records(message_set: ByteBufferMessageSet, key_decoder: Callable[[A
     topic = message_set.topic
     partition = message_set.partition
     out: list[ConsumerRecord] = []
+    new = tuple.__new__
     index = 0
     last = len(facts) - 1
     for message, offset in message_set:
@@ -104,7 +105,7 @@ def consumer_records(message_set: ByteBufferMessageSet, key_decoder: Callable[[A
             key = key_decoder(key)
         if value_decoder is not None:
             value = value_decoder(value)
-        out.append(ConsumerRecord(topic, partition, offset, timestamp, fact.timestamp_type, key, value, tuple(headers), fact.leader_epoch))
+        out.append(new(ConsumerRecord, (topic, partition, offset, timestamp, fact.timestamp_type, key, value, headers, fact.leader_epoch)))
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from kclient.client.value_tuple import ValueTuple, tuplegetter
 from kclient.protocol.records import Header
 
 #: "No offset": the offset of a `TopicPartition` that names a partition only
@@ -121,9 +122,12 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
 
-@attrs.frozen(slots=True)
-class ConsumerRecord:
+class ConsumerRecord(ValueTuple):
     """One record handed out by ``poll`` (Kafka's ``ConsumerRecord``).
+
+    An immutable value, a tuple underneath (one allocation per record, as
+    the other per-record values of kclient); equal to a ConsumerRecord with
+    the same fields.
 
     Attributes:
         topic: Its topic.
@@ -140,20 +144,42 @@ class ConsumerRecord:
             None when the batch has none.
     """
 
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: TimestampType
-    key: Any
-    value: Any
-    headers: tuple[Header, ...] = ()
-    leader_epoch: int | None = None
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        timestamp_type: TimestampType,
+        key: Any,
+        value: Any,
+        headers: tuple[Header, ...] = (),
+        leader_epoch: int | None = None,
+    ) -> ConsumerRecord:
+        return tuple.__new__(cls, (topic, partition, offset, timestamp, timestamp_type, key, value, headers, leader_epoch))
+
+    topic = tuplegetter(0, "Its topic (str).")
+    partition = tuplegetter(1, "Its partition.")
+    offset = tuplegetter(2, "Its offset in the partition.")
+    timestamp = tuplegetter(3, "ms since the epoch (-1 for a v0 message).")
+    timestamp_type = tuplegetter(4, "What the timestamp means (TimestampType).")
+    key = tuplegetter(5, "The key (bytes or deserialized; None for no key).")
+    value = tuplegetter(6, "The value (bytes or deserialized; None for a tombstone).")
+    headers = tuplegetter(7, "The record headers (tuple of Header).")
+    leader_epoch = tuplegetter(8, "The partition leader epoch of its batch, or None.")
 
     @property
     def topic_partition(self) -> TopicPartition:
         """Its `TopicPartition` (no offset)."""
-        return TopicPartition(self.topic, self.partition)
+        return TopicPartition(self[0], self[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerRecord(topic={self[0]!r}, partition={self[1]}, offset={self[2]}, timestamp={self[3]}, "
+            f"timestamp_type={self[4]!r}, key={self[5]!r}, value={self[6]!r}, headers={self[7]!r}, leader_epoch={self[8]!r})"
+        )
 
 
 class ConsumerRebalanceListener:

@@ -130,7 +130,7 @@ def test_commit_sync_async_explicit_and_committed(poll_broker, topic, group):
         wait_until(lambda: done, "the commit callback")
         assert done == [None]
         consumer.commit({tps[2]: OffsetAndMetadata(5, "meta")})
-        assert consumer.committed(tps) == {tps[0]: OffsetAndMetadata(3), tps[1]: OffsetAndMetadata(4), tps[2]: OffsetAndMetadata(5), tps[3]: OffsetAndMetadata(10)}
+        assert consumer.committed(tps) == {tps[0]: OffsetAndMetadata(3), tps[1]: OffsetAndMetadata(4), tps[2]: OffsetAndMetadata(5, "meta"), tps[3]: OffsetAndMetadata(10)}
     # A new member of the group starts at the committed offsets.
     with Consumer(settings(poll_broker, group)) as consumer:
         consumer.subscribe([topic])

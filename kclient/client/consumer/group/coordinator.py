@@ -260,6 +260,25 @@ class GroupCoordinator:
             KafkaConnectionError, KafkaTimeoutError: the coordinator stayed
                 unreachable.
         """
+        return {key: offset for key, (offset, _, _) in (await self.fetch_committed(keys)).items()}
+
+    async def fetch_committed(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, str, int]]:
+        """`fetch_offsets` with the metadata string and leader epoch
+        committed with each offset.
+
+        Args:
+            keys: ``(topic, partition)`` pairs.
+
+        Returns:
+            ``{(topic, partition): (offset, metadata, leader epoch)}``
+            (metadata ``""`` when none, leader epoch -1 when not known:
+            OffsetFetch v5+, KIP-320); partitions without a committed
+            offset are left out.
+
+        Raises:
+            BrokerResponseError, KafkaConnectionError, KafkaTimeoutError: as
+                `fetch_offsets`.
+        """
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(set(keys)):
             by_topic.setdefault(topic, []).append(partition)
@@ -267,18 +286,18 @@ class GroupCoordinator:
             return {}
         body = OffsetFetchRequest(group_id=self.group_id, topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
 
-        def check(response: OffsetFetchResponse) -> dict[TopicPartition, int]:
+        def check(response: OffsetFetchResponse) -> dict[TopicPartition, tuple[int, str, int]]:
             code = response.error_code
             if code != NONE:
                 raise error_for_code(code)(f"OffsetFetch of group {self.group_id!r}")
-            result: dict[TopicPartition, int] = {}
+            result: dict[TopicPartition, tuple[int, str, int]] = {}
             for t in response.topics:
                 for part in t.partitions:
                     code = part.error_code
                     if code != NONE:
                         raise error_for_code(code)(f"OffsetFetch of group {self.group_id!r} for {t.name}-{part.partition_index}")
                     if part.committed_offset >= 0:
-                        result[(t.name, part.partition_index)] = part.committed_offset
+                        result[(t.name, part.partition_index)] = (part.committed_offset, part.metadata or "", part.committed_leader_epoch)
             return result
 
         return await self.call(OFFSET_FETCH, body, check, floor=1)

@@ -1,17 +1,21 @@
-"""Members one object serves from another it holds (composition without
-a hand-written forwarder per member).
+"""Members a class serves from elsewhere without a hand-written forwarder
+(and a second copy of a signature) per member.
 
 `kclient.storage.log.Log` holds a `kclient.storage.local_log.LocalLog`,
 as Kafka's ``UnifiedLog`` holds its ``localLog``, and offers the segment
 and offset members of its ``_local`` as its own: `Forwarded` for an
-attribute or property, `forwarded` for a method. Both keep the member's
-type for mypy; reading one costs one attribute lookup on the held object.
+attribute or property, `forwarded` for a method. `constructor` makes a
+class's constructor a class method under another name (``Log.open``).
+All keep the member's signature for mypy; reading a forwarded member
+costs one attribute lookup on the held object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+_C = TypeVar("_C")
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -85,4 +89,23 @@ def forwarded(method: Callable[Concatenate[Any, _P], _R]) -> _ForwardedMethod[_P
     return _ForwardedMethod(method)
 
 
-__all__ = ["HELD", "Forwarded", "forwarded"]
+def constructor(init: Callable[Concatenate[_C, _P], None]) -> classmethod[_C, _P, _C]:
+    """A class method that builds an instance with the class's own
+    ``__init__`` parameters: ``open = constructor(__init__)`` in the class
+    body.
+
+    Args:
+        init: The class's ``__init__`` (its parameters become the class
+            method's).
+
+    Returns:
+        The class method; ``cls.open(...)`` is ``cls(...)``.
+    """
+
+    def build(cls: type[_C], /, *args: _P.args, **kwargs: _P.kwargs) -> _C:
+        return cls(*args, **kwargs)
+
+    return classmethod(build)
+
+
+__all__ = ["HELD", "Forwarded", "constructor", "forwarded"]

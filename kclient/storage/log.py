@@ -65,7 +65,7 @@ from kclient.storage.append_info import (
     check_batches,
     placed_batches,
 )
-from kclient.storage.delegation import Forwarded, forwarded
+from kclient.storage.delegation import Forwarded, constructor, forwarded
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.loader import LogLoader, replay_producer_state
 from kclient.storage.local_log import LocalLog, ReadResult
@@ -134,6 +134,20 @@ class Log:
     `offset_for_timestamp`), `update_config` and `replace_segments` are
     its members, documented there.
 
+    Args:
+        directory: The partition's directory.
+        config: The log config (default: `LogConfig()`).
+        recovery_point: Every offset below it was fsync-ed; recovery
+            validates from the segment holding it (``None``: the last
+            segment only).
+        clean_shutdown: The log was closed cleanly: its segments are
+            trusted.
+        clock: Returns the time in ms (default: the wall clock).
+        high_watermark: The checkpointed high watermark (``None``: the log
+            end offset).
+        offset_gaps: Whether offsets may skip values (default: the
+            config's cleanup policy holds ``compact``).
+
     Errors: `OffsetOutOfRangeError` on reads outside
     ``[log_start_offset, log_end_offset]``; `MessageSizeTooLargeError`,
     `RecordListTooLargeError`, `InvalidRecordError`,
@@ -185,46 +199,9 @@ class Log:
         self.recovered_segments = loaded.recovered_segments
         logger.debug("loaded log %s: %d segment(s), offsets %d..%d", path, len(loaded.segments.segments), self.log_start_offset, self.log_end_offset)
 
-    @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike[str],
-        config: LogConfig | None = None,
-        *,
-        recovery_point: int | None = None,
-        clean_shutdown: bool = False,
-        clock: Callable[[], int] | None = None,
-        high_watermark: int | None = None,
-        offset_gaps: bool | None = None,
-    ) -> Log:
-        """Load (or create) the log in ``directory``; same as the constructor.
-
-        Args:
-            directory: The partition's directory.
-            config: The log config (default: `LogConfig()`).
-            recovery_point: Every offset below it was fsync-ed; recovery
-                validates from the segment holding it (``None``: the last
-                segment only).
-            clean_shutdown: The log was closed cleanly: its segments are
-                trusted, nothing is validated.
-            clock: Returns the time in ms (default: the wall clock).
-            high_watermark: The checkpointed high watermark (``None``: the
-                log end offset).
-            offset_gaps: Whether offsets may skip values (default: the
-                config's cleanup policy holds ``compact``).
-
-        Returns:
-            The loaded `Log`.
-        """
-        return cls(
-            directory,
-            config,
-            recovery_point=recovery_point,
-            clean_shutdown=clean_shutdown,
-            clock=clock,
-            high_watermark=high_watermark,
-            offset_gaps=offset_gaps,
-        )
+    open = constructor(__init__)
+    """Load (or create) the log in ``directory``: the constructor, with its
+    parameters (``Log.open(directory, config, clock=...)``)."""
 
     def _reload_producer_state(self) -> None:
         """Rebuild the producer state for the current log end offset from
@@ -438,13 +415,9 @@ class Log:
             UnexpectedAppendOffsetError: The first batch does not start at
                 the log end offset, or a batch does not start right after the
                 previous one (nothing is written).
-            MessageSizeTooLargeError: One batch is larger than
-                ``max_message_bytes``.
-            RecordListTooLargeError: The whole set is larger than
-                ``segment_bytes``.
-            InvalidRecordError: A batch has a negative ``lastOffsetDelta``.
-            CorruptRecordError: An impossible header or a partial trailing
-                batch.
+            MessageSizeTooLargeError: As `append`; likewise
+                ``RecordListTooLargeError``, ``InvalidRecordError`` and
+                ``CorruptRecordError``.
             OSError: The write failed, or the policy flush failed.
         """
         buf = records if isinstance(records, (bytes, bytearray)) else bytes(records)

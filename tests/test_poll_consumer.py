@@ -273,3 +273,47 @@ def test_trio_consumer(poll_broker, topic, group):
     assert sorted((r.partition, r.offset) for r in records) == [(p, o) for p in range(PARTITIONS) for o in range(5)]
     all_tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     assert events == [("assigned", all_tps), ("revoked", all_tps)]
+
+
+def test_pattern_subscription_follows_new_topics(poll_broker, topic, group):
+    first = f"{topic}-a"
+    fill(poll_broker, first, 1)
+    # enable.auto.commit: the positions are committed before the rebalance, so "-a" is not read again.
+    with Consumer(settings(poll_broker, group, **{"metadata.max.age.ms": 300, "enable.auto.commit": True})) as consumer:
+        consumer.subscribe(f"^{topic}-.*")
+        assert len(read(consumer, PARTITIONS)) == PARTITIONS
+        assert consumer.subscription() == {first}
+        second = f"{topic}-b"
+        fill(poll_broker, second, 1)
+        records = read(consumer, PARTITIONS)
+        assert {r.topic for r in records} == {second}
+        assert consumer.subscription() == {first, second}
+        assert {tp.topic for tp in consumer.assignment()} == {first, second}
+
+
+def test_misuse_is_refused(poll_broker, topic, group):
+    from kclient import IllegalStateError
+    from kclient.errors import InvalidGroupIdError
+
+    with Consumer(settings(poll_broker, None)) as consumer:
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            consumer.poll()
+        with pytest.raises(InvalidGroupIdError, match="group.id"):
+            consumer.subscribe([topic])
+        consumer.assign([TopicPartition(topic, 0)])
+        with pytest.raises(InvalidGroupIdError):
+            consumer.commit()
+        with pytest.raises(IllegalStateError, match="No current assignment"):
+            consumer.seek(TopicPartition(topic, 1), 0)
+    with Consumer(settings(poll_broker, group)) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        with pytest.raises(IllegalStateError, match="mutually exclusive"):
+            consumer.subscribe([topic])
+        consumer.unsubscribe()
+        assert consumer.assignment() == set()
+        consumer.subscribe([topic])
+    assert consumer.closed
+    from kclient import LoopClosedError
+
+    with pytest.raises(LoopClosedError):
+        consumer.poll()

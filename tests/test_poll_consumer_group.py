@@ -67,13 +67,21 @@ def fill(broker, topic: str, per_partition: int, prefix: str) -> set[str]:
 
 
 class Recorder(ConsumerRebalanceListener):
-    """Counts the listener calls."""
+    """Records the listener calls; with ``commit_on_revoke``, commits the
+    positions from ``on_partitions_revoked`` (a listener calling its
+    consumer, on the polling thread, as Kafka's documentation suggests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, commit_on_revoke: bool = False) -> None:
         self.calls: list[tuple[str, list[TopicPartition]]] = []
+        self.commit_on_revoke = commit_on_revoke
+        self.consumer: Consumer | None = None
+        self.revoke_commits = 0
 
     def on_partitions_revoked(self, revoked):
         self.calls.append(("revoked", list(revoked)))
+        if self.commit_on_revoke and self.consumer is not None:
+            self.consumer.commit()
+            self.revoke_commits += 1
 
     def on_partitions_assigned(self, assigned):
         self.calls.append(("assigned", list(assigned)))
@@ -154,6 +162,8 @@ def kclient_member(broker, group: str, topic: str, listener=None, **extra) -> Ca
     def make() -> Consumer:
         consumer = Consumer(kclient_settings(broker, group, **extra))
         consumer.subscribe([topic], listener=listener)
+        if isinstance(listener, Recorder):
+            listener.consumer = consumer
         return consumer
 
     return make
@@ -203,7 +213,7 @@ def kafka_python_member(broker, group: str, topic: str) -> Callable[[], Any]:
 
 def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(group_broker, topic, group):
     produced = fill(group_broker, topic, 10, "a")
-    first_listener, second_listener = Recorder(), Recorder()
+    first_listener, second_listener = Recorder(commit_on_revoke=True), Recorder()
     first = Member(kclient_member(group_broker, group, topic, first_listener), name="first")
     first.start()
     wait_until(lambda: first.consumed() >= produced and first.partitions == set(range(PARTITIONS)), "the first member to read all")
@@ -224,6 +234,7 @@ def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(g
     last = fill(group_broker, topic, 2, "c")
     wait_until(lambda: first.consumed() >= last, "the first member to read the last records")
     first.stop()
+    assert first_listener.revoke_commits >= 2  # a rebalance and the close
     kinds = [kind for kind, _ in first_listener.calls]
     assert kinds[:3] == ["assigned", "revoked", "assigned"] and kinds[-1] == "revoked"
     assert [kind for kind, _ in second_listener.calls] == ["assigned", "revoked"]

@@ -27,7 +27,7 @@ def kc(*args: str) -> subprocess.CompletedProcess:
 def table(stdout: str) -> dict[tuple[str, str], list[str]]:
     """(topic, partition) -> the row's cells."""
     lines = stdout.splitlines()
-    assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"]
+    assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
     rows = [line.split() for line in lines[1:]]
     return {(r[1], r[2]): r for r in rows}
 
@@ -65,15 +65,15 @@ def test_describe_shows_committed_offset_log_end_and_lag(zookeeper, zk_broker, t
     # After shutdown: nobody owns the partitions; the offsets stay.
     result = kc("consumer-groups", "--zookeeper", zookeeper.connect, "--describe", "--group", group)
     rows = table(result.stdout)
-    assert rows[(topic, "0")][3:] == ["7", "10", "3", "-"]
+    assert rows[(topic, "0")][3:] == ["7", "10", "3", "-", "-", "-"]
 
 
 def test_unknown_group_and_missing_group_flag_are_one_line_errors(zookeeper):
     result = kc("consumer-groups", "--zookeeper", zookeeper.connect, "--describe", "--group", "no-such-group-xyz")
-    assert result.returncode == 2 and "no-such-group-xyz" in result.stderr
+    assert result.returncode == 1 and "Consumer group 'no-such-group-xyz' does not exist." in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     result = kc("consumer-groups", "--zookeeper", zookeeper.connect, "--describe")
-    assert result.returncode == 2 and "--describe needs --group" in result.stderr
+    assert result.returncode == 2 and "--describe needs --group or --all-groups" in result.stderr
 
 
 def test_unreachable_zookeeper_is_one_line_error():
@@ -91,8 +91,8 @@ def test_lag_needs_both_offsets_and_the_table_aligns():
     assert PartitionLag("g", "t", 2, 5, None, "c-0").lag is None
     text = format_rows([PartitionLag("g", "t", 0, 5, 9, "owner-0"), PartitionLag("g", "topic", 10, None, 12, None)])
     lines = text.splitlines()
-    assert lines[1].split() == ["g", "t", "0", "5", "9", "4", "owner-0"]
-    assert lines[2].split() == ["g", "topic", "10", "-", "12", "-", "-"]
+    assert lines[1].split() == ["g", "t", "0", "5", "9", "4", "owner-0", "-", "-"]
+    assert lines[2].split() == ["g", "topic", "10", "-", "12", "-", "-", "-", "-"]
     assert lines[0].index("TOPIC") == lines[1].index("t  ") == lines[2].index("topic")
 
 

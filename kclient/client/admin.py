@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from kclient.client import admin_configs, admin_groups
+from kclient.client import admin_configs, admin_groups, admin_offsets
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
@@ -430,6 +430,52 @@ class TrioAdminClient:
         c = self.config
         return await admin_groups.list_group_offsets(self.cluster, group, timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
 
+    async def delete_consumer_groups(self, groups: Sequence[str]) -> dict[str, KafkaError | None]:
+        """Delete groups and their committed offsets (DeleteGroups,
+        KIP-229; `kclient.client.admin_groups.delete_groups`).
+
+        Args:
+            groups: The group ids.
+
+        Returns:
+            ``{group_id: None}`` per deleted group, else its error
+            (`GroupIdNotFoundError`, `GroupNotEmptyError`, ...).
+        """
+        c = self.config
+        return await admin_groups.delete_groups(self.cluster, list(groups), timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
+
+    async def alter_consumer_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit offsets for a group that has no members (OffsetCommit
+        with generation -1; `kclient.client.admin_groups.alter_group_offsets`).
+
+        Args:
+            group: The group id.
+            offsets: ``{(topic, partition): offset}``.
+
+        Raises:
+            BrokerResponseError: A partition's OffsetCommit error
+                (`UnknownMemberIdError` while the group has members, ...).
+        """
+        c = self.config
+        await admin_groups.alter_group_offsets(self.cluster, group, dict(offsets), timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
+
+    async def list_offsets(self, query: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Partition offsets at a time (ListOffsets v1+ to each leader;
+        `kclient.client.admin_offsets.list_offsets`).
+
+        Args:
+            query: ``{(topic, partition): timestamp}``: ms since the epoch,
+                or -1 (latest) / -2 (earliest).
+
+        Returns:
+            ``{(topic, partition): offset}``; -1 for a timestamp later
+            than every record.
+
+        Raises:
+            UnknownTopicOrPartitionError: A partition does not exist.
+        """
+        return await admin_offsets.list_offsets(self.cluster, dict(query))
+
     async def describe_configs(
         self, resources: Sequence[ConfigResource], names: Sequence[str] | None = None, include_synonyms: bool = False
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
@@ -600,6 +646,23 @@ class AdminClient(ClosingClient):
             ``{(topic, partition): offset}``.
         """
         result: dict[tuple[str, int], int] = self._loop.call(self._core.list_consumer_group_offsets, group)
+        return result
+
+    def delete_consumer_groups(self, groups: Sequence[str]) -> dict[str, KafkaError | None]:
+        """Blocking `TrioAdminClient.delete_consumer_groups`; Args and
+        Returns as there."""
+        result: dict[str, KafkaError | None] = self._loop.call(self._core.delete_consumer_groups, list(groups))
+        return result
+
+    def alter_consumer_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Blocking `TrioAdminClient.alter_consumer_group_offsets`; Args
+        and Raises as there."""
+        self._loop.call(self._core.alter_consumer_group_offsets, group, dict(offsets))
+
+    def list_offsets(self, query: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Blocking `TrioAdminClient.list_offsets`; Args, Returns and
+        Raises as there."""
+        result: dict[tuple[str, int], int] = self._loop.call(self._core.list_offsets, dict(query))
         return result
 
     def describe_configs(

@@ -14,7 +14,7 @@ exposes them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
@@ -33,21 +33,35 @@ from kclient.errors import (
 )
 from kclient.protocol.consumer_protocol import decode_assignment
 from kclient.protocol.messages import (
+    DELETE_GROUPS,
     DESCRIBE_GROUPS,
     FIND_COORDINATOR,
     LIST_GROUPS,
+    OFFSET_COMMIT,
     OFFSET_FETCH,
 )
+from kclient.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
 from kclient.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse
 from kclient.protocol.messages.find_coordinator import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
 from kclient.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from kclient.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitResponse
 from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 if TYPE_CHECKING:
     from kclient.client.cluster import Cluster
     from kclient.net.connection import BrokerConnection
 
-__all__ = ["GroupDescription", "GroupListing", "MemberDescription", "describe_groups", "find_coordinator", "list_group_offsets", "list_groups"]
+__all__ = [
+    "GroupDescription",
+    "GroupListing",
+    "MemberDescription",
+    "alter_group_offsets",
+    "delete_groups",
+    "describe_groups",
+    "find_coordinator",
+    "list_group_offsets",
+    "list_groups",
+]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +274,79 @@ async def list_group_offsets(cluster: Cluster, group: str, *, timeout_ms: int, b
             if p.committed_offset >= 0:
                 out[(t.name, p.partition_index)] = p.committed_offset
     return out
+
+
+async def _delete_group(conn: BrokerConnection, group: str) -> DeletableGroupResult:
+    request = DeleteGroupsRequest(groups_names=[group])
+    r: DeleteGroupsResponse = await conn.request(DELETE_GROUPS, request, version=conn.version_for(DELETE_GROUPS, ceiling=2))
+    result: DeletableGroupResult = r.results[0]
+    return result
+
+
+async def delete_groups(cluster: Cluster, groups: list[str], *, timeout_ms: int, backoff_ms: int) -> dict[str, KafkaError | None]:
+    """DeleteGroups (KIP-229) of each group at its coordinator: the group
+    and its committed offsets are removed. Args as `find_coordinator`.
+
+    Args:
+        groups: The group ids.
+
+    Returns:
+        ``{group_id: None}`` for each deleted group, else the group's error:
+        `GroupIdNotFoundError` (69, no such group), `GroupNotEmptyError`
+        (68, it has members), ... (Kafka's admin client reports them per
+        group too).
+    """
+    out: dict[str, KafkaError | None] = {}
+    for group in groups:
+        _, r = await _at_coordinator(cluster, group, _delete_group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+        out[group] = None if r.error_code == NONE else error_for_code(r.error_code)(f"DeleteGroups {group!r}")
+    return out
+
+
+@attrs.frozen
+class _CommitAnswer:
+    """An OffsetCommit response with its first partition error as
+    ``error_code`` (the response has no top-level one)."""
+
+    error_code: int
+    topic_partition: tuple[str, int]
+
+
+async def alter_group_offsets(cluster: Cluster, group: str, offsets: Mapping[tuple[str, int], int], *, timeout_ms: int, backoff_ms: int) -> None:
+    """Commit ``offsets`` for a group as an admin does (Kafka's
+    ``AdminClient.alterConsumerGroupOffsets``): OffsetCommit with
+    generation -1 and no member id, which the coordinator accepts only
+    while the group has no members. Args as `find_coordinator`.
+
+    Args:
+        offsets: ``{(topic, partition): offset}``.
+
+    Raises:
+        BrokerResponseError: A partition's OffsetCommit error
+            (`UnknownMemberIdError` or `IllegalGenerationError` while the
+            group has members, `UnknownTopicOrPartitionError`, ...).
+    """
+    by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append(OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset))
+    request = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+
+    async def commit(conn: BrokerConnection, _group: str) -> _CommitAnswer:
+        r: OffsetCommitResponse = await conn.request(OFFSET_COMMIT, request, version=conn.version_for(OFFSET_COMMIT, floor=2, ceiling=8))
+        failed = [(p.error_code, (t.name, p.partition_index)) for t in r.topics for p in t.partitions if p.error_code != NONE]
+        return _CommitAnswer(*failed[0]) if failed else _CommitAnswer(NONE, ("", -1))
+
+    if not offsets:
+        return
+    _, answer = await _at_coordinator(cluster, group, commit, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+    if answer.error_code != NONE:
+        topic, partition = answer.topic_partition
+        raise error_for_code(answer.error_code)(f"OffsetCommit of group {group!r}, {topic}-{partition}")
 
 
 async def _at_coordinator(

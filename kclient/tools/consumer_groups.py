@@ -26,9 +26,22 @@ Kafka's own consumers): ``--list`` asks every broker (ListGroups),
 ``--describe`` asks the group's coordinator for its members and their
 assignments (DescribeGroups) and committed offsets (OffsetFetch), as
 ``kafka-consumer-groups.sh --bootstrap-server`` does; ``CONSUMER-ID`` is then
-the member id::
+the member id, ``HOST`` the address it connected from and ``CLIENT-ID`` its
+``client.id`` (``-`` for a partition no member owns, and for ZooKeeper
+groups), Kafka's columns::
 
     kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group readers
+    kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --all-groups
+    kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --delete --group readers
+    kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --group readers \
+        --reset-offsets --to-earliest --topic events --execute
+
+``--delete`` deletes the groups and their committed offsets (DeleteGroups,
+KIP-229; only groups without members), ``--reset-offsets`` is
+`kclient.tools.reset_offsets`. ``--group`` is repeatable; ``--all-groups``
+applies the action to every group. A group that does not exist is an
+error ("Consumer group 'x' does not exist.", exit status 1); bad
+arguments give status 2.
 """
 
 from __future__ import annotations
@@ -36,47 +49,78 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from kclient.errors import ConfigError, KafkaError
+from kclient.errors import ConfigError, GroupIdNotFoundError, KafkaError
 from kclient.tools.arguments import add_actions, add_cluster_choice
 from kclient.tools.common import progress_bar
+from kclient.tools.reset_offsets import ResetArguments, reset_offsets
 
 if TYPE_CHECKING:
     from kclient.client.admin import AdminClient
     from kclient.client.consumer.simple import SimpleConsumer
     from kclient.zk.client import ZkClient
 
-__all__ = ["ConsumerGroupsArguments", "PartitionLag", "describe_group", "describe_group_on_brokers", "list_groups", "register", "run"]
+__all__ = [
+    "ConsumerGroupsArguments",
+    "PartitionLag",
+    "delete_groups",
+    "describe_group",
+    "describe_group_on_brokers",
+    "format_rows",
+    "list_groups",
+    "register",
+    "run",
+]
 
-COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID")
+#: Kafka's ``--describe`` columns.
+COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+#: Kafka's fixed widths of PARTITION and the offsets columns; the others
+#: are at least 15 wide (``printOffsetFormat``).
+_FIXED_WIDTHS = {2: 10, 3: 15, 4: 15, 5: 15}
+_MIN_WIDTH = 15
 
 
-class ConsumerGroupsArguments(Protocol):
+class ConsumerGroupsArguments(ResetArguments, Protocol):
     """The ``consumer-groups`` arguments `register` defines (an
     `argparse.Namespace` has them)."""
 
     zookeeper: str | None
     bootstrap_server: str | None
     describe: bool
-    group: str | None
+    delete: bool
+    reset_offsets: bool
+    group: list[str] | None
+    all_groups: bool
     timeout_ms: int
     list: bool  # last: the name hides the builtin in the rest of the class
 
 
-class PartitionLag(tuple[str, str, int, "int | None", "int | None", "int | None", "str | None"]):
+class PartitionLag(tuple[str, str, int, "int | None", "int | None", "int | None", "str | None", "str | None", "str | None"]):
     """One row of ``--describe``: ``group``, ``topic``, ``partition``,
     ``current_offset`` (the committed offset, None when nothing is
     committed), ``log_end_offset`` (None when the leader could not be
-    asked), ``lag`` (None unless both are known) and ``owner`` (the
-    consumer thread id owning the partition, or None)."""
+    asked), ``lag`` (None unless both are known), ``owner`` (the consumer
+    thread or member id owning the partition, or None), ``host`` and
+    ``client_id`` (the owning member's address and ``client.id``, or None)."""
 
     __slots__ = ()
-    _fields = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag", "owner")
+    _fields = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag", "owner", "host", "client_id")
 
-    def __new__(cls, group: str, topic: str, partition: int, current_offset: int | None, log_end_offset: int | None, owner: str | None) -> PartitionLag:
+    def __new__(
+        cls,
+        group: str,
+        topic: str,
+        partition: int,
+        current_offset: int | None,
+        log_end_offset: int | None,
+        owner: str | None,
+        host: str | None = None,
+        client_id: str | None = None,
+    ) -> PartitionLag:
         lag = None if current_offset is None or log_end_offset is None else max(0, log_end_offset - current_offset)
-        return tuple.__new__(cls, (group, topic, partition, current_offset, log_end_offset, lag, owner))
+        return tuple.__new__(cls, (group, topic, partition, current_offset, log_end_offset, lag, owner, host, client_id))
 
     @property
     def group(self) -> str:
@@ -113,6 +157,16 @@ class PartitionLag(tuple[str, str, int, "int | None", "int | None", "int | None"
         """The consumer thread (or member) id owning the partition, or None."""
         return self[6]
 
+    @property
+    def host(self) -> str | None:
+        """The owning member's address (``/127.0.0.1``), or None."""
+        return self[7]
+
+    @property
+    def client_id(self) -> str | None:
+        """The owning member's ``client.id``, or None."""
+        return self[8]
+
 
 #: Called with each finished row of ``--describe`` (e.g. a tqdm ``update``).
 Progress = Callable[[PartitionLag], object]
@@ -136,10 +190,34 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         zookeeper_help="ZooKeeper-coordinated groups: the group's zookeeper.connect",
         zookeeper_first=True,
     )
-    add_actions(p, {"list": "list the groups", "describe": "describe --group"})
-    p.add_argument("--group", help="the group to describe")
+    add_actions(
+        p,
+        {
+            "list": "list the groups",
+            "describe": "describe the groups: per partition the offsets, the lag and the owning member",
+            "reset-offsets": "(--bootstrap-server) reset the groups' committed offsets: a dry run unless --execute",
+            "delete": "(--bootstrap-server) delete the groups and their committed offsets (DeleteGroups)",
+        },
+    )
+    p.add_argument("--group", action="append", help="a group (repeatable)")
+    p.add_argument("--all-groups", action="store_true", help="every group")
     p.add_argument("--timeout-ms", type=int, default=10_000, help="ZooKeeper connection and broker request timeout (ms, default 10000)")
+    _add_reset_arguments(p)
     p.set_defaults(func=run)
+
+
+def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
+    """The scope, scenario and mode options of ``--reset-offsets``."""
+    reset = p.add_argument_group("--reset-offsets")
+    reset.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]", help="the topic (and partitions) to reset (repeatable)")
+    reset.add_argument("--all-topics", action="store_true", help="every partition the group has committed offsets for")
+    reset.add_argument("--to-earliest", action="store_true", help="to the log start offset")
+    reset.add_argument("--to-latest", action="store_true", help="to the log end offset")
+    reset.add_argument("--to-offset", type=int, metavar="N", help="to offset N")
+    reset.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="to the first offset at or after this time")
+    reset.add_argument("--shift-by", type=int, metavar="N", help="by N from the committed offset (negative: back)")
+    reset.add_argument("--execute", action="store_true", help="commit the new offsets (default: a dry run)")
+    reset.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
 
 
 def list_groups(zk: ZkClient) -> list[str]:
@@ -205,15 +283,14 @@ class _LogEndOffsets:
             consumer.close()
 
 
-def _print_described(group: str, describe: Callable[[Progress | None], list[PartitionLag]]) -> None:
-    """Print ``describe(progress)``'s rows, with a tqdm bar on a terminal."""
+def _described_rows(group: str, describe: Callable[..., list[PartitionLag]]) -> list[PartitionLag]:
+    """``describe(progress=...)``'s rows, with a tqdm bar on a terminal."""
     bar = progress_bar(f"describing {group}", " partitions")
     try:
-        rows = describe(None if bar is None else (lambda _row: bar.update()))
+        return describe(progress=None if bar is None else (lambda _row: bar.update()))
     finally:
         if bar is not None:
             bar.close()
-    sys.stdout.write(format_rows(rows))
 
 
 def describe_group(zk: ZkClient, group: str, *, timeout_ms: int = 10_000, progress: Progress | None = None) -> list[PartitionLag]:
@@ -230,12 +307,12 @@ def describe_group(zk: ZkClient, group: str, *, timeout_ms: int = 10_000, progre
         offsets for or owns, sorted by topic and partition.
 
     Raises:
-        ConfigError: The group does not exist.
+        GroupIdNotFoundError: The group does not exist.
     """
     from kclient.zk import paths
 
     if not zk.exists(paths.consumer_group_path(group)):
-        raise ConfigError(f"consumer group {group!r} does not exist in ZooKeeper")
+        raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
     addresses: dict[int, tuple[str, int] | None] = {}
 
     def leader_of(topic: str, partition: int) -> tuple[str, int] | None:
@@ -279,17 +356,19 @@ def describe_group_on_brokers(admin: AdminClient, group: str, *, timeout_ms: int
 
     Returns:
         One `PartitionLag` per partition the group has committed offsets
-        for or a member is assigned, sorted by topic and partition.
+        for or a member is assigned, sorted by topic and partition, with
+        the owning member's id, host and client id.
 
     Raises:
-        ConfigError: The coordinator knows nothing of the group.
+        GroupIdNotFoundError: The coordinator knows nothing of the group
+            (state ``Dead``).
     """
     description = admin.describe_consumer_groups([group])[group]
+    if description.state in ("Dead", ""):
+        raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
     committed = admin.list_consumer_group_offsets(group)
-    owners = {tp: m.member_id for m in description.members for tp in m.assignment}
+    owners = {tp: m for m in description.members for tp in m.assignment}
     keys = sorted(set(committed) | set(owners))
-    if not keys and description.state in ("Dead", ""):
-        raise ConfigError(f"consumer group {group!r} is not known to the brokers")
     topics = admin.describe_topics(sorted({t for t, _ in keys})) if keys else {}
     brokers = {b.node_id: (b.host, b.port) for b in admin.describe_cluster().brokers}
     rows = []
@@ -297,27 +376,81 @@ def describe_group_on_brokers(admin: AdminClient, group: str, *, timeout_ms: int
         for topic, partition in keys:
             leader = next((p.leader for p in topics[topic].partitions if p.partition == partition), -1) if topic in topics else -1
             end = log_ends.get(brokers.get(leader), topic, partition)
-            row = PartitionLag(group, topic, partition, committed.get((topic, partition)), end, owners.get((topic, partition)))
+            member = owners.get((topic, partition))
+            owner = (None, None, None) if member is None else (member.member_id, member.client_host, member.client_id)
+            row = PartitionLag(group, topic, partition, committed.get((topic, partition)), end, *owner)
             rows.append(row)
             if progress is not None:
                 progress(row)
     return rows
 
 
-def _run_on_brokers(args: ConsumerGroupsArguments, group: str | None) -> int:
+def delete_groups(admin: AdminClient, groups: list[str]) -> int:
+    """``--delete``: delete the groups (DeleteGroups, KIP-229) and print
+    what Kafka's tool prints.
+
+    Args:
+        admin: An admin client on the cluster.
+        groups: The groups.
+
+    Returns:
+        0 when every group was deleted, else 1 (each failure on stderr:
+        "Consumer group 'x' does not exist.", or the broker's error such
+        as `GroupNotEmptyError` for a group with members).
+    """
+    results = admin.delete_consumer_groups(groups)
+    deleted = [g for g in groups if results[g] is None]
+    failed = {g: e for g, e in results.items() if e is not None}
+    if not failed:
+        sys.stdout.write(f"Deletion of requested consumer groups ({_quoted(deleted)}) was successful.\n")
+        return 0
+    for group, error in failed.items():
+        reason = f"Consumer group '{group}' does not exist." if isinstance(error, GroupIdNotFoundError) else f"{type(error).__name__}: {error}"
+        sys.stderr.write(f"Error: Group '{group}' could not be deleted due to: {reason}\n")
+    if deleted:
+        sys.stdout.write(f"These consumer groups were deleted successfully: {_quoted(deleted)}\n")
+    return 1
+
+
+def _quoted(groups: list[str]) -> str:
+    return ", ".join(f"'{g}'" for g in groups)
+
+
+def _describe_on_brokers(admin: AdminClient, groups: list[str], timeout_ms: int) -> int:
+    """``--describe`` of each group, tables separated by a blank line; an
+    ``Empty`` group is said to have no active members (on stderr, as Kafka
+    does)."""
+    for i, group in enumerate(groups):
+        if i:
+            sys.stdout.write("\n")
+        rows = _described_rows(group, partial(describe_group_on_brokers, admin, group, timeout_ms=timeout_ms))
+        if all(row.owner is None for row in rows):
+            sys.stderr.write(f"Consumer group '{group}' has no active members.\n")
+        if rows:
+            sys.stdout.write(format_rows(rows))
+    return 0
+
+
+def _run_on_brokers(args: ConsumerGroupsArguments) -> int:
     from kclient.client.admin import AdminClient
 
     with AdminClient({"bootstrap.servers": args.bootstrap_server, "request.timeout.ms": args.timeout_ms}) as admin:
-        if group is None:
+        if args.list:
             sys.stdout.write("".join(g.group_id + "\n" for g in admin.list_consumer_groups()))
             return 0
-        _print_described(group, lambda progress: describe_group_on_brokers(admin, group, timeout_ms=args.timeout_ms, progress=progress))
-        return 0
+        groups = _chosen_groups(args, lambda: [g.group_id for g in admin.list_consumer_groups()])
+        if args.delete:
+            return delete_groups(admin, groups) if groups else 0
+        if args.reset_offsets:
+            return reset_offsets(admin, groups, args)
+        return _describe_on_brokers(admin, groups, args.timeout_ms)
 
 
 def format_rows(rows: list[PartitionLag]) -> str:
-    """The ``--describe`` table: a header and one line per row, columns
-    aligned, ``-`` for what is unknown.
+    """The ``--describe`` table as Kafka prints it (``printOffsetFormat``):
+    a header and one line per row, ``-`` for what is unknown; GROUP, TOPIC,
+    CONSUMER-ID and HOST at least 15 wide, PARTITION 10, the offsets and
+    LAG 15, one space between columns.
 
     Args:
         rows: The rows.
@@ -326,21 +459,25 @@ def format_rows(rows: list[PartitionLag]) -> str:
         The text, ending with a newline.
     """
     cells = [COLUMNS] + [tuple("-" if v is None else str(v) for v in row) for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in cells)
+    widths = [_FIXED_WIDTHS.get(i, max(_MIN_WIDTH, *(len(line[i]) for line in cells))) for i in range(len(COLUMNS))]
+    return "".join(" ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in cells)
 
 
-def _described_group(args: ConsumerGroupsArguments) -> str | None:
-    """The ``--group`` of a ``--describe``; None for ``--list``.
+def _chosen_groups(args: ConsumerGroupsArguments, every_group: Callable[[], list[str]]) -> list[str]:
+    """The groups of ``--describe`` / ``--delete`` / ``--reset-offsets``:
+    those ``--group`` names, or every group with ``--all-groups``.
 
     Raises:
-        ConfigError: ``--describe`` without ``--group``.
+        ConfigError: Neither or both of ``--group`` and ``--all-groups``.
     """
-    if not args.describe:
-        return None
+    if args.all_groups and args.group:
+        raise ConfigError("--group and --all-groups cannot be given together")
+    if args.all_groups:
+        return every_group()
     if not args.group:
-        raise ConfigError("--describe needs --group")
-    return args.group
+        action = "--describe" if args.describe else "--delete" if args.delete else "--reset-offsets"
+        raise ConfigError(f"{action} needs --group or --all-groups")
+    return list(dict.fromkeys(args.group))
 
 
 def run(args: ConsumerGroupsArguments) -> int:
@@ -350,27 +487,36 @@ def run(args: ConsumerGroupsArguments) -> int:
         args: The parsed arguments.
 
     Returns:
-        0.
+        0; 1 when ``--delete`` or ``--reset-offsets --execute`` failed for
+        a group (each said on stderr).
 
     Raises:
-        ConfigError: ``--describe`` without ``--group``, or a group that
-            does not exist.
+        ConfigError: Bad arguments (status 2).
+        GroupIdNotFoundError: ``--describe`` of a group that does not exist.
         ZkTimeoutError: ZooKeeper did not answer within ``--timeout-ms``.
     """
-    from kclient.zk.client import ZkClient
-
-    group = _described_group(args)
     if args.bootstrap_server:
-        return _run_on_brokers(args, group)
+        return _run_on_brokers(args)
     if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server
         raise ConfigError("--bootstrap-server: no broker given")
-    zk = ZkClient(args.zookeeper, connection_timeout_ms=args.timeout_ms)
+    if args.delete or args.reset_offsets:
+        raise ConfigError("--delete and --reset-offsets need --bootstrap-server (broker-coordinated groups)")
+    return _run_on_zookeeper(args, args.zookeeper)
+
+
+def _run_on_zookeeper(args: ConsumerGroupsArguments, connect: str) -> int:
+    """``--list`` or ``--describe`` of the groups kept in ZooKeeper."""
+    from kclient.zk.client import ZkClient
+
+    zk = ZkClient(connect, connection_timeout_ms=args.timeout_ms)
     zk.start()
     try:
-        if group is None:
+        if args.list:
             sys.stdout.write("".join(g + "\n" for g in list_groups(zk)))
             return 0
-        _print_described(group, lambda progress: describe_group(zk, group, timeout_ms=args.timeout_ms, progress=progress))
+        for i, group in enumerate(_chosen_groups(args, lambda: list_groups(zk))):
+            rows = _described_rows(group, partial(describe_group, zk, group, timeout_ms=args.timeout_ms))
+            sys.stdout.write(("\n" if i else "") + format_rows(rows))
         return 0
     finally:
         zk.close()

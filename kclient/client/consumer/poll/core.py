@@ -710,11 +710,13 @@ class TrioConsumer:
             if self._driver is not None:
                 await self._driver.leave()
         finally:
+            # The background tasks first (fetches in flight, heartbeats, a
+            # join), then the connections.
+            if self._scope is not None:
+                self._scope.cancel()
             assert self._fetcher is not None and self._cluster is not None
             await self._fetcher.aclose()
             await self._cluster.aclose()
-            if self._scope is not None:
-                self._scope.cancel()
 
 
 __all__ = ["PollStep", "TrioConsumer", "run_listener_call"]

@@ -135,7 +135,7 @@ def test_topics_list_and_describe(broker, topic):
     described = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic)
     assert described.returncode == 0, described.stderr
     lines = described.stdout.splitlines()
-    assert lines[0] == f"Topic: {topic}\tPartitionCount: {BROKER_PARTITIONS}\tReplicationFactor: 1"
+    assert lines[0] == f"Topic: {topic}\tPartitionCount: {BROKER_PARTITIONS}\tReplicationFactor: 1\tConfigs: "
     assert len(lines) == 1 + BROKER_PARTITIONS
     assert lines[1].startswith(f"\tTopic: {topic}\tPartition: 0\tLeader: ")
     nope = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic + "-nope")
@@ -146,11 +146,45 @@ def test_topics_create_and_delete_on_a_standalone_broker(broker, topic):
     created = kc("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", "3", "--replication-factor", "1")
     assert created.returncode == 0, created.stderr
     described = kc("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", topic)
-    assert described.stdout.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 3\tReplicationFactor: 1"
+    assert described.stdout.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: "
     deleted = kc("topics", "--bootstrap-server", broker.bootstrap, "--delete", "--topic", topic)
     assert deleted.returncode == 0, deleted.stderr
     assert topic not in kc("topics", "--bootstrap-server", broker.bootstrap, "--list").stdout.splitlines()
     # The cluster's tools are tested in test_cluster_tools.py.
+
+
+def test_topics_describe_shows_the_configs_configs_alters(broker):
+    """``topics --describe`` ends the topic line with Kafka's ``Configs:``
+    field (the non-default configs); ``configs --alter --add-config
+    k=v,k2=v2 / --delete-config k`` (IncrementalAlterConfigs) changes what
+    it and ``configs --describe`` (DescribeConfigs) show."""
+    import uuid
+
+    topic = f"configs-{uuid.uuid4().hex[:8]}"
+    where = ("--bootstrap-server", broker.bootstrap)
+    created = kc("topics", *where, "--create", "--topic", topic, "--partitions", "1", "--config", "retention.ms=60000")
+    assert created.returncode == 0, created.stderr
+
+    def topic_line() -> str:
+        described = kc("topics", *where, "--describe", "--topic", topic)
+        assert described.returncode == 0, described.stderr
+        return described.stdout.splitlines()[0]
+
+    assert topic_line() == f"Topic: {topic}\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: retention.ms=60000"
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    altered = kc("configs", *where, *entity, "--alter", "--add-config", "cleanup.policy=compact,segment.ms=3600000")
+    assert altered.returncode == 0 and altered.stdout == f"Completed updating config for topic {topic}.\n", altered.stderr
+    assert topic_line().endswith("\tConfigs: cleanup.policy=compact,retention.ms=60000,segment.ms=3600000")
+    altered = kc("configs", *where, *entity, "--alter", "--delete-config", "retention.ms,segment.ms")
+    assert altered.returncode == 0, altered.stderr
+    assert topic_line().endswith("\tConfigs: cleanup.policy=compact")
+    described = kc("configs", *where, *entity, "--describe")
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert lines[0] == f"Dynamic configs for topic {topic} are:"
+    assert [line.split()[0] for line in lines[1:]] == ["cleanup.policy=compact"]
+    bad = kc("configs", *where, *entity, "--alter", "--add-config", "no.such.config=1")
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,15 @@ flags of Kafka's ``kafka-topics.sh``::
         --partitions 6 --replication-factor 3 --config min.insync.replicas=2
     kclient topics --bootstrap-server 127.0.0.1:9092 --delete --topic events
 
-``--describe`` prints Kafka's layout: one summary line per topic, then one
-tab-indented line per partition (leader, replicas, in-sync replicas).
+``--describe`` prints Kafka's layout: one summary line per topic ending
+with ``Configs:``, the topic's configs that are not defaults (its overrides,
+and broker settings that differ from Kafka's defaults; DescribeConfigs,
+KIP-133; with ``--zookeeper`` the overrides in ``/config/topics/<topic>``),
+then one tab-indented line per partition (leader, replicas, in-sync
+replicas)::
+
+    Topic: events	PartitionCount: 2	ReplicationFactor: 1	Configs: cleanup.policy=compact,retention.ms=60000
+    	Topic: events	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
 ``--topic`` is a topic name or, as in Kafka, a regular expression (for
 ``--create`` a name).
 
@@ -32,7 +39,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kclient.tools.arguments import add_actions, add_cluster_choice
@@ -42,7 +49,7 @@ if TYPE_CHECKING:
     from kclient.client.cluster import PartitionInfo
     from kclient.zk.client import ZkClient
 
-__all__ = ["INTERNAL_TOPICS", "TopicsArguments", "parse_replica_assignment", "register", "run"]
+__all__ = ["INTERNAL_TOPICS", "TopicsArguments", "format_configs", "parse_replica_assignment", "register", "run"]
 
 #: Kafka's internal topics (left out by ``--exclude-internal``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -179,10 +186,28 @@ def _print(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def _describe_lines(name: str, parts: Sequence[PartitionInfo]) -> list[str]:
+#: The ``Configs:`` field of each topic ``--describe`` shows
+#: (``"k=v,k2=v2"``), given the selected topics.
+ConfigsOf = Callable[[list[str]], Mapping[str, str]]
+
+
+def format_configs(configs: Mapping[str, str | None]) -> str:
+    """A ``Configs:`` field as Kafka's ``kafka-topics.sh`` prints it:
+    ``k=v`` entries joined by commas (``null`` for a sensitive value).
+
+    Args:
+        configs: Config name -> value, in the order to print.
+
+    Returns:
+        The field's text (empty without configs).
+    """
+    return ",".join(f"{k}={'null' if v is None else v}" for k, v in configs.items())
+
+
+def _describe_lines(name: str, parts: Sequence[PartitionInfo], configs: str) -> list[str]:
     """Kafka's ``--describe`` lines for one topic."""
     rf = max((len(p.replicas) for p in parts), default=0)
-    out = [f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"]
+    out = [f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {configs}"]
     for p in parts:
         out.append(
             f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
@@ -228,11 +253,34 @@ def run(args: TopicsArguments) -> int:
             admin.delete_topics(selected)
         return [f"Deleted topic {name}." for name in selected]
 
-    return _list_describe_delete(names, args, metadata.partitions_for, delete)
+    def configs_of(selected: list[str]) -> dict[str, str]:
+        return _broker_topic_configs({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}, selected)
+
+    return _list_describe_delete(names, args, metadata.partitions_for, delete, configs_of)
+
+
+def _broker_topic_configs(properties: Mapping[str, Any], topics: list[str]) -> dict[str, str]:
+    """Each topic's non-default configs (DescribeConfigs), as the
+    ``Configs:`` field shows them; empty fields from a broker without
+    DescribeConfigs (before Kafka 0.11)."""
+    from kclient.client.admin import AdminClient, ConfigResource
+    from kclient.errors import UnsupportedVersionError
+
+    resources = [ConfigResource("topic", t) for t in topics]
+    with AdminClient(properties) as admin:
+        try:
+            described = admin.describe_configs(resources)
+        except UnsupportedVersionError:
+            return dict.fromkeys(topics, "")
+    return {r.name: format_configs({e.name: e.value for e in described[r].values() if not e.is_default}) for r in resources}
 
 
 def _list_describe_delete(
-    names: set[str], args: TopicsArguments, partitions_of: Callable[[str], Sequence[PartitionInfo]], delete: Callable[[list[str]], list[str]]
+    names: set[str],
+    args: TopicsArguments,
+    partitions_of: Callable[[str], Sequence[PartitionInfo]],
+    delete: Callable[[list[str]], list[str]],
+    configs_of: ConfigsOf,
 ) -> int:
     """``--list``, ``--describe`` or ``--delete`` of the topics ``--topic``
     selects, through a broker or ZooKeeper (Kafka's ``TopicCommand`` over
@@ -244,6 +292,7 @@ def _list_describe_delete(
         partitions_of: A topic's partitions, sorted by id (``--describe``).
         delete: Deletes (or marks for deletion) the topics; returns the
             lines to print.
+        configs_of: The ``Configs:`` field of each topic (``--describe``).
 
     Returns:
         0.
@@ -259,7 +308,8 @@ def _list_describe_delete(
     if args.list:
         _print(selected)
     elif args.describe:
-        _print([line for name in selected for line in _describe_lines(name, partitions_of(name))])
+        configs = configs_of(selected) if selected else {}
+        _print([line for name in selected for line in _describe_lines(name, partitions_of(name), configs.get(name, ""))])
     else:
         if args.topic is None:
             raise ConfigError("--delete needs --topic")
@@ -352,6 +402,11 @@ def _run_zookeeper(args: TopicsArguments, connect: str, configs: dict[str, str],
                 zk.create_persistent_if_absent(f"{DELETE_TOPICS_PATH}/{name}", b"")
             return [f"Topic {name} is marked for deletion." for name in selected]
 
-        return _list_describe_delete(names, args, partitions_of, mark_for_deletion)
+        def configs_of(selected: list[str]) -> dict[str, str]:
+            from kclient.broker.zk_topics import decode_topic_config, topic_config_path
+
+            return {name: format_configs(dict(sorted(decode_topic_config(zk.get(topic_config_path(name))).items()))) for name in selected}
+
+        return _list_describe_delete(names, args, partitions_of, mark_for_deletion, configs_of)
     finally:
         zk.close()

@@ -164,7 +164,7 @@ def test_cli_consumer_groups(target, group_with_offsets):
     assert group in kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--list").stdout.split()
     lines = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group).stdout.splitlines()
     rows = [line.split() for line in lines]
-    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"]
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
     assert [r[:6] for r in rows[1:]] == [[group, topic, "0", "5", "7", "2"], [group, topic, "1", "2", "2", "0"]]
     assert rows[1][6] == rows[2][6] != "-"
 
@@ -178,7 +178,7 @@ def test_cli_topics(target):
         wait_for(lambda: _described(admin, topic), f"{topic} led")
     assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--list", "--topic", topic).stdout == f"{topic}\n"
     assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--describe", "--topic", topic).stdout.splitlines() == [
-        f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1",
+        f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=60000",
         f"\tTopic: {topic}\tPartition: 0\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
         f"\tTopic: {topic}\tPartition: 1\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
     ]

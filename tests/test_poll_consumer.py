@@ -258,7 +258,7 @@ def test_trio_consumer(poll_broker, topic, group):
 
     async def main() -> list[ConsumerRecord]:
         got: list[ConsumerRecord] = []
-        async with TrioConsumer(settings(poll_broker, group)) as consumer:
+        async with TrioConsumer(settings(poll_broker, group, **{"consumer.timeout.ms": 500})) as consumer:
             consumer.subscribe([topic], listener=Listener())
             with trio.fail_after(DEADLINE):
                 while len(got) < 20:
@@ -267,6 +267,9 @@ def test_trio_consumer(poll_broker, topic, group):
             tp = TopicPartition(topic, 3)
             assert (await consumer.committed([tp]))[tp] == OffsetAndMetadata(5)
             assert await consumer.position(tp) == 5
+            await trio.to_thread.run_sync(lambda: produce(poll_broker, topic, ["x", "y"], partition=0))
+            more = [record async for record in consumer]  # ends after consumer.timeout.ms without records
+            assert [(r.partition, r.offset, r.value) for r in more] == [(0, 5, b"x"), (0, 6, b"y")]
         return got
 
     records = trio.run(main)

@@ -70,6 +70,16 @@ class ConsumerConfig(_ClientSecurityConfig):
     ``fetch.max.bytes`` (a cap on a whole fetch response, not per
     partition).
 
+    The poll consumer, `kclient.Consumer` (Kafka's KafkaConsumer), reads
+    this class too: ``max.poll.records``, ``max.poll.interval.ms``
+    (KIP-62), ``default.api.timeout.ms``, ``retry.backoff.ms``,
+    ``key.deserializer`` and ``value.deserializer`` are its own (the
+    connector ignores them); it takes KafkaConsumer's defaults where they
+    differ from 0.8's (``auto.commit.interval.ms`` 5000,
+    ``fetch.max.wait.ms`` 500, ``session.timeout.ms`` 45000), accepts
+    ``auto.offset.reset=none`` and refuses the ZooKeeper-era settings (see
+    `kclient.client.consumer.poll.config`).
+
     The fetchers' broker connections are secured by ``security.protocol``
     and the ``ssl.*`` / ``sasl.*`` properties (KIP-43, KIP-84, KIP-152; see
     `kclient.config.security`), parsed together into ``security``.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -313,6 +313,26 @@ class TrioConsumer:
                 continue
             if step or trio.current_time() >= deadline:
                 return step
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        """``async for record in consumer``: every record `poll` hands out,
+        until the consumer is closed or, when ``consumer.timeout.ms`` is
+        not -1, no record came for that long (kafka-python's
+        ``consumer_timeout_ms``)."""
+        return self._records()
+
+    async def _records(self) -> AsyncIterator[ConsumerRecord]:
+        limit = self.config.consumer_timeout_ms
+        step_ms = 1000 if limit < 0 else min(1000, limit)
+        quiet_since = trio.current_time()
+        while not self.closed:
+            records = await self.poll(timeout_ms=step_ms)
+            for record in records:
+                yield record
+            if records:
+                quiet_since = trio.current_time()
+            elif limit >= 0 and (trio.current_time() - quiet_since) * 1000 >= limit:
+                return
 
     async def poll_once(self, timeout: float) -> PollStep:
         """One step of `poll`: a rebalance listener call due (run it, then

@@ -238,11 +238,7 @@ class LeaderEpochCache:
         Args:
             start_offset: The new log start offset.
 
-        Returns:
-            Whether the cache changed.
-
-        Raises:
-            OSError: The checkpoint file could not be written.
+        Returns and Raises as `truncate_from_end`.
         """
         with self._lock:
             below = bisect_right(self._starts, start_offset)

@@ -211,13 +211,15 @@ def kafka_python_member(broker, group: str, topic: str) -> Callable[[], Any]:
     return make
 
 
-def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(group_broker, topic, group):
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(group_broker, topic, group, strategy):
     produced = fill(group_broker, topic, 10, "a")
     first_listener, second_listener = Recorder(commit_on_revoke=True), Recorder()
-    first = Member(kclient_member(group_broker, group, topic, first_listener), name="first")
+    strategy_setting = {"partition.assignment.strategy": strategy}
+    first = Member(kclient_member(group_broker, group, topic, first_listener, **strategy_setting), name="first")
     first.start()
     wait_until(lambda: first.consumed() >= produced and first.partitions == set(range(PARTITIONS)), "the first member to read all")
-    second = Member(kclient_member(group_broker, group, topic, second_listener), name="second")
+    second = Member(kclient_member(group_broker, group, topic, second_listener, **strategy_setting), name="second")
     second.start()
     wait_until(
         lambda: first.partitions and second.partitions and first.partitions | second.partitions == set(range(PARTITIONS)) and not first.partitions & second.partitions,
@@ -225,6 +227,9 @@ def test_two_members_split_partitions_and_one_takes_all_after_the_other_closes(g
         detail=lambda: f"first {first.partitions}, second {second.partitions}",
     )
     assert len(first.partitions) == len(second.partitions) == PARTITIONS // 2
+    # range: consecutive partitions per member; roundrobin: dealt in turn.
+    expected = [{0, 1, 2}, {3, 4, 5}] if strategy == "range" else [{0, 2, 4}, {1, 3, 5}]
+    assert sorted([first.partitions, second.partitions], key=min) == expected
     more = fill(group_broker, topic, 5, "b")
     wait_until(lambda: (first.consumed() | second.consumed()) >= more, "the split group to read the new records")
     # The second member only read records of its partitions, none the first had committed.

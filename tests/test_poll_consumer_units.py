@@ -89,6 +89,12 @@ def test_settings_take_modern_defaults_and_refuse_connector_settings():
         poll_settings({"group.id": "g"})
     with pytest.raises(ConfigError, match="max.poll.records"):
         poll_settings({**BOOT, "max.poll.records": 0})
+    with pytest.raises(ConfigError, match="expected one of earliest, latest, none"):
+        poll_settings({**BOOT, "auto.offset.reset": "beginning"})
+    with pytest.raises(ConfigError, match="did you mean 'auto.offset.reset'"):
+        poll_settings({**BOOT, "auto.offset.rest": "earliest"})
+    strategy = poll_settings({**BOOT, "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RoundRobinAssignor"})
+    assert strategy.config.partition_assignment_strategy == "roundrobin"
 
 
 def test_settings_without_group_and_with_deserializers():

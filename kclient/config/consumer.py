@@ -162,9 +162,18 @@ class ConsumerConfig(_ClientSecurityConfig):
     dual_commit_enabled: bool = prop("dual.commit.enabled", to_bool, True)
     """With ``offsets.storage=kafka``, commit to ZooKeeper too (migration)."""
     partition_assignment_strategy: str = prop(
-        "partition.assignment.strategy", enum_choice("range", "roundrobin"), "range"
+        "partition.assignment.strategy",
+        enum_choice(
+            "range",
+            "roundrobin",
+            synonyms={"org.apache.kafka.clients.consumer.rangeassignor": "range", "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin"},
+        ),
+        "range",
     )
-    """How partitions are spread over the group's streams."""
+    """How partitions are spread over the group's streams (or, for the poll
+    consumer, the group's members): ``range`` or ``roundrobin``; Kafka's
+    class names ``org.apache.kafka.clients.consumer.RangeAssignor`` /
+    ``RoundRobinAssignor`` are accepted too."""
     offsets_channel_backoff_ms: int = prop("offsets.channel.backoff.ms", to_int, 1000, at_least(0))
     """Pause before retrying a coordinator request: finding the
     coordinator, committing or fetching offsets, joining (ms)."""

@@ -83,13 +83,21 @@ def _decoder(value: Any, name: str) -> Callable[[Any], Any] | None:
 
 #: ``auto.offset.reset`` as the poll consumer names it, by ConsumerConfig's value.
 _RESET_NAMES = {"smallest": "earliest", "largest": "latest"}
+#: The ``auto.offset.reset`` values the poll consumer takes.
+_RESETS = frozenset({"earliest", "latest", "none", "smallest", "largest"})
 
 
 def _from_mapping(source: Mapping[str, Any]) -> tuple[ConsumerConfig, str | None, str | None]:
     props = {str(k).strip(): v for k, v in source.items()}
     # ``none`` is the poll consumer's alone (the 0.8 connector has no such
     # policy), so it is taken here and not passed on.
-    no_reset = isinstance(props.get("auto.offset.reset"), str) and props["auto.offset.reset"].strip().lower() == "none"
+    reset = props.get("auto.offset.reset")
+    if reset is not None and (not isinstance(reset, str) or reset.strip().lower() not in _RESETS):
+        raise ConfigError(
+            f"Invalid value {reset!r} for configuration auto.offset.reset: expected one of earliest, latest, none "
+            "(smallest and largest, Kafka 0.8's names for earliest and latest, are accepted too)"
+        )
+    no_reset = isinstance(reset, str) and reset.strip().lower() == "none"
     if no_reset:
         del props["auto.offset.reset"]
     for key in props:

@@ -113,7 +113,7 @@ def test_dry_run_prints_new_offsets_and_changes_nothing(broker, admin, filled):
         (["--shift-by", "2"], ["--all-topics"], {0: 7, 1: 3}),
         (["--shift-by", "-100"], ["--topic", "{t}:0"], {0: 0, 1: 1}),
         (["--to-datetime", "1970-01-02T00:00:00.000"], ["--all-topics"], {0: 0, 1: 0}),
-        (["--to-datetime", "2999-01-01T00:00:00.000Z"], ["--all-topics"], {0: SIZES[0], 1: SIZES[1]}),  # none that late: the log end
+        (["--to-datetime", "2999-01-01T00:00:00.000Z"], ["--all-topics"], {0: SIZES[0], 1: SIZES[1]}),  # none that late: the log end, warned
     ],
 )
 def test_execute_commits_the_new_offsets(broker, admin, filled, scenario, scope, expected):
@@ -236,5 +236,7 @@ def test_topic_scopes_and_datetimes_parse_as_kafka_reads_them():
 def test_reset_table_has_kafkas_columns():
     text = format_reset_rows([("g", "t", 0, 5), ("g", "topic", 10, 0)])
     lines = text.splitlines()
-    assert lines[0] == f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} NEW-OFFSET"
+    assert lines[0] == f"{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} NEW-OFFSET"
+    wide = format_reset_rows([("g" * 20, "t", 0, 5)]).splitlines()
+    assert wide[0].index("TOPIC") == 21 and wide[1].split() == ["g" * 20, "t", "0", "5"]
     assert lines[2].split() == ["g", "topic", "10", "0"] and lines[1].index("0") == lines[0].index("PARTITION")

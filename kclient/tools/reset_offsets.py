@@ -5,8 +5,8 @@ computes and prints them::
     kclient consumer-groups --bootstrap-server 127.0.0.1:9092 --group readers \\
         --reset-offsets --to-earliest --topic events [--execute]
 
-    GROUP                          TOPIC                          PARTITION  NEW-OFFSET
-    readers                        events                         0          0
+    GROUP           TOPIC           PARTITION  NEW-OFFSET
+    readers         events          0          0
 
 Scenarios (exactly one): ``--to-earliest``, ``--to-latest``, ``--to-offset
 N``, ``--to-datetime YYYY-MM-DDTHH:mm:SS.sss`` (local time unless the text
@@ -51,8 +51,11 @@ __all__ = [
 
 TopicPartition = tuple[str, int]
 
-#: Kafka's ``--reset-offsets`` columns (``%-30s %-30s %-10s %-15s``).
+#: Kafka's ``--reset-offsets`` columns.
 RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+#: The least width of GROUP and TOPIC; PARTITION is 10 wide (Kafka 4's
+#: ``printOffsetsToReset``).
+_MIN_WIDTH, _PARTITION_WIDTH = 15, 10
 
 #: The groups an offset reset may commit to (Kafka: "inactive" groups).
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
@@ -198,7 +201,9 @@ def plan_reset(admin: AdminClient, group: str, partitions: Sequence[TopicPartiti
 
     Returns:
         ``{(topic, partition): new offset}``, each between the partition's
-        log start and log end offsets.
+        log start and log end offsets (as Kafka's ``checkOffsetsRange``
+        keeps them); a ``--to-datetime`` later than every record falls back
+        to the log end offset, with Kafka's warning on stderr.
 
     Raises:
         ConfigError: ``--shift-by`` of a partition with no committed offset.
@@ -216,6 +221,8 @@ def plan_reset(admin: AdminClient, group: str, partitions: Sequence[TopicPartiti
         wanted = dict.fromkeys(partitions, scenario.value)
     elif scenario.kind == "datetime":
         found = admin.list_offsets(dict.fromkeys(partitions, scenario.value))
+        for topic, partition in (tp for tp, offset in found.items() if offset < 0):
+            _warn(f"Warn: Partition {partition} from topic {topic} is empty. Falling back to latest known offset.")
         wanted = {tp: latest[tp] if offset < 0 else offset for tp, offset in found.items()}
     else:
         without = [f"{t}-{p}" for t, p in partitions if (t, p) not in committed]
@@ -225,8 +232,14 @@ def plan_reset(admin: AdminClient, group: str, partitions: Sequence[TopicPartiti
     return {tp: min(max(wanted[tp], earliest[tp]), latest[tp]) for tp in partitions}
 
 
+def _warn(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+
 def format_reset_rows(rows: Iterable[tuple[str, str, int, int]]) -> str:
-    """Kafka's ``--reset-offsets`` table (``%-30s %-30s %-10s %-15s``).
+    """Kafka's ``--reset-offsets`` table: GROUP and TOPIC as wide as their
+    longest value (at least 15), PARTITION 10, one space between columns.
 
     Args:
         rows: ``(group, topic, partition, new offset)``.
@@ -235,7 +248,9 @@ def format_reset_rows(rows: Iterable[tuple[str, str, int, int]]) -> str:
         The header and one line per row, each ending with a newline.
     """
     lines = [RESET_COLUMNS, *((g, t, str(p), str(o)) for g, t, p, o in rows)]
-    return "".join(f"{a:<30} {b:<30} {c:<10} {d:<15}".rstrip() + "\n" for a, b, c, d in lines)
+    group_width = max(_MIN_WIDTH, *(len(line[0]) for line in lines))
+    topic_width = max(_MIN_WIDTH, *(len(line[1]) for line in lines))
+    return "".join(f"{a:<{group_width}} {b:<{topic_width}} {c:<{_PARTITION_WIDTH}} {d}".rstrip() + "\n" for a, b, c, d in lines)
 
 
 def _reset_group(admin: AdminClient, group: str, scenario: ResetScenario, args: ResetArguments) -> dict[TopicPartition, int] | None:

@@ -11,21 +11,28 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import bisect
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import attrs
 
 from kclient.client.consumer.message_set import ByteBufferMessageSet
 from kclient.client.consumer.poll.types import ConsumerRecord, TimestampType
-from kclient.protocol.records import scan_batches
+from kclient.protocol.records import iter_record_rows, scan_batches
 from kclient.protocol.records.legacy import ATTRIBUTES_AT as V1_ATTRIBUTES_AT
 from kclient.protocol.records.scan import PARTITION_LEADER_EPOCH_AT
 from kclient.protocol.records.v2 import ATTR_TIMESTAMP_TYPE
 from kclient.protocol.records.v2 import ATTRIBUTES_AT as V2_ATTRIBUTES_AT
 
 _EPOCH = struct.Struct(">i")
+_key = itemgetter(0)
+_value = itemgetter(1)
+_timestamp = itemgetter(2)
+_headers = itemgetter(3)
 _ATTRIBUTES = struct.Struct(">h")
 
 
@@ -71,8 +78,34 @@ def batch_facts(buffer: Any) -> list[BatchFacts]:
     return out
 
 
+def _decoded(column: Iterable[Any], decoder: Callable[[Any], Any] | None) -> Iterable[Any]:
+    return column if decoder is None else map(decoder, column)
+
+
+def _facts_of_chunk(facts: list[BatchFacts], first: int, last: int) -> BatchFacts | None:
+    """The one `BatchFacts` every record from offset ``first`` to ``last``
+    shares, or None when their batches differ."""
+    index = bisect.bisect_left([f.last_offset for f in facts], first)
+    if index >= len(facts):
+        return None
+    shared = facts[index]
+    while facts[index].last_offset < last:
+        index += 1
+        if index >= len(facts):
+            return None
+        other = facts[index]
+        if (other.timestamp_type, other.leader_epoch) != (shared.timestamp_type, shared.leader_epoch):
+            return None
+    return shared
+
+
 def consumer_records(message_set: ByteBufferMessageSet, key_decoder: Callable[[Any], Any] | None, value_decoder: Callable[[Any], Any] | None) -> list[ConsumerRecord]:
-    """Every record of a fetched partition from its fetch offset on.
+    """Every record of a fetched partition from its fetch offset on,
+    decoded by `kclient.protocol.records.iter_record_rows` (as
+    ``ByteBufferMessageSet`` decodes its messages) a chunk of whole
+    batches at a time; each chunk's records are built by C-level
+    ``map`` / ``zip`` (no Python bytecode per record) when its batches share
+    a timestamp type and leader epoch, as a producer's batches do.
 
     Args:
         message_set: The partition's fetched set (error code 0).
@@ -85,27 +118,43 @@ def consumer_records(message_set: ByteBufferMessageSet, key_decoder: Callable[[A
     Raises:
         MessageSizeTooLargeError: the first batch does not fit
             ``max.partition.fetch.bytes``.
-        CorruptRecordError: a bad batch (after nothing: the whole set is
-            decoded before any record is handed out).
+        CorruptRecordError: a bad batch (the whole set is decoded before
+            any record is handed out).
         Exception: what a decoder raised.
     """
+    message_set.check_fits()
     facts = batch_facts(message_set.buffer)
     topic = message_set.topic
     partition = message_set.partition
     out: list[ConsumerRecord] = []
     new = tuple.__new__
-    index = 0
-    last = len(facts) - 1
-    for message, offset in message_set:
-        while index < last and offset > facts[index].last_offset:
-            index += 1
-        fact = facts[index] if facts else BatchFacts(offset, TimestampType.CREATE_TIME, None)
-        key, value, timestamp, headers = message
-        if key_decoder is not None:
-            key = key_decoder(key)
-        if value_decoder is not None:
-            value = value_decoder(value)
-        out.append(new(ConsumerRecord, (topic, partition, offset, timestamp, fact.timestamp_type, key, value, headers, fact.leader_epoch)))
+    where = f"{topic}-{partition}"
+    for offsets, rows in iter_record_rows(message_set.buffer, message_set.start_offset, where=where):
+        if not offsets:
+            continue
+        shared = _facts_of_chunk(facts, offsets[0], offsets[-1])
+        if shared is not None:
+            out += map(
+                new,
+                repeat(ConsumerRecord),
+                zip(
+                    repeat(topic),
+                    repeat(partition),
+                    offsets,
+                    map(_timestamp, rows),
+                    repeat(shared.timestamp_type),
+                    _decoded(map(_key, rows), key_decoder),
+                    _decoded(map(_value, rows), value_decoder),
+                    map(_headers, rows),
+                    repeat(shared.leader_epoch),
+                ),
+            )
+            continue
+        for offset, (key, value, timestamp, headers) in zip(offsets, rows):
+            fact = _facts_of_chunk(facts, offset, offset) or BatchFacts(offset, TimestampType.CREATE_TIME, None)
+            key = key if key_decoder is None else key_decoder(key)
+            value = value if value_decoder is None else value_decoder(value)
+            out.append(new(ConsumerRecord, (topic, partition, offset, timestamp, fact.timestamp_type, key, value, headers, fact.leader_epoch)))
     return out
 
 

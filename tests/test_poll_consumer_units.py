@@ -151,6 +151,11 @@ def test_records_carry_timestamp_type_leader_epoch_and_headers():
     assert [(r.offset, r.key, r.value, r.timestamp_type, r.leader_epoch) for r in records] == [
         (6, None, b"v1", TimestampType.CREATE_TIME, 3), (7, "k2", None, TimestampType.LOG_APPEND_TIME, None),
     ]
+    # One batch: every record built in one pass (shared timestamp type and epoch).
+    same = consumer_records(ByteBufferMessageSet("t", 2, first, 5), StringDecoder().from_bytes, StringDecoder().from_bytes)
+    assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.leader_epoch) for r in same] == [
+        (5, "k0", "v0", 1000, TimestampType.CREATE_TIME, 3), (6, None, "v1", 1001, TimestampType.CREATE_TIME, 3),
+    ]
     every = consumer_records(ByteBufferMessageSet("t", 2, buffer, 5), None, None)
     assert every[0].headers == (Header("h", b"1"),) and every[0].topic_partition == TopicPartition("t", 2)
 

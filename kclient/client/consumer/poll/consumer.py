@@ -133,7 +133,12 @@ class Consumer(ClosingClient):
         self._listener = listener
 
     def subscription(self) -> set[str]:
-        """The subscribed topics (see `TrioConsumer.subscription`)."""
+        """The subscribed topics.
+
+        Returns:
+            Topic names (for a pattern: those it matched when the group was
+            last joined); empty when not subscribed.
+        """
         result: set[str] = self._loop.call_sync(self._core.subscription)
         return result
 
@@ -156,7 +161,11 @@ class Consumer(ClosingClient):
         self._loop.call_sync(self._core.assign, list(partitions))
 
     def assignment(self) -> set[TopicPartition]:
-        """The partitions read now (empty during a rebalance)."""
+        """The partitions read now.
+
+        Returns:
+            The set (empty during a rebalance).
+        """
         result: set[TopicPartition] = self._loop.call_sync(self._core.assignment)
         return result
 
@@ -272,11 +281,27 @@ class Consumer(ClosingClient):
         self._loop.call_sync(self._core.seek, partition, offset)
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        """Read from the log start (all assigned partitions by default)."""
+        """Read from each partition's log start (looked up on the next
+        `poll` or `position`).
+
+        Args:
+            partitions: Assigned partitions; None or empty: all of them.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
         self._loop.call_sync(self._core.seek_to_beginning, None if partitions is None else list(partitions))
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        """Read from the log end (all assigned partitions by default)."""
+        """Read from each partition's log end: only records produced from
+        now on (looked up on the next `poll` or `position`).
+
+        Args:
+            partitions: Assigned partitions; None or empty: all of them.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
         self._loop.call_sync(self._core.seek_to_end, None if partitions is None else list(partitions))
 
     def offsets_for_times(self, timestamps: Mapping[Any, int], timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -294,32 +319,76 @@ class Consumer(ClosingClient):
         return result
 
     def beginning_offsets(self, partitions: Iterable[Any], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
-        """Each partition's log start offset."""
+        """Each partition's log start offset (Kafka's ``beginningOffsets``).
+
+        Args:
+            partitions: The partitions.
+            timeout_ms: Longest wait (ms; default ``default.api.timeout.ms``).
+
+        Returns:
+            ``{partition: offset}``.
+        """
         result: dict[TopicPartition, int] = self._loop.call(self._core.beginning_offsets, list(partitions), timeout_ms)
         return result
 
     def end_offsets(self, partitions: Iterable[Any], timeout_ms: float | None = None) -> dict[TopicPartition, int]:
-        """Each partition's log end offset."""
+        """Each partition's log end offset, the offset its next record
+        will get (Kafka's ``endOffsets``).
+
+        Args:
+            partitions: The partitions.
+            timeout_ms: Longest wait (ms; default ``default.api.timeout.ms``).
+
+        Returns:
+            ``{partition: offset}``.
+        """
         result: dict[TopicPartition, int] = self._loop.call(self._core.end_offsets, list(partitions), timeout_ms)
         return result
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
-        """A topic's partitions, sorted by id."""
+        """A topic's partitions (Kafka's ``partitionsFor``).
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            Its partitions sorted by id (``partition``, ``leader``,
+            ``replicas``, ``isr``).
+        """
         result: tuple[PartitionInfo, ...] = self._loop.call(self._core.partitions_for, topic)
         return result
 
     # ------------------------------------------------------------ flow control
 
     def pause(self, partitions: Iterable[Any]) -> None:
-        """Stop fetching these assigned partitions until `resume`."""
+        """Stop fetching these assigned partitions (`poll` hands out none
+        of their records) until `resume`; the group membership is kept.
+
+        Args:
+            partitions: The partitions.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
         self._loop.call_sync(self._core.pause, list(partitions))
 
     def resume(self, partitions: Iterable[Any]) -> None:
-        """Fetch paused partitions again."""
+        """Fetch paused partitions again.
+
+        Args:
+            partitions: The partitions.
+
+        Raises:
+            IllegalStateError: a partition is not assigned.
+        """
         self._loop.call_sync(self._core.resume, list(partitions))
 
     def paused(self) -> set[TopicPartition]:
-        """The paused partitions."""
+        """The paused partitions.
+
+        Returns:
+            The set.
+        """
         result: set[TopicPartition] = self._loop.call_sync(self._core.paused)
         return result
 

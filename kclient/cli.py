@@ -1,21 +1,17 @@
 """The ``kclient`` command line (argparse, stdlib).
 
-Subcommands: ``broker`` (below), ``cluster`` (ZooKeeper plus N brokers in
-the foreground, see `kclient.tools.cluster`), the console tools Kafka users know
+Subcommands: ``broker`` (the bundled broker, see `kclient.tools.broker`),
+``cluster`` (ZooKeeper plus N brokers in the foreground, see
+`kclient.tools.cluster`), the console tools Kafka users know
 (``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
-``get-offsets``, ``consumer-groups``: see `kclient.tools`), ``dump-log`` and ``configs`` (SCRAM
-users in ZooKeeper like ``kafka-configs.sh``, see `kclient.tools.configs`).
-``kclient --version`` prints the version.
+``get-offsets``, ``consumer-groups``: see `kclient.tools`), ``dump-log`` and
+``configs`` (SCRAM users in ZooKeeper like ``kafka-configs.sh``, see
+`kclient.tools.configs`). ``kclient --version`` prints the version.
 
-``kclient broker [server.properties] [--override key=value ...]``
-    Run the bundled broker, the way Kafka's ``kafka-server-start.sh`` takes
-    a properties file and overrides. Once it listens it prints one line per
-    listener to stdout, ``kclient broker listening on HOST:PORT (NAME)``
-    (the advertised host and the bound port, also when port 0 asked for a
-    free one), all in one write, which `kclient.testing.BrokerProcess`
-    waits for. Without ``host.name`` or ``listeners`` it binds 127.0.0.1
-    only. SIGINT/SIGTERM stop it
-    cleanly: connections are closed, logs flushed and closed, exit status 0.
+This module imports only the standard library and two small modules of
+kclient, and `main` takes over SIGINT and SIGTERM before it imports the
+subcommands (see `kclient.tools.shutdown`): Ctrl-C right after start is a
+request to stop for the console tools too.
 
 Logging goes to stderr (``-v`` for DEBUG, ``-q`` for warnings only).
 """
@@ -24,52 +20,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-import trio
+from kclient.tools.messages import error_message
+from kclient.tools.shutdown import ShutdownSignals, installed_as_current
 
 log = logging.getLogger("kclient.cli")
 
-#: The line printed on stdout per listener once the broker listens;
-#: ``{host}``/``{port}`` are the advertised host and the bound port,
-#: ``{name}`` the listener name. The first line is the first listener's.
-LISTENING_LINE = "kclient broker listening on {host}:{port} ({name})"
-
 _SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-
-
-def _add_broker(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
-        "broker",
-        help="run the bundled Kafka-protocol broker",
-        description="Run the bundled broker. Properties (server.properties names) come from the file, "
-        "then from each --override key=value.",
-    )
-    p.add_argument("properties", nargs="?", help="a server.properties file (optional)")
-    p.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set one property, e.g. --override port=0 --override log.dirs=/tmp/k (repeatable)",
-    )
-    p.set_defaults(func=_cmd_broker)
-
-
-#: Subcommand registrars, in help order. Later issues append theirs.
-def _add_dump_log(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from kclient.tools.dump_log import register
-
-    register(subparsers)
-
-
-def _add_configs(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from kclient.tools.configs import register
-
-    register(subparsers)
 
 
 def _registrar(module: str) -> _SubcommandAdder:
@@ -85,8 +44,9 @@ def _registrar(module: str) -> _SubcommandAdder:
     return add
 
 
+#: Subcommand registrars, in help order.
 SUBCOMMANDS: list[_SubcommandAdder] = [
-    _add_broker,
+    _registrar("broker"),
     _registrar("zookeeper"),
     _registrar("cluster"),
     _registrar("console_producer"),
@@ -94,8 +54,8 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
     _registrar("topics"),
     _registrar("get_offsets"),
     _registrar("consumer_groups"),
-    _add_dump_log,
-    _add_configs,
+    _registrar("dump_log"),
+    _registrar("configs"),
 ]
 
 #: Subcommands that talk to a broker as a client: without ``-v`` only their
@@ -124,74 +84,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
-async def run_broker_until_signalled(config: Any, *, on_listening: Callable[[Any], None] | None = None) -> None:
-    """Run a `kclient.broker.Broker` until SIGINT or SIGTERM, then stop it cleanly.
-
-    Also stops when the surrounding scope is cancelled. Must run in the main
-    thread (signal handling).
+class ToolFormatter(logging.Formatter):
+    """The log format of ``kclient``: a tool's own warnings and errors (the
+    ``kclient.cli`` logger) as one plain line, ``kclient COMMAND: error:
+    message`` (argparse's style, no time stamp or logger name); everything
+    else (the broker's log, the client's with ``-v``) with the time, level
+    and logger.
 
     Args:
-        config (kclient.config.BrokerConfig): The broker's configuration.
-        on_listening: Called once the broker listens, with the started
-            `kclient.broker.Broker` (its ``listeners`` hold each listener's
-            bound port and advertised address).
+        prog: ``kclient COMMAND``.
     """
-    from kclient.broker import Broker
 
-    broker = Broker(config)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(broker.serve)
-            assert broker.state is not None
-            if on_listening is not None:
-                on_listening(broker)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
+    def __init__(self, prog: str) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.prog = prog
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == log.name and record.levelno >= logging.WARNING:
+            return f"{self.prog}: {record.levelname.lower()}: {record.getMessage()}"
+        return super().format(record)
 
 
-def _cmd_broker(args: argparse.Namespace) -> int:
-    from kclient.config import BrokerConfig
-
-    config = BrokerConfig.from_file(args.properties, args.override)
-
-    def announce(broker: Any) -> None:
-        """Print the listening lines in one write (the one thing the CLI
-        prints rather than logs: BrokerProcess reads them)."""
-        lines = [
-            LISTENING_LINE.format(host=runtime.advertised_host, port=runtime.port, name=runtime.name)
-            for runtime in broker.listeners
-        ]
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
-
-    trio.run(lambda: run_broker_until_signalled(config, on_listening=announce))
-    return 0
+def _setup_logging(verbose: int, quiet: bool, prog: str) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ToolFormatter(prog))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line (the first line; the type name
-    when the message is empty)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+#: Subcommands that take SIGINT / SIGTERM as a request to stop (see
+#: `kclient.tools.shutdown`); the others get Python's KeyboardInterrupt.
+STOPS_ON_SIGNAL = frozenset({"console-producer", "console-consumer"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point (``kclient`` in pyproject.toml).
 
-    Configuration errors print a one-line message and give status 2;
-    Kafka errors (an unreachable broker, a refused request) and OS errors a
-    one-line message and status 1, never a traceback.
+    An error prints one line on stderr, ``kclient COMMAND: error: message``,
+    never a traceback. Exit status: 2 for bad arguments (argparse's usage
+    errors, and `ConfigError`: a bad property, a bad combination of
+    flags), 1 for the other errors (a Kafka error, an unreachable broker, a
+    missing group or topic, an OS error such as a busy port), 130 when
+    interrupted (SIGINT), else what the command returns.
+
+    SIGINT and SIGTERM that arrive while the command line is parsed are
+    held for the console tools, which take them as a request to stop
+    (`STOPS_ON_SIGNAL`, see `kclient.tools.shutdown`); the other commands
+    then end with status 130.
 
     Args:
         argv: The arguments (default ``sys.argv[1:]``).
@@ -199,34 +138,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status.
     """
-    from kclient.errors import ConfigError, KafkaError, ZooKeeperError
+    signals = ShutdownSignals()
+    signals.install()
+    try:
+        with installed_as_current(signals):
+            return _run(build_parser().parse_args(argv), signals)
+    finally:
+        signals.uninstall()
+        logging.shutdown()
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args.verbose, args.quiet)
+
+def _run(args: argparse.Namespace, signals: ShutdownSignals) -> int:
+    """Run the parsed command, its errors reported as `main` says."""
+    from kclient.errors import ConfigError, KafkaError
+
+    _setup_logging(args.verbose, args.quiet, f"kclient {args.command}")
     if args.command in CLIENT_TOOLS and not args.verbose:
         # One line per failure: the client's own ERROR logs (a failed batch,
         # a lost connection) would repeat what the tool reports (-v shows them).
         logging.getLogger("kclient").setLevel(logging.CRITICAL)
         logging.getLogger("kclient.cli").setLevel(logging.WARNING)
+    if args.command not in STOPS_ON_SIGNAL:
+        signals.uninstall()
+        if signals.requested:
+            return 130
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
-        log.error("%s", _one_line(exc))
-        return 2
-    except ZooKeeperError as exc:
-        log.error("%s", exc)
-        return 1
-    except KafkaError as exc:
-        log.error("%s: %s", type(exc).__name__, _one_line(exc))
-        return 1
     except KeyboardInterrupt:
         return 130
-    except OSError as exc:
-        log.error("%s", _one_line(exc))
-        return 1
-    finally:
-        logging.shutdown()
+    except (KafkaError, OSError) as exc:
+        log.error("%s", error_message(exc))
+        return 2 if isinstance(exc, ConfigError) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -114,11 +114,23 @@ class _Waiter:
             self._r, self._w = os.pipe()
 
     def wait(self) -> None:
-        """Block until fired (interruptible: Ctrl-C raises KeyboardInterrupt)."""
-        if self._r == self._w:  # an eventfd
-            os.eventfd_read(self._r)
-        else:
-            os.read(self._r, 1)
+        """Block until fired (interruptible: Ctrl-C raises KeyboardInterrupt).
+
+        A signal whose Python handler returns (does not raise) does not end
+        the wait: it goes on, as PEP 475 has system calls do. (``os.read``
+        retries by itself; ``os.eventfd_read`` raises InterruptedError
+        instead, which a tool that takes SIGINT as a request to stop got
+        from any blocking call.)
+        """
+        while True:
+            try:
+                if self._r == self._w:  # an eventfd
+                    os.eventfd_read(self._r)
+                else:
+                    os.read(self._r, 1)
+                return
+            except InterruptedError:
+                continue
 
     def fire(self) -> None:
         """Wake the waiting thread (or the next `wait`). Releases the GIL

@@ -330,7 +330,11 @@ class Broker:
         try:
             for runtime in runtimes:
                 endpoint = runtime.security.listener
-                listeners = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host or "0.0.0.0")
+                try:
+                    listeners = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host or "0.0.0.0")
+                except OSError as exc:  # name the address: "Address already in use" alone does not
+                    where = f"{endpoint.host or '0.0.0.0'}:{endpoint.port} ({runtime.name})"
+                    raise OSError(exc.errno, f"cannot listen on {where}: {exc.strerror or exc}") from exc
                 port = listeners[0].socket.getsockname()[1]
                 if endpoint.port == 0 and len(listeners) > 1:
                     # Port 0 gives each address of a multi-address host its own

@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Protocol, TypeAlias
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
@@ -45,6 +45,7 @@ from kclient.tools.common import (
     parse_key_values,
     property_bool,
 )
+from kclient.tools.shutdown import ShutdownSignals, shutdown_signals
 
 if TYPE_CHECKING:
     from kclient.client.cluster import ClusterMetadata, PartitionInfo
@@ -257,9 +258,14 @@ class _ConsoleReader:
                 offset = offsets[0] if offsets else 0
             self.positions[address][part.partition] = offset
 
-    def poll(self, timeout_ms: int | None) -> int:
+    def poll(self, timeout_ms: int | None, stop: Callable[[], bool] = lambda: False) -> int:
         """One fetch from every leader (``POLL_MS`` long polls in all, at
         most ``timeout_ms``); prints what came.
+
+        Args:
+            timeout_ms: The longest to wait for records (ms), None for
+                `POLL_MS`.
+            stop: Looked at after each leader's fetch: true ends the poll.
 
         Returns:
             How many records were printed.
@@ -270,7 +276,7 @@ class _ConsoleReader:
         got = 0
         for address, consumer in self.consumers.items():
             got += self._fetch(consumer, self.positions[address], wait)
-            if self.done:
+            if self.done or stop():
                 break
         self.out.flush()
         return got
@@ -305,12 +311,14 @@ class _ConsoleReader:
         positions[partition] = max(positions[partition], message_set.next_offset)
         return printed
 
-    def read(self, timeout_ms: int | None) -> None:
-        """Print records until the limit, or until ``timeout_ms`` passed
-        without one (never, without a timeout)."""
+    def read(self, timeout_ms: int | None, stop: Callable[[], bool] = lambda: False) -> None:
+        """Print records until the limit, until ``timeout_ms`` passed
+        without one (never, without a timeout), or until ``stop()`` is true
+        (looked at between fetches: what a fetch brought is printed and
+        counted first)."""
         last_record = time.monotonic()
-        while not self.done:
-            if self.poll(timeout_ms):
+        while not self.done and not stop():
+            if self.poll(timeout_ms, stop):
                 last_record = time.monotonic()
             elif timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= timeout_ms:
                 break
@@ -327,6 +335,14 @@ class _ConsoleReader:
 
 def run(args: ConsoleConsumerArguments, stdout: IO[bytes] | None = None) -> int:
     """Run ``kclient console-consumer``.
+
+    Once the arguments are checked it prints ``Processed a total of N
+    messages`` on stderr exactly once, however it ends (the limit, the
+    timeout, an error, or SIGINT / SIGTERM at any point): N is the number of
+    records written to ``stdout``. A signal while it connects ends it at
+    once; while it reads, it ends after the current fetch's records are
+    printed and counted; a second signal cuts the closing short (see
+    `kclient.tools.shutdown`).
 
     Args:
         args: The parsed arguments.
@@ -346,16 +362,29 @@ def run(args: ConsoleConsumerArguments, stdout: IO[bytes] | None = None) -> int:
     start = _start_offset(args)
     _check_limits(args)
     bootstrap = parse_bootstrap(args.bootstrap_server)
-    metadata = fetch_metadata(bootstrap, [args.topic], properties=props, allow_auto_create=True)
-    parts = _partitions(metadata, args.topic, args.partition)
     reader = _ConsoleReader(args.topic, formatter, out, args.max_messages)
+    with shutdown_signals() as signals:
+        try:
+            with signals.raising():
+                metadata = fetch_metadata(bootstrap, [args.topic], properties=props, allow_auto_create=True)
+                parts = _partitions(metadata, args.topic, args.partition)
+                reader.open(metadata, parts, start, props)
+            with signals.stopping():
+                reader.read(args.timeout_ms, lambda: signals.requested)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            _close(reader, signals)
+    return 0
+
+
+def _close(reader: _ConsoleReader, signals: ShutdownSignals) -> None:
+    """Close the reader (a signal during the close, after a first one, cuts
+    it short), then print the summary line."""
     try:
-        reader.open(metadata, parts, start, props)
-        reader.read(args.timeout_ms)
+        with signals.stopping():
+            reader.close()
     except KeyboardInterrupt:
         pass
-    finally:
-        reader.close()
-        sys.stderr.write(f"Processed a total of {reader.processed} messages\n")
-        sys.stderr.flush()
-    return 0
+    sys.stderr.write(f"Processed a total of {reader.processed} messages\n")
+    sys.stderr.flush()

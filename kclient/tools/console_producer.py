@@ -24,14 +24,22 @@ status. When stderr is a terminal, a ``tqdm`` counter shows progress.
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
-from collections.abc import Iterator, Mapping
-from typing import IO, Protocol
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Protocol
 
-from kclient.errors import ConfigError
+from kclient.errors import ConfigError, FailedToSendMessageError, KafkaError
 from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, progress_bar, property_bool
+from kclient.tools.messages import error_message, line_ranges
+from kclient.tools.shutdown import ShutdownSignals, shutdown_signals
 
-__all__ = ["ConsoleProducerArguments", "LineReader", "register", "run"]
+if TYPE_CHECKING:
+    from kclient.client.producer.producer import Producer
+
+__all__ = ["ConsoleProducerArguments", "Deliveries", "LineReader", "read_lines", "register", "run"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -68,11 +76,12 @@ class LineReader:
             raise ConfigError("--property key.separator must not be empty")
         self.key_separator = separator.encode("utf-8")
 
-    def records(self, stream: IO[bytes]) -> Iterator[tuple[bytes | None, bytes]]:
+    def records(self, stream: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes]]:
         """The records of a binary stream, one per line.
 
         Args:
-            stream: The input (``sys.stdin.buffer``).
+            stream: The input lines, each with its line ending
+                (``sys.stdin.buffer``, or `read_lines`).
 
         Yields:
             ``(key, value)``; the key is None without ``parse.key``.
@@ -164,49 +173,199 @@ def producer_properties(args: ConsoleProducerArguments) -> dict[str, str]:
     return props
 
 
+def read_lines(stream: IO[bytes], signals: ShutdownSignals) -> Iterator[bytes]:
+    """The lines of ``stream`` as they arrive (each with its ``\\n``; the
+    last one may lack it), until end of input or until a stop is asked for.
+
+    Reads the file descriptor itself (no buffer keeps lines that were read
+    but not handed out): every line read is yielded before the stop is
+    looked at, and a stop asked for while it waits for input ends it at
+    once. A stream without a file descriptor is iterated, the stop looked
+    at between lines.
+
+    Args:
+        stream: The input (``sys.stdin.buffer``).
+        signals: The tool's `ShutdownSignals`.
+
+    Yields:
+        The lines.
+    """
+    try:
+        fd = stream.fileno() if os.name == "posix" else -1  # select() waits on pipes on POSIX only
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0:
+        for line in stream:
+            yield line
+            if signals.requested:
+                return
+        return
+    pending = b""
+    while signals.wait_readable(fd):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if pending:
+        yield pending
+
+
+class Deliveries:
+    """What became of each line read (by line number, from 1): handed to
+    the producer and acknowledged, failed, or never sent.
+
+    `callback` is the producer's per-record delivery callback; the
+    counters are safe to update from the producer's send thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Lines read so far.
+        self.read = 0
+        #: Lines the broker acknowledged.
+        self.delivered = 0
+        #: Lines given to the producer and not yet called back.
+        self.pending: set[int] = set()
+        #: Lines that failed, or were read and never sent.
+        self.lost: list[int] = []
+        #: The first failure.
+        self.first_error: BaseException | None = None
+
+    def sending(self, number: int) -> Callable[[object, BaseException | None], None]:
+        """Line ``number`` is about to be sent; its callback.
+
+        Args:
+            number: The line number.
+
+        Returns:
+            The ``send(..., callback=)`` for it.
+        """
+        with self._lock:
+            self.pending.add(number)
+        return functools.partial(self._done, number)
+
+    def _done(self, number: int, metadata: object, error: BaseException | None) -> None:
+        with self._lock:
+            self.pending.discard(number)
+            if error is None:
+                self.delivered += 1
+                return
+            self.lost.append(number)
+            if self.first_error is None:
+                self.first_error = error
+
+    def fail(self, error: BaseException) -> None:
+        """Note an error that is not one line's (a send refused, a close
+        that failed), if none was noted yet."""
+        with self._lock:
+            if self.first_error is None:
+                self.first_error = error
+
+    def not_delivered(self) -> list[int]:
+        """The lines read and not delivered: failed, never called back, or
+        never given to the producer."""
+        with self._lock:
+            handed = self.delivered + len(self.lost) + len(self.pending)
+            never_sent = range(handed + 1, self.read + 1) if handed < self.read else range(0)
+            return sorted({*self.lost, *self.pending, *never_sent})
+
+    def report(self) -> FailedToSendMessageError | None:
+        """The error naming the lines not delivered, or None when every
+        line read was delivered."""
+        lost = self.not_delivered()
+        if not lost:
+            return None
+        error = self.first_error
+        if error is None:
+            cause = " (interrupted)"
+        elif isinstance(error, FailedToSendMessageError):  # its name once, in the report's
+            cause = f": {str(error).strip().splitlines()[0]}"
+        else:
+            cause = f": {error_message(error)}"
+        n = len(lost)
+        read = f"{self.read} line{'s' if self.read != 1 else ''} read"
+        which = f"line{'s' if n != 1 else ''} {line_ranges(lost)}"
+        return FailedToSendMessageError(f"{n} of {read} {'was' if n == 1 else 'were'} not delivered ({which}){cause}", lost_messages=n)
+
+
 def run(args: ConsoleProducerArguments, stdin: IO[bytes] | None = None) -> int:
     """Run ``kclient console-producer``.
+
+    Every line read is sent, or named as lost in the error raised: on end of
+    input, on a send error, and on SIGINT / SIGTERM (see
+    `kclient.tools.shutdown`). A signal while the producer starts ends the
+    tool at once (nothing was read); while it reads, the lines read are sent
+    and the producer is closed, waiting at most 5 s; a second signal cuts
+    the sending or the closing short (the lines not delivered then are named).
 
     Args:
         args: The parsed arguments.
         stdin: The input (default ``sys.stdin.buffer``).
 
     Returns:
-        0 when every record was sent.
+        0 when every line was sent at end of input, 130 when stopped by a
+        signal with every line read sent.
 
     Raises:
         ConfigError: Bad arguments, or a line without the key separator.
-        FailedToSendMessageError: Records could not be delivered.
+        FailedToSendMessageError: Lines read were not delivered (their
+            numbers in the message).
         KafkaError: Another client error.
+        KeyboardInterrupt: A signal while the producer started.
     """
-    from kclient.client.producer.data import ProducerData
     from kclient.client.producer.producer import Producer
 
     reader = LineReader(parse_key_values(args.property, "--property"))
-    producer = Producer(producer_properties(args))
-    bar = progress_bar(args.topic, " records")
-    sent = 0
+    config = producer_properties(args)
+    stream = stdin if stdin is not None else sys.stdin.buffer
+    deliveries = Deliveries()
+    with shutdown_signals() as signals:
+        with signals.raising():
+            producer = Producer(config)
+        try:
+            with signals.stopping():
+                _send_lines(producer, args.topic, reader.records(read_lines(stream, signals)), deliveries)
+        finally:
+            _close(producer, deliveries, signals)
+        lost = deliveries.report()
+        if lost is not None:
+            raise lost
+        return 130 if signals.requested else 0
+
+
+def _send_lines(producer: Producer, topic: str, records: Iterable[tuple[bytes | None, bytes]], deliveries: Deliveries) -> None:
+    """Send each record, counting it in ``deliveries``; a send error ends
+    the sending (it is noted, not raised)."""
+    from kclient.client.producer.data import ProducerData
+
+    bar = progress_bar(topic, " records")
     try:
-        for key, value in reader.records(stdin if stdin is not None else sys.stdin.buffer):
-            producer.send(ProducerData(args.topic, key, [value]))
-            sent += 1
+        for key, value in records:
+            deliveries.read += 1
+            producer.send(ProducerData(topic, key, [value]), callback=deliveries.sending(deliveries.read))
             if bar is not None:
                 bar.update(1)
+    except KafkaError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        deliveries.fail(exc)
     except KeyboardInterrupt:
-        # Ctrl-C: send what was read, as Kafka's console producer does at
-        # shutdown, waiting a bounded time.
-        producer.close(timeout_ms=5000)
-        return 130
-    except BaseException:
-        # Report the first error; what was read before it is still sent,
-        # waiting a bounded time.
-        try:
-            producer.close(timeout_ms=5000)
-        except Exception:
-            pass
-        raise
+        pass
     finally:
         if bar is not None:
             bar.close()
-    producer.close()
-    return 0
+
+
+def _close(producer: Producer, deliveries: Deliveries, signals: ShutdownSignals) -> None:
+    """Close the producer: after a signal waiting at most 5 s, else until
+    everything is acknowledged; a (further) signal meanwhile abandons the
+    rest. What could not be delivered is in ``deliveries``."""
+    try:
+        with signals.stopping():
+            producer.close(timeout_ms=5000 if signals.requested else None)
+    except KafkaError as exc:
+        deliveries.fail(exc)
+    except KeyboardInterrupt:
+        pass

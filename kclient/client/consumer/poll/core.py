@@ -377,34 +377,33 @@ class TrioConsumer:
         self._wakeup = trio.Event()
         if self.subscriptions.missing_positions() or self.subscriptions.awaiting_reset():
             await positions.update(self.config.default_api_timeout_ms / 1000)
+        if fetcher.metadata_needed:
+            await self._refresh_metadata()
         records = fetcher.fetched_records(self.config.max_poll_records)
         # Fetch the next records while the application handles these.
         fetcher.send_fetches(self._tasks)
         if records or timeout <= 0 or self._needs_group_step():
             return records
-        wait = timeout
-        if fetcher.metadata_needed:
-            wait = min(wait, await self._refresh_metadata())
+        # A partition without a known leader: look again after the backoff.
+        wait = min(timeout, self.config.retry_backoff_ms / 1000) if fetcher.metadata_needed else timeout
         with trio.move_on_after(wait):
             await self._wakeup.wait()
         return fetcher.fetched_records(self.config.max_poll_records) if fetcher.has_completed else []
 
-    async def _refresh_metadata(self) -> float:
-        """Refresh the leaders of the assigned partitions (at most every
-        ``retry.backoff.ms``); returns how long to wait before trying
-        again (seconds)."""
-        backoff = self.config.retry_backoff_ms / 1000
+    async def _refresh_metadata(self) -> None:
+        """Refresh the leaders of the assigned partitions, at most every
+        ``retry.backoff.ms``."""
         now = trio.current_time()
-        if now - self._metadata_refreshed >= backoff:
-            assert self._cluster is not None and self._fetcher is not None
-            self._metadata_refreshed = now
-            self._fetcher.metadata_needed = False
-            try:
-                await self._cluster.refresh_metadata({tp.topic for tp in self.subscriptions.assigned()}, allow_auto_create=False)
-            except KafkaError as exc:
-                log.warning("metadata refresh failed: %s", exc)
-                self._fetcher.metadata_needed = True
-        return backoff
+        if now - self._metadata_refreshed < self.config.retry_backoff_ms / 1000:
+            return
+        assert self._cluster is not None and self._fetcher is not None
+        self._metadata_refreshed = now
+        self._fetcher.metadata_needed = False
+        try:
+            await self._cluster.refresh_metadata({tp.topic for tp in self.subscriptions.assigned()}, allow_auto_create=False)
+        except KafkaError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+            self._fetcher.metadata_needed = True
 
     # ------------------------------------------------------------ commits
 

@@ -66,6 +66,9 @@ def test_describe_shows_committed_offset_log_end_and_lag(zookeeper, zk_broker, t
     result = kc("consumer-groups", "--zookeeper", zookeeper.connect, "--describe", "--group", group)
     rows = table(result.stdout)
     assert rows[(topic, "0")][3:] == ["7", "10", "3", "-", "-", "-"]
+    every = kc("consumer-groups", "--zookeeper", zookeeper.connect, "--describe", "--all-groups")
+    assert every.returncode == 0, every.stderr
+    assert [line.split()[3:6] for line in every.stdout.splitlines() if line.split()[:3] == [group, topic, "0"]] == [["7", "10", "3"]]
 
 
 def test_unknown_group_and_missing_group_flag_are_one_line_errors(zookeeper):
@@ -93,6 +96,8 @@ def test_lag_needs_both_offsets_and_the_table_aligns():
     lines = text.splitlines()
     assert lines[1].split() == ["g", "t", "0", "5", "9", "4", "owner-0", "-", "-"]
     assert lines[2].split() == ["g", "topic", "10", "-", "12", "-", "-", "-", "-"]
+    owned = format_rows([PartitionLag("g", "t", 0, 1, 2, "member-1", "/127.0.0.1", "reader")]).splitlines()[1]
+    assert owned.split() == ["g", "t", "0", "1", "2", "1", "member-1", "/127.0.0.1", "reader"]
     assert lines[0].index("TOPIC") == lines[1].index("t  ") == lines[2].index("topic")
 
 

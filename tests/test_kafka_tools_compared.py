@@ -132,3 +132,35 @@ def test_topics_describe_configs_field_and_configs_describe_as_kafka(broker, fil
     assert [line.split("\tElr:")[0] for line in theirs[1:]] == ours[1:]  # Kafka 4 adds ELR (KIP-966) fields
     entity = ("--entity-type", "topics", "--entity-name", filled, "--describe")
     assert kclient_tool(broker, "configs", *entity).stdout == kafka(broker, "kafka-configs", *entity).stdout
+
+
+def test_a_member_assigned_nothing_has_no_row_as_in_kafka(broker, admin):
+    """Two members on a one-partition topic: only the partition's owner has
+    a row, in both tools."""
+    from kclient import Consumer
+
+    topic, group = f"compared-idle-{uuid.uuid4().hex[:8]}", f"compared-idle-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    produce(broker, topic, ["x"], partition=0)
+    members = [
+        Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": f"idle-{i}", "enable.auto.commit": False}) for i in range(2)
+    ]
+    try:
+        for member in members:
+            member.subscribe([topic])
+
+        def settled() -> bool:
+            for member in members:
+                member.poll(100)
+            described = admin.describe_consumer_groups([group])[group]
+            return described.state == "Stable" and len(described.members) == 2 and sum(len(m.assignment()) for m in members) == 1
+
+        wait_for(settled, "one member to own the partition, the other none", timeout=60)
+        theirs = kafka(broker, "kafka-consumer-groups", "--describe", "--group", group)
+        ours = kclient_tool(broker, "consumer-groups", "--describe", "--group", group)
+        assert ours.returncode == 0, ours.stderr
+        assert sorted(cells(ours.stdout)) == sorted(cells(theirs.stdout))
+        assert [row[:3] for row in cells(ours.stdout)[1:]] == [[group, topic, "0"]]
+    finally:
+        for member in members:
+            member.close()

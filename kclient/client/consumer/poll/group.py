@@ -218,6 +218,7 @@ class GroupDriver:
                 self._on_assignment_change()
             self.phase = Phase.JOINING
             self.rejoin_needed = False
+            self.lost = False
             nursery.start_soon(self._join)
         return None
 
@@ -308,14 +309,16 @@ class GroupDriver:
             nursery.start_soon(self._heartbeat_loop)
             nursery.start_soon(self._metadata_loop)
 
-    def _in_group(self) -> bool:
-        return self.phase is Phase.STABLE and self.joined and self.member.generation >= 0 and self.subscriptions.auto_assigned
+    def _in_group(self, phases: tuple[Phase, ...] = (Phase.STABLE,)) -> bool:
+        return self.phase in phases and self.joined and self.member.generation >= 0 and self.subscriptions.auto_assigned
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.heartbeat_interval_ms / 1000
         while True:
             await trio.sleep(interval)
-            if not self._in_group():
+            # Heartbeats go on while the revoke listener runs (Kafka stops
+            # them only once the JoinGroup is sent).
+            if not self._in_group((Phase.STABLE, Phase.REVOKING)):
                 continue
             if self.poll_expired():
                 log.warning(
@@ -334,7 +337,7 @@ class GroupDriver:
         except RebalanceInProgressError:
             self.request_rejoin("the group is rebalancing")
         except (IllegalGenerationError, UnknownMemberIdError) as exc:
-            if not self._in_group():
+            if not self._in_group((Phase.STABLE, Phase.REVOKING)):
                 return
             if isinstance(exc, UnknownMemberIdError):
                 self.member.member_id = ""

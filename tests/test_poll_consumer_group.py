@@ -3,12 +3,16 @@ bundled broker for the module: two kclient members split the partitions
 and, after one closes, the other gets them all (the listener called around
 each rebalance); a member that stops polling past ``max.poll.interval.ms``
 is removed and its partitions go to the other (KIP-62); and a group shared
-with a confluent-kafka member and a kafka-python member, each reading
-disjoint partitions, each reading what the others committed."""
+with a confluent-kafka member and a kafka-python member, and one with
+Kafka's own Java consumer (``kafka-verifiable-consumer``), each member
+reading disjoint partitions and starting from what the others committed."""
 
 from __future__ import annotations
 
 import functools
+import json
+import signal
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable
@@ -317,3 +321,100 @@ def test_group_shared_with_confluent_kafka_and_kafka_python(group_broker, topic,
         produce(group_broker, topic, ["d"], partition=5)
         got = wait_until(lambda: consumer.poll(timeout_ms=200), "the record produced after the peers' commits")
         assert [(r.partition, r.offset, r.value) for r in got] == [(5, 16, b"d")]
+
+
+class JavaMember:
+    """Kafka's ``kafka-verifiable-consumer`` (Kafka 4's Java KafkaConsumer,
+    classic protocol, RangeAssignor, a synchronous commit after each poll)
+    as a subprocess; its JSON events (``partitions_assigned``,
+    ``record_data`` with ``--verbose``) collected by a thread."""
+
+    def __init__(self, broker, group: str, topic: str, workdir) -> None:
+        from kclient.testing import kafka_tool_command
+
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        self.stderr_path = workdir / "verifiable-consumer.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        args = ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--group-id", group, "--reset-policy", "earliest", "--verbose", "--session-timeout", "6000"]
+        self.proc = subprocess.Popen(kafka_tool_command("kafka-verifiable-consumer", *args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                with self.lock:
+                    self.events.append(event)
+
+    def _named(self, name: str) -> list[dict]:
+        with self.lock:
+            return [e for e in self.events if e.get("name") == name]
+
+    @property
+    def partitions(self) -> set[int]:
+        with self.lock:
+            changes = [e for e in self.events if e.get("name") in ("partitions_assigned", "partitions_revoked")]
+        if not changes or changes[-1]["name"] != "partitions_assigned":
+            return set()
+        return {p["partition"] for p in changes[-1]["partitions"]}
+
+    def consumed(self) -> set[str]:
+        return {e["value"] for e in self._named("record_data")}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(DEADLINE)
+        self._stderr.close()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-3000:]
+
+
+def partition_of(value: str) -> int:
+    """The partition a `fill` value was produced to (``<prefix><partition>-<i>``)."""
+    return int(value[1 : value.index("-")])
+
+
+@pytest.mark.interop
+def test_group_shared_with_a_java_kafka_consumer(group_broker, topic, group, tmp_path):
+    from helpers.skips import require
+
+    from kclient.testing import java_unavailable_reason
+
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka's tools (Java 17+)")
+    produced = fill(group_broker, topic, 10, "a")
+    member = Member(kclient_member(group_broker, group, topic), name="kclient")
+    member.start()
+    wait_until(lambda: member.consumed() >= produced, "the kclient member to read everything")
+    java = JavaMember(group_broker, group, topic, tmp_path)
+    try:
+        wait_until(
+            lambda: java.partitions and member.partitions and java.partitions | member.partitions == set(range(PARTITIONS)) and not java.partitions & member.partitions,
+            "the Java and kclient members to split the partitions",
+            detail=lambda: f"java {java.partitions}, kclient {member.partitions}; {java.stderr()}",
+        )
+        java_partitions = set(java.partitions)
+        more = fill(group_broker, topic, 4, "b")
+        wait_until(lambda: (member.consumed() | java.consumed()) >= more, "the group to read the new records", detail=java.stderr)
+        assert {partition_of(v) for v in java.consumed()} <= java_partitions  # it started at kclient's commits
+        assert {partition_of(v) for v in member.consumed() & more} <= member.partitions
+    finally:
+        java.stop()
+    # The Java member committed what it read: the kclient member takes its partitions from there.
+    wait_until(lambda: member.partitions == set(range(PARTITIONS)), "the kclient member to get every partition back")
+    last = fill(group_broker, topic, 1, "c")
+    wait_until(lambda: member.consumed() >= last, "the kclient member to read the last records")
+    assert not member.consumed() & {v for v in more if partition_of(v) in java_partitions}
+    member.stop()

@@ -320,3 +320,29 @@ def test_misuse_is_refused(poll_broker, topic, group):
 
     with pytest.raises(LoopClosedError):
         consumer.poll()
+
+
+def test_position_out_of_range_is_reset_per_auto_offset_reset(poll_broker, topic):
+    from kclient import OffsetOutOfRangeError
+
+    fill(poll_broker, topic, 3)
+    tp = TopicPartition(topic, 1)
+    with Consumer(settings(poll_broker, None)) as consumer:  # earliest
+        consumer.assign([tp])
+        consumer.seek(tp, 1000)
+        records = wait_until(lambda: consumer.poll(timeout=0.2), "the records after the reset")  # seconds, confluent-style
+        assert [r.offset for r in records] == [0, 1, 2]
+    with Consumer(settings(poll_broker, None, **{"auto.offset.reset": "latest"})) as consumer:
+        consumer.assign([TopicPartition(topic, 1, 1000)])
+        wait_until(lambda: consumer.poll(timeout_ms=100) == [] and consumer.position(tp) == 3, "the reset to the log end")
+    with Consumer(settings(poll_broker, None, **{"auto.offset.reset": "none"})) as consumer:
+        consumer.assign([TopicPartition(topic, 1, 1000)])
+
+        def refused() -> bool:
+            try:
+                consumer.poll(timeout_ms=100)
+            except OffsetOutOfRangeError:
+                return True
+            return False
+
+        wait_until(refused, "OffsetOutOfRangeError")

@@ -9,7 +9,7 @@ twin `TrioConsumer`. One job a module:
 - `arguments`: the forms the methods take their arguments in;
 - `subscription`: the subscription, the assignment and each partition's
   position (Kafka's ``SubscriptionState``);
-- `records`: fetched partitions as `ConsumerRecord`\\ s;
+- `records`: fetched partitions as `ConsumerRecord` objects;
 - `fetcher`: the fetches, one per leader broker, through the
   SimpleConsumer's fetch path;
 - `list_offsets`: ListOffsets by time (resets, ``offsets_for_times``);

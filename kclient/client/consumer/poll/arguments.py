@@ -52,7 +52,7 @@ def topics_or_pattern(topics: Topics) -> list[str] | re.Pattern[str]:
 
 
 def partitions_of(partitions: Iterable[Any] | TopicPartition) -> list[TopicPartition]:
-    """Partitions as `TopicPartition`\\ s (offsets kept).
+    """Partitions as `TopicPartition` objects (offsets kept).
 
     Args:
         partitions: One `TopicPartition` or an iterable of them or of

@@ -1,6 +1,6 @@
 """The poll consumer's configuration: a `kclient.config.ConsumerConfig`
 built with today's KafkaConsumer defaults where they differ from Kafka
-0.8's, without ``group.id`` when the application only ``assign``\\ s
+0.8's, without ``group.id`` when the application only uses ``assign``
 partitions, and with the key / value deserializers loaded.
 
 Defaults that differ from the 0.8 `ConsumerConnector`'s (KafkaConsumer

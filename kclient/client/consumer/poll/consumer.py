@@ -155,7 +155,7 @@ class Consumer(ClosingClient):
         ``assign``); see `TrioConsumer.assign`.
 
         Args:
-            partitions: `TopicPartition`\\ s (with an offset to start
+            partitions: `TopicPartition` objects (with an offset to start
                 there) or ``(topic, partition)`` pairs.
         """
         self._loop.call_sync(self._core.assign, list(partitions))

@@ -230,7 +230,7 @@ class TrioConsumer:
         offset (``TopicPartition(t, p, offset)``) start there.
 
         Args:
-            partitions: `TopicPartition`\\ s or ``(topic, partition)`` pairs.
+            partitions: `TopicPartition` objects or ``(topic, partition)`` pairs.
 
         Raises:
             IllegalStateError: the consumer is subscribed, or closed.
@@ -441,7 +441,7 @@ class TrioConsumer:
             offsets: None for the current positions (the offset after the
                 last record `poll` handed out, every assigned partition);
                 or ``{partition: OffsetAndMetadata or offset}``; or
-                `TopicPartition`\\ s carrying the offset (the next offset
+                `TopicPartition` objects carrying the offset (the next offset
                 to read, as Kafka commits).
             asynchronous: Return at once; the commit runs in the
                 background and a failure is logged (and passed to
@@ -477,7 +477,7 @@ class TrioConsumer:
         OffsetFetch), for any partitions, assigned or not.
 
         Args:
-            partitions: `TopicPartition`\\ s (or pairs), or one.
+            partitions: `TopicPartition` objects (or pairs), or one.
             timeout_ms: Longest wait (ms; default ``default.api.timeout.ms``).
 
         Returns:

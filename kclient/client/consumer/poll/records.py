@@ -1,4 +1,4 @@
-"""A fetched partition as `ConsumerRecord`\\ s: the records come from
+"""A fetched partition as `ConsumerRecord` objects: the records come from
 `kclient.client.consumer.message_set.ByteBufferMessageSet` (the consumer's
 one record decoder, `kclient.protocol.records.iter_record_rows`
 underneath); what a record does not carry itself, its timestamp type and

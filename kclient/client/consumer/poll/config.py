@@ -1,7 +1,7 @@
 """The poll consumer's configuration: a `kclient.config.ConsumerConfig`
 built with today's KafkaConsumer defaults where they differ from Kafka
-0.8's, without ``group.id`` when the application only uses ``assign``
-partitions, and with the key / value deserializers loaded.
+0.8's, without ``group.id`` when the application only assigns
+partitions (``assign``), and with the key / value deserializers loaded.
 
 Defaults that differ from the 0.8 `ConsumerConnector`'s (KafkaConsumer
 configs, https://kafka.apache.org/documentation/#consumerconfigs):

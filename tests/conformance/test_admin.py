@@ -169,6 +169,35 @@ def test_cli_consumer_groups(target, group_with_offsets):
     assert rows[1][6] == rows[2][6] != "-"
 
 
+def test_group_offsets_reset_and_groups_deleted_by_an_admin(target, admin, group_with_offsets):
+    """AdminClient's list_offsets (earliest, latest, by time),
+    alter_consumer_group_offsets (refused while the group has a member) and
+    delete_consumer_groups, and ``consumer-groups --reset-offsets`` /
+    ``--delete`` on them: alike on every target."""
+    from kclient.errors import GroupIdNotFoundError, GroupNotEmptyError
+
+    topic, group, connector = group_with_offsets
+    assert admin.list_offsets({(topic, 0): -2, (topic, 1): -1}) == {(topic, 0): 0, (topic, 1): 2}
+    assert admin.list_offsets({(topic, 0): 0}) == {(topic, 0): 0}
+    assert admin.list_offsets({(topic, 0): 32503680000000}) == {(topic, 0): -1}  # year 3000: no record that late
+    where = ("consumer-groups", "--bootstrap-server", target.bootstrap, "--group", group)
+    refused = kclient_cli(*where, "--reset-offsets", "--to-earliest", "--all-topics", "--execute", check=False)
+    assert refused.returncode == 1 and f"Assignments can only be reset if the group '{group}' is inactive" in refused.stderr
+    assert type(admin.delete_consumer_groups([group])[group]) is GroupNotEmptyError
+    connector.shutdown()
+    wait_for(lambda: admin.describe_consumer_groups([group])[group].state == "Empty", "the group to be empty")
+    reset = kclient_cli(*where, "--reset-offsets", "--shift-by", "-1", "--topic", f"{topic}:0", "--execute")
+    assert [line.split() for line in reset.stdout.splitlines()[1:]] == [[group, topic, "0", "4"]]
+    assert admin.list_consumer_group_offsets(group) == {(topic, 0): 4, (topic, 1): 2}
+    admin.alter_consumer_group_offsets(group, {(topic, 1): 0})
+    assert admin.list_consumer_group_offsets(group) == {(topic, 0): 4, (topic, 1): 0}
+    deleted = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--delete", "--group", group)
+    assert deleted.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
+    assert type(admin.delete_consumer_groups([group])[group]) is GroupIdNotFoundError
+    missing = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group, check=False)
+    assert missing.returncode == 1 and f"Consumer group '{group}' does not exist." in missing.stderr
+
+
 def test_cli_topics(target):
     topic = unique_topic("cli")
     created = kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=60000")
@@ -177,8 +206,12 @@ def test_cli_topics(target):
         node = node_id(admin)
         wait_for(lambda: _described(admin, topic), f"{topic} led")
     assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--list", "--topic", topic).stdout == f"{topic}\n"
-    assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--describe", "--topic", topic).stdout.splitlines() == [
-        f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=60000",
+    lines = kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--describe", "--topic", topic).stdout.splitlines()
+    summary, _, configs = lines[0].partition("\tConfigs: ")
+    assert summary == f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1"
+    # Apache Kafka also lists its broker settings that are not Kafka's defaults (flush.messages), as kafka-topics does.
+    assert "retention.ms=60000" in configs.split(",")
+    assert lines[1:] == [
         f"\tTopic: {topic}\tPartition: 0\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
         f"\tTopic: {topic}\tPartition: 1\tLeader: {node}\tReplicas: {node}\tIsr: {node}",
     ]

@@ -418,3 +418,21 @@ def test_group_shared_with_a_java_kafka_consumer(group_broker, topic, group, tmp
     wait_until(lambda: member.consumed() >= last, "the kclient member to read the last records")
     assert not member.consumed() & {v for v in more if partition_of(v) in java_partitions}
     member.stop()
+
+
+def test_member_keeps_reading_across_a_broker_restart(group_broker, topic, group):
+    """Runs last in the module: the broker stops and starts again (same
+    port and logs). The member's connections, heartbeats and fetches fail
+    meanwhile; afterwards it finds the coordinator again, rejoins and reads
+    on from its commits."""
+    produced = fill(group_broker, topic, 3, "a")
+    listener = Recorder()
+    member = Member(kclient_member(group_broker, group, topic, listener), name="survivor")
+    member.start()
+    wait_until(lambda: member.consumed() >= produced, "the member to read")
+    group_broker.stop()
+    group_broker.start()
+    after = fill(group_broker, topic, 3, "b")
+    wait_until(lambda: member.consumed() >= after, "the member to read after the restart", detail=lambda: str(member.error))
+    member.stop()
+    assert not member.values[len(produced):] or set(member.values[len(produced):]) <= after, "records before the last commit were read again"

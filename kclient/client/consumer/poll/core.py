@@ -402,7 +402,7 @@ class TrioConsumer:
         try:
             await self._cluster.refresh_metadata({tp.topic for tp in self.subscriptions.assigned()}, allow_auto_create=False)
         except KafkaError as exc:
-            log.warning("metadata refresh failed: %s", exc)
+            log.info("metadata refresh failed, retrying after retry.backoff.ms: %s", exc)
             self._fetcher.metadata_needed = True
 
     # ------------------------------------------------------------ commits

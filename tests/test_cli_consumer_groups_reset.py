@@ -127,6 +127,15 @@ def test_execute_commits_the_new_offsets(broker, admin, filled, scenario, scope,
     assert all(committed[(t, p)] == o for (_, t, p), o in printed.items()) and printed
 
 
+def test_reset_of_a_new_group_commits_its_first_offsets(broker, admin, filled):
+    """A group nobody has used yet (Dead to its coordinator) may be reset,
+    as in Kafka: its offsets are committed."""
+    group = f"reset-new-{uuid.uuid4().hex[:8]}"
+    result = groups_tool(broker, "--group", group, "--reset-offsets", "--to-latest", "--topic", f"{filled}:0", "--execute")
+    assert result.returncode == 0, result.stderr
+    assert admin.list_consumer_group_offsets(group) == {(filled, 0): SIZES[0]}
+
+
 def test_reset_is_refused_while_a_member_is_active_and_describe_shows_it(broker, admin, filled):
     """A kclient.Consumer in the group: ``--describe`` shows its member id,
     host and client id; ``--reset-offsets --execute`` and ``--delete`` are

@@ -388,6 +388,7 @@ def partition_of(value: str) -> int:
 
 
 @pytest.mark.interop
+@pytest.mark.apache_kafka
 def test_group_shared_with_a_java_kafka_consumer(group_broker, topic, group, tmp_path):
     from helpers.skips import require
 

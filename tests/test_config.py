@@ -782,3 +782,27 @@ def test_select_known_filters_a_shared_properties_file(tmp_path: Path, caplog: p
     AdminConfig.from_properties({**props, "bootstrap.servers": "h:1"})  # what is left builds a strict config
     with pytest.raises(ConfigError, match="did you mean 'client.id'"):
         AdminConfig.from_properties({**client_properties(None, ["client.idd=x"], "--command-property", keep=AdminConfig.select_known), "bootstrap.servers": "h:1"})
+
+
+def test_console_producer_lingers_5_ms_and_filters_its_config_file(tmp_path: Path) -> None:
+    """Issue 27: ``console-producer`` (async by default) gets the producer's
+    5 ms linger, not 0.8's 5 s; its ``--producer.config`` file may hold keys
+    of other clients (left out), its ``--producer-property`` may not."""
+    import argparse
+
+    from kclient.tools.console_producer import producer_properties
+
+    shared = tmp_path / "client.properties"
+    shared.write_text("group.id=readers\nacks=all\n")
+
+    def args(*props: str) -> argparse.Namespace:
+        return argparse.Namespace(
+            producer_config=str(shared), producer_property=list(props), bootstrap_server="h:1",
+            sync=False, compression_codec=None, request_required_acks=None,
+        )
+
+    cfg = ProducerConfig.from_properties(producer_properties(args()))
+    assert cfg.is_async and cfg.queue_buffering_max_ms == 5 and cfg.request_required_acks == -1
+    assert ProducerConfig.from_properties(producer_properties(args("linger.ms=50"))).queue_buffering_max_ms == 50
+    with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
+        ProducerConfig.from_properties(producer_properties(args("linger.msx=50")))

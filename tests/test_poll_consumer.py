@@ -346,3 +346,31 @@ def test_position_out_of_range_is_reset_per_auto_offset_reset(poll_broker, topic
             return False
 
         wait_until(refused, "OffsetOutOfRangeError")
+
+
+def test_close_from_another_thread_ends_a_waiting_poll(poll_broker, topic, group):
+    import threading
+
+    from kclient import IllegalStateError, LoopClosedError
+
+    fill(poll_broker, topic, 1)
+    consumer = Consumer(settings(poll_broker, group))
+    consumer.subscribe([topic])
+    read(consumer, PARTITIONS)
+    outcome: list[BaseException | list] = []
+    started = threading.Event()
+
+    def poll_long() -> None:
+        started.set()
+        try:
+            outcome.append(consumer.poll(timeout_ms=600_000))
+        except (IllegalStateError, LoopClosedError) as exc:
+            outcome.append(exc)
+
+    poller = threading.Thread(target=poll_long, daemon=True)
+    poller.start()
+    started.wait(DEADLINE)
+    consumer.close()
+    poller.join(DEADLINE)
+    assert not poller.is_alive(), "poll did not end when the consumer was closed"
+    assert len(outcome) == 1 and (outcome[0] == [] or isinstance(outcome[0], (IllegalStateError, LoopClosedError)))

@@ -723,6 +723,7 @@ class TrioConsumer:
             except Exception:
                 log.exception("the rebalance listener failed at close")
         self.closed = True
+        self._wake()  # a poll waiting for records returns now
         if not self._opened:
             return
         try:

@@ -23,7 +23,8 @@ EventHandler serializes and sends it on the same thread (no hand-off per
 batch). Failures are never silent: each is logged at ERROR with the topics,
 partitions and message count, counted, and passed to
 ``CallbackHandler.on_send_error``; the producer's ``close()`` raises if any
-messages were lost.
+messages were lost whose failure did not reach a future or delivery
+callback (each failure is reported once).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ class ProducerSendThread(LoopThread):
     Failures are never silent: each is logged at ERROR with the topics,
     partitions and message count, counted (`statistics`), and passed to
     ``CallbackHandler.on_send_error``; the producer's ``close()`` raises if
-    any messages were lost. Once the queue is closed and drained the task
+    any messages were lost whose failure did not reach a future or delivery
+    callback. Once the queue is closed and drained the task
     sends ``callback_handler.last_batch_before_close()``, waits for every
     batch in flight, and ends (`join` waits for that).
     """

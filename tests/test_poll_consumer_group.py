@@ -3,7 +3,7 @@ bundled broker for the module: two kclient members split the partitions
 and, after one closes, the other gets them all (the listener called around
 each rebalance); a member that stops polling past ``max.poll.interval.ms``
 is removed and its partitions go to the other (KIP-62); and a group shared
-with a confluent-kafka member and a kafka-python member, and one with
+with confluent-kafka, kafka-python and aiokafka members, and one with
 Kafka's own Java consumer (``kafka-verifiable-consumer``), each member
 reading disjoint partitions and starting from what the others committed."""
 
@@ -133,6 +133,8 @@ class Member(threading.Thread):
     def _poll(self, consumer) -> list[str]:
         if self.lib == "kclient":
             return [r.value.decode() for r in consumer.poll(timeout_ms=100)]
+        if self.lib == "aiokafka":
+            return consumer.poll_values(100)
         if self.lib == "kafka-python":
             return [r.value.decode() for recs in consumer.poll(timeout_ms=100).values() for r in recs]
         msg = consumer.poll(0.1)
@@ -193,6 +195,53 @@ def confluent_member(broker, group: str, topic: str) -> Callable[[], Any]:
         return consumer
 
     return make
+
+
+class AioKafkaMember:
+    """aiokafka's AIOKafkaConsumer driven from a member's thread, each call
+    run on the thread's own asyncio loop (its heartbeats run while the
+    loop does: during every poll)."""
+
+    def __init__(self, broker, group: str, topic: str) -> None:
+        import asyncio
+
+        import aiokafka
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+        self.loop = asyncio.new_event_loop()
+
+        async def start():
+            consumer = aiokafka.AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=300,
+                metadata_max_age_ms=1000,
+                partition_assignment_strategy=(RangePartitionAssignor,),
+            )
+            await consumer.start()
+            return consumer
+
+        self.consumer = self.loop.run_until_complete(start())
+
+    def poll_values(self, timeout_ms: int) -> list[str]:
+        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=timeout_ms))
+        return [r.value.decode() for recs in batches.values() for r in recs]
+
+    def commit(self) -> None:
+        self.loop.run_until_complete(self.consumer.commit())
+
+    def assignment(self):
+        return self.consumer.assignment()
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.consumer.stop())
+        finally:
+            self.loop.close()
 
 
 def kafka_python_member(broker, group: str, topic: str) -> Callable[[], Any]:
@@ -278,14 +327,16 @@ def test_member_that_stops_polling_past_max_poll_interval_is_removed(group_broke
 
 
 @pytest.mark.interop
-def test_group_shared_with_confluent_kafka_and_kafka_python(group_broker, topic, group):
+def test_group_shared_with_confluent_kafka_kafka_python_and_aiokafka(group_broker, topic, group):
     pytest.importorskip("confluent_kafka")
     pytest.importorskip("kafka")
+    pytest.importorskip("aiokafka")
     produced = fill(group_broker, topic, 10, "a")
     members = [
         Member(kclient_member(group_broker, group, topic), "kclient", "kclient"),
         Member(confluent_member(group_broker, group, topic), "confluent-kafka", "confluent"),
         Member(kafka_python_member(group_broker, group, topic), "kafka-python", "kafka-python"),
+        Member(lambda: AioKafkaMember(group_broker, group, topic), "aiokafka", "aiokafka"),
     ]
     for m in members:
         m.start()
@@ -295,7 +346,7 @@ def test_group_shared_with_confluent_kafka_and_kafka_python(group_broker, topic,
         parts = [m.partitions for m in members]
         return all(parts) and set().union(*parts) == everyone and sum(len(p) for p in parts) == PARTITIONS
 
-    wait_until(split, "three members with disjoint partitions", detail=lambda: str([m.partitions for m in members]))
+    wait_until(split, "four members with disjoint partitions", detail=lambda: str([m.partitions for m in members]))
     more = fill(group_broker, topic, 4, "b")
     wait_until(lambda: set().union(*(m.consumed() for m in members)) >= produced | more, "the group to read everything")
     assert split()
@@ -304,11 +355,12 @@ def test_group_shared_with_confluent_kafka_and_kafka_python(group_broker, topic,
     # The kclient member leaves: the others take its partitions from its commits.
     kclient_partitions = set(members[0].partitions)
     members[0].stop()
-    wait_until(lambda: members[1].partitions | members[2].partitions == everyone, "the peers to take the kclient member's partitions")
+    peers = members[1:]
+    wait_until(lambda: set().union(*(m.partitions for m in peers)) == everyone, "the peers to take the kclient member's partitions")
     later = fill(group_broker, topic, 2, "c")
-    wait_until(lambda: (members[1].consumed() | members[2].consumed()) >= later, "the peers to read the last records")
+    wait_until(lambda: set().union(*(m.consumed() for m in peers)) >= later, "the peers to read the last records")
     before = {v for v in more if int(v[1 : v.index("-")]) in kclient_partitions}
-    assert not (members[1].consumed() | members[2].consumed()) & before, "a peer read again what the kclient member had committed"
+    assert not set().union(*(m.consumed() for m in peers)) & before, "a peer read again what the kclient member had committed"
     for m in members[1:]:
         m.stop()
     # What the peers committed, a kclient member of the group reads back and starts after.

@@ -117,6 +117,20 @@ def test_canonical_name_wins_over_alias(caplog: pytest.LogCaptureFixture) -> Non
     assert "queue.time" in caplog.text
 
 
+def test_linger_names_rank_queue_buffering_max_ms_then_queue_time_then_linger_ms(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: the linger may be given as ``queue.buffering.max.ms``,
+    0.7's ``queue.time`` or ``linger.ms``; given twice with different
+    values, the first of those names wins and the other is logged."""
+    with caplog.at_level(logging.WARNING, logger="kclient.config"):
+        assert producer(**{"linger.ms": "7", "queue.time": "8"}).queue_buffering_max_ms == 8
+        assert producer(**{"linger.ms": "7", "queue.buffering.max.ms": "9"}).queue_buffering_max_ms == 9
+    assert "linger.ms='7' is ignored in favour of queue.time='8'" in caplog.text
+    assert "linger.ms='7' is ignored in favour of queue.buffering.max.ms='9'" in caplog.text
+    caplog.clear()
+    assert producer(**{"linger.ms": "7", "queue.buffering.max.ms": "7"}).queue_buffering_max_ms == 7
+    assert caplog.text == ""  # the same value twice: nothing to say
+
+
 def test_typed_values_are_accepted() -> None:
     c = producer(**{"request.required.acks": 0, "enable.idempotence": False, "compression.codec": 2})
     assert c.request_required_acks == 0 and c.compression_codec == "snappy"

@@ -246,3 +246,59 @@ def test_formatter_prints_headers_as_kafka_does(broker, topic):
         "--max-messages", "1", "--property", "print.headers=true", "--property", "headers.separator=;", "--property", "headers.key.separator==",
     )
     assert result.stdout.splitlines() == ["trace=abc;empty=null\twith"]
+
+
+def test_get_offsets_time_names(broker, topic):
+    """Kafka 3.x's GetOffsetShell spellings: ``--time earliest`` is -2,
+    ``latest`` -1; anything else that is not a timestamp is a usage error."""
+    produce(broker, topic, [f"k{i}:v" for i in range(5)], "--property", "parse.key=true", "--property", "key.separator=:")
+    for name, number in (("earliest", "-2"), ("latest", "-1"), ("LATEST", "-1")):
+        named = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", name)
+        numbered = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", number)
+        assert named.returncode == 0 and named.stdout == numbered.stdout, (named.stderr, numbered.stderr)
+    assert sum(int(line.rsplit(":", 1)[1]) for line in named.stdout.splitlines()) == 5
+    bad = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "yesterday")
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines()[-1] == "kclient get-offsets: error: argument --time: 'yesterday': expected latest (-1), earliest (-2) or a timestamp in ms"
+
+
+def test_producer_parse_headers_as_kafka_3_2(broker, topic):
+    """KIP-798's ``h1:v1,h2:v2<TAB>value`` with its separators, and KIP-810's
+    null.marker, read back with print.headers."""
+    produce(broker, topic, ["trace:abc,empty:NULL\tk\twith", "NULL\tk\twithout"],
+            "--property", "parse.headers=true", "--property", "parse.key=true", "--property", "null.marker=NULL", "--sync")
+    produce(broker, topic, ["a=1;b=2|k|custom"], "--sync", "--property", "parse.headers=true", "--property", "parse.key=true",
+            "--property", "headers.delimiter=|", "--property", "headers.separator=;", "--property", "headers.key.separator==",
+            "--property", "key.separator=|")
+    result = kc(
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "3",
+        "--property", "print.headers=true", "--property", "print.key=true",
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["NO_HEADERS\tk\twithout", "a:1,b:2\tk\tcustom", "trace:abc,empty:null\tk\twith"]
+    missing = kc("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--property", "parse.headers=true",
+                 input="no-delimiter\n")
+    assert missing.returncode == 2
+    assert missing.stderr == "kclient console-producer: error: No headers delimiter found on line number 1: 'no-delimiter'\n"
+    same = kc("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--property", "headers.separator=:", input="")
+    assert same.returncode == 2 and "headers.separator and headers.key.separator may not be equal" in same.stderr
+
+
+def test_console_consumer_group_commits_what_it_printed(broker, topic):
+    """``--group``: two runs in one group print every record once between
+    them (the first commits exactly the records it printed), and the group's
+    offsets end at the log end."""
+    produce(broker, topic, [f"v{i}" for i in range(8)], "--sync")
+    group = f"{topic}-group"
+    args = ("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group, "--from-beginning")
+    first = kc(*args, "--max-messages", "5")
+    assert first.returncode == 0 and first.stderr == "Processed a total of 5 messages\n", first.stderr
+    second = kc(*args, "--max-messages", "3")
+    assert second.returncode == 0 and second.stderr == "Processed a total of 3 messages\n", second.stderr
+    assert sorted(first.stdout.split() + second.stdout.split()) == [f"v{i}" for i in range(8)]
+    described = kc("consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group)
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines()[1:] if line.strip()]
+    assert sum(int(row[3]) for row in rows) == 8 and all(row[3] == row[4] for row in rows), described.stdout
+    clash = kc(*args, "--consumer-property", "group.id=other")
+    assert clash.returncode == 2 and "do not match" in clash.stderr

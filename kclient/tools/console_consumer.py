@@ -37,7 +37,6 @@ from typing import IO, TYPE_CHECKING, Protocol, TypeAlias
 
 from kclient.errors import ConfigError, UnknownTopicOrPartitionError
 from kclient.tools.common import (
-    add_bootstrap_argument,
     client_properties,
     fetch_metadata,
     leader_address,
@@ -45,6 +44,8 @@ from kclient.tools.common import (
     parse_key_values,
     property_bool,
 )
+from kclient.tools.console_arguments import add_console_parser
+from kclient.tools.console_group import GroupReader, group_config, group_id
 from kclient.tools.shutdown import ShutdownSignals, shutdown_signals
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class ConsoleConsumerArguments(Protocol):
     property: list[str]
     consumer_property: list[str]
     consumer_config: str | None
+    group: str | None
 
 
 class MessageFormatter:
@@ -155,21 +157,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     Args:
         subparsers: The ``kclient`` parser's subparsers.
     """
-    p = subparsers.add_parser(
+    p = add_console_parser(
+        subparsers,
         "console-consumer",
+        client="consumer",
         help="print a topic's records (kafka-console-consumer.sh)",
         description="Read a topic (every partition, or --partition) and print its records to stdout.",
+        topic_help="the topic to read",
+        property_help="formatter property: print.key, key.separator, print.offset, ...",
     )
-    add_bootstrap_argument(p)
-    p.add_argument("--topic", required=True, help="the topic to read")
     p.add_argument("--partition", type=int, help="read only this partition")
     p.add_argument("--offset", help="earliest, latest (default) or an offset (needs --partition)")
     p.add_argument("--from-beginning", action="store_true", help="start at the log start (as --offset earliest)")
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--timeout-ms", type=int, help="exit when no record arrived for this long (ms)")
-    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE", help="formatter property: print.key, key.separator, print.offset, ...")
-    p.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE", help="a consumer property, Kafka's name (repeatable)")
-    p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="a consumer .properties file")
+    p.add_argument("--group", help="consume as a member of this consumer group, committing the offsets printed")
     p.set_defaults(func=run)
 
 
@@ -362,13 +364,18 @@ def run(args: ConsoleConsumerArguments, stdout: IO[bytes] | None = None) -> int:
     start = _start_offset(args)
     _check_limits(args)
     bootstrap = parse_bootstrap(args.bootstrap_server)
-    reader = _ConsoleReader(args.topic, formatter, out, args.max_messages)
+    group = group_id(args.group, props)
+    if group is not None and (args.partition is not None or args.offset is not None):
+        raise ConfigError("--group cannot be used with --partition or --offset")
+    reader = GroupReader(args.topic, formatter, out, args.max_messages) if group is not None else _ConsoleReader(args.topic, formatter, out, args.max_messages)
     with shutdown_signals() as signals:
         try:
             with signals.raising():
-                metadata = fetch_metadata(bootstrap, [args.topic], properties=props, allow_auto_create=True)
-                parts = _partitions(metadata, args.topic, args.partition)
-                reader.open(metadata, parts, start, props)
+                if isinstance(reader, GroupReader):
+                    reader.open(group_config(args.bootstrap_server, str(group), args.from_beginning, props))
+                else:
+                    metadata = fetch_metadata(bootstrap, [args.topic], properties=props, allow_auto_create=True)
+                    reader.open(metadata, _partitions(metadata, args.topic, args.partition), start, props)
             with signals.stopping():
                 reader.read(args.timeout_ms, lambda: signals.requested)
         except KeyboardInterrupt:
@@ -378,13 +385,14 @@ def run(args: ConsoleConsumerArguments, stdout: IO[bytes] | None = None) -> int:
     return 0
 
 
-def _close(reader: _ConsoleReader, signals: ShutdownSignals) -> None:
+def _close(reader: _ConsoleReader | GroupReader, signals: ShutdownSignals) -> None:
     """Close the reader (a signal during the close, after a first one, cuts
-    it short), then print the summary line."""
+    it short), then print the summary line whatever happened."""
     try:
         with signals.stopping():
             reader.close()
     except KeyboardInterrupt:
         pass
-    sys.stderr.write(f"Processed a total of {reader.processed} messages\n")
-    sys.stderr.flush()
+    finally:
+        sys.stderr.write(f"Processed a total of {reader.processed} messages\n")
+        sys.stderr.flush()

@@ -10,7 +10,9 @@ Each line (without its line ending) is one record's value, UTF-8 as typed.
 With ``--property parse.key=true`` the part before the first
 ``key.separator`` (default a tab) is the key; a line without the separator
 is an error (``ignore.error=true`` sends it without a key instead), as
-Kafka's ``LineMessageReader`` does.
+Kafka's ``LineMessageReader`` does. ``--property parse.headers=true`` reads
+headers first, Kafka 3.2's ``h1:v1,h2:v2<TAB>value`` (see
+`kclient.tools.line_reader` for the separators and ``null.marker``).
 
 Records go through the kclient `Producer`: async (batched) by default,
 ``--sync`` waits for each acknowledgement. ``--producer-property k=v`` and
@@ -28,18 +30,20 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Protocol
 
 from kclient.errors import ConfigError, FailedToSendMessageError, KafkaError
-from kclient.tools.common import add_bootstrap_argument, client_properties, parse_bootstrap, parse_key_values, progress_bar, property_bool
+from kclient.tools.common import client_properties, parse_bootstrap, parse_key_values, progress_bar
+from kclient.tools.console_arguments import add_console_parser
+from kclient.tools.line_reader import LineReader, LineRecord
 from kclient.tools.messages import error_message, line_ranges
 from kclient.tools.shutdown import ShutdownSignals, shutdown_signals
 
 if TYPE_CHECKING:
     from kclient.client.producer.producer import Producer
 
-__all__ = ["ConsoleProducerArguments", "Deliveries", "LineReader", "read_lines", "register", "run"]
+__all__ = ["ConsoleProducerArguments", "Deliveries", "LineReader", "read_lines", "register", "run"]  # LineReader: re-export
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -58,68 +62,22 @@ class ConsoleProducerArguments(Protocol):
     producer_config: str | None
 
 
-class LineReader:
-    """Kafka's ``LineMessageReader``: turns input lines into ``(key,
-    value)`` pairs of bytes.
-
-    Args:
-        properties: The ``--property`` values: ``parse.key`` (default
-            false), ``key.separator`` (default a tab), ``ignore.error``
-            (default false).
-    """
-
-    def __init__(self, properties: Mapping[str, str]) -> None:
-        self.parse_key = property_bool(properties, "parse.key")
-        self.ignore_error = property_bool(properties, "ignore.error")
-        separator = properties.get("key.separator", "\t")
-        if not separator:
-            raise ConfigError("--property key.separator must not be empty")
-        self.key_separator = separator.encode("utf-8")
-
-    def records(self, stream: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes]]:
-        """The records of a binary stream, one per line.
-
-        Args:
-            stream: The input lines, each with its line ending
-                (``sys.stdin.buffer``, or `read_lines`).
-
-        Yields:
-            ``(key, value)``; the key is None without ``parse.key``.
-
-        Raises:
-            ConfigError: ``parse.key`` and a line without the separator
-                (unless ``ignore.error``).
-        """
-        for number, raw in enumerate(stream, 1):
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not self.parse_key:
-                yield None, line
-                continue
-            key, sep, value = line.partition(self.key_separator)
-            if sep:
-                yield key, value
-            elif self.ignore_error:
-                yield None, line
-            else:
-                shown = line.decode("utf-8", "replace")
-                raise ConfigError(f"No key separator found on line number {number}: '{shown}'")
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``console-producer`` subcommand.
 
     Args:
         subparsers: The ``kclient`` parser's subparsers.
     """
-    p = subparsers.add_parser(
+    p = add_console_parser(
+        subparsers,
         "console-producer",
+        client="producer",
         help="send lines from stdin to a topic (kafka-console-producer.sh)",
         description="Read lines from stdin and send each as a record to the topic; close at end of input.",
+        topic_help="the topic to produce to",
+        property_help="line reader property: parse.key, key.separator, parse.headers, headers.delimiter, headers.separator, "
+        "headers.key.separator, null.marker, ignore.error",
     )
-    add_bootstrap_argument(p)
-    p.add_argument("--topic", required=True, help="the topic to produce to")
     p.add_argument("--sync", action="store_true", help="send synchronously, waiting for each acknowledgement")
     p.add_argument(
         "--compression-codec",
@@ -129,9 +87,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="compression: none, gzip, snappy, lz4 or zstd (gzip if given without a value)",
     )
     p.add_argument("--request-required-acks", help="acks: 0, 1 or -1/all (default 1)")
-    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE", help="line reader property: parse.key, key.separator, ignore.error")
-    p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE", help="a producer property, Kafka's name (repeatable)")
-    p.add_argument("--producer.config", dest="producer_config", metavar="FILE", help="a producer .properties file")
     p.set_defaults(func=run)
 
 
@@ -335,16 +290,16 @@ def run(args: ConsoleProducerArguments, stdin: IO[bytes] | None = None) -> int:
         return 130 if signals.requested else 0
 
 
-def _send_lines(producer: Producer, topic: str, records: Iterable[tuple[bytes | None, bytes]], deliveries: Deliveries) -> None:
+def _send_lines(producer: Producer, topic: str, records: Iterable[LineRecord], deliveries: Deliveries) -> None:
     """Send each record, counting it in ``deliveries``; a send error ends
     the sending (it is noted, not raised)."""
     from kclient.client.producer.data import ProducerData
 
     bar = progress_bar(topic, " records")
     try:
-        for key, value in records:
+        for key, value, headers in records:
             deliveries.read += 1
-            producer.send(ProducerData(topic, key, [value]), callback=deliveries.sending(deliveries.read))
+            producer.send(ProducerData(topic, key, [value], headers=headers), callback=deliveries.sending(deliveries.read))
             if bar is not None:
                 bar.update(1)
     except KafkaError as exc:

@@ -5,9 +5,10 @@
     events:0:42
     events:1:17
 
-``--time -1`` (the default) is the log end offset, ``-2`` the log start
-offset, any other value a timestamp in ms (the first offset whose record is
-at or after it; nothing after the second colon when there is none).
+``--time -1`` or ``latest`` (the default) is the log end offset, ``-2`` or
+``earliest`` the log start offset (Kafka 3.x's GetOffsetShell takes both
+spellings), any other value a timestamp in ms (the first offset whose record
+is at or after it; nothing after the second colon when there is none).
 ``--partitions 0,1`` limits the partitions. Offsets are asked of each
 partition's leader (ListOffsets).
 """
@@ -28,7 +29,11 @@ from kclient.tools.common import (
     parse_bootstrap,
 )
 
-__all__ = ["GetOffsetsArguments", "parse_partitions", "register", "run"]
+__all__ = ["TIME_NAMES", "GetOffsetsArguments", "parse_partitions", "parse_time", "register", "run"]
+
+#: ``--time``'s names for ListOffsets' special timestamps (Kafka's
+#: ``OffsetSpec``): -1 the log end offset, -2 the log start offset.
+TIME_NAMES = {"latest": -1, "earliest": -2}
 
 
 class GetOffsetsArguments(Protocol):
@@ -65,6 +70,32 @@ def parse_partitions(text: str | None) -> list[int] | None:
     return result
 
 
+def parse_time(text: str) -> int:
+    """Parse ``--time``: ``latest`` / ``-1``, ``earliest`` / ``-2``, or a
+    timestamp in ms since the epoch.
+
+    Args:
+        text: The option's value.
+
+    Returns:
+        The ListOffsets timestamp (-1, -2 or the timestamp).
+
+    Raises:
+        argparse.ArgumentTypeError: Anything else (argparse reports it as
+            a usage error).
+    """
+    name = text.strip().lower()
+    if name in TIME_NAMES:
+        return TIME_NAMES[name]
+    try:
+        value = int(name)
+    except ValueError:
+        value = -3
+    if value < -2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected latest (-1), earliest (-2) or a timestamp in ms")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``get-offsets`` subcommand.
 
@@ -80,7 +111,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_bootstrap_argument(p)
     p.add_argument("--topic", required=True, help="the topic")
     p.add_argument("--partitions", help="comma-separated partition ids (default: all)")
-    p.add_argument("--time", type=int, default=-1, help="-1 latest, -2 earliest, or a timestamp in ms (default -1)")
+    p.add_argument(
+        "--time", type=parse_time, default=-1, metavar="TIME", help="latest or -1 (the default), earliest or -2, or a timestamp in ms"
+    )
     p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=run)
 
@@ -105,8 +138,6 @@ def run(args: GetOffsetsArguments) -> int:
     bootstrap = parse_bootstrap(args.bootstrap_server)
     wanted = parse_partitions(args.partitions)
     props = client_properties(args.command_config, [], "--command-config")
-    if args.time < -2:
-        raise ConfigError(f"--time {args.time}: expected -1, -2 or a timestamp in ms")
     metadata = fetch_metadata(bootstrap, [args.topic], properties=props)
     code = metadata.topic_errors.get(args.topic, 0)
     parts = metadata.partitions_for(args.topic)

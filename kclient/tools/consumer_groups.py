@@ -180,9 +180,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """
     p = subparsers.add_parser(
         "consumer-groups",
-        help="list consumer groups, describe one with its lag (kafka-consumer-groups.sh --zookeeper)",
-        description="List the consumer groups in ZooKeeper, or describe one: per partition the committed offset, "
-        "the log end offset, the lag and the owning consumer.",
+        help="list, describe, reset the offsets of and delete consumer groups (kafka-consumer-groups.sh)",
+        description="List the consumer groups (in ZooKeeper or on the brokers), describe them (per partition the committed "
+        "offset, the log end offset, the lag and the owning member), reset their committed offsets (a dry run unless "
+        "--execute) or delete them (--bootstrap-server), as kafka-consumer-groups.sh does.",
     )
     add_cluster_choice(
         p,

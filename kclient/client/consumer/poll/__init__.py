@@ -15,6 +15,9 @@ twin `TrioConsumer`. One job a module:
 - `list_offsets`: ListOffsets by time (resets, ``offsets_for_times``);
 - `positions`: committed offsets and resets for partitions without a
   position;
+- `record_poll`: the records half of a ``poll`` step (positions, leaders,
+  buffered records, the next fetches, the wait);
+- `auto_commit`: the auto-commit timer and asynchronous commits;
 - `group`: membership, rebalance steps, heartbeats, the
   ``max.poll.interval.ms`` timer, commits (Kafka's ``ConsumerCoordinator``);
 - `core`: `TrioConsumer`;

@@ -39,11 +39,13 @@ from kclient.client.consumer.group.assignors import ASSIGNORS
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
+from kclient.client.consumer.poll.auto_commit import AutoCommitter, commit_logged
 from kclient.client.consumer.poll.config import PollSettings, poll_settings
 from kclient.client.consumer.poll.fetcher import Fetcher
 from kclient.client.consumer.poll.group import GroupDriver, ListenerCall, Phase
 from kclient.client.consumer.poll.list_offsets import OffsetLookup
 from kclient.client.consumer.poll.positions import PositionUpdater
+from kclient.client.consumer.poll.record_poll import RecordPoller, Wakeup
 from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, SubscriptionState, SubscriptionType
 from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.config import ConsumerConfig
@@ -96,15 +98,15 @@ class TrioConsumer:
         self._close_prepared = False
         self._tasks: trio.Nursery | None = None
         self._scope: trio.CancelScope | None = None
-        self._wakeup = trio.Event()
+        self._wakeup = Wakeup()
         self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._lookup: OffsetLookup | None = None
         self._positions: PositionUpdater | None = None
         self._driver: GroupDriver | None = None
-        self._next_auto_commit = 0.0
-        self._metadata_refreshed = -1e18
+        self._poller: RecordPoller | None = None
+        self._auto_commit: AutoCommitter | None = None
 
     # ------------------------------------------------------------ lifetime
 
@@ -155,7 +157,9 @@ class TrioConsumer:
             self._tasks.start_soon(self._driver.run)
         committed = self._committed_for_positions if self.group_id is not None else None
         self._positions = PositionUpdater(self.subscriptions, self._lookup, committed, self.settings.offset_reset)
-        self._next_auto_commit = trio.current_time() + config.auto_commit_interval_ms / 1000
+        self._poller = RecordPoller(cluster, self._fetcher, self._positions, self.subscriptions, config, self._wakeup, self._needs_group_step)
+        if config.auto_commit_enable and self._driver is not None:
+            self._auto_commit = AutoCommitter(config.auto_commit_interval_ms, self.subscriptions.all_consumed, self._driver.commit)
         self._opened = True
 
     async def _task_host(self, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED) -> None:
@@ -357,8 +361,10 @@ class TrioConsumer:
                 call = await driver.step(self._tasks)
                 if call is not None:
                     return call
-                self._maybe_auto_commit()
-            return await self._poll_records(timeout)
+                if self._auto_commit is not None:
+                    self._auto_commit.maybe_commit(self._tasks)
+            assert self._poller is not None and self._tasks is not None
+            return await self._poller.poll(self._tasks, timeout)
         finally:
             if driver is not None:
                 driver.poll_ended()
@@ -371,63 +377,7 @@ class TrioConsumer:
             return True
         return driver.phase is Phase.STABLE and (driver.rejoin_needed or not driver.joined)
 
-    async def _poll_records(self, timeout: float) -> list[ConsumerRecord]:
-        fetcher, positions, cluster = self._fetcher, self._positions, self._cluster
-        assert fetcher is not None and positions is not None and cluster is not None and self._tasks is not None
-        self._wakeup = trio.Event()
-        if self.subscriptions.missing_positions() or self.subscriptions.awaiting_reset():
-            await positions.update(self.config.default_api_timeout_ms / 1000)
-        if fetcher.metadata_needed:
-            await self._refresh_metadata()
-        records = fetcher.fetched_records(self.config.max_poll_records)
-        # Fetch the next records while the application handles these.
-        fetcher.send_fetches(self._tasks)
-        if records or timeout <= 0 or self._needs_group_step():
-            return records
-        # A partition without a known leader: look again after the backoff.
-        wait = min(timeout, self.config.retry_backoff_ms / 1000) if fetcher.metadata_needed else timeout
-        with trio.move_on_after(wait):
-            await self._wakeup.wait()
-        return fetcher.fetched_records(self.config.max_poll_records) if fetcher.has_completed else []
-
-    async def _refresh_metadata(self) -> None:
-        """Refresh the leaders of the assigned partitions, at most every
-        ``retry.backoff.ms``."""
-        now = trio.current_time()
-        if now - self._metadata_refreshed < self.config.retry_backoff_ms / 1000:
-            return
-        assert self._cluster is not None and self._fetcher is not None
-        self._metadata_refreshed = now
-        self._fetcher.metadata_needed = False
-        try:
-            await self._cluster.refresh_metadata({tp.topic for tp in self.subscriptions.assigned()}, allow_auto_create=False)
-        except KafkaError as exc:
-            log.info("metadata refresh failed, retrying after retry.backoff.ms: %s", exc)
-            self._fetcher.metadata_needed = True
-
     # ------------------------------------------------------------ commits
-
-    def _maybe_auto_commit(self) -> None:
-        if not self.config.auto_commit_enable or self._driver is None:
-            return
-        now = trio.current_time()
-        if now < self._next_auto_commit:
-            return
-        self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
-        offsets = self.subscriptions.all_consumed()
-        if offsets:
-            assert self._tasks is not None
-            self._tasks.start_soon(self._commit_quietly, offsets, None)
-
-    async def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata], callback: Any) -> None:
-        error: KafkaError | None = None
-        try:
-            await self._group().commit(offsets)
-        except KafkaError as exc:
-            error = exc
-            log.warning("asynchronous commit of %s failed: %s", ", ".join(map(str, sorted(offsets))), exc)
-        if callback is not None:
-            callback(offsets, error)
 
     async def _commit_positions(self) -> None:
         with trio.fail_after(self.config.default_api_timeout_ms / 1000):
@@ -463,7 +413,7 @@ class TrioConsumer:
         chosen = self.subscriptions.all_consumed() if offsets is None else offsets_of(offsets)
         if asynchronous:
             assert self._tasks is not None
-            self._tasks.start_soon(self._commit_quietly, chosen, callback)
+            self._tasks.start_soon(commit_logged, driver.commit, chosen, callback)
             return
         with trio.fail_after(self.config.default_api_timeout_ms / 1000):
             await driver.commit(chosen)

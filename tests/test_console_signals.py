@@ -39,6 +39,8 @@ from kclient.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 24
+#: Runs of the consumer in a group (each joins a new group: slower).
+GROUP_RUNS = 8
 PARTITIONS = 2
 #: Records in the consumer's topic.
 RECORDS = 400
@@ -114,10 +116,10 @@ def finish(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-@pytest.mark.parametrize("run", range(RUNS))
-def test_console_consumer_prints_one_summary_line_at_any_sigint(broker, records_topic, run):
-    rng = random.Random(run)
-    proc = start("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", records_topic, "--from-beginning")
+def interrupt_consumer(broker, topic: str, rng: random.Random, *extra: str) -> tuple[str, list[str]]:
+    """Run the console consumer, SIGINT it at a random point, check its
+    summary line; returns the point and the records printed."""
+    proc = start("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning", *extra)
     out = LineCollector(proc.stdout)
     err = LineCollector(proc.stderr)
     try:
@@ -143,6 +145,26 @@ def test_console_consumer_prints_one_summary_line_at_any_sigint(broker, records_
     assert len(set(values)) == len(values) and set(values) <= {f"record-{i:04d}" for i in range(RECORDS)}, values
     if point == "all":
         assert len(values) == RECORDS
+    return point, values
+
+
+@pytest.mark.parametrize("run", range(RUNS))
+def test_console_consumer_prints_one_summary_line_at_any_sigint(broker, records_topic, run):
+    interrupt_consumer(broker, records_topic, random.Random(run))
+
+
+@pytest.mark.parametrize("run", range(GROUP_RUNS))
+def test_console_consumer_in_a_group_commits_what_it_printed_at_any_sigint(broker, records_topic, run):
+    """``--group``: the summary line, and the group's committed offsets
+    count exactly the records printed."""
+    group = f"signals-group-{run}"
+    point, values = interrupt_consumer(broker, records_topic, random.Random(500 + run), "--group", group)
+    committed = subprocess.run(
+        [sys.executable, "-m", "kclient", "consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    rows = [line.split() for line in committed.stdout.splitlines()[1:] if line.strip() and line.split()[0] == group]
+    assert sum(int(row[3]) for row in rows if row[3] != "-") == len(values), (point, committed.stdout, committed.stderr)
 
 
 LOSS = re.compile(r"^kclient console-producer: error: FailedToSendMessageError: (\d+) of (\d+) lines? read (?:was|were) not delivered \(lines? ([\d,-]+)\)")

@@ -374,3 +374,33 @@ def test_close_from_another_thread_ends_a_waiting_poll(poll_broker, topic, group
     poller.join(DEADLINE)
     assert not poller.is_alive(), "poll did not end when the consumer was closed"
     assert len(outcome) == 1 and (outcome[0] == [] or isinstance(outcome[0], (IllegalStateError, LoopClosedError)))
+
+
+def test_a_listener_error_propagates_from_poll_and_the_rebalance_stands(poll_broker, topic, group):
+    fill(poll_broker, topic, 2)
+
+    class Failing:
+        def __init__(self) -> None:
+            self.failed = False
+
+        def on_partitions_assigned(self, assigned):
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("listener failed")
+
+        def on_partitions_revoked(self, revoked):
+            pass
+
+    with Consumer(settings(poll_broker, group)) as consumer:
+        consumer.subscribe([topic], listener=Failing())
+
+        def raised() -> bool:
+            try:
+                consumer.poll(timeout_ms=100)
+            except RuntimeError as exc:
+                return str(exc) == "listener failed"
+            return False
+
+        wait_until(raised, "the listener's error from poll")
+        assert len(consumer.assignment()) == PARTITIONS
+        assert len(read(consumer, 2 * PARTITIONS)) == 2 * PARTITIONS

@@ -97,6 +97,18 @@ def test_settings_take_modern_defaults_and_refuse_connector_settings():
     assert strategy.config.partition_assignment_strategy == "roundrobin"
 
 
+def test_settings_from_a_consumer_config():
+    from kclient import ConsumerConfig
+
+    config = ConsumerConfig.from_properties({**BOOT, "group.id": "g"})
+    settings = poll_settings(config)
+    assert settings.config is config and settings.group_id == "g" and settings.offset_reset == "latest"
+    with pytest.raises(ConfigError, match="group.coordination=broker"):
+        poll_settings(ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "zk:2181"}))
+    with pytest.raises(ConfigError, match="mapping"):
+        poll_settings("bootstrap.servers=x:1")
+
+
 def test_settings_without_group_and_with_deserializers():
     settings = poll_settings({**BOOT, "key.deserializer": "kclient.StringDecoder", "value.deserializer": lambda b: b[::-1]})
     assert settings.group_id is None

@@ -128,6 +128,7 @@ _EXPORTS = {
     "UnknownTopicOrPartitionError": "kclient.errors",
     "UnsupportedSaslMechanismError": "kclient.errors",
     "UnsupportedVersionError": "kclient.errors",
+    "WakeupError": "kclient.client.consumer.poll.errors",
     "Whitelist": "kclient.client.consumer.group.streams",
     "ZkTimeoutError": "kclient.errors",
     "ZooKeeperError": "kclient.errors",
@@ -156,7 +157,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.consumer.message_set import ByteBufferMessageSet, Message, MessageAndOffset, MultiFetchResponse
     from kclient.client.consumer.poll.consumer import Consumer
     from kclient.client.consumer.poll.core import TrioConsumer
-    from kclient.client.consumer.poll.errors import CommitFailedError, NoOffsetForPartitionError
+    from kclient.client.consumer.poll.errors import CommitFailedError, NoOffsetForPartitionError, WakeupError
     from kclient.client.consumer.poll.types import (
         ConsumerRebalanceListener,
         ConsumerRecord,

@@ -404,3 +404,31 @@ def test_a_listener_error_propagates_from_poll_and_the_rebalance_stands(poll_bro
         wait_until(raised, "the listener's error from poll")
         assert len(consumer.assignment()) == PARTITIONS
         assert len(read(consumer, 2 * PARTITIONS)) == 2 * PARTITIONS
+
+
+def test_wakeup_ends_a_waiting_poll_once(poll_broker, topic, group):
+    import threading
+
+    from kclient import WakeupError
+
+    fill(poll_broker, topic, 1)
+    with Consumer(settings(poll_broker, group)) as consumer:
+        consumer.subscribe([topic])
+        read(consumer, PARTITIONS)
+        outcome: list[BaseException | list] = []
+
+        def poll_long() -> None:
+            try:
+                outcome.append(consumer.poll(timeout_ms=600_000))
+            except WakeupError as exc:
+                outcome.append(exc)
+
+        poller = threading.Thread(target=poll_long, daemon=True)
+        poller.start()
+        consumer.wakeup()
+        poller.join(DEADLINE)
+        assert not poller.is_alive(), "wakeup() did not end the poll"
+        assert len(outcome) == 1 and isinstance(outcome[0], WakeupError)
+        # Raised once: the consumer goes on.
+        produce(poll_broker, topic, ["after"], partition=0)
+        assert [r.value for r in read(consumer, 1)] == [b"after"]

@@ -202,6 +202,12 @@ class Consumer(ClosingClient):
             if records or time.monotonic() >= deadline:
                 return records
 
+    def wakeup(self) -> None:
+        """Make the poll under way (on another thread), or the next one,
+        raise `kclient.WakeupError` (Kafka's ``wakeup``, the one method
+        meant for another thread: the way to end a poll loop)."""
+        self._loop.call_sync(self._core.wakeup)
+
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, as `poll` hands them out, until the consumer is
         closed, or for ``consumer.timeout.ms`` (if not -1) no record came

@@ -41,6 +41,7 @@ from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
 from kclient.client.consumer.poll.auto_commit import AutoCommitter, commit_logged
 from kclient.client.consumer.poll.config import PollSettings, poll_settings
+from kclient.client.consumer.poll.errors import WakeupError
 from kclient.client.consumer.poll.fetcher import Fetcher
 from kclient.client.consumer.poll.group import GroupDriver, ListenerCall, Phase
 from kclient.client.consumer.poll.list_offsets import OffsetLookup
@@ -96,6 +97,7 @@ class TrioConsumer:
         self.closed = False
         self._opened = False
         self._close_prepared = False
+        self._wakeup_requested = False
         self._tasks: trio.Nursery | None = None
         self._scope: trio.CancelScope | None = None
         self._wakeup = Wakeup()
@@ -350,6 +352,7 @@ class TrioConsumer:
             A `ListenerCall`, or records.
         """
         self._check_open()
+        self._raise_if_woken()
         if self.subscriptions.type is SubscriptionType.NONE:
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         driver = self._driver
@@ -364,10 +367,25 @@ class TrioConsumer:
                 if self._auto_commit is not None:
                     self._auto_commit.maybe_commit(self._tasks)
             assert self._poller is not None and self._tasks is not None
-            return await self._poller.poll(self._tasks, timeout)
+            records = await self._poller.poll(self._tasks, timeout)
+            if not records:
+                self._raise_if_woken()
+            return records
         finally:
             if driver is not None:
                 driver.poll_ended()
+
+    def wakeup(self) -> None:
+        """Make the poll under way, or the next one, raise `WakeupError`
+        (Kafka's ``wakeup``: the way to stop a poll loop from another
+        thread or task; records already buffered are not lost)."""
+        self._wakeup_requested = True
+        self._wake()
+
+    def _raise_if_woken(self) -> None:
+        if self._wakeup_requested:
+            self._wakeup_requested = False
+            raise WakeupError("the consumer was woken up (wakeup())")
 
     def _needs_group_step(self) -> bool:
         driver = self._driver

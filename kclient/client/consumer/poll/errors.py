@@ -30,4 +30,10 @@ class CommitFailedError(KafkaError):
     commit cannot be completed. The member rejoins on its next ``poll``."""
 
 
-__all__ = ["CommitFailedError", "NoOffsetForPartitionError"]
+class WakeupError(KafkaError):
+    """Kafka's ``WakeupException``: ``wakeup()`` was called (from another
+    thread, typically to stop a poll loop); raised once, by the poll under
+    way or the next one."""
+
+
+__all__ = ["CommitFailedError", "NoOffsetForPartitionError", "WakeupError"]

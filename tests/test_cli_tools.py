@@ -257,6 +257,12 @@ def test_get_offsets_time_names(broker, topic):
         numbered = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", number)
         assert named.returncode == 0 and named.stdout == numbered.stdout, (named.stderr, numbered.stderr)
     assert sum(int(line.rsplit(":", 1)[1]) for line in named.stdout.splitlines()) == 5
+    # A timestamp: the first offset at or after it (ListOffsets v1+), none past the last record.
+    ends = {line.rsplit(":", 2)[1]: int(line.rsplit(":", 1)[1]) for line in named.stdout.splitlines()}
+    before = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", str(int(time.time() * 1000) - 3_600_000))
+    assert before.stdout.splitlines() == [f"{topic}:{p}:{'0' if end else ''}" for p, end in ends.items()], before.stderr
+    after = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", str(int(time.time() * 1000) + 3_600_000))
+    assert after.stdout.splitlines() == [f"{topic}:{p}:" for p in ends], after.stderr
     bad = kc("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "yesterday")
     assert bad.returncode == 2
     assert bad.stderr.splitlines()[-1] == "kclient get-offsets: error: argument --time: 'yesterday': expected latest (-1), earliest (-2) or a timestamp in ms"

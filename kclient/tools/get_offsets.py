@@ -10,7 +10,7 @@
 spellings), any other value a timestamp in ms (the first offset whose record
 is at or after it; nothing after the second colon when there is none).
 ``--partitions 0,1`` limits the partitions. Offsets are asked of each
-partition's leader (ListOffsets).
+partition's leader (ListOffsets v1+, as Kafka's admin client does).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from kclient.tools.common import (
     add_bootstrap_argument,
     client_properties,
     fetch_metadata,
-    leader_address,
     parse_bootstrap,
 )
 
@@ -121,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: GetOffsetsArguments) -> int:
     """Run ``kclient get-offsets``.
 
+    Offsets are asked with ListOffsets v1+ (`kclient.AdminClient.list_offsets`),
+    as Kafka's GetOffsetShell does: for a timestamp, the first offset whose
+    record's timestamp is at or after it (none: nothing after the colon).
+
     Args:
         args: The parsed arguments.
 
@@ -133,34 +136,31 @@ def run(args: GetOffsetsArguments) -> int:
             not exist.
         KafkaError: The broker could not be reached or answered an error.
     """
-    from kclient.client.consumer.simple import SimpleConsumer
+    from kclient.client.admin import AdminClient
+    from kclient.config import AdminConfig
 
     bootstrap = parse_bootstrap(args.bootstrap_server)
     wanted = parse_partitions(args.partitions)
-    props = client_properties(args.command_config, [], "--command-config")
+    props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
     metadata = fetch_metadata(bootstrap, [args.topic], properties=props)
     code = metadata.topic_errors.get(args.topic, 0)
-    parts = metadata.partitions_for(args.topic)
+    parts = sorted(p.partition for p in metadata.partitions_for(args.topic))
     if code or not parts:
         raise UnknownTopicOrPartitionError(f"topic {args.topic!r} does not exist")
-    by_id = {p.partition: p for p in parts}
     if wanted is not None:
-        missing = [i for i in wanted if i not in by_id]
+        missing = sorted(set(wanted) - set(parts))
         if missing:
             raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {', '.join(map(str, missing))}")
-        parts = tuple(by_id[i] for i in sorted(set(wanted)))
-    consumers: dict[tuple[str, int], SimpleConsumer] = {}
-    try:
-        lines = []
-        for part in parts:
-            address = leader_address(metadata, part)
-            if address not in consumers:
-                consumers[address] = SimpleConsumer(*address, TOOL_TIMEOUT_MS, client_id="kclient-get-offsets", config=props)
-            offsets = consumers[address].get_offsets_before(args.topic, part.partition, args.time, 1)
-            lines.append(f"{args.topic}:{part.partition}:{offsets[0] if offsets else ''}\n")
-        sys.stdout.write("".join(lines))
-        sys.stdout.flush()
-    finally:
-        for consumer in consumers.values():
-            consumer.close()
+        parts = sorted(set(wanted))
+    config = {**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-get-offsets", "request.timeout.ms": TOOL_TIMEOUT_MS}
+    with AdminClient(config) as admin:
+        offsets = admin.list_offsets({(args.topic, p): args.time for p in parts})
+    sys.stdout.write("".join(f"{args.topic}:{p}:{_shown(offsets.get((args.topic, p), -1))}\n" for p in parts))
+    sys.stdout.flush()
     return 0
+
+
+def _shown(offset: int) -> str:
+    """An offset as printed: empty for none (-1: no record at or after the
+    timestamp)."""
+    return str(offset) if offset >= 0 else ""

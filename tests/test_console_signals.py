@@ -38,7 +38,7 @@ from helpers.wait import wait_for
 from kclient.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = 24
+RUNS = 20
 #: Runs of the consumer in a group (each joins a new group: slower).
 GROUP_RUNS = 8
 PARTITIONS = 2

@@ -1,10 +1,16 @@
 """The ``kclient`` command line tools, one module per subcommand (each
 has a ``register(subparsers)`` that `kclient.cli` calls).
 
+* `kclient.tools.broker`: ``kclient broker``, the bundled broker
+  (``kafka-server-start.sh``).
 * `kclient.tools.console_producer`: ``kclient console-producer``
-  (``kafka-console-producer.sh``): stdin lines to a topic.
+  (``kafka-console-producer.sh``): stdin lines to a topic; its line format
+  in `kclient.tools.line_reader`.
 * `kclient.tools.console_consumer`: ``kclient console-consumer``
-  (``kafka-console-consumer.sh``): a topic's records to stdout.
+  (``kafka-console-consumer.sh``): a topic's records to stdout; with
+  ``--group``, `kclient.tools.console_group`. Both console tools share
+  `kclient.tools.console_arguments` and take Ctrl-C as a request to stop
+  (`kclient.tools.shutdown`).
 * `kclient.tools.topics`: ``kclient topics --list/--describe/--create/--delete``
   (``kafka-topics.sh``).
 * `kclient.tools.get_offsets`: ``kclient get-offsets``

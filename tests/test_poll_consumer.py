@@ -105,6 +105,9 @@ def test_subscribe_and_poll_read_everything_once_within_max_poll_records(poll_br
         assert all(n <= 7 for n in polls)
         for p in range(PARTITIONS):
             assert consumer.position(TopicPartition(topic, p)) == 25 + (p == 0)
+        stats = consumer.statistics()
+        assert stats.fetched_messages == 101 and stats.fetch_requests >= 1
+        assert {key: (s.position, s.lag) for key, s in stats.partitions.items()} == {(topic, p): (25 + (p == 0), 0) for p in range(PARTITIONS)}
     got = {(r.partition, r.offset) for r in records}
     assert len(got) == len(records) == 101
     by_partition = {p: [r.value.decode() for r in records if r.partition == p and r.value != b"with-headers"] for p in range(PARTITIONS)}

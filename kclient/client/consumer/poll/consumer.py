@@ -36,6 +36,7 @@ from kclient.client.consumer.poll.arguments import Offsets, Topics, timeout_seco
 from kclient.client.consumer.poll.core import TrioConsumer
 from kclient.client.consumer.poll.group import ListenerCall
 from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.client.consumer.statistics import ConsumerStatistics
 from kclient.client.loop_closer import LoopClientCloser
 from kclient.config import ConsumerConfig
 from kclient.errors import LoopClosedError
@@ -363,6 +364,16 @@ class Consumer(ClosingClient):
         """
         result: tuple[PartitionInfo, ...] = self._loop.call(self._core.partitions_for, topic)
         return result
+
+    def statistics(self) -> ConsumerStatistics:
+        """What this consumer fetched so far, and each assigned partition's
+        lag (see `TrioConsumer.statistics`); callable from any thread, also
+        after `close`.
+
+        Returns:
+            A `kclient.ConsumerStatistics`.
+        """
+        return self._core.statistics()
 
     # ------------------------------------------------------------ flow control
 

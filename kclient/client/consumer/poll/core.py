@@ -49,6 +49,7 @@ from kclient.client.consumer.poll.positions import PositionUpdater
 from kclient.client.consumer.poll.record_poll import RecordPoller, Wakeup
 from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, SubscriptionState, SubscriptionType
 from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError
 from kclient.net.settings import ConnectionSettings
@@ -614,6 +615,19 @@ class TrioConsumer:
         self._check_open()
         assert self._cluster is not None
         return await self._cluster.partitions_for(topic)
+
+    def statistics(self) -> ConsumerStatistics:
+        """What this consumer fetched so far, and each assigned partition's
+        lag (counted from the fetched batch headers, as the SimpleConsumer's
+        `kclient.ConsumerStatistics`: the position there is the next offset
+        to fetch, which runs ahead of `position` by what is buffered).
+
+        Returns:
+            A `kclient.ConsumerStatistics` (empty before `open`).
+        """
+        if self._fetcher is None:
+            return FetchStatistics().snapshot()
+        return self._fetcher.statistics.snapshot()
 
     # ------------------------------------------------------------ flow control
 

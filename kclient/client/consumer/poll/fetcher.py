@@ -33,6 +33,7 @@ from kclient.client.consumer.poll.records import consumer_records
 from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, SubscriptionState
 from kclient.client.consumer.poll.types import ConsumerRecord, TopicPartition
 from kclient.client.consumer.simple import FetchRequest, TrioSimpleConsumer
+from kclient.client.consumer.statistics import FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import OFFSET_OUT_OF_RANGE, KafkaError, OffsetOutOfRangeError
 
@@ -95,6 +96,8 @@ class Fetcher:
         self._in_flight: dict[int, set[TopicPartition]] = {}
         self._completed: deque[CompletedFetch] = deque()
         self.metadata_needed = False
+        #: What the fetches brought, per partition (shared by every broker's client).
+        self.statistics = FetchStatistics()
 
     # ------------------------------------------------------------ sending
 
@@ -140,7 +143,9 @@ class Fetcher:
         client = self._clients.get(node)
         if client is None or (client.host, client.port) != (host, port):
             config = self.config
-            client = TrioSimpleConsumer(host, port, config.socket_timeout_ms, client_id=config.client_id, config=config.security, ssl_context=self._ssl_context)
+            client = TrioSimpleConsumer(
+                host, port, config.socket_timeout_ms, client_id=config.client_id, config=config.security, ssl_context=self._ssl_context, statistics=self.statistics
+            )
             client.attach(nursery)
             self._clients[node] = client
         return client
@@ -253,8 +258,13 @@ class Fetcher:
         raise error
 
     def clear(self) -> None:
-        """Drop every buffered answer (after a rebalance)."""
+        """Drop every buffered answer and the statistics of partitions no
+        longer assigned (after a rebalance or ``assign``)."""
         self._completed.clear()
+        assigned = {tp.key for tp in self.subscriptions.assigned()}
+        for key in self.statistics.snapshot().partitions:
+            if key not in assigned:
+                self.statistics.forget(*key)
 
     async def aclose(self) -> None:
         """Close the fetch connections."""

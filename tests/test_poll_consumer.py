@@ -289,6 +289,8 @@ def test_pattern_subscription_follows_new_topics(poll_broker, topic, group):
         consumer.subscribe(f"^{topic}-.*")
         assert len(read(consumer, PARTITIONS)) == PARTITIONS
         assert consumer.subscription() == {first}
+        topics = consumer.list_topics()
+        assert [p.partition for p in topics[first]] == list(range(PARTITIONS)) and consumer.partitions_for(first) == topics[first]
         second = f"{topic}-b"
         fill(poll_broker, second, 1)
         records = read(consumer, PARTITIONS)

@@ -365,6 +365,19 @@ class Consumer(ClosingClient):
         result: tuple[PartitionInfo, ...] = self._loop.call(self._core.partitions_for, topic)
         return result
 
+    def list_topics(self, timeout_ms: float | None = None) -> dict[str, tuple[PartitionInfo, ...]]:
+        """Every topic the cluster has, with its partitions (Kafka's
+        ``listTopics``).
+
+        Args:
+            timeout_ms: Longest wait (ms).
+
+        Returns:
+            ``{topic: partitions sorted by id}``.
+        """
+        result: dict[str, tuple[PartitionInfo, ...]] = self._loop.call(self._core.list_topics, timeout_ms)
+        return result
+
     def statistics(self) -> ConsumerStatistics:
         """What this consumer fetched so far, and each assigned partition's
         lag (see `TrioConsumer.statistics`); callable from any thread, also

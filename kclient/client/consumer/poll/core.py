@@ -34,7 +34,7 @@ from typing import Any
 
 import trio
 
-from kclient.client.cluster import Cluster, PartitionInfo
+from kclient.client.cluster import Cluster, PartitionInfo, request_metadata
 from kclient.client.consumer.group.assignors import ASSIGNORS
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember
@@ -615,6 +615,22 @@ class TrioConsumer:
         self._check_open()
         assert self._cluster is not None
         return await self._cluster.partitions_for(topic)
+
+    async def list_topics(self, timeout_ms: float | None = None) -> dict[str, tuple[PartitionInfo, ...]]:
+        """Every topic the cluster has, with its partitions (Kafka's
+        ``listTopics``; internal topics included).
+
+        Args:
+            timeout_ms: Longest wait (ms; default ``default.api.timeout.ms``).
+
+        Returns:
+            ``{topic: partitions sorted by id}``.
+        """
+        self._check_open()
+        assert self._cluster is not None
+        with trio.fail_after(timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms)):
+            metadata = await request_metadata(await self._cluster.any_connection())
+        return {t: metadata.partitions_for(t) for t, code in sorted(metadata.topic_errors.items()) if code == 0}
 
     def statistics(self) -> ConsumerStatistics:
         """What this consumer fetched so far, and each assigned partition's

@@ -115,6 +115,8 @@ def test_settings_without_group_and_with_deserializers():
     assert settings.key_decoder is not None and settings.key_decoder(b"k") == "k"
     assert settings.value_decoder is not None and settings.value_decoder(b"ab") == b"ba"
     assert poll_settings({**BOOT, "value.deserializer": StringDecoder()}).value_decoder(b"v") == "v"
+    with pytest.raises(ConfigError, match="enable.auto.commit cannot be set to true"):
+        poll_settings({**BOOT, "enable.auto.commit": "true"})
     with pytest.raises(ConfigError, match="value.deserializer"):
         poll_settings({**BOOT, "value.deserializer": object()})
 

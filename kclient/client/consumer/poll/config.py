@@ -20,6 +20,7 @@ import attrs
 
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
+from kclient.config.convert import to_bool
 from kclient.errors import ConfigError
 from kclient.plugins import resolve_dotted
 
@@ -111,6 +112,9 @@ def _from_mapping(source: Mapping[str, Any]) -> tuple[ConsumerConfig, str | None
     group_id = props.get("group.id")
     group = None if group_id is None or not str(group_id).strip() else str(group_id).strip()
     if group is None:
+        auto_commit = [v for k, v in props.items() if ConsumerConfig.canonical_name(k) == "auto.commit.enable"]
+        if auto_commit and to_bool(auto_commit[0]):
+            raise ConfigError("enable.auto.commit cannot be set to true when no group.id is given (there is no group to commit to)")
         merged["group.id"] = _NO_GROUP
         merged.setdefault("client.id", "kclient-consumer")
     if not merged.get("bootstrap.servers"):

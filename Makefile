@@ -41,9 +41,15 @@ demo: java venv
 	$(BIN)/python examples/flights.py
 
 # pytest's own exit code is the target's: 1 for failures, 5 when no test was
-# collected, so an empty run fails too.
+# collected, so an empty run fails too. The suite runs in TEST_WORKERS
+# pytest-xdist workers (most of its time is spent waiting on broker, Kafka
+# and Spark processes, not on the CPU); --dist loadgroup keeps each module,
+# and all the Apache Kafka and all the Spark tests, in one worker each
+# (tests/conftest.py), so every shared process starts once. TEST_WORKERS=0
+# runs it in one process.
+TEST_WORKERS ?= 2
 test: jvm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # The modules whose code has a compiled twin in kclient/_speedups.pyx, again
 # on the pure-Python path (KCLIENT_PURE_PYTHON=1): the record batch codecs,

@@ -63,6 +63,41 @@ def pytest_collection_modifyitems(config, items) -> None:
             or any(isinstance(v, str) and v in _KAFKA_TARGETS for v in params)
         ):
             item.add_marker(marker)
+    _group_for_xdist(config, items)
+
+
+#: Session fixtures worth starting once per run, not once per xdist worker:
+#: a test using one of these runs in that fixture's group. The groups are
+#: also the longest, so they are handed out first.
+_SHARED_GROUPS = (("kafka", _KAFKA_FIXTURES | {"target", "zk_target", "bundled_target"}), ("spark", frozenset({"spark", "spark_kafka"})))
+_FIRST = tuple(name for name, _ in _SHARED_GROUPS)
+
+
+def _xdist_group(item) -> str:
+    if item.get_closest_marker("apache_kafka") is not None:
+        return "kafka"
+    names = set(getattr(item, "fixturenames", ()))
+    for name, fixtures in _SHARED_GROUPS:
+        if names & fixtures:
+            return name
+    return item.path.name
+
+
+def _group_for_xdist(config, items) -> None:
+    """Give every test an ``xdist_group`` for ``pytest -n N --dist
+    loadgroup`` (`make test`): the tests of one module run in one worker, so
+    its module-scoped broker starts once, and every test of the Apache Kafka
+    (``apache_kafka``) or Spark session fixtures runs in one worker, so each
+    of those JVMs starts once per run. Under xdist those two long groups
+    come first, so that they start at once on their own workers while the
+    other modules fill the rest. Without xdist the marker is unused and the
+    order is left alone."""
+    groups = {}
+    for item in items:
+        groups[item] = group = _xdist_group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(config.option, "dist", "no") != "no":
+        items.sort(key=lambda item: _FIRST.index(groups[item]) if groups[item] in _FIRST else len(_FIRST))
 
 
 #: Fixtures that start a process (a broker, ZooKeeper, Apache Kafka, Spark's

@@ -145,6 +145,7 @@ class GroupDriver:
         #: The member was in the group (revoke / lost listener calls due on a rejoin).
         self.joined = False
         self._result: JoinResult | None = None
+        self._join_scope: trio.CancelScope | None = None
         self._error: KafkaError | None = None
         self._joined_counts: dict[str, int] = {}
         self._last_poll = trio.current_time()
@@ -234,7 +235,7 @@ class GroupDriver:
         if self.config.auto_commit_enable:
             try:
                 await self._commit_positions()
-            except KafkaError as exc:  # the next owner starts from the last commit
+            except (KafkaError, trio.TooSlowError) as exc:  # the next owner starts from the last commit
                 log.warning("group %s: commit before rejoining failed: %s", self.member.group_id, exc)
         return ListenerCall(REVOKED, owned)
 
@@ -280,6 +281,11 @@ class GroupDriver:
         return {t: len(metadata.partitions_for(t)) for t in topics if metadata.partitions_for(t)}
 
     async def _join(self) -> None:
+        with trio.CancelScope() as scope:  # cancelled by leave()
+            self._join_scope = scope
+            await self._join_until_done()
+
+    async def _join_until_done(self) -> None:
         backoff = self.config.retry_backoff_ms / 1000
         while True:
             try:
@@ -412,7 +418,11 @@ class GroupDriver:
 
     async def leave(self) -> None:
         """LeaveGroup (if a member), so the others rebalance at once, and
-        forget the membership."""
+        forget the membership (a join under way is abandoned)."""
+        if self._join_scope is not None:
+            self._join_scope.cancel()
+            self._join_scope = None
+        self._result = None
         if self.member.member_id and self.joined:
             with trio.move_on_after(self.config.socket_timeout_ms / 1000):
                 await self.member.leave()

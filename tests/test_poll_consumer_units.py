@@ -190,3 +190,20 @@ def test_listener_calls():
     ListenerCall(REVOKED, tps).invoke(None)
     # Kafka's default on_partitions_lost calls on_partitions_revoked.
     assert seen == [("revoked", list(tps)), ("assigned", list(tps)), ("revoked", list(tps))]
+
+
+def test_timeouts_are_kafka_timeout_errors():
+    import trio
+    import trio.testing
+
+    from kclient import KafkaTimeoutError
+    from kclient.client.consumer.poll.core import within
+
+    async def main() -> None:
+        with pytest.raises(KafkaTimeoutError, match="commit did not complete within 1500 ms"):
+            with within(1.5, "commit"):
+                await trio.sleep(10)
+        with within(1.5, "fast"):
+            await trio.sleep(1)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

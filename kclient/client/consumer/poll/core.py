@@ -26,9 +26,10 @@ as in Kafka).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -51,7 +52,7 @@ from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, Subscrip
 from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics
 from kclient.config import ConsumerConfig
-from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError
+from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -59,6 +60,28 @@ log = logging.getLogger("kclient.consumer")
 
 #: What `TrioConsumer.poll_once` returns: a listener call due, or records.
 PollStep = ListenerCall | list[ConsumerRecord]
+
+
+@contextlib.contextmanager
+def within(seconds: float, what: str) -> Iterator[None]:
+    """Fail the block after ``seconds`` with `KafkaTimeoutError` (Kafka's
+    ``TimeoutException`` for ``default.api.timeout.ms``).
+
+    Args:
+        seconds: The time allowed.
+        what: Named in the error.
+
+    Yields:
+        Nothing.
+
+    Raises:
+        KafkaTimeoutError: the time ran out.
+    """
+    try:
+        with trio.fail_after(seconds):
+            yield
+    except trio.TooSlowError:
+        raise KafkaTimeoutError(f"{what} did not complete within {seconds * 1000:.0f} ms") from None
 
 
 async def run_listener_call(call: ListenerCall, listener: Any) -> None:
@@ -399,7 +422,7 @@ class TrioConsumer:
     # ------------------------------------------------------------ commits
 
     async def _commit_positions(self) -> None:
-        with trio.fail_after(self.config.default_api_timeout_ms / 1000):
+        with within(self.config.default_api_timeout_ms / 1000, "commit"):
             await self._group().commit(self.subscriptions.all_consumed())
 
     async def commit(self, offsets: Offsets | None = None, asynchronous: bool = False, *, callback: Any = None) -> None:
@@ -434,7 +457,7 @@ class TrioConsumer:
             assert self._tasks is not None
             self._tasks.start_soon(commit_logged, driver.commit, chosen, callback)
             return
-        with trio.fail_after(self.config.default_api_timeout_ms / 1000):
+        with within(self.config.default_api_timeout_ms / 1000, "commit"):
             await driver.commit(chosen)
 
     async def _committed_for_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -460,7 +483,7 @@ class TrioConsumer:
         self._check_open()
         self._group()
         tps = [TopicPartition(tp.topic, tp.partition) for tp in partitions_of(partitions)]
-        with trio.fail_after(timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms)):
+        with within(timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms), "committed"):
             found = await self._committed_for_positions(tps)
         return {tp: found.get(tp) for tp in tps}
 
@@ -488,7 +511,7 @@ class TrioConsumer:
         if not state.has_valid_position:
             assert self._positions is not None
             seconds = timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms)
-            with trio.fail_after(seconds):
+            with within(seconds, f"position of {tp}"):
                 await self._positions.update(seconds, [tp])
         assert state.position is not None
         return state.position
@@ -628,7 +651,7 @@ class TrioConsumer:
         """
         self._check_open()
         assert self._cluster is not None
-        with trio.fail_after(timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms)):
+        with within(timeout_seconds(timeout_ms, None, self.config.default_api_timeout_ms), "list_topics"):
             metadata = await request_metadata(await self._cluster.any_connection())
         return {t: metadata.partitions_for(t) for t, code in sorted(metadata.topic_errors.items()) if code == 0}
 
@@ -703,7 +726,7 @@ class TrioConsumer:
         if self.config.auto_commit_enable and not (self.subscriptions.auto_assigned and driver.member.generation < 0):
             try:
                 await self._commit_positions()
-            except (KafkaError, trio.TooSlowError) as exc:
+            except KafkaError as exc:
                 log.warning("group %s: commit at close failed: %s", self.group_id, exc)
         return driver.revoke_for_leave()
 

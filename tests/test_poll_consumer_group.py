@@ -473,6 +473,46 @@ def test_group_shared_with_a_java_kafka_consumer(group_broker, topic, group, tmp
     member.stop()
 
 
+def test_nothing_is_lost_while_members_come_and_go_with_auto_commit(group_broker, topic, group):
+    """Three members each open, poll ten times and close, three times over,
+    with ``enable.auto.commit`` (commits before each rebalance and at
+    close); then one member reads what is left. Every record is read at
+    least once (at-least-once: a record may come twice around a rebalance)."""
+    produced = fill(group_broker, topic, 100, "a")
+    seen: set[str] = set()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    config = kclient_settings(group_broker, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200})
+
+    def churn() -> None:
+        try:
+            for _ in range(3):
+                with Consumer(config) as consumer:
+                    consumer.subscribe([topic])
+                    for _ in range(10):
+                        values = [r.value.decode() for r in consumer.poll(timeout_ms=100)]
+                        with lock:
+                            seen.update(values)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+        assert not t.is_alive()
+    assert not errors, errors
+    with Consumer(config) as consumer:
+        consumer.subscribe([topic])
+
+        def all_read() -> bool:
+            seen.update(r.value.decode() for r in consumer.poll(timeout_ms=200))
+            return seen >= produced
+
+        wait_until(all_read, "every record", detail=lambda: f"{len(produced - seen)} missing")
+
+
 def test_member_keeps_reading_across_a_broker_restart(group_broker, topic, group):
     """Runs last in the module: the broker stops and starts again (same
     port and logs). The member's connections, heartbeats and fetches fail

@@ -81,6 +81,9 @@ def test_snippet_runs(where, code, zookeeper, zk_broker, events):
         # The group snippets print what was produced, then stop on consumer.timeout.ms.
         assert sorted(line.split()[-1] for line in done.stdout.splitlines() if line.startswith("greetings")) == ["hello", "hey", "hi"]
         assert done.stdout.rstrip().endswith("no more messages")
+    elif "Consumer(config) as consumer" in code and "greetings" in code:
+        # The poll consumer snippet reads the three records it produced.
+        assert sorted(line.split()[-1] for line in done.stdout.splitlines()) == ["b'bonjour'", "b'hello'", "b'hi'"], done.stdout
     elif "SimpleConsumer(broker.host" in code:
         assert "b'hello'" in done.stdout and "b'hi'" in done.stdout, done.stdout
     elif "SimpleConsumer(\"127.0.0.1\", 9092" in code and "EARLIEST_TIME" in code:

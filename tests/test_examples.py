@@ -64,6 +64,15 @@ def test_group_consumer_example_commits_and_resumes(zookeeper, zk_broker):
 
 
 @pytest.mark.interop
+def test_poll_consumer_example_shares_commits_and_resumes(broker3):
+    """examples/poll_consumer.py: two kclient.Consumer members of one group
+    handle every record once between them, and a new member resumes after
+    their commits."""
+    out = run(str(EXAMPLES / "poll_consumer.py"), broker3.bootstrap)
+    assert "none twice" in out
+    assert "OK: a new member resumed after the commits and read only ['order 12', 'order 13', 'order 14']" in out
+
+
 def test_peers_example_crosses_records_both_ways(broker3):
     out = run(str(EXAMPLES / "peers.py"), broker3.bootstrap)
     assert "confluent-kafka -> kclient: 100 records" in out

@@ -72,6 +72,10 @@ KCLIENT = "kclient"
 #: kclient-stream: kclient's high-level consumer (ConsumerConnector + one
 #: KafkaStream, ZooKeeper-coordinated), a consume row beside SimpleConsumer.
 KCLIENT_STREAM = "kclient-stream"
+#: kclient-poll: kclient's poll consumer (kclient.Consumer, assign + poll),
+#: a consume row beside SimpleConsumer, against confluent-kafka's
+#: Consumer.consume.
+KCLIENT_POLL = "kclient-poll"
 #: kclient-callback / kclient-futures: kclient's async produce with a
 #: per-record delivery result (send(data, callback=fn) / send_with_result),
 #: rows beside the plain one in the 100 B produce groups, so that
@@ -89,17 +93,18 @@ KCLIENT_NO_POLL = "kclient-no-busy-poll"
 #: socket.busy.poll.us of the latency row's "kclient" (benchmarks/README.md,
 #: "Sync latency and the VM's idle cores").
 LATENCY_BUSY_POLL_US = 200
-PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES, KCLIENT_NO_POLL]
+PEERS = ["kafka-python", "aiokafka", "confluent-kafka", "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_POLL, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES, KCLIENT_NO_POLL]
 CLIENTS = [KCLIENT, "kafka-python", "aiokafka", "confluent-kafka"]
 #: consume rows add confluent-kafka with librdkafka's defaults untouched
 #: ("confluent-kafka" there sets fetch.queue.backoff.ms=0, see worker.py)
-CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults", KCLIENT_STREAM]
+CONSUME_CLIENTS = [*CLIENTS, "confluent-kafka-defaults", KCLIENT_STREAM, KCLIENT_POLL]
 #: every client a row may name (--clients chooses among them)
 ALL_CLIENTS = [*CONSUME_CLIENTS, KCLIENT_LIST, KCLIENT_CALLBACK, KCLIENT_FUTURES, KCLIENT_NO_POLL]
 #: import name of each client, to skip the ones not installed
 MODULES = {
     KCLIENT: "kclient",
     KCLIENT_STREAM: "kclient",
+    KCLIENT_POLL: "kclient",
     KCLIENT_LIST: "kclient",
     KCLIENT_CALLBACK: "kclient",
     KCLIENT_FUTURES: "kclient",
@@ -914,6 +919,11 @@ TARGETS_16 = [
     ("consume", None, KCLIENT, "confluent-kafka", 1.0, "consume (SimpleConsumer) >= 1x confluent-kafka"),
     ("consume", None, KCLIENT_STREAM, "confluent-kafka", 1.0, "consume (KafkaStream) >= 1x confluent-kafka"),
 ]
+#: Issue 27's target, in the same shape: the poll consumer beside
+#: confluent-kafka's Consumer.consume.
+TARGETS_27 = [
+    ("consume", None, KCLIENT_POLL, "confluent-kafka", 1.0, "consume (Consumer.poll) >= 1x confluent-kafka"),
+]
 #: sync produce latency: kclient p99 / confluent-kafka p99 at most this
 LATENCY_P99_MAX = 1.5
 
@@ -1016,15 +1026,16 @@ def targets(groups: list[dict]) -> list[dict]:
                 if key in g["ratios"]:
                     r = g["ratios"][key]
                     out.append(_target(5, text, g["name"], r, minimum))
-    # issue 16
-    for kind, names, mine, peer, minimum, text in TARGETS_16:
-        for g in plain:
-            if g["kind"] != kind or (names is not None and g["name"] not in names):
-                continue
-            a = (g["rows"].get(mine) or {}).get("records_per_s")
-            b = (g["rows"].get(peer) or {}).get("records_per_s")
-            if a and b:
-                out.append(_target(16, text, g["name"], a / b, minimum))
+    # issues 16 and 27
+    for issue, targets in ((16, TARGETS_16), (27, TARGETS_27)):
+        for kind, names, mine, peer, minimum, text in targets:
+            for g in plain:
+                if g["kind"] != kind or (names is not None and g["name"] not in names):
+                    continue
+                a = (g["rows"].get(mine) or {}).get("records_per_s")
+                b = (g["rows"].get(peer) or {}).get("records_per_s")
+                if a and b:
+                    out.append(_target(issue, text, g["name"], a / b, minimum))
     for g in plain:
         if g["kind"] == "latency":
             a = (g["rows"].get(KCLIENT) or {}).get("p99_ms")

@@ -569,6 +569,43 @@ def consume_kclient_stream(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     }
 
 
+def consume_kclient_poll(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    """The poll consumer, kclient.Consumer (Kafka's KafkaConsumer API):
+    every partition assigned from offset 0 (no group join, as the
+    confluent-kafka row), poll(max.poll.records records) until the expected
+    count, reading each value. It is compared with confluent-kafka's
+    Consumer.consume, the same shape of call."""
+    from kclient import Consumer, TopicPartition
+
+    topic, parts, count = spec["topic"], spec["partitions"], spec["count"]
+    fetch_bytes = spec.get("fetch_bytes", 1 << 20)
+    batch = spec.get("consume_batch", 10000)
+    config = {
+        "bootstrap.servers": spec["bootstrap"],
+        "enable.auto.commit": False,
+        "max.poll.records": batch,
+        "max.partition.fetch.bytes": fetch_bytes,
+        **security(spec),
+    }
+    n = nbytes = 0
+    with Consumer(config) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(parts)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        deadline = time.monotonic() + DEADLINE_S
+        timer.start()
+        while n < count:
+            if time.monotonic() > deadline:
+                raise BenchError(f"kclient-poll consume timed out after {n} records")
+            for record in consumer.poll(timeout_ms=1000):
+                nbytes += len(record.value)
+                n += 1
+        timer.stop()
+    check_consumed(spec, n, nbytes)
+    return {"records": n, "bytes": nbytes, "settings": {"api": f"Consumer.assign + seek(0) + poll(), max.poll.records={batch}", "max.partition.fetch.bytes": fetch_bytes}}
+
+
 def consume_kafka_python(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     import kafka
 
@@ -836,6 +873,7 @@ WORKERS = {
     ("latency", "confluent-kafka"): latency_confluent,
     ("consume", "kclient"): consume_kclient,
     ("consume", "kclient-stream"): consume_kclient_stream,
+    ("consume", "kclient-poll"): consume_kclient_poll,
     ("consume", "kafka-python"): consume_kafka_python,
     ("consume", "aiokafka"): consume_aiokafka,
     ("consume", "confluent-kafka"): consume_confluent,

@@ -52,6 +52,7 @@ def installed(client: str) -> bool:
         "kclient-callback": "kclient",
         "kclient-futures": "kclient",
         "kclient-no-busy-poll": "kclient",
+        "kclient-poll": "kclient",
         "kafka-python": "kafka",
         "aiokafka": "aiokafka",
         "confluent-kafka": "confluent_kafka",

@@ -546,27 +546,13 @@ class TrioConsumer:
         self._wake()
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        """Read from each partition's log start (looked up on the next
-        `poll` or `position`).
-
-        Args:
-            partitions: Assigned partitions; None or empty: all of them.
-
-        Raises:
-            IllegalStateError: a partition is not assigned.
-        """
+        """Read from each partition's log start: see
+        `kclient.Consumer.seek_to_beginning` (the same Args and Raises)."""
         self._reset(partitions, EARLIEST)
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        """Read from each partition's log end: only records produced from
-        now on (looked up on the next `poll` or `position`).
-
-        Args:
-            partitions: Assigned partitions; None or empty: all of them.
-
-        Raises:
-            IllegalStateError: a partition is not assigned.
-        """
+        """Read from each partition's log end: see
+        `kclient.Consumer.seek_to_end` (the same Args and Raises)."""
         self._reset(partitions, LATEST)
 
     async def offsets_for_times(self, timestamps: Mapping[Any, int], timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -685,14 +671,7 @@ class TrioConsumer:
             self.subscriptions.set_paused(tp, True)
 
     def resume(self, partitions: Iterable[Any]) -> None:
-        """Fetch paused partitions again.
-
-        Args:
-            partitions: The partitions.
-
-        Raises:
-            IllegalStateError: a partition is not assigned.
-        """
+        """Fetch paused partitions again (Args and Raises as `pause`)."""
         self._check_open()
         for tp in partitions_of(partitions):
             self.subscriptions.set_paused(tp, False)

@@ -657,21 +657,14 @@ class TrioConsumer:
     # ------------------------------------------------------------ flow control
 
     def pause(self, partitions: Iterable[Any]) -> None:
-        """Stop fetching these assigned partitions (`poll` hands out none
-        of their records) until `resume`; the group membership is kept.
-
-        Args:
-            partitions: The partitions.
-
-        Raises:
-            IllegalStateError: a partition is not assigned.
-        """
+        """Stop fetching these partitions until `resume`: see
+        `kclient.Consumer.pause` (the same Args and Raises)."""
         self._check_open()
         for tp in partitions_of(partitions):
             self.subscriptions.set_paused(tp, True)
 
     def resume(self, partitions: Iterable[Any]) -> None:
-        """Fetch paused partitions again (Args and Raises as `pause`)."""
+        """Fetch paused partitions again: see `kclient.Consumer.resume`."""
         self._check_open()
         for tp in partitions_of(partitions):
             self.subscriptions.set_paused(tp, False)

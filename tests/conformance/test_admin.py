@@ -365,14 +365,15 @@ def test_cli_configs_scram_users_in_zookeeper(zk_target):
 def test_unknown_group(target, admin):
     """A group nobody joined: state Dead, no members, no offsets (DescribeGroups
     up to v5 and OffsetFetch on every broker); ``kclient consumer-groups``
-    says so in one line with status 2."""
+    says so in one line with status 1, in Kafka's words (issue 27: status 2
+    is for bad arguments only)."""
     group = unique_topic("grp-none")
     described = admin.describe_consumer_groups([group])[group]
     assert (described.group_id, described.state, described.protocol_type, described.protocol, described.members) == (group, "Dead", "", "", ())
     assert admin.list_consumer_group_offsets(group) == {}
     out = kclient_cli("consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group, check=False)
-    assert (out.returncode, out.stdout) == (2, "")
-    assert out.stderr.rstrip().endswith(f"consumer group {group!r} is not known to the brokers")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.rstrip().endswith(f"Consumer group '{group}' does not exist.")
 
 
 def test_create_with_broker_defaults_and_assignment(target, admin):

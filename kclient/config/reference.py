@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import html
 import inspect
 import itertools
 import sys
@@ -113,11 +114,17 @@ def _format_default(spec: Property, table: dict[str, Property]) -> str:
     text = _format_value(default)
     if text == "":
         return '`""`' if isinstance(default, str) else "*(empty)*"
-    return f"`{text}`"
+    return _dotted(text) if "." in text and " " not in text else f"`{text}`"
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def _dotted(name: str) -> str:
+    """A dotted name as inline code that a narrow table cell wraps only
+    after a dot (``metadata.<wbr>broker.<wbr>list``), never mid-word."""
+    return "<code>" + html.escape(name).replace(".", ".<wbr>") + "</code>"
 
 
 def render_class(cls: type[_KafkaConfig]) -> str:
@@ -149,13 +156,13 @@ def render_class(cls: type[_KafkaConfig]) -> str:
     order = [attr for attr in table if attr in own] + [attr for attr in table if attr not in own]
     for attr in order:
         spec = table[attr]
-        aliases = ", ".join(f"`{a}`" for a in spec.aliases)
+        aliases = ", ".join(_dotted(a) for a in spec.aliases)
         lines.append(
             "| "
             + " | ".join(
                 _cell(c)
                 for c in (
-                    f"`{spec.name}`",
+                    _dotted(spec.name),
                     aliases,
                     _format_default(spec, table),
                     unit_of(spec.name),
@@ -216,7 +223,7 @@ with snake_case keyword arguments (`ProducerConfig(metadata_broker_list=...)`).
 CHANGES_FROM_0_8 = """## What changed from Kafka 0.8
 
 kclient keeps Kafka 0.8's property names and defaults, with these
-exceptions (issue 27):
+exceptions:
 
 - **Linger.** The async producer's `queue.buffering.max.ms` defaults to
   **5 ms**, Kafka 4.0's `linger.ms` default (KIP-1030), not 0.8's 5000 ms:

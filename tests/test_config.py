@@ -766,16 +766,19 @@ def test_reference_page_lists_every_property_alias_default_and_unit() -> None:
         section = reference.render_class(cls)
         docs = reference.field_docs(cls)
         for attr, spec in cls.properties().items():
-            row = next(line for line in section.splitlines() if line.startswith(f"| `{spec.name}` |"))
-            assert all(f"`{alias}`" in row for alias in spec.aliases)
+            row = next(line for line in section.splitlines() if line.startswith(f"| {reference.code_name(spec.name)} |"))
+            assert all(reference.code_name(alias) in row for alias in spec.aliases)
             assert docs[attr] and docs[attr].replace("|", "\\|") in row  # every property is documented
     section = reference.render_class(ConsumerConfig)
-    assert "| `auto.commit.enable` | `enable.auto.commit` | `true` |  |" in section
-    assert "| `fetch.wait.max.ms` | `fetch.max.wait.ms` | `100` | ms |" in section
-    assert "| `fetch.message.max.bytes` | `max.partition.fetch.bytes` | `1048576` | bytes |" in section
-    assert "| `group.id` |  | **required** |" in section and "same as `group.id`" in section
+    c = reference.code_name
+    assert f"| {c('auto.commit.enable')} | {c('enable.auto.commit')} | `true` |  |" in section
+    assert f"| {c('fetch.wait.max.ms')} | {c('fetch.max.wait.ms')} | `100` | ms |" in section
+    assert f"| {c('fetch.message.max.bytes')} | {c('max.partition.fetch.bytes')} | `1048576` | bytes |" in section
+    assert f"| {c('group.id')} |  | **required** |" in section and "same as `group.id`" in section
     assert "`fetch.max.bytes`" in section  # listed as not mapped
-    assert "| `session.timeout.ms` |  | `10000` | ms |" in section
+    assert f"| {c('session.timeout.ms')} |  | `10000` | ms |" in section
+    # A name wraps only after its dots.
+    assert c("metadata.broker.list") == "<code>metadata.<wbr>broker.<wbr>list</code>"
 
 
 def test_select_known_filters_a_shared_properties_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

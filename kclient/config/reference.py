@@ -114,16 +114,23 @@ def _format_default(spec: Property, table: dict[str, Property]) -> str:
     text = _format_value(default)
     if text == "":
         return '`""`' if isinstance(default, str) else "*(empty)*"
-    return _dotted(text) if "." in text and " " not in text else f"`{text}`"
+    return code_name(text) if "." in text and " " not in text else f"`{text}`"
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _dotted(name: str) -> str:
+def code_name(name: str) -> str:
     """A dotted name as inline code that a narrow table cell wraps only
-    after a dot (``metadata.<wbr>broker.<wbr>list``), never mid-word."""
+    after a dot, never mid-word.
+
+    Args:
+        name: A property name or dotted value (``metadata.broker.list``).
+
+    Returns:
+        HTML: ``<code>metadata.<wbr>broker.<wbr>list</code>`` (escaped).
+    """
     return "<code>" + html.escape(name).replace(".", ".<wbr>") + "</code>"
 
 
@@ -156,13 +163,13 @@ def render_class(cls: type[_KafkaConfig]) -> str:
     order = [attr for attr in table if attr in own] + [attr for attr in table if attr not in own]
     for attr in order:
         spec = table[attr]
-        aliases = ", ".join(_dotted(a) for a in spec.aliases)
+        aliases = ", ".join(code_name(a) for a in spec.aliases)
         lines.append(
             "| "
             + " | ".join(
                 _cell(c)
                 for c in (
-                    _dotted(spec.name),
+                    code_name(spec.name),
                     aliases,
                     _format_default(spec, table),
                     unit_of(spec.name),

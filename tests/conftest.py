@@ -6,6 +6,7 @@ connection, so ``pytest -m unit`` runs them alone, quickly)."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import subprocess
 import uuid
@@ -227,7 +228,12 @@ def spark():
         connector = []
         _spark_kafka_unavailable = f"its jars could not be fetched ({str(exc).splitlines()[0] if str(exc) else exc!r})"
     conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
+    sigint = signal.getsignal(signal.SIGINT)
     session = kclient.spark.session("kclient-tests", conf=conf, jars=connector)
+    # The SparkContext replaced SIGINT's handler with one that cancels its
+    # jobs; the tests that interrupt themselves (Ctrl-C paths) and run in
+    # the same process after it expect Python's.
+    signal.signal(signal.SIGINT, sigint)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -11,6 +11,7 @@ import threading
 import uuid
 
 import pytest
+from helpers.groups import group_broker_properties
 from helpers.records import numbered, produce, produce_sentinels, without_sentinels
 from helpers.wait import wait_for
 
@@ -107,14 +108,7 @@ RETRIES = {"message.send.max.retries": 10, "retry.backoff.ms": 300}
 @pytest.fixture(scope="module")
 def group_broker():
     """A broker without ZooKeeper: the group is coordinated by the broker."""
-    props = {
-        "num.partitions": PARTITIONS,
-        "offsets.topic.num.partitions": 3,
-        "offsets.topic.replication.factor": 1,
-        "group.initial.rebalance.delay.ms": 0,
-        "group.min.session.timeout.ms": 1000,
-    }
-    with BrokerProcess(properties=props, keep_port=True) as proc:
+    with BrokerProcess(properties=group_broker_properties(PARTITIONS), keep_port=True) as proc:
         yield proc
 
 

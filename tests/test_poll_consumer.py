@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 import trio
+from helpers.groups import group_broker_properties, poll_settings
 from helpers.records import produce
 from helpers.wait import wait_for
 
@@ -37,14 +38,7 @@ wait_until = functools.partial(wait_for, timeout=DEADLINE)
 @pytest.fixture(scope="module")
 def poll_broker():
     """One broker for the module; topics get `PARTITIONS` partitions."""
-    props = {
-        "num.partitions": PARTITIONS,
-        "offsets.topic.num.partitions": 3,
-        "offsets.topic.replication.factor": 1,
-        "group.initial.rebalance.delay.ms": 0,
-        "group.min.session.timeout.ms": 1000,
-    }
-    with BrokerProcess(properties=props, keep_port=True) as proc:
+    with BrokerProcess(properties=group_broker_properties(PARTITIONS), keep_port=True) as proc:
         yield proc
 
 
@@ -54,18 +48,7 @@ def group() -> str:
 
 
 def settings(broker, group: str | None, **extra) -> dict:
-    base = {
-        "bootstrap.servers": broker.bootstrap,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 300,
-        "fetch.max.wait.ms": 100,
-    }
-    if group is not None:
-        base["group.id"] = group
-    base.update(extra)
-    return base
+    return poll_settings(broker.bootstrap, group, **extra)
 
 
 def fill(broker, topic: str, per_partition: int, prefix: str = "v") -> dict[int, list[str]]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.groups import group_broker_properties, poll_settings
 from helpers.records import produce
 from helpers.wait import wait_for
 
@@ -32,14 +33,7 @@ wait_until = functools.partial(wait_for, timeout=DEADLINE, interval=0.1)
 
 @pytest.fixture(scope="module")
 def group_broker():
-    props = {
-        "num.partitions": PARTITIONS,
-        "offsets.topic.num.partitions": 3,
-        "offsets.topic.replication.factor": 1,
-        "group.initial.rebalance.delay.ms": 0,
-        "group.min.session.timeout.ms": 1000,
-    }
-    with BrokerProcess(properties=props, keep_port=True) as proc:
+    with BrokerProcess(properties=group_broker_properties(PARTITIONS), keep_port=True) as proc:
         yield proc
 
 
@@ -49,16 +43,7 @@ def group() -> str:
 
 
 def kclient_settings(broker, group: str, **extra) -> dict:
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 300,
-        "fetch.max.wait.ms": 100,
-        **extra,
-    }
+    return poll_settings(broker.bootstrap, group, **extra)
 
 
 def fill(broker, topic: str, per_partition: int, prefix: str) -> set[str]:

@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+from helpers.groups import poll_settings
 from helpers.records import produce
 from helpers.skips import require
 from helpers.wait import wait_for
@@ -35,18 +36,7 @@ def kafka():
 
 
 def settings(kafka, group: str | None, **extra) -> dict:
-    base = {
-        "bootstrap.servers": kafka.bootstrap,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 300,
-        "fetch.max.wait.ms": 100,
-        **extra,
-    }
-    if group is not None:
-        base["group.id"] = group
-    return base
+    return poll_settings(kafka.bootstrap, group, **extra)
 
 
 def fill(kafka, topic: str, per_partition: int, prefix: str) -> set[str]:

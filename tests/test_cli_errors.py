@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_zookeeper
 
 from kclient.errors import ConfigError, GroupIdNotFoundError, NoBrokersAvailableError, TopicAlreadyExistsError
 from kclient.testing import BrokerProcess
@@ -48,6 +49,22 @@ def test_broker_on_a_busy_port_is_one_line_naming_it(busy_port, tmp_path):
     result = kc("broker", "--override", f"port={busy_port}", "--override", f"log.dirs={tmp_path}")
     assert result.returncode == 1
     assert result.stderr == f"kclient broker: error: cannot listen on 127.0.0.1:{busy_port} (PLAINTEXT): Address already in use\n"
+    assert result.stdout == ""
+
+
+def test_zookeeper_on_a_busy_port_is_one_line_naming_it(busy_port):
+    require_zookeeper()
+    result = kc("zookeeper", "--port", str(busy_port))
+    assert result.returncode == 1
+    assert result.stderr == f"kclient zookeeper: error: cannot listen on 127.0.0.1:{busy_port}: Address already in use\n"
+    assert "running" not in result.stdout
+
+
+def test_zookeeper_on_the_port_of_a_running_zookeeper_does_not_say_it_runs(zookeeper):
+    port = int(zookeeper.connect.rsplit(":", 1)[1])
+    result = kc("zookeeper", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr == f"kclient zookeeper: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     assert result.stdout == ""
 
 

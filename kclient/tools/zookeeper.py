@@ -18,6 +18,8 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
+from kclient.tools.ports import ensure_free
+
 __all__ = ["READY_LINE", "ZooKeeperArguments", "register", "run"]
 
 #: Printed on stdout once ZooKeeper serves (``{connect}``: ``host:port``).
@@ -62,6 +64,9 @@ def run(args: ZooKeeperArguments) -> int:
     Returns:
         0 once stopped by a signal; 1 if ZooKeeper cannot start or exits on
         its own.
+
+    Raises:
+        OSError: ``--port`` is taken (the message names the address).
     """
     from kclient.testing import ZooKeeperProcess
     from kclient.tools.common import serve_in_foreground
@@ -69,6 +74,9 @@ def run(args: ZooKeeperArguments) -> int:
     if not 0 <= args.port <= 65535:
         log.error("--port %s: expected 0-65535", args.port)
         return 2
+    # A ZooKeeper that cannot bind exits only after another server on the
+    # port answered its readiness probe: check the port first.
+    ensure_free(args.host, args.port)
     zk = ZooKeeperProcess(host=args.host, port=args.port)
     if args.data_dir:
         zk.data_dir = Path(args.data_dir).resolve()

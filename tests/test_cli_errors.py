@@ -159,3 +159,24 @@ def test_shutdown_signals_raising_hands_sigint_to_python():
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
             os.kill(os.getpid(), signal.SIGINT)
         assert signals.requested
+
+
+def test_an_unreachable_broker_and_an_existing_topic_are_said_once(broker, tmp_path):
+    """The address of a broker nobody listens on, and the name of a topic
+    that exists, appear once in the error line (not trio's "all attempts to
+    connect to X failed" after "cannot connect to X", not "topic 't':
+    Topic 't' already exists.")."""
+    with socket.socket() as closed:  # a port nobody listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = kc("consumer-groups", "--bootstrap-server", f"127.0.0.1:{port}", "--list")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.endswith(f"cannot connect to 127.0.0.1:{port}: Connection refused"), line
+    assert line.count(f"127.0.0.1:{port}") == 1 and "all attempts" not in line, line
+    topic = f"once-{os.getpid()}"
+    assert kc("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic).returncode == 0
+    result = kc("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.count(topic) == 1 and line.endswith(f"Topic '{topic}' already exists."), line

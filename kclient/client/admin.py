@@ -279,7 +279,9 @@ class TrioAdminClient:
         if not failed:
             return
         name, code, message = failed[0]
-        text = f"{what} {name!r}: {message or error_for_code(code).name}"
+        # The broker's message may name the topic itself (Kafka's "Topic 'x'
+        # already exists."): then it is not prefixed with the name again.
+        text = message if message and repr(name) in message else f"{what} {name!r}: {message or error_for_code(code).name}"
         if len(failed) > 1:
             text += "; also " + ", ".join(f"{n!r}: {error_for_code(c).name}" for n, c, _ in failed[1:])
         raise error_for_code(code)(text)

@@ -293,7 +293,8 @@ class Cluster:
             except AuthenticationError:
                 raise
             except KafkaError as exc:
-                errors.append(f"{host}:{port}: {exc}")
+                text = str(exc)  # a connection error names the address itself
+                errors.append(text if f"{host}:{port}" in text else f"{host}:{port}: {text}")
         raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors))
 
     async def refresh_metadata(self, topics: Iterable[str] = (), *, allow_auto_create: bool = True) -> ClusterMetadata:

@@ -359,7 +359,7 @@ class BrokerConnection:
                 raise ssl_authentication_error(cause, host=host) from cause
             raise KafkaConnectionError(f"TLS handshake with {host}:{port} failed: the connection was closed ({exc.__cause__ or exc})") from None
         except OSError as exc:
-            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from None
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {_connect_failure(exc)}") from None
         conn = cls(stream, host, port, client_id, request_timeout_ms)
         conn._client_certificate = bool(use_ssl and security is not None and security.ssl_certificate_location)
         nursery.start_soon(conn._reader)
@@ -759,3 +759,14 @@ class BrokerConnection:
         """Close the connection; pending requests fail with
         `KafkaConnectionError`."""
         await self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed by the client"))
+
+
+def _connect_failure(exc: OSError) -> str:
+    """Why a connect failed, without trio's "all attempts to connect to
+    HOST:PORT failed" repeating the address the caller names: the reasons
+    of the attempts (``Connection refused``), each once."""
+    attempts = getattr(exc.__cause__, "exceptions", None)
+    if not attempts:
+        return str(exc)
+    reasons = [os.strerror(a.errno) if isinstance(a, OSError) and a.errno else str(a) for a in attempts]
+    return "; ".join(dict.fromkeys(reasons))

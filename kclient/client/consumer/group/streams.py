@@ -103,7 +103,6 @@ class TopicFilter(abc.ABC):
         Returns:
             True when the consumer should read ``topic``.
         """
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.regex!r})"

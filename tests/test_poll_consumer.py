@@ -100,6 +100,20 @@ def test_subscribe_and_poll_read_everything_once_within_max_poll_records(poll_br
     assert abs(last.timestamp / 1000 - time.time()) < 600
 
 
+def test_the_first_poll_after_assign_looks_up_the_leader_at_once(poll_broker, topic):
+    """The first poll after ``assign`` finds no leader known yet: it looks
+    it up at once and fetches, rather than waiting ``retry.backoff.ms``
+    (a long one here) first. Before, that first poll came back empty after
+    min(timeout, retry.backoff.ms): here 20 s later, with no record."""
+    fill(poll_broker, topic, 3)
+    tp = TopicPartition(topic, 0)
+    with Consumer(settings(poll_broker, None, **{"retry.backoff.ms": 600000})) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        records = consumer.poll(timeout_ms=20000)
+        assert [r.offset for r in records] == [0, 1, 2]
+
+
 def test_commit_sync_async_explicit_and_committed(poll_broker, topic, group):
     fill(poll_broker, topic, 10)
     tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]

@@ -110,6 +110,12 @@ class RecordPoller:
         records = fetcher.fetched_records(limit)
         # Fetch the next records while the application handles these.
         fetcher.send_fetches(nursery)
+        if fetcher.metadata_needed:
+            # A partition's leader is not known yet (the first poll after
+            # assign): look it up now, not after a backoff
+            # (_refresh_metadata keeps lookups retry.backoff.ms apart).
+            await self._refresh_metadata()
+            fetcher.send_fetches(nursery)
         if records or timeout <= 0 or self._group_step_due():
             return records
         # A partition without a known leader: look again after the backoff.

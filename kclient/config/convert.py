@@ -264,12 +264,36 @@ def to_codec(value: Any) -> str:
 
 
 def to_acks(value: Any) -> int:
+    """``request.required.acks`` / ``acks``: ``all`` means -1 (every
+    in-sync replica, as Kafka's producer reads it), else an int.
+
+    Args:
+        value: ``"all"``, ``-1``, ``0``, ``1`` or their text.
+
+    Returns:
+        -1, 0 or 1 (other ints pass through; the config's validator
+            checks the range).
+
+    Raises:
+        TypeError, ValueError: not ``all`` and not an int.
+    """
     if isinstance(value, str) and value.strip().lower() == "all":
         return -1
     return to_int(value)
 
 
 def to_encoding(value: Any) -> str:
+    """A Python text codec name (``serializer.encoding``, default UTF-8).
+
+    Args:
+        value: The name, e.g. ``"utf-8"``.
+
+    Returns:
+        The name as given.
+
+    Raises:
+        LookupError: Python knows no codec of that name.
+    """
     text = to_str(value)
     codecs.lookup(text)  # LookupError -> ConfigError
     return text
@@ -281,6 +305,14 @@ def to_encoding(value: Any) -> str:
 
 
 def at_least(low: int) -> Callable[[Any], None]:
+    """A validator: the converted value is ``low`` or more (None passes).
+
+    Args:
+        low: The smallest value allowed.
+
+    Returns:
+        ``check(value)``, raising ValueError ("must be at least low").
+    """
     def check(value: Any) -> None:
         if value is not None and value < low:
             raise ValueError(f"must be at least {low}")
@@ -289,6 +321,14 @@ def at_least(low: int) -> Callable[[Any], None]:
 
 
 def one_of(*allowed: Any) -> Callable[[Any], None]:
+    """A validator: the converted value is one of ``allowed``.
+
+    Args:
+        *allowed: The values allowed.
+
+    Returns:
+        ``check(value)``, raising ValueError naming the values allowed.
+    """
     def check(value: Any) -> None:
         if value not in allowed:
             raise ValueError(f"must be one of {', '.join(map(str, allowed))}")
@@ -297,6 +337,14 @@ def one_of(*allowed: Any) -> Callable[[Any], None]:
 
 
 def not_empty(value: Any) -> None:
+    """A validator: the converted value is not empty.
+
+    Args:
+        value: A string, tuple or list.
+
+    Raises:
+        ValueError: it is empty.
+    """
     if not value:
         raise ValueError("must not be empty")
 
@@ -313,4 +361,14 @@ class SameAs:
 
 
 def same_as(attribute: str) -> Any:
+    """A property's default: the value of another property of the same
+    config (``key.serializer.class`` defaults to ``serializer.class``).
+
+    Args:
+        attribute: The other property's attribute name.
+
+    Returns:
+        An ``attrs.Factory`` over `SameAs`, which the configuration
+            reference renders as "same as ...".
+    """
     return attrs.Factory(SameAs(attribute), takes_self=True)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.aio_member import AioKafkaMember
 from helpers.records import committed_to_log_end
 from helpers.skips import require
 from helpers.wait import wait_for as _wait_for
@@ -165,54 +166,9 @@ def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[], Any
     return make
 
 
-class _AioKafkaMember:
-    """aiokafka's AIOKafkaConsumer driven from a member's thread: each call
-    runs the coroutine on the thread's own event loop (its heartbeats run
-    while the loop does, i.e. during every poll)."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        import asyncio
-
-        import aiokafka
-
-        self.loop = asyncio.new_event_loop()
-
-        async def start():
-            consumer = aiokafka.AIOKafkaConsumer(
-                topic,
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=10000,
-                heartbeat_interval_ms=500,
-                metadata_max_age_ms=1000,
-            )
-            await consumer.start()
-            return consumer
-
-        self.consumer = self.loop.run_until_complete(start())
-
-    def poll_values(self, timeout_ms: int) -> list[str]:
-        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=timeout_ms))
-        return [r.value.decode() for recs in batches.values() for r in recs]
-
-    def commit(self) -> None:
-        self.loop.run_until_complete(self.consumer.commit())
-
-    def assignment(self):
-        return self.consumer.assignment()
-
-    def close(self) -> None:
-        try:
-            self.loop.run_until_complete(self.consumer.stop())
-        finally:
-            self.loop.close()
-
-
 def aiokafka_member(bootstrap: str, group: str, topic: str) -> Callable[[], Any]:
     pytest.importorskip("aiokafka")
-    return lambda: _AioKafkaMember(bootstrap, group, topic)
+    return lambda: AioKafkaMember(bootstrap, group, topic, session_timeout_ms=10000, heartbeat_interval_ms=500)
 
 
 MAKERS = {"kafka-python": kafka_python_member, "confluent-kafka": confluent_member, "aiokafka": aiokafka_member}

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.aio_member import AioKafkaMember
 from helpers.groups import group_broker_properties, poll_settings
 from helpers.records import produce
 from helpers.wait import wait_for
@@ -182,51 +183,14 @@ def confluent_member(broker, group: str, topic: str) -> Callable[[], Any]:
     return make
 
 
-class AioKafkaMember:
-    """aiokafka's AIOKafkaConsumer driven from a member's thread, each call
-    run on the thread's own asyncio loop (its heartbeats run while the
-    loop does: during every poll)."""
+def aio_member(broker, group: str, topic: str) -> AioKafkaMember:
+    """An aiokafka member with this module's quick session settings and
+    the range assignor (the one every member of the shared group names)."""
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
-    def __init__(self, broker, group: str, topic: str) -> None:
-        import asyncio
-
-        import aiokafka
-        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-
-        self.loop = asyncio.new_event_loop()
-
-        async def start():
-            consumer = aiokafka.AIOKafkaConsumer(
-                topic,
-                bootstrap_servers=broker.bootstrap,
-                group_id=group,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=6000,
-                heartbeat_interval_ms=300,
-                metadata_max_age_ms=1000,
-                partition_assignment_strategy=(RangePartitionAssignor,),
-            )
-            await consumer.start()
-            return consumer
-
-        self.consumer = self.loop.run_until_complete(start())
-
-    def poll_values(self, timeout_ms: int) -> list[str]:
-        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=timeout_ms))
-        return [r.value.decode() for recs in batches.values() for r in recs]
-
-    def commit(self) -> None:
-        self.loop.run_until_complete(self.consumer.commit())
-
-    def assignment(self):
-        return self.consumer.assignment()
-
-    def close(self) -> None:
-        try:
-            self.loop.run_until_complete(self.consumer.stop())
-        finally:
-            self.loop.close()
+    return AioKafkaMember(
+        broker.bootstrap, group, topic, session_timeout_ms=6000, heartbeat_interval_ms=300, partition_assignment_strategy=(RangePartitionAssignor,)
+    )
 
 
 def kafka_python_member(broker, group: str, topic: str) -> Callable[[], Any]:
@@ -321,7 +285,7 @@ def test_group_shared_with_confluent_kafka_kafka_python_and_aiokafka(group_broke
         Member(kclient_member(group_broker, group, topic), "kclient", "kclient"),
         Member(confluent_member(group_broker, group, topic), "confluent-kafka", "confluent"),
         Member(kafka_python_member(group_broker, group, topic), "kafka-python", "kafka-python"),
-        Member(lambda: AioKafkaMember(group_broker, group, topic), "aiokafka", "aiokafka"),
+        Member(lambda: aio_member(group_broker, group, topic), "aiokafka", "aiokafka"),
     ]
     for m in members:
         m.start()

@@ -93,8 +93,20 @@ NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+#: KIP-345: a static member's ``group.instance.id`` is now used by a newer
+#: member id (the same instance restarted): the old one is fenced.
+FENCED_INSTANCE_ID = 82
 #: OffsetDelete (KIP-496): a member of the group consumes the topic.
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+#: KIP-848: the member epoch is fenced: rejoin with epoch 0.
+FENCED_MEMBER_EPOCH = 110
+#: KIP-848: the instance id is still owned by another member that has not
+#: left (ConsumerGroupHeartbeat with a ``group.instance.id`` in use).
+UNRELEASED_INSTANCE_ID = 111
+#: KIP-848: the server-side assignor named is not supported.
+UNSUPPORTED_ASSIGNOR = 112
+#: KIP-848: an OffsetCommit carries an older member epoch than the member's.
+STALE_MEMBER_EPOCH = 113
 
 
 class KafkaError(Exception):
@@ -617,6 +629,36 @@ class GroupMaxSizeReachedError(BrokerResponseError):
 class GroupSubscribedToTopicError(BrokerResponseError):
     """86: OffsetDelete of a partition whose topic a member of the group is
     subscribed to (KIP-496)."""
+
+
+@_code(FENCED_INSTANCE_ID, "FENCED_INSTANCE_ID")
+class FencedInstanceIdError(BrokerResponseError):
+    """82: another member id now holds this ``group.instance.id``: the
+    static member was replaced by a newer instance of itself (KIP-345)."""
+
+
+@_code(FENCED_MEMBER_EPOCH, "FENCED_MEMBER_EPOCH")
+class FencedMemberEpochError(BrokerResponseError):
+    """110: the member's epoch is fenced by the group coordinator; it
+    loses its partitions and rejoins with epoch 0 (KIP-848)."""
+
+
+@_code(UNRELEASED_INSTANCE_ID, "UNRELEASED_INSTANCE_ID")
+class UnreleasedInstanceIdError(BrokerResponseError):
+    """111: the ``group.instance.id`` is still used by a member that has
+    not left the group (KIP-848)."""
+
+
+@_code(UNSUPPORTED_ASSIGNOR, "UNSUPPORTED_ASSIGNOR")
+class UnsupportedAssignorError(BrokerResponseError):
+    """112: the coordinator has no server-side assignor of the name given
+    in ``group.remote.assignor`` (KIP-848)."""
+
+
+@_code(STALE_MEMBER_EPOCH, "STALE_MEMBER_EPOCH", retriable=True)
+class StaleMemberEpochError(BrokerResponseError):
+    """113: an OffsetCommit carries an older member epoch than the
+    coordinator's: the member's assignment changed meanwhile (KIP-848)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

@@ -166,14 +166,36 @@ class ConsumerConfig(_ClientSecurityConfig):
         enum_choice(
             "range",
             "roundrobin",
-            synonyms={"org.apache.kafka.clients.consumer.rangeassignor": "range", "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin"},
+            "cooperative-sticky",
+            synonyms={
+                "org.apache.kafka.clients.consumer.rangeassignor": "range",
+                "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
+                "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
+            },
         ),
         "range",
     )
     """How partitions are spread over the group's streams (or, for the poll
     consumer, the group's members): ``range`` or ``roundrobin``; Kafka's
     class names ``org.apache.kafka.clients.consumer.RangeAssignor`` /
-    ``RoundRobinAssignor`` are accepted too."""
+    ``RoundRobinAssignor`` are accepted too. The poll consumer also takes
+    ``cooperative-sticky`` (``CooperativeStickyAssignor``, KIP-429:
+    incremental rebalancing, partitions that stay keep being consumed)."""
+    group_instance_id: str | None = prop("group.instance.id", to_optional_str, None)
+    """Poll consumer: this member's static identity in its group (KIP-345).
+    A static member that restarts within ``session.timeout.ms`` gets its
+    partitions back with no rebalance; closing it sends no LeaveGroup.
+    Unset (the default): a dynamic member."""
+    group_protocol: str = prop("group.protocol", enum_choice("classic", "consumer"), "classic")
+    """Poll consumer: the group membership protocol. ``classic``
+    (JoinGroup / SyncGroup, the client-side assignors of
+    ``partition.assignment.strategy``) or ``consumer`` (Kafka 4.0's
+    ConsumerGroupHeartbeat protocol, KIP-848: the coordinator assigns,
+    rebalances are incremental)."""
+    group_remote_assignor: str | None = prop("group.remote.assignor", to_optional_str, None)
+    """Poll consumer with ``group.protocol=consumer``: the server-side
+    assignor to ask the coordinator for (``uniform`` or ``range``); unset
+    lets the coordinator choose (KIP-848)."""
     offsets_channel_backoff_ms: int = prop("offsets.channel.backoff.ms", to_int, 1000, at_least(0))
     """Pause before retrying a coordinator request: finding the
     coordinator, committing or fetching offsets, joining (ms)."""

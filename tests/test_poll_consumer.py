@@ -8,6 +8,7 @@ commits (sync, async, explicit, auto) and ``committed``; ``seek``,
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import uuid
 
@@ -127,7 +128,8 @@ def test_commit_sync_async_explicit_and_committed(poll_broker, topic, group):
         wait_until(lambda: consumer.committed(tps[0])[tps[0]] == OffsetAndMetadata(3), "the asynchronous commit")
         done = []
         consumer.commit([TopicPartition(topic, 1, 4)], asynchronous=True, callback=lambda offsets, error: done.append(error))
-        wait_until(lambda: done, "the commit callback")
+        # The callback runs inside a later poll, on this thread.
+        wait_until(lambda: consumer.poll(timeout_ms=20) == [] and done, "the commit callback")
         assert done == [None]
         consumer.commit({tps[2]: OffsetAndMetadata(5, "meta")})
         assert consumer.committed(tps) == {tps[0]: OffsetAndMetadata(3), tps[1]: OffsetAndMetadata(4), tps[2]: OffsetAndMetadata(5, "meta"), tps[3]: OffsetAndMetadata(10)}
@@ -138,6 +140,36 @@ def test_commit_sync_async_explicit_and_committed(poll_broker, topic, group):
         assert sorted((r.partition, r.offset) for r in again) == sorted(
             [(0, o) for o in range(3, 10)] + [(1, o) for o in range(4, 10)] + [(2, o) for o in range(5, 10)]
         )
+
+
+def test_async_commits_land_in_order_callbacks_run_on_the_app_thread_and_close_waits(poll_broker, topic, group):
+    fill(poll_broker, topic, 10)
+    tp = TopicPartition(topic, 0)
+    calls: list[tuple[int, OffsetAndMetadata, object]] = []
+
+    def callback(offsets, error) -> None:
+        calls.append((threading.get_ident(), offsets[tp], error))
+
+    consumer = Consumer(settings(poll_broker, group, **{"enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    read(consumer, 40)
+    for offset in range(1, 11):
+        consumer.commit({tp: offset}, asynchronous=True, callback=callback)
+    consumer.close()  # waits for the ten commits and runs their callbacks here
+    assert [(ident, om, error) for ident, om, error in calls] == [(threading.get_ident(), OffsetAndMetadata(o), None) for o in range(1, 11)]
+    with Consumer(settings(poll_broker, group)) as other:
+        assert other.committed(tp)[tp] == OffsetAndMetadata(10)
+
+
+def test_subscribe_to_no_topic_is_unsubscribe(poll_broker, topic, group):
+    fill(poll_broker, topic, 1)
+    with Consumer(settings(poll_broker, group)) as consumer:
+        consumer.subscribe([topic])
+        read(consumer, PARTITIONS)
+        assert len(consumer.assignment()) == PARTITIONS
+        consumer.subscribe([])
+        assert consumer.subscription() == set()
+        assert consumer.assignment() == set()
 
 
 def test_auto_commit_commits_what_poll_handed_out_and_at_close(poll_broker, topic, group):

@@ -8,6 +8,7 @@ passed to the caller's callback.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -41,6 +42,67 @@ async def commit_logged(commit: Callable[[Offsets], Awaitable[None]], offsets: O
         callback(offsets, error)
 
 
+class PendingCommits:
+    """The asynchronous commits under way (``commitAsync``, the
+    auto-commit), sent one after the other in the order they were asked
+    for, so that an older commit never lands after a newer one; a
+    synchronous commit and ``close`` wait for them first, as Kafka's
+    consumer does (none is dropped at close).
+    """
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[tuple[Callable[[Offsets], Awaitable[None]], Offsets, Callable[[Offsets, KafkaError | None], Any] | None]] = collections.deque()
+        self._working = False
+        self._idle = trio.Event()
+        self._idle.set()
+
+    @property
+    def in_flight(self) -> int:
+        """How many asynchronous commits have not finished (queued or sent)."""
+        return len(self._queue) + (1 if self._working else 0)
+
+    def start(self, nursery: trio.Nursery, commit: Callable[[Offsets], Awaitable[None]], offsets: Offsets, callback: Callable[[Offsets, KafkaError | None], Any] | None) -> None:
+        """Queue a commit (run as `commit_logged`), after those queued before.
+
+        Args:
+            nursery: Runs the commits.
+            commit: The synchronous commit.
+            offsets: What to commit.
+            callback: Called with ``(offsets, error or None)``, or None.
+        """
+        self._queue.append((commit, offsets, callback))
+        if not self._working:
+            self._working = True
+            self._idle = trio.Event()
+            nursery.start_soon(self._drain)
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                commit, offsets, callback = self._queue[0]
+                try:
+                    await commit_logged(commit, offsets, callback)
+                finally:
+                    self._queue.popleft()
+        finally:
+            self._working = False
+            self._idle.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait until every commit queued so far has finished.
+
+        Args:
+            timeout_s: Longest wait (seconds).
+
+        Returns:
+            True if none is left, False if some still wait after
+            ``timeout_s``.
+        """
+        with trio.move_on_after(timeout_s):
+            await self._idle.wait()
+        return self.in_flight == 0
+
+
 class AutoCommitter:
     """The auto-commit timer.
 
@@ -48,12 +110,17 @@ class AutoCommitter:
         interval_ms: ``auto.commit.interval.ms`` (ms).
         positions: The offsets to commit now (the positions).
         commit: The synchronous commit.
+        pending: Counts the commits under way (so that ``close`` waits
+            for them), or None.
     """
 
-    def __init__(self, interval_ms: int, positions: Callable[[], Offsets], commit: Callable[[Offsets], Awaitable[None]]) -> None:
+    def __init__(
+        self, interval_ms: int, positions: Callable[[], Offsets], commit: Callable[[Offsets], Awaitable[None]], pending: PendingCommits | None = None
+    ) -> None:
         self.interval = interval_ms / 1000
         self._positions = positions
         self._commit = commit
+        self._pending = pending
         self._next = trio.current_time() + self.interval
 
     def maybe_commit(self, nursery: trio.Nursery) -> bool:
@@ -72,8 +139,11 @@ class AutoCommitter:
         offsets = self._positions()
         if not offsets:
             return False
-        nursery.start_soon(commit_logged, self._commit, offsets, None)
+        if self._pending is not None:
+            self._pending.start(nursery, self._commit, offsets, None)
+        else:
+            nursery.start_soon(commit_logged, self._commit, offsets, None)
         return True
 
 
-__all__ = ["AutoCommitter", "commit_logged"]
+__all__ = ["AutoCommitter", "PendingCommits", "commit_logged"]

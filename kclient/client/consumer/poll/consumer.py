@@ -24,6 +24,7 @@ may call the consumer. ``Consumer.create(config)`` still returns the Kafka
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import time
@@ -84,6 +85,9 @@ class Consumer(ClosingClient):
         self._core = core
         self.config = core.config
         self._listener: Any = None
+        #: Finished asynchronous commits whose callbacks are due on the
+        #: application's thread (deque appends and pops are thread-safe).
+        self._commit_callbacks: collections.deque[tuple[Any, Any, Any]] = collections.deque()
         label = f"{core.config.client_id}-{next(_ids)}"
         self._loop = LoopThread(name=f"kclient-consumer-{label}")
         with self._loop.closing_on_error():
@@ -123,6 +127,7 @@ class Consumer(ClosingClient):
         Args:
             topics: Topic names, one name, or a pattern (``re.Pattern`` or
                 a string starting with ``^``, matched against whole names).
+                An empty list is `unsubscribe`, as in Kafka's consumer.
             listener: A `kclient.ConsumerRebalanceListener`, called inside
                 `poll` on the polling thread.
 
@@ -130,6 +135,9 @@ class Consumer(ClosingClient):
             InvalidGroupIdError: no ``group.id``.
             IllegalStateError: partitions were assigned with `assign`.
         """
+        if isinstance(topics, (list, tuple, set, frozenset)) and not topics:
+            self.unsubscribe()
+            return
         self._loop.call_sync(self._core.subscribe, topics, None)
         self._listener = listener
 
@@ -195,6 +203,7 @@ class Consumer(ClosingClient):
         """
         deadline = time.monotonic() + timeout_seconds(timeout_ms, timeout, 0)
         while True:
+            self._run_commit_callbacks()
             step = self._loop.call(self._core.poll_once, max(0.0, deadline - time.monotonic()))
             if isinstance(step, ListenerCall):
                 step.invoke(self._listener)
@@ -238,14 +247,32 @@ class Consumer(ClosingClient):
                 offset.
             asynchronous: Return at once; a failure is logged and passed
                 to ``callback``.
-            callback: ``callback(offsets, error or None)``, called on the
-                consumer's loop thread (keep it short).
+            callback: ``callback(offsets, error or None)`` for an
+                asynchronous commit, called on the application's thread
+                inside a later `poll`, `commit` or `close` (Kafka's
+                ``OffsetCommitCallback``); what it raises comes out of
+                that call.
 
         Raises:
             CommitFailedError: the member is no longer in the group.
             InvalidGroupIdError: no ``group.id``.
         """
-        self._loop.call(lambda: self._core.commit(offsets, asynchronous, callback=callback))
+        relay = None
+        if callback is not None:
+
+            def relay(done: Any, error: Any, callback: Any = callback) -> None:
+                self._commit_callbacks.append((callback, done, error))
+
+        try:
+            self._loop.call(lambda: self._core.commit(offsets, asynchronous, callback=relay))
+        finally:
+            self._run_commit_callbacks()
+
+    def _run_commit_callbacks(self) -> None:
+        """Call the callbacks of the asynchronous commits that finished."""
+        while self._commit_callbacks:
+            callback, done, error = self._commit_callbacks.popleft()
+            callback(done, error)
 
     def committed(self, partitions: Iterable[Any] | TopicPartition, timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (see `TrioConsumer.committed`).
@@ -437,6 +464,7 @@ class Consumer(ClosingClient):
             pass
         finally:
             self._closer.close()
+            self._run_commit_callbacks()
 
     def __repr__(self) -> str:
         return f"<Consumer group.id={self._core.group_id} {self._state()}>"

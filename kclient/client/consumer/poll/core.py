@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -40,7 +41,7 @@ from kclient.client.consumer.group.assignors import ASSIGNORS
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
-from kclient.client.consumer.poll.auto_commit import AutoCommitter, commit_logged
+from kclient.client.consumer.poll.auto_commit import AutoCommitter, PendingCommits
 from kclient.client.consumer.poll.config import PollSettings, poll_settings
 from kclient.client.consumer.poll.errors import WakeupError
 from kclient.client.consumer.poll.fetcher import Fetcher
@@ -133,6 +134,7 @@ class TrioConsumer:
         self._driver: GroupDriver | None = None
         self._poller: RecordPoller | None = None
         self._auto_commit: AutoCommitter | None = None
+        self._pending_commits = PendingCommits()
 
     # ------------------------------------------------------------ lifetime
 
@@ -185,7 +187,7 @@ class TrioConsumer:
         self._positions = PositionUpdater(self.subscriptions, self._lookup, committed, self.settings.offset_reset)
         self._poller = RecordPoller(cluster, self._fetcher, self._positions, self.subscriptions, config, self._wakeup, self._needs_group_step)
         if config.auto_commit_enable and self._driver is not None:
-            self._auto_commit = AutoCommitter(config.auto_commit_interval_ms, self.subscriptions.all_consumed, self._driver.commit)
+            self._auto_commit = AutoCommitter(config.auto_commit_interval_ms, self.subscriptions.all_consumed, self._driver.commit, self._pending_commits)
         self._opened = True
 
     async def _task_host(self, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED) -> None:
@@ -440,6 +442,10 @@ class TrioConsumer:
                 ``callback``).
             callback: With ``asynchronous``: called on the consumer's loop
                 with ``(offsets, error or None)`` when the commit is done.
+                A synchronous commit, and `aclose`, first wait for the
+                asynchronous commits under way (as Kafka's consumer: an
+                older commit never overwrites a newer one, and none is
+                dropped at close).
 
         Raises:
             InvalidGroupIdError: no ``group.id``.
@@ -455,9 +461,10 @@ class TrioConsumer:
         chosen = self.subscriptions.all_consumed() if offsets is None else offsets_of(offsets)
         if asynchronous:
             assert self._tasks is not None
-            self._tasks.start_soon(commit_logged, driver.commit, chosen, callback)
+            self._pending_commits.start(self._tasks, driver.commit, chosen, callback)
             return
         with within(self.config.default_api_timeout_ms / 1000, "commit"):
+            await self._pending_commits.wait(math.inf)  # an older commitAsync lands first
             await driver.commit(chosen)
 
     async def _committed_for_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -695,6 +702,8 @@ class TrioConsumer:
         driver = self._driver
         if driver is None:
             return None
+        if not await self._pending_commits.wait(self.config.default_api_timeout_ms / 1000):
+            log.warning("group %s: %d asynchronous commits still unanswered at close after default.api.timeout.ms", self.group_id, self._pending_commits.in_flight)
         if self.config.auto_commit_enable and not (self.subscriptions.auto_assigned and driver.member.generation < 0):
             try:
                 await self._commit_positions()

@@ -44,7 +44,7 @@ def _as_dict(message: Any, fields) -> Any:
     for f in fields:
         value = getattr(message, f.name)
         if f.struct_type is not None and value is not None:
-            value = [_as_dict(item, f.type) for item in value]
+            value = _as_dict(value, f.type[1]) if _single(f) else [_as_dict(item, f.type) for item in value]
         out[f.name] = value
     return out
 
@@ -53,8 +53,18 @@ def _present(fields, version):
     return tuple(f for f in fields if f.present_in(version))
 
 
+def _single(f) -> bool:
+    """Whether ``f`` is one struct (``("struct", fields)``), not an array."""
+    return isinstance(f.type, tuple) and f.type[:1] in (("struct",), ("nullable_struct",))
+
+
 def _nested_present(fields, version):
-    return tuple(attrs.evolve(f, type=_nested_present(f.type, version)) if f.struct_type is not None else f for f in _present(fields, version))
+    def nested(f):
+        if _single(f):
+            return attrs.evolve(f, type=(f.type[0], _nested_present(f.type[1], version)))
+        return attrs.evolve(f, type=_nested_present(f.type, version))
+
+    return tuple(nested(f) if f.struct_type is not None else f for f in _present(fields, version))
 
 
 def test_every_api_declares_its_message_classes():

@@ -62,6 +62,9 @@ def _value(t, version: int):
         return st.binary(max_size=6) | st.none()  # nullable_bytes, records
     if isinstance(t, tuple) and t[0] == "array":
         return st.lists(_value(t[1], version), max_size=3) | st.none()
+    if isinstance(t, tuple) and t[0] in ("struct", "nullable_struct"):
+        one = _struct(t[1], version)
+        return one | st.none() if t[0] == "nullable_struct" else one
     return st.lists(_struct(t, version), max_size=3) | st.none()
 
 

@@ -58,7 +58,10 @@ class Field:
 
     ``type`` is a primitive name (``int8 int16 int32 int64 uint32 float64 bool
     uuid string nullable_string bytes nullable_bytes records``), a list of
-    Fields (an array of structs), or ``("array", "<primitive>")``.
+    Fields (an array of structs), ``("array", "<primitive>")``, or
+    ``("struct", fields)`` / ``("nullable_struct", fields)`` (one struct,
+    such as ConsumerGroupHeartbeat's ``Assignment``; a nullable one is
+    preceded by a one-byte marker, -1 for null).
     ``versions`` says in which versions the field is present; ``default`` is
     used when encoding a dict that lacks the field.
     """
@@ -72,7 +75,8 @@ class Field:
     #: (``list[T] | None``).
     nullable: bool = attrs.field(default=False, eq=False)
     #: For an array of structs declared by a message class: the class of
-    #: its items (the codec reads them into it).
+    #: its items (the codec reads them into it); for a single struct
+    #: (``("struct", fields)``), its class.
     struct_type: Any = attrs.field(default=None, eq=False)
 
     def present_in(self, version: int) -> bool:
@@ -138,6 +142,8 @@ def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, Any]:
             return ("array", item_names[-1]), nullable, versions, None
         if attrs.has(item_bare):
             return fields_of(item_bare), nullable, versions, item_bare
+    if isinstance(bare, type) and attrs.has(bare):
+        return ("nullable_struct" if nullable else "struct", fields_of(bare)), nullable, versions, bare
     raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
 
 
@@ -248,6 +254,33 @@ def _read_items(item_r: Reader, buf: Buffer, pos: int, n: int) -> tuple[list[Any
         v, pos = item_r(buf, pos)
         append(v)
     return items, pos
+
+def _single_struct(struct_w: Writer, struct_r: Reader, nullable: bool) -> tuple[Writer, Reader]:
+    """A writer and reader for one struct field (not an array). A nullable
+    struct is preceded by a marker byte, -1 for null and 1 for a struct, as
+    Kafka's generated messages write it."""
+
+    def write(out: bytearray, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise ValueError("struct may not be null")
+            out.append(0xFF)
+            return
+        if type(value) is not dict and not attrs.has(type(value)):
+            raise TypeError(f"expected a struct, not {type(value).__name__}")
+        if nullable:
+            out.append(1)
+        struct_w(out, value)
+
+    def read(buf: Buffer, pos: int) -> tuple[Any, int]:
+        if nullable:
+            marker, pos = p.read_int8(buf, pos)
+            if marker < 0:
+                return None, pos
+        return struct_r(buf, pos)
+
+    return write, read
+
 
 def _array(item_w: Writer, item_r: Reader, flexible: bool) -> tuple[Writer, Reader]:
     write: Writer
@@ -610,6 +643,12 @@ def _compile_type(t: Any, version: int, flexible: bool, generated: bool, struct_
         iw, ir, _, _ = _compile_type(t[1], version, flexible, generated)
         w, r = _array(iw, ir, flexible)
         return w, r, [], None
+    if isinstance(t, tuple) and t and t[0] in ("struct", "nullable_struct"):
+        nullable = t[0] == "nullable_struct"
+        one = StructCodec(t[1], version, flexible, generated=generated, message=struct_type)
+        w, r = _single_struct(one._write, one._read, nullable)
+        ro = _single_struct(one._write, one._read_message, nullable)[1] if one._read_message is not None else None
+        return w, r, None if nullable else {}, ro
     if isinstance(t, (list, tuple)):
         sub = StructCodec(t, version, flexible, generated=generated, message=struct_type)
         w, r = _array(sub._write, sub._read, flexible)

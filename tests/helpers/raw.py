@@ -48,7 +48,7 @@ def body_dict(body: Any, version: int) -> dict[str, Any]:
         if field.present_in(version):
             value = getattr(body, field.name)
             if field.struct_type is not None and value is not None:
-                value = [body_dict(item, version) for item in value]
+                value = body_dict(value, version) if attrs.has(type(value)) else [body_dict(item, version) for item in value]
             out[field.name] = value
     return out
 

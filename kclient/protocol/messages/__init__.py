@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from kclient.protocol.messages.alter_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.api_versions import API_VERSIONS
+from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
+from kclient.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from kclient.protocol.messages.create_partitions import CREATE_PARTITIONS
 from kclient.protocol.messages.create_topics import CREATE_TOPICS
 from kclient.protocol.messages.delete_groups import DELETE_GROUPS
@@ -73,6 +75,8 @@ ALL_APIS: dict[int, Api] = {
             DELETE_GROUPS,
             CREATE_PARTITIONS,
             OFFSET_DELETE,
+            CONSUMER_GROUP_HEARTBEAT,
+            CONSUMER_GROUP_DESCRIBE,
         )
     },
 }
@@ -114,6 +118,8 @@ __all__ = [
     "ALTER_CONFIGS",
     "APIS",
     "API_VERSIONS",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
     "DELETE_GROUPS",

@@ -18,6 +18,13 @@ agree on one:
   subscribed topic, sorted by topic name then partition, is dealt in turn to
   the members in member-id order, skipping members not subscribed to that
   partition's topic.
+- ``cooperative-sticky`` (Kafka's ``CooperativeStickyAssignor``, KIP-429
+  with KIP-54's sticky goals): balanced, members keep what they own, and a
+  partition moving between members is only revoked in one generation and
+  given in the next (`kclient.client.consumer.group.sticky`). The only
+  assignor here that supports the cooperative rebalance protocol; as in
+  Kafka, a member rebalances cooperatively only when every assignor it
+  offers does (`is_cooperative`).
 
 Pure: no I/O.
 """
@@ -27,6 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kclient.client.consumer.group.sticky import StickyMember, cooperative_sticky_assign, member_generation
+from kclient.errors import ConfigError
+from kclient.protocol.consumer_protocol import Subscription
+
 TopicPartition = tuple[str, int]
 #: ``{member_id: [(topic, partition), ...]}``
 Assignments = dict[str, list[TopicPartition]]
@@ -34,6 +45,7 @@ Assignor = Callable[[Mapping[str, int], Mapping[str, Iterable[str]]], Assignment
 
 RANGE = "range"
 ROUNDROBIN = "roundrobin"
+COOPERATIVE_STICKY = "cooperative-sticky"
 
 
 def range_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Iterable[str]]) -> Assignments:
@@ -143,8 +155,101 @@ def zk_roundrobin_assignment(partitions: Mapping[str, Iterable[int]], threads: M
     return {tp: ordered[i % len(ordered)] for i, tp in enumerate(every)}
 
 
-#: The assignors by JoinGroup protocol name.
+#: The eager assignors (topic subscriptions only) by JoinGroup protocol name.
 ASSIGNORS: dict[str, Assignor] = {RANGE: range_assign, ROUNDROBIN: roundrobin_assign}
+
+#: The assignors supporting the cooperative rebalance protocol (KIP-429).
+COOPERATIVE_ASSIGNORS = frozenset({COOPERATIVE_STICKY})
+
+#: Every protocol name a member may offer.
+KNOWN_ASSIGNORS = frozenset(ASSIGNORS) | COOPERATIVE_ASSIGNORS
+
+
+def offered_assignors(preferred: str) -> list[str]:
+    """The JoinGroup protocols a member offers for its
+    ``partition.assignment.strategy``: an eager assignor first, then the
+    other eager ones (so a group of mixed eager members agrees on one);
+    ``cooperative-sticky`` alone, as a Java member configured with only
+    ``CooperativeStickyAssignor`` does (offering an eager one too would make
+    the member rebalance eagerly, Kafka's first step of an upgrade).
+
+    Args:
+        preferred: The configured strategy (a `KNOWN_ASSIGNORS` name).
+
+    Returns:
+        Protocol names in order of preference.
+    """
+    if preferred in COOPERATIVE_ASSIGNORS:
+        return [preferred]
+    return [preferred, *(a for a in ASSIGNORS if a != preferred)]
+
+
+def require_eager(strategy: str, coordination: str) -> None:
+    """Refuse a cooperative strategy for the 0.8 ``ConsumerConnector``,
+    which moves partitions between its streams only by stopping every
+    fetcher (eager rebalancing).
+
+    Args:
+        strategy: ``partition.assignment.strategy``.
+        coordination: Named in the message (``zookeeper`` or ``broker``).
+
+    Raises:
+        ConfigError: ``strategy`` is a cooperative assignor.
+    """
+    if strategy in COOPERATIVE_ASSIGNORS:
+        raise ConfigError(
+            f"partition.assignment.strategy={strategy} needs incremental rebalancing (KIP-429), which the "
+            f"ConsumerConnector (group.coordination={coordination}) does not do: use the poll consumer, "
+            "kclient.Consumer(config), or range / roundrobin"
+        )
+
+
+def is_cooperative(offered: Iterable[str]) -> bool:
+    """Whether a member offering these assignors rebalances cooperatively
+    (KIP-429: keeps its partitions while it rejoins): only when every one
+    supports it, as Kafka's ``ConsumerCoordinator`` decides.
+
+    Args:
+        offered: The protocol names the member offers.
+
+    Returns:
+        True for a non-empty list of cooperative assignors only.
+    """
+    names = list(offered)
+    return bool(names) and all(name in COOPERATIVE_ASSIGNORS for name in names)
+
+
+def sticky_member(subscription: Subscription) -> StickyMember:
+    """What the sticky assignor reads from a decoded subscription.
+
+    Args:
+        subscription: A member's `ConsumerProtocolSubscription`.
+
+    Returns:
+        Its topics, owned partitions and generation.
+    """
+    owned = tuple((t, p) for t, parts in subscription.owned_partitions for p in parts)
+    generation = member_generation(subscription.version, subscription.generation_id, subscription.user_data)
+    return StickyMember(frozenset(subscription.topics), owned, generation)
+
+
+def assign(protocol: str, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> Assignments:
+    """Run the assignor the group chose, as its leader does.
+
+    Args:
+        protocol: The group's protocol name (a `KNOWN_ASSIGNORS` name).
+        partitions_per_topic: ``{topic: partition count}``.
+        subscriptions: ``{member_id: decoded subscription}``.
+
+    Returns:
+        ``{member_id: [(topic, partition), ...]}`` for every member.
+
+    Raises:
+        KeyError: ``protocol`` is not a known assignor.
+    """
+    if protocol in COOPERATIVE_ASSIGNORS:
+        return cooperative_sticky_assign(partitions_per_topic, {m: sticky_member(s) for m, s in subscriptions.items()})
+    return ASSIGNORS[protocol](partitions_per_topic, {m: s.topics for m, s in subscriptions.items()})
 
 
 def spread_over_streams(assigned: Iterable[TopicPartition], streams_per_topic: Mapping[str, tuple[int, int]]) -> dict[TopicPartition, int]:
@@ -177,4 +282,21 @@ def spread_over_streams(assigned: Iterable[TopicPartition], streams_per_topic: M
     return result
 
 
-__all__ = ["ASSIGNORS", "RANGE", "ROUNDROBIN", "java_string_hash", "range_assign", "roundrobin_assign", "spread_over_streams", "zk_roundrobin_assignment"]
+__all__ = [
+    "ASSIGNORS",
+    "COOPERATIVE_ASSIGNORS",
+    "COOPERATIVE_STICKY",
+    "KNOWN_ASSIGNORS",
+    "RANGE",
+    "ROUNDROBIN",
+    "assign",
+    "is_cooperative",
+    "java_string_hash",
+    "offered_assignors",
+    "range_assign",
+    "require_eager",
+    "roundrobin_assign",
+    "spread_over_streams",
+    "sticky_member",
+    "zk_roundrobin_assignment",
+]

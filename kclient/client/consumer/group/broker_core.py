@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import trio
 
 from kclient.client.cluster import Cluster, request_metadata
-from kclient.client.consumer.group.assignors import ASSIGNORS, spread_over_streams
+from kclient.client.consumer.group.assignors import offered_assignors, require_eager, spread_over_streams
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.core_base import GroupCoreBase
 from kclient.client.consumer.group.membership import REJOIN_ERRORS, GroupMember
@@ -59,6 +59,7 @@ class BrokerGroupCore(GroupCoreBase):
     """
 
     def __init__(self, config: ConsumerConfig, consumer_id: str) -> None:
+        require_eager(config.partition_assignment_strategy, "broker")
         super().__init__(config, consumer_id)
         self.cluster: Cluster | None = None
         self.coordinator: GroupCoordinator | None = None
@@ -81,12 +82,11 @@ class BrokerGroupCore(GroupCoreBase):
         assert config.bootstrap_servers
         self.cluster = self._open_cluster(nursery, list(config.bootstrap_servers), config.socket_timeout_ms)
         self.coordinator = self._group_coordinator(self.cluster)
-        preferred = config.partition_assignment_strategy
         self.member = GroupMember(
             self.coordinator,
             session_timeout_ms=config.session_timeout_ms,
             rebalance_timeout_ms=config.rebalance_timeout_ms,
-            assignors=[preferred, *(a for a in ASSIGNORS if a != preferred)],
+            assignors=offered_assignors(config.partition_assignment_strategy),
         )
         self.store = KafkaOffsetStore(self.coordinator, self.member.current)
         nursery.start_soon(self._background)

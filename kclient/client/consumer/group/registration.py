@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from kclient.client.consumer.group.assignors import zk_roundrobin_assignment
+from kclient.client.consumer.group.assignors import require_eager, zk_roundrobin_assignment
 from kclient.client.consumer.group.streams import TopicFilter, topic_filter_for
 from kclient.client.consumer.partition_topic_info import Leader, TopicPartition
 from kclient.clock import now_ms
@@ -86,6 +86,7 @@ class GroupRegistry:
     """
 
     def __init__(self, zk: ZkClient, config: ConsumerConfig, consumer_id: str) -> None:
+        require_eager(config.partition_assignment_strategy, "zookeeper")
         self.zk = zk
         self.config = config
         #: (broker id, protocol) pairs already warned about a missing endpoint.

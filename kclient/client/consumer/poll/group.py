@@ -1,5 +1,5 @@
 """The poll consumer's group membership (Kafka's ``ConsumerCoordinator``
-with the classic protocol and eager rebalancing): when to rejoin, the
+with the classic protocol, eager or cooperative rebalancing): when to rejoin, the
 rebalance listener calls around a rejoin, background heartbeats, the poll
 timer of ``max.poll.interval.ms`` and commits with the member's
 generation.
@@ -18,6 +18,23 @@ before the next step, so a listener may call the consumer:
    the leader's assignment, SyncGroup) on a background task, so ``poll``
    may return before the group settles;
 3. ``on_partitions_assigned`` with the new partitions.
+
+Cooperative rebalancing (KIP-429), when every assignor the member offers
+supports it (``partition.assignment.strategy=cooperative-sticky``), as
+Kafka's ``ConsumerCoordinator`` with ``RebalanceProtocol.COOPERATIVE``:
+
+1. before rejoining: the positions are committed (``enable.auto.commit``);
+   only partitions of topics no longer subscribed are revoked (lost, as
+   above, when the member was dropped from the group);
+2. the member joins with the partitions it owns in its subscription and
+   keeps consuming them while the group rebalances;
+3. after SyncGroup: the partitions owned and no longer assigned are
+   committed (``enable.auto.commit``), ``on_partitions_revoked`` is called
+   with them (only when there are some), they leave the assignment and
+   ``on_partitions_assigned`` is called with the added ones (even none);
+   if some were revoked the member rejoins at once, so the group can hand
+   them to their new owner (the assignor withheld them in this
+   generation).
 
 Heartbeats run every ``heartbeat.interval.ms`` on a background task
 (Kafka's heartbeat thread, KIP-62): ``REBALANCE_IN_PROGRESS`` asks for a
@@ -43,6 +60,7 @@ import attrs
 import trio
 
 from kclient.client.cluster import Cluster, request_metadata
+from kclient.client.consumer.group.assignors import is_cooperative
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember, JoinResult
 from kclient.client.consumer.poll.errors import CommitFailedError
@@ -98,6 +116,9 @@ class Phase(enum.Enum):
     REVOKING = "revoking"
     JOINING = "joining"
     JOINED = "joined"
+    #: Cooperative: the revoked partitions' listener call ran; the new
+    #: assignment is applied on the next step.
+    ASSIGNING = "assigning"
     FAILED = "failed"
 
 
@@ -148,10 +169,16 @@ class GroupDriver:
         self._join_scope: trio.CancelScope | None = None
         self._error: KafkaError | None = None
         self._joined_counts: dict[str, int] = {}
+        self._lost_before_join = False
         self._last_poll = trio.current_time()
         self._polling = 0
         #: How many rebalances this member went through.
         self.rebalances = 0
+        #: Incremental (cooperative) rebalancing, KIP-429: every offered
+        #: assignor supports it.
+        self.cooperative = is_cooperative(member.assignors)
+        #: Cooperative: the assignment to apply in `Phase.ASSIGNING`.
+        self._pending: tuple[TopicPartition, ...] | None = None
 
     # ------------------------------------------------------------ poll timer (KIP-62)
 
@@ -202,7 +229,9 @@ class GroupDriver:
         if not self.subscriptions.auto_assigned:
             return None
         if self.phase is Phase.JOINED:
-            return self._take_assignment()
+            return await self._take_assignment()
+        if self.phase is Phase.ASSIGNING:
+            return self._apply_assignment()
         if self.phase is Phase.FAILED:
             error, self._error = self._error, None
             self.phase = Phase.REVOKING
@@ -214,9 +243,7 @@ class GroupDriver:
             if call is not None:
                 return call
         if self.phase is Phase.REVOKING:
-            if self.subscriptions.assigned():
-                self.subscriptions.assign_from_subscribed(())
-                self._on_assignment_change()
+            self._release_before_join()
             self.phase = Phase.JOINING
             self.rejoin_needed = False
             self.lost = False
@@ -231,25 +258,75 @@ class GroupDriver:
         lost = self.lost or self.member.generation < 0
         self.lost = False
         if lost:
+            self._lost_before_join = True
             return ListenerCall(LOST, owned) if owned else None
+        self._lost_before_join = False
         if self.config.auto_commit_enable:
             try:
                 await self._commit_positions()
             except KafkaError as exc:  # the next owner starts from the last commit (a timeout is a KafkaTimeoutError)
                 log.warning("group %s: commit before rejoining failed: %s", self.member.group_id, exc)
+        if self.cooperative:
+            unsubscribed = tuple(tp for tp in owned if not self._subscribed(tp.topic))
+            return ListenerCall(REVOKED, unsubscribed) if unsubscribed else None
         return ListenerCall(REVOKED, owned)
 
-    def _take_assignment(self) -> ListenerCall:
+    def _subscribed(self, topic: str) -> bool:
+        return topic in self.subscriptions.topics or self.subscriptions.matches(topic)
+
+    def _release_before_join(self) -> None:
+        """Drop what the member gives up before it joins: everything
+        (eager, or lost), else the partitions of topics no longer
+        subscribed (cooperative)."""
+        subs = self.subscriptions
+        owned = subs.assigned()
+        keep = [tp for tp in owned if self._subscribed(tp.topic)] if self.cooperative and not self._lost_before_join else []
+        self._lost_before_join = False
+        if len(keep) != len(owned):
+            subs.assign_from_subscribed(keep)
+            self._on_assignment_change()
+
+    async def _take_assignment(self) -> ListenerCall | None:
         result, self._result = self._result, None
         assert result is not None
         subs = self.subscriptions
-        wanted = [TopicPartition(t, p) for t, p in result.assignment if t in subs.topics or subs.matches(t)]
-        subs.assign_from_subscribed(wanted)
-        self._on_assignment_change()
+        wanted = tuple(sorted(TopicPartition(t, p) for t, p in result.assignment if self._subscribed(t)))
         self.joined = True
         self.rebalances += 1
+        if not self.cooperative:
+            subs.assign_from_subscribed(wanted)
+            self._on_assignment_change()
+            self.phase = Phase.STABLE
+            return ListenerCall(ASSIGNED, wanted)
+        self._pending = wanted
+        self.phase = Phase.ASSIGNING
+        revoked = tuple(sorted(set(subs.assigned()) - set(wanted)))
+        if not revoked:
+            return self._apply_assignment()
+        if self.config.auto_commit_enable:
+            try:
+                await self._commit_positions()
+            except KafkaError as exc:  # the new owner starts from the last commit
+                log.warning("group %s: commit of the revoked partitions failed: %s", self.member.group_id, exc)
+        return ListenerCall(REVOKED, revoked)
+
+    def _apply_assignment(self) -> ListenerCall:
+        """Cooperative: the new assignment replaces the old one (kept
+        partitions keep their positions); rejoin at once if some were
+        revoked."""
+        wanted, self._pending = self._pending, None
+        assert wanted is not None
+        subs = self.subscriptions
+        owned = set(subs.assigned())
+        added = tuple(tp for tp in wanted if tp not in owned)
+        revoked = owned - set(wanted)
+        if added or revoked:
+            subs.assign_incrementally(wanted)
+            self._on_assignment_change()
         self.phase = Phase.STABLE
-        return ListenerCall(ASSIGNED, tuple(sorted(wanted)))
+        if revoked:
+            self.request_rejoin(f"{len(revoked)} partitions were revoked: the group hands them out in the next generation (KIP-429)")
+        return ListenerCall(ASSIGNED, added)
 
     async def subscribed_topics(self) -> list[str]:
         """The topics to join with: the subscribed ones, or the existing
@@ -291,7 +368,8 @@ class GroupDriver:
             try:
                 topics = await self.subscribed_topics()
                 counts = dict(await self.partition_counts(set(topics)))
-                result = await self.member.join(topics, self.partition_counts)
+                owned = [tp.key for tp in self.subscriptions.assigned()] if self.cooperative else []
+                result = await self.member.join(topics, self.partition_counts, owned)
             except KafkaError as exc:
                 if exc.retriable:
                     log.info("group %s: join failed, retrying: %s", self.member.group_id, exc)
@@ -381,13 +459,17 @@ class GroupDriver:
             CommitFailedError: the member is no longer in the group (it
                 rejoins on the next ``poll``).
             RebalanceInProgressError: the group is rebalancing (commit
-                again after the next ``poll``).
+                again after the next ``poll``); a cooperative member does
+                not commit while it rejoins.
             KafkaError: the coordinator's other errors, after its retries.
         """
         if not offsets:
             return
         generation, member_id = -1, ""
         if self.subscriptions.auto_assigned:
+            if self.cooperative and self.phase in (Phase.JOINING, Phase.JOINED):
+                # Kafka's generationIfStable: no commit while the group rebalances (the member keeps its partitions then).
+                raise RebalanceInProgressError(f"group {self.member.group_id!r} is rebalancing: commit again after the next poll")
             generation, member_id = self.member.current()
             if generation < 0:
                 raise CommitFailedError(f"group {self.member.group_id!r}: this member is not in the group (it rejoins on the next poll)")
@@ -423,6 +505,7 @@ class GroupDriver:
             self._join_scope.cancel()
             self._join_scope = None
         self._result = None
+        self._pending = None
         if self.member.member_id and self.joined:
             with trio.move_on_after(self.config.socket_timeout_ms / 1000):
                 await self.member.leave()

@@ -135,6 +135,19 @@ class SubscriptionState:
         without a position (eager rebalancing)."""
         self._assignment = {TopicPartition(tp.topic, tp.partition): PartitionState() for tp in sorted(partitions)}
 
+    def assign_incrementally(self, partitions: Iterable[TopicPartition]) -> None:
+        """The group's assignment after a cooperative rebalance (KIP-429):
+        these partitions; those already assigned keep their state
+        (position, pause), the added ones start without a position.
+
+        Args:
+            partitions: The whole new assignment.
+        """
+        old = self._assignment
+        self._assignment = {
+            key: old.get(key) or PartitionState() for key in (TopicPartition(tp.topic, tp.partition) for tp in sorted(partitions))
+        }
+
     def unsubscribe(self) -> None:
         """Forget the subscription and every assigned partition."""
         self.type = SubscriptionType.NONE

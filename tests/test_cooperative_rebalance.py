@@ -1,0 +1,273 @@
+"""Cooperative rebalancing of `kclient.Consumer` members
+(``partition.assignment.strategy=cooperative-sticky``, KIP-429) against one
+bundled broker for the module: while a member joins, the members already
+in the group keep consuming the partitions they keep; only the partitions
+that move are revoked (after their offsets were committed), and the next
+rebalance hands them to the new member; every record produced meanwhile
+is consumed, and duplicated only where a partition changed owner. When a
+member closes, the one left takes its partitions with nothing revoked.
+The 0.8 ConsumerConnector refuses the strategy."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from helpers.groups import group_broker_properties, poll_settings
+from helpers.wait import wait_for
+
+from kclient import Consumer, ConsumerRebalanceListener, Producer, ProducerData, TopicPartition
+from kclient.client.consumer.poll.group import Phase
+from kclient.errors import ConfigError, RebalanceInProgressError
+from kclient.testing import BrokerProcess
+
+PARTITIONS = 6
+DEADLINE = 90.0
+wait_until = functools.partial(wait_for, timeout=DEADLINE, interval=0.05)
+
+
+@pytest.fixture(scope="module")
+def group_broker():
+    with BrokerProcess(properties=group_broker_properties(PARTITIONS), keep_port=True) as proc:
+        yield proc
+
+
+@pytest.fixture
+def names() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:10]
+    return f"coop-{tag}", f"coop-topic-{tag}"
+
+
+class Calls(ConsumerRebalanceListener):
+    """The listener calls of one member, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.calls.append(("revoked", sorted(tp.partition for tp in revoked)))
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.calls.append(("assigned", sorted(tp.partition for tp in assigned)))
+
+    def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
+        self.calls.append(("lost", sorted(tp.partition for tp in lost)))
+
+    def kinds(self, kind: str) -> list[list[int]]:
+        return [parts for k, parts in self.calls if k == kind]
+
+
+class Member(threading.Thread):
+    """A cooperative-sticky kclient member polling in its own thread until
+    `stop` (``hold`` set: it stays in the group but stops polling). It
+    records every ``(partition, offset)`` its polls return, and how many
+    records polls returned while the member was rejoining."""
+
+    def __init__(self, broker: Any, group: str, topic: str, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.settings = poll_settings(
+            broker.bootstrap, group,
+            **{"partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": True, "auto.commit.interval.ms": 200},
+        )
+        self.topic = topic
+        self.listener = Calls()
+        self.records: list[tuple[int, int]] = []
+        self.while_rejoining = 0
+        self.partitions: set[int] = set()
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        self.hold = threading.Event()
+        self.lock = threading.Lock()
+        self.started_polling = threading.Event()
+
+    def run(self) -> None:
+        try:
+            consumer = Consumer(self.settings)
+            try:
+                consumer.subscribe([self.topic], listener=self.listener)
+                driver = consumer._core._driver  # the member's own view of its rebalance phase
+                while not self.halt.is_set():
+                    if self.hold.is_set():
+                        self.halt.wait(0.05)
+                        continue
+                    self.started_polling.set()
+                    got = consumer.poll(timeout_ms=100)
+                    rejoining = driver is not None and driver.phase in (Phase.JOINING, Phase.JOINED)
+                    with self.lock:
+                        self.records.extend((r.partition, r.offset) for r in got)
+                        if rejoining:
+                            self.while_rejoining += len(got)
+                    self.partitions = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()
+        except BaseException as exc:
+            self.error = exc
+
+    def consumed(self) -> list[tuple[int, int]]:
+        with self.lock:
+            return list(self.records)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(DEADLINE)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+class Writer(threading.Thread):
+    """Produces one record to every partition in turn until `stop`,
+    keeping the ``(partition, offset)`` of each acknowledged one."""
+
+    def __init__(self, broker: Any, topic: str) -> None:
+        super().__init__(name="writer", daemon=True)
+        self.props = {"metadata.broker.list": broker.bootstrap, "producer.type": "sync", "request.required.acks": 1}
+        self.topic = topic
+        self.sent = [0] * PARTITIONS
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with Producer(self.props) as producer:
+                while not self.halt.is_set():
+                    for p in range(PARTITIONS):
+                        producer.send([ProducerData(self.topic, None, [f"{p}-{self.sent[p]}".encode()], partition=p)])
+                        self.sent[p] += 1
+        except BaseException as exc:
+            self.error = exc
+
+    def acknowledged(self) -> set[tuple[int, int]]:
+        return {(p, o) for p in range(PARTITIONS) for o in range(self.sent[p])}
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(DEADLINE)
+        assert not self.is_alive() and self.error is None, self.error
+
+
+def _start(member: Member) -> Member:
+    member.start()
+    return member
+
+
+def _wait_assigned(members: list[Member], sizes: list[int], why: str) -> None:
+    def settled() -> bool:
+        owned = [m.partitions for m in members]
+        every = [p for ps in owned for p in ps]
+        return sorted(len(ps) for ps in owned) == sorted(sizes) and sorted(every) == list(range(PARTITIONS))
+
+    wait_until(settled, why, detail=lambda: f"{[sorted(m.partitions) for m in members]}")
+
+
+def _check(*members: Member) -> None:
+    for m in members:
+        assert m.error is None, m.error
+
+
+def test_joining_member_takes_partitions_incrementally(group_broker, names) -> None:
+    group, topic = names
+    writer = Writer(group_broker, topic)
+    a = _start(Member(group_broker, group, topic, "a"))
+    c = _start(Member(group_broker, group, topic, "c"))
+    members = [a, c]
+    b: Member | None = None
+    try:
+        writer.start()
+        _wait_assigned([a, c], [3, 3], "a and c to share the partitions")
+        wait_until(lambda: len(a.consumed()) > 0 and len(c.consumed()) > 0, "a and c to consume")
+        a_before = set(a.partitions)
+        a_mark, b_mark = len(a.listener.calls), 0
+        # c stops polling: the coming rebalance waits for it (a rejoin
+        # happens in poll), so a's rejoin stays under way until c polls.
+        c.hold.set()
+        b = _start(Member(group_broker, group, topic, "b"))
+        members.append(b)
+        wait_until(lambda: a.while_rejoining > 0, "a to return records while it rejoins", detail=lambda: f"{a.listener.calls}")
+        assert a.partitions == a_before  # nothing revoked before the group settles
+        _check(a, b, c)
+        c.hold.clear()
+        _wait_assigned([a, b, c], [2, 2, 2], "a balanced assignment of a, b and c")
+        writer.stop()
+        acknowledged = writer.acknowledged()
+        wait_until(lambda: acknowledged <= set(a.consumed()) | set(b.consumed()) | set(c.consumed()), "every acknowledged record to be consumed")
+    finally:
+        for m in members:
+            m.halt.set()
+        writer.halt.set()
+    for m in members:
+        m.stop()
+    assert b is not None
+    # a kept two of its three partitions, and only the third was revoked.
+    assert set(a.partitions) <= a_before
+    after = a.listener.calls[a_mark:]
+    assert after[-1] == ("revoked", sorted(a.partitions))  # at close
+    after = after[:-1]
+    assert [parts for kind, parts in after if kind == "revoked"] == [sorted(a_before - a.partitions)], after
+    assert [parts for kind, parts in after if kind == "assigned"] == [[]] * len([k for k, _ in after if k == "assigned"]), after
+    assert a.listener.kinds("lost") == []
+    # b was given its partitions once a and c had revoked them.
+    assert [parts for parts in b.listener.kinds("assigned")[b_mark:] if parts] == [sorted(b.partitions)], b.listener.calls
+    assert b.listener.kinds("revoked") == [sorted(b.partitions)] and b.listener.kinds("lost") == []  # at close only
+    # Every record once; a record twice only in a partition that changed owner.
+    moved = set(b.partitions)
+    seen: dict[tuple[int, int], int] = {}
+    for m in members:
+        for key in m.consumed():
+            seen[key] = seen.get(key, 0) + 1
+    duplicated = {key for key, n in seen.items() if n > 1}
+    assert {p for p, _ in duplicated} <= moved, sorted(duplicated)[:10]
+    for m in members:
+        assert len(m.consumed()) == len(set(m.consumed())), f"{m.name} read a record twice"
+
+
+def test_member_closing_leaves_its_partitions_without_revocation(group_broker, names) -> None:
+    group, topic = names
+    a = _start(Member(group_broker, group, topic, "a"))
+    b = _start(Member(group_broker, group, topic, "b"))
+    try:
+        _wait_assigned([a, b], [3, 3], "a and b to share the partitions")
+        b_before = set(b.partitions)
+        mark = len(b.listener.calls)
+        a.stop()
+        wait_until(lambda: b.partitions == set(range(PARTITIONS)), "b to take every partition")
+    finally:
+        a.halt.set()
+        b.halt.set()
+    b.stop()
+    a.stop()
+    assert b.listener.calls[mark:] == [("assigned", sorted(set(range(PARTITIONS)) - b_before)), ("revoked", list(range(PARTITIONS)))]  # then close
+    assert a.listener.kinds("revoked")[-1] == sorted(set(range(PARTITIONS)) - b_before)
+
+
+def test_commit_while_rejoining_is_refused(group_broker, names) -> None:
+    """A cooperative member keeps its partitions while it rejoins but does
+    not commit then (Kafka's generationIfStable)."""
+    group, topic = names
+    settings = poll_settings(group_broker.bootstrap, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+    with Consumer(settings) as consumer:
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and len(consumer.assignment()) == PARTITIONS, "the assignment")
+        driver = consumer._core._driver
+        assert driver is not None
+        driver.phase = Phase.JOINING
+        try:
+            with pytest.raises(RebalanceInProgressError):
+                consumer.commit({TopicPartition(topic, 0): 0})
+        finally:
+            driver.phase = Phase.STABLE
+
+
+@pytest.mark.parametrize("coordination", ["broker", "zookeeper"])
+def test_connector_refuses_cooperative_sticky(coordination: str) -> None:
+    settings: dict[str, Any] = {"group.id": "g", "partition.assignment.strategy": "cooperative-sticky", "group.coordination": coordination}
+    if coordination == "broker":
+        settings["bootstrap.servers"] = "127.0.0.1:1"
+    else:
+        settings["zookeeper.connect"] = "127.0.0.1:1"
+    with pytest.raises(ConfigError, match="poll consumer"):
+        Consumer.create(settings)
+

@@ -198,7 +198,7 @@ class GroupApis:
         if valid and version == 0:
             results.update(await self._commit_to_zookeeper(group_id, valid))
         elif valid:
-            code = await self.coordinator.commit_offsets(group_id, member_id, generation, valid)
+            code = await self.coordinator.commit_offsets(group_id, member_id, generation, valid, group_instance_id=body.group_instance_id)
             if code != NONE:
                 log.info("OffsetCommit for group %r from %s: error %d", group_id, header.client_id, code)
             for tp in valid:
@@ -305,7 +305,7 @@ class GroupApis:
 
     async def join_group(self, header: RequestHeader, body: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup v0-5 (v4+: MEMBER_ID_REQUIRED for a member without an
-        id, KIP-394)."""
+        id, KIP-394; v5+: static members' ``group_instance_id``, KIP-345)."""
         version = header.api_version
         result = await self.coordinator.join_group(
             body.group_id,
@@ -317,6 +317,7 @@ class GroupApis:
             protocol_type=body.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
             require_known_member_id=version >= 4,
+            group_instance_id=body.group_instance_id,  # (None before v5)
         )
         if version < 7 and result.protocol_name is None:
             result = attrs.evolve(result, protocol_name="")  # a string before v7
@@ -324,7 +325,8 @@ class GroupApis:
 
     async def sync_group(self, header: RequestHeader, body: SyncGroupRequest) -> SyncGroupResponse:
         """SyncGroup v0-3: the leader's assignments stored, each member's
-        own returned."""
+        own returned (v3+: a static member's ``group_instance_id`` checked,
+        KIP-345)."""
         return await self.coordinator.sync_group(
             body.group_id,
             body.generation_id,
@@ -333,23 +335,26 @@ class GroupApis:
             # (v5+; null in the versions without them)
             protocol_type=body.protocol_type,
             protocol_name=body.protocol_name,
+            group_instance_id=body.group_instance_id,  # (None before v3)
         )
 
     async def heartbeat(self, header: RequestHeader, body: HeartbeatRequest) -> HeartbeatResponse:
-        """Heartbeat v0-3."""
-        code = self.coordinator.heartbeat(body.group_id, body.member_id, body.generation_id)
+        """Heartbeat v0-3 (v3+: a static member's ``group_instance_id``
+        checked, KIP-345)."""
+        code = self.coordinator.heartbeat(body.group_id, body.member_id, body.generation_id, body.group_instance_id)
         return HeartbeatResponse(error_code=code)
 
     async def leave_group(self, header: RequestHeader, body: LeaveGroupRequest) -> LeaveGroupResponse:
         """LeaveGroup v0-3: one member (v0-2) or a batch answered per
-        member (v3+, KIP-345)."""
+        member (v3+, KIP-345: each with its ``group_instance_id``; a
+        static member may be named by its instance id alone)."""
         version = header.api_version
-        ids = [body.member_id] if version < 3 else [m.member_id for m in body.members]
-        code, results = self.coordinator.leave_group(body.group_id, ids)
+        members: list[tuple[str, str | None]] = [(body.member_id, None)] if version < 3 else [(m.member_id, m.group_instance_id) for m in body.members]
+        code, results = self.coordinator.leave_group(body.group_id, members)
         if version < 3 and code == NONE and results:
-            code = results[0][1]
+            code = results[0][2]
         return LeaveGroupResponse(
-            error_code=code, members=[MemberResponse(member_id=m, group_instance_id=None, error_code=c) for m, c in results]
+            error_code=code, members=[MemberResponse(member_id=m, group_instance_id=i, error_code=c) for m, i, c in results]
         )
 
     # ------------------------------------------------------------ admin
@@ -374,8 +379,9 @@ class GroupApis:
         )
 
     async def describe_groups(self, header: RequestHeader, body: DescribeGroupsRequest) -> DescribeGroupsResponse:
-        """DescribeGroups v0-4 (authorized operations are not computed:
-        the KIP-430 "omitted" value)."""
+        """DescribeGroups v0-4 (v4+: each member's ``group_instance_id``;
+        authorized operations are not computed: the KIP-430 "omitted"
+        value)."""
         return DescribeGroupsResponse(groups=[self.coordinator.describe_group(g) for g in body.groups])
 
     async def delete_groups(self, header: RequestHeader, body: DeleteGroupsRequest) -> DeleteGroupsResponse:

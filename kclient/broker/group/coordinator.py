@@ -15,6 +15,20 @@ assignment. A member that sends no Heartbeat (nor any other request) for
 its session timeout is removed and the group rebalances; so does one that
 leaves (LeaveGroup).
 
+Static members (KIP-345, JoinGroup v5+ ``group_instance_id``): a member
+that names its ``group.instance.id`` joins without MEMBER_ID_REQUIRED; when
+that instance id is already in the group (a restarted instance, its old
+member id unknown to it), the new member id replaces the old one, keeps
+its assignment and, in a Stable group whose protocol stays the same, gets
+its JoinGroup answered at once with the current generation: no rebalance
+(the leader named is the one before the replacement, so a returning
+leader syncs as a follower and is given its old assignment back). The
+replaced member id is fenced: its requests naming the instance id get
+FENCED_INSTANCE_ID. A static member that did not rejoin a rebalance stays
+in the group (its partitions assigned to it) until its session times out
+or a LeaveGroup v3+ names its instance id (Kafka's ``GroupMetadataManager``
+classic group paths).
+
 Error codes as Kafka's ``GroupCoordinator``: UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, INCONSISTENT_GROUP_PROTOCOL,
 INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED (JoinGroup v4+),
@@ -51,6 +65,7 @@ from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
@@ -91,21 +106,22 @@ def _sync_error(code: int) -> SyncGroupResponse:
     return SyncGroupResponse(error_code=code, assignment=b"", protocol_type=None, protocol_name=None)
 
 
-def _touch_member(group: Group, member_id: str, generation_id: int) -> int:
-    """Check that ``member_id`` is a member of ``group`` in generation
-    ``generation_id`` and note its liveness (a Heartbeat, or an
-    OffsetCommit, which counts as one as in Kafka).
+def _touch_member(group: Group, member_id: str, generation_id: int, group_instance_id: str | None = None) -> int:
+    """Check that ``member_id`` (holding ``group_instance_id`` when
+    static) is a member of ``group`` in generation ``generation_id`` and
+    note its liveness (a Heartbeat, or an OffsetCommit, which counts as
+    one as in Kafka).
 
     Returns:
-        NONE (its ``last_heartbeat`` now set), UNKNOWN_MEMBER_ID or
-        ILLEGAL_GENERATION.
+        NONE (its ``last_heartbeat`` now set), UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID or ILLEGAL_GENERATION.
     """
-    member = group.members.get(member_id)
-    if member is None:
-        return UNKNOWN_MEMBER_ID
+    code = group.validate_member(member_id, group_instance_id)
+    if code != NONE:
+        return code
     if generation_id != group.generation_id:
         return ILLEGAL_GENERATION
-    member.last_heartbeat = trio.current_time()
+    group.members[member_id].last_heartbeat = trio.current_time()
     return NONE
 
 
@@ -188,7 +204,7 @@ class GroupCoordinator:
             leader=group.leader_id or "",
             member_id=member_id,
             members=[
-                JoinGroupResponseMember(member_id=m.member_id, group_instance_id=None, metadata=m.metadata(protocol))
+                JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata(protocol))
                 for m in group.members.values()
             ]
             if leader
@@ -209,11 +225,31 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
+        group_instance_id: str | None = None,
     ) -> JoinGroupResponse:
         """Handle a JoinGroup; returns the response (``error_code``,
         ``generation_id``, ``protocol_type``, ``protocol_name``, ``leader``,
         ``member_id``, ``members``), after the rebalance completed when the
-        member takes part in one."""
+        member takes part in one.
+
+        Args:
+            group_id: The group.
+            member_id: The member's id ("" for a new member).
+            client_id: The request's client id (member ids start with it).
+            client_host: The client's address (DescribeGroups).
+            session_timeout_ms: The member's session timeout (ms).
+            rebalance_timeout_ms: The member's rebalance timeout (ms; -1 in
+                v0: the session timeout, KIP-62).
+            protocol_type: ``consumer`` for consumers.
+            protocols: ``[(name, metadata)]`` in preference order.
+            require_known_member_id: v4+: a new dynamic member gets
+                MEMBER_ID_REQUIRED and its id (KIP-394).
+            group_instance_id: v5+: the static member's instance id
+                (KIP-345), or None for a dynamic member.
+
+        Returns:
+            The JoinGroup response.
+        """
         code = self._check(group_id)
         if code != NONE:
             return _join_error(code, member_id)
@@ -240,36 +276,116 @@ class GroupCoordinator:
             protocol_type=protocol_type,
             protocols=list(protocols),
             last_heartbeat=now,
+            group_instance_id=group_instance_id,
         )
-        if not member_id or member_id in group.pending_members:
-            if not group.supports(protocol_type, protocols):
-                return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
-            if not member_id:
-                member_id = f"{client_id}-{uuid.uuid4()}"
-                if require_known_member_id:
-                    # KIP-394: hand out the id; the member joins again with it.
-                    group.pending_members[member_id] = now + session_timeout_ms / 1000.0
-                    log.debug("group %r: member id %s handed out (MEMBER_ID_REQUIRED)", group_id, member_id)
-                    return _join_error(MEMBER_ID_REQUIRED, member_id)
-            group.pending_members.pop(member_id, None)
-            waiter = self._add_member(group, member_id, joining, now=now)
+        outcome: JoinGroupResponse | Waiter[JoinGroupResponse]
+        if not group.supports(protocol_type, protocols) and (not member_id or member_id in group.pending_members):
+            return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if not member_id and group_instance_id is not None:
+            outcome = await self._join_new_static(group, joining, now)
+        elif not member_id or member_id in group.pending_members:
+            outcome = self._join_new(group, joining, require_known_member_id, now)
         else:
-            member = group.members.get(member_id)
-            if member is None or group.state in (EMPTY, DEAD):
-                return _join_error(UNKNOWN_MEMBER_ID, member_id)
-            if not group.supports(protocol_type, protocols):
-                return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
-            member.last_heartbeat = now
-            unchanged = member.matches(protocols)
-            if group.is_(COMPLETING_REBALANCE) and unchanged:
-                return self._join_response(group, member_id)
-            if group.is_(STABLE) and unchanged and member_id != group.leader_id:
-                return self._join_response(group, member_id)
-            waiter = self._update_member(group, member, joining, now=now)
+            outcome = self._join_existing(group, joining, now)
+        if isinstance(outcome, JoinGroupResponse):
+            return outcome
         self.maybe_complete_join(group, now)
-        await waiter.event.wait()
-        assert waiter.result is not None
-        return waiter.result
+        await outcome.event.wait()
+        assert outcome.result is not None
+        return outcome.result
+
+    def _join_new(self, group: Group, joining: Member, require_known_member_id: bool, now: float) -> JoinGroupResponse | Waiter[JoinGroupResponse]:
+        """A dynamic member without an id, or with one handed out by
+        MEMBER_ID_REQUIRED."""
+        member_id = joining.member_id
+        if not member_id:
+            member_id = f"{joining.client_id}-{uuid.uuid4()}"
+            if require_known_member_id:
+                # KIP-394: hand out the id; the member joins again with it.
+                group.pending_members[member_id] = now + joining.session_timeout_ms / 1000.0
+                log.debug("group %r: member id %s handed out (MEMBER_ID_REQUIRED)", group.group_id, member_id)
+                return _join_error(MEMBER_ID_REQUIRED, member_id)
+        group.pending_members.pop(member_id, None)
+        return self._add_member(group, member_id, joining, now=now)
+
+    def _join_existing(self, group: Group, joining: Member, now: float) -> JoinGroupResponse | Waiter[JoinGroupResponse]:
+        """A member rejoining with its id (and its instance id, if static)."""
+        member_id = joining.member_id
+        code = group.validate_member(member_id, joining.group_instance_id)
+        if code != NONE or group.state in (EMPTY, DEAD):
+            return _join_error(code if code != NONE else UNKNOWN_MEMBER_ID, member_id)
+        if not group.supports(joining.protocol_type, joining.protocols):
+            return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+        member = group.members[member_id]
+        member.last_heartbeat = now
+        unchanged = member.matches(joining.protocols)
+        if group.is_(COMPLETING_REBALANCE) and unchanged:
+            return self._join_response(group, member_id)
+        if group.is_(STABLE) and unchanged and member_id != group.leader_id:
+            return self._join_response(group, member_id)
+        return self._update_member(group, member, joining, now=now)
+
+    async def _join_new_static(self, group: Group, joining: Member, now: float) -> JoinGroupResponse | Waiter[JoinGroupResponse]:
+        """A static member without a member id: a new instance id joins as
+        a new member (no MEMBER_ID_REQUIRED, KIP-345); a known one replaces
+        the member id holding it (`_replace_static_member`)."""
+        instance_id = joining.group_instance_id
+        assert instance_id is not None
+        new_id = f"{instance_id}-{uuid.uuid4()}"
+        old_id = group.static_members.get(instance_id)
+        if old_id is None:
+            log.info("group %r: static member %s joins with new member id %s", group.group_id, instance_id, new_id)
+            return self._add_member(group, new_id, joining, now=now)
+        return await self._replace_static_member(group, old_id, new_id, joining, now)
+
+    async def _replace_static_member(self, group: Group, old_id: str, new_id: str, joining: Member, now: float) -> JoinGroupResponse | Waiter[JoinGroupResponse]:
+        """A known static member rejoined without its member id: ``new_id``
+        takes ``old_id``'s place (the old one's parked requests get
+        FENCED_INSTANCE_ID). Stable, with the group's protocol unchanged:
+        the group is stored and the JoinGroup answered with the current
+        generation, naming the leader as it was before the replacement
+        (JoinGroup v0-8 as Kafka answers them; this broker serves up to
+        v5), so the member syncs as a follower and gets its assignment
+        back. Otherwise the group rebalances (CompletingRebalance: the
+        leader may have assigned to the old id)."""
+        instance_id = joining.group_instance_id
+        assert instance_id is not None
+        previous_leader = group.leader_id
+        old, member = group.replace_static_member(instance_id, old_id, new_id)
+        self._fail_waiters(old, FENCED_INSTANCE_ID)
+        log.info("group %r: static member %s rejoins: member id %s replaces %s", group.group_id, instance_id, new_id, old_id)
+        before = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
+        member.protocols = joining.protocols
+        member.session_timeout_ms = joining.session_timeout_ms
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
+        member.last_heartbeat = now
+        waiter: Waiter[JoinGroupResponse] = Waiter()
+        member.join_waiter = waiter
+        if group.is_(STABLE) and group.select_protocol() == group.protocol_name:
+            generation = group.generation_id
+            code = await self.manager.store_group(group)
+            if member.join_waiter is waiter:
+                member.join_waiter = None
+            if code != NONE and group.static_members.get(instance_id) == new_id:
+                log.info("group %r: static member %s not stored (error %d): member id %s restored", group.group_id, instance_id, code, old_id)
+                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = before
+                group.replace_static_member(instance_id, new_id, old_id)[1].last_heartbeat = trio.current_time()
+                waiter.set(_join_error(code, ""))
+            else:  # (a rebalance under way by now has answered it already)
+                waiter.set(
+                    JoinGroupResponse(
+                        error_code=NONE,
+                        generation_id=generation,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=previous_leader or "",
+                        member_id=new_id,
+                        members=[],
+                    )
+                )
+        elif group.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now, f"static member {instance_id} rejoined as {new_id}")
+        return waiter
 
     def _add_member(self, group: Group, member_id: str, member: Member, *, now: float) -> Waiter[JoinGroupResponse]:
         waiter: Waiter[JoinGroupResponse] = Waiter()
@@ -277,7 +393,7 @@ class GroupCoordinator:
         member.join_waiter = waiter
         if not group.members:
             group.protocol_type = member.protocol_type
-        group.members[member_id] = member
+        group.add(member)
         if group.leader_id not in group.members:
             group.leader_id = member_id
         log.info("group %r: member %s (client %s, %s) joins", group.group_id, member_id, member.client_id, member.client_host)
@@ -329,9 +445,16 @@ class GroupCoordinator:
             self._complete_join(group, now)
 
     def _complete_join(self, group: Group, now: float) -> None:
-        for m in [m for m in group.members.values() if m.join_waiter is None]:
+        # Static members that did not rejoin stay (until their session ends).
+        for m in [m for m in group.members.values() if m.join_waiter is None and m.group_instance_id is None]:
             log.info("group %r: member %s did not rejoin in time; removed", group.group_id, m.member_id)
             self._remove_member(group, m)
+        joined = [m.member_id for m in group.members.values() if m.join_waiter is not None]
+        if group.members and not joined:
+            # Only absent static members: wait for them to rejoin or expire.
+            group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000.0
+            log.info("group %r: no member rejoined; waiting another rebalance timeout", group.group_id)
+            return
         group.pending_members.clear()
         group.generation_id += 1
         if not group.members:
@@ -341,8 +464,8 @@ class GroupCoordinator:
             log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
             self._store_soon(group)
             return
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
+        if group.leader_id not in joined:
+            group.leader_id = joined[0]
         group.protocol_name = group.select_protocol()
         group.transition(COMPLETING_REBALANCE, self.clock())
         group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000.0
@@ -357,7 +480,7 @@ class GroupCoordinator:
                 waiter.set(self._join_response(group, m.member_id))
 
     def _remove_member(self, group: Group, member: Member) -> None:
-        group.members.pop(member.member_id, None)
+        group.remove(member.member_id)
         self._fail_waiters(member, UNKNOWN_MEMBER_ID)
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
@@ -379,18 +502,24 @@ class GroupCoordinator:
         *,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
+        group_instance_id: str | None = None,
     ) -> SyncGroupResponse:
         """Handle a SyncGroup; returns the response (``error_code``,
-        ``assignment``, ``protocol_type``, ``protocol_name``)."""
+        ``assignment``, ``protocol_type``, ``protocol_name``). A static
+        member (``group_instance_id``, v3+) whose instance id another member
+        id now holds gets FENCED_INSTANCE_ID."""
         error = _sync_error
         code = self._check(group_id)
         if code != NONE:
             return error(code)
         group = self.manager.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None:
             return error(UNKNOWN_MEMBER_ID)
         if group.is_(DEAD):
             return error(COORDINATOR_NOT_AVAILABLE)
+        code = group.validate_member(member_id, group_instance_id)
+        if code != NONE:
+            return error(code)
         if generation_id != group.generation_id:
             return error(ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -442,44 +571,62 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ Heartbeat / LeaveGroup
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
-        """Handle a Heartbeat; returns its error code."""
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None) -> int:
+        """Handle a Heartbeat; returns its error code (FENCED_INSTANCE_ID
+        for a static member replaced by a newer instance, v3+)."""
         code = self._check(group_id)
         if code != NONE:
             return code
         group = self.manager.groups.get(group_id)
-        if group is None or group.is_(EMPTY):
+        if group is None:
             return UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return COORDINATOR_NOT_AVAILABLE
-        code = _touch_member(group, member_id, generation_id)
+        # (an Empty group has no members: UNKNOWN_MEMBER_ID)
+        code = _touch_member(group, member_id, generation_id, group_instance_id)
         if code == NONE and group.is_(PREPARING_REBALANCE):
             return REBALANCE_IN_PROGRESS
         return code
 
-    def leave_group(self, group_id: str, member_ids: list[str]) -> tuple[int, list[tuple[str, int]]]:
-        """Handle a LeaveGroup: ``(error code, [(member id, error code)])``."""
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """Handle a LeaveGroup of ``[(member id, group instance id)]`` (one
+        member before v3; a batch from v3, KIP-345).
+
+        A member id "" with an instance id removes the static member
+        holding it (an administrator's removal); otherwise the member must
+        be in the group and, when an instance id is named, hold it.
+
+        Returns:
+            ``(error code, [(member id, instance id, error code)])``: per
+            member NONE, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID.
+        """
         code = self._check(group_id)
         if code != NONE:
-            return code, [(m, code) for m in member_ids]
+            return code, [(m, i, code) for m, i in members]
         group = self.manager.groups.get(group_id)
         if group is None or group.is_(DEAD):
-            return NONE, [(m, UNKNOWN_MEMBER_ID) for m in member_ids]
+            return NONE, [(m, i, UNKNOWN_MEMBER_ID) for m, i in members]
         now = trio.current_time()
         results = []
-        for member_id in member_ids:
-            if group.pending_members.pop(member_id, None) is not None:
-                results.append((member_id, NONE))
-                self.maybe_complete_join(group, now)
-                continue
-            member = group.members.get(member_id)
-            if member is None:
-                results.append((member_id, UNKNOWN_MEMBER_ID))
-                continue
-            log.info("group %r: member %s leaves", group_id, member_id)
-            self._remove_and_rebalance(group, member, now, f"member {member_id} left")
-            results.append((member_id, NONE))
+        for member_id, instance_id in members:
+            results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id, now)))
         return NONE, results
+
+    def _leave_one(self, group: Group, member_id: str, instance_id: str | None, now: float) -> int:
+        if not member_id:
+            holder = None if instance_id is None else group.static_members.get(instance_id)
+            if holder is None:
+                return UNKNOWN_MEMBER_ID
+            member_id = holder
+        elif group.pending_members.pop(member_id, None) is not None:
+            self.maybe_complete_join(group, now)
+            return NONE
+        code = group.validate_member(member_id, instance_id)
+        if code != NONE:
+            return code
+        log.info("group %r: member %s leaves", group.group_id, member_id)
+        self._remove_and_rebalance(group, group.members[member_id], now, f"member {member_id} left")
+        return NONE
 
     # ------------------------------------------------------------ deadlines
 
@@ -510,10 +657,17 @@ class GroupCoordinator:
     # ------------------------------------------------------------ offsets
 
     async def commit_offsets(
-        self, group_id: str, member_id: str, generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        *,
+        group_instance_id: str | None = None,
     ) -> int:
         """Handle an OffsetCommit of already validated partitions; returns
-        the error code for all of them."""
+        the error code for all of them (FENCED_INSTANCE_ID for a replaced
+        static member, v7+ ``group_instance_id``)."""
         code = self._check(group_id, allow_empty=True)
         if code != NONE:
             return code
@@ -528,7 +682,7 @@ class GroupCoordinator:
         if not (generation_id < 0 and group.is_(EMPTY)):
             if group.is_(COMPLETING_REBALANCE):
                 return REBALANCE_IN_PROGRESS
-            code = _touch_member(group, member_id, generation_id)
+            code = _touch_member(group, member_id, generation_id, group_instance_id)
             if code != NONE:
                 return code
         return await self.manager.store_offsets(group_id, offsets)
@@ -570,7 +724,7 @@ class GroupCoordinator:
         entry.members = [
             DescribedGroupMember(
                 member_id=m.member_id,
-                group_instance_id=None,
+                group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
                 member_metadata=m.metadata(group.protocol_name or "") if stable else b"",

@@ -11,6 +11,11 @@ States, as Kafka names them (and DescribeGroups / ListGroups report):
 - ``Stable``: every member has its assignment;
 - ``Dead``: the group was deleted or moved to another coordinator.
 
+Static members (KIP-345) carry a ``group.instance.id``; the group maps
+each instance id to the member id that holds it now (`Group.static_members`,
+rebuilt from the group metadata record after a reload), so a restarted
+instance takes its place back and the member id it replaced is fenced.
+
 Trio-thread only; no I/O.
 """
 
@@ -23,6 +28,7 @@ import attrs
 import trio
 
 from kclient.broker.group.records import GroupRecord, MemberRecord
+from kclient.errors import FENCED_INSTANCE_ID, NONE, UNKNOWN_MEMBER_ID
 from kclient.protocol.messages.join_group import JoinGroupResponse
 from kclient.protocol.messages.sync_group import SyncGroupResponse
 
@@ -53,7 +59,8 @@ class Waiter(Generic[R]):
 
 @attrs.define
 class Member:
-    """One member: its identity, timeouts (ms), the protocols it offered
+    """One member: its identity (``group_instance_id`` for a static
+    member, KIP-345), timeouts (ms), the protocols it offered
     (``[(name, metadata)]`` in preference order), its assignment, the
     trio time of its last sign of life and its parked requests."""
 
@@ -68,6 +75,7 @@ class Member:
     last_heartbeat: float = 0.0
     join_waiter: Waiter[JoinGroupResponse] | None = None
     sync_waiter: Waiter[SyncGroupResponse] | None = None
+    group_instance_id: str | None = None
 
     def metadata(self, protocol: str) -> bytes:
         """The metadata this member offered with ``protocol``."""
@@ -98,6 +106,8 @@ class Group:
         self.generation_id = 0
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
+        #: ``group.instance.id`` -> the member id holding it (KIP-345).
+        self.static_members: dict[str, str] = {}
         #: Member ids handed out with MEMBER_ID_REQUIRED (KIP-394) -> trio
         #: deadline by which they must join with it.
         self.pending_members: dict[str, float] = {}
@@ -117,6 +127,61 @@ class Group:
     def transition(self, state: str, now_ms: int) -> None:
         self.state = state
         self.state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------ members
+
+    def add(self, member: Member) -> None:
+        """Add ``member`` (a static one is mapped by its instance id)."""
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        """Remove a member (and its instance id's mapping, if it holds it).
+
+        Returns:
+            The member removed, or None if there was none.
+        """
+        member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None:
+            if self.static_members.get(member.group_instance_id) == member_id:
+                del self.static_members[member.group_instance_id]
+        return member
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> int:
+        """Whether a request naming ``member_id`` (and ``group_instance_id``,
+        when static) comes from a current member (Kafka's
+        ``ClassicGroup.validateMember``).
+
+        Returns:
+            NONE; UNKNOWN_MEMBER_ID (no such member, or an instance id the
+            group does not know); FENCED_INSTANCE_ID (the instance id is
+            held by another member id: this one was replaced).
+        """
+        if group_instance_id is not None:
+            holder = self.static_members.get(group_instance_id)
+            if holder is None:
+                return UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return FENCED_INSTANCE_ID
+        return NONE if member_id in self.members else UNKNOWN_MEMBER_ID
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> tuple[Member, Member]:
+        """Give the static member ``old_member_id`` the id ``new_member_id``
+        (a restarted instance rejoined): same assignment, protocols and
+        timeouts; the leader moves with it.
+
+        Returns:
+            ``(the old member, the new one)``; the old one's parked
+            requests are the caller's to fence.
+        """
+        old = self.members.pop(old_member_id)
+        new = attrs.evolve(old, member_id=new_member_id, protocols=list(old.protocols), join_waiter=None, sync_waiter=None)
+        self.members[new_member_id] = new
+        self.static_members[group_instance_id] = new_member_id
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        return old, new
 
     # ------------------------------------------------------------ protocols
 
@@ -177,6 +242,7 @@ class Group:
                 session_timeout=m.session_timeout_ms,
                 subscription=m.metadata(protocol) if protocol else b"",
                 assignment=m.assignment,
+                group_instance_id=m.group_instance_id,
             )
             for m in self.members.values()
         )
@@ -200,7 +266,7 @@ class Group:
         group.generation_id = record.generation
         group.leader_id = record.leader
         for m in record.members:
-            group.members[m.member_id] = Member(
+            member = Member(
                 member_id=m.member_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
@@ -210,7 +276,9 @@ class Group:
                 protocols=[(record.protocol or "", m.subscription)],
                 assignment=m.assignment,
                 last_heartbeat=now,
+                group_instance_id=m.group_instance_id,
             )
+            group.add(member)
         return group
 
 

@@ -147,8 +147,10 @@ class ConsumerConnector(ClosingClient):
             thread of its own, until `shutdown`.
 
     Raises:
-        ConfigError: a bad value (the property is named), or only one of
-            ``statistics.interval.ms`` > 0 and ``statistics_callback``.
+        ConfigError: a bad value (the property is named), only one of
+            ``statistics.interval.ms`` > 0 and ``statistics_callback``, or
+            ``group.instance.id`` (static membership is the poll
+            ``kclient.Consumer``'s).
         ZkTimeoutError: ZooKeeper did not answer within
             ``zookeeper.connection.timeout.ms``.
 
@@ -169,6 +171,8 @@ class ConsumerConnector(ClosingClient):
             if not isinstance(config, Mapping):
                 raise ConfigError(f"ConsumerConnector takes a ConsumerConfig or a mapping of properties, not {type(config).__name__}")
             config = ConsumerConfig.from_properties(config)
+        if config.group_instance_id is not None:
+            raise ConfigError("group.instance.id (static membership, KIP-345) is a setting of the poll consumer, kclient.Consumer, not of the ConsumerConnector")
         broker_coordinated = config.group_coordination == "broker"
         if (config.statistics_interval_ms > 0) != (statistics_callback is not None):
             raise ConfigError("statistics.interval.ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")

@@ -73,15 +73,27 @@ class GroupCoordinator:
         retry_backoff_ms: Pause before a retry (ms).
         timeout_ms: Longest a call may take, retries included (ms).
         commit_retries: Retries of a commit after its first attempt.
+        group_instance_id: The static member's ``group.instance.id``
+            (KIP-345), sent with its commits (OffsetCommit v7+), or None.
     """
 
-    def __init__(self, cluster: Cluster | Callable[[], Awaitable[Cluster]], group_id: str, *, retry_backoff_ms: int = 1000, timeout_ms: int = 30000, commit_retries: int = 5) -> None:
+    def __init__(
+        self,
+        cluster: Cluster | Callable[[], Awaitable[Cluster]],
+        group_id: str,
+        *,
+        retry_backoff_ms: int = 1000,
+        timeout_ms: int = 30000,
+        commit_retries: int = 5,
+        group_instance_id: str | None = None,
+    ) -> None:
         self.cluster: Cluster | None = cluster if isinstance(cluster, Cluster) else None
         self._cluster_factory = None if isinstance(cluster, Cluster) else cluster
         self.group_id = group_id
         self.retry_backoff_ms = retry_backoff_ms
         self.timeout_ms = timeout_ms
         self.commit_retries = commit_retries
+        self.group_instance_id = group_instance_id
         #: ``(node_id, host, port)`` of the coordinator, once found.
         self.coordinator_node: tuple[int, str, int] | None = None
         self._lock = trio.Lock()
@@ -208,10 +220,13 @@ class GroupCoordinator:
         Args:
             offsets: ``{(topic, partition): next offset to consume}``.
             generation: The group generation (broker-coordinated groups).
-            member_id: The member id (broker-coordinated groups).
+            member_id: The member id (broker-coordinated groups); with it,
+                a static member's ``group_instance_id`` is sent too.
             metadata: The metadata string stored with each offset.
 
         Raises:
+            FencedInstanceIdError: another member holds this static
+                member's instance id.
             BrokerResponseError: a partition's error (the first one), after
                 the retries for coordinator errors.
             KafkaConnectionError, KafkaTimeoutError: the coordinator stayed
@@ -228,7 +243,7 @@ class GroupCoordinator:
             group_id=self.group_id,
             generation_id_or_member_epoch=generation,
             member_id=member_id,
-            group_instance_id=None,
+            group_instance_id=self.group_instance_id if member_id else None,
             retention_time_ms=-1,
             topics=[OffsetCommitRequestTopic(name=t, partitions=parts) for t, parts in by_topic.items()],
         )

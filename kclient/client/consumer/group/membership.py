@@ -14,6 +14,15 @@ subscription and the topics' partition counts), SyncGroup, and the decoded
 assignment. ``REBALANCE_IN_PROGRESS`` / ``ILLEGAL_GENERATION`` during a
 round start the round again. Coordinator errors are retried by
 `kclient.client.consumer.group.coordinator.GroupCoordinator.call`.
+
+A static member (``group.instance.id``, KIP-345) names its instance id in
+JoinGroup (v5+), SyncGroup and Heartbeat (v3+): restarted within its
+session timeout, it gets its partitions back without a rebalance, and
+`GroupMember.leave` sends no LeaveGroup (its partitions wait for it until
+its session times out). ``FENCED_INSTANCE_ID`` (another process took the
+instance id) is raised as `kclient.errors.FencedInstanceIdError`: fatal for
+this member. A returning static leader told to skip the assignment
+(JoinGroup v9+, KIP-814) keeps the group's assignment as it is.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Protocol
 
 import attrs
 
-from kclient.client.consumer.group.assignors import KNOWN_ASSIGNORS, TopicPartition, assign
+from kclient.client.consumer.group.assignors import ASSIGNORS, TopicPartition
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.errors import (
     NONE,
@@ -90,18 +99,33 @@ class GroupMember:
         session_timeout_ms: ``session.timeout.ms``.
         rebalance_timeout_ms: ``rebalance.timeout.ms`` (JoinGroup v1+).
         assignors: Protocol names offered, in order of preference (each a
-            name of `kclient.client.consumer.group.assignors.KNOWN_ASSIGNORS`).
-        client_id: Logged; Kafka derives member ids from it.
+            key of `kclient.client.consumer.group.assignors.ASSIGNORS`).
+        group_instance_id: ``group.instance.id``: this member's static
+            identity (KIP-345), or None for a dynamic member.
     """
 
-    def __init__(self, coordinator: GroupCoordinator, *, session_timeout_ms: int, rebalance_timeout_ms: int, assignors: Iterable[str]) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        *,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        assignors: Iterable[str],
+        group_instance_id: str | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self.group_id = coordinator.group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.assignors = list(assignors)
+        self.group_instance_id = group_instance_id
         self.member_id = ""
         self.generation = -1
+
+    @property
+    def is_static(self) -> bool:
+        """Whether this member has a ``group.instance.id`` (KIP-345)."""
+        return self.group_instance_id is not None
 
     def current(self) -> tuple[int, str]:
         """``(generation, member id)`` for commits (-1 and ``""`` before
@@ -117,13 +141,14 @@ class GroupMember:
                 {topic: partitions}``; asked by the leader for every
                 member's topics.
             owned: The partitions this member owns now (sent in the
-                subscription, v1+, KIP-429, with the member's last
-                generation, v2+, KIP-792, for the sticky assignors).
+                subscription, v1+, KIP-429).
 
         Returns:
             The `JoinResult`.
 
         Raises:
+            FencedInstanceIdError: another member holds this member's
+                ``group.instance.id`` (fatal).
             BrokerResponseError: a JoinGroup or SyncGroup error a rejoin
                 cannot fix (``INCONSISTENT_GROUP_PROTOCOL``,
                 ``INVALID_SESSION_TIMEOUT``, ...), or coordinator errors
@@ -133,12 +158,12 @@ class GroupMember:
         by_topic: dict[str, list[int]] = {}
         for t, p in owned:
             by_topic.setdefault(t, []).append(p)
-        metadata = encode_subscription(topics, owned_partitions=sorted(by_topic.items()), generation_id=self.generation, version=2)
+        metadata = encode_subscription(topics, owned_partitions=sorted(by_topic.items()), version=1)
         while True:
             try:
                 joined = await self._join_group(metadata)
                 assignments: list[SyncGroupRequestAssignment] = []
-                if joined.leader == joined.member_id:
+                if joined.leader == joined.member_id and not joined.skip_assignment:
                     assignments = await self._assign(joined, partition_counts)
                 assignment = await self._sync_group(joined.generation_id, joined.protocol_name, assignments)
             except REJOIN_ERRORS as exc:
@@ -162,7 +187,7 @@ class GroupMember:
                 session_timeout_ms=self.session_timeout_ms,
                 rebalance_timeout_ms=self.rebalance_timeout_ms,
                 member_id=member_id,
-                group_instance_id=None,
+                group_instance_id=self.group_instance_id,
                 protocol_type=PROTOCOL_TYPE,
                 protocols=[JoinGroupRequestProtocol(name=name, metadata=metadata) for name in self.assignors],
                 reason=None,
@@ -194,12 +219,13 @@ class GroupMember:
 
     async def _assign(self, joined: JoinGroupResponse, partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]]) -> list[SyncGroupRequestAssignment]:
         protocol = joined.protocol_name or ""
-        if protocol not in KNOWN_ASSIGNORS:  # the coordinator chose a protocol this member offered
+        assignor = ASSIGNORS.get(protocol)
+        if assignor is None:  # the coordinator chose a protocol this member offered
             raise error_for_code(23)(f"group {self.group_id!r} chose assignor {protocol!r}, not one of {self.assignors}")
-        subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)) for m in joined.members}
-        all_topics = {t for subscription in subscriptions.values() for t in subscription.topics}
+        subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)).topics for m in joined.members}
+        all_topics = {t for topics in subscriptions.values() for t in topics}
         counts = await partition_counts(all_topics)
-        plan = assign(protocol, counts, subscriptions)
+        plan = assignor(counts, subscriptions)
         log.info("group %s: leader %s assigns by %s: %s", self.group_id, self.member_id, protocol, {m: [f"{t}-{p}" for t, p in tps] for m, tps in plan.items()})
         assignments = []
         for member, tps in plan.items():
@@ -214,7 +240,7 @@ class GroupMember:
             group_id=self.group_id,
             generation_id=generation,
             member_id=self.member_id,
-            group_instance_id=None,
+            group_instance_id=self.group_instance_id,
             protocol_type=PROTOCOL_TYPE,
             protocol_name=protocol,
             assignments=assignments,
@@ -235,18 +261,28 @@ class GroupMember:
         Raises:
             RebalanceInProgressError, IllegalGenerationError,
             UnknownMemberIdError: the member must rejoin.
+            FencedInstanceIdError: another member holds this member's
+                ``group.instance.id`` (fatal).
             BrokerResponseError: another error, or coordinator errors after
                 the retries.
         """
-        body = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id, group_instance_id=None)
+        body = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation, member_id=self.member_id, group_instance_id=self.group_instance_id)
         await self.coordinator.call(HEARTBEAT, body, lambda r: _raise_for(r, f"Heartbeat of group {self.group_id!r}"), attempts=1)
 
     async def leave(self) -> None:
         """LeaveGroup (the other members rebalance at once instead of after
-        ``session.timeout.ms``). Errors are logged, not raised."""
+        ``session.timeout.ms``), and forget the member id and generation.
+        Errors are logged, not raised. A static member sends none (KIP-345:
+        its partitions stay its own until its session times out, so a
+        restart gets them back), as Kafka's consumer."""
         if not self.member_id:
             return
         member_id = self.member_id
+        if self.is_static:
+            log.info("group %s: static member %s (%s) stops without LeaveGroup", self.group_id, member_id, self.group_instance_id)
+            self.member_id = ""
+            self.generation = -1
+            return
         # v0-2 name the member, v3+ list it (KIP-345): one message for both.
         body = LeaveGroupRequest(
             group_id=self.group_id,

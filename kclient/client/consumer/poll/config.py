@@ -9,10 +9,16 @@ configs, https://kafka.apache.org/documentation/#consumerconfigs):
 (not 100), ``session.timeout.ms`` 45000 (Kafka 3.0's, KIP-735; not
 10000). The group is always coordinated by a broker: the 0.8 ZooKeeper
 settings (``zookeeper.connect``, ``group.coordination``, ...) are refused.
+
+``group.instance.id`` (static membership, KIP-345) needs a ``group.id`` and
+is checked as Kafka's ``JoinGroupRequest.validateGroupInstanceId`` checks
+it: at most 249 characters of ASCII letters, digits, ``.``, ``_`` and
+``-``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,6 +53,11 @@ CONNECTOR_ONLY: dict[str, str] = {
     "consumer.id": "the group coordinator hands out the member id",
 }
 
+#: Kafka's legal ``group.instance.id`` (and topic name) characters, and
+#: the longest one.
+_LEGAL_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_INSTANCE_ID_LENGTH = 249
+
 #: The ``group.id`` the config carries when none was given (never sent:
 #: `PollSettings.group_id` is None then).
 _NO_GROUP = "kclient-no-group"
@@ -71,6 +82,31 @@ class PollSettings:
     offset_reset: str = "latest"
     key_decoder: Callable[[Any], Any] | None = None
     value_decoder: Callable[[Any], Any] | None = None
+
+
+def check_group_instance_id(instance_id: str | None, group_id: str | None) -> None:
+    """Refuse a ``group.instance.id`` Kafka would refuse (KIP-345).
+
+    Args:
+        instance_id: ``group.instance.id`` (None: a dynamic member).
+        group_id: ``group.id`` (None when none was given).
+
+    Raises:
+        ConfigError: set without a ``group.id``, longer than 249
+            characters, or with a character other than ASCII letters,
+            digits, ``.``, ``_`` and ``-``.
+    """
+    if instance_id is None:
+        return
+    if group_id is None:
+        raise ConfigError("group.instance.id (static membership) needs a group.id")
+    if len(instance_id) > MAX_INSTANCE_ID_LENGTH:
+        raise ConfigError(f"Invalid value {instance_id!r} for configuration group.instance.id: longer than {MAX_INSTANCE_ID_LENGTH} characters")
+    if not _LEGAL_INSTANCE_ID.fullmatch(instance_id):
+        raise ConfigError(
+            f"Invalid value {instance_id!r} for configuration group.instance.id: "
+            "only ASCII letters, digits, '.', '_' and '-' are allowed"
+        )
 
 
 def _decoder(value: Any, name: str) -> Callable[[Any], Any] | None:
@@ -135,9 +171,10 @@ def poll_settings(source: ConsumerConfig | Mapping[str, Any]) -> PollSettings:
         The `PollSettings`.
 
     Raises:
-        ConfigError: a missing or bad property, a 0.8 ConsumerConnector
-            setting (``zookeeper.connect``...), or a deserializer that
-            cannot be loaded.
+        ConfigError: a missing or bad property (a ``group.instance.id``
+            without ``group.id``, `check_group_instance_id`), a 0.8
+            ConsumerConnector setting (``zookeeper.connect``...), or a
+            deserializer that cannot be loaded.
     """
     group: str | None
     reset: str | None
@@ -149,6 +186,7 @@ def poll_settings(source: ConsumerConfig | Mapping[str, Any]) -> PollSettings:
         config, group, reset = _from_mapping(source)
     else:
         raise ConfigError(f"kclient.Consumer takes a mapping of Kafka properties or a ConsumerConfig, not {type(source).__name__}")
+    check_group_instance_id(config.group_instance_id, group)
     return PollSettings(
         config,
         group,
@@ -158,4 +196,4 @@ def poll_settings(source: ConsumerConfig | Mapping[str, Any]) -> PollSettings:
     )
 
 
-__all__ = ["CONNECTOR_ONLY", "MODERN_DEFAULTS", "PollSettings", "poll_settings"]
+__all__ = ["CONNECTOR_ONLY", "MAX_INSTANCE_ID_LENGTH", "MODERN_DEFAULTS", "PollSettings", "check_group_instance_id", "poll_settings"]

@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from kclient.client.cluster import Cluster, PartitionInfo, request_metadata
-from kclient.client.consumer.group.assignors import offered_assignors
+from kclient.client.consumer.group.assignors import ASSIGNORS
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
@@ -173,12 +173,21 @@ class TrioConsumer:
         self._fetcher = Fetcher(cluster, config, self.subscriptions, self.settings.offset_reset, decoders, self._wake)
         self._lookup = OffsetLookup(cluster, config.retry_backoff_ms)
         if self.group_id is not None:
-            coordinator = GroupCoordinator(cluster, self.group_id, retry_backoff_ms=config.retry_backoff_ms, timeout_ms=config.default_api_timeout_ms, commit_retries=config.offsets_commit_max_retries)
+            coordinator = GroupCoordinator(
+                cluster,
+                self.group_id,
+                retry_backoff_ms=config.retry_backoff_ms,
+                timeout_ms=config.default_api_timeout_ms,
+                commit_retries=config.offsets_commit_max_retries,
+                group_instance_id=config.group_instance_id,
+            )
+            preferred = config.partition_assignment_strategy
             member = GroupMember(
                 coordinator,
                 session_timeout_ms=config.session_timeout_ms,
                 rebalance_timeout_ms=config.max_poll_interval_ms,
-                assignors=offered_assignors(config.partition_assignment_strategy),
+                assignors=[preferred, *(a for a in ASSIGNORS if a != preferred)],
+                group_instance_id=config.group_instance_id,
             )
             self._driver = GroupDriver(coordinator, member, cluster, config, self.subscriptions, self._commit_positions, self._assignment_changed, self._wake)
             self._tasks.start_soon(self._driver.run)

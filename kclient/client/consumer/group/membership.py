@@ -33,7 +33,7 @@ from typing import Protocol
 
 import attrs
 
-from kclient.client.consumer.group.assignors import ASSIGNORS, TopicPartition
+from kclient.client.consumer.group.assignors import KNOWN_ASSIGNORS, TopicPartition, assign
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.errors import (
     NONE,
@@ -99,7 +99,7 @@ class GroupMember:
         session_timeout_ms: ``session.timeout.ms``.
         rebalance_timeout_ms: ``rebalance.timeout.ms`` (JoinGroup v1+).
         assignors: Protocol names offered, in order of preference (each a
-            key of `kclient.client.consumer.group.assignors.ASSIGNORS`).
+            name of `kclient.client.consumer.group.assignors.KNOWN_ASSIGNORS`).
         group_instance_id: ``group.instance.id``: this member's static
             identity (KIP-345), or None for a dynamic member.
     """
@@ -141,7 +141,8 @@ class GroupMember:
                 {topic: partitions}``; asked by the leader for every
                 member's topics.
             owned: The partitions this member owns now (sent in the
-                subscription, v1+, KIP-429).
+                subscription, v1+, KIP-429, with the member's last
+                generation, v2+, KIP-792, for the sticky assignors).
 
         Returns:
             The `JoinResult`.
@@ -158,7 +159,7 @@ class GroupMember:
         by_topic: dict[str, list[int]] = {}
         for t, p in owned:
             by_topic.setdefault(t, []).append(p)
-        metadata = encode_subscription(topics, owned_partitions=sorted(by_topic.items()), version=1)
+        metadata = encode_subscription(topics, owned_partitions=sorted(by_topic.items()), generation_id=self.generation, version=2)
         while True:
             try:
                 joined = await self._join_group(metadata)
@@ -219,13 +220,12 @@ class GroupMember:
 
     async def _assign(self, joined: JoinGroupResponse, partition_counts: Callable[[set[str]], Awaitable[Mapping[str, int]]]) -> list[SyncGroupRequestAssignment]:
         protocol = joined.protocol_name or ""
-        assignor = ASSIGNORS.get(protocol)
-        if assignor is None:  # the coordinator chose a protocol this member offered
+        if protocol not in KNOWN_ASSIGNORS:  # the coordinator chose a protocol this member offered
             raise error_for_code(23)(f"group {self.group_id!r} chose assignor {protocol!r}, not one of {self.assignors}")
-        subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)).topics for m in joined.members}
-        all_topics = {t for topics in subscriptions.values() for t in topics}
+        subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)) for m in joined.members}
+        all_topics = {t for subscription in subscriptions.values() for t in subscription.topics}
         counts = await partition_counts(all_topics)
-        plan = assignor(counts, subscriptions)
+        plan = assign(protocol, counts, subscriptions)
         log.info("group %s: leader %s assigns by %s: %s", self.group_id, self.member_id, protocol, {m: [f"{t}-{p}" for t, p in tps] for m, tps in plan.items()})
         assignments = []
         for member, tps in plan.items():

@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from kclient.client.cluster import Cluster, PartitionInfo, request_metadata
-from kclient.client.consumer.group.assignors import ASSIGNORS
+from kclient.client.consumer.group.assignors import offered_assignors
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
@@ -181,12 +181,11 @@ class TrioConsumer:
                 commit_retries=config.offsets_commit_max_retries,
                 group_instance_id=config.group_instance_id,
             )
-            preferred = config.partition_assignment_strategy
             member = GroupMember(
                 coordinator,
                 session_timeout_ms=config.session_timeout_ms,
                 rebalance_timeout_ms=config.max_poll_interval_ms,
-                assignors=[preferred, *(a for a in ASSIGNORS if a != preferred)],
+                assignors=offered_assignors(config.partition_assignment_strategy),
                 group_instance_id=config.group_instance_id,
             )
             self._driver = GroupDriver(coordinator, member, cluster, config, self.subscriptions, self._commit_positions, self._assignment_changed, self._wake)

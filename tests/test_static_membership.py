@@ -20,14 +20,18 @@ against one bundled broker for the module:
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
+import importlib.util
+import threading
 import uuid
 
 import pytest
 import trio
 from helpers.groups import group_broker_properties, poll_settings
 from helpers.raw import SocketClient, fetch_body, make_topic
+from helpers.skips import require
 from helpers.static_members import StaticPoller, fill, restart_within_session
 from helpers.wait import retry, wait_for
 
@@ -286,8 +290,9 @@ def consumer_settings(broker, group: str, **extra) -> dict:
     return poll_settings(broker.bootstrap, group, **{"session.timeout.ms": 10000, **extra})
 
 
-def test_consumer_restarted_within_session_gets_its_partitions_back_without_rebalance(static_broker, group, topic):
-    restart_within_session(static_broker, topic, PARTITIONS, lambda: consumer_settings(static_broker, group))
+@pytest.mark.parametrize("restarting", ["leader", "follower"])
+def test_consumer_restarted_within_session_gets_its_partitions_back_without_rebalance(static_broker, group, topic, restarting):
+    restart_within_session(static_broker, topic, PARTITIONS, lambda: consumer_settings(static_broker, group), leader_restarts=restarting == "leader")
     with client(static_broker, "admin") as c:
         assert set(instances(c, group)) == {"static-a", "static-b"}
         records = group_records(c, group)
@@ -413,3 +418,101 @@ def test_consumer_refuses_bad_instance_ids(props, message):
 def test_consumer_connector_refuses_group_instance_id():
     with pytest.raises(ConfigError, match="poll consumer, kclient.Consumer"):
         ConsumerConnector({"group.id": "g", "bootstrap.servers": "localhost:1", "group.coordination": "broker", "group.instance.id": "a"})
+
+
+# ---------------------------------------------------------------- a librdkafka static member
+
+
+class ConfluentStaticPoller(threading.Thread):
+    """A confluent-kafka (librdkafka) Consumer with ``group.instance.id``
+    ``instance``, polling and committing each record until `stop`."""
+
+    def __init__(self, broker, group: str, topic: str, instance: str) -> None:
+        super().__init__(name=f"confluent-{instance}", daemon=True)
+        self.config = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "group.instance.id": instance,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 300,
+            "partition.assignment.strategy": "range",
+        }
+        self.topic = topic
+        self.values: list[str] = []
+        self.partitions: set[int] = set()
+        self.assigned_calls = 0
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer as ConfluentConsumer
+
+        try:
+            consumer = ConfluentConsumer(self.config)
+            try:
+                consumer.subscribe([self.topic], on_assign=lambda c, tps: setattr(self, "assigned_calls", self.assigned_calls + 1))
+                while not self.halt.is_set():
+                    msg = consumer.poll(0.1)
+                    if msg is not None and not msg.error():
+                        with self.lock:
+                            self.values.append(msg.value().decode())
+                        consumer.commit(message=msg, asynchronous=False)
+                    self.partitions = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()  # a static member: librdkafka sends no LeaveGroup
+        except BaseException as exc:
+            self.error = exc
+
+    def consumed(self) -> list[str]:
+        with self.lock:
+            return list(self.values)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(90.0)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.interop
+def test_confluent_static_member_restarts_in_a_group_shared_with_kclient(static_broker, group, topic):
+    require(None if importlib.util.find_spec("confluent_kafka") else "not installed", name="confluent-kafka", needs="needs confluent-kafka")
+    produced = fill(static_broker, topic, PARTITIONS, 3, "a")
+    mine = StaticPoller(consumer_settings(static_broker, group, **{"partition.assignment.strategy": "range"}), topic, "kclient-1", "kclient-1")
+    theirs = ConfluentStaticPoller(static_broker, group, topic, "librdkafka-1")
+    mine.start()
+    wait_until(lambda: len(mine.partitions) == PARTITIONS, "the kclient member to join alone")
+    theirs.start()
+    restarted: ConfluentStaticPoller | None = None
+    try:
+        wait_until(
+            lambda: mine.partitions and theirs.partitions and not mine.partitions & theirs.partitions
+            and len(mine.partitions | theirs.partitions) == PARTITIONS and set(mine.consumed()) | set(theirs.consumed()) >= produced,
+            "kclient and librdkafka to split the partitions",
+            detail=lambda: f"kclient {mine.partitions}, librdkafka {theirs.partitions}",
+        )
+        wait_until(lambda: mine.generation[0] >= 0, "the kclient member's generation")
+        owned, generation, calls = set(theirs.partitions), mine.generation, list(mine.listener.calls)
+        with client(static_broker, "admin") as c:
+            assert set(instances(c, group)) == {"kclient-1", "librdkafka-1"}
+        theirs.stop()
+        produced |= fill(static_broker, topic, PARTITIONS, 2, "b")
+        restarted = ConfluentStaticPoller(static_broker, group, topic, "librdkafka-1")
+        restarted.start()
+        everyone = [mine, theirs, restarted]
+        wait_until(
+            lambda: restarted.partitions == owned and set().union(*(p.consumed() for p in everyone)) >= produced,
+            "the restarted librdkafka member to get its partitions back and every record to be read",
+            detail=lambda: f"restarted {restarted.partitions} (wanted {owned}), kclient {mine.partitions}",
+        )
+        assert mine.generation == generation and mine.listener.calls == calls  # no rebalance for the kclient member
+        counts = collections.Counter(v for p in everyone for v in p.consumed())
+        assert set(counts) == produced and [v for v, n in counts.items() if n != 1] == []
+    finally:
+        for p in (mine, restarted):
+            if p is not None and p.is_alive():
+                p.stop()

@@ -114,7 +114,7 @@ def consumed_once(pollers: Iterable[StaticPoller], expected: set[str]) -> bool:
     return seen >= expected
 
 
-def restart_within_session(target: Any, topic: str, partitions: int, settings: Callable[[], dict[str, Any]], *, acks: int = 1) -> None:
+def restart_within_session(target: Any, topic: str, partitions: int, settings: Callable[[], dict[str, Any]], *, leader_restarts: bool, acks: int = 1) -> None:
     """KIP-345's promise, checked: two static members share ``topic``;
     one closes and a new consumer with its ``group.instance.id`` starts
     before its session times out. It gets the same partitions back, the
@@ -128,15 +128,19 @@ def restart_within_session(target: Any, topic: str, partitions: int, settings: C
         partitions: Its partition count (even).
         settings: A fresh consumer config of the group (the session
             timeout long enough for the restart).
+        leader_restarts: Restart the group's leader (the member that
+            joined first and alone), else the other member.
         acks: The producer's acks.
     """
     produced = fill(target, topic, partitions, 5, "a", acks=acks)
     first = StaticPoller(settings(), topic, "static-a", "static-a")
     other = StaticPoller(settings(), topic, "static-b", "static-b")
-    first.start()
-    other.start()
+    leader = first if leader_restarts else other
     restarted: StaticPoller | None = None
     try:
+        leader.start()
+        wait_until(lambda: len(leader.partitions) == partitions, "the first member to join alone (the leader)")
+        (other if leader_restarts else first).start()
         wait_until(
             lambda: first.partitions and other.partitions and not first.partitions & other.partitions
             and len(first.partitions | other.partitions) == partitions and consumed_once([first, other], produced),
@@ -168,6 +172,6 @@ def restart_within_session(target: Any, topic: str, partitions: int, settings: C
         assert set(counts) == produced
         assert [v for v, n in counts.items() if n != 1] == []
     finally:
-        for p in (other, restarted):
+        for p in (first, other, restarted):
             if p is not None and p.is_alive():
                 p.stop()

@@ -164,7 +164,9 @@ class GroupMember:
             try:
                 joined = await self._join_group(metadata)
                 assignments: list[SyncGroupRequestAssignment] = []
-                if joined.leader == joined.member_id and not joined.skip_assignment:
+                if joined.leader == joined.member_id and joined.skip_assignment:
+                    log.info("group %s: returning static leader %s keeps the group's assignment (KIP-814)", self.group_id, self.member_id)
+                elif joined.leader == joined.member_id:
                     assignments = await self._assign(joined, partition_counts)
                 assignment = await self._sync_group(joined.generation_id, joined.protocol_name, assignments)
             except REJOIN_ERRORS as exc:

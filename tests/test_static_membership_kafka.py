@@ -1,0 +1,36 @@
+"""Static membership (KIP-345) of `kclient.Consumer` against Apache Kafka
+4.x itself (KRaft, classic group protocol; one broker for the module):
+the restart scenario of tests/test_static_membership.py, so the client
+side is checked against Kafka's own group coordinator (which answers a
+returning static leader with ``skip_assignment``, JoinGroup v9, KIP-814)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from helpers.groups import poll_settings
+from helpers.skips import require
+from helpers.static_members import restart_within_session
+
+from kclient.testing import KafkaProcess, java_unavailable_reason
+
+pytestmark = pytest.mark.apache_kafka
+
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
+    props = {"num.partitions": PARTITIONS, "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0}
+    with KafkaProcess("4", properties=props) as proc:
+        yield proc
+
+
+@pytest.mark.parametrize("restarting", ["leader", "follower"])
+def test_static_member_restarted_within_session_keeps_its_partitions_on_kafka(kafka, topic, restarting):
+    group = f"k4-static-{uuid.uuid4().hex[:8]}"
+    # Kafka's group.min.session.timeout.ms is 6 s: the restart happens well within 10 s.
+    settings = lambda: poll_settings(kafka.bootstrap, group, **{"session.timeout.ms": 10000})  # noqa: E731
+    restart_within_session(kafka, topic, PARTITIONS, settings, leader_restarts=restarting == "leader", acks=-1)

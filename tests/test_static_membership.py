@@ -241,6 +241,28 @@ def test_static_member_sitting_out_a_rebalance_stays_until_its_session_ends(stat
         assert instances(b, group) == {None: mc}
 
 
+def test_instance_ids_are_loaded_back_after_a_restart(static_broker, group, topic):
+    """The group metadata record keeps the instance ids: after the broker
+    restarts (the coordinator loads the group back), a restarted instance
+    still replaces its old member id with no rebalance."""
+    with client(static_broker, "a") as a, client(static_broker, "b") as b:
+        make_topic(a, topic)
+        find_coordinator(a, group)
+        ma, mb, generation = two_static_members(a, b, group, topic)
+    static_broker.stop()
+    static_broker.start()
+    with client(static_broker, "a-restarted") as a2, client(static_broker, "b") as b:
+        find_coordinator(a2, group)
+        rejoined = retry(lambda: join(a2, group, "inst-a"), ok=lambda r: r["error_code"] != 14, what="the group to load")
+        assert (rejoined["error_code"], rejoined["generation_id"], rejoined["leader"]) == (NONE, generation, ma)
+        ma2 = rejoined["member_id"]
+        assert ma2 != ma
+        assert heartbeat(b, group, generation, mb, "inst-b") == NONE
+        assert heartbeat(b, group, generation, ma, "inst-a") == FENCED_INSTANCE_ID
+        assert sync(a2, group, generation, ma2, "inst-a")["assignment"] == cp.encode_assignment([(topic, [0])], None, version=0)
+        assert instances(a2, group) == {"inst-a": ma2, "inst-b": mb}
+
+
 def test_old_member_id_is_fenced_through_group_member(static_broker, group, topic):
     """kclient's GroupMember as two processes of one instance: the first
     one's Heartbeat raises FencedInstanceIdError once the second joined."""

@@ -11,15 +11,15 @@ The 0.8 ConsumerConnector refuses the strategy."""
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
 from typing import Any
 
 import pytest
+from helpers.cooperative import Member, Writer
 from helpers.groups import group_broker_properties, poll_settings
 from helpers.wait import wait_for
 
-from kclient import Consumer, ConsumerRebalanceListener, Producer, ProducerData, TopicPartition
+from kclient import Consumer, TopicPartition
 from kclient.client.consumer.poll.group import Phase
 from kclient.errors import ConfigError, RebalanceInProgressError
 from kclient.testing import BrokerProcess
@@ -39,114 +39,6 @@ def group_broker():
 def names() -> tuple[str, str]:
     tag = uuid.uuid4().hex[:10]
     return f"coop-{tag}", f"coop-topic-{tag}"
-
-
-class Calls(ConsumerRebalanceListener):
-    """The listener calls of one member, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[int]]] = []
-
-    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        self.calls.append(("revoked", sorted(tp.partition for tp in revoked)))
-
-    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        self.calls.append(("assigned", sorted(tp.partition for tp in assigned)))
-
-    def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
-        self.calls.append(("lost", sorted(tp.partition for tp in lost)))
-
-    def kinds(self, kind: str) -> list[list[int]]:
-        return [parts for k, parts in self.calls if k == kind]
-
-
-class Member(threading.Thread):
-    """A cooperative-sticky kclient member polling in its own thread until
-    `stop` (``hold`` set: it stays in the group but stops polling). It
-    records every ``(partition, offset)`` its polls return, and how many
-    records polls returned while the member was rejoining."""
-
-    def __init__(self, broker: Any, group: str, topic: str, name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.settings = poll_settings(
-            broker.bootstrap, group,
-            **{"partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": True, "auto.commit.interval.ms": 200},
-        )
-        self.topic = topic
-        self.listener = Calls()
-        self.records: list[tuple[int, int]] = []
-        self.while_rejoining = 0
-        self.partitions: set[int] = set()
-        self.error: BaseException | None = None
-        self.halt = threading.Event()
-        self.hold = threading.Event()
-        self.lock = threading.Lock()
-        self.started_polling = threading.Event()
-
-    def run(self) -> None:
-        try:
-            consumer = Consumer(self.settings)
-            try:
-                consumer.subscribe([self.topic], listener=self.listener)
-                driver = consumer._core._driver  # the member's own view of its rebalance phase
-                while not self.halt.is_set():
-                    if self.hold.is_set():
-                        self.halt.wait(0.05)
-                        continue
-                    self.started_polling.set()
-                    got = consumer.poll(timeout_ms=100)
-                    rejoining = driver is not None and driver.phase in (Phase.JOINING, Phase.JOINED)
-                    with self.lock:
-                        self.records.extend((r.partition, r.offset) for r in got)
-                        if rejoining:
-                            self.while_rejoining += len(got)
-                    self.partitions = {tp.partition for tp in consumer.assignment()}
-            finally:
-                consumer.close()
-        except BaseException as exc:
-            self.error = exc
-
-    def consumed(self) -> list[tuple[int, int]]:
-        with self.lock:
-            return list(self.records)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(DEADLINE)
-        assert not self.is_alive(), f"{self.name} did not stop"
-        if self.error is not None:
-            raise self.error
-
-
-class Writer(threading.Thread):
-    """Produces one record to every partition in turn until `stop`,
-    keeping the ``(partition, offset)`` of each acknowledged one."""
-
-    def __init__(self, broker: Any, topic: str) -> None:
-        super().__init__(name="writer", daemon=True)
-        self.props = {"metadata.broker.list": broker.bootstrap, "producer.type": "sync", "request.required.acks": 1}
-        self.topic = topic
-        self.sent = [0] * PARTITIONS
-        self.halt = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with Producer(self.props) as producer:
-                while not self.halt.is_set():
-                    for p in range(PARTITIONS):
-                        producer.send([ProducerData(self.topic, None, [f"{p}-{self.sent[p]}".encode()], partition=p)])
-                        self.sent[p] += 1
-        except BaseException as exc:
-            self.error = exc
-
-    def acknowledged(self) -> set[tuple[int, int]]:
-        return {(p, o) for p in range(PARTITIONS) for o in range(self.sent[p])}
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(DEADLINE)
-        assert not self.is_alive() and self.error is None, self.error
 
 
 def _start(member: Member) -> Member:
@@ -170,9 +62,9 @@ def _check(*members: Member) -> None:
 
 def test_joining_member_takes_partitions_incrementally(group_broker, names) -> None:
     group, topic = names
-    writer = Writer(group_broker, topic)
-    a = _start(Member(group_broker, group, topic, "a"))
-    c = _start(Member(group_broker, group, topic, "c"))
+    writer = Writer(group_broker.bootstrap, topic, PARTITIONS)
+    a = _start(Member(group_broker.bootstrap, group, topic, "a"))
+    c = _start(Member(group_broker.bootstrap, group, topic, "c"))
     members = [a, c]
     b: Member | None = None
     try:
@@ -184,7 +76,7 @@ def test_joining_member_takes_partitions_incrementally(group_broker, names) -> N
         # c stops polling: the coming rebalance waits for it (a rejoin
         # happens in poll), so a's rejoin stays under way until c polls.
         c.hold.set()
-        b = _start(Member(group_broker, group, topic, "b"))
+        b = _start(Member(group_broker.bootstrap, group, topic, "b"))
         members.append(b)
         wait_until(lambda: a.while_rejoining > 0, "a to return records while it rejoins", detail=lambda: f"{a.listener.calls}")
         assert a.partitions == a_before  # nothing revoked before the group settles
@@ -226,8 +118,8 @@ def test_joining_member_takes_partitions_incrementally(group_broker, names) -> N
 
 def test_member_closing_leaves_its_partitions_without_revocation(group_broker, names) -> None:
     group, topic = names
-    a = _start(Member(group_broker, group, topic, "a"))
-    b = _start(Member(group_broker, group, topic, "b"))
+    a = _start(Member(group_broker.bootstrap, group, topic, "a"))
+    b = _start(Member(group_broker.bootstrap, group, topic, "b"))
     try:
         _wait_assigned([a, b], [3, 3], "a and b to share the partitions")
         b_before = set(b.partitions)

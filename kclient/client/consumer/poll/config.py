@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from kclient.client.consumer.poll.protocol_settings import check_group_protocol_settings
 from kclient.client.serde import decoder_function
 from kclient.config import ConsumerConfig
 from kclient.config.convert import to_bool
@@ -141,6 +142,7 @@ def _from_mapping(source: Mapping[str, Any]) -> tuple[ConsumerConfig, str | None
         canonical = ConsumerConfig.canonical_name(key)
         if canonical in CONNECTOR_ONLY:
             raise ConfigError(f"{key!r} is not a setting of kclient.Consumer: {CONNECTOR_ONLY[canonical]}")
+    check_group_protocol_settings(props)
     given = {ConsumerConfig.canonical_name(k) for k in props}
     merged = {k: v for k, v in MODERN_DEFAULTS.items() if k not in given}
     merged.update(props)

@@ -43,10 +43,12 @@ from kclient.client.consumer.group.membership import GroupMember
 from kclient.client.consumer.poll.arguments import Offsets, Topics, offsets_of, partitions_of, timeout_seconds, topics_or_pattern
 from kclient.client.consumer.poll.auto_commit import AutoCommitter, PendingCommits
 from kclient.client.consumer.poll.config import PollSettings, poll_settings
+from kclient.client.consumer.poll.consumer_protocol_driver import ConsumerProtocolDriver
 from kclient.client.consumer.poll.errors import WakeupError
 from kclient.client.consumer.poll.fetcher import Fetcher
 from kclient.client.consumer.poll.group import GroupDriver, ListenerCall, Phase
 from kclient.client.consumer.poll.list_offsets import OffsetLookup
+from kclient.client.consumer.poll.membership_driver import MembershipDriver
 from kclient.client.consumer.poll.positions import PositionUpdater
 from kclient.client.consumer.poll.record_poll import RecordPoller, Wakeup
 from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, SubscriptionState, SubscriptionType
@@ -131,7 +133,7 @@ class TrioConsumer:
         self._fetcher: Fetcher | None = None
         self._lookup: OffsetLookup | None = None
         self._positions: PositionUpdater | None = None
-        self._driver: GroupDriver | None = None
+        self._driver: MembershipDriver | None = None
         self._poller: RecordPoller | None = None
         self._auto_commit: AutoCommitter | None = None
         self._pending_commits = PendingCommits()
@@ -188,7 +190,10 @@ class TrioConsumer:
                 assignors=offered_assignors(config.partition_assignment_strategy),
                 group_instance_id=config.group_instance_id,
             )
-            self._driver = GroupDriver(coordinator, member, cluster, config, self.subscriptions, self._commit_positions, self._assignment_changed, self._wake)
+            if config.group_protocol == "consumer":  # Kafka 4.0's consumer group protocol (KIP-848)
+                self._driver = ConsumerProtocolDriver(coordinator, cluster, config, self.subscriptions, self._commit_positions, self._assignment_changed, self._wake)
+            else:
+                self._driver = GroupDriver(coordinator, member, cluster, config, self.subscriptions, self._commit_positions, self._assignment_changed, self._wake)
             self._tasks.start_soon(self._driver.run)
         committed = self._committed_for_positions if self.group_id is not None else None
         self._positions = PositionUpdater(self.subscriptions, self._lookup, committed, self.settings.offset_reset)
@@ -217,7 +222,7 @@ class TrioConsumer:
         assert self._fetcher is not None
         self._fetcher.clear()
 
-    def _group(self) -> GroupDriver:
+    def _group(self) -> MembershipDriver:
         if self._driver is None:
             raise InvalidGroupIdError("To use the group management or offset commit APIs, you must provide a valid group.id in the consumer configuration.")
         return self._driver

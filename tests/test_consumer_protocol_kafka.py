@@ -241,3 +241,85 @@ def test_a_java_member_and_a_kclient_member_share_a_group(kafka, topic):
             proc.terminate()
             proc.wait(timeout=DEADLINE)
         consumer.close()
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins(kafka, topic):
+    """Past ``max.poll.interval.ms`` without a poll the member leaves (epoch
+    -1): the other takes every partition; the next poll calls
+    ``on_partitions_lost`` and joins again."""
+    group = f"k848-{uuid.uuid4().hex[:8]}"
+    fill(kafka, topic, 1, "p")
+    log: list = []
+    first = Consumer(settings(kafka, group, **{"max.poll.interval.ms": 1500}))
+    second = Consumer(settings(kafka, group))
+    try:
+        first.subscribe([topic], listener=Recorder("first", log))
+        second.subscribe([topic], listener=Recorder("second", log))
+
+        def split() -> bool:
+            first.poll(timeout_ms=20)
+            second.poll(timeout_ms=20)
+            a, b = first.assignment(), second.assignment()
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(split, "the two members to split the partitions")
+        owned, since = sorted(first.assignment()), len(log)
+        wait_until(lambda: second.poll(timeout_ms=50) is not None and len(second.assignment()) == PARTITIONS, "the other member to take every partition")
+        wait_until(split, "the member to join again after polling")
+        calls = [e for e in log[since:] if e[0] == "first"]
+        assert calls[0] == ("first", "lost", owned)
+        assert not [e for e in calls if e[1] == "revoked"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_pattern_subscription_and_unsubscribe_with_the_consumer_protocol(kafka, topic):
+    group = f"k848-{uuid.uuid4().hex[:8]}"
+    produced = fill(kafka, topic, 3, "r")
+    with Consumer(settings(kafka, group)) as consumer:
+        consumer.subscribe(re.compile(re.escape(topic[:-8]) + "[0-9a-f]{8}"))
+        seen: list[str] = []
+        wait_until(lambda: seen.extend(r.value.decode() for r in consumer.poll(timeout_ms=100)) or set(seen) >= produced, "every record of the matched topic")
+        assert consumer.subscription() == {topic}
+        assert len(consumer.assignment()) == PARTITIONS
+        consumer.unsubscribe()
+        assert consumer.assignment() == set()
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(timeout_ms=50) is not None and len(consumer.assignment()) == PARTITIONS, "the member to join again")
+
+
+def test_a_restarted_static_member_gets_its_partitions_back(kafka, topic):
+    """A static member (``group.instance.id``) leaves with epoch -2: its
+    partitions wait for it, and the same instance restarted takes them
+    back; the other member's assignment never changes."""
+    group = f"k848-{uuid.uuid4().hex[:8]}"
+    fill(kafka, topic, 1, "s")
+    log: list = []
+    static = Consumer(settings(kafka, group, **{"group.instance.id": "static-1"}))
+    other = Consumer(settings(kafka, group))
+    again = None
+    try:
+        static.subscribe([topic])
+        other.subscribe([topic], listener=Recorder("other", log))
+
+        def split(a_member) -> bool:
+            a_member.poll(timeout_ms=20)
+            other.poll(timeout_ms=20)
+            a, b = a_member.assignment(), other.assignment()
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(lambda: split(static), "the two members to split the partitions")
+        owned = static.assignment()
+        calls = len(log)
+        static.close()
+        again = Consumer(settings(kafka, group, **{"group.instance.id": "static-1"}))
+        again.subscribe([topic])
+        wait_until(lambda: split(again), "the restarted static member to get partitions")
+        assert again.assignment() == owned
+        assert len(log) == calls  # the other member was neither revoked nor assigned anything
+    finally:
+        static.close()
+        other.close()
+        if again is not None:
+            again.close()

@@ -1,0 +1,247 @@
+"""The KIP-848 scenarios (``group.protocol=consumer``) that
+tests/test_consumer_protocol_kafka.py runs against Apache Kafka 4.x and
+tests/test_consumer_protocol_bundled.py against the bundled broker: each
+takes the broker (anything with a ``bootstrap`` attribute) and a fresh
+topic of `PARTITIONS` partitions (auto-created by the first produce).
+Every wait is for a condition (`helpers.wait.wait_for`), and rebalances
+are checked by the rebalance listener's calls, not by time."""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from typing import Any
+
+from helpers.records import produce
+from helpers.wait import wait_for
+from kclient import Consumer, OffsetAndMetadata, TopicPartition
+
+#: Partitions of every topic (the brokers' ``num.partitions``).
+PARTITIONS = 4
+DEADLINE = 90.0
+wait_until = functools.partial(wait_for, timeout=DEADLINE, interval=0.05)
+
+
+def new_group() -> str:
+    """A group id no other test uses."""
+    return f"k848-{uuid.uuid4().hex[:8]}"
+
+
+def settings(target: Any, group: str, **extra: Any) -> dict[str, Any]:
+    """A `kclient.Consumer` config with the consumer group protocol, from the
+    earliest offset, no auto-commit; ``extra`` overrides any of them."""
+    base = {
+        "bootstrap.servers": target.bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "fetch.max.wait.ms": 100,
+    }
+    base.update(extra)
+    return base
+
+
+def fill(target: Any, topic: str, per_partition: int, prefix: str) -> set[str]:
+    """Produce ``per_partition`` records to each partition; their values."""
+    values = set()
+    for p in range(PARTITIONS):
+        vs = [f"{prefix}{p}-{i}" for i in range(per_partition)]
+        produce(target, topic, vs, partition=p, acks=-1)
+        values.update(vs)
+    return values
+
+
+class Recorder:
+    """A rebalance listener that keeps its calls, in order, in a shared log."""
+
+    def __init__(self, name: str, log: list[Any]) -> None:
+        self.name = name
+        self.log = log
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self.log.append((self.name, "revoked", sorted(partitions)))
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.log.append((self.name, "assigned", sorted(partitions)))
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        self.log.append((self.name, "lost", sorted(partitions)))
+
+
+def subscribe_poll_commit(target: Any, topic: str) -> None:
+    group = new_group()
+    produced = fill(target, topic, 10, "a")
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    log: list = []
+    seen: list[str] = []
+    with Consumer(settings(target, group, **{"max.poll.records": 9, "group.remote.assignor": "uniform"})) as consumer:
+        consumer.subscribe([topic], listener=Recorder("a", log))
+
+        def read_all() -> bool:
+            batch = consumer.poll(timeout_ms=200)
+            assert len(batch) <= 9
+            seen.extend(r.value.decode() for r in batch)
+            return set(seen) >= produced
+
+        wait_until(read_all, "every record")
+        assert len(seen) == len(produced)
+        assert consumer.assignment() == set(tps)
+        assert log == [("a", "assigned", tps)]
+        consumer.commit()
+        assert consumer.committed(tps) == {tp: OffsetAndMetadata(10) for tp in tps}
+        consumer.commit({tps[0]: OffsetAndMetadata(4, "kip-848")})
+        assert consumer.committed([tps[0]])[tps[0]] == OffsetAndMetadata(4, "kip-848")
+    assert log[-1] == ("a", "revoked", tps)
+    with Consumer(settings(target, group)) as consumer:
+        consumer.subscribe(topic)
+        again: list = []
+        wait_until(lambda: again.extend(consumer.poll(timeout_ms=200)) or len(again) >= 6, "the records after the commit")
+        assert sorted((r.partition, r.offset) for r in again) == [(0, o) for o in range(4, 10)]
+
+
+def two_members_split_and_one_takes_all(target: Any, topic: str) -> None:
+    group = new_group()
+    fill(target, topic, 2, "a")
+    first = Consumer(settings(target, group))
+    second = Consumer(settings(target, group))
+    try:
+        first.subscribe([topic])
+        second.subscribe([topic])
+
+        def split() -> bool:
+            first.poll(timeout_ms=50)
+            second.poll(timeout_ms=50)
+            a, b = first.assignment(), second.assignment()
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(split, "the two members to split the partitions")
+        second.close()
+
+        def all_to_first() -> bool:
+            first.poll(timeout_ms=50)
+            return len(first.assignment()) == PARTITIONS
+
+        wait_until(all_to_first, "the first member to get every partition")
+    finally:
+        first.close()
+        second.close()
+
+
+def kept_partitions_consumed_while_a_member_joins(target: Any, topic: str) -> None:
+    """Incremental reconciliation (KIP-848): while the second member joins,
+    the first revokes only the partitions that move, and keeps reading
+    the others between its revocation and the second member's assignment."""
+    group = new_group()
+    fill(target, topic, 400, "k")
+    log: list = []
+    first = Consumer(settings(target, group, **{"max.poll.records": 5}))
+    second = Consumer(settings(target, group, **{"max.poll.records": 5}))
+    try:
+        first.subscribe([topic], listener=Recorder("first", log))
+        wait_until(lambda: first.poll(timeout_ms=50) is not None and len(first.assignment()) == PARTITIONS, "the first member to own every partition")
+        second.subscribe([topic], listener=Recorder("second", log))
+
+        def second_assigned() -> bool:
+            for record in first.poll(timeout_ms=20):
+                log.append(("first", "record", TopicPartition(record.topic, record.partition)))
+            second.poll(timeout_ms=20)
+            return any(e[0] == "second" and e[1] == "assigned" and e[2] for e in log)
+
+        wait_until(second_assigned, "the second member to be assigned partitions")
+        revoked_at = next(i for i, e in enumerate(log) if e[:2] == ("first", "revoked"))
+        assigned_at = next(i for i, e in enumerate(log) if e[0] == "second" and e[1] == "assigned" and e[2])
+        revoked = set(log[revoked_at][2])
+        kept = first.assignment()
+        assert len(revoked) == PARTITIONS // 2 and kept == {TopicPartition(topic, p) for p in range(PARTITIONS)} - revoked
+        assert set(log[assigned_at][2]) == revoked
+        # Only the moved partitions were revoked, and the kept ones were read in between.
+        between = [e[2] for e in log[revoked_at:assigned_at] if e[1] == "record"]
+        assert between and set(between) <= kept
+        assert not [e for e in log if e[0] == "first" and e[1] == "lost"]
+    finally:
+        first.close()
+        second.close()
+
+
+def member_that_stops_polling_leaves_and_rejoins(target: Any, topic: str) -> None:
+    """Past ``max.poll.interval.ms`` without a poll the member leaves (epoch
+    -1): the other takes every partition; the next poll calls
+    ``on_partitions_lost`` and joins again."""
+    group = new_group()
+    fill(target, topic, 1, "p")
+    log: list = []
+    first = Consumer(settings(target, group, **{"max.poll.interval.ms": 1500}))
+    second = Consumer(settings(target, group))
+    try:
+        first.subscribe([topic], listener=Recorder("first", log))
+        second.subscribe([topic], listener=Recorder("second", log))
+
+        def split() -> bool:
+            first.poll(timeout_ms=20)
+            second.poll(timeout_ms=20)
+            a, b = first.assignment(), second.assignment()
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(split, "the two members to split the partitions")
+        owned, since = sorted(first.assignment()), len(log)
+        wait_until(lambda: second.poll(timeout_ms=50) is not None and len(second.assignment()) == PARTITIONS, "the other member to take every partition")
+        wait_until(split, "the member to join again after polling")
+        calls = [e for e in log[since:] if e[0] == "first"]
+        assert calls[0] == ("first", "lost", owned)
+        assert not [e for e in calls if e[1] == "revoked"]
+    finally:
+        first.close()
+        second.close()
+
+
+def pattern_subscription_and_unsubscribe(target: Any, topic: str) -> None:
+    group = new_group()
+    produced = fill(target, topic, 3, "r")
+    with Consumer(settings(target, group)) as consumer:
+        consumer.subscribe(re.compile(re.escape(topic[:-8]) + "[0-9a-f]{8}"))
+        seen: list[str] = []
+        wait_until(lambda: seen.extend(r.value.decode() for r in consumer.poll(timeout_ms=100)) or set(seen) >= produced, "every record of the matched topic")
+        assert consumer.subscription() == {topic}
+        assert len(consumer.assignment()) == PARTITIONS
+        consumer.unsubscribe()
+        assert consumer.assignment() == set()
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(timeout_ms=50) is not None and len(consumer.assignment()) == PARTITIONS, "the member to join again")
+
+
+def restarted_static_member_gets_its_partitions_back(target: Any, topic: str) -> None:
+    """A static member (``group.instance.id``) leaves with epoch -2: its
+    partitions wait for it, and the same instance restarted takes them
+    back; the other member's assignment never changes."""
+    group = new_group()
+    fill(target, topic, 1, "s")
+    log: list = []
+    static = Consumer(settings(target, group, **{"group.instance.id": "static-1"}))
+    other = Consumer(settings(target, group))
+    again = None
+    try:
+        static.subscribe([topic])
+        other.subscribe([topic], listener=Recorder("other", log))
+
+        def split(a_member) -> bool:
+            a_member.poll(timeout_ms=20)
+            other.poll(timeout_ms=20)
+            a, b = a_member.assignment(), other.assignment()
+            return len(a) == len(b) == PARTITIONS // 2 and not a & b
+
+        wait_until(lambda: split(static), "the two members to split the partitions")
+        owned = static.assignment()
+        calls = len(log)
+        static.close()
+        again = Consumer(settings(target, group, **{"group.instance.id": "static-1"}))
+        again.subscribe([topic])
+        wait_until(lambda: split(again), "the restarted static member to get partitions")
+        assert again.assignment() == owned
+        assert len(log) == calls  # the other member was neither revoked nor assigned anything
+    finally:
+        static.close()
+        other.close()
+        if again is not None:
+            again.close()

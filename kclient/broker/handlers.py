@@ -48,6 +48,8 @@ from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.describe_configs import ConfigHelper
 from kclient.broker.fetch import FetchHandler, leader_error
 from kclient.broker.group.apis import GroupApis
+from kclient.broker.group.consumer_apis import ConsumerGroupApis
+from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.partition import Partition
 from kclient.broker.state import BrokerState, TopicFormat
@@ -184,7 +186,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     1: (0, 11),  # Fetch
     2: (0, 5),  # ListOffsets
     3: (0, 8),  # Metadata
-    8: (0, 7),  # OffsetCommit
+    8: (0, 9),  # OffsetCommit (v8+ flexible; v9: consumer-protocol members, KIP-848)
     9: (0, 5),  # OffsetFetch (v0 reads ZooKeeper, as Kafka up to 3.9)
     10: (0, 2),  # FindCoordinator
     11: (0, 5),  # JoinGroup (v4+: KIP-394 member ids)
@@ -209,6 +211,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     42: (0, 1),  # DeleteGroups (KIP-229)
     37: (0, 1),  # CreatePartitions (KIP-195; v2 is flexible)
     47: (0, 0),  # OffsetDelete (KIP-496)
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
+    69: (0, 0),  # ConsumerGroupDescribe (KIP-848)
 }
 # The SASL APIs are advertised on every listener, as Kafka does; on a
 # listener without SASL, or once authenticated, they are answered
@@ -285,6 +289,10 @@ class RequestHandlers:
         self.group_apis = GroupApis(
             state.config, state.broker_id, self.metadata_cache, components.group_coordinator, zk=components.zk, clock=state.clock
         )
+        #: The consumer group protocol (KIP-848) and the group APIs it changes.
+        self.consumer_group_apis = ConsumerGroupApis(
+            ConsumerGroupCoordinator(state.config, components.group_coordinator.manager, self.metadata_cache), self.group_apis, clock=state.clock
+        )
         self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
         self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
         self.config_alterer = ConfigAlterer(
@@ -302,15 +310,17 @@ class RequestHandlers:
             3: self.metadata,
             9: self.offset_fetch,
             10: self.find_coordinator,
-            8: self.group_apis.offset_commit,
-            11: self.group_apis.join_group,
+            8: self.consumer_group_apis.offset_commit,
+            11: self.consumer_group_apis.join_group,
             12: self.group_apis.heartbeat,
             13: self.group_apis.leave_group,
             14: self.group_apis.sync_group,
             15: self.group_apis.describe_groups,
-            16: self.group_apis.list_groups,
-            42: self.group_apis.delete_groups,
+            16: self.consumer_group_apis.list_groups,
+            42: self.consumer_group_apis.delete_groups,
             47: self.group_apis.offset_delete,
+            68: self.consumer_group_apis.consumer_group_heartbeat,
+            69: self.consumer_group_apis.consumer_group_describe,
             17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,

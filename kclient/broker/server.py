@@ -118,6 +118,8 @@ from kclient.protocol.messages import (
     ALTER_CONFIGS,
     API_VERSIONS,
     APIS,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_GROUPS,
@@ -179,6 +181,9 @@ BROKER_APIS = {
     LIST_GROUPS.key: LIST_GROUPS,
     DELETE_GROUPS.key: DELETE_GROUPS,
     OFFSET_DELETE.key: OFFSET_DELETE,
+    # The consumer group protocol (KIP-848).
+    CONSUMER_GROUP_HEARTBEAT.key: CONSUMER_GROUP_HEARTBEAT,
+    CONSUMER_GROUP_DESCRIBE.key: CONSUMER_GROUP_DESCRIBE,
 }
 
 #: The former private name (tests/test_protocol_groups.py imports it).

@@ -284,6 +284,27 @@ class BrokerConfig(_KafkaConfig):
     group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", to_int, 3000, at_least(0))
     """How long the first rebalance of an empty group waits for more
     members to join (ms), up to the rebalance timeout."""
+    group_consumer_heartbeat_interval_ms: int = prop("group.consumer.heartbeat.interval.ms", to_int, 5000, at_least(1))
+    """How often members of consumer-protocol groups (KIP-848,
+    ``group.protocol=consumer``) heartbeat (ms); sent to them in each
+    ConsumerGroupHeartbeat response."""
+    group_consumer_min_heartbeat_interval_ms: int = prop("group.consumer.min.heartbeat.interval.ms", to_int, 5000, at_least(1))
+    """Smallest ``group.consumer.heartbeat.interval.ms`` allowed (ms)."""
+    group_consumer_max_heartbeat_interval_ms: int = prop("group.consumer.max.heartbeat.interval.ms", to_int, 15000, at_least(1))
+    """Largest ``group.consumer.heartbeat.interval.ms`` allowed (ms)."""
+    group_consumer_session_timeout_ms: int = prop("group.consumer.session.timeout.ms", to_int, 45000, at_least(1))
+    """A consumer-protocol member not heard from for this long is removed
+    from its group (ms, KIP-848)."""
+    group_consumer_min_session_timeout_ms: int = prop("group.consumer.min.session.timeout.ms", to_int, 45000, at_least(1))
+    """Smallest ``group.consumer.session.timeout.ms`` allowed (ms)."""
+    group_consumer_max_session_timeout_ms: int = prop("group.consumer.max.session.timeout.ms", to_int, 60000, at_least(1))
+    """Largest ``group.consumer.session.timeout.ms`` allowed (ms)."""
+    group_consumer_assignors: tuple[str, ...] = prop("group.consumer.assignors", to_list, ("uniform", "range"), not_empty)
+    """The server-side assignors of consumer-protocol groups (``uniform``,
+    ``range``); the first is the default, a member may ask for another."""
+    group_consumer_max_size: int = prop("group.consumer.max.size", to_int, 2147483647, at_least(1))
+    """The most members a consumer-protocol group may have (else
+    GROUP_MAX_SIZE_REACHED)."""
     unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", to_bool, False)
     """Whether a replica outside the ISR may become leader when no in-sync
     replica is alive (availability over durability: acknowledged records

@@ -1,0 +1,247 @@
+"""Request handlers of the consumer group protocol (KIP-848):
+ConsumerGroupHeartbeat (key 68) and ConsumerGroupDescribe (key 69), and the
+group APIs whose answer depends on a group being a consumer-protocol one
+(`kclient.broker.group.consumer_coordinator`):
+
+- OffsetCommit to a consumer group carries the member epoch in
+  ``generation_id_or_member_epoch``; it is accepted when it is the
+  member's current epoch (STALE_MEMBER_EPOCH otherwise, UNKNOWN_MEMBER_ID
+  for a member not in the group, UNSUPPORTED_VERSION below v9 as Kafka
+  requires of consumer-protocol members) and stored as every commit is;
+- JoinGroup on a consumer group with members: INCONSISTENT_GROUP_PROTOCOL;
+- ListGroups lists consumer groups with group type ``consumer`` (v5
+  ``types_filter``, KIP-848);
+- DeleteGroups of a consumer group with members: NON_EMPTY_GROUP.
+
+Every other request goes on to the classic handlers
+(`kclient.broker.group.apis.GroupApis`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kclient.broker.group.apis import GroupApis, client_host
+from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
+from kclient.broker.group.records import OffsetAndMetadata
+from kclient.clock import now_ms
+from kclient.errors import (
+    GROUP_ID_NOT_FOUND,
+    INCONSISTENT_GROUP_PROTOCOL,
+    NON_EMPTY_GROUP,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeAssignment,
+    ConsumerGroupDescribeGroup,
+    ConsumerGroupDescribeMember,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeTopicPartitions,
+)
+from kclient.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from kclient.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
+from kclient.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from kclient.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from kclient.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from kclient.broker.group.consumer_group import ConsumerGroup
+    from kclient.broker.group.reconciliation import Partitions
+
+log = logging.getLogger("kclient.broker.group")
+
+#: ``group_type`` of consumer-protocol groups in ListGroups v5+.
+CONSUMER_GROUP_TYPE = "consumer"
+
+
+def _commit_response(body: OffsetCommitRequest, results: Mapping[tuple[str, int], int]) -> OffsetCommitResponse:
+    topics: dict[str, list[OffsetCommitResponsePartition]] = {}
+    for t in body.topics:
+        parts = topics.setdefault(t.name, [])
+        for p in t.partitions:
+            parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)]))
+    return OffsetCommitResponse(topics=[OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+def _describe_assignment(partitions: Partitions, names: Mapping[uuid.UUID, str]) -> ConsumerGroupDescribeAssignment:
+    return ConsumerGroupDescribeAssignment(
+        topic_partitions=[
+            ConsumerGroupDescribeTopicPartitions(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
+            for t, ps in sorted(partitions.items(), key=lambda i: names.get(i[0], str(i[0])))
+        ]
+    )
+
+
+def describe_group(group: ConsumerGroup) -> ConsumerGroupDescribeGroup:
+    """ConsumerGroupDescribe's entry for one group.
+
+    Args:
+        group: The group.
+
+    Returns:
+        Its state, epochs, assignor and members (current and target
+        assignments with topic ids and names).
+    """
+    names = {info.topic_id: name for name, info in group.topics.items()}
+    return ConsumerGroupDescribeGroup(
+        group_id=group.group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.assignor,
+        members=[
+            ConsumerGroupDescribeMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=_describe_assignment(m.assignment.assigned, names),
+                target_assignment=_describe_assignment(group.target.get(m.member_id, {}), names),
+            )
+            for m in group.members.values()
+        ],
+    )
+
+
+class ConsumerGroupApis:
+    """The handlers of the module docstring.
+
+    Args:
+        coordinator: The consumer-protocol groups.
+        classic: The classic group handlers, for everything else.
+        clock: The wall clock in ms (commit timestamps).
+    """
+
+    def __init__(self, coordinator: ConsumerGroupCoordinator, classic: GroupApis, *, clock: Callable[[], int] = now_ms) -> None:
+        self.coordinator = coordinator
+        self.classic = classic
+        self.clock = clock
+
+    async def consumer_group_heartbeat(self, header: RequestHeader, body: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+        """ConsumerGroupHeartbeat v0-1 (KIP-848): see
+        `kclient.broker.group.consumer_coordinator.ConsumerGroupCoordinator.heartbeat`."""
+        response = self.coordinator.heartbeat(body, header.api_version, client_id=header.client_id or "", client_host=client_host.get())
+        if response.error_code != NONE:
+            log.info("ConsumerGroupHeartbeat of group %r from %s: error %d (%s)", body.group_id, header.client_id, response.error_code, response.error_message)
+        return response
+
+    async def consumer_group_describe(self, header: RequestHeader, body: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+        """ConsumerGroupDescribe v0 (KIP-848): each group's state, epochs,
+        assignor and members; GROUP_ID_NOT_FOUND for a group that is not a
+        consumer group here (authorized operations are not computed: the
+        KIP-430 "omitted" value)."""
+        coordinator = self.coordinator
+        coordinator.check_deadlines(coordinator.clock())
+        groups = []
+        for group_id in body.group_ids:
+            code = coordinator.manager.status(group_id)
+            group = coordinator.group(group_id) if code == NONE else None
+            if code != NONE:
+                groups.append(ConsumerGroupDescribeGroup(group_id=group_id, error_code=code))
+            elif group is None:
+                groups.append(ConsumerGroupDescribeGroup(group_id=group_id, error_code=GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."))
+            else:
+                groups.append(describe_group(group))
+        return ConsumerGroupDescribeResponse(groups=groups)
+
+    async def offset_commit(self, header: RequestHeader, body: OffsetCommitRequest) -> OffsetCommitResponse:
+        """OffsetCommit: a consumer group's commit is checked against the
+        member's epoch (module docstring), then stored; any other group's
+        goes to the classic handler."""
+        group_id = body.group_id
+        if header.api_version == 0 or not self.coordinator.is_consumer_group(group_id):
+            return await self.classic.offset_commit(header, body)
+        code = self.coordinator.validate_offset_commit(group_id, body.member_id, body.generation_id_or_member_epoch, header.api_version)
+        if code != NONE:
+            log.info("OffsetCommit for consumer group %r from %s: error %d", group_id, header.client_id, code)
+            return _commit_response(body, {(t.name, p.partition_index): code for t in body.topics for p in t.partitions})
+        return _commit_response(body, await self._store(body))
+
+    async def _store(self, body: OffsetCommitRequest) -> dict[tuple[str, int], int]:
+        """Store a validated commit's offsets: ``{(topic, partition): error}``."""
+        now = self.clock()
+        max_metadata = self.classic.config.offset_metadata_max_bytes
+        cache = self.classic.metadata_cache
+        results: dict[tuple[str, int], int] = {}
+        valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if cache.partition(*tp) is None:
+                    results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > max_metadata:
+                    results[tp] = OFFSET_METADATA_TOO_LARGE
+                else:
+                    valid[tp] = OffsetAndMetadata(offset=p.committed_offset, metadata=metadata, commit_timestamp=now, leader_epoch=p.committed_leader_epoch, expire_timestamp=-1)
+        if valid:
+            code = await self.coordinator.manager.store_offsets(body.group_id, valid)
+            results.update(dict.fromkeys(valid, code))
+        return results
+
+    async def join_group(self, header: RequestHeader, body: JoinGroupRequest) -> JoinGroupResponse:
+        """JoinGroup: INCONSISTENT_GROUP_PROTOCOL for a consumer group with
+        members; an empty one is forgotten and the group becomes a
+        classic one."""
+        if self.coordinator.is_active(body.group_id):
+            return JoinGroupResponse(
+                error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, protocol_type=None, protocol_name="" if header.api_version < 7 else None, leader="", member_id=body.member_id
+            )
+        self.coordinator.drop(body.group_id)
+        return await self.classic.join_group(header, body)
+
+    async def list_groups(self, header: RequestHeader, body: ListGroupsRequest) -> ListGroupsResponse:
+        """ListGroups: the classic groups, and the consumer groups as group
+        type ``consumer`` (protocol type ``consumer``), each filtered by
+        ``states_filter`` / ``types_filter`` when given (without case)."""
+        response = await self.classic.list_groups(header, body)
+        consumer = self.coordinator.list_groups()
+        ids = {g for g, _ in consumer}
+        response.groups = [g for g in response.groups if g.group_id not in ids]
+        states = {s.lower() for s in body.states_filter}
+        types = {t.lower() for t in body.types_filter}
+        if not types or CONSUMER_GROUP_TYPE in types:
+            response.groups.extend(
+                ListedGroup(group_id=g, protocol_type="consumer", group_state=s, group_type=CONSUMER_GROUP_TYPE)
+                for g, s in consumer
+                if not states or s.lower() in states
+            )
+        return response
+
+    async def delete_groups(self, header: RequestHeader, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        """DeleteGroups: NON_EMPTY_GROUP for a consumer group with members;
+        an empty one is deleted with its offsets (NONE even without
+        offsets); other groups as the classic handler answers."""
+        coordinator = self.coordinator
+        refused = {g for g in body.groups_names if coordinator.is_active(g)}
+        empty = {g for g in body.groups_names if g not in refused and coordinator.is_consumer_group(g)}
+        rest = [g for g in body.groups_names if g not in refused]
+        classic = await self.classic.delete_groups(header, attrs.evolve(body, groups_names=rest)) if rest else DeleteGroupsResponse()
+        codes = {r.group_id: r.error_code for r in classic.results}
+        for g in empty:
+            coordinator.drop(g)
+            if codes.get(g) == GROUP_ID_NOT_FOUND:
+                codes[g] = NONE
+        codes.update(dict.fromkeys(refused, NON_EMPTY_GROUP))
+        return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=codes[g]) for g in body.groups_names])
+
+
+__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupApis", "describe_group"]

@@ -217,7 +217,10 @@ def test_restarted_static_member_replaces_its_old_id_without_a_rebalance(static_
         assert instances(a2, group) == {"inst-a": ma2}
 
 
-def test_static_member_sitting_out_a_rebalance_stays_until_its_session_ends(static_broker, group, topic):
+def test_static_member_sitting_out_a_rebalance_stays_assigned_until_the_sync_deadline(static_broker, group, topic):
+    """A static member that does not rejoin stays in the next generation
+    (the leader assigns to it); as in Kafka, one that then does not sync
+    within the rebalance timeout is removed (pending sync expiry)."""
     with client(static_broker, "a") as a, client(static_broker, "b") as b, client(static_broker, "c") as c:
         make_topic(a, topic)
         find_coordinator(a, group)
@@ -235,8 +238,8 @@ def test_static_member_sitting_out_a_rebalance_stays_until_its_session_ends(stat
         assert {m["member_id"]: m["group_instance_id"] for m in joined_c["members"]} == {ma: "inst-a", mc: None}
         assert sync(c, group, 2, mc, None, [(mc, b""), (ma, b"")])["error_code"] == NONE
         assert instances(b, group) == {"inst-a": ma, None: mc}
-        # Its session ends: removed, the group rebalances.
-        retry(lambda: heartbeat(c, group, 2, mc, None), ok=lambda code: code == 27, what="inst-a's session to end")
+        # It never syncs: removed, the group rebalances.
+        retry(lambda: heartbeat(c, group, 2, mc, None), ok=lambda code: code == 27, what="inst-a's sync deadline")
         assert heartbeat(a, group, 2, ma, "inst-a") == UNKNOWN_MEMBER_ID
         assert instances(b, group) == {None: mc}
 

@@ -426,6 +426,7 @@ class GroupCoordinator:
                 if m.sync_waiter is not None:
                     m.sync_waiter.set(_sync_error(REBALANCE_IN_PROGRESS))
                     m.sync_waiter = None
+        group.pending_sync.clear()
         timeout = group.max_rebalance_timeout_ms() / 1000.0
         if group.is_(EMPTY):
             delay = min(self.config.group_initial_rebalance_delay_ms / 1000.0, timeout)
@@ -469,6 +470,7 @@ class GroupCoordinator:
         group.protocol_name = group.select_protocol()
         group.transition(COMPLETING_REBALANCE, self.clock())
         group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000.0
+        group.pending_sync = set(group.members)
         log.info(
             "group %r: generation %d with %d member(s), protocol %s, leader %s",
             group.group_id, group.generation_id, len(group.members), group.protocol_name, group.leader_id,
@@ -533,6 +535,7 @@ class GroupCoordinator:
             return error(UNKNOWN_MEMBER_ID)
         if group.is_(PREPARING_REBALANCE):
             return error(REBALANCE_IN_PROGRESS)
+        group.pending_sync.discard(member_id)
         if group.is_(STABLE):
             return SyncGroupResponse(error_code=NONE, assignment=member.assignment, protocol_type=group.protocol_type, protocol_name=group.protocol_name)
         # CompletingRebalance
@@ -647,10 +650,14 @@ class GroupCoordinator:
                         group.group_id, member.member_id, member.session_timeout_ms,
                     )
                     self._remove_and_rebalance(group, member, now, f"member {member.member_id} expired")
-            if group.is_(COMPLETING_REBALANCE) and now >= group.sync_deadline:
-                for member in [m for m in group.members.values() if m.sync_waiter is None]:
-                    log.info("group %r: member %s did not sync in time; removed", group.group_id, member.member_id)
-                    self._remove_member(group, member)
+            if group.state in (COMPLETING_REBALANCE, STABLE) and group.pending_sync and now >= group.sync_deadline:
+                # Kafka's pending sync expiry: also in Stable (a static
+                # member that sat out the rebalance never synced).
+                for member_id in sorted(group.pending_sync):
+                    log.info("group %r: member %s did not sync in time; removed", group.group_id, member_id)
+                    unsynced = group.members.get(member_id)
+                    if unsynced is not None:
+                        self._remove_member(group, unsynced)
                 self._prepare_rebalance(group, now, "members did not sync in time")
             self.maybe_complete_join(group, now)
 
@@ -680,11 +687,13 @@ class GroupCoordinator:
         if group.is_(DEAD):
             return COORDINATOR_NOT_AVAILABLE
         if not (generation_id < 0 and group.is_(EMPTY)):
-            if group.is_(COMPLETING_REBALANCE):
-                return REBALANCE_IN_PROGRESS
+            # The member first (a fenced static member is told so), then
+            # the state, as Kafka's ClassicGroup.validateOffsetCommit.
             code = _touch_member(group, member_id, generation_id, group_instance_id)
             if code != NONE:
                 return code
+            if group.is_(COMPLETING_REBALANCE):
+                return REBALANCE_IN_PROGRESS
         return await self.manager.store_offsets(group_id, offsets)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:

@@ -115,8 +115,10 @@ class Group:
         #: time), and the earliest (the initial rebalance delay).
         self.rebalance_deadline = 0.0
         self.join_not_before = 0.0
-        #: CompletingRebalance: when members that did not sync are dropped.
+        #: After a join: when members that did not sync are dropped (in
+        #: CompletingRebalance or Stable), and those members.
         self.sync_deadline = 0.0
+        self.pending_sync: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<Group {self.group_id!r} {self.state} generation {self.generation_id} members {sorted(self.members)}>"
@@ -143,6 +145,7 @@ class Group:
             The member removed, or None if there was none.
         """
         member = self.members.pop(member_id, None)
+        self.pending_sync.discard(member_id)
         if member is not None and member.group_instance_id is not None:
             if self.static_members.get(member.group_instance_id) == member_id:
                 del self.static_members[member.group_instance_id]
@@ -179,6 +182,9 @@ class Group:
         new = attrs.evolve(old, member_id=new_member_id, protocols=list(old.protocols), join_waiter=None, sync_waiter=None)
         self.members[new_member_id] = new
         self.static_members[group_instance_id] = new_member_id
+        if old_member_id in self.pending_sync:  # the new id owes the SyncGroup
+            self.pending_sync.discard(old_member_id)
+            self.pending_sync.add(new_member_id)
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         return old, new

@@ -70,6 +70,14 @@ def test_a_restarted_static_member_gets_its_partitions_back(kafka, topic):
     scenarios.restarted_static_member_gets_its_partitions_back(kafka, topic)
 
 
+def test_positions_committed_before_revocation_hand_over(kafka, topic):
+    scenarios.positions_committed_before_revocation_hand_over(kafka, topic)
+
+
+def test_an_unknown_server_assignor_is_raised_by_poll(kafka, topic):
+    scenarios.unknown_server_assignor_is_raised_by_poll(kafka, topic)
+
+
 def _describe_members(kafka, group: str) -> list[dict[str, str]]:
     out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", kafka.bootstrap, "--describe", "--group", group, "--members", timeout=DEADLINE).stdout
     lines = [line.split() for line in out.splitlines() if line.strip()]

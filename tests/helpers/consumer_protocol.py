@@ -13,9 +13,12 @@ import re
 import uuid
 from typing import Any
 
+import pytest
+
 from helpers.records import produce
 from helpers.wait import wait_for
 from kclient import Consumer, OffsetAndMetadata, TopicPartition
+from kclient.errors import UnsupportedAssignorError
 
 #: Partitions of every topic (the brokers' ``num.partitions``).
 PARTITIONS = 4
@@ -245,3 +248,44 @@ def restarted_static_member_gets_its_partitions_back(target: Any, topic: str) ->
         other.close()
         if again is not None:
             again.close()
+
+
+def positions_committed_before_revocation_hand_over(target: Any, topic: str) -> None:
+    """With ``enable.auto.commit`` the member commits (with its member
+    epoch) before revoking partitions, so the member that takes them
+    starts where it stopped: no record is read twice, none is skipped."""
+    group = new_group()
+    produced = fill(target, topic, 50, "h")
+    log: list[Any] = []
+    reads: dict[str, list[tuple[int, int]]] = {"first": [], "second": []}
+    auto = {"enable.auto.commit": True, "auto.commit.interval.ms": 600000, "max.poll.records": 7}
+    first = Consumer(settings(target, group, **auto))
+    second = Consumer(settings(target, group, **auto))
+    try:
+        first.subscribe([topic], listener=Recorder("first", log))
+
+        def read(name: str, consumer: Consumer) -> set[str]:
+            records = consumer.poll(timeout_ms=20)
+            reads[name].extend((r.partition, r.offset) for r in records)
+            return {r.value.decode() for r in records}
+
+        seen: set[str] = set()
+        wait_until(lambda: seen.update(read("first", first)) or len(reads["first"]) >= 20, "the first member to read some records")
+        second.subscribe([topic], listener=Recorder("second", log))
+        wait_until(lambda: seen.update(read("first", first) | read("second", second)) or seen >= produced, "every record")
+        assert any(e[:2] == ("first", "revoked") for e in log)
+        both = reads["first"] + reads["second"]
+        assert len(both) == len(set(both)) == len(produced)  # each record once
+    finally:
+        first.close()
+        second.close()
+
+
+def unknown_server_assignor_is_raised_by_poll(target: Any, topic: str) -> None:
+    """``group.remote.assignor`` the coordinator lacks: ``poll`` raises
+    ``UNSUPPORTED_ASSIGNOR``."""
+    produce(target, topic, ["u"], partition=0, acks=-1)
+    with Consumer(settings(target, new_group(), **{"group.remote.assignor": "no-such-assignor"})) as consumer:
+        consumer.subscribe([topic])
+        with pytest.raises(UnsupportedAssignorError):
+            wait_until(lambda: consumer.poll(timeout_ms=50) and False, "UNSUPPORTED_ASSIGNOR")

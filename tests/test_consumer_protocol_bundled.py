@@ -1,0 +1,62 @@
+"""`kclient.Consumer` with the consumer group protocol
+(``group.protocol=consumer``, KIP-848) against the bundled broker's
+coordinator (`kclient.broker.group.consumer_apis`), one broker for the
+module: the scenarios of `helpers.consumer_protocol`, the same ones
+tests/test_consumer_protocol_kafka.py runs against Apache Kafka 4.x
+(subscribe, poll and commit; two members splitting the partitions and
+one taking them all after the other closes; kept partitions consumed
+while a member joins, counted by listener calls; a member past
+``max.poll.interval.ms`` leaving and joining again; a pattern
+subscription; a restarted static member getting its partitions back)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import consumer_protocol as scenarios
+from helpers.groups import group_broker_properties
+
+from kclient.testing import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker():
+    props = {
+        **group_broker_properties(scenarios.PARTITIONS),
+        # Quicker heartbeats than the 5 s default, so that reconciliations finish soon.
+        "group.consumer.min.heartbeat.interval.ms": 200,
+        "group.consumer.heartbeat.interval.ms": 300,
+    }
+    with BrokerProcess(properties=props) as proc:
+        yield proc
+
+
+def test_subscribe_poll_commit_with_the_consumer_protocol(broker, topic):
+    scenarios.subscribe_poll_commit(broker, topic)
+
+
+def test_two_members_split_and_one_takes_all_with_the_consumer_protocol(broker, topic):
+    scenarios.two_members_split_and_one_takes_all(broker, topic)
+
+
+def test_kept_partitions_are_consumed_while_a_member_joins(broker, topic):
+    scenarios.kept_partitions_consumed_while_a_member_joins(broker, topic)
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins(broker, topic):
+    scenarios.member_that_stops_polling_leaves_and_rejoins(broker, topic)
+
+
+def test_pattern_subscription_and_unsubscribe_with_the_consumer_protocol(broker, topic):
+    scenarios.pattern_subscription_and_unsubscribe(broker, topic)
+
+
+def test_a_restarted_static_member_gets_its_partitions_back(broker, topic):
+    scenarios.restarted_static_member_gets_its_partitions_back(broker, topic)
+
+
+def test_positions_committed_before_revocation_hand_over(broker, topic):
+    scenarios.positions_committed_before_revocation_hand_over(broker, topic)
+
+
+def test_an_unknown_server_assignor_is_raised_by_poll(broker, topic):
+    scenarios.unknown_server_assignor_is_raised_by_poll(broker, topic)

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
-from helpers.cooperative import Member, Writer
+from helpers.cooperative import LibrdkafkaMember, Member, Writer
 from helpers.groups import group_broker_properties, poll_settings
 from helpers.wait import wait_for
 
@@ -46,7 +46,7 @@ def _start(member: Member) -> Member:
     return member
 
 
-def _wait_assigned(members: list[Member], sizes: list[int], why: str) -> None:
+def _wait_assigned(members: list[Any], sizes: list[int], why: str) -> None:
     def settled() -> bool:
         owned = [m.partitions for m in members]
         every = [p for ps in owned for p in ps]
@@ -72,7 +72,7 @@ def test_joining_member_takes_partitions_incrementally(group_broker, names) -> N
         _wait_assigned([a, c], [3, 3], "a and c to share the partitions")
         wait_until(lambda: len(a.consumed()) > 0 and len(c.consumed()) > 0, "a and c to consume")
         a_before = set(a.partitions)
-        a_mark, b_mark = len(a.listener.calls), 0
+        a_mark = len(a.listener.calls)
         # c stops polling: the coming rebalance waits for it (a rejoin
         # happens in poll), so a's rejoin stays under way until c polls.
         c.hold.set()
@@ -86,6 +86,8 @@ def test_joining_member_takes_partitions_incrementally(group_broker, names) -> N
         writer.stop()
         acknowledged = writer.acknowledged()
         wait_until(lambda: acknowledged <= set(a.consumed()) | set(b.consumed()) | set(c.consumed()), "every acknowledged record to be consumed")
+        # The settled group, before the members close (and rebalance again).
+        a_after, b_after, a_calls, b_calls = set(a.partitions), set(b.partitions), list(a.listener.calls), list(b.listener.calls)
     finally:
         for m in members:
             m.halt.set()
@@ -94,18 +96,16 @@ def test_joining_member_takes_partitions_incrementally(group_broker, names) -> N
         m.stop()
     assert b is not None
     # a kept two of its three partitions, and only the third was revoked.
-    assert set(a.partitions) <= a_before
-    after = a.listener.calls[a_mark:]
-    assert after[-1] == ("revoked", sorted(a.partitions))  # at close
-    after = after[:-1]
-    assert [parts for kind, parts in after if kind == "revoked"] == [sorted(a_before - a.partitions)], after
+    assert a_after <= a_before and len(a_after) == 2
+    after = a_calls[a_mark:]
+    assert [parts for kind, parts in after if kind == "revoked"] == [sorted(a_before - a_after)], after
     assert [parts for kind, parts in after if kind == "assigned"] == [[]] * len([k for k, _ in after if k == "assigned"]), after
     assert a.listener.kinds("lost") == []
     # b was given its partitions once a and c had revoked them.
-    assert [parts for parts in b.listener.kinds("assigned")[b_mark:] if parts] == [sorted(b.partitions)], b.listener.calls
-    assert b.listener.kinds("revoked") == [sorted(b.partitions)] and b.listener.kinds("lost") == []  # at close only
+    assert [parts for kind, parts in b_calls if kind == "assigned" and parts] == [sorted(b_after)], b_calls
+    assert [kind for kind, _ in b_calls if kind != "assigned"] == [], b_calls
     # Every record once; a record twice only in a partition that changed owner.
-    moved = set(b.partitions)
+    moved = b_after
     seen: dict[tuple[int, int], int] = {}
     for m in members:
         for key in m.consumed():
@@ -133,6 +133,48 @@ def test_member_closing_leaves_its_partitions_without_revocation(group_broker, n
     a.stop()
     assert b.listener.calls[mark:] == [("assigned", sorted(set(range(PARTITIONS)) - b_before)), ("revoked", list(range(PARTITIONS)))]  # then close
     assert a.listener.kinds("revoked")[-1] == sorted(set(range(PARTITIONS)) - b_before)
+
+
+@pytest.mark.interop
+def test_group_shared_with_a_librdkafka_cooperative_member(group_broker, names) -> None:
+    """A kclient and a confluent-kafka member, both cooperative-sticky:
+    kclient's assignor first (kclient leads), then librdkafka's (the
+    kclient member closes, a new one joins)."""
+    group, topic = names
+    writer = Writer(group_broker.bootstrap, topic, PARTITIONS)
+    first = _start(Member(group_broker.bootstrap, group, topic, "kclient-1"))
+    rdk: LibrdkafkaMember | None = None
+    second: Member | None = None
+    try:
+        wait_until(lambda: first.partitions == set(range(PARTITIONS)), "the kclient member to own every partition")
+        writer.start()
+        mark = len(first.listener.calls)
+        rdk = LibrdkafkaMember(group_broker.bootstrap, group, topic)
+        rdk.start()
+        _wait_assigned([first, rdk], [3, 3], "kclient and librdkafka to split the partitions")
+        assert [parts for kind, parts in first.listener.calls[mark:] if kind == "revoked"] == [sorted(rdk.partitions)]
+        first.stop()
+        wait_until(lambda: rdk.partitions == set(range(PARTITIONS)), "librdkafka to own every partition")
+        rdk_gave_from = set(rdk.partitions)
+        second = _start(Member(group_broker.bootstrap, group, topic, "kclient-2"))
+        _wait_assigned([second, rdk], [3, 3], "librdkafka and the new kclient member to split")
+        assert second.listener.kinds("revoked") == [] and second.listener.kinds("lost") == []
+        assert [parts for parts in second.listener.kinds("assigned") if parts] == [sorted(second.partitions)]
+        assert second.partitions <= rdk_gave_from
+        writer.stop()
+        acknowledged = writer.acknowledged()
+        wait_until(lambda: acknowledged <= set(first.consumed()) | set(second.consumed()) | set(rdk.consumed()), "every acknowledged record to be consumed")
+    finally:
+        writer.halt.set()
+        for m in (first, second, rdk):
+            if m is not None:
+                m.halt.set()
+    assert rdk is not None and second is not None
+    rdk.stop()
+    second.stop()
+    first.stop()
+    for m in (first, second):
+        assert len(m.consumed()) == len(set(m.consumed())), m.name
 
 
 def test_commit_while_rejoining_is_refused(group_broker, names) -> None:

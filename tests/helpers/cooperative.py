@@ -1,8 +1,9 @@
 """Cooperative-sticky group members for the KIP-429 tests: a kclient
 poll-consumer member in its own thread recording what its polls return
-(and how much while it rejoins), a writer producing without pause, and
-Kafka's ``kafka-verifiable-consumer`` with ``CooperativeStickyAssignor``
-(its assignment followed incrementally)."""
+(and how much while it rejoins), a writer producing without pause, a
+confluent-kafka (librdkafka) cooperative-sticky member, and Kafka's
+``kafka-verifiable-consumer`` with ``CooperativeStickyAssignor`` (its
+assignment followed incrementally)."""
 
 from __future__ import annotations
 
@@ -130,6 +131,61 @@ class Writer(threading.Thread):
 
 
 
+class LibrdkafkaMember(threading.Thread):
+    """A confluent-kafka (librdkafka) consumer with
+    ``partition.assignment.strategy=cooperative-sticky`` polling in its own
+    thread until `stop`, auto-committing every 200 ms (and at close); it
+    records every ``(partition, offset)`` it reads and its assignment."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(name="librdkafka", daemon=True)
+        self.settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "auto.commit.interval.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        self.topic = topic
+        self.records: list[tuple[int, int]] = []
+        self.partitions: set[int] = set()
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer as ConfluentConsumer
+
+        try:
+            consumer = ConfluentConsumer(self.settings)
+            try:
+                consumer.subscribe([self.topic])
+                while not self.halt.is_set():
+                    msg = consumer.poll(0.1)
+                    if msg is not None and not msg.error():
+                        with self.lock:
+                            self.records.append((msg.partition(), msg.offset()))
+                    self.partitions = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()
+        except BaseException as exc:
+            self.error = exc
+
+    def consumed(self) -> list[tuple[int, int]]:
+        with self.lock:
+            return list(self.records)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(DEADLINE)
+        assert not self.is_alive(), "the librdkafka member did not stop"
+        if self.error is not None:
+            raise self.error
+
+
 class JavaMember:
     """Kafka's ``kafka-verifiable-consumer`` (Kafka 4's Java KafkaConsumer,
     classic protocol, ``CooperativeStickyAssignor``, a synchronous commit
@@ -198,4 +254,4 @@ class JavaMember:
         return self.stderr_path.read_text(errors="replace")[-3000:]
 
 
-__all__ = ["Calls", "JavaMember", "Member", "Writer"]
+__all__ = ["Calls", "JavaMember", "LibrdkafkaMember", "Member", "Writer"]

@@ -7,14 +7,18 @@ tests/test_consumer_protocol_kafka.py runs against Apache Kafka 4.x
 one taking them all after the other closes; kept partitions consumed
 while a member joins, counted by listener calls; a member past
 ``max.poll.interval.ms`` leaving and joining again; a pattern
-subscription; a restarted static member getting its partitions back)."""
+subscription; a restarted static member getting its partitions back),
+and a member that rides out a restart of the broker (its coordinator).
+The restart is the module's last test."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import consumer_protocol as scenarios
+from helpers.consumer_protocol import Recorder, fill, new_group, settings, wait_until
 from helpers.groups import group_broker_properties
 
+from kclient import Consumer
 from kclient.testing import BrokerProcess
 
 
@@ -26,7 +30,7 @@ def broker():
         "group.consumer.min.heartbeat.interval.ms": 200,
         "group.consumer.heartbeat.interval.ms": 300,
     }
-    with BrokerProcess(properties=props) as proc:
+    with BrokerProcess(properties=props, keep_port=True) as proc:
         yield proc
 
 
@@ -60,3 +64,30 @@ def test_positions_committed_before_revocation_hand_over(broker, topic):
 
 def test_an_unknown_server_assignor_is_raised_by_poll(broker, topic):
     scenarios.unknown_server_assignor_is_raised_by_poll(broker, topic)
+
+
+def test_a_member_rides_out_a_coordinator_restart(broker, topic):
+    """The broker is killed and started again. Its consumer groups live in
+    memory only (`kclient.broker.group.consumer_coordinator`), so the
+    member's next heartbeat is answered UNKNOWN_MEMBER_ID: the member's
+    partitions are lost (``on_partitions_lost`` on its next poll), it joins
+    again with epoch 0 and the same member id, gets them back and reads
+    what is produced after the restart."""
+    log: list = []
+    before = fill(broker, topic, 3, "b")
+    with Consumer(settings(broker, new_group())) as consumer:
+        consumer.subscribe([topic], listener=Recorder("member", log))
+        seen: set[str] = set()
+        wait_until(lambda: seen.update(r.value.decode() for r in consumer.poll(timeout_ms=50)) or seen >= before, "the records before the restart")
+        owned = sorted(consumer.assignment())
+        calls = len(log)
+        broker.kill()
+        broker.start()
+        after = fill(broker, topic, 3, "a")
+
+        def rejoined() -> bool:
+            seen.update(r.value.decode() for r in consumer.poll(timeout_ms=50))
+            return seen >= after and log[calls:][-1:] == [("member", "assigned", owned)]
+
+        wait_until(rejoined, "the records after the restart, read after joining again")
+        assert log[calls:] == [("member", "lost", owned), ("member", "assigned", owned)]

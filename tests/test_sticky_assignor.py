@@ -157,3 +157,22 @@ def test_offered_assignors_and_rebalance_protocol() -> None:
     assert is_cooperative([COOPERATIVE_STICKY])
     assert not is_cooperative([COOPERATIVE_STICKY, RANGE])
     assert not is_cooperative([])
+
+
+def test_random_different_subscriptions_leave_no_move_that_balances() -> None:
+    """Kafka's balance for unequal subscriptions: no member could take a
+    partition from a member with two or more partitions more."""
+    rng = random.Random(429)
+    topics = [f"t{i}" for i in range(6)]
+    for _ in range(100):
+        counts = {t: rng.randint(1, 8) for t in topics}
+        members = {f"m{i}": _member(rng.sample(topics, rng.randint(1, 6)), generation=-1) for i in range(rng.randint(1, 8))}
+        owner = sorted(members)[0]
+        members[owner] = _member(sorted(members[owner].topics), [(t, p) for t in members[owner].topics for p in range(counts[t])], 2)
+        plan = sticky_assign(counts, members)
+        wanted = sorted((t, p) for t in {t for m in members.values() for t in m.topics} for p in range(counts[t]))
+        assert _every(plan) == wanted
+        for taker, mine in plan.items():
+            for donor, theirs in plan.items():
+                if len(theirs) - len(mine) >= 2:
+                    assert not [tp for tp in theirs if tp[0] in members[taker].topics], (taker, donor, plan)

@@ -16,6 +16,12 @@ Goals, in Kafka's order:
    Kafka's cooperative-sticky members also send): the claim of the highest
    generation wins; two claims of the same highest generation both lose.
 
+With equal subscriptions the plan is made at once (quotas, owned
+partitions kept up to them, the rest dealt out); otherwise unowned
+partitions go to the least loaded eligible member, then single partitions
+move from a member to one with two fewer that subscribes to their topic
+until none can.
+
 Cooperative (`cooperative_sticky_assign`): a partition that one member
 owned and another is now given is left out of the new owner's assignment
 in this generation; its old owner revokes it and rejoins, and the next
@@ -137,6 +143,22 @@ def _move_one(plan: Plan, members: Mapping[str, StickyMember]) -> bool:
     return False
 
 
+def _equal_subscriptions(kept: dict[str, list[Partition]], partitions: set[Partition]) -> Plan:
+    """Every member subscribes to the same topics (Kafka's constrained
+    assignment): ``partitions // members`` each, one more for the first
+    ``partitions % members`` members by owned count; each keeps what it
+    owns up to its quota, the rest is dealt to those below theirs."""
+    base, extra = divmod(len(partitions), len(kept))
+    order = sorted(kept, key=lambda m: (-len(kept[m]), m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
+    plan = {m: sorted(kept[m])[: quota[m]] for m in order}
+    taken = {tp for tps in plan.values() for tp in tps}
+    free = iter(sorted(partitions - taken))
+    for m in sorted(plan):
+        plan[m].extend(next(free) for _ in range(quota[m] - len(plan[m])))
+    return plan
+
+
 def sticky_assign(partitions_per_topic: Mapping[str, int], members: Mapping[str, StickyMember]) -> Plan:
     """The sticky assignment (balanced, then sticky), with no partition
     withheld: Kafka's ``StickyAssignor`` goals.
@@ -154,10 +176,12 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], members: Mapping[str,
     subscribed = {t for member in members.values() for t in member.topics}
     partitions = {(t, p) for t in subscribed for p in range(partitions_per_topic.get(t) or 0)}
     plan = _valid_owned(partitions, members)
-    taken = {tp for tps in plan.values() for tp in tps}
-    _fill(plan, partitions - taken, members)
-    while _move_one(plan, members):
-        pass
+    if members and len({member.topics for member in members.values()}) == 1:
+        plan = _equal_subscriptions(plan, partitions)
+    else:
+        _fill(plan, partitions - {tp for tps in plan.values() for tp in tps}, members)
+        while _move_one(plan, members):
+            pass
     return {member_id: sorted(tps) for member_id, tps in plan.items()}
 
 

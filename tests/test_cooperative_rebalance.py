@@ -21,7 +21,7 @@ from helpers.wait import wait_for
 
 from kclient import Consumer, TopicPartition
 from kclient.client.consumer.poll.group import Phase
-from kclient.errors import ConfigError, RebalanceInProgressError
+from kclient.errors import ConfigError, InconsistentGroupProtocolError, RebalanceInProgressError
 from kclient.testing import BrokerProcess
 
 PARTITIONS = 6
@@ -175,6 +175,23 @@ def test_group_shared_with_a_librdkafka_cooperative_member(group_broker, names) 
     first.stop()
     for m in (first, second):
         assert len(m.consumed()) == len(set(m.consumed())), m.name
+
+
+def test_cooperative_member_cannot_join_an_eager_group(group_broker, names) -> None:
+    """A cooperative-sticky member offers only that assignor (as a Java
+    member configured with CooperativeStickyAssignor alone): a group whose
+    members all use range refuses it with INCONSISTENT_GROUP_PROTOCOL, the
+    eager members keep their partitions."""
+    group, topic = names
+    with Consumer(poll_settings(group_broker.bootstrap, group)) as eager:
+        eager.subscribe([topic])
+        wait_until(lambda: eager.poll(timeout_ms=100) is not None and len(eager.assignment()) == PARTITIONS, "the range member's assignment")
+        settings = poll_settings(group_broker.bootstrap, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+        with Consumer(settings) as cooperative:
+            cooperative.subscribe([topic])
+            with pytest.raises(InconsistentGroupProtocolError):
+                wait_until(lambda: cooperative.poll(timeout_ms=100) and False, "the cooperative member to be refused")
+        assert len(eager.assignment()) == PARTITIONS
 
 
 def test_commit_while_rejoining_is_refused(group_broker, names) -> None:

@@ -366,10 +366,11 @@ class GroupCoordinator:
             code = await self.manager.store_group(group)
             if member.join_waiter is waiter:
                 member.join_waiter = None
-            if code != NONE and group.static_members.get(instance_id) == new_id:
-                log.info("group %r: static member %s not stored (error %d): member id %s restored", group.group_id, instance_id, code, old_id)
-                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = before
-                group.replace_static_member(instance_id, new_id, old_id)[1].last_heartbeat = trio.current_time()
+            if code != NONE:
+                if group.static_members.get(instance_id) == new_id:
+                    log.info("group %r: static member %s not stored (error %d): member id %s restored", group.group_id, instance_id, code, old_id)
+                    member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = before
+                    group.replace_static_member(instance_id, new_id, old_id)[1].last_heartbeat = trio.current_time()
                 waiter.set(_join_error(code, ""))
             else:  # (a rebalance under way by now has answered it already)
                 waiter.set(

@@ -122,6 +122,10 @@ class Phase(enum.Enum):
     FAILED = "failed"
 
 
+#: The phases in which the member heartbeats (it is in a generation).
+_HEARTBEAT_PHASES = (Phase.STABLE, Phase.REVOKING, Phase.ASSIGNING)
+
+
 class GroupDriver:
     """The member's side of the group (on the consumer's trio loop).
 
@@ -401,8 +405,9 @@ class GroupDriver:
         while True:
             await trio.sleep(interval)
             # Heartbeats go on while the revoke listener runs (Kafka stops
-            # them only once the JoinGroup is sent).
-            if not self._in_group((Phase.STABLE, Phase.REVOKING)):
+            # them only once the JoinGroup is sent), and while a cooperative
+            # member's listener runs after SyncGroup.
+            if not self._in_group(_HEARTBEAT_PHASES):
                 continue
             if self.poll_expired():
                 log.warning(
@@ -421,7 +426,7 @@ class GroupDriver:
         except RebalanceInProgressError:
             self.request_rejoin("the group is rebalancing")
         except (IllegalGenerationError, UnknownMemberIdError) as exc:
-            if not self._in_group((Phase.STABLE, Phase.REVOKING)):
+            if not self._in_group(_HEARTBEAT_PHASES):
                 return
             if isinstance(exc, UnknownMemberIdError):
                 self.member.member_id = ""

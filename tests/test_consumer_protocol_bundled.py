@@ -66,6 +66,10 @@ def test_an_unknown_server_assignor_is_raised_by_poll(broker, topic):
     scenarios.unknown_server_assignor_is_raised_by_poll(broker, topic)
 
 
+def test_a_subscription_change_moves_the_assignment(broker, topic):
+    scenarios.subscription_change_moves_the_assignment(broker, topic)
+
+
 def test_a_member_rides_out_a_coordinator_restart(broker, topic):
     """The broker is killed and started again. Its consumer groups live in
     memory only (`kclient.broker.group.consumer_coordinator`), so the

@@ -78,6 +78,10 @@ def test_an_unknown_server_assignor_is_raised_by_poll(kafka, topic):
     scenarios.unknown_server_assignor_is_raised_by_poll(kafka, topic)
 
 
+def test_a_subscription_change_moves_the_assignment(kafka, topic):
+    scenarios.subscription_change_moves_the_assignment(kafka, topic)
+
+
 def _describe_members(kafka, group: str) -> list[dict[str, str]]:
     out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", kafka.bootstrap, "--describe", "--group", group, "--members", timeout=DEADLINE).stdout
     lines = [line.split() for line in out.splitlines() if line.strip()]

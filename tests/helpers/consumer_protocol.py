@@ -289,3 +289,27 @@ def unknown_server_assignor_is_raised_by_poll(target: Any, topic: str) -> None:
         consumer.subscribe([topic])
         with pytest.raises(UnsupportedAssignorError):
             wait_until(lambda: consumer.poll(timeout_ms=50) and False, "UNSUPPORTED_ASSIGNOR")
+
+
+def subscription_change_moves_the_assignment(target: Any, topic: str) -> None:
+    """``subscribe`` again, to another topic, while in the group: the next
+    heartbeat carries the new topic names (no rejoin in KIP-848); the old
+    topic's partitions are revoked and the new one's assigned."""
+    other = f"{topic}-b"
+    fill(target, topic, 1, "o")
+    fresh = fill(target, other, 2, "n")
+    log: list[Any] = []
+    with Consumer(settings(target, new_group())) as consumer:
+        consumer.subscribe([topic], listener=Recorder("member", log))
+        wait_until(lambda: consumer.poll(timeout_ms=50) is not None and len(consumer.assignment()) == PARTITIONS, "the first topic's partitions")
+        first = sorted(consumer.assignment())
+        consumer.subscribe([other], listener=Recorder("member", log))
+        seen: set[str] = set()
+
+        def moved() -> bool:
+            seen.update(r.value.decode() for r in consumer.poll(timeout_ms=50) if r.topic == other)
+            return {tp.topic for tp in consumer.assignment()} == {other} and len(consumer.assignment()) == PARTITIONS and seen >= fresh
+
+        wait_until(moved, "the assignment to move to the other topic")
+        assert ("member", "revoked", first) in log
+        assert not [e for e in log if e[1] == "lost"]

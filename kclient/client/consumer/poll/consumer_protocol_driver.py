@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -254,7 +255,7 @@ class ConsumerProtocolDriver:
             why: Logged.
         """
         log.info("group %s: member %s: %s", self.member.group_id, self.member.member_id, why)
-        self._last_match = -float("inf")
+        self._last_match = -math.inf
         self._heartbeat_now.set()
         self._wake()
 
@@ -305,11 +306,7 @@ class ConsumerProtocolDriver:
         return ListenerCall(LOST, lost) if lost else None
 
     async def _start_joining(self) -> None:
-        if self.subscriptions.pattern is not None:
-            try:
-                await self._match_pattern()
-            except KafkaError as exc:
-                log.warning("group %s: could not list the topics the pattern matches: %s", self.member.group_id, exc)
+        await self._rematch_pattern()
         self.member.epoch = JOIN_EPOCH
         self.target = self.current = None
         self._planned_version = self._target_version
@@ -389,6 +386,8 @@ class ConsumerProtocolDriver:
             if self.poll_expired():
                 await self._leave_for_poll_timeout()
                 continue
+            if self._last_match == -math.inf:  # a new pattern: its topics go with this heartbeat
+                await self._rematch_pattern()
             await self._heartbeat()
 
     async def _wait_until_due(self) -> None:
@@ -518,12 +517,20 @@ class ConsumerProtocolDriver:
                 if self.target and set(self.target) - set(self.names.names) and not await self.names.resolve(self.target):
                     self._target_version += 1  # every topic named now: reconcile again
                     self._wake()
-                if self.subscriptions.pattern is not None and (trio.current_time() - self._last_match) * 1000 >= self.config.metadata_max_age_ms:
-                    self._last_match = trio.current_time()
-                    await self._match_pattern()
-                    self._heartbeat_now.set()
             except KafkaError as exc:
                 log.info("group %s: metadata lookup failed: %s", self.member.group_id, exc)
+            if (trio.current_time() - self._last_match) * 1000 >= self.config.metadata_max_age_ms:
+                await self._rematch_pattern()
+                self._heartbeat_now.set()
+
+    async def _rematch_pattern(self) -> None:
+        if self.subscriptions.pattern is None:
+            return
+        self._last_match = trio.current_time()
+        try:
+            await self._match_pattern()
+        except KafkaError as exc:
+            log.info("group %s: could not list the topics the pattern matches: %s", self.member.group_id, exc)
 
     # ------------------------------------------------------------ commits
 

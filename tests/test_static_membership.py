@@ -244,6 +244,49 @@ def test_static_member_sitting_out_a_rebalance_stays_assigned_until_the_sync_dea
         assert instances(b, group) == {None: mc}
 
 
+def test_static_member_rejoining_during_a_rebalance(static_broker, group, topic):
+    """A restarted instance joining while the group prepares a rebalance
+    takes part in it under its new id (the leader's role moves with it);
+    one joining while the group completes a rebalance starts another one
+    (the leader may have assigned to the old id): the parked SyncGroups
+    are answered REBALANCE_IN_PROGRESS, the replaced id's FENCED_INSTANCE_ID."""
+    with (
+        client(static_broker, "a") as a, client(static_broker, "b") as b, client(static_broker, "c") as c,
+        client(static_broker, "a2") as a2, client(static_broker, "a3") as a3,
+        concurrent.futures.ThreadPoolExecutor(4) as pool,
+    ):
+        make_topic(a, topic)
+        find_coordinator(a, group)
+        ma, mb, generation = two_static_members(a, b, group, topic)
+        # A dynamic member joins: PreparingRebalance.
+        handed = join(c, group, None)
+        assert handed["error_code"] == 79
+        joining_c = pool.submit(join, c, group, None, handed["member_id"])
+        retry(lambda: heartbeat(b, group, generation, mb, "inst-b"), ok=lambda code: code == 27, what="REBALANCE_IN_PROGRESS")
+        # inst-a restarts now: parked with the others under its new id.
+        joining_a2 = pool.submit(join, a2, group, "inst-a")
+        retry(lambda: heartbeat(a, group, generation, ma, "inst-a"), ok=lambda code: code == FENCED_INSTANCE_ID, what="the old id fenced")
+        rejoined_b = join(b, group, "inst-b", mb)
+        joined_a2, joined_c = joining_a2.result(TIMEOUT), joining_c.result(TIMEOUT)
+        ma2, mc = joined_a2["member_id"], joined_c["member_id"]
+        assert rejoined_b["generation_id"] == joined_a2["generation_id"] == joined_c["generation_id"] == generation + 1
+        assert joined_a2["leader"] == ma2  # the leader's role moved to the new id
+        assert {m["member_id"]: m["group_instance_id"] for m in joined_a2["members"]} == {ma2: "inst-a", mb: "inst-b", mc: None}
+        # CompletingRebalance: b's SyncGroup is parked waiting for the leader;
+        # inst-a restarts again before the leader syncs.
+        sent = b.requests_sent
+        syncing_b = pool.submit(sync, b, group, generation + 1, mb, "inst-b")
+        wait_for(lambda: b.requests_sent > sent and describe(c, group)["group_state"] == "CompletingRebalance", "b's SyncGroup to be sent")
+        joining_a3 = pool.submit(join, a3, group, "inst-a")
+        assert syncing_b.result(TIMEOUT)["error_code"] == 27  # REBALANCE_IN_PROGRESS: another rebalance
+        assert sync(a2, group, generation + 1, ma2, "inst-a")["error_code"] == FENCED_INSTANCE_ID
+        again_b = pool.submit(join, b, group, "inst-b", mb)
+        again_c = join(c, group, None, mc)
+        joined_a3 = joining_a3.result(TIMEOUT)
+        assert again_b.result(TIMEOUT)["generation_id"] == again_c["generation_id"] == joined_a3["generation_id"] == generation + 2
+        assert instances(c, group) == {"inst-a": joined_a3["member_id"], "inst-b": mb, None: mc}
+
+
 def test_instance_ids_are_loaded_back_after_a_restart(static_broker, group, topic):
     """The group metadata record keeps the instance ids: after the broker
     restarts (the coordinator loads the group back), a restarted instance

@@ -98,6 +98,8 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 #: OffsetDelete (KIP-496): a member of the group consumes the topic.
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+#: KIP-516: no topic has the topic id asked for (Metadata v12+ by id).
+UNKNOWN_TOPIC_ID = 100
 #: KIP-848: the member epoch is fenced: rejoin with epoch 0.
 FENCED_MEMBER_EPOCH = 110
 #: KIP-848: the instance id is still owned by another member that has not
@@ -635,6 +637,11 @@ class GroupSubscribedToTopicError(BrokerResponseError):
 class FencedInstanceIdError(BrokerResponseError):
     """82: another member id now holds this ``group.instance.id``: the
     static member was replaced by a newer instance of itself (KIP-345)."""
+
+
+@_code(UNKNOWN_TOPIC_ID, "UNKNOWN_TOPIC_ID", retriable=True)
+class UnknownTopicIdError(BrokerResponseError):
+    """100: no topic has this topic id (KIP-516)."""
 
 
 @_code(FENCED_MEMBER_EPOCH, "FENCED_MEMBER_EPOCH")

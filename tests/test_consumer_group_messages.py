@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import uuid
 
+import attrs
 import pytest
 
 from kclient.errors import ProtocolError
@@ -33,6 +34,7 @@ from kclient.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatTopicPartitions,
 )
+from kclient.protocol.schema import Field
 
 pytestmark = pytest.mark.unit
 
@@ -229,3 +231,60 @@ def test_registered_with_the_other_apis():
     assert ALL_APIS[69] is CONSUMER_GROUP_DESCRIBE
     assert (CONSUMER_GROUP_HEARTBEAT.min_version, CONSUMER_GROUP_HEARTBEAT.max_version, CONSUMER_GROUP_HEARTBEAT.flexible_from) == (0, 1, 0)
     assert (CONSUMER_GROUP_DESCRIBE.min_version, CONSUMER_GROUP_DESCRIBE.max_version, CONSUMER_GROUP_DESCRIBE.flexible_from) == (0, 0, 0)
+
+
+# ---------------------------------------------------------------- Metadata v0-12 (topic ids)
+
+
+def _metadata_bodies(kind: str, version: int) -> list[dict]:
+    if kind == "request":
+        named = {"topics": [{"topic_id": None, "name": "t1"}], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": True}
+        by_id = {**named, "topics": [{"topic_id": TOPIC_ID, "name": None if version >= 10 else "t2"}]}
+        return [named, by_id, {**named, "topics": None if version >= 1 else []}]
+    partition = {"error_code": 0, "partition_index": 1, "leader_id": 3, "leader_epoch": 7, "replica_nodes": [3, 4], "isr_nodes": [3], "offline_replicas": [4]}
+    topic = {"error_code": 0, "name": "t1", "topic_id": TOPIC_ID, "is_internal": False, "partitions": [partition], "topic_authorized_operations": -(2**31)}
+    unknown = {**topic, "error_code": 100, "name": None if version >= 12 else "", "partitions": []}
+    return [
+        {
+            "throttle_time_ms": 5,
+            "brokers": [{"node_id": 3, "host": "h", "port": 9092, "rack": None}],
+            "cluster_id": "c",
+            "controller_id": 3,
+            "topics": [topic, unknown],
+            "cluster_authorized_operations": -(2**31),
+        }
+    ]
+
+
+#: kafka-python's names of Metadata fields that Kafka's JSON names otherwise.
+_KAFKA_PYTHON_NAMES = {"topic_authorized_operations": "authorized_operations", "cluster_authorized_operations": "authorized_operations"}
+
+
+def _their_names(value):
+    """Fields (or a body) with kafka-python's names."""
+    if isinstance(value, dict):
+        return {_KAFKA_PYTHON_NAMES.get(k, k): _their_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_their_names(v) for v in value]
+    if isinstance(value, tuple) and value and isinstance(value[0], Field):
+        return tuple(attrs.evolve(f, name=_KAFKA_PYTHON_NAMES.get(f.name, f.name), type=_their_names(f.type)) for f in value)
+    return value
+
+
+@pytest.mark.parametrize("version", range(13))
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_metadata_full_is_kafka_pythons(kind, version):
+    """Metadata v0-12 as the broker serves it: the same bytes as
+    kafka-python's classes generated from Kafka's JSON (which reach v12)."""
+    from test_protocol_groups import by_name, new_class
+
+    from kclient.protocol.messages.metadata_full import METADATA_FULL
+
+    codec = METADATA_FULL.request(version) if kind == "request" else METADATA_FULL.response(version)
+    fields = METADATA_FULL.request_fields if kind == "request" else METADATA_FULL.response_fields
+    cls = new_class(METADATA_FULL, kind, version)
+    assert cls is not None
+    for body in _metadata_bodies(kind, version):
+        theirs = bytes(cls(**by_name(cls._struct, _their_names(fields), version, _their_names(body))).encode())
+        assert codec.encode(body) == theirs
+        assert codec.encode(codec.decode_message(theirs)) == theirs

@@ -25,6 +25,7 @@ from kclient.errors import (
     NONE,
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
+    UNKNOWN_TOPIC_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
     UNSUPPORTED_VERSION,
@@ -281,3 +282,20 @@ def test_a_topic_created_later_is_assigned(client, topic, group):
     make_topic(client, later)
     a = heartbeat(client, group, a_id, a["member_epoch"], owned={topic: sorted(partitions_of(a, topic) or ())})
     assert partitions_of(a, later) == set(range(PARTITIONS)) and a["member_epoch"] == 2
+
+
+def test_metadata_gives_topic_ids(client, topic):
+    """Metadata v10+ carries the topic ids assignments name (KIP-516); v12
+    finds a topic by id alone."""
+    from kclient.protocol.messages.metadata_full import METADATA_FULL
+
+    by_name = client.request(METADATA_FULL, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    (entry,) = by_name["topics"]
+    assert entry["error_code"] == NONE and entry["topic_id"] == topic_id(topic) and len(entry["partitions"]) == PARTITIONS
+    by_id = client.request(METADATA_FULL, 12, {"topics": [{"topic_id": topic_id(topic), "name": None}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert by_id["topics"][0]["name"] == topic
+    missing = uuid.uuid4()
+    unknown = client.request(METADATA_FULL, 12, {"topics": [{"topic_id": missing, "name": None}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert unknown["topics"][0]["error_code"] == UNKNOWN_TOPIC_ID and unknown["topics"][0]["topic_id"] == missing
+    everything = client.request(METADATA_FULL, 10, {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+    assert {t["name"]: t["topic_id"] for t in everything["topics"]}[topic] == topic_id(topic)

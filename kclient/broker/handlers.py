@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -53,6 +54,7 @@ from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.partition import Partition
 from kclient.broker.state import BrokerState, TopicFormat
+from kclient.broker.topic_ids import topic_id
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
@@ -61,6 +63,7 @@ from kclient.errors import (
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
     KafkaError,
@@ -116,12 +119,13 @@ from kclient.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from kclient.protocol.messages.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
+from kclient.protocol.messages.metadata_full import (
+    MetadataFullRequest,
+    MetadataFullRequestTopic,
+    MetadataFullResponse,
+    MetadataFullResponseBroker,
+    MetadataFullResponsePartition,
+    MetadataFullResponseTopic,
 )
 from kclient.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
@@ -185,7 +189,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 8),  # Produce
     1: (0, 11),  # Fetch
     2: (0, 5),  # ListOffsets
-    3: (0, 8),  # Metadata
+    3: (0, 12),  # Metadata (v9+ flexible; v10+ topic ids, KIP-516)
     8: (0, 9),  # OffsetCommit (v8+ flexible; v9: consumer-protocol members, KIP-848)
     9: (0, 5),  # OffsetFetch (v0 reads ZooKeeper, as Kafka up to 3.9)
     10: (0, 2),  # FindCoordinator
@@ -405,25 +409,28 @@ class RequestHandlers:
 
     # ------------------------------------------------------------ Metadata
 
-    async def metadata(self, header: RequestHeader, body: MetadataRequest) -> MetadataResponse:
-        """Metadata v0-8. ``topics`` null (v1+) or empty (v0) means every
+    async def metadata(self, header: RequestHeader, body: MetadataFullRequest) -> MetadataFullResponse:
+        """Metadata v0-12. ``topics`` null (v1+) or empty (v0) means every
         topic; listed topics that do not exist are created when
         ``auto.create.topics.enable`` and the request allows it (v4+
         ``allow_auto_topic_creation``), else UNKNOWN_TOPIC_OR_PARTITION.
+        v10+ gives each topic's id (`kclient.broker.topic_ids`); v12 may ask
+        for a topic by id alone (UNKNOWN_TOPIC_ID when none has it).
         This broker leads every partition with a stable leader epoch 0 and
         is the controller."""
         state = self.state
         requested = body.topics
         cache = self.metadata_cache
         names: list[str]
+        topics: list[MetadataFullResponseTopic] = []
         if requested is None or (header.api_version == 0 and not requested):
             names = cache.topics()
             allow_create = False
         else:
             # In request order, once each; v0-3 have no flag and allow it.
-            names = list(dict.fromkeys(t.name for t in requested))
+            names, unknown_ids = self._requested_names(requested)
+            topics.extend(MetadataFullResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=i) for i in unknown_ids)
             allow_create = body.allow_auto_topic_creation
-        topics = []
         for name in names:
             error = await self.topic_admin.ensure_topic(name, allow_create=allow_create)
             partitions = []
@@ -431,7 +438,7 @@ class RequestHandlers:
                 live = cache.brokers
                 for index, meta in sorted(cache.partitions(name).items()):
                     partitions.append(
-                        MetadataResponsePartition(
+                        MetadataFullResponsePartition(
                             error_code=NONE if meta.leader >= 0 and meta.leader in live else LEADER_NOT_AVAILABLE,
                             partition_index=index,
                             leader_id=meta.leader if meta.leader in live else -1,
@@ -441,8 +448,12 @@ class RequestHandlers:
                             offline_replicas=[r for r in meta.replicas if r not in live],
                         )
                     )
-            topics.append(MetadataResponseTopic(error_code=error, name=name, is_internal=name == OFFSETS_TOPIC, partitions=partitions))
-        return MetadataResponse(
+            topics.append(
+                MetadataFullResponseTopic(
+                    error_code=error, name=name, topic_id=topic_id(name) if error == NONE else None, is_internal=name == OFFSETS_TOPIC, partitions=partitions
+                )
+            )
+        return MetadataFullResponse(
             brokers=self._live_brokers(),
             cluster_id=state.cluster_id,
             # In a cluster: the controller of the last UpdateMetadata, -1 before
@@ -451,20 +462,40 @@ class RequestHandlers:
             topics=topics,
         )
 
-    def _live_brokers(self) -> list[MetadataResponseBroker]:
+    def _requested_names(self, requested: list[MetadataFullRequestTopic]) -> tuple[list[str], list[uuid.UUID]]:
+        """``(names, unknown ids)`` of a Metadata request's topics, in
+        request order and once each: a topic asked for by id alone (v12) is
+        named by the topic that has that id."""
+        by_id: dict[uuid.UUID, str] | None = None
+        names: list[str] = []
+        unknown: list[uuid.UUID] = []
+        for t in requested:
+            if t.name is not None:
+                names.append(t.name)
+                continue
+            if by_id is None:
+                by_id = {topic_id(n): n for n in self.metadata_cache.topics()}
+            name = by_id.get(t.topic_id) if t.topic_id is not None else None
+            if name is None:
+                unknown.append(t.topic_id or uuid.UUID(int=0))
+            else:
+                names.append(name)
+        return list(dict.fromkeys(names)), list(dict.fromkeys(unknown))
+
+    def _live_brokers(self) -> list[MetadataFullResponseBroker]:
         """Every live broker with its endpoint of the current connection's
         listener name (this broker: the address the client connected to)."""
         state = self.state
         name = listener_name.get()
-        brokers: list[MetadataResponseBroker] = []
+        brokers: list[MetadataFullResponseBroker] = []
         for node_id, node in sorted(self.metadata_cache.brokers.items()):
             if node_id == state.broker_id:
                 continue
             ep = node.endpoint(name) or node.endpoint(None)
             if ep is not None:
-                brokers.append(MetadataResponseBroker(node_id=node_id, host=ep.host, port=ep.port, rack=node.rack))
+                brokers.append(MetadataFullResponseBroker(node_id=node_id, host=ep.host, port=ep.port, rack=node.rack))
         host, port = self._address()
-        brokers.append(MetadataResponseBroker(node_id=state.broker_id, host=host, port=port, rack=None))
+        brokers.append(MetadataFullResponseBroker(node_id=state.broker_id, host=host, port=port, rack=None))
         brokers.sort(key=lambda b: b.node_id)
         return brokers
 

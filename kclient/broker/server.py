@@ -143,6 +143,7 @@ from kclient.protocol.messages import (
 )
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
 from kclient.protocol.messages.fetch import FetchResponse
+from kclient.protocol.messages.metadata_full import METADATA_FULL
 from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,
@@ -157,6 +158,8 @@ log = logging.getLogger("kclient.broker")
 #: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
 BROKER_APIS = {
     **APIS,
+    # Metadata up to v12 (v10+: topic ids, KIP-516), beyond the v0-8 of APIS.
+    METADATA_FULL.key: METADATA_FULL,
     SASL_HANDSHAKE.key: SASL_HANDSHAKE,
     SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
     # Inter-broker (controller requests, followers' epoch queries).
@@ -794,7 +797,7 @@ def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> Any:
     Raises:
         ProtocolError: (or another of ``_DECODE_ERRORS``) a malformed body.
     """
-    if api.key in APIS:
+    if APIS.get(api.key) is api:
         return decode_request(header, frame)
     # SASL, admin, group and inter-broker APIs: not in decode_request's table.
     body_offset = header.body_offset

@@ -1,0 +1,152 @@
+"""Other clients' KIP-848 consumers (``group.protocol=consumer``) against
+the bundled broker's consumer group protocol: Apache Kafka 4's own Java
+consumer (``kafka-console-consumer``) and librdkafka's (confluent-kafka).
+Two members of one group share the partitions (ConsumerGroupDescribe shows
+both with partitions), and every record produced afterwards is consumed
+exactly once."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from helpers.groups import group_broker_properties
+from helpers.raw import SocketClient, make_topic
+from helpers.records import produce
+from helpers.wait import wait_for
+
+from kclient.protocol.messages import CONSUMER_GROUP_DESCRIBE
+from kclient.testing import BrokerProcess
+from kclient.testing.kafka import kafka_tool_command
+
+PARTITIONS = 4
+RECORDS = 200
+DEADLINE = 120.0
+
+
+@pytest.fixture(scope="module")
+def broker():
+    properties = {
+        **group_broker_properties(PARTITIONS),
+        "group.consumer.heartbeat.interval.ms": 500,
+        "group.consumer.min.heartbeat.interval.ms": 100,
+    }
+    with BrokerProcess(properties=properties) as proc:
+        yield proc
+
+
+def new_topic(broker, prefix: str) -> str:
+    """A fresh topic of `PARTITIONS` partitions, empty: members reading
+    from the earliest offset read only what the test produces."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with SocketClient(broker.host, broker.port, client_id="kip848-interop", timeout=30.0) as c:
+        make_topic(c, name)
+    return name
+
+
+def members_with_partitions(broker, group: str) -> list[int] | None:
+    """Partitions per member of ``group`` when every member has reached
+    the target assignment, else None."""
+    with SocketClient(broker.host, broker.port, client_id="kip848-interop", timeout=30.0) as c:
+        described = c.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    if described["error_code"] != 0 or described["group_state"] != "Stable":
+        return None
+    return sorted(sum(len(tp["partitions"]) for tp in m["assignment"]["topic_partitions"]) for m in described["members"])
+
+
+def share_then_consume(broker, group: str, topic: str, received: list[Counter[str]]) -> None:
+    """Wait for two members that share the partitions, produce, and check
+    every record is consumed exactly once (by one member or the other)."""
+    wait_for(lambda: members_with_partitions(broker, group) == [PARTITIONS // 2, PARTITIONS // 2], "two members with two partitions each", timeout=DEADLINE)
+    values = [f"v{i}" for i in range(RECORDS)]
+    produce(broker, topic, [(f"k{i}", v) for i, v in enumerate(values)], per_send=None)
+
+    def all_read() -> bool:
+        return sum(sum(c.values()) for c in received) >= RECORDS
+
+    wait_for(all_read, f"{RECORDS} records consumed", timeout=DEADLINE)
+    total: Counter[str] = Counter()
+    for c in received:
+        total.update(c)
+    assert set(total) == set(values) and max(total.values()) == 1
+    assert all(c for c in received), "a member consumed nothing"
+
+
+def _read_lines(proc: subprocess.Popen[str], into: Counter[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip():
+            into[line.strip()] += 1
+
+
+def test_java_consumers_share_a_group(broker):
+    group, topic = f"java-{uuid.uuid4().hex[:8]}", new_topic(broker, "jt")
+    received = [Counter[str](), Counter[str]()]
+    procs = []
+    try:
+        for counter in received:
+            command = kafka_tool_command(
+                "kafka-console-consumer",
+                "--bootstrap-server", broker.bootstrap,
+                "--topic", topic,
+                "--group", group,
+                "--command-property", "group.protocol=consumer",
+                "--from-beginning",
+            )
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+            procs.append(proc)
+            threading.Thread(target=_read_lines, args=(proc, counter), daemon=True).start()
+        share_then_consume(broker, group, topic, received)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def _confluent_member(bootstrap: str, group: str, topic: str, into: Counter[str], stop: threading.Event) -> Callable[[], None]:
+    def run() -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        consumer.subscribe([topic])
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.1)
+                if message is not None and message.error() is None:
+                    into[message.value().decode()] += 1
+        finally:
+            consumer.close()
+
+    return run
+
+
+def test_librdkafka_consumers_share_a_group(broker):
+    import confluent_kafka
+
+    assert confluent_kafka.libversion()[1] >= 0x020A0000  # KIP-848 is generally available from librdkafka 2.10
+    group, topic = f"rdk-{uuid.uuid4().hex[:8]}", new_topic(broker, "rt")
+    received = [Counter[str](), Counter[str]()]
+    stop = threading.Event()
+    threads = [threading.Thread(target=_confluent_member(broker.bootstrap, group, topic, c, stop), daemon=True) for c in received]
+    for t in threads:
+        t.start()
+    try:
+        share_then_consume(broker, group, topic, received)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)

@@ -198,6 +198,9 @@ class ConsumerProtocolDriver:
         self._last_poll = trio.current_time()
         self._polling = 0
         self._last_match = trio.current_time()
+        #: Bumped when the member joins or is out of the group: a
+        #: reconciliation that awaited across it is abandoned.
+        self._membership = 0
         #: How many reconciliations this member completed.
         self.rebalances = 0
 
@@ -307,6 +310,7 @@ class ConsumerProtocolDriver:
 
     async def _start_joining(self) -> None:
         await self._rematch_pattern()
+        self._membership += 1
         self.member.epoch = JOIN_EPOCH
         self.target = self.current = None
         self._planned_version = self._target_version
@@ -318,6 +322,7 @@ class ConsumerProtocolDriver:
 
     async def _reconcile(self) -> ListenerCall | None:
         self._planned_version = self._target_version
+        membership = self._membership
         target = self.target or {}
         try:
             unresolved = await self.names.resolve(target)
@@ -327,7 +332,7 @@ class ConsumerProtocolDriver:
         if unresolved:
             log.info("group %s: topic ids %s not in the metadata yet", self.member.group_id, sorted(map(str, unresolved)))
         plan = plan_reconciliation(self.subscriptions.assigned(), target, self.names.names)
-        if self.current is not None and plan.resolved == self.current:
+        if membership != self._membership or (self.current is not None and plan.resolved == self.current):
             return None
         log.info(
             "group %s: member %s epoch %d reconciling: assigned %s, revoking %s, adding %s",
@@ -342,6 +347,9 @@ class ConsumerProtocolDriver:
                 await self._commit_positions()
             except KafkaError as exc:
                 log.warning("group %s: commit before revoking partitions failed: %s", self.member.group_id, exc)
+        if membership != self._membership:  # fenced or left meanwhile: the partitions are lost instead
+            self._plan = None
+            return None
         self._stage = Stage.REVOKING
         return ListenerCall(REVOKED, plan.revoked)
 
@@ -445,13 +453,14 @@ class ConsumerProtocolDriver:
         if self.state is MemberState.ACKNOWLEDGING:
             self.state = MemberState.STABLE
         self._last_heartbeat = trio.current_time()
+        membership = self._membership
         try:
             response = await self._call(body)
         except KafkaError as exc:
             log.info("group %s: heartbeat failed, retrying after retry.backoff.ms: %s", self.member.group_id, exc)
             self._retry_soon()
             return
-        if self.state in _HEARTBEATING:
+        if self.state in _HEARTBEATING and membership == self._membership:  # else an answer for a membership now over
             self._on_response(response)
 
     def _retry_soon(self) -> None:
@@ -498,6 +507,7 @@ class ConsumerProtocolDriver:
         owned = tuple(self.subscriptions.assigned())
         log.warning("group %s: member %s epoch %d lost its partitions %s: %s", self.member.group_id, self.member.member_id, self.member.epoch, _names(owned), why)
         self._lost = owned
+        self._membership += 1
         self.member.epoch = JOIN_EPOCH
         self.target = self.current = None
         self._stage, self._plan = Stage.IDLE, None
@@ -604,6 +614,7 @@ class ConsumerProtocolDriver:
         if self.state in _HEARTBEATING and self.member.epoch > 0:
             await self._send_leave(leave_epoch(self.member.instance_id))
         self.state = MemberState.UNSUBSCRIBED
+        self._membership += 1
         self.member.epoch = JOIN_EPOCH
         self.target = self.current = None
         self._stage, self._plan, self._lost = Stage.IDLE, None, None

@@ -26,13 +26,7 @@ from kclient.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupDescribeTopicPartitions,
 )
-from kclient.protocol.messages.metadata_topic_ids import (
-    METADATA_TOPIC_IDS,
-    MetadataTopicIdsRequest,
-    MetadataTopicIdsResponse,
-    MetadataTopicIdsResponsePartition,
-    MetadataTopicIdsResponseTopic,
-)
+from kclient.protocol.messages.metadata_full import MetadataFullResponse, MetadataFullResponsePartition, MetadataFullResponseTopic
 
 pytestmark = pytest.mark.unit
 
@@ -110,10 +104,10 @@ def test_settings_each_group_protocol_refuses():
 
 
 def test_topic_names_from_metadata_and_describe():
-    response = MetadataTopicIdsResponse(
+    response = MetadataFullResponse(
         topics=[
-            MetadataTopicIdsResponseTopic(name="a", topic_id=A, partitions=[MetadataTopicIdsResponsePartition(partition_index=0)]),
-            MetadataTopicIdsResponseTopic(name="missing", topic_id=ZERO_ID, error_code=3),
+            MetadataFullResponseTopic(name="a", topic_id=A, partitions=[MetadataFullResponsePartition(partition_index=0)]),
+            MetadataFullResponseTopic(name="missing", topic_id=ZERO_ID, error_code=3),
         ]
     )
     assert names_from_metadata(response) == {A: "a"}
@@ -127,17 +121,3 @@ def test_topic_names_from_metadata_and_describe():
     refused = ConsumerGroupDescribeResponse(groups=[ConsumerGroupDescribeGroup(group_id="g", error_code=InvalidGroupIdError.code)])
     with pytest.raises(InvalidGroupIdError):
         names_from_describe(refused)
-
-
-def test_metadata_with_topic_ids_layout():
-    # Every topic: a null compact array, allow_auto_topic_creation, [v10: include_cluster_authorized_operations,]
-    # include_topic_authorized_operations, no tagged fields.
-    assert METADATA_TOPIC_IDS.request(12).encode(MetadataTopicIdsRequest(topics=None)) == bytes([0, 0, 0, 0])
-    assert METADATA_TOPIC_IDS.request(10).encode(MetadataTopicIdsRequest(topics=None)) == bytes([0, 0, 0, 0, 0])
-    for version in (10, 11, 12):
-        body = MetadataTopicIdsResponse(topics=[MetadataTopicIdsResponseTopic(name="a", topic_id=A, partitions=[MetadataTopicIdsResponsePartition(partition_index=3, leader_id=1)])])
-        codec = METADATA_TOPIC_IDS.response(version)
-        decoded = codec.decode_message(codec.encode(body))
-        assert (decoded.topics[0].name, decoded.topics[0].topic_id, decoded.topics[0].partitions[0].partition_index) == ("a", A, 3)
-    with pytest.raises(ValueError, match="not implemented"):
-        METADATA_TOPIC_IDS.request(9)

@@ -18,15 +18,17 @@ from kclient.client.cluster import Cluster
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.errors import NONE, UnsupportedVersionError, error_for_code
 from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from kclient.protocol.messages.metadata_topic_ids import METADATA_TOPIC_IDS, MetadataTopicIdsRequest, MetadataTopicIdsResponse
+from kclient.protocol.messages.metadata_full import METADATA_FULL, MetadataFullRequest, MetadataFullResponse
 
 log = logging.getLogger("kclient.consumer")
 
 #: The all-zero topic id Metadata gives a topic it does not know.
 ZERO_ID = uuid.UUID(int=0)
+#: The first Metadata version with topic ids (KIP-516).
+TOPIC_ID_VERSION = 10
 
 
-def names_from_metadata(response: MetadataTopicIdsResponse) -> dict[uuid.UUID, str]:
+def names_from_metadata(response: MetadataFullResponse) -> dict[uuid.UUID, str]:
     """``{topic id: name}`` of the topics a Metadata v10+ response
     describes without error.
 
@@ -113,8 +115,9 @@ class TopicNames:
 
     async def _from_metadata(self) -> dict[uuid.UUID, str]:
         conn = await self.cluster.any_connection()
-        version = conn.version_for(METADATA_TOPIC_IDS, floor=METADATA_TOPIC_IDS.min_version)
-        response: MetadataTopicIdsResponse = await conn.request(METADATA_TOPIC_IDS, MetadataTopicIdsRequest(topics=None), version=version)
+        version = conn.version_for(METADATA_FULL, floor=TOPIC_ID_VERSION)
+        body = MetadataFullRequest(topics=None, allow_auto_topic_creation=False)
+        response: MetadataFullResponse = await conn.request(METADATA_FULL, body, version=version)
         return names_from_metadata(response)
 
     async def _from_describe(self) -> dict[uuid.UUID, str]:
@@ -122,4 +125,4 @@ class TopicNames:
         return await self.coordinator.call(CONSUMER_GROUP_DESCRIBE, body, names_from_describe)
 
 
-__all__ = ["ZERO_ID", "TopicNames", "names_from_describe", "names_from_metadata"]
+__all__ = ["TOPIC_ID_VERSION", "ZERO_ID", "TopicNames", "names_from_describe", "names_from_metadata"]

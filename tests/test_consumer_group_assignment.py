@@ -167,3 +167,18 @@ def test_no_partition_ever_has_two_owners(data):
                 assert owners.get(tp, m) == m
                 owners[tp] = m
             state[m] = new
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_consumer_group_timeouts_are_checked_against_their_bounds():
+    from kclient.broker.group.consumer_coordinator import check_consumer_group_config
+    from kclient.config import BrokerConfig
+    from kclient.errors import ConfigError
+
+    check_consumer_group_config(BrokerConfig())
+    with pytest.raises(ConfigError, match="group.consumer.min.session.timeout.ms"):
+        check_consumer_group_config(BrokerConfig.from_properties({"group.consumer.session.timeout.ms": 1000}))
+    with pytest.raises(ConfigError, match="group.consumer.max.heartbeat.interval.ms"):
+        check_consumer_group_config(BrokerConfig.from_properties({"group.consumer.heartbeat.interval.ms": 20000}))

@@ -299,3 +299,33 @@ def test_metadata_gives_topic_ids(client, topic):
     assert unknown["topics"][0]["error_code"] == UNKNOWN_TOPIC_ID and unknown["topics"][0]["topic_id"] == missing
     everything = client.request(METADATA_FULL, 10, {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
     assert {t["name"]: t["topic_id"] for t in everything["topics"]}[topic] == topic_id(topic)
+
+
+def test_a_member_that_does_not_revoke_in_time_is_removed(client, topic, group):
+    """A member keeping partitions past its rebalance timeout is fenced and
+    its partitions go to the member waiting for them."""
+    a = heartbeat(client, group, uuid.uuid4().hex, 0, topics=[topic], owned={}, rebalance_timeout_ms=300)
+    a_id = a["member_id"]
+    everything = {topic: list(range(PARTITIONS))}
+    heartbeat(client, group, a_id, 1, owned=everything)
+    b = join(client, group, [topic])
+    a = heartbeat(client, group, a_id, 1, owned=everything)  # told to revoke half; never does
+    assert a["member_epoch"] == 1 and len(partitions_of(a, topic) or ()) == PARTITIONS // 2
+
+    def b_has_everything() -> bool:
+        return partitions_of(heartbeat(client, group, b["member_id"], describe_epoch(client, group, b["member_id"]), owned={topic: []}), topic) == set(range(PARTITIONS))
+
+    wait_for(b_has_everything, "B given A's partitions once A was removed", timeout=30)
+    assert heartbeat(client, group, a_id, 1, owned=everything)["error_code"] == UNKNOWN_MEMBER_ID
+
+
+def test_a_regex_subscription(client, topic, group):
+    """v1's ``subscribed_topic_regex``: every topic whose whole name matches."""
+    other = f"{topic}-x"
+    make_topic(client, other)
+    a = heartbeat(client, group, uuid.uuid4().hex, 0, topics=None, owned={}, subscribed_topic_regex=f"{topic}(-x)?")
+    assert a["error_code"] == NONE
+    assert partitions_of(a, topic) == set(range(PARTITIONS)) and partitions_of(a, other) == set(range(PARTITIONS))
+    assert describe(client, group)["members"][0]["subscribed_topic_regex"] == f"{topic}(-x)?"
+    bad = heartbeat(client, f"{group}-bad", uuid.uuid4().hex, 0, topics=None, owned={}, subscribed_topic_regex="(")
+    assert bad["error_code"] == INVALID_REQUEST

@@ -55,7 +55,8 @@ import trio
 from kclient.broker.group.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicInfo
 from kclient.broker.group.membership import DEAD as CLASSIC_DEAD
 from kclient.broker.group.membership import EMPTY as CLASSIC_EMPTY
-from kclient.broker.group.reconciliation import FencedMemberError, MemberAssignment, freeze, next_assignment
+from kclient.broker.group.reconciliation import STABLE as RECONCILED
+from kclient.broker.group.reconciliation import UNREVOKED_PARTITIONS, FencedMemberError, MemberAssignment, freeze, next_assignment
 from kclient.broker.group.server_assignors import MemberSpec, ServerAssignor, assignors_for
 from kclient.broker.topic_ids import topic_id
 from kclient.errors import (
@@ -70,6 +71,7 @@ from kclient.errors import (
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
     UNSUPPORTED_VERSION,
+    ConfigError,
 )
 from kclient.protocol.messages.consumer_group_heartbeat import (
     JOIN_EPOCH,
@@ -134,6 +136,29 @@ def _check_epoch(member: ConsumerGroupMember, epoch: int, owned: list[tuple[uuid
         raise HeartbeatError(FENCED_MEMBER_EPOCH, f"{_FENCED_PREFIX} smaller member epoch ({epoch}) {_FENCED_SUFFIX.format(current.member_epoch)}")
 
 
+def check_consumer_group_config(config: BrokerConfig) -> None:
+    """Check ``group.consumer.heartbeat.interval.ms`` and
+    ``group.consumer.session.timeout.ms`` against their ``min`` / ``max``
+    settings, as Kafka's ``GroupCoordinatorConfig`` does.
+
+    Args:
+        config: The broker's configuration.
+
+    Raises:
+        kclient.errors.ConfigError: A value outside its bounds, or a
+            heartbeat interval not below the session timeout.
+    """
+    for name, value, low, high in (
+        ("group.consumer.heartbeat.interval.ms", config.group_consumer_heartbeat_interval_ms, config.group_consumer_min_heartbeat_interval_ms, config.group_consumer_max_heartbeat_interval_ms),
+        ("group.consumer.session.timeout.ms", config.group_consumer_session_timeout_ms, config.group_consumer_min_session_timeout_ms, config.group_consumer_max_session_timeout_ms),
+    ):
+        if not low <= value <= high:
+            bounds = (name.replace("group.consumer.", "group.consumer.min."), name.replace("group.consumer.", "group.consumer.max."))
+            raise ConfigError(f"Invalid value {value} for configuration {name}: must be between {bounds[0]} ({low}) and {bounds[1]} ({high})")
+    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+
+
 class ConsumerGroupCoordinator:
     """Consumer-protocol groups over the classic coordinator's offsets
     manager (see the module docstring).
@@ -146,15 +171,21 @@ class ConsumerGroupCoordinator:
         clock: Monotonic seconds (trio's clock by default).
 
     Raises:
-        ValueError: ``group.consumer.assignors`` names an unknown assignor.
+        kclient.errors.ConfigError: ``group.consumer.assignors`` names an
+            unknown assignor, or the heartbeat interval or session timeout
+            is outside its ``min`` / ``max`` bounds.
     """
 
     def __init__(self, config: BrokerConfig, manager: GroupMetadataManager, metadata_cache: MetadataCache, *, clock: Callable[[], float] = trio.current_time) -> None:
+        check_consumer_group_config(config)
         self.config = config
         self.manager = manager
         self.metadata_cache = metadata_cache
         self.clock = clock
-        self.assignors: dict[str, ServerAssignor] = assignors_for(list(config.group_consumer_assignors))
+        try:
+            self.assignors: dict[str, ServerAssignor] = assignors_for(list(config.group_consumer_assignors))
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value for configuration group.consumer.assignors: {exc}") from None
         self.groups: dict[str, ConsumerGroup] = {}
 
     # ------------------------------------------------------------ lookups
@@ -426,7 +457,7 @@ class ConsumerGroupCoordinator:
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, owned: list[tuple[uuid.UUID, list[int]]] | None, now: float) -> None:
         current = member.assignment
-        if current.state == "stable" and current.member_epoch == group.assignment_epoch:
+        if current.state == RECONCILED and current.member_epoch == group.assignment_epoch:
             return
         mine = set(current.owned())
 
@@ -440,7 +471,7 @@ class ConsumerGroupCoordinator:
         if updated == current:
             return
         group.set_assignment(member, updated)
-        if updated.state == "unrevoked_partitions":
+        if updated.state == UNREVOKED_PARTITIONS:
             timeout_ms = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.group_consumer_session_timeout_ms
             member.revocation_deadline = now + timeout_ms / 1000.0
         else:
@@ -522,4 +553,4 @@ class ConsumerGroupCoordinator:
         return sorted((g, group.state) for g in list(self.groups) if (group := self.group(g)) is not None)
 
 
-__all__ = ["INTERNAL_TOPICS", "ConsumerGroupCoordinator", "HeartbeatError", "new_member_id"]
+__all__ = ["INTERNAL_TOPICS", "ConsumerGroupCoordinator", "HeartbeatError", "check_consumer_group_config", "new_member_id"]

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from kclient.broker.group.reconciliation import STABLE as RECONCILED
 from kclient.broker.group.reconciliation import MemberAssignment, Partitions
 
 EMPTY = "Empty"
@@ -130,7 +131,7 @@ class ConsumerGroup:
             return EMPTY
         if self.assignment_epoch < self.group_epoch:
             return ASSIGNING
-        if any(m.assignment.state != "stable" or m.member_epoch != self.assignment_epoch for m in self.members.values()):
+        if any(m.assignment.state != RECONCILED or m.member_epoch != self.assignment_epoch for m in self.members.values()):
             return RECONCILING
         return STABLE
 

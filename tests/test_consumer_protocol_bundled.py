@@ -7,7 +7,8 @@ tests/test_consumer_protocol_kafka.py runs against Apache Kafka 4.x
 one taking them all after the other closes; kept partitions consumed
 while a member joins, counted by listener calls; a member past
 ``max.poll.interval.ms`` leaving and joining again; a pattern
-subscription; a restarted static member getting its partitions back),
+subscription; a restarted static member getting its partitions back;
+a Java member, Kafka 4's ``kafka-console-consumer``, sharing the group),
 and a member that rides out a restart of the broker (its coordinator).
 The restart is the module's last test."""
 
@@ -17,9 +18,10 @@ import pytest
 from helpers import consumer_protocol as scenarios
 from helpers.consumer_protocol import Recorder, fill, new_group, settings, wait_until
 from helpers.groups import group_broker_properties
+from helpers.skips import require
 
 from kclient import Consumer
-from kclient.testing import BrokerProcess
+from kclient.testing import BrokerProcess, java_unavailable_reason
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +70,11 @@ def test_an_unknown_server_assignor_is_raised_by_poll(broker, topic):
 
 def test_a_subscription_change_moves_the_assignment(broker, topic):
     scenarios.subscription_change_moves_the_assignment(broker, topic)
+
+
+def test_a_java_member_and_a_kclient_member_share_a_group(broker, topic):
+    require(java_unavailable_reason(), name="Java 17+", needs="runs Apache Kafka 4's console consumer (Java 17+)")
+    scenarios.java_member_and_kclient_member_share_a_group(broker, topic)
 
 
 def test_a_member_rides_out_a_coordinator_restart(broker, topic):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
+import threading
 import uuid
 from typing import Any
 
@@ -19,6 +21,7 @@ from helpers.records import produce
 from helpers.wait import wait_for
 from kclient import Consumer, OffsetAndMetadata, TopicPartition
 from kclient.errors import UnsupportedAssignorError
+from kclient.testing.kafka import kafka_tool, kafka_tool_command
 
 #: Partitions of every topic (the brokers' ``num.partitions``).
 PARTITIONS = 4
@@ -313,3 +316,72 @@ def subscription_change_moves_the_assignment(target: Any, topic: str) -> None:
         wait_until(moved, "the assignment to move to the other topic")
         assert ("member", "revoked", first) in log
         assert not [e for e in log if e[1] == "lost"]
+
+
+def describe_members(target: Any, group: str) -> list[dict[str, str]]:
+    """The rows of ``kafka-consumer-groups --describe --members``, by column."""
+    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", target.bootstrap, "--describe", "--group", group, "--members", timeout=DEADLINE).stdout
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    header = next(i for i, cols in enumerate(lines) if cols and cols[0] == "GROUP")
+    return [dict(zip(lines[header], cols, strict=False)) for cols in lines[header + 1 :]]
+
+
+def java_member_and_kclient_member_share_a_group(target: Any, topic: str) -> None:
+    """A Java consumer (``kafka-console-consumer`` with
+    ``group.protocol=consumer``) and a kclient member in one group: each
+    takes half the partitions, ``--describe --members`` shows both, every
+    record produced then is read once, by its partition's owner; when the
+    Java member stops, the kclient member takes every partition."""
+    group = new_group()
+    produce(target, topic, ["x"], partition=0, acks=-1)  # the topic exists before anyone subscribes
+    ours: dict[tuple[int, int], str] = {}
+    java: list[tuple[int, str]] = []
+    consumer = Consumer(settings(target, group, **{"client.id": "kclient-848"}))
+    command = kafka_tool_command(
+        "kafka-console-consumer", "--bootstrap-server", target.bootstrap, "--topic", topic, "--group", group,
+        "--from-beginning", "--formatter-property", "print.partition=true",
+        "--consumer-property", "group.protocol=consumer", "--consumer-property", "client.id=java-848",
+    )  # fmt: skip
+    proc = None
+    try:
+        consumer.subscribe([topic])
+
+        def read_ours() -> None:
+            for r in consumer.poll(timeout_ms=50):
+                assert (r.partition, r.offset) not in ours
+                ours[(r.partition, r.offset)] = r.value.decode()
+
+        wait_until(lambda: read_ours() or len(consumer.assignment()) == PARTITIONS, "the kclient member to own every partition")
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+        def pump() -> None:
+            assert proc is not None and proc.stdout is not None
+            for line in proc.stdout:
+                match = re.fullmatch(r"Partition:(\d+)\t(.*)", line.rstrip("\n"))
+                if match:
+                    java.append((int(match[1]), match[2]))
+
+        threading.Thread(target=pump, daemon=True).start()
+        wait_until(lambda: read_ours() or len(consumer.assignment()) == PARTITIONS // 2, "the Java member to take half the partitions")
+        members = wait_until(lambda: (rows := describe_members(target, group)) and len(rows) == 2 and rows, "both members in --describe --members")
+        assert {m["CLIENT-ID"] for m in members} == {"kclient-848", "java-848"}
+        mine = {tp.partition for tp in consumer.assignment()}
+        produced = fill(target, topic, 25, "j")
+
+        def all_read() -> bool:
+            read_ours()
+            return {v for v in ours.values() if v != "x"} | {v for _, v in java if v != "x"} >= produced
+
+        wait_until(all_read, "every record, by one member or the other")
+        values = [v for v in ours.values() if v != "x"] + [v for _, v in java if v != "x"]
+        assert sorted(values) == sorted(produced)  # each record once
+        assert {p for p, _ in java} & mine == set()
+        assert {p for (p, _), v in ours.items() if v != "x"} <= mine  # "x" was read before the split
+        proc.terminate()  # Kafka's consumer leaves the group as it shuts down
+        proc.wait(timeout=DEADLINE)
+        wait_until(lambda: read_ours() or len(consumer.assignment()) == PARTITIONS, "the kclient member to take every partition back")
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+        consumer.close()

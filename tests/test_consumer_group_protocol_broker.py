@@ -39,6 +39,7 @@ from kclient.protocol.messages import (
     LIST_GROUPS,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    OFFSET_FETCH_FULL,
 )
 from kclient.testing import BrokerProcess
 
@@ -260,6 +261,18 @@ def test_offset_commit_checks_the_member_epoch(client, topic, group):
     assert commit(8, epoch, 7) == UNSUPPORTED_VERSION
     fetched = client.request(OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}], "require_stable": False})
     assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 5
+
+    def fetch_v9(member_id, member_epoch) -> dict:
+        body = {"groups": [{"group_id": group, "member_id": member_id, "member_epoch": member_epoch, "topics": [{"name": topic, "partition_indexes": [0]}]}], "require_stable": True}
+        return client.request(OFFSET_FETCH_FULL, 9, body)["groups"][0]
+
+    mine = fetch_v9(a_id, epoch)
+    assert mine["error_code"] == NONE and mine["topics"][0]["partitions"][0]["committed_offset"] == 5
+    assert fetch_v9(a_id, epoch - 1)["error_code"] == STALE_MEMBER_EPOCH
+    assert fetch_v9("someone-else", epoch)["error_code"] == UNKNOWN_MEMBER_ID
+    assert fetch_v9(None, -1)["topics"][0]["partitions"][0]["committed_offset"] == 5  # an admin client
+    v8 = client.request(OFFSET_FETCH_FULL, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})["groups"][0]
+    assert [(t["name"], [p["committed_offset"] for p in t["partitions"]]) for t in v8["topics"]] == [(topic, [5])]
 
 
 def test_list_groups_gives_the_group_type(client, topic, group):

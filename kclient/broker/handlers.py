@@ -127,10 +127,6 @@ from kclient.protocol.messages.metadata_full import (
     MetadataFullResponsePartition,
     MetadataFullResponseTopic,
 )
-from kclient.protocol.messages.offset_fetch import (
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-)
 from kclient.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
     OffsetForLeaderEpochRequest,
@@ -191,7 +187,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     2: (0, 5),  # ListOffsets
     3: (0, 12),  # Metadata (v9+ flexible; v10+ topic ids, KIP-516)
     8: (0, 9),  # OffsetCommit (v8+ flexible; v9: consumer-protocol members, KIP-848)
-    9: (0, 5),  # OffsetFetch (v0 reads ZooKeeper, as Kafka up to 3.9)
+    9: (0, 9),  # OffsetFetch (v0 reads ZooKeeper, as Kafka up to 3.9; v6+ flexible; v8+ several groups; v9 member epochs, KIP-848)
     10: (0, 2),  # FindCoordinator
     11: (0, 5),  # JoinGroup (v4+: KIP-394 member ids)
     12: (0, 3),  # Heartbeat
@@ -312,7 +308,7 @@ class RequestHandlers:
             1: self.fetch,
             2: self.list_offsets,
             3: self.metadata,
-            9: self.offset_fetch,
+            9: self.consumer_group_apis.offset_fetch,
             10: self.find_coordinator,
             8: self.consumer_group_apis.offset_commit,
             11: self.consumer_group_apis.join_group,
@@ -679,10 +675,6 @@ class RequestHandlers:
         `kclient.broker.group.apis.GroupApis.find_coordinator`, answering
         with the endpoints of the current connection's listener name."""
         return await self.group_apis.find_coordinator(header, body, self._address(), listener_name.get())
-
-    async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
-        """OffsetFetch v0-5: `kclient.broker.group.apis.GroupApis.offset_fetch`."""
-        return await self.group_apis.offset_fetch(header, body)
 
     # ------------------------------------------------------------ replication
 

@@ -134,6 +134,7 @@ from kclient.protocol.messages import (
     LIST_GROUPS,
     OFFSET_COMMIT,
     OFFSET_DELETE,
+    OFFSET_FETCH_FULL,
     OFFSET_FOR_LEADER_EPOCH,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -158,8 +159,10 @@ log = logging.getLogger("kclient.broker")
 #: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
 BROKER_APIS = {
     **APIS,
-    # Metadata up to v12 (v10+: topic ids, KIP-516), beyond the v0-8 of APIS.
+    # Metadata up to v12 (v10+: topic ids, KIP-516) and OffsetFetch up to v9
+    # (v9: KIP-848 member epochs), beyond the versions of APIS.
     METADATA_FULL.key: METADATA_FULL,
+    OFFSET_FETCH_FULL.key: OFFSET_FETCH_FULL,
     SASL_HANDSHAKE.key: SASL_HANDSHAKE,
     SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
     # Inter-broker (controller requests, followers' epoch queries).

@@ -11,7 +11,10 @@ group APIs whose answer depends on a group being a consumer-protocol one
 - JoinGroup on a consumer group with members: INCONSISTENT_GROUP_PROTOCOL;
 - ListGroups lists consumer groups with group type ``consumer`` (v5
   ``types_filter``, KIP-848);
-- DeleteGroups of a consumer group with members: NON_EMPTY_GROUP.
+- DeleteGroups of a consumer group with members: NON_EMPTY_GROUP;
+- OffsetFetch v6-9: v6-7 as v5; v8+ fetches for several groups at once
+  (KIP-709) and v9 names the member and its epoch, checked as for
+  OffsetCommit when the group is a consumer group (KIP-848).
 
 Every other request goes on to the classic handlers
 (`kclient.broker.group.apis.GroupApis`).
@@ -57,6 +60,7 @@ from kclient.protocol.messages.offset_commit import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup
 
 if TYPE_CHECKING:
     from kclient.broker.group.consumer_group import ConsumerGroup
@@ -196,6 +200,24 @@ class ConsumerGroupApis:
             code = await self.coordinator.manager.store_offsets(body.group_id, valid)
             results.update(dict.fromkeys(valid, code))
         return results
+
+    async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
+        """OffsetFetch v0-9: v0-7 by the classic handler (v6-7 answer as
+        v5: flexible, ``require_stable`` has nothing to wait for here);
+        v8-9 group by group (module docstring)."""
+        version = header.api_version
+        if version < 8:
+            return await self.classic.offset_fetch(header, body)
+        as_v7 = attrs.evolve(header, api_version=7)
+        groups = []
+        for g in body.groups:
+            code = self.coordinator.validate_offset_fetch(g.group_id, g.member_id, g.member_epoch) if version >= 9 else NONE
+            if code != NONE:
+                groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code))
+                continue
+            one = await self.classic.offset_fetch(as_v7, OffsetFetchRequest(group_id=g.group_id, topics=g.topics))
+            groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=one.topics, error_code=one.error_code))
+        return OffsetFetchResponse(groups=groups)
 
     async def join_group(self, header: RequestHeader, body: JoinGroupRequest) -> JoinGroupResponse:
         """JoinGroup: INCONSISTENT_GROUP_PROTOCOL for a consumer group with

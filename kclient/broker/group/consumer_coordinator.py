@@ -547,6 +547,19 @@ class ConsumerGroupCoordinator:
             return STALE_MEMBER_EPOCH
         return NONE
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """The error of an OffsetFetch v9+ naming a member of consumer
+        group ``group_id`` (Kafka's ``ConsumerGroup.validateOffsetFetch``):
+        NONE (also without a member: an admin client), UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH."""
+        group = self.group(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+
     def list_groups(self) -> list[tuple[str, str]]:
         """``[(group id, state)]`` of the consumer groups here."""
         self.check_deadlines(self.clock())

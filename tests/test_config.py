@@ -448,7 +448,7 @@ def test_consumer_defaults_follow_kafka_08() -> None:
     assert c.queued_max_message_chunks == 2 and c.rebalance_max_retries == 4
     assert c.fetch_min_bytes == 1 and c.fetch_wait_max_ms == 100
     assert c.auto_offset_reset == "largest" and c.consumer_timeout_ms == -1
-    assert c.offsets_storage == "zookeeper" and c.partition_assignment_strategy == "range"
+    assert c.offsets_storage == "zookeeper" and c.partition_assignment_strategy == ("range",)
     assert c.zookeeper_session_timeout_ms == 6000 and c.zookeeper_sync_time_ms == 2000
     assert c.with_properties({"auto.offset.reset": "earliest"}).auto_offset_reset == "smallest"
 

@@ -94,7 +94,14 @@ def test_settings_take_modern_defaults_and_refuse_connector_settings():
     with pytest.raises(ConfigError, match="did you mean 'auto.offset.reset'"):
         poll_settings({**BOOT, "auto.offset.rest": "earliest"})
     strategy = poll_settings({**BOOT, "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RoundRobinAssignor"})
-    assert strategy.config.partition_assignment_strategy == "roundrobin"
+    assert strategy.config.partition_assignment_strategy == ("roundrobin",)
+    upgrade = poll_settings({**BOOT, "partition.assignment.strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor, range"})
+    assert upgrade.config.partition_assignment_strategy == ("cooperative-sticky", "range")
+    assert poll_settings({**BOOT, "partition.assignment.strategy": ["roundrobin", "range"]}).config.partition_assignment_strategy == ("roundrobin", "range")
+    with pytest.raises(ConfigError, match="'sticky': expected one of range, roundrobin, cooperative-sticky"):
+        poll_settings({**BOOT, "partition.assignment.strategy": "range,sticky"})
+    with pytest.raises(ConfigError, match="partition.assignment.strategy.*at least one"):
+        poll_settings({**BOOT, "partition.assignment.strategy": " , "})
 
 
 def test_settings_from_a_consumer_config():

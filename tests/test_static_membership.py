@@ -414,12 +414,21 @@ def test_consumer_fenced_by_a_newer_instance_raises_from_poll(static_broker, gro
             def fenced() -> bool:
                 try:
                     first.poll(timeout_ms=100)
-                    first.commit()
                 except FencedInstanceIdError:
                     return True
                 return False
 
-            wait_until(fenced, "the first twin to be fenced")
+            # A heartbeat finds the first twin fenced: its poll raises, and
+            # keeps raising (it never rejoins, which would fence the second).
+            wait_until(fenced, "the first twin's poll to raise FencedInstanceIdError")
+            with pytest.raises(FencedInstanceIdError):
+                first.poll(timeout_ms=100)
+            with pytest.raises(FencedInstanceIdError):
+                first.commit()
+            second.poll(timeout_ms=100)
+            assert len(second.assignment()) == PARTITIONS
+            with client(static_broker, "admin") as c:
+                assert instances(c, group)["twin"] == second._core._driver.member.member_id
 
 
 # ---------------------------------------------------------------- unit: model and config

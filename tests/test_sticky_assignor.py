@@ -154,6 +154,10 @@ def test_offered_assignors_and_rebalance_protocol() -> None:
     assert offered_assignors(RANGE) == [RANGE, ROUNDROBIN]
     assert offered_assignors(ROUNDROBIN) == [ROUNDROBIN, RANGE]
     assert offered_assignors(COOPERATIVE_STICKY) == [COOPERATIVE_STICKY]
+    # Kafka's upgrade path: a list with an eager assignor rebalances eagerly.
+    assert offered_assignors((COOPERATIVE_STICKY, RANGE)) == [COOPERATIVE_STICKY, RANGE, ROUNDROBIN]
+    assert not is_cooperative(offered_assignors((COOPERATIVE_STICKY, RANGE)))
+    assert offered_assignors((ROUNDROBIN,)) == [ROUNDROBIN, RANGE]
     assert is_cooperative([COOPERATIVE_STICKY])
     assert not is_cooperative([COOPERATIVE_STICKY, RANGE])
     assert not is_cooperative([])

@@ -13,6 +13,7 @@ from kclient.config.convert import (
     HostPort,
     at_least,
     enum_choice,
+    list_of,
     not_empty,
     same_as,
     to_bool,
@@ -161,9 +162,10 @@ class ConsumerConfig(_ClientSecurityConfig):
     """Where offsets are committed: ``zookeeper`` or ``kafka``."""
     dual_commit_enabled: bool = prop("dual.commit.enabled", to_bool, True)
     """With ``offsets.storage=kafka``, commit to ZooKeeper too (migration)."""
-    partition_assignment_strategy: str = prop(
+    partition_assignment_strategy: tuple[str, ...] = prop(
         "partition.assignment.strategy",
-        enum_choice(
+        list_of(
+            enum_choice(
             "range",
             "roundrobin",
             "cooperative-sticky",
@@ -172,15 +174,20 @@ class ConsumerConfig(_ClientSecurityConfig):
                 "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
                 "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
             },
+            )
         ),
-        "range",
+        ("range",),
     )
     """How partitions are spread over the group's streams (or, for the poll
     consumer, the group's members): ``range`` or ``roundrobin``; Kafka's
     class names ``org.apache.kafka.clients.consumer.RangeAssignor`` /
     ``RoundRobinAssignor`` are accepted too. The poll consumer also takes
     ``cooperative-sticky`` (``CooperativeStickyAssignor``, KIP-429:
-    incremental rebalancing, partitions that stay keep being consumed)."""
+    incremental rebalancing, partitions that stay keep being consumed), and
+    a comma-separated list in order of preference, as Kafka's consumer
+    (``cooperative-sticky,range``: Kafka's first step from eager to
+    cooperative; a member rebalances incrementally only when every assignor
+    it lists is cooperative). The ``ConsumerConnector`` uses the first."""
     group_instance_id: str | None = prop("group.instance.id", to_optional_str, None)
     """Poll consumer: this member's static identity in its group (KIP-345).
     A static member that restarts within ``session.timeout.ms`` gets its

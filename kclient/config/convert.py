@@ -158,6 +158,34 @@ def enum_choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Cal
     return convert
 
 
+def list_of(convert_one: Callable[[Any], str]) -> Callable[[Any], tuple[str, ...]]:
+    """A converter of a comma-separated list (or an iterable of strings),
+    each item converted by ``convert_one``, duplicates dropped, order kept.
+
+    Args:
+        convert_one: The converter of one item (e.g. an `enum_choice`).
+
+    Returns:
+        A converter to a non-empty tuple, raising ValueError naming the
+        bad item.
+    """
+
+    def convert(value: Any) -> tuple[str, ...]:
+        result: list[str] = []
+        for item in to_list(value):
+            try:
+                one = convert_one(item)
+            except ValueError as exc:
+                raise ValueError(f"{item!r}: {exc}") from None
+            if one not in result:
+                result.append(one)
+        if not result:
+            raise ValueError("expected at least one value")
+        return tuple(result)
+
+    return convert
+
+
 def _split_host_port(text: str) -> HostPort:
     text = text.strip()
     if text.startswith("["):  # [IPv6]:port

@@ -31,7 +31,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kclient.client.consumer.group.sticky import StickyMember, cooperative_sticky_assign, member_generation
@@ -165,41 +165,46 @@ COOPERATIVE_ASSIGNORS = frozenset({COOPERATIVE_STICKY})
 KNOWN_ASSIGNORS = frozenset(ASSIGNORS) | COOPERATIVE_ASSIGNORS
 
 
-def offered_assignors(preferred: str) -> list[str]:
+def offered_assignors(strategies: str | Sequence[str]) -> list[str]:
     """The JoinGroup protocols a member offers for its
-    ``partition.assignment.strategy``: an eager assignor first, then the
-    other eager ones (so a group of mixed eager members agrees on one);
-    ``cooperative-sticky`` alone, as a Java member configured with only
-    ``CooperativeStickyAssignor`` does (offering an eager one too would make
-    the member rebalance eagerly, Kafka's first step of an upgrade).
+    ``partition.assignment.strategy``: the configured ones in order, then,
+    when any is eager, the other eager ones (so a group of mixed eager
+    members agrees on one); cooperative ones only, as configured, when all
+    are cooperative (as a Java member configured with only
+    ``CooperativeStickyAssignor``: offering an eager one too makes the
+    member rebalance eagerly, Kafka's first step of an upgrade).
 
     Args:
-        preferred: The configured strategy (a `KNOWN_ASSIGNORS` name).
+        strategies: The configured strategies (`KNOWN_ASSIGNORS` names),
+            most preferred first; one name alone is accepted.
 
     Returns:
         Protocol names in order of preference.
     """
-    if preferred in COOPERATIVE_ASSIGNORS:
-        return [preferred]
-    return [preferred, *(a for a in ASSIGNORS if a != preferred)]
+    chosen = [strategies] if isinstance(strategies, str) else list(strategies)
+    if is_cooperative(chosen):
+        return chosen
+    return [*chosen, *(a for a in ASSIGNORS if a not in chosen)]
 
 
-def require_eager(strategy: str, coordination: str) -> None:
+def require_eager(strategies: str | Sequence[str], coordination: str) -> None:
     """Refuse a cooperative strategy for the 0.8 ``ConsumerConnector``,
     which moves partitions between its streams only by stopping every
     fetcher (eager rebalancing).
 
     Args:
-        strategy: ``partition.assignment.strategy``.
+        strategies: ``partition.assignment.strategy`` (one name or the list).
         coordination: Named in the message (``zookeeper`` or ``broker``).
 
     Raises:
-        ConfigError: ``strategy`` is a cooperative assignor.
+        ConfigError: a strategy is a cooperative assignor.
     """
-    if strategy in COOPERATIVE_ASSIGNORS:
+    chosen = [strategies] if isinstance(strategies, str) else list(strategies)
+    cooperative = [s for s in chosen if s in COOPERATIVE_ASSIGNORS]
+    if cooperative:
         raise ConfigError(
-            f"partition.assignment.strategy={strategy} needs incremental rebalancing (KIP-429), which the "
-            f"ConsumerConnector (group.coordination={coordination}) does not do: use the poll consumer, "
+            f"partition.assignment.strategy={','.join(chosen)} names {cooperative[0]}, which needs incremental rebalancing "
+            f"(KIP-429), which the ConsumerConnector (group.coordination={coordination}) does not do: use the poll consumer, "
             "kclient.Consumer(config), or range / roundrobin"
         )
 

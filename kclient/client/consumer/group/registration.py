@@ -220,7 +220,7 @@ class GroupRegistry:
                 same number of streams.
         """
         wanted: dict[TopicPartition, str] = {}
-        if self.config.partition_assignment_strategy == "roundrobin":
+        if self.config.partition_assignment_strategy[0] == "roundrobin":
             try:
                 plan = zk_roundrobin_assignment(partitions, threads, thread_sort_key)
             except ValueError as exc:

@@ -39,7 +39,11 @@ Kafka's ``ConsumerCoordinator`` with ``RebalanceProtocol.COOPERATIVE``:
 Heartbeats run every ``heartbeat.interval.ms`` on a background task
 (Kafka's heartbeat thread, KIP-62): ``REBALANCE_IN_PROGRESS`` asks for a
 rejoin on the next ``poll``; ``ILLEGAL_GENERATION`` / ``UNKNOWN_MEMBER_ID``
-mean the partitions are lost. A member that does not call ``poll`` for
+mean the partitions are lost; ``FENCED_INSTANCE_ID`` (a newer process
+took this member's ``group.instance.id``, KIP-345) is fatal: every later
+``poll`` raises `kclient.errors.FencedInstanceIdError`, as Kafka's
+consumer does, and the member never rejoins (it would fence its own
+replacement). A member that does not call ``poll`` for
 more than ``max.poll.interval.ms`` sends LeaveGroup from that task, so
 the group gives its partitions to the others at once; its next ``poll``
 calls ``on_partitions_lost`` and joins again.
@@ -68,6 +72,7 @@ from kclient.client.consumer.poll.subscription import SubscriptionState
 from kclient.client.consumer.poll.types import OffsetAndMetadata, TopicPartition
 from kclient.config import ConsumerConfig
 from kclient.errors import (
+    FencedInstanceIdError,
     IllegalGenerationError,
     KafkaError,
     RebalanceInProgressError,
@@ -172,6 +177,8 @@ class GroupDriver:
         self._result: JoinResult | None = None
         self._join_scope: trio.CancelScope | None = None
         self._error: KafkaError | None = None
+        #: A fatal error (FENCED_INSTANCE_ID): raised by every later step.
+        self.fatal: KafkaError | None = None
         self._joined_counts: dict[str, int] = {}
         self._lost_before_join = False
         self._last_poll = trio.current_time()
@@ -230,6 +237,8 @@ class GroupDriver:
                 (``INCONSISTENT_GROUP_PROTOCOL``, ``GROUP_AUTHORIZATION_FAILED``,
                 ...); the next ``poll`` tries again.
         """
+        if self.fatal is not None:
+            raise self.fatal
         if not self.subscriptions.auto_assigned:
             return None
         if self.phase is Phase.JOINED:
@@ -379,6 +388,8 @@ class GroupDriver:
                     log.info("group %s: join failed, retrying: %s", self.member.group_id, exc)
                     await trio.sleep(backoff)
                     continue
+                if isinstance(exc, FencedInstanceIdError):
+                    self._fenced(exc)
                 self._error = exc
                 self.phase = Phase.FAILED
                 self._wake()
@@ -425,6 +436,11 @@ class GroupDriver:
             await self.member.heartbeat()
         except RebalanceInProgressError:
             self.request_rejoin("the group is rebalancing")
+        except FencedInstanceIdError as exc:
+            self._fenced(exc)
+            self._error = exc
+            self.phase = Phase.FAILED
+            self._wake()
         except (IllegalGenerationError, UnknownMemberIdError) as exc:
             if not self._in_group(_HEARTBEAT_PHASES):
                 return
@@ -435,6 +451,13 @@ class GroupDriver:
             self.request_rejoin(f"the member is no longer in the group: {exc}")
         except KafkaError as exc:
             log.warning("group %s: heartbeat failed: %s", self.member.group_id, exc)
+
+    def _fenced(self, exc: FencedInstanceIdError) -> None:
+        """FENCED_INSTANCE_ID: another process now holds this member's
+        ``group.instance.id``; its partitions are that process's now."""
+        log.error("group %s: %s; this consumer must be closed (group.instance.id=%s is used by a newer member)", self.member.group_id, exc, self.member.group_instance_id)
+        self.fatal = exc
+        self.lost = True
 
     async def _metadata_loop(self) -> None:
         interval = self.config.metadata_max_age_ms / 1000

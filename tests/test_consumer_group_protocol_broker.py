@@ -34,6 +34,7 @@ from kclient.protocol.messages import (
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
     DELETE_GROUPS,
+    DESCRIBE_GROUPS,
     FIND_COORDINATOR,
     JOIN_GROUP,
     LIST_GROUPS,
@@ -210,6 +211,9 @@ def test_a_classic_group_and_a_consumer_group_do_not_mix(client, topic, group):
     }
     assert client.request(JOIN_GROUP, 0, join_classic)["error_code"] == INCONSISTENT_GROUP_PROTOCOL
     assert client.request(DELETE_GROUPS, 0, {"groups_names": [group]})["results"][0]["error_code"] == NON_EMPTY_GROUP
+    # DescribeGroups (v0-4) describes classic groups only: a consumer group is Dead there, as in Kafka.
+    described = client.request(DESCRIBE_GROUPS, 4, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+    assert (described["error_code"], described["group_state"], described["members"]) == (NONE, "Dead", [])
     # A classic group with a member: not a consumer group.
     classic = f"{group}-classic"
     joined = client.request(JOIN_GROUP, 0, {**join_classic, "group_id": classic})

@@ -3,7 +3,8 @@ the bundled broker's consumer group protocol: Apache Kafka 4's own Java
 consumer (``kafka-console-consumer``) and librdkafka's (confluent-kafka).
 Two members of one group share the partitions (ConsumerGroupDescribe shows
 both with partitions), and every record produced afterwards is consumed
-exactly once."""
+exactly once; Kafka's ``kafka-consumer-groups`` lists and describes the
+group."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from helpers.wait import wait_for
 
 from kclient.protocol.messages import CONSUMER_GROUP_DESCRIBE
 from kclient.testing import BrokerProcess
-from kclient.testing.kafka import kafka_tool_command
+from kclient.testing.kafka import kafka_tool, kafka_tool_command
 
 PARTITIONS = 4
 RECORDS = 200
@@ -146,6 +147,14 @@ def test_librdkafka_consumers_share_a_group(broker):
         t.start()
     try:
         share_then_consume(broker, group, topic, received)
+        # Kafka's own admin tool sees the group through ConsumerGroupDescribe and ListGroups v5.
+        listed = kafka_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--list", "--type", timeout=DEADLINE).stdout
+        assert any(line.split() == [group, "Consumer"] for line in listed.splitlines())
+        members = kafka_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group, "--members", timeout=DEADLINE).stdout
+        rows = [line.split() for line in members.splitlines() if line.startswith(group)]
+        assert len(rows) == 2 and all(row[-1] == str(PARTITIONS // 2) for row in rows)
+        state = kafka_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group, "--state", timeout=DEADLINE).stdout
+        assert any(line.startswith(group) and line.split()[-3:] == ["uniform", "Stable", "2"] for line in state.splitlines())
     finally:
         stop.set()
         for t in threads:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 from helpers.groups import group_broker_properties
 from helpers.raw import SocketClient, make_topic
-from helpers.records import produce
+from helpers.records import committed_to_log_end, produce
 from helpers.wait import wait_for
 
 from kclient.protocol.messages import CONSUMER_GROUP_DESCRIBE
@@ -159,3 +159,56 @@ def test_librdkafka_consumers_share_a_group(broker):
         stop.set()
         for t in threads:
             t.join(timeout=30)
+
+
+def test_members_rejoin_after_the_coordinator_restarts(tmp_path):
+    """The coordinator keeps consumer groups in memory only: after it
+    restarts, a librdkafka member's heartbeat is answered UNKNOWN_MEMBER_ID,
+    it joins again and goes on from its committed offsets (kept in
+    ``__consumer_offsets``): nothing read twice, nothing lost."""
+    properties = {**group_broker_properties(PARTITIONS), "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100}
+    with BrokerProcess(properties=properties, keep_port=True, log_dir=str(tmp_path / "logs")) as broker:
+        group, topic = f"restart-{uuid.uuid4().hex[:8]}", new_topic(broker, "rs")
+        received: Counter[str] = Counter()
+        stop = threading.Event()
+
+        def run() -> None:
+            from confluent_kafka import Consumer
+
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": broker.bootstrap,
+                    "group.id": group,
+                    "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "topic.metadata.refresh.interval.ms": 1000,
+                }
+            )
+            consumer.subscribe([topic])
+            try:
+                while not stop.is_set():
+                    message = consumer.poll(0.1)
+                    if message is not None and message.error() is None:
+                        received[message.value().decode()] += 1
+                        consumer.commit(message=message, asynchronous=False)
+            finally:
+                consumer.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            first = [f"a{i}" for i in range(40)]
+            produce(broker, topic, [(f"k{i}", v) for i, v in enumerate(first)], per_send=None)
+            wait_for(lambda: set(received) >= set(first), "the first records", timeout=DEADLINE)
+            wait_for(lambda: committed_to_log_end(broker, group, topic, range(PARTITIONS)), "the first records committed", timeout=DEADLINE)
+            broker.stop()
+            broker.start()
+            second = [f"b{i}" for i in range(40)]
+            produce(broker, topic, [(f"k{i}", v) for i, v in enumerate(second)], per_send=None)
+            wait_for(lambda: set(received) >= set(second), "the records produced after the restart", timeout=DEADLINE)
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+        assert set(received) == set(first) | set(second)
+        assert max(received.values()) == 1, [v for v, n in received.items() if n > 1]

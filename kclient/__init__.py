@@ -18,8 +18,9 @@ Kafka 0.8 documentation, https://kafka.apache.org/082/documentation.html,
 - `Consumer`, the modern consumer (Kafka's ``KafkaConsumer``):
   ``subscribe`` / ``assign``, ``poll`` returning `ConsumerRecord` lists,
   ``commit`` / ``committed``, ``seek``, ``pause`` / ``resume``, with
-  `TopicPartition`, `OffsetAndMetadata`, `OffsetAndTimestamp` and a
-  `ConsumerRebalanceListener`; its trio twin `TrioConsumer`.
+  `TopicPartition`, `OffsetAndMetadata`, `OffsetAndTimestamp`,
+  `ConsumerGroupMetadata` and a `ConsumerRebalanceListener`; its trio twin
+  `TrioConsumer`.
 - `ConsumerConnector` (built directly or by ``Consumer.create``), the
   high-level consumer, its group coordinated through ZooKeeper or a
   broker's group coordinator, its offsets in ZooKeeper or Kafka:
@@ -62,6 +63,7 @@ _EXPORTS = {
     "Consumer": "kclient.client.consumer.poll.consumer",
     "ConsumerConfig": "kclient.config",
     "ConsumerConnector": "kclient.client.consumer.group.connector",
+    "ConsumerGroupMetadata": "kclient.client.consumer.poll.types",
     "ConsumerRebalanceFailedError": "kclient.errors",
     "ConsumerRebalanceListener": "kclient.client.consumer.poll.types",
     "ConsumerRecord": "kclient.client.consumer.poll.types",
@@ -159,6 +161,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from kclient.client.consumer.poll.core import TrioConsumer
     from kclient.client.consumer.poll.errors import CommitFailedError, NoOffsetForPartitionError, WakeupError
     from kclient.client.consumer.poll.types import (
+        ConsumerGroupMetadata,
         ConsumerRebalanceListener,
         ConsumerRecord,
         OffsetAndMetadata,

@@ -19,6 +19,7 @@ from helpers.records import produce
 from helpers.wait import wait_for
 
 from kclient import (
+    AdminClient,
     Consumer,
     ConsumerRecord,
     NoOffsetForPartitionError,
@@ -170,6 +171,26 @@ def test_subscribe_to_no_topic_is_unsubscribe(poll_broker, topic, group):
         consumer.subscribe([])
         assert consumer.subscription() == set()
         assert consumer.assignment() == set()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_metadata_names_the_generation_and_member(poll_broker, topic, group, protocol):
+    from kclient.errors import InvalidGroupIdError
+
+    fill(poll_broker, topic, 1)
+    with Consumer(settings(poll_broker, group, **{"group.protocol": protocol, "group.instance.id": "gm-1"})) as consumer:
+        before = consumer.group_metadata()
+        assert (before.group_id, before.generation_id, before.group_instance_id) == (group, -1, "gm-1")
+        consumer.subscribe([topic])
+        read(consumer, PARTITIONS)
+        joined = consumer.group_metadata()
+        assert joined.group_id == group and joined.generation_id >= 1 and joined.member_id and joined.group_instance_id == "gm-1"
+        if protocol == "classic":  # DescribeGroups describes classic groups only
+            with AdminClient({"bootstrap.servers": poll_broker.bootstrap}) as admin:
+                described = admin.describe_consumer_groups([group])[group]
+            assert [(m.member_id, m.group_instance_id) for m in described.members] == [(joined.member_id, "gm-1")]
+    with Consumer(settings(poll_broker, None)) as consumer, pytest.raises(InvalidGroupIdError):
+        consumer.group_metadata()
 
 
 def test_auto_commit_commits_what_poll_handed_out_and_at_close(poll_broker, topic, group):

@@ -409,7 +409,7 @@ def test_consumer_fenced_by_a_newer_instance_raises_from_poll(static_broker, gro
             second.subscribe([topic])
             wait_until(lambda: second.poll(timeout_ms=100) or second.assignment(), "the second twin to take the instance id")
             with client(static_broker, "admin") as c:
-                assert instances(c, group)["twin"] == second._core._driver.member.member_id
+                assert instances(c, group)["twin"] == second.group_metadata().member_id
 
             def fenced() -> bool:
                 try:
@@ -428,7 +428,7 @@ def test_consumer_fenced_by_a_newer_instance_raises_from_poll(static_broker, gro
             second.poll(timeout_ms=100)
             assert len(second.assignment()) == PARTITIONS
             with client(static_broker, "admin") as c:
-                assert instances(c, group)["twin"] == second._core._driver.member.member_id
+                assert instances(c, group)["twin"] == second.group_metadata().member_id
 
 
 # ---------------------------------------------------------------- unit: model and config

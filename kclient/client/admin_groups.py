@@ -103,12 +103,15 @@ class MemberDescription:
         client_host: The address it connected from.
         assignment: ``((topic, partition), ...)`` it was assigned (empty
             when the assignment is not the ``consumer`` protocol's).
+        group_instance_id: Its static ``group.instance.id`` (KIP-345;
+            DescribeGroups v4+), None for a dynamic member.
     """
 
     member_id: str
     client_id: str
     client_host: str
     assignment: tuple[tuple[str, int], ...]
+    group_instance_id: str | None = None
 
 
 @attrs.frozen
@@ -239,7 +242,7 @@ async def describe_groups(cluster: Cluster, groups: list[str], *, timeout_ms: in
         if g.error_code != NONE:
             raise error_for_code(g.error_code)(f"DescribeGroups {group!r}")
         members = tuple(
-            MemberDescription(m.member_id, m.client_id, m.client_host, _assignment(g.protocol_type, m.member_assignment))
+            MemberDescription(m.member_id, m.client_id, m.client_host, _assignment(g.protocol_type, m.member_assignment), m.group_instance_id)
             for m in g.members
         )
         out[group] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, node_id)

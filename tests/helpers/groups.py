@@ -23,8 +23,9 @@ def group_broker_properties(partitions: int) -> dict[str, Any]:
 
 def poll_settings(bootstrap: str, group: str | None, **extra: Any) -> dict[str, Any]:
     """A `kclient.Consumer` config for tests: from the earliest offset,
-    no auto-commit, quick heartbeats and fetch waits; ``group`` None leaves
-    ``group.id`` out (assign only); ``extra`` overrides any of them."""
+    no auto-commit, quick heartbeats (classic protocol) and fetch waits;
+    ``group`` None leaves ``group.id`` out (assign only); ``extra``
+    overrides any of them."""
     base: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "auto.offset.reset": "earliest",
@@ -35,5 +36,7 @@ def poll_settings(bootstrap: str, group: str | None, **extra: Any) -> dict[str, 
     }
     if group is not None:
         base["group.id"] = group
+    if extra.get("group.protocol") == "consumer":  # the coordinator rules the session (KIP-848)
+        del base["session.timeout.ms"], base["heartbeat.interval.ms"]
     base.update(extra)
     return base

@@ -37,10 +37,10 @@ class CountingListener(ConsumerRebalanceListener):
 
 
 def member_generation(consumer: Consumer) -> tuple[int, str]:
-    """``(generation, member id)`` a kclient Consumer's group membership
-    holds now (what Kafka's ``Consumer.groupMetadata()`` gives; kclient's
-    Consumer has no public accessor yet)."""
-    return consumer._core._driver.member.current()
+    """``(generation, member id)`` of a kclient Consumer's group membership
+    now (`Consumer.group_metadata`, Kafka's ``groupMetadata()``)."""
+    metadata = consumer.group_metadata()
+    return metadata.generation_id, metadata.member_id
 
 
 class StaticPoller(threading.Thread):

@@ -36,7 +36,7 @@ from kclient.client.consumer.group.connector import ConsumerConnector
 from kclient.client.consumer.poll.arguments import Offsets, Topics, timeout_seconds
 from kclient.client.consumer.poll.core import TrioConsumer
 from kclient.client.consumer.poll.group import ListenerCall
-from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.client.consumer.poll.types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.client.consumer.statistics import ConsumerStatistics
 from kclient.client.loop_closer import LoopClientCloser
 from kclient.config import ConsumerConfig
@@ -176,6 +176,20 @@ class Consumer(ClosingClient):
             The set (empty during a rebalance).
         """
         result: set[TopicPartition] = self._loop.call_sync(self._core.assignment)
+        return result
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Where this consumer stands in its group (Kafka's
+        ``groupMetadata()``; see `TrioConsumer.group_metadata`).
+
+        Returns:
+            Group id, generation or member epoch (-1 when not in the
+            group), member id and ``group.instance.id``.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        result: ConsumerGroupMetadata = self._loop.call_sync(self._core.group_metadata)
         return result
 
     # ------------------------------------------------------------ poll

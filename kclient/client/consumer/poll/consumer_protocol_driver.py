@@ -126,6 +126,11 @@ class ConsumerGroupMember:
         ``close`` check, as a classic generation)."""
         return self.epoch if self.epoch > 0 else -1
 
+    @property
+    def group_instance_id(self) -> str | None:
+        """``group.instance.id`` (the `MemberGeneration` name)."""
+        return self.instance_id
+
     def current(self) -> tuple[int, str]:
         """``(member epoch, member id)`` for commits."""
         return self.epoch, self.member_id

@@ -52,7 +52,7 @@ from kclient.client.consumer.poll.membership_driver import MembershipDriver
 from kclient.client.consumer.poll.positions import PositionUpdater
 from kclient.client.consumer.poll.record_poll import RecordPoller, Wakeup
 from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, SubscriptionState, SubscriptionType
-from kclient.client.consumer.poll.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.client.consumer.poll.types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics
 from kclient.config import ConsumerConfig
 from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
@@ -295,6 +295,24 @@ class TrioConsumer:
             The set (empty during a rebalance).
         """
         return set(self.subscriptions.assigned())
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Where this consumer stands in its group (Kafka's
+        ``groupMetadata()``): what a transactional producer sends with the
+        offsets it commits (KIP-447).
+
+        Returns:
+            The group id, generation (classic) or member epoch (KIP-848;
+            -1 when not in the group), member id and
+            ``group.instance.id``.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        self._check_open()
+        member = self._group().member
+        generation, member_id = member.current()
+        return ConsumerGroupMetadata(member.group_id, generation if generation > 0 else -1, member_id, member.group_instance_id)
 
     def prepare_unsubscribe(self) -> ListenerCall | None:
         """The first half of `unsubscribe`: the listener call due before

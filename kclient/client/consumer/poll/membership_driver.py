@@ -26,6 +26,20 @@ class MemberGeneration(Protocol):
     @property
     def generation(self) -> int: ...
 
+    @property
+    def group_id(self) -> str:
+        """``group.id``."""
+        ...
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """``group.instance.id``, or None."""
+        ...
+
+    def current(self) -> tuple[int, str]:
+        """``(generation or member epoch, member id)``."""
+        ...
+
 
 class MembershipDriver(Protocol):
     """A member's side of a consumer group, on the consumer's trio loop."""

@@ -94,6 +94,30 @@ class OffsetAndMetadata:
 
 
 @attrs.frozen
+class ConsumerGroupMetadata:
+    """Where a consumer stands in its group (Kafka's
+    ``ConsumerGroupMetadata``, what ``groupMetadata()`` returns): the
+    group, the member's generation (classic protocol) or member epoch
+    (``group.protocol=consumer``, KIP-848), its member id and its static
+    ``group.instance.id`` (KIP-345).
+
+    Attributes:
+        group_id: ``group.id``.
+        generation_id: The generation or member epoch; -1 when the member
+            is not in the group.
+        member_id: The member id (``""`` before the first join with the
+            classic protocol).
+        group_instance_id: ``group.instance.id``, or None for a dynamic
+            member.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@attrs.frozen
 class OffsetAndTimestamp:
     """An answer of ``offsets_for_times`` (Kafka's ``OffsetAndTimestamp``):
     the earliest offset whose timestamp is at least the one asked for, and
@@ -227,6 +251,7 @@ __all__ = [
     "OFFSET_BEGINNING",
     "OFFSET_END",
     "OFFSET_INVALID",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "OffsetAndMetadata",

@@ -214,3 +214,42 @@ def test_timeouts_are_kafka_timeout_errors():
             await trio.sleep(1)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_async_commits_run_in_order_and_auto_commit_rebalance_errors_are_quiet(caplog):
+    import logging
+
+    import trio
+
+    from kclient.client.consumer.poll.auto_commit import PendingCommits, commit_logged
+    from kclient.errors import NotCoordinatorError, RebalanceInProgressError
+
+    tp = TopicPartition("t", 0)
+    sent: list[int] = []
+
+    async def commit(offsets) -> None:
+        await trio.sleep(0.001 * (5 - offsets[tp].offset))  # later commits would finish first if run at once
+        sent.append(offsets[tp].offset)
+
+    async def failing(error):
+        async def commit_fails(offsets) -> None:
+            raise error
+
+        return commit_fails
+
+    async def main() -> None:
+        pending = PendingCommits()
+        async with trio.open_nursery() as nursery:
+            for offset in range(5):
+                pending.start(nursery, commit, {tp: OffsetAndMetadata(offset)}, None)
+            assert pending.in_flight == 5
+            assert await pending.wait(60)
+        assert sent == [0, 1, 2, 3, 4] and pending.in_flight == 0
+        with caplog.at_level(logging.INFO, logger="kclient.consumer"):
+            await commit_logged(await failing(RebalanceInProgressError("rebalancing")), {tp: OffsetAndMetadata(1)}, None, auto=True)
+            await commit_logged(await failing(RebalanceInProgressError("rebalancing")), {tp: OffsetAndMetadata(1)}, None)
+            await commit_logged(await failing(NotCoordinatorError("moved")), {tp: OffsetAndMetadata(1)}, None, auto=True)
+
+    trio.run(main)
+    levels = [(r.levelname, r.getMessage().split(" of ")[0]) for r in caplog.records]
+    assert levels == [("INFO", "auto-commit"), ("WARNING", "asynchronous commit"), ("WARNING", "auto-commit")]

@@ -9,6 +9,7 @@ passed to the caller's callback.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -16,14 +17,16 @@ from typing import Any
 import trio
 
 from kclient.client.consumer.poll.types import OffsetAndMetadata, TopicPartition
-from kclient.errors import KafkaError
+from kclient.errors import KafkaError, RebalanceInProgressError
 
 log = logging.getLogger("kclient.consumer")
 
 Offsets = Mapping[TopicPartition, OffsetAndMetadata]
 
 
-async def commit_logged(commit: Callable[[Offsets], Awaitable[None]], offsets: Offsets, callback: Callable[[Offsets, KafkaError | None], Any] | None) -> None:
+async def commit_logged(
+    commit: Callable[[Offsets], Awaitable[None]], offsets: Offsets, callback: Callable[[Offsets, KafkaError | None], Any] | None, *, auto: bool = False
+) -> None:
     """Commit, logging a failure instead of raising it.
 
     Args:
@@ -31,13 +34,19 @@ async def commit_logged(commit: Callable[[Offsets], Awaitable[None]], offsets: O
         offsets: What to commit.
         callback: Called with ``(offsets, error or None)`` when done, or
             None.
+        auto: The auto-commit: REBALANCE_IN_PROGRESS is logged at INFO,
+            not WARNING (a member keeping its partitions through a
+            cooperative rebalance meets it at every interval until the
+            rebalance ends, and the next auto-commit covers the same
+            positions, as Kafka's consumer logs it quietly).
     """
     error: KafkaError | None = None
     try:
         await commit(offsets)
     except KafkaError as exc:
         error = exc
-        log.warning("asynchronous commit of %s failed: %s", ", ".join(map(str, sorted(offsets))), exc)
+        level = logging.INFO if auto and isinstance(exc, RebalanceInProgressError) else logging.WARNING
+        log.log(level, "%scommit of %s failed: %s", "auto-" if auto else "asynchronous ", ", ".join(map(str, sorted(offsets))), exc)
     if callback is not None:
         callback(offsets, error)
 
@@ -51,7 +60,9 @@ class PendingCommits:
     """
 
     def __init__(self) -> None:
-        self._queue: collections.deque[tuple[Callable[[Offsets], Awaitable[None]], Offsets, Callable[[Offsets, KafkaError | None], Any] | None]] = collections.deque()
+        self._queue: collections.deque[tuple[Callable[[Offsets], Awaitable[None]], Offsets, Callable[[Offsets, KafkaError | None], Any] | None, bool]] = (
+            collections.deque()
+        )
         self._working = False
         self._idle = trio.Event()
         self._idle.set()
@@ -59,9 +70,17 @@ class PendingCommits:
     @property
     def in_flight(self) -> int:
         """How many asynchronous commits have not finished (queued or sent)."""
-        return len(self._queue) + (1 if self._working else 0)
+        return len(self._queue)  # the one being sent stays at the head until it is done
 
-    def start(self, nursery: trio.Nursery, commit: Callable[[Offsets], Awaitable[None]], offsets: Offsets, callback: Callable[[Offsets, KafkaError | None], Any] | None) -> None:
+    def start(
+        self,
+        nursery: trio.Nursery,
+        commit: Callable[[Offsets], Awaitable[None]],
+        offsets: Offsets,
+        callback: Callable[[Offsets, KafkaError | None], Any] | None,
+        *,
+        auto: bool = False,
+    ) -> None:
         """Queue a commit (run as `commit_logged`), after those queued before.
 
         Args:
@@ -69,8 +88,9 @@ class PendingCommits:
             commit: The synchronous commit.
             offsets: What to commit.
             callback: Called with ``(offsets, error or None)``, or None.
+            auto: An auto-commit (see `commit_logged`).
         """
-        self._queue.append((commit, offsets, callback))
+        self._queue.append((commit, offsets, callback, auto))
         if not self._working:
             self._working = True
             self._idle = trio.Event()
@@ -79,9 +99,9 @@ class PendingCommits:
     async def _drain(self) -> None:
         try:
             while self._queue:
-                commit, offsets, callback = self._queue[0]
+                commit, offsets, callback, auto = self._queue[0]
                 try:
-                    await commit_logged(commit, offsets, callback)
+                    await commit_logged(commit, offsets, callback, auto=auto)
                 finally:
                     self._queue.popleft()
         finally:
@@ -140,9 +160,9 @@ class AutoCommitter:
         if not offsets:
             return False
         if self._pending is not None:
-            self._pending.start(nursery, self._commit, offsets, None)
+            self._pending.start(nursery, self._commit, offsets, None, auto=True)
         else:
-            nursery.start_soon(commit_logged, self._commit, offsets, None)
+            nursery.start_soon(functools.partial(commit_logged, self._commit, offsets, None, auto=True))
         return True
 
 

@@ -59,6 +59,13 @@ def members_with_partitions(broker, group: str) -> list[int] | None:
     return sorted(sum(len(tp["partitions"]) for tp in m["assignment"]["topic_partitions"]) for m in described["members"])
 
 
+def described_members(broker, group: str) -> list[tuple[str, int]]:
+    """``[(member id, member epoch)]`` of ``group`` (ConsumerGroupDescribe)."""
+    with SocketClient(broker.host, broker.port, client_id="kip848-interop", timeout=30.0) as c:
+        described = c.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    return sorted((m["member_id"], m["member_epoch"]) for m in described["members"])
+
+
 def share_then_consume(broker, group: str, topic: str, received: list[Counter[str]]) -> None:
     """Wait for two members that share the partitions, produce, and check
     every record is consumed exactly once (by one member or the other)."""
@@ -161,11 +168,11 @@ def test_librdkafka_consumers_share_a_group(broker):
             t.join(timeout=30)
 
 
-def test_members_rejoin_after_the_coordinator_restarts(tmp_path):
-    """The coordinator keeps consumer groups in memory only: after it
-    restarts, a librdkafka member's heartbeat is answered UNKNOWN_MEMBER_ID,
-    it joins again and goes on from its committed offsets (kept in
-    ``__consumer_offsets``): nothing read twice, nothing lost."""
+def test_a_member_keeps_its_place_when_the_coordinator_restarts(tmp_path):
+    """The group's records in ``__consumer_offsets`` are read back by the
+    restarted coordinator: the librdkafka member goes on under the same
+    member id and epoch (no rejoin), from its committed offsets; nothing
+    read twice, nothing lost."""
     properties = {**group_broker_properties(PARTITIONS), "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100}
     with BrokerProcess(properties=properties, keep_port=True, log_dir=str(tmp_path / "logs")) as broker:
         group, topic = f"restart-{uuid.uuid4().hex[:8]}", new_topic(broker, "rs")
@@ -202,11 +209,14 @@ def test_members_rejoin_after_the_coordinator_restarts(tmp_path):
             produce(broker, topic, [(f"k{i}", v) for i, v in enumerate(first)], per_send=None)
             wait_for(lambda: set(received) >= set(first), "the first records", timeout=DEADLINE)
             wait_for(lambda: committed_to_log_end(broker, group, topic, range(PARTITIONS)), "the first records committed", timeout=DEADLINE)
+            before = described_members(broker, group)
             broker.stop()
             broker.start()
             second = [f"b{i}" for i in range(40)]
             produce(broker, topic, [(f"k{i}", v) for i, v in enumerate(second)], per_send=None)
             wait_for(lambda: set(received) >= set(second), "the records produced after the restart", timeout=DEADLINE)
+            assert described_members(broker, group) == before
+            assert "error 25" not in broker.output()  # no UNKNOWN_MEMBER_ID: the member did not have to join again
         finally:
             stop.set()
             thread.join(timeout=30)

@@ -17,7 +17,9 @@ group APIs whose answer depends on a group being a consumer-protocol one
   OffsetCommit when the group is a consumer group (KIP-848).
 
 Every other request goes on to the classic handlers
-(`kclient.broker.group.apis.GroupApis`).
+(`kclient.broker.group.apis.GroupApis`). The records of what a request
+changed (and of members expired meanwhile) are written to
+``__consumer_offsets`` before it is answered, as Kafka does.
 """
 
 from __future__ import annotations
@@ -143,9 +145,42 @@ class ConsumerGroupApis:
         """ConsumerGroupHeartbeat v0-1 (KIP-848): see
         `kclient.broker.group.consumer_coordinator.ConsumerGroupCoordinator.heartbeat`."""
         response = self.coordinator.heartbeat(body, header.api_version, client_id=header.client_id or "", client_host=client_host.get())
+        code = await self.persist(body.group_id)
+        if code != NONE and response.error_code == NONE:
+            response = ConsumerGroupHeartbeatResponse(error_code=code, error_message="The group's records could not be written.")
         if response.error_code != NONE:
             log.info("ConsumerGroupHeartbeat of group %r from %s: error %d (%s)", body.group_id, header.client_id, response.error_code, response.error_message)
         return response
+
+    async def persist(self, group_id: str) -> int:
+        """Write the records of what changed in ``group_id`` and in the
+        groups whose members expired meanwhile.
+
+        Args:
+            group_id: The group of the request.
+
+        Returns:
+            NONE, or the error of writing ``group_id``'s records.
+        """
+        coordinator = self.coordinator
+        groups = {group_id} | coordinator.dirty
+        coordinator.dirty.clear()
+        result = NONE
+        for gid in sorted(groups):
+            pending = coordinator.pending_records(gid)
+            if pending is None:
+                continue
+            group, now, records = pending
+            code = await coordinator.manager.append(gid, records)
+            if code == NONE:
+                group.written = now
+                coordinator.forget(group)
+            else:
+                log.info("consumer group %r: %d record(s) not written: error %d", gid, len(records), code)
+                coordinator.dirty.add(gid)
+                if gid == group_id:
+                    result = code
+        return result
 
     async def consumer_group_describe(self, header: RequestHeader, body: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
         """ConsumerGroupDescribe v0 (KIP-848): each group's state, epochs,
@@ -227,7 +262,9 @@ class ConsumerGroupApis:
             return JoinGroupResponse(
                 error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, protocol_type=None, protocol_name="" if header.api_version < 7 else None, leader="", member_id=body.member_id
             )
-        self.coordinator.drop(body.group_id)
+        if self.coordinator.is_consumer_group(body.group_id):
+            self.coordinator.drop(body.group_id)
+            await self.persist(body.group_id)
         return await self.classic.join_group(header, body)
 
     async def list_groups(self, header: RequestHeader, body: ListGroupsRequest) -> ListGroupsResponse:
@@ -260,8 +297,9 @@ class ConsumerGroupApis:
         codes = {r.group_id: r.error_code for r in classic.results}
         for g in empty:
             coordinator.drop(g)
-            if codes.get(g) == GROUP_ID_NOT_FOUND:
-                codes[g] = NONE
+            code = await self.persist(g)
+            if codes.get(g) == GROUP_ID_NOT_FOUND or code != NONE:
+                codes[g] = code
         codes.update(dict.fromkeys(refused, NON_EMPTY_GROUP))
         return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=codes[g]) for g in body.groups_names])
 

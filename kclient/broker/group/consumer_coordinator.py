@@ -28,11 +28,15 @@ changed; null otherwise. Members not heard from for
 not revoke partitions within their rebalance timeout; these deadlines are
 checked on every request this coordinator handles (any group's).
 
-Differences from Kafka: the groups live in memory only (see
-`kclient.broker.group.consumer_group`); a heartbeat with a non-zero epoch
-for a group this coordinator does not know is answered UNKNOWN_MEMBER_ID
-(the member rejoins) where Kafka, which never loses a group, answers
-GROUP_ID_NOT_FOUND. A classic group with members cannot become a consumer
+The groups' state is written to ``__consumer_offsets`` by the request
+handlers (`kclient.broker.group.consumer_apis`, with `pending_records`)
+and read back here when this broker becomes the coordinator of an offsets
+partition (`load`). Differences from Kafka: a heartbeat with a non-zero
+epoch for a group this coordinator does not know is answered
+UNKNOWN_MEMBER_ID (the member joins again) where Kafka answers
+GROUP_ID_NOT_FOUND; a state change whose records could not be written
+stays in memory (the request gets the write's error; the records are
+written with the next change). A classic group with members cannot become a consumer
 group (GROUP_ID_NOT_FOUND), nor the reverse (JoinGroup:
 INCONSISTENT_GROUP_PROTOCOL); Kafka 4 can convert one into the other.
 
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kclient.broker.group.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicInfo
+from kclient.broker.group.consumer_records import group_records, records_to_write, replay
 from kclient.broker.group.membership import DEAD as CLASSIC_DEAD
 from kclient.broker.group.membership import EMPTY as CLASSIC_EMPTY
 from kclient.broker.group.reconciliation import STABLE as RECONCILED
@@ -72,6 +77,7 @@ from kclient.errors import (
     UNSUPPORTED_ASSIGNOR,
     UNSUPPORTED_VERSION,
     ConfigError,
+    ProtocolError,
 )
 from kclient.protocol.messages.consumer_group_heartbeat import (
     JOIN_EPOCH,
@@ -187,6 +193,9 @@ class ConsumerGroupCoordinator:
         except ValueError as exc:
             raise ConfigError(f"Invalid value for configuration group.consumer.assignors: {exc}") from None
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Groups changed outside their own requests (expired members), to write.
+        self.dirty: set[str] = set()
+        manager.on_load.append(self.load)
 
     # ------------------------------------------------------------ lookups
 
@@ -194,9 +203,9 @@ class ConsumerGroupCoordinator:
         """The consumer group ``group_id`` if this broker coordinates it."""
         group = self.groups.get(group_id)
         if group is not None and self.manager.status(group_id) != NONE:
-            del self.groups[group_id]  # moved to another coordinator: its members rejoin there
+            del self.groups[group_id]  # moved to another coordinator, which loads it
             return None
-        return group
+        return None if group is None or group.dead else group
 
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a consumer-protocol group here."""
@@ -208,8 +217,56 @@ class ConsumerGroupCoordinator:
         return group is not None and bool(group.members)
 
     def drop(self, group_id: str) -> None:
-        """Forget an empty group (it was deleted)."""
-        self.groups.pop(group_id, None)
+        """Forget an empty group (deleted, or become a classic group): it
+        is Dead; `pending_records` then gives its tombstones."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.dead = True
+
+    # ------------------------------------------------------------ records
+
+    def load(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Rebuild the groups of offsets partition ``index`` from its
+        records (the manager's ``on_load`` hook): members' sessions start
+        now, the subscribed topics are read from the metadata again.
+
+        Args:
+            index: The partition.
+            records: Its consumer group records (key, value), in log order.
+        """
+        loaded: dict[str, ConsumerGroup] = {}
+        for key, value in records:
+            try:
+                replay(loaded, key, value)
+            except (ProtocolError, ValueError, UnicodeDecodeError) as exc:  # unreadable: skip it, as Kafka warns and goes on
+                log.warning("__consumer_offsets-%d: unreadable consumer group record: %s", index, exc)
+        now = self.clock()
+        for group_id, group in loaded.items():
+            for member in group.members.values():
+                member.last_heartbeat = now
+            group.topics = self._resolve_topics(group)
+            group.assignor = self._assignor_of(group).name
+            group.written = group_records(group)
+            self.groups[group_id] = group
+        if loaded:
+            log.info("__consumer_offsets-%d: loaded %d consumer group(s)", index, len(loaded))
+
+    def pending_records(self, group_id: str) -> tuple[ConsumerGroup, dict[bytes, bytes], list[tuple[bytes, bytes | None]]] | None:
+        """What to write for ``group_id``: ``(group, its records now, the
+        records that differ from those written)``, or None when nothing
+        does. Once written, set ``group.written`` to the records now (and
+        `forget` a Dead group)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        now = group_records(group)
+        delta = records_to_write(group.written, now)
+        return (group, now, delta) if delta else None
+
+    def forget(self, group: ConsumerGroup) -> None:
+        """Drop a Dead group whose tombstones are written."""
+        if group.dead and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
 
     # ------------------------------------------------------------ ConsumerGroupHeartbeat
 
@@ -290,7 +347,10 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not joining:
             raise HeartbeatError(UNKNOWN_MEMBER_ID, f"Consumer group {group_id} is unknown to this coordinator; the member must rejoin.")
+        previous = self.groups.get(group_id)  # a Dead one whose tombstones are not written yet
         group = self.groups[group_id] = ConsumerGroup(group_id)
+        if previous is not None:
+            group.written = previous.written
         return group
 
     def _member_for(self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, owned: list[tuple[uuid.UUID, list[int]]] | None) -> tuple[ConsumerGroupMember, bool]:
@@ -509,6 +569,7 @@ class ConsumerGroupCoordinator:
         """Remove a member; the group epoch goes up (a new target follows
         at the next heartbeat)."""
         if group.remove(member_id) is not None:
+            self.dirty.add(group.group_id)
             group.group_epoch += 1
             log.info("group %r: member %s %s; group epoch %d", group.group_id, member_id, why, group.group_epoch)
 

@@ -18,11 +18,11 @@ States, as Kafka names them (ListGroups, ConsumerGroupDescribe):
 group epoch), ``Reconciling`` (a member has not reached the target yet),
 ``Stable``; ``Dead`` once deleted or moved away.
 
-The state is kept in memory only: Kafka writes ConsumerGroupMetadata,
-member and target-assignment records to ``__consumer_offsets``; here,
-after a coordinator change, members are unknown to the new coordinator
-(UNKNOWN_MEMBER_ID) and join again. Committed offsets are stored as the
-classic groups' are.
+The state is written to ``__consumer_offsets`` as Kafka's records
+(`kclient.broker.group.consumer_records`) and read back by the next
+coordinator of the group, so members keep their epochs and partitions
+across a coordinator change. Committed offsets are stored as the classic
+groups' are.
 
 Trio-thread only; no I/O.
 """
@@ -105,6 +105,8 @@ class ConsumerGroup:
         topics: The subscribed topics' ids and partition counts, by name,
             when the group epoch was last computed.
         assignor: The name of the assignor that computed `target`.
+        written: The group's records last written to ``__consumer_offsets``
+            (key -> value; `kclient.broker.group.consumer_records`).
     """
 
     def __init__(self, group_id: str) -> None:
@@ -118,6 +120,7 @@ class ConsumerGroup:
         self.topics: dict[str, TopicInfo] = {}
         self.assignor = ""
         self.dead = False
+        self.written: dict[bytes, bytes] = {}
 
     def __repr__(self) -> str:
         return f"<ConsumerGroup {self.group_id!r} {self.state} epoch={self.group_epoch} members={len(self.members)}>"

@@ -113,6 +113,9 @@ class GroupMetadataManager:
         offsets: group id -> ``{(topic, partition): OffsetAndMetadata}``.
         on_unload: called with each `Group` dropped from memory (the
             coordinator fails its parked requests).
+        on_load: called with a partition's index and its records of other
+            key versions (the consumer group protocol's, KIP-848), in log
+            order, once it is loaded.
     """
 
     def __init__(
@@ -135,6 +138,7 @@ class GroupMetadataManager:
         self.loading: dict[int, Partition] = {}
         self.loaded: dict[int, Partition] = {}
         self.on_unload: list[Callable[[Group], None]] = []
+        self.on_load: list[Callable[[int, list[tuple[bytes, bytes | None]]], None]] = []
         self._nursery: trio.Nursery | None = None
         self._creating = False
         #: Partition index -> the `Partition.leadership` term loaded.
@@ -256,7 +260,7 @@ class GroupMetadataManager:
     async def _load(self, part: Partition, leadership: int) -> None:
         index = part.partition
         try:
-            groups, offsets = await trio.to_thread.run_sync(_read_partition, part)
+            groups, offsets, others = await trio.to_thread.run_sync(_read_partition, part)
         except Exception:
             log.exception("%s-%d: loading failed", OFFSETS_TOPIC, index)
             self.loading.pop(index, None)
@@ -272,6 +276,8 @@ class GroupMetadataManager:
                 self.groups.setdefault(group_id, Group(group_id, EMPTY))
         del self.loading[index]
         self.loaded[index] = part
+        for callback in self.on_load:
+            callback(index, others)
         log.info(
             "%s-%d: loaded %d group(s), %d committed offset(s)",
             OFFSETS_TOPIC, index, len(groups), sum(len(c) for c in offsets.values()),
@@ -400,12 +406,17 @@ class GroupMetadataManager:
         return removed
 
 
-def _read_partition(part: Partition) -> tuple[dict[str, GroupRecord], dict[str, dict[tuple[str, int], OffsetAndMetadata]]]:
+def _read_partition(
+    part: Partition,
+) -> tuple[dict[str, GroupRecord], dict[str, dict[tuple[str, int], OffsetAndMetadata]], list[tuple[bytes, bytes | None]]]:
     """Read an offsets partition from its log start to its log end (worker
-    thread): ``({group: GroupRecord}, {group: {(topic, partition): OffsetAndMetadata}})``."""
+    thread): ``({group: GroupRecord}, {group: {(topic, partition): OffsetAndMetadata}},
+    [(key, value)] of the key versions from 3 on)`` (the last: the consumer
+    group protocol's records, read by its coordinator)."""
     plog = part.log
     groups: dict[str, GroupRecord] = {}
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+    others: list[tuple[bytes, bytes | None]] = []
     offset = plog.log_start_offset
     end = plog.log_end_offset
     while offset < end:
@@ -416,6 +427,9 @@ def _read_partition(part: Partition) -> tuple[dict[str, GroupRecord], dict[str, 
         complete = memoryview(data)[: infos[-1].position + infos[-1].size]
         for rec in iter_record_set(complete):
             if rec.offset < offset or rec.key is None:
+                continue
+            if len(rec.key) >= 2 and int.from_bytes(bytes(rec.key[:2]), "big", signed=True) >= 3:
+                others.append((bytes(rec.key), None if rec.value is None else bytes(rec.value)))
                 continue
             try:
                 key = decode_key(bytes(rec.key))
@@ -433,7 +447,7 @@ def _read_partition(part: Partition) -> tuple[dict[str, GroupRecord], dict[str, 
             except (ProtocolError, ValueError, UnicodeDecodeError) as exc:  # unreadable: skip it, as Kafka warns and goes on
                 log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, part.partition, rec.offset, exc)
         offset = max(offset, infos[-1].next_offset)
-    return groups, offsets
+    return groups, offsets, others
 
 
 __all__ = ["LOAD_CHUNK_BYTES", "GroupMetadataManager"]

@@ -168,6 +168,44 @@ def test_librdkafka_consumers_share_a_group(broker):
             t.join(timeout=30)
 
 
+def committed_total(bootstrap: str, group: str) -> int:
+    """The sum of ``group``'s committed offsets: the records it committed,
+    on partitions read from offset 0."""
+    from kclient import AdminClient
+
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        return sum(admin.list_consumer_group_offsets(group).values())
+
+
+def _committing_member(bootstrap: str, group: str, topic: str, into: Counter[str], stop: threading.Event) -> Callable[[], None]:
+    """A librdkafka member that commits each record it reads (synchronously)."""
+
+    def run() -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        consumer.subscribe([topic])
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.1)
+                if message is not None and message.error() is None:
+                    into[message.value().decode()] += 1
+                    consumer.commit(message=message, asynchronous=False)
+        finally:
+            consumer.close()
+
+    return run
+
+
 def test_a_member_keeps_its_place_when_the_coordinator_restarts(tmp_path):
     """The group's records in ``__consumer_offsets`` are read back by the
     restarted coordinator: the librdkafka member goes on under the same
@@ -178,31 +216,7 @@ def test_a_member_keeps_its_place_when_the_coordinator_restarts(tmp_path):
         group, topic = f"restart-{uuid.uuid4().hex[:8]}", new_topic(broker, "rs")
         received: Counter[str] = Counter()
         stop = threading.Event()
-
-        def run() -> None:
-            from confluent_kafka import Consumer
-
-            consumer = Consumer(
-                {
-                    "bootstrap.servers": broker.bootstrap,
-                    "group.id": group,
-                    "group.protocol": "consumer",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                    "topic.metadata.refresh.interval.ms": 1000,
-                }
-            )
-            consumer.subscribe([topic])
-            try:
-                while not stop.is_set():
-                    message = consumer.poll(0.1)
-                    if message is not None and message.error() is None:
-                        received[message.value().decode()] += 1
-                        consumer.commit(message=message, asynchronous=False)
-            finally:
-                consumer.close()
-
-        thread = threading.Thread(target=run, daemon=True)
+        thread = threading.Thread(target=_committing_member(broker.bootstrap, group, topic, received, stop), daemon=True)
         thread.start()
         try:
             first = [f"a{i}" for i in range(40)]
@@ -217,6 +231,72 @@ def test_a_member_keeps_its_place_when_the_coordinator_restarts(tmp_path):
             wait_for(lambda: set(received) >= set(second), "the records produced after the restart", timeout=DEADLINE)
             assert described_members(broker, group) == before
             assert "error 25" not in broker.output()  # no UNKNOWN_MEMBER_ID: the member did not have to join again
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+        assert set(received) == set(first) | set(second)
+        assert max(received.values()) == 1, [v for v, n in received.items() if n > 1]
+
+
+def test_a_member_keeps_its_place_when_the_coordinator_moves(zookeeper):
+    """Three brokers, ``__consumer_offsets`` replicated three times: the
+    coordinator is killed, the new leader of the group's offsets partition
+    reads the group back from its replica, and the librdkafka member goes
+    on under the same member id, reading what is produced afterwards,
+    nothing twice."""
+    from kclient.protocol.messages import FIND_COORDINATOR
+    from kclient.testing import Cluster
+
+    properties = {
+        "offsets.topic.num.partitions": 3,
+        "offsets.topic.replication.factor": 3,
+        "group.consumer.heartbeat.interval.ms": 500,
+        "group.consumer.min.heartbeat.interval.ms": 100,
+        "zookeeper.session.timeout.ms": 2000,
+        "replica.lag.time.max.ms": 2000,
+        "replica.fetch.wait.max.ms": 100,
+    }
+    group, topic = f"move-{uuid.uuid4().hex[:8]}", f"mv-{uuid.uuid4().hex[:8]}"
+    with Cluster(brokers=3, zookeeper=zookeeper, properties=properties) as cluster:
+        cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+
+        def coordinator(exclude: int | None = None) -> int | None:
+            for broker_id, b in cluster.brokers.items():
+                if broker_id == exclude:
+                    continue
+                try:
+                    with SocketClient(b.host, b.port, client_id="probe", timeout=30.0) as c:
+                        body = c.request(FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
+                except OSError:
+                    continue
+                if body["error_code"] == 0 and body["node_id"] != exclude:
+                    return body["node_id"]
+            return None
+
+        def members_on(broker_id: int) -> list[tuple[str, int]]:
+            return described_members(cluster.broker(broker_id), group)
+
+        received: Counter[str] = Counter()
+        stop = threading.Event()
+        thread = threading.Thread(target=_committing_member(cluster.bootstrap, group, topic, received, stop), daemon=True)
+        thread.start()
+        try:
+            first = [f"a{i}" for i in range(40)]
+            produce(cluster.bootstrap, topic, [(f"k{i}", v) for i, v in enumerate(first)], per_send=None)
+            wait_for(lambda: set(received) >= set(first), "the first records", timeout=DEADLINE)
+            old = wait_for(coordinator, "the coordinator", timeout=DEADLINE)
+            wait_for(lambda: committed_total(cluster.bootstrap, group) == len(first), "the first records committed", timeout=DEADLINE)
+            before = members_on(old)
+            cluster.kill(old)
+            new = wait_for(lambda: coordinator(exclude=old), "a new coordinator", timeout=DEADLINE)
+            for p in range(PARTITIONS):
+                cluster.wait_for_leader(topic, p, exclude=[old], timeout=DEADLINE)
+            second = [f"b{i}" for i in range(40)]
+            survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != old)
+            retrying = {"message.send.max.retries": 20, "retry.backoff.ms": 250}
+            produce(survivors, topic, [(f"k{i}", v) for i, v in enumerate(second)], per_send=None, config=retrying)
+            wait_for(lambda: set(received) >= set(second), "the records produced after the move", timeout=DEADLINE)
+            assert members_on(new) == before
         finally:
             stop.set()
             thread.join(timeout=30)

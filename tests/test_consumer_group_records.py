@@ -71,3 +71,37 @@ def test_a_member_removed_is_tombstoned_and_read_back_removed():
     for key, value in [*written.items(), *delta]:
         replay(loaded, key, value)
     assert loaded["g"].members == {} and loaded["g"].partition_epochs == {}
+
+
+def test_offsets_of_a_group_with_consumer_protocol_members_do_not_expire():
+    """The offsets manager asks its ``in_use`` predicates (the consumer
+    group coordinator's) before expiring a group's offsets."""
+    import trio
+
+    from kclient.broker.group.metadata_manager import GroupMetadataManager
+    from kclient.broker.group.records import OffsetAndMetadata
+    from kclient.config import BrokerConfig
+    from kclient.errors import NONE
+
+    class Overrides:
+        def update(self, topic, configs):
+            pass
+
+    class Leader:
+        is_leader = True
+
+    manager = GroupMetadataManager(BrokerConfig(), None, None, Overrides())  # type: ignore[arg-type]
+    for index in range(manager.num_partitions):
+        manager.loaded[index] = Leader()  # type: ignore[assignment]
+    old = OffsetAndMetadata(offset=1, metadata="", commit_timestamp=0, leader_epoch=-1, expire_timestamp=-1)
+    manager.offsets = {"busy": {("t", 0): old}, "idle": {("t", 0): old}}
+    manager.in_use.append(lambda group_id: group_id == "busy")
+    appended = []
+
+    async def append(group_id, records):
+        appended.append(group_id)
+        return NONE
+
+    manager.append = append  # type: ignore[method-assign]
+    assert trio.run(manager.expire_offsets, 10**12) == 1
+    assert appended == ["idle"] and manager.offsets == {"busy": {("t", 0): old}}

@@ -196,6 +196,7 @@ class ConsumerGroupCoordinator:
         #: Groups changed outside their own requests (expired members), to write.
         self.dirty: set[str] = set()
         manager.on_load.append(self.load)
+        manager.in_use.append(self.is_active)  # a group with members keeps its offsets
 
     # ------------------------------------------------------------ lookups
 

@@ -116,6 +116,8 @@ class GroupMetadataManager:
         on_load: called with a partition's index and its records of other
             key versions (the consumer group protocol's, KIP-848), in log
             order, once it is loaded.
+        in_use: predicates saying a group id has members elsewhere than in
+            `groups` (a consumer-protocol group): its offsets do not expire.
     """
 
     def __init__(
@@ -139,6 +141,7 @@ class GroupMetadataManager:
         self.loaded: dict[int, Partition] = {}
         self.on_unload: list[Callable[[Group], None]] = []
         self.on_load: list[Callable[[int, list[tuple[bytes, bytes | None]]], None]] = []
+        self.in_use: list[Callable[[str], bool]] = []
         self._nursery: trio.Nursery | None = None
         self._creating = False
         #: Partition index -> the `Partition.leadership` term loaded.
@@ -370,6 +373,11 @@ class GroupMetadataManager:
             except Exception:
                 log.exception("offset expiry failed")
 
+    def _has_members(self, group_id: str, group: Group | None) -> bool:
+        """Whether ``group_id`` has members (classic ones in ``group``, or
+        elsewhere as `in_use` says): its offsets do not expire."""
+        return (group is not None and bool(group.members)) or any(check(group_id) for check in self.in_use)
+
     async def expire_offsets(self, now: int) -> int:
         """Delete the expired offsets (see the module docstring); returns
         how many were deleted."""
@@ -379,7 +387,7 @@ class GroupMetadataManager:
             if self.status(group_id) != NONE:
                 continue
             group = self.groups.get(group_id)
-            if group is not None and group.members:
+            if self._has_members(group_id, group):
                 continue
             expired = [
                 tp

@@ -19,6 +19,7 @@ from kclient.broker.topic_ids import topic_id
 from kclient.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_REQUEST,
     NON_EMPTY_GROUP,
@@ -39,6 +40,7 @@ from kclient.protocol.messages import (
     JOIN_GROUP,
     LIST_GROUPS,
     OFFSET_COMMIT,
+    OFFSET_DELETE,
     OFFSET_FETCH,
     OFFSET_FETCH_FULL,
 )
@@ -346,3 +348,30 @@ def test_a_regex_subscription(client, topic, group):
     assert describe(client, group)["members"][0]["subscribed_topic_regex"] == f"{topic}(-x)?"
     bad = heartbeat(client, f"{group}-bad", uuid.uuid4().hex, 0, topics=None, owned={}, subscribed_topic_regex="(")
     assert bad["error_code"] == INVALID_REQUEST
+
+
+def test_offset_delete_refuses_subscribed_topics(client, topic, group):
+    """OffsetDelete (KIP-496) in a consumer group with members: the
+    subscribed topic's offsets stay (GROUP_SUBSCRIBED_TO_TOPIC), another
+    topic's are deleted."""
+    other = f"{topic}-other"
+    make_topic(client, other)
+    a = join(client, group, [topic])
+
+    def commit(name: str) -> int:
+        body = {
+            "group_id": group,
+            "generation_id_or_member_epoch": a["member_epoch"],
+            "member_id": a["member_id"],
+            "group_instance_id": None,
+            "topics": [{"name": name, "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
+        }
+        return client.request(OFFSET_COMMIT, 9, body)["topics"][0]["partitions"][0]["error_code"]
+
+    assert commit(topic) == NONE and commit(other) == NONE
+    body = {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}, {"name": other, "partitions": [{"partition_index": 0}]}]}
+    deleted = client.request(OFFSET_DELETE, 0, body)
+    assert deleted["error_code"] == NONE
+    assert [(t["name"], t["partitions"][0]["error_code"]) for t in deleted["topics"]] == [(topic, GROUP_SUBSCRIBED_TO_TOPIC), (other, NONE)]
+    fetched = client.request(OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}, {"name": other, "partition_indexes": [0]}], "require_stable": False})
+    assert [t["partitions"][0]["committed_offset"] for t in fetched["topics"]] == [3, -1]

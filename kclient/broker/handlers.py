@@ -318,7 +318,7 @@ class RequestHandlers:
             15: self.group_apis.describe_groups,
             16: self.consumer_group_apis.list_groups,
             42: self.consumer_group_apis.delete_groups,
-            47: self.group_apis.offset_delete,
+            47: self.consumer_group_apis.offset_delete,
             68: self.consumer_group_apis.consumer_group_heartbeat,
             69: self.consumer_group_apis.consumer_group_describe,
             17: self.sasl_handshake,

@@ -12,6 +12,8 @@ group APIs whose answer depends on a group being a consumer-protocol one
 - ListGroups lists consumer groups with group type ``consumer`` (v5
   ``types_filter``, KIP-848);
 - DeleteGroups of a consumer group with members: NON_EMPTY_GROUP;
+- OffsetDelete in a consumer group with members: GROUP_SUBSCRIBED_TO_TOPIC
+  for the partitions of topics it subscribes to (KIP-496);
 - OffsetFetch v6-9: v6-7 as v5; v8+ fetches for several groups at once
   (KIP-709) and v9 names the member and its epoch, checked as for
   OffsetCommit when the group is a consumer group (KIP-848).
@@ -37,6 +39,7 @@ from kclient.broker.group.records import OffsetAndMetadata
 from kclient.clock import now_ms
 from kclient.errors import (
     GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     INCONSISTENT_GROUP_PROTOCOL,
     NON_EMPTY_GROUP,
     NONE,
@@ -61,6 +64,12 @@ from kclient.protocol.messages.offset_commit import (
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
+)
+from kclient.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
 )
 from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup
 
@@ -284,6 +293,36 @@ class ConsumerGroupApis:
                 if not states or s.lower() in states
             )
         return response
+
+    async def offset_delete(self, header: RequestHeader, body: OffsetDeleteRequest) -> OffsetDeleteResponse:
+        """OffsetDelete (KIP-496): in a consumer group with members, the
+        partitions of subscribed topics are refused with
+        GROUP_SUBSCRIBED_TO_TOPIC and the others deleted by the classic
+        handler (NONE where nothing was committed); any other group goes to
+        the classic handler."""
+        group = self.coordinator.group(body.group_id) if self.coordinator.is_active(body.group_id) else None
+        if group is None:
+            return await self.classic.offset_delete(header, body)
+        subscribed = set(group.topics) | group.subscribed_topic_names()
+        rest = attrs.evolve(body, topics=[t for t in body.topics if t.name not in subscribed])
+        response = await self.classic.offset_delete(header, rest) if rest.topics else OffsetDeleteResponse()
+        if response.error_code not in (NONE, GROUP_ID_NOT_FOUND):
+            return response
+        results = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+        topics = [
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else results.get((t.name, p.partition_index), NONE),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ]
+        return OffsetDeleteResponse(error_code=NONE, topics=topics)
 
     async def delete_groups(self, header: RequestHeader, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
         """DeleteGroups: NON_EMPTY_GROUP for a consumer group with members;

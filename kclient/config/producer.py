@@ -85,8 +85,6 @@ class ProducerConfig(_ClientSecurityConfig):
     """
 
     NOT_MAPPED: ClassVar[dict[str, str]] = {
-        "batch.size": "in Kafka's modern producer batch.size is a size in bytes, and kclient batches by message "
-        "count: set batch.num.messages",
         "buffer.memory": "buffer.memory is a size in bytes, and kclient's async queue is bounded by message "
         "count: set queue.buffering.max.messages",
     }
@@ -155,7 +153,17 @@ class ProducerConfig(_ClientSecurityConfig):
     kclient's ``Producer.close(timeout_ms)``). What is then still queued or
     unacknowledged is abandoned and its count logged at ERROR."""
     batch_num_messages: int = prop("batch.num.messages", to_int, 200, at_least(1))
-    """Async: messages per batch (a count; the modern ``batch.size`` is bytes and is not accepted)."""
+    """Async: the most messages of one batch (a count). With the default
+    event handler it bounds each partition's batch (with ``batch.size``);
+    with a custom ``event.handler`` it is Kafka 0.8's batch across
+    partitions."""
+    batch_size: int = prop("batch.size", to_int, 16384, at_least(1))
+    """Async: a partition's batch is full, and sent, at this many bytes (an
+    estimate of the encoded records; Kafka's ``batch.size``, default 16384
+    as in Kafka 4). A batch is also sent ``linger.ms`` after its first
+    record. Keyless records go to one partition until its batch is full or
+    sent (the sticky partitioner, KIP-480), unless ``partitioner.class``
+    is set."""
     send_buffer_bytes: int = prop("send.buffer.bytes", to_int, 102400, at_least(-1))
     """Socket send buffer (bytes); -1 leaves the OS default."""
     event_handler: Any = prop("event.handler", to_optional_plugin, None)

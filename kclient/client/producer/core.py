@@ -35,16 +35,17 @@ from typing import Any
 
 import trio
 
-from kclient.client.cluster import Cluster
+from kclient.client.cluster import Cluster, PartitionInfo
 from kclient.client.producer.callbacks import CallbackHandler, overrides
+from kclient.client.producer.collate import is_passthrough
 from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import RecordFuture, RecordMetadata, call_back, settle, track
 from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
-from kclient.client.producer.partitioner import Partitioner
+from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
 from kclient.client.producer.settings import settings_from_config
-from kclient.client.serde import Encoder
+from kclient.client.serde import DefaultEncoder, Encoder
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, InvalidTopicError, ProducerClosedError
+from kclient.errors import FailedToSendMessageError, InvalidTopicError, KafkaError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,57 @@ class TrioProducer:
     def closed(self) -> bool:
         """True once `aclose` was called."""
         return self._closed
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether the async send thread may batch per partition
+        (`kclient.client.producer.accumulator`): the default event handler
+        (its pipelined ``start``) is in use. A custom ``event.handler`` gets
+        the queue's batches as before."""
+        handler = self.event_handler
+        return type(handler).handle is DefaultEventHandler.handle and hasattr(handler, "start")
+
+    @property
+    def sticky_keyless(self) -> bool:
+        """Whether keyless records use the sticky partitioner (KIP-480): no
+        ``partitioner.class`` other than the default is configured."""
+        return type(self.partitioner) is DefaultPartitioner
+
+    @property
+    def hashes_keys(self) -> bool:
+        """Whether a keyed record's partition is murmur2 of its key as given
+        (the default partitioner, and a pass-through or default key encoder)."""
+        key_encoder = self.key_encoder
+        return self.sticky_keyless and (is_passthrough(key_encoder) or type(key_encoder) is DefaultEncoder)
+
+    def cached_partitions(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """A topic's partitions in the cached metadata (no request).
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            Its partitions sorted by id; ``()`` when not known (or not open).
+        """
+        cluster = self._cluster
+        return cluster.metadata.partitions_for(topic) if cluster is not None else ()
+
+    async def load_partitions(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """A topic's partitions, fetching its metadata when not cached.
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            Its partitions; ``()`` when they cannot be had now (the send
+            path retries and reports that later).
+        """
+        if self._cluster is None:
+            return ()
+        try:
+            return await self._cluster.partitions_for(topic, retries=0)
+        except KafkaError:
+            return ()
 
     async def open(self, nursery: trio.Nursery) -> None:
         """Create the Cluster and open the EventHandler (``async with`` calls

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from kclient._accel import speedups as _speedups
 from kclient.plugins import PluginInterface
 
-__all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "to_positive"]
+__all__ = ["DefaultPartitioner", "Partitioner", "fast_murmur2", "murmur2", "to_positive"]
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -80,6 +80,8 @@ def to_positive(number: int) -> int:
 # recent short ones; the compiled murmur2 is cheaper than the cache lookup.
 _cached_murmur2 = functools.lru_cache(maxsize=4096)(murmur2)
 _c_murmur2: Callable[[bytes], int] | None = _speedups.murmur2 if _speedups is not None else None
+#: `murmur2` of a ``bytes`` key, compiled when available (same value).
+fast_murmur2: Callable[[bytes], int] = _c_murmur2 if _c_murmur2 is not None else murmur2
 
 
 class Partitioner(PluginInterface):

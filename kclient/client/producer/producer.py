@@ -175,6 +175,8 @@ class Producer(ClosingClient):
                 callback_handler=self._callbacks,
                 batch_num_messages=cfg.batch_num_messages,
                 queue_time_ms=cfg.queue_buffering_max_ms,
+                batch_size=cfg.batch_size,
+                max_request_size=cfg.max_request_size,
                 name=f"kclient-producer-{label}-send",
             )
             self._loop: LoopThread = self._thread

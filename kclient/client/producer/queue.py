@@ -455,6 +455,11 @@ class MessageQueue:
     def closed(self) -> bool:
         return self._core.closed
 
+    @property
+    def flushing(self) -> bool:
+        """Whether a `flush` is waiting (everything taken is then due)."""
+        return bool(self._core.flushing)
+
     def statistics(self) -> QueueStatistics:
         core = self._core
         return QueueStatistics(core.count, core.queued_items, self.max_messages, core.unfinished)

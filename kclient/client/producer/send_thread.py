@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import operator
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,10 +40,12 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from kclient.client.producer.accumulator import RecordAccumulator
 from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import DeliveryReport, reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
+from kclient.client.producer.routing import PartitionRouter
 from kclient.sync import LoopThread
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,35 @@ class BatchSubmitter(Protocol):
             ProducerClosedError: the producer is closed (``on_done`` is then
                 not called).
         """
+        ...
+
+
+class PartitionSource(Protocol):
+    """What the send thread's per-partition batching reads from the
+    producer's trio core (`kclient.client.producer.core.TrioProducer` is
+    one): whether it applies, how keys are placed, and the metadata."""
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether batches may be formed per partition."""
+        ...
+
+    @property
+    def hashes_keys(self) -> bool:
+        """Whether keyed records are placed by murmur2 of their key."""
+        ...
+
+    @property
+    def sticky_keyless(self) -> bool:
+        """Whether keyless records use the sticky partitioner."""
+        ...
+
+    def cached_partitions(self, topic: str) -> tuple[Any, ...]:
+        """The topic's cached partitions (PartitionInfo, sorted by id)."""
+        ...
+
+    async def load_partitions(self, topic: str) -> tuple[Any, ...]:
+        """The topic's partitions, fetched when not cached; ``()`` if not to be had."""
         ...
 
 
@@ -151,9 +183,16 @@ class ProducerSendThread(LoopThread):
         callback_handler: CallbackHandler | None = None,
         batch_num_messages: int = 200,
         queue_time_ms: int = 5,
+        batch_size: int | None = None,
+        max_request_size: int = 1_048_576,
         name: str = "kclient-producer-send",
     ) -> None:
         super().__init__(name=name)
+        #: ``batch.size`` (bytes): batch per partition (`RecordAccumulator`)
+        #: when the producer allows it; None keeps Kafka 0.8's batches of
+        #: ``batch.num.messages`` across partitions.
+        self.batch_size = batch_size
+        self.max_request_size = max_request_size
         self.queue = queue
         self._callbacks = callback_handler if callback_handler is not None else CallbackHandler()
         self.batch_num_messages = max(1, batch_num_messages)
@@ -184,7 +223,10 @@ class ProducerSendThread(LoopThread):
             producer: Where batches go (the producer's `TrioProducer`,
                 already opened on this loop; any `BatchSubmitter`).
         """
-        self.call_sync(self.nursery.start_soon, self._send_loop, producer)
+        loop = self._send_loop
+        if self.batch_size is not None and not self._after_dequeue and getattr(producer, "accumulates", False):
+            loop = self._accumulate_loop
+        self.call_sync(self.nursery.start_soon, loop, producer)
         self.queue.consumer_ident = self.ident
 
     def join(self, timeout: float | None = None) -> bool:
@@ -217,19 +259,73 @@ class ProducerSendThread(LoopThread):
                 else:
                     with trio.move_on_after(value):
                         await wake.wait()
-            try:
-                last = self._callbacks.last_batch_before_close() if overrides(self._callbacks, "last_batch_before_close") else None
-            except Exception as exc:
-                log.exception("CallbackHandler.last_batch_before_close failed")
-                self._record_failure([], exc, 0)
-                last = None
-            if last:
-                await self._process(producer, list(last), 0, dequeued=False)
-            if self._outstanding:
-                self._idle = trio.Event()
-                await self._idle.wait()
+            await self._close_sending(producer)
         finally:
             self._finished.set()
+
+    async def _accumulate_loop(self, producer: Any) -> None:
+        """The batching task with per-partition batches (module
+        `kclient.client.producer.accumulator`): everything queued is moved
+        into its partition's batch; ready batches are drained per leader
+        and submitted as one batch of the event handler (one Produce
+        request per leader)."""
+        queue = self.queue
+        token = trio.lowlevel.current_trio_token()
+        accumulator = RecordAccumulator(
+            batch_size=self.batch_size or 16384,
+            batch_messages=self.batch_num_messages,
+            linger_ms=self.queue_time_ms,
+            max_request_size=self.max_request_size,
+            buffer_messages=queue.max_messages,
+        )
+        source: PartitionSource = producer
+        router = PartitionRouter(
+            accumulator, lambda topic: len(source.cached_partitions(topic)), hash_keys=source.hashes_keys, sticky_keyless=source.sticky_keyless
+        )
+
+        def leader_of(topic: str, partition: int) -> int | None:
+            parts = source.cached_partitions(topic)
+            return parts[partition].leader if 0 <= partition < len(parts) else None
+
+        closed = False
+        try:
+            while True:
+                wake = trio.Event()
+                kind = "full"
+                if not closed and not accumulator.exhausted:
+                    room = max(1, accumulator.buffer_messages - accumulator.messages)
+                    kind, value = queue.poll_batch(room, 0, functools.partial(_wake_soon, token, wake.set))
+                    if kind == "batch":
+                        for topic in router.unknown_topics(value[0]):
+                            await source.load_partitions(topic)
+                        router.route(value[0])
+                    closed = kind == "closed"
+                drained = accumulator.drain(leader_of, flush=closed or queue.flushing)
+                if drained.items:
+                    await self._process(producer, drained.items, drained.messages)
+                elif closed and not accumulator.messages:
+                    break
+                elif kind == "wait":
+                    timeout = accumulator.next_ready_in()
+                    with trio.move_on_after(math.inf if timeout is None else timeout):
+                        await wake.wait()
+            await self._close_sending(producer)
+        finally:
+            self._finished.set()
+
+    async def _close_sending(self, producer: BatchSubmitter) -> None:
+        """Send ``last_batch_before_close`` and wait for every batch in flight."""
+        try:
+            last = self._callbacks.last_batch_before_close() if overrides(self._callbacks, "last_batch_before_close") else None
+        except Exception as exc:
+            log.exception("CallbackHandler.last_batch_before_close failed")
+            self._record_failure([], exc, 0)
+            last = None
+        if last:
+            await self._process(producer, list(last), 0, dequeued=False)
+        if self._outstanding:
+            self._idle = trio.Event()
+            await self._idle.wait()
 
     async def _process(self, producer: BatchSubmitter, items: list[Any], taken: int, dequeued: bool = True) -> None:
         """Run the hooks on ``items`` (holding ``taken`` messages taken off
@@ -346,4 +442,4 @@ def _wake_soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None
 
 # MessageQueue and QueueStatistics (now in kclient.client.producer.queue)
 # stay importable from here, where they lived before.
-__all__ = ["BatchSubmitter", "ProducerSendThread", "SendStatistics"]
+__all__ = ["BatchSubmitter", "PartitionSource", "ProducerSendThread", "SendStatistics"]

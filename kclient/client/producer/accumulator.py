@@ -1,0 +1,333 @@
+"""The async producer's per-partition record accumulator and the sticky
+partitioner for keyless records.
+
+As Kafka's Java producer (``RecordAccumulator``; the ``Sender`` drains it
+per broker) and librdkafka do, the send thread appends each record to the
+open batch of its partition instead of sending whatever the queue held:
+
+- a partition's batch is *full* at ``batch.size`` bytes (an estimate of the
+  encoded size) or ``batch.num.messages`` records (the seed's count knob,
+  kept as an upper bound); the next record then opens a new batch;
+- a batch is *ready* when it is full, when ``linger.ms`` passed since its
+  first record, or when the producer flushes, closes or holds
+  ``queue.buffering.max.messages`` records here (back-pressure: Kafka's
+  ``buffer.memory`` exhausted makes every batch ready);
+- `RecordAccumulator.drain` takes the ready batches grouped by the leader
+  of their partition, each leader's share bounded by ``max.request.size``
+  (a batch larger than that alone still goes, alone), for one Produce
+  request per leader.
+
+Keyless records of a producer without a configured partitioner use the
+sticky partitioner (KIP-480): a topic's keyless records go to one partition
+until that partition's batch is full or drained, then to another one
+chosen at random. KIP-794's adaptive choice (weighting partitions by their
+queue sizes) is not done here.
+
+The accumulator is pure: it holds the items it is given, reads the time
+from an injected clock and the leaders from an injected function.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+__all__ = ["ACCUMULATOR_RECORD_OVERHEAD", "UNKNOWN_PARTITION", "Drained", "PartitionBatch", "RecordAccumulator", "StickyPartitioner", "estimated_size"]
+
+#: Bytes counted per record beyond its key and value when sizing batches
+#: against ``batch.size`` (a v2 record's length, attributes, deltas and
+#: header count take 7-20 bytes).
+ACCUMULATOR_RECORD_OVERHEAD = 16
+
+#: The partition of records whose partition the accumulator does not know
+#: (a configured partitioner or encoder decides it later, in the event
+#: handler): one batch per topic.
+UNKNOWN_PARTITION = -1
+
+
+def estimated_size(key: Any, messages: tuple[Any, ...]) -> int:
+    """The bytes ``messages`` (all with ``key``) add to a batch, estimated
+    before serialization.
+
+    Args:
+        key: The record key, or None.
+        messages: The values (bytes-like or str count their length, other
+            values nothing).
+
+    Returns:
+        The estimate (bytes): per message its value's length, the key's
+        length and `ACCUMULATOR_RECORD_OVERHEAD`.
+    """
+    key_size = len(key) if isinstance(key, (bytes, bytearray, str)) else 0
+    total = 0
+    for m in messages:
+        total += key_size + ACCUMULATOR_RECORD_OVERHEAD + (len(m) if isinstance(m, (bytes, bytearray, str)) else 0)
+    return total
+
+
+class PartitionBatch:
+    """One partition's batch: the items appended to it, in order.
+
+    Attributes:
+        topic: The topic.
+        partition: The partition, or -1 when not known yet.
+        items: The queued items (ProducerData), in append order.
+        messages: How many records they hold.
+        size: Their estimated size (bytes, see `estimated_size`).
+        created: The clock's time of the first append (seconds).
+        full: No further record is appended (``batch.size`` or
+            ``batch.num.messages`` reached).
+    """
+
+    __slots__ = ("created", "full", "items", "messages", "partition", "size", "topic")
+
+    def __init__(self, topic: str, partition: int, created: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.items: list[Any] = []
+        self.messages = 0
+        self.size = 0
+        self.created = created
+        self.full = False
+
+
+class Drained:
+    """What one `RecordAccumulator.drain` took: the items of the drained
+    batches (each partition's in order) and how many records they hold.
+
+    Attributes:
+        items: The items, grouped by leader, each partition's in append
+            order.
+        messages: How many records they hold.
+        batches: How many batches were drained.
+    """
+
+    __slots__ = ("batches", "items", "messages")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.messages = 0
+        self.batches = 0
+
+
+class StickyPartitioner:
+    """KIP-480's sticky partitioner for keyless records: each topic keeps
+    one partition until `switch` is called for it (its batch became full or
+    was drained).
+
+    Args:
+        rng: ``random()`` in [0, 1) (inject a seeded one in tests).
+    """
+
+    def __init__(self, rng: Callable[[], float] = random.random) -> None:
+        self._rng = rng
+        self._current: dict[str, int] = {}
+
+    def partition(self, topic: str, num_partitions: int) -> int:
+        """The topic's sticky partition, chosen at random when it has none.
+
+        Args:
+            topic: The topic.
+            num_partitions: Its partition count (>= 1).
+
+        Returns:
+            A partition in ``range(num_partitions)``.
+        """
+        p = self._current.get(topic)
+        if p is None or p >= num_partitions:
+            p = self._current[topic] = int(self._rng() * num_partitions)
+        return p
+
+    def switch(self, topic: str, partition: int, num_partitions: int) -> None:
+        """Move the topic off ``partition`` if it is the sticky one: the
+        next keyless record picks another partition (a different one when
+        the topic has several).
+
+        Args:
+            topic: The topic.
+            partition: The partition whose batch became full or was sent.
+            num_partitions: The topic's partition count, or 0 when not known.
+        """
+        if self._current.get(topic) != partition:
+            return
+        if num_partitions > 1:
+            p = int(self._rng() * (num_partitions - 1))
+            self._current[topic] = p + 1 if p >= partition else p
+        else:
+            del self._current[topic]
+
+
+class RecordAccumulator:
+    """Per-partition batches of queued items (see the module docstring).
+
+    Args:
+        batch_size: ``batch.size``: a batch is full at this many estimated
+            bytes (>= 1).
+        batch_messages: ``batch.num.messages``: a batch is full at this many
+            records (>= 1).
+        linger_ms: ``linger.ms``: a batch is ready this long after its first
+            record (ms).
+        max_request_size: ``max.request.size``: the bytes one drain takes
+            per leader (bytes).
+        buffer_messages: ``queue.buffering.max.messages``: holding this many
+            records makes every batch ready.
+        clock: Returns the time in seconds (monotonic); injected in tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        batch_messages: int = 10_000,
+        linger_ms: int = 5,
+        max_request_size: int = 1_048_576,
+        buffer_messages: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.batch_size = max(1, batch_size)
+        self.batch_messages = max(1, batch_messages)
+        self.linger_s = max(0, linger_ms) / 1000
+        self.max_request_size = max(1, max_request_size)
+        self.buffer_messages = max(1, buffer_messages)
+        self.clock = clock
+        #: (topic, partition) -> its batches, oldest first (the last is the open one).
+        self._batches: dict[tuple[str, int], deque[PartitionBatch]] = {}
+        #: Records held (in every batch).
+        self.messages = 0
+        #: Called with (topic, partition) when a batch becomes full or is
+        #: drained (the sticky partitioner's cue).
+        self.on_batch_closed: Callable[[str, int], None] | None = None
+
+    def __len__(self) -> int:
+        """How many batches are held."""
+        return sum(len(q) for q in self._batches.values())
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether ``buffer_messages`` records are held (every batch is then ready)."""
+        return self.messages >= self.buffer_messages
+
+    def append(self, topic: str, partition: int, item: Any, messages: int, size: int) -> PartitionBatch:
+        """Append an item to its partition's open batch, opening a new one
+        when the open one is full or this item would overflow it (an item
+        larger than ``batch.size`` goes alone).
+
+        Args:
+            topic: The topic.
+            partition: The partition, or -1 when not known.
+            item: The item (a ProducerData).
+            messages: How many records it holds.
+            size: Its estimated size (bytes).
+
+        Returns:
+            The batch it went into.
+        """
+        key = (topic, partition)
+        queue = self._batches.get(key)
+        if queue is None:
+            queue = self._batches[key] = deque()
+        batch = queue[-1] if queue else None
+        if batch is None or batch.full or (batch.items and (batch.size + size > self.batch_size or batch.messages + messages > self.batch_messages)):
+            if batch is not None and not batch.full:
+                self._close(batch)
+            batch = PartitionBatch(topic, partition, self.clock())
+            queue.append(batch)
+        batch.items.append(item)
+        batch.messages += messages
+        batch.size += size
+        self.messages += messages
+        if batch.size >= self.batch_size or batch.messages >= self.batch_messages:
+            self._close(batch)
+        return batch
+
+    def _close(self, batch: PartitionBatch) -> None:
+        batch.full = True
+        if self.on_batch_closed is not None:
+            self.on_batch_closed(batch.topic, batch.partition)
+
+    def _is_ready(self, queue: deque[PartitionBatch], now: float, flush: bool) -> bool:
+        head = queue[0]
+        return flush or head.full or len(queue) > 1 or now - head.created >= self.linger_s
+
+    def next_ready_in(self) -> float | None:
+        """Seconds until the next batch's linger expires (0 when one is
+        ready now), or None when nothing is held."""
+        if not self._batches:
+            return None
+        if self.exhausted:
+            return 0.0
+        now = self.clock()
+        soonest: float | None = None
+        for queue in self._batches.values():
+            if self._is_ready(queue, now, False):
+                return 0.0
+            wait = queue[0].created + self.linger_s - now
+            if soonest is None or wait < soonest:
+                soonest = wait
+        return soonest
+
+    def drain(self, leader_of: Callable[[str, int], Hashable], *, flush: bool = False) -> Drained:
+        """Take the ready batches, grouped by leader, each leader's share
+        bounded by ``max.request.size`` (its first batch goes even when it
+        is larger). Of one partition, ready batches are taken in order
+        while they fit.
+
+        Args:
+            leader_of: ``(topic, partition) -> leader`` (any hashable; the
+                unknown partition -1 may map to anything).
+            flush: Every batch is ready (flush, close).
+
+        Returns:
+            The drained items.
+        """
+        out = Drained()
+        if not self._batches:
+            return out
+        flush = flush or self.exhausted
+        now = self.clock()
+        per_leader: dict[Hashable, list[Any]] = {}
+        used: dict[Hashable, int] = {}
+        emptied = []
+        for key, queue in self._batches.items():
+            if not self._is_ready(queue, now, flush):
+                continue
+            leader = leader_of(*key)
+            room = self.max_request_size - used.get(leader, 0)
+            items = per_leader.get(leader)
+            if items is None:
+                items = per_leader[leader] = []
+            for batch in self._take(queue, now, flush, room, not used.get(leader)):
+                items.extend(batch.items)
+                used[leader] = used.get(leader, 0) + batch.size
+                out.messages += batch.messages
+                out.batches += 1
+                if not batch.full and self.on_batch_closed is not None:
+                    self.on_batch_closed(batch.topic, batch.partition)
+            if not queue:
+                emptied.append(key)
+        for key in emptied:
+            del self._batches[key]
+        for items in per_leader.values():
+            out.items.extend(items)
+        self.messages -= out.messages
+        return out
+
+    def _take(self, queue: deque[PartitionBatch], now: float, flush: bool, room: int, first: bool) -> Iterator[PartitionBatch]:
+        """The ready batches at the head of ``queue`` that fit ``room``
+        bytes (the first one always when ``first``), removed from it."""
+        while queue and self._is_ready(queue, now, flush):
+            batch = queue[0]
+            if batch.size > room and not first:
+                return
+            queue.popleft()
+            room -= batch.size
+            first = False
+            yield batch
+
+    def batches(self) -> Iterator[PartitionBatch]:
+        """Every held batch (partition by partition, oldest first)."""
+        for queue in self._batches.values():
+            yield from queue

@@ -1,0 +1,133 @@
+"""Which partition's batch a queued item joins in the
+`kclient.client.producer.accumulator.RecordAccumulator`: `PartitionRouter`.
+
+- an item naming its partition joins that partition's batch;
+- a keyed item of a producer with the default partitioner and key encoder
+  joins ``toPositive(murmur2(key)) % partitions``, the partition the event
+  handler's `DefaultPartitioner` gives it later (the accumulator only
+  groups: the event handler still decides);
+- a keyless item of a producer without a configured partitioner is given
+  the topic's sticky partition (KIP-480, `StickyPartitioner`): the item is
+  copied with that partition set, so the event handler sends it there;
+- any other item (a configured partitioner or key encoder decides its
+  partition later) joins its topic's batch of partition -1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, UNKNOWN_PARTITION, RecordAccumulator, StickyPartitioner, estimated_size
+from kclient.client.producer.collate import DATA_TYPES
+from kclient.client.producer.data import new_tuple
+from kclient.client.producer.partitioner import fast_murmur2
+
+__all__ = ["PartitionRouter"]
+
+_hash = fast_murmur2
+_OVERHEAD = ACCUMULATOR_RECORD_OVERHEAD
+
+
+def with_partition(d: Any, partition: int) -> Any:
+    """A copy of the item ``d`` (a ProducerData or TrackedData tuple) with
+    its ``partition`` field (the fifth) set.
+
+    Args:
+        d: The item.
+        partition: The partition.
+
+    Returns:
+        The copy, of ``d``'s type.
+    """
+    return new_tuple(type(d), (*d[:4], partition, *d[5:]))
+
+
+class PartitionRouter:
+    """Appends queued items to their partition's batch (module docstring).
+
+    Args:
+        accumulator: Where the items go.
+        partition_count: ``topic -> partitions`` from the cached metadata
+            (0 when the topic is not known yet).
+        hash_keys: The default partitioner and key encoder are in use:
+            keyed items are placed by murmur2 here.
+        sticky_keyless: No partitioner is configured: keyless items get
+            the sticky partition.
+        sticky: The sticky partitioner (a fresh one by default).
+    """
+
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        partition_count: Callable[[str], int],
+        *,
+        hash_keys: bool,
+        sticky_keyless: bool,
+        sticky: StickyPartitioner | None = None,
+    ) -> None:
+        self.accumulator = accumulator
+        self.partition_count = partition_count
+        self.hash_keys = hash_keys
+        self.sticky_keyless = sticky_keyless
+        self.sticky = sticky if sticky is not None else StickyPartitioner()
+        self._counts: dict[str, int] = {}
+        accumulator.on_batch_closed = self._batch_closed
+
+    def _batch_closed(self, topic: str, partition: int) -> None:
+        self.sticky.switch(topic, partition, self._counts.get(topic, 0))
+
+    def unknown_topics(self, items: Iterable[Any]) -> set[str]:
+        """The topics of ``items`` whose partition count is not known.
+
+        Args:
+            items: Queued items.
+
+        Returns:
+            Their topics without metadata (load it, then `route`).
+        """
+        topics = {d[0] if type(d) in DATA_TYPES else d.topic for d in items}
+        return {t for t in topics if self.partition_count(t) <= 0}
+
+    def route(self, items: Iterable[Any]) -> None:
+        """Append items to their partitions' batches, in order.
+
+        Args:
+            items: Queued items (ProducerData or TrackedData tuples).
+        """
+        append = self.accumulator.append
+        counts = self._counts
+        counts.clear()
+        count_of = self.partition_count
+        hash_keys = self.hash_keys
+        sticky_keyless = self.sticky_keyless
+        sticky = self.sticky
+        for d in items:
+            if type(d) not in DATA_TYPES:  # an item of another type: only its topic is known
+                append(d.topic, UNKNOWN_PARTITION, d, len(d.messages), estimated_size(d.key, tuple(d.messages)))
+                continue
+            topic, key, messages = d[0], d[1], d[2]
+            n = counts.get(topic)
+            if n is None:
+                n = counts[topic] = count_of(topic)
+            fixed = d[4]
+            if fixed is not None:
+                p = fixed
+            elif n <= 0:
+                p = UNKNOWN_PARTITION
+            elif key is None:
+                if sticky_keyless:
+                    p = sticky.partition(topic, n)
+                    d = with_partition(d, p)
+                else:
+                    p = UNKNOWN_PARTITION
+            elif hash_keys and type(key) is bytes:
+                p = (_hash(key) & 0x7FFFFFFF) % n
+            else:
+                p = UNKNOWN_PARTITION
+            if len(messages) == 1 and type(m := messages[0]) is bytes:
+                size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
+            else:
+                size = estimated_size(key, messages)
+            append(topic, p, d, len(messages), size)
+

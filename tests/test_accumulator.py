@@ -1,0 +1,197 @@
+"""The async producer's per-partition record accumulator and the sticky
+partitioner (issue 28), pure: an injected clock, no broker."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kclient import ProducerData
+from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, RecordAccumulator, StickyPartitioner, estimated_size
+from kclient.client.producer.partitioner import DefaultPartitioner
+from kclient.client.producer.routing import PartitionRouter
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def one_leader(topic: str, partition: int) -> int:
+    return 1
+
+
+def make(**kw) -> tuple[RecordAccumulator, Clock]:
+    clock = Clock()
+    defaults = {"batch_size": 1000, "batch_messages": 10_000, "linger_ms": 5, "max_request_size": 100_000, "buffer_messages": 10_000}
+    return RecordAccumulator(**{**defaults, **kw}, clock=clock), clock
+
+
+def test_append_keeps_a_batch_open_until_linger_expires():
+    acc, clock = make()
+    acc.append("t", 0, "a", 1, 100)
+    acc.append("t", 0, "b", 1, 100)
+    assert acc.messages == 2 and len(acc) == 1
+    assert acc.drain(one_leader).items == []
+    assert acc.next_ready_in() == pytest.approx(0.005)
+    clock.now += 0.004
+    assert acc.drain(one_leader).items == []
+    clock.now += 0.001
+    drained = acc.drain(one_leader)
+    assert (drained.items, drained.messages, drained.batches) == (["a", "b"], 2, 1)
+    assert acc.messages == 0 and len(acc) == 0 and acc.next_ready_in() is None
+
+
+def test_a_batch_is_ready_at_batch_size_bytes_or_batch_num_messages():
+    acc, _ = make(batch_size=300, batch_messages=5)
+    for i in range(3):
+        acc.append("t", 0, f"s{i}", 1, 100)  # 300 bytes: full
+    for i in range(5):
+        acc.append("t", 1, f"c{i}", 1, 1)  # 5 records: full
+    acc.append("t", 2, "x", 1, 1)  # neither: lingers
+    drained = acc.drain(one_leader)
+    assert drained.items == ["s0", "s1", "s2", "c0", "c1", "c2", "c3", "c4"]
+    assert acc.messages == 1
+
+
+def test_a_record_that_would_overflow_opens_a_new_batch_and_a_large_one_goes_alone():
+    acc, _ = make(batch_size=300)
+    acc.append("t", 0, "a", 1, 200)
+    acc.append("t", 0, "big", 1, 5000)  # does not fit: a batch of its own, full at once
+    acc.append("t", 0, "c", 1, 10)
+    batches = list(acc.batches())
+    assert [b.items for b in batches] == [["a"], ["big"], ["c"]]
+    assert [b.full for b in batches] == [True, True, False]
+    # the full ones are ready, in order; "c" lingers
+    assert acc.drain(one_leader).items == ["a", "big"]
+    assert [b.items for b in acc.batches()] == [["c"]]
+
+
+def test_flush_makes_every_batch_ready():
+    acc, _ = make()
+    acc.append("t", 0, "a", 1, 1)
+    acc.append("u", 3, "b", 1, 1)
+    assert acc.drain(one_leader).items == []
+    assert sorted(acc.drain(one_leader, flush=True).items) == ["a", "b"]
+
+
+def test_holding_buffer_messages_makes_every_batch_ready():
+    acc, _ = make(buffer_messages=3)
+    acc.append("t", 0, "a", 2, 1)
+    assert not acc.exhausted and acc.drain(one_leader).items == []
+    acc.append("t", 1, "b", 1, 1)
+    assert acc.exhausted and acc.next_ready_in() == 0.0
+    assert acc.drain(one_leader).messages == 3
+
+
+def test_drain_groups_by_leader_bounded_by_max_request_size():
+    acc, _ = make(batch_size=100, max_request_size=250)
+    leaders = {0: "b1", 1: "b2", 2: "b1", 3: "b1"}
+    for p in range(4):
+        acc.append("t", p, f"p{p}", 1, 100)  # each batch full
+    first = acc.drain(lambda t, p: leaders[p])
+    # b1 takes p0 and p2 (200 bytes; p3 would make 300 > 250), b2 takes p1
+    assert first.items == ["p0", "p2", "p1"]
+    assert acc.drain(lambda t, p: leaders[p]).items == ["p3"]
+
+
+def test_drain_takes_a_batch_larger_than_max_request_size_alone():
+    acc, _ = make(batch_size=100, max_request_size=250)
+    acc.append("t", 0, "huge", 1, 1000)
+    acc.append("t", 1, "small", 1, 100)
+    assert acc.drain(one_leader).items == ["huge"]
+    assert acc.drain(one_leader).items == ["small"]
+
+
+def test_one_partitions_ready_batches_drain_in_order():
+    acc, _ = make(batch_size=10)
+    for i in range(20):
+        acc.append("t", 0, i, 1, 5)  # two per batch
+    drained = acc.drain(one_leader)
+    assert drained.items == list(range(20)) and drained.batches == 10
+
+
+def test_sticky_partitioner_stays_until_switched_then_moves():
+    sticky = StickyPartitioner(random.Random(7).random)
+    first = sticky.partition("t", 8)
+    assert all(sticky.partition("t", 8) == first for _ in range(50))
+    sticky.switch("t", (first + 1) % 8, 8)  # not the sticky one: no effect
+    assert sticky.partition("t", 8) == first
+    seen = {first}
+    for _ in range(30):
+        current = sticky.partition("t", 8)
+        sticky.switch("t", current, 8)
+        nxt = sticky.partition("t", 8)
+        assert nxt != current and 0 <= nxt < 8
+        seen.add(nxt)
+    assert len(seen) > 4  # spread over the partitions
+    assert sticky.partition("one", 1) == 0
+    sticky.switch("one", 0, 1)
+    assert sticky.partition("one", 1) == 0
+
+
+def routed(hash_keys=True, sticky_keyless=True, **kw):
+    acc, clock = make(**kw)
+    router = PartitionRouter(acc, lambda topic: {"t": 16, "one": 1}.get(topic, 0), hash_keys=hash_keys, sticky_keyless=sticky_keyless, sticky=StickyPartitioner(random.Random(3).random))
+    return acc, clock, router
+
+
+def test_router_places_keyed_records_where_the_default_partitioner_does():
+    acc, _, router = routed()
+    data = [ProducerData("t", key=b"key-%d" % i, messages=[b"v%d" % i]) for i in range(200)]
+    router.route(data)
+    expected = DefaultPartitioner()
+    for batch in acc.batches():
+        for d in batch.items:
+            assert batch.partition == expected.partition(d.key, 16)
+            assert d.partition is None  # the event handler still decides
+    # every record once, each partition's in order
+    drained = acc.drain(one_leader, flush=True).items
+    assert sorted(drained, key=lambda d: int(d.messages[0][1:])) == data
+    for p in range(16):
+        mine = [d for d in drained if expected.partition(d.key, 16) == p]
+        assert mine == [d for d in data if expected.partition(d.key, 16) == p]
+
+
+def test_router_sticks_keyless_records_to_one_partition_per_batch():
+    acc, _, router = routed(batch_size=10 * (100 + ACCUMULATOR_RECORD_OVERHEAD))
+    chosen = []
+    for _ in range(100):
+        chosen.append(router.sticky.partition("t", 16))
+        router.route([ProducerData("t", messages=[b"x" * 100])])
+    runs = [chosen[i : i + 10] for i in range(0, 100, 10)]
+    assert all(len(set(run)) == 1 for run in runs)  # each partition's batch filled before moving on
+    assert all(runs[i][0] != runs[i + 1][0] for i in range(9))
+    batches = list(acc.batches())
+    assert sorted(b.messages for b in batches) == [10] * 10
+    for b in batches:
+        assert {d.partition for d in b.items} == {b.partition}  # the sticky choice is sent there
+    assert len({b.partition for b in batches}) > 3
+
+
+def test_router_switches_sticky_partition_when_its_batch_is_drained():
+    acc, clock, router = routed()
+    router.route([ProducerData("t", messages=[b"a"])])
+    [first] = [b.partition for b in acc.batches()]
+    clock.now += 1
+    acc.drain(one_leader)
+    router.route([ProducerData("t", messages=[b"b"])])
+    [second] = [b.partition for b in acc.batches()]
+    assert second != first
+
+
+def test_router_leaves_other_records_to_the_event_handler():
+    acc, _, router = routed(hash_keys=False, sticky_keyless=False)
+    router.route([ProducerData("t", key=b"k", messages=[b"a"]), ProducerData("t", messages=[b"b"]), ProducerData("t", messages=[b"c"], partition=5)])
+    assert sorted((b.partition, [d.messages for d in b.items]) for b in acc.batches()) == [(-1, [(b"a",), (b"b",)]), (5, [(b"c",)])]
+    assert router.unknown_topics([ProducerData("new", messages=[b"x"]), ProducerData("t", messages=[b"x"])]) == {"new"}
+
+
+def test_estimated_size_counts_key_value_and_overhead():
+    assert estimated_size(b"kk", (b"abc", None)) == 2 * (2 + ACCUMULATOR_RECORD_OVERHEAD) + 3

@@ -302,3 +302,55 @@ def test_a_member_keeps_its_place_when_the_coordinator_moves(zookeeper):
             thread.join(timeout=30)
         assert set(received) == set(first) | set(second)
         assert max(received.values()) == 1, [v for v, n in received.items() if n > 1]
+
+
+def _java_member(broker, group: str, topic: str, instance_id: str) -> subprocess.Popen[str]:
+    command = kafka_tool_command(
+        "kafka-console-consumer",
+        "--bootstrap-server", broker.bootstrap,
+        "--topic", topic,
+        "--group", group,
+        "--command-property", "group.protocol=consumer",
+        "--command-property", f"group.instance.id={instance_id}",
+    )
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+
+
+def test_a_static_java_member_comes_back_to_its_partitions(broker):
+    """KIP-848 static membership with Kafka's Java consumer: a member with a
+    ``group.instance.id`` that stops leaves with epoch -2 and keeps its
+    partitions; started again, it takes them back under a new member id,
+    with no new group epoch (no rebalance)."""
+    group, topic = f"static-{uuid.uuid4().hex[:8]}", new_topic(broker, "st")
+
+    def described() -> dict:
+        with SocketClient(broker.host, broker.port, client_id="kip848-interop", timeout=30.0) as c:
+            return c.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+
+    def by_instance() -> dict[str, tuple[str, int, list[int]]]:
+        return {
+            m["instance_id"]: (m["member_id"], m["member_epoch"], sorted(p for tp in m["assignment"]["topic_partitions"] for p in tp["partitions"]))
+            for m in described()["members"]
+        }
+
+    procs = {i: _java_member(broker, group, topic, i) for i in ("ja", "jb")}
+    try:
+        wait_for(lambda: members_with_partitions(broker, group) == [PARTITIONS // 2, PARTITIONS // 2], "two static members with two partitions each", timeout=DEADLINE)
+        before, epoch = by_instance(), described()["group_epoch"]
+        procs["ja"].terminate()
+        procs["ja"].wait(timeout=60)
+        wait_for(lambda: by_instance()["ja"][1] == -2, "member ja left for now (epoch -2)", timeout=DEADLINE)
+        assert by_instance()["ja"][2] == before["ja"][2]  # its partitions wait for it
+        procs["ja"] = _java_member(broker, group, topic, "ja")
+
+        def back() -> bool:
+            now = by_instance().get("ja")
+            return now is not None and now[0] != before["ja"][0] and now[1] >= 0 and now[2] == before["ja"][2]
+
+        wait_for(back, "member ja back with its partitions", timeout=DEADLINE)
+        assert described()["group_epoch"] == epoch and by_instance()["jb"] == before["jb"]
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(timeout=60)

@@ -578,7 +578,10 @@ class ConsumerGroupCoordinator:
         """Remove members past their session timeout, or past their
         rebalance timeout with partitions still to revoke."""
         session = self.config.group_consumer_session_timeout_ms / 1000.0
-        for group in list(self.groups.values()):
+        for group_id in list(self.groups):
+            group = self.group(group_id)  # (None: moved to another coordinator, dropped here)
+            if group is None:
+                continue
             for member in list(group.members.values()):
                 if now - member.last_heartbeat > session:
                     self.remove_member(group, member.member_id, f"expired ({self.config.group_consumer_session_timeout_ms} ms without a heartbeat)")

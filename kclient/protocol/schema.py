@@ -134,17 +134,26 @@ def _wire_type(hint: Any, where: str) -> tuple[Any, bool, str | None, Any]:
         inner, more = _annotation_parts(bare)
         versions = versions or next((m.spec for m in more if isinstance(m, Versions)), None)
         bare = inner
+    found = _composite_type(bare, nullable)
+    if found is None:
+        raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
+    return found[0], nullable, versions, found[1]
+
+
+def _composite_type(bare: Any, nullable: bool) -> tuple[Any, Any] | None:
+    """``(Field type, struct class or None)`` of an array (``list[T]``) or
+    a single struct (an ``attrs`` class), or None for anything else."""
     if typing.get_origin(bare) is list:
         (item,) = typing.get_args(bare)
         item_bare, item_meta = _annotation_parts(item)
         item_names = [m for m in item_meta if isinstance(m, str)]
         if item_names:
-            return ("array", item_names[-1]), nullable, versions, None
+            return ("array", item_names[-1]), None
         if attrs.has(item_bare):
-            return fields_of(item_bare), nullable, versions, item_bare
+            return fields_of(item_bare), item_bare
     if isinstance(bare, type) and attrs.has(bare):
-        return ("nullable_struct" if nullable else "struct", fields_of(bare)), nullable, versions, bare
-    raise TypeError(f"{where}: {hint!r} is no Kafka type (see kclient.protocol.types)")
+        return ("nullable_struct" if nullable else "struct", fields_of(bare)), bare
+    return None
 
 
 _FIELDS_CACHE: dict[type, tuple[Field, ...]] = {}

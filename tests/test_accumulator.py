@@ -8,7 +8,14 @@ import random
 import pytest
 
 from kclient import ProducerData
-from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, RecordAccumulator, StickyPartitioner, estimated_size
+from kclient.client.producer.accumulator import (
+    ACCUMULATOR_RECORD_OVERHEAD,
+    BATCH_ENTRY_OVERHEAD,
+    REQUEST_HEADER_ROOM,
+    RecordAccumulator,
+    StickyPartitioner,
+    estimated_size,
+)
 from kclient.client.producer.partitioner import DefaultPartitioner
 from kclient.client.producer.routing import PartitionRouter
 
@@ -90,21 +97,25 @@ def test_holding_buffer_messages_makes_every_batch_ready():
     assert acc.drain(one_leader).messages == 3
 
 
+#: A max.request.size whose drains hold two 600-byte batches, not three.
+TWO_BATCHES = REQUEST_HEADER_ROOM + 2 * (600 + BATCH_ENTRY_OVERHEAD) + 10
+
+
 def test_drain_groups_by_leader_bounded_by_max_request_size():
-    acc, _ = make(batch_size=100, max_request_size=250)
+    acc, _ = make(batch_size=600, max_request_size=TWO_BATCHES)
     leaders = {0: "b1", 1: "b2", 2: "b1", 3: "b1"}
     for p in range(4):
-        acc.append("t", p, f"p{p}", 1, 100)  # each batch full
+        acc.append("t", p, f"p{p}", 1, 600)  # each batch full
     first = acc.drain(lambda t, p: leaders[p])
-    # b1 takes p0 and p2 (200 bytes; p3 would make 300 > 250), b2 takes p1
+    # b1 takes p0 and p2 (p3 would not fit), b2 takes p1
     assert first.items == ["p0", "p2", "p1"]
     assert acc.drain(lambda t, p: leaders[p]).items == ["p3"]
 
 
 def test_drain_takes_a_batch_larger_than_max_request_size_alone():
-    acc, _ = make(batch_size=100, max_request_size=250)
-    acc.append("t", 0, "huge", 1, 1000)
-    acc.append("t", 1, "small", 1, 100)
+    acc, _ = make(batch_size=600, max_request_size=TWO_BATCHES)
+    acc.append("t", 0, "huge", 1, 5000)
+    acc.append("t", 1, "small", 1, 600)
     assert acc.drain(one_leader).items == ["huge"]
     assert acc.drain(one_leader).items == ["small"]
 
@@ -191,6 +202,19 @@ def test_router_leaves_other_records_to_the_event_handler():
     router.route([ProducerData("t", key=b"k", messages=[b"a"]), ProducerData("t", messages=[b"b"]), ProducerData("t", messages=[b"c"], partition=5)])
     assert sorted((b.partition, [d.messages for d in b.items]) for b in acc.batches()) == [(-1, [(b"a",), (b"b",)]), (5, [(b"c",)])]
     assert router.unknown_topics([ProducerData("new", messages=[b"x"]), ProducerData("t", messages=[b"x"])]) == {"new"}
+
+
+def test_append_many_makes_the_batches_appending_one_by_one_makes():
+    one, _ = make(batch_size=300, batch_messages=4)
+    many, _ = make(batch_size=300, batch_messages=4)
+    sizes = [100, 250, 10, 10, 10, 10, 10, 400, 5, 120, 120, 120]
+    for i, size in enumerate(sizes):
+        one.append("t", 0, i, 1, size)
+    many.append_many("t", 0, list(range(5)), [1] * 5, sizes[:5])
+    many.append_many("t", 0, list(range(5, 12)), [1] * 7, sizes[5:])
+    shape = lambda acc: [(b.items, b.size, b.messages, b.full) for b in acc.batches()]  # noqa: E731
+    assert shape(many) == shape(one)
+    assert many.messages == one.messages == 12
 
 
 def test_estimated_size_counts_key_value_and_overhead():

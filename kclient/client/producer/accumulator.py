@@ -35,12 +35,22 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["ACCUMULATOR_RECORD_OVERHEAD", "UNKNOWN_PARTITION", "Drained", "PartitionBatch", "RecordAccumulator", "StickyPartitioner", "estimated_size"]
+from kclient.protocol.records import v2
+
+__all__ = ["ACCUMULATOR_RECORD_OVERHEAD", "BATCH_ENTRY_OVERHEAD", "REQUEST_HEADER_ROOM", "UNKNOWN_PARTITION", "Drained", "PartitionBatch", "RecordAccumulator", "StickyPartitioner", "estimated_size"]
 
 #: Bytes counted per record beyond its key and value when sizing batches
-#: against ``batch.size`` (a v2 record's length, attributes, deltas and
-#: header count take 7-20 bytes).
-ACCUMULATOR_RECORD_OVERHEAD = 16
+#: against ``batch.size`` and requests against ``max.request.size``: the
+#: worst case of a v2 record (`kclient.protocol.records.v2.RECORD_OVERHEAD`),
+#: the figure the event handler checks a partition's records against, so a
+#: drained partition fits one record batch without measuring each record.
+ACCUMULATOR_RECORD_OVERHEAD = v2.RECORD_OVERHEAD
+#: Bytes counted per drained batch beyond its records: the v2 batch header
+#: and the partition's entry in the Produce request.
+BATCH_ENTRY_OVERHEAD = v2.HEADER_SIZE + 16
+#: Bytes of ``max.request.size`` left for the Produce request's own header
+#: (as the event handler's batch builder does).
+REQUEST_HEADER_ROOM = 512
 
 #: The partition of records whose partition the accumulator does not know
 #: (a configured partitioner or encoder decides it later, in the event
@@ -141,6 +151,17 @@ class StickyPartitioner:
             p = self._current[topic] = int(self._rng() * num_partitions)
         return p
 
+    def current(self, topic: str) -> int | None:
+        """The topic's sticky partition now, or None when it has none.
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            The partition, or None.
+        """
+        return self._current.get(topic)
+
     def switch(self, topic: str, partition: int, num_partitions: int) -> None:
         """Move the topic off ``partition`` if it is the sticky one: the
         next keyless record picks another partition (a different one when
@@ -171,7 +192,8 @@ class RecordAccumulator:
         linger_ms: ``linger.ms``: a batch is ready this long after its first
             record (ms).
         max_request_size: ``max.request.size``: the bytes one drain takes
-            per leader (bytes).
+            per leader (bytes), less `REQUEST_HEADER_ROOM`, each batch
+            counting `BATCH_ENTRY_OVERHEAD` more.
         buffer_messages: ``queue.buffering.max.messages``: holding this many
             records makes every batch ready.
         clock: Returns the time in seconds (monotonic); injected in tests.
@@ -191,6 +213,7 @@ class RecordAccumulator:
         self.batch_messages = max(1, batch_messages)
         self.linger_s = max(0, linger_ms) / 1000
         self.max_request_size = max(1, max_request_size)
+        self._request_room = max(1024, self.max_request_size - REQUEST_HEADER_ROOM)
         self.buffer_messages = max(1, buffer_messages)
         self.clock = clock
         #: (topic, partition) -> its batches, oldest first (the last is the open one).
@@ -242,6 +265,54 @@ class RecordAccumulator:
         if batch.size >= self.batch_size or batch.messages >= self.batch_messages:
             self._close(batch)
         return batch
+
+    def append_many(self, topic: str, partition: int, items: list[Any], messages: list[int], sizes: list[int]) -> None:
+        """`append` of several items of one partition, in order (the same
+        batches as appending them one by one).
+
+        Args:
+            topic: The topic.
+            partition: The partition, or -1 when not known.
+            items: The items.
+            messages: How many records each holds.
+            sizes: The estimated size of each (bytes).
+        """
+        key = (topic, partition)
+        queue = self._batches.get(key)
+        if queue is None:
+            queue = self._batches[key] = deque()
+        limit, most = self.batch_size, self.batch_messages
+        batch = queue[-1] if queue else None
+        if batch is None or batch.full:
+            batch = PartitionBatch(topic, partition, self.clock())
+            queue.append(batch)
+        held = batch.items
+        size, count = batch.size, batch.messages
+        for item, n, b in zip(items, messages, sizes, strict=True):
+            if held and (size + b > limit or count + n > most):
+                batch.size, batch.messages = size, count
+                self._close(batch)
+                batch = PartitionBatch(topic, partition, self.clock())
+                queue.append(batch)
+                held = batch.items
+                size = count = 0
+            held.append(item)
+            size += b
+            count += n
+            if size >= limit or count >= most:
+                batch.size, batch.messages = size, count
+                self._close(batch)
+                batch = PartitionBatch(topic, partition, self.clock())
+                queue.append(batch)
+                held = batch.items
+                size = count = 0
+        if held:
+            batch.size, batch.messages = size, count
+        else:
+            queue.pop()  # the empty batch opened last
+            if not queue:
+                del self._batches[key]
+        self.messages += sum(messages)
 
     def _close(self, batch: PartitionBatch) -> None:
         batch.full = True
@@ -295,13 +366,13 @@ class RecordAccumulator:
             if not self._is_ready(queue, now, flush):
                 continue
             leader = leader_of(*key)
-            room = self.max_request_size - used.get(leader, 0)
+            room = self._request_room - used.get(leader, 0)
             items = per_leader.get(leader)
             if items is None:
                 items = per_leader[leader] = []
             for batch in self._take(queue, now, flush, room, not used.get(leader)):
                 items.extend(batch.items)
-                used[leader] = used.get(leader, 0) + batch.size
+                used[leader] = used.get(leader, 0) + batch.size + BATCH_ENTRY_OVERHEAD
                 out.messages += batch.messages
                 out.batches += 1
                 if not batch.full and self.on_batch_closed is not None:
@@ -320,10 +391,10 @@ class RecordAccumulator:
         bytes (the first one always when ``first``), removed from it."""
         while queue and self._is_ready(queue, now, flush):
             batch = queue[0]
-            if batch.size > room and not first:
+            if batch.size + BATCH_ENTRY_OVERHEAD > room and not first:
                 return
             queue.popleft()
-            room -= batch.size
+            room -= batch.size + BATCH_ENTRY_OVERHEAD
             first = False
             yield batch
 

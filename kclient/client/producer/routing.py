@@ -72,10 +72,13 @@ class PartitionRouter:
         self.sticky_keyless = sticky_keyless
         self.sticky = sticky if sticky is not None else StickyPartitioner()
         self._counts: dict[str, int] = {}
+        self._sticky_bytes: dict[str, int] = {}
         accumulator.on_batch_closed = self._batch_closed
 
     def _batch_closed(self, topic: str, partition: int) -> None:
-        self.sticky.switch(topic, partition, self._counts.get(topic, 0))
+        if self.sticky.current(topic) == partition:
+            self._sticky_bytes.pop(topic, None)
+            self.sticky.switch(topic, partition, self._counts.get(topic, 0))
 
     def unknown_topics(self, items: Iterable[Any]) -> set[str]:
         """The topics of ``items`` whose partition count is not known.
@@ -90,34 +93,40 @@ class PartitionRouter:
         return {t for t in topics if self.partition_count(t) <= 0}
 
     def route(self, items: Iterable[Any]) -> None:
-        """Append items to their partitions' batches, in order.
+        """Append items to their partitions' batches, each partition's in
+        order.
 
         Args:
             items: Queued items (ProducerData or TrackedData tuples).
         """
-        append = self.accumulator.append
         counts = self._counts
         counts.clear()
         count_of = self.partition_count
         hash_keys = self.hash_keys
         sticky_keyless = self.sticky_keyless
-        sticky = self.sticky
+        groups: dict[tuple[str, int], tuple[list[Any], list[int], list[int]]] = {}
         for d in items:
             if type(d) not in DATA_TYPES:  # an item of another type: only its topic is known
-                append(d.topic, UNKNOWN_PARTITION, d, len(d.messages), estimated_size(d.key, tuple(d.messages)))
-                continue
-            topic, key, messages = d[0], d[1], d[2]
-            n = counts.get(topic)
-            if n is None:
-                n = counts[topic] = count_of(topic)
-            fixed = d[4]
+                topic, key, messages, fixed = d.topic, d.key, tuple(d.messages), None
+                n = 0
+            else:
+                topic, key, messages, fixed = d[0], d[1], d[2], d[4]
+                n = counts.get(topic)  # type: ignore[assignment]
+                if n is None:
+                    n = counts[topic] = count_of(topic)
+            if len(messages) == 1 and type(m := messages[0]) is bytes:
+                size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
+            else:
+                size = estimated_size(key, messages)
             if fixed is not None:
                 p = fixed
+            elif n == 1:
+                p = 0  # every partitioner's only choice
             elif n <= 0:
                 p = UNKNOWN_PARTITION
             elif key is None:
                 if sticky_keyless:
-                    p = sticky.partition(topic, n)
+                    p = self._sticky_partition(topic, n, size)
                     d = with_partition(d, p)
                 else:
                     p = UNKNOWN_PARTITION
@@ -125,9 +134,25 @@ class PartitionRouter:
                 p = (_hash(key) & 0x7FFFFFFF) % n
             else:
                 p = UNKNOWN_PARTITION
-            if len(messages) == 1 and type(m := messages[0]) is bytes:
-                size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
-            else:
-                size = estimated_size(key, messages)
-            append(topic, p, d, len(messages), size)
+            group = groups.get((topic, p))
+            if group is None:
+                group = groups[(topic, p)] = ([], [], [])
+            group[0].append(d)
+            group[1].append(len(messages))
+            group[2].append(size)
+        append_many = self.accumulator.append_many
+        for (topic, p), (datas, message_counts, sizes) in groups.items():
+            append_many(topic, p, datas, message_counts, sizes)
 
+    def _sticky_partition(self, topic: str, num_partitions: int, size: int) -> int:
+        """The sticky partition of a keyless record of ``size`` bytes; after
+        ``batch.size`` bytes the next one moves on (KIP-794 counts the bytes
+        produced to the partition the same way)."""
+        sticky = self.sticky
+        p = sticky.partition(topic, num_partitions)
+        total = self._sticky_bytes.get(topic, 0) + size
+        if total >= self.accumulator.batch_size:
+            sticky.switch(topic, p, num_partitions)
+            total = 0
+        self._sticky_bytes[topic] = total
+        return p

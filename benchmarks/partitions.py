@@ -1,0 +1,134 @@
+"""Keyed async produce with DEFAULT settings across partition counts,
+kclient against confluent-kafka (issue 28).
+
+    python benchmarks/partitions.py [--partitions 1,64,512,2048] [--records 100000]
+                                    [--size 100] [--keys 10000] [--runs 1] [--no-pin]
+
+Starts one bundled broker (`kclient.testing.BrokerProcess`), pinned to the
+first core and this process to the second as ``benchmarks/run.py`` does
+(`run.pin_process`), creates one topic per partition count (CreateTopics),
+and for each count sends ``--records`` keyed records of ``--size`` bytes
+(``--keys`` distinct keys) with each client, async, ``acks=1``, every
+other setting at its default: kclient's ``Producer`` (``producer.type=async``)
+and confluent-kafka's ``Producer``. A run is timed from the first send to
+the end of the flush. Printed per count: records/s of each client
+(medians of ``--runs``) and kclient / confluent, with the load average,
+since other processes on the machine skew the numbers. Nothing is
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+sys.path.insert(1, str(_HERE.parent))
+
+from run import pin_process  # noqa: E402
+
+from kclient import AdminClient, NewTopic, Producer, ProducerData  # noqa: E402
+from kclient.testing import BrokerProcess  # noqa: E402
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    topic = f"parts-{partitions}-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"metadata.broker.list": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)], timeout_ms=120_000)
+    return topic
+
+
+def run_kclient(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n: int) -> float:
+    data = [ProducerData(topic, key=keys[i % len(keys)], messages=[value]) for i in range(n)]
+    with Producer({"metadata.broker.list": bootstrap, "producer.type": "async", "request.required.acks": 1}) as producer:
+        producer.send(data[0])  # metadata and connection outside the timed part, as for confluent below
+        producer.flush()
+        send = producer.send
+        start = time.perf_counter()
+        for d in data:
+            send(d)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+        failed = producer.statistics().failed_messages
+    if failed:
+        print(f"  kclient: {failed} record(s) failed", flush=True)
+    return n / elapsed
+
+
+def run_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n: int) -> float | None:
+    try:
+        import confluent_kafka
+    except ImportError:
+        return None
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1})
+    producer.produce(topic, value, keys[0])
+    producer.flush()
+    produce, poll = producer.produce, producer.poll
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                produce(topic, value, keys[i % len(keys)])
+                break
+            except BufferError:  # its queue is full: serve it, then retry
+                poll(0.001)
+    producer.flush()
+    return n / (time.perf_counter() - start)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="1,64,512,2048")
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the broker and this process to separate cores")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    counts = [int(p) for p in args.partitions.split(",")]
+    keys = [b"key-%06d" % i for i in range(args.keys)]
+    value = b"v" * args.size
+    cpus = sorted(os.sched_getaffinity(0))
+    with BrokerProcess(properties={"num.partitions": 1}) as broker:
+        pinned = len(cpus) >= 2 and not args.no_pin
+        if pinned:
+            pin_process(broker.pid, cpus[0])
+            pin_process(os.getpid(), cpus[1])
+        where = f"broker on cpu {cpus[0]}, clients on cpu {cpus[1]}" if pinned else "not pinned"
+        print(f"{args.records:,} keyed {args.size}-byte records, async, acks=1, default settings; {where}", flush=True)
+        rows: list[tuple[int, float, float | None]] = []
+        for parts in counts:
+            topic_k = create_topic(broker.bootstrap, parts)
+            topic_c = create_topic(broker.bootstrap, parts)
+            k_rates, c_rates = [], []
+            for _ in range(args.runs):
+                k_rates.append(run_kclient(broker.bootstrap, topic_k, keys, value, args.records))
+                c = run_confluent(broker.bootstrap, topic_c, keys, value, args.records)
+                if c is not None:
+                    c_rates.append(c)
+            k = statistics.median(k_rates)
+            c_med = statistics.median(c_rates) if c_rates else None
+            rows.append((parts, k, c_med))
+            ratio = f"{k / c_med:.2f}x" if c_med else "-"
+            print(f"  {parts:>5} partitions: kclient {k:>10,.0f} rec/s   confluent {c_med or 0:>10,.0f} rec/s   kclient/confluent {ratio}"
+                  f"   (load {os.getloadavg()[0]:.2f})", flush=True)
+    print("\npartitions | kclient rec/s | confluent rec/s | ratio")
+    print("---|---|---|---")
+    for parts, k, c_med in rows:
+        print(f"{parts} | {k:,.0f} | {c_med or 0:,.0f} | {k / c_med:.2f}x" if c_med else f"{parts} | {k:,.0f} | - | -")
+    print(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (a shared machine makes these noisy)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,10 +102,14 @@ class Sender:
         metadata = self._cluster.metadata
         for part in parts:
             leader = -1
-            for info in metadata.partitions_for(part.topic):
-                if info.partition == part.partition:
-                    leader = info.leader
-                    break
+            infos = metadata.partitions_for(part.topic)
+            p = part.partition
+            # Sorted by id, so usually partition p is at index p (a lookup,
+            # not a scan: a request may carry thousands of partitions).
+            if 0 <= p < len(infos) and infos[p].partition == p:
+                leader = infos[p].leader
+            else:
+                leader = next((info.leader for info in infos if info.partition == p), -1)
             if leader < 0:
                 part.fail(0, LeaderNotAvailableError(f"topic {part.topic!r} partition {part.partition} has no leader"))
                 continue

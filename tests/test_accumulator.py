@@ -219,3 +219,17 @@ def test_append_many_makes_the_batches_appending_one_by_one_makes():
 
 def test_estimated_size_counts_key_value_and_overhead():
     assert estimated_size(b"kk", (b"abc", None)) == 2 * (2 + ACCUMULATOR_RECORD_OVERHEAD) + 3
+
+
+def test_batch_num_messages_bounds_a_partitions_share_of_one_drain():
+    acc, _ = make(batch_size=10_000, batch_messages=200)
+    acc.append_many("t", 0, list(range(1000)), [1] * 1000, [10] * 1000)  # five full batches of 200
+    acc.append("t", 1, "other", 1, 10)
+    first = acc.drain(one_leader, flush=True)
+    assert first.items[:200] == list(range(200)) and first.messages == 201  # one batch of partition 0, and partition 1
+    rest = []
+    while acc.messages:
+        drained = acc.drain(one_leader)
+        assert drained.messages == 200
+        rest += drained.items
+    assert rest == list(range(200, 1000))

@@ -152,11 +152,13 @@ class ProducerConfig(_ClientSecurityConfig):
     take at interpreter exit (ms; Kafka's ``KafkaProducer.close(timeout)``,
     kclient's ``Producer.close(timeout_ms)``). What is then still queued or
     unacknowledged is abandoned and its count logged at ERROR."""
-    batch_num_messages: int = prop("batch.num.messages", to_int, 200, at_least(1))
+    batch_num_messages: int = prop("batch.num.messages", to_int, same_as("queue_buffering_max_messages"), at_least(1))
     """Async: the most messages of one batch (a count). With the default
-    event handler it bounds each partition's batch (with ``batch.size``);
-    with a custom ``event.handler`` it is Kafka 0.8's batch across
-    partitions."""
+    event handler it bounds each partition's batch (with ``batch.size``)
+    and the messages of one partition in one Produce request; with a custom
+    ``event.handler`` it is Kafka 0.8's batch across partitions. Defaults to
+    ``queue.buffering.max.messages`` (10000, librdkafka's default; Kafka 0.8
+    had 200)."""
     batch_size: int = prop("batch.size", to_int, 16384, at_least(1))
     """Async: a partition's batch is full, and sent, at this many bytes (an
     estimate of the encoded records; Kafka's ``batch.size``, default 16384

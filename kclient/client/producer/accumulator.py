@@ -344,7 +344,9 @@ class RecordAccumulator:
         """Take the ready batches, grouped by leader, each leader's share
         bounded by ``max.request.size`` (its first batch goes even when it
         is larger). Of one partition, ready batches are taken in order
-        while they fit.
+        while they fit and hold at most ``batch.num.messages`` records
+        together (the seed's count knob bounds a partition's share of a
+        request; Kafka's Java producer takes one batch per partition).
 
         Args:
             leader_of: ``(topic, partition) -> leader`` (any hashable; the
@@ -370,7 +372,7 @@ class RecordAccumulator:
             items = per_leader.get(leader)
             if items is None:
                 items = per_leader[leader] = []
-            for batch in self._take(queue, now, flush, room, not used.get(leader)):
+            for batch in self._take(queue, now, flush, room, not used.get(leader), self.batch_messages):
                 items.extend(batch.items)
                 used[leader] = used.get(leader, 0) + batch.size + BATCH_ENTRY_OVERHEAD
                 out.messages += batch.messages
@@ -386,15 +388,20 @@ class RecordAccumulator:
         self.messages -= out.messages
         return out
 
-    def _take(self, queue: deque[PartitionBatch], now: float, flush: bool, room: int, first: bool) -> Iterator[PartitionBatch]:
+    def _take(self, queue: deque[PartitionBatch], now: float, flush: bool, room: int, first: bool, most: int) -> Iterator[PartitionBatch]:
         """The ready batches at the head of ``queue`` that fit ``room``
-        bytes (the first one always when ``first``), removed from it."""
+        bytes and ``most`` records (the first one always when ``first``),
+        removed from it."""
+        taken = 0
         while queue and self._is_ready(queue, now, flush):
             batch = queue[0]
+            if taken and taken + batch.messages > most:
+                return
             if batch.size + BATCH_ENTRY_OVERHEAD > room and not first:
                 return
             queue.popleft()
             room -= batch.size + BATCH_ENTRY_OVERHEAD
+            taken += batch.messages
             first = False
             yield batch
 

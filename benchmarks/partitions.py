@@ -13,8 +13,9 @@ other setting at its default: kclient's ``Producer`` (``producer.type=async``)
 and confluent-kafka's ``Producer``. A run is timed from the first send to
 the end of the flush. Printed per count: records/s of each client
 (medians of ``--runs``) and kclient / confluent, with the load average,
-since other processes on the machine skew the numbers. Nothing is
-asserted.
+since other processes on the machine skew the numbers, and the CPU µs per
+record of the client (this process) and of the broker, which load skews
+less. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(1, str(_HERE.parent))
 
-from run import pin_process  # noqa: E402
+from run import pin_process, proc_cpu_seconds  # noqa: E402
 
 from kclient import AdminClient, NewTopic, Producer, ProducerData  # noqa: E402
 from kclient.testing import BrokerProcess  # noqa: E402
@@ -82,6 +84,23 @@ def run_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n
     return n / (time.perf_counter() - start)
 
 
+def timed(cpu: list[tuple[float, float]], broker_pid: int, n: int, run: Any, *args: Any) -> Any:
+    """``run(*args)``, appending its client and broker CPU µs per record to
+    ``cpu`` (the client's: this process, every thread; less sensitive to
+    other processes' load than records/s)."""
+    client0, broker0 = time.process_time(), proc_cpu_seconds(broker_pid)
+    result = run(*args)
+    if result is not None:
+        cpu.append(((time.process_time() - client0) / n * 1e6, (proc_cpu_seconds(broker_pid) - broker0) / n * 1e6))
+    return result
+
+
+def cpu_text(cpu: list[tuple[float, float]]) -> str:
+    if not cpu:
+        return "-"
+    return f"{statistics.median(c for c, _ in cpu):.2f} + {statistics.median(b for _, b in cpu):.2f}"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="1,64,512,2048")
@@ -110,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         for parts in counts:
             topic_k = create_topic(broker.bootstrap, parts)
             topic_c = create_topic(broker.bootstrap, parts)
-            k_rates, c_rates = [], []
+            k_rates, c_rates, k_cpu, c_cpu = [], [], [], []
             for _ in range(args.runs):
-                k_rates.append(run_kclient(broker.bootstrap, topic_k, keys, value, args.records))
-                c = run_confluent(broker.bootstrap, topic_c, keys, value, args.records)
+                k_rates.append(timed(k_cpu, broker.pid, args.records, run_kclient, broker.bootstrap, topic_k, keys, value, args.records))
+                c = timed(c_cpu, broker.pid, args.records, run_confluent, broker.bootstrap, topic_c, keys, value, args.records)
                 if c is not None:
                     c_rates.append(c)
             k = statistics.median(k_rates)
@@ -122,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{k / c_med:.2f}x" if c_med else "-"
             print(f"  {parts:>5} partitions: kclient {k:>10,.0f} rec/s   confluent {c_med or 0:>10,.0f} rec/s   kclient/confluent {ratio}"
                   f"   (load {os.getloadavg()[0]:.2f})", flush=True)
+            print(f"        CPU µs/record, client + broker: kclient {cpu_text(k_cpu)}   confluent {cpu_text(c_cpu)}", flush=True)
     print("\npartitions | kclient rec/s | confluent rec/s | ratio")
     print("---|---|---|---")
     for parts, k, c_med in rows:

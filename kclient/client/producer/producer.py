@@ -96,6 +96,10 @@ _c_stamp_all = _speedups.stamp_all if _speedups is not None else None
 
 _ids = itertools.count(1)
 
+#: The most messages of one `Bundle` queued by ``send(list)`` (fewer when
+#: ``batch.num.messages`` is lower): Kafka 0.8's default batch.
+BUNDLE_MESSAGES = 200
+
 
 @attrs.frozen
 class ProducerStatistics:
@@ -168,8 +172,10 @@ class Producer(ClosingClient):
             self._queue = MessageQueue(cfg.queue_buffering_max_messages)
             # send()'s per-record call (see MessageQueue.fast_put).
             self._fast_put = self._queue.fast_put
-            # send(list) queues bundles of up to this many messages.
-            self._bundle_messages = max(1, cfg.batch_num_messages)
+            # send(list) queues bundles of up to this many messages: at most
+            # batch.num.messages, and small against the queue's bound, so
+            # that putting and taking overlap.
+            self._bundle_messages = max(1, min(cfg.batch_num_messages, BUNDLE_MESSAGES))
             self._thread = ProducerSendThread(
                 self._queue,
                 callback_handler=self._callbacks,

@@ -233,3 +233,13 @@ def test_batch_num_messages_bounds_a_partitions_share_of_one_drain():
         assert drained.messages == 200
         rest += drained.items
     assert rest == list(range(200, 1000))
+
+
+def test_router_one_partition_fast_path_makes_the_batches_the_general_path_makes():
+    data = [ProducerData("one", key=None if i % 3 else b"k%d" % i, messages=[b"v" * (i % 50)] if i % 7 else [b"a", b"bb"]) for i in range(500)]
+    fast, _, fast_router = routed(batch_size=700, batch_messages=30)
+    fast_router.route(data)
+    general, _, general_router = routed(batch_size=700, batch_messages=30)
+    general_router.route(iter(data))  # not a list: the general loop
+    shape = lambda acc: [(b.partition, b.items, b.size, b.messages) for b in acc.batches()]  # noqa: E731
+    assert shape(fast) == shape(general) and len(shape(fast)) > 5

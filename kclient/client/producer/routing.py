@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, UNKNOWN_PARTITION, RecordAccumulator, StickyPartitioner, estimated_size
@@ -26,6 +27,9 @@ from kclient.client.producer.partitioner import fast_murmur2
 __all__ = ["PartitionRouter"]
 
 _hash = fast_murmur2
+_topic_of = itemgetter(0)
+_messages_of = itemgetter(2)
+_partition_of = itemgetter(4)
 _OVERHEAD = ACCUMULATOR_RECORD_OVERHEAD
 
 
@@ -101,19 +105,29 @@ class PartitionRouter:
         """
         counts = self._counts
         counts.clear()
+        if type(items) is list and items and self._route_single(items):
+            return
         count_of = self.partition_count
         hash_keys = self.hash_keys
         sticky_keyless = self.sticky_keyless
         groups: dict[tuple[str, int], tuple[list[Any], list[int], list[int]]] = {}
+        # The last record's topic and group: consecutive records usually share them.
+        last_topic: str | None = None
+        last_key: tuple[str, int] | None = None
+        n = 0
+        group: tuple[list[Any], list[int], list[int]] = ([], [], [])
         for d in items:
             if type(d) not in DATA_TYPES:  # an item of another type: only its topic is known
                 topic, key, messages, fixed = d.topic, d.key, tuple(d.messages), None
+                last_topic = None
                 n = 0
             else:
                 topic, key, messages, fixed = d[0], d[1], d[2], d[4]
-                n = counts.get(topic)  # type: ignore[assignment]
-                if n is None:
-                    n = counts[topic] = count_of(topic)
+                if topic is not last_topic:
+                    n = counts.get(topic)  # type: ignore[assignment]
+                    if n is None:
+                        n = counts[topic] = count_of(topic)
+                    last_topic = topic
             if len(messages) == 1 and type(m := messages[0]) is bytes:
                 size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
             else:
@@ -134,15 +148,39 @@ class PartitionRouter:
                 p = (_hash(key) & 0x7FFFFFFF) % n
             else:
                 p = UNKNOWN_PARTITION
-            group = groups.get((topic, p))
-            if group is None:
-                group = groups[(topic, p)] = ([], [], [])
+            if last_key is None or p != last_key[1] or topic != last_key[0]:
+                last_key = (topic, p)
+                found = groups.get(last_key)
+                if found is None:
+                    found = groups[last_key] = ([], [], [])
+                group = found
             group[0].append(d)
             group[1].append(len(messages))
             group[2].append(size)
         append_many = self.accumulator.append_many
         for (topic, p), (datas, message_counts, sizes) in groups.items():
             append_many(topic, p, datas, message_counts, sizes)
+
+    def _route_single(self, items: list[Any]) -> bool:
+        """`route` for the usual shape at C speed where it can be: items of
+        one topic of one partition, none naming another partition. Returns
+        False (nothing appended) for any other shape."""
+        if not set(map(type, items)) <= DATA_TYPES:
+            return False
+        topics = set(map(_topic_of, items))
+        if len(topics) != 1:
+            return False
+        topic = topics.pop()
+        if self.partition_count(topic) != 1 or any(map(_partition_of, items)):  # (partition 0 is 0)
+            return False
+        self._counts[topic] = 1
+        messages = list(map(len, map(_messages_of, items)))
+        sizes = [
+            len(d[2][0]) + _OVERHEAD + (len(d[1]) if type(d[1]) is bytes else 0) if n == 1 and type(d[2][0]) is bytes else estimated_size(d[1], d[2])
+            for d, n in zip(items, messages, strict=True)
+        ]
+        self.accumulator.append_many(topic, 0, items, messages, sizes)
+        return True
 
     def _sticky_partition(self, topic: str, num_partitions: int, size: int) -> int:
         """The sticky partition of a keyless record of ``size`` bytes; after

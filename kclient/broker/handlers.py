@@ -514,26 +514,26 @@ class RequestHandlers:
         responses = []
         waits: list[tuple[PartitionProduceResponse, Partition, int]] = []  # (partition response, partition, required offset)
         failed = False
+        valid_acks = acks in (0, 1, -1)
         for topic_data in body.topic_data:
             name = topic_data.name
             parts = []
-            topic_error = NONE
-            if acks in (0, 1, -1):
-                topic_error = await self.topic_admin.ensure_topic(name, allow_create=True)
-            for pdata in topic_data.partition_data:
-                entry = PartitionProduceResponse(index=pdata.index, base_offset=-1)
-                part = None
-                if acks not in (0, 1, -1):
-                    entry.error_code = INVALID_REQUIRED_ACKS
-                elif topic_error != NONE:
-                    entry.error_code = topic_error
-                else:
-                    part = self._append(name, entry, pdata.records, version, acks)
-                if entry.error_code != NONE:
-                    failed = True
-                parts.append(entry)
-                if acks == -1 and part is not None:
-                    waits.append((entry, part, part.log.log_end_offset))
+            topic_error = await self.topic_admin.ensure_topic(name, allow_create=True) if valid_acks else INVALID_REQUIRED_ACKS
+            if topic_error != NONE:
+                parts = [PartitionProduceResponse(index=pdata.index, base_offset=-1, error_code=topic_error) for pdata in topic_data.partition_data]
+                failed = failed or bool(parts)
+            else:
+                # One format and one append time for the topic's partitions.
+                fmt = self.state.topic_overrides.format(name)
+                now = self.state.clock()
+                for pdata in topic_data.partition_data:
+                    entry = PartitionProduceResponse(index=pdata.index, base_offset=-1)
+                    part = self._append(name, entry, pdata.records, version, acks, fmt, now)
+                    if part is None:
+                        failed = True
+                    elif acks == -1:
+                        waits.append((entry, part, part.log.log_end_offset))
+                    parts.append(entry)
             responses.append(TopicProduceResponse(name=name, partition_responses=parts))
         if waits:
             # acks=-1: answer once every ISR member has the records (the high
@@ -550,43 +550,45 @@ class RequestHandlers:
             return None
         return ProduceResponse(responses=responses)
 
-    def _append(self, topic: str, entry: PartitionProduceResponse, records: Records, version: int, acks: int) -> Partition | None:
+    def _append(
+        self, topic: str, entry: PartitionProduceResponse, records: Records, version: int, acks: int, fmt: TopicFormat, now: int
+    ) -> Partition | None:
         """Validate, convert and append one partition's record set as its
         leader, and fill in its response ``entry`` (``error_code``,
         ``base_offset``, ``log_start_offset``, ``log_append_time_ms``; for a
         keyless record on a compacted topic, `kclient.broker.compacted`,
-        ``error_message`` and ``record_errors``). Returns the partition once
-        appended, else None."""
-        state = self.state
+        ``error_message`` and ``record_errors``). ``fmt`` is the topic's
+        stored format and ``now`` the append time (ms). Returns the
+        partition once appended, else None (``entry`` then holds the
+        error)."""
         partition = entry.index
-        part = self.replica_manager.partition(topic, partition)
+        part = self.replica_manager.partitions.get((topic, partition))
         if part is None:
             known = self.metadata_cache.partition(topic, partition) is not None
             entry.error_code = NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
             return None
         plog = part.log
-        entry.log_start_offset = plog.log_start_offset
-        try:
-            part.check_leader()
-            part.check_min_isr(acks)
-        except BrokerResponseError as exc:
-            log.info("produce to %s-%d refused: %s", topic, partition, exc)
-            entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
-            return None
-        fmt = state.topic_overrides.format(topic)
-        now = state.clock()
+        if not part.is_leader or acks == -1:
+            try:
+                part.check_leader()
+                part.check_min_isr(acks)
+            except BrokerResponseError as exc:
+                log.info("produce to %s-%d refused: %s", topic, partition, exc)
+                entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
+                entry.log_start_offset = plog.log_start_offset
+                return None
         try:
             prepared = prepare_append(
                 records if records is not None else b"",
                 produce_version=version,
                 stored_magic=fmt.magic,
                 log_append_time_ms=now if fmt.log_append_time else None,
-                max_message_bytes=state.message_max_bytes,
+                max_message_bytes=self.state.message_max_bytes,
                 codec=fmt.codec,
             )
         except AppendRejected as exc:
             log.info("produce v%d to %s-%d rejected (error %d): %s", version, topic, partition, exc.code, exc)
-            entry.error_code = exc.code
+            entry.error_code, entry.log_start_offset = exc.code, plog.log_start_offset
             return None
         if plog.config.compact:
             keyless = first_keyless_record(prepared.records)
@@ -594,6 +596,7 @@ class RequestHandlers:
                 code, message, record_errors = keyless_error(topic, version, keyless)
                 log.info("produce v%d to %s-%d rejected: %s (record %d)", version, topic, partition, message, keyless)
                 entry.error_code, entry.error_message, entry.record_errors = code, message, record_errors
+                entry.log_start_offset = plog.log_start_offset
                 return None
         try:
             result = plog.append(

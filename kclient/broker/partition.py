@@ -110,7 +110,11 @@ class Partition:
         self.remote: dict[int, ReplicaState] = {}
         self._request_isr_change = request_isr_change
         self._notify = notify
-        self._hw_moved = trio.Event()
+        #: Set (and dropped) when the high watermark moves; made by the
+        #: first produce that waits for it (none while nothing waits).
+        self._hw_moved: trio.Event | None = None
+        #: ``(topic, partition)``, the key of the append notifier.
+        self._key = (topic, partition)
         #: Held while a follower write (append, truncation) of this log runs
         #: and while this broker's role for the partition changes, so that a
         #: new leader never starts on a log a fetcher is still appending to
@@ -126,7 +130,8 @@ class Partition:
 
     @property
     def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
+        """``(topic, partition)``."""
+        return self._key
 
     @property
     def is_leader(self) -> bool:
@@ -222,9 +227,10 @@ class Partition:
             )
 
     def after_leader_append(self) -> None:
-        """The leader appended: the high watermark may move (ISR of one)."""
-        self.maybe_increment_high_watermark()
-        self._notify(self.key)
+        """The leader appended: the high watermark may move (ISR of one);
+        Fetch long polls on the partition are woken either way."""
+        if not self.maybe_increment_high_watermark():  # (a move wakes them itself)
+            self._notify(self._key)
 
     async def wait_for_replication(self, required_offset: int, deadline: float) -> int:
         """Wait until the high watermark reaches ``required_offset`` (the
@@ -249,6 +255,8 @@ class Partition:
             if not self.is_leader or self.leadership != leadership or self.log.log_end_offset < required_offset:
                 return NOT_LEADER_OR_FOLLOWER
             event = self._hw_moved
+            if event is None:
+                event = self._hw_moved = trio.Event()
             with trio.move_on_at(deadline):
                 await event.wait()
             if trio.current_time() >= deadline and self.log.high_watermark < required_offset:
@@ -333,26 +341,30 @@ class Partition:
         """Leader: set the high watermark to the smallest log end offset in
         the ISR (and the ISR being written, `pending_isr`) if that is
         higher; True if it moved."""
-        if not self.is_leader:
+        me = self.broker_id
+        if self.leader_id != me:
             return False
-        hw = self.log.log_end_offset
+        log_ = self.log
+        hw = log_.log_end_offset
         for r in set(self.isr).union(self.pending_isr) if self.pending_isr else self.isr:
-            if r == self.broker_id:
+            if r == me:
                 continue
             state = self.remote.get(r)
             if state is None or state.log_end_offset < 0:
                 return False
             hw = min(hw, state.log_end_offset)
-        if hw > self.log.high_watermark:
-            self.log.update_high_watermark(hw)
+        if hw > log_.high_watermark:
+            log_.update_high_watermark(hw)
             self._wake()
             return True
         return False
 
     def _wake(self) -> None:
-        self._hw_moved.set()
-        self._hw_moved = trio.Event()
-        self._notify(self.key)
+        event = self._hw_moved
+        if event is not None:
+            self._hw_moved = None
+            event.set()
+        self._notify(self._key)
 
 
 __all__ = ["Partition", "ReplicaState"]

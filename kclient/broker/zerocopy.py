@@ -38,7 +38,7 @@ import attrs
 import trio
 
 from kclient.protocol.connection import new_buffer, response_header_version
-from kclient.protocol.messages.fetch import FetchResponse
+from kclient.protocol.messages.fetch import FetchResponse, PartitionData
 from kclient.protocol.schema import Api
 from kclient.storage import FileSlice
 
@@ -246,11 +246,23 @@ def encode_spliced_response(
         OSError: Reading a short slice failed.
     """
     try:
-        out = _SpliceBuffer(b"\x00\x00\x00\x00")
+        # A Fetch answer for many partitions holds mostly short slices:
+        # read them in first, so that the common frame is encoded into a
+        # plain bytearray (no Python hook on each of its writes).
+        inlined, left, empty = _inline_short_slices(body, min_sendfile_bytes) if type(body) is FetchResponse else (False, True, [])
+        out: bytearray = _SpliceBuffer(b"\x00\x00\x00\x00") if left else bytearray(b"\x00\x00\x00\x00")
         out += _SIZE.pack(correlation_id)
         if response_header_version(api, version) == 1:
             out.append(0)
-        api.response(version).write(out, body)
+        try:
+            api.response(version).write(out, body)
+        finally:
+            for partition, piece in empty:  # (the body keeps its released empty slices)
+                partition.records = piece  # type: ignore[assignment]  # (a FileSlice, as the fetch handler put it)
+        if not left:
+            _SIZE.pack_into(out, 0, len(out) - 4)
+            return out if inlined else bytes(out)
+        assert isinstance(out, _SpliceBuffer)
         slices = _slices(body)
         if [s for _, s in out.splices] != [p for p in slices if p.length]:
             raise ValueError("the schema writer did not append every file slice with +=")
@@ -272,6 +284,42 @@ def encode_spliced_response(
     if len(parts) == 1:
         return parts[0]  # type: ignore[return-value]  # every slice was read in
     return SplicedResponse(parts)
+
+
+def _inline_short_slices(body: FetchResponse, min_sendfile_bytes: int) -> tuple[bool, bool, list[tuple[PartitionData, FileSlice]]]:
+    """Replace each slice of ``body`` shorter than ``min_sendfile_bytes`` by
+    its bytes (read, then released). An empty slice is released and
+    replaced by ``b""`` for the encoding only: the caller puts it back. A
+    slice whose file ends early raises `SpliceError` and stays in ``body``.
+
+    Returns:
+        ``(whether any bytes were read in, whether any slice is left,
+            the empty slices' partitions and slices)``.
+    """
+    inlined = left = False
+    empty: list[tuple[PartitionData, FileSlice]] = []
+    for topic in body.responses:
+        for partition in topic.partitions:
+            piece = partition.records
+            if not isinstance(piece, FileSlice):
+                continue
+            n = piece.length
+            if n >= min_sendfile_bytes:
+                left = True
+                continue
+            if not n:
+                piece.release()
+                partition.records = b""
+                empty.append((partition, piece))
+                continue
+            data = bytearray(n)
+            got = piece.readinto(data)
+            if got != n:
+                raise SpliceError(f"{piece.path} ended {n - got} bytes before the end of its slice {piece!r}")
+            inlined = True
+            partition.records = data
+            piece.release()
+    return inlined, left, empty
 
 
 def _assemble(out: _SpliceBuffer, min_sendfile_bytes: int) -> list[bytearray | FileSlice]:

@@ -12,8 +12,10 @@ costs one attribute lookup on the held object.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 _C = TypeVar("_C")
 
@@ -25,49 +27,60 @@ _R = TypeVar("_R")
 HELD = "_local"
 
 
-class Forwarded(Generic[_T]):
+class Forwarded(property, Generic[_T]):
     """An attribute (or property) of the held object, read, and written,
     under the same name on the holder: ``log_end_offset =
-    Forwarded[int]()``."""
+    Forwarded[int]()``.
+
+    A `property` whose getter is an ``operator.attrgetter`` of the held
+    object's member, set when the class is made: a read runs no Python
+    frame of its own (the log's offsets are read per partition of every
+    Produce and Fetch)."""
 
     _name = ""
 
+    def __init__(self) -> None:
+        super().__init__()
+
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name
+        property.__init__(self, operator.attrgetter(f"{HELD}.{name}"), functools.partial(_set_held, name))
 
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Forwarded[_T]: ...
+    if TYPE_CHECKING:
 
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+        @overload
+        def __get__(self, obj: None, owner: type | None = None) -> Forwarded[_T]: ...
 
-    def __get__(self, obj: object | None, owner: type | None = None) -> _T | Forwarded[_T]:
-        if obj is None:
-            return self
-        value: _T = getattr(getattr(obj, HELD), self._name)
-        return value
+        @overload
+        def __get__(self, obj: object, owner: type | None = None) -> _T: ...
 
-    def __set__(self, obj: object, value: _T) -> None:
-        # A read-only property of the held object raises AttributeError here.
-        setattr(getattr(obj, HELD), self._name, value)
+        def __get__(self, obj: object | None, owner: type | None = None) -> _T | Forwarded[_T]: ...
+
+        def __set__(self, obj: object, value: _T) -> None: ...
 
 
-class _ForwardedMethod(Generic[_P, _R]):
+def _set_held(name: str, obj: object, value: object) -> None:
+    # A read-only property of the held object raises AttributeError here.
+    setattr(getattr(obj, HELD), name, value)
+
+
+class _ForwardedMethod(property, Generic[_P, _R]):
+    # A property whose getter is an ``operator.attrgetter`` of the held
+    # object's method: reading it on an instance runs no Python frame.
     def __init__(self, method: Callable[Concatenate[Any, _P], _R]) -> None:
+        super().__init__(operator.attrgetter(f"{HELD}.{method.__name__}"))
         self._name = method.__name__
         self.__doc__ = method.__doc__
 
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _ForwardedMethod[_P, _R]: ...
+    if TYPE_CHECKING:
 
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> Callable[_P, _R]: ...
+        @overload
+        def __get__(self, obj: None, owner: type | None = None) -> _ForwardedMethod[_P, _R]: ...
 
-    def __get__(self, obj: object | None, owner: type | None = None) -> Callable[_P, _R] | _ForwardedMethod[_P, _R]:
-        if obj is None:
-            return self
-        method: Callable[_P, _R] = getattr(getattr(obj, HELD), self._name)
-        return method
+        @overload
+        def __get__(self, obj: object, owner: type | None = None) -> Callable[_P, _R]: ...
+
+        def __get__(self, obj: object | None, owner: type | None = None) -> Callable[_P, _R] | _ForwardedMethod[_P, _R]: ...
 
     def __call__(self, holder: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # Read on the class (``Log.read_slice(log, ...)``), as a plain function.

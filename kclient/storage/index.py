@@ -164,7 +164,8 @@ class IndexFile(abc.ABC):
         Returns:
             Whether the index holds ``max_bytes // entry size`` entries or more.
         """
-        return len(self._a) >= max(1, max_bytes // self.ENTRY.size)
+        cols = self._loaded  # (loaded on first use: `_cols`)
+        return len((cols if cols is not None else self._cols)[0]) >= max(1, max_bytes // self.ENTRY.size)
 
     # ------------------------------------------------------------ updates
 

@@ -204,10 +204,11 @@ class LocalLog:
     # ------------------------------------------------------------ roll
 
     def _roll_reason(self, active: LogSegment, total: int, last: int, now: int) -> str | None:
-        if not active.size:
+        size = active.size
+        if not size:
             return None
         cfg = self.config
-        if active.size + total > cfg.segment_bytes:
+        if size + total > cfg.segment_bytes:
             return f"segment would grow past segment.bytes {cfg.segment_bytes}"
         if last - active.base_offset > INT32_MAX:
             return "relative offsets would overflow"

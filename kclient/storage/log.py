@@ -361,7 +361,7 @@ class Log:
                 batches = analyze_records(buf)
             config = local.config
             wrappers = check_batches(batches, len(buf), config.max_message_bytes, config.segment_bytes)
-            if validate_producer_state:
+            if validate_producer_state and any(b.producer_id >= 0 for b in batches):
                 duplicate = self._producer_state.check(
                     ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta)
                     for b in batches
@@ -484,6 +484,8 @@ class Log:
         cache = self._epoch_cache
         if leader_epoch is not None and leader_epoch > cache.latest_epoch():
             cache.assign(leader_epoch, first)
+        if not epochs_from_batches and all(b.producer_id < 0 for b in batches):
+            return flush_due  # (a leader append of no idempotent batch: nothing more to record)
         for b, info in zip(batches, placed):
             if b.magic != 2:
                 continue

@@ -651,7 +651,7 @@ class LogSegment:
             raise ValueError(f"segment {self.log_path}: offsets {first_offset}..{last_offset} do not follow {self.last_offset}")
         if last_offset - self.base_offset > _INT32_MAX or self._size + n > _INT32_MAX:
             raise ValueError(f"segment {self.log_path}: append of {n} bytes at {first_offset}..{last_offset} overflows the segment")
-        covered = sum(i.size for i in batches)
+        covered = batches[0].size if len(batches) == 1 else sum(i.size for i in batches)
         if covered != n:
             raise ValueError(f"segment {self.log_path}: append data holds {n - covered} bytes of a partial batch")
         head, tail = batches[0], batches[-1]

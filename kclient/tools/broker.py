@@ -106,9 +106,11 @@ def run(args: BrokerArguments) -> int:
         ConfigError: A bad property.
         OSError: A listener cannot bind (its address in the message).
     """
+    from kclient.broker.gc_tuning import tune_gc
     from kclient.config import BrokerConfig
 
     config = BrokerConfig.from_file(args.properties, args.override)
+    tune_gc()  # this process is a broker: requests of many partitions (issue 28)
 
     def announce(broker: Any) -> None:
         """Print the listening lines in one write (the one thing the CLI

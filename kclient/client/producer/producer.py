@@ -20,10 +20,13 @@ with the two modes of ``producer.type``:
   tries. One thread crossing into the producer's trio loop per call.
 - ``async``: `Producer.send` puts the data on a bounded queue
   (``queue.buffering.max.messages`` messages) and returns without touching
-  the trio loop. The `ProducerSendThread`
-  takes a batch when ``batch.num.messages`` messages are waiting or
-  ``queue.buffering.max.ms`` passed since the oldest waiting one was queued,
-  and sends it from the same thread (it runs the producer's trio loop).
+  the trio loop. The `ProducerSendThread` moves the queued records into
+  per-partition batches and sends a partition's batch when it holds
+  ``batch.size`` bytes or ``batch.num.messages`` records or
+  ``queue.buffering.max.ms`` (``linger.ms``) passed since its first record,
+  one Produce request per leader, from the same thread (it runs the
+  producer's trio loop); with a custom ``event.handler`` it takes 0.8's
+  batches of ``batch.num.messages`` records across partitions instead.
   When the queue is full,
   ``queue.enqueue.timeout.ms`` says: -1 block until there is room, 0 raise
   `QueueFullError` at once, >0 wait that many ms and

@@ -9,6 +9,16 @@ controlled by ``queue.time`` / ``batch.size`` (0.8 names
 thread (kafka.producer.async.ProducerSendThread) dequeues batches of data and
 lets the kafka.producer.EventHandler serialize and send" them.
 
+With the default event handler the thread batches per partition instead,
+as Kafka's modern producers do (`kclient.client.producer.accumulator`): it
+moves what is queued into each partition's batch (`PartitionRouter`; keyless
+records on the sticky partitioner, KIP-480), and sends the batches that are
+ready (``batch.size`` bytes, ``batch.num.messages`` records, ``linger.ms``
+since their first record, a flush, a close, or ``queue.buffering.max.messages``
+records held) grouped by leader, one Produce request per leader within
+``max.request.size``. A custom ``event.handler``, or a CallbackHandler with
+``after_dequeuing_existing_data``, keeps the 0.8 batches described below.
+
 The bounded queue it drains, `MessageQueue`, lives in
 `kclient.client.producer.queue`: putting never waits for the send thread,
 which the queue wakes only when it is idle and a batch may be due.

@@ -110,16 +110,16 @@ class PartitionRouter:
         count_of = self.partition_count
         hash_keys = self.hash_keys
         sticky_keyless = self.sticky_keyless
-        groups: dict[tuple[str, int], tuple[list[Any], list[int], list[int]]] = {}
-        # The last record's topic and group: consecutive records usually share them.
-        last_topic: str | None = None
-        last_key: tuple[str, int] | None = None
+        # Per topic, per partition: the items, their message counts, their sizes.
+        groups: dict[str, dict[int, tuple[list[Any], list[int], list[int]]]] = {}
+        last_topic: str | None = None  # consecutive records usually share a topic
+        by_partition: dict[int, tuple[list[Any], list[int], list[int]]] = {}
         n = 0
-        group: tuple[list[Any], list[int], list[int]] = ([], [], [])
         for d in items:
             if type(d) not in DATA_TYPES:  # an item of another type: only its topic is known
                 topic, key, messages, fixed = d.topic, d.key, tuple(d.messages), None
                 last_topic = None
+                by_partition = groups.setdefault(topic, {})
                 n = 0
             else:
                 topic, key, messages, fixed = d[0], d[1], d[2], d[4]
@@ -128,6 +128,7 @@ class PartitionRouter:
                     if n is None:
                         n = counts[topic] = count_of(topic)
                     last_topic = topic
+                    by_partition = groups.setdefault(topic, {})
             if len(messages) == 1 and type(m := messages[0]) is bytes:
                 size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
             else:
@@ -148,18 +149,16 @@ class PartitionRouter:
                 p = (_hash(key) & 0x7FFFFFFF) % n
             else:
                 p = UNKNOWN_PARTITION
-            if last_key is None or p != last_key[1] or topic != last_key[0]:
-                last_key = (topic, p)
-                found = groups.get(last_key)
-                if found is None:
-                    found = groups[last_key] = ([], [], [])
-                group = found
+            group = by_partition.get(p)
+            if group is None:
+                group = by_partition[p] = ([], [], [])
             group[0].append(d)
             group[1].append(len(messages))
             group[2].append(size)
         append_many = self.accumulator.append_many
-        for (topic, p), (datas, message_counts, sizes) in groups.items():
-            append_many(topic, p, datas, message_counts, sizes)
+        for topic, partitions in groups.items():
+            for p, (datas, message_counts, sizes) in partitions.items():
+                append_many(topic, p, datas, message_counts, sizes)
 
     def _route_single(self, items: list[Any]) -> bool:
         """`route` for the usual shape at C speed where it can be: items of

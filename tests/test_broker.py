@@ -564,6 +564,21 @@ GARBAGE = {
 }
 
 
+async def test_librdkafka_all_topics_metadata_v12_with_its_array_placeholder_is_answered(strict_broker):
+    """librdkafka (2.x) asks for every topic with Metadata v9+ by leaving
+    its 4-byte array count placeholder in the body: a compact null array
+    and three bytes more, which Kafka's broker reads past. The frame as
+    confluent-kafka 2.16 sends it (correlation id 3, client id rdkafka)."""
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    client = await connect(strict_broker)
+    await client.send_raw(_frame(frame))
+    answer = await client.receive_raw_frame()
+    assert struct.unpack_from(">i", answer, 4)[0] == 3  # the correlation id: answered, not closed
+    body = await client.request(API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert body["error_code"] == 0
+    await client.aclose()
+
+
 @pytest.mark.parametrize("name", sorted(GARBAGE))
 async def test_garbage_does_not_kill_the_broker(strict_broker, name):
     victim = await connect(strict_broker)

@@ -808,6 +808,15 @@ def _decode_body(frame: bytes, header: RequestHeader, api: Api) -> Any:
         # parse_request_header skips a flexible header's tagged fields only
         # for the APIs of `APIS`.
         _, body_offset = read_tagged_fields(frame, body_offset)
+        if api.key == METADATA_FULL.key:
+            # librdkafka's all-topics Metadata v9+ leaves its 4-byte array
+            # count placeholder: a compact null array (0x00) and three more
+            # bytes, which Kafka's broker reads past (it ignores bytes after
+            # a request's fields). Read it as Kafka does.
+            body, end = api.request(header.api_version).read_message(memoryview(frame)[body_offset:], 0)
+            if body_offset + end != len(frame):
+                log.debug("Metadata v%d: ignoring %d bytes after the request's fields, as Kafka does", header.api_version, len(frame) - body_offset - end)
+            return body
     return api.request(header.api_version).decode_message(memoryview(frame)[body_offset:])
 
 

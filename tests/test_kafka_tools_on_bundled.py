@@ -22,10 +22,11 @@ CreatePartitions (``kafka-topics --alter --partitions`` failed with
 and OffsetDelete (``kafka-consumer-groups --delete-offsets``: "The node does
 not support OFFSET_DELETE"). Kept: no dynamic broker configs (``kafka-configs
 --alter --entity-type brokers`` is refused, "Cannot update these configs
-dynamically"), no topic ids in ``kafka-topics --describe`` (Metadata v8),
-no KIP-848 consumer protocol. ``kafka-consumer-groups --list --state``
-needed ListGroups v4 ("The cluster does not support [StatesFilter] in
-LIST_GROUPS API version 2"): the broker now serves ListGroups v0-5.
+dynamically"). ``kafka-consumer-groups --list --state`` needed ListGroups
+v4 ("The cluster does not support [StatesFilter] in LIST_GROUPS API
+version 2"): the broker now serves ListGroups v0-5. The KIP-848 consumer
+protocol ("The cluster does not support the new CONSUMER group protocol")
+is served since issue 27, with Metadata v12 and topic ids.
 """
 
 from __future__ import annotations
@@ -363,24 +364,27 @@ def test_kafka_consumer_groups_on_a_group_with_a_live_member(broker, tmp_path):
     wait_for(lambda: describe_group(broker, group, "--state")[0]["STATE"] == "Empty", "the group to be empty after the consumer left")
 
 
-def test_the_kip_848_consumer_protocol_is_refused_as_by_an_older_kafka(broker):
-    """Out of scope: the bundled broker serves the classic group protocol
-    only (no ConsumerGroupHeartbeat, KIP-848). Kafka's consumer with
-    ``group.protocol=consumer`` stops with its own message, as against a
-    Kafka broker older than 3.7."""
-    topic = new_name("kip848")
+def test_kafka_console_consumer_with_the_kip_848_consumer_protocol(broker):
+    """The bundled broker serves Kafka 4.0's consumer group protocol
+    (ConsumerGroupHeartbeat, KIP-848): Kafka's console consumer with
+    ``group.protocol=consumer`` joins, reads and commits, and
+    ``kafka-consumer-groups`` then lists the group as type Consumer."""
+    topic, group = new_name("kip848"), new_name("kip848-group")
     produce(broker, topic, [("k", "v")])
     result = tool(
         broker,
         "kafka-console-consumer",
-        "--topic", topic, "--group", new_name("kip848-group"), "--from-beginning", "--max-messages", "1",
+        "--topic", topic, "--group", group, "--from-beginning", "--max-messages", "1",
         "--consumer-property", "group.protocol=consumer",
         check=False,
     )  # fmt: skip
     text = result.stdout + result.stderr
-    assert "UnsupportedVersionException: The cluster does not support the new CONSUMER group protocol." in text
-    assert "The node does not support CONSUMER_GROUP_HEARTBEAT" in text
-    assert "Processed a total of 0 messages" in text
+    assert result.returncode == 0, text
+    assert "UnsupportedVersionException" not in text
+    assert "v" in result.stdout.splitlines()
+    assert "Processed a total of 1 messages" in text
+    listed = tool(broker, "kafka-consumer-groups", "--list", "--type").stdout
+    assert any(line.split()[:2] == [group, "Consumer"] for line in listed.splitlines()), listed
 
 
 # ---------------------------------------------------------------- kafka-configs

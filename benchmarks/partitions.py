@@ -8,7 +8,8 @@ Starts one bundled broker (`kclient.testing.BrokerProcess`), pinned to the
 first core and this process to the second as ``benchmarks/run.py`` does
 (`run.pin_process`), creates one topic per partition count (CreateTopics),
 and for each count sends ``--records`` keyed records of ``--size`` bytes
-(``--keys`` distinct keys) with each client, async, ``acks=1``, every
+(``--keys`` distinct keys) with each client (the order alternating from
+run to run; one warm-up record per partition first, untimed), async, ``acks=1``, every
 other setting at its default: kclient's ``Producer`` (``producer.type=async``)
 and confluent-kafka's ``Producer``. A run is timed from the first send to
 the end of the flush. Printed per count: records/s of each client
@@ -46,10 +47,12 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     return topic
 
 
-def run_kclient(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n: int) -> float:
+def run_kclient(bootstrap: str, topic: str, partitions: int, keys: list[bytes], value: bytes, n: int) -> float:
     data = [ProducerData(topic, key=keys[i % len(keys)], messages=[value]) for i in range(n)]
     with Producer({"metadata.broker.list": bootstrap, "producer.type": "async", "request.required.acks": 1}) as producer:
-        producer.send(data[0])  # metadata and connection outside the timed part, as for confluent below
+        # Metadata, connection and every partition's log opened outside the
+        # timed part, as for confluent below.
+        producer.send([ProducerData(topic, messages=[b"warm-up"], partition=p) for p in range(partitions)])
         producer.flush()
         send = producer.send
         start = time.perf_counter()
@@ -63,13 +66,14 @@ def run_kclient(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n: 
     return n / elapsed
 
 
-def run_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes, n: int) -> float | None:
+def run_confluent(bootstrap: str, topic: str, partitions: int, keys: list[bytes], value: bytes, n: int) -> float | None:
     try:
         import confluent_kafka
     except ImportError:
         return None
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1})
-    producer.produce(topic, value, keys[0])
+    for p in range(partitions):
+        producer.produce(topic, b"warm-up", partition=p)
     producer.flush()
     produce, poll = producer.produce, producer.poll
     start = time.perf_counter()
@@ -130,11 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             topic_k = create_topic(broker.bootstrap, parts)
             topic_c = create_topic(broker.bootstrap, parts)
             k_rates, c_rates, k_cpu, c_cpu = [], [], [], []
-            for _ in range(args.runs):
-                k_rates.append(timed(k_cpu, broker.pid, args.records, run_kclient, broker.bootstrap, topic_k, keys, value, args.records))
-                c = timed(c_cpu, broker.pid, args.records, run_confluent, broker.bootstrap, topic_c, keys, value, args.records)
-                if c is not None:
-                    c_rates.append(c)
+            for run in range(args.runs):
+                # Alternate which client goes first.
+                order = ("kclient", "confluent") if run % 2 == 0 else ("confluent", "kclient")
+                for client in order:
+                    if client == "kclient":
+                        k_rates.append(timed(k_cpu, broker.pid, args.records, run_kclient, broker.bootstrap, topic_k, parts, keys, value, args.records))
+                    else:
+                        c = timed(c_cpu, broker.pid, args.records, run_confluent, broker.bootstrap, topic_c, parts, keys, value, args.records)
+                        if c is not None:
+                            c_rates.append(c)
             k = statistics.median(k_rates)
             c_med = statistics.median(c_rates) if c_rates else None
             rows.append((parts, k, c_med))

@@ -47,10 +47,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -255,20 +257,25 @@ class Target:
 
 
 def start_broker(tree: str | None) -> Any:
-    """A bundled broker running the kclient of ``tree`` (None: this one)."""
+    """A bundled broker running the kclient of ``tree`` (None: this one).
+
+    `BrokerProcess` puts the kclient of the process that starts it first on
+    the broker's ``PYTHONPATH``; for another tree the broker's interpreter is
+    a wrapper script that sets ``PYTHONPATH`` to that tree alone."""
     from kclient.testing import BrokerProcess
 
-    saved = os.environ.get("PYTHONPATH")
+    python = sys.executable
     if tree is not None:
-        os.environ["PYTHONPATH"] = tree
-    try:
-        return BrokerProcess(properties={"num.partitions": 1}, startup_timeout=120).start()
-    finally:
-        if tree is not None:
-            if saved is None:
-                del os.environ["PYTHONPATH"]
-            else:
-                os.environ["PYTHONPATH"] = saved
+        wrapper = Path(tempfile.mkdtemp(prefix="broker-partitions-")) / "python"
+        wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(tree)} exec {shlex.quote(sys.executable)} \"$@\"\n")
+        wrapper.chmod(0o755)
+        python = str(wrapper)
+    broker = BrokerProcess(properties={"num.partitions": 1}, startup_timeout=120, python=python).start()
+    if tree is not None:
+        environ = Path(f"/proc/{broker.pid}/environ").read_bytes().split(b"\0")
+        if f"PYTHONPATH={tree}".encode() not in environ:
+            raise SystemExit(f"the compared broker does not run {tree}")
+    return broker
 
 
 def request_frame(t: Target, kind: str, topic: str, n: int, batch: bytes, fetch_batches: int, records: int) -> bytes:

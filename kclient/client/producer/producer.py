@@ -186,6 +186,7 @@ class Producer(ClosingClient):
                 queue_time_ms=cfg.queue_buffering_max_ms,
                 batch_size=cfg.batch_size,
                 max_request_size=cfg.max_request_size,
+                max_in_flight=cfg.max_in_flight_requests_per_connection,
                 name=f"kclient-producer-{label}-send",
             )
             self._loop: LoopThread = self._thread

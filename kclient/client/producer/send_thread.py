@@ -195,6 +195,7 @@ class ProducerSendThread(LoopThread):
         queue_time_ms: int = 5,
         batch_size: int | None = None,
         max_request_size: int = 1_048_576,
+        max_in_flight: int = 1,
         name: str = "kclient-producer-send",
     ) -> None:
         super().__init__(name=name)
@@ -203,6 +204,9 @@ class ProducerSendThread(LoopThread):
         #: ``batch.num.messages`` across partitions.
         self.batch_size = batch_size
         self.max_request_size = max_request_size
+        #: ``max.in.flight.requests.per.connection``: with every slot taken
+        #: the per-partition loop keeps batching instead of draining.
+        self.max_in_flight = max(1, max_in_flight)
         self.queue = queue
         self._callbacks = callback_handler if callback_handler is not None else CallbackHandler()
         self.batch_num_messages = max(1, batch_num_messages)
@@ -212,6 +216,9 @@ class ProducerSendThread(LoopThread):
         self._on_send_error = overrides(self._callbacks, "on_send_error")
         self._finished = threading.Event()
         self._outstanding = 0
+        #: Set when a batch completes (the per-partition loop waits on it
+        #: while every in-flight slot is taken).
+        self._slot_freed: trio.Event | None = None
         self._idle: trio.Event | None = None
         self._sent_messages = 0
         self._sent_batches = 0
@@ -310,11 +317,23 @@ class ProducerSendThread(LoopThread):
                             await source.load_partitions(topic)
                         router.route(value[0])
                     closed = kind == "closed"
+                if closed and not accumulator.messages:
+                    break
+                if self._outstanding >= self.max_in_flight:
+                    # Every slot is taken (Kafka's Sender drains only for a
+                    # node it may send to): keep filling the batches while the
+                    # broker works, looking at the queue every linger.ms,
+                    # until a batch completes.
+                    if kind == "batch":
+                        await trio.lowlevel.checkpoint()  # let the connections' tasks run
+                    else:
+                        slot = self._slot_freed = trio.Event()
+                        with trio.move_on_after(max(0.001, accumulator.linger_s)):
+                            await slot.wait()
+                    continue
                 drained = accumulator.drain(leader_of, flush=closed or queue.flushing)
                 if drained.items:
                     await self._process(producer, drained.items, drained.messages)
-                elif closed and not accumulator.messages:
-                    break
                 elif kind == "wait":
                     timeout = accumulator.next_ready_in()
                     with trio.move_on_after(math.inf if timeout is None else timeout):
@@ -389,6 +408,8 @@ class ProducerSendThread(LoopThread):
                 self._outstanding -= 1
                 if not self._outstanding and self._idle is not None:
                     self._idle.set()
+                if self._slot_freed is not None:
+                    self._slot_freed.set()
 
         try:
             await producer.submit_batch(batch, done)

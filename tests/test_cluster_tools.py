@@ -74,7 +74,8 @@ def test_topics_create_describe_delete_through_a_broker(dev_cluster):
     assert created.returncode == 0, created.stderr
     assert created.stdout == f"Created topic {topic}.\n"
     lines = describe("--bootstrap-server", bootstrap, topic)
-    assert lines[0] == [f"Topic: {topic}", "PartitionCount: 3", "ReplicationFactor: 3", "Configs: min.insync.replicas=2"]
+    assert [f for f in lines[0] if not f.startswith("TopicId: ")] == [f"Topic: {topic}", "PartitionCount: 3", "ReplicationFactor: 3", "Configs: min.insync.replicas=2"]
+    assert lines[0][1].startswith("TopicId: ") and len(lines[0][1]) == len("TopicId: ") + 22
     leaders = set()
     for p, line in enumerate(lines[1:]):
         fields = dict(f.split(": ", 1) for f in line)
@@ -116,7 +117,7 @@ def test_topics_through_zookeeper(dev_cluster):
         return (lines, fields) if [f["Leader"] for f in fields] == ["3", "1"] else None
 
     lines, fields = wait_for(elected, "the preferred leaders 3 and 1", interval=0.2)
-    assert lines[0] == [f"Topic: {topic}", "PartitionCount: 2", "ReplicationFactor: 2", "Configs:"]
+    assert [f for f in lines[0] if not f.startswith("TopicId: ")] == [f"Topic: {topic}", "PartitionCount: 2", "ReplicationFactor: 2", "Configs:"]
     assert [f["Replicas"] for f in fields] == ["3,1", "1,2"]
     # The brokers agree.
     wait_for(lambda: describe("--bootstrap-server", bootstrap, topic)[1:] == lines[1:], "the brokers' view to match ZooKeeper's", timeout=15, interval=0.2)

@@ -7,15 +7,17 @@ address, and one Metadata round trip.
 from __future__ import annotations
 
 import argparse
+import base64
 import logging
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar
 
 import trio
 
-from kclient.errors import ConfigError
+from kclient.errors import ConfigError, UnsupportedVersionError
 
 if TYPE_CHECKING:
     from kclient.client.cluster import ClusterMetadata, PartitionInfo
@@ -210,6 +212,65 @@ def fetch_metadata(
                 await cluster.aclose()
 
     return unwrap_group(trio.run, run)
+
+
+def fetch_topic_ids(
+    bootstrap: Sequence[tuple[str, int]],
+    *,
+    properties: Mapping[str, Any] | None = None,
+    timeout_ms: int = TOOL_TIMEOUT_MS,
+) -> dict[str, uuid.UUID]:
+    """Every topic's id (Metadata v10+, KIP-516), blocking; empty when the
+    broker asked has no topic ids (Metadata below v10).
+
+    Args:
+        bootstrap: The brokers to try, in order.
+        properties: Client properties (the security ones are used).
+        timeout_ms: Connect and request timeout (ms).
+
+    Returns:
+        ``{topic name: topic id}``.
+
+    Raises:
+        NoBrokersAvailableError: No broker answered.
+        AuthenticationError: The TLS handshake or SASL exchange failed.
+        ConfigError: A bad security property.
+    """
+    from kclient.client.cluster import Cluster
+    from kclient.client.consumer.poll.topic_names import TOPIC_ID_VERSION, names_from_metadata
+    from kclient.net.settings import ConnectionSettings
+    from kclient.protocol.messages.metadata_full import METADATA_FULL, MetadataFullRequest
+
+    security = _security(properties or {})
+
+    async def run() -> dict[str, uuid.UUID]:
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster.open(nursery, bootstrap, ConnectionSettings.with_timeout(timeout_ms, client_id="kclient-tools", security=security))
+            try:
+                conn = await cluster.any_connection()
+                try:
+                    version = conn.version_for(METADATA_FULL, floor=TOPIC_ID_VERSION)
+                except UnsupportedVersionError:
+                    return {}
+                response = await conn.request(METADATA_FULL, MetadataFullRequest(topics=None, allow_auto_topic_creation=False), version=version)
+                return {name: topic_id for topic_id, name in names_from_metadata(response).items()}
+            finally:
+                await cluster.aclose()
+
+    return unwrap_group(trio.run, run)
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """A UUID as Kafka prints it (``Uuid.toString``): its 16 bytes in
+    URL-safe base64 without padding, 22 characters.
+
+    Args:
+        value: The UUID.
+
+    Returns:
+        The text.
+    """
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
 
 
 def unwrap_group(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

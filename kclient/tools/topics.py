@@ -7,14 +7,15 @@ flags of Kafka's ``kafka-topics.sh``::
         --partitions 6 --replication-factor 3 --config min.insync.replicas=2
     kclient topics --bootstrap-server 127.0.0.1:9092 --delete --topic events
 
-``--describe`` prints Kafka's layout: one summary line per topic ending
-with ``Configs:``, the topic's configs that are not defaults (its overrides,
+``--describe`` prints Kafka's layout: one summary line per topic (with
+its ``TopicId:`` when the cluster has topic ids, KIP-516) ending with
+``Configs:``, the topic's configs that are not defaults (its overrides,
 and broker settings that differ from Kafka's defaults; DescribeConfigs,
 KIP-133; with ``--zookeeper`` the overrides in ``/config/topics/<topic>``),
 then one tab-indented line per partition (leader, replicas, in-sync
 replicas)::
 
-    Topic: events	PartitionCount: 2	ReplicationFactor: 1	Configs: cleanup.policy=compact,retention.ms=60000
+    Topic: events	TopicId: W6E4_hjpVbKAdsCYsr2OWw	PartitionCount: 2	ReplicationFactor: 1	Configs: cleanup.policy=compact,retention.ms=60000
     	Topic: events	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
 ``--topic`` is a topic name or, as in Kafka, a regular expression (for
 ``--create`` a name).
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kclient.errors import ConfigError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kclient.tools.arguments import add_actions, add_cluster_choice
-from kclient.tools.common import client_properties, fetch_metadata, parse_bootstrap, parse_key_values
+from kclient.tools.common import client_properties, fetch_metadata, fetch_topic_ids, kafka_uuid, parse_bootstrap, parse_key_values
 
 if TYPE_CHECKING:
     from kclient.client.cluster import PartitionInfo
@@ -204,10 +205,12 @@ def format_configs(configs: Mapping[str, str | None]) -> str:
     return ",".join(f"{k}={'null' if v is None else v}" for k, v in configs.items())
 
 
-def _describe_lines(name: str, parts: Sequence[PartitionInfo], configs: str) -> list[str]:
-    """Kafka's ``--describe`` lines for one topic."""
+def _describe_lines(name: str, parts: Sequence[PartitionInfo], configs: str, topic_id: str | None = None) -> list[str]:
+    """Kafka's ``--describe`` lines for one topic (``TopicId:`` when the
+    cluster has topic ids, as Kafka's ``TopicCommand`` prints them)."""
     rf = max((len(p.replicas) for p in parts), default=0)
-    out = [f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {configs}"]
+    id_field = f"\tTopicId: {topic_id}" if topic_id else ""
+    out = [f"Topic: {name}{id_field}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {configs}"]
     for p in parts:
         out.append(
             f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
@@ -256,7 +259,11 @@ def run(args: TopicsArguments) -> int:
     def configs_of(selected: list[str]) -> dict[str, str]:
         return _broker_topic_configs({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-topics"}, selected)
 
-    return _list_describe_delete(names, args, metadata.partitions_for, delete, configs_of)
+    def topic_ids() -> dict[str, str]:
+        found = fetch_topic_ids(bootstrap, properties=props)
+        return {name: kafka_uuid(topic_id) for name, topic_id in found.items()}
+
+    return _list_describe_delete(names, args, metadata.partitions_for, delete, configs_of, topic_ids)
 
 
 def _broker_topic_configs(properties: Mapping[str, Any], topics: list[str]) -> dict[str, str]:
@@ -281,6 +288,7 @@ def _list_describe_delete(
     partitions_of: Callable[[str], Sequence[PartitionInfo]],
     delete: Callable[[list[str]], list[str]],
     configs_of: ConfigsOf,
+    topic_ids: Callable[[], Mapping[str, str]] = dict,
 ) -> int:
     """``--list``, ``--describe`` or ``--delete`` of the topics ``--topic``
     selects, through a broker or ZooKeeper (Kafka's ``TopicCommand`` over
@@ -293,6 +301,8 @@ def _list_describe_delete(
         delete: Deletes (or marks for deletion) the topics; returns the
             lines to print.
         configs_of: The ``Configs:`` field of each topic (``--describe``).
+        topic_ids: Each topic's id as Kafka prints it (``--describe``;
+            empty when the cluster has none).
 
     Returns:
         0.
@@ -309,7 +319,8 @@ def _list_describe_delete(
         _print(selected)
     elif args.describe:
         configs = configs_of(selected) if selected else {}
-        _print([line for name in selected for line in _describe_lines(name, partitions_of(name), configs.get(name, ""))])
+        ids = topic_ids() if selected else {}
+        _print([line for name in selected for line in _describe_lines(name, partitions_of(name), configs.get(name, ""), ids.get(name))])
     else:
         if args.topic is None:
             raise ConfigError("--delete needs --topic")

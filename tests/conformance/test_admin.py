@@ -22,6 +22,7 @@ from kclient.errors import (
     UnknownTopicOrPartitionError,
 )
 from kclient.testing import kafka_tool
+from kclient.tools.common import fetch_topic_ids, kafka_uuid
 
 
 def kclient_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -208,7 +209,9 @@ def test_cli_topics(target):
     assert kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--list", "--topic", topic).stdout == f"{topic}\n"
     lines = kclient_cli("topics", "--bootstrap-server", target.bootstrap, "--describe", "--topic", topic).stdout.splitlines()
     summary, _, configs = lines[0].partition("\tConfigs: ")
-    assert summary == f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1"
+    # TopicId as kafka-topics prints it: every target has topic ids (KIP-516; Kafka since 2.8).
+    topic_id = kafka_uuid(fetch_topic_ids([(target.host, target.port)])[topic])
+    assert summary == f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: 2\tReplicationFactor: 1"
     # Apache Kafka also lists its broker settings that are not Kafka's defaults (flush.messages), as kafka-topics does.
     assert "retention.ms=60000" in configs.split(",")
     assert lines[1:] == [

@@ -107,6 +107,14 @@ def test_write_options():
         write_options({**BOOT, "kafka.key.serializer": "x"})
 
 
+def test_sink_takes_kafka_batch_size_in_bytes():
+    """Issue 28: the producer batches per partition by ``batch.size``
+    bytes, as Kafka's, so ``kafka.batch.size`` reaches the sink's producer
+    (it was dropped with a warning while kclient batched by count)."""
+    opts = write_options({**BOOT, "topic": "out", "kafka.batch.size": "65536"})
+    assert ProducerConfig.from_properties(opts.producer_config, strict=True).batch_size == 65536
+
+
 def test_sink_uses_the_producers_default_linger():
     """Issue 27: the sink's producer lingers Kafka 4.0's 5 ms, the
     producer's own default (the sink sets no linger of its own)."""

@@ -48,12 +48,12 @@ class ProducerConfig(_ClientSecurityConfig):
     ``send.buffer.bytes`` and ``enable.idempotence`` are already the modern
     names.
 
-    Not aliased, because the meaning differs (see `NOT_MAPPED`):
-    ``batch.size`` is a size in **bytes** in the modern producer, while
-    kclient batches by message count (``batch.num.messages``); 0.7's
-    ``batch.size`` (a count) is therefore no longer accepted either.
-    ``buffer.memory`` (bytes) is not ``queue.buffering.max.messages`` (a
-    count).
+    ``batch.size`` is the modern producer's: a partition's batch size in
+    **bytes** (the async producer accumulates per partition); 0.7's
+    ``batch.size`` (a count of messages) is ``batch.num.messages``, which
+    bounds a partition's records per request. Not aliased, because the
+    meaning differs (see `NOT_MAPPED`): ``buffer.memory`` (bytes) is not
+    ``queue.buffering.max.messages`` (a count).
 
     Deliberate deviations: ``request.required.acks`` defaults to **1** (the
     leader acknowledged the write) rather than the 0.8 default 0 (no

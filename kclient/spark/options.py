@@ -602,14 +602,6 @@ def write_options(options: Mapping[str, Any]) -> WriteOptions:
     bootstrap = parse_bootstrap(kafka.pop("bootstrap.servers"))
     _security(kafka)  # checked here, at planning; the producer parses the same options again
     _check_unknown(opts, _WRITE_KEYS, "writer", strict)
-    if "batch.size" in kafka:
-        # Kafka's producer sizes batches in bytes; kclient batches by count
-        # (batch.num.messages), so the two must not be confused.
-        log.warning(
-            "option 'kafka.batch.size' (bytes in Kafka's producer) is ignored by the kclient sink, which batches by "
-            "count: set 'kafka.batch.num.messages' instead"
-        )
-        kafka.pop("batch.size")
     if "acks" in kafka:  # the modern name of request.required.acks
         acks = kafka.pop("acks").strip().lower()
         kafka["request.required.acks"] = "-1" if acks == "all" else acks

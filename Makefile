@@ -81,6 +81,7 @@ bench: jvm
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]' && \
 		touch $(VENV)/.kclient-bench-installed; }
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/partitions.py --runs 3
 	$(BIN)/python benchmarks/spark.py
 	$(BIN)/python benchmarks/kafka_reference.py
 	$(BIN)/python benchmarks/security.py

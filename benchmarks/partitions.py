@@ -16,7 +16,9 @@ the end of the flush. Printed per count: records/s of each client
 (medians of ``--runs``) and kclient / confluent, with the load average,
 since other processes on the machine skew the numbers, and the CPU µs per
 record of the client (this process) and of the broker, which load skews
-less. Nothing is asserted.
+less. The topics' log end offsets are checked after each partition
+count (exit status 1 when a record is missing or extra); timings are
+never asserted.
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def timed(cpu: list[tuple[float, float]], broker_pid: int, n: int, run: Any, *ar
     return result
 
 
+def log_end_total(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of the topic's log end offsets (every record the broker
+    appended)."""
+    from kclient import OffsetRequest, SimpleConsumer
+
+    host, port = bootstrap.rsplit(":", 1)
+    with SimpleConsumer(host, int(port), so_timeout_ms=30000, client_id="bench-check") as checker:
+        return sum(checker.get_offsets_before(topic, p, OffsetRequest.LATEST_TIME, 1)[0] for p in range(partitions))
+
+
 def cpu_text(cpu: list[tuple[float, float]]) -> str:
     if not cpu:
         return "-"
@@ -144,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                         c = timed(c_cpu, broker.pid, args.records, run_confluent, broker.bootstrap, topic_c, parts, keys, value, args.records)
                         if c is not None:
                             c_rates.append(c)
+            # Every run's records (and its warm-up records) are in the logs.
+            expected = args.runs * (args.records + parts)
+            for client, topic, rates in (("kclient", topic_k, k_rates), ("confluent", topic_c, c_rates)):
+                got = log_end_total(broker.bootstrap, topic, parts)
+                if rates and got != expected:
+                    print(f"  {client}: the logs hold {got:,} records, expected {expected:,}", flush=True)
+                    return 1
             k = statistics.median(k_rates)
             c_med = statistics.median(c_rates) if c_rates else None
             rows.append((parts, k, c_med))

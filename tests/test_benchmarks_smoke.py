@@ -313,3 +313,20 @@ def test_kafka_reference_benchmark_quick(tmp_path) -> None:
     assert "bundled/Kafka" in stdout and "kclient/Java" in stdout and "kclient/librdkafka" in stdout and "kclient/Spark" in stdout
     assert re.search(r"^produce-100B-1p\s+kclient\s+[\d,]+\s+[\d,]+\s+[\d.]+$", stdout, re.M), stdout
     assert re.search(r"^read\+aggregate\s+[\d,]+\s+[\d,]+\s+[\d.]+$", stdout, re.M), stdout
+
+
+def test_partitions_benchmark_quick() -> None:
+    """benchmarks/partitions.py (issue 28: default settings across
+    partition counts) runs, every record is in the logs (it checks the log
+    end offsets and exits 1 otherwise), and it prints its table."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "partitions.py"), "--partitions", "1,16", "--records", "2000", "--no-pin"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if re.match(r"^\d+ \| ", line)]
+    assert [row[0] for row in rows] == ["1", "16"]
+    assert all(row[3].endswith("x") for row in rows), proc.stdout

@@ -16,26 +16,20 @@ from __future__ import annotations
 import pytest
 from helpers import consumer_protocol as scenarios
 from helpers.consumer_protocol import PARTITIONS
-from helpers.skips import require
-
-from kclient.testing import KafkaProcess, java_unavailable_reason
+from helpers.groups import group_kafka
 
 pytestmark = pytest.mark.apache_kafka
 
 
 @pytest.fixture(scope="module")
 def kafka():
-    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
-    props = {
-        "num.partitions": PARTITIONS,
-        "offsets.topic.replication.factor": 1,
-        "group.initial.rebalance.delay.ms": 0,
+    quick = {
         "group.coordinator.rebalance.protocols": "classic,consumer",
         # Quicker heartbeats than the 5 s default, so that reconciliations finish soon.
         "group.consumer.min.heartbeat.interval.ms": 200,
         "group.consumer.heartbeat.interval.ms": 300,
     }
-    with KafkaProcess("4", properties=props) as proc:
+    with group_kafka(PARTITIONS, **quick) as proc:
         yield proc
 
 

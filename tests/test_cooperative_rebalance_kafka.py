@@ -16,10 +16,8 @@ import uuid
 
 import pytest
 from helpers.cooperative import JavaMember, Member, Writer
-from helpers.skips import require
+from helpers.groups import group_kafka
 from helpers.wait import wait_for
-
-from kclient.testing import KafkaProcess, java_unavailable_reason
 
 pytestmark = pytest.mark.apache_kafka
 
@@ -30,9 +28,7 @@ wait_until = functools.partial(wait_for, timeout=DEADLINE, interval=0.1)
 
 @pytest.fixture(scope="module")
 def kafka():
-    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
-    props = {"num.partitions": PARTITIONS, "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0}
-    with KafkaProcess("4", properties=props) as proc:
+    with group_kafka(PARTITIONS) as proc:
         yield proc
 
 

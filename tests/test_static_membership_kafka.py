@@ -9,11 +9,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from helpers.groups import poll_settings
-from helpers.skips import require
+from helpers.groups import group_kafka, poll_settings
 from helpers.static_members import restart_within_session
-
-from kclient.testing import KafkaProcess, java_unavailable_reason
 
 pytestmark = pytest.mark.apache_kafka
 
@@ -22,9 +19,7 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def kafka():
-    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
-    props = {"num.partitions": PARTITIONS, "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0}
-    with KafkaProcess("4", properties=props) as proc:
+    with group_kafka(PARTITIONS) as proc:
         yield proc
 
 

@@ -1,11 +1,16 @@
 """Shared set-up of the broker-coordinated group tests: a bundled broker
 whose group coordinator answers quickly (no initial rebalance delay, short
-session timeouts allowed, a small offsets topic), and the poll consumer's
-settings those tests run with."""
+session timeouts allowed, a small offsets topic), the same for Apache
+Kafka 4.x, and the poll consumer's settings those tests run with."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
+
+from helpers.skips import require
+from kclient.testing import KafkaProcess, java_unavailable_reason
 
 
 def group_broker_properties(partitions: int) -> dict[str, Any]:
@@ -40,3 +45,15 @@ def poll_settings(bootstrap: str, group: str | None, **extra: Any) -> dict[str, 
         del base["session.timeout.ms"], base["heartbeat.interval.ms"]
     base.update(extra)
     return base
+
+
+@contextlib.contextmanager
+def group_kafka(partitions: int, **extra: Any) -> Iterator[KafkaProcess]:
+    """Apache Kafka 4.x (KRaft, one node) for group tests: auto-created
+    topics get ``partitions`` partitions, no initial rebalance delay, a
+    one-replica offsets topic; ``extra`` adds or overrides properties.
+    Skips (`helpers.skips.require`) without Java 17+."""
+    require(java_unavailable_reason(), name="Java 17+", needs="needs Apache Kafka (Java 17+)")
+    props = {"num.partitions": partitions, "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0, **extra}
+    with KafkaProcess("4", properties=props) as proc:
+        yield proc

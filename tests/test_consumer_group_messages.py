@@ -278,7 +278,7 @@ def test_metadata_full_is_kafka_pythons(kind, version):
     kafka-python's classes generated from Kafka's JSON (which reach v12)."""
     from test_protocol_groups import by_name, new_class
 
-    from kclient.protocol.messages.metadata_full import METADATA_FULL
+    from kclient.protocol.messages.metadata import METADATA_FULL
 
     codec = METADATA_FULL.request(version) if kind == "request" else METADATA_FULL.response(version)
     fields = METADATA_FULL.request_fields if kind == "request" else METADATA_FULL.response_fields

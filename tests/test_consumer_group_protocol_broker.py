@@ -306,7 +306,7 @@ def test_a_topic_created_later_is_assigned(client, topic, group):
 def test_metadata_gives_topic_ids(client, topic):
     """Metadata v10+ carries the topic ids assignments name (KIP-516); v12
     finds a topic by id alone."""
-    from kclient.protocol.messages.metadata_full import METADATA_FULL
+    from kclient.protocol.messages.metadata import METADATA_FULL
 
     by_name = client.request(METADATA_FULL, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     (entry,) = by_name["topics"]

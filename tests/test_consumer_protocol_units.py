@@ -26,7 +26,7 @@ from kclient.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupDescribeTopicPartitions,
 )
-from kclient.protocol.messages.metadata_full import MetadataFullResponse, MetadataFullResponsePartition, MetadataFullResponseTopic
+from kclient.protocol.messages.metadata import MetadataResponse, MetadataResponsePartition, MetadataResponseTopic
 
 pytestmark = pytest.mark.unit
 
@@ -104,10 +104,10 @@ def test_settings_each_group_protocol_refuses():
 
 
 def test_topic_names_from_metadata_and_describe():
-    response = MetadataFullResponse(
+    response = MetadataResponse(
         topics=[
-            MetadataFullResponseTopic(name="a", topic_id=A, partitions=[MetadataFullResponsePartition(partition_index=0)]),
-            MetadataFullResponseTopic(name="missing", topic_id=ZERO_ID, error_code=3),
+            MetadataResponseTopic(name="a", topic_id=A, partitions=[MetadataResponsePartition(partition_index=0)]),
+            MetadataResponseTopic(name="missing", topic_id=ZERO_ID, error_code=3),
         ]
     )
     assert names_from_metadata(response) == {A: "a"}

@@ -119,13 +119,13 @@ from kclient.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from kclient.protocol.messages.metadata_full import (
-    MetadataFullRequest,
-    MetadataFullRequestTopic,
-    MetadataFullResponse,
-    MetadataFullResponseBroker,
-    MetadataFullResponsePartition,
-    MetadataFullResponseTopic,
+from kclient.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
 )
 from kclient.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -405,7 +405,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------ Metadata
 
-    async def metadata(self, header: RequestHeader, body: MetadataFullRequest) -> MetadataFullResponse:
+    async def metadata(self, header: RequestHeader, body: MetadataRequest) -> MetadataResponse:
         """Metadata v0-12. ``topics`` null (v1+) or empty (v0) means every
         topic; listed topics that do not exist are created when
         ``auto.create.topics.enable`` and the request allows it (v4+
@@ -418,14 +418,14 @@ class RequestHandlers:
         requested = body.topics
         cache = self.metadata_cache
         names: list[str]
-        topics: list[MetadataFullResponseTopic] = []
+        topics: list[MetadataResponseTopic] = []
         if requested is None or (header.api_version == 0 and not requested):
             names = cache.topics()
             allow_create = False
         else:
             # In request order, once each; v0-3 have no flag and allow it.
             names, unknown_ids = self._requested_names(requested)
-            topics.extend(MetadataFullResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=i) for i in unknown_ids)
+            topics.extend(MetadataResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=i) for i in unknown_ids)
             allow_create = body.allow_auto_topic_creation
         for name in names:
             error = await self.topic_admin.ensure_topic(name, allow_create=allow_create)
@@ -434,7 +434,7 @@ class RequestHandlers:
                 live = cache.brokers
                 for index, meta in sorted(cache.partitions(name).items()):
                     partitions.append(
-                        MetadataFullResponsePartition(
+                        MetadataResponsePartition(
                             error_code=NONE if meta.leader >= 0 and meta.leader in live else LEADER_NOT_AVAILABLE,
                             partition_index=index,
                             leader_id=meta.leader if meta.leader in live else -1,
@@ -445,11 +445,11 @@ class RequestHandlers:
                         )
                     )
             topics.append(
-                MetadataFullResponseTopic(
+                MetadataResponseTopic(
                     error_code=error, name=name, topic_id=topic_id(name) if error == NONE else None, is_internal=name == OFFSETS_TOPIC, partitions=partitions
                 )
             )
-        return MetadataFullResponse(
+        return MetadataResponse(
             brokers=self._live_brokers(),
             cluster_id=state.cluster_id,
             # In a cluster: the controller of the last UpdateMetadata, -1 before
@@ -458,7 +458,7 @@ class RequestHandlers:
             topics=topics,
         )
 
-    def _requested_names(self, requested: list[MetadataFullRequestTopic]) -> tuple[list[str], list[uuid.UUID]]:
+    def _requested_names(self, requested: list[MetadataRequestTopic]) -> tuple[list[str], list[uuid.UUID]]:
         """``(names, unknown ids)`` of a Metadata request's topics, in
         request order and once each: a topic asked for by id alone (v12) is
         named by the topic that has that id."""
@@ -478,20 +478,20 @@ class RequestHandlers:
                 names.append(name)
         return list(dict.fromkeys(names)), list(dict.fromkeys(unknown))
 
-    def _live_brokers(self) -> list[MetadataFullResponseBroker]:
+    def _live_brokers(self) -> list[MetadataResponseBroker]:
         """Every live broker with its endpoint of the current connection's
         listener name (this broker: the address the client connected to)."""
         state = self.state
         name = listener_name.get()
-        brokers: list[MetadataFullResponseBroker] = []
+        brokers: list[MetadataResponseBroker] = []
         for node_id, node in sorted(self.metadata_cache.brokers.items()):
             if node_id == state.broker_id:
                 continue
             ep = node.endpoint(name) or node.endpoint(None)
             if ep is not None:
-                brokers.append(MetadataFullResponseBroker(node_id=node_id, host=ep.host, port=ep.port, rack=node.rack))
+                brokers.append(MetadataResponseBroker(node_id=node_id, host=ep.host, port=ep.port, rack=node.rack))
         host, port = self._address()
-        brokers.append(MetadataFullResponseBroker(node_id=state.broker_id, host=host, port=port, rack=None))
+        brokers.append(MetadataResponseBroker(node_id=state.broker_id, host=host, port=port, rack=None))
         brokers.sort(key=lambda b: b.node_id)
         return brokers
 

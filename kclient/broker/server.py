@@ -144,7 +144,7 @@ from kclient.protocol.messages import (
 )
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
 from kclient.protocol.messages.fetch import FetchResponse
-from kclient.protocol.messages.metadata_full import METADATA_FULL
+from kclient.protocol.messages.metadata import METADATA_FULL
 from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,

@@ -433,14 +433,17 @@ def parse_metadata(body: MetadataResponse) -> ClusterMetadata:
     brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in body.brokers}
     topics: dict[str, tuple[PartitionInfo, ...]] = {}
     errors: dict[str, int] = {}
-    for t in body.topics:
-        errors[t.name] = t.error_code
+    # A topic without a name (v12+: one asked for by an unknown id) is left
+    # out: the clients ask by name.
+    named = [(t.name, t) for t in body.topics if t.name is not None]
+    for name, t in named:
+        errors[name] = t.error_code
         parts = [
-            PartitionInfo(t.name, p.partition_index, p.leader_id, tuple(p.replica_nodes or ()), tuple(p.isr_nodes or ()), p.error_code)
+            PartitionInfo(name, p.partition_index, p.leader_id, tuple(p.replica_nodes or ()), tuple(p.isr_nodes or ()), p.error_code)
             for p in t.partitions or ()
         ]
-        topics[t.name] = tuple(sorted(parts, key=lambda p: p.partition))
-    internal = frozenset(t.name for t in body.topics if t.is_internal)
+        topics[name] = tuple(sorted(parts, key=lambda p: p.partition))
+    internal = frozenset(name for name, t in named if t.is_internal)
     return ClusterMetadata(brokers, topics, errors, body.cluster_id, body.controller_id, internal)
 
 

@@ -239,7 +239,7 @@ def fetch_topic_ids(
     from kclient.client.cluster import Cluster
     from kclient.client.consumer.poll.topic_names import TOPIC_ID_VERSION, names_from_metadata
     from kclient.net.settings import ConnectionSettings
-    from kclient.protocol.messages.metadata_full import METADATA_FULL, MetadataFullRequest
+    from kclient.protocol.messages.metadata import METADATA_FULL, MetadataRequest
 
     security = _security(properties or {})
 
@@ -252,7 +252,7 @@ def fetch_topic_ids(
                     version = conn.version_for(METADATA_FULL, floor=TOPIC_ID_VERSION)
                 except UnsupportedVersionError:
                     return {}
-                response = await conn.request(METADATA_FULL, MetadataFullRequest(topics=None, allow_auto_topic_creation=False), version=version)
+                response = await conn.request(METADATA_FULL, MetadataRequest(topics=None, allow_auto_topic_creation=False), version=version)
                 return {name: topic_id for topic_id, name in names_from_metadata(response).items()}
             finally:
                 await cluster.aclose()

@@ -18,7 +18,7 @@ from kclient.client.cluster import Cluster
 from kclient.client.consumer.group.coordinator import GroupCoordinator
 from kclient.errors import NONE, UnsupportedVersionError, error_for_code
 from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from kclient.protocol.messages.metadata_full import METADATA_FULL, MetadataFullRequest, MetadataFullResponse
+from kclient.protocol.messages.metadata import METADATA_FULL, MetadataRequest, MetadataResponse
 
 log = logging.getLogger("kclient.consumer")
 
@@ -28,7 +28,7 @@ ZERO_ID = uuid.UUID(int=0)
 TOPIC_ID_VERSION = 10
 
 
-def names_from_metadata(response: MetadataFullResponse) -> dict[uuid.UUID, str]:
+def names_from_metadata(response: MetadataResponse) -> dict[uuid.UUID, str]:
     """``{topic id: name}`` of the topics a Metadata v10+ response
     describes without error.
 
@@ -116,8 +116,8 @@ class TopicNames:
     async def _from_metadata(self) -> dict[uuid.UUID, str]:
         conn = await self.cluster.any_connection()
         version = conn.version_for(METADATA_FULL, floor=TOPIC_ID_VERSION)
-        body = MetadataFullRequest(topics=None, allow_auto_topic_creation=False)
-        response: MetadataFullResponse = await conn.request(METADATA_FULL, body, version=version)
+        body = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        response: MetadataResponse = await conn.request(METADATA_FULL, body, version=version)
         return names_from_metadata(response)
 
     async def _from_describe(self) -> dict[uuid.UUID, str]:

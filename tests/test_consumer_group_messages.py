@@ -288,3 +288,37 @@ def test_metadata_full_is_kafka_pythons(kind, version):
         theirs = bytes(cls(**by_name(cls._struct, _their_names(fields), version, _their_names(body))).encode())
         assert codec.encode(body) == theirs
         assert codec.encode(codec.decode_message(theirs)) == theirs
+
+
+def test_metadata_and_metadata_full_share_one_message_set():
+    """`METADATA` (v0-8, the clients') and `METADATA_FULL` (v0-12, the
+    broker's) are one set of classes: versions 0-8 encode alike, and a topic
+    name is a plain ``string`` before it turns nullable (request v10+,
+    response v12+): ``""`` and a real name give a string's bytes, ``None``
+    is refused."""
+    from kclient.protocol.messages.metadata import METADATA, METADATA_FULL, MetadataRequest, MetadataRequestTopic
+
+    assert METADATA.request_type is METADATA_FULL.request_type and METADATA.response_type is METADATA_FULL.response_type
+    assert (METADATA.max_version, METADATA_FULL.max_version) == (8, 12)
+    request = MetadataRequest(topics=[MetadataRequestTopic(name=""), MetadataRequestTopic(name="ab")], allow_auto_topic_creation=False)
+    for version in range(9):
+        for kind in ("request", "response"):
+            for body in _metadata_bodies(kind, version):
+                ours, full = (METADATA.request(version), METADATA_FULL.request(version)) if kind == "request" else (METADATA.response(version), METADATA_FULL.response(version))
+                assert ours.encode(body) == full.encode(body)
+        assert METADATA.request(version).encode(request) == METADATA_FULL.request(version).encode(request)
+    # int32 count, then int16 length + bytes per name.
+    assert METADATA_FULL.request(0).encode(request) == b"\x00\x00\x00\x02" + b"\x00\x00" + b"\x00\x02ab"
+    # v9 (flexible): compact array and strings (length + 1), each topic's empty
+    # tagged fields; then the three flags and the body's tagged fields.
+    assert METADATA_FULL.request(9).encode(request) == b"\x03" + b"\x01\x00" + b"\x03ab\x00" + b"\x00\x00\x00\x00"
+    nameless = MetadataRequest(topics=[MetadataRequestTopic(name=None, topic_id=TOPIC_ID)])
+    for version in range(10):
+        with pytest.raises(ValueError, match="string may not be null"):
+            METADATA_FULL.request(version).encode(nameless)
+    assert METADATA_FULL.request(10).encode(nameless)[:18] == b"\x02" + TOPIC_ID.bytes + b"\x00"
+    unknown = {"brokers": [], "topics": [{"error_code": 100, "name": None, "topic_id": TOPIC_ID}]}
+    for version in range(12):
+        with pytest.raises(ValueError, match="string may not be null"):
+            METADATA_FULL.response(version).encode(unknown)
+    assert METADATA_FULL.response(12).decode_message(METADATA_FULL.response(12).encode(unknown)).topics[0].name is None

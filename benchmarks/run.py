@@ -1271,9 +1271,8 @@ def short_name(g: dict) -> str:
 def settings_text(quick: bool) -> list[str]:
     return [
         f"produce throughput, acks=1, linger {LINGER_MS} ms, batches up to {BATCH_BYTES // 1024} KB per partition, one record per send call, null keys: "
-        f"kclient Producer(producer.type=async, queue.buffering.max.ms={LINGER_MS}, batch.num.messages = records per "
-        f"{BATCH_BYTES // 1024} KB x partitions (148 x P for 100 B, 16 x P for 1000 B; kclient's batch spans all partitions), "
-        "queue.buffering.max.messages=max(10000, 2 x batch), max.in.flight.requests.per.connection=5 as the peers' default), send(ProducerData(topic, None, [value])) then flush(); "
+        f"kclient Producer(producer.type=async, linger.ms={LINGER_MS}, batch.size={BATCH_BYTES} (per partition, as the peers' since issue 28's accumulator), "
+        "max.in.flight.requests.per.connection=5 as the peers' default), send(ProducerData(topic, None, [value])) then flush(); "
         f"kafka-python KafkaProducer(acks=1, linger_ms={LINGER_MS}, batch_size={BATCH_BYTES}, enable_idempotence=False), send() then flush(); "
         f"aiokafka AIOKafkaProducer(acks=1, linger_ms={LINGER_MS}, max_batch_size={BATCH_BYTES}, enable_idempotence=False), await send() then flush(); "
         f"confluent-kafka Producer(acks=1, linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}), produce() (poll(0) every 1024) then flush()",
@@ -1283,8 +1282,8 @@ def settings_text(quick: bool) -> list[str]:
         "'kclient ÷ this' is then the plain send's speed over the one with results",
         "batch-level send (the 100 B produce rows): kclient-list = the kclient row with send(list of 1,000 ProducerData) per call "
         "(queued as one entry per batch.num.messages messages); 'kclient ÷ this' is the one-record-per-call speed over it",
-        f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.num.messages = "
-        f"{BIG_BATCH_BYTES // 1010} x P, kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
+        f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.size, "
+        "kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
         "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync, "
         f"socket.busy.poll.us={LATENCY_BUSY_POLL_US}).send() (the socket is polled for the acknowledgement before the thread sleeps; "
         "kclient-no-busy-poll: the same with the default, 0); "

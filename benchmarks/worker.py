@@ -170,35 +170,29 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
-def per_partition_batch_records(size: int, batch_bytes: int) -> int:
-    """How many records of ``size``-byte values fill a ``batch_bytes`` batch
-    (v2 record overhead about 10 bytes for a null key and small deltas)."""
-    return max(1, batch_bytes // (size + 10))
-
-
 # ----------------------------------------------------------------- produce
 
 
 def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     from kclient import Producer, ProducerData
 
-    count, topic, parts = spec["count"], spec["topic"], spec["partitions"]
-    per_part = per_partition_batch_records(spec["size"], spec["batch_bytes"])
-    batch = per_part * parts
+    count, topic = spec["count"], spec["topic"]
     config = {
         "metadata.broker.list": spec["bootstrap"],
         "producer.type": "async",
         "request.required.acks": spec.get("acks", 1),
-        "queue.buffering.max.ms": spec["linger_ms"],
-        "batch.num.messages": batch,
-        # the memory rows fix the bound (spec["queue_max_messages"]); the
-        # others leave room for two batches
-        "queue.buffering.max.messages": spec.get("queue_max_messages") or max(10000, 2 * batch),
+        # the peers' knobs: a batch per partition of up to batch.size bytes,
+        # sent linger.ms after its first record (issue 28's accumulator)
+        "linger.ms": spec["linger_ms"],
+        "batch.size": spec["batch_bytes"],
         # the peers keep 5 requests in flight (kafka-python, aiokafka defaults)
         "max.in.flight.requests.per.connection": 5,
         "compression.codec": spec.get("codec", "none"),
         "client.id": "bench",
     }
+    if spec.get("queue_max_messages"):
+        # the memory rows fix the bound on queued records
+        config["queue.buffering.max.messages"] = spec["queue_max_messages"]
     producer = Producer({**config, **security(spec)})
     results = spec.get("results")  # None, "callback" or "futures": per-record delivery results
     delivered = [0]

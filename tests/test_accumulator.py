@@ -243,3 +243,53 @@ def test_router_one_partition_fast_path_makes_the_batches_the_general_path_makes
     general_router.route(iter(data))  # not a list: the general loop
     shape = lambda acc: [(b.partition, b.items, b.size, b.messages) for b in acc.batches()]  # noqa: E731
     assert shape(fast) == shape(general) and len(shape(fast)) > 5
+
+
+@pytest.mark.parametrize("topic", ["one", "t"])
+@pytest.mark.parametrize("hash_keys,sticky_keyless", [(True, True), (False, True), (False, False)])
+def test_router_one_topic_path_makes_the_batches_the_general_path_makes(topic, hash_keys, sticky_keyless):
+    """Keyed, keyless and explicit-partition items, some tracked (sent with
+    a callback), over 1 and 16 partitions: the one-topic path (compiled
+    when built) gives the batches, sticky partitions and sticky switches of
+    the general loop, over several polls."""
+    from kclient.client.producer.data import new_tuple
+    from kclient.client.producer.delivery import TrackedData
+
+    def item(i):
+        d = ProducerData(topic, key=b"k%d" % (i % 37) if i % 3 == 0 else None, messages=[b"v" * (i % 90)] if i % 7 else [b"a", b"bb"], partition=i % 16 if i % 11 == 0 else None)
+        return new_tuple(TrackedData, (*d, i)) if i % 5 == 0 else d
+
+    polls = [[item(i) for i in range(start, start + 97)] for start in range(0, 970, 97)]
+    fast, _, fast_router = routed(hash_keys, sticky_keyless, batch_size=700, batch_messages=30)
+    general, _, general_router = routed(hash_keys, sticky_keyless, batch_size=700, batch_messages=30)
+    shape = lambda acc: [(b.partition, b.items, b.size, b.messages, b.full) for b in acc.batches()]  # noqa: E731
+    for i, poll in enumerate(polls):
+        fast_router.route(poll)
+        general_router.route(iter(poll))  # not a list: the general loop
+        assert shape(fast) == shape(general)
+        assert fast_router.sticky.current(topic) == general_router.sticky.current(topic)
+        if i % 3 == 2:
+            assert fast.drain(one_leader).items == general.drain(one_leader).items
+    assert len(shape(fast)) > 5
+
+
+def test_append_many_matches_one_by_one_for_any_shape():
+    """Random runs of items (empty ones included) against batch.size and
+    batch.num.messages bounds: `append_many` closes batches exactly where
+    item-by-item `append` does."""
+    rng = random.Random(11)
+    for _ in range(200):
+        bounds = {"batch_size": rng.randint(1, 400), "batch_messages": rng.randint(1, 8)}
+        one, _ = make(**bounds)
+        many, _ = make(**bounds)
+        items = list(range(rng.randint(0, 40)))
+        counts = [rng.choice([0, 1, 1, 1, 2, 5]) for _ in items]
+        sizes = [rng.choice([0, 5, 50, 120, 500]) for _ in items]
+        for i in items:
+            one.append("t", 0, i, counts[i], sizes[i])
+        cut = rng.randint(0, len(items))
+        many.append_many("t", 0, items[:cut], counts[:cut], sizes[:cut])
+        many.append_many("t", 0, items[cut:], counts[cut:], sizes[cut:])
+        shape = lambda acc: [(b.items, b.size, b.messages, b.full) for b in acc.batches()]  # noqa: E731
+        assert shape(many) == shape(one)
+        assert many.messages == one.messages

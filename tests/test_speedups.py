@@ -728,3 +728,99 @@ def test_a_bad_magic_after_a_plain_batch_is_named_at_its_byte_on_both_paths():
     compiled, pure = _decode_chunk_both(plain + bytes(bad), 0)
     assert compiled == pure
     assert compiled[0] == "CorruptRecordError" and f"unknown magic byte 3 at byte {len(plain)}" in compiled[1]
+
+
+_ROUTE_KEYS = st.one_of(st.none(), st.none(), st.binary(max_size=6), st.just(bytearray(b"kk")), st.just("str-key"), st.just(7))
+_ROUTE_VALUES = st.one_of(st.none(), st.binary(max_size=40), st.just(bytearray(b"v")), st.just("text"), st.just(3))
+
+
+@st.composite
+def _route_items(draw):
+    """One topic's items for the accumulator's router: ProducerData and
+    TrackedData, keys null, bytes or of other types, values of every kind,
+    some with an explicit partition, some empty."""
+    from kclient.client.producer.data import ProducerData, new_tuple
+    from kclient.client.producer.delivery import TrackedData
+
+    items = []
+    for i in range(draw(st.integers(0, 25))):
+        d = ProducerData(
+            "t",
+            draw(_ROUTE_KEYS),
+            draw(st.lists(_ROUTE_VALUES, max_size=3)),
+            draw(st.one_of(st.none(), st.integers(0, 2**42))),
+            draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, 6))),
+        )
+        if draw(st.booleans()):
+            d = new_tuple(TrackedData, (*d, f"report-{i}"))
+        items.append(d)
+    return items
+
+
+@pytest.mark.unit
+@settings(max_examples=examples(300), deadline=None)
+@given(_route_items(), st.integers(-1, 6), st.booleans(), st.booleans(), st.integers(-1, 5), st.integers(0, 200), st.integers(1, 300))
+def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size):
+    """The compiled router groups a topic's items per partition with the
+    same record counts, sizes and sticky partitions as its pure twin, and
+    moves the sticky partition at the same items."""
+    from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, estimated_size
+    from kclient.client.producer.collate import DATA_TYPES
+    from kclient.client.producer.routing import route_topic
+
+    def chooser():
+        calls = []
+
+        def next_sticky(p):
+            calls.append(p)
+            return (p + 3) % max(1, n_parts) if p >= 0 else len(calls) % max(1, n_parts)
+
+        return calls, next_sticky
+
+    args = (DATA_TYPES, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, ACCUMULATOR_RECORD_OVERHEAD)
+    calls_c, choose_c = chooser()
+    calls_py, choose_py = chooser()
+    compiled = _speedups.route_topic(list(items), *args, choose_c)
+    pure = route_topic(list(items), *args, choose_py)
+    assert compiled == pure
+    assert calls_c == calls_py
+    assert all(type(a) is type(b) for a, b in zip(
+        [d for g in compiled[0].values() for d in g[0]], [d for g in pure[0].values() for d in g[0]], strict=True))
+    groups = pure[0]
+    assert sum(len(g[0]) for g in groups.values()) == len(items)
+    for g in groups.values():
+        assert g[2] == [estimated_size(d[1], d[2]) for d in g[0]]
+
+
+@pytest.mark.unit
+def test_route_topic_hands_back_other_shapes():
+    """An item of another type, messages not in a tuple or an explicit
+    partition that is not an int go back to the caller on both paths."""
+    from types import SimpleNamespace
+
+    from kclient.client.producer.collate import DATA_TYPES
+    from kclient.client.producer.data import ProducerData, new_tuple
+    from kclient.client.producer.routing import route_topic
+
+    odd = [
+        [ProducerData("t", None, [b"a"]), SimpleNamespace(topic="t", key=None, messages=(b"b",))],
+        [new_tuple(ProducerData, ("t", None, [b"a"], None, None, ()))],
+        [ProducerData("t", None, [b"a"], partition=True)],
+    ]
+    for items in odd:
+        for route in (_speedups.route_topic, route_topic):
+            assert route(items, DATA_TYPES, 4, True, True, -1, 0, 100, 10, lambda p: 0) is None
+
+
+@pytest.mark.unit
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 60)), max_size=40), st.integers(0, 5), st.integers(0, 80), st.booleans(), st.integers(1, 6), st.integers(1, 120))
+def test_batch_cuts_matches_pure_python(shape, count, size, held, most, limit):
+    """Where the compiled splitter closes a partition's batches is where
+    its pure twin closes them, and so where appending item by item does."""
+    from kclient.client.producer.accumulator import batch_cuts
+
+    messages = [k for k, _ in shape]
+    sizes = [b for _, b in shape]
+    held = held or bool(count or size)
+    assert _speedups.batch_cuts(messages, sizes, count, size, held, most, limit) == batch_cuts(messages, sizes, count, size, held, most, limit)

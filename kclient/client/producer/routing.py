@@ -19,17 +19,16 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
+from kclient._accel import speedups as _speedups
 from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, UNKNOWN_PARTITION, RecordAccumulator, StickyPartitioner, estimated_size
 from kclient.client.producer.collate import DATA_TYPES
 from kclient.client.producer.data import new_tuple
 from kclient.client.producer.partitioner import fast_murmur2
 
-__all__ = ["PartitionRouter"]
+__all__ = ["PartitionRouter", "route_topic"]
 
 _hash = fast_murmur2
 _topic_of = itemgetter(0)
-_messages_of = itemgetter(2)
-_partition_of = itemgetter(4)
 _OVERHEAD = ACCUMULATOR_RECORD_OVERHEAD
 
 
@@ -45,6 +44,99 @@ def with_partition(d: Any, partition: int) -> Any:
         The copy, of ``d``'s type.
     """
     return new_tuple(type(d), (*d[:4], partition, *d[5:]))
+
+
+def route_topic(
+    items: list[Any],
+    data_types: frozenset[type],
+    n_parts: int,
+    hash_keys: bool,
+    sticky_keyless: bool,
+    sticky_p: int,
+    sticky_bytes: int,
+    batch_size: int,
+    overhead: int,
+    next_sticky: Callable[[int], int],
+) -> tuple[dict[int, tuple[list[Any], list[int], list[int]]], int, int] | None:
+    """One topic's queued items per partition, with their record counts and
+    estimated sizes (the pure twin of ``kclient._speedups.route_topic``).
+
+    Per item, in order: an explicit partition is kept; a topic of one
+    partition gives 0, of unknown partitions -1; a keyless item with
+    ``sticky_keyless`` gets the sticky partition ``sticky_p`` (chosen by
+    ``next_sticky(-1)`` when there is none) and is copied with it set, and
+    once ``batch_size`` bytes went there ``next_sticky(p)`` moves on
+    (KIP-480; KIP-794 counts bytes the same way); a bytes key with
+    ``hash_keys`` gives ``toPositive(murmur2(key)) % n_parts``; anything
+    else -1 (the event handler decides later).
+
+    Args:
+        items: The topic's items.
+        data_types: The item types taken (ProducerData, TrackedData).
+        n_parts: The topic's partition count (0 when not known).
+        hash_keys: Keyed items are placed by murmur2 here.
+        sticky_keyless: Keyless items get the sticky partition.
+        sticky_p: The topic's sticky partition, or -1.
+        sticky_bytes: The bytes routed to it so far.
+        batch_size: ``batch.size`` (bytes).
+        overhead: Bytes counted per record beyond its key and value.
+        next_sticky: ``next_sticky(p) -> partition``: the sticky
+            partition after moving off ``p`` (-1: the current one, chosen
+            when there is none).
+
+    Returns:
+        ``(groups, sticky_p, sticky_bytes)``, ``groups`` being ``{partition:
+        ([items], [record counts], [sizes])}``; None when an item is not an
+        exact instance of ``data_types``, its messages not a tuple or its
+        explicit partition not an int (the caller's general loop takes them).
+    """
+    groups: dict[int, tuple[list[Any], list[int], list[int]]] = {}
+    for d in items:
+        kind = type(d)
+        if kind not in data_types:
+            return None
+        key, messages, fixed = d[1], d[2], d[4]
+        if type(messages) is not tuple:
+            return None
+        key_len = len(key) if isinstance(key, (bytes, bytearray, str)) else 0
+        size = 0
+        for m in messages:
+            size += key_len + overhead + (len(m) if isinstance(m, (bytes, bytearray, str)) else 0)
+        if fixed is not None:
+            if type(fixed) is not int:
+                return None
+            p = fixed
+        elif n_parts == 1:
+            p = 0
+        elif n_parts <= 0:
+            p = UNKNOWN_PARTITION
+        elif key is None:
+            if sticky_keyless:
+                if sticky_p < 0 or sticky_p >= n_parts:
+                    sticky_p = next_sticky(-1)
+                p = sticky_p
+                sticky_bytes += size
+                if sticky_bytes >= batch_size:
+                    sticky_p = next_sticky(p)
+                    sticky_bytes = 0
+                d = with_partition(d, p)
+            else:
+                p = UNKNOWN_PARTITION
+        elif hash_keys and type(key) is bytes:
+            p = (_hash(key) & 0x7FFFFFFF) % n_parts
+        else:
+            p = UNKNOWN_PARTITION
+        group = groups.get(p)
+        if group is None:
+            group = groups[p] = ([], [], [])
+        group[0].append(d)
+        group[1].append(len(messages))
+        group[2].append(size)
+    return groups, sticky_p, sticky_bytes
+
+
+#: `route_topic`, compiled when ``kclient._speedups`` is built.
+_route_topic = _speedups.route_topic if _speedups is not None else route_topic
 
 
 class PartitionRouter:
@@ -105,7 +197,7 @@ class PartitionRouter:
         """
         counts = self._counts
         counts.clear()
-        if type(items) is list and items and self._route_single(items):
+        if type(items) is list and items and self._route_one_topic(items):
             return
         count_of = self.partition_count
         hash_keys = self.hash_keys
@@ -160,25 +252,46 @@ class PartitionRouter:
             for p, (datas, message_counts, sizes) in partitions.items():
                 append_many(topic, p, datas, message_counts, sizes)
 
-    def _route_single(self, items: list[Any]) -> bool:
-        """`route` for the usual shape at C speed where it can be: items of
-        one topic of one partition, none naming another partition. Returns
-        False (nothing appended) for any other shape."""
+    def _route_one_topic(self, items: list[Any]) -> bool:
+        """`route` at C speed for the usual shape: ProducerData or
+        TrackedData items of one topic (`route_topic`). Returns False
+        (nothing appended) for any other shape."""
         if not set(map(type, items)) <= DATA_TYPES:
             return False
         topics = set(map(_topic_of, items))
         if len(topics) != 1:
             return False
         topic = topics.pop()
-        if self.partition_count(topic) != 1 or any(map(_partition_of, items)):  # (partition 0 is 0)
+        n = self.partition_count(topic)
+        sticky = self.sticky
+        current = sticky.current(topic)
+
+        def next_sticky(p: int) -> int:
+            if p >= 0:
+                sticky.switch(topic, p, n)
+            return sticky.partition(topic, n)
+
+        routed = _route_topic(
+            items,
+            DATA_TYPES,
+            n,
+            self.hash_keys,
+            self.sticky_keyless,
+            -1 if current is None else current,
+            self._sticky_bytes.get(topic, 0),
+            self.accumulator.batch_size,
+            _OVERHEAD,
+            next_sticky,
+        )
+        if routed is None:
             return False
-        self._counts[topic] = 1
-        messages = list(map(len, map(_messages_of, items)))
-        sizes = [
-            len(d[2][0]) + _OVERHEAD + (len(d[1]) if type(d[1]) is bytes else 0) if n == 1 and type(d[2][0]) is bytes else estimated_size(d[1], d[2])
-            for d, n in zip(items, messages, strict=True)
-        ]
-        self.accumulator.append_many(topic, 0, items, messages, sizes)
+        groups, _, sticky_bytes = routed
+        if self.sticky_keyless and n > 1:
+            self._sticky_bytes[topic] = sticky_bytes
+        self._counts[topic] = n
+        append_many = self.accumulator.append_many
+        for p, (datas, message_counts, sizes) in groups.items():
+            append_many(topic, p, datas, message_counts, sizes)
         return True
 
     def _sticky_partition(self, topic: str, num_partitions: int, size: int) -> int:

@@ -982,39 +982,43 @@ cdef object _with_partition(object d, object kind, object p):
 
 
 def route_topic(list items, object data_types, Py_ssize_t n_parts, bint hash_keys, bint sticky_keyless,
-                Py_ssize_t sticky_p, Py_ssize_t sticky_bytes, Py_ssize_t batch_size, Py_ssize_t overhead, object next_sticky):
+                Py_ssize_t sticky_p, Py_ssize_t sticky_bytes, Py_ssize_t batch_size, Py_ssize_t overhead, object next_sticky,
+                object open_batches=None, Py_ssize_t batch_messages=0):
     """One topic's queued items per partition, with their record counts and
     estimated sizes, compiled: the twin of
     ``kclient.client.producer.routing.route_topic`` (same arguments, same
     result; ``tests/test_speedups.py`` compares them).
 
     Returns:
-        ``(groups, sticky_p, sticky_bytes)`` with ``groups`` ``{partition:
-        ([items], [record counts], [sizes])}``, or None when an item is not
-        an exact instance of ``data_types``, its messages not a tuple or its
-        explicit partition not an int (the caller's general loop takes them).
+        ``(groups, sticky_p, sticky_bytes, in_place)`` with ``groups``
+        ``{partition: ([items], [record counts], [sizes])}`` and
+        ``in_place`` the records appended to ``open_batches``; or None when
+        an item is not an exact instance of ``data_types``, its messages not
+        a tuple or its explicit partition not an int (the caller's general
+        loop takes them; nothing was appended).
     """
     cdef dict groups = {}
-    cdef Py_ssize_t i, j, n = PyList_GET_SIZE(items), n_msgs, key_len, size, p
-    cdef object d, key, messages, fixed, p_obj, group, kind
+    cdef Py_ssize_t i, j, n = PyList_GET_SIZE(items), n_msgs, key_len, size, p, in_place = 0, b_size, b_count
+    cdef object d, key, messages, fixed, p_obj, group, kind, batch
+    for i in range(n):  # the shapes first: nothing is appended unless all are taken
+        d = <object>PyList_GET_ITEM(items, i)
+        if type(d) not in data_types or not PyTuple_CheckExact(<object>PyTuple_GET_ITEM(d, 2)):
+            return None
+        fixed = <object>PyTuple_GET_ITEM(d, 4)
+        if fixed is not None and not PyLong_CheckExact(fixed):
+            return None
     for i in range(n):
         d = <object>PyList_GET_ITEM(items, i)
         kind = type(d)
-        if kind not in data_types:
-            return None
         key = <object>PyTuple_GET_ITEM(d, 1)
         messages = <object>PyTuple_GET_ITEM(d, 2)
         fixed = <object>PyTuple_GET_ITEM(d, 4)
-        if not PyTuple_CheckExact(messages):
-            return None
         n_msgs = PyTuple_GET_SIZE(messages)
         key_len = 0 if key is None else _estimate_len(key)
         size = 0
         for j in range(n_msgs):
             size += key_len + overhead + _estimate_len(<object>PyTuple_GET_ITEM(messages, j))
         if fixed is not None:
-            if not PyLong_CheckExact(fixed):
-                return None
             p_obj = fixed
         elif n_parts == 1:
             p_obj = 0
@@ -1039,11 +1043,23 @@ def route_topic(list items, object data_types, Py_ssize_t n_parts, bint hash_key
             p_obj = -1
         group = groups.get(p_obj)
         if group is None:
+            if open_batches is not None:
+                batch = open_batches.get(p_obj)
+                if batch is not None:
+                    b_size = batch.size + size
+                    b_count = batch.messages + n_msgs
+                    if b_size < batch_size and b_count < batch_messages:
+                        # Fits the partition's open batch and leaves it open.
+                        PyList_Append(batch.items, d)
+                        batch.size = b_size
+                        batch.messages = b_count
+                        in_place += n_msgs
+                        continue
             group = groups[p_obj] = ([], [], [])
         PyList_Append(<list>PyTuple_GET_ITEM(group, 0), d)
         PyList_Append(<list>PyTuple_GET_ITEM(group, 1), n_msgs)
         PyList_Append(<list>PyTuple_GET_ITEM(group, 2), size)
-    return groups, sticky_p, sticky_bytes
+    return groups, sticky_p, sticky_bytes, in_place
 
 
 def batch_cuts(list messages, list sizes, Py_ssize_t count, Py_ssize_t size, bint held, Py_ssize_t most, Py_ssize_t limit):

@@ -759,12 +759,23 @@ def _route_items(draw):
 
 @pytest.mark.unit
 @settings(max_examples=examples(300), deadline=None)
-@given(_route_items(), st.integers(-1, 6), st.booleans(), st.booleans(), st.integers(-1, 5), st.integers(0, 200), st.integers(1, 300))
-def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size):
+@given(
+    _route_items(),
+    st.integers(-1, 6),
+    st.booleans(),
+    st.booleans(),
+    st.integers(-1, 5),
+    st.integers(0, 200),
+    st.integers(1, 300),
+    st.dictionaries(st.integers(-1, 6), st.tuples(st.integers(1, 3), st.integers(0, 250)), max_size=4),
+    st.integers(1, 6),
+)
+def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, open_shape, batch_messages):
     """The compiled router groups a topic's items per partition with the
-    same record counts, sizes and sticky partitions as its pure twin, and
-    moves the sticky partition at the same items."""
-    from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, estimated_size
+    same record counts, sizes and sticky partitions as its pure twin, moves
+    the sticky partition at the same items, and appends the same items to
+    the partitions' open batches."""
+    from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, PartitionBatch, estimated_size
     from kclient.client.producer.collate import DATA_TYPES
     from kclient.client.producer.routing import route_topic
 
@@ -777,6 +788,16 @@ def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyle
 
         return calls, next_sticky
 
+    def open_batches():
+        out = {}
+        for p, (count, size) in open_shape.items():
+            b = out[p] = PartitionBatch("t", p, 0.0)
+            b.items, b.messages, b.size = ["held"] * count, count, size
+        return out
+
+    def shape(batches):
+        return {p: (b.items, b.messages, b.size) for p, b in batches.items()}
+
     args = (DATA_TYPES, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, ACCUMULATOR_RECORD_OVERHEAD)
     calls_c, choose_c = chooser()
     calls_py, choose_py = chooser()
@@ -784,6 +805,12 @@ def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyle
     pure = route_topic(list(items), *args, choose_py)
     assert compiled == pure
     assert calls_c == calls_py
+    open_c, open_py = open_batches(), open_batches()
+    with_open_c = _speedups.route_topic(list(items), *args, chooser()[1], open_c, batch_messages)
+    with_open_py = route_topic(list(items), *args, chooser()[1], open_py, batch_messages)
+    assert with_open_c == with_open_py
+    assert shape(open_c) == shape(open_py)
+    assert with_open_py[3] == sum(b.messages for b in open_py.values()) - sum(c for c, _ in open_shape.values())
     assert all(type(a) is type(b) for a, b in zip(
         [d for g in compiled[0].values() for d in g[0]], [d for g in pure[0].values() for d in g[0]], strict=True))
     groups = pure[0]
@@ -807,9 +834,14 @@ def test_route_topic_hands_back_other_shapes():
         [new_tuple(ProducerData, ("t", None, [b"a"], None, None, ()))],
         [ProducerData("t", None, [b"a"], partition=True)],
     ]
+    from kclient.client.producer.accumulator import PartitionBatch
+
     for items in odd:
         for route in (_speedups.route_topic, route_topic):
-            assert route(items, DATA_TYPES, 4, True, True, -1, 0, 100, 10, lambda p: 0) is None
+            open_batch = PartitionBatch("t", 0, 0.0)
+            open_batch.items, open_batch.messages, open_batch.size = ["held"], 1, 1
+            assert route([ProducerData("t", None, [b"x"], partition=0), *items], DATA_TYPES, 4, True, True, -1, 0, 100, 10, lambda p: 0, {0: open_batch}, 50) is None
+            assert open_batch.items == ["held"]  # nothing appended
 
 
 @pytest.mark.unit

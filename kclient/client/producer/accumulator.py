@@ -274,6 +274,10 @@ class RecordAccumulator:
         self._batches: dict[tuple[str, int], deque[PartitionBatch]] = {}
         #: Records held (in every batch).
         self.messages = 0
+        #: topic -> partition -> its open batch (not full, with items): where
+        #: the router may append an item that fits without filling it
+        #: (`open_batches`).
+        self._open: dict[str, dict[int, PartitionBatch]] = {}
         #: Called with (topic, partition) when a batch becomes full or is
         #: drained (the sticky partitioner's cue).
         self.on_batch_closed: Callable[[str, int], None] | None = None
@@ -286,6 +290,46 @@ class RecordAccumulator:
     def exhausted(self) -> bool:
         """Whether ``buffer_messages`` records are held (every batch is then ready)."""
         return self.messages >= self.buffer_messages
+
+    def open_batches(self, topic: str) -> dict[int, PartitionBatch]:
+        """The topic's open batches by partition, for appending in place.
+
+        An item may be appended to ``open_batches(topic)[p].items`` by the
+        caller only when it leaves the batch below ``batch_size`` bytes and
+        ``batch_messages`` records (it then joins the batch `append` would
+        have put it in, which stays open); the caller updates the batch's
+        ``size`` and ``messages`` and reports the records with
+        `appended_in_place`.
+
+        Args:
+            topic: The topic.
+
+        Returns:
+            ``{partition: PartitionBatch}`` (live: kept up to date here).
+        """
+        open_ = self._open.get(topic)
+        if open_ is None:
+            open_ = self._open[topic] = {}
+        return open_
+
+    def appended_in_place(self, messages: int) -> None:
+        """Count records a caller appended to `open_batches` itself.
+
+        Args:
+            messages: How many.
+        """
+        self.messages += messages
+
+    def _track_open(self, batch: PartitionBatch) -> None:
+        # After an append: the partition's last batch is open (or not).
+        open_ = self._open.get(batch.topic)
+        if batch.full or not batch.items:
+            if open_ is not None and open_.get(batch.partition) is batch:
+                del open_[batch.partition]
+        else:
+            if open_ is None:
+                open_ = self._open[batch.topic] = {}
+            open_[batch.partition] = batch
 
     def append(self, topic: str, partition: int, item: Any, messages: int, size: int) -> PartitionBatch:
         """Append an item to its partition's open batch, opening a new one
@@ -318,6 +362,8 @@ class RecordAccumulator:
         self.messages += messages
         if batch.size >= self.batch_size or batch.messages >= self.batch_messages:
             self._close(batch)
+        else:
+            self._track_open(batch)
         return batch
 
     def append_many(self, topic: str, partition: int, items: list[Any], messages: list[int], sizes: list[int]) -> None:
@@ -331,6 +377,8 @@ class RecordAccumulator:
             messages: How many records each holds.
             sizes: The estimated size of each (bytes).
         """
+        if not items:
+            return
         key = (topic, partition)
         queue = self._batches.get(key)
         if queue is None:
@@ -339,6 +387,16 @@ class RecordAccumulator:
         if batch is None or batch.full:
             batch = PartitionBatch(topic, partition, self.clock())
             queue.append(batch)
+        added = sum(messages)
+        self.messages += added
+        size = batch.size + sum(sizes)
+        count = batch.messages + added
+        if size < self.batch_size and count < self.batch_messages:
+            # The usual case: everything joins the open batch, which stays open.
+            batch.items += items
+            batch.size, batch.messages = size, count
+            self._track_open(batch)
+            return
         cuts, count, size = _batch_cuts(messages, sizes, batch.messages, batch.size, bool(batch.items), self.batch_messages, self.batch_size)
         start = 0
         for cut in cuts:
@@ -354,14 +412,17 @@ class RecordAccumulator:
             batch.items += items[start:]
         if batch.items:
             batch.messages, batch.size = count, size
+            self._track_open(batch)
         else:
             queue.pop()  # the empty batch opened last
             if not queue:
                 del self._batches[key]
-        self.messages += sum(messages)
 
     def _close(self, batch: PartitionBatch) -> None:
         batch.full = True
+        open_ = self._open.get(batch.topic)
+        if open_ is not None and open_.get(batch.partition) is batch:
+            del open_[batch.partition]
         if self.on_batch_closed is not None:
             self.on_batch_closed(batch.topic, batch.partition)
 
@@ -423,8 +484,12 @@ class RecordAccumulator:
                 used[leader] = used.get(leader, 0) + batch.size + BATCH_ENTRY_OVERHEAD
                 out.messages += batch.messages
                 out.batches += 1
-                if not batch.full and self.on_batch_closed is not None:
-                    self.on_batch_closed(batch.topic, batch.partition)
+                if not batch.full:
+                    open_ = self._open.get(batch.topic)
+                    if open_ is not None and open_.get(batch.partition) is batch:
+                        del open_[batch.partition]
+                    if self.on_batch_closed is not None:
+                        self.on_batch_closed(batch.topic, batch.partition)
             if not queue:
                 emptied.append(key)
         for key in emptied:

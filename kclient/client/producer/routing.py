@@ -20,7 +20,7 @@ from operator import itemgetter
 from typing import Any
 
 from kclient._accel import speedups as _speedups
-from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, UNKNOWN_PARTITION, RecordAccumulator, StickyPartitioner, estimated_size
+from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, UNKNOWN_PARTITION, PartitionBatch, RecordAccumulator, StickyPartitioner, estimated_size
 from kclient.client.producer.collate import DATA_TYPES
 from kclient.client.producer.data import new_tuple
 from kclient.client.producer.partitioner import fast_murmur2
@@ -57,7 +57,9 @@ def route_topic(
     batch_size: int,
     overhead: int,
     next_sticky: Callable[[int], int],
-) -> tuple[dict[int, tuple[list[Any], list[int], list[int]]], int, int] | None:
+    open_batches: dict[int, PartitionBatch] | None = None,
+    batch_messages: int = 0,
+) -> tuple[dict[int, tuple[list[Any], list[int], list[int]]], int, int, int] | None:
     """One topic's queued items per partition, with their record counts and
     estimated sizes (the pure twin of ``kclient._speedups.route_topic``).
 
@@ -83,28 +85,34 @@ def route_topic(
         next_sticky: ``next_sticky(p) -> partition``: the sticky
             partition after moving off ``p`` (-1: the current one, chosen
             when there is none).
+        open_batches: The topic's open batches by partition
+            (`RecordAccumulator.open_batches`), or None: an item of a
+            partition not grouped yet here that fits its open batch
+            without filling it (below ``batch_size`` bytes and
+            ``batch_messages`` records) is appended to it at once.
+        batch_messages: ``batch.num.messages`` (with ``open_batches``).
 
     Returns:
-        ``(groups, sticky_p, sticky_bytes)``, ``groups`` being ``{partition:
-        ([items], [record counts], [sizes])}``; None when an item is not an
-        exact instance of ``data_types``, its messages not a tuple or its
-        explicit partition not an int (the caller's general loop takes them).
+        ``(groups, sticky_p, sticky_bytes, in_place)``, ``groups`` being
+        ``{partition: ([items], [record counts], [sizes])}`` (for
+        `RecordAccumulator.append_many`) and ``in_place`` the records
+        appended to ``open_batches``; None when an item is not an exact
+        instance of ``data_types``, its messages not a tuple or its
+        explicit partition not an int (the caller's general loop takes
+        them; nothing was appended).
     """
     groups: dict[int, tuple[list[Any], list[int], list[int]]] = {}
+    in_place = 0
+    for d in items:  # the shapes first: nothing is appended unless all are taken
+        if type(d) not in data_types or type(d[2]) is not tuple or (d[4] is not None and type(d[4]) is not int):
+            return None
     for d in items:
-        kind = type(d)
-        if kind not in data_types:
-            return None
         key, messages, fixed = d[1], d[2], d[4]
-        if type(messages) is not tuple:
-            return None
         key_len = len(key) if isinstance(key, (bytes, bytearray, str)) else 0
         size = 0
         for m in messages:
             size += key_len + overhead + (len(m) if isinstance(m, (bytes, bytearray, str)) else 0)
         if fixed is not None:
-            if type(fixed) is not int:
-                return None
             p = fixed
         elif n_parts == 1:
             p = 0
@@ -128,11 +136,18 @@ def route_topic(
             p = UNKNOWN_PARTITION
         group = groups.get(p)
         if group is None:
+            batch = None if open_batches is None else open_batches.get(p)
+            if batch is not None and batch.size + size < batch_size and batch.messages + len(messages) < batch_messages:
+                batch.items.append(d)  # fits the open batch and leaves it open
+                batch.size += size
+                batch.messages += len(messages)
+                in_place += len(messages)
+                continue
             group = groups[p] = ([], [], [])
         group[0].append(d)
         group[1].append(len(messages))
         group[2].append(size)
-    return groups, sticky_p, sticky_bytes
+    return groups, sticky_p, sticky_bytes, in_place
 
 
 #: `route_topic`, compiled when ``kclient._speedups`` is built.
@@ -264,6 +279,7 @@ class PartitionRouter:
         topic = topics.pop()
         n = self.partition_count(topic)
         sticky = self.sticky
+        accumulator = self.accumulator
         current = sticky.current(topic)
 
         def next_sticky(p: int) -> int:
@@ -279,17 +295,20 @@ class PartitionRouter:
             self.sticky_keyless,
             -1 if current is None else current,
             self._sticky_bytes.get(topic, 0),
-            self.accumulator.batch_size,
+            accumulator.batch_size,
             _OVERHEAD,
             next_sticky,
+            accumulator.open_batches(topic),
+            accumulator.batch_messages,
         )
         if routed is None:
             return False
-        groups, _, sticky_bytes = routed
+        groups, _, sticky_bytes, in_place = routed
+        accumulator.appended_in_place(in_place)
         if self.sticky_keyless and n > 1:
             self._sticky_bytes[topic] = sticky_bytes
         self._counts[topic] = n
-        append_many = self.accumulator.append_many
+        append_many = accumulator.append_many
         for p, (datas, message_counts, sizes) in groups.items():
             append_many(topic, p, datas, message_counts, sizes)
         return True

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from kclient.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from kclient.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kclient.protocol.messages.alter_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.api_versions import API_VERSIONS
 from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
@@ -17,15 +19,18 @@ from kclient.protocol.messages.delete_groups import DELETE_GROUPS
 from kclient.protocol.messages.delete_topics import DELETE_TOPICS
 from kclient.protocol.messages.describe_configs import DESCRIBE_CONFIGS
 from kclient.protocol.messages.describe_groups import DESCRIBE_GROUPS
+from kclient.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
+from kclient.protocol.messages.end_txn import END_TXN
 from kclient.protocol.messages.fetch import FETCH
 from kclient.protocol.messages.find_coordinator import FIND_COORDINATOR
 from kclient.protocol.messages.heartbeat import HEARTBEAT
-from kclient.protocol.messages.init_producer_id import INIT_PRODUCER_ID
+from kclient.protocol.messages.init_producer_id import INIT_PRODUCER_ID, INIT_PRODUCER_ID_FULL
 from kclient.protocol.messages.join_group import JOIN_GROUP
 from kclient.protocol.messages.leader_and_isr import LEADER_AND_ISR
 from kclient.protocol.messages.leave_group import LEAVE_GROUP
 from kclient.protocol.messages.list_groups import LIST_GROUPS
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LIST_OFFSETS, MAX_TIMESTAMP
+from kclient.protocol.messages.list_transactions import LIST_TRANSACTIONS
 from kclient.protocol.messages.metadata import METADATA
 from kclient.protocol.messages.offset_commit import OFFSET_COMMIT
 from kclient.protocol.messages.offset_delete import OFFSET_DELETE
@@ -36,7 +41,9 @@ from kclient.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
 from kclient.protocol.messages.sasl_handshake import SASL_HANDSHAKE
 from kclient.protocol.messages.stop_replica import STOP_REPLICA
 from kclient.protocol.messages.sync_group import SYNC_GROUP
+from kclient.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kclient.protocol.messages.update_metadata import UPDATE_METADATA
+from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.schema import Api
 
 APIS: dict[int, Api] = {api.key: api for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID)}
@@ -77,6 +84,16 @@ ALL_APIS: dict[int, Api] = {
             OFFSET_DELETE,
             CONSUMER_GROUP_HEARTBEAT,
             CONSUMER_GROUP_DESCRIBE,
+            # Transactions (KIP-98, KIP-360, KIP-447, KIP-664): not served by
+            # the bundled broker yet, so not in APIS.
+            INIT_PRODUCER_ID_FULL,
+            ADD_PARTITIONS_TO_TXN,
+            ADD_OFFSETS_TO_TXN,
+            END_TXN,
+            WRITE_TXN_MARKERS,
+            TXN_OFFSET_COMMIT,
+            DESCRIBE_TRANSACTIONS,
+            LIST_TRANSACTIONS,
         )
     },
 }
@@ -114,6 +131,8 @@ def choose_version(api: Api, broker_versions: dict[int, tuple[int, int]], *, flo
 
 
 __all__ = [
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
     "ALL_APIS",
     "ALTER_CONFIGS",
     "APIS",
@@ -126,16 +145,20 @@ __all__ = [
     "DELETE_TOPICS",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_TRANSACTIONS",
+    "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
     "HEARTBEAT",
     "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
+    "INIT_PRODUCER_ID_FULL",
     "JOIN_GROUP",
     "LEADER_AND_ISR",
     "LEAVE_GROUP",
     "LIST_GROUPS",
     "LIST_OFFSETS",
+    "LIST_TRANSACTIONS",
     "METADATA",
     "OFFSET_COMMIT",
     "OFFSET_DELETE",
@@ -147,7 +170,9 @@ __all__ = [
     "SASL_HANDSHAKE",
     "STOP_REPLICA",
     "SYNC_GROUP",
+    "TXN_OFFSET_COMMIT",
     "UPDATE_METADATA",
+    "WRITE_TXN_MARKERS",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",

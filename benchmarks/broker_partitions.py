@@ -261,19 +261,22 @@ def start_broker(tree: str | None) -> Any:
 
     `BrokerProcess` puts the kclient of the process that starts it first on
     the broker's ``PYTHONPATH``; for another tree the broker's interpreter is
-    a wrapper script that sets ``PYTHONPATH`` to that tree alone."""
+    a wrapper script that sets ``PYTHONPATH`` to that tree alone and runs
+    in it (``python -m`` puts the working directory first on ``sys.path``:
+    a broker started from inside a checkout would otherwise import the
+    checkout's kclient, whatever ``PYTHONPATH`` says)."""
     from kclient.testing import BrokerProcess
 
     python = sys.executable
     if tree is not None:
         wrapper = Path(tempfile.mkdtemp(prefix="broker-partitions-")) / "python"
-        wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(tree)} exec {shlex.quote(sys.executable)} \"$@\"\n")
+        wrapper.write_text(f"#!/bin/sh\ncd {shlex.quote(tree)} || exit 1\nPYTHONPATH={shlex.quote(tree)} exec {shlex.quote(sys.executable)} \"$@\"\n")
         wrapper.chmod(0o755)
         python = str(wrapper)
     broker = BrokerProcess(properties={"num.partitions": 1}, startup_timeout=120, python=python).start()
     if tree is not None:
         environ = Path(f"/proc/{broker.pid}/environ").read_bytes().split(b"\0")
-        if f"PYTHONPATH={tree}".encode() not in environ:
+        if f"PYTHONPATH={tree}".encode() not in environ or os.readlink(f"/proc/{broker.pid}/cwd") != tree:
             raise SystemExit(f"the compared broker does not run {tree}")
     return broker
 

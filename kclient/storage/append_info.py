@@ -34,6 +34,9 @@ from kclient.protocol.records.scan import BatchInfo, scan_batches
 from kclient.protocol.records.v2 import ATTR_TRANSACTIONAL, HEADER
 
 _OFFSET = struct.Struct(">q")
+#: ``pack_offset(buf, position, offset)``: write a batch's base offset (its
+#: first 8 bytes, big-endian int64) at ``position`` of ``buf``.
+pack_offset = _OFFSET.pack_into
 _header_of = HEADER.unpack_from
 
 
@@ -181,6 +184,27 @@ def check_batches(batches: Sequence[ValidatedBatch], total: int, max_message_byt
     return wrappers
 
 
+def check_batch(batch: ValidatedBatch, total: int, max_message_bytes: int, segment_bytes: int) -> None:
+    """`check_batches` of a record set holding exactly one batch (the
+    leader's common append): the same checks, errors and messages.
+
+    Args:
+        batch: The batch.
+        total: The record set's length in bytes.
+        max_message_bytes: The largest batch allowed, in bytes.
+        segment_bytes: The largest set allowed, in bytes.
+
+    Raises:
+        CorruptRecordError: The batch does not cover the set.
+        MessageSizeTooLargeError: The batch is above ``max_message_bytes``.
+        InvalidRecordError: A negative ``lastOffsetDelta``.
+        RecordListTooLargeError: The set is above ``segment_bytes``.
+    """
+    size = batch.size
+    if size > max_message_bytes or batch.last_offset_delta < 0 or size != total or total > segment_bytes:
+        check_batches((batch,), total, max_message_bytes, segment_bytes)  # raises, with its message
+
+
 def assign_offsets(buf: bytearray, batches: Sequence[ValidatedBatch], next_offset: int) -> list[BatchInfo]:
     """Write offsets into a record set without compressed v0/v1 wrappers.
 
@@ -244,6 +268,8 @@ __all__ = [
     "analyze_records",
     "assign_offsets",
     "assign_with_wrappers",
+    "check_batch",
     "check_batches",
+    "pack_offset",
     "placed_batches",
 ]

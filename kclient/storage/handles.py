@@ -190,8 +190,10 @@ class FileHandleCache:
                 fd, f._fd = f._fd, None
                 self._close_fd(fd)
                 return
-            self._idle[f] = None
-            self._evict(self._capacity)
+            idle = self._idle
+            idle[f] = None
+            if len(idle) > self._capacity:
+                self._evict(self._capacity)
 
     def _adopt(self, f: CachedFile, fd: int) -> None:
         with self._lock:
@@ -319,6 +321,36 @@ class CachedFile:
     def unpin(self) -> None:
         """Give back a `pin`; the descriptor may then be closed."""
         self._cache._unpin(self)
+
+    def write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        """``os.pwrite`` all of ``data`` at byte ``position``, the file
+        pinned meanwhile; on failure the file is truncated back to
+        ``position`` and the error raised (a segment's append).
+
+        Args:
+            data: The bytes.
+            position: Where they go in the file, in bytes.
+
+        Raises:
+            ValueError: The file was closed.
+            OSError: Opening or writing failed.
+        """
+        cache = self._cache
+        fd = cache._pin(self)
+        try:
+            written = os.pwrite(fd, data, position)
+            if written < len(data):  # a short write: write the rest
+                view = memoryview(data)
+                while written < len(view):
+                    written += os.pwrite(fd, view[written:], position + written)
+        except BaseException:
+            try:
+                os.ftruncate(fd, position)
+            except OSError:
+                logger.exception("%s: could not truncate back to %d bytes after a failed write", self._path, position)
+            raise
+        finally:
+            cache._unpin(self)
 
     def use(self) -> CachedFile:
         """The descriptor, pinned for a ``with`` block

@@ -100,6 +100,10 @@ class LeaderEpochCache:
         for epoch, start in entries or ():
             self._epochs.append(epoch)
             self._starts.append(start)
+        #: ``_epochs[-1]`` (-1 when empty), set under the lock by every
+        #: change (`_changed_locked`): `latest_epoch` reads it without the
+        #: lock (it is asked once per leader append).
+        self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> LeaderEpochCache | None:
@@ -132,8 +136,7 @@ class LeaderEpochCache:
 
     def latest_epoch(self) -> int:
         """The latest leader epoch recorded, -1 (``UNDEFINED_EPOCH``) if none."""
-        with self._lock:
-            return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+        return self._latest
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """The OffsetsForLeaderEpoch answer for ``epoch`` (KIP-101, KIP-279).
@@ -204,7 +207,7 @@ class LeaderEpochCache:
             del self._epochs[keep:], self._starts[keep:]
             self._epochs.append(epoch)
             self._starts.append(start_offset)
-            self._write_locked()
+            self._changed_locked()
         logger.info("%s: leader epoch %d starts at offset %d", self.path.parent.name, epoch, start_offset)
         return True
 
@@ -226,7 +229,7 @@ class LeaderEpochCache:
             if keep == len(self._starts):
                 return False
             del self._epochs[keep:], self._starts[keep:]
-            self._write_locked()
+            self._changed_locked()
             return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
@@ -248,7 +251,7 @@ class LeaderEpochCache:
             del self._epochs[:below], self._starts[:below]
             self._epochs.insert(0, epoch)
             self._starts.insert(0, start_offset)
-            self._write_locked()
+            self._changed_locked()
             return True
 
     def clear(self) -> None:
@@ -260,7 +263,7 @@ class LeaderEpochCache:
         with self._lock:
             self._epochs.clear()
             self._starts.clear()
-            self._write_locked()
+            self._changed_locked()
 
     def flush(self) -> None:
         """Write the file now (after building the cache from the log).
@@ -270,6 +273,12 @@ class LeaderEpochCache:
         """
         with self._lock:
             self._write_locked()
+
+    def _changed_locked(self) -> None:
+        """The entries changed (lock held): refresh `latest_epoch`'s
+        value, then rewrite the file."""
+        self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+        self._write_locked()
 
     def _write_locked(self) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(self._epochs))]

@@ -290,13 +290,42 @@ class LocalLog:
             Whether the message-count flush policy
                 (``flush_interval_messages``) is due.
         """
+        self._active_for(len(buf), first, last, now).append(buf, first, last, now_ms=now, batches=placed)
+        return self._appended(last, now, move_high_watermark)
+
+    def append_batch_locked(self, buf: bytearray, first: int, last: int, now: int, max_timestamp: int) -> bool:
+        """`append_locked` of exactly one v2 batch as the leader (lock
+        held): the same roll, write (`LogSegment.append_batch`), indexing,
+        log end offset and high watermark, without a `BatchInfo`.
+
+        Args:
+            buf: The whole batch, carrying offsets ``first``..``last``.
+            first: Its base offset (the log end offset).
+            last: Its last offset.
+            now: The append time in ms.
+            max_timestamp: Its ``maxTimestamp`` (ms).
+
+        Returns:
+            Whether the message-count flush policy
+                (``flush_interval_messages``) is due.
+        """
+        self._active_for(len(buf), first, last, now).append_batch(buf, first, last, max_timestamp, now)
+        return self._appended(last, now, True)
+
+    def _active_for(self, total: int, first: int, last: int, now: int) -> LogSegment:
+        """The segment an append of ``total`` bytes at ``first``..``last``
+        goes to (lock held): the active one, its indexes rebuilt if a
+        reader found them inconsistent, or a new one if a roll is due."""
         active = self._view.segments[-1]
         if active.index_suspect:
             active.rebuild_indexes()
-        reason = self._roll_reason(active, len(buf), last, now)
-        if reason:
-            active = self.roll_locked(first, now, reason)
-        active.append(buf, first, last, now_ms=now, batches=placed)
+        reason = self._roll_reason(active, total, last, now)
+        return self.roll_locked(first, now, reason) if reason else active
+
+    def _appended(self, last: int, now: int, move_high_watermark: bool) -> bool:
+        """Offsets up to ``last`` were appended (lock held): move the log
+        end offset (and the high watermark of a leader append while it
+        follows the log end); True if the message-count flush is due."""
         end = self._log_end_offset = last + 1
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now

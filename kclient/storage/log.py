@@ -62,7 +62,9 @@ from kclient.storage.append_info import (
     analyze_records,
     assign_offsets,
     assign_with_wrappers,
+    check_batch,
     check_batches,
+    pack_offset,
     placed_batches,
 )
 from kclient.storage.delegation import Forwarded, constructor, forwarded
@@ -350,6 +352,8 @@ class Log:
             OSError: The write failed, or the policy flush failed (the
                 records are then appended but not known to be durable).
         """
+        if batches is not None and len(batches) == 1 and batches[0].magic == 2:
+            return self._append_batch(records, batches[0], now_ms, leader_epoch, validate_producer_state)
         buf = bytearray(records)
         local = self._local
         with local.lock:
@@ -384,6 +388,46 @@ class Log:
                     if b.magic == 2:
                         stamp_partition_leader_epoch(buf, b.position, leader_epoch)
             flush_due = self._write_locked(buf, batches, placed, first, last, now, leader_epoch=leader_epoch)
+        if flush_due:
+            local.flush(now_ms=now)
+        return AppendResult(first, last, -1)
+
+    def _append_batch(
+        self, records: Buffer, batch: ValidatedBatch, now_ms: int | None, leader_epoch: int | None, validate_producer_state: bool
+    ) -> AppendResult:
+        """`append` of a record set of exactly one v2 batch (a Produce
+        request's common case), fused: the same checks, producer state,
+        offsets, leader epoch, roll, indexes, flush policy and result,
+        through `LocalLog.append_batch_locked`, with no per-append list or
+        `BatchInfo`."""
+        buf = bytearray(records)
+        local = self._local
+        with local.lock:
+            local.check_open()
+            first = local.log_end_offset
+            if not buf:
+                return AppendResult(first, first - 1)
+            config = local.config
+            check_batch(batch, len(buf), config.max_message_bytes, config.segment_bytes)
+            idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
+            if idempotent:
+                producer_batch = ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_offset_delta)
+                duplicate = self._producer_state.check((producer_batch,)) if validate_producer_state else None
+                if duplicate is not None:
+                    logger.debug("log %s: duplicate batch, already at offsets %d..%d", self.directory, duplicate.first_offset, duplicate.last_offset)
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate=True)
+            now = self._clock() if now_ms is None else now_ms
+            last = first + batch.last_offset_delta
+            position = batch.position
+            pack_offset(buf, position, first)
+            if leader_epoch is not None:
+                stamp_partition_leader_epoch(buf, position, leader_epoch)
+            flush_due = local.append_batch_locked(buf, first, last, now, batch.max_timestamp)
+            cache = self._epoch_cache
+            if leader_epoch is not None and leader_epoch > cache.latest_epoch():
+                cache.assign(leader_epoch, first)
+            if idempotent:
+                self._producer_state.update(producer_batch, first, last)
         if flush_due:
             local.flush(now_ms=now)
         return AppendResult(first, last, -1)

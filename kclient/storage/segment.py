@@ -629,7 +629,7 @@ class LogSegment:
             batches = list(scan_batches(view))
         self._check_append(view, batches, first_offset, last_offset)
         start = self._size
-        self._write_at(view, start)
+        self._log.write_at(view, start)
         if start == 0:
             self._rolling_base_ms = clock.now_ms() if now_ms is None else now_ms
         recent = self._recent_starts
@@ -638,6 +638,40 @@ class LogSegment:
             if info.magic == 2:
                 recent[info.base_offset] = start + info.position
         while len(recent) > _RECENT_STARTS:
+            del recent[next(iter(recent))]
+        self._size = start + n
+        self._last_offset = last_offset
+
+    def append_batch(self, data: bytearray, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
+        """`append` of exactly one v2 batch (the leader's common Produce
+        append, `kclient.storage.log.Log.append`): the same checks, write,
+        indexes and tail state, without a `BatchInfo`.
+
+        Args:
+            data: The whole batch, carrying its offsets.
+            base_offset: Its base offset.
+            last_offset: Its last offset.
+            max_timestamp: Its ``maxTimestamp`` (ms).
+            now_ms: The append time in ms, for `rolling_base_ms`.
+
+        Raises as `append`.
+        """
+        n = len(data)
+        start = self._size
+        previous = self._last_offset
+        if previous is None or not self._tail_known:
+            previous = self.last_offset
+        if base_offset <= previous or last_offset < base_offset:
+            raise ValueError(f"segment {self.log_path}: offsets {base_offset}..{last_offset} do not follow {previous}")
+        if last_offset - self.base_offset > _INT32_MAX or start + n > _INT32_MAX:
+            raise ValueError(f"segment {self.log_path}: append of {n} bytes at {base_offset}..{last_offset} overflows the segment")
+        self._log.write_at(data, start)
+        if start == 0:
+            self._rolling_base_ms = now_ms
+        self._index_batch(base_offset, last_offset, start, n, max_timestamp)
+        recent = self._recent_starts
+        recent[base_offset] = start
+        if len(recent) > _RECENT_STARTS:
             del recent[next(iter(recent))]
         self._size = start + n
         self._last_offset = last_offset
@@ -661,21 +695,6 @@ class LogSegment:
             raise ValueError(
                 f"segment {self.log_path}: batches hold {head.base_offset}..{tail.last_offset}, not {first_offset}..{last_offset}"
             )
-
-    def _write_at(self, view: memoryview, start: int) -> None:
-        """``pwrite`` all of ``view`` at byte ``start``; on failure the file
-        is truncated back to ``start`` and the error raised."""
-        with self._log.use() as fd:
-            try:
-                written = 0
-                while written < len(view):
-                    written += os.pwrite(fd, view[written:], start + written)
-            except BaseException:
-                try:
-                    os.ftruncate(fd, start)
-                except OSError:
-                    logger.exception("segment %s: could not truncate back to %d bytes after a failed write", self.log_path, start)
-                raise
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that holds an offset ``>= offset``, whole.

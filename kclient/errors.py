@@ -109,6 +109,18 @@ UNRELEASED_INSTANCE_ID = 111
 UNSUPPORTED_ASSIGNOR = 112
 #: KIP-848: an OffsetCommit carries an older member epoch than the member's.
 STALE_MEMBER_EPOCH = 113
+#: KIP-98 transactions: the codes the transaction coordinator answers.
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
+OPERATION_NOT_ATTEMPTED = 55
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
+#: The broker's log directory failed (KIP-112).
+KAFKA_STORAGE_ERROR = 56
 
 
 class KafkaError(Exception):
@@ -666,6 +678,51 @@ class UnsupportedAssignorError(BrokerResponseError):
 class StaleMemberEpochError(BrokerResponseError):
     """113: an OffsetCommit carries an older member epoch than the
     coordinator's: the member's assignment changed meanwhile (KIP-848)."""
+
+
+@_code(INVALID_TXN_STATE, "INVALID_TXN_STATE")
+class InvalidTxnStateError(BrokerResponseError):
+    """48: a transactional request the transaction's state does not allow (KIP-98)."""
+
+
+@_code(INVALID_PRODUCER_ID_MAPPING, "INVALID_PRODUCER_ID_MAPPING")
+class InvalidProducerIdMappingError(BrokerResponseError):
+    """49: the producer id is not the one the transactional id holds (KIP-98)."""
+
+
+@_code(INVALID_TRANSACTION_TIMEOUT, "INVALID_TRANSACTION_TIMEOUT")
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    """50: ``transaction.timeout.ms`` is not in 1 .. ``transaction.max.timeout.ms`` (KIP-98)."""
+
+
+@_code(CONCURRENT_TRANSACTIONS, "CONCURRENT_TRANSACTIONS", retriable=True)
+class ConcurrentTransactionsError(BrokerResponseError):
+    """51: the transaction is completing or another change is pending; retry (KIP-98)."""
+
+
+@_code(TRANSACTION_COORDINATOR_FENCED, "TRANSACTION_COORDINATOR_FENCED")
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """52: WriteTxnMarkers from a coordinator with a stale coordinator epoch (KIP-98)."""
+
+
+@_code(OPERATION_NOT_ATTEMPTED, "OPERATION_NOT_ATTEMPTED")
+class OperationNotAttemptedError(BrokerResponseError):
+    """55: not attempted because another part of the same request failed."""
+
+
+@_code(PRODUCER_FENCED, "PRODUCER_FENCED")
+class ProducerFencedError(BrokerResponseError):
+    """90: a newer producer with the same transactional id has a newer epoch (KIP-588)."""
+
+
+@_code(TRANSACTIONAL_ID_NOT_FOUND, "TRANSACTIONAL_ID_NOT_FOUND")
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """105: the coordinator holds no state for the transactional id (KIP-664)."""
+
+
+@_code(TRANSACTION_ABORTABLE, "TRANSACTION_ABORTABLE")
+class TransactionAbortableError(BrokerResponseError):
+    """120: the transaction failed but may be aborted and the id reused (KIP-890)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

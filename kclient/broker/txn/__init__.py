@@ -1,0 +1,20 @@
+"""The transaction coordinator of the bundled broker (KIP-98), as pure
+modules: state, decisions and records; the broker wires them to
+``__transaction_state`` and the network.
+
+Kafka's design: a transactional id's coordinator is the leader of
+partition ``abs(hashCode(id)) % n`` of the compacted
+``__transaction_state`` topic, whose records hold each id's producer id,
+epoch, state and partitions; the coordinator keeps them in memory, loading
+the partition when it becomes its leader.
+
+- `kclient.broker.txn.partitioner`: the id -> partition mapping;
+- `kclient.broker.txn.metadata`: one id's state and Kafka's legal
+  transitions;
+- `kclient.broker.txn.records`: state <-> ``__transaction_state`` records
+  (formats in `kclient.protocol.messages.transaction_log`);
+- `kclient.broker.txn.coordinator`: the decisions of InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and timeouts;
+- `kclient.broker.txn.state_manager`: the cache of the ids this broker
+  coordinates, loading, expiry, DescribeTransactions / ListTransactions.
+"""

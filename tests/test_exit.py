@@ -140,7 +140,8 @@ from kclient import Producer, ProducerData
 from tests.helpers.wait import wait_for
 p = Producer({"metadata.broker.list": sys.argv[1], "producer.type": "async",
               "queue.buffering.max.ms": 60000, "batch.num.messages": 200,
-              "close.timeout.ms": int(sys.argv[3]), "message.send.max.retries": 0})
+              "close.timeout.ms": int(sys.argv[3]), "message.send.max.retries": 0,
+              "max.in.flight.requests.per.connection": 1})
 p.send(ProducerData(sys.argv[2], key=None, messages=[b"first"]))
 p.flush()  # connected and the metadata known
 print("READY", flush=True)
@@ -168,6 +169,7 @@ elif MODE == "close_timeout":
         p.close(timeout_ms=1000)
     except FailedToSendMessageError as exc:
         print("LOST", exc.lost_messages, flush=True)
+        print("POSSIBLY", exc.possibly_written, flush=True)
 print("EXITING", flush=True)
 """
 
@@ -240,6 +242,11 @@ def test_close_with_timeout_abandons_and_counts(stalled_broker, topic):
     assert rc == 0, err
     assert re.search(r"^LOST 1000$", out, re.MULTILINE), out
     assert abandoned_counts(err) == [1000], err
+    # One batch of 200 was written (max.in.flight 1) and is unanswered: it
+    # may be in the log. The other 800 wait in the per-partition batches,
+    # never written: not sent, not "possibly written".
+    assert re.search(r"^POSSIBLY 200$", out, re.MULTILINE), (out, err)
+    assert "0 still queued, 800 batched and never sent, 200 sent and not acknowledged" in err, err
 
 
 @pytest.mark.unit

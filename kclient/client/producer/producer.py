@@ -703,12 +703,6 @@ class _ProducerCloser(ExitCloser):
         if self._queue is not None:
             dropped = self._queue.abandon()
             in_flight = max(0, self._queue.statistics().unfinished_messages)
-        total = dropped + in_flight
-        self._in_flight_abandoned = in_flight
-        log.error(
-            "%s: %d record(s) abandoned, not delivered (%d still queued, %d taken for sending and not acknowledged): %s",
-            self.description, total, dropped, in_flight, why,
-        )
         try:
             self._callbacks.close()
         except Exception:
@@ -720,6 +714,16 @@ class _ProducerCloser(ExitCloser):
                 self._loop.close(timeout=1.0)
             except Exception as exc:
                 log.debug("%s: loop ended with %r", self.description, exc)
+        # Of the records taken off the queue, those still in the
+        # per-partition batches were never written (read once the loop
+        # stopped): not sent. Only the rest may be in the log.
+        held = min(in_flight, self._thread.unsent_messages) if self._thread is not None else 0
+        total = dropped + in_flight
+        self._in_flight_abandoned = in_flight - held
+        log.error(
+            "%s: %d record(s) abandoned, not delivered (%d still queued, %d batched and never sent, %d sent and not acknowledged): %s",
+            self.description, total, dropped, held, in_flight - held, why,
+        )
         return total
 
     def _report(self, abandoned: int, at_exit: bool) -> None:

@@ -56,6 +56,7 @@ from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import DeliveryReport, reports_of, settle
 from kclient.client.producer.queue import MessageQueue, QueueStatistics  # noqa: F401  (QueueStatistics: re-export)
 from kclient.client.producer.routing import PartitionRouter
+from kclient.errors import ProducerClosedError
 from kclient.sync import LoopThread
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,10 @@ class ProducerSendThread(LoopThread):
         self._on_send_error = overrides(self._callbacks, "on_send_error")
         self._finished = threading.Event()
         self._outstanding = 0
+        #: The per-partition loop's accumulator, once it runs (`unsent_messages`).
+        self._accumulator: RecordAccumulator | None = None
+        #: Records of batches the closed producer refused (never written).
+        self._refused_messages = 0
         #: Set when a batch completes (the per-partition loop waits on it
         #: while every in-flight slot is taken).
         self._slot_freed: trio.Event | None = None
@@ -295,6 +300,7 @@ class ProducerSendThread(LoopThread):
             max_request_size=self.max_request_size,
             buffer_messages=queue.max_messages,
         )
+        self._accumulator = accumulator
         source: PartitionSource = producer
         router = PartitionRouter(
             accumulator, lambda topic: len(source.cached_partitions(topic)), hash_keys=source.hashes_keys, sticky_keyless=source.sticky_keyless
@@ -414,6 +420,8 @@ class ProducerSendThread(LoopThread):
         try:
             await producer.submit_batch(batch, done)
         except Exception as exc:  # closed before it could be written
+            if isinstance(exc, ProducerClosedError):
+                self._refused_messages += n
             done(exc)
 
     def _record_failure(self, batch: list[Any], exc: BaseException, messages: int, reported: int = 0) -> None:
@@ -447,6 +455,15 @@ class ProducerSendThread(LoopThread):
             self._callbacks.on_send_error(batch, exc)
         except Exception:
             log.exception("CallbackHandler.on_send_error raised")
+
+    @property
+    def unsent_messages(self) -> int:
+        """Records taken off the queue that were never written to a broker:
+        still in the per-partition batches, or in batches the closed
+        producer refused (`ProducerClosedError`). Exact once the loop
+        stopped; a snapshot while it runs."""
+        accumulator = self._accumulator
+        return self._refused_messages + (accumulator.messages if accumulator is not None else 0)
 
     def statistics(self) -> SendStatistics:
         """A snapshot of the counters (exact once `join` returned)."""

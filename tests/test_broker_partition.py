@@ -23,6 +23,7 @@ from kclient.protocol.messages.fetch import PartitionData
 from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig
+from kclient.storage.append_info import analyze_records
 
 pytestmark = pytest.mark.unit
 
@@ -167,3 +168,33 @@ def test_a_fetch_answered_after_the_role_changed_is_not_appended(tmp_path):
         assert appends.notified == [part.key]
 
     trio.run(main)
+
+
+def test_append_records_to_leader_moves_the_high_watermark_as_after_leader_append(tmp_path):
+    """A leader alone in its ISR has the log move the high watermark within
+    the append; with followers in the ISR (or one joining it) it waits for
+    them, as `after_leader_append`; a retried idempotent batch moves
+    nothing; every append wakes the partition's fetch waiters."""
+    woken: list = []
+    part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()), 1, request_isr_change=lambda p, isr: None, notify=woken.append)
+    state = LeaderAndIsrPartitionState(leader=1, leader_epoch=3, isr=[1], replicas=[1, 2], partition_epoch=0, controller_epoch=1)
+    part.make_leader(state, now_ms=1000)
+    woken.clear()
+    data = build_batch([(None, b"v", 1000)] * 2, producer_id=9, producer_epoch=0, base_sequence=0)
+    result = part.append_records_to_leader(data, 1001, tuple(analyze_records(data)))
+    assert (result.base_offset, result.last_offset, result.duplicate) == (0, 1, False)
+    assert part.high_watermark == part.log.log_end_offset == 2 and woken == [("t", 0)]
+    assert part.log.leader_epoch_cache.entries() == [(3, 0)]
+    again = part.append_records_to_leader(data, 1002, None)  # (the general path of the log)
+    assert again.duplicate and part.log.log_end_offset == 2 and woken == [("t", 0)]
+    part.record_follower_fetch(2, 2, 1003)  # replica 2 caught up: asked to join
+    part.begin_isr_change((1, 2))
+    part.append_records_to_leader(build_batch([(None, b"w", 1000)]), 1004, None)
+    assert part.log.log_end_offset == 3 and part.high_watermark == 2  # waits for the joining replica
+    part.apply_isr((1, 2), 1)
+    part.end_isr_change()
+    part.append_records_to_leader(build_batch([(None, b"x", 1000)]), 1005, None)
+    assert part.log.log_end_offset == 4 and part.high_watermark == 2
+    part.record_follower_fetch(2, 4, 1006)
+    assert part.high_watermark == 4
+    part.log.close()

@@ -599,9 +599,7 @@ class RequestHandlers:
                 entry.log_start_offset = plog.log_start_offset
                 return None
         try:
-            result = plog.append(
-                prepared.records, now_ms=now, leader_epoch=part.leader_epoch, validate_producer_state=True, batches=prepared.batches
-            )
+            result = part.append_records_to_leader(prepared.records, now, prepared.batches)
         except BrokerResponseError as exc:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
             entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
@@ -613,8 +611,6 @@ class RequestHandlers:
             return None
         if result.duplicate:
             log.debug("produce to %s-%d: duplicate batch (already at offset %d)", topic, partition, result.base_offset)
-        else:
-            part.after_leader_append()
         entry.base_offset, entry.log_start_offset = result.base_offset, plog.log_start_offset
         entry.log_append_time_ms = prepared.log_append_time_ms
         return part

@@ -49,7 +49,11 @@ from kclient.errors import (
 from kclient.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
 if TYPE_CHECKING:
-    from kclient.storage import Log
+    from collections.abc import Sequence
+
+    from kclient.protocol.primitives import Buffer
+    from kclient.storage import AppendResult, Log
+    from kclient.storage.append_info import ValidatedBatch
 
 log = logging.getLogger("kclient.broker")
 
@@ -94,6 +98,8 @@ class Partition:
         self.partition = partition
         self.log = log
         self.broker_id = broker_id
+        #: The ISR of a leader alone (see `append_records_to_leader`).
+        self._alone = (broker_id,)
         self.leader_id = -1
         self.leader_epoch = -1
         #: Bumped each time this broker becomes leader after not leading: a
@@ -225,6 +231,43 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
+
+    def append_records_to_leader(self, records: Buffer, now_ms: int, batches: Sequence[ValidatedBatch] | None) -> AppendResult:
+        """Append a Produce request's validated records as the leader
+        (Kafka's ``Partition.appendRecordsToLeader``): stamped with the
+        leader epoch (KIP-101), the idempotent producers' sequence numbers
+        checked (KIP-98), then the high watermark moved as
+        `after_leader_append` moves it (unless the records were a
+        duplicate). A leader alone in its ISR (none being added) has the
+        log move it to the new log end offset within the append.
+
+        Args:
+            records (bytes | bytearray | memoryview): The record set, in the
+                stored format.
+            now_ms: The append time in ms.
+            batches: What validation found of its batches (`kclient.storage.Log.append`'s ``batches``).
+
+        Returns:
+            The log's `kclient.storage.AppendResult`.
+
+        Raises:
+            BrokerResponseError: As `kclient.storage.Log.append` (nothing was
+                appended).
+            OSError: The write failed.
+        """
+        alone = self.isr == self._alone and not self.pending_isr and self.leader_id == self.broker_id
+        result = self.log.append(
+            records, now_ms=now_ms, leader_epoch=self.leader_epoch, validate_producer_state=True, batches=batches, high_watermark_to_end=alone
+        )
+        if result.duplicate:
+            return result
+        if not alone:
+            self.after_leader_append()
+        elif result.last_offset >= result.base_offset:
+            self._wake()  # (the high watermark moved with the log end offset)
+        else:
+            self._notify(self._key)
+        return result
 
     def after_leader_append(self) -> None:
         """The leader appended: the high watermark may move (ISR of one);

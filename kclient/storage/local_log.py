@@ -268,7 +268,9 @@ class LocalLog:
 
     # ------------------------------------------------------------ append
 
-    def append_locked(self, buf: Buffer, first: int, last: int, now: int, placed: list[BatchInfo], *, move_high_watermark: bool) -> bool:
+    def append_locked(
+        self, buf: Buffer, first: int, last: int, now: int, placed: list[BatchInfo], *, move_high_watermark: bool, high_watermark_to_end: bool = False
+    ) -> bool:
         """Write batches carrying offsets ``first``..``last`` at the log end
         (lock held): rebuild the active segment's indexes if a reader found
         them inconsistent, roll if due (``segment_bytes``, ``roll_ms``, a
@@ -285,15 +287,18 @@ class LocalLog:
             move_high_watermark: A leader append: the high watermark
                 follows the log end offset while
                 `high_watermark_follows_log_end`.
+            high_watermark_to_end: Set the high watermark to the new log
+                end offset, as `update_high_watermark` would, under the
+                same lock (a leader alone in its ISR).
 
         Returns:
             Whether the message-count flush policy
                 (``flush_interval_messages``) is due.
         """
         self._active_for(len(buf), first, last, now).append(buf, first, last, now_ms=now, batches=placed)
-        return self._appended(last, now, move_high_watermark)
+        return self._appended(last, now, move_high_watermark, high_watermark_to_end)
 
-    def append_batch_locked(self, buf: bytearray, first: int, last: int, now: int, max_timestamp: int) -> bool:
+    def append_batch_locked(self, buf: bytearray, first: int, last: int, now: int, max_timestamp: int, high_watermark_to_end: bool) -> bool:
         """`append_locked` of exactly one v2 batch as the leader (lock
         held): the same roll, write (`LogSegment.append_batch`), indexing,
         log end offset and high watermark, without a `BatchInfo`.
@@ -304,13 +309,14 @@ class LocalLog:
             last: Its last offset.
             now: The append time in ms.
             max_timestamp: Its ``maxTimestamp`` (ms).
+            high_watermark_to_end: As `append_locked`'s.
 
         Returns:
             Whether the message-count flush policy
                 (``flush_interval_messages``) is due.
         """
         self._active_for(len(buf), first, last, now).append_batch(buf, first, last, max_timestamp, now)
-        return self._appended(last, now, True)
+        return self._appended(last, now, True, high_watermark_to_end)
 
     def _active_for(self, total: int, first: int, last: int, now: int) -> LogSegment:
         """The segment an append of ``total`` bytes at ``first``..``last``
@@ -322,14 +328,18 @@ class LocalLog:
         reason = self._roll_reason(active, total, last, now)
         return self.roll_locked(first, now, reason) if reason else active
 
-    def _appended(self, last: int, now: int, move_high_watermark: bool) -> bool:
+    def _appended(self, last: int, now: int, move_high_watermark: bool, to_end: bool) -> bool:
         """Offsets up to ``last`` were appended (lock held): move the log
-        end offset (and the high watermark of a leader append while it
-        follows the log end); True if the message-count flush is due."""
+        end offset (and the high watermark: ``to_end``, or a leader append
+        while it follows the log end); True if the message-count flush is
+        due."""
         end = self._log_end_offset = last + 1
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
-        if move_high_watermark and self.high_watermark_follows_log_end:
+        if to_end:
+            self.high_watermark_follows_log_end = False
+            self._high_watermark = end
+        elif move_high_watermark and self.high_watermark_follows_log_end:
             self._high_watermark = end
         return end - self._recovery_point >= self.config.flush_interval_messages
 

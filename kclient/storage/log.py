@@ -49,8 +49,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import attrs
+from typing import NamedTuple
 
 from kclient.clock import now_ms
 from kclient.errors import UnexpectedAppendOffsetError
@@ -79,8 +78,7 @@ from kclient.storage.segment import LogSegment
 logger = logging.getLogger(__name__)
 
 
-@attrs.frozen
-class AppendResult:
+class AppendResult(NamedTuple):
     """Outcome of `Log.append` / `Log.append_as_follower`: the first and
     last offsets assigned, and the LogAppendTime in ms. `Log.append` always
     reports -1: it stores batches as given, and a LogAppendTime topic's
@@ -90,6 +88,8 @@ class AppendResult:
     ``duplicate``: the records were a retried idempotent batch already in
     the log (KIP-98): nothing was written and the offsets are those the
     batch got the first time.
+
+    A tuple (one is made per partition of every Produce request); read-only.
     """
 
     base_offset: int
@@ -288,6 +288,7 @@ class Log:
         leader_epoch: int | None = None,
         validate_producer_state: bool = False,
         batches: Sequence[ValidatedBatch] | None = None,
+        high_watermark_to_end: bool = False,
     ) -> AppendResult:
         """Assign offsets to ``records`` and append them as the leader; return the offsets.
 
@@ -329,6 +330,11 @@ class Log:
                 (`kclient.broker.convert.prepare_append` hands it down, as
                 Kafka's ``LogValidator`` result): the log then reads no
                 header. ``None``: `analyze_records` reads them once.
+            high_watermark_to_end: Also set the high watermark to the new
+                log end offset under the same lock, as
+                `update_high_watermark` would after the append (the leader
+                alone in its ISR: Kafka's ``maybeIncrementLeaderHW`` then
+                gives the log end offset).
 
         Returns:
             The offsets assigned. An empty ``records`` writes nothing and
@@ -353,7 +359,7 @@ class Log:
                 records are then appended but not known to be durable).
         """
         if batches is not None and len(batches) == 1 and batches[0].magic == 2:
-            return self._append_batch(records, batches[0], now_ms, leader_epoch, validate_producer_state)
+            return self._append_batch(records, batches[0], now_ms, leader_epoch, validate_producer_state, high_watermark_to_end)
         buf = bytearray(records)
         local = self._local
         with local.lock:
@@ -387,13 +393,13 @@ class Log:
                 for b in batches:
                     if b.magic == 2:
                         stamp_partition_leader_epoch(buf, b.position, leader_epoch)
-            flush_due = self._write_locked(buf, batches, placed, first, last, now, leader_epoch=leader_epoch)
+            flush_due = self._write_locked(buf, batches, placed, first, last, now, leader_epoch=leader_epoch, to_end=high_watermark_to_end)
         if flush_due:
             local.flush(now_ms=now)
         return AppendResult(first, last, -1)
 
     def _append_batch(
-        self, records: Buffer, batch: ValidatedBatch, now_ms: int | None, leader_epoch: int | None, validate_producer_state: bool
+        self, records: Buffer, batch: ValidatedBatch, now_ms: int | None, leader_epoch: int | None, validate_producer_state: bool, to_end: bool
     ) -> AppendResult:
         """`append` of a record set of exactly one v2 batch (a Produce
         request's common case), fused: the same checks, producer state,
@@ -422,7 +428,7 @@ class Log:
             pack_offset(buf, position, first)
             if leader_epoch is not None:
                 stamp_partition_leader_epoch(buf, position, leader_epoch)
-            flush_due = local.append_batch_locked(buf, first, last, now, batch.max_timestamp)
+            flush_due = local.append_batch_locked(buf, first, last, now, batch.max_timestamp, to_end)
             cache = self._epoch_cache
             if leader_epoch is not None and leader_epoch > cache.latest_epoch():
                 cache.assign(leader_epoch, first)
@@ -516,6 +522,7 @@ class Log:
         *,
         leader_epoch: int | None = None,
         epochs_from_batches: bool = False,
+        to_end: bool = False,
     ) -> bool:
         """Write batches carrying offsets ``first``..``last`` at the log end
         (lock held; ``placed``: the batches with their final offsets) with
@@ -523,8 +530,11 @@ class Log:
         there), then record the leader epoch (``leader_epoch`` for a leader
         append, or each batch's own ``partitionLeaderEpoch`` with
         ``epochs_from_batches`` for a follower append) and the producer
-        state. Returns whether the message-count flush policy is due."""
-        flush_due = self._local.append_locked(buf, first, last, now, placed, move_high_watermark=not epochs_from_batches)
+        state (``to_end``: `append`'s ``high_watermark_to_end``). Returns
+        whether the message-count flush policy is due."""
+        flush_due = self._local.append_locked(
+            buf, first, last, now, placed, move_high_watermark=not epochs_from_batches, high_watermark_to_end=to_end
+        )
         cache = self._epoch_cache
         if leader_epoch is not None and leader_epoch > cache.latest_epoch():
             cache.assign(leader_epoch, first)

@@ -28,7 +28,6 @@ from kclient.broker.txn.metadata import (
 )
 from kclient.broker.txn.partitioner import java_utils_abs, partition_for
 from kclient.broker.txn.records import metadata_from_value, record_for, tombstone_for, transit_to_value
-from kclient.broker.txn.state_manager import TransactionStateManager
 from kclient.protocol.messages.transaction_log import (
     TransactionLogKey,
     TransactionLogPartitions,
@@ -895,100 +894,3 @@ def attrs_evolve_transit(transit: object) -> object:
     import attrs
 
     return attrs.evolve(transit, topic_partitions=frozenset({("x", 0)}))  # type: ignore[misc]
-
-
-# --- the state manager --------------------------------------------------------------------
-
-
-def _manager(now: list[int]) -> TransactionStateManager:
-    return TransactionStateManager(50, clock=lambda: now[0], transactional_id_expiration_ms=10_000)
-
-
-def _records(*pairs: tuple[str, TransactionMetadata | None]) -> list[tuple[bytes, bytes | None]]:
-    out: list[tuple[bytes, bytes | None]] = []
-    for txn_id, md in pairs:
-        if md is None:
-            out.append(tombstone_for(txn_id))
-        else:
-            out.append((encode_key(txn_id), encode_value(transit_to_value(md.prepare_no_transit()))))
-    return out
-
-
-def test_manager_lookup_errors_and_loading() -> None:
-    now = [NOW]
-    m = _manager(now)
-    p = m.partition_for(TXN)
-    assert p == partition_for(TXN, 50)
-    assert m.get(TXN) == (errors.NOT_COORDINATOR, -1, None)
-    m.begin_loading(p, 4)
-    assert m.get(TXN) == (errors.COORDINATOR_LOAD_IN_PROGRESS, -1, None)
-    assert m.list_transactions().error == errors.COORDINATOR_LOAD_IN_PROGRESS
-    assert m.load_partition(p, 3, []) == []  # an older election: still loading
-    assert m.get(TXN)[0] == errors.COORDINATOR_LOAD_IN_PROGRESS
-    assert m.load_partition(p, 4, []) == []
-    assert m.get(TXN) == (errors.NONE, 4, None)
-    created = TransactionMetadata(TXN, 5)
-    assert m.put_if_absent(created) is created
-    assert m.put_if_absent(TransactionMetadata(TXN, 6)) is created
-    assert m.get(TXN) == (errors.NONE, 4, created)
-    m.resign(p, 3)  # an older epoch: kept
-    assert m.get(TXN)[0] == errors.NONE
-    m.resign(p, 4)
-    assert m.get(TXN) == (errors.NOT_COORDINATOR, -1, None)
-    with pytest.raises(KeyError):
-        m.put_if_absent(created)
-
-
-def test_manager_load_replays_last_value_and_tombstones() -> None:
-    now = [NOW]
-    m = _manager(now)
-    ids = ["a", "b", "c"]
-    # Put all three in one partition's load (the manager takes records as given).
-    p = m.partition_for("a")
-    m.begin_loading(p, 1)
-    committing = _md(S.PREPARE_COMMIT, epoch=2, partitions={("out", 0)})
-    records = _records(("a", _md(S.ONGOING)), ("b", _md(S.EMPTY)), ("a", committing), ("b", None), ("c", _md(S.COMPLETE_ABORT)))
-    records.insert(0, (b"\x00\x07junk", b"ignored"))  # an unknown key version: skipped
-    markers = m.load_partition(p, 1, records)
-    table = m.transactions[p]
-    assert sorted(table) == ["a", "c"] and ids
-    assert table["a"].state == S.PREPARE_COMMIT and table["a"].pending_state == S.COMPLETE_COMMIT
-    assert len(markers) == 1
-    mk = markers[0]
-    assert (mk.transactional_id, mk.producer_id, mk.producer_epoch, mk.result, mk.partitions) == ("a", 1000, 2, c.TransactionResult.COMMIT, frozenset({("out", 0)}))
-    assert mk.complete.txn_state == S.COMPLETE_COMMIT and mk.complete.txn_last_update_timestamp == NOW
-
-
-def test_manager_timeouts_expiry_describe_list() -> None:
-    now = [NOW]
-    m = _manager(now)
-    p = m.partition_for(TXN)
-    m.begin_loading(p, 0)
-    m.load_partition(p, 0, [])
-    ongoing = m.put_if_absent(_md(S.ONGOING, txn_timeout_ms=100, txn_start_timestamp=NOW - 50, partitions={("t", 1), ("t", 0), ("s", 2)}))
-    assert m.timed_out_transactions() == []
-    now[0] = NOW + 51
-    assert m.timed_out_transactions() == [ongoing]
-    d = m.describe(TXN)
-    assert (d.error, d.state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms) == (errors.NONE, "Ongoing", 1000, 0, 100, NOW - 50)
-    assert d.topics == {"s": [2], "t": [0, 1]}
-    assert m.describe("other-id").error in (errors.NOT_COORDINATOR, errors.TRANSACTIONAL_ID_NOT_FOUND)
-    listed = m.list_transactions(states=["Ongoing", "Bogus"])
-    assert listed.error == errors.NONE and listed.unknown_state_filters == ["Bogus"]
-    assert [(t.transactional_id, t.producer_id, t.state) for t in listed.transactions] == [(TXN, 1000, "Ongoing")]
-    assert m.list_transactions(producer_ids=[5]).transactions == []
-    assert m.list_transactions(duration_ms=101).transactions == []  # running 101 ms: not longer than 101
-    assert len(m.list_transactions(duration_ms=100).transactions) == 1
-    assert m.expire_transactional_ids() == []  # ongoing: never expires
-    # Completed and idle past transactional.id.expiration.ms: expires.
-    ongoing.state, ongoing.topic_partitions, ongoing.txn_last_update_timestamp = S.COMPLETE_COMMIT, set(), NOW
-    now[0] = NOW + 9_999
-    assert m.expire_transactional_ids() == []
-    now[0] = NOW + 10_000
-    [(md, dead)] = m.expire_transactional_ids()
-    assert md is ongoing and dead.txn_state == S.DEAD and md.pending_state == S.DEAD
-    assert m.describe(TXN).error == errors.TRANSACTIONAL_ID_NOT_FOUND
-    assert m.expire_transactional_ids() == []  # pending: not twice
-    m.remove(TXN)
-    assert m.get(TXN) == (errors.NONE, 0, None)
-    assert m.describe(TXN).error == errors.TRANSACTIONAL_ID_NOT_FOUND

@@ -15,6 +15,8 @@ the partition when it becomes its leader.
   (formats in `kclient.protocol.messages.transaction_log`);
 - `kclient.broker.txn.coordinator`: the decisions of InitProducerId,
   AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and timeouts;
+- `kclient.broker.txn.markers`: WriteTxnMarkers routing and the handling
+  of its answers, up to the completion record;
 - `kclient.broker.txn.state_manager`: the cache of the ids this broker
   coordinates, loading, expiry, DescribeTransactions / ListTransactions.
 """

@@ -1,0 +1,215 @@
+"""The transaction coordinator's cache (loading ``__transaction_state``,
+timeouts, expiry, DescribeTransactions / ListTransactions) and its marker
+writing (routing by leader, the answers of WriteTxnMarkers, the
+completion), pure (KIP-98, KIP-664)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kclient import errors
+from kclient.broker.txn import coordinator as c
+from kclient.broker.txn import markers as mk
+from kclient.broker.txn.metadata import IllegalTransitionError, TransactionMetadata, TransactionState
+from kclient.broker.txn.partitioner import partition_for
+from kclient.broker.txn.records import tombstone_for, transit_to_value
+from kclient.broker.txn.state_manager import TransactionStateManager
+from kclient.protocol.messages.transaction_log import encode_key, encode_value
+
+pytestmark = pytest.mark.unit
+
+S = TransactionState
+NOW = 1_700_000_000_000
+TXN = "txn-1"
+
+
+def _md(state: TransactionState = S.EMPTY, *, epoch: int = 0, partitions: set[tuple[str, int]] | None = None, **kw: object) -> TransactionMetadata:
+    if partitions is None:
+        partitions = {("out", 0)} if state in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT) else set()
+    start = NOW - 10 if state != S.EMPTY else -1
+    args: dict[str, object] = {"producer_epoch": epoch, "state": state, "topic_partitions": set(partitions), "txn_start_timestamp": start, "txn_last_update_timestamp": NOW - 10}
+    args.update(kw)
+    return TransactionMetadata(TXN, 1000, **args)  # type: ignore[arg-type]
+
+
+# --- the state manager --------------------------------------------------------------------
+
+
+def _manager(now: list[int]) -> TransactionStateManager:
+    return TransactionStateManager(50, clock=lambda: now[0], transactional_id_expiration_ms=10_000)
+
+
+def _records(*pairs: tuple[str, TransactionMetadata | None]) -> list[tuple[bytes, bytes | None]]:
+    out: list[tuple[bytes, bytes | None]] = []
+    for txn_id, md in pairs:
+        if md is None:
+            out.append(tombstone_for(txn_id))
+        else:
+            out.append((encode_key(txn_id), encode_value(transit_to_value(md.prepare_no_transit()))))
+    return out
+
+
+def test_manager_lookup_errors_and_loading() -> None:
+    now = [NOW]
+    m = _manager(now)
+    p = m.partition_for(TXN)
+    assert p == partition_for(TXN, 50)
+    assert m.get(TXN) == (errors.NOT_COORDINATOR, -1, None)
+    m.begin_loading(p, 4)
+    assert m.get(TXN) == (errors.COORDINATOR_LOAD_IN_PROGRESS, -1, None)
+    assert m.list_transactions().error == errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert m.load_partition(p, 3, []) == []  # an older election: still loading
+    assert m.get(TXN)[0] == errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert m.load_partition(p, 4, []) == []
+    assert m.get(TXN) == (errors.NONE, 4, None)
+    created = TransactionMetadata(TXN, 5)
+    assert m.put_if_absent(created) is created
+    assert m.put_if_absent(TransactionMetadata(TXN, 6)) is created
+    assert m.get(TXN) == (errors.NONE, 4, created)
+    m.resign(p, 3)  # an older epoch: kept
+    assert m.get(TXN)[0] == errors.NONE
+    m.resign(p, 4)
+    assert m.get(TXN) == (errors.NOT_COORDINATOR, -1, None)
+    with pytest.raises(KeyError):
+        m.put_if_absent(created)
+
+
+def test_manager_load_replays_last_value_and_tombstones() -> None:
+    now = [NOW]
+    m = _manager(now)
+    ids = ["a", "b", "c"]
+    # Put all three in one partition's load (the manager takes records as given).
+    p = m.partition_for("a")
+    m.begin_loading(p, 1)
+    committing = _md(S.PREPARE_COMMIT, epoch=2, partitions={("out", 0)})
+    records = _records(("a", _md(S.ONGOING)), ("b", _md(S.EMPTY)), ("a", committing), ("b", None), ("c", _md(S.COMPLETE_ABORT)))
+    records.insert(0, (b"\x00\x07junk", b"ignored"))  # an unknown key version: skipped
+    markers = m.load_partition(p, 1, records)
+    table = m.transactions[p]
+    assert sorted(table) == ["a", "c"] and ids
+    assert table["a"].state == S.PREPARE_COMMIT and table["a"].pending_state == S.COMPLETE_COMMIT
+    assert len(markers) == 1
+    mk = markers[0]
+    assert (mk.transactional_id, mk.producer_id, mk.producer_epoch, mk.result, mk.partitions) == ("a", 1000, 2, c.TransactionResult.COMMIT, frozenset({("out", 0)}))
+    assert mk.complete.txn_state == S.COMPLETE_COMMIT and mk.complete.txn_last_update_timestamp == NOW
+
+
+def test_manager_timeouts_expiry_describe_list() -> None:
+    now = [NOW]
+    m = _manager(now)
+    p = m.partition_for(TXN)
+    m.begin_loading(p, 0)
+    m.load_partition(p, 0, [])
+    ongoing = m.put_if_absent(_md(S.ONGOING, txn_timeout_ms=100, txn_start_timestamp=NOW - 50, partitions={("t", 1), ("t", 0), ("s", 2)}))
+    assert m.timed_out_transactions() == []
+    now[0] = NOW + 51
+    assert m.timed_out_transactions() == [ongoing]
+    d = m.describe(TXN)
+    assert (d.error, d.state, d.producer_id, d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms) == (errors.NONE, "Ongoing", 1000, 0, 100, NOW - 50)
+    assert d.topics == {"s": [2], "t": [0, 1]}
+    assert m.describe("other-id").error in (errors.NOT_COORDINATOR, errors.TRANSACTIONAL_ID_NOT_FOUND)
+    listed = m.list_transactions(states=["Ongoing", "Bogus"])
+    assert listed.error == errors.NONE and listed.unknown_state_filters == ["Bogus"]
+    assert [(t.transactional_id, t.producer_id, t.state) for t in listed.transactions] == [(TXN, 1000, "Ongoing")]
+    assert m.list_transactions(producer_ids=[5]).transactions == []
+    assert m.list_transactions(duration_ms=101).transactions == []  # running 101 ms: not longer than 101
+    assert len(m.list_transactions(duration_ms=100).transactions) == 1
+    assert m.expire_transactional_ids() == []  # ongoing: never expires
+    # Completed and idle past transactional.id.expiration.ms: expires.
+    ongoing.state, ongoing.topic_partitions, ongoing.txn_last_update_timestamp = S.COMPLETE_COMMIT, set(), NOW
+    now[0] = NOW + 9_999
+    assert m.expire_transactional_ids() == []
+    now[0] = NOW + 10_000
+    [(md, dead)] = m.expire_transactional_ids()
+    assert md is ongoing and dead.txn_state == S.DEAD and md.pending_state == S.DEAD
+    assert m.describe(TXN).error == errors.TRANSACTIONAL_ID_NOT_FOUND
+    assert m.expire_transactional_ids() == []  # pending: not twice
+    m.remove(TXN)
+    assert m.get(TXN) == (errors.NONE, 0, None)
+    assert m.describe(TXN).error == errors.TRANSACTIONAL_ID_NOT_FOUND
+
+
+# --- markers ------------------------------------------------------------------------------
+
+
+def _committing(partitions: set[tuple[str, int]]) -> tuple[TransactionMetadata, c.TxnMarkers]:
+    """A transaction whose PrepareCommit is written, its markers begun."""
+    md = _md(S.ONGOING, epoch=3, partitions=partitions)
+    d = c.end_txn(md, transactional_id=TXN, producer_id=1000, producer_epoch=3, committed=True, now_ms=NOW)
+    assert d.append is not None
+    c.on_append_success(md, d.append)
+    begun = c.begin_markers(md, d, NOW + 1)
+    assert begun.markers is not None
+    return md, begun.markers
+
+
+def test_route_markers_by_leader() -> None:
+    md, markers = _committing({("a", 0), ("a", 1), ("b", 0), ("gone", 0)})
+    leaders = {("a", 0): 1, ("a", 1): 2, ("b", 0): 1, ("gone", 0): None}
+    routing = mk.route_markers(markers, markers.partitions, 7, leaders.__getitem__)
+    assert routing.by_broker == {
+        1: mk.TxnMarkerEntry(1000, 3, 7, c.TransactionResult.COMMIT, (("a", 0), ("b", 0))),
+        2: mk.TxnMarkerEntry(1000, 3, 7, c.TransactionResult.COMMIT, (("a", 1),)),
+    }
+    assert routing.no_leader == {("gone", 0)}
+    assert not mk.drop_partitions_without_leader(md, routing)
+    assert ("gone", 0) not in md.topic_partitions
+
+
+def test_markers_written_then_completion() -> None:
+    md, markers = _committing({("a", 0), ("a", 1)})
+    p1 = mk.on_markers_written(md, {("a", 0): errors.NONE, ("a", 1): errors.NOT_LEADER_OR_FOLLOWER})
+    assert p1 == mk.MarkerProgress(retry=frozenset({("a", 1)}))
+    p2 = mk.on_markers_written(md, {("a", 1): errors.NONE})
+    assert p2 == mk.MarkerProgress(complete=True)
+    c.on_append_success(md, markers.complete)
+    assert md.state == S.COMPLETE_COMMIT and md.pending_state is None
+
+
+def test_all_partitions_without_leader_complete_at_once() -> None:
+    md, markers = _committing({("gone", 0)})
+    routing = mk.route_markers(markers, markers.partitions, 0, lambda tp: -1)
+    assert routing.by_broker == {}
+    assert mk.drop_partitions_without_leader(md, routing)
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (errors.NONE, mk.MarkerOutcome.DONE),
+        (errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, mk.MarkerOutcome.DONE),
+        (errors.UNSUPPORTED_VERSION, mk.MarkerOutcome.DONE),
+        (errors.UNKNOWN_TOPIC_OR_PARTITION, mk.MarkerOutcome.RETRY),
+        (errors.NOT_LEADER_OR_FOLLOWER, mk.MarkerOutcome.RETRY),
+        (errors.NOT_ENOUGH_REPLICAS, mk.MarkerOutcome.RETRY),
+        (errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, mk.MarkerOutcome.RETRY),
+        (errors.REQUEST_TIMED_OUT, mk.MarkerOutcome.RETRY),
+        (errors.KAFKA_STORAGE_ERROR, mk.MarkerOutcome.RETRY),
+        (errors.INVALID_PRODUCER_EPOCH, mk.MarkerOutcome.CANCEL),
+        (errors.TRANSACTION_COORDINATOR_FENCED, mk.MarkerOutcome.CANCEL),
+    ],
+)
+def test_marker_outcomes(error: int, outcome: mk.MarkerOutcome) -> None:
+    assert mk.marker_outcome(error) is outcome
+
+
+@pytest.mark.parametrize("error", [errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE, errors.RECORD_LIST_TOO_LARGE, errors.INVALID_REQUIRED_ACKS, errors.INVALID_REQUEST])
+def test_marker_fatal_errors(error: int) -> None:
+    with pytest.raises(IllegalTransitionError):
+        mk.marker_outcome(error)
+
+
+def test_marker_cancel_leaves_metadata_alone() -> None:
+    md, _ = _committing({("a", 0), ("a", 1)})
+    progress = mk.on_markers_written(md, {("a", 0): errors.TRANSACTION_COORDINATOR_FENCED, ("a", 1): errors.NONE})
+    assert progress.cancelled and not progress.complete
+
+
+def test_completion_append_failure() -> None:
+    md, _ = _committing({("a", 0)})
+    assert mk.on_completion_append_failure(md, errors.COORDINATOR_NOT_AVAILABLE)
+    assert md.pending_state == S.COMPLETE_COMMIT  # kept for the retry
+    with pytest.raises(IllegalTransitionError):
+        mk.on_completion_append_failure(md, errors.INVALID_REQUEST)
+    assert not mk.on_completion_append_failure(md, errors.NOT_COORDINATOR)
+    assert md.pending_state is None

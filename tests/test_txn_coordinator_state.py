@@ -585,6 +585,22 @@ def test_init_kip360_recovery_with_exhausted_epoch_records_last_epoch() -> None:
     assert retry.error == errors.NONE and retry.producer_id == 9000
 
 
+def test_init_fences_exhausted_epoch_then_rotates() -> None:
+    """Kafka's "use last epoch to fence when epochs are exhausted": an
+    ongoing transaction at epoch 32766 is fenced at 32767; the retry gets
+    a new producer id."""
+    md = _md(S.ONGOING, epoch=MAX_PRODUCER_EPOCH - 1, last_producer_epoch=MAX_PRODUCER_EPOCH - 2)
+    d = _init(md)
+    assert d.error == errors.CONCURRENT_TRANSACTIONS
+    assert d.append is not None and (d.append.producer_epoch, d.append.last_producer_epoch, d.append.txn_state) == (MAX_PRODUCER_EPOCH, -1, S.PREPARE_ABORT)
+    _apply(md, d)
+    m = c.begin_markers(md, d, NOW)
+    assert m.markers is not None
+    c.on_append_success(md, m.markers.complete)
+    retry = _init(md, Ids(7000))
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (errors.NONE, 7000, 0)
+
+
 def test_init_kip360_recovery() -> None:
     md = _md(S.EMPTY, epoch=5)
     d = _init(md, producer_id=1000, producer_epoch=5)

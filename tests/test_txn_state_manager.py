@@ -213,3 +213,68 @@ def test_completion_append_failure() -> None:
         mk.on_completion_append_failure(md, errors.INVALID_REQUEST)
     assert not mk.on_completion_append_failure(md, errors.NOT_COORDINATOR)
     assert md.pending_state is None
+
+
+# --- a transaction's whole life, reloaded after every write --------------------------------
+
+
+def _snapshot(md: TransactionMetadata) -> tuple[object, ...]:
+    return (md.producer_id, md.producer_epoch, md.state, frozenset(md.topic_partitions), md.txn_timeout_ms, md.txn_start_timestamp, md.txn_last_update_timestamp)
+
+
+def test_reload_after_every_write_gives_the_same_state() -> None:
+    """Each write of a transaction's life (init, add, add offsets, commit,
+    markers, complete, a second init) is appended to a log; loading the
+    log up to each write on a new coordinator gives the metadata the old
+    one had then, and a transaction cut off in PrepareCommit gets its
+    markers again."""
+    from kclient.broker.txn.records import record_for
+
+    now = [NOW]
+    old = _manager(now)
+    p = old.partition_for(TXN)
+    old.begin_loading(p, 1)
+    old.load_partition(p, 1, [])
+    log: list[tuple[bytes, bytes | None]] = []
+    snapshots = []
+    ids = iter(range(5000, 5010))
+
+    def write(md: TransactionMetadata, decision: c.TxnDecision) -> None:
+        assert decision.error in (errors.NONE,) and decision.append is not None
+        log.append(record_for(TXN, decision.append))
+        c.on_append_success(md, decision.append)
+        snapshots.append(_snapshot(md))
+
+    d = c.init_producer_id(None, transactional_id=TXN, transaction_timeout_ms=30000, now_ms=now[0], allocate_producer_id=lambda: next(ids))
+    assert d.created is not None
+    md = old.put_if_absent(d.created)
+    write(md, d)
+    now[0] += 1
+    write(md, c.add_partitions_to_txn(md, transactional_id=TXN, producer_id=5000, producer_epoch=0, partitions=[("out", 0), ("out", 1)], now_ms=now[0]))
+    now[0] += 1
+    write(md, c.add_offsets_to_txn(md, transactional_id=TXN, producer_id=5000, producer_epoch=0, group_id="g", offsets_topic_partitions=50, now_ms=now[0]))
+    now[0] += 1
+    end = c.end_txn(md, transactional_id=TXN, producer_id=5000, producer_epoch=0, committed=True, now_ms=now[0])
+    write(md, end)
+    begun = c.begin_markers(md, end, now[0])
+    assert begun.markers is not None
+    for tp in sorted(begun.markers.partitions):
+        mk.on_markers_written(md, {tp: errors.NONE})
+    write(md, begun)
+    now[0] += 1
+    write(md, c.init_producer_id(md, transactional_id=TXN, transaction_timeout_ms=30000, now_ms=now[0], allocate_producer_id=lambda: next(ids)))
+
+    for n, expected in enumerate(snapshots, 1):
+        new = _manager(now)
+        new.begin_loading(p, 2)
+        resumed = new.load_partition(p, 2, log[:n])
+        _, epoch, loaded = new.get(TXN)
+        assert epoch == 2 and loaded is not None
+        assert _snapshot(loaded) == expected, n
+        if loaded.state == S.PREPARE_COMMIT:
+            [markers] = resumed
+            assert markers.result == c.TransactionResult.COMMIT and markers.partitions == expected[3]
+        else:
+            assert resumed == []
+    assert [s[2] for s in snapshots] == [S.EMPTY, S.ONGOING, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.EMPTY]
+    assert snapshots[-1][1] == 1  # the second InitProducerId bumped the epoch

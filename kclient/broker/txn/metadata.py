@@ -422,6 +422,9 @@ class TransactionMetadata:
         self.last_producer_epoch = transit.last_producer_epoch
         self.producer_id = transit.producer_id
         self.previous_producer_id = transit.prev_producer_id
+        # -1, as written (Kafka keeps the old start time in memory until
+        # the partition is loaded again; here memory and log agree).
+        self.txn_start_timestamp = transit.txn_start_timestamp
 
     def _apply_ongoing(self, transit: TxnTransitMetadata) -> None:
         if not self._same_producer(transit) or not self.topic_partitions <= transit.topic_partitions or self.txn_timeout_ms != transit.txn_timeout_ms:

@@ -79,7 +79,9 @@ class TransactionLogPartitions:
 class TransactionLogValue:
     """A ``__transaction_state`` record value (``TransactionLogValue``).
 
-    Timestamps are milliseconds since the epoch, -1 when unset.
+    Timestamps are milliseconds since the epoch, -1 when unset. Encode and
+    decode it with `encode_value` / `decode_value`: three of its fields are
+    tagged fields, which `kclient.protocol.schema` codecs do not write.
     """
 
     producer_id: Int64 = 0

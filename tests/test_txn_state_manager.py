@@ -6,6 +6,9 @@ completion), pure (KIP-98, KIP-664)."""
 from __future__ import annotations
 
 import pytest
+from helpers.examples import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kclient import errors
 from kclient.broker.txn import coordinator as c
@@ -278,3 +281,129 @@ def test_reload_after_every_write_gives_the_same_state() -> None:
             assert resumed == []
     assert [s[2] for s in snapshots] == [S.EMPTY, S.ONGOING, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.EMPTY]
     assert snapshots[-1][1] == 1  # the second InitProducerId bumped the epoch
+
+
+# --- random request sequences ---------------------------------------------------------------
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["init", "init_kip360", "add", "offsets", "commit", "abort", "markers", "timeout", "tick"]), st.booleans(), st.integers(0, 3)),
+    max_size=30,
+)
+
+
+class _Driver:
+    """Applies decisions as the broker will: writes to a log (or fails the
+    write), begins markers after PrepareCommit/PrepareAbort, writes them
+    and the completion on "markers"."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+        self.md: TransactionMetadata | None = None
+        self.client = (-1, -1)
+        self.markers: c.TxnMarkers | None = None
+        self.log: list[tuple[bytes, bytes | None]] = []
+        self.ids = iter(range(100, 10_000))
+
+    def write(self, decision: c.TxnDecision, ok: bool) -> None:
+        from kclient.broker.txn.records import record_for
+
+        md, transit = self.md, decision.append
+        assert md is not None and transit is not None
+        if not ok:
+            c.on_append_failure(md, decision, errors.NOT_ENOUGH_REPLICAS)
+            return
+        self.log.append(record_for(TXN, transit))
+        c.on_append_success(md, transit)
+        if decision.result is not None:
+            begun = c.begin_markers(md, decision, self.now)
+            assert begun.error == errors.NONE and begun.markers is not None
+            self.markers = begun.markers
+        if decision.error == errors.NONE and decision.producer_id >= 0:
+            self.client = (decision.producer_id, decision.producer_epoch)
+
+    def step(self, op: str, ok: bool, k: int) -> None:
+        pid, epoch = self.client
+        decision: c.TxnDecision | None
+        if op in ("init", "init_kip360"):
+            kip360 = op == "init_kip360" and pid >= 0
+            decision = c.init_producer_id(
+                self.md,
+                transactional_id=TXN,
+                transaction_timeout_ms=1000,
+                producer_id=pid if kip360 else -1,
+                producer_epoch=epoch if kip360 else -1,
+                now_ms=self.now,
+                allocate_producer_id=lambda: next(self.ids),
+            )
+            if decision.created is not None:
+                self.md = decision.created
+        elif op == "add":
+            decision = c.add_partitions_to_txn(self.md, transactional_id=TXN, producer_id=pid, producer_epoch=epoch, partitions=[("t", k)], now_ms=self.now)
+        elif op == "offsets":
+            decision = c.add_offsets_to_txn(self.md, transactional_id=TXN, producer_id=pid, producer_epoch=epoch, group_id=f"g{k}", offsets_topic_partitions=50, now_ms=self.now)
+        elif op in ("commit", "abort"):
+            decision = c.end_txn(self.md, transactional_id=TXN, producer_id=pid, producer_epoch=epoch, committed=op == "commit", now_ms=self.now)
+        elif op == "markers":
+            decision = None
+            self.finish_markers(ok)
+        elif op == "timeout":
+            self.now += 5000
+            decision = c.abort_timed_out(self.md, self.now) if self.md is not None else None
+        else:
+            self.now += 1
+            decision = None
+        if decision is not None and decision.append is not None:
+            self.write(decision, ok)
+
+    def finish_markers(self, ok: bool) -> None:
+        from kclient.broker.txn.records import record_for
+
+        md, markers = self.md, self.markers
+        if md is None or markers is None:
+            return
+        progress = mk.on_markers_written(md, dict.fromkeys(sorted(markers.partitions - set()), errors.NONE)) if md.topic_partitions else mk.MarkerProgress(complete=True)
+        assert progress.complete
+        if not ok:
+            assert mk.on_completion_append_failure(md, errors.COORDINATOR_NOT_AVAILABLE)
+            return
+        self.log.append(record_for(TXN, markers.complete))
+        c.on_append_success(md, markers.complete)
+        self.markers = None
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_OPS)
+def test_random_request_sequences_keep_the_invariants(ops: list[tuple[str, bool, int]]) -> None:
+    """Whatever the order of requests and failed writes: no illegal
+    transition, epochs never go back for a producer id, a change is pending
+    only while markers are, and the log reloads to the state in memory."""
+    d = _Driver()
+    seen: dict[int, int] = {}
+    for op, ok, k in ops:
+        d.step(op, ok, k)
+        md = d.md
+        if md is None:
+            continue
+        assert md.state not in (S.DEAD, S.PREPARE_EPOCH_FENCE)
+        assert md.pending_state is None or (d.markers is not None and md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT))
+        assert md.producer_epoch >= seen.get(md.producer_id, -1)
+        seen[md.producer_id] = md.producer_epoch
+        if not d.log:
+            continue
+        new = _manager([d.now])
+        p = new.partition_for(TXN)
+        new.begin_loading(p, 1)
+        resumed = new.load_partition(p, 1, d.log)
+        _, _, loaded = new.get(TXN)
+        assert loaded is not None
+        expected = _snapshot(md)
+        if md.has_failed_epoch_fence:
+            # Kafka: the fence's epoch is current in memory though its write
+            # failed (never answered; the next fence reuses it).
+            expected = (md.producer_id, md.producer_epoch - 1, *expected[2:])
+        if d.markers is not None:
+            # Markers written but not the completion: the log still lists
+            # every partition; the next coordinator writes their markers again.
+            expected = (*expected[:3], d.markers.partitions, *expected[4:])
+        assert _snapshot(loaded) == expected
+        assert len(resumed) == (1 if d.markers is not None else 0)

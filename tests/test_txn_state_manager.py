@@ -17,6 +17,7 @@ from kclient.broker.txn.metadata import IllegalTransitionError, TransactionMetad
 from kclient.broker.txn.partitioner import partition_for
 from kclient.broker.txn.records import tombstone_for, transit_to_value
 from kclient.broker.txn.state_manager import TransactionStateManager
+from kclient.broker.txn.transaction_coordinator import TransactionCoordinator, TxnStep
 from kclient.protocol.messages.transaction_log import encode_key, encode_value
 
 pytestmark = pytest.mark.unit
@@ -407,3 +408,125 @@ def test_random_request_sequences_keep_the_invariants(ops: list[tuple[str, bool,
             expected = (*expected[:3], d.markers.partitions, *expected[4:])
         assert _snapshot(loaded) == expected
         assert len(resumed) == (1 if d.markers is not None else 0)
+
+
+# --- the coordinator: cache and decisions together -----------------------------------------
+
+
+def _coordinator(now: list[int], elect: bool = True) -> TransactionCoordinator:
+    ids = iter(range(3000, 4000))
+    coordinator = TransactionCoordinator(_manager(now), lambda: next(ids))
+    if elect:
+        assert coordinator.on_election(coordinator.manager.partition_for(TXN), 1, []) == []
+    return coordinator
+
+
+def _written(coordinator: TransactionCoordinator, step: TxnStep, error: int = errors.NONE) -> c.TxnDecision:
+    assert step.write is not None
+    assert step.write.partition == partition_for(TXN, 50) and step.write.key == encode_key(TXN)
+    return coordinator.after_write(step.write, error)
+
+
+def test_coordinator_lookup_errors() -> None:
+    now = [NOW]
+    co = _coordinator(now, elect=False)
+    assert co.init_producer_id(TXN, 60000).answer.error == errors.NOT_COORDINATOR
+    assert co.init_producer_id(TXN, 0).answer.error == errors.INVALID_TRANSACTION_TIMEOUT  # checked first
+    assert co.init_producer_id("", 60000).answer.error == errors.INVALID_REQUEST
+    assert co.init_producer_id(None, 60000).answer == c.TxnDecision(producer_id=3000, producer_epoch=0)
+    assert co.add_partitions_to_txn(TXN, 1, 0, [("t", 0)]).answer.error == errors.NOT_COORDINATOR
+    assert co.add_partitions_to_txn("", 1, 0, [("t", 0)]).answer.error == errors.INVALID_REQUEST
+    assert co.end_txn(TXN, 1, 0, True).answer.error == errors.NOT_COORDINATOR
+    assert co.end_txn("", 1, 0, True).answer.error == errors.INVALID_REQUEST
+    co.manager.begin_loading(co.manager.partition_for(TXN), 1)
+    assert co.add_offsets_to_txn(TXN, 1, 0, "g").answer.error == errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert [d.error for d in co.describe(["", TXN])] == [errors.INVALID_REQUEST, errors.COORDINATOR_LOAD_IN_PROGRESS]
+
+
+def test_coordinator_transaction_end_to_end() -> None:
+    now = [NOW]
+    co = _coordinator(now)
+    init = _written(co, co.init_producer_id(TXN, 60000))
+    assert (init.error, init.producer_id, init.producer_epoch) == (errors.NONE, 3000, 0)
+    assert _written(co, co.add_partitions_to_txn(TXN, 3000, 0, [("out", 0), ("out", 1)])).error == errors.NONE
+    assert co.add_partitions_to_txn(TXN, 3000, 0, [("out", 0)]).write is None  # already in
+    assert _written(co, co.add_offsets_to_txn(TXN, 3000, 0, "g")).error == errors.NONE
+    end = _written(co, co.end_txn(TXN, 3000, 0, True))
+    assert (end.error, end.producer_id, end.producer_epoch) == (errors.NONE, 3000, 0) and end.markers is not None
+    assert end.markers.partitions == {("out", 0), ("out", 1), c.offsets_partition("g", 50)}
+    assert co.end_txn(TXN, 3000, 0, True).answer.error == errors.CONCURRENT_TRANSACTIONS
+    progress = co.on_markers_answered(end.markers, 1, dict.fromkeys(end.markers.partitions, errors.NONE))
+    assert progress.complete
+    write = co.completion_write(end.markers, 1)
+    assert write is not None
+    assert not co.after_completion_write(write, errors.NONE)
+    assert co.describe([TXN])[0].state == "CompleteCommit"
+    assert co.end_txn(TXN, 3000, 0, True).answer == c.TxnDecision(producer_id=3000, producer_epoch=0)
+
+
+def test_coordinator_moved_during_write() -> None:
+    now = [NOW]
+    co = _coordinator(now)
+    step = co.init_producer_id(TXN, 60000)
+    partition = co.manager.partition_for(TXN)
+    co.on_resignation(partition)
+    assert _written(co, step).error == errors.NOT_COORDINATOR
+    co.on_election(partition, 2, [])
+    assert _written(co, step).error == errors.NOT_COORDINATOR  # another epoch
+    assert _written(co, step, errors.NOT_LEADER_OR_FOLLOWER).error == errors.NOT_COORDINATOR
+
+
+def test_coordinator_failed_write_and_fencing_init() -> None:
+    now = [NOW]
+    co = _coordinator(now)
+    assert _written(co, co.init_producer_id(TXN, 60000), errors.REQUEST_TIMED_OUT).error == errors.COORDINATOR_NOT_AVAILABLE
+    assert _written(co, co.init_producer_id(TXN, 60000)).producer_epoch == 0
+    _written(co, co.add_partitions_to_txn(TXN, 3000, 0, [("out", 0)]))
+    # A new producer with the same id: the ongoing transaction is aborted, the answer says retry.
+    fence = _written(co, co.init_producer_id(TXN, 60000))
+    assert (fence.error, fence.producer_id) == (errors.CONCURRENT_TRANSACTIONS, -1)
+    assert fence.markers is not None and (fence.markers.result, fence.markers.producer_epoch) == (c.TransactionResult.ABORT, 1)
+    assert co.on_markers_answered(fence.markers, 1, {("out", 0): errors.NOT_LEADER_OR_FOLLOWER}).retry == {("out", 0)}
+    assert co.on_markers_answered(fence.markers, 1, {("out", 0): errors.NONE}).complete
+    write = co.completion_write(fence.markers, 1)
+    assert write is not None
+    assert co.after_completion_write(write, errors.NOT_ENOUGH_REPLICAS)  # retry
+    assert not co.after_completion_write(write, errors.NONE)
+    retry = _written(co, co.init_producer_id(TXN, 60000))
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (errors.NONE, 3000, 2)
+
+
+def test_coordinator_markers_after_resignation_are_cancelled() -> None:
+    now = [NOW]
+    co = _coordinator(now)
+    _written(co, co.init_producer_id(TXN, 60000))
+    _written(co, co.add_partitions_to_txn(TXN, 3000, 0, [("out", 0)]))
+    end = _written(co, co.end_txn(TXN, 3000, 0, False))
+    assert end.markers is not None
+    co.on_resignation(co.manager.partition_for(TXN), 1)
+    assert co.on_markers_answered(end.markers, 1, {("out", 0): errors.NONE}).cancelled
+    assert co.completion_write(end.markers, 1) is None
+
+
+def test_coordinator_timeouts_and_expiry() -> None:
+    now = [NOW]
+    co = _coordinator(now)
+    _written(co, co.init_producer_id(TXN, 1000))
+    _written(co, co.add_partitions_to_txn(TXN, 3000, 0, [("out", 0)]))
+    assert co.abort_timed_out_transactions() == []
+    now[0] += 1001
+    [write] = co.abort_timed_out_transactions()
+    answer = co.after_write(write, errors.NONE)
+    assert answer.markers is not None and answer.markers.producer_epoch == 1
+    assert co.end_txn(TXN, 3000, 0, True).answer.error == errors.PRODUCER_FENCED
+    co.on_markers_answered(answer.markers, 1, {("out", 0): errors.NONE})
+    completion = co.completion_write(answer.markers, 1)
+    assert completion is not None and not co.after_completion_write(completion, errors.NONE)
+    now[0] += 10_000
+    [tombstone] = co.expire_transactional_ids()
+    assert tombstone.value is None
+    co.after_expiration_write(tombstone, errors.NOT_ENOUGH_REPLICAS)
+    assert co.manager.get(TXN)[2] is not None
+    [tombstone] = co.expire_transactional_ids()
+    co.after_expiration_write(tombstone, errors.NONE)
+    assert co.manager.get(TXN) == (errors.NONE, 1, None)

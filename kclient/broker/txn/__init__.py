@@ -18,5 +18,8 @@ the partition when it becomes its leader.
 - `kclient.broker.txn.markers`: WriteTxnMarkers routing and the handling
   of its answers, up to the completion record;
 - `kclient.broker.txn.state_manager`: the cache of the ids this broker
-  coordinates, loading, expiry, DescribeTransactions / ListTransactions.
+  coordinates, loading, expiry, DescribeTransactions / ListTransactions;
+- `kclient.broker.txn.transaction_coordinator`: the cache and the
+  decisions together (lookups, coordinator epochs, what to write and
+  answer after each write), the one object the broker wires.
 """

@@ -165,6 +165,39 @@ def _valid_producer_id(md: TransactionMetadata, producer_id: int, producer_epoch
     return md.producer_epoch == NO_PRODUCER_EPOCH or producer_id == md.producer_id or (producer_id == md.previous_producer_id and is_epoch_exhausted(producer_epoch))
 
 
+def check_init_producer_id(
+    transactional_id: str | None,
+    transaction_timeout_ms: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+) -> int:
+    """The checks of an InitProducerId request made before its
+    transactional id is looked up (so they win over NOT_COORDINATOR).
+
+    Args:
+        transactional_id: The ``transactional.id``, None without one.
+        transaction_timeout_ms: ``transaction.timeout.ms``.
+        producer_id: The producer's current id (KIP-360), -1 if none.
+        producer_epoch: The producer's current epoch, -1 if none.
+        max_timeout_ms: ``transaction.max.timeout.ms``.
+
+    Returns:
+        ``NONE``, INVALID_REQUEST (an empty id, or only one of producer id
+        and epoch given) or INVALID_TRANSACTION_TIMEOUT (checked only with
+        a transactional id).
+    """
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return INVALID_REQUEST
+    if transactional_id is None:
+        return NONE
+    if not transactional_id:
+        return INVALID_REQUEST
+    if not valid_transaction_timeout(transaction_timeout_ms, max_timeout_ms):
+        return INVALID_TRANSACTION_TIMEOUT
+    return NONE
+
+
 def init_producer_id(
     md: TransactionMetadata | None,
     *,
@@ -204,14 +237,11 @@ def init_producer_id(
     Raises:
         IllegalTransitionError: The metadata is in a state it never rests in.
     """
-    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-        return _error(INVALID_REQUEST)
+    error = check_init_producer_id(transactional_id, transaction_timeout_ms, producer_id, producer_epoch, max_timeout_ms)
+    if error != NONE:
+        return _error(error)
     if transactional_id is None:
         return TxnDecision(producer_id=allocate_producer_id(), producer_epoch=0)
-    if not transactional_id:
-        return _error(INVALID_REQUEST)
-    if not valid_transaction_timeout(transaction_timeout_ms, max_timeout_ms):
-        return _error(INVALID_TRANSACTION_TIMEOUT)
     created = None
     if md is None:
         md = created = TransactionMetadata(transactional_id, allocate_producer_id(), txn_timeout_ms=transaction_timeout_ms, txn_last_update_timestamp=now_ms)
@@ -630,6 +660,7 @@ __all__ = [
     "add_offsets_to_txn",
     "add_partitions_to_txn",
     "begin_markers",
+    "check_init_producer_id",
     "coordinator_error_for_append",
     "end_txn",
     "error_for_version",

@@ -280,6 +280,25 @@ def test_key_round_trip(transactional_id: str) -> None:
     assert decode_key(encode_key(transactional_id)) == TransactionLogKey(transactional_id=transactional_id)
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(st.binary(max_size=80), st.integers(0, 1))
+def test_value_decode_of_any_bytes_fails_cleanly(tail: bytes, version: int) -> None:
+    """Garbage after a valid version decodes or raises ProtocolError, nothing else."""
+    try:
+        decode_value(struct.pack(">h", version) + tail)
+    except errors.ProtocolError:
+        pass
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_values, st.data())
+def test_value_truncated_anywhere_fails_cleanly(value: TransactionLogValue, data: st.DataObject) -> None:
+    raw = encode_value(value)
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(errors.ProtocolError):
+        decode_value(raw[:cut])
+
+
 # --- state transitions ---------------------------------------------------------------
 
 #: Kafka's table, written out: target -> previous states.

@@ -600,8 +600,10 @@ def test_init_kip360_recovery_with_exhausted_epoch_records_last_epoch() -> None:
     _apply(md, d)
     assert md.last_producer_epoch == MAX_PRODUCER_EPOCH - 1
     # The response was lost: the retry with the old id and exhausted epoch is recognised (previous producer id).
+    # The old producer id with an epoch that is not exhausted is not a retry: fenced.
+    assert _init(md, Ids(9500), producer_id=1000, producer_epoch=MAX_PRODUCER_EPOCH - 2).error == errors.PRODUCER_FENCED
     retry = _init(md, Ids(9500), producer_id=1000, producer_epoch=MAX_PRODUCER_EPOCH - 1)
-    assert retry.error == errors.NONE and retry.producer_id == 9000
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (errors.NONE, 9000, 0)
 
 
 def test_init_fences_exhausted_epoch_then_rotates() -> None:

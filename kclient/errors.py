@@ -121,6 +121,12 @@ TRANSACTIONAL_ID_NOT_FOUND = 105
 TRANSACTION_ABORTABLE = 120
 #: The broker's log directory failed (KIP-112).
 KAFKA_STORAGE_ERROR = 56
+#: Authorization (ACLs, KIP-11): the principal may not use the topic,
+#: group, cluster or transactional id the request names.
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 class KafkaError(Exception):
@@ -723,6 +729,27 @@ class TransactionalIdNotFoundError(BrokerResponseError):
 @_code(TRANSACTION_ABORTABLE, "TRANSACTION_ABORTABLE")
 class TransactionAbortableError(BrokerResponseError):
     """120: the transaction failed but may be aborted and the id reused (KIP-890)."""
+
+
+@_code(TOPIC_AUTHORIZATION_FAILED, "TOPIC_AUTHORIZATION_FAILED")
+class TopicAuthorizationFailedError(BrokerResponseError):
+    """29: the principal may not access the topic (ACLs, KIP-11)."""
+
+
+@_code(GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED")
+class GroupAuthorizationFailedError(BrokerResponseError):
+    """30: the principal may not access the consumer group (ACLs, KIP-11)."""
+
+
+@_code(CLUSTER_AUTHORIZATION_FAILED, "CLUSTER_AUTHORIZATION_FAILED")
+class ClusterAuthorizationFailedError(BrokerResponseError):
+    """31: the principal may not perform the cluster action (ACLs, KIP-11;
+    an idempotent producer needs IDEMPOTENT_WRITE before Kafka 2.8)."""
+
+
+@_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """53: the principal may not use the transactional id (ACLs, KIP-98)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

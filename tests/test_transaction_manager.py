@@ -17,7 +17,7 @@ import pytest
 
 from kclient.client.consumer.poll.errors import CommitFailedError
 from kclient.client.consumer.poll.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
-from kclient.client.producer.transaction_rules import VALID_SOURCES
+from kclient.client.producer.transaction_rules import MAX_EPOCH, VALID_SOURCES, bump_idempotent_epoch
 from kclient.client.producer.transactions import (
     ADD_PARTITIONS_RETRY_BACKOFF_MS,
     ErrorAction,
@@ -32,8 +32,10 @@ from kclient.errors import (
     ClusterAuthorizationFailedError,
     ConfigError,
     IllegalStateError,
+    InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     KafkaError,
+    KafkaTimeoutError,
     ProducerFencedError,
     RequestTimedOutError,
     TopicAuthorizationFailedError,
@@ -684,6 +686,46 @@ def test_abortable_batch_error_then_abort_with_epoch_bump_kip360() -> None:
     answer(tm, bump, InitProducerIdResponse(producer_id=PID, producer_epoch=EPOCH + 1))
     assert result.is_successful and tm.state is S.READY and not tm.epoch_bump_required
     assert seen[-1] == (PID, EPOCH + 1)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [KafkaTimeoutError("batch expired"), InvalidProducerEpochError("from a partition leader, KIP-588"), error_for_code(6)(), TransactionAbortableError()],
+)
+def test_batch_errors_that_make_the_transaction_abortable(error: KafkaError) -> None:
+    tm = in_txn()
+    tm.maybe_transition_to_error_state(error)
+    assert tm.state is S.ABORTABLE_ERROR and tm.last_error is error and tm.epoch_bump_required
+    assert tm.has_ongoing_transaction()
+
+
+def test_batch_error_while_committing_is_abortable_without_bump() -> None:
+    tm = in_txn()
+    result = tm.commit_transaction()
+    tm.maybe_transition_to_error_state(KafkaTimeoutError("batch expired"))
+    assert tm.state is S.ABORTABLE_ERROR and not tm.epoch_bump_required
+    assert tm.next_request() is None and isinstance(result.error, KafkaTimeoutError)
+    with pytest.raises(KafkaTimeoutError):
+        result.acknowledge()  # the application sees the commit fail
+    result_abort = tm.abort_transaction()
+    answer(tm, take(tm, END_TXN), EndTxnResponse())
+    assert result_abort.is_successful and tm.state is S.READY
+
+
+def test_an_abortable_error_outside_a_transaction_poisons_the_manager() -> None:
+    tm = ready()
+    with pytest.raises(IllegalStateError, match="READY to state ABORTABLE_ERROR"):
+        tm.maybe_transition_to_error_state(KafkaTimeoutError())
+    assert tm.state is S.FATAL_ERROR
+    with pytest.raises(IllegalStateError, match="invalid state transition"):
+        tm.begin_transaction()
+
+
+def test_idempotent_epoch_bump_kip360() -> None:
+    assert bump_idempotent_epoch(9, 0) == (9, 1)
+    assert bump_idempotent_epoch(9, MAX_EPOCH - 1) == (9, MAX_EPOCH)
+    assert bump_idempotent_epoch(9, MAX_EPOCH) is None
+    assert bump_idempotent_epoch(-1, -1) is None
 
 
 def test_abortable_error_without_epoch_bump_support_aborts_without_bump() -> None:

@@ -52,7 +52,9 @@ __all__ = [
     "EPOCH_BUMP_MIN_VERSION",
     "FATAL_BATCH_ERRORS",
     "MAX_VERSIONS",
+    "MAX_EPOCH",
     "VALID_SOURCES",
+    "bump_idempotent_epoch",
     "ErrorAction",
     "Priority",
     "State",
@@ -78,6 +80,8 @@ MAX_VERSIONS: dict[int, int] = {
     END_TXN.key: 4,
     TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT.max_version,
 }
+#: The highest producer epoch (int16); a bump past it needs a new producer id.
+MAX_EPOCH = 2**15 - 1
 #: InitProducerId from this version carries the producer id and epoch, so a
 #: coordinator can bump the epoch of an existing producer (KIP-360).
 EPOCH_BUMP_MIN_VERSION = 3
@@ -355,3 +359,25 @@ def resolve_transactional_config(
             raise ConfigError(f"Cannot set transactional.id={transactional_id!r} with this {name}: {name} {rule} for a transactional producer")
     return TransactionalConfig(transactional_id, transaction_timeout_ms, True, -1)
 
+
+
+def bump_idempotent_epoch(producer_id: int, producer_epoch: int) -> tuple[int, int] | None:
+    """KIP-360 for the idempotent (non-transactional) producer: after a
+    batch's sequence can no longer be resolved (OUT_OF_ORDER_SEQUENCE_NUMBER
+    with a gap, UNKNOWN_PRODUCER_ID, an expired batch), Kafka's client bumps
+    the epoch of its producer id locally, once no batch is in flight, and
+    numbers every partition from 0 again; the partition leaders accept the
+    higher epoch at sequence 0. At the highest epoch it asks for a new
+    producer id instead.
+
+    Args:
+        producer_id: The current producer id (-1: none).
+        producer_epoch: Its current epoch.
+
+    Returns:
+        ``(producer_id, producer_epoch + 1)``, or None when a new producer
+        id is needed (none yet, or the epoch is exhausted).
+    """
+    if producer_id < 0 or producer_epoch >= MAX_EPOCH:
+        return None
+    return (producer_id, producer_epoch + 1)

@@ -3,7 +3,7 @@ ongoing / unreplicated transactions and the last stable offset) and the
 read_committed rule of Kafka's consumer, on real v2 batches and control
 markers.
 
-Pure: no files, no processes.
+No processes; one test walks a real file under tmp_path.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from kclient.protocol.records import codecs
 from kclient.protocol.records.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch, encode_control_key
 from kclient.protocol.records.legacy import build_entry, build_message
 from kclient.protocol.records.v2 import build_batch, iter_records, read_header
+from kclient.storage.batch_walk import walk_batches
+from kclient.storage.handles import CachedFile
 from kclient.storage.read_committed import (
     ABORTED,
     CONTROL,
@@ -28,7 +30,7 @@ from kclient.storage.read_committed import (
     decide_batches,
 )
 from kclient.storage.txn_index import AbortedTxn
-from kclient.storage.txn_state import CompletedTxn, TxnAppend, TxnBatch, TxnState, control_type_of, read_txn_batch
+from kclient.storage.txn_state import CompletedTxn, TxnAppend, TxnBatch, TxnState, control_type_of, read_txn_batch, txn_batches
 
 pytestmark = pytest.mark.unit
 
@@ -361,3 +363,30 @@ def test_read_committed_returns_exactly_the_committed_records(steps):
         key=lambda v: int(v.split(b"-")[1]),
     )
     assert got == [v for v in expected if int(v.split(b"-")[1]) < lso]
+
+
+def test_replay_from_a_segment_walk_equals_live(tmp_path):
+    batches = [
+        build_entry(0, build_message(None, b"old", magic=1, timestamp=5)),  # no producer: left out
+        tx_batch(1, 1, [b"a", b"b"]),
+        tx_batch(2, 3, [b"c"]),
+        end_marker(1, 4, ABORT),
+        tx_batch(3, 5, [b"d"], txn=False),
+        end_marker(2, 6, COMMIT),
+        tx_batch(1, 7, [b"e"]),
+    ]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(batches) + tx_batch(4, 8, [b"cut"])[:30])  # a partial batch at the end
+    live = TxnState()
+    live_changes = [c for c in (live.append(read_txn_batch(b)) for b in batches[1:]) if c.completed is not None]
+    f = CachedFile(path)
+    try:
+        facts = list(txn_batches(walk_batches(f, path, 0, path.stat().st_size, whole=True)))
+    finally:
+        f.close()
+    assert [b.base_offset for b in facts] == [1, 3, 4, 5, 6, 7]
+    assert facts[2] == TxnBatch(1, True, True, ABORT, 4, 4)
+    replayed = TxnState()
+    assert replayed.replay(facts) == live_changes
+    assert live_changes[0].aborted == AbortedTxn(1, 1, 4, 3)
+    assert replayed.ongoing() == live.ongoing() == [(1, 7)]

@@ -26,7 +26,9 @@ After a restart the state is rebuilt from the ongoing transactions saved
 with a producer state snapshot (`TxnState.ongoing` / `TxnState.restore`)
 then `TxnState.replay` of the batches after the snapshot offset.
 
-Pure: no I/O. `read_txn_batch` reads a batch's facts from its bytes.
+Pure: no I/O. `read_txn_batch` reads a batch's facts from its bytes,
+`txn_batches` from a segment walk
+(`kclient.storage.batch_walk.walk_batches`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import attrs
 from kclient.errors import CorruptRecordError, InvalidTxnStateError
 from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.control import ABORT, COMMIT, decode_control_key
+from kclient.protocol.records.scan import BatchInfo
 from kclient.protocol.records.v2 import NO_PRODUCER_ID, BatchHeader, decode_rows, read_header, records_section
 from kclient.storage.txn_index import AbortedTxn
 
@@ -130,6 +133,25 @@ def read_txn_batch(buf: Buffer, position: int = 0) -> TxnBatch:
     return TxnBatch(
         header.producer_id, header.is_transactional, header.is_control, control_type, header.base_offset, header.last_offset
     )
+
+
+def txn_batches(walked: Iterable[tuple[BatchInfo, Buffer, int]]) -> Iterator[TxnBatch]:
+    """The transaction facts of walked batches, for `TxnState.replay`.
+
+    Args:
+        walked: ``(info, chunk, position in chunk)`` per complete batch, as
+            `kclient.storage.batch_walk.walk_batches` yields them; v0 / v1
+            entries (no producer) are left out.
+
+    Yields:
+        Each v2 batch's facts, in order.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A malformed batch or control key.
+    """
+    for info, chunk, position in walked:
+        if info.magic == 2:
+            yield read_txn_batch(chunk, position)
 
 
 class TxnState:
@@ -364,4 +386,5 @@ __all__ = [
     "TxnState",
     "control_type_of",
     "read_txn_batch",
+    "txn_batches",
 ]

@@ -259,13 +259,14 @@ def test_init_transactions_finds_the_coordinator_then_inits_the_producer_id() ->
     assert find.node is None and find.coordinator_type is None and find.priority is Priority.FIND_COORDINATOR
     # FindCoordinator v1: key (string), key_type int8 = 1 (transaction).
     assert encode(find, 1) == s16(TXN_ID) + b"\x01"
+    assert (find.min_version, find.max_version) == (1, 2)
     answer(tm, find, find_coordinator_ok(3))
     assert tm.coordinator(1) is not None and tm.coordinator(1).node_id == 3  # type: ignore[union-attr]
     assert tm.next_request() is None  # the InitProducerId waits its retry backoff
     assert tm.next_retry_ms() == 1_000 + BACKOFF
     clock.now += BACKOFF
     init = take(tm, INIT_PRODUCER_ID_FULL)
-    assert init.node is not None and init.node.node_id == 3 and init.max_version == 5
+    assert init.node is not None and init.node.node_id == 3 and (init.min_version, init.max_version) == (0, 5)
     # v1: transactional_id, transaction_timeout_ms; v3 (flexible): + producer id/epoch -1 and no tags.
     assert encode(init, 1) == s16(TXN_ID) + struct.pack(">i", 30_000)
     assert encode(init, 3) == compact(TXN_ID) + struct.pack(">iqh", 30_000, -1, -1) + b"\x00"
@@ -369,7 +370,7 @@ def test_send_offsets_to_transaction_kip447() -> None:
     answer(tm, find, find_coordinator_ok(2))
     clock.now += BACKOFF
     commit = take(tm, TXN_OFFSET_COMMIT)
-    assert commit.node is not None and commit.node.node_id == 2 and commit.max_version == 4
+    assert commit.node is not None and commit.node.node_id == 2 and (commit.min_version, commit.max_version) == (3, 4)
     # v3 (flexible): txn id, group id, pid, epoch, generation, member id, instance id, topics, tags.
     partitions = struct.pack(">iqi", 0, 17, -1) + compact("") + b"\x00" + struct.pack(">iqi", 1, 42, 3) + compact("md") + b"\x00"
     expected = compact(TXN_ID) + compact("grp") + struct.pack(">qhi", PID, EPOCH, 12) + compact("m-1") + compact("i-1")
@@ -383,6 +384,20 @@ def test_send_offsets_to_transaction_kip447() -> None:
     tm.commit_transaction()
     answer(tm, take(tm, END_TXN), EndTxnResponse())
     assert tm.state is S.READY
+
+
+def test_txn_offset_commit_without_group_metadata_goes_to_old_brokers() -> None:
+    clock = Clock()
+    tm = in_txn(clock)
+    tm.send_offsets_to_transaction({("in", 0): 1}, ConsumerGroupMetadata("g"))
+    answer(tm, take(tm, ADD_OFFSETS_TO_TXN), AddOffsetsToTxnResponse())
+    answer(tm, take(tm, FIND_COORDINATOR), find_coordinator_ok())
+    clock.now += BACKOFF
+    commit = take(tm, TXN_OFFSET_COMMIT)
+    assert commit.min_version == 0
+    # v0: txn id, group id, pid, epoch, [topic, [partition, offset, metadata]]
+    expected = s16(TXN_ID) + s16("g") + struct.pack(">qhi", PID, EPOCH, 1) + s16("in") + struct.pack(">iiq", 1, 0, 1) + s16("")
+    assert encode(commit, 0) == expected
 
 
 def test_txn_offset_commit_retries_the_failed_partitions_and_finds_the_group_coordinator_again() -> None:
@@ -681,7 +696,7 @@ def test_abortable_batch_error_then_abort_with_epoch_bump_kip360() -> None:
     answer(tm, end, EndTxnResponse())
     assert tm.state is S.INITIALIZING and not result.is_completed
     bump = take(tm, INIT_PRODUCER_ID_FULL)
-    assert bump.is_epoch_bump and bump.priority is Priority.EPOCH_BUMP
+    assert bump.is_epoch_bump and bump.priority is Priority.EPOCH_BUMP and bump.min_version == 3
     assert encode(bump, 3) == compact(TXN_ID) + struct.pack(">iqh", 30_000, PID, EPOCH) + b"\x00"
     answer(tm, bump, InitProducerIdResponse(producer_id=PID, producer_epoch=EPOCH + 1))
     assert result.is_successful and tm.state is S.READY and not tm.epoch_bump_required

@@ -140,8 +140,14 @@ class TxnRequest:
             (FindCoordinator).
         coordinator_key: The transactional id or group id of that
             coordinator.
-        max_version: The highest version the manager builds it for; send
-            ``min(max_version, the broker's highest)``.
+        max_version: The highest version the manager builds it for.
+        min_version: The lowest version that carries what it says
+            (FindCoordinator v1: ``key_type``; an epoch bump: InitProducerId
+            v3; TxnOffsetCommit with group metadata: v3, KIP-447). Send the
+            highest version in ``min_version..max_version`` the broker
+            takes (``conn.version_for(api, floor=min_version,
+            ceiling=max_version)``); none: `handle_send_failure` with
+            `UnsupportedVersionError`.
         node: The coordinator it goes to (set by `next_request`; None:
             any broker).
         is_retry: Sent before; waits ``backoff_ms`` after its re-queueing.
@@ -159,6 +165,7 @@ class TxnRequest:
     coordinator_type: int | None = COORDINATOR_TRANSACTION
     coordinator_key: str | None = None
     max_version: int = 0
+    min_version: int = 0
     node: Coordinator | None = None
     is_retry: bool = False
     not_before_ms: int = 0

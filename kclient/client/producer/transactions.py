@@ -109,6 +109,15 @@ __all__ = [
     "resolve_transactional_config",
 ]
 
+#: TxnOffsetCommit from this version carries the consumer's group metadata
+#: (KIP-447); Kafka refuses to send group metadata in an older one.
+GROUP_METADATA_MIN_VERSION = 3
+
+
+def _has_group_metadata(group: GroupMetadata) -> bool:
+    return group.member_id != "" or group.generation_id != -1 or group.group_instance_id is not None
+
+
 def _tp(value: TopicPartition | TP) -> TP:
     if isinstance(value, TopicPartition):
         return (value.topic, value.partition)
@@ -372,6 +381,7 @@ class TransactionManager:
         priority = Priority.EPOCH_BUMP if bump else Priority.INIT_PRODUCER_ID
         request = self._request(INIT_PRODUCER_ID_FULL, body, priority, "InitProducerId")
         request.is_epoch_bump = bump
+        request.min_version = EPOCH_BUMP_MIN_VERSION if bump else 0
         self._enqueue(request)
         return request.result
 
@@ -551,6 +561,7 @@ class TransactionManager:
         request = self._request(FIND_COORDINATOR, body, Priority.FIND_COORDINATOR, "FindCoordinator")
         request.coordinator_type = None
         request.coordinator_key = None
+        request.min_version = 1  # key_type (KIP-98)
         self._enqueue(request)
 
     def next_retry_ms(self) -> int | None:
@@ -853,6 +864,7 @@ class TransactionManager:
             coordinator_type=COORDINATOR_GROUP,
             coordinator_key=group.group_id,
             max_version=MAX_VERSIONS[TXN_OFFSET_COMMIT.key],
+            min_version=GROUP_METADATA_MIN_VERSION if _has_group_metadata(group) else 0,
             backoff_ms=self.retry_backoff_ms,
             group_metadata=group,
         )

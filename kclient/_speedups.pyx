@@ -522,20 +522,67 @@ cdef class QueueCore:
     same results; see there). Each method runs without releasing the GIL,
     which is what makes it atomic towards other threads: no lock per put."""
 
-    cdef list items, sizes, times
+    cdef list items, sizes, nbytes, times
     cdef readonly Py_ssize_t max_messages, count, unfinished, flushing
+    cdef readonly Py_ssize_t max_bytes, record_overhead, unfinished_bytes
     cdef readonly bint closed
     cdef bint consumer_waiting
     cdef Py_ssize_t wake_at, bundles
     cdef object waker, bundle_type
 
-    def __cinit__(self, Py_ssize_t max_messages, bundle_type=None):
+    def __cinit__(self, Py_ssize_t max_messages, bundle_type=None, Py_ssize_t max_bytes=33554432, Py_ssize_t record_overhead=0):
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.record_overhead = record_overhead
         self.items = []
         self.sizes = []
+        self.nbytes = []
         self.times = []
         self.waker = None
         self.bundle_type = bundle_type
+
+    cdef Py_ssize_t _measure(self, object data, Py_ssize_t* largest) except -1:
+        # ``kclient.client.producer.queue.measure``: the item's estimated
+        # bytes; ``largest[0]`` raised to its largest record's.
+        cdef Py_ssize_t total = 0
+        cdef object item
+        if type(data) is self.bundle_type:
+            for item in data:
+                total += self._measure_one(item, largest)
+            return total
+        return self._measure_one(data, largest)
+
+    cdef Py_ssize_t _measure_one(self, object data, Py_ssize_t* largest) except -1:
+        cdef Py_ssize_t total = 0, key_len, b, j, n
+        cdef object key, messages, m
+        if isinstance(data, tuple):
+            if PyTuple_GET_SIZE(data) < 3:
+                return 0
+            key = <object>PyTuple_GET_ITEM(data, 1)
+            messages = <object>PyTuple_GET_ITEM(data, 2)
+        else:
+            key = getattr(data, "key", None)
+            messages = getattr(data, "messages", ())
+        key_len = _estimate_len(key) + self.record_overhead
+        if type(messages) is tuple:
+            n = PyTuple_GET_SIZE(messages)
+            for j in range(n):
+                b = key_len + _estimate_len(<object>PyTuple_GET_ITEM(messages, j))
+                total += b
+                if b > largest[0]:
+                    largest[0] = b
+        else:
+            for m in messages:
+                b = key_len + _estimate_len(m)
+                total += b
+                if b > largest[0]:
+                    largest[0] = b
+        return total
+
+    def measure(self, data):
+        cdef Py_ssize_t largest = 0
+        cdef Py_ssize_t total = self._measure(data, &largest)
+        return total, largest
 
     @property
     def queued_items(self):
@@ -547,14 +594,19 @@ cdef class QueueCore:
 
     def put(self, data, Py_ssize_t n):
         cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
+        cdef Py_ssize_t largest = 0
+        cdef Py_ssize_t size = self._measure(data, &largest)
+        cdef Py_ssize_t held = self.unfinished_bytes
         cdef object waker
-        if self.closed or (self.count + n > self.max_messages and queued):
+        if self.closed or (self.count + n > self.max_messages and queued) or largest > self.max_bytes or (held and held + size > self.max_bytes):
             return False
         PyList_Append(self.items, data)
         PyList_Append(self.sizes, n)
+        PyList_Append(self.nbytes, size)
         PyList_Append(self.times, _monotonic())
         self.count += n
         self.unfinished += n
+        self.unfinished_bytes = held + size
         if type(data) is self.bundle_type:
             self.bundles += 1
         if self.consumer_waiting and (queued == 0 or self.count >= self.wake_at):
@@ -569,28 +621,31 @@ cdef class QueueCore:
 
     cdef tuple _take(self, Py_ssize_t batch_messages):
         cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
-        cdef Py_ssize_t k = 0, taken = 0, size
+        cdef Py_ssize_t k = 0, taken = 0, size, taken_bytes = 0
         cdef list batch
         while k < queued:
             size = <Py_ssize_t>(<object>PyList_GET_ITEM(self.sizes, k))
             if taken and taken + size > batch_messages:
                 break
             taken += size
+            taken_bytes += <Py_ssize_t>(<object>PyList_GET_ITEM(self.nbytes, k))
             k += 1
         if k == queued:
             batch = self.items
             self.items = []
             self.sizes = []
+            self.nbytes = []
             self.times = []
         else:
             batch = self.items[:k]
             del self.items[:k]
             del self.sizes[:k]
+            del self.nbytes[:k]
             del self.times[:k]
         self.count -= taken
         if self.bundles:
             batch = self._flatten(batch)
-        return batch, taken
+        return batch, taken, taken_bytes
 
     cdef list _flatten(self, list batch):
         # Bundles (several items queued by one call) become their items.
@@ -639,17 +694,22 @@ cdef class QueueCore:
 
     def abandon(self):
         cdef Py_ssize_t dropped = self.count
+        cdef object b
         self.closed = True
+        for b in self.nbytes:
+            self.unfinished_bytes -= <Py_ssize_t>b
         self.items = []
         self.sizes = []
+        self.nbytes = []
         self.times = []
         self.bundles = 0
         self.count = 0
         self.unfinished -= dropped
         return dropped, (self._release_waker() if self.consumer_waiting else None)
 
-    def task_done(self, Py_ssize_t n):
+    def task_done(self, Py_ssize_t n, Py_ssize_t n_bytes=0):
         self.unfinished -= n
+        self.unfinished_bytes -= n_bytes
         return self.unfinished <= 0
 
 
@@ -983,7 +1043,7 @@ cdef object _with_partition(object d, object kind, object p):
 
 def route_topic(list items, object data_types, Py_ssize_t n_parts, bint hash_keys, bint sticky_keyless,
                 Py_ssize_t sticky_p, Py_ssize_t sticky_bytes, Py_ssize_t batch_size, Py_ssize_t overhead, object next_sticky,
-                object open_batches=None, Py_ssize_t batch_messages=0):
+                object open_batches=None, Py_ssize_t batch_messages=0, bint ignore_keys=False):
     """One topic's queued items per partition, with their record counts and
     estimated sizes, compiled: the twin of
     ``kclient.client.producer.routing.route_topic`` (same arguments, same
@@ -1024,7 +1084,7 @@ def route_topic(list items, object data_types, Py_ssize_t n_parts, bint hash_key
             p_obj = 0
         elif n_parts <= 0:
             p_obj = -1
-        elif key is None:
+        elif key is None or (ignore_keys and sticky_keyless):
             if sticky_keyless:
                 if sticky_p < 0 or sticky_p >= n_parts:
                     sticky_p = next_sticky(-1)

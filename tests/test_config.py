@@ -731,7 +731,6 @@ def test_strict_from_file_and_broker(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("cls", "key", "hint"),
     [
-        (ProducerConfig, "buffer.memory", "set queue.buffering.max.messages"),
         (ConsumerConfig, "fetch.max.bytes", "set fetch.message.max.bytes"),
     ],
 )

@@ -127,7 +127,7 @@ def test_sink_uses_the_producers_default_linger():
     ("options", "streaming", "named", "hint"),
     [
         ({"topic": "out", "kafka.lingr.ms": "5"}, None, "kafka.lingr.ms", "did you mean 'kafka.linger.ms'"),
-        ({"topic": "out", "kafka.buffer.memory": "5"}, None, "kafka.buffer.memory", "set queue.buffering.max.messages"),
+        ({"topic": "out", "kafka.buffer.memry": "5"}, None, "kafka.buffer.memry", "did you mean 'kafka.buffer.memory'"),
         ({"topik": "out"}, None, "topik", "did you mean 'topic'"),
         ({"subscribe": "a", "kafka.sesion.timeout.ms": "5"}, False, "kafka.sesion.timeout.ms", "did you mean 'kafka.session.timeout.ms'"),
         ({"subscribe": "a", "startingOffset": "earliest"}, True, "startingoffset", "did you mean 'startingoffsets'"),
@@ -146,7 +146,7 @@ def test_unknown_options_are_errors(options, streaming, named, hint):
     assert repr(named) in str(info.value) and hint in str(info.value)
     parsed = parse({**BOOT, **options, "failOnUnknownOptions": "false"})
     if streaming is None:
-        assert not any(name in parsed.producer_config for name in ("lingr.ms", "buffer.memory", "topik"))
+        assert not any(name in parsed.producer_config for name in ("lingr.ms", "buffer.memry", "topik"))
         ProducerConfig.from_properties(parsed.producer_config)  # what is left is all known
     with pytest.raises(ConfigError, match="failOnUnknownOptions"):
         parse({**BOOT, **options, "failOnUnknownOptions": "maybe"})

@@ -214,14 +214,19 @@ def test_pure_python_environment_variable_turns_them_off():
 def test_queue_core_twins_agree(max_messages, ops):
     from kclient.client.producer.queue import Bundle, PyQueueCore
 
-    cores = [_speedups.QueueCore(max_messages, Bundle), PyQueueCore(max_messages, Bundle)]
+    # buffer.memory: records of 10 + 2*step bytes (plus 70 of overhead)
+    # against 600 bytes held; some items hold a record larger than that.
+    cores = [_speedups.QueueCore(max_messages, Bundle, 600, 70), PyQueueCore(max_messages, Bundle, 600, 70)]
     wakers = [[], []]
     taken_total = [0, 0]
+    taken_bytes = [0, 0]
     for step, (op, n) in enumerate(ops):
         results = []
         for i, core in enumerate(cores):
             if op in ("put", "bundle"):
-                r = core.put(("item", step) if op == "put" else Bundle([("bundled", step, j) for j in range(n)]), n)
+                value = b"v" * (10 + 2 * step) if step % 7 else b"w" * 600
+                record = ("t", b"key", (value,) * n, None)
+                r = core.put(record if op == "put" else Bundle([("t", None, (value,), j) for j in range(n)]), n)
                 r = "woke" if callable(r) else r
                 if r == "woke":
                     wakers[i].append(step)
@@ -229,9 +234,10 @@ def test_queue_core_twins_agree(max_messages, ops):
                 # max_wait 0: a waiting batch is due at once; an hour: only full batches
                 kind, value = core.poll(n * 2, 0.0 if n % 2 else 3600.0, lambda: None)
                 if kind == "batch":
-                    items, taken = value
+                    items, taken, nbytes = value
                     taken_total[i] += taken
-                    r = (kind, list(items), taken)
+                    taken_bytes[i] += nbytes
+                    r = (kind, list(items), taken, nbytes)
                 else:
                     r = (kind, value if value is None else "timeout")
             elif op == "flush+":
@@ -240,8 +246,10 @@ def test_queue_core_twins_agree(max_messages, ops):
                 r = core.flush_requested(-1) if core.flushing > 0 else None
             elif op == "done":
                 k = min(n, taken_total[i])
+                b = taken_bytes[i] if k == taken_total[i] else taken_bytes[i] // 2
                 taken_total[i] -= k
-                r = core.task_done(k)
+                taken_bytes[i] -= b
+                r = core.task_done(k, b)
             elif op == "close":
                 r = core.close() is not None
             else:
@@ -249,8 +257,9 @@ def test_queue_core_twins_agree(max_messages, ops):
                 r = (dropped, waker is not None)
             results.append(r)
         assert results[0] == results[1], (op, n)
-        state = [(c.count, c.unfinished, c.closed, c.flushing, c.queued_items) for c in cores]
+        state = [(c.count, c.unfinished, c.unfinished_bytes, c.closed, c.flushing, c.queued_items) for c in cores]
         assert state[0] == state[1]
+        assert cores[1].measure(("t", b"k", (b"ab", "c"))) == cores[0].measure(("t", b"k", (b"ab", "c"))) == (2 * 71 + 3, 73)
     assert wakers[0] == wakers[1]
 
 
@@ -769,12 +778,13 @@ def _route_items(draw):
     st.integers(1, 300),
     st.dictionaries(st.integers(-1, 6), st.tuples(st.integers(1, 3), st.integers(0, 250)), max_size=4),
     st.integers(1, 6),
+    st.booleans(),
 )
-def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, open_shape, batch_messages):
+def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, open_shape, batch_messages, ignore_keys):
     """The compiled router groups a topic's items per partition with the
     same record counts, sizes and sticky partitions as its pure twin, moves
     the sticky partition at the same items, and appends the same items to
-    the partitions' open batches."""
+    the partitions' open batches; with ``partitioner.ignore.keys`` too."""
     from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD, PartitionBatch, estimated_size
     from kclient.client.producer.collate import DATA_TYPES
     from kclient.client.producer.routing import route_topic
@@ -801,13 +811,13 @@ def test_route_topic_matches_pure_python(items, n_parts, hash_keys, sticky_keyle
     args = (DATA_TYPES, n_parts, hash_keys, sticky_keyless, sticky_p, sticky_bytes, batch_size, ACCUMULATOR_RECORD_OVERHEAD)
     calls_c, choose_c = chooser()
     calls_py, choose_py = chooser()
-    compiled = _speedups.route_topic(list(items), *args, choose_c)
-    pure = route_topic(list(items), *args, choose_py)
+    compiled = _speedups.route_topic(list(items), *args, choose_c, ignore_keys=ignore_keys)
+    pure = route_topic(list(items), *args, choose_py, ignore_keys=ignore_keys)
     assert compiled == pure
     assert calls_c == calls_py
     open_c, open_py = open_batches(), open_batches()
-    with_open_c = _speedups.route_topic(list(items), *args, chooser()[1], open_c, batch_messages)
-    with_open_py = route_topic(list(items), *args, chooser()[1], open_py, batch_messages)
+    with_open_c = _speedups.route_topic(list(items), *args, chooser()[1], open_c, batch_messages, ignore_keys)
+    with_open_py = route_topic(list(items), *args, chooser()[1], open_py, batch_messages, ignore_keys)
     assert with_open_c == with_open_py
     assert shape(open_c) == shape(open_py)
     assert with_open_py[3] == sum(b.messages for b in open_py.values()) - sum(c for c, _ in open_shape.values())

@@ -28,7 +28,8 @@ the config does not know raises `ConfigError` naming the closest known name
 ``from_properties(..., strict=False)`` (and ``from_file`` /
 ``with_properties``) logs it as a warning and ignores it instead, as
 Kafka 0.8 did. Modern names whose meaning differs from the
-classic property they resemble (``buffer.memory`` is bytes) are not aliased:
+classic property they resemble (``fetch.max.bytes`` is not
+``fetch.message.max.bytes``) are not aliased:
 each class's ``NOT_MAPPED`` says why and what to set.
 
 The configuration reference page, ``docs/configuration.md``, is rendered

@@ -51,9 +51,12 @@ class ProducerConfig(_ClientSecurityConfig):
     ``batch.size`` is the modern producer's: a partition's batch size in
     **bytes** (the async producer accumulates per partition); 0.7's
     ``batch.size`` (a count of messages) is ``batch.num.messages``, which
-    bounds a partition's records per request. Not aliased, because the
-    meaning differs (see `NOT_MAPPED`): ``buffer.memory`` (bytes) is not
-    ``queue.buffering.max.messages`` (a count).
+    bounds a partition's records per request. The async producer has two
+    bounds: ``queue.buffering.max.messages`` (messages waiting in its
+    queue) and Kafka's ``buffer.memory`` (bytes of records held until
+    acknowledged); ``max.block.ms`` is an alias of
+    ``queue.enqueue.timeout.ms``, how long ``send`` waits for room in
+    either.
 
     Deliberate deviations: ``request.required.acks`` defaults to **1** (the
     leader acknowledged the write) rather than the 0.8 default 0 (no
@@ -84,10 +87,7 @@ class ProducerConfig(_ClientSecurityConfig):
             ``sasl.password``).
     """
 
-    NOT_MAPPED: ClassVar[dict[str, str]] = {
-        "buffer.memory": "buffer.memory is a size in bytes, and kclient's async queue is bounded by message "
-        "count: set queue.buffering.max.messages",
-    }
+    NOT_MAPPED: ClassVar[dict[str, str]] = {}
 
     metadata_broker_list: tuple[HostPort, ...] = prop(
         "metadata.broker.list", to_host_ports, aliases=["bootstrap.servers"]
@@ -107,6 +107,11 @@ class ProducerConfig(_ClientSecurityConfig):
     """Text encoding a `StringEncoder` uses (Kafka's default UTF8)."""
     partitioner_class: Any = prop("partitioner.class", to_plugin, "kclient.DefaultPartitioner")
     """Partitioner: dotted class path, class or instance."""
+    partitioner_ignore_keys: bool = prop("partitioner.ignore.keys", to_bool, False)
+    """Async, built-in partitioning (no ``partitioner.class`` set): keyed
+    records are placed as keyless ones, on the topic's sticky partition
+    (KIP-794's ``partitioner.ignore.keys``, default false). Sync mode and
+    a custom ``event.handler`` still place keyed records by their key."""
     compression_codec: str = prop("compression.codec", to_codec, "none", aliases=["compression.type"])
     """``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` (ids 0-4 accepted on input)."""
     compressed_topics: tuple[str, ...] = prop("compressed.topics", to_list, ())
@@ -143,10 +148,26 @@ class ProducerConfig(_ClientSecurityConfig):
     )
     """Async: capacity of the queue, in messages."""
     queue_enqueue_timeout_ms: int = prop(
-        "queue.enqueue.timeout.ms", to_int, -1, at_least(-1), aliases=["queue.enqueueTimeout.ms"]
+        "queue.enqueue.timeout.ms", to_int, -1, at_least(-1), aliases=["queue.enqueueTimeout.ms", "max.block.ms"]
     )
-    """Async, full queue: -1 block until there is room, 0 drop at once
-    (`QueueFullError`), >0 wait that many ms then drop."""
+    """Async, no room (``queue.buffering.max.messages`` or ``buffer.memory``
+    reached): how long ``send`` waits for room (ms): -1 block until there
+    is room, 0 drop at once (`QueueFullError`), >0 wait that many ms then
+    drop. Kafka's ``max.block.ms`` sets it too when
+    ``queue.enqueue.timeout.ms`` is not given (the canonical name wins, a
+    differing alias is logged); the default stays Kafka 0.8's -1, not
+    ``max.block.ms``'s 60000, so that a default async ``send`` waits as it
+    did. Unlike Kafka's ``max.block.ms`` it does not bound the wait for
+    metadata."""
+    buffer_memory: int = prop("buffer.memory", to_int, 33554432, at_least(1))
+    """Async: the most bytes of records the producer holds, queued, in the
+    per-partition batches and in flight until acknowledged or failed
+    (bytes; Kafka's ``buffer.memory``, default 33554432 = 32 MiB). A record
+    counts its key, its value and the v2 record overhead (the accumulator's
+    estimate). With no room, ``send`` waits ``queue.enqueue.timeout.ms``
+    (alias ``max.block.ms``), every batch is sent at once, then
+    `QueueFullError` names the bound; a single record larger than this
+    fails at once (`MessageSizeTooLargeError`)."""
     close_timeout_ms: int = prop("close.timeout.ms", to_int, 5000, at_least(0))
     """Async: the longest the flush of a producer that was never closed may
     take at interpreter exit (ms; Kafka's ``KafkaProducer.close(timeout)``,

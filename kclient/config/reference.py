@@ -242,7 +242,7 @@ exceptions:
   and the Spark sink use the same default.
 - **Unknown keys are errors.** A key a config does not know (a typo such as
   `auto.offset.rest`, or a modern name kclient does not map, such as
-  `buffer.memory`) raises `ConfigError` with a "did you mean" suggestion, for
+  `delivery.timeout.ms`) raises `ConfigError` with a "did you mean" suggestion, for
   `ProducerConfig`, `ConsumerConfig`, `AdminConfig` and `BrokerConfig`
   alike, wherever a config is built from property names: the clients'
   constructors given a mapping or a `.properties` path, `from_properties`,

@@ -10,8 +10,9 @@ open batch of its partition instead of sending whatever the queue held:
   kept as an upper bound); the next record then opens a new batch;
 - a batch is *ready* when it is full, when ``linger.ms`` passed since its
   first record, or when the producer flushes, closes or holds
-  ``queue.buffering.max.messages`` records here (back-pressure: Kafka's
-  ``buffer.memory`` exhausted makes every batch ready);
+  ``queue.buffering.max.messages`` records here, or a ``send`` waits for
+  ``buffer.memory`` (the queue then asks for a flush: Kafka's exhausted
+  ``buffer.memory`` makes every batch ready);
 - `RecordAccumulator.drain` takes the ready batches grouped by the leader
   of their partition, each leader's share bounded by ``max.request.size``
   (a batch larger than that alone still goes, alone), for one Produce
@@ -166,14 +167,17 @@ class Drained:
         items: The items, grouped by leader, each partition's in append
             order.
         messages: How many records they hold.
+        size: Their estimated bytes (the drained batches' sizes; what they
+            free of ``buffer.memory`` once finished).
         batches: How many batches were drained.
     """
 
-    __slots__ = ("batches", "items", "messages")
+    __slots__ = ("batches", "items", "messages", "size")
 
     def __init__(self) -> None:
         self.items: list[Any] = []
         self.messages = 0
+        self.size = 0
         self.batches = 0
 
 
@@ -483,6 +487,7 @@ class RecordAccumulator:
                 items.extend(batch.items)
                 used[leader] = used.get(leader, 0) + batch.size + BATCH_ENTRY_OVERHEAD
                 out.messages += batch.messages
+                out.size += batch.size
                 out.batches += 1
                 if not batch.full:
                     open_ = self._open.get(batch.topic)

@@ -19,18 +19,21 @@ with the two modes of ``producer.type``:
   times with ``retry.backoff.ms`` backoff and a metadata refresh between
   tries. One thread crossing into the producer's trio loop per call.
 - ``async``: `Producer.send` puts the data on a bounded queue
-  (``queue.buffering.max.messages`` messages) and returns without touching
-  the trio loop. The `ProducerSendThread` moves the queued records into
+  (``queue.buffering.max.messages`` messages waiting, and ``buffer.memory``
+  bytes of records held until acknowledged: queued, batched or in flight)
+  and returns without touching the trio loop. The `ProducerSendThread` moves the queued records into
   per-partition batches and sends a partition's batch when it holds
   ``batch.size`` bytes or ``batch.num.messages`` records or
   ``queue.buffering.max.ms`` (``linger.ms``) passed since its first record,
   one Produce request per leader, from the same thread (it runs the
   producer's trio loop); with a custom ``event.handler`` it takes 0.8's
   batches of ``batch.num.messages`` records across partitions instead.
-  When the queue is full,
-  ``queue.enqueue.timeout.ms`` says: -1 block until there is room, 0 raise
-  `QueueFullError` at once, >0 wait that many ms and
-  then raise it. `Producer.close` sends everything queued first.
+  When either bound is reached,
+  ``queue.enqueue.timeout.ms`` (alias ``max.block.ms``) says: -1 block
+  until there is room, 0 raise `QueueFullError` at once, >0 wait that many
+  ms and then raise it (its message names the bound). A record larger than
+  ``buffer.memory`` alone raises `MessageSizeTooLargeError` at once.
+  `Producer.close` sends everything queued first.
 
 Per-record delivery results (Kafka's ``send(record, callback)`` and
 ``Future<RecordMetadata>``): ``send(data, callback=fn)`` and
@@ -75,12 +78,13 @@ import attrs
 
 from kclient._accel import speedups as _speedups
 from kclient.client.cluster import PartitionInfo
+from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD
 from kclient.client.producer.callbacks import overrides
 from kclient.client.producer.core import TrioProducer
 from kclient.client.producer.data import ProducerData, new_tuple
 from kclient.client.producer.data import stamped as _stamped
 from kclient.client.producer.delivery import DeliveryReport, RecordFuture, RecordMetadata, TrackedData, call_back, settle, track
-from kclient.client.producer.queue import Bundle, MessageQueue
+from kclient.client.producer.queue import Bundle, MessageQueue, RecordTooLargeError
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
@@ -172,7 +176,7 @@ class Producer(ClosingClient):
         if self._async:
             # The send thread runs the trio loop: batches go from the queue
             # to the sockets on one thread.
-            self._queue = MessageQueue(cfg.queue_buffering_max_messages)
+            self._queue = MessageQueue(cfg.queue_buffering_max_messages, cfg.buffer_memory, ACCUMULATOR_RECORD_OVERHEAD)
             # send()'s per-record call (see MessageQueue.fast_put).
             self._fast_put = self._queue.fast_put
             # send(list) queues bundles of up to this many messages: at most
@@ -187,6 +191,7 @@ class Producer(ClosingClient):
                 batch_size=cfg.batch_size,
                 max_request_size=cfg.max_request_size,
                 max_in_flight=cfg.max_in_flight_requests_per_connection,
+                ignore_keys=cfg.partitioner_ignore_keys,
                 name=f"kclient-producer-{label}-send",
             )
             self._loop: LoopThread = self._thread
@@ -278,10 +283,15 @@ class Producer(ClosingClient):
             FailedToSendMessageError: sync mode: a non-retriable error, or
                 retries ran out (cause chained, topic-partitions named,
                 ``lost_messages`` set).
-            QueueFullError: async mode: the queue stayed full for
-                ``queue.enqueue.timeout.ms`` (``not_enqueued`` lists the
-                ProducerData that were not queued; the ones before them
-                were).
+            QueueFullError: async mode: the queue stayed full
+                (``queue.buffering.max.messages`` or ``buffer.memory``, as
+                its message says) for ``queue.enqueue.timeout.ms``
+                (``not_enqueued`` lists the ProducerData that were not
+                queued; the ones before them were).
+            MessageSizeTooLargeError: async mode: a record is larger than
+                ``buffer.memory`` (a `RecordTooLargeError`; nothing from its
+                ProducerData on is queued, ``not_enqueued`` lists them when
+                several were given).
             InvalidTopicError: an illegal topic name (nothing is sent or
                 queued).
             ProducerClosedError: the producer was closed.
@@ -378,9 +388,14 @@ class Producer(ClosingClient):
         report = DeliveryReport(d, callback, futures, self._reports)
         report.timestamp = ts
         self._thread.tracking = True  # type: ignore[union-attr]
-        if not self._queue.put(new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms):  # type: ignore[union-attr]
-            plain = new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))
-            exc = self._queue_full([plain], 1, self._enqueue_timeout_ms)
+        exc: QueueFullError | RecordTooLargeError | None
+        try:
+            added = self._queue.put(new_tuple(TrackedData, (d[0], d[1], d[2], ts, d[4], d[5], report)), n, self._enqueue_timeout_ms)  # type: ignore[union-attr]
+        except RecordTooLargeError as too_large:
+            added, exc = False, too_large
+        else:
+            exc = None if added else self._queue_full([new_tuple(ProducerData, (d[0], d[1], d[2], ts, d[4], d[5]))], 1, self._enqueue_timeout_ms)
+        if exc is not None:
             report.settle(exc)
             if futures is None:
                 raise exc
@@ -405,7 +420,7 @@ class Producer(ClosingClient):
         self._thread.tracking = True  # type: ignore[union-attr]
         try:
             self._enqueue(tracked)
-        except QueueFullError as exc:
+        except (QueueFullError, RecordTooLargeError) as exc:
             rest = exc.not_enqueued
             exc.not_enqueued = [d.untracked() if isinstance(d, TrackedData) else d for d in rest]
             for d in rest:
@@ -459,7 +474,11 @@ class Producer(ClosingClient):
                 d = replaced
             if d.timestamp_ms is None:
                 d = d._stamped(now)
-            added = queue.put(d, len(d.messages), timeout)
+            try:
+                added = queue.put(d, len(d.messages), timeout)
+            except RecordTooLargeError as exc:
+                exc.not_enqueued = [d, *events[i + 1 :]]
+                raise
             if self._after_enqueue:
                 callbacks.after_enqueue(d, added)
             if not added:
@@ -488,10 +507,14 @@ class Producer(ClosingClient):
                 n += c
             cuts.append((start, total, n))
         for start, end, n in cuts:
-            if end - start == 1:
-                added = queue.put(stamped[start], n, timeout)
-            else:
-                added = queue.put(Bundle(stamped[start:end]), n, timeout)
+            try:
+                if end - start == 1:
+                    added = queue.put(stamped[start], n, timeout)
+                else:
+                    added = queue.put(Bundle(stamped[start:end]), n, timeout)
+            except RecordTooLargeError as exc:
+                exc.not_enqueued = stamped[start:]
+                raise
             if not added:
                 raise self._queue_full(stamped[start:], total, timeout)
 
@@ -499,8 +522,11 @@ class Producer(ClosingClient):
         n_messages = sum(len(d.messages) for d in rest)
         topics = ", ".join(sorted({d.topic for d in rest})[:5])
         waited = "did not wait (queue.enqueue.timeout.ms=0)" if timeout == 0 else f"waited queue.enqueue.timeout.ms={timeout} ms"
+        bound = self._queue.last_full_bound if self._queue is not None else ""
+        if not bound:
+            bound = f"queue.buffering.max.messages={self.config.queue_buffering_max_messages}"
         return QueueFullError(
-            f"the async producer's queue is full (queue.buffering.max.messages={self.config.queue_buffering_max_messages}); "
+            f"the async producer's queue is full ({bound}); "
             f"{waited}: {len(rest)} of {total} ProducerData ({n_messages} message(s), topic {topics}) were NOT enqueued",
             not_enqueued=rest,
         )

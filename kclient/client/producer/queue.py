@@ -2,7 +2,13 @@
 
 `MessageQueue` is bounded by a number of *messages*
 (``queue.buffering.max.messages``; a ProducerData counts as many messages
-as it holds). Putting never waits for the send thread: ``Producer.send`` in
+as it holds) waiting in it, and by the *bytes* of the records the async
+producer holds (``buffer.memory``, Kafka's producer property): queued here,
+in the send thread's per-partition batches and in flight, until each batch
+is acknowledged or failed (`MessageQueue.task_done`). A record's bytes are
+`kclient.client.producer.accumulator.estimated_size`'s estimate (its key,
+its value and the record overhead); the queue measures each item as it is
+put, the send thread reports the bytes of each finished batch. Putting never waits for the send thread: ``Producer.send`` in
 async mode appends in one call of the queue's core (compiled: no lock, the
 GIL makes it atomic; pure Python: one lock), and wakes the consumer (the
 `kclient.client.producer.send_thread.ProducerSendThread`) only when it is
@@ -22,9 +28,13 @@ from typing import Any, Literal
 import attrs
 
 from kclient._accel import speedups as _speedups
-from kclient.errors import ProducerClosedError, QueueFullError
+from kclient.client.producer.accumulator import ACCUMULATOR_RECORD_OVERHEAD
+from kclient.errors import MessageSizeTooLargeError, ProducerClosedError, QueueFullError
 
-__all__ = ["Bundle", "MessageQueue", "PyQueueCore", "QueueStatistics"]
+__all__ = ["BUFFER_MEMORY", "Bundle", "MessageQueue", "PyQueueCore", "QueueStatistics", "RecordTooLargeError"]
+
+#: Kafka's default ``buffer.memory`` (bytes).
+BUFFER_MEMORY = 33_554_432
 
 _monotonic = time.monotonic
 
@@ -33,12 +43,70 @@ _monotonic = time.monotonic
 class QueueStatistics:
     """A snapshot of a `MessageQueue`: ``queued_messages`` /
     ``queued_items`` waiting now, ``max_messages`` the bound,
-    ``unfinished_messages`` queued or being sent."""
+    ``unfinished_messages`` queued or being sent; ``unfinished_bytes`` the
+    estimated bytes of the records queued or being sent (until acknowledged
+    or failed), ``max_bytes`` their bound (``buffer.memory``)."""
 
     queued_messages: int
     queued_items: int
     max_messages: int
     unfinished_messages: int
+    unfinished_bytes: int = 0
+    max_bytes: int = BUFFER_MEMORY
+
+
+class RecordTooLargeError(MessageSizeTooLargeError):
+    """A record is larger than the async producer's whole ``buffer.memory``
+    (Kafka's ``RecordTooLargeException`` for such records): it could never
+    be queued, so ``send`` fails at once.
+
+    Attributes:
+        not_enqueued: The ProducerData that were not queued (from the one
+            holding the record on; the ones before were), when the producer
+            knows them.
+    """
+
+    def __init__(self, message: str = "", *, not_enqueued: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.not_enqueued: list[Any] = [] if not_enqueued is None else not_enqueued
+
+
+def measure(data: Any, bundle_type: type[list[Any]] | None, overhead: int) -> tuple[int, int]:
+    """The estimated bytes of an item and of its largest record (the pure
+    rule of both queue cores; `kclient.client.producer.accumulator.estimated_size`
+    per record).
+
+    Args:
+        data: A ProducerData (or TrackedData) tuple, a ``bundle_type`` of
+            them, or an object with ``key`` and ``messages``; anything
+            else counts 0.
+        bundle_type: The type of items holding several items (`Bundle`).
+        overhead: Bytes counted per record beyond its key and value.
+
+    Returns:
+        ``(total bytes, bytes of the largest record)``.
+    """
+    if type(data) is bundle_type:
+        total = largest = 0
+        for item in data:
+            b, top = measure(item, None, overhead)
+            total += b
+            largest = max(largest, top)
+        return total, largest
+    if isinstance(data, tuple):
+        if len(data) < 3:
+            return 0, 0
+        key, messages = data[1], data[2]
+    else:
+        key, messages = getattr(data, "key", None), getattr(data, "messages", ())
+    key_size = len(key) if isinstance(key, (bytes, bytearray, str)) else 0
+    total = largest = 0
+    for m in messages:
+        b = key_size + overhead + (len(m) if isinstance(m, (bytes, bytearray, str)) else 0)
+        total += b
+        if b > largest:
+            largest = b
+    return total, largest
 
 
 class Bundle(list[Any]):
@@ -54,25 +122,33 @@ class PyQueueCore:
     under one lock); ``kclient._speedups.QueueCore`` is its compiled twin,
     where the GIL makes each call atomic. `MessageQueue` adds the waiting.
 
-    Items wait in three parallel lists (the data, its message count, its
-    enqueue time in `time.monotonic` seconds), so a queued record costs the
-    garbage collector one tracked object, its ProducerData.
+    Items wait in four parallel lists (the data, its message count, its
+    estimated bytes, its enqueue time in `time.monotonic` seconds), so a
+    queued record costs the garbage collector one tracked object, its
+    ProducerData.
 
     Args:
-        max_messages: The bound (messages).
+        max_messages: The bound on queued messages.
         bundle_type: The type of items that hold several items
             (`Bundle`): taken apart when taken.
+        max_bytes: The bound on the estimated bytes queued or taken and
+            not yet done (``buffer.memory``, bytes; see `measure`).
+        record_overhead: Bytes counted per record beyond its key and value.
     """
 
-    def __init__(self, max_messages: int, bundle_type: type[list[Any]] | None = None) -> None:
+    def __init__(self, max_messages: int, bundle_type: type[list[Any]] | None = None, max_bytes: int = BUFFER_MEMORY, record_overhead: int = 0) -> None:
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.record_overhead = record_overhead
         self._bundle_type = bundle_type
         self._bundles = 0  # bundles queued
         self._items: list[Any] = []
         self._sizes: list[int] = []
+        self._bytes: list[int] = []
         self._times: list[float] = []
         self.count = 0  # messages queued
         self.unfinished = 0  # messages queued or taken and not yet done
+        self.unfinished_bytes = 0  # their estimated bytes
         self.flushing = 0  # flush() calls waiting
         self.closed = False
         self._consumer_waiting = False
@@ -90,25 +166,36 @@ class PyQueueCore:
         times = self._times
         return times[0] if times else None
 
+    def measure(self, data: Any) -> tuple[int, int]:
+        """``(bytes, bytes of its largest record)`` of an item (`measure`)."""
+        return measure(data, self._bundle_type, self.record_overhead)
+
     def put(self, data: Any, n: int) -> Callable[[], None] | None | Literal[False]:
         """Append ``data`` (``n`` messages) if the queue is open and has
-        room (an item larger than the bound fits an empty queue).
+        room for its messages and bytes (an item larger than a bound fits
+        when nothing is held against that bound, unless one of its records
+        alone is larger than ``max_bytes``).
 
         Returns:
-            False: not queued (full or closed). None: queued. A callable:
-            queued, and the waiting consumer must be woken by calling it
-            (outside any lock).
+            False: not queued (full, closed, or a record larger than
+            ``max_bytes``). None: queued. A callable: queued, and the
+            waiting consumer must be woken by calling it (outside any
+            lock).
         """
+        size, largest = measure(data, self._bundle_type, self.record_overhead)
         with self._lock:
             items = self._items
             queued = len(items)
-            if self.closed or (self.count + n > self.max_messages and queued):
+            held = self.unfinished_bytes
+            if self.closed or (self.count + n > self.max_messages and queued) or largest > self.max_bytes or (held + size > self.max_bytes and held):
                 return False
             items.append(data)
             self._sizes.append(n)
+            self._bytes.append(size)
             self._times.append(_monotonic())
             self.count += n
             self.unfinished += n
+            self.unfinished_bytes = held + size
             if type(data) is self._bundle_type:
                 self._bundles += 1
             if self._consumer_waiting and (queued == 0 or self.count >= self._wake_at):
@@ -121,7 +208,7 @@ class PyQueueCore:
         self._consumer_waiting = False
         return waker
 
-    def _take(self, batch_messages: int) -> tuple[list[Any], int]:
+    def _take(self, batch_messages: int) -> tuple[list[Any], int, int]:
         items, sizes = self._items, self._sizes
         queued = len(items)
         k = taken = 0
@@ -133,10 +220,12 @@ class PyQueueCore:
             k += 1
         if k == queued:
             batch = items
-            self._items, self._sizes, self._times = [], [], []
+            taken_bytes = sum(self._bytes)
+            self._items, self._sizes, self._bytes, self._times = [], [], [], []
         else:
             batch = items[:k]
-            del items[:k], sizes[:k], self._times[:k]
+            taken_bytes = sum(self._bytes[:k])
+            del items[:k], sizes[:k], self._bytes[:k], self._times[:k]
         self.count -= taken
         if self._bundles:
             flat: list[Any] = []
@@ -147,7 +236,7 @@ class PyQueueCore:
                 else:
                     flat.append(item)
             batch = flat
-        return batch, taken
+        return batch, taken, taken_bytes
 
     def poll(self, batch_messages: int, max_wait_s: float, waker: Callable[[], None]) -> tuple[str, Any]:
         """The consumer's step: `MessageQueue.poll_batch`'s result; on
@@ -191,16 +280,19 @@ class PyQueueCore:
         with self._lock:
             dropped = self.count
             self.closed = True
-            self._items, self._sizes, self._times = [], [], []
+            self.unfinished_bytes -= sum(self._bytes)
+            self._items, self._sizes, self._bytes, self._times = [], [], [], []
             self._bundles = 0
             self.count = 0
             self.unfinished -= dropped
             return dropped, (self._release_waker() if self._consumer_waiting else None)
 
-    def task_done(self, n: int) -> bool:
-        """Mark ``n`` taken messages finished; True once none is left."""
+    def task_done(self, n: int, n_bytes: int = 0) -> bool:
+        """Mark ``n`` taken messages (``n_bytes`` estimated bytes) finished;
+        True once no message is left."""
         with self._lock:
             self.unfinished -= n
+            self.unfinished_bytes -= n_bytes
             return self.unfinished <= 0
 
 
@@ -209,35 +301,52 @@ _QueueCore = _speedups.QueueCore if _speedups is not None else PyQueueCore
 
 
 class MessageQueue:
-    """A bounded FIFO of ProducerData counted in messages, for one consumer
-    thread (the ProducerSendThread) and any number of producer threads.
+    """A bounded FIFO of ProducerData counted in messages and bytes, for one
+    consumer thread (the ProducerSendThread) and any number of producer
+    threads.
 
-    An item larger than the whole bound is accepted when the queue is empty
-    (it could never fit otherwise). Thread-safe.
+    Two bounds: ``max_messages`` messages waiting in the queue, and
+    ``max_bytes`` estimated bytes of the records queued or taken and not
+    yet finished (`task_done`: acknowledged or failed). An item larger than
+    a bound is accepted when nothing is held against that bound (it could
+    never fit otherwise), except that a record larger than ``max_bytes``
+    is refused (`RecordTooLargeError`). Thread-safe.
 
     Args:
-        max_messages: The bound (messages, ``queue.buffering.max.messages``).
+        max_messages: The bound on queued messages
+            (``queue.buffering.max.messages``).
+        max_bytes: The bound on the bytes held (``buffer.memory``, bytes).
+        record_overhead: Bytes counted per record beyond its key and value
+            (`kclient.client.producer.accumulator.ACCUMULATOR_RECORD_OVERHEAD`,
+            so that the send thread's batch sizes add up to the same bytes).
 
     Raises:
-        ValueError: ``max_messages`` < 1.
+        ValueError: ``max_messages`` or ``max_bytes`` < 1.
     """
 
-    def __init__(self, max_messages: int) -> None:
+    def __init__(self, max_messages: int, max_bytes: int = BUFFER_MEMORY, record_overhead: int = ACCUMULATOR_RECORD_OVERHEAD) -> None:
         if max_messages < 1:
             raise ValueError(f"queue.buffering.max.messages must be >= 1, got {max_messages}")
+        if max_bytes < 1:
+            raise ValueError(f"buffer.memory must be >= 1, got {max_bytes}")
         self.max_messages = max_messages
-        self._core = core = _QueueCore(max_messages, Bundle)
+        self.max_bytes = max_bytes
+        self._core = core = _QueueCore(max_messages, Bundle, max_bytes, record_overhead)
         #: The producer's per-send call: ``fast_put(data, n)`` returns None
         #: when queued, a callable to call when queued and the consumer
-        #: must be woken, False when not queued (full or closed: call `put`,
-        #: which waits or raises).
+        #: must be woken, False when not queued (full, closed or a record
+        #: too large: call `put`, which waits or raises).
         self.fast_put = core.put
         self._lock = threading.Lock()  # for the conditions only
         self._not_full = threading.Condition(self._lock)
         self._all_done = threading.Condition(self._lock)
         self._putters = 0  # put() calls waiting for room
         self._low_water = max_messages // 2  # wake them at or below this many messages
+        self._low_bytes = max_bytes // 2  # or at or below this many bytes held
         self._flushers = 0  # flush() calls waiting
+        #: Which bound the last `put` that found no room in time hit (for
+        #: the producer's `QueueFullError` message).
+        self.last_full_bound = ""
         #: threading.get_ident() of the consumer thread, if known: a put from
         #: it must not wait for room (nothing else would make any).
         self.consumer_ident: int | None = None
@@ -248,17 +357,20 @@ class MessageQueue:
         """Append one item.
 
         Args:
-            data: The ProducerData to queue.
+            data: The ProducerData (or `Bundle` of them) to queue.
             n: How many messages it holds (what counts against
                 ``max_messages``).
             timeout_ms: How long to wait for room (ms): -1 until there is
                 room, 0 not at all.
 
         Returns:
-            False when there was no room in time (nothing enqueued).
+            False when there was no room in time (nothing enqueued;
+            `last_full_bound` says which bound).
 
         Raises:
             ProducerClosedError: the queue is closed.
+            RecordTooLargeError: a record of ``data`` is larger than
+                ``max_bytes`` (nothing enqueued).
             QueueFullError: the queue is full and the caller is the
                 consumer thread (waiting would deadlock).
         """
@@ -269,9 +381,26 @@ class MessageQueue:
             waker()
         return True
 
+    def full_bound(self, n: int, size: int) -> str:
+        """Which bound refuses an item of ``n`` messages and ``size`` bytes
+        now (``"buffer.memory"`` or ``"queue.buffering.max.messages"``), as
+        a phrase naming the bound and the state."""
+        core = self._core
+        held = core.unfinished_bytes
+        if held and held + size > self.max_bytes:
+            return f"buffer.memory={self.max_bytes} bytes ({held} bytes held unacknowledged, {size} more needed)"
+        return f"queue.buffering.max.messages={self.max_messages} ({core.count} messages queued, {n} more)"
+
     def _put_waiting(self, data: Any, n: int, timeout_ms: int) -> bool:
         core = self._core
+        size, largest = core.measure(data)
+        if largest > self.max_bytes:
+            raise RecordTooLargeError(
+                f"a record of {largest} bytes (estimated: key, value and record overhead) is larger than "
+                f"buffer.memory={self.max_bytes} bytes: it can never be queued"
+            )
         deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        forcing = False  # whether this put asked the consumer to send every batch (flush)
         with self._lock:
             # Counted before trying: a consumer taking after the try sees
             # the count and notifies (under this lock, so after the wait).
@@ -286,14 +415,22 @@ class MessageQueue:
                         raise ProducerClosedError(
                             "the producer is closed" if first else "the producer was closed while send() waited for room in the queue"
                         )
+                    self.last_full_bound = self.full_bound(n, size)
                     if timeout_ms == 0:
                         return False
                     if threading.get_ident() == self.consumer_ident:
                         # Only the consumer makes room: waiting here would never end.
                         raise QueueFullError(
-                            "send() from the producer's send thread (a CallbackHandler hook) found the queue full; "
-                            "waiting would deadlock: only that thread empties the queue"
+                            "send() from the producer's send thread (a CallbackHandler hook) found the queue full "
+                            f"({self.last_full_bound}); waiting would deadlock: only that thread empties the queue"
                         )
+                    if not forcing and self.last_full_bound.startswith("buffer.memory"):
+                        # Kafka's exhausted buffer makes every batch ready:
+                        # what lingers in the batches goes now, freeing room.
+                        forcing = True
+                        wake = core.flush_requested(1)
+                        if wake is not None:
+                            wake()
                     if deadline is None:
                         self._not_full.wait()
                     else:
@@ -305,6 +442,8 @@ class MessageQueue:
                     first = False
             finally:
                 self._putters -= 1
+                if forcing:
+                    core.flush_requested(-1)
         if waker is not None:
             waker()
         return True
@@ -373,7 +512,7 @@ class MessageQueue:
                 schedule the wake-up (e.g. ``TrioToken.run_sync_soon``).
 
         Returns:
-            ``("batch", (items, n_messages))`` when a batch is due (same
+            ``("batch", (items, n_messages, n_bytes))`` when a batch is due (same
             rules as `take_batch`), ``("closed", None)`` once the queue is
             closed and empty, else ``("wait", seconds)``: look again after
             ``seconds`` (None: no deadline) or as soon as ``waker()`` is
@@ -391,15 +530,28 @@ class MessageQueue:
                 self._not_full.notify_all()
         return kind, value
 
-    def task_done(self, n_messages: int) -> None:
-        """Mark taken messages as finished (sent or failed).
+    def task_done(self, n_messages: int, n_bytes: int = 0) -> None:
+        """Mark taken messages as finished (sent or failed): their bytes
+        no longer count against ``max_bytes``.
 
         Args:
             n_messages: How many messages of taken batches are finished.
+            n_bytes: Their estimated bytes (as `poll_batch` returned them,
+                or the sum of the batch sizes the accumulator drained).
         """
-        if self._core.task_done(n_messages) and self._flushers:
+        core = self._core
+        if core.task_done(n_messages, n_bytes) and self._flushers:
             with self._lock:
                 self._all_done.notify_all()
+        if n_bytes and self._putters and core.unfinished_bytes <= self._low_bytes:
+            # Putters waiting for bytes wake once half the bound is free.
+            with self._lock:
+                self._not_full.notify_all()
+
+    @property
+    def putters_waiting(self) -> bool:
+        """Whether a `put` waits for room."""
+        return bool(self._putters)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Ask the consumer to send what is queued now, regardless of the
@@ -462,4 +614,4 @@ class MessageQueue:
 
     def statistics(self) -> QueueStatistics:
         core = self._core
-        return QueueStatistics(core.count, core.queued_items, self.max_messages, core.unfinished)
+        return QueueStatistics(core.count, core.queued_items, self.max_messages, core.unfinished, core.unfinished_bytes, self.max_bytes)

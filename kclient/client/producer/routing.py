@@ -9,6 +9,7 @@
 - a keyless item of a producer without a configured partitioner is given
   the topic's sticky partition (KIP-480, `StickyPartitioner`): the item is
   copied with that partition set, so the event handler sends it there;
+  with ``partitioner.ignore.keys=true`` (KIP-794) keyed items too;
 - any other item (a configured partitioner or key encoder decides its
   partition later) joins its topic's batch of partition -1.
 """
@@ -59,6 +60,7 @@ def route_topic(
     next_sticky: Callable[[int], int],
     open_batches: dict[int, PartitionBatch] | None = None,
     batch_messages: int = 0,
+    ignore_keys: bool = False,
 ) -> tuple[dict[int, tuple[list[Any], list[int], list[int]]], int, int, int] | None:
     """One topic's queued items per partition, with their record counts and
     estimated sizes (the pure twin of ``kclient._speedups.route_topic``).
@@ -70,7 +72,9 @@ def route_topic(
     once ``batch_size`` bytes went there ``next_sticky(p)`` moves on
     (KIP-480; KIP-794 counts bytes the same way); a bytes key with
     ``hash_keys`` gives ``toPositive(murmur2(key)) % n_parts``; anything
-    else -1 (the event handler decides later).
+    else -1 (the event handler decides later). With ``ignore_keys`` and
+    ``sticky_keyless`` a keyed item is placed as a keyless one
+    (``partitioner.ignore.keys``, KIP-794).
 
     Args:
         items: The topic's items.
@@ -91,6 +95,8 @@ def route_topic(
             without filling it (below ``batch_size`` bytes and
             ``batch_messages`` records) is appended to it at once.
         batch_messages: ``batch.num.messages`` (with ``open_batches``).
+        ignore_keys: ``partitioner.ignore.keys``: keys do not choose the
+            partition.
 
     Returns:
         ``(groups, sticky_p, sticky_bytes, in_place)``, ``groups`` being
@@ -118,7 +124,7 @@ def route_topic(
             p = 0
         elif n_parts <= 0:
             p = UNKNOWN_PARTITION
-        elif key is None:
+        elif key is None or (ignore_keys and sticky_keyless):
             if sticky_keyless:
                 if sticky_p < 0 or sticky_p >= n_parts:
                     sticky_p = next_sticky(-1)
@@ -166,6 +172,8 @@ class PartitionRouter:
         sticky_keyless: No partitioner is configured: keyless items get
             the sticky partition.
         sticky: The sticky partitioner (a fresh one by default).
+        ignore_keys: ``partitioner.ignore.keys`` (KIP-794): with
+            ``sticky_keyless``, keyed items get the sticky partition too.
     """
 
     def __init__(
@@ -176,11 +184,13 @@ class PartitionRouter:
         hash_keys: bool,
         sticky_keyless: bool,
         sticky: StickyPartitioner | None = None,
+        ignore_keys: bool = False,
     ) -> None:
         self.accumulator = accumulator
         self.partition_count = partition_count
         self.hash_keys = hash_keys
         self.sticky_keyless = sticky_keyless
+        self.ignore_keys = ignore_keys and sticky_keyless
         self.sticky = sticky if sticky is not None else StickyPartitioner()
         self._counts: dict[str, int] = {}
         self._sticky_bytes: dict[str, int] = {}
@@ -217,6 +227,7 @@ class PartitionRouter:
         count_of = self.partition_count
         hash_keys = self.hash_keys
         sticky_keyless = self.sticky_keyless
+        ignore_keys = self.ignore_keys
         # Per topic, per partition: the items, their message counts, their sizes.
         groups: dict[str, dict[int, tuple[list[Any], list[int], list[int]]]] = {}
         last_topic: str | None = None  # consecutive records usually share a topic
@@ -236,8 +247,8 @@ class PartitionRouter:
                         n = counts[topic] = count_of(topic)
                     last_topic = topic
                     by_partition = groups.setdefault(topic, {})
-            if len(messages) == 1 and type(m := messages[0]) is bytes:
-                size = len(m) + _OVERHEAD + (len(key) if type(key) is bytes else 0)
+            if len(messages) == 1 and type(m := messages[0]) is bytes and (key is None or type(key) is bytes):
+                size = len(m) + _OVERHEAD + (0 if key is None else len(key))
             else:
                 size = estimated_size(key, messages)
             if fixed is not None:
@@ -246,7 +257,7 @@ class PartitionRouter:
                 p = 0  # every partitioner's only choice
             elif n <= 0:
                 p = UNKNOWN_PARTITION
-            elif key is None:
+            elif key is None or ignore_keys:
                 if sticky_keyless:
                     p = self._sticky_partition(topic, n, size)
                     d = with_partition(d, p)
@@ -300,6 +311,7 @@ class PartitionRouter:
             next_sticky,
             accumulator.open_batches(topic),
             accumulator.batch_messages,
+            self.ignore_keys,
         )
         if routed is None:
             return False

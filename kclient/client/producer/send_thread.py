@@ -14,8 +14,8 @@ as Kafka's modern producers do (`kclient.client.producer.accumulator`): it
 moves what is queued into each partition's batch (`PartitionRouter`; keyless
 records on the sticky partitioner, KIP-480), and sends the batches that are
 ready (``batch.size`` bytes, ``batch.num.messages`` records, ``linger.ms``
-since their first record, a flush, a close, or ``queue.buffering.max.messages``
-records held) grouped by leader, one Produce request per leader within
+since their first record, a flush, a close, ``queue.buffering.max.messages``
+records held, or a ``send`` waiting for ``buffer.memory``) grouped by leader, one Produce request per leader within
 ``max.request.size``. A custom ``event.handler``, or a CallbackHandler with
 ``after_dequeuing_existing_data``, keeps the 0.8 batches described below.
 
@@ -197,9 +197,13 @@ class ProducerSendThread(LoopThread):
         batch_size: int | None = None,
         max_request_size: int = 1_048_576,
         max_in_flight: int = 1,
+        ignore_keys: bool = False,
         name: str = "kclient-producer-send",
     ) -> None:
         super().__init__(name=name)
+        #: ``partitioner.ignore.keys`` (KIP-794): with the built-in
+        #: partitioning, keyed records are placed as keyless ones (sticky).
+        self.ignore_keys = ignore_keys
         #: ``batch.size`` (bytes): batch per partition (`RecordAccumulator`)
         #: when the producer allows it; None keeps Kafka 0.8's batches of
         #: ``batch.num.messages`` across partitions.
@@ -303,7 +307,11 @@ class ProducerSendThread(LoopThread):
         self._accumulator = accumulator
         source: PartitionSource = producer
         router = PartitionRouter(
-            accumulator, lambda topic: len(source.cached_partitions(topic)), hash_keys=source.hashes_keys, sticky_keyless=source.sticky_keyless
+            accumulator,
+            lambda topic: len(source.cached_partitions(topic)),
+            hash_keys=source.hashes_keys,
+            sticky_keyless=source.sticky_keyless,
+            ignore_keys=self.ignore_keys,
         )
 
         def leader_of(topic: str, partition: int) -> int | None:
@@ -339,7 +347,7 @@ class ProducerSendThread(LoopThread):
                     continue
                 drained = accumulator.drain(leader_of, flush=closed or queue.flushing)
                 if drained.items:
-                    await self._process(producer, drained.items, drained.messages)
+                    await self._process(producer, drained.items, drained.messages, drained.size)
                 elif kind == "wait":
                     timeout = accumulator.next_ready_in()
                     with trio.move_on_after(math.inf if timeout is None else timeout):
@@ -362,10 +370,11 @@ class ProducerSendThread(LoopThread):
             self._idle = trio.Event()
             await self._idle.wait()
 
-    async def _process(self, producer: BatchSubmitter, items: list[Any], taken: int, dequeued: bool = True) -> None:
-        """Run the hooks on ``items`` (holding ``taken`` messages taken off
-        the queue) and submit them; the queue's ``task_done(taken)`` follows
-        once the batch is acknowledged or failed."""
+    async def _process(self, producer: BatchSubmitter, items: list[Any], taken: int, taken_bytes: int = 0, *, dequeued: bool = True) -> None:
+        """Run the hooks on ``items`` (holding ``taken`` messages of
+        ``taken_bytes`` estimated bytes taken off the queue) and submit
+        them; the queue's ``task_done(taken, taken_bytes)`` follows once the
+        batch is acknowledged or failed (freeing ``buffer.memory``)."""
         batch = items
         # Records sent with a delivery callback or future: whatever the event
         # handler did not resolve (a hook replaced or dropped it, a custom
@@ -382,13 +391,13 @@ class ProducerSendThread(LoopThread):
                 settle(reports, exc)
             self._record_failure(batch, exc, sum(len(d.messages) for d in batch), _failures_of(reports))
             if taken:
-                self.queue.task_done(taken)
+                self.queue.task_done(taken, taken_bytes)
             return
         if not batch:
             if reports:
                 settle(reports, None)
             if taken:
-                self.queue.task_done(taken)
+                self.queue.task_done(taken, taken_bytes)
             return
         n = taken if dequeued and batch is items else sum(len(d.messages) for d in batch)
         self._outstanding += 1
@@ -410,7 +419,7 @@ class ProducerSendThread(LoopThread):
                     self._record_failure(kept, exc, n, _failures_of(reports))
             finally:
                 if taken:
-                    self.queue.task_done(taken)
+                    self.queue.task_done(taken, taken_bytes)
                 self._outstanding -= 1
                 if not self._outstanding and self._idle is not None:
                     self._idle.set()

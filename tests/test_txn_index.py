@@ -8,7 +8,11 @@ Real files under tmp_path, no mocks, no processes.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,8 +30,6 @@ from kclient.storage.txn_index import (
     collect_aborted_txns,
 )
 
-pytestmark = pytest.mark.unit
-
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
@@ -35,6 +37,7 @@ def index_at(tmp_path, base: int = 0, name: str | None = None) -> TransactionInd
     return TransactionIndex(tmp_path / (name or f"{base:020d}{TXN_INDEX_SUFFIX}"), base)
 
 
+@pytest.mark.unit
 def test_entry_format_byte_for_byte(tmp_path):
     txn = AbortedTxn(producer_id=0x0102030405060708, first_offset=5, last_offset=9, last_stable_offset=10)
     expected = (
@@ -56,6 +59,7 @@ def test_entry_format_byte_for_byte(tmp_path):
     assert txn.as_aborted_transaction() == (0x0102030405060708, 5)
 
 
+@pytest.mark.unit
 def test_file_created_on_first_append_only(tmp_path):
     idx = index_at(tmp_path, 100)
     assert len(idx) == 0 and idx.last_offset is None and idx.all_aborted_txns() == []
@@ -71,6 +75,7 @@ def test_file_created_on_first_append_only(tmp_path):
     idx.close()  # idempotent
 
 
+@pytest.mark.unit
 def test_append_and_read_back(tmp_path):
     idx = index_at(tmp_path, 0)
     txns = [AbortedTxn(7, 0, 4, 5), AbortedTxn(8, 2, 10, 11), AbortedTxn(7, 11, 15, 16)]
@@ -86,6 +91,7 @@ def test_append_and_read_back(tmp_path):
     again.close()
 
 
+@pytest.mark.unit
 def test_append_refuses_offsets_going_backwards(tmp_path):
     idx = index_at(tmp_path)
     idx.append(AbortedTxn(1, 0, 10, 11))
@@ -101,6 +107,7 @@ def test_append_refuses_offsets_going_backwards(tmp_path):
     idx.close()
 
 
+@pytest.mark.unit
 def test_collect_aborted_txns_overlap_and_completeness(tmp_path):
     idx = index_at(tmp_path)
     # (producer, first, last = ABORT marker, lso at the abort)
@@ -123,6 +130,7 @@ def test_collect_aborted_txns_overlap_and_completeness(tmp_path):
     idx.close()
 
 
+@pytest.mark.unit
 def test_collect_across_segments_stops_when_complete(tmp_path):
     first = index_at(tmp_path, 0)
     second = index_at(tmp_path, 100)
@@ -144,6 +152,7 @@ def test_collect_across_segments_stops_when_complete(tmp_path):
         ix.close()
 
 
+@pytest.mark.unit
 def test_truncate_to(tmp_path):
     idx = index_at(tmp_path)
     txns = [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 1, 10, 11), AbortedTxn(3, 7, 20, 21)]
@@ -162,6 +171,7 @@ def test_truncate_to(tmp_path):
     again.close()
 
 
+@pytest.mark.unit
 def test_reset_and_delete_and_rename(tmp_path):
     idx = index_at(tmp_path, 10)
     idx.append(AbortedTxn(1, 0, 12, 13))
@@ -176,6 +186,7 @@ def test_reset_and_delete_and_rename(tmp_path):
     idx.delete()  # a missing file is no error
 
 
+@pytest.mark.unit
 def test_crash_cut_trailing_entry_dropped_on_load(tmp_path, caplog):
     idx = index_at(tmp_path)
     idx.append(AbortedTxn(1, 0, 5, 6))
@@ -194,6 +205,7 @@ def test_crash_cut_trailing_entry_dropped_on_load(tmp_path, caplog):
     assert index_at(tmp_path).all_aborted_txns()[-1] == AbortedTxn(3, 10, 12, 13)
 
 
+@pytest.mark.unit
 def test_sanity_check(tmp_path):
     def check(base: int, *txns: AbortedTxn, name: str = "x.txnindex") -> bool:
         path = tmp_path / name
@@ -212,6 +224,7 @@ def test_sanity_check(tmp_path):
     assert not check(0, AbortedTxn(1, 0, 10, 11, version=1))  # an unknown version
 
 
+@pytest.mark.unit
 def test_readers_keep_their_list_across_truncation(tmp_path):
     idx = index_at(tmp_path)
     for i in range(5):
@@ -237,6 +250,7 @@ def _aborted_txns(raw: list[tuple[int, int, int, int]], base: int) -> list[Abort
     return out
 
 
+@pytest.mark.unit
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=TXNS, base=st.integers(0, 10_000), cut=st.integers(0, 40_000))
 def test_round_trip_and_truncate_property(tmp_path, raw, base, cut):
@@ -256,6 +270,7 @@ def test_round_trip_and_truncate_property(tmp_path, raw, base, cut):
     assert TransactionIndex(tmp_path / "prop.txnindex", base).all_aborted_txns() == kept
 
 
+@pytest.mark.unit
 @settings(max_examples=examples(100), deadline=None)
 @given(raw=TXNS, start=st.integers(0, 30_000), span=st.integers(1, 5_000))
 def test_collect_matches_overlap_rule_property(raw, start, span):
@@ -273,3 +288,68 @@ def test_collect_matches_overlap_rule_property(raw, start, span):
     scanned = txns if stop is None else txns[: stop + 1]
     assert got.aborted_txns == [t for t in scanned if t.last_offset >= start and t.first_offset < upper]
     assert got.is_complete == (stop is not None)
+
+
+# ---------------------------------------------------------------- SIGKILL
+
+_WRITER = r"""
+import sys
+from kclient.storage.txn_index import AbortedTxn, TransactionIndex
+
+path, base, stage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+idx = TransactionIndex(path, base)
+last = idx.last_offset if idx.last_offset is not None else base - 1
+n = 0
+while True:
+    n += 1
+    last += 3
+    idx.append(AbortedTxn(last % 7, last - 2, last, last + 1))
+    if stage == "flushed":
+        idx.flush()
+    print(last, flush=True)
+    if stage == "truncating" and n % 4 == 0:
+        idx.truncate_to(last)  # drop the entry just written
+        last -= 3
+        print("t", last, flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stage", ["written", "flushed", "truncating"])
+def test_sigkill_while_appending_keeps_every_acknowledged_entry(tmp_path, stage):
+    """A writer process killed with SIGKILL at some point of its appends
+    (after the write, after the fsync, or among truncations): the file loads
+    with every entry the writer reported, well formed, and takes appends on."""
+    root = Path(__file__).resolve().parent.parent
+    path = tmp_path / f"{100:020d}.txnindex"
+    before: list[int] = []  # entries on disk before this round's writer
+    for target in (20, 45):  # kill, reload and kill again
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), "100", stage],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
+        acked: list[int] = []
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("t "):
+                acked = [a for a in acked if a <= int(line.split()[1])]
+            else:
+                acked.append(int(line))
+            if len(acked) >= target:
+                break
+        child.send_signal(signal.SIGKILL)  # the writer is still appending
+        child.wait(30)
+        child.stdout.close()
+        assert child.returncode == -signal.SIGKILL
+        idx = TransactionIndex(path, 100)
+        lasts = [t.last_offset for t in idx.all_aborted_txns()]
+        assert idx.sanity_check() and path.stat().st_size == len(lasts) * ABORTED_TXN_SIZE
+        # Every acknowledged entry is there, then what the writer added
+        # after (it ran on until the signal), nothing else.
+        assert lasts[: len(before) + len(acked)] == before + acked
+        assert lasts == list(range(102, 102 + 3 * len(lasts), 3))
+        before = lasts
+        idx.close()

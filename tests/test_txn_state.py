@@ -29,8 +29,8 @@ from kclient.storage.read_committed import (
     committed_batches,
     decide_batches,
 )
-from kclient.storage.txn_index import AbortedTxn
-from kclient.storage.txn_state import CompletedTxn, TxnAppend, TxnBatch, TxnState, control_type_of, read_txn_batch, txn_batches
+from kclient.storage.txn_index import AbortedTxn, TransactionIndex
+from kclient.storage.txn_state import CompletedTxn, TxnAppend, TxnBatch, TxnState, control_type_of, read_txn_batch, rebuild_txn_index, txn_batches
 
 pytestmark = pytest.mark.unit
 
@@ -390,3 +390,23 @@ def test_replay_from_a_segment_walk_equals_live(tmp_path):
     assert replayed.replay(facts) == live_changes
     assert live_changes[0].aborted == AbortedTxn(1, 1, 4, 3)
     assert replayed.ongoing() == live.ongoing() == [(1, 7)]
+
+
+def test_rebuild_txn_index_of_a_segment_whose_transaction_began_earlier(tmp_path):
+    # Segment 0 holds offsets 0..2 (producer 1's txn starts at 1), segment 3
+    # holds its ABORT at 4 and producer 2's aborted txn 3..5.
+    first = [tx_batch(9, 0, [b"x"], txn=False), tx_batch(1, 1, [b"a", b"b"])]
+    second = [tx_batch(2, 3, [b"c"]), end_marker(1, 4, ABORT), end_marker(2, 5, ABORT), tx_batch(1, 6, [b"d"])]
+    live = TxnState()
+    expected = [c.aborted for c in (live.append(read_txn_batch(b)) for b in first + second) if c.aborted is not None]
+    assert expected == [AbortedTxn(1, 1, 4, 3), AbortedTxn(2, 3, 5, 6)]
+    index = TransactionIndex(tmp_path / "00000000000000000003.txnindex", 3)
+    index.append(AbortedTxn(7, 0, 3, 4))  # stale content, replaced
+    state = TxnState()
+    state.replay(read_txn_batch(b) for b in first)  # the state at the segment's base
+    changes = rebuild_txn_index(index, state, [read_txn_batch(b) for b in second])
+    assert [c.completed for c in changes] == [CompletedTxn(1, 1, 4, True), CompletedTxn(2, 3, 5, True)]
+    assert index.all_aborted_txns() == expected and index.sanity_check()
+    assert state.ongoing() == live.ongoing() == [(1, 6)]
+    index.close()
+    assert TransactionIndex(index.path, 3).all_aborted_txns() == expected

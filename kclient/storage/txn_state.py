@@ -43,7 +43,7 @@ from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.control import ABORT, COMMIT, decode_control_key
 from kclient.protocol.records.scan import BatchInfo
 from kclient.protocol.records.v2 import NO_PRODUCER_ID, BatchHeader, decode_rows, read_header, records_section
-from kclient.storage.txn_index import AbortedTxn
+from kclient.storage.txn_index import AbortedTxn, TransactionIndex
 
 
 class TxnBatch(NamedTuple):
@@ -374,6 +374,34 @@ class TxnState:
         return [change for change in _apply_all(self, batches) if change.completed is not None]
 
 
+def rebuild_txn_index(index: TransactionIndex, state: TxnState, batches: Iterable[TxnBatch]) -> list[TxnAppend]:
+    """Rebuild a segment's transaction index by replaying its batches
+    (Kafka's ``LogSegment.recover``: the index is reset, then every
+    transaction an ABORT marker of the segment completes is recorded).
+
+    Args:
+        index: The segment's transaction index.
+        state: The partition's transaction state at the segment's base
+            offset (a snapshot restored and the earlier batches replayed:
+            a transaction may start in an earlier segment); it is advanced
+            past the segment.
+        batches: The segment's batches' facts, in order (`txn_batches`).
+
+    Returns:
+        What each completed transaction changed, in order.
+
+    Raises:
+        kclient.errors.InvalidTxnStateError: As `TxnState.append`.
+        OSError: An I/O failure of the index.
+    """
+    index.reset()
+    changes = state.replay(batches)
+    for change in changes:
+        if change.aborted is not None:
+            index.append(change.aborted)
+    return changes
+
+
 def _apply_all(state: TxnState, batches: Iterable[TxnBatch | tuple[int, bool, bool, int | None, int, int]]) -> Iterator[TxnAppend]:
     for batch in batches:
         yield state.append(batch if isinstance(batch, TxnBatch) else TxnBatch(*batch))
@@ -386,5 +414,6 @@ __all__ = [
     "TxnState",
     "control_type_of",
     "read_txn_batch",
+    "rebuild_txn_index",
     "txn_batches",
 ]

@@ -293,3 +293,73 @@ def test_append_many_matches_one_by_one_for_any_shape():
         shape = lambda acc: [(b.items, b.size, b.messages, b.full) for b in acc.batches()]  # noqa: E731
         assert shape(many) == shape(one)
         assert many.messages == one.messages
+
+
+# -- KIP-794: adaptive partitioning ---------------------------------------------
+
+
+def test_weighted_choice_folds_the_inverted_loads_into_a_cumulative_table():
+    from kclient.client.producer.accumulator import weighted_choice
+
+    # Loads 0, 3, 1 weigh 4, 1, 3 (max + 1 - load): [0, 4) -> 0, [4, 5) -> 1, [5, 8) -> 2.
+    picks = {r: weighted_choice([0, 1, 2], [0, 3, 1], r) for r in (0.0, 0.49, 0.5, 0.62, 0.625, 0.99)}
+    assert picks == {0.0: 0, 0.49: 0, 0.5: 1, 0.62: 1, 0.625: 2, 0.99: 2}
+    assert weighted_choice([4, 7], [10, 10], 0.3) is None  # all equal: the caller's uniform choice
+    assert weighted_choice([7], [10], 0.3) == 7
+    assert weighted_choice([], [], 0.3) is None
+
+
+def test_adaptive_sticky_partitioner_prefers_the_least_loaded_partition():
+    loads = {0: 0, 1: 30_000, 2: 30_000, 3: 30_000}
+    sticky = StickyPartitioner(random.Random(5).random, load=lambda topic, n: (list(range(n)), [loads[p] for p in range(n)]))
+    chosen = []
+    for _ in range(2000):
+        p = sticky.partition("t", 4)
+        chosen.append(p)
+        sticky.switch("t", p, 4)
+    # Weights 30001, 1, 1, 1 (max + 1 - load): partition 0 all but always,
+    # where a uniform choice would give it a quarter.
+    assert chosen.count(0) / len(chosen) > 0.99
+
+
+def test_adaptive_sticky_partitioner_with_equal_loads_chooses_as_kip_480():
+    adaptive = StickyPartitioner(random.Random(9).random, load=lambda topic, n: (list(range(n)), [7] * n))
+    uniform = StickyPartitioner(random.Random(9).random)
+    for sticky in (adaptive, uniform):
+        for _ in range(50):
+            sticky.switch("t", sticky.partition("t", 6), 6)
+    assert [adaptive.partition("t", 6) for _ in range(3)] == [uniform.partition("t", 6) for _ in range(3)]
+    assert adaptive.current("t") == uniform.current("t")
+
+
+def test_partition_load_counts_queued_bytes_and_leaves_out_unavailable_partitions():
+    clock = Clock()
+    acc = RecordAccumulator(batch_size=1000, linger_ms=10, availability_timeout_ms=50, clock=clock)
+    acc.append("t", 1, "a", 1, 300)
+    acc.append("t", 1, "b", 1, 900)  # a second batch
+    clock.now += 0.005
+    acc.append("t", 2, "c", 1, 100)
+    assert acc.partition_load("t", 4) == ([0, 1, 2, 3], [0, 1200, 100, 0])
+    clock.now += 0.056  # partition 1's batch waited linger + 51 ms: its leader is not taking data
+    assert acc.partition_load("t", 4) == ([0, 2, 3], [0, 100, 0])
+    clock.now += 0.01
+    assert acc.partition_load("t", 3) == ([0], [0])
+    # Off (0), or when nothing would be left: every partition.
+    assert RecordAccumulator(clock=clock).partition_load("t", 2) == ([0, 1], [0, 0])
+    lone = RecordAccumulator(linger_ms=0, availability_timeout_ms=1, clock=clock)
+    lone.append("t", 0, "x", 1, 10)
+    clock.now += 1
+    assert lone.partition_load("t", 1) == ([0], [10])
+
+
+def test_adaptive_router_sends_keyless_records_away_from_a_loaded_partition():
+    clock = Clock()
+    acc = RecordAccumulator(batch_size=500, linger_ms=1000, clock=clock)
+    for _ in range(20):
+        acc.append("t", 0, ProducerData("t", messages=[b"x" * 400], partition=0), 1, 430)  # 20 batches on partition 0
+    router = PartitionRouter(acc, lambda topic: 2, hash_keys=True, sticky_keyless=True,
+                             sticky=StickyPartitioner(random.Random(1).random, load=acc.partition_load))
+    router.route([ProducerData("t", messages=[b"y" * 40]) for _ in range(100)])
+    keyless = [d for b in acc.batches() for d in b.items if d.messages[0][:1] == b"y"]
+    assert len(keyless) == 100
+    assert sum(d.partition == 1 for d in keyless) > 80  # 52 or so when the choice alternates

@@ -112,6 +112,16 @@ class ProducerConfig(_ClientSecurityConfig):
     records are placed as keyless ones, on the topic's sticky partition
     (KIP-794's ``partitioner.ignore.keys``, default false). Sync mode and
     a custom ``event.handler`` still place keyed records by their key."""
+    partitioner_adaptive_partitioning_enable: bool = prop("partitioner.adaptive.partitioning.enable", to_bool, True)
+    """Async, sticky partitioner: the next partition of a topic's keyless
+    records is chosen at random weighted towards the partitions with the
+    fewest bytes queued in the producer's batches (KIP-794's adaptive
+    partitioning, default true; Kafka weighs by batches queued); false:
+    uniformly at random (KIP-480)."""
+    partitioner_availability_timeout_ms: int = prop("partitioner.availability.timeout.ms", to_int, 0, at_least(0))
+    """Async, adaptive partitioning: a partition whose ready batch waited
+    this long past its linger (its leader is not taking data) is not chosen
+    as the sticky partition (ms; KIP-794, default 0: never left out)."""
     compression_codec: str = prop("compression.codec", to_codec, "none", aliases=["compression.type"])
     """``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` (ids 0-4 accepted on input)."""
     compressed_topics: tuple[str, ...] = prop("compressed.topics", to_list, ())

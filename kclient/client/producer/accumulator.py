@@ -21,8 +21,11 @@ open batch of its partition instead of sending whatever the queue held:
 Keyless records of a producer without a configured partitioner use the
 sticky partitioner (KIP-480): a topic's keyless records go to one partition
 until that partition's batch is full or drained, then to another one
-chosen at random. KIP-794's adaptive choice (weighting partitions by their
-queue sizes) is not done here.
+chosen at random; with KIP-794's adaptive partitioning (the default) the
+choice is weighted towards the partitions with the fewest bytes queued
+here (`RecordAccumulator.partition_load`), and with
+``partitioner.availability.timeout.ms`` a partition whose ready batch
+waited that long past its linger is left out.
 
 The accumulator is pure: it holds the items it is given, reads the time
 from an injected clock and the leaders from an injected function.
@@ -30,6 +33,7 @@ from an injected clock and the leaders from an injected function.
 
 from __future__ import annotations
 
+import bisect
 import random
 import time
 from collections import deque
@@ -48,8 +52,10 @@ __all__ = [
     "batch_cuts",
     "PartitionBatch",
     "RecordAccumulator",
+    "PartitionLoad",
     "StickyPartitioner",
     "estimated_size",
+    "weighted_choice",
 ]
 
 #: Bytes counted per record beyond its key and value when sizing batches
@@ -181,6 +187,38 @@ class Drained:
         self.batches = 0
 
 
+#: ``load(topic, num_partitions) -> (partitions, queued bytes)``: the
+#: partitions a sticky partition may be chosen among and the bytes queued
+#: for each (`RecordAccumulator.partition_load`).
+PartitionLoad = Callable[[str, int], tuple[list[int], list[int]]]
+
+
+def weighted_choice(partitions: list[int], queued: list[int], r: float) -> int | None:
+    """KIP-794's adaptive choice among ``partitions``: each is weighted by
+    ``max(queued) + 1 - its queued`` (the less queued, the likelier; Kafka's
+    BuiltInPartitioner folds the same weights into a cumulative frequency
+    table).
+
+    Args:
+        partitions: The candidate partitions.
+        queued: Their queued load (bytes here; Kafka counts batches).
+        r: A uniform random number in [0, 1).
+
+    Returns:
+        The chosen partition, or None when there is no candidate or every
+        load is the same (the caller then chooses uniformly).
+    """
+    if not partitions or (len(partitions) > 1 and min(queued) == max(queued)):
+        return None
+    top = max(queued) + 1
+    cumulative: list[int] = []
+    total = 0
+    for q in queued:
+        total += top - q
+        cumulative.append(total)
+    return partitions[bisect.bisect_right(cumulative, int(r * total))]
+
+
 class StickyPartitioner:
     """KIP-480's sticky partitioner for keyless records: each topic keeps
     one partition until `switch` is called for it (its batch became full or
@@ -188,11 +226,31 @@ class StickyPartitioner:
 
     Args:
         rng: ``random()`` in [0, 1) (inject a seeded one in tests).
+        load: KIP-794's adaptive partitioning
+            (``partitioner.adaptive.partitioning.enable``): the partitions
+            to choose among and their queued bytes (`PartitionLoad`); the
+            next partition is then chosen by `weighted_choice`. None:
+            uniformly, as KIP-480.
     """
 
-    def __init__(self, rng: Callable[[], float] = random.random) -> None:
+    def __init__(self, rng: Callable[[], float] = random.random, load: PartitionLoad | None = None) -> None:
         self._rng = rng
+        self._load = load
         self._current: dict[str, int] = {}
+
+    def _adaptive(self, topic: str, num_partitions: int) -> int | None:
+        # The weighted choice, or None for the uniform one (no load known,
+        # or every candidate equally loaded).
+        if self._load is None or num_partitions < 2:
+            return None
+        # As Kafka's, the partition being left stays a candidate: its
+        # queued bytes (the batch just closed) make it less likely.
+        partitions, queued = self._load(topic, num_partitions)
+        if not queued or min(queued) == max(queued):
+            if len(partitions) == num_partitions:
+                return None  # nothing left out and all equal: KIP-480's uniform choice
+            return partitions[int(self._rng() * len(partitions))] if partitions else None
+        return weighted_choice(partitions, queued, self._rng())
 
     def partition(self, topic: str, num_partitions: int) -> int:
         """The topic's sticky partition, chosen at random when it has none.
@@ -206,7 +264,8 @@ class StickyPartitioner:
         """
         p = self._current.get(topic)
         if p is None or p >= num_partitions:
-            p = self._current[topic] = int(self._rng() * num_partitions)
+            chosen = self._adaptive(topic, num_partitions)
+            p = self._current[topic] = int(self._rng() * num_partitions) if chosen is None else chosen
         return p
 
     def current(self, topic: str) -> int | None:
@@ -223,7 +282,9 @@ class StickyPartitioner:
     def switch(self, topic: str, partition: int, num_partitions: int) -> None:
         """Move the topic off ``partition`` if it is the sticky one: the
         next keyless record picks another partition (a different one when
-        the topic has several).
+        the topic has several and the choice is uniform; the adaptive,
+        weighted choice may pick it again, as Kafka's does, when it is the
+        least loaded).
 
         Args:
             topic: The topic.
@@ -233,6 +294,10 @@ class StickyPartitioner:
         if self._current.get(topic) != partition:
             return
         if num_partitions > 1:
+            chosen = self._adaptive(topic, num_partitions)
+            if chosen is not None:
+                self._current[topic] = chosen
+                return
             p = int(self._rng() * (num_partitions - 1))
             self._current[topic] = p + 1 if p >= partition else p
         else:
@@ -265,6 +330,7 @@ class RecordAccumulator:
         linger_ms: int = 5,
         max_request_size: int = 1_048_576,
         buffer_messages: int = 10_000,
+        availability_timeout_ms: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.batch_size = max(1, batch_size)
@@ -273,6 +339,8 @@ class RecordAccumulator:
         self.max_request_size = max(1, max_request_size)
         self._request_room = max(1024, self.max_request_size - REQUEST_HEADER_ROOM)
         self.buffer_messages = max(1, buffer_messages)
+        #: ``partitioner.availability.timeout.ms`` in seconds (0: off).
+        self.availability_timeout_s = max(0, availability_timeout_ms) / 1000
         self.clock = clock
         #: (topic, partition) -> its batches, oldest first (the last is the open one).
         self._batches: dict[tuple[str, int], deque[PartitionBatch]] = {}
@@ -315,6 +383,54 @@ class RecordAccumulator:
         if open_ is None:
             open_ = self._open[topic] = {}
         return open_
+
+    def partition_load(self, topic: str, num_partitions: int) -> tuple[list[int], list[int]]:
+        """The topic's partitions a sticky partition may be chosen among and
+        the bytes queued here for each (KIP-794's load statistics).
+
+        With ``availability_timeout_ms`` (``partitioner.availability.timeout.ms``)
+        a partition whose oldest batch is ready and waited that long past
+        its linger (its leader is not taking data) is left out, unless that
+        leaves none.
+
+        Args:
+            topic: The topic.
+            num_partitions: Its partition count.
+
+        Returns:
+            ``(partitions, queued bytes)``, in partition order.
+        """
+        batches = self._batches
+        partitions: list[int] = []
+        queued: list[int] = []
+        late = self.availability_timeout_s
+        stale_before = self.clock() - self.linger_s - late if late else 0.0
+        for p in range(num_partitions):
+            queue = batches.get((topic, p))
+            if not queue:
+                partitions.append(p)
+                queued.append(0)
+                continue
+            if late and queue[0].created < stale_before:
+                continue
+            partitions.append(p)
+            queued.append(sum(b.size for b in queue))
+        if not partitions:
+            return self.partition_load_all(topic, num_partitions)
+        return partitions, queued
+
+    def partition_load_all(self, topic: str, num_partitions: int) -> tuple[list[int], list[int]]:
+        """`partition_load` without leaving any partition out.
+
+        Args:
+            topic: The topic.
+            num_partitions: Its partition count.
+
+        Returns:
+            ``(partitions, queued bytes)`` of every partition.
+        """
+        batches = self._batches
+        return list(range(num_partitions)), [sum(b.size for b in batches.get((topic, p), ())) for p in range(num_partitions)]
 
     def appended_in_place(self, messages: int) -> None:
         """Count records a caller appended to `open_batches` itself.

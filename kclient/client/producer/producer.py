@@ -192,6 +192,8 @@ class Producer(ClosingClient):
                 max_request_size=cfg.max_request_size,
                 max_in_flight=cfg.max_in_flight_requests_per_connection,
                 ignore_keys=cfg.partitioner_ignore_keys,
+                adaptive_partitioning=cfg.partitioner_adaptive_partitioning_enable,
+                availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
                 name=f"kclient-producer-{label}-send",
             )
             self._loop: LoopThread = self._thread

@@ -50,7 +50,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from kclient.client.producer.accumulator import RecordAccumulator
+from kclient.client.producer.accumulator import RecordAccumulator, StickyPartitioner
 from kclient.client.producer.callbacks import CallbackHandler, overrides
 from kclient.client.producer.data import ProducerData
 from kclient.client.producer.delivery import DeliveryReport, reports_of, settle
@@ -198,9 +198,15 @@ class ProducerSendThread(LoopThread):
         max_request_size: int = 1_048_576,
         max_in_flight: int = 1,
         ignore_keys: bool = False,
+        adaptive_partitioning: bool = True,
+        availability_timeout_ms: int = 0,
         name: str = "kclient-producer-send",
     ) -> None:
         super().__init__(name=name)
+        #: ``partitioner.adaptive.partitioning.enable`` and
+        #: ``partitioner.availability.timeout.ms`` (KIP-794, ms).
+        self.adaptive_partitioning = adaptive_partitioning
+        self.availability_timeout_ms = availability_timeout_ms
         #: ``partitioner.ignore.keys`` (KIP-794): with the built-in
         #: partitioning, keyed records are placed as keyless ones (sticky).
         self.ignore_keys = ignore_keys
@@ -303,6 +309,7 @@ class ProducerSendThread(LoopThread):
             linger_ms=self.queue_time_ms,
             max_request_size=self.max_request_size,
             buffer_messages=queue.max_messages,
+            availability_timeout_ms=self.availability_timeout_ms,
         )
         self._accumulator = accumulator
         source: PartitionSource = producer
@@ -312,6 +319,7 @@ class ProducerSendThread(LoopThread):
             hash_keys=source.hashes_keys,
             sticky_keyless=source.sticky_keyless,
             ignore_keys=self.ignore_keys,
+            sticky=StickyPartitioner(load=accumulator.partition_load if self.adaptive_partitioning else None),
         )
 
         def leader_of(topic: str, partition: int) -> int | None:

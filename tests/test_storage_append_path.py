@@ -21,8 +21,8 @@ from kclient.errors import (
     RecordListTooLargeError,
 )
 from kclient.protocol.records.v2 import build_batch
-from kclient.storage import Log, LogConfig, OffsetIndex
-from kclient.storage.append_info import ValidatedBatch, analyze_records, check_batch, check_batches
+from kclient.storage import Log, LogConfig, LogSegment, OffsetIndex
+from kclient.storage.append_info import ValidatedBatch, analyze_records, check_batch, check_batches, pack_offset
 from kclient.storage.handles import CachedFile, FileHandleCache
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.timeindex import TimeIndex
@@ -126,26 +126,35 @@ def test_one_batch_append_errors_match_the_general_path(tmp_path):
         log.close()
 
 
-def test_index_is_full_follows_added_entries(tmp_path):
-    """`is_full` remembers a "not full" answer only until an entry is
-    added, for whichever limit it was asked about."""
-    index = OffsetIndex(tmp_path / "0.index", 0)
-    times = TimeIndex(tmp_path / "0.timeindex", 0)
-    entry = OffsetIndex.ENTRY.size
-    assert not index.is_full(3 * entry) and not index.is_full(3 * entry)
-    index.append(1, 10)
-    index.append(2, 20)
-    assert not index.is_full(3 * entry)
-    assert index.is_full(2 * entry)  # another limit: counted again
-    index.append(3, 30)
-    assert index.is_full(3 * entry) and index.is_full(3 * entry)
-    index.truncate_to(3)
-    assert not index.is_full(3 * entry)
-    assert not times.is_full(TimeIndex.ENTRY.size)
-    times.maybe_append(5, 1)
-    assert times.is_full(TimeIndex.ENTRY.size)
-    index.close()
-    times.close()
+def test_roll_due_follows_added_index_entries(tmp_path):
+    """`LogSegment.roll_due` remembers that the indexes had room only until
+    an entry is added (by an append, `mark_inactive`, a rebuild), and for
+    the ``index_max_bytes`` it was asked about: it agrees with the indexes'
+    own `is_full` after every step."""
+    seg = LogSegment.create(tmp_path, 0, index_interval_bytes=0, now_ms=0)
+    config = LogConfig(index_max_bytes=3 * OffsetIndex.ENTRY.size)
+
+    def agrees(cfg: LogConfig) -> bool:
+        due = seg.roll_due(1, seg.next_offset, 0, cfg)
+        assert due == (seg.index.is_full(cfg.index_max_bytes) or seg.timeindex.is_full(cfg.index_max_bytes))
+        return due
+
+    offset = 0
+    for expected in (False, False, False, True):  # an entry before each batch after the first (interval 0)
+        assert agrees(config) is (expected and offset > 0)
+        data = bytearray(_batch(1, 10, 1000 + offset))
+        pack_offset(data, 0, offset)
+        seg.append_batch(data, offset, offset, 1000 + offset, 0)
+        offset += 1
+    assert agrees(config) and len(seg.index) == 3
+    bigger = LogConfig(index_max_bytes=4 * TimeIndex.ENTRY.size)
+    assert not agrees(bigger) and not agrees(bigger)
+    seg.mark_inactive()  # adds the final time index entry only if the largest timestamp grew
+    agrees(bigger)
+    seg.rebuild_indexes()
+    agrees(bigger)
+    assert agrees(config)
+    seg.close()
 
 
 def test_latest_epoch_follows_every_change(tmp_path):

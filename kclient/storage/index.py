@@ -82,9 +82,6 @@ class IndexFile(abc.ABC):
         self._load_lock = threading.Lock()
         self._pending = bytearray()  # encoded entries not yet written
         self._persisted = 0
-        # The max_bytes `is_full` last found the index below (a roll is
-        # checked before every append); -1 once an entry is added.
-        self._room_for = -1
 
     @property
     def path(self) -> Path:
@@ -167,12 +164,8 @@ class IndexFile(abc.ABC):
         Returns:
             Whether the index holds ``max_bytes // entry size`` entries or more.
         """
-        if max_bytes == self._room_for:
-            return False  # (not full for it, and no entry added since)
         cols = self._loaded  # (loaded on first use: `_cols`)
-        full = len((cols if cols is not None else self._cols)[0]) >= max(1, max_bytes // self.ENTRY.size)
-        self._room_for = -1 if full else max_bytes
-        return full
+        return len((cols if cols is not None else self._cols)[0]) >= max(1, max_bytes // self.ENTRY.size)
 
     # ------------------------------------------------------------ updates
 
@@ -185,7 +178,6 @@ class IndexFile(abc.ABC):
         return self._cols[1]
 
     def _add(self, a: int, b: int) -> None:
-        self._room_for = -1
         col_a, col_b = self._cols
         col_a.append(a)
         col_b.append(b)

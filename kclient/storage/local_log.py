@@ -325,6 +325,8 @@ class LocalLog:
         active = self._view.segments[-1]
         if active.index_suspect:
             active.rebuild_indexes()
+        if not active.roll_due(total, last, now, self.config):
+            return active
         reason = self._roll_reason(active, total, last, now)
         return self.roll_locked(first, now, reason) if reason else active
 

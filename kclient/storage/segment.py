@@ -35,11 +35,8 @@ A rolled segment drops its descriptor at once (`drop_descriptors`).
 Plain blocking file I/O (``os.pread`` / ``os.pwrite``); no trio. The
 walks over a segment's batches are `kclient.storage.batch_walk`'s.
 
-Why one module of about 900 lines: `LogSegment` owns three files that must
-agree (the log and its two indexes) and the reference count that keeps
-their bytes alive; its recovery, lookups and deletion all rely on
-that agreement, so they stay in one class. About half the lines are
-docstrings.
+One module of about 1,000 lines (half of them docstrings): the three files
+must agree, and recovery, lookups, roll and deletion all rely on that.
 """
 
 from __future__ import annotations
@@ -60,6 +57,7 @@ from kclient.protocol.records.scan import BatchInfo, ProducerFields, read_v2_pro
 from kclient.storage.batch_walk import batch_crc_ok, walk_batches, walk_headers
 from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
+from kclient.storage.log_config import LogConfig
 from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 from kclient.storage.timeindex import TimeIndex
 
@@ -127,6 +125,7 @@ class LogSegment:
         # Time of the first append (ms), None = unknown yet (see rolling_base_ms).
         self._rolling_base_ms: int | None = None
         self.index_suspect = False
+        self._index_room_for = -1  # index_max_bytes both indexes were last found below (roll_due); -1: an entry added since
         # Where the v2 batches appended last begin: base offset -> byte
         # position, the last _RECENT_STARTS of them (see batch_start).
         self._recent_starts: dict[int, int] = {}
@@ -587,6 +586,26 @@ class LogSegment:
 
     # ------------------------------------------------------------ writing
 
+    def roll_due(self, total: int, last_offset: int, now_ms: int, config: LogConfig) -> bool:
+        """Whether an append of ``total`` bytes ending at ``last_offset`` must
+        go to a new segment (Kafka's ``LogSegment.shouldRoll``): this one holds
+        data and would pass ``segment_bytes``, its relative offsets would
+        overflow, an index reached ``index_max_bytes``, or its first batch is
+        older than ``roll_ms`` at ``now_ms`` (``config``: the log's
+        `LogConfig`). Returns whether to roll first (the log says why)."""
+        size = self._size
+        if not size:
+            return False
+        if size + total > config.segment_bytes or last_offset - self.base_offset > _INT32_MAX:
+            return True
+        max_bytes = config.index_max_bytes
+        if self._index_room_for != max_bytes:
+            if self.index.is_full(max_bytes) or self.timeindex.is_full(max_bytes):
+                return True
+            self._index_room_for = max_bytes
+        base = self.rolling_base_ms if self._rolling_base_ms is None else self._rolling_base_ms
+        return base is not None and now_ms - base > config.roll_ms
+
     def _index_batch(self, base_offset: int, last_offset: int, position: int, size: int, max_timestamp: int) -> None:
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
@@ -594,6 +613,7 @@ class LogSegment:
         if self._bytes_since_index is None:
             self._bytes_since_index = position - self.index.last_entry[1]
         if self._bytes_since_index > self.index_interval_bytes:
+            self._index_room_for = -1
             self.index.append(base_offset, position)
             self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
             self._bytes_since_index = 0
@@ -643,24 +663,13 @@ class LogSegment:
         self._last_offset = last_offset
 
     def append_batch(self, data: bytearray, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
-        """`append` of exactly one v2 batch (the leader's common Produce
-        append, `kclient.storage.log.Log.append`): the same checks, write,
-        indexes and tail state, without a `BatchInfo`.
-
-        Args:
-            data: The whole batch, carrying its offsets.
-            base_offset: Its base offset.
-            last_offset: Its last offset.
-            max_timestamp: Its ``maxTimestamp`` (ms).
-            now_ms: The append time in ms, for `rolling_base_ms`.
-
-        Raises as `append`.
-        """
+        """`append` of exactly one v2 batch (the leader's common Produce append,
+        `kclient.storage.log.Log.append`) without a `BatchInfo`: the same checks,
+        write, indexes and tail state. ``data``: the whole batch, with offsets
+        ``base_offset``..``last_offset``; ``now_ms``: the append time (ms)."""
         n = len(data)
         start = self._size
-        previous = self._last_offset
-        if previous is None or not self._tail_known:
-            previous = self.last_offset
+        previous = self._last_offset if self._tail_known and self._last_offset is not None else self.last_offset
         if base_offset <= previous or last_offset < base_offset:
             raise ValueError(f"segment {self.log_path}: offsets {base_offset}..{last_offset} do not follow {previous}")
         if last_offset - self.base_offset > _INT32_MAX or start + n > _INT32_MAX:
@@ -745,6 +754,7 @@ class LogSegment:
         add the final time index entry so its last entry carries the
         segment's largest timestamp (Kafka's ``onBecomeInactiveSegment``)."""
         self._ensure_tail()
+        self._index_room_for = -1
         self.timeindex.maybe_append(self._max_timestamp, self._offset_of_max)
 
     def drop_descriptors(self) -> bool:
@@ -765,6 +775,7 @@ class LogSegment:
         The index arrays are replaced, so concurrent readers keep a
         consistent (if temporarily sparser) view, and the tail state is
         assigned only at the end. Clears `index_suspect`."""
+        self._index_room_for = -1
         self.index.reset()
         self.timeindex.reset()
         interval = self.index_interval_bytes
@@ -809,6 +820,7 @@ class LogSegment:
         """
         with self._log.use() as fd:
             file_size = os.fstat(fd).st_size
+        self._index_room_for = -1
         self.index.reset()
         self.timeindex.reset()
         self._bytes_since_index = 0

@@ -311,6 +311,10 @@ class Log:
         `producer_state` (KIP-98). While `high_watermark_follows_log_end`
         the high watermark moves to the new log end offset.
 
+        A Produce request's common case, one v2 batch handed down with its
+        ``batches``, takes a fused path (`LocalLog.append_batch_locked`,
+        `LogSegment.append_batch`) with the same effects and errors.
+
         Args:
             records (bytes | bytearray | memoryview): One or more
                 complete batches (v2) or entries (v0/v1), validated by the

@@ -522,9 +522,9 @@ cdef class QueueCore:
     same results; see there). Each method runs without releasing the GIL,
     which is what makes it atomic towards other threads: no lock per put."""
 
-    cdef list items, sizes, nbytes, times
+    cdef list items, sizes, times
     cdef readonly Py_ssize_t max_messages, count, unfinished, flushing
-    cdef readonly Py_ssize_t max_bytes, record_overhead, unfinished_bytes
+    cdef readonly Py_ssize_t max_bytes, record_overhead, unfinished_bytes, queued_bytes
     cdef readonly bint closed
     cdef bint consumer_waiting
     cdef Py_ssize_t wake_at, bundles
@@ -536,7 +536,6 @@ cdef class QueueCore:
         self.record_overhead = record_overhead
         self.items = []
         self.sizes = []
-        self.nbytes = []
         self.times = []
         self.waker = None
         self.bundle_type = bundle_type
@@ -602,11 +601,11 @@ cdef class QueueCore:
             return False
         PyList_Append(self.items, data)
         PyList_Append(self.sizes, n)
-        PyList_Append(self.nbytes, size)
         PyList_Append(self.times, _monotonic())
         self.count += n
         self.unfinished += n
         self.unfinished_bytes = held + size
+        self.queued_bytes += size
         if type(data) is self.bundle_type:
             self.bundles += 1
         if self.consumer_waiting and (queued == 0 or self.count >= self.wake_at):
@@ -621,27 +620,29 @@ cdef class QueueCore:
 
     cdef tuple _take(self, Py_ssize_t batch_messages):
         cdef Py_ssize_t queued = PyList_GET_SIZE(self.items)
-        cdef Py_ssize_t k = 0, taken = 0, size, taken_bytes = 0
+        cdef Py_ssize_t k = 0, taken = 0, size, taken_bytes = 0, largest = 0
         cdef list batch
+        cdef object item
         while k < queued:
             size = <Py_ssize_t>(<object>PyList_GET_ITEM(self.sizes, k))
             if taken and taken + size > batch_messages:
                 break
             taken += size
-            taken_bytes += <Py_ssize_t>(<object>PyList_GET_ITEM(self.nbytes, k))
             k += 1
         if k == queued:
             batch = self.items
+            taken_bytes = self.queued_bytes
             self.items = []
             self.sizes = []
-            self.nbytes = []
             self.times = []
         else:
             batch = self.items[:k]
+            for item in batch:  # measured again (the same estimate): no per-item list on put
+                taken_bytes += self._measure(item, &largest)
             del self.items[:k]
             del self.sizes[:k]
-            del self.nbytes[:k]
             del self.times[:k]
+        self.queued_bytes -= taken_bytes
         self.count -= taken
         if self.bundles:
             batch = self._flatten(batch)
@@ -694,13 +695,11 @@ cdef class QueueCore:
 
     def abandon(self):
         cdef Py_ssize_t dropped = self.count
-        cdef object b
         self.closed = True
-        for b in self.nbytes:
-            self.unfinished_bytes -= <Py_ssize_t>b
+        self.unfinished_bytes -= self.queued_bytes
+        self.queued_bytes = 0
         self.items = []
         self.sizes = []
-        self.nbytes = []
         self.times = []
         self.bundles = 0
         self.count = 0

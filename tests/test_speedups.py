@@ -257,7 +257,7 @@ def test_queue_core_twins_agree(max_messages, ops):
                 r = (dropped, waker is not None)
             results.append(r)
         assert results[0] == results[1], (op, n)
-        state = [(c.count, c.unfinished, c.unfinished_bytes, c.closed, c.flushing, c.queued_items) for c in cores]
+        state = [(c.count, c.unfinished, c.unfinished_bytes, c.queued_bytes, c.closed, c.flushing, c.queued_items) for c in cores]
         assert state[0] == state[1]
         assert cores[1].measure(("t", b"k", (b"ab", "c"))) == cores[0].measure(("t", b"k", (b"ab", "c"))) == (2 * 71 + 3, 73)
     assert wakers[0] == wakers[1]

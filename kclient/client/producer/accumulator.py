@@ -400,37 +400,21 @@ class RecordAccumulator:
         Returns:
             ``(partitions, queued bytes)``, in partition order.
         """
-        batches = self._batches
-        partitions: list[int] = []
-        queued: list[int] = []
+        queued = [0] * num_partitions
         late = self.availability_timeout_s
         stale_before = self.clock() - self.linger_s - late if late else 0.0
-        for p in range(num_partitions):
-            queue = batches.get((topic, p))
-            if not queue:
-                partitions.append(p)
-                queued.append(0)
+        excluded: list[int] = []
+        for (t, p), queue in self._batches.items():  # only the partitions holding batches
+            if t != topic or not 0 <= p < num_partitions or not queue:
                 continue
             if late and queue[0].created < stale_before:
-                continue
-            partitions.append(p)
-            queued.append(sum(b.size for b in queue))
-        if not partitions:
-            return self.partition_load_all(topic, num_partitions)
-        return partitions, queued
-
-    def partition_load_all(self, topic: str, num_partitions: int) -> tuple[list[int], list[int]]:
-        """`partition_load` without leaving any partition out.
-
-        Args:
-            topic: The topic.
-            num_partitions: Its partition count.
-
-        Returns:
-            ``(partitions, queued bytes)`` of every partition.
-        """
-        batches = self._batches
-        return list(range(num_partitions)), [sum(b.size for b in batches.get((topic, p), ())) for p in range(num_partitions)]
+                excluded.append(p)
+            queued[p] = sum(b.size for b in queue)
+        if not excluded or len(excluded) == num_partitions:
+            return list(range(num_partitions)), queued
+        out = set(excluded)
+        partitions = [p for p in range(num_partitions) if p not in out]
+        return partitions, [queued[p] for p in partitions]
 
     def appended_in_place(self, messages: int) -> None:
         """Count records a caller appended to `open_batches` itself.

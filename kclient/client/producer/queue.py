@@ -122,10 +122,11 @@ class PyQueueCore:
     under one lock); ``kclient._speedups.QueueCore`` is its compiled twin,
     where the GIL makes each call atomic. `MessageQueue` adds the waiting.
 
-    Items wait in four parallel lists (the data, its message count, its
-    estimated bytes, its enqueue time in `time.monotonic` seconds), so a
-    queued record costs the garbage collector one tracked object, its
-    ProducerData.
+    Items wait in three parallel lists (the data, its message count, its
+    enqueue time in `time.monotonic` seconds), so a queued record costs the
+    garbage collector one tracked object, its ProducerData; their bytes are
+    summed (``queued_bytes``), and a take of only some items measures them
+    again.
 
     Args:
         max_messages: The bound on queued messages.
@@ -144,11 +145,11 @@ class PyQueueCore:
         self._bundles = 0  # bundles queued
         self._items: list[Any] = []
         self._sizes: list[int] = []
-        self._bytes: list[int] = []
         self._times: list[float] = []
         self.count = 0  # messages queued
         self.unfinished = 0  # messages queued or taken and not yet done
         self.unfinished_bytes = 0  # their estimated bytes
+        self.queued_bytes = 0  # the estimated bytes of the queued items
         self.flushing = 0  # flush() calls waiting
         self.closed = False
         self._consumer_waiting = False
@@ -191,11 +192,11 @@ class PyQueueCore:
                 return False
             items.append(data)
             self._sizes.append(n)
-            self._bytes.append(size)
             self._times.append(_monotonic())
             self.count += n
             self.unfinished += n
             self.unfinished_bytes = held + size
+            self.queued_bytes += size
             if type(data) is self._bundle_type:
                 self._bundles += 1
             if self._consumer_waiting and (queued == 0 or self.count >= self._wake_at):
@@ -220,12 +221,14 @@ class PyQueueCore:
             k += 1
         if k == queued:
             batch = items
-            taken_bytes = sum(self._bytes)
-            self._items, self._sizes, self._bytes, self._times = [], [], [], []
+            taken_bytes = self.queued_bytes
+            self._items, self._sizes, self._times = [], [], []
         else:
             batch = items[:k]
-            taken_bytes = sum(self._bytes[:k])
-            del items[:k], sizes[:k], self._bytes[:k], self._times[:k]
+            # measured again (the same estimate): no per-item list on put
+            taken_bytes = sum(measure(item, self._bundle_type, self.record_overhead)[0] for item in batch)
+            del items[:k], sizes[:k], self._times[:k]
+        self.queued_bytes -= taken_bytes
         self.count -= taken
         if self._bundles:
             flat: list[Any] = []
@@ -280,8 +283,9 @@ class PyQueueCore:
         with self._lock:
             dropped = self.count
             self.closed = True
-            self.unfinished_bytes -= sum(self._bytes)
-            self._items, self._sizes, self._bytes, self._times = [], [], [], []
+            self.unfinished_bytes -= self.queued_bytes
+            self.queued_bytes = 0
+            self._items, self._sizes, self._times = [], [], []
             self._bundles = 0
             self.count = 0
             self.unfinished -= dropped

@@ -709,7 +709,10 @@ cdef class QueueCore:
     def task_done(self, Py_ssize_t n, Py_ssize_t n_bytes=0):
         self.unfinished -= n
         self.unfinished_bytes -= n_bytes
-        return self.unfinished <= 0
+        if self.unfinished <= 0:
+            self.unfinished_bytes = 0  # nothing held: no estimate drift can outlive it
+            return True
+        return False
 
 
 # -- the producer's collate step (kclient.client.producer.collate) ---------------

@@ -297,7 +297,10 @@ class PyQueueCore:
         with self._lock:
             self.unfinished -= n
             self.unfinished_bytes -= n_bytes
-            return self.unfinished <= 0
+            if self.unfinished <= 0:
+                self.unfinished_bytes = 0  # nothing held: no estimate drift can outlive it
+                return True
+            return False
 
 
 #: The core `MessageQueue` uses: compiled when available.

@@ -25,6 +25,7 @@ from kclient.storage import Log, LogConfig, LogSegment, OffsetIndex
 from kclient.storage.append_info import ValidatedBatch, analyze_records, check_batch, check_batches, pack_offset
 from kclient.storage.handles import CachedFile, FileHandleCache
 from kclient.storage.leader_epoch import LeaderEpochCache
+from kclient.storage.local_log import LocalLog
 from kclient.storage.timeindex import TimeIndex
 
 pytestmark = pytest.mark.unit
@@ -192,3 +193,16 @@ def test_cached_file_write_at(tmp_path):
     with pytest.raises(ValueError):
         f.write_at(b"x", 0)
     other.close()
+
+
+def test_transactional_batches_take_the_general_path(tmp_path, monkeypatch):
+    """The fused path is for non-transactional batches only: a
+    transactional one (KIP-98) goes through the general append."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    data = build_batch([(None, b"v", 5)], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    monkeypatch.setattr(LocalLog, "append_batch_locked", lambda *args: pytest.fail("the fused path took a transactional batch"))
+    assert log.append(data, validate_producer_state=True, batches=tuple(analyze_records(data))).last_offset == 0
+    plain = _batch(1, 5, 5)
+    with pytest.raises(pytest.fail.Exception):
+        log.append(plain, batches=tuple(analyze_records(plain)))
+    log.close()

@@ -311,9 +311,10 @@ class Log:
         `producer_state` (KIP-98). While `high_watermark_follows_log_end`
         the high watermark moves to the new log end offset.
 
-        A Produce request's common case, one v2 batch handed down with its
-        ``batches``, takes a fused path (`LocalLog.append_batch_locked`,
-        `LogSegment.append_batch`) with the same effects and errors.
+        A Produce request's common case, one non-transactional v2 batch
+        handed down with its ``batches``, takes a fused path
+        (`LocalLog.append_batch_locked`, `LogSegment.append_batch`) with the
+        same effects and errors.
 
         Args:
             records (bytes | bytearray | memoryview): One or more
@@ -362,7 +363,7 @@ class Log:
             OSError: The write failed, or the policy flush failed (the
                 records are then appended but not known to be durable).
         """
-        if batches is not None and len(batches) == 1 and batches[0].magic == 2:
+        if batches is not None and len(batches) == 1 and batches[0].magic == 2 and not batches[0].is_transactional:
             return self._append_batch(records, batches[0], now_ms, leader_epoch, validate_producer_state, high_watermark_to_end)
         buf = bytearray(records)
         local = self._local

@@ -67,7 +67,8 @@ PURE_TESTS := tests/test_speedups.py tests/test_protocol.py \
 	tests/test_consumer_streams.py tests/test_consumer_statistics.py \
 	tests/test_simple_consumer.py tests/test_consumer_connector.py \
 	tests/test_interop.py tests/test_interop_matrix.py \
-	tests/test_accumulator.py tests/test_accumulator_broker.py
+	tests/test_accumulator.py tests/test_accumulator_broker.py \
+	tests/test_producer_buffer_memory.py
 
 test-pure: jvm
 	KCLIENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "not apache_kafka" $(PURE_TESTS)

@@ -124,22 +124,12 @@ class TransactionCoordinator:
             The step.
         """
         error = decide.check_init_producer_id(transactional_id, transaction_timeout_ms, producer_id, producer_epoch, self.max_timeout_ms)
-        if error != NONE or transactional_id is None:
-            return TxnStep(
-                decide.init_producer_id(
-                    None,
-                    transactional_id=transactional_id,
-                    transaction_timeout_ms=transaction_timeout_ms,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    now_ms=self.manager.clock(),
-                    allocate_producer_id=self.allocate_producer_id,
-                    max_timeout_ms=self.max_timeout_ms,
-                )
-            )
-        error, epoch, md = self.manager.get(transactional_id)
-        if error != NONE:
-            return TxnStep(TxnDecision(error=error))
+        checked = error == NONE and transactional_id is not None
+        md, epoch = None, -1
+        if checked and transactional_id is not None:
+            error, epoch, md = self.manager.get(transactional_id)
+            if error != NONE:
+                return TxnStep(TxnDecision(error=error))
         decision = decide.init_producer_id(
             md,
             transactional_id=transactional_id,
@@ -150,6 +140,8 @@ class TransactionCoordinator:
             allocate_producer_id=self.allocate_producer_id,
             max_timeout_ms=self.max_timeout_ms,
         )
+        if not checked or transactional_id is None:
+            return TxnStep(decision)
         if decision.created is not None:
             self.manager.put_if_absent(decision.created)
         return self._step(transactional_id, epoch, decision)

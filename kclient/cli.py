@@ -4,7 +4,7 @@ Subcommands: ``broker`` (the bundled broker, see `kclient.tools.broker`),
 ``cluster`` (ZooKeeper plus N brokers in the foreground, see
 `kclient.tools.cluster`), the console tools Kafka users know
 (``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
-``get-offsets``, ``consumer-groups``: see `kclient.tools`), ``dump-log`` and
+``get-offsets``, ``consumer-groups``, ``transactions``: see `kclient.tools`), ``dump-log`` and
 ``configs`` (SCRAM users in ZooKeeper like ``kafka-configs.sh``, see
 `kclient.tools.configs`). ``kclient --version`` prints the version.
 
@@ -54,6 +54,7 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
     _registrar("topics"),
     _registrar("get_offsets"),
     _registrar("consumer_groups"),
+    _registrar("transactions"),
     _registrar("dump_log"),
     _registrar("configs"),
 ]
@@ -62,7 +63,7 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
 #: own one-line warnings and errors reach stderr (Kafka's
 #: tools-log4j.properties is as quiet), so their output stays what a script
 #: expects.
-CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets", "consumer-groups"})
+CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets", "consumer-groups", "transactions"})
 
 
 def _version() -> str:

@@ -26,15 +26,16 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 import trio
 
-from kclient.client import admin_configs, admin_groups, admin_offsets
+from kclient.client import admin_configs, admin_groups, admin_offsets, admin_transactions
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
+from kclient.client.admin_transactions import TransactionDescription, TransactionListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
 from kclient.client.loop_closer import LoopClientCloser
 from kclient.config.admin import AdminConfig
@@ -72,6 +73,8 @@ __all__ = [
     "GroupListing",
     "NewTopic",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
     "TrioAdminClient",
 ]
 
@@ -461,6 +464,57 @@ class TrioAdminClient:
         c = self.config
         await admin_groups.alter_group_offsets(self.cluster, group, dict(offsets), timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms)
 
+    async def list_transactions(
+        self, states: Collection[str] | None = None, producer_ids: Collection[int] | None = None, duration_filter_ms: int | None = None
+    ) -> list[TransactionListing]:
+        """The transactional ids the brokers coordinate (ListTransactions
+        to each broker, KIP-664; Kafka's ``Admin.listTransactions``).
+
+        Args:
+            states: Only these states (``Ongoing``, ``CompleteCommit``, ...);
+                None for every state.
+            producer_ids: Only these producer ids; None for all.
+            duration_filter_ms: Only transactions running longer than this
+                (ms, KIP-994); None for all.
+
+        Returns:
+            `TransactionListing` per transactional id, sorted by id.
+
+        Raises:
+            BrokerResponseError: A broker's ListTransactions error.
+            UnsupportedVersionError: A broker without ListTransactions (or
+                without v1, for ``duration_filter_ms``).
+        """
+        c = self.config
+        return await admin_transactions.list_transactions(
+            self.cluster,
+            states=states,
+            producer_ids=producer_ids,
+            duration_filter_ms=duration_filter_ms,
+            timeout_ms=c.default_api_timeout_ms,
+            backoff_ms=c.retry_backoff_ms,
+        )
+
+    async def describe_transactions(self, transactional_ids: Sequence[str]) -> dict[str, TransactionDescription]:
+        """Each transactional id's state, producer id and epoch, timeout,
+        start time and partitions (DescribeTransactions at its coordinator,
+        KIP-664; Kafka's ``Admin.describeTransactions``).
+
+        Args:
+            transactional_ids: The ``transactional.id`` values.
+
+        Returns:
+            ``{transactional_id: TransactionDescription}``.
+
+        Raises:
+            TransactionalIdNotFoundError: An id the coordinator does not know.
+            BrokerResponseError: An id's other DescribeTransactions error.
+        """
+        c = self.config
+        return await admin_transactions.describe_transactions(
+            self.cluster, list(transactional_ids), timeout_ms=c.default_api_timeout_ms, backoff_ms=c.retry_backoff_ms
+        )
+
     async def list_offsets(self, query: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Partition offsets at a time (ListOffsets v1+ to each leader;
         `kclient.client.admin_offsets.list_offsets`).
@@ -660,6 +714,22 @@ class AdminClient(ClosingClient):
         """Blocking `TrioAdminClient.alter_consumer_group_offsets`; Args
         and Raises as there."""
         self._loop.call(self._core.alter_consumer_group_offsets, group, dict(offsets))
+
+    def list_transactions(
+        self, states: Collection[str] | None = None, producer_ids: Collection[int] | None = None, duration_filter_ms: int | None = None
+    ) -> list[TransactionListing]:
+        """Blocking `TrioAdminClient.list_transactions`; Args, Returns and
+        Raises as there."""
+        result: list[TransactionListing] = self._loop.call(
+            self._core.list_transactions, None if states is None else list(states), None if producer_ids is None else list(producer_ids), duration_filter_ms
+        )
+        return result
+
+    def describe_transactions(self, transactional_ids: Sequence[str]) -> dict[str, TransactionDescription]:
+        """Blocking `TrioAdminClient.describe_transactions`; Args, Returns
+        and Raises as there."""
+        result: dict[str, TransactionDescription] = self._loop.call(self._core.describe_transactions, list(transactional_ids))
+        return result
 
     def list_offsets(self, query: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Blocking `TrioAdminClient.list_offsets`; Args, Returns and

@@ -18,6 +18,9 @@ has a ``register(subparsers)`` that `kclient.cli` calls).
 * `kclient.tools.consumer_groups`: ``kclient consumer-groups --list /
   --describe`` (``kafka-consumer-groups.sh --zookeeper``, 0.8's
   ConsumerOffsetChecker): committed offsets, log end offsets and lag.
+* `kclient.tools.transactions`: ``kclient transactions --list /
+  --describe`` (``kafka-transactions.sh``, KIP-664): transactional ids,
+  their state, producer and partitions.
 * `kclient.tools.zookeeper`: ``kclient zookeeper``, a dev ZooKeeper in the
   foreground (``zookeeper-server-start.sh``).
 * `kclient.tools.cluster`: ``kclient cluster``, a development cluster

@@ -13,7 +13,9 @@ Output (stdout), per file, modelled on Kafka 2.x's DumpLogSegments (field
 names and order as Kafka prints them; compression codecs by Kafka's
 ``CompressionType`` enum names NONE/GZIP/SNAPPY/LZ4/ZSTD, as
 ``kafka-dump-log.sh`` prints them; the per-record line uses the newer
-``keySize``/``valueSize``):
+``keySize``/``valueSize``; Kafka 3.x and 4.x print ``Log starting
+offset:``, add ``deleteHorizonMs`` and write codecs in lower case, the
+other fields agree):
 
 ```text
 Dumping 00000000000000000000.log
@@ -28,15 +30,25 @@ baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerI
 CreateTime: T size: S magic: M compresscodec: C crc: C isvalid: B`` (v0:
 ``NoTimestampType: -1``), and with ``--deep-iteration`` one ``| offset: ..
 keySize: .. valueSize: .. isValid: .. crc: ..`` line per (inner) message.
-Control batches show ``endTxnMarker: COMMIT coordinatorEpoch: N``. An
-``.index`` file prints ``offset: X position: Y`` per entry (offset
-absolute) and a ``.timeindex`` file ``timestamp: T offset: O``.
+Transactions (KIP-98) show as Kafka shows them: every v2 batch line
+carries ``producerId``, ``producerEpoch``, ``isTransactional`` and
+``isControl``; with ``--deep-iteration`` (or ``--print-data-log``) the
+record of a control batch prints ``endTxnMarker: COMMIT coordinatorEpoch:
+N`` (or ``ABORT``) instead of a key and payload. An ``.index`` file prints
+``offset: X position: Y`` per entry (offset absolute), a ``.timeindex``
+file ``timestamp: T offset: O``, and a ``.txnindex`` file (the
+aborted-transaction index) ``version: V producerId: P firstOffset: F
+lastOffset: L lastStableOffset: S`` per aborted transaction.
 
 Damage never raises: a damaged or truncated tail is reported as Kafka does,
 ``Found N invalid bytes at the end of NAME``, followed here by ``(from
 position P: reason)``; a batch whose CRC fails prints ``isvalid: false`` and
 the dump goes on with the next batch; records that cannot be decoded print
-one ``| cannot read the records ...`` line. Problems Kafka sends to stderr
+one ``| cannot read the records ...`` line; a control record that cannot be
+decoded ends its line with ``cannot read the control record: reason``; a
+``.txnindex`` ending in a partial entry or holding an entry of an unknown
+version prints the entries before it, then ``Found N invalid bytes``
+as for a segment. Problems Kafka sends to stderr
 (non-consecutive offsets, index entries that do not match the log) go to
 ``err`` after all files. The exit code is 0 when everything was readable and
 valid, 1 otherwise (Kafka always exits 0).
@@ -50,15 +62,16 @@ import os
 import struct
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, TextIO
 
 import attrs
 
-from kclient.errors import KafkaError
-from kclient.protocol.records import codecs, legacy, v2
+from kclient.errors import CorruptRecordError, KafkaError
+from kclient.protocol.records import codecs, control, legacy, v2
 from kclient.protocol.records.scan import LOG_OVERHEAD, MAGIC_AT, BatchInfo, read_batch_info
+from kclient.storage.txn_index import ABORTED_TXN_SIZE, ABORTED_TXN_VERSION, TXN_INDEX_SUFFIX, AbortedTxn
 
 RECORD_INDENT = "|"
 
@@ -245,20 +258,31 @@ class _LogDumper:
         try:
             for rec in v2.iter_records(batch, h, check_crc=False):
                 self._seen(rec.offset)
-                seq = -1 if h.base_sequence < 0 else _increment_sequence(h.base_sequence, rec.offset - h.base_offset)
-                keys = ",".join(hd.key for hd in rec.headers)
-                line = (
-                    f"{RECORD_INDENT} offset: {rec.offset} {ts_type}: {rec.timestamp} "
-                    f"keySize: {_size(rec.key)} valueSize: {_size(rec.value)} sequence: {seq} headerKeys: [{keys}]"
-                )
-                if h.is_control:
-                    line += _control_text(rec.key, rec.value)
-                elif self.print_data:
-                    line += _data_text(rec.key, rec.value)
-                self._p(line)
+                self._p(self._v2_record_line(h, rec, ts_type))
         except Exception as exc:  # damaged records must not stop the dump
             self.report.failed = True
             self._p(f"{RECORD_INDENT} cannot read the records of the batch at position {position}: {_reason(exc)}")
+
+    def _v2_record_line(self, h: v2.BatchHeader, rec: v2.Record, ts_type: str) -> str:
+        """One record's line: its metadata, then a control record's marker
+        (always, as Kafka prints it) or, with ``--print-data-log``, the key
+        and payload of a data record. A control record that cannot be
+        decoded says so on its line and marks the dump failed."""
+        seq = -1 if h.base_sequence < 0 else _increment_sequence(h.base_sequence, rec.offset - h.base_offset)
+        keys = ",".join(hd.key for hd in rec.headers)
+        line = (
+            f"{RECORD_INDENT} offset: {rec.offset} {ts_type}: {rec.timestamp} "
+            f"keySize: {_size(rec.key)} valueSize: {_size(rec.value)} sequence: {seq} headerKeys: [{keys}]"
+        )
+        if h.is_control:
+            try:
+                line += control_record_text(rec.key, rec.value)
+            except CorruptRecordError as exc:
+                self.report.failed = True
+                line += f" cannot read the control record: {_reason(exc)}"
+        elif self.print_data:
+            line += _data_text(rec.key, rec.value)
+        return line
 
     # ---------------------------------------------------------------- v0 / v1
 
@@ -317,19 +341,29 @@ def _data_text(key: bytes | None, value: bytes | None) -> str:
     return text
 
 
-def _control_text(key: bytes | None, value: bytes | None) -> str:
-    """Kafka's rendering of a control record: ``endTxnMarker: COMMIT
-    coordinatorEpoch: N`` for transaction markers (key: int16 version, int16
-    type; value: int16 version, int32 coordinator epoch)."""
-    if key is None or len(key) < 4:
-        return " controlType: UNKNOWN(-1)"
-    type_id = _I16.unpack_from(key, 2)[0]
-    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
-    if type_id in (0, 1):
-        if value is not None and len(value) >= 6:
-            return f" endTxnMarker: {name} coordinatorEpoch: {_I32.unpack_from(value, 2)[0]}"
-        return f" endTxnMarker: {name} (value too short)"
-    return f" controlType: {name}({type_id})"
+def control_record_text(key: bytes | None, value: bytes | None) -> str:
+    """Kafka's rendering of a control record (DumpLogSegments): ``
+    endTxnMarker: COMMIT coordinatorEpoch: N`` for a transaction marker
+    (KIP-98; decoded with `kclient.protocol.records.control`), ``
+    controlType: NAME(id)`` for the other types (KRaft's).
+
+    Args:
+        key: The control record's key.
+        value: Its value.
+
+    Returns:
+        The text to append to the record's line, with a leading space.
+
+    Raises:
+        kclient.errors.CorruptRecordError: The key is null, too short or of a
+            negative version, or a marker's value is (see
+            `kclient.protocol.records.control.decode_end_txn_marker`).
+    """
+    control_key = control.decode_control_key(key)
+    if control_key.is_transaction_marker:
+        marker = control.decode_end_txn_marker(key, value)
+        return f" endTxnMarker: {CONTROL_TYPES[marker.control_type]} coordinatorEpoch: {marker.coordinator_epoch}"
+    return f" controlType: {CONTROL_TYPES.get(control_key.type, 'UNKNOWN')}({control_key.type})"
 
 
 # -------------------------------------------------------------------- indexes
@@ -401,7 +435,49 @@ def _dump_time_index(path: Path, out: TextIO, report: _Report) -> None:
         print(f"Found {trailing} invalid bytes at the end of {path.name} (a partial time index entry)", file=out)
 
 
+def _dump_txn_index(path: Path, out: TextIO, report: _Report) -> None:
+    """Kafka's ``dumpTxnIndex``: one ``version: V producerId: P firstOffset:
+    F lastOffset: L lastStableOffset: S`` line per aborted transaction of a
+    ``.txnindex`` file (34-byte entries, `kclient.storage.txn_index`),
+    offsets absolute; an empty file prints nothing, as in Kafka.
+
+    The file is only read (a `kclient.storage.txn_index.TransactionIndex`
+    would cut a partial entry off). Where Kafka skips a trailing partial
+    entry silently and fails on an entry of an unknown version, this
+    prints the entries before either and then ``Found N invalid bytes at
+    the end of NAME (from position P: reason)``, and marks the dump failed.
+    """
+    data = path.read_bytes()
+    pos = 0
+    problem = ""
+    while pos < len(data):
+        if len(data) - pos < ABORTED_TXN_SIZE:
+            problem = f"a partial aborted transaction entry of {len(data) - pos} bytes, an entry has {ABORTED_TXN_SIZE}"
+            break
+        txn = AbortedTxn.decode(data, pos)
+        if not 0 <= txn.version <= ABORTED_TXN_VERSION:
+            problem = f"aborted transaction version {txn.version} is unknown (the current version is {ABORTED_TXN_VERSION})"
+            break
+        print(
+            f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+            f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
+            file=out,
+        )
+        pos += ABORTED_TXN_SIZE
+    if pos < len(data):
+        report.failed = True
+        print(f"Found {len(data) - pos} invalid bytes at the end of {path.name} (from position {pos}: {problem})", file=out)
+
+
 # -------------------------------------------------------------------- entry points
+
+#: The dumper of each index file suffix.
+_INDEX_DUMPERS: dict[str, Callable[[Path, TextIO, _Report], None]] = {
+    ".index": _dump_index,
+    ".timeindex": _dump_time_index,
+    TXN_INDEX_SUFFIX: _dump_txn_index,
+}
+
 
 
 def dump_files(
@@ -414,8 +490,8 @@ def dump_files(
     """Dump files the way Kafka's DumpLogSegments does.
 
     See the module docstring for the format. Files are recognised by suffix:
-    ``.log`` (segments), ``.index`` (offset index) and ``.timeindex``; others
-    are skipped with ``Ignoring unknown file`` on ``err``. Never raises for
+    ``.log`` (segments), ``.index`` (offset index), ``.timeindex`` and
+    ``.txnindex`` (aborted transactions); others are skipped with ``Ignoring unknown file`` on ``err``. Never raises for
     damaged or unreadable files: they are reported on ``err``.
 
     Args:
@@ -428,7 +504,8 @@ def dump_files(
 
     Returns:
         0 if every file was read and valid; 1 if any had invalid bytes, a
-            CRC mismatch, records that could not be decoded, index entries
+            CRC mismatch, records (control records included) that could not
+            be decoded, a partial or unknown ``.txnindex`` entry, index entries
             that do not match the log, or could not be opened.
     """
     out = sys.stdout if out is None else out
@@ -439,12 +516,11 @@ def dump_files(
         path = Path(raw)
         print(f"Dumping {raw}", file=out)
         try:
+            index_dumper = _INDEX_DUMPERS.get(path.suffix)
             if path.suffix == ".log":
                 _LogDumper(path, deep, print_data_log, out, report).run()
-            elif path.suffix == ".index":
-                _dump_index(path, out, report)
-            elif path.suffix == ".timeindex":
-                _dump_time_index(path, out, report)
+            elif index_dumper is not None:
+                index_dumper(path, out, report)
             else:
                 print(f"Ignoring unknown file {raw}", file=err)
         except BrokenPipeError:  # the reader went away (``| head``): not a file problem
@@ -481,10 +557,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "dump-log",
         help="print log segment and index files like Kafka's DumpLogSegments",
-        description="Print the batches of .log segment files and the entries of .index/.timeindex files, "
+        description="Print the batches of .log segment files (transaction markers included) and the entries of "
+        ".index/.timeindex/.txnindex files, "
         "in the format of Kafka's kafka.tools.DumpLogSegments. Exit status 1 if any file is damaged.",
     )
-    p.add_argument("paths", nargs="*", metavar="FILE", help="a .log, .index or .timeindex file")
+    p.add_argument("paths", nargs="*", metavar="FILE", help="a .log, .index, .timeindex or .txnindex file")
     p.add_argument(
         "--files",
         action="append",

@@ -77,7 +77,6 @@ RECORD_INDENT = "|"
 
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -491,8 +490,9 @@ def dump_files(
 
     See the module docstring for the format. Files are recognised by suffix:
     ``.log`` (segments), ``.index`` (offset index), ``.timeindex`` and
-    ``.txnindex`` (aborted transactions); others are skipped with ``Ignoring unknown file`` on ``err``. Never raises for
-    damaged or unreadable files: they are reported on ``err``.
+    ``.txnindex`` (aborted transactions); others are skipped with
+    ``Ignoring unknown file`` on ``err``. Never raises for damaged or
+    unreadable files: they are reported on ``err``.
 
     Args:
         paths: The files to dump.

@@ -10,6 +10,8 @@ broker. An unknown transactional id is a clear error."""
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -182,3 +184,33 @@ def test_bad_arguments_exit_2(kafka):
     assert missing.returncode == 2 and "--describe needs --transactional-id" in missing.stderr
     mixed = kclient_transactions(kafka, "--describe", "--transactional-id", "x", "--state", "Ongoing")
     assert mixed.returncode == 2 and "go with --list" in mixed.stderr
+
+
+def test_duration_filter_keeps_only_older_transactions(admin, kafka, transactions):
+    # No transaction here has run for a day; the ongoing one has run longer than 0 ms.
+    assert admin.list_transactions(duration_filter_ms=86_400_000) == []
+    assert transactions["ongoing"] in {t.transactional_id for t in admin.list_transactions(duration_filter_ms=0)}
+    theirs, ours = kafka_transactions(kafka, "list", "--duration-filter", "0"), kclient_transactions(kafka, "--list", "--duration-filter", "0")
+    assert theirs.returncode == 0 and ours.returncode == 0, (theirs.stderr, ours.stderr)
+    assert sorted(cells(ours.stdout)) == sorted(cells(theirs.stdout))
+
+
+def test_ctrl_c_while_waiting_for_a_broker_ends_with_status_130():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(TIMEOUT)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        proc = subprocess.Popen([sys.executable, "-m", "kclient", "transactions", "--bootstrap-server", address, "--list"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        try:
+            conn, _ = server.accept()  # the tool connected; its request is never answered
+            with conn:
+                proc.send_signal(signal.SIGINT)
+                stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert stdout == "" and "Traceback" not in stderr, stderr

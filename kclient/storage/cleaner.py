@@ -65,7 +65,7 @@ from kclient.protocol.records.scan import BatchInfo, read_v2_producer_fields
 from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
 from kclient.storage.batch_filter import KeepRecord, filter_legacy, filter_v2
 from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
-from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
+from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
@@ -77,7 +77,7 @@ logger = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 _V2_ATTRIBUTES_AT = 21
-_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 #: ``hook(stage)`` called at ``"cleaned"`` (a group's ``.cleaned`` files are
 #: written) and ``"swap"`` (renamed to ``.swap``, not swapped in yet); tests
@@ -304,11 +304,15 @@ def _clean_group(
                 counts.removed += result.records - result.kept
                 if result.data is not None:
                     out.append(result.data, info.base_offset, info.last_offset, now_ms=now_ms)
+        for seg in group:  # the aborted transactions stay indexed (KIP-98)
+            for txn in seg.txn_index.all_aborted_txns():
+                out.txn_index.append(txn)
         out.mark_inactive()
         out.flush()
     finally:
         out.close()
     stem = file_stem(base)
+    (scratch / (stem + TXN_INDEX_SUFFIX)).touch()  # (created on a first entry only)
     for suffix in _SUFFIXES:
         os.replace(scratch / (stem + suffix), directory / (stem + suffix + CLEANED_SUFFIX))
     shutil.rmtree(scratch, ignore_errors=True)

@@ -44,7 +44,7 @@ import attrs
 from kclient.protocol.records.scan import BatchInfo, ProducerFields
 from kclient.storage.leader_epoch import LeaderEpochCache
 from kclient.storage.log_config import LogConfig
-from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
+from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 from kclient.storage.log_segments import LogSegments
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.segment import LogSegment
@@ -199,7 +199,7 @@ class LogLoader:
                 logger.info("log %s: removing leftover file %s", self.directory, name)
                 path.unlink(missing_ok=True)
                 self._dir_dirty = True
-            elif name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+            elif name.endswith((INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 base = parse_base_offset(name)
                 if base is not None and base not in bases:
                     logger.info("log %s: removing index %s without its log file", self.directory, name)
@@ -211,7 +211,7 @@ class LogLoader:
         size of its ``.log`` file."""
         stem = file_stem(base)
         size = 0
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = self.directory / (stem + suffix)
             try:
                 if suffix == LOG_SUFFIX:

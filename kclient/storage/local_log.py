@@ -40,7 +40,7 @@ from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import BatchInfo
 from kclient.storage.fileslice import FileSlice
 from kclient.storage.log_config import INT32_MAX, LogConfig
-from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir
+from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir
 from kclient.storage.log_segments import LogSegments, StaleSegments, holds_offsets_from, offsets_before
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import SWAP_SUFFIX
@@ -724,7 +724,7 @@ class LocalLog:
             OSError: An I/O failure.
         """
         base = old[0].base_offset
-        swaps = [swap_stem.with_name(swap_stem.name + suffix + SWAP_SUFFIX) for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)]
+        swaps = [swap_stem.with_name(swap_stem.name + suffix + SWAP_SUFFIX) for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)]
         with self.lock:
             segs = self._view.segments
             ok = not self._closed and old[0] in segs
@@ -743,7 +743,7 @@ class LocalLog:
             for seg in old:
                 seg.delete()
             stem = self.directory / file_stem(base)
-            for path, suffix in zip(swaps, (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+            for path, suffix in zip(swaps, (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 if path.exists():
                     os.replace(path, stem.with_name(stem.name + suffix))
             new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, now_ms=self._clock())

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kclient.clock import now_ms
-from kclient.errors import UnexpectedAppendOffsetError
+from kclient.errors import InvalidTxnStateError, UnexpectedAppendOffsetError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kclient.protocol.primitives import Buffer
 from kclient.protocol.records.scan import BatchInfo, stamp_partition_leader_epoch
@@ -74,6 +74,9 @@ from kclient.storage.log_config import CLEANUP_POLICIES, LONG_MAX, LogConfig, pa
 from kclient.storage.producer_state import ProducerBatch, ProducerStateManager
 from kclient.storage.retention import segments_to_delete
 from kclient.storage.segment import LogSegment
+from kclient.storage.txn_index import AbortedTxn
+from kclient.storage.txn_log import apply_txn_batch, load_txn_state, log_aborted_txns
+from kclient.storage.txn_state import TxnState
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +197,11 @@ class Log:
             high_watermark=high_watermark,
             on_roll=loaded.producer_state.take_snapshot,
         )
+        # The open transactions and the last stable offset (KIP-98), from
+        # the producer state snapshot plus a replay; snapshots save them.
+        self._txn_state = TxnState()
+        load_txn_state(self._txn_state, loaded.producer_state.loaded_snapshot, self._local.view, self._local.log_start_offset)
+        loaded.producer_state.ongoing_txns = self._txn_state.ongoing
         #: Bytes removed by recovery when the log was opened: the truncated
         #: tail of the damaged segment plus every later segment deleted.
         self.recovery_truncated_bytes = loaded.recovery_truncated_bytes
@@ -210,6 +218,7 @@ class Log:
         the newest snapshot at or below it plus a replay (lock held)."""
         local = self._local
         replay_producer_state(self._producer_state, local.view, local.log_start_offset, local.log_end_offset)
+        load_txn_state(self._txn_state, self._producer_state.loaded_snapshot, local.view, local.log_start_offset)
 
     # ------------------------------------------------------------ the segments and their offsets (`LocalLog`)
 
@@ -277,6 +286,41 @@ class Log:
         ``epoch(producer_id)``, ``batches(producer_id)``,
         ``producer_ids()``."""
         return self._producer_state
+
+    # ------------------------------------------------------------ transactions (KIP-98)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset: the first offset of the oldest
+        transaction not yet decided by a marker below the high watermark,
+        else the high watermark (Kafka's ``lastStableOffset``); a
+        read_committed fetch reads up to it."""
+        local = self._local
+        with local.lock:
+            high_watermark = local.high_watermark
+            self._txn_state.on_high_watermark_updated(high_watermark)
+            return self._txn_state.last_stable_offset(high_watermark, local.log_start_offset)
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """The open transactions as ``(producer_id, first_offset)``, oldest first."""
+        with self._local.lock:
+            return self._txn_state.ongoing()
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[fetch_offset,
+        upper_bound_offset)`` from the segments' ``.txnindex`` files (a
+        read_committed fetch's ``aborted_transactions``; Kafka's
+        ``collectAbortedTransactions``).
+
+        Args:
+            fetch_offset: The first offset fetched.
+            upper_bound_offset: The end of the range (exclusive), at most
+                the last stable offset.
+
+        Returns:
+            The entries, by marker offset.
+        """
+        return log_aborted_txns(self._local.segments, fetch_offset, upper_bound_offset)
 
     # ------------------------------------------------------------ append
 
@@ -376,6 +420,8 @@ class Log:
                 batches = analyze_records(buf)
             config = local.config
             wrappers = check_batches(batches, len(buf), config.max_message_bytes, config.segment_bytes)
+            if validate_producer_state and self._txn_state:
+                self._check_txn_writes(batches)
             if validate_producer_state and any(b.producer_id >= 0 for b in batches):
                 duplicate = self._producer_state.check(
                     ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta)
@@ -421,6 +467,8 @@ class Log:
             config = local.config
             check_batch(batch, len(buf), config.max_message_bytes, config.segment_bytes)
             idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
+            if validate_producer_state and self._txn_state and batch.producer_id >= 0:
+                self._check_txn_writes((batch,))
             if idempotent:
                 producer_batch = ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_offset_delta)
                 duplicate = self._producer_state.check((producer_batch,)) if validate_producer_state else None
@@ -442,6 +490,18 @@ class Log:
         if flush_due:
             local.flush(now_ms=now)
         return AppendResult(first, last, -1)
+
+    def _check_txn_writes(self, batches: Sequence[ValidatedBatch]) -> None:
+        """A leader append of a non-transactional batch from a producer with
+        an open transaction fails before anything is written (Kafka's
+        ``InvalidTxnStateException``; lock held)."""
+        for b in batches:
+            if b.magic == 2 and b.producer_id >= 0 and not b.is_transactional:
+                first = self._txn_state.current_txn_first_offset(b.producer_id)
+                if first is not None:
+                    raise InvalidTxnStateError(
+                        f"{self.name}: non-transactional write from producer {b.producer_id}, whose transaction from offset {first} is open"
+                    )
 
     def append_as_follower(self, records: Buffer, now_ms: int | None = None) -> AppendResult:
         """Append batches whose offsets the leader assigned (a follower's
@@ -545,9 +605,15 @@ class Log:
             cache.assign(leader_epoch, first)
         if not epochs_from_batches and all(b.producer_id < 0 for b in batches):
             return flush_due  # (a leader append of no idempotent batch: nothing more to record)
+        segment = self._local.active_segment
         for b, info in zip(batches, placed):
             if b.magic != 2:
                 continue
+            if b.producer_id >= 0:
+                try:
+                    apply_txn_batch(self._txn_state, segment, buf, info.position)
+                except InvalidTxnStateError as exc:  # (a leader checks before writing: `_check_txn_writes`)
+                    logger.warning("log %s: %s", self.directory, exc)
             if epochs_from_batches and b.partition_leader_epoch > cache.latest_epoch():
                 cache.assign(b.partition_leader_epoch, info.base_offset)
             if b.is_idempotent:
@@ -637,6 +703,7 @@ class Log:
     def _truncate_fully_locked(self, offset: int) -> None:
         count = self._local.replace_all_segments_locked(offset)
         self._epoch_cache.clear()
+        self._txn_state.reset()
         self._producer_state.delete_all_snapshots()
         self._local.sync_dir_locked(force=True)
         logger.warning("log %s: deleted all %d segment(s); the log now starts at offset %d", self.directory, count, offset)
@@ -650,6 +717,7 @@ class Log:
         start = self._local.log_start_offset
         self._epoch_cache.truncate_from_start(start)
         self._producer_state.delete_snapshots_below(start)
+        self._txn_state.on_log_start_offset_incremented(start)
 
     def delete_old_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
         """Delete segments from the oldest while ``should_delete(segment)`` is true.

@@ -13,6 +13,7 @@ import os
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # the aborted-transaction index (KIP-98)
 DELETED_SUFFIX = ".deleted"
 
 
@@ -58,4 +59,4 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-__all__ = ["DELETED_SUFFIX", "INDEX_SUFFIX", "LOG_SUFFIX", "TIMEINDEX_SUFFIX", "file_stem", "fsync_dir", "parse_base_offset"]
+__all__ = ["DELETED_SUFFIX", "INDEX_SUFFIX", "LOG_SUFFIX", "TIMEINDEX_SUFFIX", "TXN_INDEX_SUFFIX", "file_stem", "fsync_dir", "parse_base_offset"]

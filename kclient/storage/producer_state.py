@@ -24,7 +24,11 @@ it. Format (all integers in JSON are offsets / sequences / epochs)::
     crc32c  uint32 big-endian, CRC-32C of the JSON bytes that follow
     json    UTF-8: {"version": 1, "offset": <int>, "producers":
             [{"producer_id": <int>, "producer_epoch": <int>,
-              "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}, ...]}
+              "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}, ...],
+            "ongoing_txns": [[producer_id, first_offset], ...]}
+
+(``ongoing_txns``: the open transactions, KIP-98, from the
+`ongoing_txns` source; optional on reading, an older snapshot has none)
 
 written atomically (temp file, fsync, rename, directory fsync). A snapshot
 failing its CRC or its JSON validation is deleted (WARNING) and the next
@@ -38,7 +42,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import attrs
@@ -144,6 +148,12 @@ class ProducerStateManager:
         self.directory = Path(directory)
         self._lock = threading.Lock()
         self._entries: dict[int, _Entry] = {}
+        #: Source of the open transactions ``(producer_id, first_offset)`` a
+        #: snapshot saves (the log's `kclient.storage.txn_state.TxnState.ongoing`).
+        self.ongoing_txns: Callable[[], list[tuple[int, int]]] | None = None
+        #: The offset and open transactions of the snapshot `load_latest_snapshot`
+        #: loaded last (``(None, [])``: none).
+        self.loaded_snapshot: tuple[int | None, list[tuple[int, int]]] = (None, [])
 
     # ------------------------------------------------------------ queries
 
@@ -306,13 +316,16 @@ class ProducerStateManager:
                 }
                 for pid, entry in sorted(self._entries.items())
             ]
-        body = json.dumps({"version": SNAPSHOT_VERSION, "offset": offset, "producers": producers}, separators=(",", ":")).encode("utf-8")
+        doc: dict[str, object] = {"version": SNAPSHOT_VERSION, "offset": offset, "producers": producers}
+        if self.ongoing_txns is not None:
+            doc["ongoing_txns"] = [[pid, first] for pid, first in self.ongoing_txns()]
+        body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
         path = self.snapshot_path(offset)
         write_atomically(path, _CRC.pack(crc32c.crc32c(body)) + body)
         logger.debug("%s: wrote producer state snapshot %s (%d producer(s))", self.directory.name, path.name, len(producers))
         return path
 
-    def _read_snapshot(self, offset: int) -> dict[int, _Entry]:
+    def _read_snapshot(self, offset: int) -> tuple[dict[int, _Entry], list[tuple[int, int]]]:
         data = self.snapshot_path(offset).read_bytes()
         if len(data) < _CRC.size:
             raise ValueError("shorter than its CRC")
@@ -333,7 +346,12 @@ class ProducerStateManager:
                     raise ValueError(f"bad batch {b!r}")
                 metas.append(BatchMetadata(*b))
             entries[pid] = _Entry(epoch, metas[-MAX_BATCHES_PER_PRODUCER:])
-        return entries
+        ongoing = []
+        for txn in doc.get("ongoing_txns", ()):
+            if len(txn) != 2 or not all(isinstance(x, int) for x in txn):
+                raise ValueError(f"bad ongoing transaction {txn!r}")
+            ongoing.append((txn[0], txn[1]))
+        return entries, ongoing
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Replace the state with the newest valid snapshot at or below ``max_offset``.
@@ -353,16 +371,18 @@ class ProducerStateManager:
         self.delete_snapshots_above(max_offset)
         for offset in reversed(self.snapshot_offsets()):
             try:
-                entries = self._read_snapshot(offset)
+                entries, ongoing = self._read_snapshot(offset)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 logger.warning("%s: deleting unusable producer state snapshot %s: %s", self.directory, self.snapshot_path(offset).name, exc)
                 self.snapshot_path(offset).unlink(missing_ok=True)
                 continue
             with self._lock:
                 self._entries = entries
+            self.loaded_snapshot = (offset, ongoing)
             return offset
         with self._lock:
             self._entries = {}
+        self.loaded_snapshot = (None, [])
         return None
 
     def delete_snapshots_above(self, offset: int) -> int:

@@ -1,5 +1,5 @@
-"""One log segment: a ``.log`` file of record batches plus its ``.index``
-and ``.timeindex``.
+"""One log segment: a ``.log`` file of record batches plus its ``.index``,
+``.timeindex`` and ``.txnindex`` (`kclient.storage.txn_index`).
 
 Files are named by the segment's base offset zero-padded to 20 digits
 (``00000000000000000000.log`` / ``.index`` / ``.timeindex``, as Kafka
@@ -58,8 +58,9 @@ from kclient.storage.batch_walk import batch_crc_ok, walk_batches, walk_headers
 from kclient.storage.handles import CachedFile, default_cache
 from kclient.storage.index import OffsetIndex
 from kclient.storage.log_config import LogConfig
-from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
+from kclient.storage.log_files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 from kclient.storage.timeindex import TimeIndex
+from kclient.storage.txn_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,8 @@ class LogSegment:
         if timeindex is None:
             timeindex = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset)
         self.timeindex = timeindex
+        #: The aborted transactions whose ABORT marker this segment holds (KIP-98).
+        self.txn_index = TransactionIndex(self.directory / (stem + TXN_INDEX_SUFFIX), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = clock.now_ms() if created_ms is None else created_ms
         # The .log file, opened on demand through the process-wide cache.
@@ -172,6 +175,7 @@ class LogSegment:
             index.reset()
             timeindex = TimeIndex(directory / (stem + TIMEINDEX_SUFFIX), base_offset)
             timeindex.reset()
+            TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX), base_offset).delete()
         except BaseException:
             for ix in (index, timeindex):
                 if ix is not None:
@@ -230,6 +234,7 @@ class LogSegment:
             if not size:
                 index.reset()
                 timeindex.reset()
+                seg.txn_index.reset()
             return seg
         problems = []
         if not had_index:
@@ -735,6 +740,7 @@ class LogSegment:
         # entry before it a lower one.
         self.index.truncate_to(info.base_offset)
         self.timeindex.truncate_to(info.base_offset)
+        self.txn_index.truncate_to(info.base_offset)
         self._recent_starts = {o: p for o, p in self._recent_starts.items() if p < position}
         with self._log.use() as fd:
             os.ftruncate(fd, position)
@@ -908,6 +914,7 @@ class LogSegment:
             os.fsync(fd)
         self.index.sync()
         self.timeindex.sync()
+        self.txn_index.flush()
 
     def flush(self) -> None:
         """Write buffered index entries and ``os.fsync`` the log and both
@@ -932,14 +939,8 @@ class LogSegment:
     def _release_files(self) -> None:
         """Close the descriptors (and unlink the files of a deleted segment)."""
         try:
-            if self.deleted:
-                self.index.delete()
-                self.timeindex.delete()
-            else:
-                try:
-                    self.index.close()
-                finally:
-                    self.timeindex.close()
+            for ix in (self.index, self.timeindex, self.txn_index):
+                ix.delete() if self.deleted else ix.close()
         finally:
             self._log.close()
             if self.deleted:
@@ -967,7 +968,7 @@ class LogSegment:
                 # descriptors stay valid); the last release unlinks them.
                 self._log.rename(self.log_path.with_name(self.log_path.name + DELETED_SUFFIX))
                 self._renamed = self._log.path != self.log_path
-                for ix in (self.index, self.timeindex):
+                for ix in (self.index, self.timeindex, self.txn_index):
                     ix.rename(ix.path.with_name(ix.path.name + DELETED_SUFFIX))
                 return
             already_released = self._released
@@ -975,7 +976,7 @@ class LogSegment:
         if not already_released:
             self._release_files()
             return
-        for path in (self.log_path, self.index.path, self.timeindex.path):  # closed before: just unlink
+        for path in (self.log_path, self.index.path, self.timeindex.path, self.txn_index.path):  # closed before: just unlink
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -990,6 +991,7 @@ __all__ = [
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "TIMEINDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "LogSegment",
     "batch_crc_ok",
     "file_stem",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.records.scan import read_batch_info
-from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
+from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir, parse_base_offset
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 #: The cleaner's scratch directory inside a partition directory.
 SCRATCH_DIR = "cleaner.tmp"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def last_offset_of(path: Path, base: int) -> int:

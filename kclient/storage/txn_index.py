@@ -43,11 +43,10 @@ from pathlib import Path
 import attrs
 
 from kclient.storage.handles import CachedFile
+from kclient.storage.log_files import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-#: File name suffix of a segment's aborted-transaction index.
-TXN_INDEX_SUFFIX = ".txnindex"
 #: The entry version kclient writes (Kafka's ``AbortedTxn.CURRENT_VERSION``).
 ABORTED_TXN_VERSION = 0
 ABORTED_TXN = struct.Struct(">hqqqq")

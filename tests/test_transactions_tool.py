@@ -214,3 +214,18 @@ def test_ctrl_c_while_waiting_for_a_broker_ends_with_status_130():
                 proc.communicate()
     assert proc.returncode == 130, stderr
     assert stdout == "" and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.unit
+def test_rows_and_table_are_laid_out_as_kafka_lays_them_out():
+    from kclient.client.admin_transactions import TransactionDescription, TransactionListing
+    from kclient.tools.transactions import DESCRIBE_COLUMNS, LIST_COLUMNS, describe_rows, format_table, list_rows
+
+    idle = TransactionDescription("app", 1, "Empty", 7, 2, 60_000, None, ())
+    assert describe_rows(idle, now_ms=5_000) == [("1", "app", "7", "2", "Empty", "60000", "None", "None", "")]
+    open_ = TransactionDescription("app", 1, "Ongoing", 7, 2, 60_000, 1_000, (("t", 0), ("t", 1)))
+    assert describe_rows(open_, now_ms=5_000)[0][6:] == ("1000", "4000", "t-0,t-1")
+    assert len(format_table(DESCRIBE_COLUMNS, describe_rows(open_, 5_000)).splitlines()) == 2
+    table = format_table(LIST_COLUMNS, list_rows([TransactionListing("a-long-transactional-id", 7, "Ongoing", 1)]))
+    assert table == ("TransactionalId        \tCoordinator\tProducerId\tTransactionState\t\n"
+                     "a-long-transactional-id\t1          \t7         \tOngoing         \t\n")

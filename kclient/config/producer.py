@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from kclient.client.producer.transaction_rules import resolve_transactional_config
 from kclient.config.base import prop
 from kclient.config.convert import (
     HostPort,
@@ -23,6 +24,7 @@ from kclient.config.convert import (
     to_int,
     to_list,
     to_optional_plugin,
+    to_optional_str,
     to_plugin,
     to_str,
 )
@@ -31,6 +33,20 @@ from kclient.config.security import _ClientSecurityConfig
 from kclient.errors import ConfigError
 
 __all__ = ["ProducerConfig"]
+
+
+@attrs.frozen
+class TransactionalDefault:
+    """A property's default that depends on ``transactional.id``: a
+    transactional producer implies ``acks=all`` and
+    ``enable.idempotence=true`` (KIP-98), while an explicit conflicting
+    value stays a `ConfigError`."""
+
+    plain: Any
+    transactional: Any
+
+    def __call__(self, config: Any) -> Any:
+        return self.plain if config.transactional_id is None else self.transactional
 
 
 @attrs.frozen(kw_only=True)
@@ -95,8 +111,20 @@ class ProducerConfig(_ClientSecurityConfig):
     """Bootstrap brokers, ``"host:port,host:port"`` -> ``(("host", port), ...)``. Required."""
     producer_type: str = prop("producer.type", enum_choice("sync", "async"), "sync")
     """``"sync"``: ``send`` waits for the acknowledgement; ``"async"``: ``send`` enqueues."""
-    request_required_acks: int = prop("request.required.acks", to_acks, 1, one_of(-1, 0, 1), aliases=["acks"])
-    """0 no acknowledgement, 1 the leader wrote it, -1 (``all``) every in-sync replica did."""
+    transactional_id: str | None = prop("transactional.id", to_optional_str, None)
+    """Makes the producer transactional (KIP-98): ``init_transactions``,
+    ``begin_transaction``, ``commit_transaction`` and
+    ``abort_transaction``; the coordinator fences an older producer with
+    the same id. Implies ``enable.idempotence=true`` and ``acks=all``
+    (setting either otherwise is a `ConfigError`)."""
+    transaction_timeout_ms: int = prop("transaction.timeout.ms", to_int, 60000, at_least(1))
+    """The longest a transaction may stay open before the coordinator
+    aborts it (ms; at most the broker's ``transaction.max.timeout.ms``)."""
+    request_required_acks: int = prop(
+        "request.required.acks", to_acks, attrs.Factory(TransactionalDefault(1, -1), takes_self=True), one_of(-1, 0, 1), aliases=["acks"]
+    )
+    """0 no acknowledgement, 1 the leader wrote it, -1 (``all``) every
+    in-sync replica did. Default 1; -1 with ``transactional.id``."""
     request_timeout_ms: int = prop("request.timeout.ms", to_int, 10000, at_least(1))
     """How long the broker may wait to satisfy ``request.required.acks`` (ms)."""
     serializer_class: Any = prop("serializer.class", to_plugin, "kclient.DefaultEncoder")
@@ -203,8 +231,8 @@ class ProducerConfig(_ClientSecurityConfig):
     """EventHandler replacing the default pipeline (0.7); ``None`` for the default."""
     callback_handler: Any = prop("callback.handler", to_optional_plugin, None)
     """CallbackHandler with enqueue/dequeue/before-send hooks (0.7); ``None`` for none."""
-    enable_idempotence: bool = prop("enable.idempotence", to_bool, False)
-    """Get a producer id (InitProducerId) and number each partition's batches
+    enable_idempotence: bool = prop("enable.idempotence", to_bool, attrs.Factory(TransactionalDefault(False, True), takes_self=True))
+    """Default false; true with ``transactional.id``. Get a producer id (InitProducerId) and number each partition's batches
     (KIP-98) so that retries, also to a new leader after a failover, do not
     duplicate; keeps one batch per partition in flight. Needs
     ``request.required.acks=-1`` and Produce v3+ (``api.version`` 0.11+)."""
@@ -248,11 +276,23 @@ class ProducerConfig(_ClientSecurityConfig):
                 f"Invalid value {self.batch_num_messages} for configuration batch.num.messages: "
                 f"must not exceed queue.buffering.max.messages={self.queue_buffering_max_messages}"
             )
+        if self.transactional_id is not None:
+            self._check_transactional()
         if self.enable_idempotence and self.request_required_acks != -1:
             raise ConfigError(
                 f"Invalid value {self.request_required_acks} for configuration request.required.acks: "
                 "must be -1 (all) when enable.idempotence=true"
             )
+
+    def _check_transactional(self) -> None:
+        resolve_transactional_config(
+            self.transactional_id,
+            self.transaction_timeout_ms,
+            enable_idempotence=self.enable_idempotence,
+            acks=self.request_required_acks,
+            retries=self.message_send_max_retries,
+            max_in_flight=self.max_in_flight_requests_per_connection,
+        )
 
     @property
     def is_async(self) -> bool:

@@ -190,6 +190,8 @@ class BatchBuilder:
     def __init__(self, settings: ProducerSettings) -> None:
         self.settings = settings
         self.max_batch_bytes = max(1024, settings.max_request_bytes - 512)
+        # A transactional producer's batches carry the transactional bit (KIP-98).
+        self._transactional = settings.transactional_id is not None
 
     def build(self, part: PartitionSend, magic: int | None = None, stamp: Callable[[PartitionSend], None] | None = None) -> None:
         """Split a partition's records into chunks that fit a request and
@@ -312,7 +314,7 @@ class BatchBuilder:
             if magic == 2 and part.sequences is not None:
                 pid, epoch = part.producer_id, part.producer_epoch
                 part.batches = [
-                    build_batch(c, codec=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+                    build_batch(c, codec=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=self._transactional)
                     for c, seq in zip(part.chunks, part.sequences)
                 ]
             elif magic == 2:

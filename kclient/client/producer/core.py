@@ -43,9 +43,12 @@ from kclient.client.producer.delivery import RecordFuture, RecordMetadata, call_
 from kclient.client.producer.event_handler import DefaultEventHandler, EventHandler, ProducerContext
 from kclient.client.producer.partitioner import DefaultPartitioner, Partitioner
 from kclient.client.producer.settings import settings_from_config
+from kclient.client.producer.transaction_client import TransactionClient
+from kclient.client.producer.transaction_types import GroupMetadata
+from kclient.client.producer.transactions import TransactionManager
 from kclient.client.serde import DefaultEncoder, Encoder
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, InvalidTopicError, KafkaError, ProducerClosedError
+from kclient.errors import FailedToSendMessageError, IllegalStateError, InvalidTopicError, KafkaError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 log = logging.getLogger(__name__)
@@ -149,6 +152,13 @@ class TrioProducer:
         #: Topic names `prepare` has checked (read by the blocking
         #: Producer's fast path; only ever grows).
         self.valid_topics: set[str] = set()
+        #: The transaction manager (``transactional.id``), else None.
+        self.transaction_manager: TransactionManager | None = (
+            TransactionManager(cfg.transactional_id, transaction_timeout_ms=cfg.transaction_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms)
+            if cfg.transactional_id is not None
+            else None
+        )
+        self._transactions: TransactionClient | None = None
 
     @property
     def cluster(self) -> Cluster:
@@ -241,6 +251,8 @@ class TrioProducer:
             metadata_max_age_ms=refresh if refresh >= 0 else 2**62,
             security=cfg.security,
         )
+        if self.transaction_manager is not None:
+            self._transactions = TransactionClient(self.transaction_manager, self._cluster)
         context = ProducerContext(
             config=cfg,
             settings=self.settings,
@@ -248,6 +260,7 @@ class TrioProducer:
             encoder=self.encoder,
             key_encoder=self.key_encoder,
             partitioner=self.partitioner,
+            transactions=self._transactions,
         )
         await self.event_handler.open(context)
         # Batches in flight are completed in submission order by one task
@@ -476,6 +489,109 @@ class TrioProducer:
         finally:
             self._in_flight.release()
         on_done(error)
+
+    # -- transactions (KIP-98) ------------------------------------------------
+
+    def _transactional(self) -> TransactionClient:
+        if self.transaction_manager is None:
+            raise IllegalStateError("Cannot use a transactional method without setting transactional.id")
+        if self._transactions is None:
+            raise ProducerClosedError("the producer is not open")
+        return self._transactions
+
+    async def _drain_in_flight(self) -> None:
+        """Wait until every batch `submit_batch` wrote was answered."""
+        slots = max(1, self.config.max_in_flight_requests_per_connection)
+        for _ in range(slots):
+            await self._in_flight.acquire()
+        for _ in range(slots):
+            self._in_flight.release()
+
+    async def init_transactions(self, timeout_ms: int | None = None) -> None:
+        """Get the transactional id's producer id and epoch (InitProducerId,
+        KIP-98): the coordinator fences any older producer with the same
+        ``transactional.id`` and completes its open transaction. Call once,
+        before the first transaction.
+
+        Args:
+            timeout_ms: The longest wait (ms); None: no bound. After a
+                timeout the call may be made again.
+
+        Raises:
+            IllegalStateError: No ``transactional.id``, or called twice.
+            KafkaTimeoutError: Not done in time.
+            ProducerFencedError: A newer producer has the id (fatal).
+            KafkaError: Another error of the coordinator.
+        """
+        client = self._transactional()
+        await client.wait(client.manager.init_transactions(), timeout_ms)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local: partitions are added as records are sent).
+
+        Raises:
+            IllegalStateError: `init_transactions` not done, or a
+                transaction is already in progress.
+            KafkaError: The producer is in an error state (fatal errors such
+                as `ProducerFencedError` are raised by every later call).
+        """
+        self._transactional().manager.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: GroupMetadata, timeout_ms: int | None = None) -> None:
+        """Commit a consumer group's offsets with the transaction (KIP-98,
+        KIP-447): they become the group's committed offsets only if the
+        transaction commits.
+
+        Args:
+            offsets: ``{TopicPartition or (topic, partition): next offset to
+                consume}`` (an int or an `OffsetAndMetadata`).
+            group_metadata: The consumer's ``group_metadata()``.
+            timeout_ms: The longest wait (ms); None: no bound.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time.
+            KafkaError: The coordinator refused (abortable: call
+                `abort_transaction`; fatal: close the producer).
+        """
+        client = self._transactional()
+        await client.wait(client.manager.send_offsets_to_transaction(offsets, group_metadata), timeout_ms)
+
+    async def commit_transaction(self, timeout_ms: int | None = None) -> None:
+        """Wait until every record sent in the transaction is acknowledged,
+        then commit it (EndTxn): read_committed consumers see its records.
+
+        Args:
+            timeout_ms: The longest wait (ms); None: no bound. After a
+                timeout the call may be made again.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time.
+            KafkaError: An abortable error (call `abort_transaction`) or a
+                fatal one (`ProducerFencedError`: close the producer).
+        """
+        client = self._transactional()
+        result = client.manager.commit_transaction()
+        await self._drain_in_flight()
+        await client.wait(result, timeout_ms)
+
+    async def abort_transaction(self, timeout_ms: int | None = None) -> None:
+        """Abort the transaction (also after an abortable error): its records
+        are never seen by read_committed consumers.
+
+        Args:
+            timeout_ms: The longest wait (ms); None: no bound.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time.
+            KafkaError: A fatal error (`ProducerFencedError`).
+        """
+        client = self._transactional()
+        result = client.manager.abort_transaction()
+        await self._drain_in_flight()
+        await client.wait(result, timeout_ms)
 
     async def aclose(self) -> None:
         """Close the EventHandler and every broker connection (idempotent).

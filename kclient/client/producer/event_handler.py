@@ -115,6 +115,7 @@ from kclient.client.producer.idempotence import RESET_CODES, IdempotentProducerS
 from kclient.client.producer.partitioner import DefaultPartitioner
 from kclient.client.producer.sender import PARTITION_OVERHEAD, Sender, Written
 from kclient.client.producer.settings import ProducerSettings
+from kclient.client.producer.transaction_client import TransactionClient
 from kclient.client.serde import DefaultEncoder
 from kclient.clock import now_ms
 from kclient.errors import (
@@ -147,6 +148,8 @@ class ProducerContext:
     encoder: Any
     key_encoder: Any
     partitioner: Any
+    #: The transactional producer's `TransactionClient`, or None.
+    transactions: Any = None
 
 
 class EventHandler(abc.ABC):
@@ -248,6 +251,8 @@ class DefaultEventHandler(EventHandler):
         self.idempotence: IdempotentProducerState | None = (
             IdempotentProducerState(context.cluster, retries=s.retries, backoff_ms=s.backoff_ms) if s.idempotence else None
         )
+        #: The transactional producer's `TransactionClient` (transactional.id), else None.
+        self.transactions: TransactionClient | None = context.transactions
 
     async def _partitions_for(self, topic: str) -> tuple[Any, ...]:
         """The topic's partitions, retrying an unreachable cluster (every
@@ -377,7 +382,13 @@ class DefaultEventHandler(EventHandler):
         went into ``failed``."""
         idem = self.idempotence
         assert idem is not None
+        txn = self.transactions
         try:
+            if txn is not None:
+                # KIP-98: a partition's batches wait until AddPartitionsToTxn
+                # put it in the transaction; the manager's producer id is used.
+                await txn.add_partitions(parts)
+                idem.adopt(txn.manager.producer_id, txn.manager.producer_epoch)
             await idem.ensure_producer_id()
         except KafkaError as exc:
             idem.release(slots)
@@ -475,6 +486,9 @@ class DefaultEventHandler(EventHandler):
         id."""
         idem = self.idempotence
         assert idem is not None
+        txn = self.transactions
+        if txn is not None and not txn.manager.has_error():
+            txn.manager.maybe_transition_to_error_state(err if isinstance(err, KafkaError) else KafkaError(f"{part.topic}-{part.partition}: {err}"))
         code = getattr(err, "code", None)
         if code in RESET_CODES:
             idem.reset(f"{part.topic}-{part.partition}: {err}")

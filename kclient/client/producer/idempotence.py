@@ -141,6 +141,20 @@ class IdempotentProducerState:
                 self._next.clear()
                 log.info("idempotent producer: producer id %d, epoch %d", self.producer_id, self.producer_epoch)
 
+    def adopt(self, producer_id: int, producer_epoch: int) -> None:
+        """Take the producer id and epoch a transaction manager got
+        (InitProducerId with a ``transactional.id``): with a new id or epoch
+        every partition's sequence starts again from 0.
+
+        Args:
+            producer_id: The producer id.
+            producer_epoch: Its epoch.
+        """
+        if producer_id != self.producer_id or producer_epoch != self.producer_epoch:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self._next.clear()
+
     def reset(self, reason: str) -> None:
         """Drop the producer id (and with it every partition's sequence):
         the next send asks for a new one.

@@ -572,6 +572,81 @@ class Producer(ClosingClient):
                 "sync", 0, self._sync_sent[0], self._sync_sent[1], self._sync_failed[0], self._sync_failed[1], self._sync_first_error
             )
 
+    # -- transactions (KIP-98; see TrioProducer for the details) -------------
+
+    def init_transactions(self, timeout_ms: int | None = None) -> None:
+        """Get the ``transactional.id``'s producer id and epoch, fencing any
+        older producer with the same id (`TrioProducer.init_transactions`).
+
+        Args:
+            timeout_ms: The longest wait (ms); None: no bound.
+
+        Raises:
+            IllegalStateError: No ``transactional.id``, or called twice.
+            KafkaTimeoutError: Not done in time (the call may be repeated).
+            ProducerFencedError: A newer producer has the id (fatal).
+        """
+        self._loop.call(self._core.init_transactions, timeout_ms)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction.
+
+        Raises:
+            IllegalStateError: Not initialised, or a transaction is open.
+            KafkaError: The producer is in an error state.
+        """
+        self._loop.call_sync(self._core.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any, timeout_ms: int | None = None) -> None:
+        """Commit a consumer group's offsets with the transaction (KIP-447):
+        ``group_metadata`` is `kclient.Consumer.group_metadata()`.
+
+        Args:
+            offsets: ``{TopicPartition or (topic, partition): next offset}``.
+            group_metadata: The consumer's group metadata.
+            timeout_ms: The longest wait (ms); None: no bound.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time.
+            KafkaError: The coordinator refused (see `commit_transaction`).
+        """
+        self._loop.call(self._core.send_offsets_to_transaction, offsets, group_metadata, timeout_ms)
+
+    def commit_transaction(self, timeout_ms: int | None = None) -> None:
+        """Send everything queued, wait for its acknowledgement, then commit
+        the transaction (EndTxn).
+
+        Args:
+            timeout_ms: The longest wait (ms), for the flush and for the
+                commit each; None: no bound.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time (the call may be repeated).
+            KafkaError: An abortable error (call `abort_transaction`) or a
+                fatal one (`ProducerFencedError`: close the producer).
+        """
+        self.flush(timeout_ms)
+        self._loop.call(self._core.commit_transaction, timeout_ms)
+
+    def abort_transaction(self, timeout_ms: int | None = None) -> None:
+        """Abort the transaction (also after an abortable error): what was
+        queued is still sent, inside the aborted transaction, and is never
+        seen by read_committed consumers.
+
+        Args:
+            timeout_ms: The longest wait (ms), for the flush and for the
+                abort each; None: no bound.
+
+        Raises:
+            IllegalStateError: No transaction in progress.
+            KafkaTimeoutError: Not done in time.
+            KafkaError: A fatal error (`ProducerFencedError`).
+        """
+        self.flush(timeout_ms)
+        self._loop.call(self._core.abort_transaction, timeout_ms)
+
     def close(self, timeout_ms: int | None = None) -> None:
         """Send everything queued (async), stop the send thread, call the
         CallbackHandler's ``close``, close the connections and stop the trio

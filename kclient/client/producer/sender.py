@@ -210,7 +210,7 @@ class Sender:
             data.records = part.batches[i]
             topics.setdefault(part.topic, []).append(data)
         return ProduceRequest(
-            transactional_id=None,
+            transactional_id=s.transactional_id,
             acks=s.acks,
             timeout_ms=s.timeout_ms,
             topic_data=[TopicProduceData(name=t, partition_data=pd) for t, pd in topics.items()],

@@ -74,7 +74,9 @@ class ProducerSettings:
     ``idempotence``: enable.idempotence (KIP-98: producer id and sequence
     numbers, see `kclient.client.producer.idempotence`); ``busy_poll_us``:
     socket.busy.poll.us, how long a send that waits for its
-    acknowledgement polls the socket before sleeping (µs).
+    acknowledgement polls the socket before sleeping (µs);
+    ``transactional_id``: transactional.id (Produce requests carry it and
+    batches their transactional bit), or None.
     """
 
     acks: int = 1
@@ -88,6 +90,7 @@ class ProducerSettings:
     max_produce_version: int | None = None
     idempotence: bool = False
     busy_poll_us: int = 0
+    transactional_id: str | None = None
 
 
 def settings_from_config(config: ProducerConfig) -> ProducerSettings:
@@ -116,6 +119,7 @@ def settings_from_config(config: ProducerConfig) -> ProducerSettings:
         max_produce_version=produce_version_cap(getattr(config, "api_version", None)),
         idempotence=bool(getattr(config, "enable_idempotence", False)),
         busy_poll_us=int(getattr(config, "socket_busy_poll_us", 0)),
+        transactional_id=getattr(config, "transactional_id", None),
     )
 
 

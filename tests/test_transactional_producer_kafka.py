@@ -6,7 +6,8 @@ read_uncommitted one sees them); a second producer with the same
 ``transactional.id`` fences the first; ``send_offsets_to_transaction``
 with a kclient ``Consumer``'s ``group_metadata()`` commits the group's
 offsets only with the transaction; the config conflicts and calls in the
-wrong state raise."""
+wrong state raise; the `TrioProducer` and a sync-mode `Producer` commit
+and abort too."""
 
 from __future__ import annotations
 
@@ -184,3 +185,37 @@ def test_calls_in_the_wrong_state_raise(kafka, topic):
             plain.init_transactions(1000)
     finally:
         plain.close()
+
+
+def test_the_trio_producer_commits_and_aborts(kafka, topic):
+    import trio
+
+    _ensure_topic(kafka, topic)
+    cfg = {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}", "serializer.class": "kclient.StringEncoder"}
+
+    async def main() -> None:
+        async with kclient.TrioProducer(cfg) as producer:
+            await producer.init_transactions(30_000)
+            producer.begin_transaction()
+            await producer.send([ProducerData(topic, "k", ["dropped"])])
+            await producer.abort_transaction(30_000)
+            producer.begin_transaction()
+            await producer.send([ProducerData(topic, f"k{i}", [f"trio{i}"]) for i in range(5)])
+            await producer.commit_transaction(30_000)
+
+    trio.run(main)
+    values = _read(kafka, topic, "read_committed", 5, settle=1.0)
+    assert sorted(values) == [f"trio{i}".encode() for i in range(5)]
+
+
+def test_a_sync_producer_is_transactional_too(kafka, topic):
+    _ensure_topic(kafka, topic)
+    with _producer(kafka, f"tx-{topic}", **{"producer.type": "sync"}) as producer:
+        producer.init_transactions(30_000)
+        producer.begin_transaction()
+        producer.send([ProducerData(topic, "k", ["sync-aborted"])])
+        producer.abort_transaction(30_000)
+        producer.begin_transaction()
+        producer.send([ProducerData(topic, "k", ["sync-committed"])])
+        producer.commit_transaction(30_000)
+    assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"sync-committed"]

@@ -16,9 +16,12 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
   whose pending bytes hide the disconnect until they are read);
 - an offset outside ``[log_start_offset, log_end_offset]`` gets
   OFFSET_OUT_OF_RANGE, an unknown topic or partition
-  UNKNOWN_TOPIC_OR_PARTITION; high watermark and last stable offset are the
-  log end offset (one replica, no transactions); aborted transactions are
-  always empty;
+  UNKNOWN_TOPIC_OR_PARTITION;
+- read_committed (v4+ ``isolation_level`` 1, KIP-98): a consumer reads up
+  to the last stable offset and gets it as ``last_stable_offset``, with the
+  aborted transactions of the segments read (from their ``.txnindex``); a
+  read_uncommitted fetch answers the high watermark as
+  ``last_stable_offset`` and no aborted transaction;
 - fetch sessions (v7+) are not kept: the answer's session id is 0, so
   clients keep sending full fetch requests; an incremental request (epoch
   > 0) gets FETCH_SESSION_ID_NOT_FOUND;
@@ -64,6 +67,7 @@ from kclient.errors import (
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.fetch import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -76,10 +80,13 @@ if TYPE_CHECKING:
     from kclient.broker.append_notifier import AppendNotifier
     from kclient.broker.metadata_cache import MetadataCache
     from kclient.broker.partition import Partition
+    from kclient.storage import Log
 
 log = logging.getLogger("kclient.broker")
 
 _NO_LIMIT = 0x7FFFFFFF
+#: ``isolation_level`` of a read_committed Fetch / ListOffsets (KIP-98).
+READ_COMMITTED = 1
 
 
 class ClientGone(Exception):
@@ -250,6 +257,7 @@ def _read_fetch(
     remaining = body.max_bytes if version >= 3 else _NO_LIMIT
     replica_id = body.replica_id
     follower = replica_id >= 0
+    read_committed = version >= 4 and body.isolation_level == READ_COMMITTED and not follower
     to_magic = fetch_magic(version)
     use_slices = zero_copy and to_magic >= 2
     min_one = True
@@ -273,9 +281,10 @@ def _read_fetch(
             plog = part.log
             limit = min(p.partition_max_bytes, remaining)
             fetch_offset = p.fetch_offset
-            # Consumers read below the high watermark, followers to the log end.
+            # Consumers read below the high watermark (read_committed: the
+            # last stable offset), followers to the log end.
             hw = plog.high_watermark
-            bound = None if follower else hw
+            bound = _read_bound(plog, hw, follower, read_committed)
             try:
                 if bound is not None and bound <= fetch_offset <= plog.log_end_offset:
                     records: Any = b""
@@ -321,6 +330,9 @@ def _read_fetch(
                 remaining -= size
                 total += size
             hw = plog.high_watermark
+            if read_committed:
+                parts.append(_committed_data(index, plog, fetch_offset, bound, result.log_start_offset, records))
+                continue
             parts.append(
                 PartitionData(
                     partition_index=index,
@@ -334,6 +346,34 @@ def _read_fetch(
                 )
             )
     return responses, total, any_error
+
+
+def _read_bound(plog: Log, hw: int, follower: bool, read_committed: bool) -> int | None:
+    """Where a fetch stops: a follower at the log end (``None``), a
+    read_committed consumer at the last stable offset, others at the high
+    watermark ``hw``."""
+    if follower:
+        return None
+    return plog.last_stable_offset if read_committed else hw
+
+
+def _committed_data(index: int, plog: Log, fetch_offset: int, lso: int | None, log_start_offset: int, records: Any) -> PartitionData:
+    """A read_committed answer: the last stable offset the read stopped at
+    and the aborted transactions overlapping the records (KIP-98; Kafka's
+    ``FetchResponse`` ``lastStableOffset`` / ``abortedTransactions``)."""
+    if lso is None:  # (a consumer's read always has its bound)
+        lso = plog.last_stable_offset
+    aborted = [AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset) for t in plog.aborted_transactions(fetch_offset, lso)] if records else []
+    return PartitionData(
+        partition_index=index,
+        error_code=NONE,
+        high_watermark=plog.high_watermark,
+        last_stable_offset=lso,
+        log_start_offset=log_start_offset,
+        aborted_transactions=aborted,
+        preferred_read_replica=-1,
+        records=records,
+    )
 
 
 async def _wait_unless_gone(event: trio.Event, peer_gone: Callable[[], Awaitable[bool]]) -> bool:

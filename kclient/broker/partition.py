@@ -232,7 +232,9 @@ class Partition:
                 f"{self.topic}-{self.partition}: ISR {list(self.isr)} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
 
-    def append_records_to_leader(self, records: Buffer, now_ms: int, batches: Sequence[ValidatedBatch] | None) -> AppendResult:
+    def append_records_to_leader(
+        self, records: Buffer, now_ms: int, batches: Sequence[ValidatedBatch] | None, *, validate_producer_state: bool = True
+    ) -> AppendResult:
         """Append a Produce request's validated records as the leader
         (Kafka's ``Partition.appendRecordsToLeader``): stamped with the
         leader epoch (KIP-101), the idempotent producers' sequence numbers
@@ -246,6 +248,9 @@ class Partition:
                 stored format.
             now_ms: The append time in ms.
             batches: What validation found of its batches (`kclient.storage.Log.append`'s ``batches``).
+            validate_producer_state: Check the idempotent producers'
+                sequence numbers (False for a coordinator's transaction
+                marker, `kclient.broker.txn_markers_api`).
 
         Returns:
             The log's `kclient.storage.AppendResult`.
@@ -257,7 +262,12 @@ class Partition:
         """
         alone = self.isr == self._alone and not self.pending_isr and self.leader_id == self.broker_id
         result = self.log.append(
-            records, now_ms=now_ms, leader_epoch=self.leader_epoch, validate_producer_state=True, batches=batches, high_watermark_to_end=alone
+            records,
+            now_ms=now_ms,
+            leader_epoch=self.leader_epoch,
+            validate_producer_state=validate_producer_state,
+            batches=batches,
+            high_watermark_to_end=alone,
         )
         if result.duplicate:
             return result

@@ -65,7 +65,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_RETRIABLE = frozenset({COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR})
+#: Coordinator errors worth asking again after a backoff.
+RETRIABLE_COORDINATOR_ERRORS = frozenset({COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR})
 
 class _Answer(Protocol):
     """An answer with a top-level ``error_code`` (a Kafka error code)."""
@@ -136,15 +137,19 @@ class GroupDescription:
     coordinator_id: int
 
 
-async def find_coordinator(cluster: Cluster, group: str, *, timeout_ms: int, backoff_ms: int) -> tuple[int, BrokerConnection]:
-    """The group's coordinator (FindCoordinator, key type 0), retried
-    with ``backoff_ms`` while it is not available or still loading.
+async def find_coordinator(cluster: Cluster, group: str, *, timeout_ms: int, backoff_ms: int, key_type: int = COORDINATOR_GROUP) -> tuple[int, BrokerConnection]:
+    """The group's coordinator (FindCoordinator, key type 0), or a
+    transactional id's (key type 1, KIP-98), retried with ``backoff_ms``
+    while it is not available or still loading (a new cluster creates
+    ``__transaction_state`` on the first lookup).
 
     Args:
         cluster: The client's cluster view.
-        group: The group id.
+        group: The group id, or the ``transactional.id`` with key type 1.
         timeout_ms: How long to keep trying (ms).
         backoff_ms: Pause between attempts (ms).
+        key_type: ``COORDINATOR_GROUP`` (0) or ``COORDINATOR_TRANSACTION``
+            (1, which needs FindCoordinator v1+).
 
     Returns:
         ``(node_id, connection)``.
@@ -152,25 +157,28 @@ async def find_coordinator(cluster: Cluster, group: str, *, timeout_ms: int, bac
     Raises:
         CoordinatorNotAvailableError: Still none at the deadline (or the
             broker's other FindCoordinator error).
+        UnsupportedVersionError: Key type 1 and a broker without
+            FindCoordinator v1+ (Kafka before 0.11: no transactions).
         NoBrokersAvailableError: No broker answered.
     """
+    what = "group" if key_type == COORDINATOR_GROUP else "transactional id"
     deadline = trio.current_time() + timeout_ms / 1000
     while True:
         try:
             conn = await cluster.any_connection()
-            version = conn.version_for(FIND_COORDINATOR, ceiling=2)
-            r: FindCoordinatorResponse = await conn.request(FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=COORDINATOR_GROUP), version=version)
+            version = conn.version_for(FIND_COORDINATOR, floor=0 if key_type == COORDINATOR_GROUP else 1, ceiling=2)
+            r: FindCoordinatorResponse = await conn.request(FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=key_type), version=version)
             code = r.error_code
             if code == NONE:
                 return r.node_id, await cluster.connection(r.host, r.port)
-            error: KafkaError = error_for_code(code)(f"FindCoordinator for group {group!r}: {r.error_message or error_for_code(code).name}")
-            if code not in _RETRIABLE:
+            error: KafkaError = error_for_code(code)(f"FindCoordinator for {what} {group!r}: {r.error_message or error_for_code(code).name}")
+            if code not in RETRIABLE_COORDINATOR_ERRORS:
                 raise error
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             error = exc
         if trio.current_time() + backoff_ms / 1000 >= deadline:
             raise error
-        log.debug("coordinator of %r: %s; retrying", group, error)
+        log.debug("coordinator of %s %r: %s; retrying", what, group, error)
         await trio.sleep(backoff_ms / 1000)
 
 
@@ -369,7 +377,7 @@ async def _at_coordinator(
         node_id, conn = await find_coordinator(cluster, group, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
         answer = await send(conn, group)
         code = answer.error_code
-        if code not in _RETRIABLE or trio.current_time() + backoff_ms / 1000 >= deadline:
+        if code not in RETRIABLE_COORDINATOR_ERRORS or trio.current_time() + backoff_ms / 1000 >= deadline:
             return node_id, answer
         log.debug("%r at broker %d: %s; looking for the coordinator again", group, node_id, error_for_code(code).name)
         await trio.sleep(backoff_ms / 1000)

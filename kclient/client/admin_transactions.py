@@ -21,22 +21,17 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from kclient.client.admin_groups import RETRIABLE_COORDINATOR_ERRORS, find_coordinator
 from kclient.errors import (
-    COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE,
     NONE,
-    NOT_COORDINATOR,
     TRANSACTIONAL_ID_NOT_FOUND,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
     TransactionalIdNotFoundError,
     UnsupportedVersionError,
     error_for_code,
 )
-from kclient.protocol.messages import DESCRIBE_TRANSACTIONS, FIND_COORDINATOR, LIST_TRANSACTIONS
+from kclient.protocol.messages import DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS
 from kclient.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse, DescribeTransactionsState
-from kclient.protocol.messages.find_coordinator import COORDINATOR_TRANSACTION, FindCoordinatorRequest, FindCoordinatorResponse
+from kclient.protocol.messages.find_coordinator import COORDINATOR_TRANSACTION
 from kclient.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 
 if TYPE_CHECKING:
@@ -47,14 +42,12 @@ __all__ = [
     "TransactionDescription",
     "TransactionListing",
     "describe_transactions",
-    "find_transaction_coordinator",
     "list_transactions",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Error codes after which the coordinator is looked up (or asked) again.
-_RETRIABLE = frozenset({COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR})
 
 
 @attrs.frozen
@@ -105,47 +98,6 @@ class TransactionDescription:
     topic_partitions: tuple[tuple[str, int], ...]
 
 
-async def find_transaction_coordinator(cluster: Cluster, transactional_id: str, *, timeout_ms: int, backoff_ms: int) -> tuple[int, BrokerConnection]:
-    """The transactional id's coordinator (FindCoordinator, key type 1),
-    retried with ``backoff_ms`` while it is not available or still loading
-    (a new cluster creates ``__transaction_state`` on the first lookup).
-
-    Args:
-        cluster: The client's cluster view.
-        transactional_id: The ``transactional.id``.
-        timeout_ms: How long to keep trying (ms).
-        backoff_ms: Pause between attempts (ms).
-
-    Returns:
-        ``(node_id, connection)``.
-
-    Raises:
-        CoordinatorNotAvailableError: Still none at the deadline (or the
-            broker's other FindCoordinator error).
-        UnsupportedVersionError: The broker has no FindCoordinator v1+
-            (Kafka before 0.11: no transactions).
-        NoBrokersAvailableError: No broker answered.
-    """
-    deadline = trio.current_time() + timeout_ms / 1000
-    while True:
-        try:
-            conn = await cluster.any_connection()
-            request = FindCoordinatorRequest(key=transactional_id, key_type=COORDINATOR_TRANSACTION)
-            r: FindCoordinatorResponse = await conn.request(FIND_COORDINATOR, request, version=conn.version_for(FIND_COORDINATOR, floor=1, ceiling=2))
-            if r.error_code == NONE:
-                return r.node_id, await cluster.connection(r.host, r.port)
-            cls = error_for_code(r.error_code)
-            error: KafkaError = cls(f"FindCoordinator for transactional id {transactional_id!r}: {r.error_message or cls.name}")
-            if r.error_code not in _RETRIABLE:
-                raise error
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            error = exc
-        if trio.current_time() + backoff_ms / 1000 >= deadline:
-            raise error
-        log.debug("coordinator of transactional id %r: %s; retrying", transactional_id, error)
-        await trio.sleep(backoff_ms / 1000)
-
-
 async def _list_at(conn: BrokerConnection, node_id: int, request: ListTransactionsRequest, *, deadline: float, backoff_ms: int) -> list[TransactionListing]:
     """ListTransactions at one broker, asked again while its coordinator
     loads (until ``deadline``, trio time in s)."""
@@ -156,7 +108,7 @@ async def _list_at(conn: BrokerConnection, node_id: int, request: ListTransactio
         r: ListTransactionsResponse = await conn.request(LIST_TRANSACTIONS, request, version=version)
         if r.error_code == NONE:
             return [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state, node_id) for t in r.transaction_states]
-        if r.error_code not in _RETRIABLE or trio.current_time() + backoff_ms / 1000 >= deadline:
+        if r.error_code not in RETRIABLE_COORDINATOR_ERRORS or trio.current_time() + backoff_ms / 1000 >= deadline:
             raise error_for_code(r.error_code)(f"ListTransactions on broker {node_id}")
         await trio.sleep(backoff_ms / 1000)
 
@@ -215,11 +167,11 @@ async def _describe_one(cluster: Cluster, transactional_id: str, *, timeout_ms: 
     ``timeout_ms``); the last answer whatever its error."""
     deadline = trio.current_time() + timeout_ms / 1000
     while True:
-        node_id, conn = await find_transaction_coordinator(cluster, transactional_id, timeout_ms=timeout_ms, backoff_ms=backoff_ms)
+        node_id, conn = await find_coordinator(cluster, transactional_id, timeout_ms=timeout_ms, backoff_ms=backoff_ms, key_type=COORDINATOR_TRANSACTION)
         request = DescribeTransactionsRequest(transactional_ids=[transactional_id])
         r: DescribeTransactionsResponse = await conn.request(DESCRIBE_TRANSACTIONS, request, version=conn.version_for(DESCRIBE_TRANSACTIONS, ceiling=0))
         state: DescribeTransactionsState = r.transaction_states[0]
-        if state.error_code not in _RETRIABLE or trio.current_time() + backoff_ms / 1000 >= deadline:
+        if state.error_code not in RETRIABLE_COORDINATOR_ERRORS or trio.current_time() + backoff_ms / 1000 >= deadline:
             return node_id, state
         log.debug("transactional id %r at broker %d: %s; looking for the coordinator again", transactional_id, node_id, error_for_code(state.error_code).name)
         await trio.sleep(backoff_ms / 1000)
@@ -236,7 +188,7 @@ def _description(node_id: int, s: DescribeTransactionsState) -> TransactionDescr
 async def describe_transactions(cluster: Cluster, transactional_ids: Sequence[str], *, timeout_ms: int, backoff_ms: int) -> dict[str, TransactionDescription]:
     """DescribeTransactions of each transactional id at its coordinator
     (KIP-664). ``cluster``, ``timeout_ms`` (for each id) and
-    ``backoff_ms`` as in `find_transaction_coordinator`.
+    ``backoff_ms`` as in `kclient.client.admin_groups.find_coordinator`.
 
     Args:
         transactional_ids: The ``transactional.id`` values.

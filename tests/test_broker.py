@@ -146,9 +146,12 @@ async def create(client: TrioClient, topic: str) -> None:
 EXPECTED_VERSIONS = {
     0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 12), 4: (0, 3), 5: (0, 1), 6: (0, 5), 8: (0, 9), 9: (0, 9), 10: (0, 2),
     11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 5),
-    17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3), 22: (0, 1), 23: (0, 3), 32: (0, 3), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
+    17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3), 22: (0, 4), 23: (0, 3), 32: (0, 3), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1),
     44: (0, 0), 47: (0, 0), 68: (0, 1), 69: (0, 0),
     27: (0, 1),  # WriteTxnMarkers (issue 29: the transaction markers in the log)
+    # Transactions (issue 29): InitProducerId with a transactional id,
+    # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, Describe/ListTransactions.
+    24: (0, 3), 25: (0, 3), 26: (0, 4), 65: (0, 0), 66: (0, 1),
 }
 
 

@@ -16,6 +16,9 @@ Each component gets the collaborators it uses, not the whole broker:
   `kclient.broker.group.coordinator.GroupCoordinator`: the consumer
   groups (told by the replica manager when an offsets partition changes
   leader);
+- `kclient.broker.txn.service.TransactionService`: the transaction
+  coordinator (KIP-98; told by the replica manager when a
+  ``__transaction_state`` partition changes leader);
 - `kclient.broker.config_changes.ConfigChangeListener` (ZooKeeper mode
   only): topic config changes, applied by the replica manager.
 
@@ -37,6 +40,7 @@ from kclient.broker.metadata_cache import MetadataCache
 from kclient.broker.replica_manager import ReplicaManager
 from kclient.broker.state import BrokerState
 from kclient.broker.topic_admin import TopicAdmin
+from kclient.broker.txn.service import TransactionService
 
 if TYPE_CHECKING:
     from kclient.config import BrokerConfig
@@ -91,6 +95,17 @@ class BrokerComponents:
         )
         self.group_coordinator = GroupCoordinator(config, self.group_metadata_manager, clock=state.clock)
         self.replica_manager.leadership_listeners.append(self.group_metadata_manager.leadership_changed)
+        #: The transaction coordinator.
+        self.transactions = TransactionService(
+            config,
+            state.broker_id,
+            self.metadata_cache,
+            self.topic_admin,
+            state.topic_overrides,
+            state.producer_ids.allocate,
+            clock=state.clock,
+        )
+        self.replica_manager.leadership_listeners.append(self.transactions.state_log.leadership_changed)
         #: Topic config change notifications (ZooKeeper mode), else None.
         self.config_changes = ConfigChangeListener(zk, self.replica_manager.topic_config_changed) if zk is not None else None
 
@@ -123,13 +138,14 @@ class BrokerComponents:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the replica manager, the config change listener, the group
-        coordinator and the controller until cancelled; started once each
+        and transaction coordinators and the controller until cancelled; started once each
         of them is."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.replica_manager.run)
             if self.config_changes is not None:
                 nursery.start_soon(self.config_changes.run)
             await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.transactions.run)
             if self.controller is not None:
                 await nursery.start(self.controller.run)
             task_status.started()

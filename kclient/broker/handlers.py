@@ -47,7 +47,7 @@ from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.describe_configs import ConfigHelper
-from kclient.broker.fetch import READ_COMMITTED, FetchHandler, leader_error
+from kclient.broker.fetch import FetchHandler, leader_error
 from kclient.broker.group.apis import GroupApis
 from kclient.broker.group.consumer_apis import ConsumerGroupApis
 from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
@@ -55,7 +55,7 @@ from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.partition import Partition
 from kclient.broker.state import BrokerState, TopicFormat
 from kclient.broker.topic_ids import topic_id
-from kclient.broker.txn_markers_api import WriteTxnMarkersApi
+from kclient.broker.txn.apis import TransactionApis
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
@@ -203,9 +203,13 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 3),  # ApiVersions
     19: (0, 4),  # CreateTopics (KIP-4)
     20: (0, 3),  # DeleteTopics (KIP-4)
-    22: (0, 1),  # InitProducerId
+    22: (0, 4),  # InitProducerId (v3: KIP-360 epoch bump; v4: PRODUCER_FENCED, KIP-588)
+    24: (0, 3),  # AddPartitionsToTxn (KIP-98; v4 is the brokers' batched form, KIP-890)
+    25: (0, 3),  # AddOffsetsToTxn (KIP-98)
+    26: (0, 4),  # EndTxn (KIP-98; v5 is KIP-890's)
+    65: (0, 0),  # DescribeTransactions (KIP-664)
+    66: (0, 1),  # ListTransactions (KIP-664; v1 duration filter, KIP-994)
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
-    27: (0, 1),  # WriteTxnMarkers (KIP-98; from a transaction coordinator)
     32: (0, 3),  # DescribeConfigs (KIP-133, KIP-226, KIP-569)
     33: (0, 1),  # AlterConfigs (KIP-133)
     44: (0, 0),  # IncrementalAlterConfigs (KIP-339; v1 is flexible)
@@ -295,9 +299,9 @@ class RequestHandlers:
         self.consumer_group_apis = ConsumerGroupApis(
             ConsumerGroupCoordinator(state.config, components.group_coordinator.manager, self.metadata_cache), self.group_apis, clock=state.clock
         )
+        #: The transaction APIs (`kclient.broker.txn.apis`).
+        self.txn_apis = TransactionApis(components.transactions, self.metadata_cache, state.broker_id, state.producer_ids)
         self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
-        #: WriteTxnMarkers on the partitions this broker leads (KIP-98).
-        self.txn_markers_api = WriteTxnMarkersApi(self.replica_manager.partitions, self.metadata_cache, lambda t: state.topic_overrides.format(t).magic, clock=state.clock)
         self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
         self.config_alterer = ConfigAlterer(
             state.config,
@@ -328,8 +332,12 @@ class RequestHandlers:
             17: self.sasl_handshake,
             18: self.api_versions,
             22: self.init_producer_id,
+            24: self.txn_apis.add_partitions_to_txn,
+            25: self.txn_apis.add_offsets_to_txn,
+            26: self.txn_apis.end_txn,
+            65: self.txn_apis.describe_transactions,
+            66: self.txn_apis.list_transactions,
             23: self.offset_for_leader_epoch,
-            27: self.txn_markers_api.write_txn_markers,
             19: self.create_topics,
             20: self.delete_topics,
             37: self.create_partitions,
@@ -632,14 +640,14 @@ class RequestHandlers:
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=t.name, partitions=[self._list_offset(t.name, p, header.api_version, body.replica_id, body.isolation_level) for p in t.partitions]
+                    name=t.name, partitions=[self._list_offset(t.name, p, header.api_version, body.replica_id) for p in t.partitions]
                 )
                 for t in body.topics
             ]
         )
 
-    def _list_offset(self, name: str, p: ListOffsetsPartition, version: int, replica_id: int, isolation_level: int = 0) -> ListOffsetsPartitionResponse:
-        """One partition's ListOffsets answer (see `list_offsets`; read_committed, v2+: up to the last stable offset, KIP-98)."""
+    def _list_offset(self, name: str, p: ListOffsetsPartition, version: int, replica_id: int) -> ListOffsetsPartitionResponse:
+        """One partition's ListOffsets answer (see `list_offsets`)."""
         index = p.partition_index
         ts = p.timestamp
         entry = ListOffsetsPartitionResponse(partition_index=index, error_code=NONE)
@@ -651,7 +659,7 @@ class RequestHandlers:
         plog = part.log
         # Consumers see offsets up to the high watermark; followers
         # (replica_id >= 0) up to the log end offset (Kafka's rule).
-        limit = plog.log_end_offset if replica_id >= 0 else plog.last_stable_offset if isolation_level == READ_COMMITTED else plog.high_watermark
+        limit = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
         if version == 0:
             offsets: list[int] = []
             for o in plog.offsets_before(ts, p.max_num_offsets):
@@ -677,7 +685,11 @@ class RequestHandlers:
     async def find_coordinator(self, header: RequestHeader, body: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """FindCoordinator v0-2:
         `kclient.broker.group.apis.GroupApis.find_coordinator`, answering
-        with the endpoints of the current connection's listener name."""
+        with the endpoints of the current connection's listener name; key
+        type 1 (a transactional id):
+        `kclient.broker.txn.apis.TransactionApis.find_coordinator`."""
+        if body.key_type == 1:
+            return await self.txn_apis.find_coordinator(body, self._address(), listener_name.get())
         return await self.group_apis.find_coordinator(header, body, self._address(), listener_name.get())
 
     # ------------------------------------------------------------ replication
@@ -758,6 +770,8 @@ class RequestHandlers:
         sequence numbers (`kclient.storage.Log.append`)."""
         state = self.state
         txn = body.transactional_id
+        if txn is not None:
+            return await self.txn_apis.init_producer_id(header, body)
         if state.producer_ids.needs_block and state.producer_ids.zk is not None:
             try:
                 await trio.to_thread.run_sync(state.producer_ids.ensure_block)

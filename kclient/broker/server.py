@@ -115,6 +115,8 @@ from kclient.protocol.connection import (
     parse_request_header,
 )
 from kclient.protocol.messages import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
     ALTER_CONFIGS,
     API_VERSIONS,
     APIS,
@@ -126,12 +128,16 @@ from kclient.protocol.messages import (
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
     HEARTBEAT,
     INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID_FULL,
     JOIN_GROUP,
     LEADER_AND_ISR,
     LEAVE_GROUP,
     LIST_GROUPS,
+    LIST_TRANSACTIONS,
     OFFSET_COMMIT,
     OFFSET_DELETE,
     OFFSET_FETCH_FULL,
@@ -150,7 +156,6 @@ from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
@@ -171,7 +176,6 @@ BROKER_APIS = {
     STOP_REPLICA.key: STOP_REPLICA,
     UPDATE_METADATA.key: UPDATE_METADATA,
     OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
-    WRITE_TXN_MARKERS.key: WRITE_TXN_MARKERS,  # (from a transaction coordinator, KIP-98)
     # Admin (KIP-4).
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,
@@ -192,6 +196,13 @@ BROKER_APIS = {
     # The consumer group protocol (KIP-848).
     CONSUMER_GROUP_HEARTBEAT.key: CONSUMER_GROUP_HEARTBEAT,
     CONSUMER_GROUP_DESCRIBE.key: CONSUMER_GROUP_DESCRIBE,
+    # Transactions (kclient.broker.txn; KIP-98, KIP-664).
+    INIT_PRODUCER_ID_FULL.key: INIT_PRODUCER_ID_FULL,
+    ADD_PARTITIONS_TO_TXN.key: ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN.key: ADD_OFFSETS_TO_TXN,
+    END_TXN.key: END_TXN,
+    DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
 }
 
 #: The former private name (tests/test_protocol_groups.py imports it).

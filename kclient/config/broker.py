@@ -267,6 +267,33 @@ class BrokerConfig(_KafkaConfig):
     offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", to_int, 104857600, at_least(14))
     """``segment.bytes`` of the ``__consumer_offsets`` topic (small
     segments compact and load faster)."""
+    transaction_state_log_num_partitions: int = prop("transaction.state.log.num.partitions", to_int, 50, at_least(1))
+    """Partitions of the ``__transaction_state`` topic (created on first
+    use, KIP-98); transactional id ``t`` lives in partition
+    ``abs(hashCode(t)) % n``. Do not change it once the topic exists."""
+    transaction_state_log_replication_factor: int = prop("transaction.state.log.replication.factor", to_int, 3, at_least(1))
+    """Replicas of each ``__transaction_state`` partition (with fewer live
+    brokers, one per live broker, as for ``__consumer_offsets``)."""
+    transaction_state_log_min_isr: int = prop("transaction.state.log.min.isr", to_int, 2, at_least(1))
+    """``min.insync.replicas`` of the ``__transaction_state`` topic (capped
+    at its replication factor)."""
+    transaction_state_log_segment_bytes: int = prop("transaction.state.log.segment.bytes", to_int, 104857600, at_least(14))
+    """``segment.bytes`` of the ``__transaction_state`` topic."""
+    transaction_max_timeout_ms: int = prop("transaction.max.timeout.ms", to_int, 900000, at_least(1))
+    """Largest ``transaction.timeout.ms`` a producer may ask for (ms; else
+    INVALID_TRANSACTION_TIMEOUT)."""
+    transactional_id_expiration_ms: int = prop("transactional.id.expiration.ms", to_int, 604800000, at_least(1))
+    """A transactional id without a transaction for this long (ms) is
+    forgotten (a tombstone is written to ``__transaction_state``)."""
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", to_int, 10000, at_least(1)
+    )
+    """How often transactions older than their timeout are looked for and
+    aborted (ms)."""
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", to_int, 3600000, at_least(1)
+    )
+    """How often expired transactional ids are looked for (ms)."""
     offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", to_int, 5000, at_least(1))
     """How long an offset commit waits for the ISR of its
     ``__consumer_offsets`` partition (ms); then REQUEST_TIMED_OUT."""

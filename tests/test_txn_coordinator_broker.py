@@ -1,0 +1,191 @@
+"""The bundled broker's transaction coordinator (issue 29, KIP-98,
+KIP-664) against confluent-kafka's transactional producer: InitProducerId
+with a transactional id, fencing of an older producer, DescribeTransactions
+and ListTransactions, the abort of a transaction whose producer vanished,
+and ``__transaction_state`` reloaded after a SIGKILL.
+
+The markers' own append (WriteTxnMarkers at the partition leaders) is
+another part of issue 29: until a broker serves it, a committed or aborted
+transaction rests in PrepareCommit / PrepareAbort, so these tests accept
+either the prepared or the completed state where the markers matter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+import trio
+from helpers.wait import retry, wait_for
+
+from kclient.errors import NONE
+from kclient.net.connection import BrokerConnection
+from kclient.protocol.messages.describe_transactions import (
+    DESCRIBE_TRANSACTIONS,
+    DescribeTransactionsRequest,
+    DescribeTransactionsState,
+)
+from kclient.protocol.messages.list_transactions import LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse
+from kclient.testing import BrokerProcess
+
+PROPERTIES = {
+    "num.partitions": 2,
+    "offsets.topic.num.partitions": 3,
+    "offsets.topic.replication.factor": 1,
+    "transaction.state.log.num.partitions": 5,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
+}
+
+
+@pytest.fixture(scope="module")
+def txn_broker():
+    """One standalone bundled broker for the module."""
+    with BrokerProcess(properties=PROPERTIES, keep_port=True) as proc:
+        yield proc
+
+
+@pytest.fixture
+def txn_id() -> str:
+    return f"txn-{uuid.uuid4().hex[:10]}"
+
+
+def request(broker: BrokerProcess, api: Any, body: Any, version: int) -> Any:
+    """One request to ``broker``, answered."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def go() -> Any:
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, host, int(port), client_id="txn-test")
+            try:
+                return await conn.request(api, body, version=version)
+            finally:
+                await conn.aclose()
+                nursery.cancel_scope.cancel()
+
+    return trio.run(go)
+
+
+def describe(broker: BrokerProcess, txn_id: str) -> DescribeTransactionsState:
+    """DescribeTransactions for one id, once its coordinator has loaded it."""
+    answer = retry(
+        lambda: request(broker, DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=[txn_id]), 0).transaction_states[0],
+        lambda s: s.error_code == NONE,
+        f"DescribeTransactions of {txn_id}",
+    )
+    assert isinstance(answer, DescribeTransactionsState)
+    return answer
+
+
+def list_transactions(broker: BrokerProcess, **filters: Any) -> ListTransactionsResponse:
+    answer = retry(
+        lambda: request(broker, LIST_TRANSACTIONS, ListTransactionsRequest(**filters), 1), lambda r: r.error_code == NONE, "ListTransactions"
+    )
+    assert isinstance(answer, ListTransactionsResponse)
+    return answer
+
+
+def producer(broker: BrokerProcess, txn_id: str, **extra: Any) -> ck.Producer:
+    return ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000, **extra})
+
+
+def test_init_transactions_gives_an_id_and_describe_shows_the_open_transaction(txn_broker, txn_id):
+    """init_transactions: producer id and epoch 0 (state Empty); a produced
+    record opens the transaction (Ongoing, its partition listed); commit
+    prepares it (PrepareCommit, then CompleteCommit once its markers are
+    written)."""
+    p = producer(txn_broker, txn_id)
+    p.init_transactions(30)
+    first = describe(txn_broker, txn_id)
+    assert (first.transaction_state, first.producer_epoch, first.transaction_timeout_ms) == ("Empty", 0, 60000)
+    assert first.producer_id >= 0
+    p.begin_transaction()
+    p.produce("txn-out", b"v", partition=1)
+    p.flush(30)
+    ongoing = describe(txn_broker, txn_id)
+    assert ongoing.transaction_state == "Ongoing"
+    assert [(t.topic, t.partitions) for t in ongoing.topics] == [("txn-out", [1])]
+    assert ongoing.transaction_start_time_ms > 0
+    listed = {t.transactional_id: t for t in list_transactions(txn_broker).transaction_states}
+    assert (listed[txn_id].producer_id, listed[txn_id].transaction_state) == (first.producer_id, "Ongoing")
+    p.commit_transaction(30)
+    done = describe(txn_broker, txn_id)
+    assert done.transaction_state in ("PrepareCommit", "CompleteCommit")
+    assert (done.producer_id, done.producer_epoch) == (first.producer_id, 0)
+    only = list_transactions(txn_broker, producer_id_filters=[first.producer_id], state_filters=["PrepareCommit", "CompleteCommit", "Bogus"])
+    assert [t.transactional_id for t in only.transaction_states] == [txn_id]
+    assert only.unknown_state_filters == ["Bogus"]
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(txn_broker, txn_id):
+    """Kafka's zombie fencing: the second init_transactions bumps the epoch
+    (same producer id); the first producer's next request is refused with
+    PRODUCER_FENCED, a fatal error."""
+    first = producer(txn_broker, txn_id)
+    first.init_transactions(30)
+    before = describe(txn_broker, txn_id)
+    second = producer(txn_broker, txn_id)
+    second.init_transactions(30)
+    after = describe(txn_broker, txn_id)
+    assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
+    first.begin_transaction()
+    first.produce("txn-out", b"zombie", partition=0)
+    with pytest.raises(ck.KafkaException) as raised:
+        first.commit_transaction(30)
+    error = raised.value.args[0]
+    assert error.code() == ck.KafkaError._FENCED or error.fatal(), error
+    assert describe(txn_broker, txn_id).producer_epoch == before.producer_epoch + 1
+
+
+def test_a_vanished_producers_transaction_is_aborted_after_its_timeout(txn_broker, txn_id):
+    """A producer killed (SIGKILL) with its transaction open: after its
+    ``transaction.timeout.ms`` the coordinator aborts it, bumping the epoch
+    (the dead producer is fenced)."""
+    script = (
+        "import sys, confluent_kafka as ck\n"
+        f"p = ck.Producer({{'bootstrap.servers': {txn_broker.bootstrap!r}, 'transactional.id': {txn_id!r}, 'transaction.timeout.ms': 2000}})\n"
+        "p.init_transactions(30); p.begin_transaction(); p.produce('txn-out', b'lost', partition=0); p.flush(30)\n"
+        "print('open', flush=True); sys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "open"
+        opened = describe(txn_broker, txn_id)
+        assert (opened.transaction_state, opened.transaction_timeout_ms) == ("Ongoing", 2000)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    aborted = wait_for(
+        lambda: (s := describe(txn_broker, txn_id)).transaction_state in ("PrepareAbort", "CompleteAbort") and s, "the timed-out abort"
+    )
+    assert (aborted.producer_id, aborted.producer_epoch) == (opened.producer_id, opened.producer_epoch + 1)
+
+
+def test_transaction_state_survives_a_sigkill(txn_broker):
+    """``__transaction_state`` reloaded after the broker is killed: every id
+    keeps its producer id, epoch and state."""
+    ids = [f"txn-restart-{uuid.uuid4().hex[:8]}-{i}" for i in range(4)]
+    for i, t in enumerate(ids):
+        p = producer(txn_broker, t)
+        p.init_transactions(30)
+        if i % 2:
+            p = producer(txn_broker, t)
+            p.init_transactions(30)  # epoch 1, the first producer fenced
+        if i == 3:
+            p.begin_transaction()
+            p.produce("txn-out", b"open", partition=0)
+            p.flush(30)
+    before = {t: describe(txn_broker, t) for t in ids}
+    txn_broker.kill()
+    txn_broker.start()
+    after = {t: describe(txn_broker, t) for t in ids}
+    for t in ids:
+        b, a = before[t], after[t]
+        assert (a.producer_id, a.producer_epoch, a.transaction_state, a.topics) == (b.producer_id, b.producer_epoch, b.transaction_state, b.topics), t

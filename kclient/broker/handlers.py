@@ -47,7 +47,7 @@ from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append
 from kclient.broker.describe_configs import ConfigHelper
-from kclient.broker.fetch import FetchHandler, leader_error
+from kclient.broker.fetch import READ_COMMITTED, FetchHandler, leader_error
 from kclient.broker.group.apis import GroupApis
 from kclient.broker.group.consumer_apis import ConsumerGroupApis
 from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
@@ -56,6 +56,7 @@ from kclient.broker.partition import Partition
 from kclient.broker.state import BrokerState, TopicFormat
 from kclient.broker.topic_ids import topic_id
 from kclient.broker.txn.apis import TransactionApis
+from kclient.broker.txn_markers_api import WriteTxnMarkersApi
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
@@ -210,6 +211,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     65: (0, 0),  # DescribeTransactions (KIP-664)
     66: (0, 1),  # ListTransactions (KIP-664; v1 duration filter, KIP-994)
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
+    27: (0, 1),  # WriteTxnMarkers (KIP-98; from a transaction coordinator)
     32: (0, 3),  # DescribeConfigs (KIP-133, KIP-226, KIP-569)
     33: (0, 1),  # AlterConfigs (KIP-133)
     44: (0, 0),  # IncrementalAlterConfigs (KIP-339; v1 is flexible)
@@ -302,6 +304,8 @@ class RequestHandlers:
         #: The transaction APIs (`kclient.broker.txn.apis`).
         self.txn_apis = TransactionApis(components.transactions, self.metadata_cache, state.broker_id, state.producer_ids)
         self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
+        #: WriteTxnMarkers on the partitions this broker leads (KIP-98).
+        self.txn_markers_api = WriteTxnMarkersApi(self.replica_manager.partitions, self.metadata_cache, lambda t: state.topic_overrides.format(t).magic, clock=state.clock)
         self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
         self.config_alterer = ConfigAlterer(
             state.config,
@@ -338,6 +342,7 @@ class RequestHandlers:
             65: self.txn_apis.describe_transactions,
             66: self.txn_apis.list_transactions,
             23: self.offset_for_leader_epoch,
+            27: self.txn_markers_api.write_txn_markers,
             19: self.create_topics,
             20: self.delete_topics,
             37: self.create_partitions,
@@ -640,14 +645,14 @@ class RequestHandlers:
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=t.name, partitions=[self._list_offset(t.name, p, header.api_version, body.replica_id) for p in t.partitions]
+                    name=t.name, partitions=[self._list_offset(t.name, p, header.api_version, body.replica_id, body.isolation_level) for p in t.partitions]
                 )
                 for t in body.topics
             ]
         )
 
-    def _list_offset(self, name: str, p: ListOffsetsPartition, version: int, replica_id: int) -> ListOffsetsPartitionResponse:
-        """One partition's ListOffsets answer (see `list_offsets`)."""
+    def _list_offset(self, name: str, p: ListOffsetsPartition, version: int, replica_id: int, isolation_level: int = 0) -> ListOffsetsPartitionResponse:
+        """One partition's ListOffsets answer (see `list_offsets`; read_committed, v2+: up to the last stable offset, KIP-98)."""
         index = p.partition_index
         ts = p.timestamp
         entry = ListOffsetsPartitionResponse(partition_index=index, error_code=NONE)
@@ -659,7 +664,7 @@ class RequestHandlers:
         plog = part.log
         # Consumers see offsets up to the high watermark; followers
         # (replica_id >= 0) up to the log end offset (Kafka's rule).
-        limit = plog.log_end_offset if replica_id >= 0 else plog.high_watermark
+        limit = plog.log_end_offset if replica_id >= 0 else plog.last_stable_offset if isolation_level == READ_COMMITTED else plog.high_watermark
         if version == 0:
             offsets: list[int] = []
             for o in plog.offsets_before(ts, p.max_num_offsets):

@@ -156,6 +156,7 @@ from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
@@ -176,6 +177,7 @@ BROKER_APIS = {
     STOP_REPLICA.key: STOP_REPLICA,
     UPDATE_METADATA.key: UPDATE_METADATA,
     OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
+    WRITE_TXN_MARKERS.key: WRITE_TXN_MARKERS,  # (from a transaction coordinator, KIP-98)
     # Admin (KIP-4).
     CREATE_TOPICS.key: CREATE_TOPICS,
     DELETE_TOPICS.key: DELETE_TOPICS,

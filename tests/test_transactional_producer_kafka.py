@@ -219,3 +219,20 @@ def test_a_sync_producer_is_transactional_too(kafka, topic):
         producer.send([ProducerData(topic, "k", ["sync-committed"])])
         producer.commit_transaction(30_000)
     assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"sync-committed"]
+
+
+def test_a_record_that_cannot_be_written_makes_the_transaction_abortable(kafka, topic):
+    _ensure_topic(kafka, topic)
+    with _producer(kafka, f"tx-{topic}", **{"max.request.size": 2000}) as producer:
+        producer.init_transactions(30_000)
+        producer.begin_transaction()
+        futures = producer.send_with_result([ProducerData(topic, "k", ["before"]), ProducerData(topic, "k", ["x" * 5000])])
+        assert futures[-1].exception(30) is not None
+        with pytest.raises(kclient.KafkaError) as info:
+            producer.commit_transaction(30_000)
+        assert not isinstance(info.value, ProducerFencedError)
+        producer.abort_transaction(30_000)
+        producer.begin_transaction()
+        producer.send([ProducerData(topic, "k", ["after"])])
+        producer.commit_transaction(30_000)
+    assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"after"]

@@ -435,7 +435,20 @@ class DefaultEventHandler(EventHandler):
             pending = retry
             await self._sender.send_round(pending)
         if failed:
+            if self.transactions is not None:
+                self._fail_transaction(failed)
             raise_failure(failed, attempt)
+
+    def _fail_transaction(self, failed: Failed) -> None:
+        """A record of the transaction could not be written: the transaction
+        must be aborted (abortable error; fatal for fencing or authorization,
+        as Kafka's ``maybeTransitionToErrorState``)."""
+        manager = self.transactions.manager  # type: ignore[union-attr]
+        if manager.has_error():
+            return
+        (topic, partition), failure = next(iter(failed.items()))
+        err = failure.error
+        manager.maybe_transition_to_error_state(err if isinstance(err, KafkaError) else KafkaError(f"{topic}-{partition}: {err}"))
 
     def _settle_round(self, pending: list[PartitionSend], failed: Failed, attempt: int) -> list[PartitionSend]:
         """After attempt number ``attempt`` (0: the first): the parts to
@@ -486,9 +499,6 @@ class DefaultEventHandler(EventHandler):
         id."""
         idem = self.idempotence
         assert idem is not None
-        txn = self.transactions
-        if txn is not None and not txn.manager.has_error():
-            txn.manager.maybe_transition_to_error_state(err if isinstance(err, KafkaError) else KafkaError(f"{part.topic}-{part.partition}: {err}"))
         code = getattr(err, "code", None)
         if code in RESET_CODES:
             idem.reset(f"{part.topic}-{part.partition}: {err}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.raw import SocketClient, fetch_body, make_topic, produce_body
+from helpers.three_brokers import ThreeBrokers
 from helpers.wait import retry
 
 from kclient.protocol.messages import FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, PRODUCE
@@ -36,7 +37,7 @@ def broker(tmp_path_factory):
 
 
 def client(proc) -> SocketClient:
-    return SocketClient("127.0.0.1", proc.port, client_id="txn-test", timeout=20)
+    return SocketClient(proc.host, proc.port, client_id="txn-test", timeout=20)
 
 
 def producer_id(c: SocketClient) -> int:
@@ -45,24 +46,24 @@ def producer_id(c: SocketClient) -> int:
     return reply["producer_id"]
 
 
-def produce(c: SocketClient, pid: int, seq: int, values: list[bytes], *, transactional: bool = True) -> int:
+def produce(c: SocketClient, pid: int, seq: int, values: list[bytes], *, transactional: bool = True, epoch: int = 0, topic: str = TOPIC) -> int:
     batch = build_batch(
-        [(None, v, 1_000) for v in values], producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=transactional
+        [(None, v, 1_000) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=transactional
     )
-    reply = c.request(PRODUCE, 7, produce_body(TOPIC, 0, batch, acks=-1))
+    reply = c.request(PRODUCE, 7, produce_body(topic, 0, batch, acks=-1))
     part = reply["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 0, part
     return part["base_offset"]
 
 
-def marker(c: SocketClient, pid: int, commit: bool, partitions: tuple[int, ...] = (0,)) -> list[int]:
+def marker(c: SocketClient, pid: int, commit: bool, partitions: tuple[int, ...] = (0,), *, epoch: int = 0, topic: str = TOPIC) -> list[int]:
     body = {
         "markers": [
             {
                 "producer_id": pid,
-                "producer_epoch": 0,
+                "producer_epoch": epoch,
                 "transaction_result": commit,
-                "topics": [{"name": TOPIC, "partition_indexes": list(partitions)}],
+                "topics": [{"name": topic, "partition_indexes": list(partitions)}],
                 "coordinator_epoch": 3,
             }
         ]
@@ -71,8 +72,8 @@ def marker(c: SocketClient, pid: int, commit: bool, partitions: tuple[int, ...] 
     return [p["error_code"] for p in reply["markers"][0]["topics"][0]["partitions"]]
 
 
-def fetch(c: SocketClient, isolation: int, offset: int = 0) -> dict:
-    body = fetch_body(TOPIC, [(0, offset)])
+def fetch(c: SocketClient, isolation: int, offset: int = 0, *, topic: str = TOPIC) -> dict:
+    body = fetch_body(topic, [(0, offset)])
     body["isolation_level"] = isolation
     return c.request(FETCH, 11, body)["responses"][0]["partitions"][0]
 
@@ -92,7 +93,7 @@ def fetched_offsets(part: dict) -> list[int]:
     return [r.offset for r in iter_record_set(part["records"] or b"")]
 
 
-def consume(proc, isolation: str) -> list[bytes]:
+def consume(proc, isolation: str, topic: str = TOPIC) -> list[bytes]:
     consumer = ck.Consumer(
         {
             "bootstrap.servers": proc.bootstrap,
@@ -104,7 +105,7 @@ def consume(proc, isolation: str) -> list[bytes]:
         }
     )
     try:
-        consumer.assign([ck.TopicPartition(TOPIC, 0, 0)])
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
         values: list[bytes] = []
         for _ in range(600):
             msg = consumer.poll(0.1)
@@ -164,3 +165,45 @@ def test_read_committed_across_commit_abort_and_crash(broker):
         assert final["aborted_transactions"] == [{"producer_id": two, "first_offset": 3}, {"producer_id": one, "first_offset": 9}]
     assert consume(broker, "read_committed") == [b"c0", b"c1", b"c2", b"plain"]
     assert sum(p.stat().st_size for p in part_dir.glob("*.txnindex")) == 68  # (two aborts, in one or two segments)
+    # A marker of an older producer epoch than the partition saw is fenced.
+    with client(broker) as c:
+        assert produce(c, two, 0, [b"e1"], epoch=1) == 12
+        assert marker(c, two, False, epoch=0) == [47]  # INVALID_PRODUCER_EPOCH
+        assert latest(c, 1) == 12
+        assert marker(c, two, False, epoch=1) == [0]  # ABORT at 13
+        assert latest(c, 1) == 14
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper):
+    with ThreeBrokers(zookeeper) as c:
+        yield c
+
+
+def test_followers_keep_the_transactions_across_a_leader_failover(cluster):
+    """Followers build the transaction state and ``.txnindex`` from what
+    they replicate: after the leader is SIGKILLed, the new leader answers
+    the same LSO and aborted transactions and takes the open
+    transaction's marker."""
+    topic = "txn-failover"
+    cluster.create_topic(topic)
+    with client(cluster.brokers[cluster.leader(topic)]) as c:
+        one, two = producer_id(c), producer_id(c)
+        assert produce(c, one, 0, [b"x0", b"x1"], topic=topic) == 0
+        assert produce(c, two, 0, [b"y0"], topic=topic) == 2
+        assert marker(c, two, False, topic=topic) == [0]  # ABORT at 3
+        assert produce(c, one, 2, [b"x2"], topic=topic) == 4  # (same transaction of one)
+        assert fetch(c, 1, topic=topic)["last_stable_offset"] == 0
+    old = cluster.kill_leader(topic)
+    new = cluster.wait_new_leader(topic, old)
+    with client(cluster.brokers[new]) as c:
+        after = retry(
+            lambda: fetch(c, 1, topic=topic), lambda p: p["error_code"] == 0 and p["high_watermark"] == 5, "the new leader's high watermark"
+        )
+        assert after["last_stable_offset"] == 0
+        assert marker(c, one, True, topic=topic) == [0]  # COMMIT at 5
+        done = fetch(c, 1, topic=topic)
+        assert done["last_stable_offset"] == 6
+        assert done["aborted_transactions"] == [{"producer_id": two, "first_offset": 2}]
+    assert consume(cluster.brokers[new], "read_committed", topic) == [b"x0", b"x1", b"x2"]
+    cluster.wait_all_registered()

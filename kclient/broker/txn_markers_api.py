@@ -13,6 +13,8 @@ partition, with the error codes of Kafka's
 - NOT_LEADER_OR_FOLLOWER: this broker does not lead it;
 - UNSUPPORTED_FOR_MESSAGE_FORMAT: the topic stores a message format
   below v2 (no control batch);
+- INVALID_PRODUCER_EPOCH: the partition has seen a newer epoch of the
+  producer (Kafka's ``ProducerAppendInfo.checkProducerEpoch``);
 - NOT_ENOUGH_REPLICAS / NOT_ENOUGH_REPLICAS_AFTER_APPEND,
   REQUEST_TIMED_OUT: the marker is appended with ``acks=-1`` and waits
   for the ISR as a Produce would (up to the request timeout).
@@ -28,6 +30,7 @@ import trio
 
 from kclient.clock import now_ms
 from kclient.errors import (
+    INVALID_PRODUCER_EPOCH,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_SERVER_ERROR,
@@ -117,7 +120,7 @@ class WriteTxnMarkersApi:
             entries = []
             for index in topic.partition_indexes:
                 entry = WritableTxnMarkerPartitionResult(partition_index=index, error_code=NONE)
-                part = self._leader(topic.name, index, entry)
+                part = self._leader(topic.name, index, entry, marker)
                 if part is not None:
                     batch = build_end_txn_marker_batch(
                         EndTransactionMarker(control_type, marker.coordinator_epoch),
@@ -131,9 +134,10 @@ class WriteTxnMarkersApi:
             topics.append(WritableTxnMarkerTopicResult(name=topic.name, partitions=entries))
         return WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics)
 
-    def _leader(self, topic: str, index: int, entry: WritableTxnMarkerPartitionResult) -> Partition | None:
-        """The partition if this broker leads it and its format has control
-        batches, else ``None`` with ``entry``'s error code set."""
+    def _leader(self, topic: str, index: int, entry: WritableTxnMarkerPartitionResult, marker: WritableTxnMarker) -> Partition | None:
+        """The partition if this broker leads it, its format has control
+        batches and it saw no newer epoch of the marker's producer, else
+        ``None`` with ``entry``'s error code set."""
         if self.metadata_cache.partition(topic, index) is None and (topic, index) not in self.partitions:
             entry.error_code = UNKNOWN_TOPIC_OR_PARTITION
             return None
@@ -143,6 +147,11 @@ class WriteTxnMarkersApi:
             return None
         if self.format_magic(topic) < 2:
             entry.error_code = UNSUPPORTED_FOR_MESSAGE_FORMAT
+            return None
+        epoch = part.log.producer_state.epoch(marker.producer_id)
+        if epoch is not None and marker.producer_epoch < epoch:
+            log.info("txn marker on %s-%d: producer %d epoch %d is older than %d", topic, index, marker.producer_id, marker.producer_epoch, epoch)
+            entry.error_code = INVALID_PRODUCER_EPOCH
             return None
         return part
 

@@ -4,10 +4,9 @@ with a transactional id, fencing of an older producer, DescribeTransactions
 and ListTransactions, the abort of a transaction whose producer vanished,
 and ``__transaction_state`` reloaded after a SIGKILL.
 
-The markers' own append (WriteTxnMarkers at the partition leaders) is
-another part of issue 29: until a broker serves it, a committed or aborted
-transaction rests in PrepareCommit / PrepareAbort, so these tests accept
-either the prepared or the completed state where the markers matter."""
+The markers are written by the partition leaders' WriteTxnMarkers
+(`kclient.broker.txn_markers_api`); once every one is answered the
+coordinator writes CompleteCommit / CompleteAbort."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -115,10 +115,9 @@ def test_init_transactions_gives_an_id_and_describe_shows_the_open_transaction(t
     listed = {t.transactional_id: t for t in list_transactions(txn_broker).transaction_states}
     assert (listed[txn_id].producer_id, listed[txn_id].transaction_state) == (first.producer_id, "Ongoing")
     p.commit_transaction(30)
-    done = describe(txn_broker, txn_id)
-    assert done.transaction_state in ("PrepareCommit", "CompleteCommit")
-    assert (done.producer_id, done.producer_epoch) == (first.producer_id, 0)
-    only = list_transactions(txn_broker, producer_id_filters=[first.producer_id], state_filters=["PrepareCommit", "CompleteCommit", "Bogus"])
+    done = wait_for(lambda: (d := describe(txn_broker, txn_id)).transaction_state == "CompleteCommit" and d, "the markers written")
+    assert (done.producer_id, done.producer_epoch, done.topics) == (first.producer_id, 0, [])
+    only = list_transactions(txn_broker, producer_id_filters=[first.producer_id], state_filters=["CompleteCommit", "Bogus"])
     assert [t.transactional_id for t in only.transaction_states] == [txn_id]
     assert only.unknown_state_filters == ["Bogus"]
 
@@ -162,9 +161,7 @@ def test_a_vanished_producers_transaction_is_aborted_after_its_timeout(txn_broke
     finally:
         child.kill()
         child.wait()
-    aborted = wait_for(
-        lambda: (s := describe(txn_broker, txn_id)).transaction_state in ("PrepareAbort", "CompleteAbort") and s, "the timed-out abort"
-    )
+    aborted = wait_for(lambda: (s := describe(txn_broker, txn_id)).transaction_state == "CompleteAbort" and s, "the timed-out abort")
     assert (aborted.producer_id, aborted.producer_epoch) == (opened.producer_id, opened.producer_epoch + 1)
 
 
@@ -189,3 +186,66 @@ def test_transaction_state_survives_a_sigkill(txn_broker):
     for t in ids:
         b, a = before[t], after[t]
         assert (a.producer_id, a.producer_epoch, a.transaction_state, a.topics) == (b.producer_id, b.producer_epoch, b.transaction_state, b.topics), t
+
+
+def read_committed(broker: BrokerProcess, topic: str, partition: int, last: bytes) -> list[bytes]:
+    """The values a read_committed confluent-kafka consumer reads from
+    ``partition`` of ``topic``, up to and including ``last``."""
+    consumer = ck.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([ck.TopicPartition(topic, partition, 0)])
+        got: list[bytes] = []
+        end = time.monotonic() + 30
+        while (not got or got[-1] != last) and time.monotonic() < end:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        return got
+    finally:
+        consumer.close()
+
+
+def test_fencing_an_open_transaction_aborts_it_and_read_committed_skips_it(txn_broker, txn_id):
+    """A new producer with the id of a producer whose transaction is open:
+    the coordinator aborts that transaction (epoch bumped, markers written),
+    the new producer gets the next epoch; a read_committed reader sees the
+    new producer's committed records and none of the zombie's."""
+    topic = f"txn-fence-{uuid.uuid4().hex[:8]}"
+    zombie = producer(txn_broker, txn_id)
+    zombie.init_transactions(30)
+    start = describe(txn_broker, txn_id)
+    zombie.begin_transaction()
+    for i in range(3):
+        zombie.produce(topic, f"zombie-{i}".encode(), partition=0)
+    zombie.flush(30)
+    successor = producer(txn_broker, txn_id)
+    successor.init_transactions(30)
+    fenced = describe(txn_broker, txn_id)
+    assert (fenced.producer_id, fenced.transaction_state) == (start.producer_id, "Empty")
+    assert fenced.producer_epoch == start.producer_epoch + 2  # one bump for the abort, one for the new producer (as Kafka)
+    successor.begin_transaction()
+    for value in (b"a", b"b", b"end"):
+        successor.produce(topic, value, partition=0)
+    successor.commit_transaction(30)
+    assert read_committed(txn_broker, topic, 0, b"end") == [b"a", b"b", b"end"]
+    with pytest.raises(ck.KafkaException):
+        zombie.commit_transaction(10)
+
+
+def test_abort_transaction_completes_and_read_committed_skips_it(txn_broker, txn_id):
+    """abort_transaction: PrepareAbort, then CompleteAbort once the ABORT
+    markers are written; the aborted records stay invisible to read_committed."""
+    topic = f"txn-abort-{uuid.uuid4().hex[:8]}"
+    p = producer(txn_broker, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"aborted", partition=0)
+    p.flush(30)  # the partition is in the transaction (else the client aborts locally)
+    p.abort_transaction(30)
+    wait_for(lambda: describe(txn_broker, txn_id).transaction_state == "CompleteAbort", "the abort completed")
+    p.begin_transaction()
+    p.produce(topic, b"end", partition=0)
+    p.commit_transaction(30)
+    assert read_committed(txn_broker, topic, 0, b"end") == [b"end"]

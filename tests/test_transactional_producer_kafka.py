@@ -236,3 +236,18 @@ def test_a_record_that_cannot_be_written_makes_the_transaction_abortable(kafka, 
         producer.send([ProducerData(topic, "k", ["after"])])
         producer.commit_transaction(30_000)
     assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"after"]
+
+
+def test_a_call_that_timed_out_can_be_made_again(kafka, topic):
+    _ensure_topic(kafka, topic)
+    with _producer(kafka, f"tx-{topic}") as producer:
+        try:
+            producer.init_transactions(1)
+        except kclient.KafkaTimeoutError:
+            with pytest.raises(IllegalStateError):
+                producer.begin_transaction()  # the timed-out call must be completed first
+        producer.init_transactions(30_000)
+        producer.begin_transaction()
+        producer.send([ProducerData(topic, "k", ["after-timeout"])])
+        producer.commit_transaction(30_000)
+    assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"after-timeout"]

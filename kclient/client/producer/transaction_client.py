@@ -129,4 +129,9 @@ class TransactionClient:
             log.info("transactional request %s failed: %s; retrying", request.api.name, exc)
             manager.handle_disconnect(request)
             return
+        except BaseException:
+            # Cancelled (a call's timeout, the producer closing): the answer
+            # is lost; the request is sent again by the next driver.
+            manager.handle_disconnect(request)
+            raise
         manager.handle_response(request, response)

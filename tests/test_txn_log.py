@@ -114,3 +114,75 @@ def test_follower_append_feeds_txn_state(tmp_path):
     assert follower.aborted_transactions(0, 5) == [AbortedTxn(7, 0, 2, 3)]
     leader.close()
     follower.close()
+
+
+def test_deleted_segment_renames_its_txn_index_while_referenced(tmp_path):
+    seg = LogSegment.create(tmp_path, 0)
+    seg.append(txn_batch(1, 0, 1), 0, 0, now_ms=1_000)
+    seg.txn_index.append(AbortedTxn(1, 0, 0, 1))
+    assert seg.try_acquire()
+    seg.delete()
+    assert seg.txn_index.path.name == f"{0:020d}{TXN_INDEX_SUFFIX}.deleted"
+    assert seg.txn_index.path.exists()
+    seg.release()
+    assert not list(tmp_path.iterdir())
+
+
+def test_loader_removes_a_txn_index_without_its_log(tmp_path):
+    log = Log(tmp_path, LogConfig())
+    log.append(txn_batch(1, 0), validate_producer_state=True)
+    log.close()
+    stray = tmp_path / f"{500:020d}{TXN_INDEX_SUFFIX}"
+    stray.write_bytes(AbortedTxn(1, 0, 500, 501).encode())
+    log = Log(tmp_path, LogConfig(), clean_shutdown=True)
+    assert not stray.exists()
+    assert log.ongoing_transactions() == [(1, 0)]
+    log.close()
+
+
+def test_snapshot_keeps_open_transactions_and_reads_older_snapshots(tmp_path):
+    from kclient.storage.producer_state import ProducerStateManager
+
+    state = ProducerStateManager(tmp_path)
+    state.take_snapshot(10)  # no source: an older snapshot's layout
+    state.ongoing_txns = lambda: [(4, 7), (2, 9)]
+    state.take_snapshot(20)
+    again = ProducerStateManager(tmp_path)
+    assert again.load_latest_snapshot(20) == 20 and again.loaded_snapshot == (20, [(4, 7), (2, 9)])
+    assert again.load_latest_snapshot(15) == 10 and again.loaded_snapshot == (10, [])  # (deletes the one at 20)
+
+
+def test_retention_past_a_completed_transaction_keeps_the_lso(tmp_path):
+    log = Log(tmp_path, LogConfig(segment_bytes=200))
+    log.append(txn_batch(1, 0), validate_producer_state=True)
+    log.append(marker(1, ABORT))
+    for seq in range(2, 8):
+        log.append(txn_batch(2, seq - 2, 1), validate_producer_state=True)
+    assert len(log.segments) > 2
+    assert log.last_stable_offset == 3
+    log.delete_old_segments(lambda seg: seg.base_offset < 3)
+    assert log.log_start_offset == 3 and log.last_stable_offset == 3
+    assert log.ongoing_transactions() == [(2, 3)]
+    log.close()
+
+
+def test_cleaning_keeps_the_aborted_transactions_indexed(tmp_path):
+    from kclient.storage.cleaner import clean_log
+
+    log = Log(tmp_path, LogConfig(cleanup_policy="compact", segment_bytes=300))
+    for i in range(4):
+        log.append(build_batch([(b"k", b"plain%d" % i, 1_000)]))
+    log.append(txn_batch(3, 0, 1), validate_producer_state=True)
+    log.append(marker(3, ABORT))
+    for i in range(4):
+        log.append(build_batch([(b"k", b"later%d" % i, 1_000)]))
+    log.roll()
+    before = log.aborted_transactions(0, log.log_end_offset)
+    assert before == [AbortedTxn(3, 4, 5, 6)]
+    result = clean_log(log, None, now_ms=2_000, force=True)
+    assert result is not None and result.segments_read > 1
+    assert log.aborted_transactions(0, log.log_end_offset) == before
+    log.close()
+    log = Log(tmp_path, LogConfig(cleanup_policy="compact", segment_bytes=300), clean_shutdown=True)
+    assert log.aborted_transactions(0, log.log_end_offset) == before
+    log.close()

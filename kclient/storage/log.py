@@ -609,7 +609,7 @@ class Log:
         for b, info in zip(batches, placed):
             if b.magic != 2:
                 continue
-            if b.producer_id >= 0:
+            if b.producer_id >= 0 and (b.is_transactional or self._txn_state):  # (a marker is transactional too)
                 try:
                     apply_txn_batch(self._txn_state, segment, buf, info.position)
                 except InvalidTxnStateError as exc:  # (a leader checks before writing: `_check_txn_writes`)

@@ -21,6 +21,7 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 import trio
+from helpers.groups import group_kafka
 from helpers.wait import retry, wait_for
 
 from kclient.errors import NONE
@@ -249,3 +250,42 @@ def test_abort_transaction_completes_and_read_committed_skips_it(txn_broker, txn
     p.produce(topic, b"end", partition=0)
     p.commit_transaction(30)
     assert read_committed(txn_broker, topic, 0, b"end") == [b"end"]
+
+
+def fencing_trace(broker: Any, txn_id: str) -> list[tuple[str, int, list[tuple[str, list[int]]]]]:
+    """(state, epoch minus the first epoch, partitions) seen through
+    DescribeTransactions while a transaction is opened, fenced by a second
+    producer (its abort completed) and the successor commits."""
+    topic = f"txn-trace-{uuid.uuid4().hex[:8]}"
+    trace = []
+
+    def seen(state: str | None = None) -> None:
+        d = wait_for(lambda: (x := describe(broker, txn_id)).transaction_state == (state or x.transaction_state) and x, f"state {state}")
+        trace.append((d.transaction_state, d.producer_epoch, [(t.topic, sorted(t.partitions)) for t in d.topics]))
+
+    zombie = producer(broker, txn_id)
+    zombie.init_transactions(60)
+    seen("Empty")
+    zombie.begin_transaction()
+    zombie.produce(topic, b"z", partition=0)
+    zombie.flush(30)
+    seen("Ongoing")
+    successor = producer(broker, txn_id)
+    successor.init_transactions(60)
+    seen("Empty")
+    successor.begin_transaction()
+    successor.produce(topic, b"s", partition=0)
+    successor.commit_transaction(30)
+    seen("CompleteCommit")
+    first = trace[0][1]
+    return [(s, e - first, [(t.replace(topic, "T"), ps) for t, ps in tps]) for s, e, tps in trace]
+
+
+def test_states_and_epochs_match_apache_kafka_4(txn_broker):
+    """The same fencing scenario against the bundled broker and Apache
+    Kafka 4: the same states, epoch bumps and partitions."""
+    ours = fencing_trace(txn_broker, f"txn-cmp-{uuid.uuid4().hex[:8]}")
+    props = {"transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}
+    with group_kafka(2, **props) as kafka:
+        theirs = fencing_trace(kafka, f"txn-cmp-{uuid.uuid4().hex[:8]}")
+    assert ours == theirs == [("Empty", 0, []), ("Ongoing", 0, [("T", [0])]), ("Empty", 2, []), ("CompleteCommit", 2, [])]

@@ -24,7 +24,10 @@ import trio
 from helpers.groups import group_kafka
 from helpers.wait import retry, wait_for
 
-from kclient.errors import NONE
+from kclient.broker.txn.coordinator import TransactionResult
+from kclient.broker.txn.marker_channel import marker_errors, marker_request
+from kclient.broker.txn.markers import TxnMarkerEntry
+from kclient.errors import NONE, NOT_LEADER_OR_FOLLOWER, TRANSACTIONAL_ID_NOT_FOUND
 from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages.describe_transactions import (
     DESCRIBE_TRANSACTIONS,
@@ -32,6 +35,12 @@ from kclient.protocol.messages.describe_transactions import (
     DescribeTransactionsState,
 )
 from kclient.protocol.messages.list_transactions import LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse
+from kclient.protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 from kclient.testing import BrokerProcess
 
 PROPERTIES = {
@@ -289,3 +298,48 @@ def test_states_and_epochs_match_apache_kafka_4(txn_broker):
     with group_kafka(2, **props) as kafka:
         theirs = fencing_trace(kafka, f"txn-cmp-{uuid.uuid4().hex[:8]}")
     assert ours == theirs == [("Empty", 0, []), ("Ongoing", 0, [("T", [0])]), ("Empty", 2, []), ("CompleteCommit", 2, [])]
+
+
+def test_an_idle_transactional_id_expires_and_a_new_producer_starts_over():
+    """``transactional.id.expiration.ms``: an id idle that long is
+    tombstoned (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND, also
+    after a restart); the next init_transactions gets a new producer id,
+    epoch 0."""
+    props = {**PROPERTIES, "transactional.id.expiration.ms": 1500, "transaction.remove.expired.transaction.cleanup.interval.ms": 300}
+    with BrokerProcess(properties=props, keep_port=True) as broker:
+        txn_id = f"txn-expire-{uuid.uuid4().hex[:8]}"
+        p = producer(broker, txn_id)
+        p.init_transactions(30)
+        first = describe(broker, txn_id)
+        states = lambda: request(broker, DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=[txn_id]), 0).transaction_states  # noqa: E731
+        wait_for(lambda: states()[0].error_code == TRANSACTIONAL_ID_NOT_FOUND, "the id expired")
+        broker.kill()
+        broker.start()
+        retry(states, lambda s: s[0].error_code == TRANSACTIONAL_ID_NOT_FOUND, "the tombstone reloaded")
+        again = producer(broker, txn_id)
+        again.init_transactions(30)
+        fresh = describe(broker, txn_id)
+        assert fresh.producer_epoch == 0 and fresh.producer_id != first.producer_id
+
+
+@pytest.mark.unit
+def test_marker_request_and_answer_mapping():
+    """One WriteTxnMarkers entry per producer and broker, topics grouped;
+    a partition the answer leaves out counts as NOT_LEADER_OR_FOLLOWER
+    (retried), another producer's results are ignored."""
+    entry = TxnMarkerEntry(7, 3, 11, TransactionResult.COMMIT, (("a", 0), ("a", 2), ("b", 1)))
+    (marker,) = marker_request(entry).markers
+    assert (marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result) == (7, 3, 11, True)
+    assert [(t.name, t.partition_indexes) for t in marker.topics] == [("a", [0, 2]), ("b", [1])]
+    answer = WriteTxnMarkersResponse(
+        markers=[
+            WritableTxnMarkerResult(producer_id=7, topics=[WritableTxnMarkerTopicResult(name="a", partitions=[
+                WritableTxnMarkerPartitionResult(partition_index=0, error_code=0),
+                WritableTxnMarkerPartitionResult(partition_index=2, error_code=6),
+            ])]),
+            WritableTxnMarkerResult(producer_id=8, topics=[WritableTxnMarkerTopicResult(name="b", partitions=[
+                WritableTxnMarkerPartitionResult(partition_index=1, error_code=0),
+            ])]),
+        ]
+    )
+    assert marker_errors(entry, answer) == {("a", 0): NONE, ("a", 2): 6, ("b", 1): NOT_LEADER_OR_FOLLOWER}

@@ -22,6 +22,7 @@ import confluent_kafka as ck
 import pytest
 import trio
 from helpers.groups import group_kafka
+from helpers.three_brokers import ThreeBrokers
 from helpers.wait import retry, wait_for
 
 from kclient.broker.txn.coordinator import TransactionResult
@@ -34,6 +35,7 @@ from kclient.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsState,
 )
+from kclient.protocol.messages.find_coordinator import FIND_COORDINATOR, FindCoordinatorRequest
 from kclient.protocol.messages.list_transactions import LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse
 from kclient.protocol.messages.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
@@ -343,3 +345,53 @@ def test_marker_request_and_answer_mapping():
         ]
     )
     assert marker_errors(entry, answer) == {("a", 0): NONE, ("a", 2): 6, ("b", 1): NOT_LEADER_OR_FOLLOWER}
+
+
+def coordinator_of(cluster: ThreeBrokers, txn_id: str) -> int:
+    """The broker id FindCoordinator (key type 1) names for ``txn_id``."""
+    def ask() -> int:
+        for b in cluster.live():
+            try:
+                answer = request(b, FIND_COORDINATOR, FindCoordinatorRequest(key=txn_id, key_type=1), 1)
+            except Exception:
+                continue
+            if answer.error_code == NONE and answer.node_id in {i for i, x in cluster.brokers.items() if x.running}:
+                return int(answer.node_id)
+        return 0
+
+    return wait_for(ask, f"the coordinator of {txn_id}", timeout=60)
+
+
+def test_coordinator_killed_mid_transaction_its_successor_commits_it(zookeeper):
+    """Three brokers, ``__transaction_state`` with three replicas: the
+    coordinator of an open transaction is killed (SIGKILL); the new leader
+    of its partition loads it, the producer's commit goes there, the
+    markers are written and a read_committed reader sees the records."""
+    with ThreeBrokers(zookeeper) as cluster:
+        topic = f"txn-failover-{uuid.uuid4().hex[:8]}"
+        cluster.create_topic(topic, partitions=2)
+        txn_id = f"txn-failover-{uuid.uuid4().hex[:8]}"
+        p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000})
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"v{i}".encode(), partition=i % 2)
+        p.flush(30)
+        old = coordinator_of(cluster, txn_id)
+        before = describe(cluster.brokers[old], txn_id)
+        assert before.transaction_state == "Ongoing"
+        cluster.brokers[old].kill()
+        new = coordinator_of(cluster, txn_id)
+        assert new != old
+        p.produce(topic, b"end", partition=0)
+        p.commit_transaction(60)
+        done = wait_for(lambda: (d := describe(cluster.brokers[new], txn_id)).transaction_state == "CompleteCommit" and d, "the commit completed", timeout=60)
+        assert (done.producer_id, done.producer_epoch) == (before.producer_id, before.producer_epoch)
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rc", "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            consumer.assign([ck.TopicPartition(topic, 0, 0), ck.TopicPartition(topic, 1, 0)])
+            got: list[bytes] = []
+            wait_for(lambda: (m := consumer.poll(0.2)) is not None and m.error() is None and got.append(m.value()) is None and len(got) >= 6, "every committed record", timeout=60)
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted([f"v{i}".encode() for i in range(5)] + [b"end"])

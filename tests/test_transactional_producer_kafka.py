@@ -153,6 +153,10 @@ def test_offsets_sent_to_the_transaction_commit_with_it(kafka, topic):
             producer.send_offsets_to_transaction(offsets, metadata, 30_000)
             assert admin.list_consumer_group_offsets(group) == {}
             producer.commit_transaction(30_000)
+            # The coordinator writes the commit markers after EndTxn answered.
+            deadline = time.monotonic() + 30
+            while admin.list_consumer_group_offsets(group) != offsets and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert admin.list_consumer_group_offsets(group) == offsets
     finally:
         consumer.close()
@@ -251,3 +255,12 @@ def test_a_call_that_timed_out_can_be_made_again(kafka, topic):
         producer.send([ProducerData(topic, "k", ["after-timeout"])])
         producer.commit_transaction(30_000)
     assert _read(kafka, topic, "read_committed", 1, settle=1.0) == [b"after-timeout"]
+
+
+def test_a_custom_event_handler_cannot_be_transactional():
+    class Handler(kclient.EventHandler):
+        async def handle(self, events):
+            return None
+
+    with pytest.raises(ConfigError, match="transactional.id.*event.handler"):
+        kclient.TrioProducer({"bootstrap.servers": "localhost:9092", "transactional.id": "t"}, event_handler=Handler())

@@ -48,7 +48,7 @@ from kclient.client.producer.transaction_types import GroupMetadata
 from kclient.client.producer.transactions import TransactionManager
 from kclient.client.serde import DefaultEncoder, Encoder
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, IllegalStateError, InvalidTopicError, KafkaError, ProducerClosedError
+from kclient.errors import ConfigError, FailedToSendMessageError, IllegalStateError, InvalidTopicError, KafkaError, ProducerClosedError
 from kclient.plugins import load_plugin
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,11 @@ class TrioProducer:
             else None
         )
         self._transactions: TransactionClient | None = None
+        if self.transaction_manager is not None and not isinstance(self.event_handler, DefaultEventHandler):
+            raise ConfigError(
+                f"Cannot set transactional.id={cfg.transactional_id!r} with event.handler={type(self.event_handler).__name__}: "
+                "only the default event handler (or a subclass of DefaultEventHandler) adds partitions to the transaction"
+            )
 
     @property
     def cluster(self) -> Cluster:

@@ -10,6 +10,10 @@ ones below it and is given its collaborators, as in Kafka's producer):
   retries, built from `.collate` (serialize, partition), `.batching`
   (per-partition chunking and encoding), `.sender` (write requests, read
   answers) and `.idempotence` (KIP-98);
+- transactions (KIP-98, ``transactional.id``): `.transactions` (the pure
+  `TransactionManager` state machine, with `.transaction_rules` and
+  `.transaction_types`) and `.transaction_client` (sends its requests on
+  the producer's cluster; the send path waits on it to add partitions);
 - leaves shared by the layers: `.data` (`ProducerData`), `.delivery`
   (per-record results), `.failures` (the errors of failed partitions),
   `.settings` (what the send path reads from the config), `.callbacks`

@@ -78,11 +78,11 @@ def fetch(c: SocketClient, isolation: int, offset: int = 0, *, topic: str = TOPI
     return c.request(FETCH, 11, body)["responses"][0]["partitions"][0]
 
 
-def latest(c: SocketClient, isolation: int) -> int:
+def latest(c: SocketClient, isolation: int, topic: str = TOPIC) -> int:
     body = {
         "replica_id": -1,
         "isolation_level": isolation,
-        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
     }
     part = c.request(LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]
     assert part["error_code"] == 0
@@ -207,3 +207,29 @@ def test_followers_keep_the_transactions_across_a_leader_failover(cluster):
         assert done["aborted_transactions"] == [{"producer_id": two, "first_offset": 2}]
     assert consume(cluster.brokers[new], "read_committed", topic) == [b"x0", b"x1", b"x2"]
     cluster.wait_all_registered()
+
+
+def test_confluent_kafka_transactional_producer_read_committed(broker):
+    """Interop end to end: confluent-kafka's transactional producer (the
+    broker's coordinator writes the markers through WriteTxnMarkers), read
+    by confluent-kafka's consumers."""
+    topic = "txn-ck"
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "txn-log-ck", "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"c%d" % i)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce(topic, b"a%d" % i)
+    producer.flush(30)  # (on the broker before the abort: librdkafka drops unsent ones)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"c3")
+    producer.commit_transaction(30)
+    with client(broker) as c:  # (the coordinator may write the last marker after answering EndTxn, as Kafka's)
+        retry(lambda: latest(c, 1, topic), lambda offset: offset == 9, "the last marker")  # 6 records, 3 markers
+        assert latest(c, 0, topic) == 9
+    assert consume(broker, "read_committed", topic) == [b"c0", b"c1", b"c2", b"c3"]
+    assert consume(broker, "read_uncommitted", topic) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]

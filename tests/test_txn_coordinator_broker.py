@@ -28,8 +28,9 @@ from helpers.wait import retry, wait_for
 from kclient.broker.txn.coordinator import TransactionResult
 from kclient.broker.txn.marker_channel import marker_errors, marker_request
 from kclient.broker.txn.markers import TxnMarkerEntry
-from kclient.errors import NONE, NOT_LEADER_OR_FOLLOWER, TRANSACTIONAL_ID_NOT_FOUND
+from kclient.errors import NONE, NOT_LEADER_OR_FOLLOWER, OPERATION_NOT_ATTEMPTED, TRANSACTIONAL_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION
 from kclient.net.connection import BrokerConnection
+from kclient.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kclient.protocol.messages.describe_transactions import (
     DESCRIBE_TRANSACTIONS,
     DescribeTransactionsRequest,
@@ -395,3 +396,26 @@ def test_coordinator_killed_mid_transaction_its_successor_commits_it(zookeeper):
         finally:
             consumer.close()
         assert sorted(got) == sorted([f"v{i}".encode() for i in range(5)] + [b"end"])
+
+
+def test_add_partitions_of_an_unknown_topic_adds_none(txn_broker, txn_id):
+    """AddPartitionsToTxn naming a partition the cluster lacks: that one
+    UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED, and
+    none joins the transaction (Kafka's answer)."""
+    p = producer(txn_broker, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-known", b"x", partition=0)
+    p.flush(30)  # the topic exists, the transaction is Ongoing on it
+    d = describe(txn_broker, txn_id)
+    body = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=d.producer_id,
+        v3_and_below_producer_epoch=d.producer_epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name="txn-known", partitions=[1]), AddPartitionsToTxnTopic(name="txn-missing", partitions=[0])],
+    )
+    answer = request(txn_broker, ADD_PARTITIONS_TO_TXN, body, 3)
+    got = {(t.name, r.partition_index): r.partition_error_code for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
+    assert got == {("txn-known", 1): OPERATION_NOT_ATTEMPTED, ("txn-missing", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    assert [(t.topic, t.partitions) for t in describe(txn_broker, txn_id).topics] == [("txn-known", [0])]
+    p.abort_transaction(30)

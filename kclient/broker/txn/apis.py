@@ -21,7 +21,7 @@ import trio
 
 from kclient.broker.txn.coordinator import error_for_version
 from kclient.broker.txn.state_log import TRANSACTION_STATE_TOPIC
-from kclient.errors import COORDINATOR_NOT_AVAILABLE, NONE, KafkaError
+from kclient.errors import COORDINATOR_NOT_AVAILABLE, NONE, OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, KafkaError
 from kclient.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kclient.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
@@ -123,14 +123,22 @@ class TransactionApis:
         return InitProducerIdResponse(error_code=NONE, producer_id=decision.producer_id, producer_epoch=decision.producer_epoch)
 
     async def add_partitions_to_txn(self, header: RequestHeader, body: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-        """AddPartitionsToTxn v0-3: every partition gets the request's error."""
+        """AddPartitionsToTxn v0-3: every partition gets the request's error;
+        with a partition this cluster does not have, none is added (it gets
+        UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED), as
+        Kafka answers."""
         partitions = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-        step = self.coordinator.add_partitions_to_txn(body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, partitions)
-        decision = await self.service.execute(step)
-        error = error_for_version(ADD_PARTITIONS_TO_TXN_KEY, header.api_version, decision.error)
+        unknown = {tp for tp in partitions if self.metadata_cache.partition(*tp) is None}
+        if unknown:
+            errors = {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in partitions}
+        else:
+            step = self.coordinator.add_partitions_to_txn(body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, partitions)
+            decision = await self.service.execute(step)
+            errors = dict.fromkeys(partitions, error_for_version(ADD_PARTITIONS_TO_TXN_KEY, header.api_version, decision.error))
         results = [
             AddPartitionsToTxnTopicResult(
-                name=t.name, results_by_partition=[AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error) for p in t.partitions]
+                name=t.name,
+                results_by_partition=[AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=errors[(t.name, p)]) for p in t.partitions],
             )
             for t in body.v3_and_below_topics
         ]

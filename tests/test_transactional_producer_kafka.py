@@ -174,7 +174,11 @@ def test_calls_in_the_wrong_state_raise(kafka, topic):
     with _producer(kafka, f"tx-{topic}") as producer:
         with pytest.raises(IllegalStateError):
             producer.begin_transaction()
+        with pytest.raises(IllegalStateError):
+            producer.send([ProducerData(topic, "k", ["before init"])])
         producer.init_transactions(30_000)
+        with pytest.raises(IllegalStateError):
+            producer.send_with_result([ProducerData(topic, "k", ["outside a transaction"])])
         with pytest.raises(IllegalStateError):
             producer.commit_transaction(30_000)
         with pytest.raises(IllegalStateError):
@@ -199,6 +203,8 @@ def test_the_trio_producer_commits_and_aborts(kafka, topic):
 
     async def main() -> None:
         async with kclient.TrioProducer(cfg) as producer:
+            with pytest.raises(IllegalStateError):
+                await producer.send([ProducerData(topic, "k", ["before init"])])
             await producer.init_transactions(30_000)
             producer.begin_transaction()
             await producer.send([ProducerData(topic, "k", ["dropped"])])

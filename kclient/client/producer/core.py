@@ -27,6 +27,7 @@ per broker) opened in a nursery.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -102,6 +103,19 @@ def as_config(config: ProducerConfig | Mapping[str, Any] | str) -> ProducerConfi
     return ProducerConfig.from_properties(config)
 
 
+def _checked_send(check: Callable[[], None], send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``send`` preceded by ``check`` (the transaction manager's
+    `check_send_allowed`): a transactional producer's sends outside a
+    transaction raise at once, as Kafka's."""
+
+    @functools.wraps(send)
+    async def checked(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return await send(*args, **kwargs)
+
+    return checked
+
+
 class TrioProducer:
     """A producer for trio code: ``async with TrioProducer(config) as p``.
 
@@ -159,6 +173,10 @@ class TrioProducer:
             else None
         )
         self._transactions: TransactionClient | None = None
+        if self.transaction_manager is not None:
+            check = self.transaction_manager.check_send_allowed
+            self.send = _checked_send(check, self.send)  # type: ignore[method-assign,assignment]
+            self.send_with_result = _checked_send(check, self.send_with_result)  # type: ignore[method-assign,assignment]
         if self.transaction_manager is not None and not isinstance(self.event_handler, DefaultEventHandler):
             raise ConfigError(
                 f"Cannot set transactional.id={cfg.transactional_id!r} with event.handler={type(self.event_handler).__name__}: "

@@ -66,6 +66,7 @@ A Producer that is never closed (see `kclient.sync` for the mechanism):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import operator
@@ -152,6 +153,12 @@ class Producer(ClosingClient):
 
     def __init__(self, config: ProducerConfig | Mapping[str, Any] | str, *, event_handler: Any = None, callback_handler: Any = None) -> None:
         self._core = TrioProducer(config, event_handler=event_handler, callback_handler=callback_handler)
+        manager = self._core.transaction_manager
+        if manager is not None:
+            # Sends outside a transaction raise at once (as Kafka's); a
+            # producer without transactional.id keeps the unchecked methods.
+            self.send = _checked_send(manager.check_send_allowed, self.send)  # type: ignore[method-assign]
+            self.send_with_result = _checked_send(manager.check_send_allowed, self.send_with_result)  # type: ignore[method-assign]
         self.config = cfg = self._core.config
         self._callbacks = self._core.callback_handler
         self._before_enqueue = overrides(self._callbacks, "before_enqueue")
@@ -859,6 +866,18 @@ class _ProducerCloser(ExitCloser):
             log.error("%s at exit: %s", self.description, message)
             return
         raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_unreported_error
+
+
+def _checked_send(check: Callable[[], None], send: Callable[..., Any]) -> Callable[..., Any]:
+    """``send`` preceded by ``check`` (the transaction manager's
+    `check_send_allowed`)."""
+
+    @functools.wraps(send)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return send(*args, **kwargs)
+
+    return checked
 
 
 def _retrack(given: TrackedData, data: Any) -> Any:

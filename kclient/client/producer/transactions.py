@@ -398,6 +398,21 @@ class TransactionManager:
         self._maybe_fail_with_error()
         self._transition(State.IN_TRANSACTION)
 
+    def check_send_allowed(self) -> None:
+        """Raise unless a send may be made now (Kafka's checks at the start
+        of ``send``); reads the state only, so any thread may call it.
+
+        Raises:
+            IllegalStateError: No producer id yet (`init_transactions` not
+                completed) or no transaction in progress.
+            KafkaError: The manager is in an error state.
+        """
+        self._maybe_fail_with_error()
+        if not self.has_producer_id():
+            raise IllegalStateError("Cannot perform a send before completing a call to init_transactions")
+        if self._state is not State.IN_TRANSACTION:
+            raise IllegalStateError(f"Cannot call send in state {self._state.value}: call begin_transaction first")
+
     def maybe_add_partition(self, tp: TopicPartition | TP) -> None:
         """Note a partition a send writes to: it goes in the next
         AddPartitionsToTxn, which must succeed before its first batch is sent

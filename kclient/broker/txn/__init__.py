@@ -1,6 +1,6 @@
-"""The transaction coordinator of the bundled broker (KIP-98), as pure
-modules: state, decisions and records; the broker wires them to
-``__transaction_state`` and the network.
+"""The transaction coordinator of the bundled broker (KIP-98): pure
+modules for state, decisions and records, and the modules that wire them
+to ``__transaction_state`` and the network.
 
 Kafka's design: a transactional id's coordinator is the leader of
 partition ``abs(hashCode(id)) % n`` of the compacted
@@ -22,4 +22,15 @@ the partition when it becomes its leader.
 - `kclient.broker.txn.transaction_coordinator`: the cache and the
   decisions together (lookups, coordinator epochs, what to write and
   answer after each write), the one object the broker wires.
+
+The broker's I/O around them:
+
+- `kclient.broker.txn.state_log`: ``__transaction_state`` created, loaded
+  on leadership, written with acks=all;
+- `kclient.broker.txn.marker_channel`: WriteTxnMarkers to the partition
+  leaders, then the completion record;
+- `kclient.broker.txn.service`: the coordinator with that I/O and its
+  timers (timed-out aborts, id expiry), built in
+  `kclient.broker.components`;
+- `kclient.broker.txn.apis`: the request handlers.
 """

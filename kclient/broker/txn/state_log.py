@@ -21,10 +21,8 @@ As for ``__consumer_offsets``
   PrepareAbort go to ``on_markers`` (their markers are written again);
 - when it stops leading, `TransactionCoordinator.on_resignation`;
 - records are appended as the leader and acknowledged once the high
-  watermark passed them (acks=all), within
-  ``offsets.commit.timeout.ms``'s transaction counterpart (Kafka's
-  ``transaction.state.log`` writes use ``request.timeout.ms``; the
-  broker's ``offsets.commit.timeout.ms`` is used here).
+  watermark passed them (acks=all), within ``offsets.commit.timeout.ms``
+  (deviation: Kafka waits up to its ``request.timeout.ms``).
 
 Trio-thread only.
 """

@@ -98,7 +98,9 @@ class ProducerConfig(_ClientSecurityConfig):
             ``producer.type=async`` with ``batch.num.messages`` larger than
             ``queue.buffering.max.messages``, or for
             ``enable.idempotence=true`` without ``request.required.acks=-1``,
-            or for security properties that do not fit together (SASL
+            for ``transactional.id`` with ``acks`` other than all,
+            ``enable.idempotence=false``, ``retries=0`` or more than 5
+            requests in flight (naming both properties), or for security properties that do not fit together (SASL
             without ``sasl.mechanism`` / ``sasl.username`` /
             ``sasl.password``).
     """

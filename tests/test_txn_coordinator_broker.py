@@ -293,14 +293,42 @@ def fencing_trace(broker: Any, txn_id: str) -> list[tuple[str, int, list[tuple[s
     return [(s, e - first, [(t.replace(topic, "T"), ps) for t, ps in tps]) for s, e, tps in trace]
 
 
+def timeout_outcome(broker: Any) -> tuple[Any, str, int]:
+    """What a live producer whose transaction outlived its
+    ``transaction.timeout.ms`` gets when it commits: (the error's name,
+    fatal, retriable, abortable), then the state and the epoch bump."""
+    txn_id = f"txn-late-{uuid.uuid4().hex[:8]}"
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 2000})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce("txn-late", b"x", partition=0)
+    p.flush(30)
+    start = describe(broker, txn_id)
+    wait_for(lambda: describe(broker, txn_id).transaction_state == "CompleteAbort", "the timed-out abort", timeout=60)
+    p.produce("txn-late", b"y", partition=0)
+    with pytest.raises(ck.KafkaException) as raised:
+        p.commit_transaction(30)
+    error = raised.value.args[0]
+    end = describe(broker, txn_id)
+    return (error.name(), error.fatal(), error.retriable(), error.txn_requires_abort()), end.transaction_state, end.producer_epoch - start.producer_epoch
+
+
 def test_states_and_epochs_match_apache_kafka_4(txn_broker):
-    """The same fencing scenario against the bundled broker and Apache
-    Kafka 4: the same states, epoch bumps and partitions."""
-    ours = fencing_trace(txn_broker, f"txn-cmp-{uuid.uuid4().hex[:8]}")
-    props = {"transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}
+    """The same scenarios against the bundled broker and Apache Kafka 4:
+    fencing an open transaction (the same states, epoch bumps and
+    partitions), and a producer committing after its transaction timed out
+    (fenced, fatal, one epoch bump, as Kafka)."""
+    ours = fencing_trace(txn_broker, f"txn-cmp-{uuid.uuid4().hex[:8]}"), timeout_outcome(txn_broker)
+    props = {
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
+    }
     with group_kafka(2, **props) as kafka:
-        theirs = fencing_trace(kafka, f"txn-cmp-{uuid.uuid4().hex[:8]}")
-    assert ours == theirs == [("Empty", 0, []), ("Ongoing", 0, [("T", [0])]), ("Empty", 2, []), ("CompleteCommit", 2, [])]
+        theirs = fencing_trace(kafka, f"txn-cmp-{uuid.uuid4().hex[:8]}"), timeout_outcome(kafka)
+    assert ours == theirs
+    assert ours[0] == [("Empty", 0, []), ("Ongoing", 0, [("T", [0])]), ("Empty", 2, []), ("CompleteCommit", 2, [])]
+    assert ours[1] == (("_FENCED", True, False, False), "CompleteAbort", 1)
 
 
 def test_an_idle_transactional_id_expires_and_a_new_producer_starts_over():

@@ -25,6 +25,7 @@ from helpers.groups import group_kafka
 from helpers.three_brokers import ThreeBrokers
 from helpers.wait import retry, wait_for
 
+import kclient
 from kclient.broker.txn.coordinator import TransactionResult
 from kclient.broker.txn.marker_channel import marker_errors, marker_request
 from kclient.broker.txn.markers import TxnMarkerEntry
@@ -447,3 +448,37 @@ def test_add_partitions_of_an_unknown_topic_adds_none(txn_broker, txn_id):
     assert got == {("txn-known", 1): OPERATION_NOT_ATTEMPTED, ("txn-missing", 0): UNKNOWN_TOPIC_OR_PARTITION}
     assert [(t.topic, t.partitions) for t in describe(txn_broker, txn_id).topics] == [("txn-known", [0])]
     p.abort_transaction(30)
+
+
+def test_kclient_transactional_producer_and_admin_against_the_bundled_broker(txn_broker):
+    """kclient's own transactional producer commits and aborts against the
+    bundled broker (read_committed sees the committed records only), and
+    kclient's Admin lists and describes the transactions (KIP-664)."""
+    topic = f"txn-kc-{uuid.uuid4().hex[:8]}"
+    committed_id, open_id = f"txn-kc-{uuid.uuid4().hex[:8]}", f"txn-kc-{uuid.uuid4().hex[:8]}"
+    cfg = {"bootstrap.servers": txn_broker.bootstrap, "producer.type": "async", "linger.ms": 1, "serializer.class": "kclient.StringEncoder"}
+    with kclient.Producer({**cfg, "transactional.id": committed_id}) as p, kclient.Producer({**cfg, "transactional.id": open_id}) as q:
+        p.init_transactions(30_000)
+        p.begin_transaction()
+        p.send([kclient.ProducerData(topic, "k", ["aborted"])])
+        p.flush()
+        p.abort_transaction(30_000)
+        p.begin_transaction()
+        p.send([kclient.ProducerData(topic, "k", ["a"]), kclient.ProducerData(topic, "k", ["end"])])
+        p.commit_transaction(30_000)
+        q.init_transactions(30_000)
+        q.begin_transaction()
+        q.send([kclient.ProducerData(topic, "k", ["open"])])
+        q.flush()
+        # Every record has key "k": one partition for both producers.
+        partition = next(t.partitions[0] for t in describe(txn_broker, open_id).topics)
+        assert read_committed(txn_broker, topic, partition, b"end") == [b"a", b"end"]
+        wait_for(lambda: describe(txn_broker, committed_id).transaction_state == "CompleteCommit", "the commit completed")
+        with kclient.AdminClient({"bootstrap.servers": txn_broker.bootstrap}) as admin:
+            listed = {t.transactional_id: t for t in admin.list_transactions()}
+            assert (listed[committed_id].state, listed[open_id].state) == ("CompleteCommit", "Ongoing")
+            described = admin.describe_transactions([open_id, committed_id])
+            assert described[open_id].topic_partitions == ((topic, partition),)
+            assert described[committed_id].topic_partitions == ()
+            assert described[open_id].producer_id == listed[open_id].producer_id
+        q.abort_transaction(30_000)

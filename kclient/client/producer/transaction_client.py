@@ -23,7 +23,7 @@ import trio
 from kclient.client.producer.transaction_types import TP, TransactionalResult, TxnRequest
 from kclient.client.producer.transactions import TransactionManager
 from kclient.clock import now_ms
-from kclient.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
+from kclient.errors import AuthenticationError, KafkaError, KafkaTimeoutError, UnsupportedVersionError
 from kclient.protocol.messages.init_producer_id import INIT_PRODUCER_ID_FULL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,7 +122,8 @@ class TransactionClient:
             if request.api.key == INIT_PRODUCER_ID_FULL.key:
                 manager.coordinator_ready(conn.api_versions.get(INIT_PRODUCER_ID_FULL.key, (-1, -1))[1])
             response: Any = await conn.request(request.api, request.body, version=version)
-        except UnsupportedVersionError as exc:
+        except (UnsupportedVersionError, AuthenticationError) as exc:
+            # No retry can fix these: fatal, as in Kafka's client.
             manager.handle_send_failure(request, exc)
             return
         except (KafkaError, OSError) as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kclient.errors import InvalidTxnStateError
+from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch
 from kclient.protocol.records.v2 import build_batch
 from kclient.storage import Log, LogConfig, LogSegment
@@ -179,9 +180,15 @@ def test_cleaning_keeps_the_aborted_transactions_indexed(tmp_path):
     log.roll()
     before = log.aborted_transactions(0, log.log_end_offset)
     assert before == [AbortedTxn(3, 4, 5, 6)]
+    assert b"v0" in [r.value for seg in log.segments for r in iter_record_set(seg.read(0, seg.size))]
     result = clean_log(log, None, now_ms=2_000, force=True)
     assert result is not None and result.segments_read > 1
     assert log.aborted_transactions(0, log.log_end_offset) == before
+    # The aborted record is gone (its batch stays empty: the producer's last);
+    # compaction keeps the latest plain value, the marker stays.
+    values = [r.value for seg in log.segments for r in iter_record_set(seg.read(0, seg.size))]
+    assert b"v0" not in values and values[-1] == b"later3"
+    assert result.records_removed >= 1
     log.close()
     log = Log(tmp_path, LogConfig(cleanup_policy="compact", segment_bytes=300), clean_shutdown=True)
     assert log.aborted_transactions(0, log.log_end_offset) == before

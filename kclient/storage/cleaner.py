@@ -27,9 +27,11 @@ the *first dirty offset* kept per partition in the log dir's
    unless it is the last batch of an idempotent producer still known to the
    log (KIP-98). Records without a key are dropped, as Kafka's cleaner
    does (Produce refuses them on a compacted topic). Control batches and
-   transactional batches are kept as they are and their records are not
-   mapped: without a transaction index kclient cannot tell aborted records
-   from committed ones, so it leaves them alone;
+   transactional batches are not mapped; the batches of aborted
+   transactions (the segments' ``.txnindex``, KIP-98) are removed (an
+   empty batch stays for a producer's last one), the others kept as they
+   are (committed transactional records are not compacted yet, and the
+   markers stay);
 4. each group is written as ``<base>.log.cleaned`` (with its indexes) and
    fsync-ed, renamed to ``.swap`` (the commit point), then swapped in by
    `kclient.storage.Log.replace_segments`; a crash anywhere in between is
@@ -69,6 +71,7 @@ from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
+from kclient.storage.txn_log import aborted_ranges, in_aborted_txn
 
 if TYPE_CHECKING:
     from kclient.storage.log import Log
@@ -193,6 +196,16 @@ def _is_v2_skipped(batch: bytes) -> bool:
     return bool(batch[_V2_ATTRIBUTES_AT + 1] & (ATTR_CONTROL | ATTR_TRANSACTIONAL))
 
 
+def _is_aborted_data(batch: bytes, info: BatchInfo, producer_id: int, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """A data batch of an aborted transaction (not a marker)."""
+    return not batch[_V2_ATTRIBUTES_AT + 1] & ATTR_CONTROL and in_aborted_txn(aborted, producer_id, info.base_offset)
+
+
+def _drop(offset: int, key: bytes | None, value: bytes | None) -> bool:
+    """`KeepRecord` of an aborted batch: no record stays."""
+    return False
+
+
 def _build_offset_map(dirty: Sequence[LogSegment], offset_map: OffsetMap) -> int:
     """Map the keys of ``dirty``, whole segments only, while the map has
     room; returns how many segments were mapped (at least one)."""
@@ -283,21 +296,22 @@ def _clean_group(
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
     out = LogSegment.create(scratch, base, log.config.index_interval_bytes, now_ms=now_ms)
+    aborted = aborted_ranges(log.segments)
     try:
         for seg in group:
             drop_tombstones = seg.next_offset <= first_dirty and seg.largest_timestamp < horizon
             keep = _keep_latest(offset_map, drop_tombstones, counts)
             for info, batch in _segment_batches(seg):
                 if info.magic == 2:
-                    if _is_v2_skipped(batch):
+                    fields = read_v2_producer_fields(batch, 0)
+                    if _is_v2_skipped(batch) and not _is_aborted_data(batch, info, fields.producer_id, aborted):
                         kept = batch
                         n = read_header(batch).records_count
                         counts.read += n
                         out.append(kept, info.base_offset, info.last_offset, now_ms=now_ms)
                         continue
-                    fields = read_v2_producer_fields(batch, 0)
                     retain_empty = fields.producer_id >= 0 and producer_last.get(fields.producer_id) == info.last_offset
-                    result = filter_v2(batch, keep, retain_empty=retain_empty)
+                    result = filter_v2(batch, _drop if _is_v2_skipped(batch) else keep, retain_empty=retain_empty)
                 else:
                     result = filter_legacy(batch, keep)
                 counts.read += result.records

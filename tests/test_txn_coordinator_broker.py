@@ -482,3 +482,21 @@ def test_kclient_transactional_producer_and_admin_against_the_bundled_broker(txn
             assert described[committed_id].topic_partitions == ()
             assert described[open_id].producer_id == listed[open_id].producer_id
         q.abort_transaction(30_000)
+
+
+def test_kafka_defaults_on_one_broker_work_across_a_restart():
+    """Kafka's defaults (``transaction.state.log.replication.factor`` 3,
+    ``min.isr`` 2) on one broker: ``__transaction_state`` gets one replica
+    and ``min.insync.replicas`` 1, before and after a SIGKILL."""
+    with BrokerProcess(properties={"offsets.topic.replication.factor": 1}, keep_port=True) as broker:
+        txn_id = f"txn-defaults-{uuid.uuid4().hex[:8]}"
+        producer(broker, txn_id).init_transactions(30)
+        broker.kill()
+        broker.start()
+        p = producer(broker, txn_id)
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("txn-defaults", b"x", partition=0)
+        p.commit_transaction(30)
+        done = wait_for(lambda: (d := describe(broker, txn_id)).transaction_state == "CompleteCommit" and d, "the commit completed")
+        assert done.producer_epoch == 1

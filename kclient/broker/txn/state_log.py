@@ -106,15 +106,25 @@ class TransactionStateLog:
         self.partitions: dict[int, Partition] = {}
         self._nursery: trio.Nursery | None = None
         self._creating = False
-        topic_overrides.update(TRANSACTION_STATE_TOPIC, self.topic_configs(config.transaction_state_log_replication_factor))
+        # Applied on every start; min.insync.replicas only at creation (it
+        # depends on the replication factor the topic got).
+        topic_overrides.update(TRANSACTION_STATE_TOPIC, self.topic_configs())
 
-    def topic_configs(self, replication_factor: int) -> dict[str, str]:
-        """The topic configs ``__transaction_state`` is created with."""
-        return {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-            "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, replication_factor)),
-        }
+    def topic_configs(self, replication_factor: int | None = None) -> dict[str, str]:
+        """The topic configs ``__transaction_state`` is created with.
+
+        Args:
+            replication_factor: The topic's replication factor: adds
+                ``min.insync.replicas`` (``transaction.state.log.min.isr``,
+                at most this).
+
+        Returns:
+            The configs.
+        """
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config.transaction_state_log_segment_bytes)}
+        if replication_factor is not None:
+            configs["min.insync.replicas"] = str(min(self.config.transaction_state_log_min_isr, replication_factor))
+        return configs
 
     async def ensure_topic(self) -> int:
         """Create ``__transaction_state`` if missing.

@@ -500,3 +500,33 @@ def test_kafka_defaults_on_one_broker_work_across_a_restart():
         p.commit_transaction(30)
         done = wait_for(lambda: (d := describe(broker, txn_id)).transaction_state == "CompleteCommit" and d, "the commit completed")
         assert done.producer_epoch == 1
+
+
+def test_markers_follow_a_partition_leader_killed_before_the_commit(zookeeper):
+    """Three brokers: the leader of a partition of an open transaction (not
+    the coordinator) is killed; the commit's marker for that partition is
+    retried until its new leader writes it, and read_committed sees every
+    record."""
+    with ThreeBrokers(zookeeper) as cluster:
+        topic = f"txn-moved-{uuid.uuid4().hex[:8]}"
+        cluster.create_topic(topic, partitions=3)
+        txn_id = f"txn-moved-{uuid.uuid4().hex[:8]}"
+        p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000})
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(topic, f"v{i}".encode(), partition=i % 3)
+        p.flush(30)
+        coordinator = coordinator_of(cluster, txn_id)
+        victim_partition = next(i for i in range(3) if cluster.leader(topic, i) != coordinator)
+        cluster.kill_leader(topic, victim_partition)
+        p.commit_transaction(60)  # at once: the first marker goes to the dead leader
+        wait_for(lambda: describe(cluster.brokers[coordinator], txn_id).transaction_state == "CompleteCommit", "the commit completed", timeout=60)
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rc", "isolation.level": "read_committed", "enable.auto.commit": False})
+        got: list[bytes] = []
+        try:
+            consumer.assign([ck.TopicPartition(topic, i, 0) for i in range(3)])
+            wait_for(lambda: (m := consumer.poll(0.2)) is not None and m.error() is None and got.append(m.value()) is None and len(got) >= 6, "every committed record", timeout=60)
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted(f"v{i}".encode() for i in range(6))

@@ -193,3 +193,15 @@ def test_cleaning_keeps_the_aborted_transactions_indexed(tmp_path):
     log = Log(tmp_path, LogConfig(cleanup_policy="compact", segment_bytes=300), clean_shutdown=True)
     assert log.aborted_transactions(0, log.log_end_offset) == before
     log.close()
+
+
+def test_completed_transactions_are_forgotten_once_below_the_high_watermark(tmp_path):
+    log = Log(tmp_path, LogConfig())
+    for i in range(50):
+        log.append(txn_batch(5, 2 * i), validate_producer_state=True)
+        log.append(marker(5, COMMIT if i % 2 else ABORT))
+    # (nobody asked for the LSO: the appends themselves pruned the state)
+    assert log._txn_state.first_unstable_offset() is None
+    assert log.last_stable_offset == log.high_watermark == 150
+    assert len(log.aborted_transactions(0, 150)) == 25
+    log.close()

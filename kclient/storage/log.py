@@ -606,12 +606,13 @@ class Log:
         if not epochs_from_batches and all(b.producer_id < 0 for b in batches):
             return flush_due  # (a leader append of no idempotent batch: nothing more to record)
         segment = self._local.active_segment
+        completed = False
         for b, info in zip(batches, placed):
             if b.magic != 2:
                 continue
             if b.producer_id >= 0 and (b.is_transactional or self._txn_state):  # (a marker is transactional too)
                 try:
-                    apply_txn_batch(self._txn_state, segment, buf, info.position)
+                    completed |= apply_txn_batch(self._txn_state, segment, buf, info.position).completed is not None
                 except InvalidTxnStateError as exc:  # (a leader checks before writing: `_check_txn_writes`)
                     logger.warning("log %s: %s", self.directory, exc)
             if epochs_from_batches and b.partition_leader_epoch > cache.latest_epoch():
@@ -620,6 +621,8 @@ class Log:
                 self._producer_state.update(
                     ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta), info.base_offset, info.last_offset
                 )
+        if completed:  # (completed transactions the high watermark passed are forgotten: the state stays small)
+            self._txn_state.on_high_watermark_updated(self._local.high_watermark)
         return flush_due
 
     # ------------------------------------------------------------ truncation

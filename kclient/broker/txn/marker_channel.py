@@ -9,8 +9,8 @@ EndTxn, a timed-out abort, or found on loading a partition) one task:
    (`kclient.broker.txn.markers.route_markers`; partitions without a
    leader leave the transaction);
 2. sends each leader one WriteTxnMarkers request (key 27, v0) over the
-   inter-broker listener, this broker included (it answers itself the
-   same way), and hands each answer to
+   inter-broker listener, all at once, this broker included (it answers
+   itself the same way), and hands each answer to
    `TransactionCoordinator.on_markers_answered`; a lost connection or a
    broker that does not serve WriteTxnMarkers (yet) counts as a retriable
    error for its partitions;
@@ -161,9 +161,9 @@ class TransactionMarkerChannel(TaskHost):
             pending -= routing.no_leader
             if drop_partitions_without_leader(md, routing):
                 return True
+            answers = await self._send_all(routing.by_broker)
             for broker, entry in routing.by_broker.items():
-                errors = await self._send(broker, entry)
-                progress = self.coordinator.on_markers_answered(markers, epoch, errors)
+                progress = self.coordinator.on_markers_answered(markers, epoch, answers[broker])
                 if progress.cancelled:
                     return False
                 pending = (pending - set(entry.partitions)) | set(progress.retry)
@@ -184,6 +184,19 @@ class TransactionMarkerChannel(TaskHost):
                     log.debug("transaction %r: %s written", markers.transactional_id, markers.complete.txn_state.kafka_name)
                 return
             await trio.sleep(self.backoff)
+
+    async def _send_all(self, by_broker: dict[int, TxnMarkerEntry]) -> dict[int, dict[TopicPartition, int]]:
+        """Send each broker its entry at the same time (a dead broker does
+        not hold up the others); each broker's partition errors."""
+        answers: dict[int, dict[TopicPartition, int]] = {}
+
+        async def one(broker: int, entry: TxnMarkerEntry) -> None:
+            answers[broker] = await self._send(broker, entry)
+
+        async with trio.open_nursery() as nursery:
+            for broker, entry in by_broker.items():
+                nursery.start_soon(one, broker, entry)
+        return answers
 
     async def _send(self, broker: int, entry: TxnMarkerEntry) -> dict[TopicPartition, int]:
         retriable = dict.fromkeys(entry.partitions, NOT_LEADER_OR_FOLLOWER)

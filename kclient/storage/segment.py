@@ -991,7 +991,6 @@ __all__ = [
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "TIMEINDEX_SUFFIX",
-    "TXN_INDEX_SUFFIX",
     "LogSegment",
     "batch_crc_ok",
     "file_stem",

@@ -212,7 +212,7 @@ def test_followers_keep_the_transactions_across_a_leader_failover(cluster):
 def test_confluent_kafka_transactional_producer_read_committed(broker):
     """Interop end to end: confluent-kafka's transactional producer (the
     broker's coordinator writes the markers through WriteTxnMarkers), read
-    by confluent-kafka's consumers."""
+    by confluent-kafka's and kafka-python's consumers."""
     topic = "txn-ck"
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "txn-log-ck", "transaction.timeout.ms": 60_000})
     producer.init_transactions(30)
@@ -233,3 +233,25 @@ def test_confluent_kafka_transactional_producer_read_committed(broker):
         assert latest(c, 0, topic) == 9
     assert consume(broker, "read_committed", topic) == [b"c0", b"c1", b"c2", b"c3"]
     assert consume(broker, "read_uncommitted", topic) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
+    assert kafka_python_values(broker, "read_committed", topic, 9) == [b"c0", b"c1", b"c2", b"c3"]
+    assert kafka_python_values(broker, "read_uncommitted", topic, 9) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
+
+
+def kafka_python_values(proc, isolation: str, topic: str, end: int) -> list[bytes]:
+    """What kafka-python's consumer reads from offset 0 until its position
+    reaches ``end`` (the partition's last stable offset)."""
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(bootstrap_servers=proc.bootstrap, isolation_level=isolation, enable_auto_commit=False)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        values: list[bytes] = []
+        for _ in range(300):
+            if consumer.position(tp) >= end:
+                return values
+            for records in consumer.poll(timeout_ms=100).values():
+                values.extend(r.value for r in records)
+        raise AssertionError(f"kafka-python did not reach offset {end}; read {values}")
+    finally:
+        consumer.close()

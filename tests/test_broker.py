@@ -152,6 +152,7 @@ EXPECTED_VERSIONS = {
     # Transactions (issue 29): InitProducerId with a transactional id,
     # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, Describe/ListTransactions.
     24: (0, 3), 25: (0, 3), 26: (0, 4), 65: (0, 0), 66: (0, 1),
+    28: (0, 3),  # TxnOffsetCommit (issue 29: group offsets inside a transaction)
 }
 
 

@@ -212,6 +212,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     66: (0, 1),  # ListTransactions (KIP-664; v1 duration filter, KIP-994)
     23: (0, 3),  # OffsetsForLeaderEpoch (KIP-101, KIP-279)
     27: (0, 1),  # WriteTxnMarkers (KIP-98; from a transaction coordinator)
+    28: (0, 3),  # TxnOffsetCommit (KIP-98; v3 group metadata, KIP-447; v4 is KIP-890's)
     32: (0, 3),  # DescribeConfigs (KIP-133, KIP-226, KIP-569)
     33: (0, 1),  # AlterConfigs (KIP-133)
     44: (0, 0),  # IncrementalAlterConfigs (KIP-339; v1 is flexible)
@@ -305,7 +306,13 @@ class RequestHandlers:
         self.txn_apis = TransactionApis(components.transactions, self.metadata_cache, state.broker_id, state.producer_ids)
         self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
         #: WriteTxnMarkers on the partitions this broker leads (KIP-98).
-        self.txn_markers_api = WriteTxnMarkersApi(self.replica_manager.partitions, self.metadata_cache, lambda t: state.topic_overrides.format(t).magic, clock=state.clock)
+        self.txn_markers_api = WriteTxnMarkersApi(
+            self.replica_manager.partitions,
+            self.metadata_cache,
+            lambda t: state.topic_overrides.format(t).magic,
+            clock=state.clock,
+            on_marker=[components.group_coordinator.manager.txn_completed],  # TxnOffsetCommit's pending offsets
+        )
         self.config_helper = ConfigHelper(state.config, state.broker_id, self.metadata_cache, self.replica_manager.topic_config)
         self.config_alterer = ConfigAlterer(
             state.config,
@@ -343,6 +350,7 @@ class RequestHandlers:
             66: self.txn_apis.list_transactions,
             23: self.offset_for_leader_epoch,
             27: self.txn_markers_api.write_txn_markers,
+            28: self.consumer_group_apis.txn_offset_commit,
             19: self.create_topics,
             20: self.delete_topics,
             37: self.create_partitions,

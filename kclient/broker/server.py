@@ -146,6 +146,7 @@ from kclient.protocol.messages import (
     SASL_HANDSHAKE,
     STOP_REPLICA,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
     UPDATE_METADATA,
 )
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
@@ -205,6 +206,7 @@ BROKER_APIS = {
     END_TXN.key: END_TXN,
     DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT,  # (to the group coordinator)
 }
 
 #: The former private name (tests/test_protocol_groups.py imports it).

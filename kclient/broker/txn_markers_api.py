@@ -18,12 +18,16 @@ partition, with the error codes of Kafka's
 - NOT_ENOUGH_REPLICAS / NOT_ENOUGH_REPLICAS_AFTER_APPEND,
   REQUEST_TIMED_OUT: the marker is appended with ``acks=-1`` and waits
   for the ISR as a Produce would (up to the request timeout).
+
+Each marker the ISR has is reported to the ``on_marker`` callbacks (the
+group coordinator's pending transactional offsets on a
+``__consumer_offsets`` partition, Kafka's ``handleTxnCompletion``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -59,6 +63,9 @@ log = logging.getLogger("kclient.broker")
 #: ``request.timeout.ms`` default).
 DEFAULT_MARKER_TIMEOUT_MS = 30_000
 
+#: Told of a replicated marker: ``(topic, partition, producer id, COMMIT?)``.
+MarkerCallback = Callable[[str, int, int, bool], None]
+
 
 class WriteTxnMarkersApi:
     """Answers WriteTxnMarkers requests (see the module docstring).
@@ -70,6 +77,7 @@ class WriteTxnMarkersApi:
         format_magic: The stored message format (magic) of a topic.
         clock: The wall clock in ms (the markers' timestamps).
         timeout_ms: How long a marker waits for its ISR (ms).
+        on_marker: Called with each marker the ISR has.
     """
 
     def __init__(
@@ -80,12 +88,14 @@ class WriteTxnMarkersApi:
         *,
         clock: Callable[[], int] = now_ms,
         timeout_ms: int = DEFAULT_MARKER_TIMEOUT_MS,
+        on_marker: Sequence[MarkerCallback] = (),
     ) -> None:
         self.partitions = partitions
         self.metadata_cache = metadata_cache
         self.format_magic = format_magic
         self.clock = clock
         self.timeout_ms = timeout_ms
+        self.on_marker = list(on_marker)
 
     async def write_txn_markers(self, header: RequestHeader, body: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         """WriteTxnMarkers v0-1: append each marker to each named partition
@@ -100,12 +110,20 @@ class WriteTxnMarkersApi:
         """
         deadline = trio.current_time() + self.timeout_ms / 1000.0
         waits: list[tuple[WritableTxnMarkerPartitionResult, Partition, int]] = []
-        results = [self._append_marker(marker, waits) for marker in body.markers]
-        for entry, part, required in waits:
+        ends: list[tuple[int, bool]] = []  # (producer id, COMMIT?) of each entry of waits
+        results = []
+        for marker in body.markers:
+            start = len(waits)
+            results.append(self._append_marker(marker, waits))
+            ends.extend([(marker.producer_id, bool(marker.transaction_result))] * (len(waits) - start))
+        for (entry, part, required), (producer_id, committed) in zip(waits, ends):
             code = await part.wait_for_replication(required, deadline)
             if code != NONE:
                 log.info("txn marker on %s-%d: error %d", part.topic, part.partition, code)
                 entry.error_code = code
+                continue
+            for callback in self.on_marker:
+                callback(part.topic, part.partition, producer_id, committed)
         return WriteTxnMarkersResponse(markers=results)
 
     def _append_marker(
@@ -174,4 +192,4 @@ class WriteTxnMarkersApi:
         return True
 
 
-__all__ = ["DEFAULT_MARKER_TIMEOUT_MS", "WriteTxnMarkersApi"]
+__all__ = ["DEFAULT_MARKER_TIMEOUT_MS", "MarkerCallback", "WriteTxnMarkersApi"]

@@ -1,5 +1,5 @@
 """Request handlers of the group APIs: FindCoordinator, OffsetCommit,
-OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
+TxnOffsetCommit (KIP-98, KIP-447), OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
 DescribeGroups, DeleteGroups and OffsetDelete (Kafka protocol guide, "The
 Messages"; KIP-229 for DeleteGroups, KIP-496 for OffsetDelete).
 
@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
+from kclient.broker.group.txn_offsets import UNSTABLE_OFFSET_COMMIT
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
@@ -77,6 +78,12 @@ from kclient.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from kclient.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kclient.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from kclient.zk.paths import offset_path
 
 if TYPE_CHECKING:
@@ -210,6 +217,59 @@ class GroupApis:
                 parts.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)]))
         return OffsetCommitResponse(topics=[OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
 
+    async def txn_offset_commit(self, header: RequestHeader, body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """TxnOffsetCommit v0-3 (KIP-98; v2+ committed leader epochs,
+        KIP-320; v3+ the consumer's generation, member id and instance id,
+        KIP-447): the offsets are appended in the producer's transaction
+        and become the group's when it commits
+        (`kclient.broker.group.coordinator.GroupCoordinator.commit_txn_offsets`).
+        Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION,
+        metadata over ``offset.metadata.max.bytes``
+        OFFSET_METADATA_TOO_LARGE, the rest share the commit's error, as
+        Kafka's ``KafkaApis.handleTxnOffsetCommitRequest``."""
+        results, valid = self.txn_offsets_of(body)
+        if valid:
+            code = await self.coordinator.commit_txn_offsets(
+                body.group_id,
+                body.producer_id,
+                body.producer_epoch,
+                valid,
+                member_id=body.member_id,
+                generation_id=body.generation_id,
+                group_instance_id=body.group_instance_id,
+            )
+            if code != NONE:
+                log.info("TxnOffsetCommit for group %r from %s: error %d", body.group_id, header.client_id, code)
+            results.update(dict.fromkeys(valid, code))
+        return txn_offset_commit_response(body, results)
+
+    def txn_offsets_of(self, body: TxnOffsetCommitRequest) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+        """A TxnOffsetCommit's partitions checked: ``({partition: error} of
+        those refused, {partition: offset} of the others)``
+        (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE).
+
+        Args:
+            body: The request.
+
+        Returns:
+            The refused partitions' errors and the valid partitions' offsets.
+        """
+        now = self.clock()
+        max_metadata = self.config.offset_metadata_max_bytes
+        results: dict[tuple[str, int], int] = {}
+        valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if self.metadata_cache.partition(*tp) is None:
+                    results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode()) > max_metadata:
+                    results[tp] = OFFSET_METADATA_TOO_LARGE
+                else:
+                    valid[tp] = OffsetAndMetadata(offset=p.committed_offset, metadata=metadata, commit_timestamp=now, leader_epoch=p.committed_leader_epoch)
+        return results, valid
+
     async def _commit_to_zookeeper(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
         """OffsetCommit v0 writes each offset to ZooKeeper, at
         ``/consumers/<group>/offsets/<topic>/<partition>`` (Kafka 0.8.1's
@@ -271,11 +331,14 @@ class GroupApis:
         return OffsetFetchResponse(topics=[OffsetFetchResponseTopic(name=n, partitions=ps) for n, ps in topics.items()], error_code=NONE)
 
     async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
-        """OffsetFetch v0-5 (v0 from ZooKeeper, `_fetch_from_zookeeper`):
+        """OffsetFetch v0-7 (v0 from ZooKeeper, `_fetch_from_zookeeper`):
         the committed offsets of the listed partitions
         (-1 where none), or of every committed partition when ``topics``
         is null (v2+). A coordinator error is the top-level error (v2+)
-        and each partition's (v1, and v2+ as Kafka fills both)."""
+        and each partition's (v1, and v2+ as Kafka fills both). With
+        ``require_stable`` (v7+, KIP-447) a partition with a pending
+        transactional offset is -1 with UNSTABLE_OFFSET_COMMIT, as Kafka's
+        ``OffsetMetadataManager.fetchOffsets``."""
         version = header.api_version
         group_id = body.group_id
         requested = body.topics
@@ -286,15 +349,17 @@ class GroupApis:
         if partitions is None:
             partitions = sorted(committed)
         topics: dict[str, list[OffsetFetchResponsePartition]] = {}
+        pending = self.coordinator.manager.pending_txn
+        unstable = {tp for tp in partitions if pending.is_pending(group_id, tp)} if body.require_stable and code == NONE else set()
         for tp in partitions:
-            c = committed.get(tp)
+            c = None if tp in unstable else committed.get(tp)
             topics.setdefault(tp[0], []).append(
                 OffsetFetchResponsePartition(
                     partition_index=tp[1],
                     committed_offset=c.offset if c else -1,
                     committed_leader_epoch=c.leader_epoch if c else -1,
                     metadata=c.metadata if c else "",
-                    error_code=code if version < 2 else NONE,
+                    error_code=UNSTABLE_OFFSET_COMMIT if tp in unstable else (code if version < 2 else NONE),
                 )
             )
         if code != NONE and version >= 2:
@@ -416,4 +481,15 @@ class GroupApis:
         return OffsetDeleteResponse(error_code=NONE, topics=[OffsetDeleteResponseTopic(name=t, partitions=ps) for t, ps in topics.items()])
 
 
-__all__ = ["GroupApis", "client_host"]
+def txn_offset_commit_response(body: TxnOffsetCommitRequest, results: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
+    """The TxnOffsetCommit response of ``body`` with each partition's error
+    from ``results``."""
+    topics: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
+    for t in body.topics:
+        parts = topics.setdefault(t.name, [])
+        for p in t.partitions:
+            parts.append(TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)]))
+    return TxnOffsetCommitResponse(topics=[TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+__all__ = ["GroupApis", "client_host", "txn_offset_commit_response"]

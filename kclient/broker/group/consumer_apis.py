@@ -14,7 +14,8 @@ group APIs whose answer depends on a group being a consumer-protocol one
 - DeleteGroups of a consumer group with members: NON_EMPTY_GROUP;
 - OffsetDelete in a consumer group with members: GROUP_SUBSCRIBED_TO_TOPIC
   for the partitions of topics it subscribes to (KIP-496);
-- OffsetFetch v6-9: v6-7 as v5; v8+ fetches for several groups at once
+- OffsetFetch v6-9: v6-7 as v5 (v7's ``require_stable`` passed on,
+  KIP-447); v8+ fetches for several groups at once
   (KIP-709) and v9 names the member and its epoch, checked as for
   OffsetCommit when the group is a consumer group (KIP-848).
 
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from kclient.broker.group.apis import GroupApis, client_host
+from kclient.broker.group.apis import GroupApis, client_host, txn_offset_commit_response
 from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from kclient.broker.group.records import OffsetAndMetadata
 from kclient.clock import now_ms
@@ -72,6 +73,7 @@ from kclient.protocol.messages.offset_delete import (
     OffsetDeleteResponseTopic,
 )
 from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup
+from kclient.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 if TYPE_CHECKING:
     from kclient.broker.group.consumer_group import ConsumerGroup
@@ -223,6 +225,23 @@ class ConsumerGroupApis:
             return _commit_response(body, {(t.name, p.partition_index): code for t in body.topics for p in t.partitions})
         return _commit_response(body, await self._store(body))
 
+    async def txn_offset_commit(self, header: RequestHeader, body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """TxnOffsetCommit: to a consumer group, checked against the
+        member's epoch as Kafka 4's ``ConsumerGroup.validateOffsetCommit``
+        for a transactional commit, then appended in the producer's
+        transaction; any other group's goes to the classic handler."""
+        group_id = body.group_id
+        if not self.coordinator.is_consumer_group(group_id):
+            return await self.classic.txn_offset_commit(header, body)
+        results, valid = self.classic.txn_offsets_of(body)
+        code = self.coordinator.validate_txn_offset_commit(group_id, body.member_id, body.generation_id, body.group_instance_id)
+        if code == NONE and valid:
+            code = await self.coordinator.manager.store_txn_offsets(group_id, body.producer_id, body.producer_epoch, valid)
+        if code != NONE:
+            log.info("TxnOffsetCommit for consumer group %r from %s: error %d", group_id, header.client_id, code)
+        results.update(dict.fromkeys(valid, code))
+        return txn_offset_commit_response(body, results)
+
     async def _store(self, body: OffsetCommitRequest) -> dict[tuple[str, int], int]:
         """Store a validated commit's offsets: ``{(topic, partition): error}``."""
         now = self.clock()
@@ -246,8 +265,8 @@ class ConsumerGroupApis:
         return results
 
     async def offset_fetch(self, header: RequestHeader, body: OffsetFetchRequest) -> OffsetFetchResponse:
-        """OffsetFetch v0-9: v0-7 by the classic handler (v6-7 answer as
-        v5: flexible, ``require_stable`` has nothing to wait for here);
+        """OffsetFetch v0-9: v0-7 by the classic handler (v6 answers as
+        v5, flexible; v7+ ``require_stable``, KIP-447);
         v8-9 group by group (module docstring)."""
         version = header.api_version
         if version < 8:
@@ -259,7 +278,7 @@ class ConsumerGroupApis:
             if code != NONE:
                 groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code))
                 continue
-            one = await self.classic.offset_fetch(as_v7, OffsetFetchRequest(group_id=g.group_id, topics=g.topics))
+            one = await self.classic.offset_fetch(as_v7, OffsetFetchRequest(group_id=g.group_id, topics=g.topics, require_stable=body.require_stable))
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=one.topics, error_code=one.error_code))
         return OffsetFetchResponse(groups=groups)
 

@@ -612,6 +612,23 @@ class ConsumerGroupCoordinator:
             return STALE_MEMBER_EPOCH
         return NONE
 
+    def validate_txn_offset_commit(self, group_id: str, member_id: str, member_epoch: int, group_instance_id: str | None) -> int:
+        """The error of a TxnOffsetCommit to consumer group ``group_id``
+        (Kafka 4's ``ConsumerGroup.validateOffsetCommit``, transactional):
+        NONE when the group has no members and the epoch is negative, or
+        when the request names no member (v0-2); else UNKNOWN_MEMBER_ID or
+        STALE_MEMBER_EPOCH."""
+        self.check_deadlines(self.clock())
+        group = self.group(group_id)
+        if group is None or (member_epoch < 0 and not group.members):
+            return NONE
+        if member_epoch < 0 and not member_id and group_instance_id is None:
+            return NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """The error of an OffsetFetch v9+ naming a member of consumer
         group ``group_id`` (Kafka's ``ConsumerGroup.validateOffsetFetch``):

@@ -697,6 +697,62 @@ class GroupCoordinator:
                 return REBALANCE_IN_PROGRESS
         return await self.manager.store_offsets(group_id, offsets)
 
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        *,
+        member_id: str = "",
+        generation_id: int = -1,
+        group_instance_id: str | None = None,
+    ) -> int:
+        """Handle a TxnOffsetCommit of already validated partitions (KIP-98;
+        v3+ names the consumer's member, KIP-447): the offsets are appended
+        in the producer's transaction and stay pending until its marker.
+
+        The checks are Kafka 4's ``ClassicGroup.validateOffsetCommit`` for
+        a transactional commit: an unknown group is created when the
+        generation is -1 (else ILLEGAL_GENERATION); an Empty group takes a
+        generation of -1 from anyone; otherwise a request naming a member
+        (a generation, member id or instance id) must come from a current
+        member (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) of the current
+        generation (ILLEGAL_GENERATION). A rebalance in progress does not
+        refuse it.
+
+        Args:
+            group_id: The group.
+            producer_id: The transactional producer's id.
+            producer_epoch: Its epoch.
+            offsets: The partitions' offsets.
+            member_id: The consumer's member id ("" before v3).
+            generation_id: Its generation (-1 before v3).
+            group_instance_id: Its static instance id, or None.
+
+        Returns:
+            The error code for all the partitions.
+        """
+        code = self._check(group_id)
+        if code != NONE:
+            return code
+        groups = self.manager.groups
+        group = groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ILLEGAL_GENERATION
+            group = groups[group_id] = Group(group_id)
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        named = generation_id >= 0 or bool(member_id) or group_instance_id is not None
+        if named and not (generation_id < 0 and group.is_(EMPTY)):
+            code = group.validate_member(member_id, group_instance_id)
+            if code != NONE:
+                return code
+            if generation_id != group.generation_id:
+                return ILLEGAL_GENERATION
+        return await self.manager.store_txn_offsets(group_id, producer_id, producer_epoch, offsets)
+
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata]]:
         """``(error code, {(topic, partition): committed})``; ``partitions``
         None: every committed partition of the group."""

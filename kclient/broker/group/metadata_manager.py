@@ -13,7 +13,12 @@ management"):
   its log start to its log end in the background; until that is done its
   groups get COORDINATOR_LOAD_IN_PROGRESS, and groups of partitions led
   elsewhere NOT_COORDINATOR. The last record of each key wins; a null value
-  (tombstone) deletes;
+  (tombstone) deletes (`kclient.broker.group.offsets_loader`);
+- TxnOffsetCommit's offsets are appended in the producer's transaction
+  and kept pending until the producer's COMMIT or ABORT marker lands on
+  the partition (`txn_completed`, the WriteTxnMarkers hook; Kafka's
+  ``handleTxnCompletion``), then applied or dropped
+  (`kclient.broker.group.txn_offsets`);
 - when it stops leading, the partition's groups and offsets are dropped
   from memory (their pending requests get NOT_COORDINATOR);
 - commits and group metadata are appended as the leader with the
@@ -38,21 +43,17 @@ from typing import TYPE_CHECKING
 import trio
 
 from kclient.broker.group.membership import EMPTY, Group
+from kclient.broker.group.offsets_loader import LOAD_CHUNK_BYTES, read_partition
 from kclient.broker.group.records import (
     OFFSETS_TOPIC,
-    GroupKey,
-    GroupRecord,
     OffsetAndMetadata,
-    OffsetKey,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
     partition_for,
 )
+from kclient.broker.group.txn_offsets import PendingTxnOffsets, apply_committed
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -67,10 +68,7 @@ from kclient.errors import (
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
-    ProtocolError,
 )
-from kclient.protocol.records import iter_record_set
-from kclient.protocol.records.scan import scan_batches
 from kclient.protocol.records.v2 import build_batch
 
 if TYPE_CHECKING:
@@ -81,9 +79,6 @@ if TYPE_CHECKING:
     from kclient.config import BrokerConfig
 
 log = logging.getLogger("kclient.broker.group")
-
-#: Bytes read per step while loading a partition.
-LOAD_CHUNK_BYTES = 1 << 20
 
 #: What an append error becomes for a group request (Kafka's mapping in
 #: ``GroupMetadataManager.storeOffsets`` / ``storeGroup``).
@@ -111,6 +106,8 @@ class GroupMetadataManager:
     Attributes:
         groups: group id -> `Group`, for the loaded partitions.
         offsets: group id -> ``{(topic, partition): OffsetAndMetadata}``.
+        pending_txn: The transactional offsets (TxnOffsetCommit) whose
+            transaction has not ended (`kclient.broker.group.txn_offsets`).
         on_unload: called with each `Group` dropped from memory (the
             coordinator fails its parked requests).
         on_load: called with a partition's index and its records of other
@@ -136,6 +133,16 @@ class GroupMetadataManager:
         self.num_partitions = self.config.offsets_topic_num_partitions
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        #: group id -> ``{(topic, partition): log offset}`` of the record
+        #: of each committed offset (which of a plain and a transactional
+        #: commit is later).
+        self.positions: dict[str, dict[tuple[str, int], int]] = {}
+        #: Transactional offsets waiting for their producer's marker.
+        self.pending_txn = PendingTxnOffsets()
+        #: Partition index -> markers ``(producer id, COMMIT?)`` written
+        #: while it loads (applied once loaded: the load may have read
+        #: the log before them).
+        self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
         #: Partition index -> the `Partition` being loaded / loaded here.
         self.loading: dict[int, Partition] = {}
         self.loaded: dict[int, Partition] = {}
@@ -252,9 +259,12 @@ class GroupMetadataManager:
 
     def _unload(self, index: int) -> None:
         self.loading.pop(index, None)
+        self._deferred_markers.pop(index, None)
         self.loaded.pop(index, None)
+        self.pending_txn.drop_groups(lambda g: self.partition_for(g) == index)
         for group_id in [g for g in set(self.groups) | set(self.offsets) if self.partition_for(g) == index]:
             self.offsets.pop(group_id, None)
+            self.positions.pop(group_id, None)
             group = self.groups.pop(group_id, None)
             if group is not None:
                 for callback in self.on_unload:
@@ -263,27 +273,35 @@ class GroupMetadataManager:
     async def _load(self, part: Partition, leadership: int) -> None:
         index = part.partition
         try:
-            groups, offsets, others = await trio.to_thread.run_sync(_read_partition, part)
+            loaded = await trio.to_thread.run_sync(read_partition, part)
         except Exception:
             log.exception("%s-%d: loading failed", OFFSETS_TOPIC, index)
             self.loading.pop(index, None)
+            self._deferred_markers.pop(index, None)
             return
         if self.loading.get(index) is not part or part.leadership != leadership or not part.is_leader:
             return  # resigned (or re-elected) meanwhile
         now = trio.current_time()
-        for group_id, record in groups.items():
+        for group_id, record in loaded.groups.items():
             self.groups[group_id] = Group.from_record(group_id, record, now)
-        for group_id, committed in offsets.items():
+        for group_id, committed in loaded.offsets.items():
             if committed:
                 self.offsets[group_id] = committed
+                self.positions[group_id] = loaded.positions.get(group_id, {})
+                self.groups.setdefault(group_id, Group(group_id, EMPTY))
+        for producer_id, pending in loaded.pending.by_producer.items():
+            for group_id, txn_offsets in pending.items():
+                self.pending_txn.add(producer_id, group_id, txn_offsets)
                 self.groups.setdefault(group_id, Group(group_id, EMPTY))
         del self.loading[index]
         self.loaded[index] = part
+        for producer_id, commit in self._deferred_markers.pop(index, []):
+            self._complete_txn(index, producer_id, commit)
         for callback in self.on_load:
-            callback(index, others)
+            callback(index, loaded.others)
         log.info(
             "%s-%d: loaded %d group(s), %d committed offset(s)",
-            OFFSETS_TOPIC, index, len(groups), sum(len(c) for c in offsets.values()),
+            OFFSETS_TOPIC, index, len(loaded.groups), sum(len(c) for c in loaded.offsets.values()),
         )
 
     # ------------------------------------------------------------ appends
@@ -296,12 +314,48 @@ class GroupMetadataManager:
             NONE, or the error for the group request (NOT_COORDINATOR,
                 COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, ...).
         """
+        code, _ = await self.append_batch(group, records)
+        return code
+
+    async def append_batch(
+        self,
+        group: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        on_appended: Callable[[int], None] | None = None,
+    ) -> tuple[int, int]:
+        """Append ``records`` (key, value) to ``group``'s partition as one
+        batch, transactional when ``producer_id`` is given (TxnOffsetCommit,
+        as Kafka writes it: the producer's id and epoch, sequence 0), and
+        wait until they are replicated.
+
+        Args:
+            group: The group whose partition is written.
+            records: ``(key, value)`` pairs.
+            producer_id: The transactional producer's id, or -1.
+            producer_epoch: Its epoch, or -1.
+            on_appended: Called with the first record's log offset once
+                the batch is in the local log (before the ISR has it).
+
+        Returns:
+            ``(NONE or the error for the group request, the log offset of
+            the first record)``.
+        """
         index = self.partition_for(group)
         part = self.loaded.get(index)
         if part is None or not part.is_leader:
-            return NOT_COORDINATOR
+            return NOT_COORDINATOR, -1
         now = self.clock()
-        batch = build_batch([(key, value, now, ()) for key, value in records])
+        txn = producer_id >= 0
+        batch = build_batch(
+            [(key, value, now, ()) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0 if txn else -1,
+            is_transactional=txn,
+        )
         try:
             part.check_leader()
             part.check_min_isr(-1)
@@ -309,20 +363,22 @@ class GroupMetadataManager:
         except BrokerResponseError as exc:
             log.info("%s-%d: append for group %r refused: %s", OFFSETS_TOPIC, index, group, exc)
             code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
-            return _APPEND_ERRORS.get(code, code)
+            return _APPEND_ERRORS.get(code, code), -1
         except Exception:
             log.exception("%s-%d: append for group %r failed", OFFSETS_TOPIC, index, group)
-            return UNKNOWN_SERVER_ERROR
+            return UNKNOWN_SERVER_ERROR, -1
         part.after_leader_append()
+        if on_appended is not None:
+            on_appended(result.base_offset)
         required = result.base_offset + len(records)
         deadline = trio.current_time() + self.config.offsets_commit_timeout_ms / 1000.0
         code = await part.wait_for_replication(required, deadline)
         if code != NONE:
             log.info("%s-%d: records for group %r not replicated: error %d", OFFSETS_TOPIC, index, group, code)
-            return _APPEND_ERRORS.get(code, code)
+            return _APPEND_ERRORS.get(code, code), -1
         if self.loaded.get(index) is not part:
-            return NOT_COORDINATOR
-        return NONE
+            return NOT_COORDINATOR, -1
+        return NONE, result.base_offset
 
     async def store_offsets(self, group: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
         """Commit ``offsets`` of ``group``; the cache changes once they are
@@ -330,10 +386,68 @@ class GroupMetadataManager:
         if not offsets:
             return NONE
         records = [(encode_offset_key(group, t, p), encode_offset_value(v)) for (t, p), v in offsets.items()]
-        code = await self.append(group, records)
+        code, base = await self.append_batch(group, records)
         if code == NONE:
             self.offsets.setdefault(group, {}).update(offsets)
+            self.positions.setdefault(group, {}).update({tp: base + i for i, tp in enumerate(offsets)})
         return code
+
+    async def store_txn_offsets(self, group: str, producer_id: int, producer_epoch: int, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
+        """Append ``offsets`` of ``group`` in a transactional batch of
+        ``producer_id`` (TxnOffsetCommit, KIP-98); once replicated they are
+        pending from their local append on (a marker written meanwhile finds
+        them, as Kafka's ``prepareTxnOffsetCommit``) until that producer's
+        marker lands (`txn_completed`).
+
+        Args:
+            group: The group.
+            producer_id: The transactional producer's id.
+            producer_epoch: Its epoch.
+            offsets: The validated partitions' offsets.
+
+        Returns:
+            The error code for every partition.
+        """
+        if not offsets:
+            return NONE
+        records = [(encode_offset_key(group, t, p), encode_offset_value(v)) for (t, p), v in offsets.items()]
+
+        def appended(base: int) -> None:
+            self.pending_txn.add(producer_id, group, {tp: (v, base + i) for i, (tp, v) in enumerate(offsets.items())})
+
+        code, _ = await self.append_batch(group, records, producer_id=producer_id, producer_epoch=producer_epoch, on_appended=appended)
+        return code
+
+    def txn_completed(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """The marker hook (Kafka's ``handleTxnCompletion``): a COMMIT
+        (``committed``) or ABORT marker of ``producer_id`` is replicated on
+        ``topic``-``partition``; for an offsets partition this broker
+        loaded, that producer's pending offsets of its groups become
+        committed offsets or are dropped.
+
+        Args:
+            topic: The marker's topic.
+            partition: Its partition.
+            producer_id: The producer whose transaction ended.
+            committed: COMMIT (True) or ABORT (False).
+        """
+        if topic != OFFSETS_TOPIC:
+            return
+        if partition in self.loading:
+            self._deferred_markers.setdefault(partition, []).append((producer_id, committed))
+        elif partition in self.loaded:
+            self._complete_txn(partition, producer_id, committed)
+
+    def _complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        done = self.pending_txn.complete(producer_id, lambda g: self.partition_for(g) == partition)
+        for group_id, offsets in done.items():
+            if committed:
+                apply_committed(self.offsets.setdefault(group_id, {}), self.positions.setdefault(group_id, {}), offsets)
+                self.groups.setdefault(group_id, Group(group_id, EMPTY))
+            log.info(
+                "group %r: %d transactional offset(s) of producer %d %s",
+                group_id, len(offsets), producer_id, "committed" if committed else "aborted",
+            )
 
     async def store_group(self, group: Group) -> int:
         """Write ``group``'s metadata record (its current generation)."""
@@ -412,50 +526,6 @@ class GroupMetadataManager:
                 if group is not None and not group.members:
                     self.groups.pop(group_id, None)
         return removed
-
-
-def _read_partition(
-    part: Partition,
-) -> tuple[dict[str, GroupRecord], dict[str, dict[tuple[str, int], OffsetAndMetadata]], list[tuple[bytes, bytes | None]]]:
-    """Read an offsets partition from its log start to its log end (worker
-    thread): ``({group: GroupRecord}, {group: {(topic, partition): OffsetAndMetadata}},
-    [(key, value)] of the key versions from 3 on)`` (the last: the consumer
-    group protocol's records, read by its coordinator)."""
-    plog = part.log
-    groups: dict[str, GroupRecord] = {}
-    offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-    others: list[tuple[bytes, bytes | None]] = []
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    while offset < end:
-        data = plog.read(offset, LOAD_CHUNK_BYTES, min_one_batch=True).records
-        infos = list(scan_batches(data))
-        if not infos:
-            break
-        complete = memoryview(data)[: infos[-1].position + infos[-1].size]
-        for rec in iter_record_set(complete):
-            if rec.offset < offset or rec.key is None:
-                continue
-            if len(rec.key) >= 2 and int.from_bytes(bytes(rec.key[:2]), "big", signed=True) >= 3:
-                others.append((bytes(rec.key), None if rec.value is None else bytes(rec.value)))
-                continue
-            try:
-                key = decode_key(bytes(rec.key))
-                if isinstance(key, OffsetKey):
-                    tp = (key.topic, key.partition)
-                    if rec.value is None:
-                        offsets.get(key.group, {}).pop(tp, None)
-                    else:
-                        offsets.setdefault(key.group, {})[tp] = decode_offset_value(bytes(rec.value))
-                elif isinstance(key, GroupKey):
-                    if rec.value is None:
-                        groups.pop(key.group, None)
-                    else:
-                        groups[key.group] = decode_group_value(bytes(rec.value))
-            except (ProtocolError, ValueError, UnicodeDecodeError) as exc:  # unreadable: skip it, as Kafka warns and goes on
-                log.warning("%s-%d: unreadable record at offset %d: %s", OFFSETS_TOPIC, part.partition, rec.offset, exc)
-        offset = max(offset, infos[-1].next_offset)
-    return groups, offsets, others
 
 
 __all__ = ["LOAD_CHUNK_BYTES", "GroupMetadataManager"]

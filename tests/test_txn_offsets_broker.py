@@ -255,6 +255,22 @@ def test_the_consumers_group_metadata_is_checked_as_kafka_does(txo_broker, topic
     assert committed(txo_broker, group) == {}
 
 
+def test_a_consumer_protocol_member_commits_in_a_transaction(txo_broker, topic):
+    """A member of a consumer group (KIP-848) sends its offsets (its
+    member epoch as the generation) with the transaction."""
+    partitions = ensure_topic(txo_broker, topic)
+    group = f"g-{topic}"
+    with member(txo_broker, group, topic, **{"group.protocol": "consumer"}) as consumer, kclient_producer(txo_broker, f"tx-{topic}") as producer:
+        metadata = consumer.group_metadata()
+        assert metadata.generation_id > 0 and metadata.member_id
+        producer.init_transactions(30_000)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({(topic, 2): 12}, metadata, 30_000)
+        pending_everywhere(txo_broker, group, [(topic, 2)])
+        producer.commit_transaction(30_000)
+        assert settled(txo_broker, group, partitions) == {(topic, 2): 12}
+
+
 def test_a_sigkilled_broker_reloads_committed_drops_aborted_and_keeps_pending(txo_broker, topic):
     """After a SIGKILL the offsets partition is read again: a committed
     transaction's offsets are back, an aborted one's are not, a later plain

@@ -257,7 +257,8 @@ def test_the_consumers_group_metadata_is_checked_as_kafka_does(txo_broker, topic
 
 def test_a_consumer_protocol_member_commits_in_a_transaction(txo_broker, topic):
     """A member of a consumer group (KIP-848) sends its offsets (its
-    member epoch as the generation) with the transaction."""
+    member epoch as the generation) with the transaction; another epoch is
+    ILLEGAL_GENERATION (CommitFailedError), as Kafka 4 answers."""
     partitions = ensure_topic(txo_broker, topic)
     group = f"g-{topic}"
     with member(txo_broker, group, topic, **{"group.protocol": "consumer"}) as consumer, kclient_producer(txo_broker, f"tx-{topic}") as producer:
@@ -268,6 +269,11 @@ def test_a_consumer_protocol_member_commits_in_a_transaction(txo_broker, topic):
         producer.send_offsets_to_transaction({(topic, 2): 12}, metadata, 30_000)
         pending_everywhere(txo_broker, group, [(topic, 2)])
         producer.commit_transaction(30_000)
+        assert settled(txo_broker, group, partitions) == {(topic, 2): 12}
+        producer.begin_transaction()
+        with pytest.raises(kclient.CommitFailedError):  # ILLEGAL_GENERATION, as Kafka 4 answers
+            producer.send_offsets_to_transaction({(topic, 2): 99}, ConsumerGroupMetadata(group, metadata.generation_id + 5, metadata.member_id), 30_000)
+        producer.abort_transaction(30_000)
         assert settled(txo_broker, group, partitions) == {(topic, 2): 12}
 
 

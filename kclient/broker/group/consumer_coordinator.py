@@ -69,6 +69,7 @@ from kclient.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
     INVALID_REQUEST,
     NONE,
     STALE_MEMBER_EPOCH,
@@ -617,7 +618,8 @@ class ConsumerGroupCoordinator:
         (Kafka 4's ``ConsumerGroup.validateOffsetCommit``, transactional):
         NONE when the group has no members and the epoch is negative, or
         when the request names no member (v0-2); else UNKNOWN_MEMBER_ID or
-        STALE_MEMBER_EPOCH."""
+        ILLEGAL_GENERATION for an epoch other than the member's (what
+        Kafka 4 answers, so that producers raise CommitFailedError)."""
         self.check_deadlines(self.clock())
         group = self.group(group_id)
         if group is None or (member_epoch < 0 and not group.members):
@@ -627,7 +629,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
-        return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+        return NONE if member_epoch == member.member_epoch else ILLEGAL_GENERATION
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """The error of an OffsetFetch v9+ naming a member of consumer

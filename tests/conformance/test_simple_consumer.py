@@ -235,11 +235,10 @@ def test_deleted_topic(target):
 
 def test_transactional_batches_and_their_markers(target):
     """Records a transactional Java producer wrote (kafka-producer-perf-test
-    with a transactional id): a read-uncommitted fetch returns each record
-    and skips the commit markers, and the message set's next_offset leads
-    past a marker. The bundled broker has no transactions (no
-    AddPartitionsToTxn / EndTxn; idempotence only): the Java producer fails
-    there with UnsupportedVersionException."""
+    with a transactional id), on every broker (the bundled one serves
+    transactions since issue 29): a read-uncommitted fetch returns each
+    record and skips the commit markers, and the message set's next_offset
+    leads past a marker."""
     from kclient.testing import kafka_tool
 
     topic = create_topic(target, unique_topic("sc-txn"), partitions=1)
@@ -249,12 +248,9 @@ def test_transactional_batches_and_their_markers(target):
         "--transactional-id", unique_topic("txn"), "--transaction-duration-ms", "1",
         "--producer-props", f"bootstrap.servers={target.bootstrap}", "acks=all", "batch.size=1", "linger.ms=0", "max.block.ms=20000",
         release=target.release or "4",
-        check=target.is_kafka,
+        check=True,
     )  # fmt: skip
-    if not target.is_kafka:
-        assert result.returncode != 0
-        assert "UnsupportedVersionException: The node does not support ADD_PARTITIONS_TO_TXN" in result.stderr
-        return
+    assert result.returncode == 0, result.stderr
     with simple_consumer(target) as consumer:
         end = log_end(consumer, topic, 0)
         records = read_partition(consumer, topic, 0)

@@ -380,7 +380,7 @@ def kafka_txn_files():
             _, lines, _ = dump(log, deep_iteration=True)
             return [fields(line).get("endTxnMarker") for line in record_lines(lines) if "endTxnMarker" in line] == MARKERS
 
-        wait_for(written, "Kafka's markers and aborted-transaction index on disk", timeout=60)
+        wait_for(written, "Kafka's markers and aborted-transaction index on disk", timeout=180)
         yield log, index
 
 

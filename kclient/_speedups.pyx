@@ -31,6 +31,7 @@ cdef extern from "Python.h":
     bint PyTuple_CheckExact(object o)
     bint PyList_CheckExact(object o)
     long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    void PyObject_GC_UnTrack(void* op)
 
 # Timestamps further than this from zero are left to the pure-Python path
 # (their differences could overflow 64 bits here).
@@ -767,9 +768,11 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
     """
     cdef dict out = {}
     cdef Py_ssize_t i, j, n = PyList_GET_SIZE(events), n_msgs
-    cdef object d, key, messages, ts, fixed, headers, records, p_obj, value
-    cdef Py_ssize_t p
+    cdef object d, key, messages, ts, fixed, headers, records, p_obj, value, record
+    cdef Py_ssize_t p, last_p = -1
+    cdef list last_records = None
     cdef double r
+    cdef bint plain
     if n_parts < 1:
         return None
     for i in range(n):
@@ -802,15 +805,28 @@ def collate_default(list events, object data_type, Py_ssize_t n_parts, object no
                 return None
         if ts is None:
             ts = now
-        p_obj = p
-        records = out.get(p_obj)
-        if records is None:
-            records = out[p_obj] = []
+        if p == last_p:
+            records = last_records  # runs of one partition (sticky, routed batches): no lookup
+        else:
+            p_obj = p
+            records = out.get(p_obj)
+            if records is None:
+                records = out[p_obj] = []
+            last_p, last_records = p, records
+        # A record of bytes keys and values and an int timestamp holds no
+        # container: it cannot be in a reference cycle, so the garbage
+        # collector need not track it (as `new_data` leaves ProducerData).
+        plain = PyLong_CheckExact(ts)
         for j in range(n_msgs):
             value = <object>PyTuple_GET_ITEM(messages, j)
-            if bytes_values and value is not None and not PyBytes_CheckExact(value):
-                return None
-            PyList_Append(records, (key, value, ts))
+            if value is not None and not PyBytes_CheckExact(value):
+                if bytes_values:
+                    return None
+                plain = False
+            record = (key, value, ts)
+            if plain:
+                PyObject_GC_UnTrack(<void*>record)
+            PyList_Append(records, record)
     return out
 
 
@@ -889,7 +905,6 @@ cdef extern from "Python.h":
 
 
 cdef extern from "Python.h":
-    void PyObject_GC_UnTrack(void* op)
     bint PyObject_GC_IsTracked(object op)
     bint PyUnicode_CheckExact(object o)
 

@@ -363,3 +363,29 @@ def test_adaptive_router_sends_keyless_records_away_from_a_loaded_partition():
     keyless = [d for b in acc.batches() for d in b.items if d.messages[0][:1] == b"y"]
     assert len(keyless) == 100
     assert sum(d.partition == 1 for d in keyless) > 80  # 52 or so when the choice alternates
+
+
+def test_partition_load_running_sums_match_the_batches_after_random_appends_and_drains():
+    # partition_load keeps the closed batches' bytes as running sums (no
+    # walk over the batches per sticky switch): after any mix of appends,
+    # in-place appends and drains they equal the sums over the batches held.
+    rng = random.Random(28)
+    clock = Clock()
+    acc = RecordAccumulator(batch_size=1000, batch_messages=7, linger_ms=5, max_request_size=4000, clock=clock)
+    for step in range(3000):
+        roll = rng.random()
+        topic = rng.choice(("a", "b"))
+        if roll < 0.6:
+            acc.append(topic, rng.randrange(4), step, 1, rng.randrange(1, 600))
+        elif roll < 0.8:
+            n = rng.randrange(1, 12)
+            acc.append_many(topic, rng.randrange(4), list(range(n)), [1] * n, [rng.randrange(1, 400) for _ in range(n)])
+        else:
+            clock.now += rng.random() * 0.01
+            acc.drain(lambda t, p: p % 2, flush=rng.random() < 0.2)
+        for t in ("a", "b"):
+            expected = [0] * 4
+            for batch in acc.batches():
+                if batch.topic == t:
+                    expected[batch.partition] += batch.size
+            assert acc.partition_load(t, 4) == ([0, 1, 2, 3], expected)

@@ -489,6 +489,28 @@ def test_plain_producer_data_is_not_tracked_by_the_garbage_collector():
     assert gc.collect() >= 2
 
 
+@pytest.mark.unit
+def test_collated_records_of_plain_values_are_not_tracked_by_the_collector():
+    """``collate_default``'s ``(key, value, timestamp)`` records of bytes,
+    None and an int timestamp cannot be in a cycle: untracked; a value of
+    another type (pass-through encoders) keeps its record tracked."""
+    import gc
+    import random
+
+    from kclient.client.producer.data import ProducerData
+
+    view = memoryview(b"m")
+    items = [
+        _speedups.new_data(ProducerData, "t", b"k", [b"v", None], 5, 0, ()),
+        _speedups.new_data(ProducerData, "t", None, [view], 6, 1, ()),
+        _speedups.new_data(ProducerData, "t", None, [b"w"], 7, 0, ()),
+    ]
+    out = _speedups.collate_default(items, ProducerData, 2, 9, random.Random(1).random, False)
+    assert out == {0: [(b"k", b"v", 5), (b"k", None, 5), (None, b"w", 7)], 1: [(None, view, 6)]}
+    assert [gc.is_tracked(r) for r in out[0]] == [False, False, False]
+    assert gc.is_tracked(out[1][0])
+
+
 # -- whole record sets: the compiled batch walker against the pure loop -------------
 
 

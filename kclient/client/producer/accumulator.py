@@ -353,6 +353,9 @@ class RecordAccumulator:
         #: Called with (topic, partition) when a batch becomes full or is
         #: drained (the sticky partitioner's cue).
         self.on_batch_closed: Callable[[str, int], None] | None = None
+        #: topic -> partition -> bytes in its closed (full) batches not
+        #: drained yet (`partition_load`'s running sums).
+        self._closed_bytes: dict[str, dict[int, int]] = {}
 
     def __len__(self) -> int:
         """How many batches are held."""
@@ -402,6 +405,17 @@ class RecordAccumulator:
         """
         queued = [0] * num_partitions
         late = self.availability_timeout_s
+        if not late:
+            # The usual case (Kafka's default timeout is 0): the closed
+            # batches' bytes are kept per partition as they close and drain,
+            # the open batch's are read live; no walk over the batches.
+            for p, size in self._closed_bytes.get(topic, {}).items():
+                if p < num_partitions:
+                    queued[p] += size
+            for p, batch in self._open.get(topic, {}).items():
+                if 0 <= p < num_partitions:
+                    queued[p] += batch.size
+            return list(range(num_partitions)), queued
         stale_before = self.clock() - self.linger_s - late if late else 0.0
         excluded: list[int] = []
         for (t, p), queue in self._batches.items():  # only the partitions holding batches
@@ -524,6 +538,10 @@ class RecordAccumulator:
 
     def _close(self, batch: PartitionBatch) -> None:
         batch.full = True
+        closed = self._closed_bytes.get(batch.topic)
+        if closed is None:
+            closed = self._closed_bytes[batch.topic] = {}
+        closed[batch.partition] = closed.get(batch.partition, 0) + batch.size
         open_ = self._open.get(batch.topic)
         if open_ is not None and open_.get(batch.partition) is batch:
             del open_[batch.partition]
@@ -589,7 +607,9 @@ class RecordAccumulator:
                 out.messages += batch.messages
                 out.size += batch.size
                 out.batches += 1
-                if not batch.full:
+                if batch.full:
+                    self._drained_closed(batch)
+                else:
                     open_ = self._open.get(batch.topic)
                     if open_ is not None and open_.get(batch.partition) is batch:
                         del open_[batch.partition]
@@ -603,6 +623,17 @@ class RecordAccumulator:
             out.items.extend(items)
         self.messages -= out.messages
         return out
+
+    def _drained_closed(self, batch: PartitionBatch) -> None:
+        # A closed batch left: its bytes leave the partition's running sum.
+        closed = self._closed_bytes[batch.topic]
+        left = closed[batch.partition] - batch.size
+        if left:
+            closed[batch.partition] = left
+        else:
+            del closed[batch.partition]
+            if not closed:
+                del self._closed_bytes[batch.topic]
 
     def _take(self, queue: deque[PartitionBatch], now: float, flush: bool, room: int, first: bool, most: int) -> Iterator[PartitionBatch]:
         """The ready batches at the head of ``queue`` that fit ``room``

@@ -210,7 +210,10 @@ class PartitionRouter:
         Returns:
             Their topics without metadata (load it, then `route`).
         """
-        topics = {d[0] if type(d) in DATA_TYPES else d.topic for d in items}
+        if type(items) is list and set(map(type, items)) <= DATA_TYPES:
+            topics = set(map(_topic_of, items))  # two passes at C speed (the usual shape)
+        else:
+            topics = {d[0] if type(d) in DATA_TYPES else d.topic for d in items}
         return {t for t in topics if self.partition_count(t) <= 0}
 
     def route(self, items: Iterable[Any]) -> None:

@@ -89,7 +89,7 @@ from kclient.client.producer.queue import Bundle, MessageQueue, RecordTooLargeEr
 from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
-from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
+from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, untrack
 from kclient.sync import track as track_closer
 
@@ -593,7 +593,7 @@ class Producer(ClosingClient):
             KafkaTimeoutError: Not done in time (the call may be repeated).
             ProducerFencedError: A newer producer has the id (fatal).
         """
-        self._loop.call(self._core.init_transactions, timeout_ms)
+        self._transactional_call(self._core.init_transactions, timeout_ms)
 
     def begin_transaction(self) -> None:
         """Start a transaction.
@@ -618,7 +618,7 @@ class Producer(ClosingClient):
             KafkaTimeoutError: Not done in time.
             KafkaError: The coordinator refused (see `commit_transaction`).
         """
-        self._loop.call(self._core.send_offsets_to_transaction, offsets, group_metadata, timeout_ms)
+        self._transactional_call(self._core.send_offsets_to_transaction, offsets, group_metadata, timeout_ms)
 
     def commit_transaction(self, timeout_ms: int | None = None) -> None:
         """Send everything queued, wait for its acknowledgement, then commit
@@ -635,7 +635,7 @@ class Producer(ClosingClient):
                 fatal one (`ProducerFencedError`: close the producer).
         """
         self.flush(timeout_ms)
-        self._loop.call(self._core.commit_transaction, timeout_ms)
+        self._transactional_call(self._core.commit_transaction, timeout_ms)
 
     def abort_transaction(self, timeout_ms: int | None = None) -> None:
         """Abort the transaction (also after an abortable error): what was
@@ -652,7 +652,22 @@ class Producer(ClosingClient):
             KafkaError: A fatal error (`ProducerFencedError`).
         """
         self.flush(timeout_ms)
-        self._loop.call(self._core.abort_transaction, timeout_ms)
+        self._transactional_call(self._core.abort_transaction, timeout_ms)
+
+    def _transactional_call(self, call: Callable[..., Any], *args: Any) -> None:
+        """Run a transactional call on the loop. An error it raises that
+        ends the transaction (fatal or abortable, not a timeout or a call
+        in the wrong state) reports its records' failure to the
+        application: `close` then logs, rather than raises, the records
+        that transaction could not deliver (Kafka's ``close()`` after a
+        ``ProducerFencedException`` does not throw either)."""
+        try:
+            self._loop.call(call, *args)
+        except (IllegalStateError, KafkaTimeoutError):
+            raise
+        except KafkaError:
+            self._closer.transaction_failure_reported = True
+            raise
 
     def close(self, timeout_ms: int | None = None) -> None:
         """Send everything queued (async), stop the send thread, call the
@@ -723,6 +738,9 @@ class _ProducerCloser(ExitCloser):
         self._thread = thread
         self._failed_before_abort = 0
         self._reported_before_abort = 0
+        #: A transactional call raised an error ending a transaction: the
+        #: records that failed were reported to the application by it.
+        self.transaction_failure_reported = False
         # At an abort: failed records possibly written before it, and the
         # records in flight (taken for sending, not acknowledged: possibly
         # written too).
@@ -847,6 +865,14 @@ class _ProducerCloser(ExitCloser):
         # were reported once; close() raises the others (issue 27).
         reported = min(failed, self._reported_before_abort if abandoned else stats.reported_messages)
         failed -= reported
+        if failed and self.transaction_failure_reported:
+            log.warning(
+                "%s: %d record(s) of failed transactions were not delivered (reported by the transactional call that raised): %s",
+                self.description, failed, stats.first_unreported_error,
+            )
+            if not abandoned:
+                return
+            failed = 0
         if not (failed or stats.unreported_batches or abandoned):
             return
         lost = failed + abandoned

@@ -405,7 +405,7 @@ def test_review_fixes_fail_at_planning(spark, sbroker):
     with pytest.raises(Exception, match="fixed schema"):
         custom.count()
     with pytest.raises(Exception, match="kafka.isolation.level"):
-        reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": "read_committed"}).count()
+        reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": "read_maybe"}).count()
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="request.required.acks"):
         df.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).option("kafka.acks", "2").save()

@@ -196,7 +196,8 @@ class ClusterView:
         return self.list_offsets(dict.fromkeys(tps, EARLIEST))
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log end offset (the high watermark for a consumer) of each
-        topic-partition."""
+        """Log end offset (the high watermark for a consumer; under
+        ``kafka.isolation.level=read_committed`` the last stable offset,
+        KIP-98) of each topic-partition."""
         return self.list_offsets(dict.fromkeys(tps, LATEST))
 

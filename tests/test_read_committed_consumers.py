@@ -14,8 +14,12 @@ the open transaction and reads on past it.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 import pytest
@@ -299,6 +303,21 @@ def _spark_read(broker: BrokerProcess, topic: str, isolation: str | None) -> tup
 def test_spark_reader_read_committed_and_uncommitted(broker, layout):
     assert _spark_read(broker, layout.topic, "read_committed") == (layout.lso, [v.encode() for v in COMMITTED])
     assert _spark_read(broker, layout.topic, None) == (layout.hw, [v.encode() for v in WRITTEN])
+
+
+# ----------------------------------------------------------------- console consumer
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_console_consumer_takes_isolation_level_as_a_consumer_property(broker, layout, isolation):
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "kclient", "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", layout.topic,
+         "--from-beginning", "--timeout-ms", "1500", "--consumer-property", f"isolation.level={isolation}"],
+        capture_output=True, text=True, timeout=60, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == (COMMITTED if isolation == "read_committed" else WRITTEN)
 
 
 # ----------------------------------------------------------------- after the open transaction ends (last)

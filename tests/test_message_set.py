@@ -134,3 +134,43 @@ def test_decode_records_keeps_its_tuple_layout():
     rows = decode_records(batch)
     assert [(o, ts, k, v) for o, ts, k, v, _ in rows] == [(9 + i, ts, k, v) for i, (k, v, ts, _) in enumerate(recs)]
     assert rows == decode_records(memoryview(b"\x01" + batch)[1:])
+
+
+def _txn(pid: int, base: int, values: list[bytes]) -> bytes:
+    return build_batch([(None, v, TS) for v in values], base_offset=base, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+
+
+def _marker(pid: int, base: int, commit: bool) -> bytes:
+    from kclient.protocol.records.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch
+
+    return build_end_txn_marker_batch(EndTransactionMarker(COMMIT if commit else ABORT, 0), producer_id=pid, producer_epoch=0, timestamp_ms=TS, base_offset=base)
+
+
+def test_read_committed_set_leaves_out_aborted_transactions_and_markers():
+    """A read_committed answer (``aborted_transactions``, KIP-98): records of
+    the aborted transactions and every control batch are left out, on the
+    compiled and the pure path alike; ``next_offset`` still passes them, so
+    a reader moves past an answer that holds nothing visible."""
+    buf = (
+        _txn(7, 0, [b"c0", b"c1"])  # producer 7, committed at 2
+        + _marker(7, 2, True)
+        + _txn(8, 3, [b"a0", b"a1"])  # producer 8, interleaved, aborted at 6
+        + _txn(7, 5, [b"c2"])  # producer 7 again, committed at 7
+        + _marker(8, 6, False)
+        + _marker(7, 7, True)
+        + build_batch([(None, b"plain", TS)], base_offset=8)
+        + _txn(8, 9, [b"a2"])  # aborted at 10: the set ends with nothing visible
+        + _marker(8, 10, False)
+    )
+    aborted = ((8, 3), (8, 9))
+    committed = ByteBufferMessageSet("t", 0, buf, 0, aborted_transactions=aborted)
+    assert [(m.offset, m.message.payload) for m in committed] == [(0, b"c0"), (1, b"c1"), (5, b"c2"), (8, b"plain")]
+    assert committed.next_offset == 11
+    # from inside the aborted transaction's batch
+    assert [m.offset for m in ByteBufferMessageSet("t", 0, buf, 4, aborted_transactions=aborted)] == [5, 8]
+    # only the tail: nothing visible, the position still moves past it
+    tail = ByteBufferMessageSet("t", 0, buf, 9, aborted_transactions=aborted)
+    assert (tail.messages(), tail.next_offset) == ([], 11)
+    # read_uncommitted: every data record, still no marker
+    assert [m.message.payload for m in _set(buf)] == [b"c0", b"c1", b"a0", b"a1", b"c2", b"plain", b"a2"]
+    assert _set(buf).visible_buffer is buf

@@ -398,6 +398,41 @@ def test_streaming_pattern_picks_up_new_topics_from_earliest(spark, sbroker, tmp
     )
 
 
+def test_read_committed_skips_aborted_and_open_transactions(spark, sbroker):
+    """``kafka.isolation.level=read_committed`` (KIP-98): a batch read sees
+    the committed transactions' records, not the aborted one's, and stops
+    at the open transaction; ``read_uncommitted`` sees every data record
+    and no transaction marker."""
+    topic = _name("rc")
+    cfg = {"bootstrap.servers": sbroker.bootstrap, "producer.type": "async", "linger.ms": 1, "serializer.class": "kclient.StringEncoder"}
+    with Producer({**cfg, "transactional.id": _name("rc-a")}) as p, Producer({**cfg, "transactional.id": _name("rc-b")}) as q:
+        p.init_transactions(30_000)
+        q.init_transactions(30_000)
+        for values, commit in ((["c0", "c1"], True), (["a0", "a1"], False), (["c2"], True)):
+            p.begin_transaction()
+            p.send([ProducerData(topic, "k", values)])  # one key: one partition
+            p.flush()
+            if commit:
+                p.commit_transaction(30_000)
+            else:
+                p.abort_transaction(30_000)
+        q.begin_transaction()
+        q.send([ProducerData(topic, "k", ["o0"])])
+        q.flush()
+        p.begin_transaction()
+        p.send([ProducerData(topic, "k", ["c3"])])  # committed, but after the open transaction
+        p.commit_transaction(30_000)
+
+        def values(isolation: str) -> list[bytes]:
+            rows = reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": isolation}).orderBy("offset").collect()
+            return [bytes(r.value) for r in rows]
+
+        assert values("read_committed") == [b"c0", b"c1", b"c2"]
+        assert values("read_uncommitted") == [b"c0", b"c1", b"a0", b"a1", b"c2", b"o0", b"c3"]
+        q.abort_transaction(30_000)
+    wait_for(lambda: values("read_committed") == [b"c0", b"c1", b"c2", b"c3"], "the LSO past the aborted open transaction")
+
+
 def test_review_fixes_fail_at_planning(spark, sbroker):
     topic = _name("fixed")
     produce(sbroker, topic, numbered(topic, 3))
@@ -405,7 +440,7 @@ def test_review_fixes_fail_at_planning(spark, sbroker):
     with pytest.raises(Exception, match="fixed schema"):
         custom.count()
     with pytest.raises(Exception, match="kafka.isolation.level"):
-        reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": "read_committed"}).count()
+        reader(spark, sbroker, subscribe=topic, **{"kafka.isolation.level": "read_maybe"}).count()
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="request.required.acks"):
         df.write.mode("append").format("kclient").option("kafka.bootstrap.servers", sbroker.bootstrap).option("topic", topic).option("kafka.acks", "2").save()

@@ -154,6 +154,16 @@ class ConsumerConfig(_ClientSecurityConfig):
     )
     """Where to start without a committed offset: ``smallest`` or ``largest``
     (the modern ``earliest`` / ``latest`` are accepted and stored as these)."""
+    isolation_level: str = prop("isolation.level", enum_choice("read_uncommitted", "read_committed"), "read_uncommitted")
+    """What the fetches return of transactional records (KIP-98; Kafka's
+    consumer property of the same name): ``read_uncommitted`` (the
+    default) every record up to the high watermark, aborted transactions'
+    records included; ``read_committed`` only records of committed
+    transactions and non-transactional ones, up to the last stable offset
+    (the first offset of the oldest open transaction). Transaction markers
+    (control batches) are never handed out in either mode. The ``latest``
+    offset of ``auto.offset.reset`` is the last stable offset under
+    ``read_committed``."""
     consumer_timeout_ms: int = prop("consumer.timeout.ms", to_int, -1, at_least(-1))
     """Iterator timeout without a message (ms); -1 waits forever."""
     exclude_internal_topics: bool = prop("exclude.internal.topics", to_bool, True)

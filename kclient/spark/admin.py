@@ -30,6 +30,7 @@ from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages import LIST_OFFSETS
 from kclient.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
 from kclient.protocol.messages.offset_for_leader_epoch import CONSUMER_REPLICA_ID
+from kclient.protocol.records.read_committed import READ_COMMITTED, isolation_level_code
 from kclient.spark.offsets import TopicPartition, describe
 from kclient.spark.options import EARLIEST, LATEST, ReadOptions, Subscription
 
@@ -133,6 +134,8 @@ class ClusterView:
         if not query:
             return {}
         opts = self.options
+        # read_committed: the latest offset is the last stable offset (KIP-98)
+        isolation = isolation_level_code(opts.isolation_level)
 
         async def ask(cluster: Cluster) -> dict[TopicPartition, int]:
             result: dict[TopicPartition, int] = {}
@@ -154,12 +157,12 @@ class ClusterView:
                         continue
                     try:
                         conn = await cluster.broker_connection(leader)
-                        version = conn.version_for(LIST_OFFSETS, floor=1)
+                        version = conn.version_for(LIST_OFFSETS, floor=2 if isolation == READ_COMMITTED else 1)  # isolation_level: v2+
                         topics: dict[str, list[ListOffsetsPartition]] = {}
                         for t, p in tps:
                             topics.setdefault(t, []).append(ListOffsetsPartition(partition_index=p, timestamp=pending[(t, p)], current_leader_epoch=-1))
                         body = ListOffsetsRequest(
-                            replica_id=CONSUMER_REPLICA_ID, isolation_level=0, topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]
+                            replica_id=CONSUMER_REPLICA_ID, isolation_level=isolation, topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]
                         )
                         response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=version)
                     except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -193,7 +196,8 @@ class ClusterView:
         return self.list_offsets(dict.fromkeys(tps, EARLIEST))
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log end offset (the high watermark for a consumer) of each
-        topic-partition."""
+        """Log end offset (the high watermark for a consumer; under
+        ``kafka.isolation.level=read_committed`` the last stable offset,
+        KIP-98) of each topic-partition."""
         return self.list_offsets(dict.fromkeys(tps, LATEST))
 

@@ -26,6 +26,7 @@ from kclient.config.consumer import ConsumerConfig
 from kclient.config.producer import ProducerConfig
 from kclient.errors import ConfigError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.records.read_committed import isolation_level_code
 from kclient.security.settings import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,10 @@ class ReadOptions:
     offset_retry_interval_ms: int = 10
     security: ClientSecurity = attrs.field(factory=ClientSecurity)
     """`kafka.security.protocol`, `kafka.ssl.*`, `kafka.sasl.*`, parsed."""
+    isolation_level: str = "read_uncommitted"
+    """`kafka.isolation.level` (KIP-98): `read_committed` reads only
+    committed transactions' records (and non-transactional ones), up to
+    the last stable offset, which is then the `latest` offset."""
 
 
 @attrs.frozen
@@ -517,9 +522,8 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         raise ConfigError("option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
     bootstrap = parse_bootstrap(kafka["bootstrap.servers"])
     security = _security(kafka)
-    isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
-    if isolation != "read_uncommitted":
-        raise ConfigError(f"option 'kafka.isolation.level': {isolation!r} is not supported; the kclient source reads read_uncommitted")
+    isolation = kafka.get("isolation.level", "").strip().lower() or "read_uncommitted"
+    isolation_level_code(isolation, "kafka.isolation.level")  # ConfigError naming the option and its values
     for name in sorted(set(kafka) - _READ_KAFKA_KEYS - _SECURITY_KEYS):
         log.warning("option 'kafka.%s' is not used by the kclient Spark reader; ignored", name)
     _check_unknown(opts, _READ_KEYS, "reader", strict)
@@ -565,6 +569,7 @@ def read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         offset_retries=_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3, 0),
         offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10, 0),
         security=security,
+        isolation_level=isolation,
     )
 
 

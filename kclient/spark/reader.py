@@ -132,7 +132,7 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
                     if leader is None:  # the partition is gone and failOnDataLoss=false
                         return
                 consumer = SimpleConsumer(
-                    leader[0], leader[1], so_timeout_ms=opts.request_timeout_ms, client_id=opts.client_id, config=opts.security
+                    leader[0], leader[1], so_timeout_ms=opts.request_timeout_ms, client_id=opts.client_id, config=opts.security, isolation_level=opts.isolation_level
                 )
             try:
                 (message_set,) = consumer.multifetch([FetchRequest(r.topic, r.partition, offset, fetch_bytes)])
@@ -151,13 +151,16 @@ def read_range(r: OffsetRange, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
                 consumer, leader = None, None
                 time.sleep(opts.retry_backoff_ms / 1000 * attempts)
                 continue
-            cols = decode_columns(message_set.buffer, offset, r.until_offset, where)
+            # read_committed: aborted transactions' batches left out, their
+            # offsets still passed (next_offset over the whole answer)
+            cols = decode_columns(message_set.visible_buffer, offset, r.until_offset, where)
             if len(cols):
                 attempts = 0
                 deadline = time.monotonic() + opts.poll_timeout_ms / 1000
                 yield to_record_batch(cols, r.topic, r.partition, schema, opts.include_headers)
-            if cols.next_offset > offset:
-                offset = cols.next_offset
+            next_offset = max(cols.next_offset, message_set.next_offset)
+            if next_offset > offset:
+                offset = next_offset
                 continue
             # Nothing at or after `offset` came back.
             needed = _first_batch_size(message_set.buffer)

@@ -38,11 +38,11 @@ from typing import NamedTuple
 
 import attrs
 
-from kclient.errors import CorruptRecordError, InvalidTxnStateError
+from kclient.errors import InvalidTxnStateError
 from kclient.protocol.primitives import Buffer
-from kclient.protocol.records.control import ABORT, COMMIT, decode_control_key
+from kclient.protocol.records.control import ABORT, COMMIT, control_type_of
 from kclient.protocol.records.scan import BatchInfo
-from kclient.protocol.records.v2 import NO_PRODUCER_ID, BatchHeader, decode_rows, read_header, records_section
+from kclient.protocol.records.v2 import NO_PRODUCER_ID, read_header
 from kclient.storage.txn_index import AbortedTxn, TransactionIndex
 
 
@@ -86,33 +86,6 @@ class TxnAppend:
 
 
 _NOTHING = TxnAppend()
-
-
-def control_type_of(buf: Buffer, position: int = 0, header: BatchHeader | None = None) -> int | None:
-    """The control record type of the v2 control batch at ``position``.
-
-    Args:
-        buf (bytes | bytearray | memoryview): Bytes holding the whole batch.
-        position: The batch's first byte in ``buf``.
-        header: Its header, if already read.
-
-    Returns:
-        The type of its first record's key (`ABORT`, `COMMIT` or another),
-            ``None`` for a batch with no record or no control batch.
-
-    Raises:
-        kclient.errors.CorruptRecordError: A malformed batch or control key.
-    """
-    if header is None:
-        header = read_header(buf, position)
-    if not header.is_control or header.records_count <= 0:
-        return None
-    end = position + header.size
-    if end > len(buf):
-        raise CorruptRecordError(f"control batch at offset {header.base_offset} is incomplete")
-    data, start, stop = records_section(buf, position, end, header.attributes, header.base_offset)
-    _, rows = decode_rows(data, start, stop, header.records_count, header.base_offset, header.base_timestamp)
-    return decode_control_key(rows[0][0]).type
 
 
 def read_txn_batch(buf: Buffer, position: int = 0) -> TxnBatch:

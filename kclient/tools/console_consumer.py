@@ -24,7 +24,9 @@ It stops after ``--max-messages`` records, or once ``--timeout-ms`` passed
 without a record; then, or on Ctrl-C, it prints ``Processed a total of N
 messages`` on stderr and exits with status 0. ``--consumer-property k=v``
 and ``--consumer.config FILE`` take the security properties (Kafka's
-names); other consumer properties are accepted and ignored.
+names) and ``isolation.level`` (``read_committed``: only committed
+transactions' records, up to the last stable offset, KIP-98); other
+consumer properties are accepted and ignored.
 """
 
 from __future__ import annotations

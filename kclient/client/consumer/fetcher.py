@@ -151,7 +151,7 @@ def decode_chunk(info: PartitionTopicInfo, message_set: Any, key_decoder: Callab
     keys: list[Any] = []
     values: list[Any] = []
     timestamps: list[int] = []
-    buf = message_set.buffer
+    buf = message_set.visible_buffer  # without aborted transactions under read_committed (KIP-98)
     start = message_set.start_offset
     pos = 0
     if _c_decode_columns is not None:
@@ -323,6 +323,7 @@ class FetcherGroup:
                 so_timeout_ms=core.config.socket_timeout_ms,
                 client_id=core.config.client_id,
                 config=core.config.security,
+                isolation_level=core.config.isolation_level,
                 ssl_context=getattr(core, "ssl_context", None),
                 statistics=getattr(core, "fetch_statistics", None),
             )

@@ -24,6 +24,7 @@ from kclient.client.value_tuple import tuplegetter
 from kclient.errors import BrokerResponseError, MessageSizeTooLargeError, error_for_code
 from kclient.protocol.primitives import Buffer
 from kclient.protocol.records import Header, iter_record_rows, read_batch_info, scan_batches
+from kclient.protocol.records.read_committed import committed_batches
 from kclient.protocol.records.rows import CHUNK_ROWS
 from kclient.protocol.records.scan import LOG_OVERHEAD
 
@@ -98,6 +99,10 @@ class ByteBufferMessageSet:
     ``error_code``: the partition's Kafka error code (0 = none); iterating a
     set with an error raises that error. Iterating raises
     `CorruptRecordError` for a batch that fails its CRC.
+    ``aborted_transactions``: a read_committed fetch's aborted
+    transactions, ``(producer_id, first_offset)`` pairs (KIP-98): their
+    records are not handed out (`visible_buffer`). Control batches
+    (transaction markers) are never handed out.
     """
 
     topic: str
@@ -111,6 +116,22 @@ class ByteBufferMessageSet:
     #: With NOT_LEADER_OR_FOLLOWER: ``(broker id, host, port)`` of the
     #: partition's current leader, when the consumer looked it up.
     leader: tuple[int, str, int] | None = None
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def visible_buffer(self) -> Buffer:
+        """The record bytes whose records the application sees: ``buffer``
+        without the batches of the aborted transactions (Kafka's consumer
+        rule, `kclient.protocol.records.read_committed`); ``buffer`` itself
+        when the fetch listed none. Offsets past skipped batches are still
+        counted by `next_offset`.
+
+        Raises:
+            CorruptRecordError: a malformed batch or control record key.
+        """
+        if not self.aborted_transactions:
+            return self.buffer
+        return committed_batches(self.buffer, self.aborted_transactions)
 
     @property
     def error(self) -> BrokerResponseError | None:
@@ -199,7 +220,9 @@ class ByteBufferMessageSet:
         messages before it."""
         if self.error_code:
             raise self.error  # type: ignore[misc]
-        buf = self.buffer
+        buf = self.visible_buffer
+        if buf is not self.buffer:
+            self.check_fits()  # a cut first batch is left out of visible_buffer
         start = self.start_offset
         pos = 0
         if _c_decode_columns is None:

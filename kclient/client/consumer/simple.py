@@ -57,6 +57,7 @@ from kclient.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from kclient.protocol.records.read_committed import READ_COMMITTED, READ_UNCOMMITTED, isolation_level_code
 from kclient.security.settings import ClientSecurity
 from kclient.sync import ClosingClient, LoopThread, track
 
@@ -103,10 +104,11 @@ class OffsetRequest:
 PIPELINE_PARTITIONS = 64
 
 
-def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int) -> FetchRequestData:
+def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_bytes: int, isolation_level: int = READ_UNCOMMITTED) -> FetchRequestData:
     """The Fetch request for ``part`` (``(index, request)`` pairs, no
-    partition twice): a consumer's (replica id -1), read uncommitted,
-    without a fetch session (KIP-227)."""
+    partition twice): a consumer's (replica id -1), at ``isolation_level``
+    (0 read uncommitted, 1 read committed: KIP-98, Fetch v4+), without a
+    fetch session (KIP-227)."""
     topics: dict[str, list[FetchPartition]] = {}
     new = object.__new__
     for _, req in part:
@@ -127,11 +129,18 @@ def _fetch_body(part: list[tuple[int, FetchRequest]], max_wait_ms: int, min_byte
         # The request's own limit is an int32 (Fetch v3+, KIP-74):
         # many partitions' sizes can add up past it.
         max_bytes=max(1, min(_INT32_MAX, sum(r.max_size for _, r in part))),
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
     )
+
+
+def _aborted(answer: PartitionData) -> tuple[tuple[int, int], ...]:
+    """A read_committed answer's aborted transactions, ``(producer_id,
+    first_offset)`` pairs (none: an empty tuple)."""
+    aborted = answer.aborted_transactions
+    return tuple((a.producer_id, a.first_offset) for a in aborted) if aborted else ()
 
 
 class _MultiFetch:
@@ -172,7 +181,8 @@ class _MultiFetch:
         parts = [this_round[k : k + step] for k in range(0, len(this_round), max(1, step))]
         timeout = self.consumer.so_timeout_ms + self.max_wait_ms
         for part in parts:
-            pending = await self.conn.start_request(FETCH, _fetch_body(part, self.max_wait_ms, self.min_bytes), version=self.version, timeout_ms=timeout)
+            body = _fetch_body(part, self.max_wait_ms, self.min_bytes, self.consumer.isolation_level)
+            pending = await self.conn.start_request(FETCH, body, version=self.version, timeout_ms=timeout)
             if self.sent is not None:
                 self.sent()
                 self.sent = None
@@ -213,6 +223,7 @@ class _MultiFetch:
                     answer.log_start_offset,
                     answer.error_code,
                     req.max_size,
+                    aborted_transactions=_aborted(answer) if self.consumer.isolation_level == READ_COMMITTED else (),
                 )
             # counted as each part arrives, while the broker reads the next
             count_fetched(stats, result)
@@ -263,10 +274,19 @@ class TrioSimpleConsumer:
             given).
         statistics: the `FetchStatistics` to count fetches in (to share
             one between consumers); None: a new one, see `statistics`.
+        isolation_level: Kafka's consumer property ``isolation.level``
+            (KIP-98): ``read_uncommitted`` or ``read_committed`` (fetches
+            stop at the last stable offset and skip aborted transactions'
+            records; ``get_offsets_before(LATEST_TIME)`` answers the last
+            stable offset). None: ``config``'s ``isolation.level`` (a
+            mapping's key or a `ConsumerConfig`'s), else
+            ``read_uncommitted``. Transaction markers (control batches) are
+            never handed out in either mode.
 
     Raises:
-        ConfigError: naming the property, for a bad security value or an
-            ``ssl.*`` file that cannot be used.
+        ConfigError: naming the property, for a bad security value, an
+            ``ssl.*`` file that cannot be used, or an ``isolation.level``
+            other than ``read_uncommitted`` / ``read_committed``.
     """
 
     def __init__(
@@ -280,8 +300,11 @@ class TrioSimpleConsumer:
         config: Mapping[str, Any] | ClientSecurity | Any | None = None,
         ssl_context: ssl.SSLContext | None = None,
         statistics: FetchStatistics | None = None,
+        isolation_level: str | None = None,
     ) -> None:
         del buffer_size  # see the class docstring
+        #: The Fetch / ListOffsets ``isolation_level``: 0 read_uncommitted, 1 read_committed.
+        self.isolation_level = isolation_level_code(isolation_level if isolation_level is not None else isolation_of(config))
         self.host = host
         self.port = port
         self.so_timeout_ms = so_timeout_ms
@@ -503,7 +526,9 @@ class TrioSimpleConsumer:
         """Valid offsets before a time (Kafka's ``getOffsetsBefore``).
 
         Uses ListOffsets v0; on a broker without v0 (Kafka 4) falls back to
-        v1+, which can only answer one offset.
+        v1+, which can only answer one offset. With ``read_committed``,
+        ListOffsets v2+ at that isolation level (one offset; the latest is
+        the last stable offset, KIP-98).
 
         Args:
             topic: The topic.
@@ -529,13 +554,16 @@ class TrioSimpleConsumer:
             KafkaTimeoutError: no answer within ``so_timeout_ms``.
         """
         conn = await self._connection()
-        try:
-            version = conn.version_for(LIST_OFFSETS, ceiling=0)
-        except UnsupportedVersionError:
-            version = conn.version_for(LIST_OFFSETS, floor=1)
+        if self.isolation_level == READ_COMMITTED:
+            version = conn.version_for(LIST_OFFSETS, floor=2)  # isolation_level: v2+ (KIP-98)
+        else:
+            try:
+                version = conn.version_for(LIST_OFFSETS, ceiling=0)
+            except UnsupportedVersionError:
+                version = conn.version_for(LIST_OFFSETS, floor=1)
         body = ListOffsetsRequest(
             replica_id=-1,
-            isolation_level=0,
+            isolation_level=self.isolation_level,
             topics=[ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=time, max_num_offsets=max_num_offsets)])],
         )
         response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=version)
@@ -579,6 +607,21 @@ class TrioSimpleConsumer:
         if self._conn is not None:
             await self._conn.aclose()
             self._conn = None
+
+
+def isolation_of(config: Mapping[str, Any] | ClientSecurity | Any | None) -> Any:
+    """The ``isolation.level`` a SimpleConsumer's ``config`` argument holds.
+
+    Args:
+        config: As `security_from` takes it.
+
+    Returns:
+        A mapping's ``isolation.level`` value, a config object's
+        ``isolation_level`` attribute (`ConsumerConfig`), or None.
+    """
+    if isinstance(config, Mapping):
+        return next((v for k, v in config.items() if str(k).strip() == "isolation.level"), None)
+    return getattr(config, "isolation_level", None)
 
 
 def security_from(config: Mapping[str, Any] | ClientSecurity | Any | None) -> ClientSecurity:
@@ -631,17 +674,22 @@ class SimpleConsumer(ClosingClient):
         buffer_size: accepted for Kafka's signature and ignored (see
             `TrioSimpleConsumer`; bytes).
         client_id: sent in every request header.
-        config: the security properties (see `TrioSimpleConsumer`).
+        config: the security properties, and ``isolation.level`` (see
+            `TrioSimpleConsumer`).
         statistics_interval_ms: with ``statistics_callback``, call it every
             this many ms (librdkafka's ``statistics.interval.ms``; 0, the
             default: never).
         statistics_callback: called with a `statistics` snapshot every
             ``statistics_interval_ms`` on a thread of its own (librdkafka's
             ``stats_cb``), until `close`.
+        isolation_level: ``read_uncommitted`` or ``read_committed``
+            (KIP-98; None: ``config``'s ``isolation.level``, else
+            ``read_uncommitted``; see `TrioSimpleConsumer`).
 
     Raises:
-        ConfigError: a bad security value, or only one of
-            ``statistics_interval_ms`` > 0 and ``statistics_callback``.
+        ConfigError: a bad security value or ``isolation.level``, or only
+            one of ``statistics_interval_ms`` > 0 and
+            ``statistics_callback``.
     """
 
     def __init__(
@@ -655,10 +703,11 @@ class SimpleConsumer(ClosingClient):
         config: Mapping[str, Any] | ClientSecurity | Any | None = None,
         statistics_interval_ms: int = 0,
         statistics_callback: Callable[[ConsumerStatistics], object] | None = None,
+        isolation_level: str | None = None,
     ) -> None:
         if statistics_interval_ms < 0 or (statistics_interval_ms > 0) != (statistics_callback is not None):
             raise ConfigError("statistics_interval_ms > 0 and statistics_callback go together (librdkafka's statistics.interval.ms and stats_cb)")
-        core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id, config=config)  # ConfigError before a thread starts
+        core = TrioSimpleConsumer(host, port, so_timeout_ms, buffer_size, client_id, config=config, isolation_level=isolation_level)  # ConfigError first
         self._loop = LoopThread(name=f"kclient-simple-consumer-{host}:{port}")
         self._core = core
         with self._loop.closing_on_error():

@@ -28,7 +28,7 @@ import attrs
 
 from kclient.errors import CorruptRecordError
 from kclient.protocol.primitives import Buffer
-from kclient.protocol.records.v2 import NO_PARTITION_LEADER_EPOCH, build_batch
+from kclient.protocol.records.v2 import NO_PARTITION_LEADER_EPOCH, BatchHeader, build_batch, decode_rows, read_header, records_section
 
 #: Control record type of an ABORT marker.
 ABORT = 0
@@ -210,6 +210,33 @@ def build_end_txn_marker_batch(
     )
 
 
+def control_type_of(buf: Buffer, position: int = 0, header: BatchHeader | None = None) -> int | None:
+    """The control record type of the v2 control batch at ``position``.
+
+    Args:
+        buf (bytes | bytearray | memoryview): Bytes holding the whole batch.
+        position: The batch's first byte in ``buf``.
+        header: Its header, if already read.
+
+    Returns:
+        The type of its first record's key (`ABORT`, `COMMIT` or another),
+            ``None`` for a batch with no record or no control batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: A malformed batch or control key.
+    """
+    if header is None:
+        header = read_header(buf, position)
+    if not header.is_control or header.records_count <= 0:
+        return None
+    end = position + header.size
+    if end > len(buf):
+        raise CorruptRecordError(f"control batch at offset {header.base_offset} is incomplete")
+    data, start, stop = records_section(buf, position, end, header.attributes, header.base_offset)
+    _, rows = decode_rows(data, start, stop, header.records_count, header.base_offset, header.base_timestamp)
+    return decode_control_key(rows[0][0]).type
+
+
 __all__ = [
     "ABORT",
     "COMMIT",
@@ -220,6 +247,7 @@ __all__ = [
     "ControlRecordKey",
     "EndTransactionMarker",
     "build_end_txn_marker_batch",
+    "control_type_of",
     "decode_control_key",
     "decode_end_txn_marker",
     "encode_control_key",

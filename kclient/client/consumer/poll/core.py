@@ -58,6 +58,7 @@ from kclient.config import ConsumerConfig
 from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kclient.protocol.records.read_committed import isolation_level_code
 
 log = logging.getLogger("kclient.consumer")
 
@@ -173,7 +174,7 @@ class TrioConsumer:
         self._cluster = cluster
         decoders = (self.settings.key_decoder, self.settings.value_decoder)
         self._fetcher = Fetcher(cluster, config, self.subscriptions, self.settings.offset_reset, decoders, self._wake)
-        self._lookup = OffsetLookup(cluster, config.retry_backoff_ms)
+        self._lookup = OffsetLookup(cluster, config.retry_backoff_ms, isolation_level_code(config.isolation_level))
         if self.group_id is not None:
             coordinator = GroupCoordinator(
                 cluster,

@@ -14,6 +14,12 @@ error: ``OFFSET_OUT_OF_RANGE`` resets the position per
 leadership errors and lost connections refresh the metadata and the
 partition is fetched again from its new leader; other errors are raised by
 ``poll``.
+
+Under ``isolation.level=read_committed`` the fetches stop at the last
+stable offset and the records of aborted transactions are left out
+(KIP-98, `ByteBufferMessageSet.visible_buffer`); as with control batches,
+the position still moves past them (`ByteBufferMessageSet.next_offset`),
+so a consumer never stops in front of a transaction marker.
 """
 
 from __future__ import annotations
@@ -144,7 +150,14 @@ class Fetcher:
         if client is None or (client.host, client.port) != (host, port):
             config = self.config
             client = TrioSimpleConsumer(
-                host, port, config.socket_timeout_ms, client_id=config.client_id, config=config.security, ssl_context=self._ssl_context, statistics=self.statistics
+                host,
+                port,
+                config.socket_timeout_ms,
+                client_id=config.client_id,
+                config=config.security,
+                ssl_context=self._ssl_context,
+                statistics=self.statistics,
+                isolation_level=config.isolation_level,
             )
             client.attach(nursery)
             self._clients[node] = client

@@ -8,6 +8,10 @@ One request per leader broker. Leadership errors (``NOT_LEADER_OR_FOLLOWER``,
 ``UNKNOWN_TOPIC_OR_PARTITION``, ``LEADER_NOT_AVAILABLE``...) and lost
 connections refresh the metadata and are retried after ``retry.backoff.ms``
 until the deadline; other errors are raised at once.
+
+Under ``isolation.level=read_committed`` the requests are ListOffsets v2+
+at isolation level 1 (KIP-98): the log end is then the last stable
+offset, where a read_committed fetch stops.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from kclient.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from kclient.protocol.records.read_committed import READ_COMMITTED, READ_UNCOMMITTED
 
 log = logging.getLogger("kclient.consumer")
 
@@ -44,11 +49,14 @@ class OffsetLookup:
     Args:
         cluster: Metadata and connections.
         retry_backoff_ms: Pause before a retry (ms).
+        isolation_level: ``READ_UNCOMMITTED`` (0) or ``READ_COMMITTED`` (1,
+            `kclient.protocol.records.read_committed`).
     """
 
-    def __init__(self, cluster: Cluster, retry_backoff_ms: int) -> None:
+    def __init__(self, cluster: Cluster, retry_backoff_ms: int, isolation_level: int = READ_UNCOMMITTED) -> None:
         self.cluster = cluster
         self.retry_backoff_ms = retry_backoff_ms
+        self.isolation_level = isolation_level
 
     async def offsets(self, times: Mapping[TopicPartition, int], timeout: float) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Look offsets up by time.
@@ -112,8 +120,9 @@ class OffsetLookup:
         by_topic: dict[str, list[ListOffsetsPartition]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(ListOffsetsPartition(partition_index=tp.partition, timestamp=pending[tp], current_leader_epoch=-1))
-        body = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=conn.version_for(LIST_OFFSETS, floor=1))
+        body = ListOffsetsRequest(replica_id=-1, isolation_level=self.isolation_level, topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        floor = 2 if self.isolation_level == READ_COMMITTED else 1  # isolation_level: v2+
+        response: ListOffsetsResponse = await conn.request(LIST_OFFSETS, body, version=conn.version_for(LIST_OFFSETS, floor=floor))
         error: BrokerResponseError | None = None
         for topic in response.topics:
             for part in topic.partitions:

@@ -129,7 +129,8 @@ def consumer_records(message_set: ByteBufferMessageSet, key_decoder: Callable[[A
     out: list[ConsumerRecord] = []
     new = tuple.__new__
     where = f"{topic}-{partition}"
-    for offsets, rows in iter_record_rows(message_set.buffer, message_set.start_offset, where=where):
+    # without the aborted transactions' batches under read_committed (KIP-98)
+    for offsets, rows in iter_record_rows(message_set.visible_buffer, message_set.start_offset, where=where):
         if not offsets:
             continue
         shared = _facts_of_chunk(facts, offsets[0], offsets[-1])

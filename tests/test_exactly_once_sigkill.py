@@ -152,8 +152,23 @@ def read_committed(broker: BrokerProcess, topic: str, expected: int) -> list[tup
     return out
 
 
+def kclient_read_committed(broker: BrokerProcess, topic: str) -> list[tuple[str, bytes]]:
+    """The same with kclient's own `Consumer` (``isolation.level=read_committed``),
+    up to the last stable offset of each partition."""
+    out: list[tuple[str, bytes]] = []
+    with kclient.Consumer({"bootstrap.servers": broker.bootstrap, "isolation.level": "read_committed", "auto.offset.reset": "earliest"}) as consumer:
+        partitions = [kclient.TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < deadline:
+            out += [(r.key.decode(), r.value) for r in consumer.poll(timeout_ms=200)]
+    return out
+
+
 def check_exactly_once(broker: BrokerProcess, source: str, sink: str, group: str, inputs: dict[str, bytes], story: str) -> None:
     results = read_committed(broker, sink, len(inputs))
+    assert sorted(kclient_read_committed(broker, sink)) == sorted(results), story
     keys = [k for k, _ in results]
     missing = set(inputs) - set(keys)
     twice = sorted({k for k in keys if keys.count(k) > 1})

@@ -35,7 +35,7 @@ def run(*args: str, env: dict | None = None) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("example", ["partitioner_and_encoder.py", "async_callbacks.py", "trio_api.py", "compression.py"])
+@pytest.mark.parametrize("example", ["partitioner_and_encoder.py", "async_callbacks.py", "trio_api.py", "compression.py", "exactly_once.py"])
 def test_example_runs_against_a_test_broker(broker3, example):
     out = run(str(EXAMPLES / example), broker3.bootstrap)
     assert "OK:" in out, out

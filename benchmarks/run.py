@@ -135,7 +135,7 @@ WARM_UP_MB = 300
 def sizes(quick: bool) -> dict[str, int]:
     """Record counts and byte totals of each workload (full or --quick)."""
     if quick:
-        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000, scaling=2_000, memory=2_000)
+        return dict(small=2_000, large=300, latency=30, latency_warmup=5, compression=2_000, ingest_records=1_000, ingest_size=1_000, scaling=2_000, memory=2_000, txn=2_000)
     return dict(
         small=1_000_000,  # 100-byte records
         large=100_000,  # 1,000-byte records
@@ -146,6 +146,7 @@ def sizes(quick: bool) -> dict[str, int]:
         ingest_size=1_000,
         scaling=200_000,  # 100-byte keyed records per scaling row
         memory=200_000,  # 100-byte records, the smaller memory row (the other: MEMORY_FACTOR x)
+        txn=100_000,  # 100-byte records per transactional / idempotent row
     )
 
 
@@ -157,6 +158,14 @@ SCALING_PARTITIONS_QUICK = (1, 64)
 #: about 2 minutes a run) and aiokafka are left out: the target compares
 #: kclient with confluent-kafka only.
 SCALING_CLIENTS = ["kclient", "confluent-kafka"]
+
+
+#: The transactional produce rows (issue 29): 100 B records to one
+#: partition, acks=all with idempotence, a commit every N records; the row
+#: with N = 0 is the idempotent producer without transactions (the
+#: reference the commits' cost is read against).
+TXN_COMMIT_EVERY = (0, 100, 1_000, 10_000)
+TXN_CLIENTS = ["kclient", "confluent-kafka"]
 
 
 #: The producer memory rows (issue 16, "producer memory still bounded by
@@ -272,6 +281,17 @@ def plan(quick: bool) -> list[dict]:
             clients=["ingest (confluent-kafka)", "raw-append-fsync", "broker-fetch", "raw-sendfile"],
         )
     )
+    for every in TXN_COMMIT_EVERY:
+        g = _throughput_group("produce", 100, n["txn"], 1, TXN_CLIENTS)
+        how = "idempotent, no transactions" if not every else f"transactional, a commit every {every:,} records"
+        g.update(
+            name=f"txn-{g['name']}-{'idempotent' if not every else f'every{every}'}",
+            title=f"produce {n['txn']:,} x 100 B, 1 partition, acks=all, {how}",
+            acks=-1,
+            idempotent=True,
+            commit_every=every,
+        )
+        groups.append(g)
     for kind in ("produce", "consume"):
         for parts in SCALING_PARTITIONS_QUICK if quick else SCALING_PARTITIONS:
             g = _throughput_group(kind, 100, n["scaling"], parts, SCALING_CLIENTS)
@@ -460,9 +480,12 @@ class Session:
             payload_file=str(payload),
             linger_ms=LINGER_MS,
             batch_bytes=group.get("batch_bytes", BATCH_BYTES),
-            acks=1,
+            acks=group.get("acks", 1),
             cpu=self.client_cpu,
         )
+        if group.get("idempotent"):
+            spec["idempotent"] = True
+            spec["commit_every"] = group.get("commit_every", 0)
         if group.get("keyed"):
             spec["keyed"] = True
         if "fetch_bytes" in group:
@@ -1007,9 +1030,36 @@ def memory_table(groups: list[dict]) -> list[dict]:
     return out
 
 
+def transactions_table(groups: list[dict]) -> list[dict]:
+    """The transactional produce rows (issue 29): per commit interval
+    (0: idempotent, no transactions), each client's records/s, kclient ÷
+    confluent-kafka, and each client's rate ÷ its own idempotent rate (what
+    the commits cost it)."""
+    chosen = sorted((g for g in groups if "commit_every" in g), key=lambda g: g["commit_every"])
+    base = {c: (g["rows"].get(c) or {}).get("records_per_s") for g in chosen if not g["commit_every"] for c in TXN_CLIENTS}
+    out = []
+    for g in chosen:
+        rates = {c: (g["rows"].get(c) or {}).get("records_per_s") for c in TXN_CLIENTS}
+        k, c = rates["kclient"], rates["confluent-kafka"]
+        out.append(
+            dict(
+                group=g["name"],
+                commit_every=g["commit_every"],
+                kclient_records_per_s=k,
+                confluent_records_per_s=c,
+                ratio=k / c if k and c else None,
+                kclient_vs_idempotent=k / base["kclient"] if k and base.get("kclient") else None,
+                confluent_vs_idempotent=c / base["confluent-kafka"] if c and base.get("confluent-kafka") else None,
+            )
+        )
+    return out
+
+
 def targets(groups: list[dict]) -> list[dict]:
     out = []
-    plain = [g for g in groups if not g.get("scaling")]
+    # the scaling rows have their own target; the transactional rows
+    # (acks=all, idempotent) have none, only their table
+    plain = [g for g in groups if not g.get("scaling") and "commit_every" not in g]
     for kind, peer, minimum, text in TARGETS:
         for g in plain:
             if g["kind"] == kind and peer in g.get("ratios", {}):
@@ -1202,6 +1252,21 @@ def render(report: dict) -> str:
         ]
         headers = ["", "partitions", "kclient rec/s", "confluent-kafka rec/s", "kclient ÷ confluent", "÷ ratio at 1p", "kclient CPU µs/rec", "confluent CPU µs/rec"]
         parts.append("cost as work grows (issue 16): 100 B keyed records, one topic of N partitions\n" + table(headers, rows, "lrrrrrrr"))
+    txn = report.get("transactions") or []
+    if txn:
+        rows = [
+            [
+                "none (idempotent)" if not r["commit_every"] else f"every {r['commit_every']:,}",
+                _fmt(r["kclient_records_per_s"]),
+                _fmt(r["confluent_records_per_s"]),
+                _fmt(r["ratio"], ".2f") + ("x" if r["ratio"] else ""),
+                _fmt(r["kclient_vs_idempotent"], ".2f") + ("x" if r["kclient_vs_idempotent"] else ""),
+                _fmt(r["confluent_vs_idempotent"], ".2f") + ("x" if r["confluent_vs_idempotent"] else ""),
+            ]
+            for r in txn
+        ]
+        headers = ["commit", "kclient rec/s", "confluent-kafka rec/s", "kclient ÷ confluent", "kclient ÷ its idempotent", "confluent ÷ its idempotent"]
+        parts.append("transactional produce (issue 29): 100 B records, 1 partition, acks=all, idempotent\n" + table(headers, rows, "lrrrrr"))
     for issue, title in ((5, "issue 5 targets (ratios of medians, same run)"), (16, "issue 16 targets (ratios of medians, same run; the memory line: MB)")):
         chosen = [t for t in report["targets"] if t.get("issue", 5) == issue]
         if chosen:
@@ -1284,6 +1349,10 @@ def settings_text(quick: bool) -> list[str]:
         "(queued as one entry per batch.num.messages messages); 'kclient ÷ this' is the one-record-per-call speed over it",
         f"the '1 MB batches' produce rows: the same with batches up to {BIG_BATCH_BYTES:,} bytes for every client (kclient batch.size, "
         "kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
+        "transactional produce (issue 29): the 100 B 1-partition produce settings with acks=all and idempotence on both clients "
+        "(kclient request.required.acks=-1, enable.idempotence=true; confluent-kafka acks=all, enable.idempotence=true), then with a "
+        "transactional.id: init_transactions() untimed, then begin_transaction(), N sends, commit_transaction() for every N records, "
+        "the last commit and flush() timed; each run checked by its log end offsets (records + one COMMIT marker per transaction)",
         "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync, "
         f"socket.busy.poll.us={LATENCY_BUSY_POLL_US}).send() (the socket is polled for the acknowledgement before the thread sleeps; "
         "kclient-no-busy-poll: the same with the default, 0); "
@@ -1402,6 +1471,7 @@ def main(argv: list[str] | None = None) -> int:
         "deleted_topics": session.deleted_topics,
     }
     report["scaling"] = scaling_table(report["groups"])
+    report["transactions"] = transactions_table(report["groups"])
     report["memory"] = memory_table(report["groups"])
     report["targets"] = targets(report["groups"])
     text = render(report)

@@ -176,6 +176,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     from kclient import Producer, ProducerData
 
+    if spec.get("idempotent"):
+        return produce_kclient_transactional(spec, pool, timer)
     count, topic = spec["count"], spec["topic"]
     config = {
         "metadata.broker.list": spec["bootstrap"],
@@ -261,6 +263,53 @@ def produce_kclient(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     elif results is not None:
         settings["delivery results"] = "send(data, callback=fn)" if results == "callback" else "send_with_result(data) futures"
     return {"records": count, "bytes": count * spec["size"], "settings": settings}
+
+
+def produce_kclient_transactional(spec: dict, pool: list[bytes], timer: Timer) -> dict:
+    """The transactional rows (issue 29): idempotent, acks=all, and with
+    ``commit_every`` N > 0 a transaction of N records at a time
+    (begin_transaction, N sends, commit_transaction)."""
+    from kclient import Producer, ProducerData
+
+    count, topic, every = spec["count"], spec["topic"], spec.get("commit_every", 0)
+    config = {
+        "metadata.broker.list": spec["bootstrap"],
+        "producer.type": "async",
+        "request.required.acks": -1,
+        "enable.idempotence": True,
+        "linger.ms": spec["linger_ms"],
+        "batch.size": spec["batch_bytes"],
+        "max.in.flight.requests.per.connection": 5,
+        "client.id": "bench",
+    }
+    if every:
+        config["transactional.id"] = f"bench-{topic}"
+    producer = Producer(config)
+    transactions = 0
+    try:
+        if every:
+            producer.init_transactions(DEADLINE_S * 1000)
+        timer.start()
+        send = producer.send
+        for i, v in enumerate(values(pool, count)):
+            if every and not i % every:
+                if i:
+                    producer.commit_transaction(DEADLINE_S * 1000)
+                producer.begin_transaction()
+                transactions += 1
+            send(ProducerData(topic, None, [v]))
+        if every:
+            producer.commit_transaction(DEADLINE_S * 1000)
+        producer.flush()
+        timer.stop()
+        stats = producer.statistics()
+    finally:
+        producer.close()
+    if stats.sent_messages != count or stats.failed_messages:
+        raise BenchError(f"kclient producer sent {stats.sent_messages} of {count} ({stats.failed_messages} failed: {stats.first_error})")
+    settings = {k: v for k, v in config.items() if k not in ("metadata.broker.list", "client.id")}
+    # one COMMIT marker per transaction on the one partition
+    return {"records": count, "bytes": count * spec["size"], "settings": settings, "expected_end_offsets": count + transactions}
 
 
 def produce_kclient_list(spec: dict, pool: list[bytes], timer: Timer) -> dict:
@@ -351,12 +400,25 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
         "compression.type": spec.get("codec", "none"),
     }
     settings.update(spec.get("extra_confluent", {}))
+    every = spec.get("commit_every", 0)
+    if spec.get("idempotent"):
+        settings.update({"acks": "all", "enable.idempotence": True})
+    if every:
+        settings["transactional.id"] = f"bench-{topic}"
     producer = confluent_kafka.Producer({"bootstrap.servers": spec["bootstrap"], **settings, **security(spec)})
+    transactions = 0
+    if every:
+        producer.init_transactions(DEADLINE_S)
     timer.start()
     produce = producer.produce
     poll = producer.poll
     items = keyed_values(pool, count) if spec.get("keyed") else ((None, v) for v in values(pool, count))
     for i, (k, v) in enumerate(items):
+        if every and not i % every:
+            if i:
+                producer.commit_transaction(DEADLINE_S)
+            producer.begin_transaction()
+            transactions += 1
         while True:
             try:
                 produce(topic, v, k)
@@ -365,11 +427,16 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
                 poll(0.005)
         if not i & 1023:
             poll(0)
+    if every:
+        producer.commit_transaction(DEADLINE_S)
     left = producer.flush(DEADLINE_S)
     timer.stop()
     if left:
         raise BenchError(f"confluent-kafka: {left} records not delivered")
-    return {"records": count, "bytes": count * spec["size"], "settings": settings}
+    result = {"records": count, "bytes": count * spec["size"], "settings": settings}
+    if every:
+        result["expected_end_offsets"] = count + transactions  # one COMMIT marker per transaction
+    return result
 
 
 # ----------------------------------------------------------------- produce latency

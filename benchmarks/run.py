@@ -1351,7 +1351,8 @@ def settings_text(quick: bool) -> list[str]:
         "kafka-python batch_size, aiokafka max_batch_size, confluent-kafka batch.size); max request size stays 1 MB",
         "transactional produce (issue 29): the 100 B 1-partition produce settings with acks=all and idempotence on both clients "
         "(kclient request.required.acks=-1, enable.idempotence=true; confluent-kafka acks=all, enable.idempotence=true), then with a "
-        "transactional.id: init_transactions() untimed, then begin_transaction(), N sends, commit_transaction() for every N records, "
+        "transactional.id: init_transactions() untimed (the idempotent row: one warm-up record sent and flushed, untimed, for its producer id), "
+        "then begin_transaction(), N sends, commit_transaction() for every N records, "
         "the last commit and flush() timed; each run checked by its log end offsets (records + one COMMIT marker per transaction)",
         "produce latency: one 100 B record per call, each waited for, acks=1, linger 0: kclient Producer(producer.type=sync, "
         f"socket.busy.poll.us={LATENCY_BUSY_POLL_US}).send() (the socket is polled for the acknowledgement before the thread sleeps; "

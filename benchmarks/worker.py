@@ -286,9 +286,16 @@ def produce_kclient_transactional(spec: dict, pool: list[bytes], timer: Timer) -
         config["transactional.id"] = f"bench-{topic}"
     producer = Producer(config)
     transactions = 0
+    warm = 0
     try:
         if every:
             producer.init_transactions(DEADLINE_S * 1000)
+        else:
+            # untimed, as init_transactions is for the transactional rows:
+            # the producer id (InitProducerId) and the metadata
+            producer.send(ProducerData(topic, None, [b"warm-up"]))
+            producer.flush()
+            warm = 1
         timer.start()
         send = producer.send
         for i, v in enumerate(values(pool, count)):
@@ -305,11 +312,11 @@ def produce_kclient_transactional(spec: dict, pool: list[bytes], timer: Timer) -
         stats = producer.statistics()
     finally:
         producer.close()
-    if stats.sent_messages != count or stats.failed_messages:
-        raise BenchError(f"kclient producer sent {stats.sent_messages} of {count} ({stats.failed_messages} failed: {stats.first_error})")
+    if stats.sent_messages != count + warm or stats.failed_messages:
+        raise BenchError(f"kclient producer sent {stats.sent_messages - warm} of {count} ({stats.failed_messages} failed: {stats.first_error})")
     settings = {k: v for k, v in config.items() if k not in ("metadata.broker.list", "client.id")}
     # one COMMIT marker per transaction on the one partition
-    return {"records": count, "bytes": count * spec["size"], "settings": settings, "expected_end_offsets": count + transactions}
+    return {"records": count, "bytes": count * spec["size"], "settings": settings, "expected_end_offsets": count + transactions + warm}
 
 
 def produce_kclient_list(spec: dict, pool: list[bytes], timer: Timer) -> dict:
@@ -406,9 +413,16 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     if every:
         settings["transactional.id"] = f"bench-{topic}"
     producer = confluent_kafka.Producer({"bootstrap.servers": spec["bootstrap"], **settings, **security(spec)})
-    transactions = 0
+    transactions = warm = 0
     if every:
         producer.init_transactions(DEADLINE_S)
+    elif spec.get("idempotent"):
+        # untimed, as init_transactions is for the transactional rows: the
+        # producer id and the metadata
+        producer.produce(topic, b"warm-up")
+        if producer.flush(DEADLINE_S):
+            raise BenchError("confluent-kafka: the warm-up record was not delivered")
+        warm = 1
     timer.start()
     produce = producer.produce
     poll = producer.poll
@@ -434,8 +448,8 @@ def produce_confluent(spec: dict, pool: list[bytes], timer: Timer) -> dict:
     if left:
         raise BenchError(f"confluent-kafka: {left} records not delivered")
     result = {"records": count, "bytes": count * spec["size"], "settings": settings}
-    if every:
-        result["expected_end_offsets"] = count + transactions  # one COMMIT marker per transaction
+    if every or warm:
+        result["expected_end_offsets"] = count + transactions + warm  # one COMMIT marker per transaction
     return result
 
 

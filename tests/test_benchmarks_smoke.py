@@ -87,6 +87,10 @@ def test_report_shape(quick_report) -> None:
         "compression-lz4",
         "compression-zstd",
         "broker-bounds",
+        "txn-produce-100B-1p-idempotent",
+        "txn-produce-100B-1p-every100",
+        "txn-produce-100B-1p-every1000",
+        "txn-produce-100B-1p-every10000",
         "scaling-produce-100B-1p",
         "scaling-produce-100B-64p",
         "scaling-consume-100B-1p",
@@ -111,6 +115,13 @@ def test_report_shape(quick_report) -> None:
         issue16 = {t["target"] for t in report["targets"] if t["issue"] == 16}
         assert any("at N partitions" in t for t in issue16)
         assert any("p99" in t for t in issue16)
+    # issue 29: the transactional rows' table, each commit interval against the idempotent row
+    if installed("confluent-kafka"):
+        txn = report["transactions"]
+        assert [r["commit_every"] for r in txn] == [0, 100, 1_000, 10_000]
+        assert txn[0]["kclient_vs_idempotent"] == txn[0]["confluent_vs_idempotent"] == 1.0
+        assert all(r["ratio"] > 0 for r in txn)
+        assert not any(t["group"].startswith("txn-") for t in report["targets"])
     # issue 16: producer memory at N and 10N records, one queue bound, a line in MB
     memory = [t for t in report["targets"] if t["group"] == "memory-100B-1p"]
     assert len(memory) == 1 and memory[0]["issue"] == 16 and memory[0]["unit"] == "MB"

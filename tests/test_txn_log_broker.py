@@ -16,11 +16,12 @@ from helpers.raw import SocketClient, fetch_body, make_topic, produce_body
 from helpers.three_brokers import ThreeBrokers
 from helpers.wait import retry
 
+import kclient
 from kclient.protocol.messages import FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, PRODUCE
 from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.records import iter_record_set
 from kclient.protocol.records.v2 import build_batch
-from kclient.testing import BrokerProcess
+from kclient.testing import BrokerProcess, java_unavailable_reason, kafka_tool
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -212,7 +213,8 @@ def test_followers_keep_the_transactions_across_a_leader_failover(cluster):
 def test_confluent_kafka_transactional_producer_read_committed(broker):
     """Interop end to end: confluent-kafka's transactional producer (the
     broker's coordinator writes the markers through WriteTxnMarkers), read
-    by confluent-kafka's and kafka-python's consumers."""
+    by confluent-kafka's, kafka-python's and kclient's consumers (Consumer and
+    SimpleConsumer) and Kafka's own Java consumer (kafka-console-consumer)."""
     topic = "txn-ck"
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "txn-log-ck", "transaction.timeout.ms": 60_000})
     producer.init_transactions(30)
@@ -235,6 +237,43 @@ def test_confluent_kafka_transactional_producer_read_committed(broker):
     assert consume(broker, "read_uncommitted", topic) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
     assert kafka_python_values(broker, "read_committed", topic, 9) == [b"c0", b"c1", b"c2", b"c3"]
     assert kafka_python_values(broker, "read_uncommitted", topic, 9) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
+    for isolation, expected in (("read_committed", [b"c0", b"c1", b"c2", b"c3"]), ("read_uncommitted", [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"])):
+        assert kclient_values(broker, isolation, topic) == expected, isolation
+        simple = kclient.SimpleConsumer(broker.host, broker.port, 10_000, isolation_level=isolation)
+        try:
+            got: list[bytes] = []
+            offset = 0
+            while offset < 9:  # past every record and marker, through each set's next_offset
+                ms = simple.fetch(kclient.FetchRequest(topic, 0, offset, 1 << 20))
+                got += [m.message.payload for m in ms]
+                assert ms.next_offset > offset
+                offset = ms.next_offset
+            assert got == expected, isolation
+        finally:
+            simple.close()
+    # Kafka's own Java consumer (kafka-console-consumer of Kafka 4)
+    if java_unavailable_reason() is None:
+        out = kafka_tool(
+            "kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
+            "--isolation-level", "read_committed", "--max-messages", "4", release="4", timeout=120,
+        ).stdout
+        assert out.split() == ["c0", "c1", "c2", "c3"]
+
+
+def kclient_values(proc, isolation: str, topic: str) -> list[bytes]:
+    """What kclient's `Consumer` reads from offset 0 with ``isolation``
+    until its position reaches the end offset it is given (the LSO under
+    read_committed)."""
+    values: list[bytes] = []
+    with kclient.Consumer({"bootstrap.servers": proc.bootstrap, "isolation.level": isolation, "auto.offset.reset": "earliest"}) as consumer:
+        tp = kclient.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp])[tp]
+        for _ in range(300):
+            if consumer.position(tp) >= end:
+                return values
+            values += [r.value for r in consumer.poll(timeout_ms=100)]
+    raise AssertionError(f"kclient did not reach offset {end}; read {values}")
 
 
 def kafka_python_values(proc, isolation: str, topic: str, end: int) -> list[bytes]:

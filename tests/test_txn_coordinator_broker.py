@@ -530,3 +530,7 @@ def test_markers_follow_a_partition_leader_killed_before_the_commit(zookeeper):
         finally:
             consumer.close()
         assert sorted(got) == sorted(f"v{i}".encode() for i in range(6))
+        # The retries to the dead leader back off, and are logged at INFO
+        # once for the outage (not once per retry).
+        log = cluster.brokers[coordinator].output()
+        assert log.count("WriteTxnMarkers to broker") <= 1, [line for line in log.splitlines() if "WriteTxnMarkers" in line]

@@ -16,7 +16,9 @@ EndTxn, a timed-out abort, or found on loading a partition) one task:
    error for its partitions;
 3. after ``retry_backoff_ms`` sends the partitions to retry again, until
    none is left or the coordinator cancels (a newer producer or
-   coordinator epoch);
+   coordinator epoch); while a round gets no marker through (a leader
+   down) the pause doubles, up to ``retry_backoff_max_ms``, and a broker's
+   failures are logged at INFO once per outage (then at DEBUG);
 4. writes the completion record (`TransactionCoordinator.completion_write`),
    again while `TransactionCoordinator.after_completion_write` asks.
 """
@@ -108,7 +110,10 @@ class TransactionMarkerChannel(TaskHost):
             gives the append's error code.
         listener: The inter-broker listener name (None: the first).
         broker_id: This broker's id (the connections' client id).
-        retry_backoff_ms: The pause before sending failed markers again (ms).
+        retry_backoff_ms: The first pause before sending failed markers
+            again (ms); it doubles while no marker gets through, up to
+            ``retry_backoff_max_ms``.
+        retry_backoff_max_ms: The longest pause between retries (ms).
         request_timeout_ms: Connect and request timeout (ms).
     """
 
@@ -121,6 +126,7 @@ class TransactionMarkerChannel(TaskHost):
         listener: str | None,
         broker_id: int,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
         request_timeout_ms: int = 30000,
     ) -> None:
         self.coordinator = coordinator
@@ -129,6 +135,9 @@ class TransactionMarkerChannel(TaskHost):
         self.listener = listener
         self.broker_id = broker_id
         self.backoff = retry_backoff_ms / 1000
+        self.backoff_max = max(retry_backoff_max_ms, retry_backoff_ms) / 1000
+        #: Brokers whose last WriteTxnMarkers failed (logged once per outage).
+        self.unreachable: set[int] = set()
         self.timeout_ms = request_timeout_ms
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         super().__init__()
@@ -153,7 +162,9 @@ class TransactionMarkerChannel(TaskHost):
         """Send the markers until every partition has one; False when
         cancelled."""
         pending = set(markers.partitions)
+        delay = self.backoff
         while pending:
+            before = len(pending)
             routing = route_markers(markers, pending, epoch, self._leader_of)
             _, coordinator_epoch, md = self.coordinator.manager.get(markers.transactional_id)
             if md is None or coordinator_epoch != epoch:
@@ -170,7 +181,9 @@ class TransactionMarkerChannel(TaskHost):
                 if progress.complete:
                     return True
             if pending:
-                await trio.sleep(self.backoff)
+                await trio.sleep(delay)
+                # back off while nothing gets through (a leader down)
+                delay = self.backoff if len(pending) < before else min(delay * 2, self.backoff_max)
         return True
 
     async def _write_completion(self, markers: TxnMarkers, epoch: int) -> None:
@@ -219,9 +232,16 @@ class TransactionMarkerChannel(TaskHost):
                 self._connections[address] = conn
             response = await conn.request(WRITE_TXN_MARKERS, marker_request(entry), version=MARKERS_VERSION)
         except KafkaError as exc:
-            log.info("WriteTxnMarkers to broker %d failed (%s); retrying", broker, exc)
+            if broker in self.unreachable:
+                log.debug("WriteTxnMarkers to broker %d failed again (%s)", broker, exc)
+            else:
+                self.unreachable.add(broker)
+                log.info("WriteTxnMarkers to broker %d failed (%s); retrying with backoff", broker, exc)
             self._connections.pop(address, None)
             return retriable
+        if broker in self.unreachable:
+            self.unreachable.discard(broker)
+            log.info("WriteTxnMarkers to broker %d answered again", broker)
         return marker_errors(entry, response)
 
 

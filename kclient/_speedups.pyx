@@ -993,6 +993,51 @@ def stamped(data):
     return d
 
 
+cdef class FastSend:
+    """``Producer.send`` for its usual call, compiled: the twin of the
+    first branch of ``kclient.client.producer.producer.Producer.send`` (one
+    ProducerData, no callback, a producer whose queue has no enqueue hooks).
+
+    An exact ``data_type`` item whose topic is in ``valid_topics`` is stamped
+    with the send time when it has no timestamp and handed to ``fast_put``
+    (the queue core's ``put``: None when queued, a waker to call when
+    queued, False when refused). Anything else, and a refused item, goes to
+    ``slow`` (``Producer.send`` itself), which validates, blocks or raises.
+
+    Args:
+        data_type: The ProducerData class.
+        valid_topics: The producer's set of validated topic names (live).
+        fast_put: ``fast_put(item, n_messages)``.
+        slow: ``slow(data_or_list, callback=None)``.
+    """
+
+    cdef object data_type
+    cdef object valid_topics
+    cdef object fast_put
+    cdef object slow
+
+    def __init__(self, object data_type, object valid_topics, object fast_put, object slow):
+        self.data_type = data_type
+        self.valid_topics = valid_topics
+        self.fast_put = fast_put
+        self.slow = slow
+
+    def __call__(self, data_or_list, *, callback=None):
+        cdef object d, waker
+        if callback is None and type(data_or_list) is self.data_type:
+            d = data_or_list
+            if <object>PyTuple_GET_ITEM(d, 0) in self.valid_topics:
+                if <object>PyTuple_GET_ITEM(d, 3) is None:
+                    d = stamped(d)
+                waker = self.fast_put(d, PyTuple_GET_SIZE(<object>PyTuple_GET_ITEM(d, 2)) if PyTuple_CheckExact(<object>PyTuple_GET_ITEM(d, 2)) else len(<object>PyTuple_GET_ITEM(d, 2)))
+                if waker is None:
+                    return None
+                if waker is not False:
+                    waker()
+                    return None
+        return self.slow(data_or_list, callback=callback)
+
+
 def stamp_all(list events, object data_type, object valid_topics):
     """``send(list)``'s per-record step, compiled: each item an exact
     ``data_type`` (ProducerData) whose topic is in ``valid_topics``, the

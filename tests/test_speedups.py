@@ -888,3 +888,89 @@ def test_batch_cuts_matches_pure_python(shape, count, size, held, most, limit):
     sizes = [b for _, b in shape]
     held = held or bool(count or size)
     assert _speedups.batch_cuts(messages, sizes, count, size, held, most, limit) == batch_cuts(messages, sizes, count, size, held, most, limit)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "case",
+    ["stamp", "timestamped", "waker", "refused", "unknown topic", "callback", "list", "subclass"],
+)
+def test_fast_send_does_what_the_first_branch_of_producer_send_does(case):
+    """``FastSend`` (the compiled ``Producer.send`` for its usual call)
+    queues exactly what ``Producer.send``'s first branch queues, and hands
+    every other call (a callback, a list, a subclass, a topic not validated
+    yet, a refusal) to ``Producer.send`` itself."""
+    from types import SimpleNamespace
+
+    from kclient.client.producer.data import ProducerData
+    from kclient.client.producer.producer import Producer
+
+    class Data(ProducerData):
+        pass
+
+    item: object = {
+        "timestamped": ProducerData("t", b"k", [b"v"], timestamp_ms=5),
+        "unknown topic": ProducerData("new-topic", None, [b"v", b"w"]),
+        "list": [ProducerData("t", None, [b"v"])],
+        "subclass": Data("t", None, [b"v"]),
+    }.get(case, ProducerData("t", None, [b"v", b"w"]))
+    kwargs = {"callback": print} if case == "callback" else {}
+
+    def run(send_of):
+        puts: list = []
+        wakes: list = []
+        slow: list = []
+
+        def fast_put(d, n):
+            puts.append((d[:3], d[4:], n, type(d[3])))
+            if case == "refused":
+                return False
+            return (lambda: wakes.append(1)) if case == "waker" else None
+
+        send = send_of(fast_put, lambda data_or_list, callback=None: slow.append((data_or_list, callback)))
+        send(item, **kwargs)
+        return puts, wakes, slow
+
+    def compiled(fast_put, slow):
+        return _speedups.FastSend(ProducerData, {"t"}, fast_put, slow)
+
+    def pure(fast_put, slow):
+        # Producer.send's first branch on a bare producer: what it does not
+        # finish there is what FastSend must leave to Producer.send.
+        producer = object.__new__(Producer)
+        producer._plain_enqueue = True
+        producer._valid_topics = {"t"}
+        producer._fast_put = fast_put
+        producer._closer = SimpleNamespace(closed=False)
+        producer._core = SimpleNamespace(prepare=lambda d: producer._valid_topics.add(d[0]))
+        producer._enqueue_timeout_ms = 0
+
+        def rest(*args, **kwargs):
+            slow(*args, **kwargs)
+            return True
+
+        producer._queue = SimpleNamespace(put=lambda d, n, timeout: rest(d))
+        if case in ("callback", "list", "subclass"):
+            producer._closer = None
+            slow(item, kwargs.get("callback"))  # not the first branch: Producer.send's other paths
+            return lambda *a, **k: None
+        def send(data, **kw):
+            try:
+                Producer.send(producer, data, **kw)
+            finally:
+                producer._closer = None  # a bare producer: nothing for __del__ to close
+
+        return send
+
+    c_puts, c_wakes, c_slow = run(compiled)
+    p_puts, p_wakes, p_slow = run(pure)
+    if case == "unknown topic":
+        # Producer.send validates the name and queues it; FastSend leaves that to it
+        assert c_puts == [] and c_slow == [(item, None)] and p_puts == [(item[:3], item[4:], 2, int)]
+        return
+    if case == "refused":
+        # the refused item goes on to Producer.send's blocking put
+        assert c_puts == p_puts and len(c_slow) == len(p_slow) == 1 and c_slow[0][0] == item
+        return
+    assert (c_puts, c_wakes) == (p_puts, p_wakes)
+    assert [s[0] for s in c_slow] == [s[0] for s in p_slow]

@@ -72,6 +72,7 @@ import logging
 import operator
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,6 +101,8 @@ log = logging.getLogger(__name__)
 _messages_of = operator.itemgetter(2)  # ProducerData.messages
 # send(list)'s compiled stamping (None: pure Python).
 _c_stamp_all = _speedups.stamp_all if _speedups is not None else None
+# send()'s compiled usual call (None: pure Python).
+_FastSend = _speedups.FastSend if _speedups is not None else None
 
 
 _ids = itertools.count(1)
@@ -213,6 +216,11 @@ class Producer(ClosingClient):
         description = f"<Producer {cfg.producer_type} {label} {cfg.metadata_broker_list}>"
         self._closer = _ProducerCloser(description, cfg.close_timeout_ms, self._loop, self._core, self._callbacks, self._queue, self._thread, self._reports)
         track_closer(self._closer)
+        if self._plain_enqueue and _FastSend is not None and "send" not in vars(self):
+            # send()'s usual call at C speed (its twin is send's first
+            # branch); everything else goes to send() itself. The fallback
+            # holds the producer weakly: no reference cycle.
+            self.send = _FastSend(ProducerData, self._valid_topics, self._fast_put, _send_of(weakref.ref(self)))  # type: ignore[method-assign]
 
     @property
     def producer_type(self) -> str:
@@ -892,6 +900,19 @@ class _ProducerCloser(ExitCloser):
             log.error("%s at exit: %s", self.description, message)
             return
         raise FailedToSendMessageError(message, lost_messages=lost, possibly_written=possibly) from stats.first_unreported_error
+
+
+def _send_of(ref: Callable[[], Producer | None]) -> Callable[..., None]:
+    """``Producer.send`` of the producer behind the weak reference ``ref``
+    (the compiled fast path's fallback)."""
+
+    def send(data_or_list: Any, *, callback: Any = None) -> None:
+        producer = ref()
+        if producer is None:
+            raise ProducerClosedError("send() called after the producer was garbage-collected")
+        Producer.send(producer, data_or_list, callback=callback)
+
+    return send
 
 
 def _checked_send(check: Callable[[], None], send: Callable[..., Any]) -> Callable[..., Any]:

@@ -986,6 +986,10 @@ def stamped(data):
     """A copy of the ProducerData-like tuple ``data`` with item 3
     (``timestamp_ms``) set to now (ms since the epoch, as
     ``time.time_ns() // 1_000_000``)."""
+    return _stamped(data)
+
+
+cdef object _stamped(object data):
     cdef object d = _alloc6(type(data), <object>PyTuple_GET_ITEM(data, 0), <object>PyTuple_GET_ITEM(data, 1), <object>PyTuple_GET_ITEM(data, 2),
                             _now_ms(), <object>PyTuple_GET_ITEM(data, 4), <object>PyTuple_GET_ITEM(data, 5))
     if type(data) is _data_type:
@@ -1028,7 +1032,7 @@ cdef class FastSend:
             d = data_or_list
             if <object>PyTuple_GET_ITEM(d, 0) in self.valid_topics:
                 if <object>PyTuple_GET_ITEM(d, 3) is None:
-                    d = stamped(d)
+                    d = _stamped(d)
                 waker = self.fast_put(d, PyTuple_GET_SIZE(<object>PyTuple_GET_ITEM(d, 2)) if PyTuple_CheckExact(<object>PyTuple_GET_ITEM(d, 2)) else len(<object>PyTuple_GET_ITEM(d, 2)))
                 if waker is None:
                     return None

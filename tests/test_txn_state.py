@@ -20,7 +20,7 @@ from kclient.protocol.records.legacy import build_entry, build_message
 from kclient.protocol.records.v2 import build_batch, iter_records, read_header
 from kclient.storage.batch_walk import walk_batches
 from kclient.storage.handles import CachedFile
-from kclient.storage.read_committed import (
+from kclient.protocol.records.read_committed import (
     ABORTED,
     CONTROL,
     UNSTABLE,

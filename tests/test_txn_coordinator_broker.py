@@ -413,6 +413,9 @@ def test_coordinator_killed_mid_transaction_its_successor_commits_it(zookeeper):
         cluster.brokers[old].kill()
         new = coordinator_of(cluster, txn_id)
         assert new != old
+        # Nothing of the open transaction is readable committed: every
+        # partition's last stable offset is still its first record's.
+        assert stable_offsets(cluster, topic, 2) == {0: 0, 1: 0}
         p.produce(topic, b"end", partition=0)
         p.commit_transaction(60)
         done = wait_for(lambda: (d := describe(cluster.brokers[new], txn_id)).transaction_state == "CompleteCommit" and d, "the commit completed", timeout=60)
@@ -425,6 +428,14 @@ def test_coordinator_killed_mid_transaction_its_successor_commits_it(zookeeper):
         finally:
             consumer.close()
         assert sorted(got) == sorted([f"v{i}".encode() for i in range(5)] + [b"end"])
+
+
+def stable_offsets(cluster: ThreeBrokers, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's last stable offset (kclient's read_committed
+    `Consumer.end_offsets`: ListOffsets with isolation level 1)."""
+    with kclient.Consumer({"bootstrap.servers": cluster.bootstrap, "isolation.level": "read_committed"}) as consumer:
+        tps = [kclient.TopicPartition(topic, i) for i in range(partitions)]
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
 
 
 def test_add_partitions_of_an_unknown_topic_adds_none(txn_broker, txn_id):

@@ -17,10 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kclient.broker.group.records import OffsetAndMetadata
-
-#: Kafka's UNSTABLE_OFFSET_COMMIT (88, KIP-447): OffsetFetch with
-#: ``require_stable`` for a partition with a pending transactional offset.
-UNSTABLE_OFFSET_COMMIT = 88
+from kclient.errors import UNSTABLE_OFFSET_COMMIT
 
 #: ``{(topic, partition): (offset and metadata, its record's log offset)}``.
 TxnOffsets = dict[tuple[str, int], tuple[OffsetAndMetadata, int]]

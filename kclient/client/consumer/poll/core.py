@@ -499,7 +499,8 @@ class TrioConsumer:
             await driver.commit(chosen)
 
     async def _committed_for_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        fetched = await self._group().coordinator.fetch_committed(tp.key for tp in partitions)
+        # require_stable (KIP-447), as Kafka's consumer: never start from an offset an open transaction may still change
+        fetched = await self._group().coordinator.fetch_committed((tp.key for tp in partitions), require_stable=True)
         return {TopicPartition(t, p): OffsetAndMetadata(o, md, epoch if epoch >= 0 else None) for (t, p), (o, md, epoch) in fetched.items()}
 
     async def committed(self, partitions: Iterable[Any] | TopicPartition, timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:

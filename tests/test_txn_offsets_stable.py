@@ -157,6 +157,33 @@ def test_committed_gives_up_at_the_timeout_with_unstable_offset_commit(stable_br
         assert asker.committed([tp])[tp].offset == 9
 
 
+def test_poll_starts_from_the_offset_the_transaction_commits(stable_broker, topic):
+    """``poll()`` of a consumer without a position waits while the
+    transaction holds the partition's offset, then reads from the
+    committed one (7), never from the older plain commit (3)."""
+    ensure_topic(stable_broker, topic)
+    group = f"g-{topic}"
+    tp = kclient.TopicPartition(topic, 2)
+    with kclient.Producer({"bootstrap.servers": stable_broker.bootstrap, "serializer.class": "kclient.StringEncoder"}) as plain_producer:
+        plain_producer.send(kclient.ProducerData(topic, messages=[f"m{i}" for i in range(10)], partition=2))
+    commit_plainly(stable_broker, group, tp, 3)
+    settings = poll_settings(stable_broker.bootstrap, group, **{"retry.backoff.ms": 50, "default.api.timeout.ms": 60_000})
+    with kclient_producer(stable_broker, f"tx-{topic}") as producer, kclient.Consumer(settings) as reader, unstable_answers() as seen:
+        producer.init_transactions(30_000)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({(topic, 2): 7}, ConsumerGroupMetadata(group), 30_000)
+        reader.assign([tp])
+
+        def first_records() -> list[Any]:
+            return wait_for(lambda: reader.poll(100), "records")
+
+        polled = Background(first_records)
+        wait_for(lambda: seen.count >= 2, "UNSTABLE_OFFSET_COMMIT answers to the poll")
+        assert not polled.done.is_set(), "polled while the transaction is open"
+        producer.commit_transaction(30_000)
+        assert polled.result()[0].offset == 7
+
+
 @pytest.mark.unit
 def test_the_error_is_retriable_and_exported():
     assert kclient.UnstableOffsetCommitError.code == 88

@@ -98,6 +98,9 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 #: OffsetDelete (KIP-496): a member of the group consumes the topic.
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+#: OffsetFetch with ``require_stable`` (KIP-447): a transaction holds a
+#: pending offset of the partition; retry once it commits or aborts.
+UNSTABLE_OFFSET_COMMIT = 88
 #: KIP-516: no topic has the topic id asked for (Metadata v12+ by id).
 UNKNOWN_TOPIC_ID = 100
 #: KIP-848: the member epoch is fenced: rejoin with epoch 0.
@@ -655,6 +658,13 @@ class GroupSubscribedToTopicError(BrokerResponseError):
 class FencedInstanceIdError(BrokerResponseError):
     """82: another member id now holds this ``group.instance.id``: the
     static member was replaced by a newer instance of itself (KIP-345)."""
+
+
+@_code(UNSTABLE_OFFSET_COMMIT, "UNSTABLE_OFFSET_COMMIT", retriable=True)
+class UnstableOffsetCommitError(BrokerResponseError):
+    """88: OffsetFetch with ``require_stable`` (KIP-447) for a partition a
+    transaction holds a pending offset of; retriable: the offset is stable
+    once the transaction commits or aborts."""
 
 
 @_code(UNKNOWN_TOPIC_ID, "UNKNOWN_TOPIC_ID", retriable=True)

@@ -135,10 +135,14 @@ def test_sequences_continue_across_a_leader_failover(cluster, topic):
 
 
 async def test_out_of_order_sequence_fails_the_batch_by_name_and_restarts_numbering(cluster, topic):
+    """The failed batch is reported; the numbering restarts at 0 under the
+    same producer id with the next epoch (KIP-360: the broker advertises
+    InitProducerId v3+), and the leader accepts it."""
     async with TrioProducer(idempotent(cluster)) as producer:
         await producer.send(ProducerData(topic, messages=[b"ok"]))
         state = producer.event_handler.idempotence
-        first_id = state.producer_id
+        first_id, first_epoch = state.producer_id, state.producer_epoch
+        assert state.epoch_bump
         state._next[(topic, 0)] += 5  # a gap the broker must refuse
         with pytest.raises(FailedToSendMessageError) as info:
             await producer.send(ProducerData(topic, key=b"k", messages=[b"refused"]))
@@ -147,11 +151,11 @@ async def test_out_of_order_sequence_fails_the_batch_by_name_and_restarts_number
         assert err.failed_partitions == {(topic, 0): 1}
         assert err.failed_records == {(topic, 0): [(b"k", b"refused")]}
         assert err.possibly_written == 0
-        assert state.resets == 1 and state.producer_id == -1
+        assert state.resets == 1 and (state.producer_id, state.producer_epoch) == (first_id, first_epoch + 1)
         await producer.send(ProducerData(topic, messages=[b"after"]))
-        assert state.producer_id not in (-1, first_id)
+        assert (state.producer_id, state.producer_epoch) == (first_id, first_epoch + 1)
     headers = cluster.batch_headers(topic)
-    assert [(h.producer_id == first_id, h.base_sequence) for h in headers] == [(True, 0), (False, 0)]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [(first_id, first_epoch, 0), (first_id, first_epoch + 1, 0)]
     assert cluster.values(topic) == [b"ok", b"after"]
 
 

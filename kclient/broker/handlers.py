@@ -775,9 +775,11 @@ class RequestHandlers:
     # ------------------------------------------------------------ InitProducerId
 
     async def init_producer_id(self, header: RequestHeader, body: InitProducerIdRequest) -> InitProducerIdResponse:
-        """InitProducerId v0-1 (KIP-98): a new producer id with epoch 0 for
-        an idempotent producer; a transactional id keeps its producer id and
-        gets the next epoch. In a cluster the ids come from blocks claimed in
+        """InitProducerId (KIP-98): a new producer id with epoch 0 for an
+        idempotent producer, whatever producer id and epoch a v3+ request
+        carries (as Kafka's ``TransactionCoordinator``: KIP-360's bump of
+        an idempotent producer's epoch is the producer's own); a
+        transactional id goes to the transaction coordinator. In a cluster the ids come from blocks claimed in
         ZooKeeper (`kclient.broker.meta.claim_producer_id_block`), so no two
         brokers hand out the same id; the partition leaders check the
         sequence numbers (`kclient.storage.Log.append`)."""

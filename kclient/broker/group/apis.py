@@ -20,7 +20,6 @@ import attrs
 import trio
 
 from kclient.broker.group.records import OFFSETS_TOPIC, OffsetAndMetadata
-from kclient.broker.group.txn_offsets import UNSTABLE_OFFSET_COMMIT
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
@@ -30,6 +29,7 @@ from kclient.errors import (
     OFFSET_METADATA_TOO_LARGE,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
+    UNSTABLE_OFFSET_COMMIT,
     UNSUPPORTED_VERSION,
     KafkaError,
 )

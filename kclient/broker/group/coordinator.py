@@ -810,14 +810,16 @@ class GroupCoordinator:
         topics a member subscribes to are refused with
         GROUP_SUBSCRIBED_TO_TOPIC and the others deleted (Kafka's
         ``GroupCoordinator.handleDeleteOffsets``). A partition without a
-        committed offset is answered NONE.
+        committed offset is answered NONE; a transaction's pending offset
+        is deleted too (Kafka 4's ``OffsetMetadataManager.deleteOffsets``).
         """
         code = self._check(group_id)
         if code != NONE:
             return code, {}
         group = self.manager.groups.get(group_id)
         committed = self.manager.offsets.get(group_id, {})
-        if (group is None or group.is_(DEAD)) and not committed:
+        pending = self.manager.pending_txn.partitions(group_id)
+        if (group is None or group.is_(DEAD)) and not committed and not pending:
             return GROUP_ID_NOT_FOUND, {}
         errors: dict[tuple[str, int], int] = {}
         deletable = list(partitions)
@@ -827,7 +829,7 @@ class GroupCoordinator:
             subscribed = self._subscribed_topics(group)
             deletable = [tp for tp in partitions if tp[0] not in subscribed]
             errors.update({tp: GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed})
-        code = await self.manager.delete_offsets(group_id, [tp for tp in deletable if tp in committed])
+        code = await self.manager.delete_offsets(group_id, [tp for tp in deletable if tp in committed or tp in pending])
         if code != NONE:
             return code, {}
         errors.update(dict.fromkeys(deletable, NONE))
@@ -857,7 +859,7 @@ class GroupCoordinator:
         if code != NONE:
             return code
         group = self.manager.groups.get(group_id)
-        if (group is None or group.is_(DEAD)) and group_id not in self.manager.offsets:
+        if (group is None or group.is_(DEAD)) and group_id not in self.manager.offsets and not self.manager.pending_txn.has_group(group_id):
             return GROUP_ID_NOT_FOUND
         if group is not None and (group.members or group.state not in (EMPTY, DEAD)):
             return NON_EMPTY_GROUP

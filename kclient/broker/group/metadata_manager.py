@@ -29,7 +29,11 @@ management"):
 - every ``offsets.retention.check.interval.ms`` the offsets of groups
   without members whose commit is older than ``offsets.retention.minutes``
   (or whose explicit expire timestamp passed, OffsetCommit v2-4) are
-  deleted with tombstones (KIP-211).
+  deleted with tombstones (KIP-211), except where a transaction has an
+  offset of the partition pending; a group with pending offsets stays
+  (Kafka 4's ``OffsetMetadataManager.cleanupExpiredOffsets``);
+- OffsetDelete and DeleteGroups tombstone the pending transactional
+  offsets too: the transaction's COMMIT no longer brings them back.
 
 Trio-thread only; log reads while loading run in a worker thread.
 """
@@ -53,7 +57,7 @@ from kclient.broker.group.records import (
     encode_offset_value,
     partition_for,
 )
-from kclient.broker.group.txn_offsets import PendingTxnOffsets, apply_committed
+from kclient.broker.group.txn_offsets import PendingTxnOffsets, TxnOffsets, apply_committed
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -397,7 +401,8 @@ class GroupMetadataManager:
         ``producer_id`` (TxnOffsetCommit, KIP-98); once replicated they are
         pending from their local append on (a marker written meanwhile finds
         them, as Kafka's ``prepareTxnOffsetCommit``) until that producer's
-        marker lands (`txn_completed`).
+        marker lands (`txn_completed`); if the append is not replicated
+        they are taken back (Kafka 4 reverts a failed write).
 
         Args:
             group: The group.
@@ -412,10 +417,16 @@ class GroupMetadataManager:
             return NONE
         records = [(encode_offset_key(group, t, p), encode_offset_value(v)) for (t, p), v in offsets.items()]
 
+        previous = self.pending_txn.pending_of(producer_id, group)
+        added: TxnOffsets = {}
+
         def appended(base: int) -> None:
-            self.pending_txn.add(producer_id, group, {tp: (v, base + i) for i, (tp, v) in enumerate(offsets.items())})
+            added.update({tp: (v, base + i) for i, (tp, v) in enumerate(offsets.items())})
+            self.pending_txn.add(producer_id, group, added)
 
         code, _ = await self.append_batch(group, records, producer_id=producer_id, producer_epoch=producer_epoch, on_appended=appended)
+        if code != NONE and added:  # not replicated: taken back, as Kafka 4 reverts a failed write
+            self.pending_txn.revert(producer_id, group, added, previous)
         return code
 
     def txn_completed(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
@@ -454,8 +465,10 @@ class GroupMetadataManager:
         return await self.append(group.group_id, [(encode_group_key(group.group_id), encode_group_value(group.to_record()))])
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> int:
-        """Tombstone ``group_id``'s committed offsets of ``partitions`` and
-        forget them (OffsetDelete, KIP-496); the group stays."""
+        """Tombstone ``group_id``'s offsets of ``partitions`` and forget
+        them (OffsetDelete, KIP-496), the transactions' pending ones too
+        (Kafka 4's ``OffsetMetadataManager.deleteOffsets``); the group
+        stays."""
         if not partitions:
             return NONE
         code = await self.append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in partitions])
@@ -463,17 +476,22 @@ class GroupMetadataManager:
             committed = self.offsets.get(group_id, {})
             for tp in partitions:
                 committed.pop(tp, None)
+            self.pending_txn.remove(group_id, partitions)
         return code
 
     async def delete_group(self, group_id: str) -> int:
-        """Tombstone ``group_id``'s metadata and offsets and forget them."""
+        """Tombstone ``group_id``'s metadata and offsets, committed or
+        pending in a transaction (Kafka 4's ``deleteAllOffsets``), and
+        forget them."""
         committed = self.offsets.get(group_id, {})
-        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None) for t, p in committed]
+        pending = self.pending_txn.partitions(group_id)
+        records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None) for t, p in sorted(set(committed) | pending)]
         records.append((encode_group_key(group_id), None))
         code = await self.append(group_id, records)
         if code == NONE:
             self.offsets.pop(group_id, None)
             self.groups.pop(group_id, None)
+            self.pending_txn.remove(group_id, pending)
         return code
 
     # ------------------------------------------------------------ expiry
@@ -503,16 +521,18 @@ class GroupMetadataManager:
             group = self.groups.get(group_id)
             if self._has_members(group_id, group):
                 continue
+            pending = self.pending_txn.partitions(group_id)
             expired = [
                 tp
                 for tp, v in committed.items()
-                if (v.expire_timestamp >= 0 and now >= v.expire_timestamp)
-                or (v.expire_timestamp < 0 and now - v.commit_timestamp >= retention)
+                if tp not in pending  # Kafka 4 keeps it while a transaction has one pending
+                and ((v.expire_timestamp >= 0 and now >= v.expire_timestamp) or (v.expire_timestamp < 0 and now - v.commit_timestamp >= retention))
             ]
             if not expired:
                 continue
             records: list[tuple[bytes, bytes | None]] = [(encode_offset_key(group_id, t, p), None) for t, p in expired]
-            if len(expired) == len(committed) and (group is None or not group.members):
+            keep_group = bool(pending)  # ongoing transactions with offsets of the group: it stays
+            if len(expired) == len(committed) and (group is None or not group.members) and not keep_group:
                 records.append((encode_group_key(group_id), None))
             code = await self.append(group_id, records)
             if code != NONE:
@@ -523,7 +543,7 @@ class GroupMetadataManager:
             log.info("group %r: %d expired offset(s) deleted", group_id, len(expired))
             if not committed:
                 self.offsets.pop(group_id, None)
-                if group is not None and not group.members:
+                if group is not None and not group.members and not keep_group:
                     self.groups.pop(group_id, None)
         return removed
 

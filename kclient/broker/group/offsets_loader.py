@@ -7,7 +7,8 @@ Offsets in a transactional batch (TxnOffsetCommit, KIP-98) are pending
 until their producer's marker is read: a COMMIT applies them (unless a
 later plain commit of the partition came before the marker), an ABORT
 drops them; those without a marker yet stay pending
-(`kclient.broker.group.txn_offsets`). Runs in a worker thread.
+(`kclient.broker.group.txn_offsets`); a tombstone of a partition drops
+its pending offsets too. Runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ class LoadedOffsets:
             if producer_id is not None:
                 if rec.value is not None:
                     self.pending.add(producer_id, key.group, {tp: (decode_offset_value(bytes(rec.value)), rec.offset)})
-            elif rec.value is None:
+            elif rec.value is None:  # also drops the transactions' pending offsets (Kafka 4's replay)
                 self.offsets.get(key.group, {}).pop(tp, None)
+                self.pending.remove(key.group, [tp])
             else:
                 self.offsets.setdefault(key.group, {})[tp] = decode_offset_value(bytes(rec.value))
                 self.positions.setdefault(key.group, {})[tp] = rec.offset

@@ -9,18 +9,20 @@ unless a plain commit of the same partition was appended after them
 (the later of the two by log offset wins, Kafka's
 ``CommitRecordMetadataAndOffset.olderThan``); an ABORT drops them.
 
+As Kafka 4's ``OffsetMetadataManager``: a tombstone of a group's partition
+(OffsetDelete, DeleteGroups, expiry) drops every transaction's pending
+offset of that partition too, so a later COMMIT does not bring it back
+(`remove`); an append that fails to replicate is taken back (`revert`).
+
 Trio-thread only at run time; the loader (a worker thread) builds its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kclient.broker.group.records import OffsetAndMetadata
-
-#: Kafka's UNSTABLE_OFFSET_COMMIT (88, KIP-447): OffsetFetch with
-#: ``require_stable`` for a partition with a pending transactional offset.
-UNSTABLE_OFFSET_COMMIT = 88
+from kclient.errors import UNSTABLE_OFFSET_COMMIT
 
 #: ``{(topic, partition): (offset and metadata, its record's log offset)}``.
 TxnOffsets = dict[tuple[str, int], tuple[OffsetAndMetadata, int]]
@@ -91,6 +93,63 @@ class PendingTxnOffsets:
                 del groups[g]
             if not groups:
                 del self.by_producer[producer_id]
+
+    def remove(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """Drop every producer's pending offsets of ``partitions`` of
+        ``group_id`` (a tombstone of them was written or read; Kafka's
+        ``OffsetMetadataManager.replay`` of a tombstone)."""
+        dropped = set(partitions)
+        for producer_id in list(self.by_producer):
+            groups = self.by_producer[producer_id]
+            offsets = groups.get(group_id)
+            if offsets is None:
+                continue
+            for tp in dropped.intersection(offsets):
+                del offsets[tp]
+            self._prune(producer_id, group_id)
+
+    def revert(self, producer_id: int, group_id: str, added: TxnOffsets, previous: TxnOffsets) -> None:
+        """Take back an `add` whose append failed: each partition still
+        holding what was added gets its ``previous`` pending offset back
+        (an earlier TxnOffsetCommit of the same transaction) or none.
+
+        Args:
+            producer_id: The producer of the failed append.
+            group_id: Its group.
+            added: What the failed append added.
+            previous: The pending offsets of those partitions before it.
+        """
+        offsets = self.by_producer.get(producer_id, {}).get(group_id)
+        if offsets is None:
+            return
+        for tp, value in added.items():
+            if offsets.get(tp) is not value:
+                continue  # completed or replaced meanwhile
+            if tp in previous:
+                offsets[tp] = previous[tp]
+            else:
+                del offsets[tp]
+        self._prune(producer_id, group_id)
+
+    def _prune(self, producer_id: int, group_id: str) -> None:
+        """Forget ``producer_id``'s entry of ``group_id`` once empty, and
+        the producer's once it has no group left."""
+        groups = self.by_producer.get(producer_id)
+        if groups is None:
+            return
+        if not groups.get(group_id, True):
+            del groups[group_id]
+        if not groups:
+            del self.by_producer[producer_id]
+
+    def pending_of(self, producer_id: int, group_id: str) -> TxnOffsets:
+        """A copy of ``producer_id``'s pending offsets of ``group_id``."""
+        return dict(self.by_producer.get(producer_id, {}).get(group_id, {}))
+
+    def partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of ``group_id`` some transaction has a pending
+        offset of."""
+        return {tp for groups in self.by_producer.values() for tp in groups.get(group_id, {})}
 
     def is_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
         """Whether a transaction has a pending offset of ``tp`` for

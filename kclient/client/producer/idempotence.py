@@ -33,11 +33,16 @@ producer's may differ:
 * a failed batch may be in the log (no answer, or REQUEST_TIMED_OUT /
   NOT_ENOUGH_REPLICAS_AFTER_APPEND), or the broker answered
   OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
-  INVALID_PRODUCER_EPOCH: the producer id is dropped (`reset`) and the
-  next send gets a new one, whose sequences start at 0 on every
-  partition. KIP-360 instead bumps the epoch of the same producer id
-  (InitProducerId v3+); the broker speaks InitProducerId v0-1 only, so a
-  new producer id is the way to restart the numbering. The failed records
+  INVALID_PRODUCER_EPOCH: the numbering restarts (`reset`). Against a
+  broker with KIP-360 (it advertises InitProducerId v3+, Kafka 2.5+ and
+  the bundled broker) the producer keeps its producer id and bumps the
+  epoch itself, as Kafka's ``TransactionManager.bumpIdempotentProducerEpoch``
+  does: no request is sent (a broker answers InitProducerId without a
+  transactional id with a new producer id whatever id and epoch it is
+  given), and the partition leaders accept the higher epoch from
+  sequence 0 on every partition. At the highest epoch (32767), or against
+  an older broker, the producer id is dropped instead and the next send
+  gets a new one, whose sequences start at 0. The failed records
   themselves are reported in the `FailedToSendMessageError`, never
   resent behind the application's back.
 """
@@ -72,6 +77,11 @@ SEQUENCE_MODULUS = 2**31
 RESET_CODES = frozenset((OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH))
 #: Upper bound of the InitProducerId retry backoff (seconds).
 MAX_BACKOFF_S = 10.0
+#: The highest producer epoch (int16): past it a new producer id is needed.
+MAX_PRODUCER_EPOCH = 2**15 - 1
+#: The first InitProducerId version of KIP-360 (Kafka 2.5): a broker
+#: advertising it accepts an idempotent producer's own epoch bump.
+KIP360_VERSION = 3
 
 TopicPartition = tuple[str, int]
 
@@ -97,8 +107,12 @@ class IdempotentProducerState:
         self.producer_id = -1
         #: The producer epoch, -1 until InitProducerId answered.
         self.producer_epoch = -1
-        #: How many times the producer id was dropped (`reset`).
+        #: How many times the numbering restarted (`reset`): epoch bumps
+        #: plus dropped producer ids.
         self.resets = 0
+        #: Whether the broker that gave the producer id has KIP-360
+        #: (InitProducerId v3+): `reset` then bumps the epoch.
+        self.epoch_bump = False
         self._next: dict[TopicPartition, int] = {}
         self._slots: dict[TopicPartition, trio.Semaphore] = {}
         self._init_lock = trio.Lock()
@@ -138,6 +152,7 @@ class IdempotentProducerState:
                     continue
                 self.producer_id = response.producer_id
                 self.producer_epoch = response.producer_epoch
+                self.epoch_bump = conn.api_versions.get(INIT_PRODUCER_ID.key, (0, -1))[1] >= KIP360_VERSION
                 self._next.clear()
                 log.info("idempotent producer: producer id %d, epoch %d", self.producer_id, self.producer_epoch)
 
@@ -156,13 +171,21 @@ class IdempotentProducerState:
             self._next.clear()
 
     def reset(self, reason: str) -> None:
-        """Drop the producer id (and with it every partition's sequence):
-        the next send asks for a new one.
+        """Restart every partition's numbering at 0: with KIP-360
+        (`epoch_bump`) under the same producer id with the next epoch,
+        else (or at the highest epoch) by dropping the producer id, so
+        that the next send asks for a new one (see the module docstring).
 
         Args:
             reason: Logged at WARNING.
         """
         if self.producer_id < 0:
+            return
+        if self.epoch_bump and 0 <= self.producer_epoch < MAX_PRODUCER_EPOCH:
+            self.producer_epoch += 1
+            self._next.clear()
+            self.resets += 1
+            log.warning("idempotent producer %d: epoch bumped to %d (%s), sequences restart at 0 (KIP-360)", self.producer_id, self.producer_epoch, reason)
             return
         log.warning("idempotent producer %d: dropping the producer id (%s); the next send gets a new one", self.producer_id, reason)
         self.producer_id = -1
@@ -250,4 +273,4 @@ class IdempotentProducerState:
             self._slots[tp].release()
 
 
-__all__ = ["RESET_CODES", "SEQUENCE_MODULUS", "IdempotentProducerState"]
+__all__ = ["KIP360_VERSION", "MAX_PRODUCER_EPOCH", "RESET_CODES", "SEQUENCE_MODULUS", "IdempotentProducerState"]

@@ -42,10 +42,11 @@ from kclient.errors import (
     KafkaTimeoutError,
     NotCoordinatorError,
     RequestTimedOutError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
 from kclient.net.connection import BrokerConnection
-from kclient.protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+from kclient.protocol.messages import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FETCH_FULL
 from kclient.protocol.messages.find_coordinator import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
 from kclient.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitResponse
 from kclient.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
@@ -164,6 +165,7 @@ class GroupCoordinator:
         ceiling: int | None = None,
         timeout_ms: int | None = None,
         request_timeout_ms: int | None = None,
+        retry: tuple[type[Exception], ...] = (),
     ) -> T:
         """Send a request to the coordinator, retrying as the module
         docstring says.
@@ -182,6 +184,8 @@ class GroupCoordinator:
             request_timeout_ms: Response timeout of one attempt (default:
                 the cluster's request timeout); a JoinGroup waits for the
                 whole rebalance.
+            retry: More errors to retry after ``retry_backoff_ms`` (asking
+                the same coordinator again).
 
         Returns:
             What ``check`` returns.
@@ -193,6 +197,7 @@ class GroupCoordinator:
         budget = (self.timeout_ms if timeout_ms is None else timeout_ms) / 1000
         deadline = trio.current_time() + budget
         attempt = 0
+        retried: tuple[type[Exception], ...] = (*_REDISCOVER, *_RETRY, *retry)
         while True:
             attempt += 1
             try:
@@ -202,7 +207,7 @@ class GroupCoordinator:
                 per_request = request_timeout_ms if request_timeout_ms is not None else (await self.get_cluster()).request_timeout_ms
                 response = await conn.request(api, body, version=version, timeout_ms=min(remaining_ms, per_request))
                 return check(response)
-            except (*_REDISCOVER, *_RETRY) as exc:
+            except retried as exc:
                 if isinstance(exc, _REDISCOVER):
                     self.mark_dead(exc)
                 if (attempts is not None and attempt >= attempts) or trio.current_time() + self.retry_backoff_ms / 1000 >= deadline:
@@ -277,12 +282,19 @@ class GroupCoordinator:
         """
         return {key: offset for key, (offset, _, _) in (await self.fetch_committed(keys)).items()}
 
-    async def fetch_committed(self, keys: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, str, int]]:
+    async def fetch_committed(self, keys: Iterable[TopicPartition], *, require_stable: bool = False) -> dict[TopicPartition, tuple[int, str, int]]:
         """`fetch_offsets` with the metadata string and leader epoch
         committed with each offset.
 
         Args:
             keys: ``(topic, partition)`` pairs.
+            require_stable: Ask for stable offsets only (OffsetFetch v7+,
+                KIP-447), as Kafka's consumer does: while a transaction
+                holds a pending offset of a partition the coordinator
+                answers UNSTABLE_OFFSET_COMMIT, retried after
+                ``retry_backoff_ms`` until ``timeout_ms``. A broker
+                without v7 is asked without it (Kafka's consumer does the
+                same).
 
         Returns:
             ``{(topic, partition): (offset, metadata, leader epoch)}``
@@ -292,14 +304,17 @@ class GroupCoordinator:
 
         Raises:
             BrokerResponseError, KafkaConnectionError, KafkaTimeoutError: as
-                `fetch_offsets`.
+                `fetch_offsets` (`UnstableOffsetCommitError` when the
+                transaction is still open at ``timeout_ms``).
         """
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(set(keys)):
             by_topic.setdefault(topic, []).append(partition)
         if not by_topic:
             return {}
-        body = OffsetFetchRequest(group_id=self.group_id, topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+        body = OffsetFetchRequest(
+            group_id=self.group_id, topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()], require_stable=require_stable
+        )
 
         def check(response: OffsetFetchResponse) -> dict[TopicPartition, tuple[int, str, int]]:
             code = response.error_code
@@ -315,6 +330,8 @@ class GroupCoordinator:
                         result[(t.name, part.partition_index)] = (part.committed_offset, part.metadata or "", part.committed_leader_epoch)
             return result
 
+        if require_stable:  # v8+ nests the answer per group: v7 is the highest this check reads
+            return await self.call(OFFSET_FETCH_FULL, body, check, floor=1, ceiling=7, retry=(UnstableOffsetCommitError,))
         return await self.call(OFFSET_FETCH, body, check, floor=1)
 
 

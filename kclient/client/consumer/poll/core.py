@@ -55,7 +55,7 @@ from kclient.client.consumer.poll.subscription import EARLIEST, LATEST, Subscrip
 from kclient.client.consumer.poll.types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.client.consumer.statistics import ConsumerStatistics, FetchStatistics
 from kclient.config import ConsumerConfig
-from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
+from kclient.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError, UnstableOffsetCommitError
 from kclient.net.settings import ConnectionSettings
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.protocol.records.read_committed import isolation_level_code
@@ -79,13 +79,18 @@ def within(seconds: float, what: str) -> Iterator[None]:
         Nothing.
 
     Raises:
-        KafkaTimeoutError: the time ran out.
+        KafkaTimeoutError: the time ran out (also while a transaction kept
+            the committed offsets unstable, KIP-447: the
+            `UnstableOffsetCommitError` is its ``__cause__``, as Kafka's
+            ``committed`` and ``position`` time out).
     """
     try:
         with trio.fail_after(seconds):
             yield
     except trio.TooSlowError:
         raise KafkaTimeoutError(f"{what} did not complete within {seconds * 1000:.0f} ms") from None
+    except UnstableOffsetCommitError as exc:
+        raise KafkaTimeoutError(f"{what} did not complete within {seconds * 1000:.0f} ms: a transaction still holds the committed offsets") from exc
 
 
 async def run_listener_call(call: ListenerCall, listener: Any) -> None:
@@ -499,12 +504,15 @@ class TrioConsumer:
             await driver.commit(chosen)
 
     async def _committed_for_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        fetched = await self._group().coordinator.fetch_committed(tp.key for tp in partitions)
+        # require_stable (KIP-447), as Kafka's consumer: never start from an offset an open transaction may still change
+        fetched = await self._group().coordinator.fetch_committed((tp.key for tp in partitions), require_stable=True)
         return {TopicPartition(t, p): OffsetAndMetadata(o, md, epoch if epoch >= 0 else None) for (t, p), (o, md, epoch) in fetched.items()}
 
     async def committed(self, partitions: Iterable[Any] | TopicPartition, timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (Kafka's ``committed``;
-        OffsetFetch), for any partitions, assigned or not.
+        OffsetFetch), for any partitions, assigned or not. Stable ones
+        only (``require_stable``, KIP-447): while a transaction holds an
+        offset of a partition, it waits for the transaction to end.
 
         Args:
             partitions: `TopicPartition` objects (or pairs), or one.
@@ -516,7 +524,8 @@ class TrioConsumer:
 
         Raises:
             InvalidGroupIdError: no ``group.id``.
-            KafkaTimeoutError: no answer in time.
+            KafkaTimeoutError: no answer in time, or the transaction was
+                still open.
         """
         self._check_open()
         self._group()

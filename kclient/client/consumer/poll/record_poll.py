@@ -19,7 +19,7 @@ from kclient.client.consumer.poll.positions import PositionUpdater
 from kclient.client.consumer.poll.subscription import SubscriptionState
 from kclient.client.consumer.poll.types import ConsumerRecord
 from kclient.config import ConsumerConfig
-from kclient.errors import KafkaError
+from kclient.errors import KafkaError, UnstableOffsetCommitError
 
 log = logging.getLogger("kclient.consumer")
 
@@ -104,7 +104,11 @@ class RecordPoller:
         limit = self.config.max_poll_records
         self.wakeup.arm()
         if self.subscriptions.missing_positions() or self.subscriptions.awaiting_reset():
-            await self.positions.update(self.config.default_api_timeout_ms / 1000)
+            try:
+                await self.positions.update(self.config.default_api_timeout_ms / 1000)
+            except UnstableOffsetCommitError as exc:  # a transaction still holds the offset: ask again next poll, as Kafka's consumer
+                log.info("committed offsets not stable yet, retrying on the next poll: %s", exc)
+                return []
         if fetcher.metadata_needed:
             await self._refresh_metadata()
         records = fetcher.fetched_records(limit)

@@ -131,3 +131,31 @@ def test_spark_snippet_runs(where, code, broker, topic):
             for m in consumer.fetch(FetchRequest(sink, p.partition, 0, 1 << 20)):
                 rows[m.message.key.decode()] = json.loads(m.message.payload)
     assert rows["UA"]["flights"] == 2 and rows["UA"]["mean_delay"] == 15.0 and rows["AA"]["flights"] == 1
+
+
+def test_readme_api_table_is_what_the_broker_answers(zk_broker):
+    """The README's "Supported Kafka APIs" table lists exactly the APIs and
+    version ranges a running bundled broker advertises in ApiVersions."""
+    import trio
+
+    from kclient.net.connection import BrokerConnection
+    from kclient.protocol.messages import API_VERSIONS
+
+    section = (ROOT / "README.md").read_text().split("## Supported Kafka APIs", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for name, key, versions in re.findall(r"^\| (\w+) \((\d+)\) \| ([\d-]+) \|", section, re.MULTILINE):
+        lo, _, hi = versions.partition("-")
+        documented[int(key)] = (name, int(lo), int(hi or lo))
+
+    async def ask():
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, zk_broker.host, zk_broker.port, client_id="readme")
+            try:
+                return await conn.request(API_VERSIONS, None, version=0)
+            finally:
+                await conn.aclose()
+                nursery.cancel_scope.cancel()
+
+    answer = trio.run(ask)
+    advertised = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
+    assert {k: (lo, hi) for k, (_, lo, hi) in documented.items()} == advertised

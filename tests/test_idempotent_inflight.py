@@ -157,10 +157,13 @@ async def _handler(leader: ScriptedLeader, max_in_flight: int = 5, retries: int 
     return handler
 
 
-async def _pipeline(handler: DefaultEventHandler, batches: list[list[bytes]]) -> list[FailedToSendMessageError | None]:
+async def _pipeline(handler: DefaultEventHandler, batches: list[list[bytes]], in_order: bool = False) -> list[FailedToSendMessageError | None]:
     """Submit ``batches`` one after another as the async producer does
     (each `start` returns once its requests are written), completing each
-    in a task of its own; the outcome of each."""
+    in a task of its own, or (``in_order``) one after another in submission
+    order by one task, as `kclient.client.producer.core.TrioProducer`'s
+    completer does (a batch's answers are then read after the earlier
+    batches are done); the outcome of each."""
     results: list[FailedToSendMessageError | None] = [None] * len(batches)
 
     async def complete(i: int, finish: Any) -> None:
@@ -169,10 +172,22 @@ async def _pipeline(handler: DefaultEventHandler, batches: list[list[bytes]]) ->
         except FailedToSendMessageError as exc:
             results[i] = exc
 
+    send, receive = trio.open_memory_channel[tuple[int, Any]](len(batches))
+
+    async def completer() -> None:
+        async for i, finish in receive:
+            await complete(i, finish)
+
     async with trio.open_nursery() as nursery:
+        if in_order:
+            nursery.start_soon(completer)
         for i, values in enumerate(batches):
             finish = await handler.start([ProducerData("t", messages=values)])
-            nursery.start_soon(complete, i, finish)
+            if in_order:
+                send.send_nowait((i, finish))
+            else:
+                nursery.start_soon(complete, i, finish)
+        send.close()
     return results
 
 
@@ -180,7 +195,8 @@ def _batches(n: int, size: int = 2) -> list[list[bytes]]:
     return [[f"b{i}r{j}".encode() for j in range(size)] for i in range(n)]
 
 
-async def test_a_retried_batch_and_the_later_ones_behind_it_are_resent_in_sequence_order():
+@pytest.mark.parametrize("in_order", [False, True], ids=["concurrent", "completed-in-order"])
+async def test_a_retried_batch_and_the_later_ones_behind_it_are_resent_in_sequence_order(in_order):
     """Batch 2 of 4 gets NOT_LEADER, so the leader answers batches 3 and 4
     OUT_OF_ORDER_SEQUENCE_NUMBER (it expects batch 2's sequence): all three
     are resent in the order 2, 3, 4 with the same sequences and bytes, and
@@ -188,7 +204,7 @@ async def test_a_retried_batch_and_the_later_ones_behind_it_are_resent_in_sequen
     leader = ScriptedLeader({(2, 0): NOT_LEADER_OR_FOLLOWER})
     handler = await _handler(leader)
     batches = _batches(4)
-    results = await _pipeline(handler, batches)
+    results = await _pipeline(handler, batches, in_order)
     assert results == [None] * 4
     assert leader.sequences() == [0, 2, 4, 6, 2, 4, 6]
     first = {seq: batch for _, seq, batch in leader.writes[:4]}
@@ -198,13 +214,14 @@ async def test_a_retried_batch_and_the_later_ones_behind_it_are_resent_in_sequen
     assert leader.max_outstanding == 4
 
 
-async def test_later_retries_wait_until_the_earlier_batch_is_settled():
+@pytest.mark.parametrize("in_order", [False, True], ids=["concurrent", "completed-in-order"])
+async def test_later_retries_wait_until_the_earlier_batch_is_settled(in_order):
     """Batch 2 fails twice: batches 3 and 4 are not resent until it is
     acknowledged (none of their retries is wasted on OUT_OF_ORDER)."""
     leader = ScriptedLeader({(2, 0): NOT_LEADER_OR_FOLLOWER, (2, 1): NOT_LEADER_OR_FOLLOWER})
     handler = await _handler(leader)
     batches = _batches(4)
-    assert await _pipeline(handler, batches) == [None] * 4
+    assert await _pipeline(handler, batches, in_order) == [None] * 4
     assert leader.sequences() == [0, 2, 4, 6, 2, 2, 4, 6]
     assert leader.log == [v for b in batches for v in b] and leader.wasted == 0
 

@@ -76,10 +76,11 @@ the leader (or a new leader, which copied them) recognises a batch it
 already holds. Up to ``max.in.flight.requests.per.connection`` (at most
 5) batches per partition are then in flight, numbered in the order they
 are written; a retry is resent only once every earlier batch of its
-partition is settled, and one answered OUT_OF_ORDER_SEQUENCE_NUMBER behind
-an earlier unsettled batch is retried after it with the same sequence and
-bytes (`kclient.client.producer.idempotence` has the state and the rules
-after a final failure).
+partition is settled, and one answered OUT_OF_ORDER_SEQUENCE_NUMBER that
+was written while an earlier batch of its partition was unsettled is
+retried after it with the same sequence and bytes
+(`kclient.client.producer.idempotence` has the state and the rules after a
+final failure).
 
 Every retry refreshes the metadata first (a lost connection, a timeout or
 NOT_ENOUGH_REPLICAS may all mean the leader moved). A topic whose metadata
@@ -379,6 +380,7 @@ class DefaultEventHandler(EventHandler):
                     return raiser(failed)
                 idem.enter(parts.values())
                 pending = self._build(parts.values(), failed, idem.stamp)  # no await from the producer id to the last stamp
+                idem.writing(pending)
                 plan = await self._sender.write_round(pending) if pending else []
         except BaseException:
             self._leave(parts.values(), slots)
@@ -514,13 +516,13 @@ class DefaultEventHandler(EventHandler):
         no longer be appended: it fails with that batch's error); an
         OUT_OF_ORDER_SEQUENCE_NUMBER answer behind an earlier unsettled
         batch is retried (the broker waits for that batch first, Kafka's
-        ``TransactionManager.canRetry``)."""
+        ``TransactionManager.canRetry``; `IdempotentProducerState.behind`)."""
         idem = self.idempotence
         assert idem is not None
         earlier = idem.doomed(part)
         if earlier is not None:
             return earlier, False
-        if getattr(err, "code", None) == OUT_OF_ORDER_SEQUENCE_NUMBER and idem.has_earlier(part):
+        if getattr(err, "code", None) == OUT_OF_ORDER_SEQUENCE_NUMBER and idem.behind(part):
             return err, True
         return err, err is not None and getattr(err, "retriable", False)
 
@@ -539,6 +541,7 @@ class DefaultEventHandler(EventHandler):
                 out.append(part)
             else:
                 self._give_up(part, earlier, failed)
+        idem.writing(out)
         return out
 
     async def _back_off(self, retry: list[PartitionSend], attempt: int) -> None:

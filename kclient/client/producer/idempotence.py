@@ -28,10 +28,10 @@ With ``enable.idempotence=true`` the producer
   sequence follows the last one it holds, so the log keeps that order; the
   producer's part is to resend in that order: a retry waits until every
   earlier batch of its partition is settled (`wait_turn`), and a batch
-  answered OUT_OF_ORDER_SEQUENCE_NUMBER while an earlier batch of its
-  partition is still unsettled (the broker expects the earlier one's
-  sequence) is retried after it with the same sequence and bytes
-  (`has_earlier`). With the default of 1, one batch per partition is in
+  answered OUT_OF_ORDER_SEQUENCE_NUMBER that was written while an earlier
+  batch of its partition was unsettled (the broker expects the earlier
+  one's sequence) is retried after it with the same sequence and bytes
+  (`writing` / `behind`). With the default of 1, one batch per partition is in
   flight, numbered once the previous one is settled.
 
 When a batch finally fails, the broker's idea of the next sequence and the
@@ -130,6 +130,9 @@ class IdempotentProducerState:
         # id() of a queued part -> the error of an earlier batch of its
         # partition that finally failed (it can never be appended).
         self._doomed: dict[int, BaseException] = {}
+        # id() of a queued part whose last attempt was written while an
+        # earlier part of its partition (same numbering) was unsettled.
+        self._behind: set[int] = set()
         self._turns = trio.lowlevel.ParkingLot()
         self._write_lock = trio.Lock()
 
@@ -318,6 +321,7 @@ class IdempotentProducerState:
             Whether a later part was doomed.
         """
         self._doomed.pop(id(part), None)
+        self._behind.discard(id(part))
         tp = (part.topic, part.partition)
         queue = self._queues.get(tp, [])
         index = next((i for i, p in enumerate(queue) if p is part), -1)
@@ -344,15 +348,38 @@ class IdempotentProducerState:
 
     def has_earlier(self, part: PartitionSend) -> bool:
         """Whether an earlier part of ``part``'s partition, numbered under
-        the same producer id and epoch, is still unsettled (so an
-        OUT_OF_ORDER_SEQUENCE_NUMBER answer to ``part`` means the broker
-        waits for that one first)."""
+        the same producer id and epoch, is still unsettled."""
         for other in self._queues.get((part.topic, part.partition), ()):
             if other is part:
                 return False
             if _same_numbering(other, part):
                 return True
         return False
+
+    def writing(self, parts: Iterable[PartitionSend]) -> None:
+        """Note, right before an attempt writes ``parts``, which of them go
+        out behind an earlier unsettled part of their partition (`behind`).
+
+        Args:
+            parts: The parts of the attempt.
+        """
+        behind = self._behind
+        for part in parts:
+            if self.has_earlier(part):
+                behind.add(id(part))
+            else:
+                behind.discard(id(part))
+
+    def behind(self, part: PartitionSend) -> bool:
+        """Whether ``part``'s last attempt was written while an earlier part
+        of its partition (same numbering) was unsettled: an
+        OUT_OF_ORDER_SEQUENCE_NUMBER answer then means the broker waits for
+        that one first (Kafka's ``TransactionManager.canRetry``: the batch
+        was not the next after the last acknowledged one), not a lost
+        sequence. The answer may be read later than it was given (the
+        producer completes its batches in submission order), so what
+        counts is the state at writing time."""
+        return id(part) in self._behind
 
     async def wait_turn(self, part: PartitionSend) -> None:
         """Wait until every earlier part of ``part``'s partition is settled

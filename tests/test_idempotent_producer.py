@@ -263,6 +263,5 @@ def test_five_in_flight_survive_a_leader_sigkill_exactly_once_in_order(cluster, 
         if restart:
             cluster.brokers[old].start()
         wait_until(lambda: len(acked) + len(errors) == len(sent), what="every record acknowledged or failed", timeout=60)
-    assert errors == []
-    assert state.resets == 0
     _check_exactly_once_in_order(cluster, topic, partitions, sent, acked)
+    assert errors == [] and state.resets == 0

@@ -221,13 +221,16 @@ def _check_exactly_once_in_order(cluster, topic, partitions, sent, acked) -> Non
     assert len(acked) == len(sent), counts
 
 
-@pytest.mark.parametrize("restart", [True, False], ids=["killed-and-restarted", "leader-moved"])
-def test_five_in_flight_survive_a_leader_sigkill_exactly_once_in_order(cluster, restart):
+@pytest.mark.parametrize("fault", ["killed-and-restarted", "leader-moved", "frozen"])
+def test_five_in_flight_survive_a_leader_fault_exactly_once_in_order(cluster, fault):
     """With 5 batches per partition in flight, the leader of partition 0 is
     SIGKILLed mid-stream (and restarted, or left dead so the leadership
-    stays moved): in-flight batches are retried in sequence order to the
-    new leader, the later ones answered OUT_OF_ORDER_SEQUENCE_NUMBER are
-    resent after the earlier, and every record lands once, in order."""
+    stays moved), or frozen (SIGSTOP) past ``request.timeout.ms`` so that
+    answers are lost and batches it appended later are resent: in-flight
+    batches are retried in sequence order, the later ones answered
+    OUT_OF_ORDER_SEQUENCE_NUMBER are resent after the earlier, resent ones
+    already appended are answered as duplicates, and every record lands
+    once, in order."""
     cluster.wait_all_registered()
     partitions = 2
     topic = f"idem5-{uuid.uuid4().hex[:8]}"
@@ -252,16 +255,28 @@ def test_five_in_flight_survive_a_leader_sigkill_exactly_once_in_order(cluster, 
         for i in indexes:
             producer.send(ProducerData(topic, partition=i % partitions, messages=[b"%05d" % i]), callback=report(i))
 
-    with Producer(_pipelined(cluster)) as producer:
+    extra = {"request.timeout.ms": 500} if fault == "frozen" else {}
+    with Producer(_pipelined(cluster, **extra)) as producer:
         state = producer._core.event_handler.idempotence
         assert state is not None and state.max_in_flight == 5
         send(sent[:1500])
         wait_until(lambda: len(acked) >= 300, what="the first acknowledgements")
-        old = cluster.kill_leader(topic, 0)
-        send(sent[1500:])
-        cluster.wait_new_leader(topic, old, 0)
-        if restart:
-            cluster.brokers[old].start()
+        if fault == "frozen":
+            leader = cluster.brokers[cluster.leader(topic, 0)]
+            os.kill(leader.pid, signal.SIGSTOP)
+            resume = threading.Timer(1.2, os.kill, (leader.pid, signal.SIGCONT))
+            resume.start()
+            try:
+                send(sent[1500:])
+            finally:
+                resume.join()
+                os.kill(leader.pid, signal.SIGCONT)
+        else:
+            old = cluster.kill_leader(topic, 0)
+            send(sent[1500:])
+            cluster.wait_new_leader(topic, old, 0)
+            if fault == "killed-and-restarted":
+                cluster.brokers[old].start()
         wait_until(lambda: len(acked) + len(errors) == len(sent), what="every record acknowledged or failed", timeout=60)
     _check_exactly_once_in_order(cluster, topic, partitions, sent, acked)
     assert errors == [] and state.resets == 0

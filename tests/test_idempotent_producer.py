@@ -192,3 +192,95 @@ def test_async_pipelined_producer_keeps_each_partition_in_order(cluster, topic):
         expected.append(seq)
         seq += h.records_count
     assert [h.base_sequence for h in headers] == expected and seq == 200
+
+
+def _pipelined(cluster, **extra) -> dict:
+    """An async idempotent producer keeping 5 batches of a partition in
+    flight (small batches, so many are in flight when a broker dies)."""
+    return idempotent(
+        cluster,
+        **{
+            "producer.type": "async",
+            "batch.num.messages": 20,
+            "queue.buffering.max.ms": 1,
+            "max.in.flight.requests.per.connection": 5,
+            **extra,
+        },
+    )
+
+
+def _check_exactly_once_in_order(cluster, topic, partitions, sent, acked) -> None:
+    """Every acknowledged record is in the log exactly once and each
+    partition's log is in send order; the counts (acknowledged, lost,
+    duplicated) are in the failure message."""
+    logs = {p: [int(v) for v in cluster.values(topic, p)] for p in range(partitions)}
+    seen = [i for log in logs.values() for i in log]
+    duplicated = len(seen) - len(set(seen))
+    lost = len(acked - set(seen))
+    counts = f"sent {len(sent)}, acknowledged {len(acked)}, lost {lost}, duplicated {duplicated}"
+    assert duplicated == 0 and lost == 0, counts
+    for p, log in logs.items():
+        assert log == sorted(log), f"partition {p} out of send order ({counts})"
+        assert all(i % partitions == p for i in log), counts
+    assert len(acked) == len(sent), counts
+
+
+@pytest.mark.parametrize("fault", ["killed-and-restarted", "leader-moved", "frozen"])
+def test_five_in_flight_survive_a_leader_fault_exactly_once_in_order(cluster, fault):
+    """With 5 batches per partition in flight, the leader of partition 0 is
+    SIGKILLed mid-stream (and restarted, or left dead so the leadership
+    stays moved), or frozen (SIGSTOP) past ``request.timeout.ms`` so that
+    answers are lost and batches it appended later are resent: in-flight
+    batches are retried in sequence order, the later ones answered
+    OUT_OF_ORDER_SEQUENCE_NUMBER are resent after the earlier, resent ones
+    already appended are answered as duplicates, and every record lands
+    once, in order."""
+    cluster.wait_all_registered()
+    partitions = 2
+    topic = f"idem5-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions=partitions)
+    acked: set[int] = set()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def report(i: int):
+        def done(metadata, error) -> None:
+            with lock:
+                if error is None:
+                    acked.add(i)
+                else:
+                    errors.append(error)
+
+        return done
+
+    sent = list(range(3000))
+
+    def send(indexes) -> None:
+        for i in indexes:
+            producer.send(ProducerData(topic, partition=i % partitions, messages=[b"%05d" % i]), callback=report(i))
+
+    extra = {"request.timeout.ms": 500} if fault == "frozen" else {}
+    with Producer(_pipelined(cluster, **extra)) as producer:
+        state = producer._core.event_handler.idempotence
+        assert state is not None and state.max_in_flight == 5
+        send(sent[:1500])
+        wait_until(lambda: len(acked) >= 300, what="the first acknowledgements")
+        if fault == "frozen":
+            leader = cluster.brokers[cluster.leader(topic, 0)]
+            os.kill(leader.pid, signal.SIGSTOP)
+            resume = threading.Timer(1.2, os.kill, (leader.pid, signal.SIGCONT))
+            resume.start()
+            try:
+                send(sent[1500:])
+            finally:
+                resume.join()
+                os.kill(leader.pid, signal.SIGCONT)
+        else:
+            old = cluster.kill_leader(topic, 0)
+            send(sent[1500:])
+            cluster.wait_new_leader(topic, old, 0)
+            if fault == "killed-and-restarted":
+                cluster.brokers[old].start()
+        wait_until(lambda: len(acked) + len(errors) == len(sent), what="every record acknowledged or failed", timeout=60)
+    _check_exactly_once_in_order(cluster, topic, partitions, sent, acked)
+    assert errors == [] and state.resets == 0

@@ -97,7 +97,8 @@ class ProducerConfig(_ClientSecurityConfig):
         ConfigError: Naming the property, for a bad value, for
             ``producer.type=async`` with ``batch.num.messages`` larger than
             ``queue.buffering.max.messages``, or for
-            ``enable.idempotence=true`` without ``request.required.acks=-1``,
+            ``enable.idempotence=true`` without ``request.required.acks=-1``
+            or with more than 5 ``max.in.flight.requests.per.connection``,
             for ``transactional.id`` with ``acks`` other than all,
             ``enable.idempotence=false``, ``retries=0`` or more than 5
             requests in flight (naming both properties), or for security properties that do not fit together (SASL
@@ -236,8 +237,10 @@ class ProducerConfig(_ClientSecurityConfig):
     enable_idempotence: bool = prop("enable.idempotence", to_bool, attrs.Factory(TransactionalDefault(False, True), takes_self=True))
     """Default false; true with ``transactional.id``. Get a producer id (InitProducerId) and number each partition's batches
     (KIP-98) so that retries, also to a new leader after a failover, do not
-    duplicate; keeps one batch per partition in flight. Needs
-    ``request.required.acks=-1`` and Produce v3+ (``api.version`` 0.11+)."""
+    duplicate; keeps up to ``max.in.flight.requests.per.connection`` (at
+    most 5) batches per partition in flight, in order across retries (as
+    Kafka since 1.0). Needs ``request.required.acks=-1`` and Produce v3+
+    (``api.version`` 0.11+)."""
     max_request_size: int = prop("max.request.size", to_int, 1048576, at_least(1))
     """Largest produce request the producer builds (bytes)."""
     max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", to_int, 1, at_least(1))
@@ -246,7 +249,8 @@ class ProducerConfig(_ClientSecurityConfig):
     keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
     retries; more pipelines Produce requests for throughput, and a retried
     batch may then land after a later one, as in Kafka (not with
-    ``enable.idempotence``, which keeps one batch per partition in flight)."""
+    ``enable.idempotence``: its sequence numbers keep each partition's
+    order across retries; it allows at most 5)."""
     socket_busy_poll_us: int = prop("socket.busy.poll.us", to_int, 0, at_least(0))
     """Sync sends (``producer.type=sync``, ``TrioProducer.send``): after
     writing a Produce request, keep the sending thread polling the socket
@@ -284,6 +288,14 @@ class ProducerConfig(_ClientSecurityConfig):
             raise ConfigError(
                 f"Invalid value {self.request_required_acks} for configuration request.required.acks: "
                 "must be -1 (all) when enable.idempotence=true"
+            )
+        if self.enable_idempotence and self.max_in_flight_requests_per_connection > 5:
+            # Kafka's producer: "Must set max.in.flight.requests.per.connection
+            # to at most 5 to use the idempotent producer" (the broker keeps
+            # the last 5 batches per producer for duplicate detection).
+            raise ConfigError(
+                f"Invalid value {self.max_in_flight_requests_per_connection} for configuration "
+                "max.in.flight.requests.per.connection: must be at most 5 when enable.idempotence=true"
             )
 
     def _check_transactional(self) -> None:

@@ -73,7 +73,12 @@ A retry of a possibly-written batch (step 6) may duplicate it, unless
 ``enable.idempotence`` is set: then the batches carry a producer id and
 per-partition sequence numbers (KIP-98), a retry resends the same bytes and
 the leader (or a new leader, which copied them) recognises a batch it
-already holds. One batch per partition is then in flight at a time
+already holds. Up to ``max.in.flight.requests.per.connection`` (at most
+5) batches per partition are then in flight, numbered in the order they
+are written; a retry is resent only once every earlier batch of its
+partition is settled, and one answered OUT_OF_ORDER_SEQUENCE_NUMBER that
+was written while an earlier batch of its partition was unsettled is
+retried after it with the same sequence and bytes
 (`kclient.client.producer.idempotence` has the state and the rules after a
 final failure).
 
@@ -119,6 +124,7 @@ from kclient.client.producer.transaction_client import TransactionClient
 from kclient.client.serde import DefaultEncoder
 from kclient.clock import now_ms
 from kclient.errors import (
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     FailedToSendMessageError,
     KafkaConnectionError,
     KafkaError,
@@ -249,7 +255,7 @@ class DefaultEventHandler(EventHandler):
         self._sender = Sender(context.cluster, s, self._batches)
         #: The idempotent producer's state (enable.idempotence), else None.
         self.idempotence: IdempotentProducerState | None = (
-            IdempotentProducerState(context.cluster, retries=s.retries, backoff_ms=s.backoff_ms) if s.idempotence else None
+            IdempotentProducerState(context.cluster, retries=s.retries, backoff_ms=s.backoff_ms, max_in_flight=s.max_in_flight) if s.idempotence else None
         )
         #: The transactional producer's `TransactionClient` (transactional.id), else None.
         self.transactions: TransactionClient | None = context.transactions
@@ -348,38 +354,58 @@ class DefaultEventHandler(EventHandler):
             return _nothing
         failed: Failed = {}
         parts = await self._collate(events, failed)
-        idem = self.idempotence
-        slots: list[Any] = []
-        stamp = None
-        if idem is not None and parts:
-            # One batch in flight per partition: wait for the previous one.
-            slots = await idem.acquire(parts)
-            if not await self._producer_id(slots, parts, failed):
-                return raiser(failed)
-            stamp = idem.stamp  # no await from here to the last stamp
-        try:
-            pending = self._build(parts.values(), failed, stamp)
-            plan = await self._sender.write_round(pending) if pending else []
-        except BaseException:
-            if slots:
-                idem.release(slots)  # type: ignore[union-attr]
-            raise
-
         spin = self._settings.busy_poll_us / 1e6 if busy_poll else 0.0
+        if self.idempotence is not None and parts:
+            return await self._start_idempotent(parts, failed, spin)
+        pending = self._build(parts.values(), failed, None)
+        plan = await self._sender.write_round(pending) if pending else []
+
+        async def finish() -> None:
+            await self._finish(pending, plan, failed, spin)
+
+        return finish
+
+    async def _start_idempotent(self, parts: dict[tuple[str, int], PartitionSend], failed: Failed, spin: float) -> Callable[[], Awaitable[None]]:
+        """`start` for the idempotent producer: wait for a free in-flight
+        slot of each partition, then number and write the batches (in one
+        go, so each partition's batches reach the broker in sequence order).
+        """
+        idem = self.idempotence
+        assert idem is not None
+        slots = await idem.acquire(parts)
+        try:
+            async with idem.ordering():
+                if not await self._producer_id(parts, failed):
+                    idem.release(slots)
+                    return raiser(failed)
+                idem.enter(parts.values())
+                pending = self._build(parts.values(), failed, idem.stamp)  # no await from the producer id to the last stamp
+                idem.writing(pending)
+                plan = await self._sender.write_round(pending) if pending else []
+        except BaseException:
+            self._leave(parts.values(), slots)
+            raise
 
         async def finish() -> None:
             try:
                 await self._finish(pending, plan, failed, spin)
             finally:
-                if slots:
-                    idem.release(slots)  # type: ignore[union-attr]
+                self._leave(parts.values(), slots)
 
         return finish
 
-    async def _producer_id(self, slots: list[Any], parts: dict[tuple[str, int], PartitionSend], failed: Failed) -> bool:
+    def _leave(self, parts: Iterable[PartitionSend], slots: list[Any]) -> None:
+        """Take the idempotent ``parts`` out of their partitions' queues (if
+        still there) and give back their in-flight slots."""
+        idem = self.idempotence
+        assert idem is not None
+        for part in parts:
+            idem.settle(part)
+        idem.release(slots)
+
+    async def _producer_id(self, parts: dict[tuple[str, int], PartitionSend], failed: Failed) -> bool:
         """Make sure the idempotent producer has its producer id (KIP-98).
-        False: it could not get one; ``slots`` were released and every part
-        went into ``failed``."""
+        False: it could not get one; every part went into ``failed``."""
         idem = self.idempotence
         assert idem is not None
         txn = self.transactions
@@ -391,13 +417,9 @@ class DefaultEventHandler(EventHandler):
                 idem.adopt(txn.manager.producer_id, txn.manager.producer_epoch)
             await idem.ensure_producer_id()
         except KafkaError as exc:
-            idem.release(slots)
             for part in parts.values():
                 failed[(part.topic, part.partition)] = unsent(part, part.records, exc)
             return False
-        except BaseException:
-            idem.release(slots)
-            raise
         return True
 
     def _build(self, parts: Iterable[PartitionSend], failed: Failed, stamp: Callable[[PartitionSend], None] | None) -> list[PartitionSend]:
@@ -412,7 +434,8 @@ class DefaultEventHandler(EventHandler):
             except (MessageSizeTooLargeError, UnsupportedForMessageFormatError, TypeError) as exc:
                 records = part.records or [r for c in part.chunks for r in c]
                 if idem is not None:
-                    idem.rewind(part)
+                    idem.rewind(part)  # the last numbered of its partition (in `ordering`)
+                    idem.settle(part)
                 failed[(part.topic, part.partition)] = unsent(part, records, exc)
                 part.clear_batches()
                 continue
@@ -432,6 +455,10 @@ class DefaultEventHandler(EventHandler):
                 break
             attempt += 1
             await self._back_off(retry, attempt)
+            if self.idempotence is not None:
+                retry = await self._await_turns(retry, failed)
+                if not retry:
+                    break
             pending = retry
             await self._sender.send_round(pending)
         if failed:
@@ -455,20 +482,67 @@ class DefaultEventHandler(EventHandler):
         retry; the others with batches left failed for good (into
         ``failed``)."""
         retries = self._settings.retries
+        idem = self.idempotence
         retry = []
         for part in pending:
             if not part.batches:
+                if idem is not None:
+                    idem.settle(part)
                 continue
             err = part.error
-            if err is not None and getattr(err, "retriable", False) and attempt < retries:
+            if idem is not None:
+                err, retriable = self._idempotent_verdict(part, err)
+            else:
+                retriable = err is not None and getattr(err, "retriable", False)
+            if retriable and attempt < retries:
                 retry.append(part)
                 continue
-            possibly = part.possibly_written()
-            records = [r for c in part.chunks for r in c]
-            failed[(part.topic, part.partition)] = PartitionFailure(part.pending_messages, err, possibly, [(r[0], r[1]) for r in records], tracked_of(part, records))
-            if self.idempotence is not None and part.sequences is not None:
-                self._after_final_failure(part, err, possibly)
+            self._give_up(part, err, failed)
         return retry
+
+    def _give_up(self, part: PartitionSend, err: BaseException | None, failed: Failed) -> None:
+        """Record the final failure of ``part``'s pending batches in
+        ``failed`` (and keep the idempotent numbering consistent)."""
+        possibly = part.possibly_written()
+        records = [r for c in part.chunks for r in c]
+        failed[(part.topic, part.partition)] = PartitionFailure(part.pending_messages, err, possibly, [(r[0], r[1]) for r in records], tracked_of(part, records))
+        if self.idempotence is not None and part.sequences is not None:
+            self._after_final_failure(part, err, possibly)
+
+    def _idempotent_verdict(self, part: PartitionSend, err: BaseException | None) -> tuple[BaseException | None, bool]:
+        """The error ``part`` fails with and whether it may be retried, for
+        the idempotent producer: a part behind an earlier batch of its
+        partition that finally failed is never retried (its sequences can
+        no longer be appended: it fails with that batch's error); an
+        OUT_OF_ORDER_SEQUENCE_NUMBER answer behind an earlier unsettled
+        batch is retried (the broker waits for that batch first, Kafka's
+        ``TransactionManager.canRetry``; `IdempotentProducerState.behind`)."""
+        idem = self.idempotence
+        assert idem is not None
+        earlier = idem.doomed(part)
+        if earlier is not None:
+            return earlier, False
+        if getattr(err, "code", None) == OUT_OF_ORDER_SEQUENCE_NUMBER and idem.behind(part):
+            return err, True
+        return err, err is not None and getattr(err, "retriable", False)
+
+    async def _await_turns(self, retry: list[PartitionSend], failed: Failed) -> list[PartitionSend]:
+        """Wait until each part to retry is the first unsettled batch of its
+        partition (retries are resent in sequence order); the parts doomed
+        meanwhile fail (`_give_up`). Returns the parts to resend."""
+        idem = self.idempotence
+        assert idem is not None
+        for part in retry:
+            await idem.wait_turn(part)
+        out = []
+        for part in retry:
+            earlier = idem.doomed(part)
+            if earlier is None:
+                out.append(part)
+            else:
+                self._give_up(part, earlier, failed)
+        idem.writing(out)
+        return out
 
     async def _back_off(self, retry: list[PartitionSend], attempt: int) -> None:
         """Wait before retry number ``attempt`` (exponential from
@@ -495,15 +569,21 @@ class DefaultEventHandler(EventHandler):
     def _after_final_failure(self, part: PartitionSend, err: BaseException | None, possibly: int) -> None:
         """Keep the idempotent numbering consistent after ``part``'s pending
         batches finally failed (see `kclient.client.producer.idempotence`):
-        rewind when none of them can be in the log, else drop the producer
-        id."""
+        rewind when none of them can be in the log and no later batch of the
+        partition was numbered, else drop the producer id. A part numbered
+        under an older producer id or epoch changes nothing."""
         idem = self.idempotence
         assert idem is not None
+        later = idem.settle(part, err if err is not None else KafkaError("an earlier batch failed"))
+        if part.producer_id != idem.producer_id or part.producer_epoch != idem.producer_epoch:
+            return
         code = getattr(err, "code", None)
         if code in RESET_CODES:
             idem.reset(f"{part.topic}-{part.partition}: {err}")
         elif possibly:
             idem.reset(f"{part.topic}-{part.partition}: {possibly} record(s) failed and may be in the log")
+        elif later:
+            idem.reset(f"{part.topic}-{part.partition}: failed with later batches in flight")
         else:
             idem.rewind(part)
 

@@ -17,12 +17,22 @@ With ``enable.idempotence=true`` the producer
   the producer's state) that already appended the batch answers with the
   offsets it got the first time, appending nothing (a DUPLICATE_SEQUENCE_NUMBER
   answer is also taken as success);
-* keeps **one batch in flight per partition** (`acquire` / `release`):
-  the next batch of a partition is numbered and sent only once the
-  previous one is acknowledged or has finally failed. Ordering per
-  partition therefore holds across retries whatever
-  ``max.in.flight.requests.per.connection`` says (batches of different
-  partitions are still pipelined).
+* keeps up to ``max.in.flight.requests.per.connection`` (at most
+  `MAX_IN_FLIGHT`, 5: the broker remembers the last 5 batches of a
+  producer for duplicate detection) batches of a partition in flight at
+  once (`acquire` / `release`), as Kafka's producer does since 1.0
+  (KAFKA-5494). Batches are numbered in the order they are written
+  (`ordering` holds the numbering and the writing of several in flight
+  together), and the partition's in-flight batches are queued in that
+  order (`enter` / `settle`). The broker appends a batch only if its
+  sequence follows the last one it holds, so the log keeps that order; the
+  producer's part is to resend in that order: a retry waits until every
+  earlier batch of its partition is settled (`wait_turn`), and a batch
+  answered OUT_OF_ORDER_SEQUENCE_NUMBER that was written while an earlier
+  batch of its partition was unsettled (the broker expects the earlier
+  one's sequence) is retried after it with the same sequence and bytes
+  (`writing` / `behind`). With the default of 1, one batch per partition is in
+  flight, numbered once the previous one is settled.
 
 When a batch finally fails, the broker's idea of the next sequence and the
 producer's may differ:
@@ -33,8 +43,11 @@ producer's may differ:
 * a failed batch may be in the log (no answer, or REQUEST_TIMED_OUT /
   NOT_ENOUGH_REPLICAS_AFTER_APPEND), or the broker answered
   OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
-  INVALID_PRODUCER_EPOCH: the numbering restarts (`reset`). Against a
-  broker with KIP-360 (it advertises InitProducerId v3+, Kafka 2.5+ and
+  INVALID_PRODUCER_EPOCH: the numbering restarts (`reset`). The same
+  happens when the failed batch has later batches of its partition in
+  flight (they cannot be appended without it: each fails with the earlier
+  batch's error, `doomed`, and is never resent under new numbers). Against
+  a broker with KIP-360 (it advertises InitProducerId v3+, Kafka 2.5+ and
   the bundled broker) the producer keeps its producer id and bumps the
   epoch itself, as Kafka's ``TransactionManager.bumpIdempotentProducerEpoch``
   does: no request is sent (a broker answers InitProducerId without a
@@ -49,8 +62,9 @@ producer's may differ:
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 import trio
@@ -75,6 +89,10 @@ log = logging.getLogger(__name__)
 SEQUENCE_MODULUS = 2**31
 #: Broker errors after which the producer id must be replaced.
 RESET_CODES = frozenset((OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH))
+#: The most batches of one partition in flight with idempotence: the
+#: broker keeps the last 5 batches per producer for duplicate detection
+#: (Kafka's ``MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION`` bound for idempotence).
+MAX_IN_FLIGHT = 5
 #: Upper bound of the InitProducerId retry backoff (seconds).
 MAX_BACKOFF_S = 10.0
 #: The highest producer epoch (int16): past it a new producer id is needed.
@@ -97,9 +115,12 @@ class IdempotentProducerState:
             (``message.send.max.retries``).
         backoff_ms: First pause between them (``retry.backoff.ms``),
             doubled each time up to 10 s.
+        max_in_flight: Batches of one partition in flight at once
+            (``max.in.flight.requests.per.connection``), capped at
+            `MAX_IN_FLIGHT`.
     """
 
-    def __init__(self, cluster: Cluster, *, retries: int = 3, backoff_ms: int = 100) -> None:
+    def __init__(self, cluster: Cluster, *, retries: int = 3, backoff_ms: int = 100, max_in_flight: int = 1) -> None:
         self._cluster = cluster
         self._retries = retries
         self._backoff_ms = max(1, backoff_ms)
@@ -116,6 +137,18 @@ class IdempotentProducerState:
         self._next: dict[TopicPartition, int] = {}
         self._slots: dict[TopicPartition, trio.Semaphore] = {}
         self._init_lock = trio.Lock()
+        #: Batches of one partition in flight at once (1 to `MAX_IN_FLIGHT`).
+        self.max_in_flight = max(1, min(max_in_flight, MAX_IN_FLIGHT))
+        # Numbered, unsettled parts of each partition, in sequence order.
+        self._queues: dict[TopicPartition, list[PartitionSend]] = {}
+        # id() of a queued part -> the error of an earlier batch of its
+        # partition that finally failed (it can never be appended).
+        self._doomed: dict[int, BaseException] = {}
+        # id() of a queued part whose last attempt was written while an
+        # earlier part of its partition (same numbering) was unsettled.
+        self._behind: set[int] = set()
+        self._turns = trio.lowlevel.ParkingLot()
+        self._write_lock = trio.Lock()
 
     # ------------------------------------------------------------ producer id
 
@@ -245,8 +278,9 @@ class IdempotentProducerState:
     # ------------------------------------------------------------ in flight
 
     async def acquire(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-        """Wait until no earlier batch of these partitions is in flight and
-        take their slots (in sorted order, so two callers cannot deadlock).
+        """Wait until fewer than `max_in_flight` earlier batches of these
+        partitions are in flight and take a slot of each (in sorted order,
+        so two callers cannot deadlock).
 
         Args:
             tps: The partitions a batch writes.
@@ -259,7 +293,7 @@ class IdempotentProducerState:
             for tp in sorted(set(tps)):
                 slot = self._slots.get(tp)
                 if slot is None:
-                    slot = self._slots[tp] = trio.Semaphore(1)
+                    slot = self._slots[tp] = trio.Semaphore(self.max_in_flight)
                 await slot.acquire()
                 taken.append(tp)
         except BaseException:
@@ -272,5 +306,122 @@ class IdempotentProducerState:
         for tp in tps:
             self._slots[tp].release()
 
+    @contextlib.asynccontextmanager
+    async def ordering(self) -> AsyncIterator[None]:
+        """Hold the numbering (`stamp`) and the writing of a batch together
+        when several batches of a partition may be in flight, so the
+        broker gets each partition's batches in sequence order (a no-op with
+        one in flight: the slot already orders them)."""
+        if self.max_in_flight == 1:
+            yield
+            return
+        async with self._write_lock:
+            yield
 
-__all__ = ["KIP360_VERSION", "MAX_PRODUCER_EPOCH", "RESET_CODES", "SEQUENCE_MODULUS", "IdempotentProducerState"]
+    def enter(self, parts: Iterable[PartitionSend]) -> None:
+        """Queue ``parts`` behind their partitions' in-flight batches (call
+        right before numbering them, inside `ordering`).
+
+        Args:
+            parts: The parts about to be numbered and written.
+        """
+        for part in parts:
+            self._queues.setdefault((part.topic, part.partition), []).append(part)
+
+    def settle(self, part: PartitionSend, error: BaseException | None = None) -> bool:
+        """Take ``part`` out of its partition's queue: acknowledged, or
+        finally failed with ``error``. A failure dooms the later queued
+        parts numbered under the same producer id and epoch: their
+        sequences follow the failed one's, so the broker can never append
+        them.
+
+        Args:
+            part: A part given to `enter` (others are ignored).
+            error: Why it finally failed; None when it succeeded or was
+                abandoned.
+
+        Returns:
+            Whether a later part was doomed.
+        """
+        self._doomed.pop(id(part), None)
+        self._behind.discard(id(part))
+        tp = (part.topic, part.partition)
+        queue = self._queues.get(tp, [])
+        index = next((i for i, p in enumerate(queue) if p is part), -1)
+        if index < 0:
+            return False
+        later = queue[index + 1 :]
+        del queue[index]
+        if not queue:
+            del self._queues[tp]
+        doomed = False
+        if error is not None:
+            for other in later:
+                if _same_numbering(other, part):
+                    self._doomed.setdefault(id(other), error)
+                    doomed = True
+        if index == 0 or doomed:
+            self._turns.unpark_all()
+        return doomed
+
+    def doomed(self, part: PartitionSend) -> BaseException | None:
+        """The error of an earlier batch of ``part``'s partition that
+        finally failed (see `settle`), or None."""
+        return self._doomed.get(id(part))
+
+    def has_earlier(self, part: PartitionSend) -> bool:
+        """Whether an earlier part of ``part``'s partition, numbered under
+        the same producer id and epoch, is still unsettled."""
+        for other in self._queues.get((part.topic, part.partition), ()):
+            if other is part:
+                return False
+            if _same_numbering(other, part):
+                return True
+        return False
+
+    def writing(self, parts: Iterable[PartitionSend]) -> None:
+        """Note, right before an attempt writes ``parts``, which of them go
+        out behind an earlier unsettled part of their partition (`behind`).
+
+        Args:
+            parts: The parts of the attempt.
+        """
+        behind = self._behind
+        for part in parts:
+            if self.has_earlier(part):
+                behind.add(id(part))
+            else:
+                behind.discard(id(part))
+
+    def behind(self, part: PartitionSend) -> bool:
+        """Whether ``part``'s last attempt was written while an earlier part
+        of its partition (same numbering) was unsettled: an
+        OUT_OF_ORDER_SEQUENCE_NUMBER answer then means the broker waits for
+        that one first (Kafka's ``TransactionManager.canRetry``: the batch
+        was not the next after the last acknowledged one), not a lost
+        sequence. The answer may be read later than it was given (the
+        producer completes its batches in submission order), so what
+        counts is the state at writing time."""
+        return id(part) in self._behind
+
+    async def wait_turn(self, part: PartitionSend) -> None:
+        """Wait until every earlier part of ``part``'s partition is settled
+        (a retry is resent only then, in sequence order) or ``part`` is
+        doomed.
+
+        Args:
+            part: A part about to be resent.
+        """
+        while self._doomed.get(id(part)) is None:
+            queue = self._queues.get((part.topic, part.partition))
+            if not queue or queue[0] is part or all(p is not part for p in queue):
+                return
+            await self._turns.park()
+
+
+def _same_numbering(a: PartitionSend, b: PartitionSend) -> bool:
+    """Whether two parts were numbered under the same producer id and epoch."""
+    return a.producer_id == b.producer_id and a.producer_epoch == b.producer_epoch
+
+
+__all__ = ["KIP360_VERSION", "MAX_IN_FLIGHT", "MAX_PRODUCER_EPOCH", "RESET_CODES", "SEQUENCE_MODULUS", "IdempotentProducerState"]

@@ -76,7 +76,9 @@ class ProducerSettings:
     socket.busy.poll.us, how long a send that waits for its
     acknowledgement polls the socket before sleeping (µs);
     ``transactional_id``: transactional.id (Produce requests carry it and
-    batches their transactional bit), or None.
+    batches their transactional bit), or None; ``max_in_flight``:
+    max.in.flight.requests.per.connection (with idempotence, the batches of
+    one partition in flight at once).
     """
 
     acks: int = 1
@@ -91,6 +93,7 @@ class ProducerSettings:
     idempotence: bool = False
     busy_poll_us: int = 0
     transactional_id: str | None = None
+    max_in_flight: int = 1
 
 
 def settings_from_config(config: ProducerConfig) -> ProducerSettings:
@@ -120,6 +123,7 @@ def settings_from_config(config: ProducerConfig) -> ProducerSettings:
         idempotence=bool(getattr(config, "enable_idempotence", False)),
         busy_poll_us=int(getattr(config, "socket_busy_poll_us", 0)),
         transactional_id=getattr(config, "transactional_id", None),
+        max_in_flight=int(getattr(config, "max_in_flight_requests_per_connection", 1)),
     )
 
 

@@ -17,9 +17,6 @@ from kclient.errors import CorruptRecordError, InvalidTxnStateError
 from kclient.protocol.records import codecs
 from kclient.protocol.records.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch, encode_control_key
 from kclient.protocol.records.legacy import build_entry, build_message
-from kclient.protocol.records.v2 import build_batch, iter_records, read_header
-from kclient.storage.batch_walk import walk_batches
-from kclient.storage.handles import CachedFile
 from kclient.protocol.records.read_committed import (
     ABORTED,
     CONTROL,
@@ -29,6 +26,9 @@ from kclient.protocol.records.read_committed import (
     committed_batches,
     decide_batches,
 )
+from kclient.protocol.records.v2 import build_batch, iter_records, read_header
+from kclient.storage.batch_walk import walk_batches
+from kclient.storage.handles import CachedFile
 from kclient.storage.txn_index import AbortedTxn, TransactionIndex
 from kclient.storage.txn_state import CompletedTxn, TxnAppend, TxnBatch, TxnState, control_type_of, read_txn_batch, rebuild_txn_index, txn_batches
 

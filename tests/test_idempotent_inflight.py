@@ -102,6 +102,9 @@ class ScriptedLeader:
         leader = self
 
         class _Conn:
+            # InitProducerId v1 only: no KIP-360 epoch bump (a reset gets a new producer id)
+            api_versions = {INIT_PRODUCER_ID.key: (0, 1)}
+
             def version_for(self, api: Any, ceiling: int | None = None) -> int:
                 return 1 if api is INIT_PRODUCER_ID else 8
 

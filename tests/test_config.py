@@ -821,3 +821,18 @@ def test_console_producer_lingers_5_ms_and_filters_its_config_file(tmp_path: Pat
     assert ProducerConfig.from_properties(producer_properties(args("linger.ms=50"))).queue_buffering_max_ms == 50
     with pytest.raises(ConfigError, match="did you mean 'linger.ms'"):
         ProducerConfig.from_properties(producer_properties(args("linger.msx=50")))
+
+
+@pytest.mark.unit
+def test_max_in_flight_defaults_to_5_with_idempotence_and_1_without():
+    """Kafka's default (5) where the sequence numbers keep each partition's
+    order across retries; Kafka 0.8's one batch at a time otherwise; a set
+    value wins."""
+    from kclient.config import ProducerConfig
+
+    base = {"metadata.broker.list": "h:9092"}
+    assert ProducerConfig.from_properties(base).max_in_flight_requests_per_connection == 1
+    assert ProducerConfig.from_properties({**base, "enable.idempotence": True, "acks": "all"}).max_in_flight_requests_per_connection == 5
+    assert ProducerConfig.from_properties({**base, "transactional.id": "t"}).max_in_flight_requests_per_connection == 5
+    assert ProducerConfig.from_properties({**base, "enable.idempotence": True, "acks": "all", "max.in.flight.requests.per.connection": 2}).max_in_flight_requests_per_connection == 2
+    assert ProducerConfig.from_properties({**base, "max.in.flight.requests.per.connection": 3}).max_in_flight_requests_per_connection == 3

@@ -49,6 +49,13 @@ class TransactionalDefault:
         return self.plain if config.transactional_id is None else self.transactional
 
 
+def _in_flight_default(config: Any) -> int:
+    """``max.in.flight.requests.per.connection``'s default: 5 with
+    ``enable.idempotence`` (Kafka's default; the sequence numbers keep each
+    partition's order across retries), else 1 (Kafka 0.8's order)."""
+    return 5 if config.enable_idempotence else 1
+
+
 @attrs.frozen(kw_only=True)
 class ProducerConfig(_ClientSecurityConfig):
     """Settings of a `Producer` (Kafka 0.8 producer names).
@@ -243,14 +250,17 @@ class ProducerConfig(_ClientSecurityConfig):
     (``api.version`` 0.11+)."""
     max_request_size: int = prop("max.request.size", to_int, 1048576, at_least(1))
     """Largest produce request the producer builds (bytes)."""
-    max_in_flight_requests_per_connection: int = prop("max.in.flight.requests.per.connection", to_int, 1, at_least(1))
+    max_in_flight_requests_per_connection: int = prop(
+        "max.in.flight.requests.per.connection", to_int, attrs.Factory(_in_flight_default, takes_self=True), at_least(1)
+    )
     """Async mode: batches the ProducerSendThread may have sent and not yet
-    had acknowledged (Kafka's property of the same name). 1 (the default)
-    keeps Kafka 0.8's one-batch-at-a-time order guarantee even across
-    retries; more pipelines Produce requests for throughput, and a retried
-    batch may then land after a later one, as in Kafka (not with
-    ``enable.idempotence``: its sequence numbers keep each partition's
-    order across retries; it allows at most 5)."""
+    had acknowledged (Kafka's property of the same name). Default 1, and 5
+    with ``enable.idempotence`` (Kafka's default; a transactional producer
+    is idempotent). 1 keeps Kafka 0.8's one-batch-at-a-time order guarantee
+    even across retries; more pipelines Produce requests for throughput,
+    and without idempotence a retried batch may then land after a later
+    one, as in Kafka. With ``enable.idempotence`` the sequence numbers keep
+    each partition's order across retries; it allows at most 5."""
     socket_busy_poll_us: int = prop("socket.busy.poll.us", to_int, 0, at_least(0))
     """Sync sends (``producer.type=sync``, ``TrioProducer.send``): after
     writing a Produce request, keep the sending thread polling the socket

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from kclient.crash_point import crash_point
 from kclient.protocol.primitives import Buffer
 from kclient.storage.log_segments import LogSegments
 from kclient.storage.segment import LogSegment
@@ -43,9 +44,12 @@ def apply_txn_batch(state: TxnState, segment: LogSegment, buf: Buffer, position:
             producer with an open transaction.
         OSError: The transaction index could not be written.
     """
-    change = state.append(read_txn_batch(buf, position))
+    batch = read_txn_batch(buf, position)
+    crash_point("txn.marker.appended" if batch.is_control else "txn.data.appended")
+    change = state.append(batch)
     if change.aborted is not None:
         segment.txn_index.append(change.aborted)
+        crash_point("txn.index.appended")
     return change
 
 

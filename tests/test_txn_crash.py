@@ -54,28 +54,28 @@ pytestmark = pytest.mark.timeout(600)
 SEGMENT_BYTES = 4096
 TXN_TIMEOUT_MS = 6000
 
-#: A transactional producer: ``bootstrap tid topic op...``, each op
+#: A transactional producer: ``bootstrap tid topic timeout op...``, each op
 #: ``c|a:count:prefix:size`` (a transaction of ``count`` records, each
 #: flushed, then committed or aborted). Prints ``acked <value>`` once a
 #: record is acknowledged and ``ended <op>`` once the end returned.
 _PRODUCER = r"""
 import sys
 import confluent_kafka as ck
-boot, tid, topic, *ops = sys.argv[1:]
-p = ck.Producer({"bootstrap.servers": boot, "transactional.id": tid, "transaction.timeout.ms": %d, "linger.ms": 0})
+boot, tid, topic, timeout, *ops = sys.argv[1:]
+p = ck.Producer({"bootstrap.servers": boot, "transactional.id": tid, "transaction.timeout.ms": int(timeout), "linger.ms": 0})
 p.init_transactions(60)
 print("init", flush=True)
 for op in ops:
     end, count, prefix, size = op.split(":")
     p.begin_transaction()
     for i in range(int(count)):
-        value = ("%%s-%%d-" %% (prefix, i)).encode().ljust(int(size), b".")
+        value = ("%s-%d-" % (prefix, i)).encode().ljust(int(size), b".")
         p.produce(topic, value)
         assert p.flush(60) == 0
         print("acked", value.decode(), flush=True)
     (p.commit_transaction if end == "c" else p.abort_transaction)(60)
     print("ended", op, flush=True)
-""" % TXN_TIMEOUT_MS
+"""
 
 #: (crash point, the transaction the armed broker sees, the outcome the
 #: coordinator must reach: CompleteCommit / CompleteAbort).
@@ -112,7 +112,7 @@ def run_producer(broker: BrokerProcess, tid: str, topic: str, *ops: str) -> subp
     env = {k: v for k, v in os.environ.items() if k != CRASH_POINT_ENV}
     env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return subprocess.Popen(
-        [sys.executable, "-c", _PRODUCER, broker.bootstrap, tid, topic, *ops], stdout=subprocess.PIPE, text=True, cwd=root, env=env
+        [sys.executable, "-c", _PRODUCER, broker.bootstrap, tid, topic, str(TXN_TIMEOUT_MS), *ops], stdout=subprocess.PIPE, text=True, cwd=root, env=env
     )
 
 

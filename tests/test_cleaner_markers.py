@@ -187,3 +187,35 @@ def test_marker_of_a_producers_last_batch_stays(tmp_path: Path):
         assert markers(log) == {marker: None}
     assert read_committed(log) == [(b"k1", b"new"), (b"k2", b"active")]
     log.close()
+
+
+def test_aborted_batch_kept_empty_goes_once_the_producer_wrote_again(tmp_path: Path):
+    """An aborted transaction's batch that was its producer's last stays
+    empty (KIP-98) and keeps its ABORT marker; once the producer wrote
+    again, a cleaning drops the empty batch, the next one gives the marker
+    its delete horizon and one after the horizon drops it."""
+    log = Log(tmp_path / "t-0", config())
+    w = Writer(log)
+    w.txn(2, [(b"k9", b"b9")])
+    abort_b = w.end(2, False)
+    log.append(build_batch([(b"k5", b"p5", T0)]))
+    log.roll()
+    log.append(build_batch([(b"k6", b"x", T0)]))
+    t1 = T0 + 1_000
+    assert clean_log(log, None, now_ms=t1, force=True) is not None
+    assert markers(log) == {abort_b: None}
+    assert [read_header(log.read(0, 1 << 20).records).records_count] == [0]  # kept, empty
+    w.txn(2, [(b"k4", b"e4")])
+    commit_e = w.end(2, True)
+    log.roll()
+    log.append(build_batch([(b"k7", b"active", T0)]))
+    for now, expected in (
+        (t1 + 1, {abort_b: None, commit_e: None}),  # the empty batch goes; this round saw it
+        (t1 + 2, {abort_b: t1 + 2 + RETENTION, commit_e: None}),
+        (t1 + 2 + RETENTION, {commit_e: None}),
+    ):
+        assert clean_log(log, None, now_ms=now, force=True) is not None
+        assert markers(log) == expected
+    assert read_committed(log) == [(b"k5", b"p5"), (b"k6", b"x"), (b"k4", b"e4"), (b"k7", b"active")]
+    assert log.ongoing_transactions() == []
+    log.close()

@@ -11,7 +11,8 @@ original (Kafka keeps it so that the producer's last sequence survives
 cleaning). A batch keeping every record is returned byte for byte; one
 keeping none is dropped, or, when it is the last batch of a live
 idempotent producer, kept as an empty batch (Kafka's ``RETAIN_EMPTY``:
-header only, no records) so the producer state survives.
+header only, no records) so the producer state survives; such an empty
+batch goes in a later cleaning once it is no longer that last batch.
 
 v0/v1 entries: an uncompressed message is kept or dropped whole; a
 compressed wrapper is kept whole if any inner message is kept (its inner
@@ -115,6 +116,8 @@ def filter_v2(batch: bytes, keep: KeepRecord, *, retain_empty: bool = False) -> 
     header = read_header(batch)
     rows = decode_records(batch, header, check_crc=False)
     retained = [r for r in rows if keep(r[0], r[2], r[3])]
+    if not rows:  # (an empty batch an earlier cleaning left goes once it is no longer needed)
+        return Filtered(batch if retain_empty else None, 0, 0)
     if len(retained) == len(rows):
         return Filtered(batch, len(rows), len(rows))
     if not retained:

@@ -224,6 +224,7 @@ def test_sigkill_at_write_stage(broker, point, op, outcome):
     out, _ = before.communicate(timeout=120)
     assert before.returncode == 0, out
     committed = [v for v in acked_values(out.splitlines()) if v.startswith(b"pre-c")]
+    end_before = wait_for(lambda: (o := last_offsets(broker, topic))[0] == o[1] and o, "the pre-crash markers")[0]
     broker.stop()
     start_armed(broker, point)
     # The armed broker kills itself at ``point``; the producer is killed after it.
@@ -238,6 +239,11 @@ def test_sigkill_at_write_stage(broker, point, op, outcome):
     start_armed(broker, None)
     # The coordinator settles the transaction in flight.
     with AdminClient({"bootstrap.servers": broker.bootstrap, "default.api.timeout.ms": 30_000}) as admin:
+        # While it is still open, the recovered log holds it open too: the
+        # LSO stays at its first offset when its data reached the log.
+        high, stable = last_offsets(broker, topic)
+        if admin.describe_transactions([tid])[tid].state == "Ongoing":
+            assert stable == (end_before if high > end_before else high), (point, high, stable, end_before)
         state = wait_for(
             lambda: (s := admin.describe_transactions([tid])[tid].state) in _SETTLED and s,
             f"{tid} to complete after the crash at {point}",

@@ -103,29 +103,43 @@ def test_stamp_delete_horizon_keeps_every_record_and_timestamp():
     assert decode_records(stamped) == decode_records(batch)
 
 
-def test_markers_go_after_their_data_and_delete_retention(tmp_path: Path):
-    directory = tmp_path / "t-0"
+LATEST = [(b"k1", b"c1"), (b"k2", b"c2"), (b"k3", b"d3"), (b"k4", b"e4"), (b"k5", b"p5"), (b"k6", b"active")]
+
+
+def scenario(directory: Path) -> tuple[Log, dict[str, int]]:
+    """Transactions A (committed, later wholly superseded by C), B
+    (aborted), C, D (committed), E (committed, producer 2's last batch),
+    a plain record, then an active segment; returns the log and the
+    offsets of the markers (``"A"`` ...) and of B's first record (``"b"``)."""
     log = Log(directory, config())
     w = Writer(log)
+    at: dict[str, int] = {}
     w.txn(1, [(b"k1", b"a1"), (b"k2", b"a2")])
-    commit_a = w.end(1, True)  # A: wholly superseded by C
-    b_first = w.txn(2, [(b"k1", b"b1"), (b"k9", b"b9")])
-    abort_b = w.end(2, False)  # B: aborted
+    at["A"] = w.end(1, True)
+    at["b"] = w.txn(2, [(b"k1", b"b1"), (b"k9", b"b9")])
+    at["B"] = w.end(2, False)
     w.txn(1, [(b"k1", b"c1"), (b"k2", b"c2")])
-    commit_c = w.end(1, True)  # C: the latest k1, k2
+    at["C"] = w.end(1, True)
     w.txn(3, [(b"k3", b"d3")])
-    commit_d = w.end(3, True)  # D: the latest k3
+    at["D"] = w.end(3, True)
     w.txn(2, [(b"k4", b"e4")])
-    commit_e = w.end(2, True)  # E: producer 2's last batch (B's is no longer)
+    at["E"] = w.end(2, True)
     log.append(build_batch([(b"k5", b"p5", T0)]))
     log.roll()
     log.append(build_batch([(b"k6", b"active", T0)]))
+    return log, at
+
+
+def test_markers_go_after_their_data_and_delete_retention(tmp_path: Path):
+    directory = tmp_path / "t-0"
+    log, at = scenario(directory)
+    commit_a, abort_b, commit_c, commit_d, commit_e, b_first = at["A"], at["B"], at["C"], at["D"], at["E"], at["b"]
     committed = [(b"k1", b"a1"), (b"k2", b"a2"), (b"k1", b"c1"), (b"k2", b"c2"), (b"k3", b"d3"), (b"k4", b"e4"), (b"k5", b"p5"), (b"k6", b"active")]
     assert read_committed(log) == committed
     assert aborted_index(log) == [(2, b_first)]
     all_markers = {commit_a: None, abort_b: None, commit_c: None, commit_d: None, commit_e: None}
     assert markers(log) == all_markers
-    latest = [(b"k1", b"c1"), (b"k2", b"c2"), (b"k3", b"d3"), (b"k4", b"e4"), (b"k5", b"p5"), (b"k6", b"active")]
+    latest = LATEST
 
     # 1: A's superseded records and B's aborted ones go; every marker stays
     # (this round saw a batch of each transaction), B stays indexed.
@@ -219,3 +233,54 @@ def test_aborted_batch_kept_empty_goes_once_the_producer_wrote_again(tmp_path: P
     assert read_committed(log) == [(b"k5", b"p5"), (b"k6", b"x"), (b"k4", b"e4"), (b"k7", b"active")]
     assert log.ongoing_transactions() == []
     log.close()
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("stage", ["cleaned", "swap"])
+@pytest.mark.parametrize("round_", [1, 2, 3])
+def test_a_crash_mid_cleaning_keeps_the_transactions_consistent(tmp_path: Path, round_: int, stage: str):
+    """The process dies in cleaning round ``round_`` (1: aborted data
+    removed, 2: horizons set and B's index entry dropped, 3: markers
+    removed) with the cleaned files written (``cleaned``) or committed but
+    not swapped in (``swap``). The log reopened from offset 0 gives the same
+    read_committed view, no open transaction, the LSO at the high
+    watermark, markers between the states before and after that round; a
+    cleaning at the horizon then ends as without the crash."""
+    directory = tmp_path / "t-0"
+    log, at = scenario(directory)
+    times = [T0 + 1_000, T0 + 2_000, T0 + 2_000 + RETENTION]
+    before: dict[int, int | None] = {}
+    for i, now in enumerate(times[: round_ - 1]):
+        assert clean_log(log, None, now_ms=now, force=True) is not None, i
+    before = markers(log)
+
+    def hook(name: str) -> None:
+        if name == stage:
+            raise Crash(name)
+
+    with pytest.raises(Crash):
+        clean_log(log, None, now_ms=times[round_ - 1], force=True, hook=hook)
+    for seg in log.segments:  # (no close: the process "died")
+        seg.close()
+    again = Log(directory, config(), recovery_point=0)
+    try:
+        view = read_committed(again)
+        if round_ == 1:  # (A's superseded records may still be there; no aborted one is visible)
+            assert set(LATEST) <= set(view) <= set(LATEST) | {(b"k1", b"a1"), (b"k2", b"a2")}
+        else:
+            assert view == LATEST
+        assert again.ongoing_transactions() == []
+        assert again.last_stable_offset == again.high_watermark
+        now = markers(again)
+        assert {at["C"], at["D"], at["E"]} <= set(now) <= set(before)
+        assert all(now[o] == before[o] or before[o] is None for o in now)
+        for i in range(round_ - 1, 3):
+            assert clean_log(again, None, now_ms=times[i], force=True) is not None
+        assert markers(again) == {at["C"]: None, at["D"]: None, at["E"]: None}
+        assert read_committed(again) == LATEST
+        assert [seg.txn_index.all_aborted_txns() for seg in again.segments] == [[] for _ in again.segments]
+    finally:
+        again.close()

@@ -115,27 +115,4 @@ def log_aborted_txns(segments: Sequence[LogSegment], fetch_offset: int, upper_bo
     return collect_aborted_txns((seg.txn_index for seg in segments[first:]), fetch_offset, upper_bound_offset)
 
 
-def aborted_ranges(segments: Sequence[LogSegment]) -> dict[int, list[tuple[int, int]]]:
-    """The offset ranges of the aborted transactions the segments' indexes
-    hold, by producer id (for the cleaner, which removes their batches).
-
-    Args:
-        segments: The log's segments.
-
-    Returns:
-        ``producer_id -> [(first_offset, marker_offset), ...]``.
-    """
-    ranges: dict[int, list[tuple[int, int]]] = {}
-    for seg in segments:
-        for txn in seg.txn_index.all_aborted_txns():
-            ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    return ranges
-
-
-def in_aborted_txn(ranges: dict[int, list[tuple[int, int]]], producer_id: int, offset: int) -> bool:
-    """Whether ``offset`` of ``producer_id`` belongs to one of the aborted
-    transactions of `aborted_ranges`."""
-    return any(first <= offset <= last for first, last in ranges.get(producer_id, ()))
-
-
-__all__ = ["aborted_ranges", "apply_txn_batch", "in_aborted_txn", "load_txn_state", "log_aborted_txns"]
+__all__ = ["apply_txn_batch", "load_txn_state", "log_aborted_txns"]

@@ -240,10 +240,14 @@ def test_control_transactional_and_idempotent_batches_survive(tmp_path):
     # the idempotent producer's last batch stays as an empty batch (same offsets and sequence)
     assert stored[idem.base_offset].records_count == 0
     assert stored[idem.base_offset].producer_id == 7 and stored[idem.base_offset].base_sequence == 0
-    # transactional and control batches are kept whole
-    assert stored[txn.base_offset].is_transactional and stored[txn.base_offset].records_count == 1
-    assert stored[ctrl.base_offset].is_control
-    assert [(o, k, v) for o, k, v in read_all(log) if o < later.base_offset] == [(txn.base_offset, b"b", b"txn-1")]
+    # a committed transactional record is compacted like any other (Kafka's
+    # cleaner): superseded, it goes; its batch, the producer's last, stays
+    # empty, and so its COMMIT marker stays (its transaction has a batch left)
+    assert stored[txn.base_offset].is_transactional and stored[txn.base_offset].records_count == 0
+    assert stored[txn.base_offset].producer_id == 8 and stored[txn.base_offset].base_sequence == 0
+    assert stored[ctrl.base_offset].is_control and stored[ctrl.base_offset].records_count == 1
+    assert stored[ctrl.base_offset].delete_horizon_ms is None
+    assert [(o, k, v) for o, k, v in read_all(log) if o < later.base_offset] == []
     assert log.producer_state.last_sequence(7) == 0
     log.close()
     again = Log(tmp_path / "t-0", compact_config(), recovery_point=0)

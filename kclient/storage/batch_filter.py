@@ -11,7 +11,8 @@ original (Kafka keeps it so that the producer's last sequence survives
 cleaning). A batch keeping every record is returned byte for byte; one
 keeping none is dropped, or, when it is the last batch of a live
 idempotent producer, kept as an empty batch (Kafka's ``RETAIN_EMPTY``:
-header only, no records) so the producer state survives.
+header only, no records) so the producer state survives; such an empty
+batch goes in a later cleaning once it is no longer that last batch.
 
 v0/v1 entries: an uncompressed message is kept or dropped whole; a
 compressed wrapper is kept whole if any inner message is kept (its inner
@@ -31,6 +32,7 @@ import crc32c
 from kclient.protocol.records import codecs
 from kclient.protocol.records.legacy import iter_entry_records
 from kclient.protocol.records.v2 import (
+    ATTR_DELETE_HORIZON,
     CRC_AT,
     CRC_START,
     HEADER,
@@ -114,12 +116,15 @@ def filter_v2(batch: bytes, keep: KeepRecord, *, retain_empty: bool = False) -> 
     header = read_header(batch)
     rows = decode_records(batch, header, check_crc=False)
     retained = [r for r in rows if keep(r[0], r[2], r[3])]
+    if not rows:  # (an empty batch an earlier cleaning left goes once it is no longer needed)
+        return Filtered(batch if retain_empty else None, 0, 0)
     if len(retained) == len(rows):
         return Filtered(batch, len(rows), len(rows))
     if not retained:
         return Filtered(empty_batch(header) if retain_empty else None, len(rows), 0)
     log_append = header.is_log_append_time
-    base_ts = retained[0][1]
+    horizon = header.delete_horizon_ms  # (a delete horizon stays: the base timestamp keeps holding it)
+    base_ts = retained[0][1] if horizon is None else horizon
     body = bytearray()
     max_ts = -1
     for offset, ts, key, value, headers in retained:
@@ -140,6 +145,42 @@ def filter_v2(batch: bytes, keep: KeepRecord, *, retain_empty: bool = False) -> 
     return Filtered(data, len(rows), len(retained))
 
 
+def stamp_delete_horizon(batch: bytes, horizon_ms: int) -> bytes:
+    """``batch`` (one v2 batch) with every record kept and its delete
+    horizon set (KIP-534; Kafka's ``MemoryRecords.filterTo`` when a batch
+    holds a tombstone or a marker of a transaction with no data left): the
+    ``ATTR_DELETE_HORIZON`` attribute bit set, the base timestamp set to
+    the horizon and each record's timestamp delta taken from it, so every
+    record keeps its timestamp; the other header fields stay.
+
+    Args:
+        batch: Exactly one v2 batch.
+        horizon_ms: The delete horizon, ms since the epoch (the cleaning
+            time plus ``delete.retention.ms``).
+
+    Returns:
+        The rewritten batch.
+
+    Raises:
+        kclient.errors.CorruptRecordError: Malformed records.
+    """
+    header = read_header(batch)
+    log_append = header.is_log_append_time
+    body = bytearray()
+    for offset, ts, key, value, headers in decode_records(batch, header, check_crc=False):
+        encode_record(body, offset - header.base_offset, 0 if log_append else ts - horizon_ms, key, value, headers)
+    payload = codecs.compress(header.codec, bytes(body)) if header.codec else bytes(body)
+    return _pack(
+        header,
+        payload,
+        last_offset_delta=header.last_offset_delta,
+        base_ts=horizon_ms,
+        max_ts=header.max_timestamp,
+        count=header.records_count,
+        attributes=header.attributes | ATTR_DELETE_HORIZON,
+    )
+
+
 def filter_legacy(entry: bytes, keep: KeepRecord) -> Filtered:
     """Keep or drop one v0/v1 entry (see the module docstring).
 
@@ -157,4 +198,4 @@ def filter_legacy(entry: bytes, keep: KeepRecord) -> Filtered:
     return Filtered(entry, len(records), len(records))
 
 
-__all__ = ["Filtered", "KeepRecord", "empty_batch", "filter_legacy", "filter_v2"]
+__all__ = ["Filtered", "KeepRecord", "empty_batch", "filter_legacy", "filter_v2", "stamp_delete_horizon"]

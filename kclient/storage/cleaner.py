@@ -10,7 +10,8 @@ the *first dirty offset* kept per partition in the log dir's
 
 1. picks the dirty segments: from the first dirty offset up to the first
    uncleanable offset, the lowest of the active segment's base offset (the
-   active segment is never cleaned), the high watermark and the base of the
+   active segment is never cleaned), the last stable offset (below the high
+   watermark, no undecided transaction: KIP-98) and the base of the
    first segment holding records newer than ``min.compaction.lag.ms``; it
    cleans only when dirty bytes / (clean + dirty bytes) exceeds
    ``min.cleanable.dirty.ratio``;
@@ -26,12 +27,17 @@ the *first dirty offset* kept per partition in the log dir's
    order (`kclient.storage.batch_filter`); a batch left empty is dropped
    unless it is the last batch of an idempotent producer still known to the
    log (KIP-98). Records without a key are dropped, as Kafka's cleaner
-   does (Produce refuses them on a compacted topic). Control batches and
-   transactional batches are not mapped; the batches of aborted
-   transactions (the segments' ``.txnindex``, KIP-98) are removed (an
-   empty batch stays for a producer's last one), the others kept as they
-   are (committed transactional records are not compacted yet, and the
-   markers stay);
+   does (Produce refuses them on a compacted topic). Committed
+   transactional records are compacted like the others; control batches
+   and the batches of aborted transactions (the segments' ``.txnindex``,
+   KIP-98) are not mapped, and the latter are removed (an empty batch stays
+   for a producer's last one). A COMMIT / ABORT marker stays while a batch
+   of its transaction is in the log; once a round finds none, it gets a
+   delete horizon (that round's time plus ``delete.retention.ms``, stored
+   in the batch as KIP-534's ``deleteHorizonMs``) and the first round at or
+   after the horizon drops it; an aborted transaction stays in the cleaned
+   segment's ``.txnindex`` while its data does
+   (`kclient.storage.cleaner_txn`, Kafka's ``CleanedTransactionMetadata``);
 4. each group is written as ``<base>.log.cleaned`` (with its indexes) and
    fsync-ed, renamed to ``.swap`` (the commit point), then swapped in by
    `kclient.storage.Log.replace_segments`; a crash anywhere in between is
@@ -63,15 +69,17 @@ import attrs
 
 from kclient.clock import now_ms as wall_clock_ms
 from kclient.errors import CorruptRecordError
-from kclient.protocol.records.scan import BatchInfo, read_v2_producer_fields
-from kclient.protocol.records.v2 import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_records, read_header
-from kclient.storage.batch_filter import KeepRecord, filter_legacy, filter_v2
+from kclient.protocol.records.control import control_type_of
+from kclient.protocol.records.scan import BatchInfo
+from kclient.protocol.records.v2 import BatchHeader, decode_records, read_header
+from kclient.storage.batch_filter import Filtered, KeepRecord, filter_legacy, filter_v2, stamp_delete_horizon
 from kclient.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CheckpointError, read_checkpoint, write_checkpoint
+from kclient.storage.cleaner_txn import CleanedTxnMetadata
 from kclient.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX, file_stem, fsync_dir
 from kclient.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from kclient.storage.segment import LogSegment
 from kclient.storage.swap import CLEANED_SUFFIX, SCRATCH_DIR, SWAP_SUFFIX
-from kclient.storage.txn_log import aborted_ranges, in_aborted_txn
+from kclient.storage.txn_log import log_aborted_txns
 
 if TYPE_CHECKING:
     from kclient.storage.log import Log
@@ -79,7 +87,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-_V2_ATTRIBUTES_AT = 21
 _SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 #: ``hook(stage)`` called at ``"cleaned"`` (a group's ``.cleaned`` files are
@@ -133,6 +140,8 @@ class CleanResult:
             null keys).
         tombstones_removed: Tombstones among them dropped for being older
             than ``delete.retention.ms``.
+        markers_removed: Transaction markers dropped (their transaction
+            had no batch left and their delete horizon passed).
     """
 
     first_dirty_offset: int
@@ -144,6 +153,7 @@ class CleanResult:
     records_read: int
     records_removed: int
     tombstones_removed: int
+    markers_removed: int = 0
 
 
 def cleanable(log: Log, first_dirty_offset: int | None, now_ms: int) -> Cleanable:
@@ -161,7 +171,7 @@ def cleanable(log: Log, first_dirty_offset: int | None, now_ms: int) -> Cleanabl
     segs = log.segments
     start, end = log.log_start_offset, log.log_end_offset
     first_dirty = first_dirty_offset if first_dirty_offset is not None and start <= first_dirty_offset <= end else start
-    uncleanable = min(segs[-1].base_offset, log.high_watermark)
+    uncleanable = min(segs[-1].base_offset, log.last_stable_offset)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for seg in segs[:-1]:
@@ -191,30 +201,26 @@ def _segment_batches(seg: LogSegment) -> Iterator[tuple[BatchInfo, bytes]]:
             yield info, seg.read(info.position, info.size)
 
 
-def _is_v2_skipped(batch: bytes) -> bool:
-    """Control and transactional batches are neither mapped nor rewritten."""
-    return bool(batch[_V2_ATTRIBUTES_AT + 1] & (ATTR_CONTROL | ATTR_TRANSACTIONAL))
-
-
-def _is_aborted_data(batch: bytes, info: BatchInfo, producer_id: int, aborted: dict[int, list[tuple[int, int]]]) -> bool:
-    """A data batch of an aborted transaction (not a marker)."""
-    return not batch[_V2_ATTRIBUTES_AT + 1] & ATTR_CONTROL and in_aborted_txn(aborted, producer_id, info.base_offset)
-
-
 def _drop(offset: int, key: bytes | None, value: bytes | None) -> bool:
     """`KeepRecord` of an aborted batch: no record stays."""
     return False
 
 
-def _build_offset_map(dirty: Sequence[LogSegment], offset_map: OffsetMap) -> int:
+def _build_offset_map(dirty: Sequence[LogSegment], offset_map: OffsetMap, txns: CleanedTxnMetadata) -> int:
     """Map the keys of ``dirty``, whole segments only, while the map has
-    room; returns how many segments were mapped (at least one)."""
+    room; returns how many segments were mapped (at least one). Control
+    batches and the batches of aborted transactions (``txns``) are not
+    mapped (Kafka's ``buildOffsetMapForSegment``)."""
     mapped = 0
     for seg in dirty:
         keys: list[tuple[bytes, int]] = []
         for info, batch in _segment_batches(seg):
             if info.magic == 2:
-                if _is_v2_skipped(batch):
+                header = read_header(batch)
+                if header.is_control:
+                    txns.on_control_batch_read(header.producer_id, header.last_offset, _control_type(batch, header), header.records_count)
+                    continue
+                if txns.on_batch_read(header.producer_id, header.is_transactional, header.last_offset):
                     continue
                 for offset, _ts, key, _value, _headers in decode_records(batch, check_crc=False):
                     if key is not None:
@@ -257,6 +263,46 @@ class _Counts:
         self.read = 0
         self.removed = 0
         self.tombstones = 0
+        self.markers = 0
+
+
+def _control_type(batch: bytes, header: BatchHeader) -> int | None:
+    """A control batch's type (COMMIT / ABORT), None when it holds no record."""
+    return control_type_of(batch, 0, header) if header.records_count else None
+
+
+def _clean_marker(batch: bytes, header: BatchHeader, txns: CleanedTxnMetadata, now_ms: int, retention_ms: int, counts: _Counts) -> Filtered:
+    """A control batch in a cleaning round (Kafka's ``Cleaner.cleanInto``
+    with KIP-534's delete horizon): kept while its transaction has batches
+    in the log; once it has none, stamped with a delete horizon of
+    ``now_ms + retention_ms`` (``delete.retention.ms``) the first time and
+    dropped by a round at or after that horizon. An empty control batch is
+    dropped."""
+    n = header.records_count
+    if not txns.on_control_batch_read(header.producer_id, header.last_offset, _control_type(batch, header), n):
+        return Filtered(batch, n, n)
+    horizon = header.delete_horizon_ms
+    if n and horizon is None:
+        return Filtered(stamp_delete_horizon(batch, now_ms + retention_ms), n, n)
+    if n and horizon is not None and horizon > now_ms:
+        return Filtered(batch, n, n)
+    counts.markers += 1
+    return Filtered(None, n, 0)
+
+
+def _clean_v2(
+    batch: bytes, info: BatchInfo, keep: KeepRecord, txns: CleanedTxnMetadata, producer_last: dict[int, int], now_ms: int, retention_ms: int, counts: _Counts
+) -> Filtered:
+    """One v2 batch in a cleaning round: a marker by `_clean_marker`; the
+    records of a data batch of an aborted transaction all go, the others
+    are filtered by ``keep``; a batch left empty stays (header only) when it
+    is the last batch of a producer the log still knows (KIP-98)."""
+    header = read_header(batch)
+    if header.is_control:
+        return _clean_marker(batch, header, txns, now_ms, retention_ms, counts)
+    aborted = header.producer_id >= 0 and txns.on_batch_read(header.producer_id, header.is_transactional, header.last_offset)
+    retain_empty = header.producer_id >= 0 and producer_last.get(header.producer_id) == info.last_offset
+    return filter_v2(batch, _drop if aborted else keep, retain_empty=retain_empty)
 
 
 def _keep_latest(offset_map: OffsetMap, drop_tombstones: bool, counts: _Counts) -> KeepRecord:
@@ -283,6 +329,7 @@ def _clean_group(
     offset_map: OffsetMap,
     first_dirty: int,
     producer_last: dict[int, int],
+    txns: CleanedTxnMetadata,
     now_ms: int,
     counts: _Counts,
     hook: StageHook | None,
@@ -296,31 +343,22 @@ def _clean_group(
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
     out = LogSegment.create(scratch, base, log.config.index_interval_bytes, now_ms=now_ms)
-    aborted = aborted_ranges(log.segments)
+    retention = log.config.delete_retention_ms
     try:
         for seg in group:
             drop_tombstones = seg.next_offset <= first_dirty and seg.largest_timestamp < horizon
             keep = _keep_latest(offset_map, drop_tombstones, counts)
             for info, batch in _segment_batches(seg):
                 if info.magic == 2:
-                    fields = read_v2_producer_fields(batch, 0)
-                    if _is_v2_skipped(batch) and not _is_aborted_data(batch, info, fields.producer_id, aborted):
-                        kept = batch
-                        n = read_header(batch).records_count
-                        counts.read += n
-                        out.append(kept, info.base_offset, info.last_offset, now_ms=now_ms)
-                        continue
-                    retain_empty = fields.producer_id >= 0 and producer_last.get(fields.producer_id) == info.last_offset
-                    result = filter_v2(batch, _drop if _is_v2_skipped(batch) else keep, retain_empty=retain_empty)
+                    result = _clean_v2(batch, info, keep, txns, producer_last, now_ms, retention, counts)
                 else:
                     result = filter_legacy(batch, keep)
                 counts.read += result.records
                 counts.removed += result.records - result.kept
                 if result.data is not None:
                     out.append(result.data, info.base_offset, info.last_offset, now_ms=now_ms)
-        for seg in group:  # the aborted transactions stay indexed (KIP-98)
-            for txn in seg.txn_index.all_aborted_txns():
-                out.txn_index.append(txn)
+        for txn in txns.take_retained():  # (the aborted transactions with data left stay indexed, KIP-98)
+            out.txn_index.append(txn)
         out.mark_inactive()
         out.flush()
     finally:
@@ -389,7 +427,9 @@ def clean_log(
         offset_map = OffsetMap.for_buffer_size(DEFAULT_DEDUPE_BUFFER_SIZE)
     offset_map.clear()
     segs = log.segments
-    mapped = _build_offset_map(view.dirty_segments, offset_map)
+    dirty_start = view.dirty_segments[0].base_offset
+    dirty_end = segs[segs.index(view.dirty_segments[-1]) + 1].base_offset
+    mapped = _build_offset_map(view.dirty_segments, offset_map, CleanedTxnMetadata(log_aborted_txns(segs, dirty_start, dirty_end)))
     last_mapped = view.dirty_segments[mapped - 1]
     end_offset = segs[segs.index(last_mapped) + 1].base_offset
     to_clean = [s for s in segs[:-1] if s.base_offset < end_offset]
@@ -415,8 +455,9 @@ def clean_log(
         len(offset_map),
         len(groups),
     )
+    txns = CleanedTxnMetadata(log_aborted_txns(segs, log.log_start_offset, end_offset))  # (carried across the groups)
     for group in groups:
-        new = _clean_group(log, group, offset_map, view.first_dirty_offset, producer_last, now, counts, hook)
+        new = _clean_group(log, group, offset_map, view.first_dirty_offset, producer_last, txns, now, counts, hook)
         if new is None:
             return None
         written += 1
@@ -431,6 +472,7 @@ def clean_log(
         counts.read,
         counts.removed,
         counts.tombstones,
+        counts.markers,
     )
     logger.info(
         "log %s: cleaned %d segment(s) into %d: %d -> %d bytes, %d of %d record(s) removed (%d expired tombstone(s))",

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import attrs
 
+from kclient.crash_point import crash_point
 from kclient.errors import OffsetOutOfRangeError
 from kclient.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kclient.protocol.primitives import Buffer
@@ -245,6 +246,7 @@ class LocalLog:
         self._view = LogSegments(self._view.segments + (seg,))
         self._dir_dirty = True
         logger.info("log %s: rolled new segment at offset %d (previous %d bytes; %s)", self.directory, base_offset, old.size, reason)
+        crash_point("log.rolled")
         if self._on_roll is not None:
             self._on_roll(self._log_end_offset)
         return seg

@@ -111,7 +111,9 @@ class LogConfig:
             holds ``compact`` (Kafka documentation, "Log Compaction").
         delete_retention_ms: ``log.cleaner.delete.retention.ms`` / topic
             ``delete.retention.ms``, 1 day: how long a tombstone (a record
-            with a null value) is kept once cleaned.
+            with a null value) is kept once cleaned, and a transaction
+            marker once a cleaning found its transaction's data gone
+            (KIP-534's delete horizon).
         min_cleanable_dirty_ratio: ``log.cleaner.min.cleanable.ratio`` /
             topic ``min.cleanable.dirty.ratio``, 0.5: a log is cleaned when
             its dirty bytes over its cleanable bytes exceed this.

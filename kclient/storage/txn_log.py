@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from kclient.crash_point import crash_point
 from kclient.protocol.primitives import Buffer
 from kclient.storage.log_segments import LogSegments
 from kclient.storage.segment import LogSegment
@@ -43,9 +44,12 @@ def apply_txn_batch(state: TxnState, segment: LogSegment, buf: Buffer, position:
             producer with an open transaction.
         OSError: The transaction index could not be written.
     """
-    change = state.append(read_txn_batch(buf, position))
+    batch = read_txn_batch(buf, position)
+    crash_point("txn.marker.appended" if batch.is_control else "txn.data.appended")
+    change = state.append(batch)
     if change.aborted is not None:
         segment.txn_index.append(change.aborted)
+        crash_point("txn.index.appended")
     return change
 
 
@@ -111,27 +115,4 @@ def log_aborted_txns(segments: Sequence[LogSegment], fetch_offset: int, upper_bo
     return collect_aborted_txns((seg.txn_index for seg in segments[first:]), fetch_offset, upper_bound_offset)
 
 
-def aborted_ranges(segments: Sequence[LogSegment]) -> dict[int, list[tuple[int, int]]]:
-    """The offset ranges of the aborted transactions the segments' indexes
-    hold, by producer id (for the cleaner, which removes their batches).
-
-    Args:
-        segments: The log's segments.
-
-    Returns:
-        ``producer_id -> [(first_offset, marker_offset), ...]``.
-    """
-    ranges: dict[int, list[tuple[int, int]]] = {}
-    for seg in segments:
-        for txn in seg.txn_index.all_aborted_txns():
-            ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    return ranges
-
-
-def in_aborted_txn(ranges: dict[int, list[tuple[int, int]]], producer_id: int, offset: int) -> bool:
-    """Whether ``offset`` of ``producer_id`` belongs to one of the aborted
-    transactions of `aborted_ranges`."""
-    return any(first <= offset <= last for first, last in ranges.get(producer_id, ()))
-
-
-__all__ = ["aborted_ranges", "apply_txn_batch", "in_aborted_txn", "load_txn_state", "log_aborted_txns"]
+__all__ = ["apply_txn_batch", "load_txn_state", "log_aborted_txns"]

@@ -38,6 +38,7 @@ import trio
 from kclient.broker.txn.coordinator import TxnMarkers
 from kclient.broker.txn.transaction_coordinator import PendingWrite, TransactionCoordinator
 from kclient.clock import now_ms
+from kclient.crash_point import crash_point
 from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     NONE,
@@ -237,6 +238,8 @@ class TransactionStateLog:
         except Exception:
             log.exception("%s-%d: append for %r failed", TRANSACTION_STATE_TOPIC, write.partition, write.transactional_id)
             return UNKNOWN_SERVER_ERROR
+        if write.decision.append is not None:
+            crash_point("txn_state.appended." + write.decision.append.txn_state.kafka_name)
         part.after_leader_append()
         deadline = trio.current_time() + self.config.offsets_commit_timeout_ms / 1000.0
         code = await part.wait_for_replication(result.base_offset + 1, deadline)

@@ -50,6 +50,9 @@ ATTR_CODEC_MASK = codecs.ATTR_CODEC_MASK
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+#: v2 attribute bit 6 (KIP-534): the base timestamp holds the delete horizon
+#: the log cleaner set on a batch of tombstones or a transaction marker.
+ATTR_DELETE_HORIZON = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = -1
@@ -114,6 +117,13 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (ms since the epoch) the log cleaner set
+        (``ATTR_DELETE_HORIZON``, KIP-534: the base timestamp then holds
+        it), or None."""
+        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
 
     @property
     def last_offset(self) -> int:

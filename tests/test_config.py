@@ -48,9 +48,9 @@ def test_producer_defaults() -> None:
     assert c.topic_metadata_refresh_interval_ms == 600000
     assert c.client_id == ""
     assert c.queue_buffering_max_ms == 5  # Kafka 4.0's linger.ms (0.8: 5000)
-    assert c.queue_buffering_max_messages == 10000
+    assert c.queue_buffering_max_messages == 100000  # issue 28: librdkafka's (0.8: 10000)
     assert c.queue_enqueue_timeout_ms == -1
-    assert c.batch_num_messages == 10000  # issue 28: queue.buffering.max.messages (librdkafka's 10000; 0.8: 200)
+    assert c.batch_num_messages == 10000  # issue 28: librdkafka's 10000 (0.8: 200)
     assert c.send_buffer_bytes == 102400
     assert c.event_handler is None and c.callback_handler is None
     assert c.enable_idempotence is False

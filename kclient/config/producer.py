@@ -52,7 +52,7 @@ class TransactionalDefault:
 def _batch_messages_default(config: Any) -> int:
     """``batch.num.messages``'s default: librdkafka's 10000, at most
     ``queue.buffering.max.messages``."""
-    return min(10000, config.queue_buffering_max_messages)
+    return min(10000, int(config.queue_buffering_max_messages))
 
 
 def _in_flight_default(config: Any) -> int:

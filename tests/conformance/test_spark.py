@@ -282,11 +282,11 @@ def test_both_sinks_partition_keys_alike_and_write_null_values(spark_kafka, brok
 
 
 def test_transactional_records_read_alike(spark_kafka, kafka4_target):
-    """Kafka 4.x (the bundled broker has no transactions): committed and
-    aborted transactions read with ``read_uncommitted`` (the default of
-    both sources) give the same rows, aborted records included, and the
-    offsets of the commit and abort markers left out; ``read_committed``
-    is Spark's alone (the kclient source refuses it, docs/spark.md)."""
+    """Kafka 4.x: committed and aborted transactions read with
+    ``read_uncommitted`` (the default of both sources) give the same rows,
+    aborted records included, and the offsets of the commit and abort
+    markers left out; with ``kafka.isolation.level=read_committed`` both
+    give the committed rows alike (issue 29)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = kafka4_target
     topic = _topic("spark-txn")
@@ -309,8 +309,7 @@ def test_transactional_records_read_alike(spark_kafka, kafka4_target):
     assert [(r[1], r[4]) for r in ours] == [(b"c0", 0), (b"c1", 1), (b"c2", 2), (b"a0", 4), (b"a1", 5), (b"a2", 6), (b"d0", 8), (b"d1", 9), (b"d2", 10)]
     committed = read_rows(spark_kafka, "kafka", broker, topic, **{"kafka.isolation.level": "read_committed"})
     assert [r[1] for r in committed] == [b"c0", b"c1", b"c2", b"d0", b"d1", b"d2"]
-    with pytest.raises(Exception, match="isolation.level"):
-        read_rows(spark_kafka, "kclient", broker, topic, **{"kafka.isolation.level": "read_committed"})
+    assert read_rows(spark_kafka, "kclient", broker, topic, **{"kafka.isolation.level": "read_committed"}) == committed
 
 
 def test_a_missing_topic_is_no_rows_for_kclient_an_error_for_spark(spark_kafka, broker):

@@ -1,5 +1,5 @@
 """``kclient console-consumer`` on a log that ends with a transaction marker
-(Apache Kafka 4.x; the bundled broker has no transactions): the records
+(Apache Kafka 4.x): the records
 come out once, and the next fetch starts past the marker instead of asking
 for it again and again (a long poll at a marker's offset answers at once)."""
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -181,27 +181,7 @@ class GroupApis:
         # The fields of other versions are at their defaults (-1, "", -1).
         generation = body.generation_id_or_member_epoch
         member_id = body.member_id
-        retention = body.retention_time_ms
-        now = self.clock()
-        max_metadata = self.config.offset_metadata_max_bytes
-        results: dict[tuple[str, int], int] = {}
-        valid: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t in body.topics:
-            for p in t.partitions:
-                tp = (t.name, p.partition_index)
-                metadata = p.committed_metadata or ""
-                if self.metadata_cache.partition(*tp) is None:
-                    results[tp] = UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > max_metadata:
-                    results[tp] = OFFSET_METADATA_TOO_LARGE
-                else:
-                    valid[tp] = OffsetAndMetadata(
-                        offset=p.committed_offset,
-                        metadata=metadata,
-                        commit_timestamp=now,
-                        leader_epoch=p.committed_leader_epoch,
-                        expire_timestamp=now + retention if retention >= 0 else -1,
-                    )
+        results, valid = self.checked_offsets(body.topics, body.retention_time_ms)
         if valid and version == 0:
             results.update(await self._commit_to_zookeeper(group_id, valid))
         elif valid:
@@ -227,7 +207,7 @@ class GroupApis:
         metadata over ``offset.metadata.max.bytes``
         OFFSET_METADATA_TOO_LARGE, the rest share the commit's error, as
         Kafka's ``KafkaApis.handleTxnOffsetCommitRequest``."""
-        results, valid = self.txn_offsets_of(body)
+        results, valid = self.checked_offsets(body.topics)
         if valid:
             code = await self.coordinator.commit_txn_offsets(
                 body.group_id,
@@ -243,22 +223,29 @@ class GroupApis:
             results.update(dict.fromkeys(valid, code))
         return txn_offset_commit_response(body, results)
 
-    def txn_offsets_of(self, body: TxnOffsetCommitRequest) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
-        """A TxnOffsetCommit's partitions checked: ``({partition: error} of
-        those refused, {partition: offset} of the others)``
-        (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE).
+    def checked_offsets(self, topics: Iterable[Any], retention_ms: int = -1) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+        """An OffsetCommit's or TxnOffsetCommit's partitions checked:
+        ``({partition: error} of those refused, {partition: offset} of the
+        others)`` (UNKNOWN_TOPIC_OR_PARTITION for an unknown partition,
+        OFFSET_METADATA_TOO_LARGE over ``offset.metadata.max.bytes``),
+        stamped with the broker's time.
 
         Args:
-            body: The request.
+            topics: The request's topics (``name``, ``partitions`` with
+                ``partition_index``, ``committed_offset``,
+                ``committed_metadata``, ``committed_leader_epoch``).
+            retention_ms: OffsetCommit v2-4's ``retention_time_ms``: the
+                offsets expire this long after now (ms); -1: never set.
 
         Returns:
             The refused partitions' errors and the valid partitions' offsets.
         """
         now = self.clock()
+        expire = now + retention_ms if retention_ms >= 0 else -1
         max_metadata = self.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t in body.topics:
+        for t in topics:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 metadata = p.committed_metadata or ""
@@ -267,7 +254,9 @@ class GroupApis:
                 elif len(metadata.encode()) > max_metadata:
                     results[tp] = OFFSET_METADATA_TOO_LARGE
                 else:
-                    valid[tp] = OffsetAndMetadata(offset=p.committed_offset, metadata=metadata, commit_timestamp=now, leader_epoch=p.committed_leader_epoch)
+                    valid[tp] = OffsetAndMetadata(
+                        offset=p.committed_offset, metadata=metadata, commit_timestamp=now, leader_epoch=p.committed_leader_epoch, expire_timestamp=expire
+                    )
         return results, valid
 
     async def _commit_to_zookeeper(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:

@@ -36,7 +36,6 @@ import attrs
 
 from kclient.broker.group.apis import GroupApis, client_host, txn_offset_commit_response
 from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
-from kclient.broker.group.records import OffsetAndMetadata
 from kclient.clock import now_ms
 from kclient.errors import (
     GROUP_ID_NOT_FOUND,
@@ -44,8 +43,6 @@ from kclient.errors import (
     INCONSISTENT_GROUP_PROTOCOL,
     NON_EMPTY_GROUP,
     NONE,
-    OFFSET_METADATA_TOO_LARGE,
-    UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.consumer_group_describe import (
@@ -233,7 +230,7 @@ class ConsumerGroupApis:
         group_id = body.group_id
         if not self.coordinator.is_consumer_group(group_id):
             return await self.classic.txn_offset_commit(header, body)
-        results, valid = self.classic.txn_offsets_of(body)
+        results, valid = self.classic.checked_offsets(body.topics)
         code = self.coordinator.validate_txn_offset_commit(group_id, body.member_id, body.generation_id, body.group_instance_id)
         if code == NONE and valid:
             code = await self.coordinator.manager.store_txn_offsets(group_id, body.producer_id, body.producer_epoch, valid)
@@ -244,21 +241,7 @@ class ConsumerGroupApis:
 
     async def _store(self, body: OffsetCommitRequest) -> dict[tuple[str, int], int]:
         """Store a validated commit's offsets: ``{(topic, partition): error}``."""
-        now = self.clock()
-        max_metadata = self.classic.config.offset_metadata_max_bytes
-        cache = self.classic.metadata_cache
-        results: dict[tuple[str, int], int] = {}
-        valid: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t in body.topics:
-            for p in t.partitions:
-                tp = (t.name, p.partition_index)
-                metadata = p.committed_metadata or ""
-                if cache.partition(*tp) is None:
-                    results[tp] = UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > max_metadata:
-                    results[tp] = OFFSET_METADATA_TOO_LARGE
-                else:
-                    valid[tp] = OffsetAndMetadata(offset=p.committed_offset, metadata=metadata, commit_timestamp=now, leader_epoch=p.committed_leader_epoch, expire_timestamp=-1)
+        results, valid = self.classic.checked_offsets(body.topics)
         if valid:
             code = await self.coordinator.manager.store_offsets(body.group_id, valid)
             results.update(dict.fromkeys(valid, code))

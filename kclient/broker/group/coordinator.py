@@ -157,6 +157,25 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ helpers
 
+    def _group_to_commit(self, group_id: str, generation_id: int, *, allow_empty: bool = False) -> tuple[int, Group | None]:
+        """The group an offset commit goes to: ``(NONE, group)``, made when
+        missing for a commit outside any generation (offsets only, no
+        members: a "simple" group), else ``(error, None)``: the
+        coordinator's `_check`, ILLEGAL_GENERATION for a generation of an
+        unknown group, COORDINATOR_NOT_AVAILABLE for a dead one."""
+        code = self._check(group_id, allow_empty=allow_empty)
+        if code != NONE:
+            return code, None
+        groups = self.manager.groups
+        group = groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ILLEGAL_GENERATION, None
+            group = groups[group_id] = Group(group_id)
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE, None
+        return NONE, group
+
     def _check(self, group_id: str | None, *, allow_empty: bool = False) -> int:
         """NONE when this broker coordinates ``group_id`` and has loaded
         it, else the error to answer. An empty group id is refused with
@@ -676,17 +695,9 @@ class GroupCoordinator:
         """Handle an OffsetCommit of already validated partitions; returns
         the error code for all of them (FENCED_INSTANCE_ID for a replaced
         static member, v7+ ``group_instance_id``)."""
-        code = self._check(group_id, allow_empty=True)
-        if code != NONE:
-            return code
-        groups = self.manager.groups
-        group = groups.get(group_id)
+        code, group = self._group_to_commit(group_id, generation_id, allow_empty=True)
         if group is None:
-            if generation_id >= 0:
-                return ILLEGAL_GENERATION
-            group = groups[group_id] = Group(group_id)  # offsets only, no members (a "simple" group)
-        if group.is_(DEAD):
-            return COORDINATOR_NOT_AVAILABLE
+            return code
         if not (generation_id < 0 and group.is_(EMPTY)):
             # The member first (a fenced static member is told so), then
             # the state, as Kafka's ClassicGroup.validateOffsetCommit.
@@ -733,17 +744,9 @@ class GroupCoordinator:
         Returns:
             The error code for all the partitions.
         """
-        code = self._check(group_id)
-        if code != NONE:
-            return code
-        groups = self.manager.groups
-        group = groups.get(group_id)
+        code, group = self._group_to_commit(group_id, generation_id)
         if group is None:
-            if generation_id >= 0:
-                return ILLEGAL_GENERATION
-            group = groups[group_id] = Group(group_id)
-        if group.is_(DEAD):
-            return COORDINATOR_NOT_AVAILABLE
+            return code
         named = generation_id >= 0 or bool(member_id) or group_instance_id is not None
         if named and not (generation_id < 0 and group.is_(EMPTY)):
             code = group.validate_member(member_id, group_instance_id)

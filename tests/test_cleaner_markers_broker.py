@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 from helpers.groups import group_kafka
 from helpers.raw import SocketClient, fetch_body
+from helpers.transactions import kclient_values
 from helpers.wait import wait_for
 
-import kclient
 from kclient.protocol.messages import FETCH
 from kclient.protocol.records.control import control_type_of
 from kclient.protocol.records.scan import scan_batches
@@ -136,18 +136,6 @@ def ck_values(proc: Any, topic: str, isolation: str) -> list[bytes]:
         raise AssertionError(f"{topic}: position never reached {end}; read {values}")
     finally:
         consumer.close()
-
-
-def kclient_values(proc: Any, topic: str) -> list[bytes]:
-    out: list[bytes] = []
-    with kclient.Consumer({"bootstrap.servers": proc.bootstrap, "isolation.level": "read_committed", "auto.offset.reset": "earliest"}) as consumer:
-        tp = kclient.TopicPartition(topic, 0)
-        consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
-        deadline = time.monotonic() + 60
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            out += [r.value for r in consumer.poll(timeout_ms=200)]
-    return out
 
 
 def test_markers_removed_after_data_and_delete_retention(broker):

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import pytest
 from helpers.raw import SocketClient
+from helpers.transactions import kclient_values
 from helpers.wait import wait_for
 
-import kclient
 from kclient.client.admin import AdminClient
 from kclient.crash_point import CRASH_POINT_ENV
 from kclient.protocol.messages import LIST_OFFSETS
@@ -168,20 +168,6 @@ def ck_values(broker: BrokerProcess, topic: str, isolation: str, end: int) -> li
         raise AssertionError(f"{topic}: position never reached {end}; read {values}")
     finally:
         consumer.close()
-
-
-def kclient_values(broker: BrokerProcess, topic: str) -> list[bytes]:
-    """Every value kclient's `Consumer` reads with read_committed, up to the
-    last stable offset."""
-    out: list[bytes] = []
-    with kclient.Consumer({"bootstrap.servers": broker.bootstrap, "isolation.level": "read_committed", "auto.offset.reset": "earliest"}) as consumer:
-        tp = kclient.TopicPartition(topic, 0)
-        consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
-        deadline = time.monotonic() + 60
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            out += [r.value for r in consumer.poll(timeout_ms=200)]
-    return out
 
 
 def replayed(log: Log) -> tuple[list[tuple[int, int]], list[AbortedTxn]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from helpers.raw import SocketClient, fetch_body, make_topic, produce_body
 from helpers.three_brokers import ThreeBrokers
+from helpers.transactions import kclient_values
 from helpers.wait import retry
 
 import kclient
@@ -238,7 +239,7 @@ def test_confluent_kafka_transactional_producer_read_committed(broker):
     assert kafka_python_values(broker, "read_committed", topic, 9) == [b"c0", b"c1", b"c2", b"c3"]
     assert kafka_python_values(broker, "read_uncommitted", topic, 9) == [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"]
     for isolation, expected in (("read_committed", [b"c0", b"c1", b"c2", b"c3"]), ("read_uncommitted", [b"c0", b"c1", b"c2", b"a0", b"a1", b"c3"])):
-        assert kclient_values(broker, isolation, topic) == expected, isolation
+        assert kclient_values(broker, topic, isolation) == expected, isolation
         simple = kclient.SimpleConsumer(broker.host, broker.port, 10_000, isolation_level=isolation)
         try:
             got: list[bytes] = []
@@ -258,22 +259,6 @@ def test_confluent_kafka_transactional_producer_read_committed(broker):
             "--isolation-level", "read_committed", "--max-messages", "4", release="4", timeout=120,
         ).stdout
         assert out.split() == ["c0", "c1", "c2", "c3"]
-
-
-def kclient_values(proc, isolation: str, topic: str) -> list[bytes]:
-    """What kclient's `Consumer` reads from offset 0 with ``isolation``
-    until its position reaches the end offset it is given (the LSO under
-    read_committed)."""
-    values: list[bytes] = []
-    with kclient.Consumer({"bootstrap.servers": proc.bootstrap, "isolation.level": isolation, "auto.offset.reset": "earliest"}) as consumer:
-        tp = kclient.TopicPartition(topic, 0)
-        consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
-        for _ in range(300):
-            if consumer.position(tp) >= end:
-                return values
-            values += [r.value for r in consumer.poll(timeout_ms=100)]
-    raise AssertionError(f"kclient did not reach offset {end}; read {values}")
 
 
 def kafka_python_values(proc, isolation: str, topic: str, end: int) -> list[bytes]:

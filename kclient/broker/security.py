@@ -86,6 +86,7 @@ log = logging.getLogger("kclient.broker")
 __all__ = [
     "ListenerRuntime",
     "RateLimitedLog",
+    "SASL_EVALUATION_THREADS",
     "SSL_HANDSHAKE_TIMEOUT",
     "SaslAuthenticator",
     "SaslClose",
@@ -96,6 +97,11 @@ __all__ = [
 
 #: Seconds a client has to complete the TLS handshake.
 SSL_HANDSHAKE_TIMEOUT = 10.0
+#: Most worker threads evaluating SASL tokens at once, over every
+#: connection: the CPU work of a token (SCRAM's SASLprep of a user name
+#: costs about 2.5 us per character) never runs on the event loop, and
+#: logins in progress cannot take every worker thread.
+SASL_EVALUATION_THREADS = 2
 #: API keys of the SASL exchange (KIP-43, KIP-152).
 _SIZE = struct.Struct(">i")
 
@@ -359,15 +365,21 @@ class SaslAuthenticator:
     """One connection's SASL state on a SASL_PLAINTEXT / SASL_SSL listener
     (Kafka's SaslServerAuthenticator states, KIP-43 and KIP-152).
 
+    Each token is evaluated in a worker thread (``limiter``, at most
+    `SASL_EVALUATION_THREADS` by default), never on the event loop.
+
     Args:
         listener: The listener.
         scram_store: Where SCRAM credentials come from.
         peer: ``host:port`` of the client, for the log.
         failures: Where failed authentications are logged (rate-limited).
+        limiter: The worker threads' limiter, shared by the broker's
+            connections (``None``: trio's default limiter).
     """
 
     def __init__(self, listener: ListenerRuntime, scram_store: ScramCredentialStore, peer: str,
-                 failures: RateLimitedLog) -> None:
+                 failures: RateLimitedLog, limiter: trio.CapacityLimiter | None = None) -> None:
+        self.limiter = limiter
         self.listener = listener
         self.scram_store = scram_store
         self.peer = peer
@@ -381,6 +393,12 @@ class SaslAuthenticator:
     def complete(self) -> bool:
         """Whether the client authenticated."""
         return self.principal is not None
+
+    @property
+    def max_receive_size(self) -> int:
+        """The largest frame (bytes) read before the login completes
+        (the listener's ``sasl.server.max.receive.size``)."""
+        return self.listener.security.sasl_server_max_receive_size
 
     @property
     def expects_raw_token(self) -> bool:
@@ -447,7 +465,9 @@ class SaslAuthenticator:
             username = _scram_username(token)
             if username:
                 await self.scram_store.refresh(username)
-        reply = self.server.evaluate_response(token)
+        # CPU work proportional to the token (SASLprep, decoding): in a
+        # worker thread, so that other connections go on being served.
+        reply = await trio.to_thread.run_sync(self.server.evaluate_response, token, limiter=self.limiter)
         if self.server.is_complete:
             self.principal = f"User:{self.server.authorization_id}"
             log.debug("connection from %s authenticated as %s with %s", self.peer, self.principal, self.server.mechanism)

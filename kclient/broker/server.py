@@ -7,9 +7,15 @@ of its requests is being processed). A frame is read as Kafka's
 nothing of the next request is read before this one is answered. What
 cannot be answered is answered the way Kafka does it:
 
-- a frame whose size is negative or above ``socket.request.max.bytes``: the
-  connection is closed as soon as the 4-byte size has arrived, before any
-  of the frame is read;
+- a frame whose size is negative or above ``socket.request.max.bytes``, or
+  (on a SASL listener, before the login completes) above the listener's
+  ``sasl.server.max.receive.size`` (512 KiB by default; Kafka's
+  InvalidReceiveException, logged): the connection is closed as soon as
+  the 4-byte size has arrived, before any of the frame is read;
+- a failed SASL login: its failure response is held back for
+  ``connection.failed.authentication.delay.ms`` (KIP-306), then sent, and
+  the connection closed; only that connection waits, holding no request
+  budget;
 - a frame too short for a request header, an unreadable header, an unknown
   API key, an API version outside the advertised range (other than
   ApiVersions), or a body that does not decode: the connection is closed
@@ -27,7 +33,10 @@ Memory is bounded globally (`kclient.broker.limits`):
   the request is answered; a connection that does not fit waits
   (back-pressure). A declared size alone costs nothing: the frame grows
   with the bytes that arrive. The oldest frame being read may go over the
-  budget, so reads never stall each other for good;
+  budget, so reads never stall each other for good. Frames read before a
+  SASL login completes take from their own share,
+  ``queued.max.request.bytes.unauthenticated``, never from the budget of
+  authenticated connections;
 - a connection has at most one request and one response in flight (the
   next request is read only after the previous response was sent), so a
   client that does not read its responses only blocks itself;
@@ -37,9 +46,13 @@ Memory is bounded globally (`kclient.broker.limits`):
 - a connection with no request in progress that sends nothing for
   ``connections.max.idle.ms`` is closed (DEBUG);
 - a request must arrive whole within ``socket.request.read.timeout.ms``
-  of waiting for its client from its first byte, else the connection is
-  closed: a size prefix followed by nothing or by a trickle holds a
-  connection for that long at most.
+  of its first byte, time held back by the budget included, else the
+  connection is closed: a size prefix followed by nothing or by a trickle
+  holds a connection for that long at most.
+
+SASL tokens are evaluated in worker threads
+(`kclient.broker.security.SaslAuthenticator`), never on the event loop,
+so a costly login does not slow the other connections.
 
 Rejected and closed connections are logged through one
 `kclient.broker.security.RateLimitedLog` (with the TLS and SASL
@@ -76,7 +89,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -94,6 +107,7 @@ from kclient.broker.handlers import (
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.security import (
+    SASL_EVALUATION_THREADS,
     ListenerRuntime,
     RateLimitedLog,
     SaslAuthenticator,
@@ -232,13 +246,18 @@ class _CloseConnection(Exception):
     """Internal: the request cannot be answered; close the connection."""
 
 
+class _ClosedMidFrame(Exception):
+    """Internal: the client closed the connection in the middle of a frame."""
+
+
 class _ReadClock:
-    """The time a request may still spend waiting for its client
-    (``socket.request.read.timeout.ms``, counted from its first byte; time
-    spent waiting for the request budget does not count)."""
+    """The deadline of one request: ``socket.request.read.timeout.ms``
+    from its first byte. Time spent waiting for the client and time held
+    back by the request budget both count, so a held-back read cannot keep
+    a connection open for longer."""
 
     def __init__(self, seconds: float) -> None:
-        self.remaining = seconds
+        self.deadline = trio.current_time() + seconds
 
     async def receive(self, stream: Any, nbytes: int) -> bytes | bytearray:
         """Receive at most ``nbytes``; b"" at EOF.
@@ -246,15 +265,23 @@ class _ReadClock:
         Raises:
             trio.TooSlowError: The time is up.
         """
-        if self.remaining <= 0:
-            raise trio.TooSlowError
-        start = trio.current_time()
-        with trio.move_on_after(self.remaining) as scope:
+        with trio.move_on_at(self.deadline) as scope:
             data: bytes | bytearray = await stream.receive_some(nbytes)
-        self.remaining -= trio.current_time() - start
         if scope.cancelled_caught:
             raise trio.TooSlowError
         return data
+
+    async def reserve(self, memory: RequestMemory, token: object, nbytes: int) -> None:
+        """Take ``nbytes`` of the request budget for the frame ``token``,
+        waiting at most until the deadline (`RequestMemory.reserve`).
+
+        Raises:
+            trio.TooSlowError: The time is up (nothing was taken).
+        """
+        with trio.move_on_at(self.deadline) as scope:
+            await memory.reserve(token, nbytes)
+        if scope.cancelled_caught:
+            raise trio.TooSlowError
 
 
 class Broker:
@@ -305,7 +332,11 @@ class Broker:
         self._scram_store = ScramCredentialStore(None)
         self._refusals = RateLimitedLog(log, interval=config.connection_rejection_log_interval_ms / 1000.0)
         #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
-        self.request_memory = RequestMemory(config.request_memory_limit)
+        #: Frames read before authentication take from their own share,
+        #: ``queued.max.request.bytes.unauthenticated``.
+        self.request_memory = RequestMemory(config.request_memory_limit, config.queued_max_request_bytes_unauthenticated)
+        #: The worker threads evaluating SASL tokens (never the event loop).
+        self._sasl_limiter = trio.CapacityLimiter(SASL_EVALUATION_THREADS)
         self._limits: ConnectionLimits | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -584,7 +615,7 @@ class Broker:
                     log.debug("connection from %s: TLS client certificate %s", peer_name, principal)
             sasl = None
             if listener.uses_sasl:
-                sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals)
+                sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals, self._sasl_limiter)
             async with conn:
                 await self._connection_loop(conn, peer_name, sasl)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -620,57 +651,13 @@ class Broker:
         self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
     ) -> bool | None:
         """Read the rest of one request frame (``prefix``: its first bytes),
-        answer it and send the response. The frame's bytes are taken from
-        the request budget as they arrive and given back once it is
-        answered. Returns True, or None when the client closed the
-        connection mid-frame; raises `_CloseConnection`."""
-        max_frame = self.config.socket_request_max_bytes
+        answer it and send the response. Returns True, or None when the
+        client closed the connection mid-frame; raises `_CloseConnection`."""
         try:
-            while len(prefix) < 4:
-                more = await clock.receive(stream, 4 - len(prefix))
-                if not more:
-                    self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, len(prefix))
-                    return None
-                prefix += more
-            (size,) = _SIZE.unpack(prefix)
-            if not 0 <= size <= max_frame:
-                # Refused from the size alone: none of the frame is read.
-                self._refusals.log(
-                    "frame-size",
-                    "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
-                    peer,
-                    size,
-                    max_frame,
-                )
-                raise _CloseConnection
-            memory = self.request_memory
-            token = memory.begin()
-            taken = 0
-            try:
-                chunks: list[bytes | bytearray] = []
-                got = 0
-                while got < size:
-                    want = min(size - got, RECEIVE_CHUNK)
-                    await memory.reserve(token, want)
-                    taken += want
-                    data = await clock.receive(stream, want)
-                    memory.release(want - len(data))
-                    taken -= want - len(data)
-                    if not data:
-                        self._refusals.log(
-                            "mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, got + 4
-                        )
-                        return None
-                    chunks.append(data)
-                    got += len(data)
-                memory.done_reading(token)
-                frame = b"".join(chunks)
-                del chunks
-                response = await self._respond(frame, peer, stream, sasl)
-                del frame
-            finally:
-                memory.done_reading(token)
-                memory.release(taken)
+            size = await self._frame_size(stream, peer, prefix, clock, sasl)
+            response = await self._receive_and_answer(stream, peer, size, clock, sasl)
+        except _ClosedMidFrame:
+            return None
         except trio.TooSlowError:
             self._refusals.log(
                 "read-timeout",
@@ -679,6 +666,8 @@ class Broker:
                 self.config.socket_request_read_timeout_ms,
             )
             raise _CloseConnection from None
+        except SaslClose as close:
+            await self._fail_authentication(stream, close)
         # The request is answered and its budget given back; now send.
         if response is None:
             return True
@@ -692,21 +681,101 @@ class Broker:
             await stream.send_all(response)
         return True
 
+    async def _frame_size(
+        self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
+    ) -> int:
+        """The size of the frame that ``prefix`` starts (its 4-byte size
+        completed from the stream). Raises `_CloseConnection` for a size
+        out of range: above ``sasl.server.max.receive.size`` before the
+        SASL login completes (Kafka's InvalidReceiveException), negative or
+        above ``socket.request.max.bytes``; `_ClosedMidFrame` at EOF."""
+        while len(prefix) < 4:
+            more = await clock.receive(stream, 4 - len(prefix))
+            if not more:
+                self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, len(prefix))
+                raise _ClosedMidFrame
+            prefix += more
+        size = int(_SIZE.unpack(prefix)[0])
+        if sasl is not None and not sasl.complete and size > sasl.max_receive_size:
+            # Refused from the size alone, as Kafka's SaslServerAuthenticator
+            # does: none of the frame is read.
+            self._refusals.log(
+                "sasl-receive-size",
+                "closing connection from %s on listener %s: invalid receive (size = %d larger than %d) "
+                "before SASL authentication completed (sasl.server.max.receive.size)",
+                peer,
+                sasl.listener.name,
+                size,
+                sasl.max_receive_size,
+            )
+            raise _CloseConnection
+        max_frame = self.config.socket_request_max_bytes
+        if not 0 <= size <= max_frame:
+            # Refused from the size alone: none of the frame is read.
+            self._refusals.log(
+                "frame-size",
+                "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
+                peer,
+                size,
+                max_frame,
+            )
+            raise _CloseConnection
+        return size
+
+    async def _receive_and_answer(
+        self, stream: Any, peer: str, size: int, clock: _ReadClock, sasl: SaslAuthenticator | None
+    ) -> Reply | None:
+        """Receive a frame of ``size`` bytes and answer it. Its bytes are
+        taken from the request budget as they arrive (before
+        authentication: from the unauthenticated share) and given back once
+        it is answered."""
+        memory = self.request_memory
+        token = memory.begin(authenticated=sasl is None or sasl.complete)
+        taken = 0
+        try:
+            chunks: list[bytes | bytearray] = []
+            got = 0
+            while got < size:
+                want = min(size - got, RECEIVE_CHUNK)
+                if memory.must_wait(token, want):
+                    log.debug("request from %s held back: its request memory budget is used up", peer)
+                await clock.reserve(memory, token, want)
+                taken += want
+                data = await clock.receive(stream, want)
+                memory.release(token, want - len(data))
+                taken -= want - len(data)
+                if not data:
+                    self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, got + 4)
+                    raise _ClosedMidFrame
+                chunks.append(data)
+                got += len(data)
+            memory.done_reading(token)
+            frame = b"".join(chunks)
+            del chunks
+            return await self._respond(frame, peer, stream, sasl)
+        finally:
+            memory.done_reading(token)
+            memory.release(token, taken)
+
+    async def _fail_authentication(self, stream: Any, close: SaslClose) -> NoReturn:
+        """KIP-306: hold the failure response back for
+        ``connection.failed.authentication.delay.ms``, then send it and
+        close, so that a client gets at most one answer per delay on a
+        connection. Only this connection waits; it holds no request budget
+        meanwhile."""
+        await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
+        if close.data:
+            await stream.send_all(close.data)
+        raise _CloseConnection
+
     async def _respond(
         self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None
     ) -> Reply | None:
-        """The response to one frame (SASL raw tokens included)."""
-        try:
-            if sasl is not None and sasl.expects_raw_token:
-                return await sasl.raw_token(frame)
-            return await self._answer(frame, peer, stream, sasl)
-        except SaslClose as close:
-            if close.data:
-                await stream.send_all(close.data)
-            # KIP-306: close after a delay, so that the client reads
-            # the error first and cannot hammer the broker.
-            await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
-            raise _CloseConnection from None
+        """The response to one frame (SASL raw tokens included); raises
+        `SaslClose` when a login failed."""
+        if sasl is not None and sasl.expects_raw_token:
+            return await sasl.raw_token(frame)
+        return await self._answer(frame, peer, stream, sasl)
 
     async def _answer(
         self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None

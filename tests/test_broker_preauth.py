@@ -8,7 +8,7 @@ SASL_PLAINTEXT listener and small limits:
    (SCRAM's SASLprep of a 500 KB user name) is evaluated off the event
    loop, so another listener is answered meanwhile;
 2. frames read before the login take from their own share of the request
-   memory (``queued.max.request.bytes.unauthenticated``), so silent peers
+   memory (``queued.max.unauthenticated.request.bytes``), so silent peers
    that never log in cannot hold back an authenticated producer; and time
    a read is held back by the budget counts toward
    ``socket.request.read.timeout.ms``;

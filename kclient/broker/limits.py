@@ -17,11 +17,11 @@ what the oldest frame may take beyond it).
 
 Connections that have not authenticated yet (a SASL listener before the
 login completes) read from their own small share,
-``queued.max.request.bytes.unauthenticated``, with the same rule (their
+``queued.max.unauthenticated.request.bytes``, with the same rule (their
 frames are at most ``sasl.server.max.receive.size`` each), so peers that
 never log in cannot hold back an authenticated client: the total stays
 under ``queued.max.request.bytes + socket.request.max.bytes +
-queued.max.request.bytes.unauthenticated + sasl.server.max.receive.size``.
+queued.max.unauthenticated.request.bytes + sasl.server.max.receive.size``.
 
 `ConnectionLimits` counts the connections being served, in total
 (``max.connections``) and per client IP address
@@ -87,7 +87,7 @@ class RequestMemory:
     (``queued.max.request.bytes``); the frames of connections that have
     not authenticated yet (a SASL listener before its login completes)
     share ``unauthenticated_limit`` (kclient's
-    ``queued.max.request.bytes.unauthenticated``) and never take from the
+    ``queued.max.unauthenticated.request.bytes``) and never take from the
     first, so peers that have not logged in, however many and however
     silent, cannot hold back an authenticated client's requests. In each
     pool the oldest frame being read may go over the limit.

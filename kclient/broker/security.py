@@ -27,8 +27,14 @@ server-side state machine (KIP-43, KIP-152):
   request (KIP-152); after a v0 handshake the tokens are raw size-prefixed
   frames without a Kafka header (the pre-KIP-152 flow), answered the same
   way (an empty frame for PLAIN);
+- before authentication a frame may not exceed the listener's
+  ``sasl.server.max.receive.size`` (524288 bytes by default): a larger
+  declared size closes the connection (`kclient.broker.server`);
+- each token is evaluated in a worker thread (at most
+  `SASL_EVALUATION_THREADS`), never on the event loop;
 - a failed authentication is answered SASL_AUTHENTICATION_FAILED (58)
-  with a generic message (never whether the user exists), then the
+  with a generic message (never whether the user exists), held back for
+  ``connection.failed.authentication.delay.ms`` (KIP-306), then the
   connection is closed; it is logged with the peer address, rate-limited.
 
 PLAIN users come from the listener's JAAS config

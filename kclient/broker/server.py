@@ -35,7 +35,7 @@ Memory is bounded globally (`kclient.broker.limits`):
   with the bytes that arrive. The oldest frame being read may go over the
   budget, so reads never stall each other for good. Frames read before a
   SASL login completes take from their own share,
-  ``queued.max.request.bytes.unauthenticated``, never from the budget of
+  ``queued.max.unauthenticated.request.bytes``, never from the budget of
   authenticated connections;
 - a connection has at most one request and one response in flight (the
   next request is read only after the previous response was sent), so a
@@ -52,7 +52,9 @@ Memory is bounded globally (`kclient.broker.limits`):
 
 SASL tokens are evaluated in worker threads
 (`kclient.broker.security.SaslAuthenticator`), never on the event loop,
-so a costly login does not slow the other connections.
+so a costly login does not slow the other connections; before a SASL
+login, a request of an API not allowed yet is refused from its header,
+its body unread (as Kafka does).
 
 Rejected and closed connections are logged through one
 `kclient.broker.security.RateLimitedLog` (with the TLS and SASL
@@ -333,8 +335,8 @@ class Broker:
         self._refusals = RateLimitedLog(log, interval=config.connection_rejection_log_interval_ms / 1000.0)
         #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
         #: Frames read before authentication take from their own share,
-        #: ``queued.max.request.bytes.unauthenticated``.
-        self.request_memory = RequestMemory(config.request_memory_limit, config.queued_max_request_bytes_unauthenticated)
+        #: ``queued.max.unauthenticated.request.bytes``.
+        self.request_memory = RequestMemory(config.request_memory_limit, config.queued_max_unauthenticated_request_bytes)
         #: The worker threads evaluating SASL tokens (never the event loop).
         self._sasl_limiter = trio.CapacityLimiter(SASL_EVALUATION_THREADS)
         self._limits: ConnectionLimits | None = None
@@ -749,10 +751,16 @@ class Broker:
                     raise _ClosedMidFrame
                 chunks.append(data)
                 got += len(data)
-            memory.done_reading(token)
             frame = b"".join(chunks)
             del chunks
-            return await self._respond(frame, peer, stream, sasl)
+            if sasl is not None and not sasl.complete:
+                # Logins are short: the frame counts as being read (the one
+                # that may go over its share) until answered, so frames
+                # waiting for a SASL worker thread stay within the share.
+                return await self._respond(frame, peer, stream, sasl, lambda: None)
+            # Done reading once parsed (a large frame waits for a worker
+            # thread): the next frame may then go over the budget.
+            return await self._respond(frame, peer, stream, sasl, lambda: memory.done_reading(token))
         finally:
             memory.done_reading(token)
             memory.release(token, taken)
@@ -769,22 +777,24 @@ class Broker:
         raise _CloseConnection
 
     async def _respond(
-        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None, parsed: Callable[[], None]
     ) -> Reply | None:
-        """The response to one frame (SASL raw tokens included); raises
-        `SaslClose` when a login failed."""
+        """The response to one frame (SASL raw tokens included); calls
+        ``parsed()`` once the frame is parsed; raises `SaslClose` when a
+        login failed."""
         if sasl is not None and sasl.expects_raw_token:
             return await sasl.raw_token(frame)
-        return await self._answer(frame, peer, stream, sasl)
+        return await self._answer(frame, peer, stream, sasl, parsed)
 
     async def _answer(
-        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None, parsed: Callable[[], None] = lambda: None
     ) -> Reply | None:
         """What to send back for one request frame: bytes, a zero-copy
         `SplicedResponse` (Fetch v4+), or None (no response).
         Raises `_CloseConnection` where the connection is to be
         closed instead."""
-        decoded = self._decode(frame, peer)
+        decoded = await self._decode(frame, peer, sasl)
+        parsed()
         if isinstance(decoded, bytes):
             return decoded
         header, api, body = decoded
@@ -795,14 +805,18 @@ class Broker:
                 return reply
         return await self._dispatch(header, api, body, peer, stream)
 
-    def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, Any] | bytes:
+    async def _decode(self, frame: bytes, peer: str, sasl: SaslAuthenticator | None = None) -> tuple[RequestHeader, Api, Any] | bytes:
         """The request in ``frame``: its header, API and request message
         (an instance of the API's ``request_type``), or the
         bytes to answer at once (the KIP-511 reply to an ApiVersions of a
         version the broker lacks; INVALID_REQUEST to a malformed
         ApiVersions). Raises `_CloseConnection` for an unreadable header,
-        an unknown API, an unsupported version or a malformed body."""
+        an unknown API, an unsupported version or a malformed body, and
+        `SaslClose` for an API not allowed before the SASL login (checked
+        from the header: such a body is never decoded, as in Kafka)."""
         header, api = self._parse_header(frame, peer)
+        if sasl is not None and not sasl.complete:
+            sasl.check_allowed(header, api.name)
         lo, hi = SUPPORTED_VERSIONS[header.api_key]
         if not lo <= header.api_version <= hi:
             if header.api_key == API_VERSIONS.key:

@@ -407,9 +407,9 @@ class BrokerConfig(_KafkaConfig):
     budget (by less than one frame): the broker's request memory stays
     under ``queued.max.request.bytes + socket.request.max.bytes``.
     Connections that have not authenticated yet do not take from it: see
-    ``queued.max.request.bytes.unauthenticated``."""
-    queued_max_request_bytes_unauthenticated: int = prop(
-        "queued.max.request.bytes.unauthenticated", to_int, 4194304, at_least(0)
+    ``queued.max.unauthenticated.request.bytes``."""
+    queued_max_unauthenticated_request_bytes: int = prop(
+        "queued.max.unauthenticated.request.bytes", to_int, 4194304, at_least(0)
     )
     """kclient-specific: the request memory share (bytes) of the
     connections that have not authenticated yet (on a SASL listener, before

@@ -6,7 +6,8 @@ SASL_PLAINTEXT listener and small limits:
    ``sasl.server.max.receive.size`` (Kafka's 512 KiB): a larger size
    closes the connection from the size alone; a costly token under the cap
    (SCRAM's SASLprep of a 500 KB user name) is evaluated off the event
-   loop, so another listener is answered meanwhile;
+   loop, and so is the parsing of a large frame, so other connections are
+   answered meanwhile;
 2. frames read before the login take from their own share of the request
    memory (``queued.max.unauthenticated.request.bytes``), so silent peers
    that never log in cannot hold back an authenticated producer; and time
@@ -35,7 +36,7 @@ import pytest
 from helpers.raw import SocketClient, body_dict, make_topic, peer_has_read_all, produce_body, tcp_sockets
 from helpers.wait import wait_for
 
-from kclient.protocol.messages import API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from kclient.protocol.messages import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kclient.protocol.records.v2 import build_batch
 from kclient.testing import BrokerProcess, security_properties
 
@@ -173,6 +174,23 @@ def test_a_costly_login_token_is_evaluated_off_the_event_loop(broker):
         assert not _has_bytes_or_eof(attacker.sock), "the login token was answered before a request of another listener"
         reply = _response(attacker)
         assert reply["error_code"] == 0 and bytes(reply["auth_bytes"]).startswith(b"r=nonce")
+
+
+def test_a_large_frame_is_parsed_off_the_event_loop(broker):
+    """A Metadata request naming 340,000 topics (1 MB of small structs,
+    about half a second of parsing), cut one byte short so that it is
+    malformed: once the broker has read it, ApiVersions on another
+    connection is answered while the malformed request's connection is
+    still open (parsed on the event loop, it would be closed first)."""
+    with _client(broker, "PLAINTEXT") as other, _client(broker, "PLAINTEXT") as sender:
+        assert _api_versions(other)["error_code"] == 0  # connected and served once
+        frame = _send(sender, METADATA, 1, {"topics": [{"name": "a"}] * 340_000})[:-1]
+        assert len(frame) - 4 <= BUDGET
+        sender.sock.sendall(_SIZE.pack(len(frame) - 4) + frame[4:])
+        wait_for(lambda: peer_has_read_all(sender.sock), "the broker to read the whole frame")
+        assert _api_versions(other)["error_code"] == 0
+        assert not _has_bytes_or_eof(sender.sock), "the malformed frame's connection was closed before a request of another connection was answered"
+        assert sender.closed_by_broker()
 
 
 # -- hole 2 -----------------------------------------------------------------

@@ -55,6 +55,7 @@ from typing import Any
 import attrs
 import trio
 
+from kclient.broker.offload import run_in_worker
 from kclient.errors import (
     ILLEGAL_SASL_STATE,
     NONE,
@@ -473,7 +474,7 @@ class SaslAuthenticator:
                 await self.scram_store.refresh(username)
         # CPU work proportional to the token (SASLprep, decoding): in a
         # worker thread, so that other connections go on being served.
-        reply = await trio.to_thread.run_sync(self.server.evaluate_response, token, limiter=self.limiter)
+        reply = await run_in_worker(self.server.evaluate_response, token, limiter=self.limiter)
         if self.server.is_complete:
             self.principal = f"User:{self.server.authorization_id}"
             log.debug("connection from %s authenticated as %s with %s", self.peer, self.principal, self.server.mechanism)

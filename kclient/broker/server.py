@@ -50,11 +50,13 @@ Memory is bounded globally (`kclient.broker.limits`):
   connection is closed: a size prefix followed by nothing or by a trickle
   holds a connection for that long at most.
 
-SASL tokens are evaluated in worker threads
-(`kclient.broker.security.SaslAuthenticator`), never on the event loop,
-so a costly login does not slow the other connections; before a SASL
-login, a request of an API not allowed yet is refused from its header,
-its body unread (as Kafka does).
+CPU work in proportion to what a client sends never runs on the event
+loop (`kclient.broker.offload`): SASL tokens are evaluated in worker
+threads (`kclient.broker.security.SaslAuthenticator`), and a frame over
+`DECODE_IN_THREAD_BYTES` is parsed in one; before a SASL login, a request
+of an API not allowed yet is refused from its header, its body unread (as
+Kafka does). So a costly login or a huge request does not slow the other
+connections.
 
 Rejected and closed connections are logged through one
 `kclient.broker.security.RateLimitedLog` (with the TLS and SASL
@@ -91,7 +93,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import trio
 
@@ -108,6 +110,7 @@ from kclient.broker.handlers import (
     supported_triples,
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
+from kclient.broker.offload import run_in_worker
 from kclient.broker.security import (
     SASL_EVALUATION_THREADS,
     ListenerRuntime,
@@ -232,7 +235,15 @@ _BROKER_APIS = BROKER_APIS
 #: request budget a connection holds while it waits for its client.
 RECEIVE_CHUNK = 64 * 1024
 
+#: Frames larger than this (bytes) are parsed in a worker thread: parsing
+#: costs about 0.5 s of CPU per MiB of small structs (a Metadata request
+#: naming many topics), which must not stall the other connections.
+DECODE_IN_THREAD_BYTES = RECEIVE_CHUNK
+#: Most worker threads parsing large frames at once.
+DECODE_THREADS = 2
+
 _SIZE = struct.Struct(">i")
+_T = TypeVar("_T")
 
 #: Errors that mean "these bytes are not a request" when reading a header
 #: or decoding a body (besides ProtocolError).
@@ -339,6 +350,8 @@ class Broker:
         self.request_memory = RequestMemory(config.request_memory_limit, config.queued_max_unauthenticated_request_bytes)
         #: The worker threads evaluating SASL tokens (never the event loop).
         self._sasl_limiter = trio.CapacityLimiter(SASL_EVALUATION_THREADS)
+        #: The worker threads parsing large request frames.
+        self._decode_limiter = trio.CapacityLimiter(DECODE_THREADS)
         self._limits: ConnectionLimits | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -813,8 +826,9 @@ class Broker:
         ApiVersions). Raises `_CloseConnection` for an unreadable header,
         an unknown API, an unsupported version or a malformed body, and
         `SaslClose` for an API not allowed before the SASL login (checked
-        from the header: such a body is never decoded, as in Kafka)."""
-        header, api = self._parse_header(frame, peer)
+        from the header: such a body is never decoded, as in Kafka). A
+        frame over `DECODE_IN_THREAD_BYTES` is parsed in a worker thread."""
+        header, api = await self._parse_header(frame, peer)
         if sasl is not None and not sasl.complete:
             sasl.check_allowed(header, api.name)
         lo, hi = SUPPORTED_VERSIONS[header.api_key]
@@ -833,7 +847,7 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            return header, api, _decode_body(frame, header, api)
+            return header, api, await self._off_loop(frame, _decode_body, frame, header, api)
         except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
@@ -844,11 +858,20 @@ class Broker:
             )
             raise _CloseConnection from None
 
-    def _parse_header(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api]:
+    async def _off_loop(self, frame: bytes, parse: Callable[..., _T], *args: Any) -> _T:
+        """``parse(*args)``, in a worker thread when ``frame`` is over
+        `DECODE_IN_THREAD_BYTES` (`kclient.broker.offload.run_in_worker`):
+        parsing costs CPU in proportion to the frame, never that long on
+        the event loop."""
+        if len(frame) <= DECODE_IN_THREAD_BYTES:
+            return parse(*args)
+        return await run_in_worker(parse, *args, limiter=self._decode_limiter)
+
+    async def _parse_header(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api]:
         """The request header of ``frame`` and its API (one this broker
         advertises); raises `_CloseConnection` otherwise."""
         try:
-            header = parse_request_header(frame)
+            header = await self._off_loop(frame, parse_request_header, frame)
         except _DECODE_ERRORS as exc:
             self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
@@ -969,4 +992,4 @@ async def _peer_closed(sock: Any) -> bool:
     return not data
 
 
-__all__ = ["BROKER_APIS", "RECEIVE_CHUNK", "Broker"]
+__all__ = ["BROKER_APIS", "DECODE_IN_THREAD_BYTES", "DECODE_THREADS", "RECEIVE_CHUNK", "Broker"]

@@ -111,6 +111,7 @@ from kclient.broker.handlers import (
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.offload import run_in_worker
+from kclient.broker.read_clock import ReadClock
 from kclient.broker.security import (
     SASL_EVALUATION_THREADS,
     ListenerRuntime,
@@ -261,40 +262,6 @@ class _CloseConnection(Exception):
 
 class _ClosedMidFrame(Exception):
     """Internal: the client closed the connection in the middle of a frame."""
-
-
-class _ReadClock:
-    """The deadline of one request: ``socket.request.read.timeout.ms``
-    from its first byte. Time spent waiting for the client and time held
-    back by the request budget both count, so a held-back read cannot keep
-    a connection open for longer."""
-
-    def __init__(self, seconds: float) -> None:
-        self.deadline = trio.current_time() + seconds
-
-    async def receive(self, stream: Any, nbytes: int) -> bytes | bytearray:
-        """Receive at most ``nbytes``; b"" at EOF.
-
-        Raises:
-            trio.TooSlowError: The time is up.
-        """
-        with trio.move_on_at(self.deadline) as scope:
-            data: bytes | bytearray = await stream.receive_some(nbytes)
-        if scope.cancelled_caught:
-            raise trio.TooSlowError
-        return data
-
-    async def reserve(self, memory: RequestMemory, token: object, nbytes: int) -> None:
-        """Take ``nbytes`` of the request budget for the frame ``token``,
-        waiting at most until the deadline (`RequestMemory.reserve`).
-
-        Raises:
-            trio.TooSlowError: The time is up (nothing was taken).
-        """
-        with trio.move_on_at(self.deadline) as scope:
-            await memory.reserve(token, nbytes)
-        if scope.cancelled_caught:
-            raise trio.TooSlowError
 
 
 class Broker:
@@ -658,12 +625,12 @@ class Broker:
                 return
             if not prefix:
                 return  # closed by the client between requests
-            clock = _ReadClock(config.socket_request_read_timeout_ms / 1000.0)
+            clock = ReadClock(config.socket_request_read_timeout_ms / 1000.0)
             if await self._read_frame(stream, peer, prefix, clock, sasl) is None:
                 return
 
     async def _read_frame(
-        self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
+        self, stream: Any, peer: str, prefix: bytes, clock: ReadClock, sasl: SaslAuthenticator | None
     ) -> bool | None:
         """Read the rest of one request frame (``prefix``: its first bytes),
         answer it and send the response. Returns True, or None when the
@@ -697,7 +664,7 @@ class Broker:
         return True
 
     async def _frame_size(
-        self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
+        self, stream: Any, peer: str, prefix: bytes, clock: ReadClock, sasl: SaslAuthenticator | None
     ) -> int:
         """The size of the frame that ``prefix`` starts (its 4-byte size
         completed from the stream). Raises `_CloseConnection` for a size
@@ -738,7 +705,7 @@ class Broker:
         return size
 
     async def _receive_and_answer(
-        self, stream: Any, peer: str, size: int, clock: _ReadClock, sasl: SaslAuthenticator | None
+        self, stream: Any, peer: str, size: int, clock: ReadClock, sasl: SaslAuthenticator | None
     ) -> Reply | None:
         """Receive a frame of ``size`` bytes and answer it. Its bytes are
         taken from the request budget as they arrive (before

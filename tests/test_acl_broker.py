@@ -360,7 +360,12 @@ def test_topic_admin_apis(acl_broker, admin):
 
 def test_config_apis(acl_broker, admin):
     topic = new_topic(admin, "cfg")
-    describe = {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}, {"resource_type": 4, "resource_name": "3001", "configuration_keys": ["log.retention.ms"]}]}
+    describe = {
+        "resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]},
+            {"resource_type": 4, "resource_name": "3001", "configuration_keys": ["log.retention.ms"]},
+        ]
+    }
     alter = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": "retention.ms", "value": "3600000"}]}], "validate_only": False}
     incremental = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "7200000"}]}], "validate_only": False}
     with sasl_client(acl_broker, "carol") as carol:

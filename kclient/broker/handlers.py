@@ -399,7 +399,8 @@ class RequestHandlers:
                 answering (no handler for the API key, a failed Produce with
                 acks=0).
         """
-        return await self.authorization.handle(header, body, context, lambda checked: self._handle(header, checked, peer_gone))
+        response: object | None = await self.authorization.handle(header, body, context, lambda checked: self._handle(header, checked, peer_gone))
+        return response
 
     async def _handle(self, header: RequestHeader, body: Any, peer_gone: Callable[[], Awaitable[bool]] | None) -> object | None:
         if header.api_key == 1:

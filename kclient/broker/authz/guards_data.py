@@ -42,12 +42,12 @@ from kclient.errors import (
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from kclient.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
-from kclient.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from kclient.protocol.messages.describe_transactions import DescribeTransactionsState
 from kclient.protocol.messages.end_txn import EndTxnResponse
 from kclient.protocol.messages.fetch import FetchableTopicResponse, PartitionData
@@ -133,7 +133,8 @@ async def fetch(check: Check, header: RequestHeader, body: Any, call: Call) -> A
     if body.replica_id >= 0:
         if check.cluster(AclOperation.CLUSTER_ACTION):
             return await call(body)
-        allowed, denied = [], list(body.topics)
+        allowed: list[Any] = []
+        denied: list[Any] = list(body.topics)
     else:
         allowed, denied = check.split(body.topics, lambda t: t.topic, AclOperation.READ)
     if not denied:

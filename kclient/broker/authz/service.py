@@ -12,6 +12,7 @@ broker that makes a change applies it to its own cache at once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -34,6 +35,10 @@ from kclient.zk.client import TrioZk, ZkClient
 __all__ = ["AclService"]
 
 log = logging.getLogger("kclient.broker.authorizer")
+
+
+def _deliver(send: trio.MemorySendChannel[tuple[str, list[str]]], path: str, children: list[str]) -> None:
+    send.send_nowait((path, children))
 
 
 def _sequence(child: str) -> int | None:
@@ -64,7 +69,7 @@ class AclService:
         tzk = TrioZk(self.zk)
         send, receive = trio.open_memory_channel[tuple[str, list[str]]](math.inf)
         for path in (LITERAL_CHANGES_PATH, EXTENDED_CHANGES_PATH):
-            await tzk.watch_children(path, lambda children, path=path: send.send_nowait((path, children)))
+            await tzk.watch_children(path, functools.partial(_deliver, send, path))
         # The first delivery of each watch marks the notifications already there.
         while any(seen is None for seen in self._last_seen.values()):
             path, children = await receive.receive()

@@ -31,7 +31,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable
 
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kclient.acl import (
     AccessControlEntry,

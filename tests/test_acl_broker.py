@@ -513,3 +513,65 @@ def test_denials_are_logged_at_info_as_kafka_words_them(acl_broker, admin):
     line = f"Principal = User:bob is Denied Operation = Write from host = 127.0.0.1 on resource = Topic:LITERAL:{topic} for request = Produce"
     wait_for(lambda: line in acl_broker.output(), "the denial in the broker's log")
     assert "INFO" in next(entry for entry in acl_broker.output().splitlines() if line in entry)
+
+
+# ---------------------------------------------------------------- real clients
+
+
+def _client_props(acl_broker, user: str) -> dict:
+    from helpers.acls import PLAIN_USERS
+
+    from kclient.testing import client_properties
+
+    return client_properties("SASL_PLAINTEXT", mechanism="PLAIN", username=user, password=PLAIN_USERS[user])
+
+
+def test_kclient_producer_sees_topic_authorization_failed(acl_broker, admin):
+    from kclient import FailedToSendMessageError, Producer, ProducerData
+    from kclient.errors import TopicAuthorizationFailedError
+
+    topic = new_topic(admin, "kc")
+    config = {"metadata.broker.list": acl_broker.bootstrap_for("SASL_PLAINTEXT"), "producer.type": "sync", **_client_props(acl_broker, "alice")}
+    producer = Producer(config)
+    try:
+        with pytest.raises(FailedToSendMessageError) as raised:
+            producer.send(ProducerData(topic, None, [b"denied"]))
+        assert isinstance(raised.value.__cause__, TopicAuthorizationFailedError)
+    finally:
+        producer.close()
+    grant(admin, binding(TOPIC, topic, "User:alice", Op.WRITE))
+    producer = Producer(config)
+    try:
+        producer.send(ProducerData(topic, None, [b"allowed"]))
+    finally:
+        producer.close()
+
+
+def test_confluent_kafka_producer_and_group_consumer(acl_broker, admin):
+    ck = pytest.importorskip("confluent_kafka")
+    topic, group = new_topic(admin, "ck"), _name("ck-group")
+    bootstrap = {"bootstrap.servers": acl_broker.bootstrap_for("SASL_PLAINTEXT")}
+    errors: list = []
+    producer = ck.Producer({**bootstrap, **_client_props(acl_broker, "alice"), "message.timeout.ms": 10000})
+    producer.produce(topic, b"denied", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(15)
+    assert [e.code() for e in errors] == [ck.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    grant(admin, binding(TOPIC, topic, "User:alice", Op.WRITE), binding(TOPIC, topic, "User:bob", Op.READ), binding(GROUP, group, "User:bob", Op.READ))
+    errors.clear()
+    producer = ck.Producer({**bootstrap, **_client_props(acl_broker, "alice"), "message.timeout.ms": 10000})
+    producer.produce(topic, b"allowed", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(15)
+    assert errors == [None]
+    consumer = ck.Consumer({**bootstrap, **_client_props(acl_broker, "bob"), "group.id": group, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error():
+                raise AssertionError(message.error())
+        assert message is not None and message.value() == b"allowed"
+        consumer.commit(message=message, asynchronous=False)
+    finally:
+        consumer.close()

@@ -65,7 +65,7 @@ class Authorization:
             )
             self.service = AclService(self.authorizer, zk)
         self.acl_apis = AclApis(self.service)
-        self.guards: dict[int, Guard] = {**DATA_GUARDS, **ADMIN_GUARDS, 3: metadata_guard(topic_exists)}
+        self.guards: dict[int, Guard] = {**DATA_GUARDS, **ADMIN_GUARDS, 3: metadata_guard(topic_exists, config.auto_create_topics_enable)}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load and follow the ACLs (with an authorizer) until cancelled."""

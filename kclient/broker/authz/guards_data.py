@@ -179,27 +179,29 @@ async def offset_for_leader_epoch(check: Check, header: RequestHeader, body: Any
 # ---------------------------------------------------------------- Metadata
 
 
-def metadata_guard(topic_exists: Callable[[str], bool]) -> Guard:
+def metadata_guard(topic_exists: Callable[[str], bool], auto_create_enabled: bool) -> Guard:
     """The Metadata guard.
 
     Args:
         topic_exists: Whether the broker knows a topic (a named topic that
             does not exist is auto-created only with CREATE).
+        auto_create_enabled: The broker's ``auto.create.topics.enable``.
 
     Returns:
         The guard.
     """
 
     async def metadata(check: Check, header: RequestHeader, body: Any, call: Call) -> Any:
-        all_topics = body.topics is None or (header.api_version == 0 and not body.topics)
-        if all_topics:
+        if body.topics is None or (header.api_version == 0 and not body.topics):
             response = await call(body)
             response.topics = [t for t in response.topics if t.name is None or check.topic(AclOperation.DESCRIBE, t.name, log_denied=False)]
         else:
             named = [t for t in body.topics if t.name is not None]
             allowed, denied = check.split(named, lambda t: t.name, AclOperation.DESCRIBE)
-            may_create = body.allow_auto_topic_creation and check.cluster(AclOperation.CREATE, log_denied=False)
-            cannot_create = [t for t in allowed if not may_create and not topic_exists(t.name) and body.allow_auto_topic_creation and not check.topic(AclOperation.CREATE, t.name)]
+            missing = [t for t in allowed if not topic_exists(t.name)]
+            cannot_create: list[Any] = []
+            if body.allow_auto_topic_creation and auto_create_enabled and missing and not check.cluster(AclOperation.CREATE, log_denied=False):
+                cannot_create = [t for t in missing if not check.topic(AclOperation.CREATE, t.name)]
             kept = [t for t in body.topics if t not in denied and t not in cannot_create]
             response = await call(attrs.evolve(body, topics=kept))
             response.topics.extend(MetadataResponseTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=t.name) for t in cannot_create + denied)

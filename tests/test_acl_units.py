@@ -104,6 +104,13 @@ def test_denials_are_rate_limited_at_info(caplog):
     infos = [r for r in caplog.records if r.levelno == logging.INFO]
     assert len(infos) == 1
     assert infos[0].getMessage() == "Principal = User:alice is Denied Operation = Write from host = 10.0.0.1 on resource = Topic:LITERAL:t for request = Produce"
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kclient.broker.authorizer"):
+        auth.flush_log(force=True)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+        "Principal = User:alice is Denied Operation = Write from host = 10.0.0.1 on resource = Topic:LITERAL:t for request = Produce"
+        " (4 such since the last report, this one included)"
+    ]
 
 
 def test_zookeeper_layout_and_json():

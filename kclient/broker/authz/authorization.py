@@ -68,11 +68,21 @@ class Authorization:
         self.guards: dict[int, Guard] = {**DATA_GUARDS, **ADMIN_GUARDS, 3: metadata_guard(topic_exists, config.auto_create_topics_enable)}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Load and follow the ACLs (with an authorizer) until cancelled."""
-        if self.service is None:
+        """Load and follow the ACLs (with an authorizer) until cancelled;
+        report the denials the log's rate limit held back once per interval."""
+        if self.service is None or self.authorizer is None:
             task_status.started()
             return
-        await self.service.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.service.run)
+            nursery.start_soon(self._flush_denials, self.authorizer)
+            task_status.started()
+
+    @staticmethod
+    async def _flush_denials(authorizer: AclAuthorizer) -> None:
+        while True:
+            await trio.sleep(authorizer.log_interval)
+            authorizer.flush_log()
 
     async def handle(self, header: RequestHeader, body: Any, context: RequestContext | None, call: Call) -> Any:
         """Answer one request through its checks.

@@ -17,8 +17,9 @@ DESCRIBE; ALLOW of ALTER_CONFIGS implies DESCRIBE_CONFIGS. DENY wins.
 
 Decisions are logged on ``kclient.broker.authorizer`` (Kafka's
 ``kafka.authorizer.logger``) in Kafka's words: denials at INFO (at most
-once per ``interval`` for each principal, operation and resource, with the
-count held back), allows at DEBUG.
+once per ``interval`` for each principal, operation and resource type,
+with the count held back; `AclAuthorizer.flush_log` reports a burst that
+stopped), allows at DEBUG.
 
 Pure: no I/O (the bindings come from `kclient.broker.authz.zk_store`).
 """
@@ -115,6 +116,8 @@ class AclAuthorizer:
     def __init__(self, super_users: Iterable[str] = (), *, allow_everyone_if_no_acl_found: bool = False, log_interval: float = 10.0) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        #: Seconds between two denial lines of one kind.
+        self.log_interval = log_interval
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._denials = RateLimitedLog(log, interval=log_interval, level=logging.INFO)
 
@@ -198,7 +201,9 @@ class AclAuthorizer:
         if allowed:
             log.debug(message, *args)
         elif log_denied:
-            self._denials.log(f"{context.principal} {operation.name} {resource}", message, *args)
+            # One limit per principal, operation and resource type (not per
+            # name: a client asking for endless new names grows nothing).
+            self._denials.log(f"{context.principal} {operation.name} {resource_type.name}", message, *args)
         else:
             log.debug(message, *args)
         return allowed
@@ -254,6 +259,10 @@ class AclAuthorizer:
             return True
         return False
 
-    def flush_log(self) -> None:
-        """Report the denials held back by the rate limit (call periodically)."""
-        self._denials.flush()
+    def flush_log(self, *, force: bool = False) -> None:
+        """Report the denials held back by the rate limit (call periodically).
+
+        Args:
+            force: Report them all, however recent the last line (when stopping).
+        """
+        self._denials.flush(force)

@@ -575,3 +575,108 @@ def test_confluent_kafka_producer_and_group_consumer(acl_broker, admin):
         consumer.commit(message=message, asynchronous=False)
     finally:
         consumer.close()
+
+
+def test_transaction_apis_check_the_transactional_id_then_topics_and_groups(acl_broker, admin):
+    from kclient.errors import OPERATION_NOT_ATTEMPTED
+    from kclient.protocol.messages import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN, LIST_TRANSACTIONS, TXN_OFFSET_COMMIT
+
+    txn, group = _name("tx"), _name("txg")
+    writable, other = new_topic(admin, "txw"), new_topic(admin, "txo")
+    ids = {"producer_id": 1, "producer_epoch": 0}
+    add = {
+        "v3_and_below_transactional_id": txn,
+        "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": writable, "partitions": [0]}, {"name": other, "partitions": [0]}],
+    }
+    commit = {
+        "transactional_id": txn,
+        "group_id": group,
+        **ids,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": writable, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
+    }
+
+    def added(c) -> dict[str, int]:
+        return {t["name"]: t["results_by_partition"][0]["partition_error_code"] for t in c.request(ADD_PARTITIONS_TO_TXN, 3, add)["results_by_topic_v3_and_below"]}
+
+    def committed(c) -> int:
+        return c.request(TXN_OFFSET_COMMIT, 3, commit)["topics"][0]["partitions"][0]["error_code"]
+
+    with sasl_client(acl_broker, "alice") as alice:
+        assert added(alice) == {writable: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, other: TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        assert alice.request(ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, **ids, "group_id": group})["error_code"] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert alice.request(END_TXN, 3, {"transactional_id": txn, **ids, "committed": True})["error_code"] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert committed(alice) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        described = alice.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})["transaction_states"]
+        assert [(s["transactional_id"], s["error_code"]) for s in described] == [(txn, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+        grant(admin, binding(TXN, txn, "User:alice", Op.WRITE), binding(TOPIC, writable, "User:alice", Op.WRITE))
+        # one denied topic: it fails, the others are not attempted
+        assert added(alice) == {writable: OPERATION_NOT_ATTEMPTED, other: TOPIC_AUTHORIZATION_FAILED}
+        assert alice.request(ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, **ids, "group_id": group})["error_code"] == GROUP_AUTHORIZATION_FAILED
+        assert committed(alice) == GROUP_AUTHORIZATION_FAILED
+        assert alice.request(END_TXN, 3, {"transactional_id": txn, **ids, "committed": True})["error_code"] != TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        described = alice.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})["transaction_states"]
+        assert described[0]["error_code"] != TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # WRITE implies DESCRIBE
+        listed = alice.request(LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+        assert listed["error_code"] == 0
+        # ListTransactions lists only the ids the principal may DESCRIBE
+        carols = _name("carol-tx")
+        grant(admin, binding(TXN, carols, "User:carol", Op.WRITE))
+        init = {"transactional_id": carols, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+        list_all = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
+
+        def listed_ids(c) -> set[str]:
+            return {s["transactional_id"] for s in c.request(LIST_TRANSACTIONS, 1, list_all)["transaction_states"]}
+
+        with sasl_client(acl_broker, "carol") as carol:
+            wait_for(lambda: carol.request(FIND_COORDINATOR, 2, {"key": carols, "key_type": 1})["error_code"] == 0, "the transaction coordinator")
+            wait_for(lambda: carol.request(INIT_PRODUCER_ID_FULL, 4, init)["error_code"] == 0, "carol's producer id")
+            assert carols in listed_ids(carol) and carols in listed_ids(admin)
+            assert carols not in listed_ids(alice)
+
+
+def test_describe_groups_and_metadata_report_authorized_operations(acl_broker, admin):
+    group, topic = _name("ops"), new_topic(admin, "ops")
+    grant(admin, binding(GROUP, group, "User:alice", Op.READ), binding(TOPIC, topic, "User:alice", Op.WRITE))
+    with sasl_client(acl_broker, "alice") as alice:
+        wait_for(lambda: alice.request(FIND_COORDINATOR, 2, {"key": group, "key_type": 0})["error_code"] == 0, "the coordinator")
+        request = {"groups": [group], "include_authorized_operations": True}
+        wait_for(lambda: alice.request(DESCRIBE_GROUPS, 4, request)["groups"][0]["error_code"] == 0, "the group described")
+        described = alice.request(DESCRIBE_GROUPS, 4, request)["groups"][0]
+        assert described["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)
+        answer = alice.request(METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": True})
+        assert answer["topics"][0]["topic_authorized_operations"] == (1 << Op.WRITE) | (1 << Op.DESCRIBE)
+
+
+def test_offset_delete_and_the_consumer_group_protocol_apis(acl_broker, admin):
+    from kclient.protocol.messages import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, OFFSET_DELETE
+
+    group, topic = _name("cg"), new_topic(admin, "cg")
+    heartbeat = {
+        "group_id": group,
+        "member_id": uuid.uuid4().hex,
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [topic],
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+    delete = {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]}
+    with sasl_client(acl_broker, "bob") as bob:
+        assert bob.request(CONSUMER_GROUP_HEARTBEAT, 0, heartbeat)["error_code"] == GROUP_AUTHORIZATION_FAILED
+        assert bob.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group]})["groups"][0]["error_code"] == GROUP_AUTHORIZATION_FAILED
+        assert bob.request(OFFSET_DELETE, 0, delete)["error_code"] == GROUP_AUTHORIZATION_FAILED
+        grant(admin, binding(GROUP, group, "User:bob", Op.READ), binding(GROUP, group, "User:bob", Op.DELETE))
+        assert bob.request(CONSUMER_GROUP_HEARTBEAT, 0, heartbeat)["error_code"] == TOPIC_AUTHORIZATION_FAILED  # the subscribed topic
+        assert bob.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group]})["groups"][0]["error_code"] != GROUP_AUTHORIZATION_FAILED
+        answer = bob.request(OFFSET_DELETE, 0, delete)
+        assert answer["error_code"] != GROUP_AUTHORIZATION_FAILED
+        assert [p["error_code"] for t in answer["topics"] for p in t["partitions"] if t["name"] == topic] == [TOPIC_AUTHORIZATION_FAILED]
+        grant(admin, binding(TOPIC, topic, "User:bob", Op.READ))
+        assert bob.request(CONSUMER_GROUP_HEARTBEAT, 0, heartbeat)["error_code"] not in (GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED)

@@ -194,12 +194,21 @@ def _check(args: AclsArguments) -> None:
     entry_flags = (args.allow_principal, args.deny_principal, args.allow_host, args.deny_host)
     if args.list and (args.producer or args.consumer or any(entry_flags)):
         raise ConfigError("--list does not take --producer, --consumer, --allow-*, --deny-* (use --principal)")
-    if (args.producer or args.consumer) and (args.operation or args.deny_principal or args.deny_host):
-        raise ConfigError("--producer and --consumer do not take --operation, --deny-principal or --deny-host")
     if args.add and args.resource_pattern_type not in ("literal", "prefixed"):
         raise ConfigError(f"A '--resource-pattern-type' value of '{args.resource_pattern_type.upper()}' is not valid when adding acls.")
     if args.principal and not args.list:
         raise ConfigError("The --principal option is only available if --list is set")
+    _check_roles(args)
+
+
+def _check_roles(args: AclsArguments) -> None:
+    """The combinations of ``--producer``, ``--consumer`` and ``--idempotent``.
+
+    Raises:
+        ConfigError: A role without its resources, or with flags it does not take.
+    """
+    if (args.producer or args.consumer) and (args.operation or args.deny_principal or args.deny_host):
+        raise ConfigError("--producer and --consumer do not take --operation, --deny-principal or --deny-host")
     if args.producer and not args.topic:
         raise ConfigError("With --producer you must specify a --topic")
     if args.idempotent and not args.producer:

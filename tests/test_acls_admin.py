@@ -1,6 +1,6 @@
 """The admin client's ACL calls (CreateAcls, DescribeAcls, DeleteAcls;
 KIP-11, KIP-290) against the bundled broker and Apache Kafka 4.x, both
-with an ACL authorizer (`helpers.acls`): the same calls give the same
+with an ACL authorizer (`helpers.acl_clients`): the same calls give the same
 answers on both, errors typed per binding and per filter.
 
 One broker of each kind per module; every test names its own resources
@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from helpers.acls import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
 
 from kclient.acl import (
     CLUSTER_NAME,
@@ -147,7 +147,7 @@ def test_wildcard_names_and_the_cluster(admin, prefix):
 
 
 def test_errors_are_typed_per_binding(admin, prefix):
-    good = binding(ResourceType.TOPIC, prefix + "t", "User:alice", AclOperation.READ)
+    good = binding(ResourceType.TOPIC, prefix + "good", "User:alice", AclOperation.READ)
     bad = [
         binding(ResourceType.TOPIC, prefix + "t", "alice", AclOperation.READ),  # no principal type
         binding(ResourceType.TOPIC, "", "User:alice", AclOperation.READ),  # empty name

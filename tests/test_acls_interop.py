@@ -2,7 +2,7 @@
 kafka-python's admin clients are listed by kclient and enforced by the
 broker; bindings created with kclient are listed (and deleted) by them.
 Each test runs against the bundled broker and Apache Kafka 4.x, both with
-an ACL authorizer (`helpers.acls`); one broker of each kind per module.
+an ACL authorizer (`helpers.acl_clients`); one broker of each kind per module.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import warnings
 import confluent_kafka
 import pytest
 from confluent_kafka import admin as ck
-from helpers.acls import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
 from helpers.wait import retry
 
 from kclient.acl import (

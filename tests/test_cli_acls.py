@@ -1,6 +1,6 @@
 """``kclient acls`` (kafka-acls.sh's flags), run as a subprocess against the
 bundled broker and Apache Kafka 4.x with an ACL authorizer
-(`helpers.acls`), next to Kafka's own ``kafka-acls`` tool: what one adds
+(`helpers.acl_clients`), next to Kafka's own ``kafka-acls`` tool: what one adds
 the other lists, and both list the same on both brokers (ordering
 normalised: Kafka prints in hash order).
 
@@ -15,7 +15,7 @@ import sys
 import uuid
 
 import pytest
-from helpers.acls import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
 
 from kclient.acl import AclBindingFilter
 from kclient.cli import main

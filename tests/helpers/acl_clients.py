@@ -1,4 +1,5 @@
-"""Brokers with an ACL authorizer for the ACL client tests, set up alike
+"""Brokers with an ACL authorizer for the ACL client tests (AdminClient,
+``kclient acls``, the peers' admin clients), set up alike
 on both sides: a PLAINTEXT listener whose principal (``User:ANONYMOUS``)
 is a super user, as the admin tools use it, and a SASL_PLAINTEXT listener
 with PLAIN users ``alice`` and ``bob`` whose rights the ACLs decide.

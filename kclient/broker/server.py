@@ -72,6 +72,7 @@ cancelled (after the call in progress finishes) when the broker stops:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import socket
 import struct
@@ -80,6 +81,7 @@ from typing import Any
 
 import trio
 
+from kclient.broker.authz.principal import ConnectionSession, NoMatchingRule, SslPrincipalMapper, principal_mappers
 from kclient.broker.components import BrokerComponents
 from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
@@ -122,10 +124,13 @@ from kclient.protocol.messages import (
     APIS,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
+    CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_ACLS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_ACLS,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_TRANSACTIONS,
@@ -207,6 +212,10 @@ BROKER_APIS = {
     DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT,  # (to the group coordinator)
+    # ACLs (kclient.broker.authz; KIP-11, KIP-290).
+    DESCRIBE_ACLS.key: DESCRIBE_ACLS,
+    CREATE_ACLS.key: CREATE_ACLS,
+    DELETE_ACLS.key: DELETE_ACLS,
 }
 
 #: The former private name (tests/test_protocol_groups.py imports it).
@@ -226,6 +235,11 @@ _DECODE_ERRORS = (ProtocolError, ValueError, UnicodeDecodeError, struct.error, I
 #: What is sent back for one request: its frame's bytes, or a zero-copy
 #: `SplicedResponse` (Fetch v4+).
 Reply = bytes | bytearray | SplicedResponse
+
+
+#: Who is on the other end of the current connection (set per connection
+#: task); each request's authorization context is built from it.
+_session: contextvars.ContextVar[ConnectionSession | None] = contextvars.ContextVar("kclient_session", default=None)
 
 
 class _CloseConnection(Exception):
@@ -307,6 +321,8 @@ class Broker:
         #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
         self.request_memory = RequestMemory(config.request_memory_limit)
         self._limits: ConnectionLimits | None = None
+        #: Each listener's ``ssl.principal.mapping.rules`` (set by `serve`).
+        self._principal_mappers: dict[str, SslPrincipalMapper] = {}
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
@@ -325,6 +341,7 @@ class Broker:
             kclient.errors.ConfigError: A log directory is unusable, or a
                 listener's keystore / truststore cannot be read.
         """
+        self._principal_mappers = principal_mappers(self.config.security_properties, [e.name for e in self.config.listener_endpoints()])
         bound = await self._bind_listeners()
         listeners = [lst for _, group in bound for lst in group]
         state = await self._open_state(listeners)
@@ -572,6 +589,8 @@ class Broker:
             listener_address.set((listener.advertised_host, listener.advertised_port))
             client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
             listener_name.set(listener.name)
+            session = ConnectionSession(client_address=address, listener=listener.name)
+            _session.set(session)
             if listener.uses_ssl:
                 tls = await tls_handshake(stream, listener, peer_name, self._refusals)
                 if tls is None:
@@ -582,9 +601,11 @@ class Broker:
                 principal = certificate_principal(tls.getpeercert())
                 if principal is not None:
                     log.debug("connection from %s: TLS client certificate %s", peer_name, principal)
+                    session.tls_principal = self._mapped_principal(principal, listener.name)
             sasl = None
             if listener.uses_sasl:
                 sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals)
+                session.sasl = sasl
             async with conn:
                 await self._connection_loop(conn, peer_name, sasl)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -598,6 +619,17 @@ class Broker:
         finally:
             self.connection_count -= 1
             limits.leave(address)
+
+    def _mapped_principal(self, principal: str, listener: str) -> str:
+        """A TLS client certificate's principal mapped by the listener's
+        ``ssl.principal.mapping.rules`` (KIP-371); raises `_CloseConnection`
+        when no rule applies (Kafka fails the authentication)."""
+        mapper = self._principal_mappers.get(listener) or SslPrincipalMapper()
+        try:
+            return "User:" + mapper.name(principal.removeprefix("User:"))
+        except NoMatchingRule as exc:
+            self._refusals.log("tls", "closing connection on listener %s: %s", listener, exc)
+            raise _CloseConnection from None
 
     async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
         config = self.config
@@ -789,7 +821,9 @@ class Broker:
         assert self._handlers is not None
         sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
         try:
-            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
+            session = _session.get()
+            context = session.context() if session is not None else None
+            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock), context=context)
         except CloseConnection as exc:
             self._refusals.log("bad-request", "closing connection from %s: %s", peer, exc)
             raise _CloseConnection from None

@@ -439,6 +439,24 @@ class BrokerConfig(_KafkaConfig):
     after the failure response before it is closed (KIP-306): the client
     reads the error instead of a bare disconnect, and cannot retry in a
     tight loop."""
+    authorizer_class_name: str = prop("authorizer.class.name", to_str, "")
+    """The authorizer (KIP-11): empty (the default) authorizes every
+    request, as Kafka does without one. ``kclient.broker.authz.AclAuthorizer``
+    selects kclient's ACL authorizer, with Kafka's ``AclAuthorizer``
+    semantics; Kafka's class names ``kafka.security.authorizer.AclAuthorizer``,
+    ``kafka.security.auth.SimpleAclAuthorizer`` and
+    ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` select it
+    too, so a Kafka ``server.properties`` works. ACLs are kept where Kafka's
+    ZooKeeper mode keeps them (``/kafka-acl``, ``/kafka-acl-extended``), in
+    memory for a broker without ZooKeeper. The brokers' own principal must be
+    in ``super.users`` (or be allowed CLUSTER_ACTION on the cluster). See
+    docs/security.md, "Authorization (ACLs)"."""
+    super_users: str = prop("super.users", to_str, "")
+    """Principals allowed everything whatever the ACLs say, separated by
+    semicolons (``User:admin;User:broker``)."""
+    allow_everyone_if_no_acl_found: bool = prop("allow.everyone.if.no.acl.found", to_bool, False)
+    """With an authorizer: whether a resource that no ACL names is open to
+    every principal (false, the default: only super users may use it)."""
     zookeeper_connect: str | None = prop("zookeeper.connect", to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", to_int, 6000, at_least(1))

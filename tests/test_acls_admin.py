@@ -12,7 +12,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client, settled
+from helpers.wait import wait_for
 
 from kclient.acl import (
     CLUSTER_NAME,
@@ -70,11 +71,6 @@ def binding(resource_type, name, principal, operation, permission=ALLOW, pattern
     return AclBinding(ResourcePattern(resource_type, name, pattern_type), AccessControlEntry(principal, host, operation, permission))
 
 
-def named(prefix: str, admin: AdminClient) -> set:
-    """This test's bindings (their names start with ``prefix``), as tuples."""
-    return {row for row in as_tuples(admin.describe_acls(AclBindingFilter())) if row[1].startswith(prefix)}
-
-
 def sample(prefix: str) -> list[AclBinding]:
     t = ResourceType
     return [
@@ -87,30 +83,31 @@ def sample(prefix: str) -> list[AclBinding]:
     ]
 
 
-def test_created_bindings_are_described_and_deleted(admin, prefix):
+def test_created_bindings_are_described_and_deleted(admin, broker, prefix):
     bindings = sample(prefix)
     assert admin.create_acls(bindings) == dict.fromkeys(bindings)
-    assert named(prefix, admin) == as_tuples(bindings)
+    settled(broker, prefix, as_tuples(bindings))
     # Creating one again is no error and keeps one copy.
     assert admin.create_acls(bindings[:1]) == {bindings[0]: None}
-    assert named(prefix, admin) == as_tuples(bindings)
+    settled(broker, prefix, as_tuples(bindings))
 
     topic_filter = AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, prefix + "orders", LITERAL), AccessControlEntryFilter(principal="User:alice"))
     result = admin.delete_acls([topic_filter])
     assert set(result) == {topic_filter}
     assert result[topic_filter].error is None and result[topic_filter].failed == ()
     assert as_tuples(result[topic_filter].deleted) == as_tuples(bindings[:2])
-    assert named(prefix, admin) == as_tuples(bindings[2:])
+    settled(broker, prefix, as_tuples(bindings[2:]))
 
     everything = [AclBindingFilter(ResourcePatternFilter(t, None, ANY)) for t in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)]
     deleted = admin.delete_acls(everything)
     assert {b for d in deleted.values() for b in as_tuples(d.deleted)} >= as_tuples(bindings[2:])
-    assert named(prefix, admin) == set()
+    settled(broker, prefix, set())
 
 
-def test_describe_filters_match_as_kafka_defines(admin, prefix):
+def test_describe_filters_match_as_kafka_defines(admin, broker, prefix):
     bindings = sample(prefix)
     admin.create_acls(bindings)
+    settled(broker, prefix, as_tuples(bindings))
     orders, prefixed = bindings[:3], bindings[3:4]
 
     def described(resource_type=ResourceType.ANY, name=None, pattern_type=ANY, **entry):
@@ -130,7 +127,7 @@ def test_describe_filters_match_as_kafka_defines(admin, prefix):
     admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.ANY, None, ANY), AccessControlEntryFilter(principal=p)) for p in ("User:alice", "User:bob")])
 
 
-def test_wildcard_names_and_the_cluster(admin, prefix):
+def test_wildcard_names_and_the_cluster(admin, broker, prefix):
     principal = f"User:{prefix}carol"
     bindings = [
         binding(ResourceType.TOPIC, "*", principal, AclOperation.DESCRIBE),
@@ -138,6 +135,7 @@ def test_wildcard_names_and_the_cluster(admin, prefix):
     ]
     assert admin.create_acls(bindings) == dict.fromkeys(bindings)
     mine = AccessControlEntryFilter(principal=principal)
+    wait_for(lambda: len(admin.describe_acls(AclBindingFilter(entry_filter=mine))) == 2, "both bindings described")
     # A literal "*" applies to every topic: MATCH finds it for any name.
     found = admin.describe_acls(AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "anything", MATCH), mine))
     assert as_tuples(found) == as_tuples(bindings[:1])
@@ -146,7 +144,7 @@ def test_wildcard_names_and_the_cluster(admin, prefix):
     assert as_tuples(next(iter(deleted.values())).deleted) == as_tuples(bindings)
 
 
-def test_errors_are_typed_per_binding(admin, prefix):
+def test_errors_are_typed_per_binding(admin, broker, prefix):
     good = binding(ResourceType.TOPIC, prefix + "good", "User:alice", AclOperation.READ)
     bad = [
         binding(ResourceType.TOPIC, prefix + "t", "alice", AclOperation.READ),  # no principal type
@@ -157,7 +155,7 @@ def test_errors_are_typed_per_binding(admin, prefix):
     results = admin.create_acls([good, *bad])
     assert results[good] is None
     assert {b: type(results[b]) for b in bad} == dict.fromkeys(bad, InvalidRequestError)
-    assert named(prefix, admin) == as_tuples([good])
+    settled(broker, prefix, as_tuples([good]))
     admin.delete_acls([AclBindingFilter(good.pattern.to_filter())])
 
 
@@ -180,7 +178,7 @@ def test_a_principal_without_cluster_rights_gets_cluster_authorization_failed(br
     # A super user on the SASL listener may.
     with AdminClient(sasl_client(broker, "admin")) as admin:
         assert admin.create_acls([b]) == {b: None}
-        assert as_tuples(admin.describe_acls(AclBindingFilter(b.pattern.to_filter()))) == as_tuples([b])
+        settled(broker, prefix, as_tuples([b]))
         admin.delete_acls([AclBindingFilter(b.pattern.to_filter())])
 
 

@@ -13,7 +13,7 @@ import warnings
 import confluent_kafka
 import pytest
 from confluent_kafka import admin as ck
-from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client, settled
 from helpers.wait import retry
 
 from kclient.acl import (
@@ -66,10 +66,6 @@ def prefix() -> str:
     return f"interop-{uuid.uuid4().hex[:8]}-"
 
 
-def mine(prefix: str, admin: AdminClient) -> set:
-    return {row for row in as_tuples(admin.describe_acls(AclBindingFilter())) if row[1].startswith(prefix)}
-
-
 # ------------------------------------------------------------------ confluent-kafka
 
 
@@ -92,9 +88,10 @@ def test_confluent_kafka_creates_what_kclient_lists(admin, broker, prefix):
     ]
     for future in client.create_acls(created).values():
         assert future.result(timeout=TIMEOUT) is None
-    assert mine(prefix, admin) == ck_rows(created)
+    settled(broker, prefix, ck_rows(created))
     # kclient deletes one; confluent-kafka sees the rest.
     admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.GROUP, prefix, PatternType.PREFIXED))])
+    settled(broker, prefix, ck_rows([created[0], created[2]]))
     described = client.describe_acls(ck_filter()).result(timeout=TIMEOUT)
     assert {row for row in ck_rows(described) if row[1].startswith(prefix)} == ck_rows([created[0], created[2]])
     admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, prefix + "t", PatternType.LITERAL))])
@@ -106,6 +103,7 @@ def test_kclient_creates_what_confluent_kafka_lists_and_deletes(admin, broker, p
         AclBinding(ResourcePattern(ResourceType.TRANSACTIONAL_ID, prefix + "tx", PatternType.LITERAL), AccessControlEntry("User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)),
     ]
     assert admin.create_acls(bindings) == dict.fromkeys(bindings)
+    settled(broker, prefix, as_tuples(bindings))
     client = ck.AdminClient({"bootstrap.servers": broker.bootstrap})
     described = client.describe_acls(ck_filter()).result(timeout=TIMEOUT)
     assert {row for row in ck_rows(described) if row[1].startswith(prefix)} == as_tuples(bindings)
@@ -114,7 +112,7 @@ def test_kclient_creates_what_confluent_kafka_lists_and_deletes(admin, broker, p
         for future in client.delete_acls([ck_filter(name)]).values():
             deleted += future.result(timeout=TIMEOUT)
     assert ck_rows(deleted) == as_tuples(bindings)
-    assert mine(prefix, admin) == set()
+    settled(broker, prefix, set())
 
 
 # ------------------------------------------------------------------ kafka-python
@@ -139,31 +137,33 @@ def kafka_python(broker):
     client.close()
 
 
-def test_kafka_python_creates_what_kclient_lists(admin, kafka_python, prefix):
+def test_kafka_python_creates_what_kclient_lists(admin, broker, kafka_python, prefix):
     created = [
         kp.ACL("User:bob", "*", kp.ACLOperation.DESCRIBE, kp.ACLPermissionType.ALLOW, kp.ResourcePattern(kp.ResourceType.TOPIC, prefix + "t")),
         kp.ACL("User:bob", "*", kp.ACLOperation.ALL, kp.ACLPermissionType.DENY, kp.ResourcePattern(kp.ResourceType.GROUP, prefix, kp.ACLResourcePatternType.PREFIXED)),
     ]
     result = kafka_python.create_acls(created)
     assert result["failed"] == [] and len(result["succeeded"]) == 2
-    assert mine(prefix, admin) == kp_rows(created)
+    settled(broker, prefix, kp_rows(created))
     admin.delete_acls([AclBindingFilter(entry_filter=AccessControlEntryFilter(principal="User:bob"))])
+    settled(broker, prefix, set())
     acls, _ = kafka_python.describe_acls(kp_filter())
     assert {row for row in kp_rows(acls) if row[1].startswith(prefix)} == set()
 
 
-def test_kclient_creates_what_kafka_python_lists_and_deletes(admin, kafka_python, prefix):
+def test_kclient_creates_what_kafka_python_lists_and_deletes(admin, broker, kafka_python, prefix):
     bindings = [
         AclBinding(ResourcePattern(ResourceType.GROUP, prefix + "g", PatternType.LITERAL), AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)),
         AclBinding(ResourcePattern(ResourceType.TOPIC, prefix + "t", PatternType.LITERAL), AccessControlEntry("User:alice", "127.0.0.1", AclOperation.WRITE, AclPermissionType.DENY)),
     ]
     admin.create_acls(bindings)
+    settled(broker, prefix, as_tuples(bindings))
     acls, _ = kafka_python.describe_acls(kp_filter())
     assert {row for row in kp_rows(acls) if row[1].startswith(prefix)} == as_tuples(bindings)
     results = kafka_python.delete_acls([kp_filter(prefix + "g"), kp_filter(prefix + "t")])
     deleted = [acl for _, matches, _ in results for acl in matches]
     assert kp_rows(deleted) == as_tuples(bindings)
-    assert mine(prefix, admin) == set()
+    settled(broker, prefix, set())
 
 
 # ------------------------------------------------------------------ enforcement

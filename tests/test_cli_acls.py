@@ -15,7 +15,7 @@ import sys
 import uuid
 
 import pytest
-from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client
+from helpers.acl_clients import bundled_with_acls, kafka_with_acls, sasl_client, settled
 
 from kclient.acl import AclBindingFilter
 from kclient.cli import main
@@ -79,6 +79,24 @@ def blocks(text: str, prefix: str = "") -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items() if re.search(r"name=" + re.escape(prefix), k)}
 
 
+_PATTERN = re.compile(r"ResourcePattern\(resourceType=(\w+), name=(.*), patternType=(\w+)\)")
+_FIELDS = re.compile(r"\(principal=(.*), host=(.*), operation=(\w+), permissionType=(\w+)\)")
+
+
+def settle(broker, prefix: str, expected: dict[str, frozenset[str]]) -> None:
+    """Wait until the broker describes the bindings of ``expected`` (blocks
+    as `blocks` returns them), and only those, under ``prefix``."""
+    rows = set()
+    for p, entries in expected.items():
+        resource = _PATTERN.fullmatch(p)
+        assert resource is not None, p
+        for e in entries:
+            fields = _FIELDS.fullmatch(e)
+            assert fields is not None, e
+            rows.add((*resource.groups(), *fields.groups()))
+    settled(broker, prefix, rows)
+
+
 def entry(principal: str, operation: str, permission: str = "ALLOW", host: str = "*") -> str:
     return f"(principal={principal}, host={host}, operation={operation}, permissionType={permission})"
 
@@ -93,6 +111,7 @@ def test_add_prints_and_lists_as_kafka_acls_does(broker, prefix):
     expected = {pattern("TOPIC", topic): frozenset({entry("User:alice", "READ"), entry("User:alice", "WRITE")})}
     assert blocks(added, prefix) == expected
     assert added.startswith(f"Adding ACLs for resource `{pattern('TOPIC', topic)}`: \n \t")
+    settle(broker, prefix, expected)
     # Both tools list it alike, on both brokers.
     assert blocks(kclient_acls(broker, "--list", "--topic", topic).stdout, prefix) == expected
     assert blocks(kafka_acls(broker, "--list", "--topic", topic), prefix) == expected
@@ -100,6 +119,7 @@ def test_add_prints_and_lists_as_kafka_acls_does(broker, prefix):
     again = kclient_acls(broker, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic).stdout
     assert again.strip() == f"Acl (pattern={pattern('TOPIC', topic)}, entry={entry('User:alice', 'READ')}) already exists."
     kclient_acls(broker, "--remove", "--force", "--topic", topic)
+    settle(broker, prefix, {})
     assert blocks(kafka_acls(broker, "--list"), prefix) == {}
 
 
@@ -108,22 +128,30 @@ def test_producer_and_consumer_expand_as_kafka_acls_does(broker, prefix):
     common = ("--allow-principal", "User:alice", "--topic", topic)
     kclient_acls(broker, "--add", "--producer", "--idempotent", "--transactional-id", txn, *common)
     kclient_acls(broker, "--add", "--consumer", "--group", group, *common)
-    mine = blocks(kclient_acls(broker, "--list").stdout, prefix)
-    assert mine == {
+    expected = {
         pattern("TOPIC", topic): frozenset(entry("User:alice", op) for op in ("READ", "WRITE", "CREATE", "DESCRIBE")),
         pattern("TRANSACTIONAL_ID", txn): frozenset(entry("User:alice", op) for op in ("WRITE", "DESCRIBE")),
         pattern("GROUP", group): frozenset({entry("User:alice", "READ")}),
     }
+    settle(broker, prefix, expected)
+    mine = blocks(kclient_acls(broker, "--list").stdout, prefix)
+    assert mine == expected
     cluster = blocks(kclient_acls(broker, "--list", "--cluster").stdout)
     assert entry("User:alice", "IDEMPOTENT_WRITE") in cluster[pattern("CLUSTER", "kafka-cluster")]
     assert blocks(kafka_acls(broker, "--list"), prefix) == mine
     # --remove with the same role flags removes exactly those entries.
     kclient_acls(broker, "--remove", "--force", "--consumer", "--group", group, *common)
+    left_expected = {
+        pattern("TOPIC", topic): frozenset(entry("User:alice", op) for op in ("WRITE", "CREATE")),
+        pattern("TRANSACTIONAL_ID", txn): expected[pattern("TRANSACTIONAL_ID", txn)],
+    }
+    settle(broker, prefix, left_expected)
     left = blocks(kafka_acls(broker, "--list"), prefix)
     assert left[pattern("TOPIC", topic)] == frozenset(entry("User:alice", op) for op in ("WRITE", "CREATE"))
     assert pattern("GROUP", group) not in left
     kclient_acls(broker, "--remove", "--force", "--topic", topic, "--transactional-id", txn)
     kclient_acls(broker, "--remove", "--force", "--cluster", "--allow-principal", "User:alice", "--operation", "IdempotentWrite")
+    settle(broker, prefix, {})
     assert blocks(kafka_acls(broker, "--list"), prefix) == {}
 
 
@@ -136,6 +164,7 @@ def test_kafka_acls_adds_what_kclient_lists_with_patterns_hosts_and_deny(broker,
         pattern("TOPIC", prefix + "secret"): frozenset({entry("User:bob", "ALL", "DENY", "10.0.0.9")}),
         pattern("GROUP", prefix + "g"): frozenset({entry("User:alice", "DELETE", host="127.0.0.1")}),
     }
+    settle(broker, prefix, expected)
     assert blocks(kclient_acls(broker, "--list").stdout, prefix) == expected
     # match: every pattern that applies to the topic named.
     matched = expected.copy()
@@ -148,16 +177,19 @@ def test_kafka_acls_adds_what_kclient_lists_with_patterns_hosts_and_deny(broker,
     assert by_bob.startswith("ACLs for principal `User:bob`\n")
     assert blocks(by_bob, prefix) == {k: v for k, v in expected.items() if "GROUP" not in k}
     kclient_acls(broker, "--remove", "--force", "--topic", prefix, "--topic", prefix + "secret", "--group", prefix + "g", "--resource-pattern-type", "any")
+    settle(broker, prefix, {})
     assert blocks(kafka_acls(broker, "--list"), prefix) == {}
 
 
 def test_remove_asks_unless_forced(broker, prefix):
     topic = prefix + "t"
     kclient_acls(broker, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    settle(broker, prefix, {pattern("TOPIC", topic): frozenset({entry("User:alice", "READ")})})
     kept = kclient_acls(broker, "--remove", "--topic", topic, input="n\n")
     assert f"Are you sure you want to delete all ACLs for resource filter `{pattern('TOPIC', topic)}`? (y/n)" in kept.stdout
     assert blocks(kclient_acls(broker, "--list", "--topic", topic).stdout, prefix) != {}
     kclient_acls(broker, "--remove", "--topic", topic, input="y\n")
+    settle(broker, prefix, {})
     assert blocks(kclient_acls(broker, "--list", "--topic", topic).stdout, prefix) == {}
 
 
@@ -186,16 +218,23 @@ def test_kafka_acls_lists_the_same_on_both_brokers(bundled, kafka, prefix):
         ("--add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", prefix, "--resource-pattern-type", "prefixed"),
         ("--remove", "--force", "--allow-principal", "User:alice", "--operation", "Create", "--topic", prefix + "p"),
     ]
+    expected = {
+        pattern("TOPIC", prefix + "p"): frozenset(entry("User:alice", op) for op in ("WRITE", "DESCRIBE")),
+        pattern("TOPIC", prefix + "c"): frozenset(entry("User:bob", op) for op in ("READ", "DESCRIBE")),
+        pattern("GROUP", prefix + "g"): frozenset({entry("User:bob", "READ")}),
+        pattern("TOPIC", prefix, "PREFIXED"): frozenset({entry("User:bob", "WRITE", "DENY")}),
+    }
     listings = []
     for broker in (bundled, kafka):
         for command in commands:
             kafka_acls(broker, *command)
+        settle(broker, prefix, expected)
         listing = blocks(kafka_acls(broker, "--list"), prefix)
         listing.update(blocks(kafka_acls(broker, "--list", "--cluster")))
         listings.append(listing)
         with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
             admin.delete_acls([AclBindingFilter()])
-            assert as_tuples(admin.describe_acls(AclBindingFilter())) == set()
+        settle(broker, prefix, {})
     assert listings[0] == listings[1]
     assert listings[0][pattern("TOPIC", prefix, "PREFIXED")] == frozenset({entry("User:bob", "WRITE", "DENY")})
 

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from helpers.skips import require
-from kclient.acl import AclBinding
+from helpers.wait import wait_for
+from kclient.acl import AclBinding, AclBindingFilter
+from kclient.client.admin import AdminClient
 from kclient.testing import BrokerProcess, KafkaProcess, ZooKeeperProcess, java_unavailable_reason
 
 #: SASL/PLAIN users of the SASL listener.
@@ -91,3 +93,16 @@ def as_tuples(bindings: Iterable[AclBinding]) -> set[Row]:
         (b.pattern.resource_type.name, b.pattern.name, b.pattern.pattern_type.name, b.entry.principal, b.entry.host, b.entry.operation.name, b.entry.permission_type.name)
         for b in bindings
     }
+
+
+def settled(broker: BrokerProcess | KafkaProcess, prefix: str, expected: set[Row], timeout: float = 30.0) -> None:
+    """Wait until the broker describes exactly ``expected`` among the
+    bindings whose resource name starts with ``prefix``: a change is
+    acknowledged once stored (in KRaft, once the controller committed it)
+    and reaches the answering broker's authorizer moments later."""
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+
+        def mine() -> set[Row]:
+            return {row for row in as_tuples(admin.describe_acls(AclBindingFilter())) if row[1].startswith(prefix)}
+
+        wait_for(lambda: mine() == expected, f"the ACLs of {prefix!r} to be {sorted(expected)}", timeout=timeout, detail=lambda: str(sorted(mine())))

@@ -29,12 +29,10 @@ from kclient.acl import (
     ResourceType,
 )
 from kclient.client.admin import AclDeletion, AdminClient
-from kclient.errors import ClusterAuthorizationFailedError, InvalidRequestError, error_for_code
+from kclient.errors import ClusterAuthorizationFailedError, InvalidRequestError, SecurityDisabledError
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED, ANY, MATCH = PatternType.LITERAL, PatternType.PREFIXED, PatternType.ANY, PatternType.MATCH
-#: SECURITY_DISABLED: a broker without an authorizer.
-SECURITY_DISABLED = 54
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +183,7 @@ def test_a_principal_without_cluster_rights_gets_cluster_authorization_failed(br
 def test_a_broker_without_an_authorizer_answers_security_disabled(zk_broker):
     b = binding(ResourceType.TOPIC, "t", "User:alice", AclOperation.READ)
     with AdminClient({"bootstrap.servers": zk_broker.bootstrap}) as admin:
-        with pytest.raises(error_for_code(SECURITY_DISABLED)):
+        with pytest.raises(SecurityDisabledError):
             admin.describe_acls(AclBindingFilter())
-        assert isinstance(admin.create_acls([b])[b], error_for_code(SECURITY_DISABLED))
-        assert isinstance(admin.delete_acls([AclBindingFilter()])[AclBindingFilter()].error, error_for_code(SECURITY_DISABLED))
+        assert isinstance(admin.create_acls([b])[b], SecurityDisabledError)
+        assert isinstance(admin.delete_acls([AclBindingFilter()])[AclBindingFilter()].error, SecurityDisabledError)

@@ -583,7 +583,7 @@ class TrioAdminClient:
         Returns:
             ``{binding: None}`` per created binding, else its error
             (`InvalidRequestError`, `ClusterAuthorizationFailedError`,
-            SECURITY_DISABLED without an authorizer, ...).
+            `SecurityDisabledError` without an authorizer, ...).
 
         Raises:
             ValueError: A binding with an ANY, MATCH or UNKNOWN field.
@@ -603,7 +603,7 @@ class TrioAdminClient:
 
         Raises:
             BrokerResponseError: The broker's error
-                (`ClusterAuthorizationFailedError`, SECURITY_DISABLED, ...).
+                (`ClusterAuthorizationFailedError`, `SecurityDisabledError`, ...).
         """
         return await admin_acls.describe_acls(self.cluster, acl_filter)
 

@@ -216,6 +216,9 @@ def test_invalid_bindings_are_refused_one_by_one(admin):
     )
     assert [r["error_code"] for r in results] == [0] + [INVALID_REQUEST] * 7
     assert all(r["error_message"] for r in results[1:])
+    unknown = acl_filter(ResourceType.UNKNOWN)
+    assert describe_acls(admin, unknown)["error_code"] == INVALID_REQUEST
+    assert [r["error_code"] for r in delete_acls(admin, unknown, acl_filter(TOPIC, "no-such-acl"))] == [INVALID_REQUEST, 0]
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(broker):

@@ -6,7 +6,8 @@ ALTER (else CLUSTER_AUTHORIZATION_FAILED: the top-level error of
 DescribeAcls, every result of the others). Without an authorizer every
 answer is SECURITY_DISABLED. CreateAcls answers per binding: a binding
 with an ANY / MATCH / UNKNOWN field, an empty name, or a CLUSTER resource
-not named ``kafka-cluster`` is INVALID_REQUEST; v0 (before KIP-290)
+not named ``kafka-cluster`` is INVALID_REQUEST (so is a DescribeAcls or
+DeleteAcls filter with an UNKNOWN code); v0 (before KIP-290)
 creates literal patterns only. DeleteAcls answers per filter with the
 bindings it deleted.
 """
@@ -78,6 +79,13 @@ def filter_of(item: Any) -> AclBindingFilter:
     )
 
 
+def _has_unknown(flt: AclBindingFilter) -> bool:
+    """Whether a filter has a code this broker does not know (Kafka answers
+    INVALID_REQUEST: "filter contains UNKNOWN elements")."""
+    p, e = flt.pattern_filter, flt.entry_filter
+    return 0 in (p.resource_type, p.pattern_type, e.operation, e.permission_type)
+
+
 def _invalid(binding: AclBinding, version: int) -> str | None:
     """Why a binding cannot be created, or None."""
     indefinite = binding.indefinite_field()
@@ -113,6 +121,8 @@ class AclApis:
         if check is not None and not check.cluster(AclOperation.DESCRIBE):
             return DescribeAclsResponse(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=_CLUSTER_DENIED)
         flt = filter_of(body)
+        if _has_unknown(flt):
+            return DescribeAclsResponse(error_code=INVALID_REQUEST, error_message="The filter contains UNKNOWN elements")
         if header.api_version == 0 and flt.pattern_filter.pattern_type != PatternType.LITERAL:
             flt = AclBindingFilter(ResourcePatternFilter(flt.pattern_filter.resource_type, flt.pattern_filter.name, PatternType.LITERAL), flt.entry_filter)
         resources: dict[ResourcePattern, list[AclDescription]] = {}
@@ -160,8 +170,16 @@ class AclApis:
         filters = [filter_of(f) for f in body.filters]
         if header.api_version == 0:
             filters = [AclBindingFilter(ResourcePatternFilter(f.pattern_filter.resource_type, f.pattern_filter.name, PatternType.LITERAL), f.entry_filter) for f in filters]
-        deleted = await self.service.delete(filters)
-        return DeleteAclsResponse(filter_results=[DeleteAclsFilterResult(matching_acls=[_matching(b, e) for b, e in found]) for found in deleted])
+        known = [f for f in filters if not _has_unknown(f)]
+        deleted = iter(await self.service.delete(known))
+        return DeleteAclsResponse(
+            filter_results=[
+                DeleteAclsFilterResult(error_code=INVALID_REQUEST, error_message="The filter contains UNKNOWN elements")
+                if _has_unknown(f)
+                else DeleteAclsFilterResult(matching_acls=[_matching(b, e) for b, e in next(deleted)])
+                for f in filters
+            ]
+        )
 
 
 def _matching(binding: AclBinding, error: Exception | None) -> DeleteAclsMatchingAcl:

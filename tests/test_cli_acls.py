@@ -268,3 +268,9 @@ def test_two_actions_are_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["acls", "--bootstrap-server", "127.0.0.1:1", "--add", "--list"])
     assert exc.value.code == 2
+
+
+def test_a_broker_without_an_authorizer_is_one_error_line(zk_broker):
+    result = kclient_acls(zk_broker, "--list", check=False)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("kclient acls: error: SecurityDisabledError") and result.stderr.count("\n") == 1, result.stderr

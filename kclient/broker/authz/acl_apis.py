@@ -99,6 +99,8 @@ def _invalid(binding: AclBinding, version: int) -> str | None:
         return "Invalid empty resource name"
     if not binding.entry.principal or ":" not in binding.entry.principal:
         return f"Invalid principal {binding.entry.principal!r}: expected <type>:<name>"
+    if not binding.entry.host:
+        return "Host pattern cannot be null or empty"
     return None
 
 

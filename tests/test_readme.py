@@ -65,6 +65,18 @@ def events(zk_broker):
     return "events"
 
 
+@pytest.fixture(scope="module")
+def acl_broker():
+    """A broker with kclient's ACL authorizer and the snippets' principal
+    (``User:ANONYMOUS``, plaintext) a super user: the ACL snippets manage
+    ACLs there (the session broker has no authorizer and answers
+    SECURITY_DISABLED)."""
+    from kclient.testing import BrokerProcess
+
+    with BrokerProcess(properties={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}) as proc:
+        yield proc
+
+
 @pytest.mark.unit
 def test_the_snippets_are_found():
     where = [w for w, _ in BLOCKS]
@@ -74,8 +86,9 @@ def test_the_snippets_are_found():
 
 
 @pytest.mark.parametrize("where,code", [b for b in BLOCKS if "kclient.spark" not in b[1]], ids=[w for w, c in BLOCKS if "kclient.spark" not in c])
-def test_snippet_runs(where, code, zookeeper, zk_broker, events):
-    done = run_snippet(point_at(code, zk_broker, zookeeper))
+def test_snippet_runs(where, code, zookeeper, zk_broker, events, request):
+    broker = request.getfixturevalue("acl_broker") if "kclient.acl" in code else zk_broker
+    done = run_snippet(point_at(code, broker, zookeeper))
     assert done.returncode == 0, f"{where} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     if "ConsumerConnector(config)" in code and "greetings" in code:
         # The group snippets print what was produced, then stop on consumer.timeout.ms.

@@ -93,6 +93,8 @@ from kclient.broker.handlers import (
     supported_triples,
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
+from kclient.broker.quotas.connections import ConnectionRateQuotas
+from kclient.broker.quotas.throttle import ClientSession, apply_quota, client_session
 from kclient.broker.security import (
     ListenerRuntime,
     RateLimitedLog,
@@ -117,6 +119,7 @@ from kclient.protocol.connection import (
 from kclient.protocol.messages import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
+    ALTER_CLIENT_QUOTAS,
     ALTER_CONFIGS,
     API_VERSIONS,
     APIS,
@@ -126,6 +129,7 @@ from kclient.protocol.messages import (
     CREATE_TOPICS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_TRANSACTIONS,
@@ -207,6 +211,9 @@ BROKER_APIS = {
     DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT,  # (to the group coordinator)
+    # Client quotas (KIP-546).
+    DESCRIBE_CLIENT_QUOTAS.key: DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS.key: ALTER_CLIENT_QUOTAS,
 }
 
 #: The former private name (tests/test_protocol_groups.py imports it).
@@ -307,6 +314,7 @@ class Broker:
         #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
         self.request_memory = RequestMemory(config.request_memory_limit)
         self._limits: ConnectionLimits | None = None
+        self._connection_rates: ConnectionRateQuotas | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
@@ -335,6 +343,10 @@ class Broker:
         self.registrar = registrar
         self.controller = components.controller
         self._handlers = RequestHandlers(components)
+        config = self.config
+        self._connection_rates = ConnectionRateQuotas(
+            config.max_connection_creation_rate, components.quotas, config.quota_window_num, config.quota_window_size_seconds, trio.current_time
+        )
         self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
         try:
             self._limits = await self._connection_limits()
@@ -560,6 +572,8 @@ class Broker:
                 await stream.aclose()
             return
         self.connection_count += 1
+        session = ClientSession(address=address)
+        client_session.set(session)
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         except OSError:
@@ -569,6 +583,8 @@ class Broker:
         log.debug("connection from %s on listener %s", peer_name, listener.name)
         conn: Any = stream
         try:
+            if not await self._within_connection_rates(stream, listener, address, peer_name):
+                return
             listener_address.set((listener.advertised_host, listener.advertised_port))
             client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
             listener_name.set(listener.name)
@@ -580,6 +596,7 @@ class Broker:
                     return
                 conn = tls
                 principal = certificate_principal(tls.getpeercert())
+                session.set_principal(principal)
                 if principal is not None:
                     log.debug("connection from %s: TLS client certificate %s", peer_name, principal)
             sasl = None
@@ -599,11 +616,34 @@ class Broker:
             self.connection_count -= 1
             limits.leave(address)
 
+    async def _within_connection_rates(self, stream: trio.SocketStream, listener: ListenerRuntime, address: str, peer: str) -> bool:
+        """KIP-612: wait out ``max.connection.creation.rate``; False (the
+        connection closed after the throttle time) when the IP address is
+        over its ``connection_creation_rate``."""
+        rates = self._connection_rates
+        if rates is None:
+            return True
+        delay = rates.listener_delay(listener.name)
+        if delay > 0:
+            log.debug("connection from %s waits %.3f s (max.connection.creation.rate)", peer, delay)
+            await trio.sleep(delay)
+        delay = rates.ip_throttle(address)
+        if delay <= 0:
+            return True
+        self._refusals.log("connection-rate", "closing connection from %s after %.3f s: over its connection_creation_rate", peer, delay)
+        await trio.sleep(delay)
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        return False
+
     async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
         config = self.config
         idle_ms = config.connections_max_idle_ms
         idle = idle_ms / 1000.0 if idle_ms > 0 else float("inf")
+        session = client_session.get(None)
         while True:
+            if session is not None:
+                await session.wait_unmuted()  # KIP-219: a throttled connection is muted
             # Between requests: the connection is idle until a byte arrives.
             with trio.move_on_after(idle) as idle_scope:
                 prefix = await stream.receive_some(4)
@@ -724,7 +764,9 @@ class Broker:
             reply = await _authenticate(sasl, header, api, body)
             if reply is not None:
                 return reply
-        return await self._dispatch(header, api, body, peer, stream)
+        if sasl is not None and (session := client_session.get(None)) is not None:
+            session.set_principal(sasl.principal)
+        return await self._dispatch(header, api, body, peer, stream, len(frame))
 
     def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, Any] | bytes:
         """The request in ``frame``: its header, API and request message
@@ -782,7 +824,7 @@ class Broker:
             raise _CloseConnection
         return header, api
 
-    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any) -> Reply | None:
+    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any, size: int = 0) -> Reply | None:
         """Hand the request to its handler and encode the response (None:
         no response). Raises `_CloseConnection` where the handler says to
         close, or the client left during a Fetch long poll."""
@@ -796,6 +838,7 @@ class Broker:
         except ClientGone:
             log.debug("connection from %s closed during a %s long poll", peer, api.name)
             raise _CloseConnection from None
+        result = await apply_quota(self._handlers.quotas, header, body, result, size)
         if result is None:
             return None
         if isinstance(result, FetchResponse):

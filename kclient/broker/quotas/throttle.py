@@ -1,0 +1,135 @@
+"""Applying byte-rate quotas to a connection (KIP-13, KIP-219).
+
+Each connection has a `ClientSession` (its user and the time until which
+it is muted), set as a context variable by the server for the
+connection's task. After a Produce or Fetch is handled, `apply_quota`
+records its bytes (`kclient.broker.quotas.manager.QuotaManager.record`);
+when the client is over its quota:
+
+- the response's ``throttle_time_ms`` is set (a Fetch is answered with no
+  records, and its bytes are not counted, as Kafka's
+  ``getThrottledResponse``);
+- for versions where the client waits out the throttle
+  (`kclient.protocol.throttle.client_throttles`) the response is sent at
+  once and the connection muted: the server reads nothing more from it
+  until the throttle ends (`ClientSession.wait_unmuted`); for older
+  versions the response itself is delayed. A Produce with acks=0 (no
+  response) mutes the connection.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from kclient.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from kclient.broker.quotas.manager import QuotaManager
+from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages.fetch import FetchResponse
+from kclient.protocol.throttle import client_throttles
+
+__all__ = ["ANONYMOUS", "ClientSession", "apply_quota", "client_session", "response_bytes"]
+
+log = logging.getLogger("kclient.broker")
+
+#: The user of a connection without authentication (Kafka's ``KafkaPrincipal.ANONYMOUS``).
+ANONYMOUS = "ANONYMOUS"
+
+
+@attrs.define
+class ClientSession:
+    """One connection's quota identity and mute state.
+
+    Attributes:
+        user: The principal's name (``alice`` for ``User:alice``).
+        address: The client's IP address.
+        muted_until: ``trio.current_time()`` until which nothing is read.
+    """
+
+    user: str = ANONYMOUS
+    address: str = ""
+    muted_until: float = 0.0
+
+    def set_principal(self, principal: str | None) -> None:
+        """Take the user from an authenticated principal (``User:alice``)."""
+        if principal:
+            self.user = principal.split(":", 1)[1] if principal.startswith("User:") else principal
+
+    async def wait_unmuted(self) -> None:
+        """Sleep until the connection's throttle has passed."""
+        if self.muted_until > trio.current_time():
+            await trio.sleep_until(self.muted_until)
+
+
+#: The current connection's session (set per connection task).
+client_session: contextvars.ContextVar[ClientSession] = contextvars.ContextVar("client_session")
+
+
+def response_bytes(response: FetchResponse) -> int:
+    """The record bytes of a Fetch response."""
+    total = 0
+    for topic in response.responses:
+        for part in topic.partitions:
+            records: Any = part.records
+            if records is not None:
+                total += records.length if hasattr(records, "length") else len(records)
+    return total
+
+
+def _empty_fetch(response: FetchResponse) -> FetchResponse:
+    """The throttled answer to a Fetch: no records (the slices released)."""
+    for topic in response.responses:
+        for part in topic.partitions:
+            release = getattr(part.records, "release", None)
+            if release is not None:
+                release()
+    return FetchResponse(error_code=response.error_code, session_id=response.session_id, responses=[])
+
+
+async def apply_quota(quotas: QuotaManager, header: RequestHeader, body: Any, result: Any, request_size: int) -> Any:
+    """Record a Produce or Fetch against its client's quota and throttle it.
+
+    Args:
+        quotas: The broker's quota manager.
+        header: The request header (API, version, client id).
+        body: The request (a follower's Fetch, ``replica_id`` >= 0, is
+            exempt: replication has its own quota in Kafka).
+        result: The response message (None: a Produce with acks=0).
+        request_size: The request frame's size (bytes).
+
+    Returns:
+        The response to send (a throttled Fetch: an empty one).
+    """
+    session = client_session.get(None)
+    key = header.api_key
+    if session is None or key not in (0, 1) or not quotas.quotas or getattr(body, "replica_id", -1) >= 0:
+        return result
+    client_id = header.client_id or ""
+    if key == 0:
+        seconds = quotas.record(PRODUCER_BYTE_RATE, session.user, client_id, request_size)
+    else:
+        size = response_bytes(result)
+        seconds = quotas.record(CONSUMER_BYTE_RATE, session.user, client_id, size)
+        if seconds > 0:
+            quotas.unrecord(CONSUMER_BYTE_RATE, session.user, client_id, size)
+            result = _empty_fetch(result)
+    if seconds <= 0:
+        return result
+    ms = int(seconds * 1000)
+    log.debug("throttling %s (user %s, client id %s) for %d ms", header_name(key), session.user, client_id, ms)
+    if result is not None:
+        result.throttle_time_ms = max(result.throttle_time_ms, ms)
+    if result is None or client_throttles(key, header.api_version):
+        session.muted_until = trio.current_time() + seconds
+    else:
+        await trio.sleep(seconds)
+    return result
+
+
+def header_name(key: int) -> str:
+    """``Produce`` or ``Fetch``."""
+    return "Produce" if key == 0 else "Fetch"

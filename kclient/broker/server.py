@@ -94,7 +94,7 @@ from kclient.broker.handlers import (
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.quotas.connections import ConnectionRateQuotas
-from kclient.broker.quotas.throttle import ClientSession, apply_quota, client_session
+from kclient.broker.quotas.throttle import ClientSession, apply_quota, cap_fetch_bytes, client_session
 from kclient.broker.security import (
     ListenerRuntime,
     RateLimitedLog,
@@ -830,6 +830,7 @@ class Broker:
         close, or the client left during a Fetch long poll."""
         assert self._handlers is not None
         sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
+        cap_fetch_bytes(self._handlers.quotas, header, body)
         try:
             result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
         except CloseConnection as exc:

@@ -21,6 +21,14 @@ KIP-133, KIP-339), and print what it prints::
     kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name events --describe [--all]
     kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --describe
 
+Client quotas (KIP-13, KIP-55, KIP-612) of users, client ids and IP
+addresses go through a broker too (AlterClientQuotas, DescribeClientQuotas;
+KIP-546), with ``--entity-default`` for the default entity::
+
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type users --entity-name alice \
+        --alter --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type clients --entity-default --describe
+
 Errors are one line, status 2 for bad arguments.
 """
 
@@ -131,9 +139,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_actions(p, {"alter": "add or delete configs", "describe": "show an entity's configs"})
     p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'retention.ms=60000' or 'SCRAM-SHA-256=[password=alice-secret]'")
     p.add_argument("--delete-config", metavar="K,...", help="e.g. 'retention.ms' or 'SCRAM-SHA-512'")
-    p.add_argument("--entity-type", required=True, help="topics or brokers (--bootstrap-server); users (--zookeeper)")
+    p.add_argument(
+        "--entity-type", required=True, help="topics, brokers, users, clients or ips (--bootstrap-server; users, clients, ips: quotas); users (--zookeeper)"
+    )
     p.add_argument("--entity-name", help="the topic, the broker id or the user name")
-    p.add_argument("--entity-default", action="store_true", help="(brokers) the cluster-wide default")
+    p.add_argument("--entity-default", action="store_true", help="(brokers, users, clients, ips) the default entity")
     p.add_argument("--all", action="store_true", help="(--describe) every config, not only the overrides")
     p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=_cmd_configs)
@@ -254,9 +264,61 @@ def _cmd_broker_configs(args: ConfigsArguments) -> int:
     return 0
 
 
+#: ``--entity-type`` of client quota entities -> (entity type, the words Kafka prints).
+_QUOTA_ENTITIES = {"users": ("user", "user-principal", "user"), "clients": ("client-id", "client-id", "client"), "ips": ("ip", "ip", "ip")}
+
+
+def _quota_value(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"Invalid quota value {value!r}: expected a number") from None
+
+
+def _cmd_quota_configs(args: ConfigsArguments) -> int:
+    """``--entity-type users|clients|ips`` with ``--bootstrap-server``
+    (AlterClientQuotas / DescribeClientQuotas, KIP-546)."""
+    from kclient.client.admin import AdminClient
+    from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
+    from kclient.config.admin import AdminConfig
+    from kclient.tools.common import client_properties
+
+    kind, word, short = _QUOTA_ENTITIES[args.entity_type]
+    if args.entity_default and args.entity_name:
+        raise ConfigError("--entity-name and --entity-default cannot be given together")
+    if args.alter and not (args.entity_name or args.entity_default):
+        raise ConfigError("--alter needs --entity-name or --entity-default")
+    name = None if args.entity_default else args.entity_name
+    props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
+    with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
+        if args.alter:
+            added, _, deleted = _changes(args)
+            ops: dict[str, float | None] = {k: _quota_value(v) for k, v in added.items()}
+            ops.update(dict.fromkeys(deleted))
+            admin.alter_client_quotas([ClientQuotaAlteration({kind: name}, ops)])
+            print(f"Completed updating default config for {short}s in the cluster." if name is None else f"Completed updating config for {short} {name}.")
+            return 0
+        if args.entity_default:
+            component = ClientQuotaFilterComponent.of_default_entity(kind)
+        elif name:
+            component = ClientQuotaFilterComponent.of_entity(kind, name)
+        else:
+            component = ClientQuotaFilterComponent.of_entity_type(kind)
+        for entity, values in admin.describe_client_quotas([component], strict=True).items():
+            shown = ",".join(f"{k}={v}" for k, v in sorted(values.items()))
+            who = ", ".join(f"{_QUOTA_WORDS.get(t, t)} '{n if n is not None else '<default>'}'" for t, n in entity)
+            print(f"Quota configs for {who} are {shown}")
+    return 0
+
+
+_QUOTA_WORDS = {kind: word for kind, word, _ in _QUOTA_ENTITIES.values()}
+
+
 def _cmd_configs(args: ConfigsArguments) -> int:
     from kclient.zk.users import alter_user_config, describe_user_config
 
+    if args.bootstrap_server and args.entity_type in _QUOTA_ENTITIES:
+        return _cmd_quota_configs(args)
     if args.bootstrap_server:
         return _cmd_broker_configs(args)
     if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server

@@ -141,6 +141,15 @@ class QuotaManager:
         rate.record(size, now)
         return rate.throttle_time(value, now)
 
+    def max_value_in_window(self, key: str, user: str, client_id: str) -> float | None:
+        """The most bytes a client may move in the quota window
+        (quota x (``quota.window.num`` - 1) x window size; Kafka's
+        ``getMaxValueInQuotaWindow``), or None without a quota."""
+        found = self.quota(key, user, client_id)
+        if found is None:
+            return None
+        return found[0] * max(1, self.window_num - 1) * self.window_size
+
     def unrecord(self, key: str, user: str, client_id: str, size: float) -> None:
         """Take back bytes `record` counted (a throttled Fetch answered empty)."""
         found = self.quota(key, user, client_id)

@@ -32,7 +32,7 @@ from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.throttle import client_throttles
 
-__all__ = ["ANONYMOUS", "ClientSession", "apply_quota", "client_session", "response_bytes"]
+__all__ = ["ANONYMOUS", "ClientSession", "apply_quota", "cap_fetch_bytes", "client_session", "response_bytes"]
 
 log = logging.getLogger("kclient.broker")
 
@@ -78,6 +78,18 @@ def response_bytes(response: FetchResponse) -> int:
             if records is not None:
                 total += records.length if hasattr(records, "length") else len(records)
     return total
+
+
+def cap_fetch_bytes(quotas: QuotaManager, header: RequestHeader, body: Any) -> None:
+    """Cap a consumer's Fetch ``max_bytes`` at what its quota allows in one
+    window (Kafka's ``handleFetchRequest``), so that a response fits the
+    quota; a follower's Fetch is left alone."""
+    session = client_session.get(None)
+    if header.api_key != 1 or session is None or not quotas.quotas or getattr(body, "replica_id", -1) >= 0:
+        return
+    most = quotas.max_value_in_window(CONSUMER_BYTE_RATE, session.user, header.client_id or "")
+    if most is not None and hasattr(body, "max_bytes"):
+        body.max_bytes = max(1, min(body.max_bytes, int(most)))
 
 
 def _empty_fetch(response: FetchResponse) -> FetchResponse:

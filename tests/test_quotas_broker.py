@@ -1,0 +1,115 @@
+"""Client quotas on a real bundled broker in ZooKeeper mode (KIP-13,
+KIP-55, KIP-219, KIP-546): a throttled producer and consumer move data at
+their quota (bytes counted over the whole run, against a quota far below
+what the machine does), see ``throttle_time_ms`` and lose nothing; a user
+quota precedes a client-id quota; quotas set with kclient's AdminClient
+and with ``kclient configs``. The broker measures over 2 windows of 1 s
+(``quota.window.num``) so the first window's allowance is small next to
+a 20-second run."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import pytest
+from helpers.groups import poll_settings
+from helpers.records import partition_messages
+
+from kclient import AdminClient, Consumer
+from kclient.cli import main as cli_main
+from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
+from kclient.client.producer.producer import Producer, ProducerData
+from kclient.testing import BrokerProcess
+
+QUOTA = 200_000  # bytes/s
+RECORD = b"q" * 1000
+
+
+@pytest.fixture(scope="module")
+def quota_broker(zookeeper):
+    chroot = f"{zookeeper.connect}/quotas-{uuid.uuid4().hex[:8]}"
+    with BrokerProcess(properties={"zookeeper.connect": chroot, "num.partitions": 1, "quota.window.num": 2}) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def admin(quota_broker):
+    with AdminClient({"bootstrap.servers": quota_broker.bootstrap}) as client:
+        yield client
+
+
+def _throttles(caplog, api: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if f"throttled {api} for" in r.getMessage()]
+
+
+def test_throttled_producer_sends_at_its_quota(quota_broker, admin, caplog):
+    topic = f"quota-produce-{uuid.uuid4().hex[:6]}"
+    admin.alter_client_quotas([ClientQuotaAlteration({"client-id": "quota-producer"}, {"producer_byte_rate": QUOTA})])
+    assert admin.describe_client_quotas([ClientQuotaFilterComponent.of_entity("client-id", "quota-producer")]) == {
+        (("client-id", "quota-producer"),): {"producer_byte_rate": float(QUOTA)}
+    }
+    count = 4000  # 4 MB: about 20 s at the quota
+    props = {"metadata.broker.list": quota_broker.bootstrap, "client.id": "quota-producer", "producer.type": "async", "batch.num.messages": 10, "request.required.acks": 1}
+    with caplog.at_level(logging.DEBUG, logger="kclient.net.connection"), Producer(props) as producer:
+        start = time.monotonic()
+        for i in range(count):
+            producer.send(ProducerData(topic, None, [RECORD]))
+        producer.flush()
+        elapsed = time.monotonic() - start
+    rate = count * len(RECORD) / elapsed
+    assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"
+    assert _throttles(caplog, "Produce"), "the producer never saw throttle_time_ms"
+    assert len(partition_messages(quota_broker, topic, 0)) == count
+
+
+def test_throttled_consumer_fetches_at_its_quota(quota_broker, admin, caplog):
+    topic = f"quota-fetch-{uuid.uuid4().hex[:6]}"
+    count = 4000
+    # Small batches: a Fetch returns at least one whole batch (KIP-74),
+    # which must fit what the quota allows in a window.
+    free = {"metadata.broker.list": quota_broker.bootstrap, "client.id": "quota-free", "producer.type": "async", "batch.num.messages": 10}
+    with Producer(free) as producer:
+        for i in range(count):
+            producer.send(ProducerData(topic, None, [str(i).encode() + RECORD]))
+        producer.flush()
+    admin.alter_client_quotas([ClientQuotaAlteration({"client-id": "quota-consumer"}, {"consumer_byte_rate": QUOTA})])
+    settings = poll_settings(quota_broker.bootstrap, None, **{"client.id": "quota-consumer", "max.partition.fetch.bytes": 10_000})
+    seen: set[bytes] = set()
+    total = 0
+    with caplog.at_level(logging.DEBUG, logger="kclient.net.connection"), Consumer(settings) as consumer:
+        consumer.assign([(topic, 0)])
+        start = time.monotonic()
+        deadline = start + 120
+        while len(seen) < count and time.monotonic() < deadline:
+            for record in consumer.poll(timeout_ms=500):
+                seen.add(record.value)
+                total += len(record.value)
+        elapsed = time.monotonic() - start
+    assert len(seen) == count
+    rate = total / elapsed
+    assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"
+    assert _throttles(caplog, "Fetch"), "the consumer never saw throttle_time_ms"
+
+
+def test_user_quota_precedes_client_id_quota_set_with_kclient_configs(quota_broker, admin, caplog, capsys):
+    """KIP-55: /config/users/<user> comes before /config/clients/<client-id>;
+    on a PLAINTEXT listener the user is ANONYMOUS."""
+    topic = f"quota-precedence-{uuid.uuid4().hex[:6]}"
+    base = ["configs", "--bootstrap-server", quota_broker.bootstrap]
+    assert cli_main([*base, "--entity-type", "clients", "--entity-name", "quota-prec", "--alter", "--add-config", "producer_byte_rate=1000000000"]) == 0
+    assert cli_main([*base, "--entity-type", "users", "--entity-name", "ANONYMOUS", "--alter", "--add-config", "producer_byte_rate=50000"]) == 0
+    try:
+        assert cli_main([*base, "--entity-type", "users", "--entity-name", "ANONYMOUS", "--describe"]) == 0
+        assert "Quota configs for user-principal 'ANONYMOUS' are producer_byte_rate=50000.0" in capsys.readouterr().out
+        props = {"metadata.broker.list": quota_broker.bootstrap, "client.id": "quota-prec", "producer.type": "async", "batch.num.messages": 10}
+        with caplog.at_level(logging.DEBUG, logger="kclient.net.connection"), Producer(props) as producer:
+            for _ in range(150):
+                producer.send(ProducerData(topic, None, [RECORD]))
+            producer.flush()
+        assert _throttles(caplog, "Produce"), "the user's 50 kB/s quota did not apply"
+    finally:
+        assert cli_main([*base, "--entity-type", "users", "--entity-name", "ANONYMOUS", "--alter", "--delete-config", "producer_byte_rate"]) == 0
+    assert admin.describe_client_quotas([ClientQuotaFilterComponent.of_entity("user", "ANONYMOUS")]) == {}
+    assert len(partition_messages(quota_broker, topic, 0)) == 150

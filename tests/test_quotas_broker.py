@@ -54,7 +54,7 @@ def test_throttled_producer_sends_at_its_quota(quota_broker, admin, caplog):
     props = {"metadata.broker.list": quota_broker.bootstrap, "client.id": "quota-producer", "producer.type": "async", "batch.num.messages": 10, "request.required.acks": 1}
     with caplog.at_level(logging.DEBUG, logger="kclient.net.connection"), Producer(props) as producer:
         start = time.monotonic()
-        for i in range(count):
+        for _ in range(count):
             producer.send(ProducerData(topic, None, [RECORD]))
         producer.flush()
         elapsed = time.monotonic() - start

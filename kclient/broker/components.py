@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from kclient.broker.config_changes import ConfigChangeListener
-from kclient.broker.quotas.manager import QuotaManager
 from kclient.broker.controller import Controller
 from kclient.broker.group.coordinator import GroupCoordinator
 from kclient.broker.group.metadata_manager import GroupMetadataManager
 from kclient.broker.metadata_cache import MetadataCache
+from kclient.broker.quotas.manager import QuotaManager
 from kclient.broker.replica_manager import ReplicaManager
 from kclient.broker.state import BrokerState
 from kclient.broker.topic_admin import TopicAdmin

@@ -134,9 +134,9 @@ class QuotaManager:
         if found is None:
             return 0.0
         value, shared = found
-        rate = self._rates.get((key, *shared))
+        rate = self._rates.get((key, shared[0], shared[1]))
         if rate is None:
-            rate = self._rates[(key, *shared)] = SampledRate(self.window_num, self.window_size)
+            rate = self._rates[(key, shared[0], shared[1])] = SampledRate(self.window_num, self.window_size)
         now = self.clock()
         rate.record(size, now)
         return rate.throttle_time(value, now)
@@ -153,7 +153,7 @@ class QuotaManager:
     def unrecord(self, key: str, user: str, client_id: str, size: float) -> None:
         """Take back bytes `record` counted (a throttled Fetch answered empty)."""
         found = self.quota(key, user, client_id)
-        if found is not None and (rate := self._rates.get((key, *found[1]))) is not None:
+        if found is not None and (rate := self._rates.get((key, found[1][0], found[1][1]))) is not None:
             rate.unrecord(size, self.clock())
 
     def ip_rate(self, address: str) -> float | None:

@@ -16,12 +16,13 @@ import uuid
 import pytest
 from helpers.groups import poll_settings
 from helpers.records import partition_messages
+from helpers.skips import require
 
 from kclient import AdminClient, Consumer
 from kclient.cli import main as cli_main
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from kclient.client.producer.producer import Producer, ProducerData
-from kclient.testing import BrokerProcess
+from kclient.testing import BrokerProcess, java_unavailable_reason, kafka_tool
 
 QUOTA = 200_000  # bytes/s
 RECORD = b"q" * 1000
@@ -113,3 +114,32 @@ def test_user_quota_precedes_client_id_quota_set_with_kclient_configs(quota_brok
         assert cli_main([*base, "--entity-type", "users", "--entity-name", "ANONYMOUS", "--alter", "--delete-config", "producer_byte_rate"]) == 0
     assert admin.describe_client_quotas([ClientQuotaFilterComponent.of_entity("user", "ANONYMOUS")]) == {}
     assert len(partition_messages(quota_broker, topic, 0)) == 150
+
+
+# Each command run by Kafka's kafka-configs and by kclient configs in turn,
+# on the same broker: the same output.
+_SAME_AS_KAFKA = [
+    ["--entity-type", "clients", "--entity-name", "cmp-app", "--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048"],
+    ["--entity-type", "clients", "--entity-name", "cmp-app", "--describe"],
+    ["--entity-type", "users", "--entity-name", "cmp-alice", "--entity-type", "clients", "--entity-name", "cmp-app", "--alter", "--add-config", "consumer_byte_rate=7.5"],
+    ["--entity-type", "users", "--entity-name", "cmp-alice", "--entity-type", "clients", "--describe"],
+    ["--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-default", "--alter", "--add-config", "request_percentage=50"],
+    ["--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-default", "--describe"],
+    ["--entity-type", "ips", "--entity-name", "10.9.8.7", "--alter", "--add-config", "connection_creation_rate=100"],
+    ["--entity-type", "ips", "--entity-name", "10.9.8.7", "--describe"],
+    ["--entity-type", "clients", "--entity-name", "cmp-app", "--alter", "--delete-config", "consumer_byte_rate"],
+    ["--entity-type", "clients", "--entity-name", "cmp-app", "--describe"],
+]
+
+
+def test_kclient_configs_prints_what_kafka_configs_prints(quota_broker, capsys):
+    require(java_unavailable_reason(), name="Java", needs="runs Kafka's kafka-configs")
+    for args in _SAME_AS_KAFKA:
+        theirs = kafka_tool("kafka-configs", "--bootstrap-server", quota_broker.bootstrap, *args, timeout=180).stdout
+        capsys.readouterr()
+        assert cli_main(["configs", "--bootstrap-server", quota_broker.bootstrap, *args]) == 0
+        assert capsys.readouterr().out.strip() == theirs.strip(), args
+    # and Kafka's reads what kclient wrote
+    assert cli_main(["configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "clients", "--entity-name", "cmp-b", "--alter", "--add-config", "producer_byte_rate=99"]) == 0
+    theirs = kafka_tool("kafka-configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "clients", "--entity-name", "cmp-b", "--describe", timeout=180).stdout
+    assert theirs.strip() == "Quota configs for client-id 'cmp-b' are producer_byte_rate=99.0"

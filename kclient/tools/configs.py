@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from kclient.errors import ConfigError
 from kclient.security.sasl import SCRAM_MECHANISMS, SCRAM_MIN_ITERATIONS, ScramCredential
 from kclient.tools.arguments import add_actions, add_cluster_choice
+from kclient.tools.configs_quotas import QUOTA_ENTITY_TYPES, EntityOrder, quota_configs
 
 if TYPE_CHECKING:
     from kclient.client.admin import AdminClient
@@ -140,10 +141,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'retention.ms=60000' or 'SCRAM-SHA-256=[password=alice-secret]'")
     p.add_argument("--delete-config", metavar="K,...", help="e.g. 'retention.ms' or 'SCRAM-SHA-512'")
     p.add_argument(
-        "--entity-type", required=True, help="topics, brokers, users, clients or ips (--bootstrap-server; users, clients, ips: quotas); users (--zookeeper)"
+        "--entity-type",
+        required=True,
+        action=EntityOrder,
+        help="topics, brokers, users, clients or ips (--bootstrap-server; users, clients, ips: quotas, "
+        "'--entity-type users --entity-name alice --entity-type clients --entity-name app' for a user's client); users (--zookeeper)",
     )
-    p.add_argument("--entity-name", help="the topic, the broker id or the user name")
-    p.add_argument("--entity-default", action="store_true", help="(brokers, users, clients, ips) the default entity")
+    p.add_argument("--entity-name", action=EntityOrder, help="the topic, the broker id, the user name, the client id or the IP address")
+    p.add_argument("--entity-default", action=EntityOrder, nargs=0, default=False, help="(brokers, users, clients, ips) the default entity")
     p.add_argument("--all", action="store_true", help="(--describe) every config, not only the overrides")
     p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=_cmd_configs)
@@ -264,61 +269,11 @@ def _cmd_broker_configs(args: ConfigsArguments) -> int:
     return 0
 
 
-#: ``--entity-type`` of client quota entities -> (entity type, the words Kafka prints).
-_QUOTA_ENTITIES = {"users": ("user", "user-principal", "user"), "clients": ("client-id", "client-id", "client"), "ips": ("ip", "ip", "ip")}
-
-
-def _quota_value(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ConfigError(f"Invalid quota value {value!r}: expected a number") from None
-
-
-def _cmd_quota_configs(args: ConfigsArguments) -> int:
-    """``--entity-type users|clients|ips`` with ``--bootstrap-server``
-    (AlterClientQuotas / DescribeClientQuotas, KIP-546)."""
-    from kclient.client.admin import AdminClient
-    from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
-    from kclient.config.admin import AdminConfig
-    from kclient.tools.common import client_properties
-
-    kind, word, short = _QUOTA_ENTITIES[args.entity_type]
-    if args.entity_default and args.entity_name:
-        raise ConfigError("--entity-name and --entity-default cannot be given together")
-    if args.alter and not (args.entity_name or args.entity_default):
-        raise ConfigError("--alter needs --entity-name or --entity-default")
-    name = None if args.entity_default else args.entity_name
-    props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
-    with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
-        if args.alter:
-            added, _, deleted = _changes(args)
-            ops: dict[str, float | None] = {k: _quota_value(v) for k, v in added.items()}
-            ops.update(dict.fromkeys(deleted))
-            admin.alter_client_quotas([ClientQuotaAlteration({kind: name}, ops)])
-            print(f"Completed updating default config for {short}s in the cluster." if name is None else f"Completed updating config for {short} {name}.")
-            return 0
-        if args.entity_default:
-            component = ClientQuotaFilterComponent.of_default_entity(kind)
-        elif name:
-            component = ClientQuotaFilterComponent.of_entity(kind, name)
-        else:
-            component = ClientQuotaFilterComponent.of_entity_type(kind)
-        for entity, values in admin.describe_client_quotas([component], strict=True).items():
-            shown = ",".join(f"{k}={v}" for k, v in sorted(values.items()))
-            who = ", ".join(f"{_QUOTA_WORDS.get(t, t)} '{n if n is not None else '<default>'}'" for t, n in entity)
-            print(f"Quota configs for {who} are {shown}")
-    return 0
-
-
-_QUOTA_WORDS = {kind: word for kind, word, _ in _QUOTA_ENTITIES.values()}
-
-
 def _cmd_configs(args: ConfigsArguments) -> int:
     from kclient.zk.users import alter_user_config, describe_user_config
 
-    if args.bootstrap_server and args.entity_type in _QUOTA_ENTITIES:
-        return _cmd_quota_configs(args)
+    if args.bootstrap_server and args.entity_type in QUOTA_ENTITY_TYPES:
+        return quota_configs(args, _changes)
     if args.bootstrap_server:
         return _cmd_broker_configs(args)
     if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server

@@ -171,3 +171,71 @@ def test_kafka_python_reads_and_writes_the_same_bytes(api, kind, version):
     assert peer_cls.decode(encoded, version=version).to_dict(json=False) == values
     assert _peer_build(peer_cls, values, version=version).encode(version=version) == encoded
     assert codec.decode_message(encoded) == _SAMPLES[(api.name, kind)]
+
+
+# ------------------------------------------------------------ throttling a connection
+
+
+def _throttled(version: int, acks_zero: bool = False):
+    """Run apply_quota on a Produce over its quota under trio's mock clock:
+    (the response, the session, the virtual seconds the call took)."""
+    import trio
+    import trio.testing
+
+    from kclient.broker.quotas.throttle import ClientSession, apply_quota, client_session
+    from kclient.protocol.connection import RequestHeader
+    from kclient.protocol.messages.produce import ProduceResponse
+
+    out = {}
+
+    async def main():
+        quotas = QuotaManager(11, 1.0, None, trio.current_time)
+        quotas.quotas = {make_entity({"client-id": "app"}): {"producer_byte_rate": 1000.0}}
+        session = ClientSession()
+        client_session.set(session)
+        header = RequestHeader(api_key=0, api_version=version, correlation_id=1, client_id="app", body_offset=0)
+        start = trio.current_time()
+        # 20 000 bytes over the least window (10 s): 2 000/s, twice the quota: 10 s.
+        result = await apply_quota(quotas, header, None, None if acks_zero else ProduceResponse(), 20_000)
+        out.update(result=result, session=session, took=trio.current_time() - start, start=start)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return out
+
+
+def test_kip219_versions_answer_at_once_and_mute_the_connection():
+    out = _throttled(8)
+    assert out["result"].throttle_time_ms == 10_000
+    assert out["took"] == 0
+    assert out["session"].muted_until == pytest.approx(out["start"] + 10.0)
+
+
+def test_older_versions_get_a_delayed_response():
+    out = _throttled(5)
+    assert out["result"].throttle_time_ms == 10_000
+    assert out["took"] == pytest.approx(10.0)
+    assert out["session"].muted_until == 0
+
+
+def test_acks_zero_mutes_the_connection():
+    out = _throttled(5, acks_zero=True)
+    assert out["result"] is None
+    assert out["session"].muted_until == pytest.approx(out["start"] + 10.0)
+
+
+def test_connection_creation_rates():
+    from kclient.broker.quotas.connections import ConnectionRateQuotas
+
+    now = [100.0]
+    quotas = QuotaManager(11, 1.0, None, lambda: now[0])
+    rates = ConnectionRateQuotas(5, quotas, 11, 1.0, lambda: now[0])
+    # 50 connections at once fit the first windows (5/s over at least 10 s).
+    assert all(rates.listener_delay("PLAINTEXT") == 0 for _ in range(50))
+    assert rates.listener_delay("PLAINTEXT") == pytest.approx(0.2)  # 51 / 10.2 s = 5/s
+    assert rates.listener_delay("OTHER") == 0  # per listener
+    assert rates.ip_throttle("10.0.0.1") == 0  # no IP quota
+    quotas.quotas = {make_entity({"ip": None}): {"connection_creation_rate": 1.0}}
+    delays = [rates.ip_throttle("10.0.0.1") for _ in range(12)]
+    assert delays[:10] == [0.0] * 10 and all(d > 0 for d in delays[10:])
+    # a throttled connection is not counted: the delay does not grow
+    assert delays[10] == delays[11]

@@ -15,14 +15,18 @@ import uuid
 
 import pytest
 from helpers.groups import poll_settings
+from helpers.raw import SocketClient
 from helpers.records import partition_messages
 from helpers.skips import require
+from helpers.wait import retry
 
 from kclient import AdminClient, Consumer
 from kclient.cli import main as cli_main
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from kclient.client.producer.producer import Producer, ProducerData
+from kclient.protocol.messages import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
 from kclient.testing import BrokerProcess, java_unavailable_reason, kafka_tool
+from kclient.zk.users import alter_user_config
 
 QUOTA = 200_000  # bytes/s
 RECORD = b"q" * 1000
@@ -31,7 +35,8 @@ RECORD = b"q" * 1000
 @pytest.fixture(scope="module")
 def quota_broker(zookeeper):
     chroot = f"{zookeeper.connect}/quotas-{uuid.uuid4().hex[:8]}"
-    with BrokerProcess(properties={"zookeeper.connect": chroot, "num.partitions": 1, "quota.window.num": 2}) as proc:
+    with BrokerProcess(properties={"zookeeper.connect": chroot, "broker.id": 0, "num.partitions": 1, "quota.window.num": 2}) as proc:
+        proc.zk_chroot = chroot
         yield proc
 
 
@@ -143,3 +148,54 @@ def test_kclient_configs_prints_what_kafka_configs_prints(quota_broker, capsys):
     assert cli_main(["configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "clients", "--entity-name", "cmp-b", "--alter", "--add-config", "producer_byte_rate=99"]) == 0
     theirs = kafka_tool("kafka-configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "clients", "--entity-name", "cmp-b", "--describe", timeout=180).stdout
     assert theirs.strip() == "Quota configs for client-id 'cmp-b' are producer_byte_rate=99.0"
+
+
+def _alter_ip_quota(client: SocketClient, rate: float | None) -> None:
+    op = {"key": "connection_creation_rate", "value": rate or 0.0, "remove": rate is None}
+    body = client.request(ALTER_CLIENT_QUOTAS, 0, {"entries": [{"entity": [{"entity_type": "ip", "entity_name": "127.0.0.1"}], "ops": [op]}], "validate_only": False})
+    assert body["entries"][0]["error_code"] == 0
+
+
+def test_connections_over_the_ip_connection_creation_rate_are_closed(quota_broker):
+    """KIP-612: new connections from an IP over its connection_creation_rate
+    are closed (after the throttle time); the ones within it are served."""
+    host, port = quota_broker.host, quota_broker.port
+    with SocketClient(host, port, client_id="quota-ip-admin", timeout=30) as keeper:
+        _alter_ip_quota(keeper, 2.0)
+        try:
+            served = closed = 0
+            for _ in range(8):
+                with SocketClient(host, port, client_id="quota-ip", timeout=30) as c:
+                    try:
+                        assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
+                        served += 1
+                    except ConnectionError:
+                        closed += 1
+            assert served >= 1 and closed >= 1, (served, closed)
+        finally:
+            _alter_ip_quota(keeper, None)
+    with SocketClient(host, port, client_id="quota-ip", timeout=30) as c:
+        assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def _described(broker, user: str) -> dict:
+    with SocketClient(broker.host, broker.port, client_id="quota-describe", timeout=30) as c:
+        body = c.request(DESCRIBE_CLIENT_QUOTAS, 0, {"components": [{"entity_type": "user", "match_type": 0, "match": user}], "strict": True})
+    return {v["key"]: v["value"] for entry in body["entries"] or [] for v in entry["values"]}
+
+
+@pytest.fixture(scope="module")
+def second_broker(quota_broker):
+    with BrokerProcess(properties={"zookeeper.connect": quota_broker.zk_chroot, "broker.id": 1, "num.partitions": 1, "quota.window.num": 2}) as proc:
+        yield proc
+
+
+def test_a_quota_change_reaches_every_broker(quota_broker, second_broker, admin):
+    """AlterClientQuotas on one broker, or a write to ZooKeeper as
+    kafka-configs.sh --zookeeper does, is applied by every broker through
+    its /config/changes notification."""
+    admin.alter_client_quotas([ClientQuotaAlteration({"user": "notify-user"}, {"producer_byte_rate": 123.0})])
+    retry(lambda: _described(second_broker, "notify-user"), lambda q: q == {"producer_byte_rate": 123.0}, "broker 1 to apply AlterClientQuotas")
+    alter_user_config(quota_broker.zk_chroot, "notify-user", {"consumer_byte_rate": "456"}, ["producer_byte_rate"])
+    for broker in (quota_broker, second_broker):
+        retry(lambda b=broker: _described(b, "notify-user"), lambda q: q == {"consumer_byte_rate": 456.0}, "the ZooKeeper write to be applied")

@@ -199,3 +199,25 @@ def test_a_quota_change_reaches_every_broker(quota_broker, second_broker, admin)
     alter_user_config(quota_broker.zk_chroot, "notify-user", {"consumer_byte_rate": "456"}, ["producer_byte_rate"])
     for broker in (quota_broker, second_broker):
         retry(lambda b=broker: _described(b, "notify-user"), lambda q: q == {"consumer_byte_rate": 456.0}, "the ZooKeeper write to be applied")
+
+
+@pytest.fixture(scope="module")
+def rate_broker():
+    with BrokerProcess(properties={"max.connection.creation.rate": 1, "quota.window.num": 2}, verbose=True) as proc:
+        yield proc
+
+
+def test_connections_over_the_listener_creation_rate_wait(rate_broker):
+    """KIP-612: over max.connection.creation.rate (1/s here), a new
+    connection waits for the throttle before it is served (8 at once: the
+    second waits about 1 s, the last about 7 s; the broker logs each wait
+    at DEBUG); all are served."""
+    clients = [SocketClient(rate_broker.host, rate_broker.port, client_id=f"rate-{i}", timeout=60) for i in range(8)]
+    try:
+        for c in clients:
+            assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
+    finally:
+        for c in clients:
+            c.close()
+    waits = [line for line in rate_broker.output().splitlines() if "(max.connection.creation.rate)" in line]
+    assert len(waits) >= 6, waits

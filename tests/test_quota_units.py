@@ -208,12 +208,14 @@ def test_kip219_versions_answer_at_once_and_mute_the_connection():
     assert out["result"].throttle_time_ms == 10_000
     assert out["took"] == 0
     assert out["session"].muted_until == pytest.approx(out["start"] + 10.0)
+    assert out["session"].respond_after == 0
 
 
 def test_older_versions_get_a_delayed_response():
     out = _throttled(5)
     assert out["result"].throttle_time_ms == 10_000
-    assert out["took"] == pytest.approx(10.0)
+    assert out["took"] == 0  # the request's memory is given back first
+    assert out["session"].respond_after == pytest.approx(out["start"] + 10.0)
     assert out["session"].muted_until == 0
 
 

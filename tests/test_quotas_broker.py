@@ -15,16 +15,18 @@ import uuid
 
 import pytest
 from helpers.groups import poll_settings
-from helpers.raw import SocketClient
+from helpers.raw import SocketClient, produce_body
 from helpers.records import partition_messages
 from helpers.skips import require
 from helpers.wait import retry
 
 from kclient import AdminClient, Consumer
 from kclient.cli import main as cli_main
+from kclient.client.admin import NewTopic
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from kclient.client.producer.producer import Producer, ProducerData
-from kclient.protocol.messages import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS
+from kclient.protocol.messages import ALTER_CLIENT_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, PRODUCE
+from kclient.protocol.records.v2 import build_batch
 from kclient.testing import BrokerProcess, java_unavailable_reason, kafka_tool
 from kclient.zk.users import alter_user_config
 
@@ -150,6 +152,27 @@ def test_kclient_configs_prints_what_kafka_configs_prints(quota_broker, capsys):
     assert theirs.strip() == "Quota configs for client-id 'cmp-b' are producer_byte_rate=99.0"
 
 
+@pytest.mark.parametrize("version", [3, 7])
+def test_produce_answers_carry_throttle_time_old_and_new_versions(quota_broker, admin, version):
+    """Produce v3 (before KIP-219: the response is delayed) and v7 (the
+    connection is muted after it): both answers carry throttle_time_ms and
+    the connection serves the next request after the throttle."""
+    client_id = f"quota-raw-v{version}"
+    admin.alter_client_quotas([ClientQuotaAlteration({"client-id": client_id}, {"producer_byte_rate": 10_000})])
+    topic = f"quota-raw-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    batch = build_batch([(None, b"r" * 20_000, int(time.time() * 1000))])
+    with SocketClient(quota_broker.host, quota_broker.port, client_id=client_id, timeout=60) as c:
+        throttles = []
+        for _ in range(2):
+            response = c.request(PRODUCE, version, produce_body(topic, 0, batch))
+            assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+            throttles.append(response["throttle_time_ms"])
+        assert throttles[-1] > 0, throttles
+        assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
+    assert len(partition_messages(quota_broker, topic, 0)) == 2
+
+
 def _alter_ip_quota(client: SocketClient, rate: float | None) -> None:
     op = {"key": "connection_creation_rate", "value": rate or 0.0, "remove": rate is None}
     body = client.request(ALTER_CLIENT_QUOTAS, 0, {"entries": [{"entity": [{"entity_type": "ip", "entity_name": "127.0.0.1"}], "ops": [op]}], "validate_only": False})
@@ -221,3 +244,4 @@ def test_connections_over_the_listener_creation_rate_wait(rate_broker):
             c.close()
     waits = [line for line in rate_broker.output().splitlines() if "(max.connection.creation.rate)" in line]
     assert len(waits) >= 6, waits
+

@@ -722,6 +722,9 @@ class Broker:
         # The request is answered and its budget given back; now send.
         if response is None:
             return True
+        session = client_session.get(None)
+        if session is not None:
+            await session.wait_to_respond()  # a throttled old-version request (quotas)
         if isinstance(response, SplicedResponse):
             with response:
                 if isinstance(stream, trio.SocketStream):

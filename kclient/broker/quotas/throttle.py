@@ -13,7 +13,8 @@ when the client is over its quota:
   (`kclient.protocol.throttle.client_throttles`) the response is sent at
   once and the connection muted: the server reads nothing more from it
   until the throttle ends (`ClientSession.wait_unmuted`); for older
-  versions the response itself is delayed. A Produce with acks=0 (no
+  versions the response itself is delayed (`ClientSession.wait_to_respond`,
+  after the request's memory was given back). A Produce with acks=0 (no
   response) mutes the connection.
 """
 
@@ -48,11 +49,14 @@ class ClientSession:
         user: The principal's name (``alice`` for ``User:alice``).
         address: The client's IP address.
         muted_until: ``trio.current_time()`` until which nothing is read.
+        respond_after: ``trio.current_time()`` before which the pending
+            response is not sent (old request versions).
     """
 
     user: str = ANONYMOUS
     address: str = ""
     muted_until: float = 0.0
+    respond_after: float = 0.0
 
     def set_principal(self, principal: str | None) -> None:
         """Take the user from an authenticated principal (``User:alice``)."""
@@ -63,6 +67,12 @@ class ClientSession:
         """Sleep until the connection's throttle has passed."""
         if self.muted_until > trio.current_time():
             await trio.sleep_until(self.muted_until)
+
+    async def wait_to_respond(self) -> None:
+        """Sleep until a delayed response may be sent (the request's
+        memory is already given back)."""
+        if self.respond_after > trio.current_time():
+            await trio.sleep_until(self.respond_after)
 
 
 #: The current connection's session (set per connection task).
@@ -138,7 +148,7 @@ async def apply_quota(quotas: QuotaManager, header: RequestHeader, body: Any, re
     if result is None or client_throttles(key, header.api_version):
         session.muted_until = trio.current_time() + seconds
     else:
-        await trio.sleep(seconds)
+        session.respond_after = trio.current_time() + seconds
     return result
 
 

@@ -583,7 +583,7 @@ class Broker:
         log.debug("connection from %s on listener %s", peer_name, listener.name)
         conn: Any = stream
         try:
-            if not await self._within_connection_rates(stream, listener, address, peer_name):
+            if self._connection_rates is not None and not await self._connection_rates.admit(stream, listener.name, address, peer_name, self._refusals):
                 return
             listener_address.set((listener.advertised_host, listener.advertised_port))
             client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
@@ -615,26 +615,6 @@ class Broker:
         finally:
             self.connection_count -= 1
             limits.leave(address)
-
-    async def _within_connection_rates(self, stream: trio.SocketStream, listener: ListenerRuntime, address: str, peer: str) -> bool:
-        """KIP-612: wait out ``max.connection.creation.rate``; False (the
-        connection closed after the throttle time) when the IP address is
-        over its ``connection_creation_rate``."""
-        rates = self._connection_rates
-        if rates is None:
-            return True
-        delay = rates.listener_delay(listener.name)
-        if delay > 0:
-            log.debug("connection from %s waits %.3f s (max.connection.creation.rate)", peer, delay)
-            await trio.sleep(delay)
-        delay = rates.ip_throttle(address)
-        if delay <= 0:
-            return True
-        self._refusals.log("connection-rate", "closing connection from %s after %.3f s: over its connection_creation_rate", peer, delay)
-        await trio.sleep(delay)
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
-        return False
 
     async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
         config = self.config

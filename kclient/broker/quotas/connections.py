@@ -14,12 +14,22 @@ Rates are measured as the byte quotas' (`kclient.broker.quotas.rate`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any, Protocol
+
+import trio
 
 from kclient.broker.quotas.manager import QuotaManager
 from kclient.broker.quotas.rate import SampledRate
 
 __all__ = ["ConnectionRateQuotas"]
+
+log = logging.getLogger("kclient.broker")
+
+
+class _RefusalLog(Protocol):
+    def log(self, kind: str, message: str, *args: Any) -> bool: ...
 
 
 class ConnectionRateQuotas:
@@ -72,3 +82,28 @@ class ConnectionRateQuotas:
         if delay > 0:
             rate.unrecord(1, now)
         return delay
+
+    async def admit(self, stream: trio.abc.AsyncResource, listener: str, address: str, peer: str, refusals: _RefusalLog) -> bool:
+        """Wait out ``max.connection.creation.rate``; False (the connection
+        closed after the throttle time, the refusal logged) when ``address``
+        is over its ``connection_creation_rate``.
+
+        Args:
+            stream: The new connection.
+            listener: Its listener's name.
+            address: The client's IP address.
+            peer: ``host:port`` for the logs.
+            refusals: The broker's rate-limited refusal log.
+        """
+        delay = self.listener_delay(listener)
+        if delay > 0:
+            log.debug("connection from %s waits %.3f s (max.connection.creation.rate)", peer, delay)
+            await trio.sleep(delay)
+        delay = self.ip_throttle(address)
+        if delay <= 0:
+            return True
+        refusals.log("connection-rate", "closing connection from %s after %.3f s: over its connection_creation_rate", peer, delay)
+        await trio.sleep(delay)
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        return False

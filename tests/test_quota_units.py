@@ -241,3 +241,27 @@ def test_connection_creation_rates():
     assert delays[:10] == [0.0] * 10 and all(d > 0 for d in delays[10:])
     # a throttled connection is not counted: the delay does not grow
     assert delays[10] == delays[11]
+
+
+def test_request_time_meter_counts_task_steps_only():
+    import trio
+
+    from kclient.broker.quotas.request_time import RequestTimeMeter
+
+    async def main():
+        meter = RequestTimeMeter()
+        trio.lowlevel.add_instrument(meter)
+        first = meter.take()  # the step begun before the meter: not counted
+        await trio.sleep(0.05)  # waiting is not run time
+        second = meter.take()
+        return first, second
+
+    first, second = trio.run(main)
+    assert first == 0.0
+    assert 0.0 <= second < 0.05
+
+
+def test_request_time_throttle_is_at_most_one_window():
+    quotas = QuotaManager(11, 1.0, None, lambda: 0.0)
+    quotas.quotas = {make_entity({"client-id": "app"}): {"request_percentage": 1.0}}
+    assert quotas.record("request_percentage", "u", "app", 5000.0) == 1.0

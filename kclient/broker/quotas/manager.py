@@ -23,8 +23,9 @@ over its quota gets the delay that brings its rate back to the quota as
 ``throttle_time_ms``, and the broker mutes its connection for that long
 (`kclient.broker.quotas.throttle`). The user is the authenticated
 principal's name (``ANONYMOUS`` on a connection without authentication,
-as Kafka). ``request_percentage`` (KIP-124) is stored and described but
-not enforced (deviation).
+as Kafka). ``request_percentage`` (KIP-124) is the share of a second each
+request takes on the broker's thread (`kclient.broker.quotas.request_time`),
+throttled the same way for every API but the cluster actions and SASL.
 """
 
 from __future__ import annotations
@@ -32,17 +33,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+import trio
+
 from kclient.broker.quotas.entities import (
     CLIENT_ID,
     CONNECTION_CREATION_RATE,
     IP,
     QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
     USER,
     QuotaEntity,
     ZkQuotaStore,
     entity_from_path,
 )
 from kclient.broker.quotas.rate import SampledRate
+from kclient.broker.quotas.request_time import RequestTimeMeter
 from kclient.errors import ConfigError
 from kclient.zk.client import TrioZk, ZkClient
 
@@ -87,6 +92,9 @@ class QuotaManager:
         #: entity -> {quota key: value}.
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._rates: dict[tuple[str, str, str], SampledRate] = {}
+        #: The request time meter, installed with the first
+        #: ``request_percentage`` quota.
+        self.meter: RequestTimeMeter | None = None
 
     async def load(self) -> None:
         """Read every quota entity from ZooKeeper (at start-up)."""
@@ -94,6 +102,7 @@ class QuotaManager:
             self.quotas = await TrioZk(self.store.zk).run(self.store.read_all)
             if self.quotas:
                 log.info("client quotas: %d entities", len(self.quotas))
+            self._meter_if_needed()
 
     async def entity_changed(self, path: str) -> None:
         """Re-read the entity at ``/config/<path>`` (a change notification;
@@ -110,6 +119,15 @@ class QuotaManager:
         else:
             self.quotas.pop(entity, None)
         log.info("client quotas of %s: %s", dict(entity), dict(quotas) or "none")
+        self._meter_if_needed()
+
+    def _meter_if_needed(self) -> None:
+        """Install the request time meter once a ``request_percentage``
+        quota exists (call in the broker's trio thread)."""
+        if self.meter is None and any(REQUEST_PERCENTAGE in q for q in self.quotas.values()):
+            self.meter = RequestTimeMeter()
+            trio.lowlevel.add_instrument(self.meter)
+            log.info("request_percentage quotas: measuring request time (KIP-124)")
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """The quota ``key`` of a client and the rate it shares, or None.
@@ -128,8 +146,10 @@ class QuotaManager:
         return None
 
     def record(self, key: str, user: str, client_id: str, size: float) -> float:
-        """Record ``size`` bytes of a client; the throttle time (seconds,
-        0 when within its quota or without one)."""
+        """Record ``size`` bytes (or, for ``request_percentage``, percent
+        of a second) of a client; the throttle time (seconds, 0 when within
+        its quota or without one). A request-time throttle is at most one
+        window (Kafka's ``ClientRequestQuotaManager``)."""
         found = self.quota(key, user, client_id)
         if found is None:
             return 0.0
@@ -139,7 +159,8 @@ class QuotaManager:
             rate = self._rates[(key, shared[0], shared[1])] = SampledRate(self.window_num, self.window_size)
         now = self.clock()
         rate.record(size, now)
-        return rate.throttle_time(value, now)
+        delay = rate.throttle_time(value, now)
+        return min(delay, self.window_size) if key == REQUEST_PERCENTAGE else delay
 
     def max_value_in_window(self, key: str, user: str, client_id: str) -> float | None:
         """The most bytes a client may move in the quota window

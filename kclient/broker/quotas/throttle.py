@@ -1,12 +1,14 @@
-"""Applying byte-rate quotas to a connection (KIP-13, KIP-219).
+"""Applying quotas to a connection (KIP-13, KIP-124, KIP-219).
 
 Each connection has a `ClientSession` (its user and the time until which
 it is muted), set as a context variable by the server for the
 connection's task. After a Produce or Fetch is handled, `apply_quota`
-records its bytes (`kclient.broker.quotas.manager.QuotaManager.record`);
-when the client is over its quota:
+records its bytes (`kclient.broker.quotas.manager.QuotaManager.record`),
+and every request (cluster actions and SASL aside) records its time on the
+broker's thread against ``request_percentage``
+(`kclient.broker.quotas.request_time`); when the client is over a quota:
 
-- the response's ``throttle_time_ms`` is set (a Fetch is answered with no
+- the response's ``throttle_time_ms`` is set, whatever its type (a Fetch over its byte rate is answered with no
   records, and its bytes are not counted, as Kafka's
   ``getThrottledResponse``);
 - for versions where the client waits out the throttle
@@ -27,13 +29,14 @@ from typing import Any
 import attrs
 import trio
 
-from kclient.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from kclient.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from kclient.broker.quotas.manager import QuotaManager
 from kclient.protocol.connection import RequestHeader
+from kclient.protocol.messages import ALL_APIS
 from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.throttle import client_throttles
 
-__all__ = ["ANONYMOUS", "ClientSession", "apply_quota", "cap_fetch_bytes", "client_session", "response_bytes"]
+__all__ = ["ANONYMOUS", "EXEMPT_FROM_REQUEST_QUOTA", "ClientSession", "apply_quota", "cap_fetch_bytes", "client_session", "response_bytes"]
 
 log = logging.getLogger("kclient.broker")
 
@@ -112,8 +115,37 @@ def _empty_fetch(response: FetchResponse) -> FetchResponse:
     return FetchResponse(error_code=response.error_code, session_id=response.session_id, responses=[])
 
 
+#: APIs exempt from ``request_percentage`` (Kafka's cluster actions and
+#: the SASL exchange).
+EXEMPT_FROM_REQUEST_QUOTA = frozenset({4, 5, 6, 7, 17, 27, 36})
+
+
+def _byte_throttle(quotas: QuotaManager, session: ClientSession, header: RequestHeader, result: Any, request_size: int) -> tuple[float, Any]:
+    """Record a Produce's or Fetch's bytes: (throttle seconds, the response
+    to send: a throttled Fetch gets an empty one)."""
+    client_id = header.client_id or ""
+    if header.api_key == 0:
+        return quotas.record(PRODUCER_BYTE_RATE, session.user, client_id, request_size), result
+    size = response_bytes(result)
+    seconds = quotas.record(CONSUMER_BYTE_RATE, session.user, client_id, size)
+    if seconds > 0:
+        quotas.unrecord(CONSUMER_BYTE_RATE, session.user, client_id, size)
+        result = _empty_fetch(result)
+    return seconds, result
+
+
+def _request_throttle(quotas: QuotaManager, session: ClientSession, header: RequestHeader) -> float:
+    """Record the request's time on the broker's thread as a percentage of
+    a second (KIP-124); the throttle seconds."""
+    meter = quotas.meter
+    if meter is None or header.api_key in EXEMPT_FROM_REQUEST_QUOTA:
+        return 0.0
+    return quotas.record(REQUEST_PERCENTAGE, session.user, header.client_id or "", meter.take() * 100.0)
+
+
 async def apply_quota(quotas: QuotaManager, header: RequestHeader, body: Any, result: Any, request_size: int) -> Any:
-    """Record a Produce or Fetch against its client's quota and throttle it.
+    """Record a request against its client's quotas and throttle it:
+    Produce and Fetch bytes (KIP-13), every request's time (KIP-124).
 
     Args:
         quotas: The broker's quota manager.
@@ -128,22 +160,17 @@ async def apply_quota(quotas: QuotaManager, header: RequestHeader, body: Any, re
     """
     session = client_session.get(None)
     key = header.api_key
-    if session is None or key not in (0, 1) or not quotas.quotas or getattr(body, "replica_id", -1) >= 0:
+    if session is None or not quotas.quotas or getattr(body, "replica_id", -1) >= 0:
         return result
-    client_id = header.client_id or ""
-    if key == 0:
-        seconds = quotas.record(PRODUCER_BYTE_RATE, session.user, client_id, request_size)
-    else:
-        size = response_bytes(result)
-        seconds = quotas.record(CONSUMER_BYTE_RATE, session.user, client_id, size)
-        if seconds > 0:
-            quotas.unrecord(CONSUMER_BYTE_RATE, session.user, client_id, size)
-            result = _empty_fetch(result)
+    seconds = _request_throttle(quotas, session, header)
+    if key in (0, 1):
+        byte_seconds, result = _byte_throttle(quotas, session, header, result, request_size)
+        seconds = max(seconds, byte_seconds)
     if seconds <= 0:
         return result
     ms = int(seconds * 1000)
-    log.debug("throttling %s (user %s, client id %s) for %d ms", header_name(key), session.user, client_id, ms)
-    if result is not None:
+    log.debug("throttling %s (user %s, client id %s) for %d ms", header_name(key), session.user, header.client_id, ms)
+    if result is not None and hasattr(result, "throttle_time_ms"):
         result.throttle_time_ms = max(result.throttle_time_ms, ms)
     if result is None or client_throttles(key, header.api_version):
         session.muted_until = trio.current_time() + seconds
@@ -153,5 +180,6 @@ async def apply_quota(quotas: QuotaManager, header: RequestHeader, body: Any, re
 
 
 def header_name(key: int) -> str:
-    """``Produce`` or ``Fetch``."""
-    return "Produce" if key == 0 else "Fetch"
+    """The API's name (``Produce``, ``Fetch``, ...)."""
+    api = ALL_APIS.get(key)
+    return api.name if api is not None else f"api key {key}"

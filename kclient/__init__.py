@@ -47,6 +47,12 @@ __version__ = "0.1.0"
 # Loaded on first use (PEP 562) so that importing the pure protocol layer does
 # not pull in trio, threads or the broker.
 _EXPORTS = {
+    "AccessControlEntry": "kclient.acl",
+    "AccessControlEntryFilter": "kclient.acl",
+    "AclBinding": "kclient.acl",
+    "AclBindingFilter": "kclient.acl",
+    "AclOperation": "kclient.acl",
+    "AclPermissionType": "kclient.acl",
     "AdminClient": "kclient.client.admin",
     "AdminConfig": "kclient.config",
     "AuthenticationError": "kclient.errors",
@@ -106,6 +112,7 @@ _EXPORTS = {
     "OffsetRequest": "kclient.client.consumer.simple",
     "PartitionStatistics": "kclient.client.consumer.statistics",
     "Partitioner": "kclient.client.producer.partitioner",
+    "PatternType": "kclient.acl",
     "Producer": "kclient.client.producer.producer",
     "ProducerClosedError": "kclient.errors",
     "ProducerConfig": "kclient.config",
@@ -116,6 +123,9 @@ _EXPORTS = {
     "QueueFullError": "kclient.errors",
     "RecordFuture": "kclient.client.producer.delivery",
     "RecordMetadata": "kclient.client.producer.delivery",
+    "ResourcePattern": "kclient.acl",
+    "ResourcePatternFilter": "kclient.acl",
+    "ResourceType": "kclient.acl",
     "SaslAuthenticationFailedError": "kclient.errors",
     "SimpleConsumer": "kclient.client.consumer.simple",
     "SslAuthenticationError": "kclient.errors",
@@ -156,6 +166,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from kclient.acl import (
+        AccessControlEntry,
+        AccessControlEntryFilter,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
     from kclient.client.admin import AdminClient, NewTopic
     from kclient.client.consumer.group.connector import ConsumerConnector
     from kclient.client.consumer.group.streams import Blacklist, KafkaStream, MessageAndMetadata, TopicFilter, Whitelist

@@ -6,7 +6,8 @@ Subcommands: ``broker`` (the bundled broker, see `kclient.tools.broker`),
 (``zookeeper``, ``console-producer``, ``console-consumer``, ``topics``,
 ``get-offsets``, ``consumer-groups``, ``transactions``: see `kclient.tools`), ``dump-log`` and
 ``configs`` (SCRAM users in ZooKeeper like ``kafka-configs.sh``, see
-`kclient.tools.configs`). ``kclient --version`` prints the version.
+`kclient.tools.configs`) and ``acls`` (``kafka-acls.sh``, see
+`kclient.tools.acls`). ``kclient --version`` prints the version.
 
 This module imports only the standard library and two small modules of
 kclient, and `main` takes over SIGINT and SIGTERM before it imports the
@@ -57,13 +58,14 @@ SUBCOMMANDS: list[_SubcommandAdder] = [
     _registrar("transactions"),
     _registrar("dump_log"),
     _registrar("configs"),
+    _registrar("acls"),
 ]
 
 #: Subcommands that talk to a broker as a client: without ``-v`` only their
 #: own one-line warnings and errors reach stderr (Kafka's
 #: tools-log4j.properties is as quiet), so their output stays what a script
 #: expects.
-CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets", "consumer-groups", "transactions"})
+CLIENT_TOOLS = frozenset({"console-producer", "console-consumer", "topics", "get-offsets", "consumer-groups", "transactions", "acls"})
 
 
 def _version() -> str:

@@ -130,6 +130,8 @@ TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+#: An ACL request to a broker without an authorizer (KIP-11).
+SECURITY_DISABLED = 54
 
 
 class KafkaError(Exception):
@@ -760,6 +762,12 @@ class ClusterAuthorizationFailedError(BrokerResponseError):
 @_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
     """53: the principal may not use the transactional id (ACLs, KIP-98)."""
+
+
+@_code(SECURITY_DISABLED, "SECURITY_DISABLED")
+class SecurityDisabledError(BrokerResponseError):
+    """54: the broker has no authorizer (``authorizer.class.name`` is empty), so
+    it keeps no ACLs (KIP-11)."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

@@ -407,6 +407,65 @@ SAMPLES: dict[tuple[int, str], dict] = {
         "throttle_time_ms": 0,
         "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0}, {"partition_index": 5, "error_code": 86}]}],
     },
+    (29, "request"): {
+        "resource_type_filter": 2,
+        "resource_name_filter": "orders-",
+        "pattern_type_filter": 4,
+        "principal_filter": "User:alice",
+        "host_filter": "10.0.0.7",
+        "operation": 3,
+        "permission_type": 3,
+    },
+    (29, "response"): {
+        "throttle_time_ms": 7,
+        "error_code": 0,
+        "error_message": None,
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "orders-",
+                "pattern_type": 4,
+                "acls": [{"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}, {"principal": "User:*", "host": "10.0.0.7", "operation": 4, "permission_type": 2}],
+            },
+            {"resource_type": 4, "resource_name": "kafka-cluster", "pattern_type": 3, "acls": []},
+        ],
+    },
+    (30, "request"): {
+        "creations": [
+            {"resource_type": 2, "resource_name": "orders", "resource_pattern_type": 3, "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3},
+            {"resource_type": 3, "resource_name": "billing-", "resource_pattern_type": 4, "principal": "User:bob", "host": "10.0.0.8", "operation": 2, "permission_type": 2},
+        ],
+    },
+    (30, "response"): {"throttle_time_ms": 0, "results": [{"error_code": 0, "error_message": None}, {"error_code": 42, "error_message": "Invalid ACL host"}]},
+    (31, "request"): {
+        "filters": [
+            {"resource_type_filter": 2, "resource_name_filter": "orders", "pattern_type_filter": 3, "principal_filter": "User:alice", "host_filter": "*", "operation": 3, "permission_type": 3},
+            {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+        ],
+    },
+    (31, "response"): {
+        "throttle_time_ms": 3,
+        "filter_results": [
+            {
+                "error_code": 0,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": 0,
+                        "error_message": None,
+                        "resource_type": 2,
+                        "resource_name": "orders",
+                        "pattern_type": 3,
+                        "principal": "User:alice",
+                        "host": "*",
+                        "operation": 3,
+                        "permission_type": 3,
+                    },
+                ],
+            },
+            {"error_code": 31, "error_message": "Cluster authorization failed.", "matching_acls": []},
+        ],
+    },
 }
 
 #: Second bodies: (overrides of SAMPLES, lowest version they apply to) —
@@ -430,6 +489,8 @@ VARIANTS: dict[tuple[int, str], list[tuple[dict, int]]] = {
     (36, "response"): [({"error_code": 58, "error_message": "Authentication failed: invalid credentials", "auth_bytes": b"", "session_lifetime_ms": 0}, 0)],
     (37, "request"): [({"topics": [], "validate_only": False}, 0)],
     (47, "response"): [({"error_code": 69, "topics": []}, 0)],
+    (29, "request"): [({"resource_name_filter": None, "principal_filter": None, "host_filter": None}, 0)],
+    (29, "response"): [({"error_code": 31, "error_message": "Cluster authorization failed.", "resources": []}, 0)],
 }
 
 

@@ -20,7 +20,9 @@ Each component gets the collaborators it uses, not the whole broker:
   coordinator (KIP-98; told by the replica manager when a
   ``__transaction_state`` partition changes leader);
 - `kclient.broker.config_changes.ConfigChangeListener` (ZooKeeper mode
-  only): topic config changes, applied by the replica manager.
+  only): topic config changes, applied by the replica manager;
+- `kclient.broker.authz.authorization.Authorization`: the ACLs (followed in
+  ZooKeeper) and the checks every API makes.
 
 The request handlers (`kclient.broker.handlers.RequestHandlers`, Kafka's
 ``KafkaApis``) are built over these components; no component knows them.
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kclient.broker.authz.authorization import Authorization
 from kclient.broker.config_changes import ConfigChangeListener
 from kclient.broker.controller import Controller
 from kclient.broker.group.coordinator import GroupCoordinator
@@ -113,6 +116,8 @@ class BrokerComponents:
         self.config_changes = (
             ConfigChangeListener(zk, self.replica_manager.topic_config_changed, self.quotas.entity_changed) if zk is not None else None
         )
+        #: Authorization (`kclient.broker.authz`): the ACLs and each API's checks.
+        self.authorization = Authorization(config, zk, self.metadata_cache.has_topic)
 
     @classmethod
     def open(
@@ -146,6 +151,7 @@ class BrokerComponents:
         and transaction coordinators and the controller until cancelled; started once each
         of them is."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.authorization.run)
             await nursery.start(self.replica_manager.run)
             if self.config_changes is not None:
                 nursery.start_soon(self.config_changes.run)

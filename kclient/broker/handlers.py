@@ -43,6 +43,7 @@ import trio
 
 from kclient.broker.alter_configs import ConfigAlterer
 from kclient.broker.append_notifier import AppendNotifier
+from kclient.broker.authz.principal import RequestContext
 from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append
@@ -225,6 +226,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     69: (0, 0),  # ConsumerGroupDescribe (KIP-848)
     48: (0, 0),  # DescribeClientQuotas (KIP-546; v1 is flexible)
     49: (0, 0),  # AlterClientQuotas (KIP-546; v1 is flexible)
+    29: (0, 3),  # DescribeAcls (KIP-11, KIP-290; kclient.broker.authz)
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
 }
 # The SASL APIs are advertised on every listener, as Kafka does; on a
 # listener without SASL, or once authenticated, they are answered
@@ -299,6 +303,8 @@ class RequestHandlers:
         self.metadata_cache = components.metadata_cache
         self.replica_manager = components.replica_manager
         self.topic_admin = components.topic_admin
+        #: Each API's authorization checks and the ACL APIs (`kclient.broker.authz`).
+        self.authorization = components.authorization
         #: The group APIs (`kclient.broker.group.apis`).
         self.group_apis = GroupApis(
             state.config, state.broker_id, self.metadata_cache, components.group_coordinator, zk=components.zk, clock=state.clock
@@ -373,7 +379,12 @@ class RequestHandlers:
         }
 
     async def handle(
-        self, header: RequestHeader, body: Any, *, peer_gone: Callable[[], Awaitable[bool]] | None = None
+        self,
+        header: RequestHeader,
+        body: Any,
+        *,
+        peer_gone: Callable[[], Awaitable[bool]] | None = None,
+        context: RequestContext | None = None,
     ) -> object | None:
         """Answer one request (see the class docstring).
 
@@ -384,6 +395,9 @@ class RequestHandlers:
             peer_gone: An async function that returns True once the client has
                 closed the connection (False: it cannot tell, data is pending);
                 a Fetch long poll watches it while waiting.
+            context: Who sent the request, from where
+                (`kclient.broker.authz.principal.RequestContext`); the
+                authorizer's checks run on it (None: not checked).
 
         Returns:
             The response message, or ``None`` when the request gets no
@@ -394,6 +408,10 @@ class RequestHandlers:
                 answering (no handler for the API key, a failed Produce with
                 acks=0).
         """
+        response: object | None = await self.authorization.handle(header, body, context, lambda checked: self._handle(header, checked, peer_gone))
+        return response
+
+    async def _handle(self, header: RequestHeader, body: Any, peer_gone: Callable[[], Awaitable[bool]] | None) -> object | None:
         if header.api_key == 1:
             return await self.fetch(header, body, peer_gone=peer_gone)
         handler = self._table.get(header.api_key)

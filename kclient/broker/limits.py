@@ -15,6 +15,14 @@ it only waits for its client. So the pool's use stays under
 ``queued.max.request.bytes + socket.request.max.bytes`` (the budget, plus
 what the oldest frame may take beyond it).
 
+Connections that have not authenticated yet (a SASL listener before the
+login completes) read from their own small share,
+``queued.max.unauthenticated.request.bytes``, with the same rule (their
+frames are at most ``sasl.server.max.receive.size`` each), so peers that
+never log in cannot hold back an authenticated client: the total stays
+under ``queued.max.request.bytes + socket.request.max.bytes +
+queued.max.unauthenticated.request.bytes + sasl.server.max.receive.size``.
+
 `ConnectionLimits` counts the connections being served, in total
 (``max.connections``) and per client IP address
 (``max.connections.per.ip``, ``max.connections.per.ip.overrides``).
@@ -35,79 +43,161 @@ log = logging.getLogger("kclient.broker")
 __all__ = ["ConnectionLimits", "RequestMemory", "normalize_address"]
 
 
-class RequestMemory:
-    """The request memory budget shared by every connection.
-
-    Args:
-        limit: Most bytes taken at once (the oldest frame being read aside);
-            ``None``: unbounded (only counted).
-
-    Attributes:
-        used: Bytes taken now.
-        peak: Most bytes ever taken at once.
-        waits: How many times a connection had to wait for the budget.
-    """
+class _Pool:
+    """One budget of `RequestMemory`: bytes taken, frames being read
+    (oldest first) and the connections waiting for it."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.used = 0
+        self.reading: dict[object, None] = {}
+        self.lot = trio.lowlevel.ParkingLot()
+
+    def is_oldest(self, token: object) -> bool:
+        return next(iter(self.reading), None) is token
+
+    def fits(self, token: object, nbytes: int) -> bool:
+        return self.limit is None or self.used + nbytes <= self.limit or self.is_oldest(token)
+
+    def must_wait(self, token: object, nbytes: int) -> bool:
+        """Whether `RequestMemory.reserve` would wait: others wait already
+        (and this is not the oldest frame) or the bytes do not fit."""
+        if self.limit is None:
+            return False
+        return bool(len(self.lot) and not self.is_oldest(token)) or not self.fits(token, nbytes)
+
+    def wake(self) -> None:
+        if len(self.lot):
+            self.lot.unpark_all()
+
+
+class _Frame:
+    """A frame being read: its token in `RequestMemory`."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+
+
+class RequestMemory:
+    """The request memory budget shared by every connection.
+
+    Two pools: the frames of authenticated connections share ``limit``
+    (``queued.max.request.bytes``); the frames of connections that have
+    not authenticated yet (a SASL listener before its login completes)
+    share ``unauthenticated_limit`` (kclient's
+    ``queued.max.unauthenticated.request.bytes``) and never take from the
+    first, so peers that have not logged in, however many and however
+    silent, cannot hold back an authenticated client's requests. In each
+    pool the oldest frame being read may go over the limit.
+
+    Args:
+        limit: Most bytes the authenticated frames take at once (the
+            oldest frame being read aside); ``None``: unbounded (only
+            counted).
+        unauthenticated_limit: The same for the frames read before
+            authentication; ``None``: unbounded.
+
+    Attributes:
+        peak: Most bytes ever taken at once (both pools).
+        waits: How many times a connection had to wait for the budget.
+    """
+
+    def __init__(self, limit: int | None, unauthenticated_limit: int | None = None) -> None:
+        self._authenticated = _Pool(limit)
+        self._unauthenticated = _Pool(unauthenticated_limit)
         self.peak = 0
         self.waits = 0
-        # Frames being read, oldest first (dicts keep insertion order).
-        self._reading: dict[object, None] = {}
-        self._lot = trio.lowlevel.ParkingLot()
 
-    def begin(self) -> object:
+    @property
+    def limit(self) -> int | None:
+        """The authenticated connections' budget (bytes; None: unbounded)."""
+        return self._authenticated.limit
+
+    @property
+    def unauthenticated_limit(self) -> int | None:
+        """The budget of the connections not yet authenticated (bytes)."""
+        return self._unauthenticated.limit
+
+    @property
+    def used(self) -> int:
+        """Bytes taken now, both pools."""
+        return self._authenticated.used + self._unauthenticated.used
+
+    @property
+    def unauthenticated_used(self) -> int:
+        """Bytes taken now by frames read before authentication."""
+        return self._unauthenticated.used
+
+    def begin(self, authenticated: bool = True) -> object:
         """Register a frame whose size has just been read.
 
+        Args:
+            authenticated: Whether its connection has authenticated (its
+                bytes come from the unauthenticated share otherwise).
+
         Returns:
-            Its token, for `reserve` and `done_reading`.
+            Its token, for `reserve`, `release` and `done_reading`.
         """
-        token = object()
-        self._reading[token] = None
-        return token
+        frame = _Frame(self._authenticated if authenticated else self._unauthenticated)
+        frame.pool.reading[frame] = None
+        return frame
 
     def done_reading(self, token: object) -> None:
         """The frame is complete (or abandoned): it no longer counts as being
         read, so the next oldest frame may go over the budget. Idempotent."""
-        if self._reading.pop(token, 0) is None:
-            self._wake()
+        pool = _pool(token)
+        if pool.reading.pop(token, 0) is None:
+            pool.wake()
 
-    def _is_oldest(self, token: object) -> bool:
-        return next(iter(self._reading), None) is token
+    def must_wait(self, token: object, nbytes: int) -> bool:
+        """Whether `reserve` of ``nbytes`` for ``token`` would wait now.
 
-    def _fits(self, token: object, nbytes: int) -> bool:
-        return self.limit is None or self.used + nbytes <= self.limit or self._is_oldest(token)
+        Args:
+            token: From `begin`.
+            nbytes: Bytes about to be reserved.
+
+        Returns:
+            True if the frame is held back by its budget.
+        """
+        return _pool(token).must_wait(token, nbytes)
 
     async def reserve(self, token: object, nbytes: int) -> None:
         """Take ``nbytes`` for the frame ``token``, waiting while they do not
         fit (behind the connections already waiting, unless this frame is
-        the oldest being read).
+        the oldest being read). Cancelling the wait takes nothing.
 
         Args:
             token: From `begin`.
             nbytes: How many bytes are about to be received.
         """
-        if self.limit is not None and (
-            (len(self._lot) and not self._is_oldest(token)) or not self._fits(token, nbytes)
-        ):
+        pool = _pool(token)
+        if pool.must_wait(token, nbytes):
             self.waits += 1
-            await self._lot.park()
-            while not self._fits(token, nbytes):
-                await self._lot.park()
-        self.used += nbytes
+            await pool.lot.park()
+            while not pool.fits(token, nbytes):
+                await pool.lot.park()
+        pool.used += nbytes
         self.peak = max(self.peak, self.used)
 
-    def release(self, nbytes: int) -> None:
-        """Give back ``nbytes`` (received bytes whose request is answered,
-        or a reservation that was not filled)."""
-        if nbytes:
-            self.used -= nbytes
-            self._wake()
+    def release(self, token: object, nbytes: int) -> None:
+        """Give back ``nbytes`` taken for ``token`` (received bytes whose
+        request is answered, or a reservation that was not filled).
 
-    def _wake(self) -> None:
-        if len(self._lot):
-            self._lot.unpark_all()
+        Args:
+            token: From `begin`.
+            nbytes: Bytes to give back.
+        """
+        if nbytes:
+            pool = _pool(token)
+            pool.used -= nbytes
+            pool.wake()
+
+
+def _pool(token: object) -> _Pool:
+    assert isinstance(token, _Frame)
+    return token.pool
 
 
 def normalize_address(address: str) -> str:

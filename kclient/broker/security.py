@@ -27,8 +27,14 @@ server-side state machine (KIP-43, KIP-152):
   request (KIP-152); after a v0 handshake the tokens are raw size-prefixed
   frames without a Kafka header (the pre-KIP-152 flow), answered the same
   way (an empty frame for PLAIN);
+- before authentication a frame may not exceed the listener's
+  ``sasl.server.max.receive.size`` (524288 bytes by default): a larger
+  declared size closes the connection (`kclient.broker.server`);
+- each token is evaluated in a worker thread (at most
+  `SASL_EVALUATION_THREADS`), never on the event loop;
 - a failed authentication is answered SASL_AUTHENTICATION_FAILED (58)
-  with a generic message (never whether the user exists), then the
+  with a generic message (never whether the user exists), held back for
+  ``connection.failed.authentication.delay.ms`` (KIP-306), then the
   connection is closed; it is logged with the peer address, rate-limited.
 
 PLAIN users come from the listener's JAAS config
@@ -49,6 +55,7 @@ from typing import Any
 import attrs
 import trio
 
+from kclient.broker.offload import run_in_worker
 from kclient.errors import (
     ILLEGAL_SASL_STATE,
     NONE,
@@ -86,6 +93,7 @@ log = logging.getLogger("kclient.broker")
 __all__ = [
     "ListenerRuntime",
     "RateLimitedLog",
+    "SASL_EVALUATION_THREADS",
     "SSL_HANDSHAKE_TIMEOUT",
     "SaslAuthenticator",
     "SaslClose",
@@ -96,6 +104,11 @@ __all__ = [
 
 #: Seconds a client has to complete the TLS handshake.
 SSL_HANDSHAKE_TIMEOUT = 10.0
+#: Most worker threads evaluating SASL tokens at once, over every
+#: connection: the CPU work of a token (SCRAM's SASLprep of a user name
+#: costs about 2.5 us per character) never runs on the event loop, and
+#: logins in progress cannot take every worker thread.
+SASL_EVALUATION_THREADS = 2
 #: API keys of the SASL exchange (KIP-43, KIP-152).
 _SIZE = struct.Struct(">i")
 
@@ -359,15 +372,21 @@ class SaslAuthenticator:
     """One connection's SASL state on a SASL_PLAINTEXT / SASL_SSL listener
     (Kafka's SaslServerAuthenticator states, KIP-43 and KIP-152).
 
+    Each token is evaluated in a worker thread (``limiter``, at most
+    `SASL_EVALUATION_THREADS` by default), never on the event loop.
+
     Args:
         listener: The listener.
         scram_store: Where SCRAM credentials come from.
         peer: ``host:port`` of the client, for the log.
         failures: Where failed authentications are logged (rate-limited).
+        limiter: The worker threads' limiter, shared by the broker's
+            connections (``None``: trio's default limiter).
     """
 
     def __init__(self, listener: ListenerRuntime, scram_store: ScramCredentialStore, peer: str,
-                 failures: RateLimitedLog) -> None:
+                 failures: RateLimitedLog, limiter: trio.CapacityLimiter | None = None) -> None:
+        self.limiter = limiter
         self.listener = listener
         self.scram_store = scram_store
         self.peer = peer
@@ -381,6 +400,12 @@ class SaslAuthenticator:
     def complete(self) -> bool:
         """Whether the client authenticated."""
         return self.principal is not None
+
+    @property
+    def max_receive_size(self) -> int:
+        """The largest frame (bytes) read before the login completes
+        (the listener's ``sasl.server.max.receive.size``)."""
+        return self.listener.security.sasl_server_max_receive_size
 
     @property
     def expects_raw_token(self) -> bool:
@@ -447,7 +472,9 @@ class SaslAuthenticator:
             username = _scram_username(token)
             if username:
                 await self.scram_store.refresh(username)
-        reply = self.server.evaluate_response(token)
+        # CPU work proportional to the token (SASLprep, decoding): in a
+        # worker thread, so that other connections go on being served.
+        reply = await run_in_worker(self.server.evaluate_response, token, limiter=self.limiter)
         if self.server.is_complete:
             self.principal = f"User:{self.server.authorization_id}"
             log.debug("connection from %s authenticated as %s with %s", self.peer, self.principal, self.server.mechanism)

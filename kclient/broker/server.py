@@ -7,9 +7,15 @@ of its requests is being processed). A frame is read as Kafka's
 nothing of the next request is read before this one is answered. What
 cannot be answered is answered the way Kafka does it:
 
-- a frame whose size is negative or above ``socket.request.max.bytes``: the
-  connection is closed as soon as the 4-byte size has arrived, before any
-  of the frame is read;
+- a frame whose size is negative or above ``socket.request.max.bytes``, or
+  (on a SASL listener, before the login completes) above the listener's
+  ``sasl.server.max.receive.size`` (512 KiB by default; Kafka's
+  InvalidReceiveException, logged): the connection is closed as soon as
+  the 4-byte size has arrived, before any of the frame is read;
+- a failed SASL login: its failure response is held back for
+  ``connection.failed.authentication.delay.ms`` (KIP-306), then sent, and
+  the connection closed; only that connection waits, holding no request
+  budget;
 - a frame too short for a request header, an unreadable header, an unknown
   API key, an API version outside the advertised range (other than
   ApiVersions), or a body that does not decode: the connection is closed
@@ -27,7 +33,10 @@ Memory is bounded globally (`kclient.broker.limits`):
   the request is answered; a connection that does not fit waits
   (back-pressure). A declared size alone costs nothing: the frame grows
   with the bytes that arrive. The oldest frame being read may go over the
-  budget, so reads never stall each other for good;
+  budget, so reads never stall each other for good. Frames read before a
+  SASL login completes take from their own share,
+  ``queued.max.unauthenticated.request.bytes``, never from the budget of
+  authenticated connections;
 - a connection has at most one request and one response in flight (the
   next request is read only after the previous response was sent), so a
   client that does not read its responses only blocks itself;
@@ -37,9 +46,17 @@ Memory is bounded globally (`kclient.broker.limits`):
 - a connection with no request in progress that sends nothing for
   ``connections.max.idle.ms`` is closed (DEBUG);
 - a request must arrive whole within ``socket.request.read.timeout.ms``
-  of waiting for its client from its first byte, else the connection is
-  closed: a size prefix followed by nothing or by a trickle holds a
-  connection for that long at most.
+  of its first byte, time held back by the budget included, else the
+  connection is closed: a size prefix followed by nothing or by a trickle
+  holds a connection for that long at most.
+
+CPU work in proportion to what a client sends never runs on the event
+loop (`kclient.broker.offload`): SASL tokens are evaluated in worker
+threads (`kclient.broker.security.SaslAuthenticator`), and a frame over
+`DECODE_IN_THREAD_BYTES` is parsed in one; before a SASL login, a request
+of an API not allowed yet is refused from its header, its body unread (as
+Kafka does). So a costly login or a huge request does not slow the other
+connections.
 
 Rejected and closed connections are logged through one
 `kclient.broker.security.RateLimitedLog` (with the TLS and SASL
@@ -72,14 +89,17 @@ cancelled (after the call in progress finishes) when the broker stops:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import trio
 
+from kclient.broker.authz.principal import ConnectionSession, NoMatchingRule, SslPrincipalMapper, principal_mappers
+from kclient.broker.broker_apis import BROKER_APIS
 from kclient.broker.components import BrokerComponents
 from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
@@ -93,9 +113,12 @@ from kclient.broker.handlers import (
     supported_triples,
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
+from kclient.broker.offload import run_in_worker
 from kclient.broker.quotas.connections import ConnectionRateQuotas
 from kclient.broker.quotas.throttle import ClientSession, apply_quota, cap_fetch_bytes, client_session
+from kclient.broker.read_clock import ReadClock
 from kclient.broker.security import (
+    SASL_EVALUATION_THREADS,
     ListenerRuntime,
     RateLimitedLog,
     SaslAuthenticator,
@@ -116,43 +139,7 @@ from kclient.protocol.connection import (
     encode_unsupported_api_versions,
     parse_request_header,
 )
-from kclient.protocol.messages import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    ALTER_CLIENT_QUOTAS,
-    ALTER_CONFIGS,
-    API_VERSIONS,
-    APIS,
-    CONSUMER_GROUP_DESCRIBE,
-    CONSUMER_GROUP_HEARTBEAT,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_GROUPS,
-    DELETE_TOPICS,
-    DESCRIBE_CLIENT_QUOTAS,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS,
-    DESCRIBE_TRANSACTIONS,
-    END_TXN,
-    HEARTBEAT,
-    INCREMENTAL_ALTER_CONFIGS,
-    INIT_PRODUCER_ID_FULL,
-    JOIN_GROUP,
-    LEADER_AND_ISR,
-    LEAVE_GROUP,
-    LIST_GROUPS,
-    LIST_TRANSACTIONS,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH_FULL,
-    OFFSET_FOR_LEADER_EPOCH,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    STOP_REPLICA,
-    SYNC_GROUP,
-    TXN_OFFSET_COMMIT,
-    UPDATE_METADATA,
-)
+from kclient.protocol.messages import API_VERSIONS, APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
 from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.messages.metadata import METADATA_FULL
@@ -161,60 +148,10 @@ from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
 log = logging.getLogger("kclient.broker")
-
-#: The APIs the broker decodes: `kclient.protocol.messages.APIS` and the
-#: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
-BROKER_APIS = {
-    **APIS,
-    # Metadata up to v12 (v10+: topic ids, KIP-516) and OffsetFetch up to v9
-    # (v9: KIP-848 member epochs), beyond the versions of APIS.
-    METADATA_FULL.key: METADATA_FULL,
-    OFFSET_FETCH_FULL.key: OFFSET_FETCH_FULL,
-    SASL_HANDSHAKE.key: SASL_HANDSHAKE,
-    SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
-    # Inter-broker (controller requests, followers' epoch queries).
-    LEADER_AND_ISR.key: LEADER_AND_ISR,
-    STOP_REPLICA.key: STOP_REPLICA,
-    UPDATE_METADATA.key: UPDATE_METADATA,
-    OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
-    WRITE_TXN_MARKERS.key: WRITE_TXN_MARKERS,  # (from a transaction coordinator, KIP-98)
-    # Admin (KIP-4).
-    CREATE_TOPICS.key: CREATE_TOPICS,
-    DELETE_TOPICS.key: DELETE_TOPICS,
-    CREATE_PARTITIONS.key: CREATE_PARTITIONS,
-    DESCRIBE_CONFIGS.key: DESCRIBE_CONFIGS,
-    ALTER_CONFIGS.key: ALTER_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS.key: INCREMENTAL_ALTER_CONFIGS,
-    # Consumer groups (kclient.broker.group).
-    OFFSET_COMMIT.key: OFFSET_COMMIT,
-    JOIN_GROUP.key: JOIN_GROUP,
-    HEARTBEAT.key: HEARTBEAT,
-    LEAVE_GROUP.key: LEAVE_GROUP,
-    SYNC_GROUP.key: SYNC_GROUP,
-    DESCRIBE_GROUPS.key: DESCRIBE_GROUPS,
-    LIST_GROUPS.key: LIST_GROUPS,
-    DELETE_GROUPS.key: DELETE_GROUPS,
-    OFFSET_DELETE.key: OFFSET_DELETE,
-    # The consumer group protocol (KIP-848).
-    CONSUMER_GROUP_HEARTBEAT.key: CONSUMER_GROUP_HEARTBEAT,
-    CONSUMER_GROUP_DESCRIBE.key: CONSUMER_GROUP_DESCRIBE,
-    # Transactions (kclient.broker.txn; KIP-98, KIP-664).
-    INIT_PRODUCER_ID_FULL.key: INIT_PRODUCER_ID_FULL,
-    ADD_PARTITIONS_TO_TXN.key: ADD_PARTITIONS_TO_TXN,
-    ADD_OFFSETS_TO_TXN.key: ADD_OFFSETS_TO_TXN,
-    END_TXN.key: END_TXN,
-    DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
-    LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
-    TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT,  # (to the group coordinator)
-    # Client quotas (KIP-546).
-    DESCRIBE_CLIENT_QUOTAS.key: DESCRIBE_CLIENT_QUOTAS,
-    ALTER_CLIENT_QUOTAS.key: ALTER_CLIENT_QUOTAS,
-}
 
 #: The former private name (tests/test_protocol_groups.py imports it).
 _BROKER_APIS = BROKER_APIS
@@ -223,7 +160,15 @@ _BROKER_APIS = BROKER_APIS
 #: request budget a connection holds while it waits for its client.
 RECEIVE_CHUNK = 64 * 1024
 
+#: Frames larger than this (bytes) are parsed in a worker thread: parsing
+#: costs about 0.5 s of CPU per MiB of small structs (a Metadata request
+#: naming many topics), which must not stall the other connections.
+DECODE_IN_THREAD_BYTES = RECEIVE_CHUNK
+#: Most worker threads parsing large frames at once.
+DECODE_THREADS = 2
+
 _SIZE = struct.Struct(">i")
+_T = TypeVar("_T")
 
 #: Errors that mean "these bytes are not a request" when reading a header
 #: or decoding a body (besides ProtocolError).
@@ -235,33 +180,17 @@ _DECODE_ERRORS = (ProtocolError, ValueError, UnicodeDecodeError, struct.error, I
 Reply = bytes | bytearray | SplicedResponse
 
 
+#: Who is on the other end of the current connection (set per connection
+#: task); each request's authorization context is built from it.
+_session: contextvars.ContextVar[ConnectionSession | None] = contextvars.ContextVar("kclient_session", default=None)
+
+
 class _CloseConnection(Exception):
     """Internal: the request cannot be answered; close the connection."""
 
 
-class _ReadClock:
-    """The time a request may still spend waiting for its client
-    (``socket.request.read.timeout.ms``, counted from its first byte; time
-    spent waiting for the request budget does not count)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.remaining = seconds
-
-    async def receive(self, stream: Any, nbytes: int) -> bytes | bytearray:
-        """Receive at most ``nbytes``; b"" at EOF.
-
-        Raises:
-            trio.TooSlowError: The time is up.
-        """
-        if self.remaining <= 0:
-            raise trio.TooSlowError
-        start = trio.current_time()
-        with trio.move_on_after(self.remaining) as scope:
-            data: bytes | bytearray = await stream.receive_some(nbytes)
-        self.remaining -= trio.current_time() - start
-        if scope.cancelled_caught:
-            raise trio.TooSlowError
-        return data
+class _ClosedMidFrame(Exception):
+    """Internal: the client closed the connection in the middle of a frame."""
 
 
 class Broker:
@@ -312,9 +241,17 @@ class Broker:
         self._scram_store = ScramCredentialStore(None)
         self._refusals = RateLimitedLog(log, interval=config.connection_rejection_log_interval_ms / 1000.0)
         #: The ``queued.max.request.bytes`` budget (`RequestMemory`).
-        self.request_memory = RequestMemory(config.request_memory_limit)
+        #: Frames read before authentication take from their own share,
+        #: ``queued.max.unauthenticated.request.bytes``.
+        self.request_memory = RequestMemory(config.request_memory_limit, config.queued_max_unauthenticated_request_bytes)
+        #: The worker threads evaluating SASL tokens (never the event loop).
+        self._sasl_limiter = trio.CapacityLimiter(SASL_EVALUATION_THREADS)
+        #: The worker threads parsing large request frames.
+        self._decode_limiter = trio.CapacityLimiter(DECODE_THREADS)
         self._limits: ConnectionLimits | None = None
         self._connection_rates: ConnectionRateQuotas | None = None
+        #: Each listener's ``ssl.principal.mapping.rules`` (set by `serve`).
+        self._principal_mappers: dict[str, SslPrincipalMapper] = {}
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled or `stop` is called.
@@ -333,6 +270,7 @@ class Broker:
             kclient.errors.ConfigError: A log directory is unusable, or a
                 listener's keystore / truststore cannot be read.
         """
+        self._principal_mappers = principal_mappers(self.config.security_properties, [e.name for e in self.config.listener_endpoints()])
         bound = await self._bind_listeners()
         listeners = [lst for _, group in bound for lst in group]
         state = await self._open_state(listeners)
@@ -572,8 +510,7 @@ class Broker:
                 await stream.aclose()
             return
         self.connection_count += 1
-        session = ClientSession(address=address)
-        client_session.set(session)
+        client_session.set(ClientSession(address=address))  # quotas (kclient.broker.quotas)
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         except OSError:
@@ -588,6 +525,8 @@ class Broker:
             listener_address.set((listener.advertised_host, listener.advertised_port))
             client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
             listener_name.set(listener.name)
+            session = ConnectionSession(client_address=address, listener=listener.name)
+            _session.set(session)
             if listener.uses_ssl:
                 tls = await tls_handshake(stream, listener, peer_name, self._refusals)
                 if tls is None:
@@ -596,12 +535,13 @@ class Broker:
                     return
                 conn = tls
                 principal = certificate_principal(tls.getpeercert())
-                session.set_principal(principal)
                 if principal is not None:
                     log.debug("connection from %s: TLS client certificate %s", peer_name, principal)
+                    session.tls_principal = self._mapped_principal(principal, listener.name)
             sasl = None
             if listener.uses_sasl:
-                sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals)
+                sasl = SaslAuthenticator(listener, self._scram_store, peer_name, self._refusals, self._sasl_limiter)
+                session.sasl = sasl
             async with conn:
                 await self._connection_loop(conn, peer_name, sasl)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -615,6 +555,17 @@ class Broker:
         finally:
             self.connection_count -= 1
             limits.leave(address)
+
+    def _mapped_principal(self, principal: str, listener: str) -> str:
+        """A TLS client certificate's principal mapped by the listener's
+        ``ssl.principal.mapping.rules`` (KIP-371); raises `_CloseConnection`
+        when no rule applies (Kafka fails the authentication)."""
+        mapper = self._principal_mappers.get(listener) or SslPrincipalMapper()
+        try:
+            return "User:" + mapper.name(principal.removeprefix("User:"))
+        except NoMatchingRule as exc:
+            self._refusals.log("tls", "closing connection on listener %s: %s", listener, exc)
+            raise _CloseConnection from None
 
     async def _connection_loop(self, stream: Any, peer: str, sasl: SaslAuthenticator | None = None) -> None:
         config = self.config
@@ -632,65 +583,21 @@ class Broker:
                 return
             if not prefix:
                 return  # closed by the client between requests
-            clock = _ReadClock(config.socket_request_read_timeout_ms / 1000.0)
+            clock = ReadClock(config.socket_request_read_timeout_ms / 1000.0)
             if await self._read_frame(stream, peer, prefix, clock, sasl) is None:
                 return
 
     async def _read_frame(
-        self, stream: Any, peer: str, prefix: bytes, clock: _ReadClock, sasl: SaslAuthenticator | None
+        self, stream: Any, peer: str, prefix: bytes, clock: ReadClock, sasl: SaslAuthenticator | None
     ) -> bool | None:
         """Read the rest of one request frame (``prefix``: its first bytes),
-        answer it and send the response. The frame's bytes are taken from
-        the request budget as they arrive and given back once it is
-        answered. Returns True, or None when the client closed the
-        connection mid-frame; raises `_CloseConnection`."""
-        max_frame = self.config.socket_request_max_bytes
+        answer it and send the response. Returns True, or None when the
+        client closed the connection mid-frame; raises `_CloseConnection`."""
         try:
-            while len(prefix) < 4:
-                more = await clock.receive(stream, 4 - len(prefix))
-                if not more:
-                    self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, len(prefix))
-                    return None
-                prefix += more
-            (size,) = _SIZE.unpack(prefix)
-            if not 0 <= size <= max_frame:
-                # Refused from the size alone: none of the frame is read.
-                self._refusals.log(
-                    "frame-size",
-                    "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
-                    peer,
-                    size,
-                    max_frame,
-                )
-                raise _CloseConnection
-            memory = self.request_memory
-            token = memory.begin()
-            taken = 0
-            try:
-                chunks: list[bytes | bytearray] = []
-                got = 0
-                while got < size:
-                    want = min(size - got, RECEIVE_CHUNK)
-                    await memory.reserve(token, want)
-                    taken += want
-                    data = await clock.receive(stream, want)
-                    memory.release(want - len(data))
-                    taken -= want - len(data)
-                    if not data:
-                        self._refusals.log(
-                            "mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, got + 4
-                        )
-                        return None
-                    chunks.append(data)
-                    got += len(data)
-                memory.done_reading(token)
-                frame = b"".join(chunks)
-                del chunks
-                response = await self._respond(frame, peer, stream, sasl)
-                del frame
-            finally:
-                memory.done_reading(token)
-                memory.release(taken)
+            size = await self._frame_size(stream, peer, prefix, clock, sasl)
+            response = await self._receive_and_answer(stream, peer, size, clock, sasl)
+        except _ClosedMidFrame:
+            return None
         except trio.TooSlowError:
             self._refusals.log(
                 "read-timeout",
@@ -699,6 +606,8 @@ class Broker:
                 self.config.socket_request_read_timeout_ms,
             )
             raise _CloseConnection from None
+        except SaslClose as close:
+            await self._fail_authentication(stream, close)
         # The request is answered and its budget given back; now send.
         if response is None:
             return True
@@ -715,30 +624,118 @@ class Broker:
             await stream.send_all(response)
         return True
 
-    async def _respond(
-        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None
+    async def _frame_size(
+        self, stream: Any, peer: str, prefix: bytes, clock: ReadClock, sasl: SaslAuthenticator | None
+    ) -> int:
+        """The size of the frame that ``prefix`` starts (its 4-byte size
+        completed from the stream). Raises `_CloseConnection` for a size
+        out of range: above ``sasl.server.max.receive.size`` before the
+        SASL login completes (Kafka's InvalidReceiveException), negative or
+        above ``socket.request.max.bytes``; `_ClosedMidFrame` at EOF."""
+        while len(prefix) < 4:
+            more = await clock.receive(stream, 4 - len(prefix))
+            if not more:
+                self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, len(prefix))
+                raise _ClosedMidFrame
+            prefix += more
+        size = int(_SIZE.unpack(prefix)[0])
+        if sasl is not None and not sasl.complete and size > sasl.max_receive_size:
+            # Refused from the size alone, as Kafka's SaslServerAuthenticator
+            # does: none of the frame is read.
+            self._refusals.log(
+                "sasl-receive-size",
+                "closing connection from %s on listener %s: invalid receive (size = %d larger than %d) "
+                "before SASL authentication completed (sasl.server.max.receive.size)",
+                peer,
+                sasl.listener.name,
+                size,
+                sasl.max_receive_size,
+            )
+            raise _CloseConnection
+        max_frame = self.config.socket_request_max_bytes
+        if not 0 <= size <= max_frame:
+            # Refused from the size alone: none of the frame is read.
+            self._refusals.log(
+                "frame-size",
+                "closing connection from %s: request frame size %d outside 0..%d (socket.request.max.bytes)",
+                peer,
+                size,
+                max_frame,
+            )
+            raise _CloseConnection
+        return size
+
+    async def _receive_and_answer(
+        self, stream: Any, peer: str, size: int, clock: ReadClock, sasl: SaslAuthenticator | None
     ) -> Reply | None:
-        """The response to one frame (SASL raw tokens included)."""
+        """Receive a frame of ``size`` bytes and answer it. Its bytes are
+        taken from the request budget as they arrive (before
+        authentication: from the unauthenticated share) and given back once
+        it is answered."""
+        memory = self.request_memory
+        token = memory.begin(authenticated=sasl is None or sasl.complete)
+        taken = 0
         try:
-            if sasl is not None and sasl.expects_raw_token:
-                return await sasl.raw_token(frame)
-            return await self._answer(frame, peer, stream, sasl)
-        except SaslClose as close:
-            if close.data:
-                await stream.send_all(close.data)
-            # KIP-306: close after a delay, so that the client reads
-            # the error first and cannot hammer the broker.
-            await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
-            raise _CloseConnection from None
+            chunks: list[bytes | bytearray] = []
+            got = 0
+            while got < size:
+                want = min(size - got, RECEIVE_CHUNK)
+                if memory.must_wait(token, want):
+                    log.debug("request from %s held back: its request memory budget is used up", peer)
+                await clock.reserve(memory, token, want)
+                taken += want
+                data = await clock.receive(stream, want)
+                memory.release(token, want - len(data))
+                taken -= want - len(data)
+                if not data:
+                    self._refusals.log("mid-frame", "connection from %s closed mid-frame (%d bytes buffered)", peer, got + 4)
+                    raise _ClosedMidFrame
+                chunks.append(data)
+                got += len(data)
+            frame = b"".join(chunks)
+            del chunks
+            if sasl is not None and not sasl.complete:
+                # Logins are short: the frame counts as being read (the one
+                # that may go over its share) until answered, so frames
+                # waiting for a SASL worker thread stay within the share.
+                return await self._respond(frame, peer, stream, sasl, lambda: None)
+            # Done reading once parsed (a large frame waits for a worker
+            # thread): the next frame may then go over the budget.
+            return await self._respond(frame, peer, stream, sasl, lambda: memory.done_reading(token))
+        finally:
+            memory.done_reading(token)
+            memory.release(token, taken)
+
+    async def _fail_authentication(self, stream: Any, close: SaslClose) -> NoReturn:
+        """KIP-306: hold the failure response back for
+        ``connection.failed.authentication.delay.ms``, then send it and
+        close, so that a client gets at most one answer per delay on a
+        connection. Only this connection waits; it holds no request budget
+        meanwhile."""
+        await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
+        if close.data:
+            await stream.send_all(close.data)
+        raise _CloseConnection
+
+    async def _respond(
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None, parsed: Callable[[], None]
+    ) -> Reply | None:
+        """The response to one frame (SASL raw tokens included); calls
+        ``parsed()`` once the frame is parsed; raises `SaslClose` when a
+        login failed."""
+        if sasl is not None and sasl.expects_raw_token:
+            return await sasl.raw_token(frame)
+        return await self._answer(frame, peer, stream, sasl, parsed)
 
     async def _answer(
-        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None
+        self, frame: bytes, peer: str, stream: Any, sasl: SaslAuthenticator | None = None, parsed: Callable[[], None] = lambda: None
     ) -> Reply | None:
         """What to send back for one request frame: bytes, a zero-copy
         `SplicedResponse` (Fetch v4+), or None (no response).
         Raises `_CloseConnection` where the connection is to be
         closed instead."""
-        decoded = self._decode(frame, peer)
+        decoded = await self._decode(frame, peer, sasl)
+        parsed()
         if isinstance(decoded, bytes):
             return decoded
         header, api, body = decoded
@@ -747,18 +744,21 @@ class Broker:
             reply = await _authenticate(sasl, header, api, body)
             if reply is not None:
                 return reply
-        if sasl is not None and (session := client_session.get(None)) is not None:
-            session.set_principal(sasl.principal)
         return await self._dispatch(header, api, body, peer, stream, len(frame))
 
-    def _decode(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api, Any] | bytes:
+    async def _decode(self, frame: bytes, peer: str, sasl: SaslAuthenticator | None = None) -> tuple[RequestHeader, Api, Any] | bytes:
         """The request in ``frame``: its header, API and request message
         (an instance of the API's ``request_type``), or the
         bytes to answer at once (the KIP-511 reply to an ApiVersions of a
         version the broker lacks; INVALID_REQUEST to a malformed
         ApiVersions). Raises `_CloseConnection` for an unreadable header,
-        an unknown API, an unsupported version or a malformed body."""
-        header, api = self._parse_header(frame, peer)
+        an unknown API, an unsupported version or a malformed body, and
+        `SaslClose` for an API not allowed before the SASL login (checked
+        from the header: such a body is never decoded, as in Kafka). A
+        frame over `DECODE_IN_THREAD_BYTES` is parsed in a worker thread."""
+        header, api = await self._parse_header(frame, peer)
+        if sasl is not None and not sasl.complete:
+            sasl.check_allowed(header, api.name)
         lo, hi = SUPPORTED_VERSIONS[header.api_key]
         if not lo <= header.api_version <= hi:
             if header.api_key == API_VERSIONS.key:
@@ -775,7 +775,7 @@ class Broker:
             )
             raise _CloseConnection
         try:
-            return header, api, _decode_body(frame, header, api)
+            return header, api, await self._off_loop(frame, _decode_body, frame, header, api)
         except _DECODE_ERRORS as exc:
             if header.api_key == API_VERSIONS.key:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST.
@@ -786,11 +786,20 @@ class Broker:
             )
             raise _CloseConnection from None
 
-    def _parse_header(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api]:
+    async def _off_loop(self, frame: bytes, parse: Callable[..., _T], *args: Any) -> _T:
+        """``parse(*args)``, in a worker thread when ``frame`` is over
+        `DECODE_IN_THREAD_BYTES` (`kclient.broker.offload.run_in_worker`):
+        parsing costs CPU in proportion to the frame, never that long on
+        the event loop."""
+        if len(frame) <= DECODE_IN_THREAD_BYTES:
+            return parse(*args)
+        return await run_in_worker(parse, *args, limiter=self._decode_limiter)
+
+    async def _parse_header(self, frame: bytes, peer: str) -> tuple[RequestHeader, Api]:
         """The request header of ``frame`` and its API (one this broker
         advertises); raises `_CloseConnection` otherwise."""
         try:
-            header = parse_request_header(frame)
+            header = await self._off_loop(frame, parse_request_header, frame)
         except _DECODE_ERRORS as exc:
             self._refusals.log("bad-request", "closing connection from %s: unreadable request header: %s", peer, exc)
             raise _CloseConnection from None
@@ -815,7 +824,11 @@ class Broker:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
         cap_fetch_bytes(self._handlers.quotas, header, body)
         try:
-            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock))
+            session = _session.get()
+            context = session.context() if session is not None else None
+            if context is not None and (quota_session := client_session.get(None)) is not None:
+                quota_session.set_principal(context.principal)  # the quota user (KIP-55)
+            result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock), context=context)
         except CloseConnection as exc:
             self._refusals.log("bad-request", "closing connection from %s: %s", peer, exc)
             raise _CloseConnection from None
@@ -913,4 +926,4 @@ async def _peer_closed(sock: Any) -> bool:
     return not data
 
 
-__all__ = ["BROKER_APIS", "RECEIVE_CHUNK", "Broker"]
+__all__ = ["BROKER_APIS", "DECODE_IN_THREAD_BYTES", "DECODE_THREADS", "RECEIVE_CHUNK", "Broker"]

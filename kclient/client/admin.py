@@ -32,7 +32,9 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from kclient.client import admin_configs, admin_groups, admin_offsets, admin_quotas, admin_transactions
+from kclient.acl import AclBinding, AclBindingFilter
+from kclient.client import admin_acls, admin_configs, admin_groups, admin_offsets, admin_quotas, admin_transactions
+from kclient.client.admin_acls import AclDeletion
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
@@ -64,6 +66,7 @@ from kclient.protocol.schema import Api, Body
 from kclient.sync import ClosingClient, LoopThread, track
 
 __all__ = [
+    "AclDeletion",
     "AdminClient",
     "AlterConfigOp",
     "ClientQuotaAlteration",
@@ -605,6 +608,51 @@ class TrioAdminClient:
             InvalidRequestError: 42, an unknown entity type or key, a value <= 0.
         """
         await admin_quotas.alter_client_quotas(self.cluster, alterations, validate_only=validate_only)
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
+        """Create ACL bindings (CreateAcls, KIP-11;
+        `kclient.client.admin_acls.create_acls`; Kafka's ``createAcls``).
+
+        Args:
+            bindings: `kclient.acl.AclBinding` values.
+
+        Returns:
+            ``{binding: None}`` per created binding, else its error
+            (`InvalidRequestError`, `ClusterAuthorizationFailedError`,
+            `SecurityDisabledError` without an authorizer, ...).
+
+        Raises:
+            ValueError: A binding with an ANY, MATCH or UNKNOWN field.
+        """
+        return await admin_acls.create_acls(self.cluster, bindings)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The ACL bindings matching a filter (DescribeAcls;
+        `kclient.client.admin_acls.describe_acls`; Kafka's ``describeAcls``).
+
+        Args:
+            acl_filter: A `kclient.acl.AclBindingFilter`
+                (``AclBindingFilter()`` matches all).
+
+        Returns:
+            The bindings, sorted.
+
+        Raises:
+            BrokerResponseError: The broker's error
+                (`ClusterAuthorizationFailedError`, `SecurityDisabledError`, ...).
+        """
+        return await admin_acls.describe_acls(self.cluster, acl_filter)
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> dict[AclBindingFilter, AclDeletion]:
+        """Delete the ACL bindings matching filters (DeleteAcls;
+        `kclient.client.admin_acls.delete_acls`; Kafka's ``deleteAcls``).
+
+        Args:
+            filters: `kclient.acl.AclBindingFilter` values.
+
+        Returns:
+            ``{filter: AclDeletion}``: what each deleted, or its error.
+        """
+        return await admin_acls.delete_acls(self.cluster, filters)
 
     async def aclose(self) -> None:
         """Close the connections."""
@@ -800,6 +848,23 @@ class AdminClient(ClosingClient):
         """Blocking `TrioAdminClient.alter_client_quotas` (Kafka's
         ``alterClientQuotas``); Args and Raises as there."""
         self._loop.call(self._core.alter_client_quotas, list(alterations), validate_only)
+    def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
+        """Blocking `TrioAdminClient.create_acls` (Kafka's ``createAcls``);
+        Args, Returns and Raises as there."""
+        result: dict[AclBinding, KafkaError | None] = self._loop.call(self._core.create_acls, list(bindings))
+        return result
+
+    def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """Blocking `TrioAdminClient.describe_acls` (Kafka's
+        ``describeAcls``); Args, Returns and Raises as there."""
+        result: list[AclBinding] = self._loop.call(self._core.describe_acls, acl_filter)
+        return result
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> dict[AclBindingFilter, AclDeletion]:
+        """Blocking `TrioAdminClient.delete_acls` (Kafka's ``deleteAcls``);
+        Args and Returns as there."""
+        result: dict[AclBindingFilter, AclDeletion] = self._loop.call(self._core.delete_acls, list(filters))
+        return result
 
     def close(self) -> None:
         """Close the connections and the loop thread. Idempotent."""

@@ -405,7 +405,23 @@ class BrokerConfig(_KafkaConfig):
     at once, or hostile ones, cannot grow a development broker's memory
     without bound. To never stall, the oldest request being read may go over the
     budget (by less than one frame): the broker's request memory stays
-    under ``queued.max.request.bytes + socket.request.max.bytes``."""
+    under ``queued.max.request.bytes + socket.request.max.bytes``.
+    Connections that have not authenticated yet do not take from it: see
+    ``queued.max.unauthenticated.request.bytes``."""
+    queued_max_unauthenticated_request_bytes: int = prop(
+        "queued.max.unauthenticated.request.bytes", to_int, 4194304, at_least(0)
+    )
+    """kclient-specific: the request memory share (bytes) of the
+    connections that have not authenticated yet (on a SASL listener, before
+    the SASL login completes; their frames are at most
+    ``sasl.server.max.receive.size`` each). Their frames take from this
+    share only, never from ``queued.max.request.bytes``, so peers that do
+    not log in, however many and however silent, cannot hold back an
+    authenticated client's requests (only other logins, and at most for
+    ``socket.request.read.timeout.ms``). The oldest frame being read before
+    authentication may go over it, as in ``queued.max.request.bytes``.
+    Kafka has no such pool (it reads authentication frames outside its
+    memory pool, each capped by ``sasl.server.max.receive.size``)."""
     connections_max_idle_ms: int = prop("connections.max.idle.ms", to_int, 600000, at_least(-1))
     """A connection with no request in progress that receives nothing for
     this long (ms) is closed (logged at DEBUG, as Kafka does); ``-1``:
@@ -414,12 +430,14 @@ class BrokerConfig(_KafkaConfig):
     """kclient-specific (Kafka has no such broker property; the clients'
     name ``request.timeout.ms`` is accepted as an alias): a request
     whose first byte has arrived must arrive whole within this long (ms)
-    of waiting for the client, else the connection is closed (logged
+    of that first byte, else the connection is closed (logged
     rate-limited). This closes a connection that sends a size prefix, or a
     part of a frame, and then nothing or a trickle; Kafka only closes such a
     connection after ``connections.max.idle.ms`` of complete silence, so a
     trickle keeps it open. Time the broker itself holds the read back
-    (``queued.max.request.bytes`` reached) does not count. The default is
+    (``queued.max.request.bytes`` or its unauthenticated share reached)
+    counts too, so no connection stays open mid-request for longer, however
+    busy the budget. The default is
     the clients' ``request.timeout.ms`` (30 s): a client that cannot send a
     request in that time has given up on it anyway."""
     connection_rejection_log_interval_ms: int = prop(
@@ -435,10 +453,31 @@ class BrokerConfig(_KafkaConfig):
     connection_failed_authentication_delay_ms: int = prop(
         "connection.failed.authentication.delay.ms", to_int, 100, at_least(0)
     )
-    """How long (ms) a connection whose authentication failed stays open
-    after the failure response before it is closed (KIP-306): the client
-    reads the error instead of a bare disconnect, and cannot retry in a
-    tight loop."""
+    """How long (ms) the broker holds back its answer to a failed
+    authentication (KIP-306): the failure response (SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM, ...) is sent only after this delay, then
+    the connection is closed. So a client reads the error instead of a bare
+    disconnect, and a password-guessing client gets at most one guess per
+    delay per connection. The delay holds no request memory and does not
+    slow other connections."""
+    authorizer_class_name: str = prop("authorizer.class.name", to_str, "")
+    """The authorizer (KIP-11): empty (the default) authorizes every
+    request, as Kafka does without one. ``kclient.broker.authz.AclAuthorizer``
+    selects kclient's ACL authorizer, with Kafka's ``AclAuthorizer``
+    semantics; Kafka's class names ``kafka.security.authorizer.AclAuthorizer``,
+    ``kafka.security.auth.SimpleAclAuthorizer`` and
+    ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` select it
+    too, so a Kafka ``server.properties`` works. ACLs are kept where Kafka's
+    ZooKeeper mode keeps them (``/kafka-acl``, ``/kafka-acl-extended``), in
+    memory for a broker without ZooKeeper. The brokers' own principal must be
+    in ``super.users`` (or be allowed CLUSTER_ACTION on the cluster). See
+    docs/security.md, "Authorization (ACLs)"."""
+    super_users: str = prop("super.users", to_str, "")
+    """Principals allowed everything whatever the ACLs say, separated by
+    semicolons (``User:admin;User:broker``)."""
+    allow_everyone_if_no_acl_found: bool = prop("allow.everyone.if.no.acl.found", to_bool, False)
+    """With an authorizer: whether a resource that no ACL names is open to
+    every principal (false, the default: only super users may use it)."""
     quota_window_num: int = prop("quota.window.num", to_int, 11, at_least(1))
     """Number of samples a client's byte rate is measured over for its
     quota (KIP-13; Kafka's default 11)."""

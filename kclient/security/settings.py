@@ -31,7 +31,9 @@ settings, each ``<key>`` first as ``listener.name.<listener>.<key>``:
   as KIP-684 says);
 - ``sasl.enabled.mechanisms``, and the PLAIN users from
   ``listener.name.<listener>.plain.sasl.jaas.config`` or
-  ``sasl.jaas.config`` (PlainLoginModule ``user_<name>="<password>"``).
+  ``sasl.jaas.config`` (PlainLoginModule ``user_<name>="<password>"``);
+- ``sasl.server.max.receive.size`` (default 524288 bytes): the largest
+  frame read before the SASL login completes.
 
 Every problem raises `ConfigError` naming the property, the way
 `kclient.config` does (``Invalid value 'X' for configuration NAME: why``,
@@ -62,6 +64,7 @@ from kclient.security.sasl import (
 
 __all__ = [
     "DEFAULT_PROTOCOL_MAP",
+    "SASL_SERVER_MAX_RECEIVE_SIZE",
     "ClientSecurity",
     "ListenerEndpoint",
     "ListenerSecurity",
@@ -110,6 +113,10 @@ class SslClientAuth(str, enum.Enum):
 
 #: Kafka's default ``listener.security.protocol.map`` (each protocol's own name).
 DEFAULT_PROTOCOL_MAP: dict[str, SecurityProtocol] = {p.value: p for p in SecurityProtocol}
+
+#: Kafka's default ``sasl.server.max.receive.size`` (bytes): the largest
+#: frame read before a SASL login completes.
+SASL_SERVER_MAX_RECEIVE_SIZE = 524288
 
 #: SASL mechanisms Kafka has and kclient does not.
 _KAFKA_ONLY_MECHANISMS = ("GSSAPI", "OAUTHBEARER")
@@ -492,6 +499,11 @@ class ListenerSecurity:
         ssl_client_auth: ``ssl.client.auth``.
         sasl_enabled_mechanisms: ``sasl.enabled.mechanisms``.
         plain_users: PLAIN user -> password, from the JAAS config.
+        sasl_server_max_receive_size: ``sasl.server.max.receive.size``:
+            the largest frame (bytes, default 524288) the broker reads from
+            a connection of a SASL listener before its login completes; a
+            larger declared size closes the connection from the size alone
+            (Kafka's InvalidReceiveException).
     """
 
     listener: ListenerEndpoint
@@ -501,6 +513,7 @@ class ListenerSecurity:
     ssl_client_auth: SslClientAuth = SslClientAuth.NONE
     sasl_enabled_mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = attrs.field(factory=dict, repr=lambda users: f"<{len(users)} users>")
+    sasl_server_max_receive_size: int = SASL_SERVER_MAX_RECEIVE_SIZE
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], listener: ListenerEndpoint) -> ListenerSecurity:
@@ -575,6 +588,7 @@ class ListenerSecurity:
             if not mechanisms:
                 raise _invalid(name, enabled, "expected at least one mechanism")
             kwargs["sasl_enabled_mechanisms"] = mechanisms
+            kwargs["sasl_server_max_receive_size"] = _max_receive_size(props, listener)
             if PLAIN in mechanisms:
                 candidates = (f"{listener.config_prefix}plain.sasl.jaas.config", "sasl.jaas.config")
                 jaas_name, jaas = _first_set(props, candidates)
@@ -585,6 +599,20 @@ class ListenerSecurity:
                     )
                 kwargs["plain_users"] = jaas_plain_users(parse_jaas_config(jaas, jaas_name), jaas_name)
         return cls(**kwargs)
+
+
+def _max_receive_size(props: Mapping[str, Any], listener: ListenerEndpoint) -> int:
+    """The listener's ``sasl.server.max.receive.size`` (bytes, at least 1)."""
+    name, value = _listener_value(props, listener, "sasl.server.max.receive.size")
+    if value is None:
+        return SASL_SERVER_MAX_RECEIVE_SIZE
+    try:
+        size = int(value)
+    except ValueError:
+        raise _invalid(name, value, "expected an integer") from None
+    if size < 1:
+        raise _invalid(name, value, "must be at least 1")
+    return size
 
 
 def _first_set(props: Mapping[str, Any], names: Iterable[str]) -> tuple[str, str | None]:

@@ -30,4 +30,7 @@ has a ``register(subparsers)`` that `kclient.cli` calls).
   ``.timeindex`` files.
 * `kclient.tools.configs`: ``kclient configs``, SCRAM users in ZooKeeper
   (``kafka-configs.sh``).
+* `kclient.tools.acls`: ``kclient acls --add / --remove / --list``
+  (``kafka-acls.sh``): ACL bindings through CreateAcls, DeleteAcls and
+  DescribeAcls.
 """

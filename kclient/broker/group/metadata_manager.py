@@ -58,6 +58,7 @@ from kclient.broker.group.records import (
     partition_for,
 )
 from kclient.broker.group.txn_offsets import PendingTxnOffsets, TxnOffsets, apply_committed
+from kclient.broker.internal_topic import InternalTopic
 from kclient.clock import now_ms
 from kclient.errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -68,7 +69,6 @@ from kclient.errors import (
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
-    TOPIC_ALREADY_EXISTS,
     UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
     BrokerResponseError,
@@ -154,7 +154,7 @@ class GroupMetadataManager:
         self.on_load: list[Callable[[int, list[tuple[bytes, bytes | None]]], None]] = []
         self.in_use: list[Callable[[str], bool]] = []
         self._nursery: trio.Nursery | None = None
-        self._creating = False
+        self._topic = InternalTopic(OFFSETS_TOPIC, metadata_cache, topic_admin, "offsets.topic.replication.factor")
         #: Partition index -> the `Partition.leadership` term loaded.
         self._terms: dict[int, int] = {}
         # The topic's configs apply on every start, standalone included.
@@ -189,30 +189,7 @@ class GroupMetadataManager:
         """Create ``__consumer_offsets`` if missing (see the module
         docstring). Returns NONE when it exists (standalone: just created),
         COORDINATOR_NOT_AVAILABLE while its creation goes on."""
-        if self.metadata_cache.has_topic(OFFSETS_TOPIC):
-            return NONE
-        if self._creating:
-            return COORDINATOR_NOT_AVAILABLE
-        self._creating = True
-        try:
-            live = await self.topic_admin.live_brokers()
-            rf = self.config.offsets_topic_replication_factor
-            if len(live) < rf:
-                log.warning(
-                    "creating %s with replication factor %d: only %d live broker(s) (offsets.topic.replication.factor=%d)",
-                    OFFSETS_TOPIC, max(1, len(live)), len(live), rf,
-                )
-                rf = max(1, len(live))
-            code, message = await self.topic_admin.create(OFFSETS_TOPIC, self.num_partitions, rf, self.topic_configs())
-        finally:
-            self._creating = False
-        if code == TOPIC_ALREADY_EXISTS or (code == NONE and self.topic_admin.zk is not None):
-            return NONE if self.metadata_cache.has_topic(OFFSETS_TOPIC) else COORDINATOR_NOT_AVAILABLE
-        if code != NONE:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, message)
-            return COORDINATOR_NOT_AVAILABLE
-        log.info("created %s with %d partition(s), replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf)
-        return NONE
+        return await self._topic.ensure(self.num_partitions, self.config.offsets_topic_replication_factor, lambda rf: self.topic_configs())
 
     # ------------------------------------------------------------ leadership
 

@@ -35,16 +35,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kclient.broker.internal_topic import InternalTopic
 from kclient.broker.txn.coordinator import TxnMarkers
 from kclient.broker.txn.transaction_coordinator import PendingWrite, TransactionCoordinator
 from kclient.clock import now_ms
 from kclient.crash_point import crash_point
 from kclient.errors import (
-    COORDINATOR_NOT_AVAILABLE,
     NONE,
     NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
-    TOPIC_ALREADY_EXISTS,
     UNKNOWN_SERVER_ERROR,
     BrokerResponseError,
 )
@@ -106,7 +105,7 @@ class TransactionStateLog:
         #: Partition index -> the `Partition` being loaded / loaded here.
         self.partitions: dict[int, Partition] = {}
         self._nursery: trio.Nursery | None = None
-        self._creating = False
+        self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, metadata_cache, topic_admin, "transaction.state.log.replication.factor")
         # Applied on every start; min.insync.replicas only at creation (it
         # depends on the replication factor the topic got).
         topic_overrides.update(TRANSACTION_STATE_TOPIC, self.topic_configs())
@@ -134,31 +133,9 @@ class TransactionStateLog:
             NONE when it exists, COORDINATOR_NOT_AVAILABLE while its
             creation goes on (or failed).
         """
-        if self.metadata_cache.has_topic(TRANSACTION_STATE_TOPIC):
-            return NONE
-        if self._creating:
-            return COORDINATOR_NOT_AVAILABLE
-        self._creating = True
-        try:
-            live = await self.topic_admin.live_brokers()
-            rf = self.config.transaction_state_log_replication_factor
-            if len(live) < rf:
-                log.warning(
-                    "creating %s with replication factor %d: only %d live broker(s) (transaction.state.log.replication.factor=%d)",
-                    TRANSACTION_STATE_TOPIC, max(1, len(live)), len(live), rf,
-                )
-                rf = max(1, len(live))
-            n = self.config.transaction_state_log_num_partitions
-            code, message = await self.topic_admin.create(TRANSACTION_STATE_TOPIC, n, rf, self.topic_configs(rf))
-        finally:
-            self._creating = False
-        if code == TOPIC_ALREADY_EXISTS or (code == NONE and self.topic_admin.zk is not None):
-            return NONE if self.metadata_cache.has_topic(TRANSACTION_STATE_TOPIC) else COORDINATOR_NOT_AVAILABLE
-        if code != NONE:
-            log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, message)
-            return COORDINATOR_NOT_AVAILABLE
-        log.info("created %s with %d partition(s), replication factor %d", TRANSACTION_STATE_TOPIC, n, rf)
-        return NONE
+        return await self._topic.ensure(
+            self.config.transaction_state_log_num_partitions, self.config.transaction_state_log_replication_factor, self.topic_configs
+        )
 
     # ------------------------------------------------------------ leadership
 

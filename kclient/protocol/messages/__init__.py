@@ -14,10 +14,13 @@ from kclient.protocol.messages.api_versions import API_VERSIONS
 from kclient.protocol.messages.client_quotas import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from kclient.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
+from kclient.protocol.messages.create_acls import CREATE_ACLS
 from kclient.protocol.messages.create_partitions import CREATE_PARTITIONS
 from kclient.protocol.messages.create_topics import CREATE_TOPICS
+from kclient.protocol.messages.delete_acls import DELETE_ACLS
 from kclient.protocol.messages.delete_groups import DELETE_GROUPS
 from kclient.protocol.messages.delete_topics import DELETE_TOPICS
+from kclient.protocol.messages.describe_acls import DESCRIBE_ACLS
 from kclient.protocol.messages.describe_configs import DESCRIBE_CONFIGS
 from kclient.protocol.messages.describe_groups import DESCRIBE_GROUPS
 from kclient.protocol.messages.describe_transactions import DESCRIBE_TRANSACTIONS
@@ -98,6 +101,10 @@ ALL_APIS: dict[int, Api] = {
             # Client quotas (KIP-546).
             DESCRIBE_CLIENT_QUOTAS,
             ALTER_CLIENT_QUOTAS,
+            # ACLs (KIP-11, KIP-290).
+            DESCRIBE_ACLS,
+            CREATE_ACLS,
+            DELETE_ACLS,
         )
     },
 }
@@ -144,11 +151,14 @@ __all__ = [
     "API_VERSIONS",
     "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
+    "CREATE_ACLS",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_ACLS",
     "DELETE_GROUPS",
     "DELETE_TOPICS",
     "DESCRIBE_CLIENT_QUOTAS",
+    "DESCRIBE_ACLS",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_TRANSACTIONS",

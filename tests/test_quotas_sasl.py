@@ -15,6 +15,7 @@ from helpers.records import partition_messages
 from kclient import AdminClient
 from kclient.client.admin_quotas import ClientQuotaAlteration
 from kclient.client.producer.producer import Producer, ProducerData
+from kclient.errors import ClusterAuthorizationFailedError
 from kclient.testing import BrokerProcess, client_properties, security_properties
 
 ck = pytest.importorskip("confluent_kafka")
@@ -67,3 +68,33 @@ def test_confluent_kafka_sees_the_throttle(sasl_broker):
     producer.poll(0)
     assert throttles and max(t.throttle_time for t in throttles) > 0
     assert len(partition_messages(sasl_broker, topic, 0)) == 60
+
+
+@pytest.fixture(scope="module")
+def authz_broker():
+    users = {**USERS, "admin": "admin-secret"}
+    props = security_properties(listeners=["SASL_PLAINTEXT"], mechanisms=["PLAIN"], plain_users=users)
+    props.update({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"})
+    with BrokerProcess(properties={**props, "num.partitions": 1}) as proc:
+        yield proc, users
+
+
+def _admin(broker, users, user: str) -> AdminClient:
+    props = client_properties("SASL_PLAINTEXT", mechanism="PLAIN", username=user, password=users[user])
+    return AdminClient({**props, "bootstrap.servers": broker.bootstrap_for("SASL_PLAINTEXT")})
+
+
+def test_client_quotas_need_the_cluster_config_operations(authz_broker):
+    """With an authorizer, AlterClientQuotas needs ALTER_CONFIGS and
+    DescribeClientQuotas DESCRIBE_CONFIGS on the cluster (as Kafka): bob
+    has neither, the super user may."""
+    broker, users = authz_broker
+    change = [ClientQuotaAlteration({"user": "bob"}, {"producer_byte_rate": 1e9})]
+    with _admin(broker, users, "bob") as bob:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            bob.alter_client_quotas(change)
+        with pytest.raises(ClusterAuthorizationFailedError):
+            bob.describe_client_quotas()
+    with _admin(broker, users, "admin") as admin:
+        admin.alter_client_quotas(change)
+        assert admin.describe_client_quotas() == {(("user", "bob"),): {"producer_byte_rate": 1e9}}

@@ -69,7 +69,12 @@ _HAND_LAYOUT_KEYS = {68, 69}
 #: The transaction APIs (issue 29) have their own byte-for-byte, round-trip
 #: and kafka-python tests in tests/test_transaction_messages.py.
 _TRANSACTION_KEYS = {24, 25, 26, 27, 28, 65, 66}
-NEW_APIS = [api for key, api in sorted(ALL_APIS.items()) if key not in APIS and key not in _HAND_LAYOUT_KEYS and key not in _TRANSACTION_KEYS] + [OFFSET_FETCH_FULL]
+#: DescribeClientQuotas / AlterClientQuotas (issue 30): byte-for-byte,
+#: round-trip and kafka-python tests in tests/test_quota_units.py.
+_QUOTA_KEYS = {48, 49}
+NEW_APIS = [
+    api for key, api in sorted(ALL_APIS.items()) if key not in APIS and key not in _HAND_LAYOUT_KEYS and key not in _TRANSACTION_KEYS and key not in _QUOTA_KEYS
+] + [OFFSET_FETCH_FULL]
 
 TOPIC_ID = uuid.UUID("6f1e3c2a-95d4-4b8e-9a51-0c7d2e4f8b13")
 OTHER_TOPIC_ID = uuid.UUID("0b9d3f5e-1c2a-4e6f-8a7b-9c0d1e2f3a4b")

@@ -40,6 +40,7 @@ from kclient.broker.controller import Controller
 from kclient.broker.group.coordinator import GroupCoordinator
 from kclient.broker.group.metadata_manager import GroupMetadataManager
 from kclient.broker.metadata_cache import MetadataCache
+from kclient.broker.quotas.manager import QuotaManager
 from kclient.broker.replica_manager import ReplicaManager
 from kclient.broker.state import BrokerState
 from kclient.broker.topic_admin import TopicAdmin
@@ -110,7 +111,11 @@ class BrokerComponents:
         )
         self.replica_manager.leadership_listeners.append(self.transactions.state_log.leadership_changed)
         #: Topic config change notifications (ZooKeeper mode), else None.
-        self.config_changes = ConfigChangeListener(zk, self.replica_manager.topic_config_changed) if zk is not None else None
+        #: Client quotas (KIP-13, KIP-55, KIP-612; `kclient.broker.quotas`).
+        self.quotas = QuotaManager(config.quota_window_num, config.quota_window_size_seconds, zk, trio.current_time)
+        self.config_changes = (
+            ConfigChangeListener(zk, self.replica_manager.topic_config_changed, self.quotas.entity_changed) if zk is not None else None
+        )
         #: Authorization (`kclient.broker.authz`): the ACLs and each API's checks.
         self.authorization = Authorization(config, zk, self.metadata_cache.has_topic)
 
@@ -150,6 +155,7 @@ class BrokerComponents:
             await nursery.start(self.replica_manager.run)
             if self.config_changes is not None:
                 nursery.start_soon(self.config_changes.run)
+            await self.quotas.load()
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.transactions.run)
             if self.controller is not None:

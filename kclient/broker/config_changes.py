@@ -14,6 +14,11 @@ topic's configs to its replicas
 (`kclient.broker.replica_manager.ReplicaManager.topic_config_changed`):
 no LeaderAndIsr is needed. Notifications present when the broker starts
 are skipped (its LeaderAndIsr requests apply the current configs).
+Notifications for client quota entities (``users/<user>``,
+``users/<user>/clients/<client-id>``, ``clients/<client-id>``,
+``ips/<ip>``; KIP-55, KIP-612) go to ``entity_changed``
+(`kclient.broker.quotas.manager.QuotaManager.entity_changed`), which
+re-reads that entity's node.
 Deviation: Kafka deletes notifications older than 15 minutes; kclient
 leaves them (one small node per change).
 """
@@ -30,7 +35,15 @@ import trio
 from kclient.errors import KafkaError
 from kclient.zk.client import TrioZk, ZkClient
 
-__all__ = ["CHANGE_PREFIX", "CONFIG_CHANGES_PATH", "ConfigChangeListener", "changed_topic", "notify_topic_change"]
+__all__ = [
+    "CHANGE_PREFIX",
+    "CONFIG_CHANGES_PATH",
+    "ConfigChangeListener",
+    "changed_entity",
+    "changed_topic",
+    "notify_entity_change",
+    "notify_topic_change",
+]
 
 log = logging.getLogger("kclient.broker")
 
@@ -50,6 +63,37 @@ def notify_topic_change(zk: ZkClient, topic: str) -> str:
     """
     data = json.dumps({"version": 2, "entity_path": f"topics/{topic}"}).encode()
     return zk.create_sequential(f"{CONFIG_CHANGES_PATH}/{CHANGE_PREFIX}", data)
+
+
+def notify_entity_change(zk: ZkClient, entity_path: str) -> str:
+    """Tell every broker that the configs at ``/config/<entity_path>``
+    changed (blocking; a quota entity such as ``users/alice``).
+
+    Args:
+        zk: A `kclient.zk.client.ZkClient`.
+        entity_path: The entity's path under ``/config``.
+
+    Returns:
+        The notification's path.
+    """
+    data = json.dumps({"version": 2, "entity_path": entity_path}).encode()
+    return zk.create_sequential(f"{CONFIG_CHANGES_PATH}/{CHANGE_PREFIX}", data)
+
+
+def changed_entity(data: bytes | None) -> str | None:
+    """The entity path (under ``/config``) a notification names, topics
+    included (``topics/t``, ``users/alice``); None if unreadable."""
+    try:
+        note = json.loads(data or b"")
+    except ValueError:
+        return None
+    if not isinstance(note, dict):
+        return None
+    if note.get("version") == 1:
+        kind, name = note.get("entity_type"), note.get("entity_name")
+        return f"{kind}/{name}" if isinstance(kind, str) and isinstance(name, str) else None
+    path = note.get("entity_path")
+    return path if isinstance(path, str) else None
 
 
 def changed_topic(data: bytes | None) -> str | None:
@@ -85,9 +129,17 @@ class ConfigChangeListener:
             (`kclient.broker.replica_manager.ReplicaManager.topic_config_changed`).
     """
 
-    def __init__(self, zk: ZkClient, topic_config_changed: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        topic_config_changed: Callable[[str], Awaitable[None]],
+        entity_changed: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.zk = zk
         self.topic_config_changed = topic_config_changed
+        #: Awaited with the path (under ``/config``) of any other entity a
+        #: notification names (quota entities).
+        self.entity_changed = entity_changed
         #: Sequence number of the last notification handled (-1: none yet).
         self.last_seen: int | None = None
 
@@ -116,3 +168,6 @@ class ConfigChangeListener:
                 if topic is not None:
                     log.info("config change %s: topic %s", child, topic)
                     await self.topic_config_changed(topic)
+                elif self.entity_changed is not None and (entity := changed_entity(data)) is not None:
+                    log.info("config change %s: %s", child, entity)
+                    await self.entity_changed(entity)

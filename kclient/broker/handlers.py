@@ -54,6 +54,7 @@ from kclient.broker.group.consumer_apis import ConsumerGroupApis
 from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.partition import Partition
+from kclient.broker.quotas.apis import ClientQuotaApis
 from kclient.broker.state import BrokerState, TopicFormat
 from kclient.broker.topic_ids import topic_id
 from kclient.broker.txn.apis import TransactionApis
@@ -223,6 +224,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete (KIP-496)
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848)
     69: (0, 0),  # ConsumerGroupDescribe (KIP-848)
+    48: (0, 0),  # DescribeClientQuotas (KIP-546; v1 is flexible)
+    49: (0, 0),  # AlterClientQuotas (KIP-546; v1 is flexible)
     29: (0, 3),  # DescribeAcls (KIP-11, KIP-290; kclient.broker.authz)
     30: (0, 3),  # CreateAcls
     31: (0, 3),  # DeleteAcls
@@ -295,6 +298,8 @@ class RequestHandlers:
         state = components.state
         self.state = state
         self.zk = components.zk
+        #: Client quotas (`kclient.broker.quotas`).
+        self.quotas = components.quotas
         self.metadata_cache = components.metadata_cache
         self.replica_manager = components.replica_manager
         self.topic_admin = components.topic_admin
@@ -328,6 +333,8 @@ class RequestHandlers:
             self.replica_manager.topic_config_changed,
             zk=components.zk,
         )
+        #: DescribeClientQuotas / AlterClientQuotas (KIP-546).
+        self.client_quota_apis = ClientQuotaApis(components.quotas)
         self._table: dict[int, Handler] = {
             0: self.produce,
             1: self.fetch,
@@ -367,6 +374,8 @@ class RequestHandlers:
             5: self.stop_replica,
             6: self.update_metadata,
             36: self.sasl_authenticate,
+            48: self.client_quota_apis.describe_client_quotas,
+            49: self.client_quota_apis.alter_client_quotas,
         }
 
     async def handle(

@@ -99,6 +99,7 @@ from typing import Any, NoReturn, TypeVar
 import trio
 
 from kclient.broker.authz.principal import ConnectionSession, NoMatchingRule, SslPrincipalMapper, principal_mappers
+from kclient.broker.broker_apis import BROKER_APIS
 from kclient.broker.components import BrokerComponents
 from kclient.broker.controller import Controller
 from kclient.broker.fetch import ClientGone
@@ -113,6 +114,8 @@ from kclient.broker.handlers import (
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.offload import run_in_worker
+from kclient.broker.quotas.connections import ConnectionRateQuotas
+from kclient.broker.quotas.throttle import ClientSession, apply_quota, cap_fetch_bytes, client_session
 from kclient.broker.read_clock import ReadClock
 from kclient.broker.security import (
     SASL_EVALUATION_THREADS,
@@ -136,44 +139,7 @@ from kclient.protocol.connection import (
     encode_unsupported_api_versions,
     parse_request_header,
 )
-from kclient.protocol.messages import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    ALTER_CONFIGS,
-    API_VERSIONS,
-    APIS,
-    CONSUMER_GROUP_DESCRIBE,
-    CONSUMER_GROUP_HEARTBEAT,
-    CREATE_ACLS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_ACLS,
-    DELETE_GROUPS,
-    DELETE_TOPICS,
-    DESCRIBE_ACLS,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS,
-    DESCRIBE_TRANSACTIONS,
-    END_TXN,
-    HEARTBEAT,
-    INCREMENTAL_ALTER_CONFIGS,
-    INIT_PRODUCER_ID_FULL,
-    JOIN_GROUP,
-    LEADER_AND_ISR,
-    LEAVE_GROUP,
-    LIST_GROUPS,
-    LIST_TRANSACTIONS,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH_FULL,
-    OFFSET_FOR_LEADER_EPOCH,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    STOP_REPLICA,
-    SYNC_GROUP,
-    TXN_OFFSET_COMMIT,
-    UPDATE_METADATA,
-)
+from kclient.protocol.messages import API_VERSIONS, APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kclient.protocol.messages.api_versions import ApiVersionsResponse
 from kclient.protocol.messages.fetch import FetchResponse
 from kclient.protocol.messages.metadata import METADATA_FULL
@@ -182,61 +148,10 @@ from kclient.protocol.messages.sasl_handshake import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.primitives import read_tagged_fields
 from kclient.protocol.schema import Api
 
 log = logging.getLogger("kclient.broker")
-
-#: The APIs the broker decodes: `kclient.protocol.messages.APIS` and the
-#: SASL exchange (KIP-43, KIP-152; neither version served is flexible).
-BROKER_APIS = {
-    **APIS,
-    # Metadata up to v12 (v10+: topic ids, KIP-516) and OffsetFetch up to v9
-    # (v9: KIP-848 member epochs), beyond the versions of APIS.
-    METADATA_FULL.key: METADATA_FULL,
-    OFFSET_FETCH_FULL.key: OFFSET_FETCH_FULL,
-    SASL_HANDSHAKE.key: SASL_HANDSHAKE,
-    SASL_AUTHENTICATE.key: SASL_AUTHENTICATE,
-    # Inter-broker (controller requests, followers' epoch queries).
-    LEADER_AND_ISR.key: LEADER_AND_ISR,
-    STOP_REPLICA.key: STOP_REPLICA,
-    UPDATE_METADATA.key: UPDATE_METADATA,
-    OFFSET_FOR_LEADER_EPOCH.key: OFFSET_FOR_LEADER_EPOCH,
-    WRITE_TXN_MARKERS.key: WRITE_TXN_MARKERS,  # (from a transaction coordinator, KIP-98)
-    # Admin (KIP-4).
-    CREATE_TOPICS.key: CREATE_TOPICS,
-    DELETE_TOPICS.key: DELETE_TOPICS,
-    CREATE_PARTITIONS.key: CREATE_PARTITIONS,
-    DESCRIBE_CONFIGS.key: DESCRIBE_CONFIGS,
-    ALTER_CONFIGS.key: ALTER_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS.key: INCREMENTAL_ALTER_CONFIGS,
-    # Consumer groups (kclient.broker.group).
-    OFFSET_COMMIT.key: OFFSET_COMMIT,
-    JOIN_GROUP.key: JOIN_GROUP,
-    HEARTBEAT.key: HEARTBEAT,
-    LEAVE_GROUP.key: LEAVE_GROUP,
-    SYNC_GROUP.key: SYNC_GROUP,
-    DESCRIBE_GROUPS.key: DESCRIBE_GROUPS,
-    LIST_GROUPS.key: LIST_GROUPS,
-    DELETE_GROUPS.key: DELETE_GROUPS,
-    OFFSET_DELETE.key: OFFSET_DELETE,
-    # The consumer group protocol (KIP-848).
-    CONSUMER_GROUP_HEARTBEAT.key: CONSUMER_GROUP_HEARTBEAT,
-    CONSUMER_GROUP_DESCRIBE.key: CONSUMER_GROUP_DESCRIBE,
-    # Transactions (kclient.broker.txn; KIP-98, KIP-664).
-    INIT_PRODUCER_ID_FULL.key: INIT_PRODUCER_ID_FULL,
-    ADD_PARTITIONS_TO_TXN.key: ADD_PARTITIONS_TO_TXN,
-    ADD_OFFSETS_TO_TXN.key: ADD_OFFSETS_TO_TXN,
-    END_TXN.key: END_TXN,
-    DESCRIBE_TRANSACTIONS.key: DESCRIBE_TRANSACTIONS,
-    LIST_TRANSACTIONS.key: LIST_TRANSACTIONS,
-    TXN_OFFSET_COMMIT.key: TXN_OFFSET_COMMIT,  # (to the group coordinator)
-    # ACLs (kclient.broker.authz; KIP-11, KIP-290).
-    DESCRIBE_ACLS.key: DESCRIBE_ACLS,
-    CREATE_ACLS.key: CREATE_ACLS,
-    DELETE_ACLS.key: DELETE_ACLS,
-}
 
 #: The former private name (tests/test_protocol_groups.py imports it).
 _BROKER_APIS = BROKER_APIS
@@ -334,6 +249,7 @@ class Broker:
         #: The worker threads parsing large request frames.
         self._decode_limiter = trio.CapacityLimiter(DECODE_THREADS)
         self._limits: ConnectionLimits | None = None
+        self._connection_rates: ConnectionRateQuotas | None = None
         #: Each listener's ``ssl.principal.mapping.rules`` (set by `serve`).
         self._principal_mappers: dict[str, SslPrincipalMapper] = {}
 
@@ -365,6 +281,10 @@ class Broker:
         self.registrar = registrar
         self.controller = components.controller
         self._handlers = RequestHandlers(components)
+        config = self.config
+        self._connection_rates = ConnectionRateQuotas(
+            config.max_connection_creation_rate, components.quotas, config.quota_window_num, config.quota_window_size_seconds, trio.current_time
+        )
         self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
         try:
             self._limits = await self._connection_limits()
@@ -590,6 +510,7 @@ class Broker:
                 await stream.aclose()
             return
         self.connection_count += 1
+        client_session.set(ClientSession(address=address))  # quotas (kclient.broker.quotas)
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         except OSError:
@@ -599,6 +520,8 @@ class Broker:
         log.debug("connection from %s on listener %s", peer_name, listener.name)
         conn: Any = stream
         try:
+            if self._connection_rates is not None and not await self._connection_rates.admit(stream, listener.name, address, peer_name, self._refusals):
+                return
             listener_address.set((listener.advertised_host, listener.advertised_port))
             client_host.set(f"/{peer_name.rsplit(':', 1)[0]}")
             listener_name.set(listener.name)
@@ -648,7 +571,10 @@ class Broker:
         config = self.config
         idle_ms = config.connections_max_idle_ms
         idle = idle_ms / 1000.0 if idle_ms > 0 else float("inf")
+        session = client_session.get(None)
         while True:
+            if session is not None:
+                await session.wait_unmuted()  # KIP-219: a throttled connection is muted
             # Between requests: the connection is idle until a byte arrives.
             with trio.move_on_after(idle) as idle_scope:
                 prefix = await stream.receive_some(4)
@@ -685,6 +611,9 @@ class Broker:
         # The request is answered and its budget given back; now send.
         if response is None:
             return True
+        session = client_session.get(None)
+        if session is not None:
+            await session.wait_to_respond()  # a throttled old-version request (quotas)
         if isinstance(response, SplicedResponse):
             with response:
                 if isinstance(stream, trio.SocketStream):
@@ -815,7 +744,7 @@ class Broker:
             reply = await _authenticate(sasl, header, api, body)
             if reply is not None:
                 return reply
-        return await self._dispatch(header, api, body, peer, stream)
+        return await self._dispatch(header, api, body, peer, stream, len(frame))
 
     async def _decode(self, frame: bytes, peer: str, sasl: SaslAuthenticator | None = None) -> tuple[RequestHeader, Api, Any] | bytes:
         """The request in ``frame``: its header, API and request message
@@ -887,15 +816,18 @@ class Broker:
             raise _CloseConnection
         return header, api
 
-    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any) -> Reply | None:
+    async def _dispatch(self, header: RequestHeader, api: Api, body: Any, peer: str, stream: Any, size: int = 0) -> Reply | None:
         """Hand the request to its handler and encode the response (None:
         no response). Raises `_CloseConnection` where the handler says to
         close, or the client left during a Fetch long poll."""
         assert self._handlers is not None
         sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
+        cap_fetch_bytes(self._handlers.quotas, header, body)
         try:
             session = _session.get()
             context = session.context() if session is not None else None
+            if context is not None and (quota_session := client_session.get(None)) is not None:
+                quota_session.set_principal(context.principal)  # the quota user (KIP-55)
             result = await self._handlers.handle(header, body, peer_gone=lambda: _peer_closed(sock), context=context)
         except CloseConnection as exc:
             self._refusals.log("bad-request", "closing connection from %s: %s", peer, exc)
@@ -903,6 +835,7 @@ class Broker:
         except ClientGone:
             log.debug("connection from %s closed during a %s long poll", peer, api.name)
             raise _CloseConnection from None
+        result = await apply_quota(self._handlers.quotas, header, body, result, size)
         if result is None:
             return None
         if isinstance(result, FetchResponse):

@@ -33,10 +33,11 @@ import attrs
 import trio
 
 from kclient.acl import AclBinding, AclBindingFilter
-from kclient.client import admin_acls, admin_configs, admin_groups, admin_offsets, admin_transactions
+from kclient.client import admin_acls, admin_configs, admin_groups, admin_offsets, admin_quotas, admin_transactions
 from kclient.client.admin_acls import AclDeletion
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
+from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from kclient.client.admin_transactions import TransactionDescription, TransactionListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
 from kclient.client.loop_closer import LoopClientCloser
@@ -68,6 +69,9 @@ __all__ = [
     "AclDeletion",
     "AdminClient",
     "AlterConfigOp",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
@@ -573,6 +577,37 @@ class TrioAdminClient:
         """
         await admin_configs.incremental_alter_configs(self.cluster, changes, validate_only=validate_only)
 
+    async def describe_client_quotas(
+        self, components: Sequence[ClientQuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Client quotas (DescribeClientQuotas, KIP-546;
+        `kclient.client.admin_quotas.describe_client_quotas`).
+
+        Args:
+            components: The filter (``[ClientQuotaFilterComponent.of_entity("user", "alice")]``).
+            strict: Only entities with no other component.
+
+        Returns:
+            ``{(("user", "alice"),): {"producer_byte_rate": 1024.0}}``.
+
+        Raises:
+            InvalidRequestError: 42, a malformed filter.
+        """
+        return await admin_quotas.describe_client_quotas(self.cluster, components, strict=strict)
+
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False) -> None:
+        """Set or remove client quotas (AlterClientQuotas, KIP-546;
+        `kclient.client.admin_quotas.alter_client_quotas`).
+
+        Args:
+            alterations: ``[ClientQuotaAlteration({"user": "alice"}, {"producer_byte_rate": 1024})]``
+                (a value of None removes the key; a name of None is the default entity).
+            validate_only: Only check the changes.
+
+        Raises:
+            InvalidRequestError: 42, an unknown entity type or key, a value <= 0.
+        """
+        await admin_quotas.alter_client_quotas(self.cluster, alterations, validate_only=validate_only)
     async def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
         """Create ACL bindings (CreateAcls, KIP-11;
         `kclient.client.admin_acls.create_acls`; Kafka's ``createAcls``).
@@ -801,6 +836,18 @@ class AdminClient(ClosingClient):
         """
         self._loop.call(self._core.incremental_alter_configs, dict(changes), validate_only)
 
+    def describe_client_quotas(
+        self, components: Sequence[ClientQuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Blocking `TrioAdminClient.describe_client_quotas` (Kafka's
+        ``describeClientQuotas``); Args, Returns and Raises as there."""
+        result: dict[ClientQuotaEntity, dict[str, float]] = self._loop.call(self._core.describe_client_quotas, list(components), strict)
+        return result
+
+    def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False) -> None:
+        """Blocking `TrioAdminClient.alter_client_quotas` (Kafka's
+        ``alterClientQuotas``); Args and Raises as there."""
+        self._loop.call(self._core.alter_client_quotas, list(alterations), validate_only)
     def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
         """Blocking `TrioAdminClient.create_acls` (Kafka's ``createAcls``);
         Args, Returns and Raises as there."""

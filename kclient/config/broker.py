@@ -478,6 +478,18 @@ class BrokerConfig(_KafkaConfig):
     allow_everyone_if_no_acl_found: bool = prop("allow.everyone.if.no.acl.found", to_bool, False)
     """With an authorizer: whether a resource that no ACL names is open to
     every principal (false, the default: only super users may use it)."""
+    quota_window_num: int = prop("quota.window.num", to_int, 11, at_least(1))
+    """Number of samples a client's byte rate is measured over for its
+    quota (KIP-13; Kafka's default 11)."""
+    quota_window_size_seconds: int = prop("quota.window.size.seconds", to_int, 1, at_least(1))
+    """Length of each quota sample (seconds; Kafka's default 1). A client's
+    rate is its bytes over the live samples (at least ``quota.window.num``
+    - 1 of them)."""
+    max_connection_creation_rate: int = prop("max.connection.creation.rate", to_int, 2147483647, at_least(0))
+    """Most new connections accepted per second on each listener (KIP-612;
+    Kafka's default 2147483647, unlimited): one more waits before it is
+    served until the rate is back under it. Per-IP limits are the
+    ``connection_creation_rate`` quota of ``/config/ips/<ip>``."""
     zookeeper_connect: str | None = prop("zookeeper.connect", to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", to_int, 6000, at_least(1))

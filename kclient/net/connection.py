@@ -70,6 +70,7 @@ from kclient.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 from kclient.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kclient.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from kclient.protocol.schema import Api, Body
+from kclient.protocol.throttle import client_throttles
 from kclient.security.settings import ClientSecurity
 from kclient.security.tls import client_ssl_context, ssl_authentication_error
 
@@ -258,6 +259,13 @@ class BrokerConnection:
         # that was refused by the broker's certificate check).
         self._answered = False
         self._client_certificate = False
+        #: KIP-219: ``trio.current_time()`` until which the broker mutes
+        #: this connection (nothing is sent before); see `throttled`.
+        self.throttled_until = 0.0
+        #: The last ``throttle_time_ms`` a response carried (ms) and how
+        #: many responses were throttled.
+        self.throttle_time_ms = 0
+        self.throttle_count = 0
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -510,6 +518,9 @@ class BrokerConnection:
     async def _start(self, api: Api, version: int, body: Body, expect_response: bool, timeout_ms: int | None = None) -> PendingResponse | None:
         if self._closed:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._close_reason}")
+        if self.throttled_until > trio.current_time():
+            # KIP-219: the broker reads nothing from a muted connection.
+            await trio.sleep_until(self.throttled_until)
         pending = None
         lock = self._send_lock
         try:
@@ -660,6 +671,7 @@ class BrokerConnection:
                     if response is None:
                         break
                     self._answered = True
+                    self._note_throttle(response)
                     pending = self._pending.pop(response.correlation_id, None)
                     if pending is not None:
                         pending.response = response
@@ -667,6 +679,21 @@ class BrokerConnection:
         finally:
             if not self._closed:
                 await self._fail(KafkaConnectionError("reader stopped"))
+
+    def _note_throttle(self, response: Response) -> None:
+        """Note a response's ``throttle_time_ms`` (quotas, KIP-13/KIP-219):
+        where the client waits it out, no request is sent on this
+        connection until it has passed."""
+        throttle = getattr(response.body, "throttle_time_ms", 0)
+        if not throttle or throttle <= 0:
+            return
+        self.throttle_time_ms = throttle
+        self.throttle_count += 1
+        if client_throttles(response.api.key, response.version):
+            self.throttled_until = max(self.throttled_until, trio.current_time() + throttle / 1000.0)
+            log.debug("%s:%d throttled %s for %d ms (quota); not sending until then", self.host, self.port, response.api.name, throttle)
+        else:
+            log.debug("%s:%d delayed %s by %d ms (quota)", self.host, self.port, response.api.name, throttle)
 
     async def _receive_raw(self, into: memoryview | None) -> bytes | int:
         """Plain TCP: read what the socket holds, into ``into`` (then return

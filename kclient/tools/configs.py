@@ -21,6 +21,14 @@ KIP-133, KIP-339), and print what it prints::
     kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name events --describe [--all]
     kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --describe
 
+Client quotas (KIP-13, KIP-55, KIP-612) of users, client ids and IP
+addresses go through a broker too (AlterClientQuotas, DescribeClientQuotas;
+KIP-546), with ``--entity-default`` for the default entity::
+
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type users --entity-name alice \
+        --alter --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+    kclient configs --bootstrap-server 127.0.0.1:9092 --entity-type clients --entity-default --describe
+
 Errors are one line, status 2 for bad arguments.
 """
 
@@ -32,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from kclient.errors import ConfigError
 from kclient.security.sasl import SCRAM_MECHANISMS, SCRAM_MIN_ITERATIONS, ScramCredential
 from kclient.tools.arguments import add_actions, add_cluster_choice
+from kclient.tools.configs_quotas import QUOTA_ENTITY_TYPES, EntityOrder, quota_configs
 
 if TYPE_CHECKING:
     from kclient.client.admin import AdminClient
@@ -131,9 +140,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_actions(p, {"alter": "add or delete configs", "describe": "show an entity's configs"})
     p.add_argument("--add-config", metavar="K=V,...", help="e.g. 'retention.ms=60000' or 'SCRAM-SHA-256=[password=alice-secret]'")
     p.add_argument("--delete-config", metavar="K,...", help="e.g. 'retention.ms' or 'SCRAM-SHA-512'")
-    p.add_argument("--entity-type", required=True, help="topics or brokers (--bootstrap-server); users (--zookeeper)")
-    p.add_argument("--entity-name", help="the topic, the broker id or the user name")
-    p.add_argument("--entity-default", action="store_true", help="(brokers) the cluster-wide default")
+    p.add_argument(
+        "--entity-type",
+        required=True,
+        action=EntityOrder,
+        help="topics, brokers, users, clients or ips (--bootstrap-server; users, clients, ips: quotas, "
+        "'--entity-type users --entity-name alice --entity-type clients --entity-name app' for a user's client); users (--zookeeper)",
+    )
+    p.add_argument("--entity-name", action=EntityOrder, help="the topic, the broker id, the user name, the client id or the IP address")
+    p.add_argument("--entity-default", action=EntityOrder, nargs=0, default=False, help="(brokers, users, clients, ips) the default entity")
     p.add_argument("--all", action="store_true", help="(--describe) every config, not only the overrides")
     p.add_argument("--command-config", help="a client .properties file (security settings)")
     p.set_defaults(func=_cmd_configs)
@@ -257,6 +272,8 @@ def _cmd_broker_configs(args: ConfigsArguments) -> int:
 def _cmd_configs(args: ConfigsArguments) -> int:
     from kclient.zk.users import alter_user_config, describe_user_config
 
+    if args.bootstrap_server and args.entity_type in QUOTA_ENTITY_TYPES:
+        return quota_configs(args, _changes)
     if args.bootstrap_server:
         return _cmd_broker_configs(args)
     if args.zookeeper is None:  # argparse requires one of them: an empty --bootstrap-server

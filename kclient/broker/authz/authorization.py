@@ -26,6 +26,7 @@ from kclient.broker.authz.guards_admin import ADMIN_GUARDS
 from kclient.broker.authz.guards_data import DATA_GUARDS, metadata_guard
 from kclient.broker.authz.principal import RequestContext
 from kclient.broker.authz.service import AclService
+from kclient.broker.quotas.guards import QUOTA_GUARDS
 from kclient.errors import ConfigError
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages import ALL_APIS
@@ -65,7 +66,12 @@ class Authorization:
             )
             self.service = AclService(self.authorizer, zk)
         self.acl_apis = AclApis(self.service)
-        self.guards: dict[int, Guard] = {**DATA_GUARDS, **ADMIN_GUARDS, 3: metadata_guard(topic_exists, config.auto_create_topics_enable)}
+        self.guards: dict[int, Guard] = {
+            **DATA_GUARDS,
+            **ADMIN_GUARDS,
+            **QUOTA_GUARDS,
+            3: metadata_guard(topic_exists, config.auto_create_topics_enable),
+        }
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load and follow the ACLs (with an authorizer) until cancelled;

@@ -11,6 +11,7 @@ from kclient.protocol.messages.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from kclient.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from kclient.protocol.messages.alter_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from kclient.protocol.messages.api_versions import API_VERSIONS
+from kclient.protocol.messages.client_quotas import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from kclient.protocol.messages.consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from kclient.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from kclient.protocol.messages.create_acls import CREATE_ACLS
@@ -97,6 +98,9 @@ ALL_APIS: dict[int, Api] = {
             TXN_OFFSET_COMMIT,
             DESCRIBE_TRANSACTIONS,
             LIST_TRANSACTIONS,
+            # Client quotas (KIP-546).
+            DESCRIBE_CLIENT_QUOTAS,
+            ALTER_CLIENT_QUOTAS,
             # ACLs (KIP-11, KIP-290).
             DESCRIBE_ACLS,
             CREATE_ACLS,
@@ -141,6 +145,7 @@ __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
     "ALL_APIS",
+    "ALTER_CLIENT_QUOTAS",
     "ALTER_CONFIGS",
     "APIS",
     "API_VERSIONS",
@@ -152,6 +157,7 @@ __all__ = [
     "DELETE_ACLS",
     "DELETE_GROUPS",
     "DELETE_TOPICS",
+    "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_ACLS",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",

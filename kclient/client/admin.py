@@ -36,7 +36,7 @@ from kclient.client import admin_configs, admin_groups, admin_offsets, admin_tra
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.admin_transactions import TransactionDescription, TransactionListing
-from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
+from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, no_brokers_available, request_metadata
 from kclient.client.loop_closer import LoopClientCloser
 from kclient.config.admin import AdminConfig
 from kclient.errors import (
@@ -218,7 +218,7 @@ class TrioAdminClient:
                 continue
             self.cluster.metadata = metadata
             return metadata
-        raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
+        raise no_brokers_available("no broker answered Metadata", last)
 
     async def _reader(self) -> BrokerConnection:
         # The last known controller first: it answered this client's

@@ -199,6 +199,16 @@ class LoopClosedError(IllegalStateError):
     name = "LOOP_CLOSED"
 
 
+class ClientForkedError(IllegalStateError):
+    """A blocking client was used in a process forked after it was
+    created (``os.fork``, ``multiprocessing``'s fork start method, a
+    pre-forking server). Its event loop thread and connections belong to
+    the parent and do not exist in the child: create clients after the
+    fork, in the process that uses them (issue 30)."""
+
+    name = "CLIENT_FORKED"
+
+
 class ProducerClosedError(KafkaError):
     """``send`` was called on a producer after ``close()``."""
 

@@ -772,6 +772,15 @@ class TransactionalIdAuthorizationFailedError(BrokerResponseError):
     """53: the principal may not use the transactional id (ACLs, KIP-98)."""
 
 
+@_code(KAFKA_STORAGE_ERROR, "KAFKA_STORAGE_ERROR", retriable=True, invalid_metadata=True)
+class KafkaStorageError(BrokerResponseError):
+    """56: the broker's log directory holding the partition failed (a full
+    disk, an I/O error) and is offline (KIP-112). Retriable with a metadata
+    refresh, as Kafka's KafkaStorageException (an
+    InvalidMetadataException): the controller moves leadership to another
+    in-sync replica where there is one."""
+
+
 class UnexpectedAppendOffsetError(InvalidRecordError):
     """A follower append (records whose offsets the leader assigned) does
     not start at the log end offset or its batches are not contiguous

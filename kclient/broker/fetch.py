@@ -44,7 +44,7 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -55,6 +55,7 @@ from kclient.clock import now_ms
 from kclient.errors import (
     FENCED_LEADER_EPOCH,
     FETCH_SESSION_ID_NOT_FOUND,
+    KAFKA_STORAGE_ERROR,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
@@ -154,6 +155,8 @@ class FetchHandler:
         metadata_cache: The partitions the cluster has.
         appends: Wakes long polls when a partition they read grows.
         clock: The wall clock in ms (when a follower fetched).
+        offline: The partitions whose log directory is offline (KIP-112):
+            answered KAFKA_STORAGE_ERROR.
     """
 
     def __init__(
@@ -163,7 +166,9 @@ class FetchHandler:
         appends: AppendNotifier,
         *,
         clock: Callable[[], int] = now_ms,
+        offline: Set[tuple[str, int]] = frozenset(),
     ) -> None:
+        self.offline = offline
         self.partitions = partitions
         self.metadata_cache = metadata_cache
         self.appends = appends
@@ -188,7 +193,7 @@ class FetchHandler:
         """
         responses: list[FetchableTopicResponse] = []
         try:
-            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses)
+            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses, self.offline)
         except BaseException:
             release_slices(responses)
             raise
@@ -253,6 +258,7 @@ def _read_fetch(
     version: int,
     zero_copy: bool,
     responses: list[FetchableTopicResponse],
+    offline: Set[tuple[str, int]] = frozenset(),
 ) -> tuple[list[FetchableTopicResponse], int, bool]:
     remaining = body.max_bytes if version >= 3 else _NO_LIMIT
     replica_id = body.replica_id
@@ -274,6 +280,8 @@ def _read_fetch(
             # (the common case, a led partition and no epoch named, inline)
             if part is None or epoch >= 0 or not part.is_leader:
                 code = leader_error(cache, name, index, part, epoch)
+                if part is None and offline and (name, index) in offline:
+                    code = KAFKA_STORAGE_ERROR  # its log dir is offline (KIP-112)
                 if code != NONE or part is None:
                     parts.append(_partition_error(index, code))
                     any_error = True

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers.raw import SocketClient, fetch_body, produce_body
+from helpers.wait import wait_for
 
 from kclient.errors import KAFKA_STORAGE_ERROR
 from kclient.protocol.messages import FETCH, PRODUCE
@@ -127,3 +128,39 @@ def test_full_log_dir_goes_offline_with_storage_errors_and_keeps_what_was_acknow
         client.close()
     assert read[: len(acknowledged)] == acknowledged
     assert len(read) == len(acknowledged)  # the failed appends left nothing readable
+
+
+def test_a_leader_whose_log_dir_fails_hands_leadership_to_an_in_sync_replica(zookeeper, small_dir):
+    """Three brokers, broker 1's only log dir the 1 MiB tmpfs: once its
+    appends fail, its log dir event notification makes the controller elect
+    another in-sync replica; every record acknowledged (acks=all) is there."""
+    from helpers.three_brokers import ThreeBrokers
+
+    from kclient.errors import NOT_LEADER_OR_FOLLOWER
+
+    cluster = ThreeBrokers(zookeeper)
+    cluster.brokers[1].properties.update({"log.dirs": str(small_dir), "log.segment.bytes": 256 * 1024, "log.index.size.max.bytes": 64 * 1024})
+    topic = "disk-failover"
+    with cluster:
+        cluster.create_topic(topic, partitions=3, replication_factor=3)
+        [partition] = [p for p in range(3) if cluster.leader(topic, p) == 1]
+        acknowledged: list[bytes] = []
+        codes: list[int] = []
+        with SocketClient(cluster.brokers[1].host, cluster.brokers[1].port, client_id="disk-full", timeout=20.0) as client:
+            for i in range(400):
+                value = b"%06d" % i + VALUE
+                batch = build_batch([(None, value, int(time.time() * 1000))])
+                body = client.request(PRODUCE, 8, produce_body(topic, partition, batch, acks=-1))
+                code = body["responses"][0]["partition_responses"][0]["error_code"]
+                if code:
+                    codes.append(code)
+                    break
+                acknowledged.append(value)
+        assert codes == [KAFKA_STORAGE_ERROR] or codes == [NOT_LEADER_OR_FOLLOWER], codes
+        new = cluster.wait_new_leader(topic, 1, partition)
+        assert new in (2, 3)
+        assert 1 not in cluster.partition(topic, partition, cluster.brokers[new])["isr_nodes"]
+        # The new leader's high watermark passes the last acknowledged
+        # record once the remaining follower fetched from it.
+        values = wait_for(lambda: (lambda v: v if len(v) >= len(acknowledged) else None)(cluster.values(topic, partition)), "the new leader to serve every acknowledged record", timeout=30.0)
+        assert values[: len(acknowledged)] == acknowledged

@@ -250,6 +250,16 @@ class FetchHandler:
         return FetchResponse(responses=responses)
 
 
+def _leader_or_storage_error(
+    cache: MetadataCache, topic: str, index: int, part: Partition | None, epoch: int, offline: Set[tuple[str, int]]
+) -> int:
+    """`leader_error`, but KAFKA_STORAGE_ERROR for a partition whose log
+    dir is offline (KIP-112; Kafka's ``HostedPartition.Offline``)."""
+    if part is None and offline and (topic, index) in offline:
+        return KAFKA_STORAGE_ERROR
+    return leader_error(cache, topic, index, part, epoch)
+
+
 def _read_fetch(
     hosted: Mapping[tuple[str, int], Partition],
     cache: MetadataCache,
@@ -279,9 +289,7 @@ def _read_fetch(
             epoch = p.current_leader_epoch
             # (the common case, a led partition and no epoch named, inline)
             if part is None or epoch >= 0 or not part.is_leader:
-                code = leader_error(cache, name, index, part, epoch)
-                if part is None and offline and (name, index) in offline:
-                    code = KAFKA_STORAGE_ERROR  # its log dir is offline (KIP-112)
+                code = _leader_or_storage_error(cache, name, index, part, epoch, offline)
                 if code != NONE or part is None:
                     parts.append(_partition_error(index, code))
                     any_error = True

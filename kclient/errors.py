@@ -201,6 +201,16 @@ class LoopClosedError(IllegalStateError):
     name = "LOOP_CLOSED"
 
 
+class ClientForkedError(IllegalStateError):
+    """A blocking client was used in a process forked after it was
+    created (``os.fork``, ``multiprocessing``'s fork start method, a
+    pre-forking server). Its event loop thread and connections belong to
+    the parent and do not exist in the child: create clients after the
+    fork, in the process that uses them (issue 30)."""
+
+    name = "CLIENT_FORKED"
+
+
 class ProducerClosedError(KafkaError):
     """``send`` was called on a producer after ``close()``."""
 
@@ -768,6 +778,15 @@ class TransactionalIdAuthorizationFailedError(BrokerResponseError):
 class SecurityDisabledError(BrokerResponseError):
     """54: the broker has no authorizer (``authorizer.class.name`` is empty), so
     it keeps no ACLs (KIP-11)."""
+
+
+@_code(KAFKA_STORAGE_ERROR, "KAFKA_STORAGE_ERROR", retriable=True, invalid_metadata=True)
+class KafkaStorageError(BrokerResponseError):
+    """56: the broker's log directory holding the partition failed (a full
+    disk, an I/O error) and is offline (KIP-112). Retriable with a metadata
+    refresh, as Kafka's KafkaStorageException (an
+    InvalidMetadataException): the controller moves leadership to another
+    in-sync replica where there is one."""
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):

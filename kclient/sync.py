@@ -64,6 +64,17 @@ two safety nets for an application that forgets it:
   closer is closed in a background thread (bounded as at exit). The loop
   thread holds no reference to the client object, so an unreferenced client
   is collected.
+
+**Fork.** A client's loop thread and connections belong to the process
+that created it: after ``os.fork()`` (``multiprocessing``'s fork start
+method, a pre-forking server) the child has none of its threads. A hook
+registered with ``os.register_at_fork`` counts forks (`fork_generation`)
+and, in the child, forgets the parent's open clients: the child's exit
+hook does not try to close them (it would wait forever for threads that
+do not exist), ``close()`` returns at once without touching the parent's
+loop, queue or sockets, and any other call (`LoopThread.call`, an async
+``send``) raises `kclient.errors.ClientForkedError` at once: create
+clients after the fork (issue 30).
 """
 
 from __future__ import annotations
@@ -86,7 +97,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from kclient.errors import LoopClosedError
+from kclient.errors import ClientForkedError, LoopClosedError
 
 log = logging.getLogger(__name__)
 
@@ -353,6 +364,7 @@ class LoopThread:
     """
 
     def __init__(self, name: str = "kclient-trio") -> None:
+        self._generation = _fork_generation
         self._ready = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
@@ -421,9 +433,13 @@ class LoopThread:
 
         Raises:
             kclient.errors.LoopClosedError: The loop is closed.
+            kclient.errors.ClientForkedError: Called in a process forked
+                after the loop started (the loop runs in the parent).
             RuntimeError: Called from a trio task (on the loop itself it
                 would deadlock).
         """
+        if self._generation != _fork_generation:
+            raise forked_error(self._thread.name)
         if self._closed or self._token is None:
             raise LoopClosedError("the client's event loop is closed")
         if _in_trio_task():
@@ -452,7 +468,10 @@ class LoopThread:
 
     def call_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run the plain function ``fn(*args)`` on the loop thread. Raises
-        `LoopClosedError` if the loop is closed."""
+        `LoopClosedError` if the loop is closed, `ClientForkedError` in a
+        forked child."""
+        if self._generation != _fork_generation:
+            raise forked_error(self._thread.name)
         if self._closed or self._token is None:
             raise LoopClosedError("the client's event loop is closed")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
@@ -468,8 +487,11 @@ class LoopThread:
             timeout: The longest to wait (seconds), None for no limit.
 
         Returns:
-            True if it finished (or the loop is gone), False on timeout.
+            True if it finished (or the loop is gone, or runs in the
+                parent of this forked process), False on timeout.
         """
+        if self._generation != _fork_generation:
+            return True
         if self._closed or self._token is None or self._nursery is None:
             return True
         done = threading.Event()
@@ -527,6 +549,8 @@ class LoopThread:
             return
         self._closed = True
         self._waiters.clear()  # their file descriptors close when collected
+        if self._generation != _fork_generation:
+            return  # a forked child: the loop thread is the parent's
         if self._stop is not None and self._token is not None:
             try:
                 trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
@@ -562,6 +586,7 @@ class ExitCloser(abc.ABC):
     """
 
     def __init__(self, description: str, exit_timeout: float) -> None:
+        self._generation = _fork_generation
         self.description = description
         self.exit_timeout = exit_timeout
         self._lock = threading.Lock()
@@ -572,8 +597,37 @@ class ExitCloser(abc.ABC):
         """True once a close started."""
         return self._closed
 
+    @property
+    def forked(self) -> bool:
+        """True in a process forked after the client was created: its loop,
+        queue and connections are the parent's, and it cannot be used."""
+        return self._generation != _fork_generation
+
+    def check_not_forked(self) -> None:
+        """Raise `kclient.errors.ClientForkedError` in a forked child.
+
+        Raises:
+            kclient.errors.ClientForkedError: The process was forked after
+                the client was created.
+        """
+        if self._generation != _fork_generation:
+            raise forked_error(self.description)
+
+    def after_fork_in_child(self) -> None:
+        """Called in a forked child for a client open at the fork (in the
+        only thread there is): make the client's own blocking calls fail at
+        once instead of waiting for the parent's threads. Nothing by
+        default (calls through `LoopThread` fail already); the async
+        producer closes its copy of the queue."""
+        return None
+
     def _begin(self) -> bool:
-        # True for the one caller that gets to close.
+        # True for the one caller that gets to close. In a forked child
+        # nobody does: the resources are the parent's (its lock, too, may
+        # have been held by a thread the child does not have).
+        if self._generation != _fork_generation:
+            self._closed = True
+            return False
         with self._lock:
             if self._closed:
                 return False
@@ -658,6 +712,51 @@ _registry: dict[int, ExitCloser] = {}
 _registry_lock = threading.Lock()
 _hook_installed = False
 _interrupted = False
+_fork_generation = 0
+
+
+def fork_generation() -> int:
+    """How many times this process's ancestors forked since kclient was
+    imported (0 in the process that imported it; each ``os.fork`` child
+    counts one more). A client remembers it at creation."""
+    return _fork_generation
+
+
+def forked_error(what: str) -> ClientForkedError:
+    """The error of a client used in a forked child.
+
+    Args:
+        what: The client (its ``repr``) or its loop thread's name.
+
+    Returns:
+        The error to raise.
+    """
+    return ClientForkedError(
+        f"{what} was created before this process (pid {os.getpid()}) was forked and cannot be used in the child: "
+        "its event loop thread and connections belong to the parent. Create kclient clients after fork, "
+        "in the process that uses them (for multiprocessing: in the worker, or use the spawn start method)"
+    )
+
+
+def _after_fork_in_child() -> None:
+    """``os.register_at_fork(after_in_child=...)``: a new fork generation
+    (the parent's clients fail at once here) and an empty registry, so
+    that the child's exit hook closes none of the parent's clients. The
+    lock is new: a parent thread may have held it at the fork."""
+    global _fork_generation, _registry_lock
+    _fork_generation += 1
+    _registry_lock = threading.Lock()
+    for closer in _registry.values():
+        closer._closed = True  # nothing to close here; close() returns at once
+        try:
+            closer.after_fork_in_child()
+        except Exception:  # never fail the fork
+            pass
+    _registry.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def track(closer: ExitCloser) -> None:
@@ -694,7 +793,7 @@ def close_unclosed(closer: ExitCloser, obj: object) -> None:
     """For a client's ``__del__``: if it is still open, warn
     ``ResourceWarning: unclosed <client>`` and close it in a background
     thread (bounded as at exit)."""
-    if closer.closed:
+    if closer.closed or closer.forked:
         return
     import warnings
 

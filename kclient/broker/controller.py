@@ -34,6 +34,9 @@ When active it:
 - on partitions added to a topic (CreatePartitions, KIP-195, which only
   the active controller serves): creates the new partitions' states and
   tells the replicas, as for a new topic;
+- on ``/log_dir_event_notification`` (a broker's log dir failed, KIP-112;
+  `kclient.broker.log_dir_failure`): its replicas there are offline until
+  it registers again; leaders move to another in-sync replica, ISRs shrink;
 - on ``/admin/delete_topics/<topic>`` (with ``delete.topic.enable``):
   StopReplica with deletion to the replicas, removes the topic's znodes and
   tells every broker (leader -2 in UpdateMetadata).
@@ -56,6 +59,7 @@ from kazoo.client import KazooState
 from kazoo.recipe.watchers import DataWatch
 
 from kclient.broker.controller_channel import ControllerChannel
+from kclient.broker.log_dir_failure import LOG_DIR_EVENT_PATH, decode_log_dir_event
 from kclient.broker.metadata_cache import LEADER_DURING_DELETE
 from kclient.broker.topic_configs import parse_boolean
 from kclient.broker.zk_topics import (
@@ -146,6 +150,9 @@ class Controller:
         #: of /brokers/ids look unchanged (Kafka's broker epoch, KIP-380).
         self.sessions: dict[int, int] = {}
         self.partitions: dict[tuple[str, int], _Partition] = {}
+        #: Replicas on a live broker whose log dir failed (KIP-112): not
+        #: elected, not in the ISR, until their broker registers again.
+        self.offline_replicas: dict[tuple[str, int], set[int]] = {}
         self.channel = ControllerChannel(
             replica_manager,
             backoff_ms=min(self.config.replica_fetch_backoff_ms, 500),
@@ -179,7 +186,7 @@ class Controller:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.channel.run)
             kazoo = self.zk.kazoo
-            for path in (BROKER_IDS_PATH, BROKER_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH):
+            for path in (BROKER_IDS_PATH, BROKER_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH, LOG_DIR_EVENT_PATH):
                 await self._zk(self.zk.ensure_path, path)
 
             def on_controller(data: bytes | None, stat: Any, event: Any = None) -> None:
@@ -194,6 +201,7 @@ class Controller:
                 (BROKER_TOPICS_PATH, "topics"),
                 (ISR_CHANGE_NOTIFICATION_PATH, "isr"),
                 (DELETE_TOPICS_PATH, "delete"),
+                (LOG_DIR_EVENT_PATH, "logdir"),
             ):
                 await self._tzk.watch_children(path, self._children_watch(kind))
             self.zk.add_state_listener(self._on_session)
@@ -236,6 +244,8 @@ class Controller:
             await self._delete_topics(event[1])
         elif kind == "partitions":
             await self._partitions_added(event[1])
+        elif kind == "logdir":
+            await self._log_dirs_failed(event[1])
 
     # ------------------------------------------------------------ election
 
@@ -415,7 +425,8 @@ class Controller:
     def _next_state(self, key: tuple[str, int], entry: _Partition, dead: set[int]) -> PartitionState | None:
         st = entry.state
         assert st is not None
-        live = self.live
+        offline = self.offline_replicas.get(key, ())
+        live = {r for r in self.live if r not in offline}
         isr = tuple(r for r in st.isr if r in live)
         if st.leader in live:
             if isr == st.isr or not isr:
@@ -451,7 +462,7 @@ class Controller:
             isr=list(st.isr),
             zk_version=entry.zk_version,
             replicas=list(entry.replicas),
-            offline_replicas=[r for r in entry.replicas if r not in self.live],
+            offline_replicas=[r for r in entry.replicas if r not in self.live or r in self.offline_replicas.get(key, ())],
         )
 
     def _leader_and_isr_state(self, key: tuple[str, int], *, is_new: bool = False) -> LeaderAndIsrPartitionState:
@@ -549,6 +560,8 @@ class Controller:
         for bid in gone:
             self.live.pop(bid, None)
             self.sessions.pop(bid, None)
+        for replicas in self.offline_replicas.values():
+            replicas -= gone | new  # a restarted broker's log dirs are online again
         log.info("brokers changed: live %s (new %s, gone %s)", sorted(self.live), sorted(new), sorted(gone))
         self._update_channel()
         keys = list(self.partitions)
@@ -564,6 +577,33 @@ class Controller:
         if new:
             # Returning brokers learn every partition they host.
             self._send_leader_and_isr([k for k, e in self.partitions.items() if set(e.replicas) & new], only=new)
+
+    async def _log_dirs_failed(self, children: list[str]) -> None:
+        """Log dir event notifications (KIP-112, Kafka's
+        ``LogDirEventNotification``): the broker's replicas in a failed
+        directory are offline; leaders move to another in-sync replica and
+        the ISRs shrink (see `kclient.broker.log_dir_failure`)."""
+        keys: set[tuple[str, int]] = set()
+        for child in sorted(children):
+            path = f"{LOG_DIR_EVENT_PATH}/{child}"
+            data = await self._zk(self.zk.get, path)
+            event = decode_log_dir_event(data) if data else None
+            await self._zk(self.zk.delete, path)
+            if event is None or event[0] not in self.live:
+                continue
+            broker, partitions = event
+            hosted = partitions or [k for k, e in self.partitions.items() if broker in e.replicas]
+            for key in hosted:
+                if key in self.partitions:
+                    self.offline_replicas.setdefault(key, set()).add(broker)
+                    keys.add(key)
+            log.warning("broker %d: a log dir failed; replicas offline: %s", broker, ", ".join(f"{t}-{p}" for t, p in sorted(hosted)))
+        if not keys:
+            return
+        changed = await self._zk(self._elect_leaders, sorted(keys), set())
+        if changed:
+            self._send_leader_and_isr(sorted(changed))
+        self._send_metadata_to(set(self.live))
 
     async def _topics_changed(self, topics: set[str]) -> None:
         known = {t for t, _ in self.partitions}

@@ -44,7 +44,7 @@ Semantics (``FetchRequest.json``, KIP-74, KIP-227 and Kafka's
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -55,6 +55,7 @@ from kclient.clock import now_ms
 from kclient.errors import (
     FENCED_LEADER_EPOCH,
     FETCH_SESSION_ID_NOT_FOUND,
+    KAFKA_STORAGE_ERROR,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
@@ -154,6 +155,8 @@ class FetchHandler:
         metadata_cache: The partitions the cluster has.
         appends: Wakes long polls when a partition they read grows.
         clock: The wall clock in ms (when a follower fetched).
+        offline: The partitions whose log directory is offline (KIP-112):
+            answered KAFKA_STORAGE_ERROR.
     """
 
     def __init__(
@@ -163,7 +166,9 @@ class FetchHandler:
         appends: AppendNotifier,
         *,
         clock: Callable[[], int] = now_ms,
+        offline: Set[tuple[str, int]] = frozenset(),
     ) -> None:
+        self.offline = offline
         self.partitions = partitions
         self.metadata_cache = metadata_cache
         self.appends = appends
@@ -188,7 +193,7 @@ class FetchHandler:
         """
         responses: list[FetchableTopicResponse] = []
         try:
-            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses)
+            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses, self.offline)
         except BaseException:
             release_slices(responses)
             raise
@@ -245,6 +250,16 @@ class FetchHandler:
         return FetchResponse(responses=responses)
 
 
+def _leader_or_storage_error(
+    cache: MetadataCache, topic: str, index: int, part: Partition | None, epoch: int, offline: Set[tuple[str, int]]
+) -> int:
+    """`leader_error`, but KAFKA_STORAGE_ERROR for a partition whose log
+    dir is offline (KIP-112; Kafka's ``HostedPartition.Offline``)."""
+    if part is None and offline and (topic, index) in offline:
+        return KAFKA_STORAGE_ERROR
+    return leader_error(cache, topic, index, part, epoch)
+
+
 def _read_fetch(
     hosted: Mapping[tuple[str, int], Partition],
     cache: MetadataCache,
@@ -253,6 +268,7 @@ def _read_fetch(
     version: int,
     zero_copy: bool,
     responses: list[FetchableTopicResponse],
+    offline: Set[tuple[str, int]] = frozenset(),
 ) -> tuple[list[FetchableTopicResponse], int, bool]:
     remaining = body.max_bytes if version >= 3 else _NO_LIMIT
     replica_id = body.replica_id
@@ -273,7 +289,7 @@ def _read_fetch(
             epoch = p.current_leader_epoch
             # (the common case, a led partition and no epoch named, inline)
             if part is None or epoch >= 0 or not part.is_leader:
-                code = leader_error(cache, name, index, part, epoch)
+                code = _leader_or_storage_error(cache, name, index, part, epoch, offline)
                 if code != NONE or part is None:
                     parts.append(_partition_error(index, code))
                     any_error = True

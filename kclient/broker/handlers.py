@@ -63,6 +63,7 @@ from kclient.errors import (
     COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
     INVALID_REQUIRED_ACKS,
+    KAFKA_STORAGE_ERROR,
     LEADER_NOT_AVAILABLE,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
@@ -315,7 +316,10 @@ class RequestHandlers:
         )
         #: The transaction APIs (`kclient.broker.txn.apis`).
         self.txn_apis = TransactionApis(components.transactions, self.metadata_cache, state.broker_id, state.producer_ids)
-        self.fetch_handler = FetchHandler(self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock)
+        self.fetch_handler = FetchHandler(
+            self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock,
+            offline=self.replica_manager.log_dir_failures.offline_partitions,
+        )
         #: WriteTxnMarkers on the partitions this broker leads (KIP-98).
         self.txn_markers_api = WriteTxnMarkersApi(
             self.replica_manager.partitions,
@@ -619,6 +623,8 @@ class RequestHandlers:
         if part is None:
             known = self.metadata_cache.partition(topic, partition) is not None
             entry.error_code = NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
+            if self.replica_manager.log_dir_failures.is_offline(topic, partition):
+                entry.error_code = KAFKA_STORAGE_ERROR  # its log dir is offline (KIP-112)
             return None
         plog = part.log
         if not part.is_leader or acks == -1:
@@ -657,6 +663,11 @@ class RequestHandlers:
             log.info("produce to %s-%d rejected by the log: %s", topic, partition, exc)
             entry.error_code = exc.code if exc.code is not None else UNKNOWN_SERVER_ERROR
             entry.log_start_offset = plog.log_start_offset
+            return None
+        except OSError as exc:
+            # A full disk or an I/O error: the log dir goes offline (KIP-112).
+            self.replica_manager.log_dir_failures.storage_error(topic, partition, "append", exc)
+            entry.error_code, entry.log_start_offset = KAFKA_STORAGE_ERROR, -1
             return None
         except Exception:
             log.exception("append to %s-%d failed", topic, partition)

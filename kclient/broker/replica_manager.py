@@ -45,6 +45,7 @@ import attrs
 import trio
 
 from kclient.broker.inter_broker import ControllerRequest
+from kclient.broker.log_dir_failure import LOG_DIR_EVENT_PATH, LOG_DIR_EVENT_PREFIX, LogDirFailureChannel, encode_log_dir_event
 from kclient.broker.metadata_cache import MetadataCache
 from kclient.broker.partition import Partition
 from kclient.broker.replica_fetcher import FetcherManager
@@ -52,6 +53,7 @@ from kclient.broker.state import TopicOverrides
 from kclient.broker.zk_topics import decode_topic_config, topic_config_path
 from kclient.clock import now_ms
 from kclient.errors import (
+    KAFKA_STORAGE_ERROR,
     NONE,
     STALE_CONTROLLER_EPOCH,
     UNKNOWN_SERVER_ERROR,
@@ -141,6 +143,10 @@ class ReplicaManager:
         #: the group coordinator loads and unloads ``__consumer_offsets``
         #: partitions here.
         self.leadership_listeners: list[Callable[[Partition], None]] = []
+        #: Failed log directories and their offline partitions (KIP-112).
+        self.log_dir_failures = LogDirFailureChannel(logs)
+        self.log_dir_failures.listeners.append(self._log_dir_failed)
+        self._dir_send, self._dir_receive = trio.open_memory_channel[list[tuple[str, int]]](math.inf)
 
     # ------------------------------------------------------------ tasks
 
@@ -153,6 +159,33 @@ class ReplicaManager:
             nursery.start_soon(self._isr_writer)
             nursery.start_soon(self._isr_expiry)
             nursery.start_soon(self._checkpoint_high_watermarks)
+            nursery.start_soon(self._log_dir_notifier)
+
+    def _log_dir_failed(self, log_dir: object, keys: list[tuple[str, int]]) -> None:
+        """A log directory went offline (Kafka's
+        ``ReplicaManager.handleLogDirFailure``): stop hosting its partitions
+        (their fetchers stop, their waiters wake), then tell the controller
+        (`_log_dir_notifier`)."""
+        for key in keys:
+            part = self.partitions.pop(key, None)
+            self.fetchers.remove(key)
+            if part is not None:
+                part.stop()
+                self._leadership_changed(part)
+        self._dir_send.send_nowait(keys)
+
+    async def _log_dir_notifier(self) -> None:
+        """Write a log dir event notification per failed directory (a
+        ZooKeeper cluster's controller moves leadership away from it; see
+        `kclient.broker.log_dir_failure`)."""
+        async for keys in self._dir_receive:
+            if self.zk is None:
+                continue
+            data = encode_log_dir_event(self.broker_id, keys)
+            try:
+                await trio.to_thread.run_sync(self.zk.create_sequential, f"{LOG_DIR_EVENT_PATH}/{LOG_DIR_EVENT_PREFIX}", data)
+            except KafkaError as exc:
+                log.error("cannot write a log dir event notification: %s", exc)
 
     async def _isr_expiry(self) -> None:
         lag = self.config.replica_lag_time_max_ms
@@ -278,6 +311,11 @@ class ReplicaManager:
         for topic, s in states:
             index = s.partition_index
             code = NONE
+            if self.log_dir_failures.is_offline(topic, index):
+                # Kafka's HostedPartition.Offline: the controller marks the
+                # replica offline.
+                errors.append(LeaderAndIsrPartitionError(topic_name=topic, partition_index=index, error_code=KAFKA_STORAGE_ERROR))
+                continue
             try:
                 code = await self._apply_partition_state(topic, s, leaders, now)
             except Exception:

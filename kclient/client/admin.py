@@ -39,7 +39,7 @@ from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResou
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from kclient.client.admin_transactions import TransactionDescription, TransactionListing
-from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, request_metadata
+from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, no_brokers_available, request_metadata
 from kclient.client.loop_closer import LoopClientCloser
 from kclient.config.admin import AdminConfig
 from kclient.errors import (
@@ -225,7 +225,7 @@ class TrioAdminClient:
                 continue
             self.cluster.metadata = metadata
             return metadata
-        raise NoBrokersAvailableError(f"no broker answered Metadata: {last}")
+        raise no_brokers_available("no broker answered Metadata", last)
 
     async def _reader(self) -> BrokerConnection:
         # The last known controller first: it answered this client's

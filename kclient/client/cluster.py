@@ -44,6 +44,47 @@ from kclient.security.settings import ClientSecurity
 log = logging.getLogger(__name__)
 
 
+def describe_failure(exc: BaseException, address: str) -> str:
+    """How one broker failed, for a `NoBrokersAvailableError` message:
+    the address (unless the error names it already) and, for anything but
+    a plain connection failure (a `kclient.errors.ProtocolError` from a
+    garbage answer, say), the error's class, so that it is not mistaken
+    for an unreachable broker (issue 30).
+
+    Args:
+        exc: The broker's error.
+        address: ``host:port``.
+
+    Returns:
+        The text.
+    """
+    text = str(exc)
+    if not isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+        text = f"{type(exc).__name__}: {text}"
+    return text if address in text else f"{address}: {text}"
+
+
+def no_brokers_available(what: str, last: BaseException | None) -> NoBrokersAvailableError:
+    """A `NoBrokersAvailableError` saying ``what`` failed after retries,
+    caused by the deepest error behind ``last`` (the `ProtocolError` of a
+    broker that answered garbage, not the `NoBrokersAvailableError` that
+    wraps it), so that ``__cause__`` names what really went wrong.
+
+    Args:
+        what: What failed (``"metadata refresh failed"``).
+        last: The last attempt's error, if any.
+
+    Returns:
+        The error to raise.
+    """
+    cause = last
+    while isinstance(cause, NoBrokersAvailableError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    error = NoBrokersAvailableError(f"{what}: {last}")
+    error.__cause__ = cause
+    return error
+
+
 @attrs.frozen
 class BrokerInfo:
     """A broker as Metadata describes it."""
@@ -287,15 +328,17 @@ class Cluster:
         boot = list(self._bootstrap)
         random.shuffle(boot)
         errors = []
+        cause: KafkaError | None = None
         for host, port in dict.fromkeys([*candidates, *boot]):
             try:
                 return await self.connection(host, port)
             except AuthenticationError:
                 raise
             except KafkaError as exc:
-                text = str(exc)  # a connection error names the address itself
-                errors.append(text if f"{host}:{port}" in text else f"{host}:{port}: {text}")
-        raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors))
+                errors.append(describe_failure(exc, f"{host}:{port}"))
+                if cause is None or isinstance(cause, KafkaConnectionError):
+                    cause = exc  # the most telling one: a ProtocolError over a refusal
+        raise NoBrokersAvailableError("no broker answered: " + "; ".join(errors)) from cause
 
     async def refresh_metadata(self, topics: Iterable[str] = (), *, allow_auto_create: bool = True) -> ClusterMetadata:
         """Fetch metadata for the known topics plus some more. Retries
@@ -329,7 +372,7 @@ class Cluster:
                 self.metadata = metadata
                 self._metadata_time = trio.current_time()
                 return self.metadata
-            raise NoBrokersAvailableError(f"metadata refresh failed: {last}")
+            raise no_brokers_available("metadata refresh failed", last)
 
     def metadata_stale(self) -> bool:
         """Whether the snapshot is older than ``metadata_max_age_ms``."""
@@ -447,4 +490,4 @@ def parse_metadata(body: MetadataResponse) -> ClusterMetadata:
     return ClusterMetadata(brokers, topics, errors, body.cluster_id, body.controller_id, internal)
 
 
-__all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "parse_metadata", "request_metadata"]
+__all__ = ["BrokerInfo", "Cluster", "ClusterMetadata", "PartitionInfo", "describe_failure", "no_brokers_available", "parse_metadata", "request_metadata"]

@@ -755,6 +755,12 @@ class BrokerConnection:
             )
             error.__cause__ = cause
             return error
+        partial = self._proto.partial_response_bytes
+        if partial:
+            # A response cut off: the broker did answer (no TLS mismatch);
+            # a disconnect, reported at once (Kafka's NetworkException).
+            why = "closed the connection" if exc is None else f"broke the connection ({exc.__cause__ or exc})"
+            return KafkaConnectionError(f"{self.host}:{self.port} {why} in the middle of a response ({partial} bytes of it received)")
         if exc is None:
             if self._raw and not self._answered:
                 # The bundled broker's TLS listener closes a plain connection

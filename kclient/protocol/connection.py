@@ -537,6 +537,12 @@ class ClientConnection:
     def receive_data(self, data: p.Buffer) -> None:
         self._frames.feed(data)
 
+    @property
+    def partial_response_bytes(self) -> int:
+        """Bytes of a response received but not yet complete (0 between
+        responses): non-zero when a peer closing now cuts a response off."""
+        return self._frames.buffered
+
     def receive_buffer(self, min_frame_bytes: int) -> memoryview | None:
         """See `FrameBuffer.receive_buffer`: receive the rest of a large
         response straight into its final buffer, then call `received`."""

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kclient.clock import now_ms
-from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError
+from kclient.errors import ConfigError, InvalidRequestError, InvalidTopicError, KafkaStorageError, TopicAlreadyExistsError
 from kclient.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -162,6 +162,8 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], Path] = {}
         self._checkpointed: dict[tuple[str, int], int] = {}
         self._closed = False
+        #: Log dirs taken offline after an I/O error (`take_dir_offline`).
+        self.offline_dirs: list[Path] = []
         #: Log dirs that held a clean-shutdown marker at startup.
         self.clean_shutdown_dirs: list[Path] = []
         try:
@@ -448,7 +450,36 @@ class LogManager:
         logger.info("deleted log %s-%d (%s)", topic, partition, plog.directory)
         return True
 
+    def take_dir_offline(self, log_dir: Path) -> list[tuple[str, int]]:
+        """Take a failed log directory offline (Kafka's
+        ``LogManager.handleLogDirFailure``, KIP-112): its logs are dropped
+        from this manager (no flush, checkpoint, retention or new partition
+        touches the directory again; nothing is written to it, so what was
+        written stays as it is for the recovery of the next start) and it
+        leaves `log_dirs` for `offline_dirs`.
+
+        Args:
+            log_dir: One of `log_dirs`.
+
+        Returns:
+            The partitions that were in it (empty if it was not online).
+        """
+        with self._lock, self._checkpoint_lock:
+            if log_dir not in self.log_dirs:
+                return []
+            self.log_dirs.remove(log_dir)
+            self.offline_dirs.append(log_dir)
+            keys = [key for key, d in self._dir_of.items() if d == log_dir]
+            for key in keys:
+                self._logs.pop(key, None)
+                self._dir_of.pop(key, None)
+                self._checkpointed.pop(key, None)
+        logger.error("log dir %s is offline: its %d partition(s) are no longer served (KIP-112)", log_dir, len(keys))
+        return keys
+
     def _next_log_dir(self) -> Path:
+        if not self.log_dirs:
+            raise KafkaStorageError(f"every log dir is offline: {', '.join(map(str, self.offline_dirs))}")
         if len(self.log_dirs) == 1:
             return self.log_dirs[0]
         counts = dict.fromkeys(self.log_dirs, 0)

@@ -232,6 +232,16 @@ class Producer(ClosingClient):
         closer = getattr(self, "_closer", None)
         return closer is not None and closer.closed
 
+    def _closed_error(self) -> ProducerClosedError:
+        """What a send to a closed producer raises.
+
+        Raises:
+            ClientForkedError: in a process forked after the producer was
+                created (there it counts as closed).
+        """
+        self._closer.check_not_forked()
+        return ProducerClosedError("send() called after the producer was closed")
+
     @property
     def trio_producer(self) -> TrioProducer:
         """The TrioProducer running on this producer's loop thread."""
@@ -312,6 +322,8 @@ class Producer(ClosingClient):
             InvalidTopicError: an illegal topic name (nothing is sent or
                 queued).
             ProducerClosedError: the producer was closed.
+            ClientForkedError: called in a process forked after the
+                producer was created (create producers after fork).
         """
         if callback is None and type(data_or_list) is ProducerData and self._plain_enqueue:
             # The common async case, one ProducerData and no enqueue hooks:
@@ -320,7 +332,7 @@ class Producer(ClosingClient):
             d = data_or_list
             if d[0] not in self._valid_topics:
                 if self._closed:
-                    raise ProducerClosedError("send() called after the producer was closed")
+                    raise self._closed_error()
                 self._core.prepare(d)
             if d[3] is None:
                 d = _stamped(d)
@@ -331,12 +343,12 @@ class Producer(ClosingClient):
                 waker()
                 return
             if self._closed:
-                raise ProducerClosedError("send() called after the producer was closed")
+                raise self._closed_error()
             if not self._queue.put(d, len(d[2]), self._enqueue_timeout_ms):  # type: ignore[union-attr]
                 raise self._queue_full([d], 1, self._enqueue_timeout_ms)
             return
         if self._closed:
-            raise ProducerClosedError("send() called after the producer was closed")
+            raise self._closed_error()
         if callback is None and type(data_or_list) is list and self._plain_enqueue and _c_stamp_all is not None:
             # A batch-level send: stamped in one compiled pass (None: an item
             # or topic the general path must check first), queued as bundles.
@@ -561,6 +573,7 @@ class Producer(ClosingClient):
             IllegalStateError: called from the producer's send thread (a
                 CallbackHandler hook).
         """
+        self._closer.check_not_forked()
         if self._queue is None:
             return
         if self._thread is not None and self._thread.in_loop_thread:
@@ -754,6 +767,13 @@ class _ProducerCloser(ExitCloser):
         # written too).
         self._possibly_before_abort = 0
         self._in_flight_abandoned = 0
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: close this copy of the queue, so that an
+        async ``send`` reaches the checks that raise `ClientForkedError`
+        instead of queuing records no thread would send."""
+        if self._queue is not None:
+            self._queue.close_in_forked_child()
 
     def close(self, timeout: float | None = None) -> None:
         """The Producer's ``close``: flush (at most ``timeout`` seconds),

@@ -278,6 +278,11 @@ class PyQueueCore:
             self.closed = True
             return self._release_waker() if self._consumer_waiting else None
 
+    def renew_lock(self) -> None:
+        """A new lock, in a forked child (a parent thread may have held the
+        old one at the fork)."""
+        self._lock = threading.Lock()
+
     def abandon(self) -> tuple[int, Callable[[], None] | None]:
         """Close and drop what is queued: ``(messages dropped, waker)``."""
         with self._lock:
@@ -593,6 +598,19 @@ class MessageQueue:
             waker()
         with self._lock:
             self._not_full.notify_all()
+
+    def close_in_forked_child(self) -> None:
+        """Close this process's copy of the queue after ``os.fork`` (the
+        child has no send thread to drain it): puts are refused from now
+        on. The locks are new, since a parent thread may have held one at
+        the fork; no consumer is woken (it lives in the parent)."""
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._all_done = threading.Condition(self._lock)
+        core = self._core
+        if isinstance(core, PyQueueCore):
+            core.renew_lock()
+        core.close()
 
     def abandon(self) -> int:
         """Close the queue and drop what is still waiting in it (a close

@@ -143,11 +143,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     signals = ShutdownSignals()
     signals.install()
+    # The tools quiet kclient's loggers; a caller running `main` in its own
+    # process (a test, an app) gets its levels back.
+    levels = {name: logging.getLogger(name).level for name in ("kclient", "kclient.cli")}
     try:
         with installed_as_current(signals):
             return _run(build_parser().parse_args(argv), signals)
     finally:
         signals.uninstall()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
         logging.shutdown()
 
 

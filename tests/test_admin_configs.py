@@ -64,6 +64,6 @@ def test_cli(broker, admin):
     assert out == f"Completed updating config for topic {topic}.\n"
     out = subprocess.run([*where, "--describe"], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [f"Dynamic configs for topic {topic} are:", "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}"]
-    bad = subprocess.run([*where[:6], "--entity-type", "users", "--entity-name", "bob", "--describe"], capture_output=True, text=True)
+    bad = subprocess.run([*where[:6], "--entity-type", "broker-loggers", "--entity-name", "1", "--describe"], capture_output=True, text=True)
     assert bad.returncode == 2
-    assert "supports topics and brokers" in bad.stderr
+    assert "supports topics and brokers, and the quota entities users, clients and ips" in bad.stderr

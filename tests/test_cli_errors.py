@@ -180,3 +180,22 @@ def test_an_unreachable_broker_and_an_existing_topic_are_said_once(broker, tmp_p
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.count(topic) == 1 and line.endswith(f"Topic '{topic}' already exists."), line
+
+
+@pytest.mark.unit
+def test_main_in_process_gives_the_logger_levels_back():
+    """The client tools quiet kclient's loggers while they run; `main`
+    called in the caller's process (a test, an app) restores the levels."""
+    import logging
+
+    from kclient.cli import main
+
+    kclient_logger = logging.getLogger("kclient")
+    before = kclient_logger.level
+    kclient_logger.setLevel(logging.INFO)
+    try:
+        status = main(["configs", "--bootstrap-server", "127.0.0.1:1", "--entity-type", "broker-loggers", "--entity-name", "1", "--describe"])
+        assert status == 2
+        assert kclient_logger.level == logging.INFO
+    finally:
+        kclient_logger.setLevel(before)

@@ -99,19 +99,10 @@ def changed_entity(data: bytes | None) -> str | None:
 def changed_topic(data: bytes | None) -> str | None:
     """The topic a notification names, or ``None`` (another entity type,
     or not a notification)."""
-    try:
-        note = json.loads(data or b"")
-    except ValueError:
+    entity = changed_entity(data)
+    if entity is None or not entity.startswith("topics/"):
         return None
-    if not isinstance(note, dict):
-        return None
-    if note.get("version") == 1 and note.get("entity_type") == "topics":
-        name = note.get("entity_name")
-        return name if isinstance(name, str) else None
-    path = note.get("entity_path")
-    if isinstance(path, str) and path.startswith("topics/"):
-        return path[len("topics/") :]
-    return None
+    return entity[len("topics/") :]
 
 
 def _sequence(child: str) -> int | None:

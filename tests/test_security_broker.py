@@ -207,8 +207,10 @@ def test_kafka_python_wrong_password_fails_fast(secure_broker, certs, caplog):
     with caplog.at_level("WARNING", logger="kafka"):
         with pytest.raises(kafka.errors.KafkaError):
             # kafka-python 3.x retries its bootstrap for bootstrap_timeout_ms.
-            bounded = {"bootstrap_timeout_ms": 3000} if "bootstrap_timeout_ms" in kafka.KafkaProducer.DEFAULT_CONFIG else {}
-            kafka.KafkaProducer(**options, request_timeout_ms=3000, max_block_ms=3000, **bounded)
+            # Bounds well above the broker's answer (after its 100 ms KIP-306
+            # delay), so a loaded machine still reads it.
+            bounded = {"bootstrap_timeout_ms": 15000} if "bootstrap_timeout_ms" in kafka.KafkaProducer.DEFAULT_CONFIG else {}
+            kafka.KafkaProducer(**options, request_timeout_ms=15000, max_block_ms=15000, **bounded)
     failures = [r for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
     assert failures, "kafka-python did not read the SASL_AUTHENTICATION_FAILED answer"
     assert "Invalid username or password" in caplog.text

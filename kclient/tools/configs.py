@@ -203,7 +203,10 @@ def _broker_entity(args: ConfigsArguments) -> tuple[str, str, str, bool]:
         ConfigError: an unknown type or a bad combination.
     """
     if args.entity_type not in _ENTITY_TYPES:
-        raise ConfigError(f"Invalid --entity-type {args.entity_type!r} with --bootstrap-server: kclient configs supports topics and brokers, and the quota entities users, clients and ips (SCRAM users with --zookeeper)")
+        raise ConfigError(
+            f"Invalid --entity-type {args.entity_type!r} with --bootstrap-server: kclient configs supports topics and brokers,"
+            " and the quota entities users, clients and ips (SCRAM users with --zookeeper)"
+        )
     resource_type, word, dynamic = _ENTITY_TYPES[args.entity_type]
     default = resource_type == "broker" and args.entity_default
     if default and args.entity_name:

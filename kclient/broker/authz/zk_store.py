@@ -27,6 +27,7 @@ thread).
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -162,18 +163,19 @@ def decode_change(changes_path: str, data: bytes | None) -> ResourcePattern:
     return ResourcePattern(parse_name(ResourceType, event["resourceType"]), event["name"], parse_name(PatternType, event["patternType"]))
 
 
-class AclStore:
+class AclStore(abc.ABC):
     """Where ACLs live (the interface; `MemoryAclStore` is the standalone
-    broker's)."""
+    broker's, `ZkAclStore` the ZooKeeper one)."""
 
+    @abc.abstractmethod
     def load_all(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         """Every pattern's ACLs (blocking)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
         """One pattern's ACLs (blocking)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def update(self, pattern: ResourcePattern, change: Change) -> frozenset[AccessControlEntry]:
         """Apply ``change`` to one pattern's ACLs (blocking).
 
@@ -184,7 +186,6 @@ class AclStore:
         Returns:
             The entries stored.
         """
-        raise NotImplementedError
 
 
 class MemoryAclStore(AclStore):

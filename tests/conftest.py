@@ -12,6 +12,7 @@ import subprocess
 import uuid
 
 import pytest
+from helpers.acl_clients import bundled_with_acls, kafka_with_acls
 from helpers.examples import QUICK_EXAMPLES, QUICK_PROFILE, quick_run
 from helpers.skips import require, skip_summary
 from hypothesis import settings
@@ -41,7 +42,7 @@ def pytest_sessionstart(session) -> None:
 
 
 #: Fixtures that start Apache Kafka (tests/conformance/conftest.py).
-_KAFKA_FIXTURES = frozenset({"kafka4_target", "kafka39_target"})
+_KAFKA_FIXTURES = frozenset({"kafka4_target", "kafka39_target", "acl_kafka"})
 #: Parameters of the conformance `target` fixture that are Apache Kafka.
 _KAFKA_TARGETS = frozenset({"kafka-4", "kafka-3.9"})
 
@@ -178,6 +179,24 @@ def zk_broker(zookeeper):
     """A bundled broker registered in the session ZooKeeper, auto-created
     topics getting 5 partitions."""
     with BrokerProcess(properties={"zookeeper.connect": zookeeper.connect, "num.partitions": 5}) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def acl_bundled(zookeeper):
+    """A bundled broker with Kafka's ZooKeeper-mode ACL authorizer
+    (`helpers.acl_clients.bundled_with_acls`), shared by the ACL client
+    tests of a worker: each names its own resources (a unique prefix)."""
+    with bundled_with_acls(zookeeper) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def acl_kafka():
+    """Apache Kafka 4.x with ``StandardAuthorizer``
+    (`helpers.acl_clients.kafka_with_acls`), started once per run (the
+    Apache Kafka tests share one worker)."""
+    with kafka_with_acls() as proc:
         yield proc
 
 

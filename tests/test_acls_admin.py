@@ -3,7 +3,8 @@ KIP-11, KIP-290) against the bundled broker and Apache Kafka 4.x, both
 with an ACL authorizer (`helpers.acl_clients`): the same calls give the same
 answers on both, errors typed per binding and per filter.
 
-One broker of each kind per module; every test names its own resources
+One broker of each kind per worker (`acl_bundled`, `acl_kafka` in
+conftest.py, shared with the other ACL client tests); every test names its own resources
 (a unique prefix), so the tests do not see each other's ACLs.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client, settled
+from helpers.acl_clients import as_tuples, sasl_client, settled
 from helpers.wait import wait_for
 
 from kclient.acl import (
@@ -35,19 +36,7 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED, ANY, MATCH = PatternType.LITERAL, PatternType.PREFIXED, PatternType.ANY, PatternType.MATCH
 
 
-@pytest.fixture(scope="module")
-def bundled(zookeeper):
-    with bundled_with_acls(zookeeper) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def kafka():
-    with kafka_with_acls() as proc:
-        yield proc
-
-
-@pytest.fixture(params=["bundled", pytest.param("kafka", marks=pytest.mark.apache_kafka)])
+@pytest.fixture(params=["acl_bundled", pytest.param("acl_kafka", marks=pytest.mark.apache_kafka)])
 def broker(request):
     """Each test runs on the bundled broker and on Apache Kafka."""
     return request.getfixturevalue(request.param)

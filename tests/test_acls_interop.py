@@ -2,7 +2,8 @@
 kafka-python's admin clients are listed by kclient and enforced by the
 broker; bindings created with kclient are listed (and deleted) by them.
 Each test runs against the bundled broker and Apache Kafka 4.x, both with
-an ACL authorizer (`helpers.acl_clients`); one broker of each kind per module.
+an ACL authorizer (`helpers.acl_clients`); one broker of each kind per
+worker (`acl_bundled`, `acl_kafka` in conftest.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import warnings
 import confluent_kafka
 import pytest
 from confluent_kafka import admin as ck
-from helpers.acl_clients import as_tuples, bundled_with_acls, kafka_with_acls, sasl_client, settled
+from helpers.acl_clients import as_tuples, sasl_client, settled
 from helpers.wait import retry
 
 from kclient.acl import (
@@ -38,19 +39,7 @@ with warnings.catch_warnings():
 TIMEOUT = 30
 
 
-@pytest.fixture(scope="module")
-def bundled(zookeeper):
-    with bundled_with_acls(zookeeper) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def kafka():
-    with kafka_with_acls() as proc:
-        yield proc
-
-
-@pytest.fixture(params=["bundled", pytest.param("kafka", marks=pytest.mark.apache_kafka)])
+@pytest.fixture(params=["acl_bundled", pytest.param("acl_kafka", marks=pytest.mark.apache_kafka)])
 def broker(request):
     return request.getfixturevalue(request.param)
 

@@ -15,7 +15,7 @@ import sys
 import uuid
 
 import pytest
-from helpers.acl_clients import bundled_with_acls, kafka_with_acls, sasl_client, settled
+from helpers.acl_clients import sasl_client, settled
 
 from kclient.acl import AclBindingFilter
 from kclient.cli import main
@@ -26,19 +26,7 @@ _RESOURCE = re.compile(r"^(?:Current|Adding) ACLs for resource `(ResourcePattern
 _ENTRY = re.compile(r"^ ?\t(\(principal=.*, host=.*, operation=[A-Z_]+, permissionType=(?:ALLOW|DENY)\)) ?$")
 
 
-@pytest.fixture(scope="module")
-def bundled(zookeeper):
-    with bundled_with_acls(zookeeper) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def kafka():
-    with kafka_with_acls() as proc:
-        yield proc
-
-
-@pytest.fixture(params=["bundled", pytest.param("kafka", marks=pytest.mark.apache_kafka)])
+@pytest.fixture(params=["acl_bundled", pytest.param("acl_kafka", marks=pytest.mark.apache_kafka)])
 def broker(request):
     return request.getfixturevalue(request.param)
 
@@ -209,7 +197,7 @@ def test_a_user_without_cluster_rights_is_refused(broker, tmp_path):
 
 
 @pytest.mark.apache_kafka
-def test_kafka_acls_lists_the_same_on_both_brokers(bundled, kafka, prefix):
+def test_kafka_acls_lists_the_same_on_both_brokers(acl_bundled, acl_kafka, prefix):
     """Kafka's own tool, the same commands against the bundled broker and
     Apache Kafka: the same listings."""
     commands = [
@@ -225,7 +213,7 @@ def test_kafka_acls_lists_the_same_on_both_brokers(bundled, kafka, prefix):
         pattern("TOPIC", prefix, "PREFIXED"): frozenset({entry("User:bob", "WRITE", "DENY")}),
     }
     listings = []
-    for broker in (bundled, kafka):
+    for broker in (acl_bundled, acl_kafka):
         for command in commands:
             kafka_acls(broker, *command)
         settle(broker, prefix, expected)

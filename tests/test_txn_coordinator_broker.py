@@ -20,9 +20,9 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-import trio
 from helpers.groups import group_kafka
 from helpers.three_brokers import ThreeBrokers
+from helpers.transactions import typed_request
 from helpers.wait import retry, wait_for
 
 import kclient
@@ -30,7 +30,6 @@ from kclient.broker.txn.coordinator import TransactionResult
 from kclient.broker.txn.marker_channel import marker_errors, marker_request
 from kclient.broker.txn.markers import TxnMarkerEntry
 from kclient.errors import NONE, NOT_LEADER_OR_FOLLOWER, OPERATION_NOT_ATTEMPTED, TRANSACTIONAL_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION
-from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kclient.protocol.messages.describe_transactions import (
     DESCRIBE_TRANSACTIONS,
@@ -72,18 +71,7 @@ def txn_id() -> str:
 
 def request(broker: BrokerProcess, api: Any, body: Any, version: int) -> Any:
     """One request to ``broker``, answered."""
-    host, port = broker.bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.connect(nursery, host, int(port), client_id="txn-test")
-            try:
-                return await conn.request(api, body, version=version)
-            finally:
-                await conn.aclose()
-                nursery.cancel_scope.cancel()
-
-    return trio.run(go)
+    return typed_request(broker, api, body, version, client_id="txn-test")
 
 
 def describe(broker: BrokerProcess, txn_id: str) -> DescribeTransactionsState:

@@ -18,8 +18,8 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-import trio
 from helpers.groups import group_broker_properties, group_kafka, poll_settings
+from helpers.transactions import typed_request
 from helpers.wait import retry, wait_for
 
 import kclient
@@ -34,7 +34,6 @@ from kclient.errors import (
     UNKNOWN_MEMBER_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from kclient.net.connection import BrokerConnection
 from kclient.protocol.messages.offset_fetch import (
     OFFSET_FETCH_FULL,
     OffsetFetchRequest,
@@ -68,18 +67,7 @@ def txo_broker():
 
 def request(broker: BrokerProcess, api: Any, body: Any, version: int) -> Any:
     """One request to ``broker``, answered."""
-    host, port = broker.bootstrap.rsplit(":", 1)
-
-    async def go() -> Any:
-        async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.connect(nursery, host, int(port), client_id="txn-offsets-test")
-            try:
-                return await conn.request(api, body, version=version)
-            finally:
-                await conn.aclose()
-                nursery.cancel_scope.cancel()
-
-    return trio.run(go)
+    return typed_request(broker, api, body, version, client_id="txn-offsets-test")
 
 
 def fetch(broker: BrokerProcess, group: str, partitions: list[tuple[str, int]], *, require_stable: bool = True, version: int = 7) -> dict[tuple[str, int], tuple[int, int]]:

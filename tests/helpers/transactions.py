@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 import kclient
+from kclient.net.connection import BrokerConnection
 
 
 def kclient_values(broker: Any, topic: str, isolation: str = "read_committed", partition: int = 0) -> list[bytes]:
@@ -25,3 +28,20 @@ def kclient_values(broker: Any, topic: str, isolation: str = "read_committed", p
                 return values
             values += [r.value for r in consumer.poll(timeout_ms=200)]
     raise AssertionError(f"kclient did not reach offset {end} of {topic}-{partition}; read {values}")
+
+
+def typed_request(broker: Any, api: Any, body: Any, version: int, client_id: str = "txn-test") -> Any:
+    """One typed request to ``broker`` on a new connection, answered (the
+    connection is closed after)."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def go() -> Any:
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.connect(nursery, host, int(port), client_id=client_id)
+            try:
+                return await conn.request(api, body, version=version)
+            finally:
+                await conn.aclose()
+                nursery.cancel_scope.cancel()
+
+    return trio.run(go)

@@ -799,7 +799,11 @@ class LocalLog:
             self._closed = True
             segs = self._view.segments
         for seg in segs:
-            seg.abandon()
+            # Buffered index entries are dropped, not written; files still
+            # used by readers close when the last one is released.
+            seg.index.abandon()
+            seg.timeindex.abandon()
+            seg.close()
 
     def check_open(self) -> None:
         """Raise ``ValueError`` once the log is closed."""

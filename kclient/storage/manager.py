@@ -583,8 +583,13 @@ class LogManager:
         for key, plog in list(self._logs.items()):
             try:
                 deleted += plog.apply_retention(now)
-            except OSError:
-                logger.exception("retention of %s-%d failed", key[0], key[1])
+            except (OSError, ValueError) as exc:
+                if key not in self._dir_of:  # deleted, or its dir went offline (KIP-112)
+                    logger.warning("retention of %s-%d stopped: the log was deleted or its log dir went offline (%s)", key[0], key[1], exc)
+                elif isinstance(exc, OSError):
+                    logger.exception("retention of %s-%d failed", key[0], key[1])
+                else:
+                    raise
         if deleted:
             logger.info("retention deleted %d segment(s)", deleted)
         return deleted

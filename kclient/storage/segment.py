@@ -936,15 +936,6 @@ class LogSegment:
         if finish:
             self._release_files()
 
-    def abandon(self) -> None:
-        """Close the files without writing anything (no buffered index
-        entry, no fsync): the segment's log directory failed (KIP-112).
-        Files still used by readers close when the last one is released.
-        Idempotent."""
-        for ix in (self.index, self.timeindex):
-            ix.abandon()
-        self.close()
-
     def _release_files(self) -> None:
         """Close the descriptors (and unlink the files of a deleted segment)."""
         try:

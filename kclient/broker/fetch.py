@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from kclient.broker.append_notifier import AppendNotifier
     from kclient.broker.metadata_cache import MetadataCache
     from kclient.broker.partition import Partition
-    from kclient.storage import Log
+    from kclient.storage import FileSlice, Log
 
 log = logging.getLogger("kclient.broker")
 
@@ -157,6 +157,13 @@ class FetchHandler:
         clock: The wall clock in ms (when a follower fetched).
         offline: The partitions whose log directory is offline (KIP-112):
             answered KAFKA_STORAGE_ERROR.
+        storage_error: Called with ``(topic, partition, error)`` when a read
+            fails with an ``OSError``: the partition is answered
+            KAFKA_STORAGE_ERROR and the callee takes its log directory
+            offline (Kafka's ``ReplicaManager.readFromLocalLog``, KIP-112);
+            the other partitions of the request are read as usual. Called
+            in the thread that reads, the event loop's (`read` runs there).
+            None: such a read is answered UNKNOWN_SERVER_ERROR.
     """
 
     def __init__(
@@ -167,8 +174,10 @@ class FetchHandler:
         *,
         clock: Callable[[], int] = now_ms,
         offline: Set[tuple[str, int]] = frozenset(),
+        storage_error: Callable[[str, int, OSError], None] | None = None,
     ) -> None:
         self.offline = offline
+        self.storage_error = storage_error
         self.partitions = partitions
         self.metadata_cache = metadata_cache
         self.appends = appends
@@ -193,7 +202,9 @@ class FetchHandler:
         """
         responses: list[FetchableTopicResponse] = []
         try:
-            return _read_fetch(self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses, self.offline)
+            return _read_fetch(
+                self.partitions, self.metadata_cache, self.clock, body, version, zero_copy, responses, self.offline, self.storage_error
+            )
         except BaseException:
             release_slices(responses)
             raise
@@ -269,6 +280,7 @@ def _read_fetch(
     zero_copy: bool,
     responses: list[FetchableTopicResponse],
     offline: Set[tuple[str, int]] = frozenset(),
+    storage_error: Callable[[str, int, OSError], None] | None = None,
 ) -> tuple[list[FetchableTopicResponse], int, bool]:
     remaining = body.max_bytes if version >= 3 else _NO_LIMIT
     replica_id = body.replica_id
@@ -310,6 +322,8 @@ def _read_fetch(
                     records = result if result.length else b""
                     if not result.length:
                         result.release()
+                    else:
+                        _open_now(result)
                 else:
                     result = plog.read(fetch_offset, max(limit, 0), min_one_batch=min_one, max_offset=bound)
                     records = result.records
@@ -320,6 +334,15 @@ def _read_fetch(
                 if code != OFFSET_OUT_OF_RANGE:
                     log.warning("fetch from %s-%d failed: %s", name, index, exc)
                 parts.append(_partition_error(index, code, plog.high_watermark, plog.log_start_offset))
+                any_error = True
+                continue
+            except OSError as exc:
+                if storage_error is None:
+                    log.exception("fetch from %s-%d failed", name, index)
+                    parts.append(_partition_error(index, UNKNOWN_SERVER_ERROR, plog.high_watermark, plog.log_start_offset))
+                else:
+                    storage_error(name, index, exc)  # KIP-112: its log dir goes offline
+                    parts.append(_partition_error(index, KAFKA_STORAGE_ERROR))
                 any_error = True
                 continue
             except Exception:
@@ -362,6 +385,24 @@ def _read_fetch(
                 )
             )
     return responses, total, any_error
+
+
+def _open_now(piece: FileSlice) -> None:
+    """Open the slice's segment file now (a rolled segment holds no
+    descriptor until read, `kclient.storage.handles`): a file that cannot
+    be opened fails this read, answered KAFKA_STORAGE_ERROR, instead of the
+    send of a response whose size already went out. The descriptor stays
+    in the handle cache for the send.
+
+    Raises:
+        OSError: The open failed (the slice is released then).
+    """
+    try:
+        with piece.hold():
+            pass
+    except BaseException:
+        piece.release()
+        raise
 
 
 def _read_bound(plog: Log, hw: int, follower: bool, read_committed: bool) -> int | None:

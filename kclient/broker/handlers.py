@@ -319,6 +319,7 @@ class RequestHandlers:
         self.fetch_handler = FetchHandler(
             self.replica_manager.partitions, self.metadata_cache, state.appends, clock=state.clock,
             offline=self.replica_manager.log_dir_failures.offline_partitions,
+            storage_error=self.replica_manager.log_dir_failures.read_error,
         )
         #: WriteTxnMarkers on the partitions this broker leads (KIP-98).
         self.txn_markers_api = WriteTxnMarkersApi(

@@ -2,14 +2,18 @@
 JBOD"), as in Kafka's ``LogDirFailureChannel`` and
 ``ReplicaManager.handleLogDirFailure``.
 
-An append (or another write) that fails with an ``OSError`` (a full disk:
-ENOSPC, EFBIG; an I/O error) is answered ``KAFKA_STORAGE_ERROR`` (56), not
-UNKNOWN_SERVER_ERROR, and its log directory is taken offline:
+An append (a Produce, or a follower's append of what it fetched, Kafka's
+``ReplicaFetcherThread``) or a Fetch's read that fails with an ``OSError``
+(a full disk: ENOSPC, EFBIG; an I/O error; a segment file gone) is answered
+``KAFKA_STORAGE_ERROR`` (56), not UNKNOWN_SERVER_ERROR (a follower's
+fetcher thread goes on with its other partitions), and its log directory is
+taken offline:
 
 - the `kclient.storage.LogManager` forgets the directory's logs (no flush,
-  checkpoint, retention or new partition touches it again), so what was
-  written there (everything acknowledged) is left as it is for the
-  recovery of the next start;
+  checkpoint, retention, cleaner or new partition touches it again) and
+  closes their files without writing anything, so what was written there
+  (everything acknowledged) is left as it is for the recovery of the next
+  start;
 - the replica manager stops hosting the directory's partitions; Produce,
   Fetch and LeaderAndIsr for them answer ``KAFKA_STORAGE_ERROR`` (Kafka's
   ``HostedPartition.Offline``); the partitions of the other directories are
@@ -115,14 +119,21 @@ class LogDirFailureChannel:
         """Whether the partition's log directory is offline."""
         return (topic, partition) in self.offline_partitions
 
+    def read_error(self, topic: str, partition: int, exc: OSError) -> None:
+        """Report that reading the partition's log failed (a Fetch; Kafka's
+        ``ReplicaManager.readFromLocalLog``): `storage_error` with
+        ``"fetch"``."""
+        self.storage_error(topic, partition, "fetch", exc)
+
     def storage_error(self, topic: str, partition: int, what: str, exc: OSError) -> None:
-        """Report that writing the partition's log failed: log it
+        """Report that reading or writing the partition's log failed: log it
         (rate-limited, no traceback) and take its directory offline.
 
         Args:
             topic: The topic.
             partition: The partition.
-            what: What failed (``"append"``).
+            what: What failed (``"append"``, ``"follower append"``,
+                ``"fetch"``).
             exc: The error.
         """
         self._log.log(f"{topic}-{partition}", "%s to %s-%d failed: %s; answering KAFKA_STORAGE_ERROR", what, topic, partition, exc)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -100,12 +100,24 @@ class FetcherManager(TaskHost):
         broker_id: This broker's id (the followers' ``replica_id``).
         notify: Called with ``(topic, partition)`` after a follower append
             (wakes Fetch long polls).
+        storage_error: Called with ``((topic, partition), error)`` when a
+            follower's write (append, truncation) fails with an ``OSError``
+            (KIP-112: the replica manager takes the log directory offline,
+            which removes its partitions from the fetchers); None lets the
+            error end the fetcher.
     """
 
-    def __init__(self, config: BrokerConfig, broker_id: int, notify: Callable[[tuple[str, int]], None]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        notify: Callable[[tuple[str, int]], None],
+        storage_error: Callable[[tuple[str, int], OSError], None] | None = None,
+    ) -> None:
         self.config = config
         self.broker_id = broker_id
         self.notify = notify
+        self.storage_error = storage_error
         self._fetchers: dict[int, ReplicaFetcher] = {}
         super().__init__()
 
@@ -120,7 +132,7 @@ class FetcherManager(TaskHost):
             fetcher.stop()
             fetcher = None
         if fetcher is None or fetcher.stopped:
-            fetcher = ReplicaFetcher(self.config, self.broker_id, leader_id, address, notify=self.notify)
+            fetcher = ReplicaFetcher(self.config, self.broker_id, leader_id, address, notify=self.notify, storage_error=self.storage_error)
             self._fetchers[leader_id] = fetcher
             if self._nursery is None:
                 raise RuntimeError("the replica fetchers are not running")
@@ -161,6 +173,10 @@ class ReplicaFetcher:
         leader_id: The leader broker's id.
         address: The leader's ``(host, port)`` on the inter-broker listener.
         notify: Called with ``(topic, partition)`` after an append.
+        storage_error: Called with ``((topic, partition), error)`` when a
+            write to a partition's log fails with an ``OSError`` (see
+            `FetcherManager`); the fetcher drops the partition and goes on
+            with the others.
     """
 
     def __init__(
@@ -171,10 +187,12 @@ class ReplicaFetcher:
         address: tuple[str, int],
         *,
         notify: Callable[[tuple[str, int]], None],
+        storage_error: Callable[[tuple[str, int], OSError], None] | None = None,
     ) -> None:
         self.config = config
         self.broker_id = broker_id
         self.notify = notify
+        self.storage_error = storage_error
         self.leader_id = leader_id
         self.address = address
         #: key -> partition; ``needs_truncation`` holds the keys to truncate first.
@@ -303,7 +321,8 @@ class ReplicaFetcher:
                             "%s-%d: truncating from %d to %d to match leader %d (epoch %d)",
                             *key, plog.log_end_offset, target, self.leader_id, part.leader_epoch,
                         )
-                        await trio.to_thread.run_sync(plog.truncate_to, target)
+                        if not await self._write(part, plog.truncate_to, target):
+                            continue
                 self.needs_truncation.discard(key)
 
     # ------------------------------------------------------------ fetch
@@ -371,8 +390,8 @@ class ReplicaFetcher:
         async with part.replication_lock:
             if not self._follows(part, epoch) or part.key in self.needs_truncation:
                 return  # it became leader (or moved) while the fetch was out
-            if data:
-                await trio.to_thread.run_sync(plog.append_as_follower, data)
+            if data and not await self._write(part, plog.append_as_follower, data):
+                return
             hw = min(p.high_watermark, plog.log_end_offset)
             if hw > plog.high_watermark:
                 plog.update_high_watermark(hw)
@@ -388,14 +407,38 @@ class ReplicaFetcher:
             async with part.replication_lock:
                 if self._follows(part, epoch):
                     log.warning("%s-%d: ahead of leader %d (%d > %d): truncating", *part.key, self.leader_id, plog.log_end_offset, leader_end)
-                    await trio.to_thread.run_sync(plog.truncate_to, leader_end)
+                    await self._write(part, plog.truncate_to, leader_end)
             return
         leader_start = await self._leader_offset(conn, part, EARLIEST_TIMESTAMP)
         if leader_start > plog.log_end_offset:
             async with part.replication_lock:
                 if self._follows(part, epoch):
                     log.warning("%s-%d: behind leader %d's log start %d: restarting the log there", *part.key, self.leader_id, leader_start)
-                    await trio.to_thread.run_sync(plog.truncate_fully_and_start_at, leader_start)
+                    await self._write(part, plog.truncate_fully_and_start_at, leader_start)
+
+    async def _write(self, part: Partition, write: Callable[..., object], *args: Any) -> bool:
+        """``write(*args)`` on ``part``'s log in a worker thread.
+
+        Returns:
+            False if it failed with an ``OSError`` and `storage_error` took
+                it (a full disk, an I/O error: the partition leaves this
+                fetcher and its log directory goes offline, KIP-112, as
+                Kafka's ``ReplicaFetcherThread`` reports it to the
+                ``LogDirFailureChannel``), True otherwise.
+
+        Raises:
+            OSError: It failed and there is no `storage_error`.
+        """
+        try:
+            await trio.to_thread.run_sync(write, *args)
+        except OSError as exc:
+            if self.storage_error is None:
+                raise
+            self.partitions.pop(part.key, None)
+            self.needs_truncation.discard(part.key)
+            self.storage_error(part.key, exc)
+            return False
+        return True
 
     async def _leader_offset(self, conn: BrokerConnection, part: Partition, timestamp: int) -> int:
         version = conn.version_for(LIST_OFFSETS, floor=1, ceiling=4)

@@ -135,7 +135,7 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache
         self.controller_epoch = 0
         self.zk = zk
-        self.fetchers = FetcherManager(config, broker_id, notify)
+        self.fetchers = FetcherManager(config, broker_id, notify, self._follower_storage_error)
         self._isr_send, self._isr_receive = trio.open_memory_channel(math.inf)
         self._topic_configs: dict[str, dict[str, str]] = {}
         #: Called as ``listener(partition)`` after a hosted partition became
@@ -160,6 +160,12 @@ class ReplicaManager:
             nursery.start_soon(self._isr_expiry)
             nursery.start_soon(self._checkpoint_high_watermarks)
             nursery.start_soon(self._log_dir_notifier)
+
+    def _follower_storage_error(self, key: tuple[str, int], exc: OSError) -> None:
+        """A follower's write failed (Kafka's ``ReplicaFetcherThread``
+        reports it to the ``LogDirFailureChannel``): its log directory goes
+        offline as after a failed leader append."""
+        self.log_dir_failures.storage_error(key[0], key[1], "follower append", exc)
 
     def _log_dir_failed(self, log_dir: object, keys: list[tuple[str, int]]) -> None:
         """A log directory went offline (Kafka's

@@ -574,8 +574,11 @@ class LogCleaner:
                     if key not in points:
                         self._update_checkpoint(log_dir, key, view.first_dirty_offset)
                     result = clean_log(plog, first_dirty, now_ms=now, force=force, offset_map=self._map)
-                except (OSError, CorruptRecordError, ValueError):
-                    logger.exception("cleaning %s-%d failed", *key)
+                except (OSError, CorruptRecordError, ValueError) as exc:
+                    if self.manager.log_dir_of(*key) is None:  # deleted, or its dir went offline (KIP-112)
+                        logger.warning("cleaning %s-%d stopped: the log was deleted or its log dir went offline (%s)", *key, exc)
+                    else:
+                        logger.exception("cleaning %s-%d failed", *key)
                     continue
                 if result is not None:
                     self._update_checkpoint(log_dir, key, result.end_offset)

@@ -262,6 +262,13 @@ class IndexFile(abc.ABC):
         finally:
             self._file.close()
 
+    def abandon(self) -> None:
+        """Close the file without writing the buffered entries (its log
+        directory failed, KIP-112: nothing is written there again).
+        Idempotent."""
+        self._pending.clear()
+        self._file.close()
+
     def delete(self) -> None:
         """Close and remove the file (missing file is not an error)."""
         self._file.close()

@@ -789,6 +789,22 @@ class LocalLog:
                 for seg in segs:
                     seg.close()
 
+    def abandon(self) -> None:
+        """Close every segment's files without writing anything (no flush,
+        no index entry): the log directory failed (KIP-112); what was
+        written stays for the recovery of the next start. Idempotent."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            segs = self._view.segments
+        for seg in segs:
+            # Buffered index entries are dropped, not written; files still
+            # used by readers close when the last one is released.
+            seg.index.abandon()
+            seg.timeindex.abandon()
+            seg.close()
+
     def check_open(self) -> None:
         """Raise ``ValueError`` once the log is closed."""
         if self._closed:

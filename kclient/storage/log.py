@@ -802,6 +802,14 @@ class Log:
         still used by a `FileSlice` close when it is released. Idempotent."""
         self._local.close(self._flush_state)
 
+    def abandon(self) -> None:
+        """Close the log's files without writing anything (no flush, no
+        producer snapshot): its log directory failed (KIP-112; Kafka's
+        ``LogManager.handleLogDirFailure`` closes the logs of the failed
+        directory). Reads and appends then raise ``ValueError``.
+        Idempotent."""
+        self._local.abandon()
+
     def _flush_state(self) -> None:
         """The producer snapshot and the epoch checkpoint at close (lock
         held; the directory fsync follows)."""

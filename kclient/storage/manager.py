@@ -455,8 +455,10 @@ class LogManager:
         ``LogManager.handleLogDirFailure``, KIP-112): its logs are dropped
         from this manager (no flush, checkpoint, retention or new partition
         touches the directory again; nothing is written to it, so what was
-        written stays as it is for the recovery of the next start) and it
-        leaves `log_dirs` for `offline_dirs`.
+        written stays as it is for the recovery of the next start), their
+        files are closed (`kclient.storage.Log.abandon`; a file a reader
+        still holds closes when it is released) and the directory leaves
+        `log_dirs` for `offline_dirs`.
 
         Args:
             log_dir: One of `log_dirs`.
@@ -470,10 +472,15 @@ class LogManager:
             self.log_dirs.remove(log_dir)
             self.offline_dirs.append(log_dir)
             keys = [key for key, d in self._dir_of.items() if d == log_dir]
+            dropped = [plog for plog in (self._logs.pop(key, None) for key in keys) if plog is not None]
             for key in keys:
-                self._logs.pop(key, None)
                 self._dir_of.pop(key, None)
                 self._checkpointed.pop(key, None)
+        for plog in dropped:
+            try:
+                plog.abandon()  # close its descriptors, write nothing
+            except (OSError, ValueError) as exc:
+                logger.warning("closing the log %s of the offline dir failed: %s", plog.directory, exc)
         logger.error("log dir %s is offline: its %d partition(s) are no longer served (KIP-112)", log_dir, len(keys))
         return keys
 
@@ -576,8 +583,13 @@ class LogManager:
         for key, plog in list(self._logs.items()):
             try:
                 deleted += plog.apply_retention(now)
-            except OSError:
-                logger.exception("retention of %s-%d failed", key[0], key[1])
+            except (OSError, ValueError) as exc:
+                if key not in self._dir_of:  # deleted, or its dir went offline (KIP-112)
+                    logger.warning("retention of %s-%d stopped: the log was deleted or its log dir went offline (%s)", key[0], key[1], exc)
+                elif isinstance(exc, OSError):
+                    logger.exception("retention of %s-%d failed", key[0], key[1])
+                else:
+                    raise
         if deleted:
             logger.info("retention deleted %d segment(s)", deleted)
         return deleted

@@ -8,12 +8,18 @@ credentials (KIP-554, issue 30) prints the same against the bundled broker
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from helpers.groups import group_kafka
 
 from kclient.testing import BrokerProcess, kafka_tool
 
 TIMEOUT = 120.0
+ROOT = Path(__file__).resolve().parent.parent
 
 STEPS: list[tuple[str, ...]] = [
     ("--describe", "--entity-type", "users", "--entity-name", "alice"),
@@ -36,10 +42,20 @@ STEPS: list[tuple[str, ...]] = [
 
 @pytest.fixture(scope="module")
 def brokers(zookeeper):
+    """Apache Kafka 4, the bundled broker for Kafka's tool, and another
+    bundled broker (its own ZooKeeper chroot) for ``kclient configs``."""
     with group_kafka(1) as kafka:
         props = {"zookeeper.connect": zookeeper.connect_string("scram-kafka-configs"), "broker.id": 1555, "num.partitions": 1}
         with BrokerProcess(properties=props) as bundled:
-            yield bundled, kafka
+            other = {**props, "zookeeper.connect": zookeeper.connect_string("scram-kclient-configs"), "broker.id": 1556}
+            with BrokerProcess(properties=other) as for_kclient:
+                yield bundled, kafka, for_kclient
+
+
+def _run_kclient(broker, args: tuple[str, ...]) -> tuple[int, list[str]]:
+    done = subprocess.run([sys.executable, "-m", "kclient", "configs", "--bootstrap-server", broker.bootstrap, *args], check=False, capture_output=True,
+                          text=True, timeout=TIMEOUT, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return done.returncode, sorted(_normalized(line) for line in done.stdout.splitlines())
 
 
 def _run(broker, args: tuple[str, ...]) -> tuple[int, list[str]]:
@@ -61,12 +77,17 @@ def _normalized(line: str) -> str:
 
 
 def test_kafka_configs_on_scram_users_as_on_kafka(brokers):
-    bundled, kafka = brokers
+    """Kafka's tool on the bundled broker and on Kafka print the same; so
+    does ``kclient configs`` (its standard output and exit status)."""
+    bundled, kafka, for_kclient = brokers
     outputs = []
     for step in STEPS:
         ours = _run(bundled, step)
-        assert ours == _run(kafka, step), step
+        theirs = _run(kafka, step)
+        assert ours == theirs, step
         outputs.append(ours)
+        stdout = [line for line in theirs[1] if not line.startswith(("Error", "java.", "Iterations"))]
+        assert _run_kclient(for_kclient, step) == (theirs[0], stdout), step
     # the refused steps (a missing credential, too few or too many iterations) did fail
     assert [out[0] for out in outputs[-4:-1]] == [1, 1, 1]
     assert "ResourceNotFoundException" in str(outputs[-4]) and "UnacceptableCredentialException" in str(outputs[-2])

@@ -6,8 +6,10 @@ validation of AlterUserScramCredentials (issue 30). No process, no socket."""
 from __future__ import annotations
 
 import pytest
+import trio
 
-from kclient.broker.scram.apis import credential_infos
+from kclient.broker.scram.apis import NO_ZOOKEEPER, UserScramApis, credential_infos
+from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from kclient.protocol.messages.user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -72,3 +74,22 @@ def test_credential_infos_list_sha256_first():
     config = {"SCRAM-SHA-512": sha512, "producer_byte_rate": "1024", "SCRAM-SHA-256": sha256}
     assert credential_infos(config) == [CredentialInfo(mechanism=1, iterations=8192), CredentialInfo(mechanism=2, iterations=5000)]
     assert credential_infos({"producer_byte_rate": "1024"}) == []
+
+
+def test_a_broker_without_zookeeper_keeps_no_credentials():
+    """Without zookeeper.connect there is nowhere to keep credentials:
+    describe finds none, every alteration fails with a message saying why,
+    and the request's own errors still come first."""
+    apis = UserScramApis(None)
+    header = RequestHeader(api_key=51, api_version=0, correlation_id=1, client_id="t", body_offset=0)
+    body = AlterUserScramCredentialsRequest(
+        upsertions=[
+            ScramCredentialUpsertion(name="al", mechanism=1, iterations=4096, salt=b"s", salted_password=b"p"),
+            ScramCredentialUpsertion(name="bo", mechanism=1, iterations=10, salt=b"s", salted_password=b"p"),
+        ]
+    )
+    altered = trio.run(apis.alter_user_scram_credentials, header, body)
+    assert [(r.user, r.error_code, r.error_message) for r in altered.results] == [("bo", 93, "Too few iterations"), ("al", -1, NO_ZOOKEEPER)]
+    described = trio.run(apis.describe_user_scram_credentials, header, DescribeUserScramCredentialsRequest(users=[UserName(name="al")]))
+    assert [(r.user, r.error_code) for r in described.results] == [("al", 91)]
+    assert trio.run(apis.describe_user_scram_credentials, header, DescribeUserScramCredentialsRequest()).results == []

@@ -120,6 +120,10 @@ CONCURRENT_TRANSACTIONS = 51
 TRANSACTION_COORDINATOR_FENCED = 52
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
+#: SCRAM credential administration (KIP-554).
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
 TRANSACTIONAL_ID_NOT_FOUND = 105
 TRANSACTION_ABORTABLE = 120
 #: The broker's log directory failed (KIP-112).
@@ -779,6 +783,25 @@ class SecurityDisabledError(BrokerResponseError):
     """54: the broker has no authorizer (``authorizer.class.name`` is empty), so
     it keeps no ACLs (KIP-11)."""
 
+
+
+@_code(RESOURCE_NOT_FOUND, "RESOURCE_NOT_FOUND")
+class ResourceNotFoundError(BrokerResponseError):
+    """91: the resource does not exist, e.g. a user without SCRAM
+    credentials in DescribeUserScramCredentials (KIP-554)."""
+
+
+@_code(DUPLICATE_RESOURCE, "DUPLICATE_RESOURCE")
+class DuplicateResourceError(BrokerResponseError):
+    """92: one request names a resource twice (a user in
+    DescribeUserScramCredentials, a user and mechanism in
+    AlterUserScramCredentials, KIP-554)."""
+
+
+@_code(UNACCEPTABLE_CREDENTIAL, "UNACCEPTABLE_CREDENTIAL")
+class UnacceptableCredentialError(BrokerResponseError):
+    """93: the broker refuses a SCRAM credential: an empty user name or an
+    iteration count outside 4096..16384 (KIP-554)."""
 
 @_code(KAFKA_STORAGE_ERROR, "KAFKA_STORAGE_ERROR", retriable=True, invalid_metadata=True)
 class KafkaStorageError(BrokerResponseError):

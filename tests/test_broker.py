@@ -154,6 +154,7 @@ EXPECTED_VERSIONS = {
     24: (0, 3), 25: (0, 3), 26: (0, 4), 65: (0, 0), 66: (0, 1),
     28: (0, 3),  # TxnOffsetCommit (issue 29: group offsets inside a transaction)
     48: (0, 0), 49: (0, 0),  # Describe/AlterClientQuotas (issue 30, KIP-546)
+    50: (0, 0), 51: (0, 0),  # Describe/AlterUserScramCredentials (issue 30, KIP-554)
     29: (0, 3), 30: (0, 3), 31: (0, 3),  # DescribeAcls, CreateAcls, DeleteAcls (issue 30)
 }
 

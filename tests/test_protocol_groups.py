@@ -86,6 +86,22 @@ METADATA_BYTES = b"\x00\x01\x00\x00\x00\x02\x00\x06orders\x00\x08payments\xff\xf
 # (in some array items, and in the VARIANTS below for top-level fields).
 
 SAMPLES: dict[tuple[int, str], dict] = {
+    # DescribeUserScramCredentials / AlterUserScramCredentials (KIP-554, issue 30).
+    (50, "request"): {"users": [{"name": "alice"}, {"name": "bob"}]},
+    (50, "response"): {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "results": [
+            {"user": "alice", "error_code": 0, "error_message": None, "credential_infos": [{"mechanism": 1, "iterations": 8192}, {"mechanism": 2, "iterations": 4096}]},
+            {"user": "bob", "error_code": 91, "error_message": "Attempt to describe a user credential that does not exist: bob", "credential_infos": []},
+        ],
+    },
+    (51, "request"): {
+        "deletions": [{"name": "bob", "mechanism": 2}],
+        "upsertions": [{"name": "alice", "mechanism": 1, "iterations": 8192, "salt": b"0123456789ab", "salted_password": bytes(range(32))}],
+    },
+    (51, "response"): {"throttle_time_ms": 5, "results": [{"user": "alice", "error_code": 0, "error_message": None}, {"user": "bob", "error_code": 93, "error_message": "Too few iterations"}]},
     (8, "request"): {
         "group_id": "billing-consumers",
         "generation_id_or_member_epoch": 7,
@@ -489,6 +505,7 @@ VARIANTS: dict[tuple[int, str], list[tuple[dict, int]]] = {
     (36, "response"): [({"error_code": 58, "error_message": "Authentication failed: invalid credentials", "auth_bytes": b"", "session_lifetime_ms": 0}, 0)],
     (37, "request"): [({"topics": [], "validate_only": False}, 0)],
     (47, "response"): [({"error_code": 69, "topics": []}, 0)],
+    (50, "request"): [({"users": None}, 0), ({"users": []}, 0)],
     (29, "request"): [({"resource_name_filter": None, "principal_filter": None, "host_filter": None}, 0)],
     (29, "response"): [({"error_code": 31, "error_message": "Cluster authorization failed.", "resources": []}, 0)],
 }

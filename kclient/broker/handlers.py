@@ -55,6 +55,8 @@ from kclient.broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from kclient.broker.group.records import OFFSETS_TOPIC
 from kclient.broker.partition import Partition
 from kclient.broker.quotas.apis import ClientQuotaApis
+from kclient.broker.scram.apis import UserScramApis
+from kclient.broker.scram.store import ZkScramStore
 from kclient.broker.state import BrokerState, TopicFormat
 from kclient.broker.topic_ids import topic_id
 from kclient.broker.txn.apis import TransactionApis
@@ -227,6 +229,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     69: (0, 0),  # ConsumerGroupDescribe (KIP-848)
     48: (0, 0),  # DescribeClientQuotas (KIP-546; v1 is flexible)
     49: (0, 0),  # AlterClientQuotas (KIP-546; v1 is flexible)
+    50: (0, 0),  # DescribeUserScramCredentials (KIP-554; flexible)
+    51: (0, 0),  # AlterUserScramCredentials (KIP-554; flexible)
     29: (0, 3),  # DescribeAcls (KIP-11, KIP-290; kclient.broker.authz)
     30: (0, 3),  # CreateAcls
     31: (0, 3),  # DeleteAcls
@@ -340,6 +344,8 @@ class RequestHandlers:
         )
         #: DescribeClientQuotas / AlterClientQuotas (KIP-546).
         self.client_quota_apis = ClientQuotaApis(components.quotas)
+        #: DescribeUserScramCredentials / AlterUserScramCredentials (KIP-554).
+        self.user_scram_apis = UserScramApis(ZkScramStore(components.zk) if components.zk is not None else None)
         self._table: dict[int, Handler] = {
             0: self.produce,
             1: self.fetch,
@@ -381,6 +387,8 @@ class RequestHandlers:
             36: self.sasl_authenticate,
             48: self.client_quota_apis.describe_client_quotas,
             49: self.client_quota_apis.alter_client_quotas,
+            50: self.user_scram_apis.describe_user_scram_credentials,
+            51: self.user_scram_apis.alter_user_scram_credentials,
         }
 
     async def handle(

@@ -33,11 +33,12 @@ import attrs
 import trio
 
 from kclient.acl import AclBinding, AclBindingFilter
-from kclient.client import admin_acls, admin_configs, admin_groups, admin_offsets, admin_quotas, admin_transactions
+from kclient.client import admin_acls, admin_configs, admin_groups, admin_offsets, admin_quotas, admin_scram, admin_transactions
 from kclient.client.admin_acls import AclDeletion
 from kclient.client.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigSynonym
 from kclient.client.admin_groups import GroupDescription, GroupListing
 from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
+from kclient.client.admin_scram import DescribeUserScramCredentialsResult, UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kclient.client.admin_transactions import TransactionDescription, TransactionListing
 from kclient.client.cluster import BrokerInfo, Cluster, ClusterMetadata, PartitionInfo, no_brokers_available, request_metadata
 from kclient.client.loop_closer import LoopClientCloser
@@ -608,6 +609,20 @@ class TrioAdminClient:
             InvalidRequestError: 42, an unknown entity type or key, a value <= 0.
         """
         await admin_quotas.alter_client_quotas(self.cluster, alterations, validate_only=validate_only)
+
+    async def describe_user_scram_credentials(self, users: Sequence[str] | None = None) -> DescribeUserScramCredentialsResult:
+        """Users' SCRAM mechanisms and iteration counts (DescribeUserScramCredentials,
+        KIP-554; `kclient.client.admin_scram.describe_user_scram_credentials`:
+        Args, Returns and Raises as there)."""
+        return await admin_scram.describe_user_scram_credentials(self.cluster, users)
+
+    async def alter_user_scram_credentials(
+        self, alterations: Sequence[UserScramCredentialUpsertion | UserScramCredentialDeletion]
+    ) -> dict[str, KafkaError | None]:
+        """Add, replace or remove SCRAM credentials (AlterUserScramCredentials,
+        KIP-554; `kclient.client.admin_scram.alter_user_scram_credentials`:
+        Args, Returns and Raises as there)."""
+        return dict(await admin_scram.alter_user_scram_credentials(self.cluster, alterations))
     async def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
         """Create ACL bindings (CreateAcls, KIP-11;
         `kclient.client.admin_acls.create_acls`; Kafka's ``createAcls``).
@@ -848,6 +863,20 @@ class AdminClient(ClosingClient):
         """Blocking `TrioAdminClient.alter_client_quotas` (Kafka's
         ``alterClientQuotas``); Args and Raises as there."""
         self._loop.call(self._core.alter_client_quotas, list(alterations), validate_only)
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None) -> DescribeUserScramCredentialsResult:
+        """Blocking `TrioAdminClient.describe_user_scram_credentials` (Kafka's
+        ``describeUserScramCredentials``); Args, Returns and Raises as there."""
+        result: DescribeUserScramCredentialsResult = self._loop.call(self._core.describe_user_scram_credentials, None if users is None else list(users))
+        return result
+
+    def alter_user_scram_credentials(
+        self, alterations: Sequence[UserScramCredentialUpsertion | UserScramCredentialDeletion]
+    ) -> dict[str, KafkaError | None]:
+        """Blocking `TrioAdminClient.alter_user_scram_credentials` (Kafka's
+        ``alterUserScramCredentials``); Args, Returns and Raises as there."""
+        result: dict[str, KafkaError | None] = self._loop.call(self._core.alter_user_scram_credentials, list(alterations))
+        return result
     def create_acls(self, bindings: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
         """Blocking `TrioAdminClient.create_acls` (Kafka's ``createAcls``);
         Args, Returns and Raises as there."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import urllib.parse
 from collections.abc import Mapping
@@ -28,6 +30,8 @@ __all__ = [
     "SCRAM_SHA_256",
     "SCRAM_SHA_512",
     "ScramCredential",
+    "credential_from_salted_password",
+    "salted_password",
     "make_scram_credential",
     "parse_scram_user_config",
     "scram_user_config",
@@ -159,6 +163,53 @@ def make_scram_credential(
     return ScramCredential(bytes(salt_), bytes(stored_key), bytes(server_key), int(count))
 
 
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """``Hi(password, salt, iterations)`` of RFC 5802 section 2.2: PBKDF2 with
+    HMAC of the mechanism's hash (`hashlib.pbkdf2_hmac`), what a KIP-554
+    AlterUserScramCredentials upsertion carries instead of the password.
+
+    Args:
+        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        password: The password (UTF-8 encoded).
+        salt: The salt.
+        iterations: The iteration count.
+
+    Returns:
+        The salted password (32 bytes for SHA-256, 64 for SHA-512).
+
+    Raises:
+        UnsupportedSaslMechanismError: not a SCRAM mechanism.
+    """
+    if mechanism not in SCRAM_MECHANISMS:
+        raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+    return hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[mechanism], password.encode("utf-8"), salt, iterations)
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    """The stored credential for a salted password (RFC 5802 section 3), as a
+    broker derives it from a KIP-554 upsertion: ``stored_key =
+    H(HMAC(salted, "Client Key"))``, ``server_key = HMAC(salted, "Server Key")``.
+
+    Args:
+        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        salt: The salt.
+        salted: ``Hi(password, salt, iterations)``.
+        iterations: The iteration count.
+
+    Returns:
+        The credential.
+
+    Raises:
+        UnsupportedSaslMechanismError: not a SCRAM mechanism.
+    """
+    if mechanism not in SCRAM_MECHANISMS:
+        raise UnsupportedSaslMechanismError(f"{mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+    digest = SCRAM_MECHANISMS[mechanism]
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    return ScramCredential(bytes(salt), hashlib.new(digest, client_key).digest(), server_key, iterations)
 
 
 def scram_user_path(username: str) -> str:

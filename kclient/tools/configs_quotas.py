@@ -88,8 +88,55 @@ def _format(value: float) -> str:
     return repr(float(value))
 
 
+def _alter(admin: Any, args: Any, pairs: list[tuple[str, str | None]], entity: dict[str, str | None], changes: Callable[[Any], tuple[dict[str, str], dict[str, int], list[str]]]) -> None:
+    from kclient.client.admin_quotas import ClientQuotaAlteration
+    from kclient.tools.configs_scram import alter_scram_credentials, scram_keys
+
+    if any(name == _ANY for name in entity.values()):
+        raise ConfigError("--alter needs --entity-name or --entity-default for each --entity-type")
+    added, iterations, deleted = changes(args)
+    scram = scram_keys(added) + scram_keys(deleted)
+    if scram and (set(entity) != {"user"} or entity["user"] is None):
+        raise ConfigError("SCRAM credentials are altered for one named user only (--entity-type users --entity-name ...)")
+    ops: dict[str, float | None] = {k: _value(v) for k, v in added.items() if k not in scram}
+    ops.update(dict.fromkeys(k for k in deleted if k not in scram))
+    if ops or not scram:
+        admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)])
+    if scram:
+        alter_scram_credentials(admin, str(entity["user"]), {k: v for k, v in added.items() if k in scram}, iterations, scram_keys(deleted))
+    first_type, first_name = pairs[0]
+    short = QUOTA_ENTITY_TYPES[first_type][2]
+    print(f"Completed updating default config for {short}s in the cluster." if first_name is None else f"Completed updating config for {short} {first_name}.")
+
+
+def _describe(admin: Any, pairs: list[tuple[str, str | None]], entity: dict[str, str | None]) -> None:
+    from kclient.client.admin_quotas import ClientQuotaFilterComponent
+    from kclient.tools.configs_scram import describe_scram_credentials
+
+    components = [
+        ClientQuotaFilterComponent.of_entity_type(kind)
+        if name == _ANY
+        else ClientQuotaFilterComponent.of_default_entity(kind)
+        if name is None
+        else ClientQuotaFilterComponent.of_entity(kind, name)
+        for kind, name in entity.items()
+    ]
+    for found, values in admin.describe_client_quotas(components, strict=True).items():
+        order = {QUOTA_ENTITY_TYPES[t][0]: i for i, (t, _) in enumerate(pairs)}
+        parts = sorted(found, key=lambda part: order.get(part[0], 99))
+        who = ", ".join(f"the default {_WORDS.get(t, t)}" if n is None else f"{_WORDS.get(t, t)} '{n}'" for t, n in parts)
+        shown = ", ".join(f"{k}={_format(v)}" for k, v in sorted(values.items()))
+        print(f"Quota configs for {who} are {shown}")
+    # Kafka's ConfigCommand: SCRAM credentials of users only, never of a default user.
+    user = entity.get("user")
+    if set(entity) == {"user"} and user is not None:
+        for line in describe_scram_credentials(admin, [] if user == _ANY else [user]):
+            print(line)
+
+
 def quota_configs(args: Any, changes: Callable[[Any], tuple[dict[str, str], dict[str, int], list[str]]]) -> int:
-    """Run ``--alter`` or ``--describe`` on quota entities.
+    """Run ``--alter`` or ``--describe`` on quota entities, and on users'
+    SCRAM credentials (KIP-554, `kclient.tools.configs_scram`).
 
     Args:
         args: The parsed ``configs`` arguments.
@@ -101,9 +148,9 @@ def quota_configs(args: Any, changes: Callable[[Any], tuple[dict[str, str], dict
 
     Raises:
         ConfigError: bad entity arguments or values.
+        kclient.errors.BrokerResponseError: a SCRAM alteration refused.
     """
     from kclient.client.admin import AdminClient
-    from kclient.client.admin_quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
     from kclient.config.admin import AdminConfig
     from kclient.tools.common import client_properties
 
@@ -112,28 +159,7 @@ def quota_configs(args: Any, changes: Callable[[Any], tuple[dict[str, str], dict
     props = client_properties(args.command_config, [], "--command-config", keep=AdminConfig.select_known)
     with AdminClient({**props, "bootstrap.servers": args.bootstrap_server, "client.id": "kclient-configs"}) as admin:
         if args.alter:
-            if any(name == _ANY for name in entity.values()):
-                raise ConfigError("--alter needs --entity-name or --entity-default for each --entity-type")
-            added, _, deleted = changes(args)
-            ops: dict[str, float | None] = {k: _value(v) for k, v in added.items()}
-            ops.update(dict.fromkeys(deleted))
-            admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)])
-            first_type, first_name = pairs[0]
-            short = QUOTA_ENTITY_TYPES[first_type][2]
-            print(f"Completed updating default config for {short}s in the cluster." if first_name is None else f"Completed updating config for {short} {first_name}.")
-            return 0
-        components = [
-            ClientQuotaFilterComponent.of_entity_type(kind)
-            if name == _ANY
-            else ClientQuotaFilterComponent.of_default_entity(kind)
-            if name is None
-            else ClientQuotaFilterComponent.of_entity(kind, name)
-            for kind, name in entity.items()
-        ]
-        for found, values in admin.describe_client_quotas(components, strict=True).items():
-            order = {QUOTA_ENTITY_TYPES[t][0]: i for i, (t, _) in enumerate(pairs)}
-            parts = sorted(found, key=lambda part: order.get(part[0], 99))
-            who = ", ".join(f"the default {_WORDS.get(t, t)}" if n is None else f"{_WORDS.get(t, t)} '{n}'" for t, n in parts)
-            shown = ", ".join(f"{k}={_format(v)}" for k, v in sorted(values.items()))
-            print(f"Quota configs for {who} are {shown}")
+            _alter(admin, args, pairs, entity, changes)
+        else:
+            _describe(admin, pairs, entity)
     return 0

@@ -27,6 +27,7 @@ from kclient.broker.authz.guards_data import DATA_GUARDS, metadata_guard
 from kclient.broker.authz.principal import RequestContext
 from kclient.broker.authz.service import AclService
 from kclient.broker.quotas.guards import QUOTA_GUARDS
+from kclient.broker.scram.guards import SCRAM_GUARDS
 from kclient.errors import ConfigError
 from kclient.protocol.connection import RequestHeader
 from kclient.protocol.messages import ALL_APIS
@@ -70,6 +71,7 @@ class Authorization:
             **DATA_GUARDS,
             **ADMIN_GUARDS,
             **QUOTA_GUARDS,
+            **SCRAM_GUARDS,
             3: metadata_guard(topic_exists, config.auto_create_topics_enable),
         }
 

@@ -47,6 +47,7 @@ from kclient.protocol.messages.stop_replica import STOP_REPLICA
 from kclient.protocol.messages.sync_group import SYNC_GROUP
 from kclient.protocol.messages.txn_offset_commit import TXN_OFFSET_COMMIT
 from kclient.protocol.messages.update_metadata import UPDATE_METADATA
+from kclient.protocol.messages.user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from kclient.protocol.messages.write_txn_markers import WRITE_TXN_MARKERS
 from kclient.protocol.schema import Api
 
@@ -105,6 +106,9 @@ ALL_APIS: dict[int, Api] = {
             DESCRIBE_ACLS,
             CREATE_ACLS,
             DELETE_ACLS,
+            # SCRAM credentials (KIP-554).
+            DESCRIBE_USER_SCRAM_CREDENTIALS,
+            ALTER_USER_SCRAM_CREDENTIALS,
         )
     },
 }
@@ -147,6 +151,7 @@ __all__ = [
     "ALL_APIS",
     "ALTER_CLIENT_QUOTAS",
     "ALTER_CONFIGS",
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "APIS",
     "API_VERSIONS",
     "CONSUMER_GROUP_DESCRIBE",
@@ -162,6 +167,7 @@ __all__ = [
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_TRANSACTIONS",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",

@@ -683,3 +683,41 @@ def test_offset_delete_and_the_consumer_group_protocol_apis(acl_broker, admin):
         assert [p["error_code"] for t in answer["topics"] for p in t["partitions"] if t["name"] == topic] == [TOPIC_AUTHORIZATION_FAILED]
         grant(admin, binding(TOPIC, topic, "User:bob", Op.READ))
         assert bob.request(CONSUMER_GROUP_HEARTBEAT, 0, heartbeat)["error_code"] not in (GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED)
+
+
+def _end_offset(c: SocketClient, topic: str) -> int:
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    return c.request(LIST_OFFSETS, 4, body)["topics"][0]["partitions"][0]["offset"]
+
+
+def _send_acks0(c: SocketClient, *topics: str) -> None:
+    """Send a Produce with acks=0 (no response expected) to partition 0 of ``topics``."""
+    batch = build_batch([(None, b"acks0", int(time.time() * 1000))])
+    body = {
+        "transactional_id": None,
+        "acks": 0,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": t, "partition_data": [{"index": 0, "records": batch}]} for t in topics],
+    }
+    _, data = c.conn.send(PRODUCE, 7, body, expect_response=False)
+    c.sock.sendall(data)
+
+
+def test_a_refused_produce_with_acks_0_closes_the_connection(acl_broker, admin):
+    # Kafka's KafkaApis closes the connection when a Produce with acks=0
+    # fails (it has no response to carry the error): the client learns of
+    # the refusal by the disconnect. Before the fix the denied records were
+    # dropped silently and the connection stayed open.
+    allowed, denied = new_topic(admin, "acks0-ok"), new_topic(admin, "acks0-no")
+    grant(admin, binding(TOPIC, allowed, "User:alice", Op.ALL))
+    with sasl_client(acl_broker, "alice") as alice:
+        _send_acks0(alice, allowed)  # allowed: no answer, the connection stays open
+        assert metadata(alice, [allowed]) == {allowed: 0}
+        wait_for(lambda: _end_offset(alice, allowed) == 1, "the acks=0 record appended")
+        _send_acks0(alice, denied)
+        assert alice.closed_by_broker()
+    with sasl_client(acl_broker, "alice") as alice:
+        _send_acks0(alice, allowed, denied)  # mixed: the allowed topic's record is appended, then the close
+        assert alice.closed_by_broker()
+    with sasl_client(acl_broker, "alice") as alice:
+        assert _end_offset(alice, allowed) == 2

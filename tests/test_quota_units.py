@@ -286,3 +286,21 @@ def test_request_time_throttle_is_at_most_one_window():
     quotas = QuotaManager(11, 1.0, None, lambda: 0.0)
     quotas.quotas = {make_entity({"client-id": "app"}): {"request_percentage": 1.0}}
     assert quotas.record("request_percentage", "u", "app", 5000.0) == 1.0
+
+
+def test_throttle_tracker_is_kafkas_windowed_avg_and_max():
+    from kclient.net.throttle_stats import ThrottleTracker
+
+    now = [0.0]
+    tracker = ThrottleTracker(30.0, 2, lambda: now[0])
+    assert (tracker.avg(0), tracker.max(0)) == (0.0, 0.0)  # no sample yet
+    for ms in (0, 100, 200):
+        tracker.record(0, ms)
+    tracker.record(1, 50)
+    assert (tracker.avg(0), tracker.max(0)) == (100.0, 200.0)  # zeros count in the average, as Kafka's sensor
+    assert (tracker.avg(1), tracker.max(1)) == (50.0, 50.0)  # per API
+    now[0] = 31.0
+    tracker.record(0, 10)  # a second window; the first is still live
+    assert tracker.max(0) == 200.0 and tracker.avg(0) == pytest.approx(310 / 4)
+    now[0] = 65.0  # the first window is older than 2 x 30 s: gone
+    assert (tracker.avg(0), tracker.max(0)) == (10.0, 10.0)

@@ -67,6 +67,10 @@ def test_throttled_producer_sends_at_its_quota(quota_broker, admin, caplog):
             producer.send(ProducerData(topic, None, [RECORD]))
         producer.flush()
         elapsed = time.monotonic() - start
+        stats = producer.statistics()
+    # Kafka's producer metrics (produce-throttle-time-avg/max): the quota shows.
+    assert stats.produce_throttle_time_max > 0 and 0 < stats.produce_throttle_time_avg <= stats.produce_throttle_time_max
+    assert stats.metrics() == {"produce-throttle-time-avg": stats.produce_throttle_time_avg, "produce-throttle-time-max": stats.produce_throttle_time_max}
     rate = count * len(RECORD) / elapsed
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"
     assert _throttles(caplog, "Produce"), "the producer never saw throttle_time_ms"
@@ -83,6 +87,7 @@ def test_throttled_consumer_fetches_at_its_quota(quota_broker, admin, caplog):
         for i in range(count):
             producer.send(ProducerData(topic, None, [str(i).encode() + RECORD]))
         producer.flush()
+        assert producer.statistics().metrics() == {"produce-throttle-time-avg": 0.0, "produce-throttle-time-max": 0.0}  # no quota
     admin.alter_client_quotas([ClientQuotaAlteration({"client-id": "quota-consumer"}, {"consumer_byte_rate": QUOTA})])
     settings = poll_settings(quota_broker.bootstrap, None, **{"client.id": "quota-consumer", "max.partition.fetch.bytes": 10_000})
     seen: set[bytes] = set()
@@ -96,6 +101,9 @@ def test_throttled_consumer_fetches_at_its_quota(quota_broker, admin, caplog):
                 seen.add(record.value)
                 total += len(record.value)
         elapsed = time.monotonic() - start
+        stats = consumer.statistics()
+    assert stats.fetch_throttle_time_max > 0, stats.metrics()  # Kafka's fetch-throttle-time-max
+    assert set(stats.metrics()) == {"fetch-throttle-time-avg", "fetch-throttle-time-max"}
     assert len(seen) == count
     rate = total / elapsed
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"

@@ -43,8 +43,8 @@ import trio
 
 from kclient.broker.alter_configs import ConfigAlterer
 from kclient.broker.append_notifier import AppendNotifier
-from kclient.broker.close_connection import CloseConnection
 from kclient.broker.authz.principal import RequestContext
+from kclient.broker.close_connection import CloseConnection
 from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append

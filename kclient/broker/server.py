@@ -526,7 +526,7 @@ class Broker:
             session = ConnectionSession(client_address=address, listener=listener.name)
             _session.set(session)
             if listener.uses_ssl:
-                tls = await tls_handshake(stream, listener, peer_name, self._refusals)
+                tls = await tls_handshake(stream, listener, peer_name, self._refusals, self.config.connection_failed_authentication_delay_ms / 1000.0)
                 if tls is None:
                     with trio.CancelScope(shield=True):
                         await stream.aclose()

@@ -35,6 +35,8 @@ from helpers.wait import wait_for
 from kclient.acl import AclOperation as Op
 from kclient.acl import AclPermissionType as Perm
 from kclient.acl import PatternType, ResourceType
+from kclient.broker.authz.zk_store import EXTENDED_CHANGES_PATH, LITERAL_CHANGES_PATH
+from kclient.broker.config_changes import CONFIG_CHANGES_PATH
 from kclient.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
@@ -70,6 +72,7 @@ from kclient.protocol.messages import (
 from kclient.protocol.records.v2 import build_batch
 from kclient.testing import BrokerProcess, TestCertificates
 from kclient.zk.client import ZkClient
+from kclient.zk.users import alter_user_config
 
 TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 MAPPING_RULES = "RULE:^CN=([a-z]+),.*$/$1-tls/,DEFAULT"
@@ -721,3 +724,51 @@ def test_a_refused_produce_with_acks_0_closes_the_connection(acl_broker, admin):
         assert alice.closed_by_broker()
     with sasl_client(acl_broker, "alice") as alice:
         assert _end_offset(alice, allowed) == 2
+
+
+@pytest.fixture(scope="module")
+def purge_zk(zookeeper) -> str:
+    return zookeeper.connect_string(f"acl-purge-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def purge_broker(purge_zk, certs):
+    """A broker that deletes change notifications older than 1.5 s (Kafka's
+    fixed 15 minutes, made short by kclient's own key)."""
+    props = acl_broker_properties(certs, mapping_rules=MAPPING_RULES)
+    props.update({"zookeeper.connect": purge_zk, "broker.id": 3002, "num.partitions": 1, "change.notification.expiration.ms": 1500})
+    with BrokerProcess(properties=props) as proc:
+        yield proc
+
+
+def test_old_change_notifications_are_purged(purge_broker, purge_zk):
+    """Kafka's ZkNodeChangeNotificationListener deletes the notifications
+    older than its expiry each time it handles its path's notifications:
+    the ACL change nodes (/kafka-acl-changes, /kafka-acl-extended-changes)
+    and /config/changes do not grow without bound, and the ACLs and quotas
+    they announced stay. Before, none was ever deleted."""
+    client = ZkClient(purge_zk)
+    client.start()
+    try:
+        with sasl_client(purge_broker, "admin") as root:
+            prefix = _name("purge")
+            grant(root, binding(TOPIC, f"{prefix}-first", "User:alice", Op.READ), binding(TOPIC, prefix, "User:alice", Op.READ, pattern=PatternType.PREFIXED))
+            alter_user_config(client, "purge-user", {"producer_byte_rate": "1000"})
+            paths = (LITERAL_CHANGES_PATH, EXTENDED_CHANGES_PATH, CONFIG_CHANGES_PATH)
+            first = {path: set(client.get_children(path)) for path in paths}
+            assert all(first.values()), first
+            count = iter(range(1000))
+
+            def purged() -> bool:
+                # Each round announces one more change on every path, so that the
+                # broker handles each path's notifications again.
+                n = next(count)
+                grant(root, binding(TOPIC, f"{prefix}-{n}", "User:alice", Op.READ), binding(TOPIC, f"{prefix}-x{n}", "User:bob", Op.READ, pattern=PatternType.PREFIXED))
+                alter_user_config(client, "purge-user", {"producer_byte_rate": str(2000 + n)})
+                return not any(first[path] & set(client.get_children(path)) for path in paths)
+
+            wait_for(purged, "the first change notifications to be purged", interval=0.5)
+            listed = describe_acls(root, acl_filter(TOPIC, f"{prefix}-first", pattern=PatternType.LITERAL))["resources"]
+            assert [r["resource_name"] for r in listed] == [f"{prefix}-first"]  # what they announced stays
+    finally:
+        client.close()

@@ -426,6 +426,13 @@ class BrokerConfig(_KafkaConfig):
     under ``queued.max.request.bytes + socket.request.max.bytes``.
     Connections that have not authenticated yet do not take from it: see
     ``queued.max.unauthenticated.request.bytes``."""
+    change_notification_expiration_ms: int = prop("change.notification.expiration.ms", to_int, 900000, at_least(1))
+    """kclient-specific: age (ms) past which the brokers delete a change
+    notification node (``/config/changes``, ``/kafka-acl-changes``,
+    ``/kafka-acl-extended-changes``) when they handle that path's
+    notifications. Kafka's is fixed at 15 minutes (its
+    ``ZkNodeChangeNotificationListener``), the default; the key exists for
+    tests."""
     queued_max_unauthenticated_request_bytes: int = prop(
         "queued.max.unauthenticated.request.bytes", to_int, 4194304, at_least(0)
     )

@@ -724,6 +724,11 @@ def test_a_refused_produce_with_acks_0_closes_the_connection(acl_broker, admin):
         assert alice.closed_by_broker()
     with sasl_client(acl_broker, "alice") as alice:
         assert _end_offset(alice, allowed) == 2
+        # any other failure too: a partition the topic does not have
+        batch = build_batch([(None, b"acks0", int(time.time() * 1000))])
+        body = {"transactional_id": None, "acks": 0, "timeout_ms": 5000, "topic_data": [{"name": allowed, "partition_data": [{"index": 7, "records": batch}]}]}
+        alice.sock.sendall(alice.conn.send(PRODUCE, 7, body, expect_response=False)[1])
+        assert alice.closed_by_broker()
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,8 @@ from helpers.wait import wait_for
 from kclient.acl import AclOperation as Op
 from kclient.acl import AclPermissionType as Perm
 from kclient.acl import PatternType, ResourceType
+from kclient.broker.authz.zk_store import EXTENDED_CHANGES_PATH, LITERAL_CHANGES_PATH
+from kclient.broker.config_changes import CONFIG_CHANGES_PATH
 from kclient.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
@@ -70,6 +72,7 @@ from kclient.protocol.messages import (
 from kclient.protocol.records.v2 import build_batch
 from kclient.testing import BrokerProcess, TestCertificates
 from kclient.zk.client import ZkClient
+from kclient.zk.users import alter_user_config
 
 TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 MAPPING_RULES = "RULE:^CN=([a-z]+),.*$/$1-tls/,DEFAULT"
@@ -683,3 +686,94 @@ def test_offset_delete_and_the_consumer_group_protocol_apis(acl_broker, admin):
         assert [p["error_code"] for t in answer["topics"] for p in t["partitions"] if t["name"] == topic] == [TOPIC_AUTHORIZATION_FAILED]
         grant(admin, binding(TOPIC, topic, "User:bob", Op.READ))
         assert bob.request(CONSUMER_GROUP_HEARTBEAT, 0, heartbeat)["error_code"] not in (GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED)
+
+
+def _end_offset(c: SocketClient, topic: str) -> int:
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    return c.request(LIST_OFFSETS, 4, body)["topics"][0]["partitions"][0]["offset"]
+
+
+def _send_acks0(c: SocketClient, *topics: str) -> None:
+    """Send a Produce with acks=0 (no response expected) to partition 0 of ``topics``."""
+    batch = build_batch([(None, b"acks0", int(time.time() * 1000))])
+    body = {
+        "transactional_id": None,
+        "acks": 0,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": t, "partition_data": [{"index": 0, "records": batch}]} for t in topics],
+    }
+    _, data = c.conn.send(PRODUCE, 7, body, expect_response=False)
+    c.sock.sendall(data)
+
+
+def test_a_refused_produce_with_acks_0_closes_the_connection(acl_broker, admin):
+    # Kafka's KafkaApis closes the connection when a Produce with acks=0
+    # fails (it has no response to carry the error): the client learns of
+    # the refusal by the disconnect. Before the fix the denied records were
+    # dropped silently and the connection stayed open.
+    allowed, denied = new_topic(admin, "acks0-ok"), new_topic(admin, "acks0-no")
+    grant(admin, binding(TOPIC, allowed, "User:alice", Op.ALL))
+    with sasl_client(acl_broker, "alice") as alice:
+        _send_acks0(alice, allowed)  # allowed: no answer, the connection stays open
+        assert metadata(alice, [allowed]) == {allowed: 0}
+        wait_for(lambda: _end_offset(alice, allowed) == 1, "the acks=0 record appended")
+        _send_acks0(alice, denied)
+        assert alice.closed_by_broker()
+    with sasl_client(acl_broker, "alice") as alice:
+        _send_acks0(alice, allowed, denied)  # mixed: the allowed topic's record is appended, then the close
+        assert alice.closed_by_broker()
+    with sasl_client(acl_broker, "alice") as alice:
+        assert _end_offset(alice, allowed) == 2
+        # any other failure too: a partition the topic does not have
+        batch = build_batch([(None, b"acks0", int(time.time() * 1000))])
+        body = {"transactional_id": None, "acks": 0, "timeout_ms": 5000, "topic_data": [{"name": allowed, "partition_data": [{"index": 7, "records": batch}]}]}
+        alice.sock.sendall(alice.conn.send(PRODUCE, 7, body, expect_response=False)[1])
+        assert alice.closed_by_broker()
+
+
+@pytest.fixture(scope="module")
+def purge_zk(zookeeper) -> str:
+    return zookeeper.connect_string(f"acl-purge-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def purge_broker(purge_zk, certs):
+    """A broker that deletes change notifications older than 1.5 s (Kafka's
+    fixed 15 minutes, made short by kclient's own key)."""
+    props = acl_broker_properties(certs, mapping_rules=MAPPING_RULES)
+    props.update({"zookeeper.connect": purge_zk, "broker.id": 3002, "num.partitions": 1, "change.notification.expiration.ms": 1500})
+    with BrokerProcess(properties=props) as proc:
+        yield proc
+
+
+def test_old_change_notifications_are_purged(purge_broker, purge_zk):
+    """Kafka's ZkNodeChangeNotificationListener deletes the notifications
+    older than its expiry each time it handles its path's notifications:
+    the ACL change nodes (/kafka-acl-changes, /kafka-acl-extended-changes)
+    and /config/changes do not grow without bound, and the ACLs and quotas
+    they announced stay. Before, none was ever deleted."""
+    client = ZkClient(purge_zk)
+    client.start()
+    try:
+        with sasl_client(purge_broker, "admin") as root:
+            prefix = _name("purge")
+            grant(root, binding(TOPIC, f"{prefix}-first", "User:alice", Op.READ), binding(TOPIC, prefix, "User:alice", Op.READ, pattern=PatternType.PREFIXED))
+            alter_user_config(client, "purge-user", {"producer_byte_rate": "1000"})
+            paths = (LITERAL_CHANGES_PATH, EXTENDED_CHANGES_PATH, CONFIG_CHANGES_PATH)
+            first = {path: set(client.get_children(path)) for path in paths}
+            assert all(first.values()), first
+            count = iter(range(1000))
+
+            def purged() -> bool:
+                # Each round announces one more change on every path, so that the
+                # broker handles each path's notifications again.
+                n = next(count)
+                grant(root, binding(TOPIC, f"{prefix}-{n}", "User:alice", Op.READ), binding(TOPIC, f"{prefix}-x{n}", "User:bob", Op.READ, pattern=PatternType.PREFIXED))
+                alter_user_config(client, "purge-user", {"producer_byte_rate": str(2000 + n)})
+                return not any(first[path] & set(client.get_children(path)) for path in paths)
+
+            wait_for(purged, "the first change notifications to be purged", interval=0.5)
+            listed = describe_acls(root, acl_filter(TOPIC, f"{prefix}-first", pattern=PatternType.LITERAL))["resources"]
+            assert [r["resource_name"] for r in listed] == [f"{prefix}-first"]  # what they announced stays
+    finally:
+        client.close()

@@ -15,7 +15,9 @@ SASL_PLAINTEXT listener and small limits:
    ``socket.request.read.timeout.ms``;
 3. a failed login's answer is held back for
    ``connection.failed.authentication.delay.ms`` (KIP-306) while other
-   connections are served, and the connection is then closed.
+   connections are served, and the connection is then closed; a failed TLS
+   handshake (no client certificate on an mTLS listener, bytes that are
+   not TLS) is closed after the same delay.
 
 Every check is an ordering or a condition (a response not there yet when
 another one arrived, one connection closed before another), never an
@@ -25,8 +27,10 @@ TCP queues in /proc/net/tcp show what the broker has read).
 
 from __future__ import annotations
 
+import os
 import select
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -36,9 +40,10 @@ import pytest
 from helpers.raw import SocketClient, body_dict, make_topic, peer_has_read_all, produce_body, tcp_sockets
 from helpers.wait import wait_for
 
+from kclient.protocol.connection import ClientConnection
 from kclient.protocol.messages import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kclient.protocol.records.v2 import build_batch
-from kclient.testing import BrokerProcess, security_properties
+from kclient.testing import BrokerProcess, TestCertificates, security_properties
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -58,8 +63,16 @@ _SIZE = struct.Struct(">i")
 
 
 @pytest.fixture(scope="module")
-def broker():
-    props = security_properties(listeners=["PLAINTEXT", "SASL_PLAINTEXT"], mechanisms=["PLAIN", "SCRAM-SHA-256"], plain_users=USERS)
+def certs(tmp_path_factory):
+    with TestCertificates(tmp_path_factory.mktemp("preauth-certs")) as certificates:
+        yield certificates
+
+
+@pytest.fixture(scope="module")
+def broker(certs):
+    props = security_properties(
+        certs, listeners=["PLAINTEXT", "SASL_PLAINTEXT", "MTLS:SSL"], mechanisms=["PLAIN", "SCRAM-SHA-256"], plain_users=USERS
+    )
     props.update(
         {
             "socket.request.max.bytes": BUDGET,
@@ -277,3 +290,42 @@ def test_a_failed_login_is_answered_only_after_the_delay(broker):
         finally:
             for guesser in guessers:
                 guesser.close()
+
+
+def _eof_now(sock: socket.socket) -> bool:
+    """Whether the broker has closed ``sock`` by now (what it sent before,
+    such as a TLS alert, is read and dropped), without waiting."""
+    while _has_bytes_or_eof(sock):
+        try:
+            if sock.recv(1 << 20, socket.MSG_DONTWAIT) == b"":
+                return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except BlockingIOError:
+            return False
+    return False
+
+
+def test_a_failed_tls_handshake_is_closed_only_after_the_delay(broker, certs):
+    """KIP-306 for TLS, as Kafka treats a failed handshake (its
+    SslAuthenticationException): a client without a certificate on the
+    mTLS listener, and one sending a plaintext request there, are closed no
+    sooner than connection.failed.authentication.delay.ms after the broker
+    read them, while another connection is served meanwhile. Before, they
+    were closed at once (one handshake guess per round trip)."""
+    port = broker.ports["MTLS"]
+    context = ssl.create_default_context(cafile=certs.ca_location)
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as garbage, socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw:
+        sent = time.monotonic()
+        garbage.sendall(ClientConnection(client_id="plain").send(API_VERSIONS, 0, {})[1])
+        # TLS 1.3: the client's side of the handshake completes; the broker
+        # then refuses the missing certificate. `probe` reads the same TCP
+        # connection below TLS (the alert, then the close).
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls, socket.socket(fileno=os.dup(tls.fileno())) as probe:
+            wait_for(lambda: peer_has_read_all(garbage) and peer_has_read_all(probe), "the broker to read both handshakes")
+            with _client(broker, "PLAINTEXT") as other:
+                assert _api_versions(other)["error_code"] == 0
+            assert not _eof_now(garbage) and not _eof_now(probe), "a failed TLS handshake was closed before the delay"
+            for sock in (garbage, probe):
+                wait_for(lambda s=sock: _eof_now(s), "the broker to close the failed handshake", timeout=TIMEOUT)
+                assert time.monotonic() - sent >= FAILED_AUTH_DELAY_MS / 1000

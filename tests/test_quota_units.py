@@ -234,13 +234,34 @@ def test_connection_creation_rates():
     # 50 connections at once fit the first windows (5/s over at least 10 s).
     assert all(rates.listener_delay("PLAINTEXT") == 0 for _ in range(50))
     assert rates.listener_delay("PLAINTEXT") == pytest.approx(0.2)  # 51 / 10.2 s = 5/s
-    assert rates.listener_delay("OTHER") == 0  # per listener
+    assert rates.listener_delay("OTHER") > 0  # the broker-wide rate counts every listener
     assert rates.ip_throttle("10.0.0.1") == 0  # no IP quota
+    # The inter-broker listener is exempt from the broker-wide rate (its own
+    # limit defaults to it); a listener may set its own (KIP-612).
+    protected = ConnectionRateQuotas(5, quotas, 11, 1.0, lambda: now[0], listener_rates={"OWN": 1}, protected_listener="INTERNAL")
+    assert all(protected.listener_delay("PLAINTEXT") == 0 for _ in range(50))
+    assert protected.listener_delay("PLAINTEXT") > 0
+    assert protected.listener_delay("INTERNAL") == 0
+    assert protected.listener_delay("OWN") > 0  # 1/s: 52 connections broker-wide, and its own rate
+    own = ConnectionRateQuotas(99, quotas, 11, 1.0, lambda: now[0], listener_rates={"OWN": 1})
+    own_delays = [own.listener_delay("OWN") for _ in range(12)]
+    assert own_delays[:10] == [0.0] * 10 and own_delays[11] > 0  # 1/s on OWN, far under the broker's 99/s
+    assert own.listener_delay("PLAINTEXT") == 0
     quotas.quotas = {make_entity({"ip": None}): {"connection_creation_rate": 1.0}}
     delays = [rates.ip_throttle("10.0.0.1") for _ in range(12)]
     assert delays[:10] == [0.0] * 10 and all(d > 0 for d in delays[10:])
     # a throttled connection is not counted: the delay does not grow
     assert delays[10] == delays[11]
+
+
+def test_listener_connection_creation_rate_config():
+    from kclient.config.broker import BrokerConfig
+
+    config = BrokerConfig.from_properties({"listener.name.internal.max.connection.creation.rate": "7", "max.connection.creation.rate": 3})
+    assert config.max_connection_creation_rate_for("INTERNAL") == 7
+    assert config.max_connection_creation_rate_for("PLAINTEXT") == 3  # the broker's, as Kafka's prefixed configs
+    with pytest.raises(ConfigError, match="listener.name.internal.max.connection.creation.rate"):
+        BrokerConfig.from_properties({"listener.name.internal.max.connection.creation.rate": "-1"})
 
 
 def test_request_time_meter_counts_task_steps_only():
@@ -265,3 +286,21 @@ def test_request_time_throttle_is_at_most_one_window():
     quotas = QuotaManager(11, 1.0, None, lambda: 0.0)
     quotas.quotas = {make_entity({"client-id": "app"}): {"request_percentage": 1.0}}
     assert quotas.record("request_percentage", "u", "app", 5000.0) == 1.0
+
+
+def test_throttle_tracker_is_kafkas_windowed_avg_and_max():
+    from kclient.net.throttle_stats import ThrottleTracker
+
+    now = [0.0]
+    tracker = ThrottleTracker(30.0, 2, lambda: now[0])
+    assert (tracker.avg(0), tracker.max(0)) == (0.0, 0.0)  # no sample yet
+    for ms in (0, 100, 200):
+        tracker.record(0, ms)
+    tracker.record(1, 50)
+    assert (tracker.avg(0), tracker.max(0)) == (100.0, 200.0)  # zeros count in the average, as Kafka's sensor
+    assert (tracker.avg(1), tracker.max(1)) == (50.0, 50.0)  # per API
+    now[0] = 31.0
+    tracker.record(0, 10)  # a second window; the first is still live
+    assert tracker.max(0) == 200.0 and tracker.avg(0) == pytest.approx(310 / 4)
+    now[0] = 65.0  # the first window is older than 2 x 30 s: gone
+    assert (tracker.avg(0), tracker.max(0)) == (10.0, 10.0)

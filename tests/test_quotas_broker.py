@@ -10,6 +10,7 @@ a 20-second run."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 
@@ -66,6 +67,10 @@ def test_throttled_producer_sends_at_its_quota(quota_broker, admin, caplog):
             producer.send(ProducerData(topic, None, [RECORD]))
         producer.flush()
         elapsed = time.monotonic() - start
+        stats = producer.statistics()
+    # Kafka's producer metrics (produce-throttle-time-avg/max): the quota shows.
+    assert stats.produce_throttle_time_max > 0 and 0 < stats.produce_throttle_time_avg <= stats.produce_throttle_time_max
+    assert stats.metrics() == {"produce-throttle-time-avg": stats.produce_throttle_time_avg, "produce-throttle-time-max": stats.produce_throttle_time_max}
     rate = count * len(RECORD) / elapsed
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"
     assert _throttles(caplog, "Produce"), "the producer never saw throttle_time_ms"
@@ -82,6 +87,7 @@ def test_throttled_consumer_fetches_at_its_quota(quota_broker, admin, caplog):
         for i in range(count):
             producer.send(ProducerData(topic, None, [str(i).encode() + RECORD]))
         producer.flush()
+        assert producer.statistics().metrics() == {"produce-throttle-time-avg": 0.0, "produce-throttle-time-max": 0.0}  # no quota
     admin.alter_client_quotas([ClientQuotaAlteration({"client-id": "quota-consumer"}, {"consumer_byte_rate": QUOTA})])
     settings = poll_settings(quota_broker.bootstrap, None, **{"client.id": "quota-consumer", "max.partition.fetch.bytes": 10_000})
     seen: set[bytes] = set()
@@ -95,6 +101,9 @@ def test_throttled_consumer_fetches_at_its_quota(quota_broker, admin, caplog):
                 seen.add(record.value)
                 total += len(record.value)
         elapsed = time.monotonic() - start
+        stats = consumer.statistics()
+    assert stats.fetch_throttle_time_max > 0, stats.metrics()  # Kafka's fetch-throttle-time-max
+    assert set(stats.metrics()) == {"fetch-throttle-time-avg", "fetch-throttle-time-max"}
     assert len(seen) == count
     rate = total / elapsed
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, f"{rate:.0f} bytes/s against a quota of {QUOTA}"
@@ -265,3 +274,53 @@ def test_connections_over_the_listener_creation_rate_wait(rate_broker):
     waits = [line for line in rate_broker.output().splitlines() if "(max.connection.creation.rate)" in line]
     assert len(waits) >= 6, waits
 
+
+
+@pytest.fixture(scope="module")
+def listeners_rate_broker():
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connection.creation.rate": 1,
+        "listener.name.internal.max.connection.creation.rate": 1000,
+        "quota.window.num": 2,
+    }
+    with BrokerProcess(properties=props, verbose=True) as proc:
+        yield proc
+
+
+def _waited_ports(broker) -> set[int]:
+    """Client ports of the connections the broker held back (its DEBUG line per wait)."""
+    lines = [line for line in broker.output().splitlines() if "(max.connection.creation.rate)" in line]
+    return {int(m.group(1)) for line in lines if (m := re.search(r"connection from [\d.]+:(\d+) waits", line))}
+
+
+def test_the_broker_wide_creation_rate_spares_the_inter_broker_listener(listeners_rate_broker):
+    """KIP-612 as Kafka's ConnectionQuotas: max.connection.creation.rate
+    (1/s) is one budget for every client listener (a first connection on
+    OTHER waits behind PLAINTEXT's burst), the inter-broker listener is not
+    counted in it nor held back by it, and
+    listener.name.internal.max.connection.creation.rate (1000/s) is that
+    listener's own limit (a burst of 4 is served at once). Before, each
+    listener had its own max.connection.creation.rate: OTHER's first
+    connection went through and INTERNAL's burst waited."""
+    broker = listeners_rate_broker
+
+    def connect(listener: str, i: int) -> SocketClient:
+        host, port = broker.bootstrap_for(listener).rsplit(":", 1)
+        return SocketClient(host, int(port), client_id=f"{listener.lower()}-{i}", timeout=60)
+
+    clients = [connect("PLAINTEXT", i) for i in range(3)] + [connect("OTHER", 0)]
+    internal = [connect("INTERNAL", i) for i in range(4)]
+    try:
+        # A connection's wait is logged before it is served: once all are
+        # answered, the log names every one that waited.
+        for c in internal + clients:
+            assert c.request(API_VERSIONS, 0, {})["error_code"] == 0
+        waited = _waited_ports(broker)
+        assert clients[3].sock.getsockname()[1] in waited  # OTHER shares the broker-wide budget
+        assert not waited & {c.sock.getsockname()[1] for c in internal}
+    finally:
+        for c in clients + internal:
+            c.close()

@@ -114,7 +114,11 @@ class BrokerComponents:
         #: Client quotas (KIP-13, KIP-55, KIP-612; `kclient.broker.quotas`).
         self.quotas = QuotaManager(config.quota_window_num, config.quota_window_size_seconds, zk, trio.current_time)
         self.config_changes = (
-            ConfigChangeListener(zk, self.replica_manager.topic_config_changed, self.quotas.entity_changed) if zk is not None else None
+            ConfigChangeListener(
+                zk, self.replica_manager.topic_config_changed, self.quotas.entity_changed, change_expiration_ms=config.change_notification_expiration_ms
+            )
+            if zk is not None
+            else None
         )
         #: Authorization (`kclient.broker.authz`): the ACLs and each API's checks.
         self.authorization = Authorization(config, zk, self.metadata_cache.has_topic)

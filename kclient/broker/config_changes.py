@@ -19,8 +19,9 @@ Notifications for client quota entities (``users/<user>``,
 ``ips/<ip>``; KIP-55, KIP-612) go to ``entity_changed``
 (`kclient.broker.quotas.manager.QuotaManager.entity_changed`), which
 re-reads that entity's node.
-Deviation: Kafka deletes notifications older than 15 minutes; kclient
-leaves them (one small node per change).
+Notifications older than 15 minutes are deleted each time the
+notifications are handled, as Kafka does
+(`kclient.broker.change_notifications`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from kclient.broker.change_notifications import CHANGE_EXPIRATION_MS, purge_obsolete_notifications
 from kclient.errors import KafkaError
 from kclient.zk.client import TrioZk, ZkClient
 
@@ -125,8 +127,13 @@ class ConfigChangeListener:
         zk: ZkClient,
         topic_config_changed: Callable[[str], Awaitable[None]],
         entity_changed: Callable[[str], Awaitable[None]] | None = None,
+        *,
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
     ) -> None:
         self.zk = zk
+        #: Notifications older than this (ms) are deleted each time the
+        #: notifications are handled (`kclient.broker.change_notifications`).
+        self.change_expiration_ms = change_expiration_ms
         self.topic_config_changed = topic_config_changed
         #: Awaited with the path (under ``/config``) of any other entity a
         #: notification names (quota entities).
@@ -145,20 +152,27 @@ class ConfigChangeListener:
             seqs = sorted({s: c for c in children if (s := _sequence(c)) is not None}.items())
             if self.last_seen is None:
                 self.last_seen = seqs[-1][0] if seqs else -1
+            else:
+                await self._apply(tzk, seqs)
+            await trio.to_thread.run_sync(purge_obsolete_notifications, zk, CONFIG_CHANGES_PATH, [c for _, c in seqs], self.change_expiration_ms)
+
+    async def _apply(self, tzk: TrioZk, seqs: list[tuple[int, str]]) -> None:
+        """Apply the notifications newer than `last_seen`, in order."""
+        zk = self.zk
+        assert self.last_seen is not None
+        for seq, child in seqs:
+            if seq <= self.last_seen:
                 continue
-            for seq, child in seqs:
-                if seq <= self.last_seen:
-                    continue
-                self.last_seen = seq
-                try:
-                    data = await tzk.run(zk.get, f"{CONFIG_CHANGES_PATH}/{child}")
-                except KafkaError as exc:
-                    log.warning("cannot read config change %s: %s", child, exc)
-                    continue
-                topic = changed_topic(data)
-                if topic is not None:
-                    log.info("config change %s: topic %s", child, topic)
-                    await self.topic_config_changed(topic)
-                elif self.entity_changed is not None and (entity := changed_entity(data)) is not None:
-                    log.info("config change %s: %s", child, entity)
-                    await self.entity_changed(entity)
+            self.last_seen = seq
+            try:
+                data = await tzk.run(zk.get, f"{CONFIG_CHANGES_PATH}/{child}")
+            except KafkaError as exc:
+                log.warning("cannot read config change %s: %s", child, exc)
+                continue
+            topic = changed_topic(data)
+            if topic is not None:
+                log.info("config change %s: topic %s", child, topic)
+                await self.topic_config_changed(topic)
+            elif self.entity_changed is not None and (entity := changed_entity(data)) is not None:
+                log.info("config change %s: %s", child, entity)
+                await self.entity_changed(entity)

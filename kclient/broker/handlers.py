@@ -44,6 +44,7 @@ import trio
 from kclient.broker.alter_configs import ConfigAlterer
 from kclient.broker.append_notifier import AppendNotifier
 from kclient.broker.authz.principal import RequestContext
+from kclient.broker.close_connection import CloseConnection
 from kclient.broker.compacted import first_keyless_record, keyless_error
 from kclient.broker.components import BrokerComponents
 from kclient.broker.convert import AppendRejected, prepare_append
@@ -259,11 +260,6 @@ def supported_triples() -> list[tuple[int, int, int]]:
 
 def _code_name(code: int) -> str:
     return error_for_code(code).name
-
-
-class CloseConnection(Exception):
-    """Raised by a handler when Kafka would close the connection instead of
-    answering (e.g. a failed Produce with acks=0)."""
 
 
 def _first_record_at(plog: Log, offset: int, timestamp: int, batch_max_ts: int) -> tuple[int, int]:

@@ -258,15 +258,23 @@ def certificate_principal(cert: dict[str, Any] | None) -> str | None:
 
 
 async def tls_handshake(
-    stream: trio.abc.Stream, listener: ListenerRuntime, peer: str, failures: RateLimitedLog
+    stream: trio.abc.Stream, listener: ListenerRuntime, peer: str, failures: RateLimitedLog, failure_delay: float = 0.0
 ) -> trio.SSLStream[trio.abc.Stream] | None:
     """Wrap ``stream`` in TLS and complete the handshake (server side).
+
+    A failed handshake (an untrusted or missing client certificate, bytes
+    that are not TLS) is an authentication failure, as in Kafka (its
+    ``SslAuthenticationException``): it returns only after
+    ``failure_delay``, so the connection is closed that much later
+    (KIP-306's ``connection.failed.authentication.delay.ms``). Only this
+    connection's task waits; the event loop serves the others meanwhile.
 
     Args:
         stream: The accepted TCP stream.
         listener: The listener (its context).
         peer: ``host:port`` of the client, for the log.
         failures: Where failed handshakes are logged (rate-limited).
+        failure_delay: Seconds to wait after a failed handshake.
 
     Returns:
         The TLS stream, or ``None`` if the handshake failed or timed out
@@ -286,6 +294,7 @@ async def tls_handshake(
         reason = getattr(cause, "reason", None) or str(cause) or type(cause).__name__
         failures.log("tls-failed", "closing connection from %s on listener %s: TLS handshake failed (%s)",
                      peer, listener.name, reason)
+        await trio.sleep(failure_delay)
         return None
     return tls
 

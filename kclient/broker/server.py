@@ -114,7 +114,7 @@ from kclient.broker.handlers import (
 )
 from kclient.broker.limits import ConnectionLimits, RequestMemory, normalize_address
 from kclient.broker.offload import run_in_worker
-from kclient.broker.quotas.connections import ConnectionRateQuotas
+from kclient.broker.quotas.connections import ConnectionRateQuotas, connection_rate_quotas
 from kclient.broker.quotas.throttle import ClientSession, apply_quota, cap_fetch_bytes, client_session
 from kclient.broker.read_clock import ReadClock
 from kclient.broker.security import (
@@ -282,9 +282,7 @@ class Broker:
         self.controller = components.controller
         self._handlers = RequestHandlers(components)
         config = self.config
-        self._connection_rates = ConnectionRateQuotas(
-            config.max_connection_creation_rate, components.quotas, config.quota_window_num, config.quota_window_size_seconds, trio.current_time
-        )
+        self._connection_rates = connection_rate_quotas(config, [runtime.name for runtime, _ in bound], components.quotas, trio.current_time)
         self._scram_store = ScramCredentialStore(registrar.client if registrar is not None else None)
         try:
             self._limits = await self._connection_limits()
@@ -528,7 +526,7 @@ class Broker:
             session = ConnectionSession(client_address=address, listener=listener.name)
             _session.set(session)
             if listener.uses_ssl:
-                tls = await tls_handshake(stream, listener, peer_name, self._refusals)
+                tls = await tls_handshake(stream, listener, peer_name, self._refusals, self.config.connection_failed_authentication_delay_ms / 1000.0)
                 if tls is None:
                     with trio.CancelScope(shield=True):
                         await stream.aclose()

@@ -37,6 +37,7 @@ from kclient.errors import (
 )
 from kclient.net.connection import BrokerConnection
 from kclient.net.settings import ConnectionSettings
+from kclient.net.throttle_stats import ThrottleTracker
 from kclient.protocol.messages import METADATA
 from kclient.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from kclient.security.settings import ClientSecurity
@@ -213,6 +214,9 @@ class Cluster:
         #: The first authentication failure: every later connection attempt
         #: raises it again without touching the network (no retry storm).
         self._auth_error: AuthenticationError | None = None
+        #: Where the connections record each response's ``throttle_time_ms``
+        #: (the owning client's statistics; None: nowhere).
+        self.throttles: ThrottleTracker | None = None
 
     @classmethod
     def open(
@@ -285,6 +289,7 @@ class Cluster:
                 log.error("authentication with %s:%d failed; not retried: %s", host, port, exc)
                 self._auth_error = exc
                 raise
+            conn.throttles = self.throttles
             self._connections[key] = conn
             return conn
 

@@ -54,6 +54,24 @@ DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104857600
 SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
 
 
+#: The KIP-612 property a listener may override with its ``listener.name.<l>.`` prefix.
+_CONNECTION_RATE = "max.connection.creation.rate"
+
+
+def _listener_connection_rate(key: str, value: Any) -> int:
+    """``listener.name.<l>.max.connection.creation.rate``'s value (an
+    integer >= 0); raises ConfigError naming ``key`` otherwise."""
+    try:
+        rate = to_int(value)
+    except (TypeError, ValueError):
+        rate = -1
+    if rate < 0:
+        from kclient.errors import ConfigError
+
+        raise ConfigError(f"Invalid value {value!r} for configuration {key}: must be an integer of at least 0")
+    return rate
+
+
 def _to_cleanup_policy(value: Any) -> tuple[str, ...]:
     """``delete`` / ``compact`` / ``compact,delete`` (any order) -> sorted tuple."""
     policies = tuple(sorted({p.lower() for p in to_list(value)}))
@@ -408,6 +426,13 @@ class BrokerConfig(_KafkaConfig):
     under ``queued.max.request.bytes + socket.request.max.bytes``.
     Connections that have not authenticated yet do not take from it: see
     ``queued.max.unauthenticated.request.bytes``."""
+    change_notification_expiration_ms: int = prop("change.notification.expiration.ms", to_int, 900000, at_least(1))
+    """kclient-specific: age (ms) past which the brokers delete a change
+    notification node (``/config/changes``, ``/kafka-acl-changes``,
+    ``/kafka-acl-extended-changes``) when they handle that path's
+    notifications. Kafka's is fixed at 15 minutes (its
+    ``ZkNodeChangeNotificationListener``), the default; the key exists for
+    tests."""
     queued_max_unauthenticated_request_bytes: int = prop(
         "queued.max.unauthenticated.request.bytes", to_int, 4194304, at_least(0)
     )
@@ -486,9 +511,13 @@ class BrokerConfig(_KafkaConfig):
     rate is its bytes over the live samples (at least ``quota.window.num``
     - 1 of them)."""
     max_connection_creation_rate: int = prop("max.connection.creation.rate", to_int, 2147483647, at_least(0))
-    """Most new connections accepted per second on each listener (KIP-612;
-    Kafka's default 2147483647, unlimited): one more waits before it is
-    served until the rate is back under it. Per-IP limits are the
+    """Most new connections accepted per second by the broker (KIP-612;
+    Kafka's default 2147483647, unlimited), over every listener but the
+    inter-broker one (when there are others, as in Kafka): one more waits
+    before it is served until the rate is back under it. It is also each
+    listener's own limit unless
+    ``listener.name.<listener>.max.connection.creation.rate`` sets another
+    (see `max_connection_creation_rate_for`). Per-IP limits are the
     ``connection_creation_rate`` quota of ``/config/ips/<ip>``."""
     zookeeper_connect: str | None = prop("zookeeper.connect", to_optional_str, None)
     """ZooKeeper ensemble to register with; ``None``: standalone broker."""
@@ -520,6 +549,7 @@ class BrokerConfig(_KafkaConfig):
         # Check the listeners, their protocols and security settings now, so
         # that a bad server.properties fails at start-up, naming the property.
         self.listener_security()
+        self._check_listener_connection_rates()
         queued = self.queued_max_request_bytes
         if queued is not None and 0 < queued < self.socket_request_max_bytes:
             from kclient.errors import ConfigError
@@ -547,6 +577,33 @@ class BrokerConfig(_KafkaConfig):
             if host == address:
                 return limit
         return self.max_connections_per_ip
+
+    def max_connection_creation_rate_for(self, listener: str) -> int:
+        """A listener's own connection creation rate limit (KIP-612).
+
+        Args:
+            listener: The listener's name (any case).
+
+        Returns:
+            New connections per second:
+            ``listener.name.<listener>.max.connection.creation.rate``, else
+            ``max.connection.creation.rate`` (as Kafka's listener-prefixed
+            configs fall back to the broker's).
+
+        Raises:
+            ConfigError: The listener's value is not an integer >= 0.
+        """
+        wanted = f"listener.name.{listener.lower()}.{_CONNECTION_RATE}"
+        for key, value in self.security_config:
+            if key.lower() == wanted:
+                return _listener_connection_rate(key, value)
+        return self.max_connection_creation_rate
+
+    def _check_listener_connection_rates(self) -> None:
+        """Fail at start-up on a bad ``listener.name.<l>.max.connection.creation.rate``."""
+        for key, value in self.security_config:
+            if key.lower().endswith(f".{_CONNECTION_RATE}"):
+                _listener_connection_rate(key, value)
 
     @classmethod
     def _kwargs_from(cls, source: Mapping[str, Any], with_keys: bool = False, strict: bool = True) -> Any:

@@ -64,6 +64,7 @@ from kclient.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kclient.net.throttle_stats import ThrottleTracker
 from kclient.protocol.connection import ClientConnection, Response
 from kclient.protocol.messages import API_VERSIONS, FETCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, choose_version
 from kclient.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -266,6 +267,9 @@ class BrokerConnection:
         #: many responses were throttled.
         self.throttle_time_ms = 0
         self.throttle_count = 0
+        #: Where every response's ``throttle_time_ms`` is recorded for the
+        #: client's statistics (`kclient.net.throttle_stats`; None: nowhere).
+        self.throttles: ThrottleTracker | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -684,7 +688,9 @@ class BrokerConnection:
         """Note a response's ``throttle_time_ms`` (quotas, KIP-13/KIP-219):
         where the client waits it out, no request is sent on this
         connection until it has passed."""
-        throttle = getattr(response.body, "throttle_time_ms", 0)
+        throttle = getattr(response.body, "throttle_time_ms", None)
+        if self.throttles is not None and throttle is not None:
+            self.throttles.record(response.api.key, throttle)
         if not throttle or throttle <= 0:
             return
         self.throttle_time_ms = throttle

@@ -172,6 +172,13 @@ class ZkClient:
     def exists(self, path: str) -> bool:
         return self._kazoo.exists(path) is not None
 
+    @_zk_errors
+    def created_ms(self, path: str) -> int | None:
+        """When the node was created (its stat's ``ctime``, ms since the
+        epoch on the ZooKeeper server's clock), or None if it does not exist."""
+        stat = self._kazoo.exists(path)
+        return int(stat.ctime) if stat is not None else None
+
     # ------------------------------------------------------------ writes
 
     @_zk_errors

@@ -65,7 +65,7 @@ class Authorization:
             self.authorizer = AclAuthorizer(
                 parse_super_users(config.super_users), allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found
             )
-            self.service = AclService(self.authorizer, zk)
+            self.service = AclService(self.authorizer, zk, change_expiration_ms=config.change_notification_expiration_ms)
         self.acl_apis = AclApis(self.service)
         self.guards: dict[int, Guard] = {
             **DATA_GUARDS,

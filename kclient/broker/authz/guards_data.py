@@ -34,6 +34,7 @@ import attrs
 
 from kclient.acl import AclOperation, ResourceType
 from kclient.broker.authz.check import Call, Check, Guard
+from kclient.broker.close_connection import CloseConnection
 from kclient.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
@@ -107,16 +108,22 @@ def _produce_error(topic: Any, code: int) -> TopicProduceResponse:
 
 
 async def produce(check: Check, header: RequestHeader, body: Any, call: Call) -> Any:
-    """Produce: WRITE on the transactional id (transactional records), WRITE on each topic."""
+    """Produce: WRITE on the transactional id (transactional records), WRITE
+    on each topic. With ``acks=0`` a refusal has no answer to carry it, so
+    the connection is closed (raises `CloseConnection`), as Kafka's
+    ``KafkaApis.handleProduceRequest`` does; the allowed topics' records are
+    appended first."""
     transactional = any(has_transactional_records(p.records) for t in body.topic_data for p in t.partition_data)
     if transactional and not (body.transactional_id and check.transactional_id(AclOperation.WRITE, body.transactional_id)):
+        if body.acks == 0:
+            raise CloseConnection("a Produce with acks=0 was refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         return ProduceResponse(responses=[_produce_error(t, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for t in body.topic_data])
     allowed, denied = check.split(body.topic_data, lambda t: t.name, AclOperation.WRITE)
     if not denied:
         return await call(body)
     response = await call(attrs.evolve(body, topic_data=allowed)) if allowed else ProduceResponse()
-    if response is None or body.acks == 0:
-        return None  # acks=0: no response; the denied topics' records are dropped
+    if body.acks == 0:
+        raise CloseConnection("a Produce with acks=0 was refused: TOPIC_AUTHORIZATION_FAILED")
     response.responses.extend(_produce_error(t, TOPIC_AUTHORIZATION_FAILED) for t in denied)
     return response
 

@@ -8,6 +8,8 @@ watched first, and each notification newer than the ones present at start
 rereads the resource it names, so a change made through any broker (or
 written into ZooKeeper by Kafka's tools) is applied on every broker. A
 broker that makes a change applies it to its own cache at once.
+Notifications older than 15 minutes are deleted
+(`kclient.broker.change_notifications`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from kclient.broker.authz.zk_store import (
     ZkAclStore,
     decode_change,
 )
+from kclient.broker.change_notifications import CHANGE_EXPIRATION_MS, purge_obsolete_notifications
 from kclient.zk.client import TrioZk, ZkClient
 
 __all__ = ["AclService"]
@@ -54,9 +57,12 @@ class AclService:
         zk: The broker's ZooKeeper session (None: ACLs in memory only).
     """
 
-    def __init__(self, authorizer: AclAuthorizer, zk: ZkClient | None = None) -> None:
+    def __init__(self, authorizer: AclAuthorizer, zk: ZkClient | None = None, *, change_expiration_ms: int = CHANGE_EXPIRATION_MS) -> None:
         self.authorizer = authorizer
         self.zk = zk
+        #: Notifications older than this (ms) are deleted when their path's
+        #: notifications are handled (`kclient.broker.change_notifications`).
+        self.change_expiration_ms = change_expiration_ms
         self.store: AclStore = ZkAclStore(zk) if zk is not None else MemoryAclStore()
         self._last_seen: dict[str, int | None] = {LITERAL_CHANGES_PATH: None, EXTENDED_CHANGES_PATH: None}
         self._lock = trio.Lock()
@@ -87,7 +93,11 @@ class AclService:
         last = self._last_seen[changes_path]
         if last is None:
             self._last_seen[changes_path] = seqs[-1][0] if seqs else -1
-            return
+        else:
+            await self._apply(tzk, changes_path, seqs, last)
+        await trio.to_thread.run_sync(purge_obsolete_notifications, tzk.client, changes_path, [c for _, c in seqs], self.change_expiration_ms)
+
+    async def _apply(self, tzk: TrioZk, changes_path: str, seqs: list[tuple[int, str]], last: int) -> None:
         for seq, child in seqs:
             if seq <= last:
                 continue

@@ -360,6 +360,7 @@ class TrioSimpleConsumer:
             async with self._lock:
                 if self._conn is None or self._conn.closed:
                     self._conn = await self.settings.connect(self._nursery, self.host, self.port)
+                    self._conn.throttles = self._stats.throttles
         return self._conn
 
     async def fetch(self, request: FetchRequest, *, max_wait_ms: int = 0, min_bytes: int = 0) -> ByteBufferMessageSet:

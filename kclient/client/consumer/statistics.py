@@ -24,6 +24,8 @@ import attrs
 from kclient._accel import speedups
 from kclient.client.consumer.message_set import ByteBufferMessageSet
 from kclient.clock import now_ms
+from kclient.net.throttle_stats import ThrottleTracker
+from kclient.protocol.messages import FETCH
 from kclient.protocol.primitives import Buffer
 
 __all__ = ["ConsumerStatistics", "FetchStatistics", "PartitionStatistics", "StatisticsReporter"]
@@ -72,6 +74,12 @@ class ConsumerStatistics:
         fetched_messages: Messages fetched, over every partition.
         fetched_bytes: Bytes of record data fetched, over every partition.
         partitions: ``{(topic, partition): PartitionStatistics}``.
+        fetch_throttle_time_avg: The average ``throttle_time_ms`` (ms) of
+            the Fetch responses over the last 2 windows of 30 s (Kafka's
+            consumer metric ``fetch-throttle-time-avg``; non-zero when a
+            ``consumer_byte_rate`` quota throttled the consumer, KIP-13).
+        fetch_throttle_time_max: The longest of them (ms;
+            ``fetch-throttle-time-max``).
     """
 
     timestamp_ms: int
@@ -79,6 +87,16 @@ class ConsumerStatistics:
     fetched_messages: int
     fetched_bytes: int
     partitions: Mapping[tuple[str, int], PartitionStatistics]
+    fetch_throttle_time_avg: float = 0.0
+    fetch_throttle_time_max: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """The throttle times by Kafka's consumer metric names.
+
+        Returns:
+            ``{"fetch-throttle-time-avg": ms, "fetch-throttle-time-max": ms}``.
+        """
+        return {"fetch-throttle-time-avg": self.fetch_throttle_time_avg, "fetch-throttle-time-max": self.fetch_throttle_time_max}
 
     @property
     def lag(self) -> int:
@@ -98,6 +116,9 @@ class FetchStatistics:
         # Messages and bytes of partitions forgotten after a rebalance.
         self._gone_messages = 0
         self._gone_bytes = 0
+        #: The Fetch responses' ``throttle_time_ms``: the consumer's fetch
+        #: connections record into it (`kclient.net.throttle_stats`).
+        self.throttles = ThrottleTracker()
 
     def request(self) -> None:
         """Count one answered Fetch request."""
@@ -152,6 +173,8 @@ class FetchStatistics:
             gone_messages + sum(p.fetched_messages for p in parts.values()),
             gone_bytes + sum(p.fetched_bytes for p in parts.values()),
             parts,
+            self.throttles.avg(FETCH.key),
+            self.throttles.max(FETCH.key),
         )
 
 

@@ -50,6 +50,7 @@ from kclient.client.producer.transactions import TransactionManager
 from kclient.client.serde import DefaultEncoder, Encoder
 from kclient.config import ProducerConfig
 from kclient.errors import ConfigError, FailedToSendMessageError, IllegalStateError, InvalidTopicError, KafkaError, ProducerClosedError
+from kclient.net.throttle_stats import ThrottleTracker
 from kclient.plugins import load_plugin
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,9 @@ class TrioProducer:
         self._before_send = overrides(self.callback_handler, "before_sending_data")
         self._on_error = overrides(self.callback_handler, "on_send_error")
         self._cluster: Cluster | None = None
+        #: The Produce responses' ``throttle_time_ms`` (quotas), for
+        #: `kclient.ProducerStatistics`.
+        self.throttles = ThrottleTracker()
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
@@ -274,6 +278,7 @@ class TrioProducer:
             metadata_max_age_ms=refresh if refresh >= 0 else 2**62,
             security=cfg.security,
         )
+        self._cluster.throttles = self.throttles
         if self.transaction_manager is not None:
             self._transactions = TransactionClient(self.transaction_manager, self._cluster)
         context = ProducerContext(

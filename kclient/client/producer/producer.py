@@ -91,6 +91,7 @@ from kclient.client.producer.send_thread import ProducerSendThread
 from kclient.clock import now_ms
 from kclient.config import ProducerConfig
 from kclient.errors import FailedToSendMessageError, IllegalStateError, KafkaError, KafkaTimeoutError, LoopClosedError, ProducerClosedError, QueueFullError
+from kclient.protocol.messages import PRODUCE
 from kclient.sync import ClosingClient, ExitCloser, LoopThread, untrack
 from kclient.sync import track as track_closer
 
@@ -120,6 +121,11 @@ class ProducerStatistics:
     ``sent_messages`` / ``sent_batches``: acknowledged (async: batches the
     send thread sent; sync: ``send`` calls); ``failed_messages`` /
     ``failed_batches``: given up on; ``first_error``: the first failure.
+    ``produce_throttle_time_avg`` / ``produce_throttle_time_max``: the
+    average and longest ``throttle_time_ms`` (ms) of the Produce responses
+    over the last 2 windows of 30 s (Kafka's ``produce-throttle-time-avg``
+    / ``-max``; non-zero when a quota throttled the producer, KIP-13);
+    `metrics` gives them by Kafka's names.
     """
 
     producer_type: str
@@ -129,6 +135,16 @@ class ProducerStatistics:
     failed_messages: int
     failed_batches: int
     first_error: BaseException | None
+    produce_throttle_time_avg: float = 0.0
+    produce_throttle_time_max: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """The throttle times by Kafka's producer metric names.
+
+        Returns:
+            ``{"produce-throttle-time-avg": ms, "produce-throttle-time-max": ms}``.
+        """
+        return {"produce-throttle-time-avg": self.produce_throttle_time_avg, "produce-throttle-time-max": self.produce_throttle_time_max}
 
 
 class Producer(ClosingClient):
@@ -584,6 +600,8 @@ class Producer(ClosingClient):
     def statistics(self) -> ProducerStatistics:
         """Counters of what was sent and lost so far (see
         `ProducerStatistics`)."""
+        throttles = self._core.throttles
+        throttle = (throttles.avg(PRODUCE.key), throttles.max(PRODUCE.key))
         if self._thread is not None and self._queue is not None:
             s = self._thread.statistics()
             return ProducerStatistics(
@@ -594,10 +612,11 @@ class Producer(ClosingClient):
                 s.failed_messages,
                 s.failed_batches,
                 s.first_error,
+                *throttle,
             )
         with self._stats_lock:
             return ProducerStatistics(
-                "sync", 0, self._sync_sent[0], self._sync_sent[1], self._sync_failed[0], self._sync_failed[1], self._sync_first_error
+                "sync", 0, self._sync_sent[0], self._sync_sent[1], self._sync_failed[0], self._sync_failed[1], self._sync_first_error, *throttle
             )
 
     # -- transactions (KIP-98; see TrioProducer for the details) -------------

@@ -12,7 +12,7 @@ import attrs
 import pytest
 import trio
 from helpers.raw import TrioClient, fetch_body, peer_has_read_all, produce_body
-from helpers.wait import wait_for_async
+from helpers.wait import retry_async, wait_for_async
 
 from kclient.broker.handlers import SUPPORTED_VERSIONS
 from kclient.protocol.connection import encode_unsupported_api_versions
@@ -759,12 +759,22 @@ async def test_find_coordinator_unknown_key_type(broker):
     await client.aclose()
 
 
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+_COORDINATOR_NOT_READY = {14, 15, 16}
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 async def test_offset_fetch_reports_nothing_committed(broker, topic, version):
     client = await connect(broker)
     await create(client, topic)
-    body = await client.request(
-        OFFSET_FETCH, version, {"group_id": "g", "topics": [{"name": topic, "partition_indexes": [0, 1]}]}
+    # The first FindCoordinator creates the offsets topic, which the
+    # coordinator then loads: until then OffsetFetch answers a retriable
+    # coordinator error, as in Kafka.
+    await client.request(FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
+    body = await retry_async(
+        lambda: client.request(OFFSET_FETCH, version, {"group_id": "g", "topics": [{"name": topic, "partition_indexes": [0, 1]}]}),
+        lambda body: not {p["error_code"] for t in body["topics"] for p in t["partitions"]} & _COORDINATOR_NOT_READY,
+        "OffsetFetch answered by a ready coordinator",
     )
     (t,) = body["topics"]
     assert t["name"] == topic

@@ -185,6 +185,26 @@ Reply = bytes | bytearray | SplicedResponse
 _session: contextvars.ContextVar[ConnectionSession | None] = contextvars.ContextVar("kclient_session", default=None)
 
 
+#: Seconds a connection stays open after its failed-login answer, for the
+#: client to read the answer and close first.
+_FAILED_LOGIN_GRACE = 1.0
+
+
+async def _let_the_client_close(stream: Any) -> None:
+    """Wait, up to `_FAILED_LOGIN_GRACE`, for the client to close after it
+    was sent its failed-login answer (anything else it sends is dropped).
+    A client that reads its socket only after our close has also arrived
+    would get the answer and the end of stream in one read, and some drop
+    the answer then (kafka-python 3.0's transport does); closing second
+    lets every client see the answer first."""
+    with trio.move_on_after(_FAILED_LOGIN_GRACE):
+        try:
+            while await stream.receive_some(RECEIVE_CHUNK):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
 class _CloseConnection(Exception):
     """Internal: the request cannot be answered; close the connection."""
 
@@ -713,6 +733,7 @@ class Broker:
         await trio.sleep(self.config.connection_failed_authentication_delay_ms / 1000.0)
         if close.data:
             await stream.send_all(close.data)
+            await _let_the_client_close(stream)
         raise _CloseConnection
 
     async def _respond(
